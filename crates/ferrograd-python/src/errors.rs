@@ -1,0 +1,138 @@
+//! Engine errors as Python exceptions.
+//!
+//! Shape, dtype and device errors get their own classes that also derive from the builtin a
+//! user would try first (`ValueError`, `TypeError`, `RuntimeError`), so `except ValueError`
+//! and `except RuntimeError` both catch a shape mismatch.
+
+use std::fmt;
+
+use ferrograd::Error;
+use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
+
+static SHAPE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static DTYPE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static DEVICE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static GRAD_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static INPLACE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+fn make_type<'py>(
+    py: Python<'py>,
+    name: &str,
+    doc: &str,
+    bases: Vec<Bound<'py, PyType>>,
+) -> PyResult<Py<PyType>> {
+    let ns = PyDict::new(py);
+    ns.set_item("__module__", "ferrograd")?;
+    ns.set_item("__doc__", doc)?;
+    let bases = PyTuple::new(py, bases)?;
+    let ty = py
+        .import("builtins")?
+        .getattr("type")?
+        .call1((name, bases, ns))?;
+    Ok(ty.cast_into::<PyType>()?.unbind())
+}
+
+/// Creates the exception classes and adds them to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let value = py.get_type::<PyValueError>();
+    let type_ = py.get_type::<PyTypeError>();
+    let runtime = py.get_type::<PyRuntimeError>();
+    let specs: [(&PyOnceLock<Py<PyType>>, &str, &str, Vec<Bound<'_, PyType>>); 5] = [
+        (
+            &SHAPE_ERROR,
+            "ShapeError",
+            "Shapes that do not work together.",
+            vec![value.clone(), runtime.clone()],
+        ),
+        (
+            &DTYPE_ERROR,
+            "DTypeError",
+            "Dtypes that do not work together.",
+            vec![type_.clone(), runtime.clone()],
+        ),
+        (
+            &DEVICE_ERROR,
+            "DeviceError",
+            "Tensors on different devices, or a device that is not available.",
+            vec![runtime.clone(), value.clone()],
+        ),
+        (
+            &GRAD_ERROR,
+            "GradError",
+            "Misuse of a gradient tape (a finished key, a bad rule).",
+            vec![runtime.clone()],
+        ),
+        (
+            &INPLACE_ERROR,
+            "InplaceError",
+            "A tensor saved for backward was modified in place.",
+            vec![runtime.clone()],
+        ),
+    ];
+    for (cell, name, doc, bases) in specs {
+        let ty = make_type(py, name, doc, bases)?;
+        m.add(name, ty.bind(py))?;
+        let _ = cell.set(py, ty);
+    }
+    Ok(())
+}
+
+fn raise(cell: &PyOnceLock<Py<PyType>>, fallback: fn(String) -> PyErr, msg: String) -> PyErr {
+    Python::attach(|py| match cell.get(py) {
+        Some(ty) => PyErr::from_type(ty.bind(py).clone(), msg),
+        None => fallback(msg),
+    })
+}
+
+/// A Python exception carried through the engine (raised by a callback or a custom rule).
+pub struct PyErrBox(pub PyErr);
+
+impl fmt::Debug for PyErrBox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+impl fmt::Display for PyErrBox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+impl std::error::Error for PyErrBox {}
+
+/// Wraps a Python exception for the engine.
+pub fn external(e: PyErr) -> Error {
+    Error::External(Box::new(PyErrBox(e)))
+}
+
+/// Maps an engine error to the Python exception for its kind.
+pub fn to_pyerr(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::Shape { .. } => raise(&SHAPE_ERROR, PyValueError::new_err, msg),
+        Error::DType { .. } => raise(&DTYPE_ERROR, PyTypeError::new_err, msg),
+        Error::Device { .. } => raise(&DEVICE_ERROR, PyRuntimeError::new_err, msg),
+        Error::Invalid { .. } => PyValueError::new_err(msg),
+        Error::Index { .. } => PyIndexError::new_err(msg),
+        Error::Autograd { .. } => raise(&GRAD_ERROR, PyRuntimeError::new_err, msg),
+        Error::Version { .. } => raise(&INPLACE_ERROR, PyRuntimeError::new_err, msg),
+        Error::External(b) => match b.downcast::<PyErrBox>() {
+            Ok(p) => p.0,
+            Err(b) => PyRuntimeError::new_err(b.to_string()),
+        },
+    }
+}
+
+/// `.py()` on engine results.
+pub trait ResultExt<T> {
+    fn py(self) -> PyResult<T>;
+}
+
+impl<T> ResultExt<T> for ferrograd::Result<T> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(to_pyerr)
+    }
+}

@@ -1,0 +1,351 @@
+//! Module-level functions: `ferrograd.exp(x)`, `ferrograd.matmul(a, b)`, ...
+
+use ferrograd::{memory, DType, Tensor};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use pyo3::wrap_pyfunction;
+
+use crate::convert::{arg, axes_arg, parse_device, parse_dtype, shape_args, tensor_arg};
+use crate::errors::ResultExt;
+use crate::tensor::{
+    binary, compute, reduce_impl, tensor_list, to_usize, transpose_impl, unary, PyTensor,
+};
+
+type Binary = fn(&Tensor, &Tensor) -> ferrograd::Result<Tensor>;
+
+/// A binary function where either side may be a Python number.
+fn binary_fn(
+    py: Python<'_>,
+    op: &str,
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+    f: Binary,
+) -> PyResult<PyTensor> {
+    if let Ok(t) = a.cast::<PyTensor>() {
+        return binary(py, op, &t.get().t, b, false, f);
+    }
+    if let Ok(t) = b.cast::<PyTensor>() {
+        return binary(py, op, &t.get().t, a, true, f);
+    }
+    let x = arg(op, a, None)?;
+    binary(py, op, &x, b, false, f)
+}
+
+macro_rules! unary_fns {
+    ($($name:ident => $method:ident),* $(,)?) => {
+        $(
+            #[pyfunction]
+            fn $name(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+                let t = arg(stringify!($name), x, None)?;
+                unary(py, &t, Tensor::$method)
+            }
+        )*
+    };
+}
+unary_fns!(exp => exp, log => log, sqrt => sqrt, abs => abs, tanh => tanh, sigmoid => sigmoid,
+    relu => relu, neg => neg);
+
+macro_rules! binary_fns {
+    ($($name:ident => $method:ident),* $(,)?) => {
+        $(
+            #[pyfunction]
+            fn $name(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+                binary_fn(py, stringify!($name), a, b, Tensor::$method)
+            }
+        )*
+    };
+}
+binary_fns!(add => add, sub => sub, mul => mul, div => div, maximum => maximum,
+    minimum => minimum, matmul => matmul, equal => eq, not_equal => ne, less => lt,
+    less_equal => le, greater => gt, greater_equal => ge);
+
+#[pyfunction]
+fn pow(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+    if let Ok(t) = a.cast::<PyTensor>() {
+        return crate::tensor::pow_impl(py, &t.get().t, b);
+    }
+    binary_fn(py, "pow", a, b, Tensor::pow)
+}
+
+#[pyfunction]
+#[pyo3(name = "where")]
+fn where_(
+    py: Python<'_>,
+    cond: &Bound<'_, PyAny>,
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+) -> PyResult<PyTensor> {
+    let c = arg("where", cond, None)?;
+    let like = a
+        .cast::<PyTensor>()
+        .ok()
+        .or_else(|| b.cast::<PyTensor>().ok())
+        .map(|t| t.get().t.clone());
+    let x = arg("where", a, like.as_ref())?;
+    let y = arg("where", b, Some(&x))?;
+    compute(py, x.numel().max(y.numel()), || {
+        ferrograd::where_cond(&c, &x, &y)
+    })
+    .py()
+    .map(PyTensor::from)
+}
+
+macro_rules! reduce_fns {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[pyfunction]
+            #[pyo3(signature = (x, axis=None, keepdims=false))]
+            fn $name(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyResult<PyTensor> {
+                let t = arg(stringify!($name), x, None)?;
+                reduce_impl(py, stringify!($name), &t, axis, keepdims, Tensor::$name)
+            }
+        )*
+    };
+}
+reduce_fns!(sum, mean, max, min);
+
+#[pyfunction]
+#[pyo3(signature = (x, axis=-1))]
+fn softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize) -> PyResult<PyTensor> {
+    let t = arg("softmax", x, None)?;
+    compute(py, t.numel(), || t.softmax(axis))
+        .py()
+        .map(PyTensor::from)
+}
+
+#[pyfunction]
+#[pyo3(signature = (x, axis=-1))]
+fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize) -> PyResult<PyTensor> {
+    let t = arg("log_softmax", x, None)?;
+    compute(py, t.numel(), || t.log_softmax(axis))
+        .py()
+        .map(PyTensor::from)
+}
+
+/// Mean cross-entropy of `logits` (classes on axis 1) against int64 `labels`.
+#[pyfunction]
+fn cross_entropy(
+    py: Python<'_>,
+    logits: &Bound<'_, PyAny>,
+    labels: &Bound<'_, PyAny>,
+) -> PyResult<PyTensor> {
+    let l = tensor_arg("cross_entropy", logits)?;
+    let y = arg("cross_entropy", labels, None)?;
+    compute(py, l.numel(), || ferrograd::cross_entropy(&l, &y))
+        .py()
+        .map(PyTensor::from)
+}
+
+#[pyfunction]
+#[pyo3(signature = (x, *shape))]
+fn reshape(x: &Bound<'_, PyAny>, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+    let t = arg("reshape", x, None)?;
+    let s = shape_args("reshape", shape)?;
+    t.reshape_infer(&s).py().map(PyTensor::from)
+}
+
+#[pyfunction]
+#[pyo3(signature = (x, *axes))]
+fn transpose(x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+    let t = arg("transpose", x, None)?;
+    let a = if axes.is_empty() {
+        Vec::new()
+    } else {
+        shape_args("transpose", axes)?
+    };
+    transpose_impl(&t, &a)
+}
+
+#[pyfunction]
+#[pyo3(signature = (x, *axes))]
+fn permute(x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+    let t = arg("permute", x, None)?;
+    let a = shape_args("permute", axes)?;
+    t.permute(&a).py().map(PyTensor::from)
+}
+
+#[pyfunction]
+#[pyo3(signature = (x, *shape))]
+fn broadcast_to(x: &Bound<'_, PyAny>, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+    let t = arg("broadcast_to", x, None)?;
+    let s = to_usize("broadcast_to", &shape_args("broadcast_to", shape)?)?;
+    t.broadcast_to(&s).py().map(PyTensor::from)
+}
+
+#[pyfunction]
+fn expand_dims(x: &Bound<'_, PyAny>, axis: isize) -> PyResult<PyTensor> {
+    arg("expand_dims", x, None)?
+        .expand_dims(axis)
+        .py()
+        .map(PyTensor::from)
+}
+
+#[pyfunction]
+#[pyo3(signature = (x, axis=None))]
+fn squeeze(x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>) -> PyResult<PyTensor> {
+    let t = arg("squeeze", x, None)?;
+    let axes = axes_arg("squeeze", axis)?;
+    t.squeeze(axes.as_deref()).py().map(PyTensor::from)
+}
+
+#[pyfunction]
+#[pyo3(signature = (tensors, axis=0))]
+fn concat(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: isize) -> PyResult<PyTensor> {
+    let ts = tensor_list("concat", tensors)?;
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    let work = ts.iter().map(|t| t.numel()).sum();
+    compute(py, work, || ferrograd::concat(&refs, axis))
+        .py()
+        .map(PyTensor::from)
+}
+
+#[pyfunction]
+#[pyo3(signature = (tensors, axis=0))]
+fn stack(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: isize) -> PyResult<PyTensor> {
+    let ts = tensor_list("stack", tensors)?;
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    let work = ts.iter().map(|t| t.numel()).sum();
+    compute(py, work, || ferrograd::stack(&refs, axis))
+        .py()
+        .map(PyTensor::from)
+}
+
+fn filled(
+    op: &str,
+    shape: &Bound<'_, PyTuple>,
+    value: f64,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyTensor> {
+    let s = if shape.is_empty() {
+        Vec::new()
+    } else {
+        to_usize(op, &shape_args(op, shape)?)?
+    };
+    let d = match dtype {
+        Some(d) if !d.is_none() => parse_dtype(d)?,
+        _ => DType::F32,
+    };
+    let t = Tensor::full(&s, value, d);
+    crate::tensor::to_device(&t, parse_device(device)?)
+}
+
+#[pyfunction]
+#[pyo3(signature = (*shape, dtype=None, device=None))]
+fn zeros(
+    shape: &Bound<'_, PyTuple>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyTensor> {
+    filled("zeros", shape, 0.0, dtype, device)
+}
+
+#[pyfunction]
+#[pyo3(signature = (*shape, dtype=None, device=None))]
+fn ones(
+    shape: &Bound<'_, PyTuple>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyTensor> {
+    filled("ones", shape, 1.0, dtype, device)
+}
+
+#[pyfunction]
+#[pyo3(signature = (shape, value, dtype=None, device=None))]
+fn full(
+    shape: &Bound<'_, PyAny>,
+    value: f64,
+    dtype: Option<&Bound<'_, PyAny>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyTensor> {
+    let tuple = PyTuple::new(shape.py(), [shape])?;
+    filled("full", &tuple, value, dtype, device)
+}
+
+#[pyfunction]
+fn zeros_like(x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+    Ok(tensor_arg("zeros_like", x)?.zeros_like().into())
+}
+
+#[pyfunction]
+fn ones_like(x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+    Ok(tensor_arg("ones_like", x)?.ones_like().into())
+}
+
+/// Live bytes, peak bytes, live buffers and live tensors on `device`, counted by the engine.
+#[pyfunction]
+#[pyo3(signature = (device=None))]
+fn memory_stats<'py>(
+    py: Python<'py>,
+    device: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let s = memory::stats(parse_device(device)?);
+    let d = PyDict::new(py);
+    d.set_item("live_bytes", s.live_bytes)?;
+    d.set_item("peak_bytes", s.peak_bytes)?;
+    d.set_item("live_buffers", s.live_buffers)?;
+    d.set_item("live_tensors", s.live_tensors)?;
+    Ok(d)
+}
+
+/// Sets the peak figure of `device` to its current live bytes.
+#[pyfunction]
+#[pyo3(signature = (device=None))]
+fn reset_peak_memory_stats(device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    memory::reset_peak(parse_device(device)?);
+    Ok(())
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    macro_rules! add {
+        ($($f:ident),* $(,)?) => { $( m.add_function(wrap_pyfunction!($f, m)?)?; )* };
+    }
+    add!(
+        exp,
+        log,
+        sqrt,
+        abs,
+        tanh,
+        sigmoid,
+        relu,
+        neg,
+        add,
+        sub,
+        mul,
+        div,
+        maximum,
+        minimum,
+        matmul,
+        equal,
+        not_equal,
+        less,
+        less_equal,
+        greater,
+        greater_equal,
+        pow,
+        where_,
+        sum,
+        mean,
+        max,
+        min,
+        softmax,
+        log_softmax,
+        cross_entropy,
+        reshape,
+        transpose,
+        permute,
+        broadcast_to,
+        expand_dims,
+        squeeze,
+        concat,
+        stack,
+        zeros,
+        ones,
+        full,
+        zeros_like,
+        ones_like,
+        memory_stats,
+        reset_peak_memory_stats
+    );
+    Ok(())
+}

@@ -1,0 +1,207 @@
+//! The Python `GradKey` class and the bridge for Python callbacks.
+
+use std::sync::Arc;
+
+use ferrograd::{GradCallback, GradKey, Tensor};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+use crate::convert::{arg, tensor_arg};
+use crate::errors::{external, ResultExt};
+use crate::tensor::{tensor_list, PyTensor};
+
+/// Wraps a Python callable `cb(tensor, grad) -> grad | None` for the engine.
+fn callback(cb: Py<PyAny>) -> GradCallback {
+    Arc::new(move |t: &Tensor, g: &Tensor| {
+        Python::attach(|py| {
+            let r = cb
+                .call1(py, (PyTensor::from(t.clone()), PyTensor::from(g.clone())))
+                .map_err(external)?;
+            if r.is_none(py) {
+                return Ok(None);
+            }
+            match r.bind(py).cast::<PyTensor>() {
+                Ok(pt) => Ok(Some(pt.get().t.clone())),
+                Err(_) => Err(external(PyTypeError::new_err(format!(
+                    "callback: expected a Tensor or None as the new gradient, got {}",
+                    r.bind(py)
+                        .get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                )))),
+            }
+        })
+    })
+}
+
+/// One or several tensors.
+fn one_or_many(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
+    if let Ok(t) = obj.cast::<PyTensor>() {
+        return Ok(vec![t.get().t.clone()]);
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        return tensor_list(op, obj);
+    }
+    Err(PyTypeError::new_err(format!(
+        "{op}: expected a Tensor or a list of Tensors, got {}",
+        obj.get_type().name()?
+    )))
+}
+
+/// A gradient tape (MegEngine's `GradKey`): attach tensors, run ops, call `backward` once.
+#[pyclass(name = "GradKey", module = "ferrograd", weakref)]
+pub struct PyGradKey {
+    key: GradKey,
+}
+
+#[pymethods]
+impl PyGradKey {
+    #[new]
+    #[pyo3(signature = (name=None))]
+    fn new(name: Option<String>) -> Self {
+        PyGradKey {
+            key: GradKey::new(name.unwrap_or_else(|| "grad_key".to_string())),
+        }
+    }
+
+    #[getter]
+    fn name(&self) -> String {
+        self.key.name()
+    }
+    #[setter]
+    fn set_name(&self, name: String) {
+        self.key.set_name(name)
+    }
+    /// Nesting level: keys created later are inner to keys created earlier.
+    #[getter]
+    fn level(&self) -> u64 {
+        self.key.level()
+    }
+    /// Whether the key still records ops.
+    #[getter]
+    fn is_active(&self) -> bool {
+        self.key.is_active()
+    }
+    /// Whether the key has been used by `backward` (or finished by hand).
+    #[getter]
+    fn is_finished(&self) -> bool {
+        self.key.is_finished()
+    }
+
+    /// Tracks `tensor`. `callback(tensor, grad)` runs as soon as its gradient is final; a
+    /// Tensor it returns replaces the gradient. The result is added into `tensor.grad`.
+    #[pyo3(signature = (tensor, callback=None))]
+    fn attach(
+        &self,
+        tensor: &Bound<'_, PyAny>,
+        callback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        self._attach(tensor, callback, true)
+    }
+
+    /// `attach`, choosing whether the final gradient is added into `tensor.grad`.
+    #[pyo3(signature = (tensor, callback=None, accumulate=true))]
+    fn _attach(
+        &self,
+        tensor: &Bound<'_, PyAny>,
+        callback: Option<&Bound<'_, PyAny>>,
+        accumulate: bool,
+    ) -> PyResult<()> {
+        let t = tensor_arg("attach", tensor)?;
+        let cb = match callback {
+            Some(c) if !c.is_none() => {
+                if !c.is_callable() {
+                    return Err(PyTypeError::new_err(format!(
+                        "attach: callback must be callable, got {}",
+                        c.get_type().name()?
+                    )));
+                }
+                Some(self::callback(c.clone().unbind()))
+            }
+            _ => None,
+        };
+        self.key.attach_with(&t, cb, accumulate).py()
+    }
+
+    /// Whether this key tracks `tensor`.
+    fn is_attached_to(&self, tensor: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self
+            .key
+            .is_attached_to(&tensor_arg("is_attached_to", tensor)?))
+    }
+
+    /// Backpropagates from `ys` with gradients `dys` (ones when omitted), then finishes the key.
+    #[pyo3(signature = (ys, dys=None))]
+    fn backward(
+        &self,
+        py: Python<'_>,
+        ys: &Bound<'_, PyAny>,
+        dys: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let ys = one_or_many("backward", ys)?;
+        let dys: Vec<Tensor> = match dys {
+            None => ys.iter().map(|y| y.ones_like()).collect(),
+            Some(d) if d.is_none() => ys.iter().map(|y| y.ones_like()).collect(),
+            Some(d) => {
+                let items: Vec<Bound<'_, PyAny>> =
+                    if d.is_instance_of::<PyList>() || d.is_instance_of::<PyTuple>() {
+                        d.try_iter()?.collect::<PyResult<_>>()?
+                    } else {
+                        vec![d.clone()]
+                    };
+                if items.len() != ys.len() {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "backward: got {} tensors and {} gradients",
+                        ys.len(),
+                        items.len()
+                    )));
+                }
+                items
+                    .iter()
+                    .zip(&ys)
+                    .map(|(o, y)| {
+                        if o.is_none() {
+                            Ok(y.ones_like())
+                        } else {
+                            arg("backward", o, Some(y))
+                        }
+                    })
+                    .collect::<PyResult<_>>()?
+            }
+        };
+        let key = self.key.clone();
+        py.detach(move || key.backward(&ys, &dys)).py()
+    }
+
+    /// Stops recording and frees the tape without running backward.
+    fn finish(&self) {
+        self.key.finish()
+    }
+
+    /// Per recorded op: its name and the `(shape, dtype, bytes)` of each tensor its rule keeps.
+    fn saved_tensors_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for (name, saved) in self.key.saved_tensors_report() {
+            let entries = PyList::empty(py);
+            for t in saved {
+                let bytes = t.numel() * t.dtype().size_in_bytes();
+                entries.append((PyTuple::new(py, t.shape())?, t.dtype().name(), bytes))?;
+            }
+            out.append((name, entries))?;
+        }
+        Ok(out)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.key.is_finished() {
+            "finished"
+        } else if self.key.is_active() {
+            "recording"
+        } else {
+            "inactive"
+        };
+        format!("GradKey(name={:?}, {state})", self.key.name())
+    }
+}

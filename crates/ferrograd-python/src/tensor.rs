@@ -1,0 +1,620 @@
+//! The Python `Tensor` class.
+
+use ferrograd::{DType, Device, SliceSpec, Tensor};
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pyclass::CompareOp;
+use pyo3::types::{PyEllipsis, PyList, PySlice, PySliceMethods, PyTuple};
+
+use crate::convert::{
+    arg, axes_arg, from_numpy, numpy_dtype, parse_device, parse_dtype, shape_args, to_numpy,
+};
+use crate::errors::ResultExt;
+
+/// Work (in elements) above which an op releases the GIL while its kernel runs.
+const DETACH_WORK: usize = 1 << 15;
+
+/// Runs `f` without the GIL when the work is large enough to repay the switch.
+pub fn compute<R: Send>(py: Python<'_>, work: usize, f: impl FnOnce() -> R + Send) -> R {
+    if work >= DETACH_WORK {
+        py.detach(f)
+    } else {
+        f()
+    }
+}
+
+/// An n-dimensional array that takes part in automatic differentiation.
+#[pyclass(name = "Tensor", module = "ferrograd", weakref, subclass, frozen)]
+pub struct PyTensor {
+    pub t: Tensor,
+}
+
+impl From<Tensor> for PyTensor {
+    fn from(t: Tensor) -> Self {
+        PyTensor { t }
+    }
+}
+
+type Unary = fn(&Tensor) -> ferrograd::Result<Tensor>;
+type Binary = fn(&Tensor, &Tensor) -> ferrograd::Result<Tensor>;
+
+pub fn unary(py: Python<'_>, x: &Tensor, f: Unary) -> PyResult<PyTensor> {
+    compute(py, x.numel(), || f(x)).py().map(PyTensor::from)
+}
+
+/// `f(a, other)`, or `f(other, a)` when `reflected`; Python numbers take `a`'s dtype.
+pub fn binary(
+    py: Python<'_>,
+    op: &str,
+    a: &Tensor,
+    other: &Bound<'_, PyAny>,
+    reflected: bool,
+    f: Binary,
+) -> PyResult<PyTensor> {
+    let b = arg(op, other, Some(a))?;
+    let work = a.numel().max(b.numel());
+    let (l, r) = if reflected { (&b, a) } else { (a, &b) };
+    compute(py, work, || f(l, r)).py().map(PyTensor::from)
+}
+
+pub fn pow_impl(py: Python<'_>, x: &Tensor, e: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+    if e.cast::<PyTensor>().is_err() && x.dtype().is_float() {
+        if let Ok(p) = e.extract::<f64>() {
+            return compute(py, x.numel(), || x.pow_scalar(p))
+                .py()
+                .map(PyTensor::from);
+        }
+    }
+    binary(py, "pow", x, e, false, Tensor::pow)
+}
+
+pub fn reduce_impl(
+    py: Python<'_>,
+    op: &str,
+    x: &Tensor,
+    axis: Option<&Bound<'_, PyAny>>,
+    keepdims: bool,
+    f: fn(&Tensor, Option<&[isize]>, bool) -> ferrograd::Result<Tensor>,
+) -> PyResult<PyTensor> {
+    let axes = axes_arg(op, axis)?;
+    compute(py, x.numel(), || f(x, axes.as_deref(), keepdims))
+        .py()
+        .map(PyTensor::from)
+}
+
+/// `transpose()` reverses the axes; `transpose(a, b)` swaps two; `transpose(*perm)` permutes.
+pub fn transpose_impl(x: &Tensor, axes: &[isize]) -> PyResult<PyTensor> {
+    let r = match axes.len() {
+        0 => x.t(),
+        n if n == x.ndim() => x.permute(axes),
+        2 => x.transpose(axes[0], axes[1]),
+        _ => x.permute(axes),
+    };
+    r.py().map(PyTensor::from)
+}
+
+fn specs_from_key(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(t) = key.cast::<PyTuple>() {
+        t.iter().collect()
+    } else {
+        vec![key.clone()]
+    };
+    let consumes = |o: &Bound<'_, PyAny>| !(o.is_none() || o.is_instance_of::<PyEllipsis>());
+    let used = items.iter().filter(|o| consumes(o)).count();
+    if items
+        .iter()
+        .filter(|o| o.is_instance_of::<PyEllipsis>())
+        .count()
+        > 1
+    {
+        return Err(PyIndexError::new_err(
+            "getitem: an index can only have a single ellipsis ('...')",
+        ));
+    }
+    if used > x.ndim() {
+        return Err(PyIndexError::new_err(format!(
+            "getitem: too many indices ({used}) for a tensor of shape {:?}",
+            x.shape()
+        )));
+    }
+    let mut specs = Vec::new();
+    let mut newaxes = Vec::new();
+    let mut advanced: Option<(usize, Tensor)> = None;
+    let (mut d, mut od) = (0usize, 0usize);
+    let full = |n: usize| SliceSpec::Range {
+        start: 0,
+        stop: n as isize,
+        step: 1,
+    };
+    for item in &items {
+        if item.is_none() {
+            newaxes.push(od);
+            od += 1;
+        } else if item.is_instance_of::<PyEllipsis>() {
+            for _ in 0..(x.ndim() - used) {
+                specs.push(full(x.shape()[d]));
+                d += 1;
+                od += 1;
+            }
+        } else if let Ok(s) = item.cast::<PySlice>() {
+            let ind = s.indices(x.shape()[d] as isize)?;
+            specs.push(SliceSpec::Range {
+                start: ind.start,
+                stop: ind.stop,
+                step: ind.step,
+            });
+            d += 1;
+            od += 1;
+        } else if let (false, Ok(i)) = (
+            item.is_instance_of::<pyo3::types::PyFloat>(),
+            item.extract::<isize>(),
+        ) {
+            specs.push(SliceSpec::Index(i));
+            d += 1;
+        } else {
+            let idx = arg("getitem", item, None)?;
+            if idx.dtype() != DType::I64 || idx.ndim() != 1 {
+                return Err(PyIndexError::new_err(format!(
+                    "getitem: array indices must be 1-D integer tensors, got {} {:?}",
+                    idx.dtype(),
+                    idx.shape()
+                )));
+            }
+            if advanced.is_some() {
+                return Err(PyIndexError::new_err(
+                    "getitem: only one array index per expression is supported",
+                ));
+            }
+            advanced = Some((od, idx));
+            specs.push(full(x.shape()[d]));
+            d += 1;
+            od += 1;
+        }
+    }
+    let mut out = x.slice(&specs).py()?;
+    for &a in &newaxes {
+        out = out.expand_dims(a as isize).py()?;
+    }
+    if let Some((axis, idx)) = advanced {
+        out = out.index_select(axis as isize, &idx).py()?;
+    }
+    Ok(out)
+}
+
+fn item_of<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    let v = t.item().py()?;
+    Ok(match t.dtype() {
+        DType::F32 | DType::F64 => v.into_pyobject(py)?.into_any(),
+        DType::I64 => {
+            let i: i64 = t.to_vec::<i64>().py()?[0];
+            i.into_pyobject(py)?.into_any()
+        }
+        DType::Bool => pyo3::types::PyBool::new(py, v != 0.0).to_owned().into_any(),
+    })
+}
+
+#[pymethods]
+impl PyTensor {
+    #[new]
+    #[pyo3(signature = (data, dtype=None, device=None))]
+    fn py_new(
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        device: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyTensor> {
+        let f = py.import("ferrograd")?.getattr("tensor")?;
+        let t = f.call1((data, dtype, device))?;
+        Ok(PyTensor {
+            t: t.cast::<PyTensor>()?.get().t.clone(),
+        })
+    }
+
+    /// Builds a tensor from a numpy array of a supported dtype (copied).
+    #[staticmethod]
+    #[pyo3(signature = (array, device=None))]
+    fn _from_numpy(
+        array: &Bound<'_, PyAny>,
+        device: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyTensor> {
+        let dev = parse_device(device)?;
+        let t = from_numpy(array)?;
+        if dev != Device::Cpu {
+            return to_device(&t, dev);
+        }
+        Ok(PyTensor { t })
+    }
+
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.t.shape())
+    }
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.t.ndim()
+    }
+    #[getter]
+    fn size(&self) -> usize {
+        self.t.numel()
+    }
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        numpy_dtype(py, self.t.dtype())
+    }
+    #[getter]
+    fn device(&self) -> String {
+        self.t.device().to_string()
+    }
+    /// The accumulated gradient (`None` until backward produces one).
+    #[getter]
+    fn grad(&self) -> Option<PyTensor> {
+        self.t.grad().map(PyTensor::from)
+    }
+    #[setter]
+    fn set_grad(&self, g: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let g = match g {
+            None => None,
+            Some(o) if o.is_none() => None,
+            Some(o) => {
+                let t = crate::convert::tensor_arg("grad", o)?;
+                if t.shape() != self.t.shape() {
+                    return Err(PyValueError::new_err(format!(
+                        "grad: assigned gradient of shape {:?} does not match the tensor's shape {:?}",
+                        t.shape(),
+                        self.t.shape()
+                    )));
+                }
+                Some(t)
+            }
+        };
+        self.t.set_grad(g);
+        Ok(())
+    }
+    #[getter(T)]
+    fn transposed(&self) -> PyResult<PyTensor> {
+        self.t.t().py().map(PyTensor::from)
+    }
+
+    /// A numpy copy of the data.
+    fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_numpy(py, &self.t)
+    }
+    /// The value of a one-element tensor as a Python number.
+    fn item<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        item_of(py, &self.t)
+    }
+    fn tolist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_numpy(py, &self.t)?.call_method0("tolist")
+    }
+    #[pyo3(signature = (dtype=None, copy=None))]
+    fn __array__<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = copy;
+        let a = to_numpy(py, &self.t)?;
+        match dtype {
+            Some(d) if !d.is_none() => a.call_method1("astype", (d,)),
+            _ => Ok(a),
+        }
+    }
+    fn __len__(&self) -> PyResult<usize> {
+        self.t
+            .shape()
+            .first()
+            .copied()
+            .ok_or_else(|| PyTypeError::new_err("len() of a 0-d tensor"))
+    }
+    fn __float__(&self) -> PyResult<f64> {
+        self.t.item().py()
+    }
+    fn __int__(&self) -> PyResult<i64> {
+        Ok(self.t.item().py()? as i64)
+    }
+    fn __bool__(&self) -> PyResult<bool> {
+        if self.t.numel() != 1 {
+            return Err(PyValueError::new_err(format!(
+                "the truth value of a tensor of shape {:?} is ambiguous",
+                self.t.shape()
+            )));
+        }
+        Ok(self.t.item().py()? != 0.0)
+    }
+    fn __hash__(slf: &Bound<'_, Self>) -> isize {
+        slf.as_ptr() as isize
+    }
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let arr = to_numpy(py, &self.t)?;
+        let body = py
+            .import("numpy")?
+            .getattr("array2string")?
+            .call1((arr,))?
+            .to_string();
+        let body = body.replace('\n', "\n       ");
+        let mut s = format!("Tensor({body}, dtype={}", self.t.dtype());
+        if self.t.device() != Device::Cpu {
+            s.push_str(&format!(", device={}", self.t.device()));
+        }
+        s.push(')');
+        Ok(s)
+    }
+
+    fn astype(&self, dtype: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        let d = parse_dtype(dtype)?;
+        self.t.astype(d).py().map(PyTensor::from)
+    }
+    /// The same data, cut off from every gradient tape.
+    fn detach(&self) -> PyTensor {
+        self.t.detach().into()
+    }
+    /// A copy that keeps the gradient connection.
+    fn copy(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::copy)
+    }
+    fn clone(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::copy)
+    }
+    fn to(&self, device: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        let dev = parse_device(Some(device))?;
+        to_device(&self.t, dev)
+    }
+    fn cpu(&self) -> PyResult<PyTensor> {
+        to_device(&self.t, Device::Cpu)
+    }
+
+    #[pyo3(signature = (*shape))]
+    fn reshape(&self, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+        let s = shape_args("reshape", shape)?;
+        self.t.reshape_infer(&s).py().map(PyTensor::from)
+    }
+    fn flatten(&self) -> PyResult<PyTensor> {
+        self.t.reshape(&[self.t.numel()]).py().map(PyTensor::from)
+    }
+    #[pyo3(signature = (*axes))]
+    fn transpose(&self, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+        let a = if axes.is_empty() {
+            Vec::new()
+        } else {
+            shape_args("transpose", axes)?
+        };
+        transpose_impl(&self.t, &a)
+    }
+    #[pyo3(signature = (*axes))]
+    fn permute(&self, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+        let a = shape_args("permute", axes)?;
+        self.t.permute(&a).py().map(PyTensor::from)
+    }
+    fn expand_dims(&self, axis: isize) -> PyResult<PyTensor> {
+        self.t.expand_dims(axis).py().map(PyTensor::from)
+    }
+    #[pyo3(signature = (axis=None))]
+    fn squeeze(&self, axis: Option<&Bound<'_, PyAny>>) -> PyResult<PyTensor> {
+        let axes = axes_arg("squeeze", axis)?;
+        self.t.squeeze(axes.as_deref()).py().map(PyTensor::from)
+    }
+    #[pyo3(signature = (*shape))]
+    fn broadcast_to(&self, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+        let s = shape_args("broadcast_to", shape)?;
+        let s = to_usize("broadcast_to", &s)?;
+        self.t.broadcast_to(&s).py().map(PyTensor::from)
+    }
+
+    #[pyo3(signature = (axis=None, keepdims=false))]
+    fn sum(
+        &self,
+        py: Python<'_>,
+        axis: Option<&Bound<'_, PyAny>>,
+        keepdims: bool,
+    ) -> PyResult<PyTensor> {
+        reduce_impl(py, "sum", &self.t, axis, keepdims, Tensor::sum)
+    }
+    #[pyo3(signature = (axis=None, keepdims=false))]
+    fn mean(
+        &self,
+        py: Python<'_>,
+        axis: Option<&Bound<'_, PyAny>>,
+        keepdims: bool,
+    ) -> PyResult<PyTensor> {
+        reduce_impl(py, "mean", &self.t, axis, keepdims, Tensor::mean)
+    }
+    #[pyo3(signature = (axis=None, keepdims=false))]
+    fn max(
+        &self,
+        py: Python<'_>,
+        axis: Option<&Bound<'_, PyAny>>,
+        keepdims: bool,
+    ) -> PyResult<PyTensor> {
+        reduce_impl(py, "max", &self.t, axis, keepdims, Tensor::max)
+    }
+    #[pyo3(signature = (axis=None, keepdims=false))]
+    fn min(
+        &self,
+        py: Python<'_>,
+        axis: Option<&Bound<'_, PyAny>>,
+        keepdims: bool,
+    ) -> PyResult<PyTensor> {
+        reduce_impl(py, "min", &self.t, axis, keepdims, Tensor::min)
+    }
+    #[pyo3(signature = (axis=-1))]
+    fn softmax(&self, py: Python<'_>, axis: isize) -> PyResult<PyTensor> {
+        compute(py, self.t.numel(), || self.t.softmax(axis))
+            .py()
+            .map(PyTensor::from)
+    }
+    #[pyo3(signature = (axis=-1))]
+    fn log_softmax(&self, py: Python<'_>, axis: isize) -> PyResult<PyTensor> {
+        compute(py, self.t.numel(), || self.t.log_softmax(axis))
+            .py()
+            .map(PyTensor::from)
+    }
+
+    fn exp(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::exp)
+    }
+    fn log(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::log)
+    }
+    fn sqrt(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::sqrt)
+    }
+    fn abs(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::abs)
+    }
+    fn tanh(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::tanh)
+    }
+    fn sigmoid(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::sigmoid)
+    }
+    fn relu(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::relu)
+    }
+    fn neg(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::neg)
+    }
+    fn pow(&self, py: Python<'_>, e: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        pow_impl(py, &self.t, e)
+    }
+    fn matmul(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "matmul", &self.t, o, false, Tensor::matmul)
+    }
+    fn maximum(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "maximum", &self.t, o, false, Tensor::maximum)
+    }
+    fn minimum(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "minimum", &self.t, o, false, Tensor::minimum)
+    }
+
+    fn __add__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "add", &self.t, o, false, Tensor::add)
+    }
+    fn __radd__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "add", &self.t, o, true, Tensor::add)
+    }
+    fn __sub__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "sub", &self.t, o, false, Tensor::sub)
+    }
+    fn __rsub__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "sub", &self.t, o, true, Tensor::sub)
+    }
+    fn __mul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "mul", &self.t, o, false, Tensor::mul)
+    }
+    fn __rmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "mul", &self.t, o, true, Tensor::mul)
+    }
+    fn __truediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "div", &self.t, o, false, Tensor::div)
+    }
+    fn __rtruediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "div", &self.t, o, true, Tensor::div)
+    }
+    fn __pow__(
+        &self,
+        py: Python<'_>,
+        e: &Bound<'_, PyAny>,
+        modulo: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyTensor> {
+        if modulo.is_some_and(|m| !m.is_none()) {
+            return Err(PyTypeError::new_err("pow: a modulus is not supported"));
+        }
+        pow_impl(py, &self.t, e)
+    }
+    fn __rpow__(
+        &self,
+        py: Python<'_>,
+        b: &Bound<'_, PyAny>,
+        modulo: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyTensor> {
+        let _ = modulo;
+        binary(py, "pow", &self.t, b, true, Tensor::pow)
+    }
+    fn __matmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "matmul", &self.t, o, false, Tensor::matmul)
+    }
+    fn __rmatmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        binary(py, "matmul", &self.t, o, true, Tensor::matmul)
+    }
+    fn __neg__(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::neg)
+    }
+    fn __pos__(&self) -> PyTensor {
+        self.t.clone().into()
+    }
+    fn __abs__(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        unary(py, &self.t, Tensor::abs)
+    }
+    fn __richcmp__(
+        &self,
+        py: Python<'_>,
+        o: &Bound<'_, PyAny>,
+        op: CompareOp,
+    ) -> PyResult<PyTensor> {
+        let (name, f): (&str, Binary) = match op {
+            CompareOp::Eq => ("equal", Tensor::eq),
+            CompareOp::Ne => ("not_equal", Tensor::ne),
+            CompareOp::Lt => ("less", Tensor::lt),
+            CompareOp::Le => ("less_equal", Tensor::le),
+            CompareOp::Gt => ("greater", Tensor::gt),
+            CompareOp::Ge => ("greater_equal", Tensor::ge),
+        };
+        binary(py, name, &self.t, o, false, f)
+    }
+    fn __getitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        specs_from_key(&self.t, key).map(PyTensor::from)
+    }
+    /// Numpy defers to the Tensor's reflected operators (`np.float64(2) * t` is a Tensor).
+    #[classattr]
+    fn __array_ufunc__() -> Option<i32> {
+        None
+    }
+}
+
+pub fn to_usize(op: &str, v: &[isize]) -> PyResult<Vec<usize>> {
+    v.iter()
+        .map(|&d| {
+            usize::try_from(d).map_err(|_| {
+                PyValueError::new_err(format!("{op}: negative dimension {d} in {v:?}"))
+            })
+        })
+        .collect()
+}
+
+pub fn to_device(t: &Tensor, dev: Device) -> PyResult<PyTensor> {
+    if dev == t.device() {
+        return Ok(t.clone().into());
+    }
+    Err(crate::errors::to_pyerr(ferrograd::Error::Device {
+        op: "to".into(),
+        msg: format!("device {dev} is not available: this build has the CPU backend only"),
+    }))
+}
+
+/// A list of tensors from a Python sequence.
+pub fn tensor_list(op: &str, seq: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
+    if seq.cast::<PyTensor>().is_ok() {
+        return Err(PyTypeError::new_err(format!(
+            "{op}: expected a sequence of Tensors, got one Tensor"
+        )));
+    }
+    let list: Vec<Bound<'_, PyAny>> = if let Ok(l) = seq.cast::<PyList>() {
+        l.iter().collect()
+    } else if let Ok(t) = seq.cast::<PyTuple>() {
+        t.iter().collect()
+    } else {
+        seq.try_iter()
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "{op}: expected a sequence of Tensors, got {}",
+                    seq.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                ))
+            })?
+            .collect::<PyResult<_>>()?
+    };
+    list.iter().map(|o| arg(op, o, None)).collect()
+}

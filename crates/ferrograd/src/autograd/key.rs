@@ -1,0 +1,533 @@
+//! `GradKey`, the `GradFn` records on its tape, and the reverse traversal.
+
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use super::producer::{ListId, NodeId, ProducerLists};
+use super::record::RECORDING_KEYS;
+use super::{GradInfo, GradRule};
+use crate::error::{Error, Result};
+use crate::tensor::{Tensor, TensorImpl};
+
+/// Called with `(tensor, grad)` once the tensor's gradient is final. Returning `Some(g)`
+/// replaces the gradient passed on (to later callbacks and to `.grad`).
+pub type GradCallback = Arc<dyn Fn(&Tensor, &Tensor) -> Result<Option<Tensor>> + Send + Sync>;
+
+static NEXT_KEY_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// While a key runs backward, only keys created before it may record.
+    static CEILING: Cell<u64> = const { Cell::new(u64::MAX) };
+}
+
+pub(crate) fn ceiling() -> u64 {
+    CEILING.with(|c| c.get())
+}
+
+struct CeilingGuard(u64);
+impl CeilingGuard {
+    fn lower_to(level: u64) -> CeilingGuard {
+        let old = CEILING.with(|c| c.replace(c.get().min(level)));
+        CeilingGuard(old)
+    }
+}
+impl Drop for CeilingGuard {
+    fn drop(&mut self) {
+        CEILING.with(|c| c.set(self.0));
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A recorded op (or an attached tensor, which is a `GradFn` with one slot and no rule).
+pub(crate) struct GradFn {
+    pub(crate) key: Weak<KeyInner>,
+    pub(crate) name: String,
+    /// One producer list per slot; fixed at creation.
+    pub(crate) slot_lists: Vec<ListId>,
+    pub(crate) state: Mutex<GradFnState>,
+}
+
+pub(crate) struct GradFnState {
+    pub(crate) slots: Vec<GradSlot>,
+    pub(crate) dsts: Vec<Option<Dst>>,
+    pub(crate) rule: Option<Box<dyn GradRule>>,
+}
+
+#[derive(Default)]
+pub(crate) struct GradSlot {
+    pub(crate) grad: Option<Tensor>,
+    pub(crate) callbacks: Vec<GradCallback>,
+    /// Set for attached tensors: who receives callbacks and `.grad`.
+    pub(crate) owner: Option<Weak<TensorImpl>>,
+    pub(crate) accumulate: bool,
+}
+
+/// Where one input's gradient goes, and this op's node in that slot's producer list.
+pub(crate) struct Dst {
+    pub(crate) target: Arc<GradFn>,
+    pub(crate) idx: usize,
+    pub(crate) node: NodeId,
+}
+
+impl GradFn {
+    fn state(&self) -> MutexGuard<'_, GradFnState> {
+        lock(&self.state)
+    }
+}
+
+impl Drop for GradFn {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(key) = self.key.upgrade() {
+            let mut ks = key.state();
+            for d in st.dsts.iter().flatten() {
+                ks.lists.unlink(d.node);
+            }
+            for &l in &self.slot_lists {
+                ks.lists.free_list(l);
+            }
+        }
+    }
+}
+
+pub(crate) struct KeyInner {
+    pub(crate) id: u64,
+    name: Mutex<String>,
+    recording: AtomicBool,
+    state: Mutex<KeyState>,
+}
+
+#[derive(Default)]
+pub(crate) struct KeyState {
+    finished: bool,
+    tape: Vec<Weak<GradFn>>,
+    tracked: Vec<Weak<TensorImpl>>,
+    pub(crate) lists: ProducerLists,
+}
+
+impl KeyInner {
+    pub(crate) fn state(&self) -> MutexGuard<'_, KeyState> {
+        lock(&self.state)
+    }
+
+    pub(crate) fn is_recording(&self) -> bool {
+        self.recording.load(Ordering::Acquire)
+    }
+
+    fn stop_recording(&self) {
+        if self.recording.swap(false, Ordering::AcqRel) {
+            RECORDING_KEYS.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    pub(crate) fn track(&self, t: &Tensor) {
+        self.state().tracked.push(Arc::downgrade(&t.0));
+    }
+
+    /// Creates a `GradFn` for an op: one slot per output, one destination per input that
+    /// needs a gradient, registered in that input's producer list.
+    pub(crate) fn link(
+        self: &Arc<Self>,
+        name: &str,
+        targets: Vec<Option<GradInfo>>,
+        n_outputs: usize,
+        rule: Box<dyn GradRule>,
+    ) -> Arc<GradFn> {
+        let mut ks = self.state();
+        let slot_lists = (0..n_outputs).map(|_| ks.lists.new_list()).collect();
+        let dsts = targets
+            .into_iter()
+            .map(|t| {
+                t.map(|info| Dst {
+                    node: ks.lists.push(info.func.slot_lists[info.idx]),
+                    target: info.func,
+                    idx: info.idx,
+                })
+            })
+            .collect();
+        let f = Arc::new(GradFn {
+            key: Arc::downgrade(self),
+            name: name.to_string(),
+            slot_lists,
+            state: Mutex::new(GradFnState {
+                slots: (0..n_outputs).map(|_| GradSlot::default()).collect(),
+                dsts,
+                rule: Some(rule),
+            }),
+        });
+        ks.tape.push(Arc::downgrade(&f));
+        f
+    }
+
+    /// Untracks every tensor this key tracks, which frees its graph.
+    fn cleanup(&self) {
+        self.stop_recording();
+        let (tape, tracked) = {
+            let mut ks = self.state();
+            (
+                std::mem::take(&mut ks.tape),
+                std::mem::take(&mut ks.tracked),
+            )
+        };
+        drop(tape);
+        for w in tracked {
+            if let Some(t) = w.upgrade() {
+                let removed = Tensor(t).take_info(self.id);
+                drop(removed);
+            }
+        }
+    }
+}
+
+impl Drop for KeyInner {
+    fn drop(&mut self) {
+        if *self.recording.get_mut() {
+            RECORDING_KEYS.fetch_sub(1, Ordering::AcqRel);
+        }
+        let ks = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let tracked = std::mem::take(&mut ks.tracked);
+        for w in tracked {
+            if let Some(t) = w.upgrade() {
+                drop(Tensor(t).take_info(self.id));
+            }
+        }
+    }
+}
+
+/// A gradient tape. Created recording; `backward` uses it once and finishes it.
+#[derive(Clone)]
+pub struct GradKey(pub(crate) Arc<KeyInner>);
+
+impl GradKey {
+    /// A new key, recording from now on. Keys created later are *inner* to this one.
+    pub fn new(name: impl Into<String>) -> GradKey {
+        RECORDING_KEYS.fetch_add(1, Ordering::AcqRel);
+        GradKey(Arc::new(KeyInner {
+            id: NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed),
+            name: Mutex::new(name.into()),
+            recording: AtomicBool::new(true),
+            state: Mutex::new(KeyState::default()),
+        }))
+    }
+
+    pub fn name(&self) -> String {
+        lock(&self.0.name).clone()
+    }
+
+    pub fn set_name(&self, name: impl Into<String>) {
+        *lock(&self.0.name) = name.into();
+    }
+
+    /// The nesting level: keys created later have higher levels.
+    pub fn level(&self) -> u64 {
+        self.0.id
+    }
+
+    /// Whether the key still records (it stops at `backward` or [`GradKey::finish`]).
+    pub fn is_active(&self) -> bool {
+        self.0.is_recording()
+    }
+
+    /// Whether backward has run (or the key was finished by hand).
+    pub fn is_finished(&self) -> bool {
+        self.0.state().finished
+    }
+
+    fn refuse_if_finished(&self, what: &str) -> Result<()> {
+        if self.0.state().finished {
+            return Err(Error::autograd(format!(
+                "GradKey '{}': {what} on a finished key (a key is used for one backward; \
+                 create a new one for the next step)",
+                self.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Tracks `tensor`: its gradient is computed by `backward`, its callbacks run as soon as
+    /// that gradient is final, and (when `accumulate`) the result is added into `.grad`.
+    /// Attaching again adds the callback to the same slot.
+    pub fn attach(&self, tensor: &Tensor, callback: Option<GradCallback>) -> Result<()> {
+        self.attach_with(tensor, callback, true)
+    }
+
+    /// Like [`GradKey::attach`], choosing whether the final gradient is added into `.grad`.
+    pub fn attach_with(
+        &self,
+        tensor: &Tensor,
+        callback: Option<GradCallback>,
+        accumulate: bool,
+    ) -> Result<()> {
+        self.refuse_if_finished("attach")?;
+        if !tensor.dtype().is_float() {
+            return Err(Error::dtype(
+                "attach",
+                format!(
+                    "only float tensors can be differentiated, got a {} tensor of shape {:?}",
+                    tensor.dtype(),
+                    tensor.shape()
+                ),
+            ));
+        }
+        if let Some(info) = tensor.grad_info(self.0.id) {
+            let mut st = info.func.state();
+            let slot = &mut st.slots[info.idx];
+            slot.callbacks.extend(callback);
+            slot.owner = Some(Arc::downgrade(&tensor.0));
+            slot.accumulate |= accumulate;
+            return Ok(());
+        }
+        let f = {
+            let mut ks = self.0.state();
+            let list = ks.lists.new_list();
+            ks.tracked.push(Arc::downgrade(&tensor.0));
+            Arc::new(GradFn {
+                key: Arc::downgrade(&self.0),
+                name: "attach".to_string(),
+                slot_lists: vec![list],
+                state: Mutex::new(GradFnState {
+                    slots: vec![GradSlot {
+                        grad: None,
+                        callbacks: callback.into_iter().collect(),
+                        owner: Some(Arc::downgrade(&tensor.0)),
+                        accumulate,
+                    }],
+                    dsts: Vec::new(),
+                    rule: None,
+                }),
+            })
+        };
+        tensor.push_info(GradInfo {
+            key: Arc::downgrade(&self.0),
+            key_id: self.0.id,
+            func: f,
+            idx: 0,
+        });
+        Ok(())
+    }
+
+    /// Whether this key tracks `tensor` (attached, or computed from attached tensors).
+    pub fn is_attached_to(&self, tensor: &Tensor) -> bool {
+        tensor.grad_info(self.0.id).is_some()
+    }
+
+    /// Every live recorded op on the tape, in order, with the tensors its rule keeps.
+    pub fn saved_tensors_report(&self) -> Vec<(String, Vec<Tensor>)> {
+        let tape: Vec<Arc<GradFn>> = self
+            .0
+            .state()
+            .tape
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        tape.iter()
+            .map(|f| {
+                let saved = f
+                    .state()
+                    .rule
+                    .as_ref()
+                    .map(|r| r.saved_tensors())
+                    .unwrap_or_default();
+                (f.name.clone(), saved)
+            })
+            .collect()
+    }
+
+    /// Stops recording and frees the tape without running backward.
+    pub fn finish(&self) {
+        self.0.state().finished = true;
+        self.0.cleanup();
+    }
+
+    /// Seeds `ys` with `dys`, walks the tape in reverse, and finishes the key.
+    pub fn backward(&self, ys: &[Tensor], dys: &[Tensor]) -> Result<()> {
+        self.refuse_if_finished("backward")?;
+        if ys.len() != dys.len() {
+            return Err(Error::autograd(format!(
+                "GradKey '{}': backward got {} tensors and {} gradients",
+                self.name(),
+                ys.len(),
+                dys.len()
+            )));
+        }
+        for (y, dy) in ys.iter().zip(dys) {
+            if y.shape() != dy.shape() || y.dtype() != dy.dtype() {
+                return Err(Error::shape(
+                    "backward",
+                    format!(
+                        "the gradient for a {} tensor of shape {:?} must match it, got a {} tensor of shape {:?}",
+                        y.dtype(),
+                        y.shape(),
+                        dy.dtype(),
+                        dy.shape()
+                    ),
+                ));
+            }
+            if y.device() != dy.device() {
+                return Err(Error::device(
+                    "backward",
+                    format!(
+                        "tensor on {} but its gradient on {}",
+                        y.device(),
+                        dy.device()
+                    ),
+                ));
+            }
+        }
+        let tape = {
+            let mut ks = self.0.state();
+            ks.finished = true;
+            std::mem::take(&mut ks.tape)
+        };
+        self.0.stop_recording();
+        let result = {
+            let _ceiling = CeilingGuard::lower_to(self.0.id);
+            self.run(ys, dys, tape)
+        };
+        self.0.cleanup();
+        result
+    }
+
+    fn run(&self, ys: &[Tensor], dys: &[Tensor], tape: Vec<Weak<GradFn>>) -> Result<()> {
+        let mut seeded: Vec<(Arc<GradFn>, usize)> = Vec::new();
+        for (y, dy) in ys.iter().zip(dys) {
+            if let Some(info) = y.grad_info(self.0.id) {
+                accumulate(&info.func, info.idx, dy.clone())?;
+                if !seeded
+                    .iter()
+                    .any(|(f, i)| Arc::ptr_eq(f, &info.func) && *i == info.idx)
+                {
+                    seeded.push((info.func, info.idx));
+                }
+            }
+        }
+        for (f, idx) in &seeded {
+            if self.0.state().lists.is_empty(f.slot_lists[*idx]) {
+                fire(f, *idx)?;
+            }
+        }
+        // Keeps every GradFn that may still receive gradients alive until backward ends,
+        // even after the ops that referenced it have been cleared.
+        let mut keeper: Vec<Arc<GradFn>> = Vec::new();
+        let mut kept: HashSet<usize> = HashSet::new();
+        for weak in tape.iter().rev() {
+            let Some(f) = weak.upgrade() else { continue };
+            let (grads, rule, dsts) = {
+                let mut st = f.state();
+                let grads: Vec<Option<Tensor>> =
+                    st.slots.iter_mut().map(|s| s.grad.take()).collect();
+                (grads, st.rule.take(), std::mem::take(&mut st.dsts))
+            };
+            let outcome = match &rule {
+                Some(rule) if grads.iter().any(Option::is_some) => {
+                    run_rule(rule.as_ref(), &grads, &dsts)
+                }
+                _ => Ok(()),
+            };
+            // saved tensors go now, not at the end of backward
+            drop(rule);
+            drop(grads);
+            let mut finals = Vec::new();
+            {
+                let mut ks = self.0.state();
+                for d in dsts.iter().flatten() {
+                    ks.lists.unlink(d.node);
+                    if ks.lists.is_empty(d.target.slot_lists[d.idx]) {
+                        finals.push((d.target.clone(), d.idx));
+                    }
+                }
+            }
+            for d in dsts.into_iter().flatten() {
+                if kept.insert(Arc::as_ptr(&d.target) as usize) {
+                    keeper.push(d.target);
+                }
+            }
+            outcome?;
+            for (target, idx) in finals {
+                fire(&target, idx)?;
+            }
+        }
+        drop(keeper);
+        Ok(())
+    }
+}
+
+fn run_rule(rule: &dyn GradRule, grads: &[Option<Tensor>], dsts: &[Option<Dst>]) -> Result<()> {
+    let in_grads = rule.backward(grads)?;
+    if in_grads.len() != dsts.len() {
+        return Err(Error::autograd(format!(
+            "grad rule of '{}' returned {} gradients for {} inputs",
+            rule.name(),
+            in_grads.len(),
+            dsts.len()
+        )));
+    }
+    for (d, g) in dsts.iter().zip(in_grads) {
+        if let (Some(d), Some(g)) = (d, g) {
+            accumulate(&d.target, d.idx, g)?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds `g` into a slot. The sum goes through `apply`, so outer keys record it.
+fn accumulate(f: &Arc<GradFn>, idx: usize, g: Tensor) -> Result<()> {
+    let existing = f.state().slots[idx].grad.take();
+    let total = match existing {
+        None => g,
+        Some(e) => e.add(&g)?,
+    };
+    f.state().slots[idx].grad = Some(total);
+    Ok(())
+}
+
+/// A slot's gradient is final: run its callbacks and add the result into `.grad`.
+fn fire(f: &Arc<GradFn>, idx: usize) -> Result<()> {
+    let (grad, callbacks, owner, accumulate) = {
+        let st = f.state();
+        let slot = &st.slots[idx];
+        (
+            slot.grad.clone(),
+            slot.callbacks.clone(),
+            slot.owner.clone(),
+            slot.accumulate,
+        )
+    };
+    let (Some(mut g), Some(owner)) = (grad, owner.and_then(|w| w.upgrade())) else {
+        return Ok(());
+    };
+    let tensor = Tensor(owner);
+    for cb in &callbacks {
+        if let Some(next) = cb(&tensor, &g)? {
+            if next.shape() != tensor.shape() || next.dtype() != tensor.dtype() {
+                return Err(Error::shape(
+                    "callback",
+                    format!(
+                        "a callback for a {} tensor of shape {:?} returned a {} gradient of shape {:?}",
+                        tensor.dtype(),
+                        tensor.shape(),
+                        next.dtype(),
+                        next.shape()
+                    ),
+                ));
+            }
+            g = next;
+        }
+    }
+    if accumulate {
+        let total = match tensor.grad() {
+            Some(old) => old.add(&g)?,
+            // a gradient that shares storage with another tensor (a seed, a view) is copied,
+            // so later in-place updates of `.grad` cannot reach that tensor
+            None if Arc::strong_count(g.storage()) > 1 => g.copy()?,
+            None => g,
+        };
+        tensor.set_grad(Some(total));
+    }
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! Reverse-mode autodiff with MegEngine's semantics.
+//!
+//! A [`GradKey`] records a `GradFn` for every op applied (through [`crate::apply`]) to a tensor
+//! it tracks. Outputs own their `GradFn`; the key's tape holds it weakly, so a branch whose
+//! outputs die is freed during forward and skipped in backward. Each `GradFn` registers one
+//! producer per differentiable input in that input's slot (see [`producer`]); in backward, when
+//! a slot's last producer has run, its gradient is final and its callbacks run at once.
+//!
+//! Grad rules are built from ops through `apply`, so the ops of one key's backward are
+//! recorded by every *outer* key (one created earlier) that is still active: that is how
+//! nested keys give higher-order gradients.
+
+mod key;
+mod producer;
+mod record;
+
+pub use key::{GradCallback, GradKey};
+pub(crate) use key::{GradFn, KeyInner};
+pub use record::{is_recording_any, record_custom};
+pub(crate) use record::{record_builtin, Saved};
+
+use std::sync::{Arc, Weak};
+
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// A grad rule: given the gradients of an op's outputs (`None` where nothing arrived), return
+/// one entry per input (`None` for "no gradient").
+pub trait GradRule: Send + Sync {
+    /// The op's name, for errors and reports.
+    fn name(&self) -> &str;
+    /// Computes input gradients. Runs with this key no longer recording; outer keys record.
+    fn backward(&self, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>>;
+    /// What the rule keeps for backward (for memory reports).
+    fn saved_tensors(&self) -> Vec<Tensor> {
+        Vec::new()
+    }
+}
+
+/// One key's view of a tensor: which slot of which `GradFn` receives its gradient.
+#[derive(Clone)]
+pub(crate) struct GradInfo {
+    pub(crate) key: Weak<KeyInner>,
+    pub(crate) key_id: u64,
+    pub(crate) func: Arc<GradFn>,
+    pub(crate) idx: usize,
+}
+
+impl Tensor {
+    /// This tensor's slot for the key with id `key_id`, if the key tracks it.
+    pub(crate) fn grad_info(&self, key_id: u64) -> Option<GradInfo> {
+        self.0
+            .meta()
+            .infos
+            .iter()
+            .find(|i| i.key_id == key_id)
+            .cloned()
+    }
+
+    /// Whether any live key tracks this tensor.
+    pub fn is_tracked(&self) -> bool {
+        self.0.meta().infos.iter().any(|i| i.key.strong_count() > 0)
+    }
+
+    pub(crate) fn push_info(&self, info: GradInfo) {
+        self.0.meta().infos.push(info);
+    }
+
+    /// Drops this tensor's slot for one key (returned, so it is freed outside the lock).
+    pub(crate) fn take_info(&self, key_id: u64) -> Vec<GradInfo> {
+        let mut meta = self.0.meta();
+        let mut taken = Vec::new();
+        let mut i = 0;
+        while i < meta.infos.len() {
+            if meta.infos[i].key_id == key_id {
+                taken.push(meta.infos.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        taken
+    }
+
+    /// A handle over the same data for a rule of the key `level` to keep: it carries the
+    /// slots of keys outside `level` only (so outer keys can differentiate the rule), never
+    /// the slot of `level` itself (that would make a cycle through the output's `GradFn`).
+    pub(crate) fn saved_for(&self, level: u64) -> Tensor {
+        let copy = self.detach();
+        let infos: Vec<GradInfo> = self
+            .0
+            .meta()
+            .infos
+            .iter()
+            .filter(|i| i.key_id < level && i.key.strong_count() > 0)
+            .cloned()
+            .collect();
+        for info in infos {
+            if let Some(key) = info.key.upgrade() {
+                key.track(&copy);
+            }
+            copy.push_info(info);
+        }
+        copy
+    }
+}

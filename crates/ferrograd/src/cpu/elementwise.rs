@@ -1,0 +1,295 @@
+//! Elementwise kernels: unary, binary with broadcasting, comparisons, where, casts.
+
+use super::{map1, map2, map3};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::op::{BinaryOp, CmpOp, UnaryOp};
+use crate::storage::CpuData;
+
+/// Float math shared by the f32 and f64 kernels.
+pub(crate) trait Float: Copy + PartialOrd + std::ops::Neg<Output = Self> {
+    fn exp(self) -> Self;
+    fn ln(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn abs(self) -> Self;
+    fn tanh(self) -> Self;
+    fn sigmoid(self) -> Self;
+    fn powf(self, e: Self) -> Self;
+    fn signum0(self) -> Self;
+    fn zero() -> Self;
+    fn from_f64(v: f64) -> Self;
+    fn is_nan(self) -> bool;
+}
+
+macro_rules! impl_float {
+    ($t:ty) => {
+        impl Float for $t {
+            #[inline(always)]
+            fn exp(self) -> Self {
+                <$t>::exp(self)
+            }
+            #[inline(always)]
+            fn ln(self) -> Self {
+                <$t>::ln(self)
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                <$t>::sqrt(self)
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            #[inline(always)]
+            fn tanh(self) -> Self {
+                <$t>::tanh(self)
+            }
+            #[inline(always)]
+            fn sigmoid(self) -> Self {
+                // split by sign so neither branch overflows
+                if self >= 0.0 {
+                    1.0 / (1.0 + (-self).exp())
+                } else {
+                    let e = self.exp();
+                    e / (1.0 + e)
+                }
+            }
+            #[inline(always)]
+            fn powf(self, e: Self) -> Self {
+                <$t>::powf(self, e)
+            }
+            #[inline(always)]
+            fn signum0(self) -> Self {
+                if self > 0.0 {
+                    1.0
+                } else if self < 0.0 {
+                    -1.0
+                } else {
+                    self * 0.0
+                }
+            }
+            #[inline(always)]
+            fn zero() -> Self {
+                0.0
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+        }
+    };
+}
+impl_float!(f32);
+impl_float!(f64);
+
+fn unary_float<T: Float>(op: UnaryOp, x: &[T], l: &Layout) -> Vec<T> {
+    match op {
+        UnaryOp::Neg => map1(x, l, |v| -v),
+        UnaryOp::Exp => map1(x, l, T::exp),
+        UnaryOp::Log => map1(x, l, T::ln),
+        UnaryOp::Sqrt => map1(x, l, T::sqrt),
+        UnaryOp::Abs => map1(x, l, T::abs),
+        UnaryOp::Tanh => map1(x, l, T::tanh),
+        UnaryOp::Sigmoid => map1(x, l, T::sigmoid),
+        UnaryOp::Relu => map1(x, l, |v| if v > T::zero() { v } else { T::zero() }),
+        UnaryOp::Sign => map1(x, l, T::signum0),
+    }
+}
+
+/// A unary op on one buffer.
+pub(crate) fn unary(op: UnaryOp, x: &CpuData, l: &Layout) -> Result<CpuData> {
+    Ok(match x {
+        CpuData::F32(v) => CpuData::F32(unary_float(op, v, l)),
+        CpuData::F64(v) => CpuData::F64(unary_float(op, v, l)),
+        CpuData::I64(v) => CpuData::I64(match op {
+            UnaryOp::Neg => map1(v, l, |a: i64| a.wrapping_neg()),
+            UnaryOp::Abs => map1(v, l, |a: i64| a.wrapping_abs()),
+            UnaryOp::Sign => map1(v, l, |a: i64| a.signum()),
+            UnaryOp::Relu => map1(v, l, |a: i64| a.max(0)),
+            _ => return Err(not_for(op.name(), x)),
+        }),
+        CpuData::Bool(_) => return Err(not_for(op.name(), x)),
+    })
+}
+
+fn not_for(op: &str, x: &CpuData) -> Error {
+    Error::dtype(op, format!("not defined for dtype {}", x.dtype()))
+}
+
+fn binary_float<T>(op: BinaryOp, a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T>
+where
+    T: Float
+        + std::ops::Add<Output = T>
+        + std::ops::Sub<Output = T>
+        + std::ops::Mul<Output = T>
+        + std::ops::Div<Output = T>,
+{
+    match op {
+        BinaryOp::Add => map2(a, la, b, lb, |x, y| x + y),
+        BinaryOp::Sub => map2(a, la, b, lb, |x, y| x - y),
+        BinaryOp::Mul => map2(a, la, b, lb, |x, y| x * y),
+        BinaryOp::Div => map2(a, la, b, lb, |x, y| x / y),
+        BinaryOp::Pow => map2(a, la, b, lb, T::powf),
+        BinaryOp::Maximum => map2(
+            a,
+            la,
+            b,
+            lb,
+            |x, y| if x >= y || x.is_nan() { x } else { y },
+        ),
+        BinaryOp::Minimum => map2(
+            a,
+            la,
+            b,
+            lb,
+            |x, y| if x <= y || x.is_nan() { x } else { y },
+        ),
+    }
+}
+
+/// A binary arithmetic op on two views already broadcast to the output shape.
+pub(crate) fn binary(
+    op: BinaryOp,
+    a: &CpuData,
+    la: &Layout,
+    b: &CpuData,
+    lb: &Layout,
+) -> Result<CpuData> {
+    Ok(match (a, b) {
+        (CpuData::F32(x), CpuData::F32(y)) => CpuData::F32(binary_float(op, x, la, y, lb)),
+        (CpuData::F64(x), CpuData::F64(y)) => CpuData::F64(binary_float(op, x, la, y, lb)),
+        (CpuData::I64(x), CpuData::I64(y)) => CpuData::I64(match op {
+            BinaryOp::Add => map2(x, la, y, lb, |p: i64, q: i64| p.wrapping_add(q)),
+            BinaryOp::Sub => map2(x, la, y, lb, |p: i64, q: i64| p.wrapping_sub(q)),
+            BinaryOp::Mul => map2(x, la, y, lb, |p: i64, q: i64| p.wrapping_mul(q)),
+            BinaryOp::Maximum => map2(x, la, y, lb, |p: i64, q: i64| p.max(q)),
+            BinaryOp::Minimum => map2(x, la, y, lb, |p: i64, q: i64| p.min(q)),
+            BinaryOp::Div | BinaryOp::Pow => {
+                return Err(Error::dtype(
+                    op.name(),
+                    "not defined for int64 tensors; cast to a float dtype first",
+                ))
+            }
+        }),
+        _ => return Err(not_for(op.name(), a)),
+    })
+}
+
+/// A comparison; the result is bool.
+pub(crate) fn compare(
+    op: CmpOp,
+    a: &CpuData,
+    la: &Layout,
+    b: &CpuData,
+    lb: &Layout,
+) -> Result<CpuData> {
+    fn cmp<T: PartialOrd + Copy>(
+        op: CmpOp,
+        a: &[T],
+        la: &Layout,
+        b: &[T],
+        lb: &Layout,
+    ) -> Vec<bool> {
+        match op {
+            CmpOp::Eq => map2(a, la, b, lb, |x, y| x == y),
+            CmpOp::Ne => map2(a, la, b, lb, |x, y| x != y),
+            CmpOp::Lt => map2(a, la, b, lb, |x, y| x < y),
+            CmpOp::Le => map2(a, la, b, lb, |x, y| x <= y),
+            CmpOp::Gt => map2(a, la, b, lb, |x, y| x > y),
+            CmpOp::Ge => map2(a, la, b, lb, |x, y| x >= y),
+        }
+    }
+    Ok(CpuData::Bool(match (a, b) {
+        (CpuData::F32(x), CpuData::F32(y)) => cmp(op, x, la, y, lb),
+        (CpuData::F64(x), CpuData::F64(y)) => cmp(op, x, la, y, lb),
+        (CpuData::I64(x), CpuData::I64(y)) => cmp(op, x, la, y, lb),
+        (CpuData::Bool(x), CpuData::Bool(y)) => cmp(op, x, la, y, lb),
+        _ => return Err(not_for(op.name(), a)),
+    }))
+}
+
+/// `x ** p` for a scalar exponent.
+pub(crate) fn pow_scalar(x: &CpuData, l: &Layout, p: f64) -> Result<CpuData> {
+    fn pw<T: Float>(x: &[T], l: &Layout, p: f64) -> Vec<T> {
+        if p == 2.0 {
+            return map1(x, l, |v| v.powf(T::from_f64(2.0)));
+        }
+        let e = T::from_f64(p);
+        map1(x, l, |v| v.powf(e))
+    }
+    Ok(match x {
+        CpuData::F32(v) => CpuData::F32(pw(v, l, p)),
+        CpuData::F64(v) => CpuData::F64(pw(v, l, p)),
+        _ => return Err(not_for("pow", x)),
+    })
+}
+
+/// `where(cond, a, b)` over three views broadcast to one shape.
+pub(crate) fn where_(
+    c: &CpuData,
+    lc: &Layout,
+    a: &CpuData,
+    la: &Layout,
+    b: &CpuData,
+    lb: &Layout,
+) -> Result<CpuData> {
+    let CpuData::Bool(c) = c else {
+        return Err(Error::dtype(
+            "where",
+            format!("condition must be bool, got {}", c.dtype()),
+        ));
+    };
+    fn pick<T>(c: bool, x: T, y: T) -> T {
+        if c {
+            x
+        } else {
+            y
+        }
+    }
+    Ok(match (a, b) {
+        (CpuData::F32(x), CpuData::F32(y)) => CpuData::F32(map3(c, lc, x, la, y, lb, pick)),
+        (CpuData::F64(x), CpuData::F64(y)) => CpuData::F64(map3(c, lc, x, la, y, lb, pick)),
+        (CpuData::I64(x), CpuData::I64(y)) => CpuData::I64(map3(c, lc, x, la, y, lb, pick)),
+        (CpuData::Bool(x), CpuData::Bool(y)) => CpuData::Bool(map3(c, lc, x, la, y, lb, pick)),
+        _ => return Err(not_for("where", a)),
+    })
+}
+
+/// A contiguous copy of a view.
+pub(crate) fn copy(x: &CpuData, l: &Layout) -> CpuData {
+    match x {
+        CpuData::F32(v) => CpuData::F32(map1(v, l, |a| a)),
+        CpuData::F64(v) => CpuData::F64(map1(v, l, |a| a)),
+        CpuData::I64(v) => CpuData::I64(map1(v, l, |a| a)),
+        CpuData::Bool(v) => CpuData::Bool(map1(v, l, |a| a)),
+    }
+}
+
+/// Converts to another dtype (floats to int truncate toward zero, like numpy's `astype`).
+pub(crate) fn cast(x: &CpuData, l: &Layout, to: crate::DType) -> CpuData {
+    use crate::DType;
+    macro_rules! conv {
+        ($v:expr, $f:expr) => {
+            match to {
+                DType::F32 => CpuData::F32(map1($v, l, |a| $f(a) as f32)),
+                DType::F64 => CpuData::F64(map1($v, l, |a| $f(a) as f64)),
+                DType::I64 => CpuData::I64(map1($v, l, |a| $f(a) as i64)),
+                DType::Bool => CpuData::Bool(map1($v, l, |a| $f(a) != 0.0)),
+            }
+        };
+    }
+    match x {
+        CpuData::F32(v) => conv!(v, |a: f32| a as f64),
+        CpuData::F64(v) => conv!(v, |a: f64| a),
+        CpuData::I64(v) => match to {
+            DType::I64 => CpuData::I64(map1(v, l, |a| a)),
+            DType::Bool => CpuData::Bool(map1(v, l, |a| a != 0)),
+            _ => conv!(v, |a: i64| a as f64),
+        },
+        CpuData::Bool(v) => conv!(v, |a: bool| if a { 1.0f64 } else { 0.0 }),
+    }
+}

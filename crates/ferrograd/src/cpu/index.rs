@@ -1,0 +1,198 @@
+//! Indexing kernels: slicing's gradient, concat, gather and scatter-add along an axis.
+
+use super::{at, write_into};
+use crate::error::{Error, Result};
+use crate::layout::{contiguous_strides, for_each_run_multi, numel, Layout, SliceSpec};
+use crate::storage::CpuData;
+
+macro_rules! same_dtype {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            CpuData::F32($v) => CpuData::F32($body),
+            CpuData::F64($v) => CpuData::F64($body),
+            CpuData::I64($v) => CpuData::I64($body),
+            CpuData::Bool($v) => CpuData::Bool($body),
+        }
+    };
+}
+
+fn zeros_like_data(x: &CpuData, n: usize) -> CpuData {
+    match x {
+        CpuData::F32(_) => CpuData::F32(vec![0.0; n]),
+        CpuData::F64(_) => CpuData::F64(vec![0.0; n]),
+        CpuData::I64(_) => CpuData::I64(vec![0; n]),
+        CpuData::Bool(_) => CpuData::Bool(vec![false; n]),
+    }
+}
+
+/// Zeros of `shape` with `dy` written into the region `specs` selects.
+pub(crate) fn slice_grad(
+    dy: &CpuData,
+    ldy: &Layout,
+    shape: &[usize],
+    specs: &[SliceSpec],
+) -> CpuData {
+    let region = Layout::contiguous(shape).slice(specs);
+    let mut out = zeros_like_data(dy, numel(shape));
+    match (&mut out, dy) {
+        (CpuData::F32(o), CpuData::F32(s)) => write_into(o, &region, s, ldy),
+        (CpuData::F64(o), CpuData::F64(s)) => write_into(o, &region, s, ldy),
+        (CpuData::I64(o), CpuData::I64(s)) => write_into(o, &region, s, ldy),
+        (CpuData::Bool(o), CpuData::Bool(s)) => write_into(o, &region, s, ldy),
+        _ => {}
+    }
+    out
+}
+
+/// Joins views along `axis` into a contiguous buffer of `out_shape`.
+pub(crate) fn concat(parts: &[(&CpuData, &Layout)], axis: usize, out_shape: &[usize]) -> CpuData {
+    let mut out = zeros_like_data(parts[0].0, numel(out_shape));
+    let full = Layout::contiguous(out_shape);
+    let mut start = 0isize;
+    for (data, l) in parts {
+        let len = l.shape()[axis] as isize;
+        let mut specs: Vec<SliceSpec> = out_shape
+            .iter()
+            .map(|&n| SliceSpec::Range {
+                start: 0,
+                stop: n as isize,
+                step: 1,
+            })
+            .collect();
+        specs[axis] = SliceSpec::Range {
+            start,
+            stop: start + len,
+            step: 1,
+        };
+        let region = full.slice(&specs);
+        match (&mut out, data) {
+            (CpuData::F32(o), CpuData::F32(s)) => write_into(o, &region, s, l),
+            (CpuData::F64(o), CpuData::F64(s)) => write_into(o, &region, s, l),
+            (CpuData::I64(o), CpuData::I64(s)) => write_into(o, &region, s, l),
+            (CpuData::Bool(o), CpuData::Bool(s)) => write_into(o, &region, s, l),
+            _ => {}
+        }
+        start += len;
+    }
+    out
+}
+
+/// Visits every element of `idx` (viewed by `li`) with its position in row-major order and
+/// the value it holds, checked against `size` (negative values count from the end).
+fn for_each_index(
+    op: &str,
+    idx: &CpuData,
+    li: &Layout,
+    size: usize,
+    mut f: impl FnMut(usize, usize),
+) -> Result<()> {
+    let CpuData::I64(iv) = idx else {
+        return Err(Error::dtype(
+            op,
+            format!("indices must be int64, got {}", idx.dtype()),
+        ));
+    };
+    let contiguous = Layout::contiguous(li.shape());
+    let mut bad = None;
+    for_each_run_multi([li, &contiguous], |[bi, bp], [si, sp], n| {
+        for k in 0..n {
+            let v = iv[at(bi, si, k)];
+            let j = if v < 0 { v + size as isize as i64 } else { v };
+            if j < 0 || j as usize >= size {
+                bad.get_or_insert(v);
+                continue;
+            }
+            f(at(bp, sp, k), j as usize);
+        }
+    });
+    match bad {
+        Some(v) => Err(Error::index(
+            op,
+            format!("index {v} is out of range for an axis of size {size}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Strides of every axis but `axis`, used to turn a position of the index tensor into a
+/// position in another tensor of the same rank.
+fn position_map(index_shape: &[usize], target: &Layout, axis: usize) -> (Vec<isize>, Vec<isize>) {
+    let idx_strides = contiguous_strides(index_shape);
+    let mut t = target.strides().to_vec();
+    t[axis] = 0;
+    (idx_strides, t)
+}
+
+fn target_offset(
+    pos: usize,
+    idx_strides: &[isize],
+    shape: &[usize],
+    tstrides: &[isize],
+    base: usize,
+) -> isize {
+    let mut rem = pos;
+    let mut off = base as isize;
+    for d in 0..shape.len() {
+        let s = idx_strides[d] as usize;
+        let i = rem / s.max(1);
+        rem -= i * s;
+        off += i as isize * tstrides[d];
+    }
+    off
+}
+
+/// `out[p] = x[p with axis replaced by idx[p]]` (numpy's `take_along_axis`).
+pub(crate) fn gather(
+    x: &CpuData,
+    lx: &Layout,
+    idx: &CpuData,
+    li: &Layout,
+    axis: usize,
+) -> Result<CpuData> {
+    let shape = li.shape().to_vec();
+    let size = lx.shape()[axis];
+    let (is, ts) = position_map(&shape, lx, axis);
+    let sa = lx.strides()[axis];
+    let mut positions = Vec::with_capacity(li.numel());
+    for_each_index("gather", idx, li, size, |p, j| {
+        positions.push((target_offset(p, &is, &shape, &ts, lx.offset()) + j as isize * sa) as usize)
+    })?;
+    Ok(same_dtype!(x, v => positions.iter().map(|&p| v[p]).collect()))
+}
+
+/// Zeros of `out_shape`, then `out[p with axis replaced by idx[p]] += src[p]`.
+pub(crate) fn scatter_add(
+    src: &CpuData,
+    ls: &Layout,
+    idx: &CpuData,
+    li: &Layout,
+    axis: usize,
+    out_shape: &[usize],
+) -> Result<CpuData> {
+    let shape = li.shape().to_vec();
+    let lo = Layout::contiguous(out_shape);
+    let (is, ts) = position_map(&shape, &lo, axis);
+    let sa = lo.strides()[axis];
+    let mut targets = vec![0usize; li.numel()];
+    for_each_index("scatter_add", idx, li, out_shape[axis], |p, j| {
+        targets[p] = (target_offset(p, &is, &shape, &ts, 0) + j as isize * sa) as usize
+    })?;
+    macro_rules! go {
+        ($v:expr, $zero:expr) => {{
+            let vals = super::map1($v, ls, |a| a);
+            let mut out = vec![$zero; numel(out_shape)];
+            for (t, v) in targets.iter().zip(vals) {
+                out[*t] += v;
+            }
+            out
+        }};
+    }
+    Ok(match src {
+        CpuData::F32(v) => CpuData::F32(go!(v, 0.0f32)),
+        CpuData::F64(v) => CpuData::F64(go!(v, 0.0f64)),
+        CpuData::I64(v) => CpuData::I64(go!(v, 0i64)),
+        CpuData::Bool(_) => {
+            return Err(Error::dtype("scatter_add", "not defined for bool tensors"))
+        }
+    })
+}

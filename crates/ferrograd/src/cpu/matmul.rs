@@ -1,0 +1,94 @@
+//! Matrix products through the `gemm` crate (any strides, so transposed views need no copy).
+
+use crate::layout::{contiguous_strides, numel, Layout};
+use crate::storage::CpuData;
+
+/// Products of every batch: `a` is `[batch..., m, k]`, `b` is `[batch..., k, n]`, both already
+/// broadcast to one batch shape. The result is contiguous `[batch..., m, n]`.
+pub(crate) fn matmul(a: &CpuData, la: &Layout, b: &CpuData, lb: &Layout) -> CpuData {
+    match (a, b) {
+        (CpuData::F32(x), CpuData::F32(y)) => CpuData::F32(batched(x, la, y, lb, 0.0, 1.0, true)),
+        (CpuData::F64(x), CpuData::F64(y)) => CpuData::F64(batched(x, la, y, lb, 0.0, 1.0, true)),
+        (CpuData::I64(x), CpuData::I64(y)) => CpuData::I64(batched(x, la, y, lb, 0, 1, false)),
+        // the op layer only lets matching numeric dtypes through
+        _ => CpuData::F32(Vec::new()),
+    }
+}
+
+fn batched<T>(a: &[T], la: &Layout, b: &[T], lb: &Layout, zero: T, one: T, use_gemm: bool) -> Vec<T>
+where
+    T: Copy + 'static + std::ops::Add<Output = T> + std::ops::Mul<Output = T>,
+{
+    let nd = la.ndim();
+    let (m, k, n) = (la.shape()[nd - 2], la.shape()[nd - 1], lb.shape()[nd - 1]);
+    let batch_shape = &la.shape()[..nd - 2];
+    let batches = numel(batch_shape);
+    let mut out = vec![zero; batches * m * n];
+    if m == 0 || n == 0 {
+        return out;
+    }
+    let (ars, acs) = (la.strides()[nd - 2], la.strides()[nd - 1]);
+    let (brs, bcs) = (lb.strides()[nd - 2], lb.strides()[nd - 1]);
+    let bstr = contiguous_strides(batch_shape);
+    let par = if m * n * k >= 96 * 96 * 96 {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    for bi in 0..batches {
+        // batch multi-index -> offsets into a and b
+        let (mut oa, mut ob) = (la.offset() as isize, lb.offset() as isize);
+        let mut rem = bi;
+        for d in 0..batch_shape.len() {
+            let i = rem / bstr[d] as usize;
+            rem %= bstr[d] as usize;
+            oa += i as isize * la.strides()[d];
+            ob += i as isize * lb.strides()[d];
+        }
+        let dst = &mut out[bi * m * n..(bi + 1) * m * n];
+        if k == 0 {
+            continue;
+        }
+        if use_gemm {
+            // SAFETY: the pointers address elements (0, 0) of views whose every element lies
+            // inside `a`, `b` and `dst` (layouts are validated when views are made), and the
+            // destination does not alias the sources.
+            unsafe {
+                gemm::gemm(
+                    m,
+                    n,
+                    k,
+                    dst.as_mut_ptr(),
+                    1,
+                    n as isize,
+                    false,
+                    a.as_ptr().offset(oa),
+                    acs,
+                    ars,
+                    b.as_ptr().offset(ob),
+                    bcs,
+                    brs,
+                    zero,
+                    one,
+                    false,
+                    false,
+                    false,
+                    par,
+                );
+            }
+        } else {
+            for i in 0..m {
+                for j in 0..n {
+                    let mut s = zero;
+                    for p in 0..k {
+                        let x = a[(oa + i as isize * ars + p as isize * acs) as usize];
+                        let y = b[(ob + p as isize * brs + j as isize * bcs) as usize];
+                        s = s + x * y;
+                    }
+                    dst[i * n + j] = s;
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,198 @@
+//! Reductions over any set of axes, and softmax along one axis.
+
+use super::at;
+use crate::error::{Error, Result};
+use crate::layout::{contiguous_strides, for_each_run_multi, numel, Layout};
+use crate::op::ReduceKind;
+use crate::storage::CpuData;
+
+/// The output viewed as a broadcast over the input's shape: reduced axes get stride 0.
+fn reduced_view(shape: &[usize], axes: &[usize]) -> (Vec<usize>, Layout) {
+    let kept: Vec<usize> = shape
+        .iter()
+        .enumerate()
+        .map(|(d, &n)| if axes.contains(&d) { 1 } else { n })
+        .collect();
+    let mut strides = contiguous_strides(&kept);
+    for &a in axes {
+        strides[a] = 0;
+    }
+    let view = Layout::new(shape.to_vec(), strides, 0);
+    (kept, view)
+}
+
+/// Sums a contiguous run with several accumulators, so the loop vectorises and rounding
+/// error grows more slowly than with one running total.
+#[inline]
+fn sum_run<T: Copy + std::ops::Add<Output = T>>(xs: &[T], zero: T) -> T {
+    let mut acc = [zero; 8];
+    let chunks = xs.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..8 {
+            acc[k] = acc[k] + c[k];
+        }
+    }
+    let mut s = zero;
+    for r in rest {
+        s = s + *r;
+    }
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + s
+}
+
+fn fold<T: Copy>(
+    x: &[T],
+    l: &Layout,
+    axes: &[usize],
+    init: T,
+    f: impl Fn(T, T) -> T,
+    run_sum: Option<&dyn Fn(&[T]) -> T>,
+) -> Vec<T> {
+    let (kept, view) = reduced_view(l.shape(), axes);
+    let mut out = vec![init; numel(&kept)];
+    for_each_run_multi([l, &view], |[bx, bo], [sx, so], n| {
+        if so == 0 {
+            let acc = match (sx, run_sum) {
+                (1, Some(s)) => f(out[bo], s(&x[bx..bx + n])),
+                _ => (0..n).fold(out[bo], |acc, i| f(acc, x[at(bx, sx, i)])),
+            };
+            out[bo] = acc;
+        } else {
+            for i in 0..n {
+                let o = at(bo, so, i);
+                out[o] = f(out[o], x[at(bx, sx, i)]);
+            }
+        }
+    });
+    out
+}
+
+macro_rules! float_reduce {
+    ($t:ty, $kind:expr, $x:expr, $l:expr, $axes:expr, $count:expr) => {{
+        let nan_max = |a: $t, b: $t| if b > a || b.is_nan() { b } else { a };
+        let nan_min = |a: $t, b: $t| if b < a || b.is_nan() { b } else { a };
+        match $kind {
+            ReduceKind::Sum => fold(
+                $x,
+                $l,
+                $axes,
+                0.0,
+                |a, b| a + b,
+                Some(&|r: &[$t]| sum_run(r, 0.0)),
+            ),
+            ReduceKind::Mean => {
+                let mut s = fold(
+                    $x,
+                    $l,
+                    $axes,
+                    0.0,
+                    |a, b| a + b,
+                    Some(&|r: &[$t]| sum_run(r, 0.0)),
+                );
+                let inv = 1.0 / $count as $t;
+                s.iter_mut().for_each(|v| *v *= inv);
+                s
+            }
+            ReduceKind::Max => fold($x, $l, $axes, <$t>::NEG_INFINITY, nan_max, None),
+            ReduceKind::Min => fold($x, $l, $axes, <$t>::INFINITY, nan_min, None),
+        }
+    }};
+}
+
+/// Reduces `axes` (sorted, unique); the result is contiguous with those axes kept as size 1.
+pub(crate) fn reduce(kind: ReduceKind, x: &CpuData, l: &Layout, axes: &[usize]) -> Result<CpuData> {
+    let count: usize = axes.iter().map(|&a| l.shape()[a]).product();
+    if count == 0 && matches!(kind, ReduceKind::Max | ReduceKind::Min) {
+        return Err(Error::shape(
+            kind.name(),
+            format!(
+                "cannot reduce over an empty axis (shape {:?}, axes {axes:?})",
+                l.shape()
+            ),
+        ));
+    }
+    Ok(match x {
+        CpuData::F32(v) => CpuData::F32(float_reduce!(f32, kind, v, l, axes, count)),
+        CpuData::F64(v) => CpuData::F64(float_reduce!(f64, kind, v, l, axes, count)),
+        CpuData::I64(v) => CpuData::I64(match kind {
+            ReduceKind::Sum => fold(v, l, axes, 0, |a: i64, b| a.wrapping_add(b), None),
+            ReduceKind::Max => fold(v, l, axes, i64::MIN, |a: i64, b| a.max(b), None),
+            ReduceKind::Min => fold(v, l, axes, i64::MAX, |a: i64, b| a.min(b), None),
+            ReduceKind::Mean => {
+                return Err(Error::dtype(
+                    "mean",
+                    "not defined for int64 tensors; cast to a float dtype first",
+                ))
+            }
+        }),
+        CpuData::Bool(_) => {
+            return Err(Error::dtype(
+                kind.name(),
+                "not defined for bool tensors; cast first",
+            ))
+        }
+    })
+}
+
+/// Softmax (or log-softmax) along `axis`; the result is contiguous in the input's shape.
+pub(crate) fn softmax(x: &CpuData, l: &Layout, axis: usize, log: bool) -> Result<CpuData> {
+    macro_rules! go {
+        ($t:ty, $v:expr) => {{
+            let v: &[$t] = $v;
+            let shape = l.shape();
+            let n = shape[axis];
+            let out_strides = contiguous_strides(shape);
+            let mut out = vec![0.0 as $t; l.numel()];
+            // iterate over every position of the other axes
+            let mut rest_shape = shape.to_vec();
+            rest_shape[axis] = 1;
+            let lx = Layout::new(rest_shape.clone(), l.strides().to_vec(), l.offset());
+            let lo = Layout::new(rest_shape, out_strides.clone(), 0);
+            let (sx, so) = (l.strides()[axis], out_strides[axis]);
+            let mut row = vec![0.0 as $t; n];
+            for_each_run_multi([&lx, &lo], |[bx, bo], [rx, ro], m| {
+                for i in 0..m {
+                    let (px, po) = (at(bx, rx, i), at(bo, ro, i));
+                    let mut mx = <$t>::NEG_INFINITY;
+                    for j in 0..n {
+                        row[j] = v[at(px, sx, j)];
+                        if row[j] > mx {
+                            mx = row[j];
+                        }
+                    }
+                    if !mx.is_finite() {
+                        mx = 0.0;
+                    }
+                    let mut s = 0.0 as $t;
+                    for r in row.iter_mut() {
+                        *r -= mx;
+                        s += r.exp();
+                    }
+                    if log {
+                        let ls = s.ln();
+                        for j in 0..n {
+                            out[at(po, so, j)] = row[j] - ls;
+                        }
+                    } else {
+                        let inv = 1.0 / s;
+                        for j in 0..n {
+                            out[at(po, so, j)] = row[j].exp() * inv;
+                        }
+                    }
+                }
+            });
+            out
+        }};
+    }
+    let name = if log { "log_softmax" } else { "softmax" };
+    Ok(match x {
+        CpuData::F32(v) => CpuData::F32(go!(f32, v)),
+        CpuData::F64(v) => CpuData::F64(go!(f64, v)),
+        _ => {
+            return Err(Error::dtype(
+                name,
+                format!("needs a float tensor, got {}", x.dtype()),
+            ))
+        }
+    })
+}

@@ -1,0 +1,386 @@
+//! Shape, strides and offset: how a tensor views its storage.
+//!
+//! Views (reshape of contiguous data, permute, broadcast, slicing) only build a new `Layout`
+//! over the same storage; nothing is copied.
+
+use crate::error::{Error, Result};
+
+/// A view of a flat buffer: element `idx` lives at `offset + sum(idx[d] * strides[d])`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    offset: usize,
+}
+
+/// One axis of a basic-indexing expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SliceSpec {
+    /// `start:stop:step` with numpy semantics, already clamped to the axis.
+    Range {
+        start: isize,
+        stop: isize,
+        step: isize,
+    },
+    /// A single integer: the axis is removed.
+    Index(isize),
+}
+
+/// Row-major strides of a contiguous tensor of `shape`.
+pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for d in (0..shape.len()).rev() {
+        strides[d] = acc;
+        acc *= shape[d].max(1) as isize;
+    }
+    strides
+}
+
+/// Number of elements of a shape.
+pub fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+/// Numpy broadcasting of two shapes.
+pub fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let da = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return Err(Error::shape(
+                op,
+                format!("shapes {a:?} and {b:?} cannot be broadcast together"),
+            ));
+        };
+    }
+    Ok(out)
+}
+
+/// Normalises a possibly negative axis against `ndim`.
+pub fn normalize_axis(op: &str, axis: isize, ndim: usize) -> Result<usize> {
+    let n = ndim as isize;
+    let a = if axis < 0 { axis + n } else { axis };
+    if a < 0 || a >= n {
+        return Err(Error::invalid(
+            op,
+            format!("axis {axis} is out of range for a tensor of {ndim} dimension(s)"),
+        ));
+    }
+    Ok(a as usize)
+}
+
+/// Normalises a list of axes (`None` means all), sorted, without repeats.
+pub fn normalize_axes(op: &str, axes: Option<&[isize]>, ndim: usize) -> Result<Vec<usize>> {
+    let mut out: Vec<usize> = match axes {
+        None => (0..ndim).collect(),
+        Some(list) => list
+            .iter()
+            .map(|&a| normalize_axis(op, a, ndim))
+            .collect::<Result<_>>()?,
+    };
+    out.sort_unstable();
+    let before = out.len();
+    out.dedup();
+    if out.len() != before {
+        return Err(Error::invalid(op, format!("repeated axis in {axes:?}")));
+    }
+    Ok(out)
+}
+
+impl Layout {
+    /// A contiguous row-major layout of `shape` starting at offset 0.
+    pub fn contiguous(shape: &[usize]) -> Layout {
+        Layout {
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape),
+            offset: 0,
+        }
+    }
+
+    pub(crate) fn new(shape: Vec<usize>, strides: Vec<isize>, offset: usize) -> Layout {
+        Layout {
+            shape,
+            strides,
+            offset,
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    pub fn strides(&self) -> &[isize] {
+        &self.strides
+    }
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+    pub fn numel(&self) -> usize {
+        numel(&self.shape)
+    }
+
+    /// Row-major contiguous (size-1 axes may have any stride).
+    pub fn is_contiguous(&self) -> bool {
+        let mut acc = 1isize;
+        for d in (0..self.shape.len()).rev() {
+            if self.shape[d] != 1 && self.strides[d] != acc {
+                return false;
+            }
+            acc *= self.shape[d] as isize;
+        }
+        true
+    }
+
+    /// A view of the same elements with another shape, where that needs no copy.
+    /// Returns `None` when the data must be copied first.
+    pub fn reshape(&self, shape: &[usize]) -> Option<Layout> {
+        if self.is_contiguous() {
+            Some(Layout {
+                shape: shape.to_vec(),
+                strides: contiguous_strides(shape),
+                offset: self.offset,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// Reorders the axes.
+    pub fn permute(&self, perm: &[usize]) -> Layout {
+        Layout {
+            shape: perm.iter().map(|&p| self.shape[p]).collect(),
+            strides: perm.iter().map(|&p| self.strides[p]).collect(),
+            offset: self.offset,
+        }
+    }
+
+    /// A broadcast view to `shape` (stride 0 on broadcast axes). The caller checks compatibility.
+    pub fn broadcast_to(&self, shape: &[usize]) -> Layout {
+        let n = shape.len();
+        let k = self.shape.len();
+        let mut strides = vec![0isize; n];
+        for i in 0..k {
+            let d = n - k + i;
+            strides[d] = if self.shape[i] == shape[d] {
+                self.strides[i]
+            } else {
+                0
+            };
+        }
+        Layout {
+            shape: shape.to_vec(),
+            strides,
+            offset: self.offset,
+        }
+    }
+
+    /// Basic indexing: one spec per leading axis (missing trailing axes are kept whole).
+    pub fn slice(&self, specs: &[SliceSpec]) -> Layout {
+        let mut shape = Vec::with_capacity(self.shape.len());
+        let mut strides = Vec::with_capacity(self.shape.len());
+        let mut offset = self.offset as isize;
+        for (d, (&n, &s)) in self.shape.iter().zip(&self.strides).enumerate() {
+            match specs.get(d) {
+                None => {
+                    shape.push(n);
+                    strides.push(s);
+                }
+                Some(SliceSpec::Index(i)) => offset += i * s,
+                Some(SliceSpec::Range { start, stop, step }) => {
+                    let len = slice_len(*start, *stop, *step);
+                    if len > 0 {
+                        offset += start * s;
+                    }
+                    shape.push(len);
+                    strides.push(s * step);
+                }
+            }
+        }
+        Layout {
+            shape,
+            strides,
+            offset: offset.max(0) as usize,
+        }
+    }
+
+    /// The smallest and one-past-largest storage positions this view touches.
+    pub fn storage_span(&self) -> (usize, usize) {
+        if self.numel() == 0 {
+            return (self.offset, self.offset);
+        }
+        let mut lo = self.offset as isize;
+        let mut hi = self.offset as isize;
+        for (&n, &s) in self.shape.iter().zip(&self.strides) {
+            let ext = (n as isize - 1) * s;
+            if ext < 0 {
+                lo += ext;
+            } else {
+                hi += ext;
+            }
+        }
+        (lo as usize, hi as usize + 1)
+    }
+}
+
+/// Number of elements selected by `start:stop:step` (already clamped).
+pub fn slice_len(start: isize, stop: isize, step: isize) -> usize {
+    if step > 0 {
+        if stop > start {
+            ((stop - start + step - 1) / step) as usize
+        } else {
+            0
+        }
+    } else if start > stop {
+        ((start - stop + (-step) - 1) / (-step)) as usize
+    } else {
+        0
+    }
+}
+
+/// Visits the storage position of every element of `layout` in row-major order, in runs:
+/// `f(base, stride, len)` covers positions `base, base + stride, ...` (`len` of them).
+/// The last axis forms the run, so inner loops stay tight.
+pub fn for_each_run(layout: &Layout, mut f: impl FnMut(usize, isize, usize)) {
+    let shape = layout.shape();
+    let strides = layout.strides();
+    let n = layout.numel();
+    if n == 0 {
+        return;
+    }
+    if shape.is_empty() {
+        f(layout.offset(), 1, 1);
+        return;
+    }
+    if layout.is_contiguous() {
+        f(layout.offset(), 1, n);
+        return;
+    }
+    let nd = shape.len();
+    let inner = shape[nd - 1];
+    let inner_stride = strides[nd - 1];
+    let mut idx = vec![0usize; nd - 1];
+    let mut base = layout.offset() as isize;
+    loop {
+        f(base as usize, inner_stride, inner);
+        // advance the outer multi-index
+        let mut d = nd - 1;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            base += strides[d];
+            if idx[d] < shape[d] {
+                break;
+            }
+            base -= strides[d] * shape[d] as isize;
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Like [`for_each_run`] but over several layouts of one shape at once:
+/// `f(bases, strides, len)` with one base and inner stride per layout.
+pub fn for_each_run_multi<const N: usize>(
+    layouts: [&Layout; N],
+    mut f: impl FnMut([usize; N], [isize; N], usize),
+) {
+    let shape = layouts[0].shape();
+    let n = numel(shape);
+    if n == 0 {
+        return;
+    }
+    if shape.is_empty() {
+        f(layouts.map(|l| l.offset()), [1; N], 1);
+        return;
+    }
+    if layouts.iter().all(|l| l.is_contiguous()) {
+        f(layouts.map(|l| l.offset()), [1; N], n);
+        return;
+    }
+    let nd = shape.len();
+    let inner = shape[nd - 1];
+    let inner_strides = layouts.map(|l| l.strides()[nd - 1]);
+    let mut idx = vec![0usize; nd - 1];
+    let mut base = layouts.map(|l| l.offset() as isize);
+    loop {
+        f(base.map(|b| b as usize), inner_strides, inner);
+        let mut d = nd - 1;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            for k in 0..N {
+                base[k] += layouts[k].strides()[d];
+            }
+            if idx[d] < shape[d] {
+                break;
+            }
+            for k in 0..N {
+                base[k] -= layouts[k].strides()[d] * shape[d] as isize;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcasting_follows_numpy() {
+        assert_eq!(broadcast_shapes("t", &[3, 1], &[4]).unwrap(), vec![3, 4]);
+        assert_eq!(broadcast_shapes("t", &[], &[2, 2]).unwrap(), vec![2, 2]);
+        assert!(broadcast_shapes("t", &[3], &[4]).is_err());
+    }
+
+    #[test]
+    fn runs_visit_a_transposed_view_in_logical_order() {
+        let l = Layout::contiguous(&[2, 3]).permute(&[1, 0]);
+        let mut seen = vec![];
+        for_each_run(&l, |b, s, n| {
+            for i in 0..n {
+                seen.push((b as isize + s * i as isize) as usize);
+            }
+        });
+        assert_eq!(seen, vec![0, 3, 1, 4, 2, 5]);
+    }
+
+    #[test]
+    fn negative_step_slices_walk_backwards() {
+        let l = Layout::contiguous(&[5]).slice(&[SliceSpec::Range {
+            start: 4,
+            stop: -1,
+            step: -2,
+        }]);
+        assert_eq!(l.shape(), &[3]);
+        let mut seen = vec![];
+        for_each_run(&l, |b, s, n| {
+            for i in 0..n {
+                seen.push((b as isize + s * i as isize) as usize);
+            }
+        });
+        assert_eq!(seen, vec![4, 2, 0]);
+    }
+}

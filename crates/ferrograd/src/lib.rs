@@ -1,0 +1,43 @@
+//! # ferrograd
+//!
+//! A reverse-mode automatic differentiation engine.
+//!
+//! * [`Tensor`]: shape, strides and offset over shared storage; reshape of contiguous data,
+//!   permute, broadcast and basic slicing are views. Dtypes `float32`, `float64`, `int64`,
+//!   `bool`; devices behind one [`Device`] enum (CPU now).
+//! * Every op, in forward and in backward, goes through one function, [`apply`]. Grad rules
+//!   are written with ops, so a backward pass is itself recordable.
+//! * [`GradKey`]: a tape of weak references to recorded ops with MegEngine's *producer lists*,
+//!   so a tensor's callback runs the moment its gradient is final.
+//!
+//! ```
+//! use ferrograd::{GradKey, Tensor};
+//!
+//! let x = Tensor::from_vec(vec![1.0f64, 2.0, 3.0], &[3]).unwrap();
+//! let key = GradKey::new("example");
+//! key.attach(&x, None).unwrap();
+//! let y = x.mul(&x).unwrap().sum(None, false).unwrap(); // y = sum(x^2)
+//! key.backward(&[y.clone()], &[y.ones_like()]).unwrap();
+//! assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), vec![2.0, 4.0, 6.0]);
+//! ```
+
+pub mod autograd;
+mod cpu;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod layout;
+pub mod memory;
+pub mod op;
+pub mod ops;
+pub mod storage;
+mod tensor;
+
+pub use autograd::{GradCallback, GradKey, GradRule};
+pub use device::Device;
+pub use dtype::{DType, Element};
+pub use error::{Error, Result};
+pub use layout::{Layout, SliceSpec};
+pub use op::{apply, apply1, Op};
+pub use ops::{concat, cross_entropy, stack, sum_to_shape, where_cond};
+pub use tensor::Tensor;

@@ -1,0 +1,369 @@
+//! Ops as values, and the one dispatch point every op goes through: [`apply`].
+//!
+//! Each family of ops lives in `ops/<family>.rs` with its forward, what its rule saves and
+//! its rule; this file only names the ops and routes them.
+
+use crate::autograd::{record_builtin, GradRule, Saved};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::SliceSpec;
+use crate::ops::{elementwise, linalg, movement, reduce};
+use crate::tensor::Tensor;
+
+/// Elementwise functions of one tensor.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Exp,
+    Log,
+    Sqrt,
+    Abs,
+    Tanh,
+    Sigmoid,
+    Relu,
+    Sign,
+}
+
+/// Elementwise functions of two tensors, with numpy broadcasting.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+}
+
+/// Comparisons: bool results, no gradient.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// Reductions over a set of axes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    Sum,
+    Mean,
+    Max,
+    Min,
+}
+
+/// An op: a name plus its parameters. Inputs are passed to [`apply`] separately.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Compare(CmpOp),
+    /// `x ** p` with a constant exponent.
+    PowScalar(f64),
+    /// `where(cond, a, b)`.
+    Where,
+    Cast(DType),
+    /// A contiguous copy.
+    Copy,
+    Reduce {
+        kind: ReduceKind,
+        axes: Vec<usize>,
+        keepdims: bool,
+    },
+    /// Matrix product of `[..., m, k]` and `[..., k, n]` with broadcast batch axes.
+    MatMul,
+    Reshape(Vec<usize>),
+    Permute(Vec<usize>),
+    BroadcastTo(Vec<usize>),
+    /// Basic indexing (a view).
+    Slice(Vec<SliceSpec>),
+    /// Zeros of `shape` with the input written where `specs` selects: slicing's gradient.
+    SliceGrad {
+        shape: Vec<usize>,
+        specs: Vec<SliceSpec>,
+    },
+    Concat(usize),
+    /// `take_along_axis(x, idx, axis)`.
+    Gather(usize),
+    /// Zeros of `shape`, then `src` added at `idx` along `axis`: gather's gradient.
+    ScatterAdd {
+        axis: usize,
+        shape: Vec<usize>,
+    },
+    Softmax(usize),
+    LogSoftmax(usize),
+}
+
+impl UnaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Sign => "sign",
+        }
+    }
+}
+
+impl BinaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+        }
+    }
+}
+
+impl CmpOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "equal",
+            CmpOp::Ne => "not_equal",
+            CmpOp::Lt => "less",
+            CmpOp::Le => "less_equal",
+            CmpOp::Gt => "greater",
+            CmpOp::Ge => "greater_equal",
+        }
+    }
+}
+
+impl ReduceKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceKind::Sum => "sum",
+            ReduceKind::Mean => "mean",
+            ReduceKind::Max => "max",
+            ReduceKind::Min => "min",
+        }
+    }
+}
+
+impl Op {
+    /// The name used in errors and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Compare(c) => c.name(),
+            Op::PowScalar(_) => "pow",
+            Op::Where => "where",
+            Op::Cast(_) => "astype",
+            Op::Copy => "copy",
+            Op::Reduce { kind, .. } => kind.name(),
+            Op::MatMul => "matmul",
+            Op::Reshape(_) => "reshape",
+            Op::Permute(_) => "permute",
+            Op::BroadcastTo(_) => "broadcast_to",
+            Op::Slice(_) => "getitem",
+            Op::SliceGrad { .. } => "getitem_grad",
+            Op::Concat(_) => "concat",
+            Op::Gather(_) => "gather",
+            Op::ScatterAdd { .. } => "scatter_add",
+            Op::Softmax(_) => "softmax",
+            Op::LogSoftmax(_) => "log_softmax",
+        }
+    }
+
+    /// Whether any gradient can flow through this op.
+    pub fn is_differentiable(&self) -> bool {
+        !matches!(self, Op::Compare(_) | Op::Unary(UnaryOp::Sign))
+            && !matches!(self, Op::Cast(d) if !d.is_float())
+    }
+}
+
+/// Runs `op` on `inputs`, and records it on every recording key that tracks an input.
+/// This is the only way ops run, in forward and in backward alike.
+pub fn apply(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    if let Some(first) = inputs.first() {
+        let dev = first.device();
+        if let Some(other) = inputs.iter().find(|t| t.device() != dev) {
+            return Err(Error::device(
+                op.name(),
+                format!(
+                    "all inputs must be on one device, got {dev} and {}",
+                    other.device()
+                ),
+            ));
+        }
+    }
+    let outputs = match op {
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::PowScalar(_)
+        | Op::Where
+        | Op::Cast(_)
+        | Op::Copy => elementwise::forward(op, inputs)?,
+        Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::forward(op, inputs)?,
+        Op::MatMul => linalg::forward(op, inputs)?,
+        _ => movement::forward(op, inputs)?,
+    };
+    record_builtin(op, inputs, &outputs)?;
+    Ok(outputs)
+}
+
+/// [`apply`] for single-output ops.
+pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
+    let mut out = apply(op, inputs)?;
+    Ok(out.swap_remove(0))
+}
+
+/// Which inputs and outputs a rule keeps, given which inputs need a gradient.
+pub(crate) struct SaveMask {
+    pub(crate) inputs: Vec<bool>,
+    pub(crate) outputs: bool,
+}
+
+impl SaveMask {
+    pub(crate) fn none(n: usize) -> SaveMask {
+        SaveMask {
+            inputs: vec![false; n],
+            outputs: false,
+        }
+    }
+}
+
+fn save_mask(op: &Op, needs: &[bool]) -> SaveMask {
+    match op {
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::PowScalar(_)
+        | Op::Where
+        | Op::Cast(_)
+        | Op::Copy => elementwise::saves(op, needs),
+        Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::saves(op, needs),
+        Op::MatMul => linalg::saves(needs),
+        _ => movement::saves(op, needs),
+    }
+}
+
+/// What a builtin rule sees in backward: the saved tensors and the inputs' shapes.
+pub(crate) struct RuleCtx<'a> {
+    pub(crate) op: &'a Op,
+    inputs: &'a [Option<Saved>],
+    output: &'a Option<Saved>,
+    pub(crate) shapes: &'a [Vec<usize>],
+    pub(crate) dtypes: &'a [DType],
+    pub(crate) needs: &'a [bool],
+}
+
+impl RuleCtx<'_> {
+    /// Saved input `i` (the op's save mask must keep it).
+    pub(crate) fn input(&self, i: usize) -> Result<&Tensor> {
+        match &self.inputs[i] {
+            Some(s) => s.get(self.op.name()),
+            None => Err(Error::autograd(format!(
+                "{}: input {i} was not saved for backward",
+                self.op.name()
+            ))),
+        }
+    }
+    /// The saved output.
+    pub(crate) fn output(&self) -> Result<&Tensor> {
+        match self.output {
+            Some(s) => s.get(self.op.name()),
+            None => Err(Error::autograd(format!(
+                "{}: output was not saved for backward",
+                self.op.name()
+            ))),
+        }
+    }
+}
+
+/// The rule of a builtin op: the op, what its save mask kept, and the inputs' shapes.
+pub(crate) struct BuiltinRule {
+    op: Op,
+    inputs: Vec<Option<Saved>>,
+    output: Option<Saved>,
+    shapes: Vec<Vec<usize>>,
+    dtypes: Vec<DType>,
+    needs: Vec<bool>,
+}
+
+impl BuiltinRule {
+    pub(crate) fn new(
+        op: &Op,
+        inputs: &[&Tensor],
+        outputs: &[Tensor],
+        needs: &[bool],
+        level: u64,
+    ) -> BuiltinRule {
+        let mask = save_mask(op, needs);
+        BuiltinRule {
+            op: op.clone(),
+            inputs: inputs
+                .iter()
+                .zip(&mask.inputs)
+                .map(|(t, &keep)| keep.then(|| Saved::new(t, level)))
+                .collect(),
+            output: mask.outputs.then(|| Saved::new(&outputs[0], level)),
+            shapes: inputs.iter().map(|t| t.shape().to_vec()).collect(),
+            dtypes: inputs.iter().map(|t| t.dtype()).collect(),
+            needs: needs.to_vec(),
+        }
+    }
+}
+
+impl GradRule for BuiltinRule {
+    fn name(&self) -> &str {
+        self.op.name()
+    }
+
+    fn backward(&self, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let n = self.shapes.len();
+        let Some(dy) = grads.first().and_then(|g| g.as_ref()) else {
+            return Ok(vec![None; n]);
+        };
+        let ctx = RuleCtx {
+            op: &self.op,
+            inputs: &self.inputs,
+            output: &self.output,
+            shapes: &self.shapes,
+            dtypes: &self.dtypes,
+            needs: &self.needs,
+        };
+        let mut out = match &self.op {
+            Op::Unary(_)
+            | Op::Binary(_)
+            | Op::PowScalar(_)
+            | Op::Where
+            | Op::Cast(_)
+            | Op::Copy
+            | Op::Compare(_) => elementwise::backward(&ctx, dy)?,
+            Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::backward(&ctx, dy)?,
+            Op::MatMul => linalg::backward(&ctx, dy)?,
+            _ => movement::backward(&ctx, dy)?,
+        };
+        out.resize(n, None);
+        for (g, &need) in out.iter_mut().zip(&self.needs) {
+            if !need {
+                *g = None;
+            }
+        }
+        Ok(out)
+    }
+
+    fn saved_tensors(&self) -> Vec<Tensor> {
+        self.inputs
+            .iter()
+            .chain(std::iter::once(&self.output))
+            .flatten()
+            .map(|s| s.tensor.clone())
+            .collect()
+    }
+}

@@ -1,0 +1,113 @@
+//! Matrix products with numpy semantics (1-D operands, broadcast batch axes).
+
+use super::{same_dtype, sum_to_shape, with_cpu};
+use crate::cpu;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::broadcast_shapes;
+use crate::op::{apply1, Op, RuleCtx, SaveMask};
+use crate::tensor::Tensor;
+
+pub(crate) fn forward(_op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    let (a, b) = (inputs[0], inputs[1]);
+    same_dtype("matmul", inputs)?;
+    if a.dtype() == DType::Bool {
+        return Err(Error::dtype("matmul", "not defined for bool tensors"));
+    }
+    let (sa, sb) = (a.shape(), b.shape());
+    if sa.len() < 2 || sb.len() < 2 || sa[sa.len() - 1] != sb[sb.len() - 2] {
+        return Err(Error::shape(
+            "matmul",
+            format!("shapes {sa:?} and {sb:?} are not aligned (inner dimensions must match)"),
+        ));
+    }
+    let batch = broadcast_shapes("matmul", &sa[..sa.len() - 2], &sb[..sb.len() - 2])?;
+    let (m, k, n) = (sa[sa.len() - 2], sa[sa.len() - 1], sb[sb.len() - 1]);
+    let full = |r: usize, c: usize| batch.iter().copied().chain([r, c]).collect::<Vec<_>>();
+    let (la, lb) = (
+        a.layout().broadcast_to(&full(m, k)),
+        b.layout().broadcast_to(&full(k, n)),
+    );
+    let d = with_cpu(inputs, |d| Ok(cpu::matmul(d[0], &la, d[1], &lb)))?;
+    Ok(vec![Tensor::from_cpu(d, &full(m, n))])
+}
+
+pub(crate) fn saves(needs: &[bool]) -> SaveMask {
+    // dA = dY @ B^T needs B; dB = A^T @ dY needs A
+    SaveMask {
+        inputs: vec![needs[1], needs[0]],
+        outputs: false,
+    }
+}
+
+pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
+    let da = if ctx.needs[0] {
+        let b = ctx.input(1)?;
+        Some(sum_to_shape(
+            &dy.matmul(&b.transpose(-1, -2)?)?,
+            &ctx.shapes[0],
+        )?)
+    } else {
+        None
+    };
+    let db = if ctx.needs[1] {
+        let a = ctx.input(0)?;
+        Some(sum_to_shape(
+            &a.transpose(-1, -2)?.matmul(dy)?,
+            &ctx.shapes[1],
+        )?)
+    } else {
+        None
+    };
+    Ok(vec![da, db])
+}
+
+impl Tensor {
+    /// Matrix product with numpy semantics: 1-D operands are promoted to matrices and the
+    /// added axis removed from the result; leading axes broadcast as a batch.
+    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        if self.ndim() == 0 || other.ndim() == 0 {
+            return Err(Error::shape(
+                "matmul",
+                format!(
+                    "operands need at least one dimension, got shapes {:?} and {:?}",
+                    self.shape(),
+                    other.shape()
+                ),
+            ));
+        }
+        let a = if self.ndim() == 1 {
+            self.expand_dims(0)?
+        } else {
+            self.clone()
+        };
+        let b = if other.ndim() == 1 {
+            other.expand_dims(1)?
+        } else {
+            other.clone()
+        };
+        let out = apply1(&Op::MatMul, &[&a, &b]).map_err(|e| match e {
+            Error::Shape { op, .. } if self.ndim() == 1 || other.ndim() == 1 => Error::Shape {
+                op,
+                msg: format!(
+                    "shapes {:?} and {:?} are not aligned (inner dimensions must match)",
+                    self.shape(),
+                    other.shape()
+                ),
+            },
+            e => e,
+        })?;
+        let mut squeeze = Vec::new();
+        if self.ndim() == 1 {
+            squeeze.push(out.ndim() as isize - 2);
+        }
+        if other.ndim() == 1 {
+            squeeze.push(out.ndim() as isize - 1);
+        }
+        if squeeze.is_empty() {
+            Ok(out)
+        } else {
+            out.squeeze(Some(&squeeze))
+        }
+    }
+}

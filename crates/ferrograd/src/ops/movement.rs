@@ -1,0 +1,499 @@
+//! Ops that move or select data: reshape, permute, broadcast, slicing, concat, gather.
+//! Reshape of contiguous data, permute, broadcast and slicing are views (no copy).
+
+use super::{same_dtype, sum_to_shape, with_cpu};
+use crate::cpu;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::{broadcast_shapes, normalize_axes, normalize_axis, numel, Layout, SliceSpec};
+use crate::op::{apply, apply1, Op, RuleCtx, SaveMask};
+use crate::tensor::Tensor;
+
+/// A view with `shape` when only size-1 axes differ (expand_dims / squeeze of any layout).
+fn unit_axes_view(l: &Layout, shape: &[usize]) -> Option<Layout> {
+    let old: Vec<(usize, isize)> = l
+        .shape()
+        .iter()
+        .copied()
+        .zip(l.strides().iter().copied())
+        .filter(|(n, _)| *n != 1)
+        .collect();
+    let new_big: Vec<usize> = shape.iter().copied().filter(|&n| n != 1).collect();
+    if old.len() != new_big.len() || old.iter().zip(&new_big).any(|((a, _), b)| a != b) {
+        return None;
+    }
+    let mut it = old.iter();
+    let strides = shape
+        .iter()
+        .map(|&n| {
+            if n == 1 {
+                0
+            } else {
+                it.next().map(|p| p.1).unwrap_or(0)
+            }
+        })
+        .collect();
+    Some(Layout::new(shape.to_vec(), strides, l.offset()))
+}
+
+pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    let x = inputs[0];
+    let out = match op {
+        Op::Reshape(shape) => {
+            if numel(shape) != x.numel() {
+                return Err(Error::shape(
+                    "reshape",
+                    format!(
+                        "cannot reshape a tensor of shape {:?} ({} elements) into {shape:?}",
+                        x.shape(),
+                        x.numel()
+                    ),
+                ));
+            }
+            match x
+                .layout()
+                .reshape(shape)
+                .or_else(|| unit_axes_view(x.layout(), shape))
+            {
+                Some(l) => x.view(l),
+                None => {
+                    let d = with_cpu(inputs, |d| Ok(cpu::copy(d[0], x.layout())))?;
+                    Tensor::from_cpu(d, shape)
+                }
+            }
+        }
+        Op::Permute(perm) => x.view(x.layout().permute(perm)),
+        Op::BroadcastTo(shape) => x.view(x.layout().broadcast_to(shape)),
+        Op::Slice(specs) => x.view(x.layout().slice(specs)),
+        Op::SliceGrad { shape, specs } => {
+            let d = with_cpu(inputs, |d| {
+                Ok(cpu::slice_grad(d[0], x.layout(), shape, specs))
+            })?;
+            Tensor::from_cpu(d, shape)
+        }
+        Op::Concat(axis) => {
+            same_dtype("concat", inputs)?;
+            let mut shape = x.shape().to_vec();
+            for t in &inputs[1..] {
+                let ok = t.ndim() == x.ndim()
+                    && t.shape()
+                        .iter()
+                        .zip(x.shape())
+                        .enumerate()
+                        .all(|(d, (a, b))| d == *axis || a == b);
+                if !ok {
+                    let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape()).collect();
+                    return Err(Error::shape(
+                        "concat",
+                        format!("all shapes must match except on axis {axis}, got {shapes:?}"),
+                    ));
+                }
+                shape[*axis] += t.shape()[*axis];
+            }
+            let d = with_cpu(inputs, |d| {
+                let parts: Vec<_> = d
+                    .iter()
+                    .zip(inputs)
+                    .map(|(d, t)| (*d, t.layout()))
+                    .collect();
+                Ok(cpu::concat(&parts, *axis, &shape))
+            })?;
+            Tensor::from_cpu(d, &shape)
+        }
+        Op::Gather(axis) => {
+            let idx = inputs[1];
+            check_index("gather", x, idx, *axis)?;
+            let d = with_cpu(inputs, |d| {
+                cpu::gather(d[0], x.layout(), d[1], idx.layout(), *axis)
+            })?;
+            Tensor::from_cpu(d, idx.shape())
+        }
+        Op::ScatterAdd { axis, shape } => {
+            let idx = inputs[1];
+            if x.shape() != idx.shape() {
+                return Err(Error::shape(
+                    "scatter_add",
+                    format!(
+                        "source {:?} and indices {:?} must have one shape",
+                        x.shape(),
+                        idx.shape()
+                    ),
+                ));
+            }
+            let d = with_cpu(inputs, |d| {
+                cpu::scatter_add(d[0], x.layout(), d[1], idx.layout(), *axis, shape)
+            })?;
+            Tensor::from_cpu(d, shape)
+        }
+        _ => unreachable!("not a movement op"),
+    };
+    Ok(vec![out])
+}
+
+fn check_index(op: &str, x: &Tensor, idx: &Tensor, axis: usize) -> Result<()> {
+    if idx.dtype() != DType::I64 {
+        return Err(Error::dtype(
+            op,
+            format!(
+                "indices must be int64, got {} {:?}",
+                idx.dtype(),
+                idx.shape()
+            ),
+        ));
+    }
+    let ok = idx.ndim() == x.ndim()
+        && idx
+            .shape()
+            .iter()
+            .zip(x.shape())
+            .enumerate()
+            .all(|(d, (i, n))| d == axis || i <= n);
+    if !ok {
+        return Err(Error::shape(
+            op,
+            format!(
+                "indices of shape {:?} do not fit a tensor of shape {:?} along axis {axis}",
+                idx.shape(),
+                x.shape()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
+    let mut m = SaveMask::none(needs.len());
+    if matches!(op, Op::Gather(_) | Op::ScatterAdd { .. }) {
+        m.inputs[1] = true;
+    }
+    m
+}
+
+pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
+    let shape = ctx.shapes[0].as_slice();
+    Ok(match ctx.op {
+        Op::Reshape(_) => vec![Some(dy.reshape(shape)?)],
+        Op::Permute(perm) => {
+            let mut inv = vec![0isize; perm.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                inv[p] = i as isize;
+            }
+            vec![Some(dy.permute(&inv)?)]
+        }
+        Op::BroadcastTo(_) => vec![Some(sum_to_shape(dy, shape)?)],
+        Op::Slice(specs) => {
+            vec![Some(apply1(
+                &Op::SliceGrad {
+                    shape: shape.to_vec(),
+                    specs: specs.clone(),
+                },
+                &[dy],
+            )?)]
+        }
+        Op::SliceGrad { specs, .. } => vec![Some(apply1(&Op::Slice(specs.clone()), &[dy])?)],
+        Op::Concat(axis) => {
+            let mut start = 0usize;
+            let mut out = Vec::with_capacity(ctx.shapes.len());
+            for (s, &need) in ctx.shapes.iter().zip(ctx.needs) {
+                let len = s[*axis];
+                out.push(if need {
+                    Some(dy.narrow(*axis, start, len)?)
+                } else {
+                    None
+                });
+                start += len;
+            }
+            out
+        }
+        Op::Gather(axis) => {
+            let idx = ctx.input(1)?;
+            vec![
+                Some(apply1(
+                    &Op::ScatterAdd {
+                        axis: *axis,
+                        shape: shape.to_vec(),
+                    },
+                    &[dy, idx],
+                )?),
+                None,
+            ]
+        }
+        Op::ScatterAdd { axis, .. } => {
+            let idx = ctx.input(1)?;
+            vec![Some(apply1(&Op::Gather(*axis), &[dy, idx])?), None]
+        }
+        _ => vec![None; ctx.shapes.len()],
+    })
+}
+
+impl Tensor {
+    /// Same data, another shape (a view when the layout allows, else a copy).
+    pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
+        if shape == self.shape() {
+            return Ok(self.clone());
+        }
+        apply1(&Op::Reshape(shape.to_vec()), &[self])
+    }
+
+    /// [`Tensor::reshape`] where one entry may be `-1` (inferred).
+    pub fn reshape_infer(&self, shape: &[isize]) -> Result<Tensor> {
+        let known: usize = shape
+            .iter()
+            .filter(|&&d| d >= 0)
+            .map(|&d| d as usize)
+            .product();
+        let unknown = shape.iter().filter(|&&d| d < 0).count();
+        let bad = || {
+            Error::shape(
+                "reshape",
+                format!(
+                    "cannot reshape a tensor of shape {:?} ({} elements) into {shape:?}",
+                    self.shape(),
+                    self.numel()
+                ),
+            )
+        };
+        if unknown > 1 || shape.iter().any(|&d| d < -1) {
+            return Err(bad());
+        }
+        let resolved: Vec<usize> = if unknown == 1 {
+            if known == 0 || self.numel() % known != 0 {
+                return Err(bad());
+            }
+            shape
+                .iter()
+                .map(|&d| {
+                    if d < 0 {
+                        self.numel() / known
+                    } else {
+                        d as usize
+                    }
+                })
+                .collect()
+        } else {
+            shape.iter().map(|&d| d as usize).collect()
+        };
+        self.reshape(&resolved)
+    }
+
+    /// Reorders the axes (a view).
+    pub fn permute(&self, perm: &[isize]) -> Result<Tensor> {
+        let n = self.ndim();
+        let bad = || {
+            Error::invalid(
+                "permute",
+                format!(
+                    "{perm:?} is not a permutation of the {n} axes of shape {:?}",
+                    self.shape()
+                ),
+            )
+        };
+        if perm.len() != n {
+            return Err(bad());
+        }
+        let p: Vec<usize> = perm
+            .iter()
+            .map(|&a| normalize_axis("permute", a, n))
+            .collect::<Result<_>>()?;
+        let mut seen = vec![false; n];
+        for &a in &p {
+            if std::mem::replace(&mut seen[a], true) {
+                return Err(bad());
+            }
+        }
+        apply1(&Op::Permute(p), &[self])
+    }
+
+    /// Swaps two axes (a view).
+    pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
+        let n = self.ndim();
+        let (a, b) = (
+            normalize_axis("transpose", a, n)?,
+            normalize_axis("transpose", b, n)?,
+        );
+        let mut perm: Vec<isize> = (0..n as isize).collect();
+        perm.swap(a, b);
+        self.permute(&perm)
+    }
+
+    /// Reverses the axes (a view).
+    pub fn t(&self) -> Result<Tensor> {
+        let perm: Vec<isize> = (0..self.ndim() as isize).rev().collect();
+        self.permute(&perm)
+    }
+
+    /// Broadcasts to `shape` with numpy rules (a view).
+    pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        if shape == self.shape() {
+            return Ok(self.clone());
+        }
+        let ok = shape.len() >= self.ndim()
+            && broadcast_shapes("broadcast_to", self.shape(), shape)
+                .map(|s| s == shape)
+                .unwrap_or(false);
+        if !ok {
+            return Err(Error::shape(
+                "broadcast_to",
+                format!("cannot broadcast shape {:?} to {shape:?}", self.shape()),
+            ));
+        }
+        apply1(&Op::BroadcastTo(shape.to_vec()), &[self])
+    }
+
+    /// Inserts a size-1 axis at `axis` (a view).
+    pub fn expand_dims(&self, axis: isize) -> Result<Tensor> {
+        let a = normalize_axis("expand_dims", axis, self.ndim() + 1)?;
+        let mut shape = self.shape().to_vec();
+        shape.insert(a, 1);
+        self.reshape(&shape)
+    }
+
+    /// Removes size-1 axes: those listed, or all of them.
+    pub fn squeeze(&self, axes: Option<&[isize]>) -> Result<Tensor> {
+        let shape = self.shape();
+        let remove: Vec<usize> = match axes {
+            None => (0..shape.len()).filter(|&d| shape[d] == 1).collect(),
+            Some(list) => {
+                let axes = normalize_axes("squeeze", Some(list), shape.len())?;
+                if let Some(&d) = axes.iter().find(|&&d| shape[d] != 1) {
+                    return Err(Error::shape(
+                        "squeeze",
+                        format!(
+                            "cannot squeeze axis {d} of size {} (shape {shape:?})",
+                            shape[d]
+                        ),
+                    ));
+                }
+                axes
+            }
+        };
+        let new: Vec<usize> = (0..shape.len())
+            .filter(|d| !remove.contains(d))
+            .map(|d| shape[d])
+            .collect();
+        self.reshape(&new)
+    }
+
+    /// Basic indexing: one spec per leading axis. Ranges are `start, stop, step` as returned by
+    /// Python's `slice.indices`; indices may be negative (counted from the end).
+    pub fn slice(&self, specs: &[SliceSpec]) -> Result<Tensor> {
+        if specs.len() > self.ndim() {
+            return Err(Error::index(
+                "getitem",
+                format!(
+                    "too many indices ({}) for a tensor of shape {:?}",
+                    specs.len(),
+                    self.shape()
+                ),
+            ));
+        }
+        let mut norm = Vec::with_capacity(specs.len());
+        for (d, spec) in specs.iter().enumerate() {
+            let n = self.shape()[d] as isize;
+            norm.push(match *spec {
+                SliceSpec::Index(i) => {
+                    let j = if i < 0 { i + n } else { i };
+                    if j < 0 || j >= n {
+                        return Err(Error::index(
+                            "getitem",
+                            format!("index {i} is out of bounds for axis {d} with size {n} (shape {:?})", self.shape()),
+                        ));
+                    }
+                    SliceSpec::Index(j)
+                }
+                SliceSpec::Range { start, stop, step } => {
+                    if step == 0 {
+                        return Err(Error::invalid("getitem", "slice step cannot be zero"));
+                    }
+                    let (lo, hi) = if step > 0 { (0, n) } else { (-1, n - 1) };
+                    SliceSpec::Range { start: start.clamp(lo, hi), stop: stop.clamp(lo, hi), step }
+                }
+            });
+        }
+        apply1(&Op::Slice(norm), &[self])
+    }
+
+    /// `len` elements along `axis` starting at `start` (a view).
+    pub fn narrow(&self, axis: usize, start: usize, len: usize) -> Result<Tensor> {
+        let mut specs: Vec<SliceSpec> = self.shape()[..axis]
+            .iter()
+            .map(|&n| SliceSpec::Range {
+                start: 0,
+                stop: n as isize,
+                step: 1,
+            })
+            .collect();
+        specs.push(SliceSpec::Range {
+            start: start as isize,
+            stop: (start + len) as isize,
+            step: 1,
+        });
+        self.slice(&specs)
+    }
+
+    /// `take_along_axis`: `out[p] = self[p with axis replaced by idx[p]]`.
+    pub fn gather(&self, idx: &Tensor, axis: isize) -> Result<Tensor> {
+        let axis = normalize_axis("gather", axis, self.ndim())?;
+        apply1(&Op::Gather(axis), &[self, idx])
+    }
+
+    /// Selects entries `idx` (a 1-D int64 tensor) along `axis` (integer-array indexing).
+    pub fn index_select(&self, axis: isize, idx: &Tensor) -> Result<Tensor> {
+        let a = normalize_axis("index_select", axis, self.ndim())?;
+        if idx.ndim() != 1 || idx.dtype() != DType::I64 {
+            return Err(Error::index(
+                "index_select",
+                format!(
+                    "indices must be a 1-D int64 tensor, got {} {:?}",
+                    idx.dtype(),
+                    idx.shape()
+                ),
+            ));
+        }
+        let mut ishape = vec![1usize; self.ndim()];
+        ishape[a] = idx.numel();
+        let mut full = self.shape().to_vec();
+        full[a] = idx.numel();
+        let idx = idx.reshape(&ishape)?.broadcast_to(&full)?;
+        self.gather(&idx, a as isize)
+    }
+}
+
+/// Joins tensors along an existing axis.
+pub fn concat(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+    let first = tensors
+        .first()
+        .ok_or_else(|| Error::invalid("concat", "needs at least one tensor"))?;
+    let axis = normalize_axis("concat", axis, first.ndim().max(1))?;
+    if first.ndim() == 0 {
+        return Err(Error::shape(
+            "concat",
+            "zero-dimensional tensors cannot be concatenated",
+        ));
+    }
+    Ok(apply(&Op::Concat(axis), tensors)?.swap_remove(0))
+}
+
+/// Joins tensors of one shape along a new axis.
+pub fn stack(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+    let first = tensors
+        .first()
+        .ok_or_else(|| Error::invalid("stack", "needs at least one tensor"))?;
+    if let Some(t) = tensors.iter().find(|t| t.shape() != first.shape()) {
+        return Err(Error::shape(
+            "stack",
+            format!(
+                "all tensors must have one shape, got {:?} and {:?}",
+                first.shape(),
+                t.shape()
+            ),
+        ));
+    }
+    let axis = normalize_axis("stack", axis, first.ndim() + 1)? as isize;
+    let expanded: Vec<Tensor> = tensors
+        .iter()
+        .map(|t| t.expand_dims(axis))
+        .collect::<Result<_>>()?;
+    let refs: Vec<&Tensor> = expanded.iter().collect();
+    concat(&refs, axis)
+}

@@ -1,0 +1,103 @@
+//! Buffers behind tensors, with a version counter for in-place safety and exact accounting.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::memory;
+
+/// A CPU buffer of one dtype.
+#[derive(Debug, Clone)]
+pub enum CpuData {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    I64(Vec<i64>),
+    Bool(Vec<bool>),
+}
+
+impl CpuData {
+    pub fn dtype(&self) -> DType {
+        match self {
+            CpuData::F32(_) => DType::F32,
+            CpuData::F64(_) => DType::F64,
+            CpuData::I64(_) => DType::I64,
+            CpuData::Bool(_) => DType::Bool,
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            CpuData::F32(v) => v.len(),
+            CpuData::F64(v) => v.len(),
+            CpuData::I64(v) => v.len(),
+            CpuData::Bool(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Device data. A CUDA variant joins this enum when that backend lands.
+#[derive(Debug)]
+pub enum StorageData {
+    Cpu(CpuData),
+}
+
+/// A buffer shared by every view of it.
+#[derive(Debug)]
+pub struct Storage {
+    data: RwLock<StorageData>,
+    version: AtomicU64,
+    device: Device,
+    dtype: DType,
+    bytes: usize,
+}
+
+impl Storage {
+    pub fn cpu(data: CpuData) -> Storage {
+        let dtype = data.dtype();
+        let bytes = data.len() * dtype.size_in_bytes();
+        memory::on_alloc(Device::Cpu, bytes);
+        Storage {
+            data: RwLock::new(StorageData::Cpu(data)),
+            version: AtomicU64::new(0),
+            device: Device::Cpu,
+            dtype,
+            bytes,
+        }
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// Bytes this buffer holds.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Read access. A poisoned lock only means a panic elsewhere; the data is still whole.
+    pub fn read(&self) -> RwLockReadGuard<'_, StorageData> {
+        self.data.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Write access for in-place ops; bumps the version counter.
+    pub fn write(&self) -> RwLockWriteGuard<'_, StorageData> {
+        self.version.fetch_add(1, Ordering::AcqRel);
+        self.data.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many times this buffer has been written in place.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        memory::on_free(self.device, self.bytes);
+    }
+}

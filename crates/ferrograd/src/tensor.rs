@@ -1,0 +1,254 @@
+//! `Tensor`: a cheap handle (one `Arc`) to a view of shared storage plus autodiff metadata.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::autograd::GradInfo;
+use crate::device::Device;
+use crate::dtype::{DType, Element};
+use crate::error::{Error, Result};
+use crate::layout::{numel, Layout};
+use crate::memory;
+use crate::storage::{CpuData, Storage, StorageData};
+
+/// An n-dimensional array that can take part in automatic differentiation.
+///
+/// Cloning a `Tensor` clones the handle: both refer to the same tensor, with the same
+/// gradient slots and `.grad`. Views made by ops (reshape, permute, slicing) are new tensors
+/// over the same storage.
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<TensorImpl>);
+
+pub(crate) struct TensorImpl {
+    storage: Arc<Storage>,
+    layout: Layout,
+    meta: Mutex<Meta>,
+}
+
+/// Per-tensor autodiff state: one entry per `GradKey` that tracks this tensor, and `.grad`.
+#[derive(Default)]
+pub(crate) struct Meta {
+    pub(crate) infos: Vec<GradInfo>,
+    pub(crate) grad: Option<Tensor>,
+}
+
+impl Drop for TensorImpl {
+    fn drop(&mut self) {
+        memory::on_tensor(self.storage.device(), -1);
+    }
+}
+
+impl TensorImpl {
+    pub(crate) fn meta(&self) -> MutexGuard<'_, Meta> {
+        self.meta.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Tensor {
+    pub(crate) fn from_parts(storage: Arc<Storage>, layout: Layout) -> Tensor {
+        memory::on_tensor(storage.device(), 1);
+        Tensor(Arc::new(TensorImpl {
+            storage,
+            layout,
+            meta: Mutex::new(Meta::default()),
+        }))
+    }
+
+    pub(crate) fn from_cpu(data: CpuData, shape: &[usize]) -> Tensor {
+        debug_assert_eq!(data.len(), numel(shape));
+        Tensor::from_parts(Arc::new(Storage::cpu(data)), Layout::contiguous(shape))
+    }
+
+    /// A tensor owning `data`, laid out row-major in `shape`.
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
+        if data.len() != numel(shape) {
+            return Err(Error::shape(
+                "tensor",
+                format!(
+                    "{} values cannot fill shape {shape:?} ({} elements)",
+                    data.len(),
+                    numel(shape)
+                ),
+            ));
+        }
+        Ok(Tensor::from_cpu(T::into_cpu_data(data), shape))
+    }
+
+    /// A 0-d tensor.
+    pub fn scalar<T: Element>(v: T) -> Tensor {
+        Tensor::from_cpu(T::into_cpu_data(vec![v]), &[])
+    }
+
+    /// A tensor of `shape` filled with `value` converted to `dtype`.
+    pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
+        let n = numel(shape);
+        let data = match dtype {
+            DType::F32 => CpuData::F32(vec![value as f32; n]),
+            DType::F64 => CpuData::F64(vec![value; n]),
+            DType::I64 => CpuData::I64(vec![value as i64; n]),
+            DType::Bool => CpuData::Bool(vec![value != 0.0; n]),
+        };
+        Tensor::from_cpu(data, shape)
+    }
+
+    /// Zeros of `shape`.
+    pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
+        Tensor::full(shape, 0.0, dtype)
+    }
+
+    /// Ones of `shape`.
+    pub fn ones(shape: &[usize], dtype: DType) -> Tensor {
+        Tensor::full(shape, 1.0, dtype)
+    }
+
+    /// A 0-d tensor holding `value` in this tensor's dtype (for mixing Python scalars).
+    pub fn scalar_like(&self, value: f64) -> Tensor {
+        Tensor::full(&[], value, self.dtype())
+    }
+
+    /// Ones with this tensor's shape and dtype.
+    pub fn ones_like(&self) -> Tensor {
+        Tensor::full(self.shape(), 1.0, self.dtype())
+    }
+
+    /// Zeros with this tensor's shape and dtype.
+    pub fn zeros_like(&self) -> Tensor {
+        Tensor::full(self.shape(), 0.0, self.dtype())
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        self.0.layout.shape()
+    }
+    pub fn ndim(&self) -> usize {
+        self.0.layout.ndim()
+    }
+    pub fn numel(&self) -> usize {
+        self.0.layout.numel()
+    }
+    pub fn dtype(&self) -> DType {
+        self.0.storage.dtype()
+    }
+    pub fn device(&self) -> Device {
+        self.0.storage.device()
+    }
+    pub fn layout(&self) -> &Layout {
+        &self.0.layout
+    }
+    pub fn storage(&self) -> &Arc<Storage> {
+        &self.0.storage
+    }
+    /// Whether two handles refer to the same tensor.
+    pub fn same(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+    /// A stable identity for the life of the tensor.
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
+    /// A new tensor over the same storage with another layout and no autodiff state.
+    pub(crate) fn view(&self, layout: Layout) -> Tensor {
+        Tensor::from_parts(self.0.storage.clone(), layout)
+    }
+
+    /// The same data, cut off from every gradient tape.
+    pub fn detach(&self) -> Tensor {
+        self.view(self.0.layout.clone())
+    }
+
+    /// The accumulated gradient, if backward has produced one.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.0.meta().grad.clone()
+    }
+
+    /// Replaces the accumulated gradient (`None` clears it).
+    pub fn set_grad(&self, grad: Option<Tensor>) {
+        let old = std::mem::replace(&mut self.0.meta().grad, grad);
+        drop(old);
+    }
+
+    /// The elements in row-major order, converted to `T`'s dtype only if it matches.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if self.dtype() != T::DTYPE {
+            return Err(Error::dtype(
+                "to_vec",
+                format!("tensor has dtype {}, asked for {}", self.dtype(), T::DTYPE),
+            ));
+        }
+        let g = self.0.storage.read();
+        match &*g {
+            StorageData::Cpu(d) => Ok(T::from_cpu_data(&crate::cpu::copy(d, self.layout()))),
+        }
+    }
+
+    /// The elements as `f64`, whatever the dtype.
+    pub fn to_vec_f64(&self) -> Vec<f64> {
+        let g = self.0.storage.read();
+        match &*g {
+            StorageData::Cpu(d) => match crate::cpu::cast(d, self.layout(), DType::F64) {
+                CpuData::F64(v) => v,
+                _ => Vec::new(),
+            },
+        }
+    }
+
+    /// The single value of a one-element tensor.
+    pub fn item(&self) -> Result<f64> {
+        if self.numel() != 1 {
+            return Err(Error::shape(
+                "item",
+                format!(
+                    "only one-element tensors can be converted to a scalar, got shape {:?}",
+                    self.shape()
+                ),
+            ));
+        }
+        Ok(self.to_vec_f64()[0])
+    }
+
+    /// Runs `f` with the CPU buffer and layout.
+    pub fn with_cpu_data<R>(&self, f: impl FnOnce(&CpuData, &Layout) -> R) -> Result<R> {
+        let g = self.0.storage.read();
+        match &*g {
+            StorageData::Cpu(d) => Ok(f(d, self.layout())),
+        }
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Tensor(shape={:?}, dtype={}, device={})",
+            self.shape(),
+            self.dtype(),
+            self.device()
+        )
+    }
+}
+
+/// Conversion between `Vec<T>` and the dtype-tagged CPU buffer.
+pub trait IntoCpuData: Sized {
+    fn into_cpu_data(v: Vec<Self>) -> CpuData;
+    fn from_cpu_data(d: &CpuData) -> Vec<Self>;
+}
+
+macro_rules! into_cpu {
+    ($t:ty, $variant:ident) => {
+        impl IntoCpuData for $t {
+            fn into_cpu_data(v: Vec<Self>) -> CpuData {
+                CpuData::$variant(v)
+            }
+            fn from_cpu_data(d: &CpuData) -> Vec<Self> {
+                match d {
+                    CpuData::$variant(v) => v.clone(),
+                    _ => Vec::new(),
+                }
+            }
+        }
+    };
+}
+into_cpu!(f32, F32);
+into_cpu!(f64, F64);
+into_cpu!(i64, I64);
+into_cpu!(bool, Bool);
