@@ -142,7 +142,7 @@ fn scalar(op: &str, obj: &Bound<'_, PyAny>, like: Option<&Tensor>) -> PyResult<O
 /// An op argument: a Tensor, a Python number (converted to `like`'s dtype) or array-like data.
 pub fn arg(op: &str, obj: &Bound<'_, PyAny>, like: Option<&Tensor>) -> PyResult<Tensor> {
     if let Ok(t) = obj.cast::<PyTensor>() {
-        return Ok(t.get().t.clone());
+        return Ok(t.get().tensor());
     }
     if let Some(t) = scalar(op, obj, like)? {
         return Ok(t);
@@ -154,7 +154,7 @@ pub fn arg(op: &str, obj: &Bound<'_, PyAny>, like: Option<&Tensor>) -> PyResult<
     if is_data {
         let ferro = obj.py().import("ferrograd")?;
         let t = ferro.getattr("tensor")?.call1((obj,))?;
-        return Ok(t.cast::<PyTensor>()?.get().t.clone());
+        return Ok(t.cast::<PyTensor>()?.get().tensor());
     }
     Err(PyTypeError::new_err(format!(
         "{op}: expected a Tensor or a number, got {}",
@@ -165,7 +165,7 @@ pub fn arg(op: &str, obj: &Bound<'_, PyAny>, like: Option<&Tensor>) -> PyResult<
 /// An argument that must already be a Tensor.
 pub fn tensor_arg(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     match obj.cast::<PyTensor>() {
-        Ok(t) => Ok(t.get().t.clone()),
+        Ok(t) => Ok(t.get().tensor()),
         Err(_) => Err(PyTypeError::new_err(format!(
             "{op}: expected a Tensor, got {}",
             obj.get_type().name()?

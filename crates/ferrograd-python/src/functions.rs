@@ -22,10 +22,10 @@ fn binary_fn(
     f: Binary,
 ) -> PyResult<PyTensor> {
     if let Ok(t) = a.cast::<PyTensor>() {
-        return binary(py, op, &t.get().t, b, false, f);
+        return binary(py, op, &t.get().tensor(), b, false, f);
     }
     if let Ok(t) = b.cast::<PyTensor>() {
-        return binary(py, op, &t.get().t, a, true, f);
+        return binary(py, op, &t.get().tensor(), a, true, f);
     }
     let x = arg(op, a, None)?;
     binary(py, op, &x, b, false, f)
@@ -62,7 +62,7 @@ binary_fns!(add => add, sub => sub, mul => mul, div => div, maximum => maximum,
 #[pyfunction]
 fn pow(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
     if let Ok(t) = a.cast::<PyTensor>() {
-        return crate::tensor::pow_impl(py, &t.get().t, b);
+        return crate::tensor::pow_impl(py, &t.get().tensor(), b);
     }
     binary_fn(py, "pow", a, b, Tensor::pow)
 }
@@ -80,7 +80,7 @@ fn where_(
         .cast::<PyTensor>()
         .ok()
         .or_else(|| b.cast::<PyTensor>().ok())
-        .map(|t| t.get().t.clone());
+        .map(|t| t.get().tensor());
     let x = arg("where", a, like.as_ref())?;
     let y = arg("where", b, Some(&x))?;
     compute(py, x.numel().max(y.numel()), || {

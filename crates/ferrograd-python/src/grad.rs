@@ -22,7 +22,7 @@ fn callback(cb: Py<PyAny>) -> GradCallback {
                 return Ok(None);
             }
             match r.bind(py).cast::<PyTensor>() {
-                Ok(pt) => Ok(Some(pt.get().t.clone())),
+                Ok(pt) => Ok(Some(pt.get().tensor())),
                 Err(_) => Err(external(PyTypeError::new_err(format!(
                     "callback: expected a Tensor or None as the new gradient, got {}",
                     r.bind(py)
@@ -39,7 +39,7 @@ fn callback(cb: Py<PyAny>) -> GradCallback {
 /// One or several tensors.
 fn one_or_many(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
     if let Ok(t) = obj.cast::<PyTensor>() {
-        return Ok(vec![t.get().t.clone()]);
+        return Ok(vec![t.get().tensor()]);
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         return tensor_list(op, obj);

@@ -1,5 +1,7 @@
 //! The Python `Tensor` class.
 
+use std::sync::RwLock;
+
 use ferrograd::{DType, Device, SliceSpec, Tensor};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -26,12 +28,40 @@ pub fn compute<R: Send>(py: Python<'_>, work: usize, f: impl FnOnce() -> R + Sen
 /// An n-dimensional array that takes part in automatic differentiation.
 #[pyclass(name = "Tensor", module = "ferrograd", weakref, subclass, frozen)]
 pub struct PyTensor {
-    pub t: Tensor,
+    // In-place ops on a tensor that a GradKey tracks rebind the Python object to a handle
+    // carrying the op's tape state (over the same storage), hence the lock.
+    inner: RwLock<Tensor>,
 }
 
 impl From<Tensor> for PyTensor {
     fn from(t: Tensor) -> Self {
-        PyTensor { t }
+        PyTensor {
+            inner: RwLock::new(t),
+        }
+    }
+}
+
+impl PyTensor {
+    fn inplace(&self, py: Python<'_>, op: &str, o: &Bound<'_, PyAny>, f: Binary) -> PyResult<()> {
+        let x = self.t();
+        let result = binary(py, op, &x, o, false, f)?.tensor();
+        self.rebind(x.update_(op, &result).py()?);
+        Ok(())
+    }
+
+    /// The engine tensor this object currently stands for.
+    pub fn tensor(&self) -> Tensor {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    fn t(&self) -> Tensor {
+        self.tensor()
+    }
+    fn rebind(&self, t: Tensor) {
+        let old = std::mem::replace(
+            &mut *self.inner.write().unwrap_or_else(|e| e.into_inner()),
+            t,
+        );
+        drop(old);
     }
 }
 
@@ -93,7 +123,27 @@ pub fn transpose_impl(x: &Tensor, axes: &[isize]) -> PyResult<PyTensor> {
     r.py().map(PyTensor::from)
 }
 
-fn specs_from_key(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+/// A parsed indexing expression: basic specs, where `None` adds axes (in output
+/// coordinates), and at most one integer-array index (output axis, indices).
+struct IndexExpr {
+    specs: Vec<SliceSpec>,
+    newaxes: Vec<usize>,
+    advanced: Option<(usize, Tensor)>,
+}
+
+fn getitem(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    let e = parse_index(x, key)?;
+    let mut out = x.slice(&e.specs).py()?;
+    for &a in &e.newaxes {
+        out = out.expand_dims(a as isize).py()?;
+    }
+    if let Some((axis, idx)) = e.advanced {
+        out = out.index_select(axis as isize, &idx).py()?;
+    }
+    Ok(out)
+}
+
+fn parse_index(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<IndexExpr> {
     let items: Vec<Bound<'_, PyAny>> = if let Ok(t) = key.cast::<PyTuple>() {
         t.iter().collect()
     } else {
@@ -171,14 +221,11 @@ fn specs_from_key(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Tensor> {
             od += 1;
         }
     }
-    let mut out = x.slice(&specs).py()?;
-    for &a in &newaxes {
-        out = out.expand_dims(a as isize).py()?;
-    }
-    if let Some((axis, idx)) = advanced {
-        out = out.index_select(axis as isize, &idx).py()?;
-    }
-    Ok(out)
+    Ok(IndexExpr {
+        specs,
+        newaxes,
+        advanced,
+    })
 }
 
 fn item_of<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>> {
@@ -205,9 +252,7 @@ impl PyTensor {
     ) -> PyResult<PyTensor> {
         let f = py.import("ferrograd")?.getattr("tensor")?;
         let t = f.call1((data, dtype, device))?;
-        Ok(PyTensor {
-            t: t.cast::<PyTensor>()?.get().t.clone(),
-        })
+        Ok(PyTensor::from(t.cast::<PyTensor>()?.get().tensor()))
     }
 
     /// Builds a tensor from a numpy array of a supported dtype (copied).
@@ -222,33 +267,33 @@ impl PyTensor {
         if dev != Device::Cpu {
             return to_device(&t, dev);
         }
-        Ok(PyTensor { t })
+        Ok(PyTensor::from(t))
     }
 
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.t.shape())
+        PyTuple::new(py, self.t().shape())
     }
     #[getter]
     fn ndim(&self) -> usize {
-        self.t.ndim()
+        self.t().ndim()
     }
     #[getter]
     fn size(&self) -> usize {
-        self.t.numel()
+        self.t().numel()
     }
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        numpy_dtype(py, self.t.dtype())
+        numpy_dtype(py, self.t().dtype())
     }
     #[getter]
     fn device(&self) -> String {
-        self.t.device().to_string()
+        self.t().device().to_string()
     }
     /// The accumulated gradient (`None` until backward produces one).
     #[getter]
     fn grad(&self) -> Option<PyTensor> {
-        self.t.grad().map(PyTensor::from)
+        self.t().grad().map(PyTensor::from)
     }
     #[setter]
     fn set_grad(&self, g: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
@@ -257,34 +302,34 @@ impl PyTensor {
             Some(o) if o.is_none() => None,
             Some(o) => {
                 let t = crate::convert::tensor_arg("grad", o)?;
-                if t.shape() != self.t.shape() {
+                if t.shape() != self.t().shape() {
                     return Err(PyValueError::new_err(format!(
                         "grad: assigned gradient of shape {:?} does not match the tensor's shape {:?}",
                         t.shape(),
-                        self.t.shape()
+                        self.t().shape()
                     )));
                 }
                 Some(t)
             }
         };
-        self.t.set_grad(g);
+        self.t().set_grad(g);
         Ok(())
     }
     #[getter(T)]
     fn transposed(&self) -> PyResult<PyTensor> {
-        self.t.t().py().map(PyTensor::from)
+        self.t().t().py().map(PyTensor::from)
     }
 
     /// A numpy copy of the data.
     fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_numpy(py, &self.t)
+        to_numpy(py, &self.t())
     }
     /// The value of a one-element tensor as a Python number.
     fn item<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        item_of(py, &self.t)
+        item_of(py, &self.t())
     }
     fn tolist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_numpy(py, &self.t)?.call_method0("tolist")
+        to_numpy(py, &self.t())?.call_method0("tolist")
     }
     #[pyo3(signature = (dtype=None, copy=None))]
     fn __array__<'py>(
@@ -294,48 +339,48 @@ impl PyTensor {
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let _ = copy;
-        let a = to_numpy(py, &self.t)?;
+        let a = to_numpy(py, &self.t())?;
         match dtype {
             Some(d) if !d.is_none() => a.call_method1("astype", (d,)),
             _ => Ok(a),
         }
     }
     fn __len__(&self) -> PyResult<usize> {
-        self.t
+        self.t()
             .shape()
             .first()
             .copied()
             .ok_or_else(|| PyTypeError::new_err("len() of a 0-d tensor"))
     }
     fn __float__(&self) -> PyResult<f64> {
-        self.t.item().py()
+        self.t().item().py()
     }
     fn __int__(&self) -> PyResult<i64> {
-        Ok(self.t.item().py()? as i64)
+        Ok(self.t().item().py()? as i64)
     }
     fn __bool__(&self) -> PyResult<bool> {
-        if self.t.numel() != 1 {
+        if self.t().numel() != 1 {
             return Err(PyValueError::new_err(format!(
                 "the truth value of a tensor of shape {:?} is ambiguous",
-                self.t.shape()
+                self.t().shape()
             )));
         }
-        Ok(self.t.item().py()? != 0.0)
+        Ok(self.t().item().py()? != 0.0)
     }
     fn __hash__(slf: &Bound<'_, Self>) -> isize {
         slf.as_ptr() as isize
     }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let arr = to_numpy(py, &self.t)?;
+        let arr = to_numpy(py, &self.t())?;
         let body = py
             .import("numpy")?
             .getattr("array2string")?
             .call1((arr,))?
             .to_string();
         let body = body.replace('\n', "\n       ");
-        let mut s = format!("Tensor({body}, dtype={}", self.t.dtype());
-        if self.t.device() != Device::Cpu {
-            s.push_str(&format!(", device={}", self.t.device()));
+        let mut s = format!("Tensor({body}, dtype={}", self.t().dtype());
+        if self.t().device() != Device::Cpu {
+            s.push_str(&format!(", device={}", self.t().device()));
         }
         s.push(')');
         Ok(s)
@@ -343,34 +388,37 @@ impl PyTensor {
 
     fn astype(&self, dtype: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let d = parse_dtype(dtype)?;
-        self.t.astype(d).py().map(PyTensor::from)
+        self.t().astype(d).py().map(PyTensor::from)
     }
     /// The same data, cut off from every gradient tape.
     fn detach(&self) -> PyTensor {
-        self.t.detach().into()
+        self.t().detach().into()
     }
     /// A copy that keeps the gradient connection.
     fn copy(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::copy)
+        unary(py, &self.t(), Tensor::copy)
     }
     fn clone(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::copy)
+        unary(py, &self.t(), Tensor::copy)
     }
     fn to(&self, device: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let dev = parse_device(Some(device))?;
-        to_device(&self.t, dev)
+        to_device(&self.t(), dev)
     }
     fn cpu(&self) -> PyResult<PyTensor> {
-        to_device(&self.t, Device::Cpu)
+        to_device(&self.t(), Device::Cpu)
     }
 
     #[pyo3(signature = (*shape))]
     fn reshape(&self, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
         let s = shape_args("reshape", shape)?;
-        self.t.reshape_infer(&s).py().map(PyTensor::from)
+        self.t().reshape_infer(&s).py().map(PyTensor::from)
     }
     fn flatten(&self) -> PyResult<PyTensor> {
-        self.t.reshape(&[self.t.numel()]).py().map(PyTensor::from)
+        self.t()
+            .reshape(&[self.t().numel()])
+            .py()
+            .map(PyTensor::from)
     }
     #[pyo3(signature = (*axes))]
     fn transpose(&self, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
@@ -379,26 +427,26 @@ impl PyTensor {
         } else {
             shape_args("transpose", axes)?
         };
-        transpose_impl(&self.t, &a)
+        transpose_impl(&self.t(), &a)
     }
     #[pyo3(signature = (*axes))]
     fn permute(&self, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
         let a = shape_args("permute", axes)?;
-        self.t.permute(&a).py().map(PyTensor::from)
+        self.t().permute(&a).py().map(PyTensor::from)
     }
     fn expand_dims(&self, axis: isize) -> PyResult<PyTensor> {
-        self.t.expand_dims(axis).py().map(PyTensor::from)
+        self.t().expand_dims(axis).py().map(PyTensor::from)
     }
     #[pyo3(signature = (axis=None))]
     fn squeeze(&self, axis: Option<&Bound<'_, PyAny>>) -> PyResult<PyTensor> {
         let axes = axes_arg("squeeze", axis)?;
-        self.t.squeeze(axes.as_deref()).py().map(PyTensor::from)
+        self.t().squeeze(axes.as_deref()).py().map(PyTensor::from)
     }
     #[pyo3(signature = (*shape))]
     fn broadcast_to(&self, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
         let s = shape_args("broadcast_to", shape)?;
         let s = to_usize("broadcast_to", &s)?;
-        self.t.broadcast_to(&s).py().map(PyTensor::from)
+        self.t().broadcast_to(&s).py().map(PyTensor::from)
     }
 
     #[pyo3(signature = (axis=None, keepdims=false))]
@@ -408,7 +456,7 @@ impl PyTensor {
         axis: Option<&Bound<'_, PyAny>>,
         keepdims: bool,
     ) -> PyResult<PyTensor> {
-        reduce_impl(py, "sum", &self.t, axis, keepdims, Tensor::sum)
+        reduce_impl(py, "sum", &self.t(), axis, keepdims, Tensor::sum)
     }
     #[pyo3(signature = (axis=None, keepdims=false))]
     fn mean(
@@ -417,7 +465,7 @@ impl PyTensor {
         axis: Option<&Bound<'_, PyAny>>,
         keepdims: bool,
     ) -> PyResult<PyTensor> {
-        reduce_impl(py, "mean", &self.t, axis, keepdims, Tensor::mean)
+        reduce_impl(py, "mean", &self.t(), axis, keepdims, Tensor::mean)
     }
     #[pyo3(signature = (axis=None, keepdims=false))]
     fn max(
@@ -426,7 +474,7 @@ impl PyTensor {
         axis: Option<&Bound<'_, PyAny>>,
         keepdims: bool,
     ) -> PyResult<PyTensor> {
-        reduce_impl(py, "max", &self.t, axis, keepdims, Tensor::max)
+        reduce_impl(py, "max", &self.t(), axis, keepdims, Tensor::max)
     }
     #[pyo3(signature = (axis=None, keepdims=false))]
     fn min(
@@ -435,81 +483,81 @@ impl PyTensor {
         axis: Option<&Bound<'_, PyAny>>,
         keepdims: bool,
     ) -> PyResult<PyTensor> {
-        reduce_impl(py, "min", &self.t, axis, keepdims, Tensor::min)
+        reduce_impl(py, "min", &self.t(), axis, keepdims, Tensor::min)
     }
     #[pyo3(signature = (axis=-1))]
     fn softmax(&self, py: Python<'_>, axis: isize) -> PyResult<PyTensor> {
-        compute(py, self.t.numel(), || self.t.softmax(axis))
+        compute(py, self.t().numel(), || self.t().softmax(axis))
             .py()
             .map(PyTensor::from)
     }
     #[pyo3(signature = (axis=-1))]
     fn log_softmax(&self, py: Python<'_>, axis: isize) -> PyResult<PyTensor> {
-        compute(py, self.t.numel(), || self.t.log_softmax(axis))
+        compute(py, self.t().numel(), || self.t().log_softmax(axis))
             .py()
             .map(PyTensor::from)
     }
 
     fn exp(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::exp)
+        unary(py, &self.t(), Tensor::exp)
     }
     fn log(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::log)
+        unary(py, &self.t(), Tensor::log)
     }
     fn sqrt(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::sqrt)
+        unary(py, &self.t(), Tensor::sqrt)
     }
     fn abs(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::abs)
+        unary(py, &self.t(), Tensor::abs)
     }
     fn tanh(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::tanh)
+        unary(py, &self.t(), Tensor::tanh)
     }
     fn sigmoid(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::sigmoid)
+        unary(py, &self.t(), Tensor::sigmoid)
     }
     fn relu(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::relu)
+        unary(py, &self.t(), Tensor::relu)
     }
     fn neg(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::neg)
+        unary(py, &self.t(), Tensor::neg)
     }
     fn pow(&self, py: Python<'_>, e: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        pow_impl(py, &self.t, e)
+        pow_impl(py, &self.t(), e)
     }
     fn matmul(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "matmul", &self.t, o, false, Tensor::matmul)
+        binary(py, "matmul", &self.t(), o, false, Tensor::matmul)
     }
     fn maximum(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "maximum", &self.t, o, false, Tensor::maximum)
+        binary(py, "maximum", &self.t(), o, false, Tensor::maximum)
     }
     fn minimum(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "minimum", &self.t, o, false, Tensor::minimum)
+        binary(py, "minimum", &self.t(), o, false, Tensor::minimum)
     }
 
     fn __add__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "add", &self.t, o, false, Tensor::add)
+        binary(py, "add", &self.t(), o, false, Tensor::add)
     }
     fn __radd__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "add", &self.t, o, true, Tensor::add)
+        binary(py, "add", &self.t(), o, true, Tensor::add)
     }
     fn __sub__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "sub", &self.t, o, false, Tensor::sub)
+        binary(py, "sub", &self.t(), o, false, Tensor::sub)
     }
     fn __rsub__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "sub", &self.t, o, true, Tensor::sub)
+        binary(py, "sub", &self.t(), o, true, Tensor::sub)
     }
     fn __mul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "mul", &self.t, o, false, Tensor::mul)
+        binary(py, "mul", &self.t(), o, false, Tensor::mul)
     }
     fn __rmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "mul", &self.t, o, true, Tensor::mul)
+        binary(py, "mul", &self.t(), o, true, Tensor::mul)
     }
     fn __truediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "div", &self.t, o, false, Tensor::div)
+        binary(py, "div", &self.t(), o, false, Tensor::div)
     }
     fn __rtruediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "div", &self.t, o, true, Tensor::div)
+        binary(py, "div", &self.t(), o, true, Tensor::div)
     }
     fn __pow__(
         &self,
@@ -520,7 +568,7 @@ impl PyTensor {
         if modulo.is_some_and(|m| !m.is_none()) {
             return Err(PyTypeError::new_err("pow: a modulus is not supported"));
         }
-        pow_impl(py, &self.t, e)
+        pow_impl(py, &self.t(), e)
     }
     fn __rpow__(
         &self,
@@ -529,22 +577,22 @@ impl PyTensor {
         modulo: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyTensor> {
         let _ = modulo;
-        binary(py, "pow", &self.t, b, true, Tensor::pow)
+        binary(py, "pow", &self.t(), b, true, Tensor::pow)
     }
     fn __matmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "matmul", &self.t, o, false, Tensor::matmul)
+        binary(py, "matmul", &self.t(), o, false, Tensor::matmul)
     }
     fn __rmatmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "matmul", &self.t, o, true, Tensor::matmul)
+        binary(py, "matmul", &self.t(), o, true, Tensor::matmul)
     }
     fn __neg__(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::neg)
+        unary(py, &self.t(), Tensor::neg)
     }
     fn __pos__(&self) -> PyTensor {
-        self.t.clone().into()
+        self.t().clone().into()
     }
     fn __abs__(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t, Tensor::abs)
+        unary(py, &self.t(), Tensor::abs)
     }
     fn __richcmp__(
         &self,
@@ -560,10 +608,92 @@ impl PyTensor {
             CompareOp::Gt => ("greater", Tensor::gt),
             CompareOp::Ge => ("greater_equal", Tensor::ge),
         };
-        binary(py, name, &self.t, o, false, f)
+        binary(py, name, &self.t(), o, false, f)
     }
     fn __getitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        specs_from_key(&self.t, key).map(PyTensor::from)
+        getitem(&self.t(), key).map(PyTensor::from)
+    }
+
+    /// `x[key] = value`, in place (basic indexing). Differentiable in `x` and `value` while
+    /// a GradKey tracks either.
+    fn __setitem__(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let x = self.t();
+        let e = parse_index(&x, key)?;
+        if e.advanced.is_some() {
+            return Err(PyIndexError::new_err(
+                "setitem: assignment through an array index is not supported",
+            ));
+        }
+        let v = arg("setitem", value, Some(&x))?;
+        if !ferrograd::autograd::is_recording_any() || (!x.is_tracked() && !v.is_tracked()) {
+            return x.slice(&e.specs).py()?.assign_(&v).py();
+        }
+        let result = x.set_slice(&e.specs, &v).py()?;
+        self.rebind(x.update_("setitem", &result).py()?);
+        Ok(())
+    }
+
+    fn __iadd__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.inplace(py, "iadd", o, Tensor::add)
+    }
+    fn __isub__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.inplace(py, "isub", o, Tensor::sub)
+    }
+    fn __imul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.inplace(py, "imul", o, Tensor::mul)
+    }
+    fn __itruediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.inplace(py, "itruediv", o, Tensor::div)
+    }
+
+    /// Copies `src` (broadcast, cast to this dtype) into this tensor, in place; returns self.
+    fn copy_<'py>(slf: &Bound<'py, Self>, src: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
+        let this = slf.get();
+        let x = this.t();
+        let v = arg("copy_", src, Some(&x))?;
+        if !ferrograd::autograd::is_recording_any() || (!x.is_tracked() && !v.is_tracked()) {
+            x.assign_(&v).py()?;
+        } else {
+            let result = v.astype(x.dtype()).py()?.broadcast_to(x.shape()).py()?;
+            this.rebind(x.update_("copy_", &result).py()?);
+        }
+        Ok(slf.clone())
+    }
+
+    /// Fills the tensor with `value`, in place; returns self.
+    fn fill_<'py>(slf: &Bound<'py, Self>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
+        let this = slf.get();
+        let x = this.t();
+        let v = arg("fill_", value, Some(&x))?;
+        if v.numel() != 1 {
+            return Err(PyValueError::new_err(format!(
+                "fill_: expected a single value, got shape {:?}",
+                v.shape()
+            )));
+        }
+        let result = v
+            .detach()
+            .astype(x.dtype())
+            .py()?
+            .broadcast_to(x.shape())
+            .py()?;
+        this.rebind(x.update_("fill_", &result).py()?);
+        Ok(slf.clone())
+    }
+
+    /// Sets every element to zero, in place; returns self.
+    fn zero_<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
+        let this = slf.get();
+        let x = this.t();
+        let result = x.zeros_like();
+        this.rebind(x.update_("zero_", &result).py()?);
+        Ok(slf.clone())
+    }
+
+    /// How many times this tensor's storage has been written in place.
+    #[getter]
+    fn _version(&self) -> u64 {
+        self.t().storage().version()
     }
     /// Numpy defers to the Tensor's reflected operators (`np.float64(2) * t` is a Tensor).
     #[classattr]

@@ -11,7 +11,9 @@ fn main() -> Result<()> {
     let mut ys = Vec::with_capacity(n);
     let mut state = 12345u64;
     let mut rand = || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((state >> 33) as f64 / (1u64 << 31) as f64) * 2.0 - 1.0
     };
     for _ in 0..n {
@@ -32,7 +34,10 @@ fn main() -> Result<()> {
         let err = x.matmul(&w)?.add(&b)?.sub(&y)?;
         let loss = err.mul(&err)?.mean(None, false)?;
         key.backward(&[loss.clone()], &[loss.ones_like()])?;
-        let (gw, gb) = (w.grad().expect("w has a gradient"), b.grad().expect("b has a gradient"));
+        let (gw, gb) = (
+            w.grad().expect("w has a gradient"),
+            b.grad().expect("b has a gradient"),
+        );
         w = w.sub(&gw.mul_scalar(lr)?)?;
         b = b.sub(&gb.mul_scalar(lr)?)?;
         if step % 50 == 0 || step == 199 {

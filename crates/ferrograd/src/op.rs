@@ -86,6 +86,9 @@ pub enum Op {
         shape: Vec<usize>,
         specs: Vec<SliceSpec>,
     },
+    /// A copy of the first input with the region `specs` selects replaced by the second
+    /// (broadcast): the functional form of `x[specs] = v`.
+    SetSlice(Vec<SliceSpec>),
     Concat(usize),
     /// `take_along_axis(x, idx, axis)`.
     Gather(usize),
@@ -170,6 +173,7 @@ impl Op {
             Op::BroadcastTo(_) => "broadcast_to",
             Op::Slice(_) => "getitem",
             Op::SliceGrad { .. } => "getitem_grad",
+            Op::SetSlice(_) => "setitem",
             Op::Concat(_) => "concat",
             Op::Gather(_) => "gather",
             Op::ScatterAdd { .. } => "scatter_add",

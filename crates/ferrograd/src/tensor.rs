@@ -1,6 +1,7 @@
 //! `Tensor`: a cheap handle (one `Arc`) to a view of shared storage plus autodiff metadata.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::autograd::GradInfo;
@@ -23,13 +24,20 @@ pub(crate) struct TensorImpl {
     storage: Arc<Storage>,
     layout: Layout,
     meta: Mutex<Meta>,
+    /// Set on tensors computed inside the backward of a key at this level while keys above
+    /// it were not allowed to record; those keys must refuse to differentiate them.
+    hidden_from: AtomicU64,
 }
+
+/// Where `.grad` lives. Shared by a tensor, the snapshot a key takes when it is attached, and
+/// the handles in-place ops rebind it to, so gradients reach the tensor the user holds.
+pub(crate) type GradCell = Arc<Mutex<Option<Tensor>>>;
 
 /// Per-tensor autodiff state: one entry per `GradKey` that tracks this tensor, and `.grad`.
 #[derive(Default)]
 pub(crate) struct Meta {
     pub(crate) infos: Vec<GradInfo>,
-    pub(crate) grad: Option<Tensor>,
+    pub(crate) grad: Option<GradCell>,
 }
 
 impl Drop for TensorImpl {
@@ -51,6 +59,7 @@ impl Tensor {
             storage,
             layout,
             meta: Mutex::new(Meta::default()),
+            hidden_from: AtomicU64::new(u64::MAX),
         }))
     }
 
@@ -158,13 +167,39 @@ impl Tensor {
 
     /// The accumulated gradient, if backward has produced one.
     pub fn grad(&self) -> Option<Tensor> {
-        self.0.meta().grad.clone()
+        let cell = self.0.meta().grad.clone()?;
+        let g = cell.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        g
     }
 
     /// Replaces the accumulated gradient (`None` clears it).
     pub fn set_grad(&self, grad: Option<Tensor>) {
-        let old = std::mem::replace(&mut self.0.meta().grad, grad);
+        let cell = self.grad_cell();
+        let old = std::mem::replace(&mut *cell.lock().unwrap_or_else(|e| e.into_inner()), grad);
         drop(old);
+    }
+
+    pub(crate) fn grad_cell(&self) -> GradCell {
+        self.0
+            .meta()
+            .grad
+            .get_or_insert_with(GradCell::default)
+            .clone()
+    }
+
+    /// A handle over the same data that shares this tensor's `.grad` but no tape state.
+    pub(crate) fn snapshot(&self) -> Tensor {
+        let s = self.view(self.0.layout.clone());
+        s.0.meta().grad = Some(self.grad_cell());
+        s
+    }
+
+    pub(crate) fn hidden_from(&self) -> u64 {
+        self.0.hidden_from.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_hidden_from(&self, level: u64) {
+        self.0.hidden_from.fetch_min(level, Ordering::Relaxed);
     }
 
     /// The elements in row-major order, converted to `T`'s dtype only if it matches.

@@ -48,10 +48,19 @@ fn composite_gradient_matches_finite_differences() {
         let h = x.matmul(&w)?.tanh()?;
         let s = x.sigmoid()?.sum(Some(&[1]), true)?;
         let z = h.mul(&s)?.softmax(-1)?;
-        z.mul(&t(&[1.0, 2.0], &[2]))?.add_scalar(1.0)?.log()?.sum(None, false)
+        z.mul(&t(&[1.0, 2.0], &[2]))?
+            .add_scalar(1.0)?
+            .log()?
+            .sum(None, false)
     };
-    let x = [0.5, -1.2, 0.3, 2.0, 0.1, -0.6, 1.5, 0.8, -0.2, 0.4, 0.0, -1.0];
-    assert_close(&analytic_grad(&f, &x, &[4, 3]), &numeric_grad(&f, &x, &[4, 3]), 1e-6);
+    let x = [
+        0.5, -1.2, 0.3, 2.0, 0.1, -0.6, 1.5, 0.8, -0.2, 0.4, 0.0, -1.0,
+    ];
+    assert_close(
+        &analytic_grad(&f, &x, &[4, 3]),
+        &numeric_grad(&f, &x, &[4, 3]),
+        1e-6,
+    );
 }
 
 #[test]
@@ -60,7 +69,13 @@ fn gradients_meeting_at_one_tensor_are_summed() {
     let key = GradKey::new("k");
     key.attach(&x, None).unwrap();
     // y = x*x + 3x  => dy/dx = 2x + 3
-    let y = x.mul(&x).unwrap().add(&x.mul_scalar(3.0).unwrap()).unwrap().sum(None, false).unwrap();
+    let y = x
+        .mul(&x)
+        .unwrap()
+        .add(&x.mul_scalar(3.0).unwrap())
+        .unwrap()
+        .sum(None, false)
+        .unwrap();
     key.backward(&[y.clone()], &[y.ones_like()]).unwrap();
     assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), vec![5.0, 7.0]);
 }
@@ -86,11 +101,20 @@ fn callback_fires_once_with_the_final_gradient() {
     let a = x.exp().unwrap();
     let b = x.mul_scalar(2.0).unwrap();
     let c = x.mul(&x).unwrap();
-    let y = a.add(&b).unwrap().add(&c).unwrap().sum(None, false).unwrap();
+    let y = a
+        .add(&b)
+        .unwrap()
+        .add(&c)
+        .unwrap()
+        .sum(None, false)
+        .unwrap();
     key.backward(&[y.clone()], &[y.ones_like()]).unwrap();
     let log = log.lock().unwrap();
     assert_eq!(log.len(), 1, "callback must fire exactly once");
-    let expected: Vec<f64> = [1.0f64, -2.0].iter().map(|v| v.exp() + 2.0 + 2.0 * v).collect();
+    let expected: Vec<f64> = [1.0f64, -2.0]
+        .iter()
+        .map(|v| v.exp() + 2.0 + 2.0 * v)
+        .collect();
     assert_close(&log[0].1, &expected, 1e-12);
     assert_close(&x.grad().unwrap().to_vec_f64(), &expected, 1e-12);
 }
@@ -101,8 +125,10 @@ fn a_gradient_that_is_final_early_fires_before_the_rest_of_backward() {
     let early = t(&[1.0], &[1]);
     let late = t(&[2.0], &[1]);
     let key = GradKey::new("k");
-    key.attach(&early, Some(logging_callback(&log, "early"))).unwrap();
-    key.attach(&late, Some(logging_callback(&log, "late"))).unwrap();
+    key.attach(&early, Some(logging_callback(&log, "early")))
+        .unwrap();
+    key.attach(&late, Some(logging_callback(&log, "late")))
+        .unwrap();
     // `early` feeds the first op; `late` feeds only the last one, so its gradient is final
     // first in the reverse walk, while the ops leading back to `early` are still pending.
     let mut h = early.mul_scalar(1.5).unwrap();
@@ -146,9 +172,16 @@ fn a_finished_key_refuses_attach_and_backward() {
     let y = x.exp().unwrap();
     key.backward(&[y.clone()], &[y.ones_like()]).unwrap();
     assert!(key.is_finished());
-    let e = key.backward(&[y.clone()], &[y.ones_like()]).unwrap_err().to_string();
+    let e = key
+        .backward(&[y.clone()], &[y.ones_like()])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("finished") && e.contains("once"), "{e}");
-    assert!(key.attach(&x, None).unwrap_err().to_string().contains("finished"));
+    assert!(key
+        .attach(&x, None)
+        .unwrap_err()
+        .to_string()
+        .contains("finished"));
     // the tensor is no longer tracked by the finished key
     assert!(!key.is_attached_to(&x));
 }
@@ -184,7 +217,11 @@ fn a_dead_branch_leaves_the_tape_during_forward() {
     {
         let _unused = x.tanh().unwrap().sigmoid().unwrap();
     }
-    let ops: Vec<String> = key.saved_tensors_report().into_iter().map(|(n, _)| n).collect();
+    let ops: Vec<String> = key
+        .saved_tensors_report()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     assert_eq!(ops, vec!["exp".to_string()]);
     drop(kept);
 }
@@ -226,11 +263,17 @@ fn rules_save_the_minimum() {
         // only x needs a gradient, so only c (shape [3]) is kept
         ("mul", vec![vec![3]]),
     ];
-    let got: Vec<(&str, Vec<Vec<usize>>)> = report.iter().map(|(n, s)| (n.as_str(), s.clone())).collect();
+    let got: Vec<(&str, Vec<Vec<usize>>)> = report
+        .iter()
+        .map(|(n, s)| (n.as_str(), s.clone()))
+        .collect();
     assert_eq!(got, expect);
     // relu, exp, sigmoid and tanh keep their output, not their input
     for (i, name) in [(4, "relu"), (5, "exp"), (6, "sigmoid"), (7, "tanh")] {
         let saved = &key.saved_tensors_report()[i].1[0];
-        assert!(Arc::ptr_eq(saved.storage(), outs[i].storage()), "{name} must keep its output");
+        assert!(
+            Arc::ptr_eq(saved.storage(), outs[i].storage()),
+            "{name} must keep its output"
+        );
     }
 }

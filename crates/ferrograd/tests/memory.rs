@@ -10,7 +10,15 @@ fn ten_thousand_steps_leave_memory_flat() {
     let step = |w: &Tensor| {
         let key = GradKey::new("step");
         key.attach(w, None).unwrap();
-        let y = x.matmul(w).unwrap().tanh().unwrap().mul(&x).unwrap().sum(None, false).unwrap();
+        let y = x
+            .matmul(w)
+            .unwrap()
+            .tanh()
+            .unwrap()
+            .mul(&x)
+            .unwrap()
+            .sum(None, false)
+            .unwrap();
         key.backward(&[y.clone()], &[y.ones_like()]).unwrap();
         w.set_grad(None);
     };

@@ -1,12 +1,12 @@
 //! `GradKey`, the `GradFn` records on its tape, and the reverse traversal.
 
-use std::cell::Cell;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::producer::{ListId, NodeId, ProducerLists};
 use super::record::RECORDING_KEYS;
+use super::scope::{BackwardGuard, CeilingGuard};
 use super::{GradInfo, GradRule};
 use crate::error::{Error, Result};
 use crate::tensor::{Tensor, TensorImpl};
@@ -16,28 +16,6 @@ use crate::tensor::{Tensor, TensorImpl};
 pub type GradCallback = Arc<dyn Fn(&Tensor, &Tensor) -> Result<Option<Tensor>> + Send + Sync>;
 
 static NEXT_KEY_ID: AtomicU64 = AtomicU64::new(1);
-
-thread_local! {
-    /// While a key runs backward, only keys created before it may record.
-    static CEILING: Cell<u64> = const { Cell::new(u64::MAX) };
-}
-
-pub(crate) fn ceiling() -> u64 {
-    CEILING.with(|c| c.get())
-}
-
-struct CeilingGuard(u64);
-impl CeilingGuard {
-    fn lower_to(level: u64) -> CeilingGuard {
-        let old = CEILING.with(|c| c.replace(c.get().min(level)));
-        CeilingGuard(old)
-    }
-}
-impl Drop for CeilingGuard {
-    fn drop(&mut self) {
-        CEILING.with(|c| c.set(self.0));
-    }
-}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -62,8 +40,9 @@ pub(crate) struct GradFnState {
 pub(crate) struct GradSlot {
     pub(crate) grad: Option<Tensor>,
     pub(crate) callbacks: Vec<GradCallback>,
-    /// Set for attached tensors: who receives callbacks and `.grad`.
-    pub(crate) owner: Option<Weak<TensorImpl>>,
+    /// Set for attached tensors: the tensor as attached (sharing its `.grad`), which
+    /// callbacks receive and `.grad` accumulation targets.
+    pub(crate) target: Option<Tensor>,
     pub(crate) accumulate: bool,
 }
 
@@ -97,6 +76,8 @@ impl Drop for GradFn {
 
 pub(crate) struct KeyInner {
     pub(crate) id: u64,
+    /// Keys record the backward of keys at higher levels only; siblings share a level.
+    pub(crate) level: u64,
     name: Mutex<String>,
     recording: AtomicBool,
     state: Mutex<KeyState>,
@@ -206,9 +187,24 @@ pub struct GradKey(pub(crate) Arc<KeyInner>);
 impl GradKey {
     /// A new key, recording from now on. Keys created later are *inner* to this one.
     pub fn new(name: impl Into<String>) -> GradKey {
+        let id = NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed);
+        GradKey::with_level(name, id, id)
+    }
+
+    /// A new key at this key's level: neither records the other's backward.
+    pub fn new_sibling(&self, name: impl Into<String>) -> GradKey {
+        GradKey::with_level(
+            name,
+            NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed),
+            self.0.level,
+        )
+    }
+
+    fn with_level(name: impl Into<String>, id: u64, level: u64) -> GradKey {
         RECORDING_KEYS.fetch_add(1, Ordering::AcqRel);
         GradKey(Arc::new(KeyInner {
-            id: NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed),
+            id,
+            level,
             name: Mutex::new(name.into()),
             recording: AtomicBool::new(true),
             state: Mutex::new(KeyState::default()),
@@ -225,7 +221,7 @@ impl GradKey {
 
     /// The nesting level: keys created later have higher levels.
     pub fn level(&self) -> u64 {
-        self.0.id
+        self.0.level
     }
 
     /// Whether the key still records (it stops at `backward` or [`GradKey::finish`]).
@@ -278,7 +274,9 @@ impl GradKey {
             let mut st = info.func.state();
             let slot = &mut st.slots[info.idx];
             slot.callbacks.extend(callback);
-            slot.owner = Some(Arc::downgrade(&tensor.0));
+            if slot.target.is_none() {
+                slot.target = Some(tensor.snapshot());
+            }
             slot.accumulate |= accumulate;
             return Ok(());
         }
@@ -294,7 +292,7 @@ impl GradKey {
                     slots: vec![GradSlot {
                         grad: None,
                         callbacks: callback.into_iter().collect(),
-                        owner: Some(Arc::downgrade(&tensor.0)),
+                        target: Some(tensor.snapshot()),
                         accumulate,
                     }],
                     dsts: Vec::new(),
@@ -305,6 +303,7 @@ impl GradKey {
         tensor.push_info(GradInfo {
             key: Arc::downgrade(&self.0),
             key_id: self.0.id,
+            key_level: self.0.level,
             func: f,
             idx: 0,
         });
@@ -346,6 +345,49 @@ impl GradKey {
 
     /// Seeds `ys` with `dys`, walks the tape in reverse, and finishes the key.
     pub fn backward(&self, ys: &[Tensor], dys: &[Tensor]) -> Result<()> {
+        self.drive(ys, dys, None, true).map(|_| ())
+    }
+
+    /// The gradients of `ys` (seeded with `dys`) with respect to `xs`, which this key must
+    /// track, without running callbacks or touching `.grad`. With `create_graph`, outer keys
+    /// record the computation so the result can be differentiated again. Finishes the key.
+    /// An `x` that no gradient reaches gets zeros.
+    pub fn grad(
+        &self,
+        ys: &[Tensor],
+        dys: &[Tensor],
+        xs: &[Tensor],
+        create_graph: bool,
+    ) -> Result<Vec<Tensor>> {
+        let mut targets = Vec::with_capacity(xs.len());
+        for (i, x) in xs.iter().enumerate() {
+            match x.grad_info(self.0.id) {
+                Some(info) => targets.push((info.func, info.idx)),
+                None => return Err(Error::autograd(format!(
+                    "grad: input {i} (a {} tensor of shape {:?}) is not attached to GradKey '{}' \
+                         and not computed from a tensor it tracks",
+                    x.dtype(),
+                    x.shape(),
+                    self.name()
+                ))),
+            }
+        }
+        let mut found: Vec<Option<Tensor>> = vec![None; xs.len()];
+        self.drive(ys, dys, Some((&targets, &mut found)), create_graph)?;
+        Ok(found
+            .into_iter()
+            .zip(xs)
+            .map(|(g, x)| g.unwrap_or_else(|| x.zeros_like()))
+            .collect())
+    }
+
+    fn drive(
+        &self,
+        ys: &[Tensor],
+        dys: &[Tensor],
+        collect: Option<Collect<'_>>,
+        record: bool,
+    ) -> Result<()> {
         self.refuse_if_finished("backward")?;
         if ys.len() != dys.len() {
             return Err(Error::autograd(format!(
@@ -378,6 +420,18 @@ impl GradKey {
                     ),
                 ));
             }
+            let (level, serial) = super::scope::unpack_mark(y.hidden_from());
+            if self.0.level > level && self.0.id < serial {
+                return Err(Error::autograd(format!(
+                    "GradKey '{}': cannot differentiate the backward of a key outside it: the \
+                     {} tensor of shape {:?} was computed in the backward of an outer key, which \
+                     inner keys do not record. Nest the other way round: run the inner manager's \
+                     backward inside the outer one and let the outer manager differentiate it.",
+                    self.name(),
+                    y.dtype(),
+                    y.shape()
+                )));
+            }
         }
         let tape = {
             let mut ks = self.0.state();
@@ -386,14 +440,22 @@ impl GradKey {
         };
         self.0.stop_recording();
         let result = {
-            let _ceiling = CeilingGuard::lower_to(self.0.id);
-            self.run(ys, dys, tape)
+            let _ceiling = CeilingGuard::new(if record { self.0.level } else { 0 });
+            let _backward =
+                BackwardGuard::enter(self.0.level, NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed));
+            self.run(ys, dys, tape, collect)
         };
         self.0.cleanup();
         result
     }
 
-    fn run(&self, ys: &[Tensor], dys: &[Tensor], tape: Vec<Weak<GradFn>>) -> Result<()> {
+    fn run(
+        &self,
+        ys: &[Tensor],
+        dys: &[Tensor],
+        tape: Vec<Weak<GradFn>>,
+        mut collect: Option<Collect<'_>>,
+    ) -> Result<()> {
         let mut seeded: Vec<(Arc<GradFn>, usize)> = Vec::new();
         for (y, dy) in ys.iter().zip(dys) {
             if let Some(info) = y.grad_info(self.0.id) {
@@ -408,7 +470,7 @@ impl GradKey {
         }
         for (f, idx) in &seeded {
             if self.0.state().lists.is_empty(f.slot_lists[*idx]) {
-                fire(f, *idx)?;
+                fire(f, *idx, &mut collect)?;
             }
         }
         // Keeps every GradFn that may still receive gradients alive until backward ends,
@@ -449,13 +511,16 @@ impl GradKey {
             }
             outcome?;
             for (target, idx) in finals {
-                fire(&target, idx)?;
+                fire(&target, idx, &mut collect)?;
             }
         }
         drop(keeper);
         Ok(())
     }
 }
+
+/// Functional mode: the slots whose final gradients are wanted, and where they go.
+type Collect<'a> = (&'a [(Arc<GradFn>, usize)], &'a mut Vec<Option<Tensor>>);
 
 fn run_rule(rule: &dyn GradRule, grads: &[Option<Tensor>], dsts: &[Option<Dst>]) -> Result<()> {
     let in_grads = rule.backward(grads)?;
@@ -486,22 +551,30 @@ fn accumulate(f: &Arc<GradFn>, idx: usize, g: Tensor) -> Result<()> {
     Ok(())
 }
 
-/// A slot's gradient is final: run its callbacks and add the result into `.grad`.
-fn fire(f: &Arc<GradFn>, idx: usize) -> Result<()> {
-    let (grad, callbacks, owner, accumulate) = {
+/// A slot's gradient is final: run its callbacks and add the result into `.grad` (or, in
+/// functional mode, hand it over instead).
+fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Result<()> {
+    if let Some((targets, found)) = collect {
+        for (i, (tf, ti)) in targets.iter().enumerate() {
+            if Arc::ptr_eq(tf, f) && *ti == idx {
+                found[i] = f.state().slots[idx].grad.clone();
+            }
+        }
+        return Ok(());
+    }
+    let (grad, callbacks, target, accumulate) = {
         let st = f.state();
         let slot = &st.slots[idx];
         (
             slot.grad.clone(),
             slot.callbacks.clone(),
-            slot.owner.clone(),
+            slot.target.clone(),
             slot.accumulate,
         )
     };
-    let (Some(mut g), Some(owner)) = (grad, owner.and_then(|w| w.upgrade())) else {
+    let (Some(mut g), Some(tensor)) = (grad, target) else {
         return Ok(());
     };
-    let tensor = Tensor(owner);
     for cb in &callbacks {
         if let Some(next) = cb(&tensor, &g)? {
             if next.shape() != tensor.shape() || next.dtype() != tensor.dtype() {

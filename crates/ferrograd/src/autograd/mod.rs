@@ -13,11 +13,13 @@
 mod key;
 mod producer;
 mod record;
+mod scope;
 
 pub use key::{GradCallback, GradKey};
 pub(crate) use key::{GradFn, KeyInner};
 pub use record::{is_recording_any, record_custom};
 pub(crate) use record::{record_builtin, Saved};
+pub use scope::{ceiling, no_grad, pop_ceiling, push_ceiling, CeilingGuard};
 
 use std::sync::{Arc, Weak};
 
@@ -42,6 +44,7 @@ pub trait GradRule: Send + Sync {
 pub(crate) struct GradInfo {
     pub(crate) key: Weak<KeyInner>,
     pub(crate) key_id: u64,
+    pub(crate) key_level: u64,
     pub(crate) func: Arc<GradFn>,
     pub(crate) idx: usize,
 }
@@ -81,6 +84,21 @@ impl Tensor {
         taken
     }
 
+    /// A new handle over this tensor's storage and layout that carries `result`'s tape state
+    /// and shares this tensor's `.grad`: what a tensor becomes after an in-place op.
+    pub(crate) fn continued_as(&self, result: &Tensor) -> Tensor {
+        let next = self.snapshot();
+        let infos: Vec<GradInfo> = result.0.meta().infos.clone();
+        for info in infos {
+            if let Some(key) = info.key.upgrade() {
+                key.track(&next);
+            }
+            next.push_info(info);
+        }
+        next.set_hidden_from(result.hidden_from());
+        next
+    }
+
     /// A handle over the same data for a rule of the key `level` to keep: it carries the
     /// slots of keys outside `level` only (so outer keys can differentiate the rule), never
     /// the slot of `level` itself (that would make a cycle through the output's `GradFn`).
@@ -91,7 +109,7 @@ impl Tensor {
             .meta()
             .infos
             .iter()
-            .filter(|i| i.key_id < level && i.key.strong_count() > 0)
+            .filter(|i| i.key_level < level && i.key.strong_count() > 0)
             .cloned()
             .collect();
         for info in infos {

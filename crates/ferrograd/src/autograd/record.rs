@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::key::{ceiling, KeyInner};
+use super::key::KeyInner;
+use super::scope::{backward_mark, ceiling};
 use super::{GradInfo, GradRule};
 use crate::error::{Error, Result};
 use crate::op::{BuiltinRule, Op};
@@ -24,7 +25,7 @@ fn recording_keys(inputs: &[&Tensor]) -> Vec<Arc<KeyInner>> {
     let mut keys: Vec<Arc<KeyInner>> = Vec::new();
     for t in inputs {
         for info in t.0.meta().infos.iter() {
-            if info.key_id >= top || keys.iter().any(|k| k.id == info.key_id) {
+            if info.key_level >= top || keys.iter().any(|k| k.id == info.key_id) {
                 continue;
             }
             if let Some(k) = info.key.upgrade() {
@@ -34,13 +35,17 @@ fn recording_keys(inputs: &[&Tensor]) -> Vec<Arc<KeyInner>> {
             }
         }
     }
-    keys.sort_by_key(|k| k.id);
+    keys.sort_by_key(|k| (k.level, k.id));
     keys
 }
 
 /// Records `op` for every key that tracks a float input.
 pub(crate) fn record_builtin(op: &Op, inputs: &[&Tensor], outputs: &[Tensor]) -> Result<()> {
-    if !is_recording_any() || !op.is_differentiable() {
+    if !is_recording_any() {
+        return Ok(());
+    }
+    mark_hidden(inputs, outputs);
+    if !op.is_differentiable() {
         return Ok(());
     }
     record_with(op.name(), inputs, outputs, &mut |needs, level| {
@@ -62,6 +67,7 @@ pub fn record_custom(
     if !is_recording_any() {
         return Ok(());
     }
+    mark_hidden(inputs, outputs);
     if outputs.iter().any(|o| o.is_tracked()) {
         return Err(Error::autograd(format!(
             "{name}: an output of a custom function is already tracked by a GradKey; \
@@ -70,6 +76,20 @@ pub fn record_custom(
     }
     record_with(name, inputs, outputs, make_rule);
     Ok(())
+}
+
+/// Outputs of an op run inside a backward, or computed from such tensors, carry the mark of
+/// that backward (see [`super::scope::backward_mark`]).
+fn mark_hidden(inputs: &[&Tensor], outputs: &[Tensor]) {
+    let mark = inputs
+        .iter()
+        .map(|t| t.hidden_from())
+        .fold(backward_mark(), u64::min);
+    if mark != u64::MAX {
+        for o in outputs {
+            o.set_hidden_from(mark);
+        }
+    }
 }
 
 fn record_with(
@@ -94,7 +114,7 @@ fn record_with(
             continue;
         }
         let needs: Vec<bool> = targets.iter().map(Option::is_some).collect();
-        let rule = make_rule(&needs, key.id);
+        let rule = make_rule(&needs, key.level);
         let f = key.link(name, targets, outputs.len(), rule);
         for (i, o) in outputs.iter().enumerate() {
             if o.dtype().is_float() {
@@ -102,6 +122,7 @@ fn record_with(
                 o.push_info(GradInfo {
                     key: Arc::downgrade(&key),
                     key_id: key.id,
+                    key_level: key.level,
                     func: f.clone(),
                     idx: i,
                 });

@@ -44,6 +44,27 @@ pub(crate) fn slice_grad(
     out
 }
 
+/// A contiguous copy of `x` with `v` (a view broadcast to the region) written where `specs`
+/// selects.
+pub(crate) fn set_slice(
+    x: &CpuData,
+    lx: &Layout,
+    v: &CpuData,
+    lv: &Layout,
+    specs: &[SliceSpec],
+) -> CpuData {
+    let mut out = super::copy(x, lx);
+    let region = Layout::contiguous(lx.shape()).slice(specs);
+    match (&mut out, v) {
+        (CpuData::F32(o), CpuData::F32(s)) => write_into(o, &region, s, lv),
+        (CpuData::F64(o), CpuData::F64(s)) => write_into(o, &region, s, lv),
+        (CpuData::I64(o), CpuData::I64(s)) => write_into(o, &region, s, lv),
+        (CpuData::Bool(o), CpuData::Bool(s)) => write_into(o, &region, s, lv),
+        _ => {}
+    }
+    out
+}
+
 /// Joins views along `axis` into a contiguous buffer of `out_shape`.
 pub(crate) fn concat(parts: &[(&CpuData, &Layout)], axis: usize, out_shape: &[usize]) -> CpuData {
     let mut out = zeros_like_data(parts[0].0, numel(out_shape));

@@ -7,7 +7,7 @@ mod matmul;
 mod reduce;
 
 pub(crate) use elementwise::{binary, cast, compare, copy, pow_scalar, unary, where_};
-pub(crate) use index::{concat, gather, scatter_add, slice_grad};
+pub(crate) use index::{concat, gather, scatter_add, set_slice, slice_grad};
 pub(crate) use matmul::matmul;
 pub(crate) use reduce::{reduce, softmax};
 

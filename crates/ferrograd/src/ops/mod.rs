@@ -2,6 +2,7 @@
 //! forward (shape and dtype checks, then the device kernel), what the rule saves, and the rule.
 
 pub(crate) mod elementwise;
+mod inplace;
 pub(crate) mod linalg;
 pub(crate) mod movement;
 pub(crate) mod reduce;

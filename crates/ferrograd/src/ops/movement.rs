@@ -71,6 +71,29 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
             })?;
             Tensor::from_cpu(d, shape)
         }
+        Op::SetSlice(specs) => {
+            let v = inputs[1];
+            same_dtype("setitem", inputs)?;
+            let region = x.layout().slice(specs);
+            let ok = broadcast_shapes("setitem", v.shape(), region.shape())
+                .map(|s| s == region.shape())
+                .unwrap_or(false);
+            if !ok {
+                return Err(Error::shape(
+                    "setitem",
+                    format!(
+                        "cannot assign a value of shape {:?} to a region of shape {:?}",
+                        v.shape(),
+                        region.shape()
+                    ),
+                ));
+            }
+            let lv = v.layout().broadcast_to(region.shape());
+            let d = with_cpu(inputs, |d| {
+                Ok(cpu::set_slice(d[0], x.layout(), d[1], &lv, specs))
+            })?;
+            Tensor::from_cpu(d, x.shape())
+        }
         Op::Concat(axis) => {
             same_dtype("concat", inputs)?;
             let mut shape = x.shape().to_vec();
@@ -191,6 +214,25 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             )?)]
         }
         Op::SliceGrad { specs, .. } => vec![Some(apply1(&Op::Slice(specs.clone()), &[dy])?)],
+        Op::SetSlice(specs) => {
+            let dx = if ctx.needs[0] {
+                Some(apply1(
+                    &Op::SetSlice(specs.clone()),
+                    &[dy, &dy.scalar_like(0.0)],
+                )?)
+            } else {
+                None
+            };
+            let dv = if ctx.needs[1] {
+                Some(sum_to_shape(
+                    &apply1(&Op::Slice(specs.clone()), &[dy])?,
+                    &ctx.shapes[1],
+                )?)
+            } else {
+                None
+            };
+            vec![dx, dv]
+        }
         Op::Concat(axis) => {
             let mut start = 0usize;
             let mut out = Vec::with_capacity(ctx.shapes.len());
@@ -377,6 +419,19 @@ impl Tensor {
     /// Basic indexing: one spec per leading axis. Ranges are `start, stop, step` as returned by
     /// Python's `slice.indices`; indices may be negative (counted from the end).
     pub fn slice(&self, specs: &[SliceSpec]) -> Result<Tensor> {
+        let norm = self.normalize_specs(specs)?;
+        apply1(&Op::Slice(norm), &[self])
+    }
+
+    /// `self` with the region `specs` selects replaced by `value` (broadcast, cast to this
+    /// dtype): the functional form of `x[specs] = value`, differentiable in both.
+    pub fn set_slice(&self, specs: &[SliceSpec], value: &Tensor) -> Result<Tensor> {
+        let norm = self.normalize_specs(specs)?;
+        let value = value.astype(self.dtype())?;
+        apply1(&Op::SetSlice(norm), &[self, &value])
+    }
+
+    fn normalize_specs(&self, specs: &[SliceSpec]) -> Result<Vec<SliceSpec>> {
         if specs.len() > self.ndim() {
             return Err(Error::index(
                 "getitem",
@@ -410,7 +465,7 @@ impl Tensor {
                 }
             });
         }
-        apply1(&Op::Slice(norm), &[self])
+        Ok(norm)
     }
 
     /// `len` elements along `axis` starting at `start` (a view).

@@ -1,0 +1,89 @@
+//! In-place updates. Every write bumps the storage's version counter, so a tensor saved for
+//! backward and changed afterwards is caught when backward reads it.
+
+use std::sync::Arc;
+
+use crate::autograd::no_grad;
+use crate::cpu;
+use crate::error::{Error, Result};
+use crate::layout::broadcast_shapes;
+use crate::storage::{CpuData, StorageData};
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// Writes `value` (broadcast to this shape, cast to this dtype) into this tensor's storage,
+    /// through its view. No gradient flows through this raw write; see [`Tensor::update_`].
+    pub fn assign_(&self, value: &Tensor) -> Result<()> {
+        if value.device() != self.device() {
+            return Err(Error::device(
+                "assign",
+                format!(
+                    "cannot write a tensor on {} into one on {}",
+                    value.device(),
+                    self.device()
+                ),
+            ));
+        }
+        let ok = broadcast_shapes("assign", value.shape(), self.shape())
+            .map(|s| s == self.shape())
+            .unwrap_or(false);
+        if !ok {
+            return Err(Error::shape(
+                "assign",
+                format!(
+                    "cannot write a value of shape {:?} into a tensor of shape {:?}",
+                    value.shape(),
+                    self.shape()
+                ),
+            ));
+        }
+        let src = {
+            let _g = no_grad();
+            let v = value.astype(self.dtype())?;
+            // reading and writing one buffer at once would deadlock and could read
+            // half-written data: copy first
+            if Arc::ptr_eq(v.storage(), self.storage()) {
+                v.copy()?
+            } else {
+                v
+            }
+        };
+        let lv = src.layout().broadcast_to(self.shape());
+        let read = src.storage().read();
+        let mut write = self.storage().write();
+        match (&mut *write, &*read) {
+            (StorageData::Cpu(dst), StorageData::Cpu(s)) => match (dst, s) {
+                (CpuData::F32(d), CpuData::F32(s)) => cpu::write_into(d, self.layout(), s, &lv),
+                (CpuData::F64(d), CpuData::F64(s)) => cpu::write_into(d, self.layout(), s, &lv),
+                (CpuData::I64(d), CpuData::I64(s)) => cpu::write_into(d, self.layout(), s, &lv),
+                (CpuData::Bool(d), CpuData::Bool(s)) => cpu::write_into(d, self.layout(), s, &lv),
+                _ => return Err(Error::dtype("assign", "dtype mismatch after cast")),
+            },
+        }
+        Ok(())
+    }
+
+    /// The in-place form of an op whose out-of-place `result` was computed from this tensor:
+    /// writes `result` into this storage and returns the handle this tensor continues as. When
+    /// a gradient tape tracks either, that handle carries `result`'s tape state (so later ops
+    /// differentiate through the update) and shares this tensor's `.grad`.
+    pub fn update_(&self, op: &str, result: &Tensor) -> Result<Tensor> {
+        if result.shape() != self.shape() || result.dtype() != self.dtype() {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "an in-place update of a {} tensor of shape {:?} cannot take a {} result of shape {:?}",
+                    self.dtype(),
+                    self.shape(),
+                    result.dtype(),
+                    result.shape()
+                ),
+            ));
+        }
+        self.assign_(result)?;
+        if !self.is_tracked() && !result.is_tracked() {
+            return Ok(self.clone());
+        }
+        Ok(self.continued_as(result))
+    }
+}
