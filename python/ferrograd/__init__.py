@@ -66,8 +66,32 @@ from ._core import (
     zeros_like,
 )
 from ._tensor import bool_, float32, float64, int64, tensor
+from .autodiff import (
+    Function,
+    GradManager,
+    GradManagerGroup,
+    GradRuleFallback,
+    grad,
+    hvp,
+    jvp,
+    no_grad,
+    register_grad_rule,
+    unregister_grad_rule,
+    vjp,
+)
 
 __all__ = [
+    "Function",
+    "GradManager",
+    "GradManagerGroup",
+    "GradRuleFallback",
+    "grad",
+    "hvp",
+    "jvp",
+    "no_grad",
+    "register_grad_rule",
+    "unregister_grad_rule",
+    "vjp",
     "DTypeError",
     "DeviceError",
     "GradError",

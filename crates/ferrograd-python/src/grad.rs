@@ -56,14 +56,78 @@ pub struct PyGradKey {
     key: GradKey,
 }
 
+impl From<GradKey> for PyGradKey {
+    fn from(key: GradKey) -> Self {
+        PyGradKey { key }
+    }
+}
+
+/// Seeds for `ys`: ones where `dys` is None (or has None entries), else tensors/numbers.
+fn seeds(op: &str, ys: &[Tensor], dys: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Tensor>> {
+    let d = match dys {
+        Some(d) if !d.is_none() => d,
+        _ => return Ok(ys.iter().map(|y| y.ones_like()).collect()),
+    };
+    let items: Vec<Bound<'_, PyAny>> =
+        if d.is_instance_of::<PyList>() || d.is_instance_of::<PyTuple>() {
+            d.try_iter()?.collect::<PyResult<_>>()?
+        } else {
+            vec![d.clone()]
+        };
+    if items.len() != ys.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{op}: got {} tensors and {} gradients",
+            ys.len(),
+            items.len()
+        )));
+    }
+    items
+        .iter()
+        .zip(ys)
+        .map(|(o, y)| {
+            if o.is_none() {
+                Ok(y.ones_like())
+            } else {
+                arg(op, o, Some(y))
+            }
+        })
+        .collect()
+}
+
 #[pymethods]
 impl PyGradKey {
+    /// A new key, recording from now on. With `sibling_of`, it shares that key's level:
+    /// neither records the other's backward.
     #[new]
-    #[pyo3(signature = (name=None))]
-    fn new(name: Option<String>) -> Self {
-        PyGradKey {
-            key: GradKey::new(name.unwrap_or_else(|| "grad_key".to_string())),
-        }
+    #[pyo3(signature = (name=None, sibling_of=None))]
+    fn new(name: Option<String>, sibling_of: Option<PyRef<'_, PyGradKey>>) -> Self {
+        let name = name.unwrap_or_else(|| "grad_key".to_string());
+        let key = match sibling_of {
+            Some(k) => k.key.new_sibling(name),
+            None => GradKey::new(name),
+        };
+        PyGradKey { key }
+    }
+
+    /// Gradients of `ys` (seeded with `dys`, ones when None) with respect to `xs`, without
+    /// callbacks or `.grad`; with `create_graph`, outer keys record them. Finishes the key.
+    #[pyo3(signature = (ys, dys, xs, create_graph=false))]
+    fn grad(
+        &self,
+        py: Python<'_>,
+        ys: &Bound<'_, PyAny>,
+        dys: Option<&Bound<'_, PyAny>>,
+        xs: &Bound<'_, PyAny>,
+        create_graph: bool,
+    ) -> PyResult<Vec<PyTensor>> {
+        let ys = one_or_many("grad", ys)?;
+        let dys = seeds("grad", &ys, dys)?;
+        let xs = one_or_many("grad", xs)?;
+        let key = self.key.clone();
+        let gs = py
+            .detach(move || key.grad(&ys, &dys, &xs, create_graph))
+            .py()?;
+        Ok(gs.into_iter().map(PyTensor::from).collect())
     }
 
     #[getter]
@@ -141,36 +205,7 @@ impl PyGradKey {
         dys: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let ys = one_or_many("backward", ys)?;
-        let dys: Vec<Tensor> = match dys {
-            None => ys.iter().map(|y| y.ones_like()).collect(),
-            Some(d) if d.is_none() => ys.iter().map(|y| y.ones_like()).collect(),
-            Some(d) => {
-                let items: Vec<Bound<'_, PyAny>> =
-                    if d.is_instance_of::<PyList>() || d.is_instance_of::<PyTuple>() {
-                        d.try_iter()?.collect::<PyResult<_>>()?
-                    } else {
-                        vec![d.clone()]
-                    };
-                if items.len() != ys.len() {
-                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                        "backward: got {} tensors and {} gradients",
-                        ys.len(),
-                        items.len()
-                    )));
-                }
-                items
-                    .iter()
-                    .zip(&ys)
-                    .map(|(o, y)| {
-                        if o.is_none() {
-                            Ok(y.ones_like())
-                        } else {
-                            arg("backward", o, Some(y))
-                        }
-                    })
-                    .collect::<PyResult<_>>()?
-            }
-        };
+        let dys = seeds("backward", &ys, dys)?;
         let key = self.key.clone();
         py.detach(move || key.backward(&ys, &dys)).py()
     }

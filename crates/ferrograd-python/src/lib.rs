@@ -3,6 +3,7 @@
 
 mod convert;
 mod errors;
+mod function;
 mod functions;
 mod grad;
 mod tensor;
@@ -15,6 +16,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<grad::PyGradKey>()?;
     functions::register(m)?;
+    function::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

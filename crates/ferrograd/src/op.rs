@@ -156,6 +156,51 @@ impl ReduceKind {
 }
 
 impl Op {
+    /// Every op name, as [`Op::name`] gives it (for rule registration).
+    pub const NAMES: &'static [&'static str] = &[
+        "neg",
+        "exp",
+        "log",
+        "sqrt",
+        "abs",
+        "tanh",
+        "sigmoid",
+        "relu",
+        "sign",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "pow",
+        "maximum",
+        "minimum",
+        "equal",
+        "not_equal",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+        "where",
+        "astype",
+        "copy",
+        "sum",
+        "mean",
+        "max",
+        "min",
+        "matmul",
+        "reshape",
+        "permute",
+        "broadcast_to",
+        "getitem",
+        "getitem_grad",
+        "setitem",
+        "concat",
+        "gather",
+        "scatter_add",
+        "softmax",
+        "log_softmax",
+    ];
+
     /// The name used in errors and reports.
     pub fn name(&self) -> &'static str {
         match self {

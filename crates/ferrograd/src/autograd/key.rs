@@ -363,13 +363,15 @@ impl GradKey {
         for (i, x) in xs.iter().enumerate() {
             match x.grad_info(self.0.id) {
                 Some(info) => targets.push((info.func, info.idx)),
-                None => return Err(Error::autograd(format!(
+                None => {
+                    return Err(Error::autograd(format!(
                     "grad: input {i} (a {} tensor of shape {:?}) is not attached to GradKey '{}' \
                          and not computed from a tensor it tracks",
                     x.dtype(),
                     x.shape(),
                     self.name()
-                ))),
+                )))
+                }
             }
         }
         let mut found: Vec<Option<Tensor>> = vec![None; xs.len()];

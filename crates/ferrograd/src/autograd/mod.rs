@@ -13,12 +13,14 @@
 mod key;
 mod producer;
 mod record;
+mod registry;
 mod scope;
 
 pub use key::{GradCallback, GradKey};
 pub(crate) use key::{GradFn, KeyInner};
 pub use record::{is_recording_any, record_custom};
 pub(crate) use record::{record_builtin, Saved};
+pub use registry::{register_rule, unregister_rule, RuleOverride};
 pub use scope::{ceiling, no_grad, pop_ceiling, push_ceiling, CeilingGuard};
 
 use std::sync::{Arc, Weak};
@@ -58,6 +60,21 @@ impl Tensor {
             .iter()
             .find(|i| i.key_id == key_id)
             .cloned()
+    }
+
+    /// The recording keys that track this tensor, outermost first.
+    pub fn tracking_keys(&self) -> Vec<GradKey> {
+        let mut keys: Vec<GradKey> = self
+            .0
+            .meta()
+            .infos
+            .iter()
+            .filter_map(|i| i.key.upgrade())
+            .filter(|k| k.is_recording())
+            .map(GradKey)
+            .collect();
+        keys.sort_by_key(|k| (k.0.level, k.0.id));
+        keys
     }
 
     /// Whether any live key tracks this tensor.

@@ -48,10 +48,17 @@ pub(crate) fn record_builtin(op: &Op, inputs: &[&Tensor], outputs: &[Tensor]) ->
     if !op.is_differentiable() {
         return Ok(());
     }
+    let custom = super::registry::lookup(op.name());
     record_with(op.name(), inputs, outputs, &mut |needs, level| {
-        Box::new(BuiltinRule::new(op, inputs, outputs, needs, level))
-    });
-    Ok(())
+        if let Some(r) = &custom {
+            if let Some(rule) = r.make(op, inputs, outputs, needs, level)? {
+                return Ok(rule);
+            }
+        }
+        Ok(Box::new(BuiltinRule::new(
+            op, inputs, outputs, needs, level,
+        )))
+    })
 }
 
 /// Records an op whose rule comes from outside the engine (a custom `Function`).
@@ -62,7 +69,7 @@ pub fn record_custom(
     name: &str,
     inputs: &[&Tensor],
     outputs: &[Tensor],
-    make_rule: &mut dyn FnMut(&[bool], u64) -> Box<dyn GradRule>,
+    make_rule: &mut dyn FnMut(&[bool], u64) -> Result<Box<dyn GradRule>>,
 ) -> Result<()> {
     if !is_recording_any() {
         return Ok(());
@@ -74,8 +81,7 @@ pub fn record_custom(
              forward must return new tensors"
         )));
     }
-    record_with(name, inputs, outputs, make_rule);
-    Ok(())
+    record_with(name, inputs, outputs, make_rule)
 }
 
 /// Outputs of an op run inside a backward, or computed from such tensors, carry the mark of
@@ -96,8 +102,8 @@ fn record_with(
     name: &str,
     inputs: &[&Tensor],
     outputs: &[Tensor],
-    make_rule: &mut dyn FnMut(&[bool], u64) -> Box<dyn GradRule>,
-) {
+    make_rule: &mut dyn FnMut(&[bool], u64) -> Result<Box<dyn GradRule>>,
+) -> Result<()> {
     let keys = recording_keys(inputs);
     for key in keys {
         let targets: Vec<Option<GradInfo>> = inputs
@@ -114,7 +120,7 @@ fn record_with(
             continue;
         }
         let needs: Vec<bool> = targets.iter().map(Option::is_some).collect();
-        let rule = make_rule(&needs, key.level);
+        let rule = make_rule(&needs, key.level)?;
         let f = key.link(name, targets, outputs.len(), rule);
         for (i, o) in outputs.iter().enumerate() {
             if o.dtype().is_float() {
@@ -129,6 +135,7 @@ fn record_with(
             }
         }
     }
+    Ok(())
 }
 
 /// A tensor kept for backward, with the storage version it had when saved.

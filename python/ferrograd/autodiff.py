@@ -1,0 +1,409 @@
+"""Training-loop autodiff on top of the engine's GradKey: GradManager, custom Functions,
+grad rule overrides and a functional layer (grad, vjp, jvp, hvp)."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+
+from . import _core
+from ._core import DTypeError, GradKey, Tensor
+
+TensorOrList = Union[Tensor, Sequence[Tensor]]
+Callback = Callable[[Tensor, Tensor], Optional[Tensor]]
+
+
+class GradRuleFallback(Exception):
+    """Raised by a registered grad rule to use the builtin rule for this call."""
+
+
+def register_grad_rule(op_name: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+    """Registers ``rule(inputs, output)`` as the grad rule of the builtin op ``op_name``.
+
+    ``rule`` returns ``backward(*output_grads) -> input grads``, or None (or raises
+    :class:`GradRuleFallback`) to decline for this call, in which case the builtin rule is used.
+    Returns ``rule``, so it can be used as a decorator factory's result.
+    """
+    _core.register_grad_rule(op_name, rule)
+    return rule
+
+
+def unregister_grad_rule(op_name: str) -> bool:
+    """Removes a rule registered for ``op_name``; returns whether there was one."""
+    return _core.unregister_grad_rule(op_name)
+
+
+class no_grad:
+    """Context manager (and decorator) in which no GradKey records."""
+
+    def __enter__(self) -> "no_grad":
+        _core._push_ceiling(0)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _core._pop_ceiling()
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            with no_grad():
+                return fn(*args, **kwargs)
+
+        wrapped.__name__ = getattr(fn, "__name__", "wrapped")
+        wrapped.__doc__ = getattr(fn, "__doc__", None)
+        return wrapped
+
+
+def _as_list(name: str, x: Any) -> List[Tensor]:
+    if isinstance(x, Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        for i, t in enumerate(x):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{name}: element {i} is a {type(t).__name__}, expected a Tensor")
+        return list(x)
+    raise TypeError(f"{name}: expected a Tensor or a list of Tensors, got {type(x).__name__}")
+
+
+class _Entry:
+    __slots__ = ("ref", "callbacks")
+
+    def __init__(self, tensor: Tensor, callbacks: List[Callback]) -> None:
+        self.ref = weakref.ref(tensor)
+        self.callbacks = callbacks
+
+
+class GradManager:
+    """Computes gradients of attached tensors for the computation recorded between
+    :meth:`record` and :meth:`backward` (or inside ``with gm:``).
+
+    Attached tensors are held by weak reference. When a tensor's gradient is final its
+    callbacks run in order as ``grad = cb(tensor, grad)`` (before the rest of backward), and the
+    last result is added into ``tensor.grad``. Managers nest: inside ``with outer:`` and
+    ``with inner:``, ``inner.backward`` is recorded by ``outer``, which gives higher-order
+    gradients.
+    """
+
+    def __init__(self) -> None:
+        self._entries: List[_Entry] = []
+        self._key: Optional[GradKey] = None
+        self._recording = False
+
+    # -- attach -------------------------------------------------------------------------
+    def attach(
+        self,
+        tensors: TensorOrList,
+        callbacks: Union[None, Callback, Sequence[Callback]] = None,
+    ) -> "GradManager":
+        """Attaches a tensor or a list of tensors, with optional callbacks; returns self.
+        Attaching a tensor again appends its new callbacks."""
+        ts = _as_list("attach", tensors)
+        if callbacks is None:
+            cbs: List[Callback] = []
+        elif callable(callbacks):
+            cbs = [callbacks]
+        else:
+            cbs = list(callbacks)
+        for cb in cbs:
+            if not callable(cb):
+                raise TypeError(f"attach: callbacks must be callable, got {type(cb).__name__}")
+        for t in ts:
+            if t.dtype.kind != "f":
+                raise DTypeError(
+                    f"attach: only float tensors can be differentiated, got a {t.dtype} tensor "
+                    f"of shape {list(t.shape)}"
+                )
+        self._entries = [e for e in self._entries if e.ref() is not None]
+        for t in ts:
+            entry = next((e for e in self._entries if e.ref() is t), None)
+            if entry is None:
+                entry = _Entry(t, list(cbs))
+                self._entries.append(entry)
+                if self._recording:
+                    self._attach_to_key(entry, t)
+            else:
+                entry.callbacks.extend(cbs)
+        return self
+
+    def attached_tensors(self) -> List[Tensor]:
+        """The live attached tensors, in attach order."""
+        live = [e.ref() for e in self._entries]
+        return [t for t in live if t is not None]
+
+    def _attach_to_key(self, entry: _Entry, tensor: Tensor) -> None:
+        assert self._key is not None
+        self._key._attach(tensor, self._callback(entry), False)
+
+    @staticmethod
+    def _callback(entry: _Entry) -> Callable[[Tensor, Tensor], None]:
+        def on_final(_snapshot: Tensor, grad: Tensor) -> None:
+            tensor = entry.ref()
+            if tensor is None:
+                return None
+            g: Optional[Tensor] = grad
+            for cb in entry.callbacks:
+                g = cb(tensor, g)
+                if g is None:
+                    return None
+                if not isinstance(g, Tensor):
+                    raise TypeError(
+                        f"GradManager callback returned a {type(g).__name__}; expected a Tensor"
+                    )
+            tensor.grad = g if tensor.grad is None else tensor.grad + g
+            return None
+
+        return on_final
+
+    # -- recording ----------------------------------------------------------------------
+    @property
+    def is_recording(self) -> bool:
+        return self._recording
+
+    def record(self, _sibling_of: Optional[GradKey] = None) -> None:
+        """Starts recording. Tensors attached so far are snapshotted now; tensors attached
+        while recording, when they are attached."""
+        if self._recording:
+            raise RuntimeError("GradManager.record: already recording; call release() first")
+        self._key = GradKey("GradManager", sibling_of=_sibling_of)
+        self._recording = True
+        for entry in self._entries:
+            t = entry.ref()
+            if t is not None:
+                self._attach_to_key(entry, t)
+
+    def release(self) -> None:
+        """Stops recording and drops the recorded computation. Safe to call twice."""
+        key, self._key = self._key, None
+        self._recording = False
+        if key is not None:
+            key.finish()
+
+    def backward(self, y: Optional[TensorOrList] = None, dy: Optional[TensorOrList] = None) -> None:
+        """Backpropagates from ``y`` (a tensor or list) with ``dy`` (ones when omitted) into
+        the attached tensors' ``.grad``, then releases the recording (also when it raises)."""
+        if not self._recording or self._key is None:
+            raise RuntimeError(
+                "GradManager.backward: no computation history; call it inside `with gm:` "
+                "or between gm.record() and gm.backward()"
+            )
+        try:
+            if y is None:
+                return
+            ys = _as_list("backward", y)
+            if dy is None:
+                dys = None
+            elif isinstance(dy, (list, tuple)):
+                dys = list(dy)
+            else:
+                dys = [dy]
+            self._key.backward(ys, dys)
+        finally:
+            self.release()
+
+    def __enter__(self) -> "GradManager":
+        self.record()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def __or__(self, other: "GradManager") -> "GradManagerGroup":
+        return GradManagerGroup([self]) | other
+
+    def __repr__(self) -> str:
+        state = "recording" if self._recording else "idle"
+        return f"GradManager({len(self.attached_tensors())} attached, {state})"
+
+
+class GradManagerGroup:
+    """Several managers recording at one level (``gm1 | gm2``): neither sees the other's
+    backward."""
+
+    def __init__(self, managers: Sequence[GradManager]) -> None:
+        self.managers = list(managers)
+
+    def __or__(self, other: Union[GradManager, "GradManagerGroup"]) -> "GradManagerGroup":
+        more = other.managers if isinstance(other, GradManagerGroup) else [other]
+        return GradManagerGroup(self.managers + more)
+
+    def record(self) -> None:
+        first: Optional[GradKey] = None
+        started = []
+        try:
+            for gm in self.managers:
+                gm.record(_sibling_of=first)
+                started.append(gm)
+                if first is None:
+                    first = gm._key
+        except BaseException:
+            for gm in started:
+                gm.release()
+            raise
+
+    def release(self) -> None:
+        for gm in self.managers:
+            gm.release()
+
+    def __enter__(self) -> "GradManagerGroup":
+        self.record()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class Function:
+    """A custom op: ``forward(*tensors)`` runs untracked and ``backward(*output_grads)``
+    replaces autodiff of it.
+
+    ``backward`` receives ``None`` for outputs that got no gradient and returns a Tensor, a
+    tuple with one entry per input, or ``None`` entries for inputs without a gradient. What it
+    returns is used as is (a straight-through estimator works). Inputs must be Tensors.
+    """
+
+    def forward(self, *inputs: Tensor) -> Union[Tensor, Tuple[Tensor, ...]]:
+        raise NotImplementedError
+
+    def backward(self, *output_grads: Optional[Tensor]) -> Any:
+        raise NotImplementedError
+
+    def __call__(self, *inputs: Tensor) -> Union[Tensor, Tuple[Tensor, ...]]:
+        name = type(self).__name__
+        for i, x in enumerate(inputs):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{name}: input {i} is a {type(x).__name__}, expected a Tensor")
+        level = _core._tracking_level(list(inputs)) if inputs else None
+        if level is not None:
+            _core._push_ceiling(level)
+        try:
+            result = self.forward(*inputs)
+        finally:
+            if level is not None:
+                _core._pop_ceiling()
+        single = isinstance(result, Tensor)
+        outs = (result,) if single else tuple(result)
+        for i, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                raise TypeError(f"{name}.forward returned a {type(o).__name__} as output {i}; "
+                                "expected Tensors")
+        # fresh handles: the outputs' tape state must be this op's alone
+        outs = tuple(o.detach() for o in outs)
+        _core._record_function(self, list(inputs), list(outs), name)
+        return outs[0] if single else outs
+
+
+# -- functional layer ------------------------------------------------------------------------
+
+def grad(
+    y: TensorOrList,
+    xs: TensorOrList,
+    dy: Optional[TensorOrList] = None,
+    create_graph: bool = False,
+) -> Union[Tensor, List[Tensor]]:
+    """Gradients of ``y`` with respect to ``xs``, returned instead of added into ``.grad``.
+
+    Uses the innermost recording GradKey (or GradManager) that tracks ``y``; that recording is
+    consumed. ``xs`` must be attached to it or computed from tensors it tracks. With
+    ``create_graph=True``, enclosing managers record the computation, so the result can be
+    differentiated again (gradient penalties, MAML). Gradients that no path reaches are zeros.
+    """
+    ys = _as_list("grad", y)
+    single = isinstance(xs, Tensor)
+    x_list = _as_list("grad", xs)
+    keys = [k for t in ys for k in _core._tracking_keys(t)]
+    if not keys:
+        raise _core.GradError(
+            "grad: y does not depend on any tensor attached to a recording GradManager or "
+            "GradKey; attach xs and compute y inside `with gm:`"
+        )
+    key = max(keys, key=lambda k: k.level)
+    if dy is None:
+        dys = None
+    elif isinstance(dy, (list, tuple)):
+        dys = list(dy)
+    else:
+        dys = [dy]
+    gs = key.grad(ys, dys, x_list, create_graph)
+    return gs[0] if single else gs
+
+
+def _tuple(name: str, xs: Any) -> Tuple[Tensor, ...]:
+    return tuple(_as_list(name, xs))
+
+
+def vjp(f: Callable[..., Any], *primals: Tensor) -> Tuple[Any, Callable[..., Tuple[Tensor, ...]]]:
+    """``(f(*primals), vjp_fn)`` where ``vjp_fn(*cotangents)`` returns the vector-Jacobian
+    products, one per primal (as in JAX). ``vjp_fn`` may be called more than once."""
+    for i, p in enumerate(primals):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"vjp: primal {i} is a {type(p).__name__}, expected a Tensor")
+    out = f(*primals)
+
+    def vjp_fn(*cotangents: Tensor) -> Tuple[Tensor, ...]:
+        key = GradKey("vjp")
+        for p in primals:
+            key._attach(p, None, False)
+        o = f(*primals)
+        outs = _tuple("vjp", o)
+        if len(cotangents) != len(outs):
+            key.finish()
+            raise ValueError(f"vjp: got {len(cotangents)} cotangents for {len(outs)} outputs")
+        return tuple(key.grad(list(outs), list(cotangents), list(primals), True))
+
+    return out, vjp_fn
+
+
+def jvp(
+    f: Callable[..., Any], primals: Sequence[Tensor], tangents: Sequence[Tensor]
+) -> Tuple[Any, Any]:
+    """``(f(*primals), J @ tangents)``: the Jacobian-vector product, computed by reverse mode
+    twice (the vjp is linear in its cotangent, so differentiating it gives J v)."""
+    ps = _tuple("jvp", primals)
+    vs = _tuple("jvp", tangents)
+    if len(ps) != len(vs):
+        raise ValueError(f"jvp: got {len(vs)} tangents for {len(ps)} primals")
+    for p, v in zip(ps, vs):
+        if tuple(p.shape) != tuple(v.shape):
+            raise _core.ShapeError(
+                f"jvp: tangent of shape {list(v.shape)} for a primal of shape {list(p.shape)}"
+            )
+    outer = GradKey("jvp-cotangent")
+    inner = GradKey("jvp-primal")
+    for p in ps:
+        inner._attach(p, None, False)
+    out = f(*ps)
+    outs = _tuple("jvp", out)
+    us = [_core.zeros_like(o) for o in outs]
+    for u in us:
+        outer._attach(u, None, False)
+    vjps = inner.grad(list(outs), us, list(ps), True)
+    jv = outer.grad(vjps, list(vs), us, True)
+    return out, (jv[0] if isinstance(out, Tensor) else tuple(jv))
+
+
+def hvp(
+    f: Callable[..., Tensor], primals: TensorOrList, tangents: TensorOrList
+) -> Tuple[Tensor, Any]:
+    """``(f(*primals), H @ tangents)`` for a scalar ``f``: the Hessian-vector product, by
+    differentiating ``<grad f, v>`` (reverse over reverse)."""
+    single = isinstance(primals, Tensor)
+    ps = _tuple("hvp", primals)
+    vs = _tuple("hvp", tangents)
+    if len(ps) != len(vs):
+        raise ValueError(f"hvp: got {len(vs)} tangents for {len(ps)} primals")
+    outer = GradKey("hvp-outer")
+    inner = GradKey("hvp-inner")
+    for p in ps:
+        outer._attach(p, None, False)
+        inner._attach(p, None, False)
+    y = f(*ps)
+    if not isinstance(y, Tensor) or y.size != 1:
+        outer.finish()
+        inner.finish()
+        raise ValueError("hvp: f must return a one-element Tensor")
+    gs = inner.grad([y], None, list(ps), True)
+    dot = None
+    for g, v in zip(gs, vs):
+        term = (g * v).sum()
+        dot = term if dot is None else dot + term
+    hv = outer.grad([dot], None, list(ps), False)
+    return y, (hv[0] if single else tuple(hv))
