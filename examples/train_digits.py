@@ -12,9 +12,8 @@ import gzip
 import os
 import time
 
-import numpy as np
-
 import ferrograd as fg
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -29,9 +28,9 @@ def load_digits():
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -41,20 +40,13 @@ def main() -> None:
     x, y = x[order], y[order]
     x_train, y_train, x_test, y_test = x[:1500], y[:1500], x[1500:], y[1500:]
 
-    def init(fan_in: int, fan_out: int) -> fg.Tensor:
-        bound = np.sqrt(6.0 / (fan_in + fan_out))
-        return fg.tensor(rng.uniform(-bound, bound, (fan_in, fan_out)).astype(np.float32))
-
-    params = {
-        "w1": init(64, 128),
-        "b1": fg.zeros(128),
-        "w2": init(128, 10),
-        "b2": fg.zeros(10),
-    }
-
-    def forward(p, xb):
-        h = fg.relu(xb @ p["w1"] + p["b1"])
-        return h @ p["w2"] + p["b2"]
+    model = fg.nn.Sequential(
+        fg.nn.Linear(64, 128, rng=rng),
+        fg.nn.ReLU(),
+        fg.nn.Linear(128, 10, rng=rng),
+    )
+    opt = fg.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    gm = fg.GradManager().attach(model.parameters())
 
     start = time.perf_counter()
     for epoch in range(args.epochs):
@@ -63,18 +55,17 @@ def main() -> None:
         for i in range(0, len(perm), args.batch):
             idx = perm[i : i + args.batch]
             xb, yb = fg.tensor(x_train[idx]), fg.tensor(y_train[idx])
-            key = fg.GradKey("step")
-            for t in params.values():
-                key.attach(t)
-            loss = fg.cross_entropy(forward(params, xb), yb)
-            key.backward(loss)
-            params = {k: t - args.lr * t.grad for k, t in params.items()}
+            with gm:
+                loss = fg.cross_entropy(model(xb), yb)
+                gm.backward(loss)
+            opt.step()
+            opt.zero_grad()
             total += loss.item()
             batches += 1
         if epoch % 5 == 0 or epoch == args.epochs - 1:
             print(f"epoch {epoch:3d}  train loss {total / batches:.4f}")
 
-    logits = forward(params, fg.tensor(x_test)).numpy()
+    logits = model(fg.tensor(x_test)).numpy()
     accuracy = float((logits.argmax(axis=1) == y_test).mean())
     elapsed = time.perf_counter() - start
     print(f"test accuracy {accuracy:.3f} on {len(y_test)} held-out digits ({elapsed:.1f} s)")

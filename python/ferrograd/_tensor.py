@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +24,9 @@ def _dtype_name(dtype: Any) -> str:
     aliases = {"float": "float32", "double": "float64", "int": "int64", "long": "int64"}
     name = aliases.get(name, name)
     if name not in _SUPPORTED:
-        raise TypeError(f"tensor: unsupported dtype {name!r}; expected one of {', '.join(_SUPPORTED)}")
+        raise TypeError(
+            f"tensor: unsupported dtype {name!r}; expected one of {', '.join(_SUPPORTED)}"
+        )
     return name
 
 
@@ -39,11 +41,12 @@ def _default_dtype(arr: np.ndarray, from_python: bool) -> str:
         return "int64"
     if kind == "b":
         return "bool"
-    raise TypeError(f"tensor: unsupported data of numpy dtype {arr.dtype}; "
-                    "expected numbers or booleans")
+    raise TypeError(
+        f"tensor: unsupported data of numpy dtype {arr.dtype}; expected numbers or booleans"
+    )
 
 
-def tensor(data: Any, dtype: Any = None, device: Optional[str] = None) -> Tensor:
+def tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
     """A new tensor holding a copy of ``data``.
 
     ``data`` may be a Tensor, a numpy array, a nested list or a Python scalar. float64 numpy
@@ -59,9 +62,13 @@ def tensor(data: Any, dtype: Any = None, device: Optional[str] = None) -> Tensor
         try:
             arr = np.asarray(data)
         except (ValueError, TypeError) as e:
-            raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__}: {e}") from None
+            raise TypeError(
+                f"tensor: cannot build a tensor from {type(data).__name__}: {e}"
+            ) from None
         from_python = True
     name = _dtype_name(dtype) if dtype is not None else _default_dtype(arr, from_python)
     if arr.dtype.name != name:
         arr = arr.astype(name)
-    return Tensor._from_numpy(np.ascontiguousarray(arr), device)
+    if not arr.flags.c_contiguous:
+        arr = np.array(arr, order="C")
+    return Tensor._from_numpy(arr, device)

@@ -4,7 +4,10 @@ grad rule overrides and a functional layer (grad, vjp, jvp, hvp)."""
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any, Callable, Optional, Union
+
+from typing_extensions import Self
 
 from . import _core
 from ._core import DTypeError, GradKey, Tensor
@@ -36,11 +39,11 @@ def unregister_grad_rule(op_name: str) -> bool:
 class no_grad:
     """Context manager (and decorator) in which no GradKey records."""
 
-    def __enter__(self) -> "no_grad":
+    def __enter__(self) -> Self:
         _core._push_ceiling(0)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         _core._pop_ceiling()
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -53,7 +56,7 @@ class no_grad:
         return wrapped
 
 
-def _as_list(name: str, x: Any) -> List[Tensor]:
+def _as_list(name: str, x: Any) -> list[Tensor]:
     if isinstance(x, Tensor):
         return [x]
     if isinstance(x, (list, tuple)):
@@ -65,9 +68,9 @@ def _as_list(name: str, x: Any) -> List[Tensor]:
 
 
 class _Entry:
-    __slots__ = ("ref", "callbacks")
+    __slots__ = ("callbacks", "ref")
 
-    def __init__(self, tensor: Tensor, callbacks: List[Callback]) -> None:
+    def __init__(self, tensor: Tensor, callbacks: list[Callback]) -> None:
         self.ref = weakref.ref(tensor)
         self.callbacks = callbacks
 
@@ -84,21 +87,21 @@ class GradManager:
     """
 
     def __init__(self) -> None:
-        self._entries: List[_Entry] = []
-        self._key: Optional[GradKey] = None
+        self._entries: list[_Entry] = []
+        self._key: GradKey | None = None
         self._recording = False
 
     # -- attach -------------------------------------------------------------------------
     def attach(
         self,
         tensors: TensorOrList,
-        callbacks: Union[None, Callback, Sequence[Callback]] = None,
-    ) -> "GradManager":
+        callbacks: None | Callback | Sequence[Callback] = None,
+    ) -> GradManager:
         """Attaches a tensor or a list of tensors, with optional callbacks; returns self.
         Attaching a tensor again appends its new callbacks."""
         ts = _as_list("attach", tensors)
         if callbacks is None:
-            cbs: List[Callback] = []
+            cbs: list[Callback] = []
         elif callable(callbacks):
             cbs = [callbacks]
         else:
@@ -124,7 +127,7 @@ class GradManager:
                 entry.callbacks.extend(cbs)
         return self
 
-    def attached_tensors(self) -> List[Tensor]:
+    def attached_tensors(self) -> list[Tensor]:
         """The live attached tensors, in attach order."""
         live = [e.ref() for e in self._entries]
         return [t for t in live if t is not None]
@@ -138,18 +141,18 @@ class GradManager:
         def on_final(_snapshot: Tensor, grad: Tensor) -> None:
             tensor = entry.ref()
             if tensor is None:
-                return None
-            g: Optional[Tensor] = grad
+                return
+            g: Tensor | None = grad
             for cb in entry.callbacks:
                 g = cb(tensor, g)
                 if g is None:
-                    return None
+                    return
                 if not isinstance(g, Tensor):
                     raise TypeError(
                         f"GradManager callback returned a {type(g).__name__}; expected a Tensor"
                     )
             tensor.grad = g if tensor.grad is None else tensor.grad + g
-            return None
+            return
 
         return on_final
 
@@ -158,7 +161,7 @@ class GradManager:
     def is_recording(self) -> bool:
         return self._recording
 
-    def record(self, _sibling_of: Optional[GradKey] = None) -> None:
+    def record(self, _sibling_of: GradKey | None = None) -> None:
         """Starts recording. Tensors attached so far are snapshotted now; tensors attached
         while recording, when they are attached."""
         if self._recording:
@@ -177,7 +180,7 @@ class GradManager:
         if key is not None:
             key.finish()
 
-    def backward(self, y: Optional[TensorOrList] = None, dy: Optional[TensorOrList] = None) -> None:
+    def backward(self, y: TensorOrList | None = None, dy: TensorOrList | None = None) -> None:
         """Backpropagates from ``y`` (a tensor or list) with ``dy`` (ones when omitted) into
         the attached tensors' ``.grad``, then releases the recording (also when it raises)."""
         if not self._recording or self._key is None:
@@ -199,14 +202,14 @@ class GradManager:
         finally:
             self.release()
 
-    def __enter__(self) -> "GradManager":
+    def __enter__(self) -> Self:
         self.record()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def __or__(self, other: "GradManager") -> "GradManagerGroup":
+    def __or__(self, other: GradManager) -> GradManagerGroup:
         return GradManagerGroup([self]) | other
 
     def __repr__(self) -> str:
@@ -221,12 +224,12 @@ class GradManagerGroup:
     def __init__(self, managers: Sequence[GradManager]) -> None:
         self.managers = list(managers)
 
-    def __or__(self, other: Union[GradManager, "GradManagerGroup"]) -> "GradManagerGroup":
+    def __or__(self, other: GradManager | GradManagerGroup) -> GradManagerGroup:
         more = other.managers if isinstance(other, GradManagerGroup) else [other]
         return GradManagerGroup(self.managers + more)
 
     def record(self) -> None:
-        first: Optional[GradKey] = None
+        first: GradKey | None = None
         started = []
         try:
             for gm in self.managers:
@@ -243,11 +246,11 @@ class GradManagerGroup:
         for gm in self.managers:
             gm.release()
 
-    def __enter__(self) -> "GradManagerGroup":
+    def __enter__(self) -> Self:
         self.record()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 
@@ -260,13 +263,13 @@ class Function:
     returns is used as is (a straight-through estimator works). Inputs must be Tensors.
     """
 
-    def forward(self, *inputs: Tensor) -> Union[Tensor, Tuple[Tensor, ...]]:
+    def forward(self, *inputs: Tensor) -> Tensor | tuple[Tensor, ...]:
         raise NotImplementedError
 
-    def backward(self, *output_grads: Optional[Tensor]) -> Any:
+    def backward(self, *output_grads: Tensor | None) -> Any:
         raise NotImplementedError
 
-    def __call__(self, *inputs: Tensor) -> Union[Tensor, Tuple[Tensor, ...]]:
+    def __call__(self, *inputs: Tensor) -> Tensor | tuple[Tensor, ...]:
         name = type(self).__name__
         for i, x in enumerate(inputs):
             if not isinstance(x, Tensor):
@@ -283,8 +286,9 @@ class Function:
         outs = (result,) if single else tuple(result)
         for i, o in enumerate(outs):
             if not isinstance(o, Tensor):
-                raise TypeError(f"{name}.forward returned a {type(o).__name__} as output {i}; "
-                                "expected Tensors")
+                raise TypeError(
+                    f"{name}.forward returned a {type(o).__name__} as output {i}; expected Tensors"
+                )
         # fresh handles: the outputs' tape state must be this op's alone
         outs = tuple(o.detach() for o in outs)
         _core._record_function(self, list(inputs), list(outs), name)
@@ -293,12 +297,13 @@ class Function:
 
 # -- functional layer ------------------------------------------------------------------------
 
+
 def grad(
     y: TensorOrList,
     xs: TensorOrList,
-    dy: Optional[TensorOrList] = None,
+    dy: TensorOrList | None = None,
     create_graph: bool = False,
-) -> Union[Tensor, List[Tensor]]:
+) -> Tensor | list[Tensor]:
     """Gradients of ``y`` with respect to ``xs``, returned instead of added into ``.grad``.
 
     Uses the innermost recording GradKey (or GradManager) that tracks ``y``; that recording is
@@ -326,11 +331,11 @@ def grad(
     return gs[0] if single else gs
 
 
-def _tuple(name: str, xs: Any) -> Tuple[Tensor, ...]:
+def _tuple(name: str, xs: Any) -> tuple[Tensor, ...]:
     return tuple(_as_list(name, xs))
 
 
-def vjp(f: Callable[..., Any], *primals: Tensor) -> Tuple[Any, Callable[..., Tuple[Tensor, ...]]]:
+def vjp(f: Callable[..., Any], *primals: Tensor) -> tuple[Any, Callable[..., tuple[Tensor, ...]]]:
     """``(f(*primals), vjp_fn)`` where ``vjp_fn(*cotangents)`` returns the vector-Jacobian
     products, one per primal (as in JAX). ``vjp_fn`` may be called more than once."""
     for i, p in enumerate(primals):
@@ -338,7 +343,7 @@ def vjp(f: Callable[..., Any], *primals: Tensor) -> Tuple[Any, Callable[..., Tup
             raise TypeError(f"vjp: primal {i} is a {type(p).__name__}, expected a Tensor")
     out = f(*primals)
 
-    def vjp_fn(*cotangents: Tensor) -> Tuple[Tensor, ...]:
+    def vjp_fn(*cotangents: Tensor) -> tuple[Tensor, ...]:
         key = GradKey("vjp")
         for p in primals:
             key._attach(p, None, False)
@@ -354,7 +359,7 @@ def vjp(f: Callable[..., Any], *primals: Tensor) -> Tuple[Any, Callable[..., Tup
 
 def jvp(
     f: Callable[..., Any], primals: Sequence[Tensor], tangents: Sequence[Tensor]
-) -> Tuple[Any, Any]:
+) -> tuple[Any, Any]:
     """``(f(*primals), J @ tangents)``: the Jacobian-vector product, computed by reverse mode
     twice (the vjp is linear in its cotangent, so differentiating it gives J v)."""
     ps = _tuple("jvp", primals)
@@ -382,7 +387,7 @@ def jvp(
 
 def hvp(
     f: Callable[..., Tensor], primals: TensorOrList, tangents: TensorOrList
-) -> Tuple[Tensor, Any]:
+) -> tuple[Tensor, Any]:
     """``(f(*primals), H @ tangents)`` for a scalar ``f``: the Hessian-vector product, by
     differentiating ``<grad f, v>`` (reverse over reverse)."""
     single = isinstance(primals, Tensor)

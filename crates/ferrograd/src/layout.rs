@@ -97,7 +97,10 @@ pub fn normalize_axes(op: &str, axes: Option<&[isize]>, ndim: usize) -> Result<V
     let before = out.len();
     out.dedup();
     if out.len() != before {
-        return Err(Error::invalid(op, format!("repeated axis in {axes:?}")));
+        return Err(Error::invalid(
+            op,
+            format!("repeated axis in {:?}", axes.unwrap_or_default()),
+        ));
     }
     Ok(out)
 }

@@ -400,7 +400,19 @@ impl GradKey {
             )));
         }
         for (y, dy) in ys.iter().zip(dys) {
-            if y.shape() != dy.shape() || y.dtype() != dy.dtype() {
+            if y.dtype() != dy.dtype() {
+                return Err(Error::dtype(
+                    "backward",
+                    format!(
+                        "the gradient for a {} tensor of shape {:?} must have its dtype, got {} {:?}",
+                        y.dtype(),
+                        y.shape(),
+                        dy.dtype(),
+                        dy.shape()
+                    ),
+                ));
+            }
+            if y.shape() != dy.shape() {
                 return Err(Error::shape(
                     "backward",
                     format!(
@@ -579,7 +591,19 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
     };
     for cb in &callbacks {
         if let Some(next) = cb(&tensor, &g)? {
-            if next.shape() != tensor.shape() || next.dtype() != tensor.dtype() {
+            if next.dtype() != tensor.dtype() {
+                return Err(Error::dtype(
+                    "callback",
+                    format!(
+                        "a callback for a {} tensor of shape {:?} returned a {} gradient of shape {:?}",
+                        tensor.dtype(),
+                        tensor.shape(),
+                        next.dtype(),
+                        next.shape()
+                    ),
+                ));
+            }
+            if next.shape() != tensor.shape() {
                 return Err(Error::shape(
                     "callback",
                     format!(

@@ -40,6 +40,13 @@ fn sum_run<T: Copy + std::ops::Add<Output = T>>(xs: &[T], zero: T) -> T {
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + s
 }
 
+/// Sums a contiguous float run in blocks whose partial sums are added in f64, so float32
+/// sums of millions of elements stay accurate (numpy's pairwise summation is the peer).
+#[inline]
+fn sum_run_wide<T: Copy + std::ops::Add<Output = T> + Into<f64>>(xs: &[T], zero: T) -> f64 {
+    xs.chunks(1024).map(|c| sum_run(c, zero).into()).sum()
+}
+
 fn fold<T: Copy>(
     x: &[T],
     l: &Layout,
@@ -78,7 +85,7 @@ macro_rules! float_reduce {
                 $axes,
                 0.0,
                 |a, b| a + b,
-                Some(&|r: &[$t]| sum_run(r, 0.0)),
+                Some(&|r: &[$t]| sum_run_wide(r, 0.0) as $t),
             ),
             ReduceKind::Mean => {
                 let mut s = fold(
@@ -87,7 +94,7 @@ macro_rules! float_reduce {
                     $axes,
                     0.0,
                     |a, b| a + b,
-                    Some(&|r: &[$t]| sum_run(r, 0.0)),
+                    Some(&|r: &[$t]| sum_run_wide(r, 0.0) as $t),
                 );
                 let inv = 1.0 / $count as $t;
                 s.iter_mut().for_each(|v| *v *= inv);

@@ -21,7 +21,15 @@ pub(crate) fn forward(_op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
             format!("shapes {sa:?} and {sb:?} are not aligned (inner dimensions must match)"),
         ));
     }
-    let batch = broadcast_shapes("matmul", &sa[..sa.len() - 2], &sb[..sb.len() - 2])?;
+    let batch =
+        broadcast_shapes("matmul", &sa[..sa.len() - 2], &sb[..sb.len() - 2]).map_err(|_| {
+            Error::shape(
+                "matmul",
+                format!(
+                    "batch dimensions of shapes {sa:?} and {sb:?} cannot be broadcast together"
+                ),
+            )
+        })?;
     let (m, k, n) = (sa[sa.len() - 2], sa[sa.len() - 1], sb[sb.len() - 1]);
     let full = |r: usize, c: usize| batch.iter().copied().chain([r, c]).collect::<Vec<_>>();
     let (la, lb) = (

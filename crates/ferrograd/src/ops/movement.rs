@@ -505,6 +505,16 @@ impl Tensor {
                 ),
             ));
         }
+        let n = self.shape()[a] as i64;
+        if let Some(&bad) = idx.to_vec::<i64>()?.iter().find(|&&v| v < -n || v >= n) {
+            return Err(Error::index(
+                "getitem",
+                format!(
+                    "index {bad} is out of bounds for axis {a} with size {n} (shape {:?})",
+                    self.shape()
+                ),
+            ));
+        }
         let mut ishape = vec![1usize; self.ndim()];
         ishape[a] = idx.numel();
         let mut full = self.shape().to_vec();
@@ -534,6 +544,7 @@ pub fn stack(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
     let first = tensors
         .first()
         .ok_or_else(|| Error::invalid("stack", "needs at least one tensor"))?;
+    super::same_dtype("stack", tensors)?;
     if let Some(t) = tensors.iter().find(|t| t.shape() != first.shape()) {
         return Err(Error::shape(
             "stack",

@@ -180,6 +180,17 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
             ),
         ));
     }
+    let classes = ls[1] as i64;
+    if let Some(&bad) = labels
+        .to_vec::<i64>()?
+        .iter()
+        .find(|&&v| v < 0 || v >= classes)
+    {
+        return Err(Error::index(
+            OP,
+            format!("label {bad} is out of range for {classes} classes (logits {ls:?})"),
+        ));
+    }
     let logp = logits.log_softmax(1)?;
     let picked = logp.gather(&labels.expand_dims(1)?, 1)?;
     picked.mean(None, false)?.neg()

@@ -1,0 +1,145 @@
+"""Layers: a small module system over ferrograd tensors."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ._core import Tensor
+
+
+class Parameter(Tensor):
+    """A tensor that a :class:`Module` reports from :meth:`Module.parameters`."""
+
+
+class Module:
+    """Base class: subclasses set Parameters and sub-Modules as attributes and define
+    ``forward``."""
+
+    training: bool = True
+
+    def forward(self, *args: Any) -> Any:
+        raise NotImplementedError
+
+    def __call__(self, *args: Any) -> Any:
+        return self.forward(*args)
+
+    def children(self) -> Iterator[Module]:
+        for value in vars(self).values():
+            if isinstance(value, Module):
+                yield value
+            elif isinstance(value, (list, tuple)):
+                yield from (v for v in value if isinstance(v, Module))
+
+    def parameters(self) -> list[Parameter]:
+        """Every Parameter of this module and its children, each once, in definition order."""
+        seen: list[Parameter] = []
+        ids = set()
+
+        def visit(m: Module) -> None:
+            for value in vars(m).values():
+                items = value if isinstance(value, (list, tuple)) else [value]
+                for v in items:
+                    if isinstance(v, Parameter) and id(v) not in ids:
+                        ids.add(id(v))
+                        seen.append(v)
+                    elif isinstance(v, Module):
+                        visit(v)
+
+        visit(self)
+        return seen
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    def train(self, mode: bool = True) -> Module:
+        self.training = mode
+        for c in self.children():
+            c.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+
+def _uniform(rng: np.random.Generator, bound: float, shape: tuple, dtype: str) -> Parameter:
+    return Parameter(rng.uniform(-bound, bound, shape).astype(dtype))
+
+
+class Linear(Module):
+    """``y = x @ weight + bias`` with ``weight`` of shape ``(in_features, out_features)``."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        dtype: str = "float32",
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        rng = rng if rng is not None else np.random.default_rng()
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = _uniform(rng, bound, (in_features, out_features), dtype)
+        self.bias = _uniform(rng, bound, (out_features,), dtype) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = x @ self.weight
+        return y + self.bias if self.bias is not None else y
+
+
+class ReLU(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.relu()
+
+
+class Tanh(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.tanh()
+
+
+class Sigmoid(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.sigmoid()
+
+
+class Sequential(Module):
+    """Applies its layers in order."""
+
+    def __init__(self, *layers: Module) -> None:
+        self.layers = list(layers)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def __getitem__(self, i: int) -> Module:
+        return self.layers[i]
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self.layers)
+
+
+def mlp(
+    sizes: list[int],
+    activation: type = ReLU,
+    dtype: str = "float32",
+    rng: np.random.Generator | None = None,
+) -> Sequential:
+    """``Linear -> activation -> ... -> Linear`` through the given layer sizes."""
+    layers: list[Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(Linear(a, b, dtype=dtype, rng=rng))
+        if i < len(sizes) - 2:
+            layers.append(activation())
+    return Sequential(*layers)
+
+
+__all__ = ["Linear", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "mlp"]
