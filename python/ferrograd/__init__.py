@@ -68,6 +68,8 @@ from ._core import (
 )
 from ._tensor import bool_, float32, float64, int64, tensor
 from .autodiff import (
+    checkpoint,
+    checkpoint_sequential,
     Function,
     GradManager,
     GradManagerGroup,
@@ -82,6 +84,8 @@ from .autodiff import (
 )
 
 __all__ = [
+    "checkpoint",
+    "checkpoint_sequential",
     "DTypeError",
     "DeviceError",
     "Function",

@@ -86,10 +86,15 @@ class GradManager:
     gradients.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, recompute: str | Callable[[str], bool] | None = None) -> None:
+        if recompute is not None and recompute != "auto" and not callable(recompute):
+            raise ValueError(
+                f'GradManager: recompute must be None, "auto" or a callable, got {recompute!r}'
+            )
         self._entries: list[_Entry] = []
         self._key: GradKey | None = None
         self._recording = False
+        self.recompute = recompute
 
     # -- attach -------------------------------------------------------------------------
     def attach(
@@ -166,12 +171,23 @@ class GradManager:
         while recording, when they are attached."""
         if self._recording:
             raise RuntimeError("GradManager.record: already recording; call release() first")
-        self._key = GradKey("GradManager", sibling_of=_sibling_of)
+        self._key = GradKey("GradManager", sibling_of=_sibling_of, recompute=self.recompute)
         self._recording = True
         for entry in self._entries:
             t = entry.ref()
             if t is not None:
                 self._attach_to_key(entry, t)
+
+    def saved_tensors_report(self) -> list[dict]:
+        """What each op recorded so far keeps for backward: a list of
+        ``{"op": name, "saved": [(shape, dtype, bytes), ...], "bytes": total}`` in recording
+        order (mirrored values, recomputed in backward, are not listed)."""
+        if self._key is None:
+            return []
+        return [
+            {"op": op, "saved": list(saved), "bytes": sum(b for _, _, b in saved)}
+            for op, saved in self._key.saved_tensors_report()
+        ]
 
     def release(self) -> None:
         """Stops recording and drops the recorded computation. Safe to call twice."""
@@ -412,3 +428,61 @@ def hvp(
         dot = term if dot is None else dot + term
     hv = outer.grad([dot], None, list(ps), False)
     return y, (hv[0] if single else tuple(hv))
+
+
+# -- recomputation ---------------------------------------------------------------------------
+
+
+def checkpoint(fn: Callable[..., Any], *args: Any) -> Any:
+    """Runs ``fn(*args)`` keeping only its inputs for backward; ``fn`` is rerun there.
+
+    Gradients reach the tensor arguments and every tracked tensor ``fn`` reads (layer weights
+    it closes over), exactly as without checkpointing. ``fn`` must return a Tensor or a tuple
+    of Tensors and must not modify its inputs in place.
+    """
+    positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    tensors = [args[i] for i in positions]
+    shape: dict = {}
+
+    def segment(*ts: Tensor) -> tuple[Tensor, ...]:
+        call_args = list(args)
+        for i, t in zip(positions, ts):
+            call_args[i] = t
+        out = fn(*call_args)
+        single = isinstance(out, Tensor)
+        outs = (out,) if single else out
+        if not isinstance(outs, (tuple, list)) or not all(isinstance(o, Tensor) for o in outs):
+            raise TypeError(
+                f"checkpoint: the function must return a Tensor or a tuple of Tensors, "
+                f"got {type(out).__name__}"
+            )
+        shape.setdefault("single", single)
+        return tuple(outs)
+
+    outs = _core._checkpoint(segment, tensors)
+    return outs[0] if shape.get("single") else tuple(outs)
+
+
+def checkpoint_sequential(layers: Sequence[Callable[[Tensor], Tensor]], segments: int,
+                          x: Tensor) -> Tensor:
+    """Runs ``layers`` in order, split into ``segments`` checkpointed chunks (the last chunk
+    runs normally, its activations are needed at once). About ``sqrt(len(layers))`` segments
+    gives activation memory that grows like the square root of depth."""
+    layers = list(layers)
+    if segments < 1:
+        raise ValueError(f"checkpoint_sequential: segments must be at least 1, got {segments}")
+    n = len(layers)
+    size = max(1, -(-n // segments))
+    chunks = [layers[i : i + size] for i in range(0, n, size)]
+
+    def run(chunk: list) -> Callable[[Tensor], Tensor]:
+        def f(h: Tensor) -> Tensor:
+            for layer in chunk:
+                h = layer(h)
+            return h
+
+        return f
+
+    for chunk in chunks[:-1]:
+        x = checkpoint(run(chunk), x)
+    return run(chunks[-1])(x) if chunks else x

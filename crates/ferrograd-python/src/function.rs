@@ -231,7 +231,34 @@ fn unregister_grad_rule(op_name: &str) -> bool {
     unregister_rule(op_name)
 }
 
+/// Runs `segment(*tensors)` (which returns a tuple of Tensors) as a checkpointed segment.
+#[pyfunction]
+fn _checkpoint(
+    py: Python<'_>,
+    segment: &Bound<'_, PyAny>,
+    tensors: &Bound<'_, PyAny>,
+) -> PyResult<Vec<PyTensor>> {
+    let args = tensor_list("checkpoint", tensors)?;
+    let seg = segment.clone().unbind();
+    let run: ferrograd::autograd::Segment = Arc::new(move |ts: &[Tensor]| {
+        Python::attach(|py| -> PyResult<Vec<Tensor>> {
+            let items: Vec<Py<PyAny>> = ts
+                .iter()
+                .map(|t| Ok(Py::new(py, PyTensor::from(t.clone()))?.into_any()))
+                .collect::<PyResult<_>>()?;
+            let out = seg.bind(py).call1(PyTuple::new(py, items)?)?;
+            tensor_list("checkpoint", &out)
+        })
+        .map_err(external)
+    });
+    let outs = py
+        .detach(move || ferrograd::autograd::checkpoint(run, &args))
+        .py()?;
+    Ok(outs.into_iter().map(PyTensor::from).collect())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(_record_function, m)?)?;
     m.add_function(wrap_pyfunction!(_tracking_level, m)?)?;
     m.add_function(wrap_pyfunction!(_tracking_keys, m)?)?;

@@ -98,15 +98,49 @@ fn seeds(op: &str, ys: &[Tensor], dys: Option<&Bound<'_, PyAny>>) -> PyResult<Ve
 impl PyGradKey {
     /// A new key, recording from now on. With `sibling_of`, it shares that key's level:
     /// neither records the other's backward.
+    /// `recompute`: None, "auto" (recompute cheap elementwise chains in backward instead of
+    /// saving them), or a callable `policy(op_name) -> bool` saying which ops to recompute.
     #[new]
-    #[pyo3(signature = (name=None, sibling_of=None))]
-    fn new(name: Option<String>, sibling_of: Option<PyRef<'_, PyGradKey>>) -> Self {
+    #[pyo3(signature = (name=None, sibling_of=None, recompute=None))]
+    fn new(
+        name: Option<String>,
+        sibling_of: Option<PyRef<'_, PyGradKey>>,
+        recompute: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let name = name.unwrap_or_else(|| "grad_key".to_string());
-        let key = match sibling_of {
-            Some(k) => k.key.new_sibling(name),
-            None => GradKey::new(name),
+        let policy: Option<ferrograd::autograd::MirrorPolicy> = match recompute {
+            None => None,
+            Some(r) if r.is_none() => None,
+            Some(r) => {
+                if let Ok(s) = r.extract::<String>() {
+                    if s != "auto" {
+                        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                            "recompute must be None, \"auto\" or a callable, got {s:?}"
+                        )));
+                    }
+                    Some(ferrograd::autograd::auto_policy())
+                } else if r.is_callable() {
+                    let f = r.clone().unbind();
+                    Some(Arc::new(move |op: &ferrograd::Op| {
+                        Python::attach(|py| {
+                            f.call1(py, (op.name(),))
+                                .and_then(|v| v.is_truthy(py))
+                                .unwrap_or(false)
+                        })
+                    }))
+                } else {
+                    return Err(PyTypeError::new_err(
+                        "recompute must be None, \"auto\" or a callable",
+                    ));
+                }
+            }
         };
-        PyGradKey { key }
+        let key = match (sibling_of, policy) {
+            (Some(k), _) => k.key.new_sibling(name),
+            (None, Some(p)) => GradKey::with_mirroring(name, p),
+            (None, None) => GradKey::new(name),
+        };
+        Ok(PyGradKey { key })
     }
 
     /// Gradients of `ys` (seeded with `dys`, ones when None) with respect to `xs`, without

@@ -3,7 +3,7 @@
 //! Each family of ops lives in `ops/<family>.rs` with its forward, what its rule saves and
 //! its rule; this file only names the ops and routes them.
 
-use crate::autograd::{record_builtin, GradRule, Saved};
+use crate::autograd::{record_builtin, GradRule, KeyInner, Saved};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::SliceSpec;
@@ -313,7 +313,7 @@ pub(crate) struct RuleCtx<'a> {
 
 impl RuleCtx<'_> {
     /// Saved input `i` (the op's save mask must keep it).
-    pub(crate) fn input(&self, i: usize) -> Result<&Tensor> {
+    pub(crate) fn input(&self, i: usize) -> Result<Tensor> {
         match &self.inputs[i] {
             Some(s) => s.get(self.op.name()),
             None => Err(Error::autograd(format!(
@@ -323,7 +323,7 @@ impl RuleCtx<'_> {
         }
     }
     /// The saved output.
-    pub(crate) fn output(&self) -> Result<&Tensor> {
+    pub(crate) fn output(&self) -> Result<Tensor> {
         match self.output {
             Some(s) => s.get(self.op.name()),
             None => Err(Error::autograd(format!(
@@ -350,7 +350,7 @@ impl BuiltinRule {
         inputs: &[&Tensor],
         outputs: &[Tensor],
         needs: &[bool],
-        level: u64,
+        key: &KeyInner,
     ) -> BuiltinRule {
         let mask = save_mask(op, needs);
         BuiltinRule {
@@ -358,9 +358,9 @@ impl BuiltinRule {
             inputs: inputs
                 .iter()
                 .zip(&mask.inputs)
-                .map(|(t, &keep)| keep.then(|| Saved::new(t, level)))
+                .map(|(t, &keep)| keep.then(|| Saved::new(t, key)))
                 .collect(),
-            output: mask.outputs.then(|| Saved::new(&outputs[0], level)),
+            output: mask.outputs.then(|| Saved::new(&outputs[0], key)),
             shapes: inputs.iter().map(|t| t.shape().to_vec()).collect(),
             dtypes: inputs.iter().map(|t| t.dtype()).collect(),
             needs: needs.to_vec(),
@@ -412,7 +412,7 @@ impl GradRule for BuiltinRule {
             .iter()
             .chain(std::iter::once(&self.output))
             .flatten()
-            .map(|s| s.tensor.clone())
+            .filter_map(|s| s.reported())
             .collect()
     }
 }

@@ -38,6 +38,8 @@ pub(crate) type GradCell = Arc<Mutex<Option<Tensor>>>;
 pub(crate) struct Meta {
     pub(crate) infos: Vec<GradInfo>,
     pub(crate) grad: Option<GradCell>,
+    /// How to recompute this tensor, on a key that mirrors.
+    pub(crate) recipe: Option<Arc<crate::autograd::Recipe>>,
 }
 
 impl Drop for TensorImpl {

@@ -78,6 +78,8 @@ pub(crate) struct KeyInner {
     pub(crate) id: u64,
     /// Keys record the backward of keys at higher levels only; siblings share a level.
     pub(crate) level: u64,
+    /// Set on keys that recompute cheap ops in backward instead of saving their outputs.
+    pub(crate) mirror: Option<super::MirrorPolicy>,
     name: Mutex<String>,
     recording: AtomicBool,
     state: Mutex<KeyState>,
@@ -89,6 +91,8 @@ pub(crate) struct KeyState {
     tape: Vec<Weak<GradFn>>,
     tracked: Vec<Weak<TensorImpl>>,
     pub(crate) lists: ProducerLists,
+    /// Storages that rules of this key save (for mirroring's bytes rule).
+    pub(crate) kept: std::collections::HashSet<usize>,
 }
 
 impl KeyInner {
@@ -188,7 +192,14 @@ impl GradKey {
     /// A new key, recording from now on. Keys created later are *inner* to this one.
     pub fn new(name: impl Into<String>) -> GradKey {
         let id = NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed);
-        GradKey::with_level(name, id, id)
+        GradKey::with_level(name, id, id, None)
+    }
+
+    /// A new key that recomputes cheap ops in backward instead of saving their outputs
+    /// (see [`crate::autograd::auto_policy`]); gradients are unchanged.
+    pub fn with_mirroring(name: impl Into<String>, policy: super::MirrorPolicy) -> GradKey {
+        let id = NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed);
+        GradKey::with_level(name, id, id, Some(policy))
     }
 
     /// A new key at this key's level: neither records the other's backward.
@@ -197,14 +208,21 @@ impl GradKey {
             name,
             NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed),
             self.0.level,
+            self.0.mirror.clone(),
         )
     }
 
-    fn with_level(name: impl Into<String>, id: u64, level: u64) -> GradKey {
+    fn with_level(
+        name: impl Into<String>,
+        id: u64,
+        level: u64,
+        mirror: Option<super::MirrorPolicy>,
+    ) -> GradKey {
         RECORDING_KEYS.fetch_add(1, Ordering::AcqRel);
         GradKey(Arc::new(KeyInner {
             id,
             level,
+            mirror,
             name: Mutex::new(name.into()),
             recording: AtomicBool::new(true),
             state: Mutex::new(KeyState::default()),

@@ -10,14 +10,19 @@
 //! recorded by every *outer* key (one created earlier) that is still active: that is how
 //! nested keys give higher-order gradients.
 
+mod checkpoint;
 mod key;
+mod mirror;
 mod producer;
 mod record;
 mod registry;
 mod scope;
 
+pub use checkpoint::{checkpoint, Segment};
 pub use key::{GradCallback, GradKey};
 pub(crate) use key::{GradFn, KeyInner};
+pub(crate) use mirror::Recipe;
+pub use mirror::{auto_policy, MirrorPolicy};
 pub use record::{is_recording_any, record_custom};
 pub(crate) use record::{record_builtin, Saved};
 pub use registry::{register_rule, unregister_rule, RuleOverride};

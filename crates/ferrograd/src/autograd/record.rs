@@ -22,10 +22,12 @@ pub fn is_recording_any() -> bool {
 /// The recording keys (below the backward ceiling) that track any of `inputs`, outermost first.
 fn recording_keys(inputs: &[&Tensor]) -> Vec<Arc<KeyInner>> {
     let top = ceiling();
+    let allowed = super::scope::proxy_key_id();
     let mut keys: Vec<Arc<KeyInner>> = Vec::new();
     for t in inputs {
         for info in t.0.meta().infos.iter() {
-            if info.key_level >= top || keys.iter().any(|k| k.id == info.key_id) {
+            let blocked = info.key_level >= top && allowed != Some(info.key_id);
+            if blocked || keys.iter().any(|k| k.id == info.key_id) {
                 continue;
             }
             if let Some(k) = info.key.upgrade() {
@@ -48,16 +50,20 @@ pub(crate) fn record_builtin(op: &Op, inputs: &[&Tensor], outputs: &[Tensor]) ->
     if !op.is_differentiable() {
         return Ok(());
     }
+    before_record(inputs)?;
     let custom = super::registry::lookup(op.name());
-    record_with(op.name(), inputs, outputs, &mut |needs, level| {
+    record_with(op.name(), inputs, outputs, &mut |needs, key| {
         if let Some(r) = &custom {
-            if let Some(rule) = r.make(op, inputs, outputs, needs, level)? {
+            if let Some(rule) = r.make(op, inputs, outputs, needs, key.level)? {
                 return Ok(rule);
             }
         }
-        Ok(Box::new(BuiltinRule::new(
-            op, inputs, outputs, needs, level,
-        )))
+        if key.mirror.is_some() && outputs.len() == 1 {
+            if let Some(recipe) = super::Recipe::for_op(key, op, inputs, &outputs[0]) {
+                outputs[0].set_recipe(recipe);
+            }
+        }
+        Ok(Box::new(BuiltinRule::new(op, inputs, outputs, needs, key)))
     })
 }
 
@@ -75,13 +81,24 @@ pub fn record_custom(
         return Ok(());
     }
     mark_hidden(inputs, outputs);
+    before_record(inputs)?;
     if outputs.iter().any(|o| o.is_tracked()) {
         return Err(Error::autograd(format!(
             "{name}: an output of a custom function is already tracked by a GradKey; \
              forward must return new tensors"
         )));
     }
-    record_with(name, inputs, outputs, make_rule)
+    record_with(name, inputs, outputs, &mut |needs, key| {
+        make_rule(needs, key.level)
+    })
+}
+
+/// Checkpoint bookkeeping: note blocked tracked inputs, attach proxied ones.
+fn before_record(inputs: &[&Tensor]) -> Result<()> {
+    if super::scope::capturing() {
+        super::scope::capture(inputs);
+    }
+    super::scope::proxy_inputs(inputs)
 }
 
 /// Outputs of an op run inside a backward, or computed from such tensors, carry the mark of
@@ -102,7 +119,7 @@ fn record_with(
     name: &str,
     inputs: &[&Tensor],
     outputs: &[Tensor],
-    make_rule: &mut dyn FnMut(&[bool], u64) -> Result<Box<dyn GradRule>>,
+    make_rule: &mut dyn FnMut(&[bool], &Arc<KeyInner>) -> Result<Box<dyn GradRule>>,
 ) -> Result<()> {
     let keys = recording_keys(inputs);
     for key in keys {
@@ -120,7 +137,7 @@ fn record_with(
             continue;
         }
         let needs: Vec<bool> = targets.iter().map(Option::is_some).collect();
-        let rule = make_rule(&needs, key.level)?;
+        let rule = make_rule(&needs, &key)?;
         let f = key.link(name, targets, outputs.len(), rule);
         for (i, o) in outputs.iter().enumerate() {
             if o.dtype().is_float() {
@@ -138,31 +155,68 @@ fn record_with(
     Ok(())
 }
 
-/// A tensor kept for backward, with the storage version it had when saved.
-pub(crate) struct Saved {
-    pub(crate) tensor: Tensor,
-    version: u64,
+/// What a rule keeps of one tensor: the tensor with the storage version it had when saved,
+/// or (on a mirroring key) a recipe to recompute it.
+pub(crate) enum Saved {
+    Tensor { tensor: Tensor, version: u64 },
+    Recipe(Arc<super::Recipe>),
 }
 
 impl Saved {
-    pub(crate) fn new(t: &Tensor, level: u64) -> Saved {
-        Saved {
+    /// A plain saved tensor (see [`Tensor::saved_for`]).
+    pub(crate) fn plain(t: &Tensor, level: u64) -> Saved {
+        Saved::Tensor {
             tensor: t.saved_for(level),
             version: t.storage().version(),
         }
     }
 
-    /// The tensor, or an error if it was modified in place since it was saved.
-    pub(crate) fn get(&self, op: &str) -> Result<&Tensor> {
-        let current = self.tensor.storage().version();
-        if current != self.version {
-            return Err(Error::Version {
-                op: op.to_string(),
-                shape: self.tensor.shape().to_vec(),
-                saved: self.version,
-                current,
-            });
+    /// What a rule of `key` keeps of `t`: its recipe when mirroring pays, else the tensor.
+    pub(crate) fn new(t: &Tensor, key: &KeyInner) -> Saved {
+        if key.mirror.is_some() {
+            let mut ks = key.state();
+            if let Some(r) = t.recipe(key.id) {
+                if r.bytes() >= r.new_leaf_bytes(&ks.kept) {
+                    return Saved::Recipe(r);
+                }
+            }
+            ks.kept.insert(Arc::as_ptr(t.storage()) as usize);
         }
-        Ok(&self.tensor)
+        Saved::plain(t, key.level)
+    }
+
+    pub(crate) fn tensor_ref(&self) -> &Tensor {
+        match self {
+            Saved::Tensor { tensor, .. } => tensor,
+            Saved::Recipe(_) => unreachable!("recipe leaves are plain tensors"),
+        }
+    }
+
+    /// The tensor (recomputed if mirrored), or an error if it was modified in place since it
+    /// was saved.
+    pub(crate) fn get(&self, op: &str) -> Result<Tensor> {
+        match self {
+            Saved::Tensor { tensor, version } => {
+                let current = tensor.storage().version();
+                if current != *version {
+                    return Err(Error::Version {
+                        op: op.to_string(),
+                        shape: tensor.shape().to_vec(),
+                        saved: *version,
+                        current,
+                    });
+                }
+                Ok(tensor.clone())
+            }
+            Saved::Recipe(r) => r.materialize(op),
+        }
+    }
+
+    /// The tensor a report shows: the saved one, or none for a recipe.
+    pub(crate) fn reported(&self) -> Option<Tensor> {
+        match self {
+            Saved::Tensor { tensor, .. } => Some(tensor.clone()),
+            Saved::Recipe(_) => None,
+        }
     }
 }

@@ -81,3 +81,101 @@ impl Drop for BackwardGuard {
         BACKWARD_LEVEL.with(|c| c.set(self.0));
     }
 }
+
+thread_local! {
+    static CAPTURES: RefCell<Vec<Vec<super::GradInfo>>> = const { RefCell::new(Vec::new()) };
+    static PROXY: RefCell<Vec<Proxy>> = const { RefCell::new(Vec::new()) };
+}
+
+/// While a checkpointed function runs forward (with every key blocked), the slots of the
+/// tracked tensors it reads: they become the inputs of the checkpoint op.
+pub(crate) fn push_capture() {
+    CAPTURES.with(|c| c.borrow_mut().push(Vec::new()));
+}
+
+pub(crate) fn pop_capture() -> Vec<super::GradInfo> {
+    CAPTURES.with(|c| c.borrow_mut().pop()).unwrap_or_default()
+}
+
+pub(crate) fn capturing() -> bool {
+    CAPTURES.with(|c| !c.borrow().is_empty())
+}
+
+/// Notes the slots of keys that `inputs` are tracked by but that were kept from recording.
+pub(crate) fn capture(inputs: &[&crate::Tensor]) {
+    let top = ceiling();
+    CAPTURES.with(|c| {
+        let mut c = c.borrow_mut();
+        let Some(list) = c.last_mut() else { return };
+        for t in inputs {
+            if !t.dtype().is_float() {
+                continue;
+            }
+            for info in t.0.meta().infos.iter() {
+                if info.key_level < top {
+                    continue;
+                }
+                let recording = info.key.upgrade().is_some_and(|k| k.is_recording());
+                let seen = list.iter().any(|i| {
+                    i.key_id == info.key_id
+                        && std::sync::Arc::ptr_eq(&i.func, &info.func)
+                        && i.idx == info.idx
+                });
+                if recording && !seen {
+                    list.push(info.clone());
+                }
+            }
+        }
+    });
+}
+
+/// While a checkpointed function is recomputed in the backward of key `from`, tensors that
+/// `from` tracks are attached on first use to the recompute key `to`, which may record
+/// although it sits above the ceiling.
+pub(crate) struct Proxy {
+    pub(crate) from: u64,
+    pub(crate) to: super::GradKey,
+    pub(crate) seen: Vec<(super::GradInfo, crate::Tensor)>,
+}
+
+pub(crate) fn push_proxy(from: u64, to: super::GradKey) {
+    PROXY.with(|p| {
+        p.borrow_mut().push(Proxy {
+            from,
+            to,
+            seen: Vec::new(),
+        })
+    });
+}
+
+pub(crate) fn pop_proxy() -> Option<Proxy> {
+    PROXY.with(|p| p.borrow_mut().pop())
+}
+
+/// The recompute key allowed to record despite the ceiling, if any.
+pub(crate) fn proxy_key_id() -> Option<u64> {
+    PROXY.with(|p| p.borrow().last().map(|x| x.to.0.id))
+}
+
+/// Attaches to the recompute key every input tracked by the key being recomputed.
+pub(crate) fn proxy_inputs(inputs: &[&crate::Tensor]) -> crate::Result<()> {
+    let active = PROXY.with(|p| p.borrow().last().map(|x| (x.from, x.to.clone())));
+    let Some((from, to)) = active else {
+        return Ok(());
+    };
+    for t in inputs {
+        let Some(info) = t.grad_info(from) else {
+            continue;
+        };
+        if to.is_attached_to(t) {
+            continue;
+        }
+        to.attach_with(t, None, false)?;
+        PROXY.with(|p| {
+            if let Some(x) = p.borrow_mut().last_mut() {
+                x.seen.push((info, (*t).clone()));
+            }
+        });
+    }
+    Ok(())
+}

@@ -112,20 +112,20 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
     Ok(match ctx.op {
         Op::Unary(u) => vec![match u {
             UnaryOp::Neg => Some(dy.neg()?),
-            UnaryOp::Exp => Some(dy.mul(ctx.output()?)?),
-            UnaryOp::Log => Some(dy.div(ctx.input(0)?)?),
+            UnaryOp::Exp => Some(dy.mul(&ctx.output()?)?),
+            UnaryOp::Log => Some(dy.div(&ctx.input(0)?)?),
             UnaryOp::Sqrt => Some(dy.div(&ctx.output()?.mul_scalar(2.0)?)?),
             UnaryOp::Abs => Some(dy.mul(&ctx.input(0)?.sign()?)?),
             UnaryOp::Tanh => {
-                let y = ctx.output()?;
+                let y = &ctx.output()?;
                 Some(dy.mul(&y.mul(y)?.rsub_scalar(1.0)?)?)
             }
             UnaryOp::Sigmoid => {
-                let y = ctx.output()?;
+                let y = &ctx.output()?;
                 Some(dy.mul(&y.mul(&y.rsub_scalar(1.0)?)?)?)
             }
             UnaryOp::Relu => {
-                let y = ctx.output()?;
+                let y = &ctx.output()?;
                 Some(dy.mul(&y.gt(&y.scalar_like(0.0))?.astype(y.dtype())?)?)
             }
             UnaryOp::Sign => None,
@@ -140,29 +140,29 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
                 ),
                 BinaryOp::Mul => (
                     if n0 {
-                        Some(dy.mul(ctx.input(1)?)?)
+                        Some(dy.mul(&ctx.input(1)?)?)
                     } else {
                         None
                     },
                     if n1 {
-                        Some(dy.mul(ctx.input(0)?)?)
+                        Some(dy.mul(&ctx.input(0)?)?)
                     } else {
                         None
                     },
                 ),
                 BinaryOp::Div => {
-                    let b = ctx.input(1)?;
+                    let b = &ctx.input(1)?;
                     (
                         if n0 { Some(dy.div(b)?) } else { None },
                         if n1 {
-                            Some(dy.mul(ctx.output()?)?.div(b)?.neg()?)
+                            Some(dy.mul(&ctx.output()?)?.div(b)?.neg()?)
                         } else {
                             None
                         },
                     )
                 }
                 BinaryOp::Pow => {
-                    let (a, e) = (ctx.input(0)?, ctx.input(1)?);
+                    let (a, e) = (&ctx.input(0)?, &ctx.input(1)?);
                     (
                         if n0 {
                             Some(dy.mul(&e.mul(&a.pow(&e.sub_scalar(1.0)?)?)?)?)
@@ -177,7 +177,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
                     )
                 }
                 BinaryOp::Maximum | BinaryOp::Minimum => {
-                    let (a, c) = (ctx.input(0)?, ctx.input(1)?);
+                    let (a, c) = (&ctx.input(0)?, &ctx.input(1)?);
                     // ties split the gradient evenly, as PyTorch does
                     let wins = if *b == BinaryOp::Maximum {
                         a.gt(c)?
@@ -202,7 +202,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             ]
         }
         Op::PowScalar(p) => {
-            let x = ctx.input(0)?;
+            let x = &ctx.input(0)?;
             if *p == 0.0 {
                 vec![None]
             } else {
@@ -210,7 +210,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             }
         }
         Op::Where => {
-            let c = ctx.input(0)?;
+            let c = &ctx.input(0)?;
             let zero = dy.scalar_like(0.0);
             vec![
                 None,

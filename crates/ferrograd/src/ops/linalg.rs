@@ -50,7 +50,7 @@ pub(crate) fn saves(needs: &[bool]) -> SaveMask {
 
 pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
     let da = if ctx.needs[0] {
-        let b = ctx.input(1)?;
+        let b = &ctx.input(1)?;
         Some(sum_to_shape(
             &dy.matmul(&b.transpose(-1, -2)?)?,
             &ctx.shapes[0],
@@ -59,7 +59,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
         None
     };
     let db = if ctx.needs[1] {
-        let a = ctx.input(0)?;
+        let a = &ctx.input(0)?;
         Some(sum_to_shape(
             &a.transpose(-1, -2)?.matmul(dy)?,
             &ctx.shapes[1],

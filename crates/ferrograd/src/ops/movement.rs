@@ -248,7 +248,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             out
         }
         Op::Gather(axis) => {
-            let idx = ctx.input(1)?;
+            let idx = &ctx.input(1)?;
             vec![
                 Some(apply1(
                     &Op::ScatterAdd {
@@ -261,7 +261,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             ]
         }
         Op::ScatterAdd { axis, .. } => {
-            let idx = ctx.input(1)?;
+            let idx = &ctx.input(1)?;
             vec![Some(apply1(&Op::Gather(*axis), &[dy, idx])?), None]
         }
         _ => vec![None; ctx.shapes.len()],

@@ -76,7 +76,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
                     dyb.mul_scalar(1.0 / count.max(1) as f64)?
                 }
                 ReduceKind::Max | ReduceKind::Min => {
-                    let (x, y) = (ctx.input(0)?, ctx.output()?);
+                    let (x, y) = (&ctx.input(0)?, &ctx.output()?);
                     // the gradient is shared by every element equal to the extremum
                     let mask = x.eq(&y.reshape(&kept)?)?.astype(x.dtype())?;
                     let iaxes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
@@ -86,13 +86,13 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             }
         }
         Op::Softmax(axis) => {
-            let y = ctx.output()?;
+            let y = &ctx.output()?;
             let ax = [*axis as isize];
             let dot = dy.mul(y)?.sum(Some(&ax), true)?;
             y.mul(&dy.sub(&dot)?)?
         }
         Op::LogSoftmax(axis) => {
-            let y = ctx.output()?;
+            let y = &ctx.output()?;
             let ax = [*axis as isize];
             dy.sub(&y.exp()?.mul(&dy.sum(Some(&ax), true)?)?)?
         }

@@ -1,0 +1,143 @@
+//! Automatic backward mirroring (MXNet's rule, applied eagerly).
+//!
+//! On a key with a mirroring policy, every output of a cheap op (elementwise math and views,
+//! by the default policy) carries a *recipe*: the op and its inputs, themselves recipes where
+//! cheap, else tensors. When a rule would save such an output, it keeps the recipe instead,
+//! provided the bytes released (the output) are at least the bytes the recipe newly keeps
+//! alive (its leaf tensors that nothing on the key keeps already). In backward the value is
+//! recomputed once and shared until the rules that need it have run. Outputs of heavy ops
+//! (matmul, reductions, softmax) are saved as usual, so chains start from them.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use super::key::KeyInner;
+use crate::error::Result;
+use crate::op::{apply1, Op};
+use crate::tensor::Tensor;
+
+/// Decides per op whether its outputs may be recomputed instead of stored.
+pub type MirrorPolicy = Arc<dyn Fn(&Op) -> bool + Send + Sync>;
+
+/// The default policy: elementwise ops and views are cheap; everything else is kept.
+pub fn auto_policy() -> MirrorPolicy {
+    Arc::new(|op: &Op| {
+        matches!(
+            op,
+            Op::Unary(_)
+                | Op::Binary(_)
+                | Op::PowScalar(_)
+                | Op::Where
+                | Op::Cast(_)
+                | Op::Copy
+                | Op::Reshape(_)
+                | Op::Permute(_)
+                | Op::BroadcastTo(_)
+                | Op::Slice(_)
+        )
+    })
+}
+
+pub(crate) enum Source {
+    Tensor(super::Saved),
+    Recipe(Arc<Recipe>),
+}
+
+/// How to recompute one tensor.
+pub(crate) struct Recipe {
+    pub(crate) key_id: u64,
+    op: Op,
+    inputs: Vec<Source>,
+    bytes: usize,
+    cache: Mutex<Option<Tensor>>,
+}
+
+impl Recipe {
+    /// The recipe of `op` applied to `inputs` for `key`, or None when the policy keeps it.
+    pub(crate) fn for_op(
+        key: &Arc<KeyInner>,
+        op: &Op,
+        inputs: &[&Tensor],
+        out: &Tensor,
+    ) -> Option<Arc<Recipe>> {
+        let policy = key.mirror.as_ref()?;
+        if !policy(op) || !out.dtype().is_float() {
+            return None;
+        }
+        let inputs = inputs
+            .iter()
+            .map(|t| match t.recipe(key.id) {
+                Some(r) => Source::Recipe(r),
+                None => Source::Tensor(super::Saved::plain(t, key.level)),
+            })
+            .collect();
+        Some(Arc::new(Recipe {
+            key_id: key.id,
+            op: op.clone(),
+            inputs,
+            bytes: out.numel() * out.dtype().size_in_bytes(),
+            cache: Mutex::new(None),
+        }))
+    }
+
+    /// Bytes of the leaf tensors this recipe keeps alive that `kept` does not already hold.
+    pub(crate) fn new_leaf_bytes(&self, kept: &HashSet<usize>) -> usize {
+        let mut seen = HashSet::new();
+        self.leaves(&mut |t: &Tensor| {
+            let id = Arc::as_ptr(t.storage()) as usize;
+            if !kept.contains(&id) && seen.insert(id) {
+                t.storage().bytes()
+            } else {
+                0
+            }
+        })
+    }
+
+    fn leaves(&self, f: &mut dyn FnMut(&Tensor) -> usize) -> usize {
+        self.inputs
+            .iter()
+            .map(|s| match s {
+                Source::Tensor(sv) => f(sv.tensor_ref()),
+                Source::Recipe(r) => r.leaves(f),
+            })
+            .sum()
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Recomputes the value (once; later calls share it while the recipe lives).
+    pub(crate) fn materialize(&self, op: &str) -> Result<Tensor> {
+        if let Some(t) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Ok(t);
+        }
+        let ins: Vec<Tensor> = self
+            .inputs
+            .iter()
+            .map(|s| match s {
+                Source::Tensor(sv) => sv.get(op),
+                Source::Recipe(r) => r.materialize(op),
+            })
+            .collect::<Result<_>>()?;
+        let refs: Vec<&Tensor> = ins.iter().collect();
+        let out = apply1(&self.op, &refs)?;
+        *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = Some(out.clone());
+        Ok(out)
+    }
+}
+
+impl Tensor {
+    pub(crate) fn recipe(&self, key_id: u64) -> Option<Arc<Recipe>> {
+        self.0
+            .meta()
+            .recipe
+            .as_ref()
+            .filter(|r| r.key_id == key_id)
+            .cloned()
+    }
+
+    pub(crate) fn set_recipe(&self, r: Arc<Recipe>) {
+        self.0.meta().recipe = Some(r);
+    }
+}
