@@ -463,8 +463,9 @@ def checkpoint(fn: Callable[..., Any], *args: Any) -> Any:
     return outs[0] if shape.get("single") else tuple(outs)
 
 
-def checkpoint_sequential(layers: Sequence[Callable[[Tensor], Tensor]], segments: int,
-                          x: Tensor) -> Tensor:
+def checkpoint_sequential(
+    layers: Sequence[Callable[[Tensor], Tensor]], segments: int, x: Tensor
+) -> Tensor:
     """Runs ``layers`` in order, split into ``segments`` checkpointed chunks (the last chunk
     runs normally, its activations are needed at once). About ``sqrt(len(layers))`` segments
     gives activation memory that grows like the square root of depth."""

@@ -9,6 +9,9 @@ from typing import Any
 import numpy as np
 
 from ._core import Tensor
+from ._core import avg_pool2d as _avg_pool2d
+from ._core import conv2d as _conv2d
+from ._core import max_pool2d as _max_pool2d
 
 
 class Parameter(Tensor):
@@ -89,6 +92,58 @@ class Linear(Module):
     def forward(self, x: Tensor) -> Tensor:
         y = x @ self.weight
         return y + self.bias if self.bias is not None else y
+
+
+class Conv2d(Module):
+    """2-D convolution over NCHW input, PyTorch's layout and initialisation bounds."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple,
+        stride: int | tuple = 1,
+        padding: int | tuple = 0,
+        dilation: int | tuple = 1,
+        groups: int = 1,
+        bias: bool = True,
+        dtype: str = "float32",
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        rng = rng if rng is not None else np.random.default_rng()
+        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+        fan_in = in_channels // groups * kh * kw
+        bound = 1.0 / math.sqrt(fan_in)
+        self.weight = _uniform(rng, bound, (out_channels, in_channels // groups, kh, kw), dtype)
+        self.bias = _uniform(rng, bound, (out_channels,), dtype) if bias else None
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+
+    def forward(self, x: Tensor) -> Tensor:
+        return _conv2d(
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
+
+class MaxPool2d(Module):
+    def __init__(
+        self, kernel_size: int | tuple, stride: int | tuple | None = None, padding: int | tuple = 0
+    ) -> None:
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x: Tensor) -> Tensor:
+        return _max_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+
+class AvgPool2d(MaxPool2d):
+    def forward(self, x: Tensor) -> Tensor:
+        return _avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+
+class Flatten(Module):
+    """Flattens every axis after the first."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.reshape(x.shape[0], -1)
 
 
 class ReLU(Module):

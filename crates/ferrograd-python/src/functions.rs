@@ -296,7 +296,113 @@ fn reset_peak_memory_stats(device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
     Ok(())
 }
 
+/// An int or a pair of ints (`default` when absent).
+fn pair(
+    op: &str,
+    name: &str,
+    v: Option<&Bound<'_, PyAny>>,
+    default: usize,
+) -> PyResult<(usize, usize)> {
+    let Some(v) = v.filter(|v| !v.is_none()) else {
+        return Ok((default, default));
+    };
+    if let Ok(i) = v.extract::<usize>() {
+        return Ok((i, i));
+    }
+    v.extract::<(usize, usize)>().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "{op}: {name} must be a non-negative int or a pair of them"
+        ))
+    })
+}
+
+/// 2-D convolution of `x` `[n, c, h, w]` with `weight` `[o, c/groups, kh, kw]` (PyTorch's
+/// cross-correlation), plus `bias` `[o]`.
+#[pyfunction]
+#[pyo3(signature = (x, weight, bias=None, stride=None, padding=None, dilation=None, groups=1))]
+#[allow(clippy::too_many_arguments)]
+fn conv2d(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    weight: &Bound<'_, PyAny>,
+    bias: Option<&Bound<'_, PyAny>>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+    dilation: Option<&Bound<'_, PyAny>>,
+    groups: usize,
+) -> PyResult<PyTensor> {
+    let x = tensor_arg("conv2d", x)?;
+    let w = tensor_arg("conv2d", weight)?;
+    let b = match bias {
+        Some(b) if !b.is_none() => Some(tensor_arg("conv2d", b)?),
+        _ => None,
+    };
+    let (s, p, d) = (
+        pair("conv2d", "stride", stride, 1)?,
+        pair("conv2d", "padding", padding, 0)?,
+        pair("conv2d", "dilation", dilation, 1)?,
+    );
+    compute(py, x.numel() * w.numel(), || {
+        ferrograd::conv2d(&x, &w, b.as_ref(), s, p, d, groups)
+    })
+    .py()
+    .map(PyTensor::from)
+}
+
+type PoolArgs = ((usize, usize), Option<(usize, usize)>, (usize, usize));
+
+fn pool_args(
+    op: &str,
+    kernel_size: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PoolArgs> {
+    let k = pair(op, "kernel_size", Some(kernel_size), 0)?;
+    let s = match stride {
+        Some(s) if !s.is_none() => Some(pair(op, "stride", Some(s), 1)?),
+        _ => None,
+    };
+    Ok((k, s, pair(op, "padding", padding, 0)?))
+}
+
+/// 2-D max pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size`.
+#[pyfunction]
+#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
+fn max_pool2d(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    kernel_size: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyTensor> {
+    let x = tensor_arg("max_pool2d", x)?;
+    let (k, s, p) = pool_args("max_pool2d", kernel_size, stride, padding)?;
+    compute(py, x.numel(), || ferrograd::max_pool2d(&x, k, s, p))
+        .py()
+        .map(PyTensor::from)
+}
+
+/// 2-D average pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size`.
+#[pyfunction]
+#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
+fn avg_pool2d(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    kernel_size: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyTensor> {
+    let x = tensor_arg("avg_pool2d", x)?;
+    let (k, s, p) = pool_args("avg_pool2d", kernel_size, stride, padding)?;
+    compute(py, x.numel(), || ferrograd::avg_pool2d(&x, k, s, p))
+        .py()
+        .map(PyTensor::from)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(conv2d, m)?)?;
+    m.add_function(wrap_pyfunction!(max_pool2d, m)?)?;
+    m.add_function(wrap_pyfunction!(avg_pool2d, m)?)?;
     macro_rules! add {
         ($($f:ident),* $(,)?) => { $( m.add_function(wrap_pyfunction!($f, m)?)?; )* };
     }

@@ -34,10 +34,13 @@ pub mod storage;
 mod tensor;
 
 pub use autograd::{GradCallback, GradKey, GradRule};
+pub use cpu::Window;
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use layout::{Layout, SliceSpec};
 pub use op::{apply, apply1, Op};
-pub use ops::{concat, cross_entropy, stack, sum_to_shape, where_cond};
+pub use ops::{
+    avg_pool2d, concat, conv2d, cross_entropy, max_pool2d, stack, sum_to_shape, where_cond,
+};
 pub use tensor::Tensor;

@@ -4,10 +4,11 @@
 //! its rule; this file only names the ops and routes them.
 
 use crate::autograd::{record_builtin, GradRule, KeyInner, Saved};
+use crate::cpu::Window;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::SliceSpec;
-use crate::ops::{elementwise, linalg, movement, reduce};
+use crate::ops::{conv, elementwise, linalg, movement, reduce};
 use crate::tensor::Tensor;
 
 /// Elementwise functions of one tensor.
@@ -99,6 +100,16 @@ pub enum Op {
     },
     Softmax(usize),
     LogSoftmax(usize),
+    /// im2col: `[n, c, h, w]` to `[n, c, kh*kw, oh*ow]`, padding reads `pad`.
+    Unfold {
+        window: Window,
+        pad: f64,
+    },
+    /// The transpose of `Unfold` (overlapping windows are summed) back to `size`.
+    Fold {
+        window: Window,
+        size: (usize, usize),
+    },
 }
 
 impl UnaryOp {
@@ -199,6 +210,8 @@ impl Op {
         "scatter_add",
         "softmax",
         "log_softmax",
+        "unfold",
+        "fold",
     ];
 
     /// The name used in errors and reports.
@@ -224,6 +237,8 @@ impl Op {
             Op::ScatterAdd { .. } => "scatter_add",
             Op::Softmax(_) => "softmax",
             Op::LogSoftmax(_) => "log_softmax",
+            Op::Unfold { .. } => "unfold",
+            Op::Fold { .. } => "fold",
         }
     }
 
@@ -259,6 +274,7 @@ pub fn apply(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         | Op::Copy => elementwise::forward(op, inputs)?,
         Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::forward(op, inputs)?,
         Op::MatMul => linalg::forward(op, inputs)?,
+        Op::Unfold { .. } | Op::Fold { .. } => conv::forward(op, inputs)?,
         _ => movement::forward(op, inputs)?,
     };
     record_builtin(op, inputs, &outputs)?;
@@ -297,6 +313,7 @@ fn save_mask(op: &Op, needs: &[bool]) -> SaveMask {
         | Op::Copy => elementwise::saves(op, needs),
         Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::saves(op, needs),
         Op::MatMul => linalg::saves(needs),
+        Op::Unfold { .. } | Op::Fold { .. } => conv::saves(needs),
         _ => movement::saves(op, needs),
     }
 }
@@ -396,6 +413,7 @@ impl GradRule for BuiltinRule {
             | Op::Compare(_) => elementwise::backward(&ctx, dy)?,
             Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::backward(&ctx, dy)?,
             Op::MatMul => linalg::backward(&ctx, dy)?,
+            Op::Unfold { .. } | Op::Fold { .. } => conv::backward(&ctx, dy)?,
             _ => movement::backward(&ctx, dy)?,
         };
         out.resize(n, None);

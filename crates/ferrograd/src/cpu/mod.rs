@@ -1,11 +1,14 @@
 //! CPU kernels. Each takes buffers with their layouts and returns a new contiguous buffer;
 //! shape checks happen before, in the op layer.
 
+mod conv;
 mod elementwise;
 mod index;
 mod matmul;
 mod reduce;
 
+pub use conv::Window;
+pub(crate) use conv::{fold, unfold};
 pub(crate) use elementwise::{binary, cast, compare, copy, pow_scalar, unary, where_};
 pub(crate) use index::{concat, gather, scatter_add, set_slice, slice_grad};
 pub(crate) use matmul::matmul;

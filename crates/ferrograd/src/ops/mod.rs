@@ -1,12 +1,14 @@
 //! The op families. Each file holds, for its ops, the user-facing methods on [`Tensor`], the
 //! forward (shape and dtype checks, then the device kernel), what the rule saves, and the rule.
 
+pub(crate) mod conv;
 pub(crate) mod elementwise;
 mod inplace;
 pub(crate) mod linalg;
 pub(crate) mod movement;
 pub(crate) mod reduce;
 
+pub use conv::{avg_pool2d, conv2d, max_pool2d};
 pub use elementwise::where_cond;
 pub use movement::{concat, stack};
 pub use reduce::cross_entropy;
