@@ -3,13 +3,20 @@
 //! Views (reshape of contiguous data, permute, broadcast, slicing) only build a new `Layout`
 //! over the same storage; nothing is copied.
 
+use smallvec::SmallVec;
+
 use crate::error::{Error, Result};
+
+/// Shape storage: inline up to 6 axes, so making a view allocates nothing.
+pub type Dims = SmallVec<[usize; 6]>;
+/// Stride storage, inline like [`Dims`].
+pub type Strides = SmallVec<[isize; 6]>;
 
 /// A view of a flat buffer: element `idx` lives at `offset + sum(idx[d] * strides[d])`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
-    shape: Vec<usize>,
-    strides: Vec<isize>,
+    shape: Dims,
+    strides: Strides,
     offset: usize,
 }
 
@@ -27,8 +34,8 @@ pub enum SliceSpec {
 }
 
 /// Row-major strides of a contiguous tensor of `shape`.
-pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
-    let mut strides = vec![0isize; shape.len()];
+pub fn contiguous_strides(shape: &[usize]) -> Strides {
+    let mut strides: Strides = smallvec::smallvec![0isize; shape.len()];
     let mut acc = 1isize;
     for d in (0..shape.len()).rev() {
         strides[d] = acc;
@@ -109,16 +116,16 @@ impl Layout {
     /// A contiguous row-major layout of `shape` starting at offset 0.
     pub fn contiguous(shape: &[usize]) -> Layout {
         Layout {
-            shape: shape.to_vec(),
+            shape: Dims::from_slice(shape),
             strides: contiguous_strides(shape),
             offset: 0,
         }
     }
 
-    pub(crate) fn new(shape: Vec<usize>, strides: Vec<isize>, offset: usize) -> Layout {
+    pub(crate) fn new(shape: &[usize], strides: &[isize], offset: usize) -> Layout {
         Layout {
-            shape,
-            strides,
+            shape: Dims::from_slice(shape),
+            strides: Strides::from_slice(strides),
             offset,
         }
     }
@@ -156,7 +163,7 @@ impl Layout {
     pub fn reshape(&self, shape: &[usize]) -> Option<Layout> {
         if self.is_contiguous() {
             Some(Layout {
-                shape: shape.to_vec(),
+                shape: Dims::from_slice(shape),
                 strides: contiguous_strides(shape),
                 offset: self.offset,
             })
@@ -178,7 +185,7 @@ impl Layout {
     pub fn broadcast_to(&self, shape: &[usize]) -> Layout {
         let n = shape.len();
         let k = self.shape.len();
-        let mut strides = vec![0isize; n];
+        let mut strides: Strides = smallvec::smallvec![0isize; n];
         for i in 0..k {
             let d = n - k + i;
             strides[d] = if self.shape[i] == shape[d] {
@@ -188,7 +195,7 @@ impl Layout {
             };
         }
         Layout {
-            shape: shape.to_vec(),
+            shape: Dims::from_slice(shape),
             strides,
             offset: self.offset,
         }
@@ -196,8 +203,8 @@ impl Layout {
 
     /// Basic indexing: one spec per leading axis (missing trailing axes are kept whole).
     pub fn slice(&self, specs: &[SliceSpec]) -> Layout {
-        let mut shape = Vec::with_capacity(self.shape.len());
-        let mut strides = Vec::with_capacity(self.shape.len());
+        let mut shape = Dims::new();
+        let mut strides = Strides::new();
         let mut offset = self.offset as isize;
         for (d, (&n, &s)) in self.shape.iter().zip(&self.strides).enumerate() {
             match specs.get(d) {

@@ -7,7 +7,9 @@ use crate::autograd::{record_builtin, GradRule, KeyInner, Saved};
 use crate::cpu::Window;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::SliceSpec;
+use smallvec::SmallVec;
+
+use crate::layout::{Dims, SliceSpec};
 use crate::ops::{conv, elementwise, linalg, movement, reduce};
 use crate::tensor::Tensor;
 
@@ -252,6 +254,11 @@ impl Op {
 /// Runs `op` on `inputs`, and records it on every recording key that tracks an input.
 /// This is the only way ops run, in forward and in backward alike.
 pub fn apply(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    Ok(vec![apply1(op, inputs)?])
+}
+
+/// [`apply`] for single-output ops (every builtin op has one output).
+pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     if let Some(first) = inputs.first() {
         let dev = first.device();
         if let Some(other) = inputs.iter().find(|t| t.device() != dev) {
@@ -264,7 +271,7 @@ pub fn apply(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
             ));
         }
     }
-    let outputs = match op {
+    let out = match op {
         Op::Unary(_)
         | Op::Binary(_)
         | Op::Compare(_)
@@ -277,26 +284,20 @@ pub fn apply(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         Op::Unfold { .. } | Op::Fold { .. } => conv::forward(op, inputs)?,
         _ => movement::forward(op, inputs)?,
     };
-    record_builtin(op, inputs, &outputs)?;
-    Ok(outputs)
-}
-
-/// [`apply`] for single-output ops.
-pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
-    let mut out = apply(op, inputs)?;
-    Ok(out.swap_remove(0))
+    record_builtin(op, inputs, std::slice::from_ref(&out))?;
+    Ok(out)
 }
 
 /// Which inputs and outputs a rule keeps, given which inputs need a gradient.
 pub(crate) struct SaveMask {
-    pub(crate) inputs: Vec<bool>,
+    pub(crate) inputs: SmallVec<[bool; 3]>,
     pub(crate) outputs: bool,
 }
 
 impl SaveMask {
     pub(crate) fn none(n: usize) -> SaveMask {
         SaveMask {
-            inputs: vec![false; n],
+            inputs: smallvec::smallvec![false; n],
             outputs: false,
         }
     }
@@ -323,7 +324,7 @@ pub(crate) struct RuleCtx<'a> {
     pub(crate) op: &'a Op,
     inputs: &'a [Option<Saved>],
     output: &'a Option<Saved>,
-    pub(crate) shapes: &'a [Vec<usize>],
+    pub(crate) shapes: &'a [Dims],
     pub(crate) dtypes: &'a [DType],
     pub(crate) needs: &'a [bool],
 }
@@ -354,11 +355,11 @@ impl RuleCtx<'_> {
 /// The rule of a builtin op: the op, what its save mask kept, and the inputs' shapes.
 pub(crate) struct BuiltinRule {
     op: Op,
-    inputs: Vec<Option<Saved>>,
+    inputs: SmallVec<[Option<Saved>; 3]>,
     output: Option<Saved>,
-    shapes: Vec<Vec<usize>>,
-    dtypes: Vec<DType>,
-    needs: Vec<bool>,
+    shapes: SmallVec<[Dims; 3]>,
+    dtypes: SmallVec<[DType; 3]>,
+    needs: SmallVec<[bool; 3]>,
 }
 
 impl BuiltinRule {
@@ -378,9 +379,9 @@ impl BuiltinRule {
                 .map(|(t, &keep)| keep.then(|| Saved::new(t, key)))
                 .collect(),
             output: mask.outputs.then(|| Saved::new(&outputs[0], key)),
-            shapes: inputs.iter().map(|t| t.shape().to_vec()).collect(),
+            shapes: inputs.iter().map(|t| Dims::from_slice(t.shape())).collect(),
             dtypes: inputs.iter().map(|t| t.dtype()).collect(),
-            needs: needs.to_vec(),
+            needs: SmallVec::from_slice(needs),
         }
     }
 }

@@ -58,20 +58,12 @@ pub fn checkpoint(segment: Segment, args: &[Tensor]) -> Result<Vec<Tensor>> {
             slots: slots.clone(),
             out_shapes: outs.iter().map(|o| o.shape().to_vec()).collect(),
         };
-        let targets = slots.into_iter().map(Some).collect();
-        let f = key.link("checkpoint", targets, outs.len(), Box::new(rule));
-        for (i, o) in outs.iter().enumerate() {
-            if o.dtype().is_float() {
-                key.track(o);
-                o.push_info(GradInfo {
-                    key: Arc::downgrade(&key),
-                    key_id: key.id,
-                    key_level: key.level,
-                    func: f.clone(),
-                    idx: i,
-                });
-            }
-        }
+        key.link(
+            std::borrow::Cow::Borrowed("checkpoint"),
+            slots.into_iter().map(Some),
+            &outs,
+            Box::new(rule),
+        );
     }
     Ok(outs)
 }

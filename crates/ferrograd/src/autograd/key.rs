@@ -1,5 +1,6 @@
 //! `GradKey`, the `GradFn` records on its tape, and the reverse traversal.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -24,7 +25,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A recorded op (or an attached tensor, which is a `GradFn` with one slot and no rule).
 pub(crate) struct GradFn {
     pub(crate) key: Weak<KeyInner>,
-    pub(crate) name: String,
+    pub(crate) name: Cow<'static, str>,
     /// One producer list per slot; fixed at creation.
     pub(crate) slot_lists: Vec<ListId>,
     pub(crate) state: Mutex<GradFnState>,
@@ -115,37 +116,56 @@ impl KeyInner {
     }
 
     /// Creates a `GradFn` for an op: one slot per output, one destination per input that
-    /// needs a gradient, registered in that input's producer list.
+    /// needs a gradient, registered in that input's producer list; float outputs get their
+    /// slot and are tracked by this key.
     pub(crate) fn link(
         self: &Arc<Self>,
-        name: &str,
-        targets: Vec<Option<GradInfo>>,
-        n_outputs: usize,
+        name: Cow<'static, str>,
+        targets: impl IntoIterator<Item = Option<GradInfo>>,
+        outputs: &[Tensor],
         rule: Box<dyn GradRule>,
     ) -> Arc<GradFn> {
-        let mut ks = self.state();
-        let slot_lists = (0..n_outputs).map(|_| ks.lists.new_list()).collect();
-        let dsts = targets
-            .into_iter()
-            .map(|t| {
-                t.map(|info| Dst {
-                    node: ks.lists.push(info.func.slot_lists[info.idx]),
-                    target: info.func,
-                    idx: info.idx,
+        let n_outputs = outputs.len();
+        let f = {
+            let mut ks = self.state();
+            let slot_lists = (0..n_outputs).map(|_| ks.lists.new_list()).collect();
+            let dsts = targets
+                .into_iter()
+                .map(|t| {
+                    t.map(|info| Dst {
+                        node: ks.lists.push(info.func.slot_lists[info.idx]),
+                        target: info.func,
+                        idx: info.idx,
+                    })
                 })
-            })
-            .collect();
-        let f = Arc::new(GradFn {
-            key: Arc::downgrade(self),
-            name: name.to_string(),
-            slot_lists,
-            state: Mutex::new(GradFnState {
-                slots: (0..n_outputs).map(|_| GradSlot::default()).collect(),
-                dsts,
-                rule: Some(rule),
-            }),
-        });
-        ks.tape.push(Arc::downgrade(&f));
+                .collect();
+            let f = Arc::new(GradFn {
+                key: Arc::downgrade(self),
+                name,
+                slot_lists,
+                state: Mutex::new(GradFnState {
+                    slots: (0..n_outputs).map(|_| GradSlot::default()).collect(),
+                    dsts,
+                    rule: Some(rule),
+                }),
+            });
+            ks.tape.push(Arc::downgrade(&f));
+            for o in outputs.iter().filter(|o| o.dtype().is_float()) {
+                ks.tracked.push(Arc::downgrade(&o.0));
+            }
+            f
+        };
+        for (i, o) in outputs.iter().enumerate() {
+            if o.dtype().is_float() {
+                o.push_info(GradInfo {
+                    key: Arc::downgrade(self),
+                    key_id: self.id,
+                    key_level: self.level,
+                    func: f.clone(),
+                    idx: i,
+                });
+            }
+        }
         f
     }
 
@@ -304,7 +324,7 @@ impl GradKey {
             ks.tracked.push(Arc::downgrade(&tensor.0));
             Arc::new(GradFn {
                 key: Arc::downgrade(&self.0),
-                name: "attach".to_string(),
+                name: Cow::Borrowed("attach"),
                 slot_lists: vec![list],
                 state: Mutex::new(GradFnState {
                     slots: vec![GradSlot {
@@ -350,7 +370,7 @@ impl GradKey {
                     .as_ref()
                     .map(|r| r.saved_tensors())
                     .unwrap_or_default();
-                (f.name.clone(), saved)
+                (f.name.to_string(), saved)
             })
             .collect()
     }

@@ -1,8 +1,11 @@
 //! Recording: after an op's forward, every recording key that tracks one of its inputs gets a
 //! `GradFn` for it, outermost key first.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use smallvec::SmallVec;
 
 use super::key::KeyInner;
 use super::scope::{backward_mark, ceiling};
@@ -20,10 +23,10 @@ pub fn is_recording_any() -> bool {
 }
 
 /// The recording keys (below the backward ceiling) that track any of `inputs`, outermost first.
-fn recording_keys(inputs: &[&Tensor]) -> Vec<Arc<KeyInner>> {
+fn recording_keys(inputs: &[&Tensor]) -> SmallVec<[Arc<KeyInner>; 2]> {
     let top = ceiling();
     let allowed = super::scope::proxy_key_id();
-    let mut keys: Vec<Arc<KeyInner>> = Vec::new();
+    let mut keys: SmallVec<[Arc<KeyInner>; 2]> = SmallVec::new();
     for t in inputs {
         for info in t.0.meta().infos.iter() {
             let blocked = info.key_level >= top && allowed != Some(info.key_id);
@@ -121,9 +124,8 @@ fn record_with(
     outputs: &[Tensor],
     make_rule: &mut dyn FnMut(&[bool], &Arc<KeyInner>) -> Result<Box<dyn GradRule>>,
 ) -> Result<()> {
-    let keys = recording_keys(inputs);
-    for key in keys {
-        let targets: Vec<Option<GradInfo>> = inputs
+    for key in recording_keys(inputs) {
+        let targets: SmallVec<[Option<GradInfo>; 3]> = inputs
             .iter()
             .map(|t| {
                 if t.dtype().is_float() {
@@ -136,21 +138,13 @@ fn record_with(
         if targets.iter().all(Option::is_none) {
             continue;
         }
-        let needs: Vec<bool> = targets.iter().map(Option::is_some).collect();
+        let needs: SmallVec<[bool; 3]> = targets.iter().map(Option::is_some).collect();
         let rule = make_rule(&needs, &key)?;
-        let f = key.link(name, targets, outputs.len(), rule);
-        for (i, o) in outputs.iter().enumerate() {
-            if o.dtype().is_float() {
-                key.track(o);
-                o.push_info(GradInfo {
-                    key: Arc::downgrade(&key),
-                    key_id: key.id,
-                    key_level: key.level,
-                    func: f.clone(),
-                    idx: i,
-                });
-            }
-        }
+        let name = match Op::NAMES.iter().find(|n| **n == name) {
+            Some(n) => Cow::Borrowed(*n),
+            None => Cow::Owned(name.to_string()),
+        };
+        key.link(name, targets, outputs, rule);
     }
     Ok(())
 }

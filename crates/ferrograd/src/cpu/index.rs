@@ -137,7 +137,11 @@ fn for_each_index(
 
 /// Strides of every axis but `axis`, used to turn a position of the index tensor into a
 /// position in another tensor of the same rank.
-fn position_map(index_shape: &[usize], target: &Layout, axis: usize) -> (Vec<isize>, Vec<isize>) {
+fn position_map(
+    index_shape: &[usize],
+    target: &Layout,
+    axis: usize,
+) -> (crate::layout::Strides, Vec<isize>) {
     let idx_strides = contiguous_strides(index_shape);
     let mut t = target.strides().to_vec();
     t[axis] = 0;

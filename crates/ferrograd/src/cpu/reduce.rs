@@ -17,7 +17,7 @@ fn reduced_view(shape: &[usize], axes: &[usize]) -> (Vec<usize>, Layout) {
     for &a in axes {
         strides[a] = 0;
     }
-    let view = Layout::new(shape.to_vec(), strides, 0);
+    let view = Layout::new(shape, &strides, 0);
     (kept, view)
 }
 
@@ -153,8 +153,8 @@ pub(crate) fn softmax(x: &CpuData, l: &Layout, axis: usize, log: bool) -> Result
             // iterate over every position of the other axes
             let mut rest_shape = shape.to_vec();
             rest_shape[axis] = 1;
-            let lx = Layout::new(rest_shape.clone(), l.strides().to_vec(), l.offset());
-            let lo = Layout::new(rest_shape, out_strides.clone(), 0);
+            let lx = Layout::new(&rest_shape, l.strides(), l.offset());
+            let lo = Layout::new(&rest_shape, &out_strides, 0);
             let (sx, so) = (l.strides()[axis], out_strides[axis]);
             let mut row = vec![0.0 as $t; n];
             for_each_run_multi([&lx, &lo], |[bx, bo], [rx, ro], m| {

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::op::{apply1, Op, RuleCtx, SaveMask};
 use crate::tensor::Tensor;
 
-pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     let x = inputs[0];
     let out = match op {
         Op::Unfold { window, pad } => {
@@ -24,7 +24,7 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         }
         _ => unreachable!("not a window op"),
     };
-    Ok(vec![out])
+    Ok(out)
 }
 
 pub(crate) fn saves(needs: &[bool]) -> SaveMask {

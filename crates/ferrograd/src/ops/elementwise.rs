@@ -8,7 +8,7 @@ use crate::layout::broadcast_shapes;
 use crate::op::{apply1, BinaryOp, CmpOp, Op, RuleCtx, SaveMask, UnaryOp};
 use crate::tensor::Tensor;
 
-pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     let out = match op {
         Op::Unary(u) => {
             let x = inputs[0];
@@ -73,7 +73,7 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         }
         _ => unreachable!("not an elementwise op"),
     };
-    Ok(vec![out])
+    Ok(out)
 }
 
 pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
@@ -89,16 +89,16 @@ pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
         Op::Binary(b) => match b {
             BinaryOp::Add | BinaryOp::Sub => {}
             // d(a*b)/da = b and d(a*b)/db = a: keep only the operand a requested gradient uses
-            BinaryOp::Mul => m.inputs = vec![needs[1], needs[0]],
+            BinaryOp::Mul => m.inputs = smallvec::smallvec![needs[1], needs[0]],
             BinaryOp::Div => {
                 m.inputs[1] = true;
                 m.outputs = needs[1];
             }
             BinaryOp::Pow => {
-                m.inputs = vec![true, true];
+                m.inputs = smallvec::smallvec![true, true];
                 m.outputs = needs[1];
             }
-            BinaryOp::Maximum | BinaryOp::Minimum => m.inputs = vec![true, true],
+            BinaryOp::Maximum | BinaryOp::Minimum => m.inputs = smallvec::smallvec![true, true],
         },
         Op::PowScalar(_) => m.inputs[0] = true,
         Op::Where => m.inputs[0] = true,

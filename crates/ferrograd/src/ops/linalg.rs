@@ -8,7 +8,7 @@ use crate::layout::broadcast_shapes;
 use crate::op::{apply1, Op, RuleCtx, SaveMask};
 use crate::tensor::Tensor;
 
-pub(crate) fn forward(_op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+pub(crate) fn forward(_op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     let (a, b) = (inputs[0], inputs[1]);
     same_dtype("matmul", inputs)?;
     if a.dtype() == DType::Bool {
@@ -37,13 +37,13 @@ pub(crate) fn forward(_op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         b.layout().broadcast_to(&full(k, n)),
     );
     let d = with_cpu(inputs, |d| Ok(cpu::matmul(d[0], &la, d[1], &lb)))?;
-    Ok(vec![Tensor::from_cpu(d, &full(m, n))])
+    Ok(Tensor::from_cpu(d, &full(m, n)))
 }
 
 pub(crate) fn saves(needs: &[bool]) -> SaveMask {
     // dA = dY @ B^T needs B; dB = A^T @ dY needs A
     SaveMask {
-        inputs: vec![needs[1], needs[0]],
+        inputs: smallvec::smallvec![needs[1], needs[0]],
         outputs: false,
     }
 }

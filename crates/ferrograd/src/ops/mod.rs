@@ -19,8 +19,8 @@ use crate::tensor::Tensor;
 
 /// Runs `f` on the CPU buffers of `ts`, holding their read locks for the duration.
 pub(crate) fn with_cpu<R>(ts: &[&Tensor], f: impl FnOnce(&[&CpuData]) -> Result<R>) -> Result<R> {
-    let guards: Vec<_> = ts.iter().map(|t| t.storage().read()).collect();
-    let datas: Vec<&CpuData> = guards
+    let guards: smallvec::SmallVec<[_; 3]> = ts.iter().map(|t| t.storage().read()).collect();
+    let datas: smallvec::SmallVec<[&CpuData; 3]> = guards
         .iter()
         .map(|g| match &**g {
             StorageData::Cpu(d) => d,

@@ -23,7 +23,7 @@ fn unit_axes_view(l: &Layout, shape: &[usize]) -> Option<Layout> {
         return None;
     }
     let mut it = old.iter();
-    let strides = shape
+    let strides: Vec<isize> = shape
         .iter()
         .map(|&n| {
             if n == 1 {
@@ -33,10 +33,10 @@ fn unit_axes_view(l: &Layout, shape: &[usize]) -> Option<Layout> {
             }
         })
         .collect();
-    Some(Layout::new(shape.to_vec(), strides, l.offset()))
+    Some(Layout::new(shape, &strides, l.offset()))
 }
 
-pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     let x = inputs[0];
     let out = match op {
         Op::Reshape(shape) => {
@@ -150,7 +150,7 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         }
         _ => unreachable!("not a movement op"),
     };
-    Ok(vec![out])
+    Ok(out)
 }
 
 fn check_index(op: &str, x: &Tensor, idx: &Tensor, axis: usize) -> Result<()> {
