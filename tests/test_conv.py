@@ -8,7 +8,7 @@ from conftest import check_grad
 
 
 def conv_ref(x, w, b, stride, padding, dilation, groups):
-    n, c, h, wd = x.shape
+    n, _c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
@@ -33,9 +33,9 @@ def conv_ref(x, w, b, stride, padding, dilation, groups):
 
 
 CASES = [
-    dict(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1),
-    dict(stride=(2, 1), padding=(1, 2), dilation=(1, 1), groups=1),
-    dict(stride=(1, 2), padding=(2, 1), dilation=(2, 1), groups=2),
+    {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1},
+    {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 1), "groups": 1},
+    {"stride": (1, 2), "padding": (2, 1), "dilation": (2, 1), "groups": 2},
 ]
 
 
