@@ -36,7 +36,7 @@ pub(crate) type GradCell = Arc<Mutex<Option<Tensor>>>;
 /// Per-tensor autodiff state: one entry per `GradKey` that tracks this tensor, and `.grad`.
 #[derive(Default)]
 pub(crate) struct Meta {
-    pub(crate) infos: Vec<GradInfo>,
+    pub(crate) infos: smallvec::SmallVec<[GradInfo; 1]>,
     pub(crate) grad: Option<GradCell>,
     /// How to recompute this tensor, on a key that mirrors.
     pub(crate) recipe: Option<Arc<crate::autograd::Recipe>>,

@@ -1,6 +1,8 @@
 //! `GradKey`, the `GradFn` records on its tape, and the reverse traversal.
 
 use std::borrow::Cow;
+
+use smallvec::SmallVec;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -27,13 +29,13 @@ pub(crate) struct GradFn {
     pub(crate) key: Weak<KeyInner>,
     pub(crate) name: Cow<'static, str>,
     /// One producer list per slot; fixed at creation.
-    pub(crate) slot_lists: Vec<ListId>,
+    pub(crate) slot_lists: SmallVec<[ListId; 1]>,
     pub(crate) state: Mutex<GradFnState>,
 }
 
 pub(crate) struct GradFnState {
-    pub(crate) slots: Vec<GradSlot>,
-    pub(crate) dsts: Vec<Option<Dst>>,
+    pub(crate) slots: SmallVec<[GradSlot; 1]>,
+    pub(crate) dsts: SmallVec<[Option<Dst>; 2]>,
     pub(crate) rule: Option<Box<dyn GradRule>>,
 }
 
@@ -325,15 +327,15 @@ impl GradKey {
             Arc::new(GradFn {
                 key: Arc::downgrade(&self.0),
                 name: Cow::Borrowed("attach"),
-                slot_lists: vec![list],
+                slot_lists: smallvec::smallvec![list],
                 state: Mutex::new(GradFnState {
-                    slots: vec![GradSlot {
+                    slots: smallvec::smallvec![GradSlot {
                         grad: None,
                         callbacks: callback.into_iter().collect(),
                         target: Some(tensor.snapshot()),
                         accumulate,
                     }],
-                    dsts: Vec::new(),
+                    dsts: SmallVec::new(),
                     rule: None,
                 }),
             })

@@ -110,7 +110,7 @@ impl Tensor {
     /// and shares this tensor's `.grad`: what a tensor becomes after an in-place op.
     pub(crate) fn continued_as(&self, result: &Tensor) -> Tensor {
         let next = self.snapshot();
-        let infos: Vec<GradInfo> = result.0.meta().infos.clone();
+        let infos: Vec<GradInfo> = result.0.meta().infos.to_vec();
         for info in infos {
             if let Some(key) = info.key.upgrade() {
                 key.track(&next);
