@@ -164,7 +164,8 @@ class GradManager:
     # -- recording ----------------------------------------------------------------------
     @property
     def is_recording(self) -> bool:
-        return self._recording
+        """Whether the manager holds a recording that backward can still use."""
+        return self._recording and self._key is not None and not self._key.is_finished
 
     def record(self, _sibling_of: GradKey | None = None) -> None:
         """Starts recording. Tensors attached so far are snapshotted now; tensors attached
@@ -199,10 +200,16 @@ class GradManager:
     def backward(self, y: TensorOrList | None = None, dy: TensorOrList | None = None) -> None:
         """Backpropagates from ``y`` (a tensor or list) with ``dy`` (ones when omitted) into
         the attached tensors' ``.grad``, then releases the recording (also when it raises)."""
-        if not self._recording or self._key is None:
+        if not self.is_recording:
+            used = self._recording
+            self.release()
             raise RuntimeError(
-                "GradManager.backward: no computation history; call it inside `with gm:` "
-                "or between gm.record() and gm.backward()"
+                "GradManager.backward: no computation history; "
+                + (
+                    "the recording was already used (by fg.grad)"
+                    if used
+                    else "call it inside `with gm:` or between gm.record() and gm.backward()"
+                )
             )
         try:
             if y is None:

@@ -44,7 +44,10 @@ impl From<Tensor> for PyTensor {
 impl PyTensor {
     fn inplace(&self, py: Python<'_>, op: &str, o: &Bound<'_, PyAny>, f: Binary) -> PyResult<()> {
         let x = self.t();
-        let result = binary(py, op, &x, o, false, f)?.tensor();
+        let tracked = ferrograd::autograd::is_recording_any() && x.is_tracked();
+        // a tracked operand is forked, so a rule that saves it keeps the value before the write
+        let src = if tracked { x.fork().py()? } else { x.clone() };
+        let result = binary(py, op, &src, o, false, f)?.tensor();
         self.rebind(x.update_(op, &result).py()?);
         Ok(())
     }

@@ -121,6 +121,16 @@ impl Tensor {
         next
     }
 
+    /// The same values and tape state over a storage of its own: the operand an in-place op
+    /// computes from, so rules that save it are not invalidated by the op's own write.
+    pub fn fork(&self) -> Result<Tensor> {
+        let data = {
+            let _g = no_grad();
+            self.detach().copy()?
+        };
+        Ok(data.continued_as(self))
+    }
+
     /// A handle over the same data for a rule of the key `level` to keep: it carries the
     /// slots of keys outside `level` only (so outer keys can differentiate the rule), never
     /// the slot of `level` itself (that would make a cycle through the output's `GradFn`).
