@@ -23,6 +23,8 @@
 
 pub mod autograd;
 mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device;
 pub mod dtype;
 pub mod error;

@@ -1,0 +1,265 @@
+//! The CUDA backend: devices through `cudarc` (libraries loaded at run time, so the crate
+//! builds and runs where no CUDA exists), kernels compiled by NVRTC for each device's
+//! architecture and cached in memory and on disk, matrix products through cuBLAS, memory from
+//! the driver's stream-ordered pool (frees are queued on the stream, never synchronous).
+//!
+//! One stream per device: work is queued and only a read by the host synchronises.
+
+mod ops;
+
+pub(crate) use ops::*;
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+/// Every kernel's CUDA C source.
+pub const KERNEL_SOURCE: &str = include_str!("kernels.cu");
+
+/// A device buffer of one dtype (bool is stored as bytes).
+#[derive(Debug)]
+pub enum CudaData {
+    F32(CudaSlice<f32>),
+    F64(CudaSlice<f64>),
+    I64(CudaSlice<i64>),
+    Bool(CudaSlice<u8>),
+}
+
+impl CudaData {
+    pub fn dtype(&self) -> DType {
+        match self {
+            CudaData::F32(_) => DType::F32,
+            CudaData::F64(_) => DType::F64,
+            CudaData::I64(_) => DType::I64,
+            CudaData::Bool(_) => DType::Bool,
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            CudaData::F32(v) => v.len(),
+            CudaData::F64(v) => v.len(),
+            CudaData::I64(v) => v.len(),
+            CudaData::Bool(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+pub(crate) fn err(op: &str, e: impl std::fmt::Debug) -> Error {
+    Error::device(op, format!("CUDA error: {e:?}"))
+}
+
+/// Runs `f`, turning a panic (cudarc panics when a CUDA library cannot be loaded) into an
+/// error, without printing the panic.
+fn guarded<R>(op: &str, f: impl FnOnce() -> R) -> Result<R> {
+    static HOOK: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let out = catch_unwind(AssertUnwindSafe(f));
+    std::panic::set_hook(previous);
+    out.map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown failure".to_string());
+        Error::device(op, format!("CUDA is not available: {msg}"))
+    })
+}
+
+/// How many CUDA devices the driver reports (0 when there is no driver).
+pub fn device_count() -> usize {
+    guarded("cuda", || CudaContext::device_count().unwrap_or(0))
+        .unwrap_or(0)
+        .max(0) as usize
+}
+
+/// Whether at least one CUDA device can be used.
+pub fn is_available() -> bool {
+    device_count() > 0
+}
+
+/// One device: its context, stream, cuBLAS handle and compiled kernels.
+pub(crate) struct Gpu {
+    pub(crate) ordinal: usize,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) blas: CudaBlas,
+    module: Arc<CudaModule>,
+    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+}
+
+// the cuBLAS handle is used from one stream only and guarded by the engine's call structure
+unsafe impl Send for Gpu {}
+unsafe impl Sync for Gpu {}
+
+static GPUS: OnceLock<Mutex<HashMap<usize, Arc<Gpu>>>> = OnceLock::new();
+
+/// The device `ordinal`, initialised on first use.
+pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
+    let table = GPUS.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(g) = table
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&ordinal)
+    {
+        return Ok(g.clone());
+    }
+    let count = device_count();
+    if ordinal >= count {
+        return Err(Error::device(
+            op,
+            if count == 0 {
+                "CUDA is not available: no CUDA driver or device was found".to_string()
+            } else {
+                format!("device cuda:{ordinal} does not exist ({count} CUDA device(s))")
+            },
+        ));
+    }
+    let g = guarded(op, || -> Result<Gpu> {
+        let ctx = CudaContext::new(ordinal).map_err(|e| err(op, e))?;
+        let (major, minor) = ctx.compute_capability().map_err(|e| err(op, e))?;
+        let arch = format!("sm_{major}{minor}");
+        let ptx = compile_cached(&arch)?;
+        let module = ctx
+            .load_module(Ptx::from_src(ptx))
+            .map_err(|e| err(op, e))?;
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone()).map_err(|e| err(op, e))?;
+        Ok(Gpu {
+            ordinal,
+            stream,
+            blas,
+            module,
+            functions: Mutex::new(HashMap::new()),
+        })
+    })??;
+    let g = Arc::new(g);
+    table
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(ordinal, g.clone());
+    Ok(g)
+}
+
+impl Gpu {
+    pub(crate) fn function(&self, name: &'static str) -> Result<CudaFunction> {
+        let mut f = self.functions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(func) = f.get(name) {
+            return Ok(func.clone());
+        }
+        let func = self.module.load_function(name).map_err(|e| err(name, e))?;
+        f.insert(name, func.clone());
+        Ok(func)
+    }
+
+    pub(crate) fn device(&self) -> Device {
+        Device::Cuda(self.ordinal)
+    }
+}
+
+fn compile_options(arch: &str) -> CompileOptions {
+    CompileOptions {
+        arch: Some(Box::leak(arch.to_string().into_boxed_str())),
+        options: vec!["--std=c++14".to_string()],
+        ..Default::default()
+    }
+}
+
+/// Compiles every kernel for `arch` (e.g. `"sm_90"`) with NVRTC and returns the PTX.
+pub fn compile_kernels(arch: &str) -> Result<String> {
+    guarded("nvrtc", || {
+        cudarc::nvrtc::compile_ptx_with_opts(KERNEL_SOURCE, compile_options(arch))
+            .map(|p| p.to_src())
+            .map_err(|e| {
+                Error::device("nvrtc", format!("kernels do not compile for {arch}: {e:?}"))
+            })
+    })?
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    if let Ok(d) = std::env::var("FERROGRAD_KERNEL_CACHE") {
+        return Some(PathBuf::from(d));
+    }
+    let base = std::env::var("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .ok()
+        .or_else(|| {
+            std::env::var("HOME")
+                .ok()
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })?;
+    Some(base.join("ferrograd").join("kernels"))
+}
+
+/// PTX for `arch`, from memory, then the disk cache (keyed by source, options and
+/// architecture), then NVRTC.
+fn compile_cached(arch: &str) -> Result<String> {
+    static MEMORY: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    let mem = MEMORY.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(p) = mem.lock().unwrap_or_else(|e| e.into_inner()).get(arch) {
+        return Ok(p.clone());
+    }
+    let mut h = DefaultHasher::new();
+    KERNEL_SOURCE.hash(&mut h);
+    format!("{:?}", compile_options(arch).options).hash(&mut h);
+    arch.hash(&mut h);
+    let file = cache_dir().map(|d| d.join(format!("{arch}-{:016x}.ptx", h.finish())));
+    let ptx = match file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()) {
+        Some(p) => p,
+        None => {
+            let p = compile_kernels(arch)?;
+            if let Some(f) = &file {
+                if let Some(dir) = f.parent() {
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                let tmp = f.with_extension(format!("tmp{}", std::process::id()));
+                if std::fs::write(&tmp, &p).is_ok() {
+                    let _ = std::fs::rename(&tmp, f);
+                }
+            }
+            p
+        }
+    };
+    mem.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(arch.to_string(), ptx.clone());
+    Ok(ptx)
+}
+
+/// Waits for all queued work on `cuda:ordinal`.
+pub fn synchronize(ordinal: usize) -> Result<()> {
+    let g = gpu("synchronize", ordinal)?;
+    g.stream.synchronize().map_err(|e| err("synchronize", e))
+}
+
+/// Returns cached device memory to the driver (the engine's own figures are unaffected:
+/// they count live buffers).
+pub fn empty_cache(ordinal: usize) -> Result<()> {
+    let g = gpu("empty_cache", ordinal)?;
+    g.stream.synchronize().map_err(|e| err("empty_cache", e))?;
+    guarded("empty_cache", || unsafe {
+        let mut dev = 0;
+        let mut pool = std::ptr::null_mut();
+        if cudarc::driver::sys::cuDeviceGet(&mut dev, ordinal as i32)
+            == cudarc::driver::sys::CUresult::CUDA_SUCCESS
+            && cudarc::driver::sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
+                == cudarc::driver::sys::CUresult::CUDA_SUCCESS
+        {
+            cudarc::driver::sys::cuMemPoolTrimTo(pool, 0);
+        }
+    })
+}
