@@ -10,7 +10,7 @@
 [2.0, 4.0, 6.0]
 """
 
-from . import nn, optim
+from . import cuda, nn, optim
 from ._core import (
     DeviceError,
     DTypeError,
@@ -109,6 +109,7 @@ __all__ = [
     "concat",
     "conv2d",
     "cross_entropy",
+    "cuda",
     "div",
     "equal",
     "exp",

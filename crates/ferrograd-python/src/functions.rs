@@ -226,8 +226,9 @@ fn filled(
         Some(d) if !d.is_none() => parse_dtype(d)?,
         _ => DType::F32,
     };
-    let t = Tensor::full(&s, value, d);
-    crate::tensor::to_device(&t, parse_device(device)?)
+    Tensor::full_on(&s, value, d, parse_device(device)?)
+        .py()
+        .map(PyTensor::from)
 }
 
 #[pyfunction]
@@ -264,12 +265,18 @@ fn full(
 
 #[pyfunction]
 fn zeros_like(x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-    Ok(tensor_arg("zeros_like", x)?.zeros_like().into())
+    tensor_arg("zeros_like", x)?
+        .zeros_like()
+        .py()
+        .map(PyTensor::from)
 }
 
 #[pyfunction]
 fn ones_like(x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-    Ok(tensor_arg("ones_like", x)?.ones_like().into())
+    tensor_arg("ones_like", x)?
+        .ones_like()
+        .py()
+        .map(PyTensor::from)
 }
 
 /// Live bytes, peak bytes, live buffers and live tensors on `device`, counted by the engine.
@@ -399,7 +406,75 @@ fn avg_pool2d(
         .map(PyTensor::from)
 }
 
+/// Whether a CUDA device can be used.
+#[pyfunction]
+fn _cuda_is_available() -> bool {
+    #[cfg(feature = "cuda")]
+    return ferrograd::cuda::is_available();
+    #[cfg(not(feature = "cuda"))]
+    false
+}
+
+/// How many CUDA devices there are.
+#[pyfunction]
+fn _cuda_device_count() -> usize {
+    #[cfg(feature = "cuda")]
+    return ferrograd::cuda::device_count();
+    #[cfg(not(feature = "cuda"))]
+    0
+}
+
+#[cfg_attr(feature = "cuda", allow(dead_code))]
+fn no_cuda(op: &str) -> PyErr {
+    crate::errors::to_pyerr(ferrograd::Error::Device {
+        op: op.to_string(),
+        msg: "CUDA is not available: this build has no CUDA backend".to_string(),
+    })
+}
+
+#[pyfunction]
+fn _cuda_synchronize(py: Python<'_>, ordinal: usize) -> PyResult<()> {
+    #[cfg(feature = "cuda")]
+    return py.detach(|| ferrograd::cuda::synchronize(ordinal)).py();
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (py, ordinal);
+        Err(no_cuda("synchronize"))
+    }
+}
+
+#[pyfunction]
+fn _cuda_empty_cache(py: Python<'_>, ordinal: usize) -> PyResult<()> {
+    #[cfg(feature = "cuda")]
+    return py.detach(|| ferrograd::cuda::empty_cache(ordinal)).py();
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (py, ordinal);
+        Err(no_cuda("empty_cache"))
+    }
+}
+
+/// Compiles every kernel with NVRTC for `arch` (e.g. "sm_90") and returns the PTX size.
+#[pyfunction]
+fn _cuda_compile_kernels(py: Python<'_>, arch: String) -> PyResult<usize> {
+    #[cfg(feature = "cuda")]
+    return py
+        .detach(move || ferrograd::cuda::compile_kernels(&arch))
+        .py()
+        .map(|p| p.len());
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (py, arch);
+        Err(no_cuda("compile_kernels"))
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_cuda_is_available, m)?)?;
+    m.add_function(wrap_pyfunction!(_cuda_device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(_cuda_synchronize, m)?)?;
+    m.add_function(wrap_pyfunction!(_cuda_empty_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(_cuda_compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;
     m.add_function(wrap_pyfunction!(max_pool2d, m)?)?;
     m.add_function(wrap_pyfunction!(avg_pool2d, m)?)?;

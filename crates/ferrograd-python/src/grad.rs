@@ -66,7 +66,7 @@ impl From<GradKey> for PyGradKey {
 fn seeds(op: &str, ys: &[Tensor], dys: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Tensor>> {
     let d = match dys {
         Some(d) if !d.is_none() => d,
-        _ => return Ok(ys.iter().map(|y| y.ones_like()).collect()),
+        _ => return ys.iter().map(|y| y.ones_like().py()).collect(),
     };
     let items: Vec<Bound<'_, PyAny>> =
         if d.is_instance_of::<PyList>() || d.is_instance_of::<PyTuple>() {
@@ -86,7 +86,7 @@ fn seeds(op: &str, ys: &[Tensor], dys: Option<&Bound<'_, PyAny>>) -> PyResult<Ve
         .zip(ys)
         .map(|(o, y)| {
             if o.is_none() {
-                Ok(y.ones_like())
+                y.ones_like().py()
             } else {
                 arg(op, o, Some(y))
             }

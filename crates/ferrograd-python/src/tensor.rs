@@ -688,7 +688,7 @@ impl PyTensor {
     fn zero_<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
         let this = slf.get();
         let x = this.t();
-        let result = x.zeros_like();
+        let result = x.zeros_like().py()?;
         this.rebind(x.update_("zero_", &result).py()?);
         Ok(slf.clone())
     }
@@ -716,13 +716,7 @@ pub fn to_usize(op: &str, v: &[isize]) -> PyResult<Vec<usize>> {
 }
 
 pub fn to_device(t: &Tensor, dev: Device) -> PyResult<PyTensor> {
-    if dev == t.device() {
-        return Ok(t.clone().into());
-    }
-    Err(crate::errors::to_pyerr(ferrograd::Error::Device {
-        op: "to".into(),
-        msg: format!("device {dev} is not available: this build has the CPU backend only"),
-    }))
+    t.to_device(dev).py().map(PyTensor::from)
 }
 
 /// A list of tensors from a Python sequence.

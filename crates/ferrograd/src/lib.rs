@@ -17,7 +17,7 @@
 //! let key = GradKey::new("example");
 //! key.attach(&x, None).unwrap();
 //! let y = x.mul(&x).unwrap().sum(None, false).unwrap(); // y = sum(x^2)
-//! key.backward(&[y.clone()], &[y.ones_like()]).unwrap();
+//! key.backward(&[y.clone()], &[y.ones_like().unwrap()]).unwrap();
 //! assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), vec![2.0, 4.0, 6.0]);
 //! ```
 

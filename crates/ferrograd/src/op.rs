@@ -259,9 +259,11 @@ pub fn apply(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
 
 /// [`apply`] for single-output ops (every builtin op has one output).
 pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
-    if let Some(first) = inputs.first() {
+    // 0-d CPU tensors (Python scalars) may join tensors on any device
+    let scalar = |t: &&Tensor| t.ndim() == 0 && t.device() == crate::Device::Cpu;
+    if let Some(first) = inputs.iter().find(|t| !scalar(t)) {
         let dev = first.device();
-        if let Some(other) = inputs.iter().find(|t| t.device() != dev) {
+        if let Some(other) = inputs.iter().find(|t| !scalar(t) && t.device() != dev) {
             return Err(Error::device(
                 op.name(),
                 format!(

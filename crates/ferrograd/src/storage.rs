@@ -38,10 +38,12 @@ impl CpuData {
     }
 }
 
-/// Device data. A CUDA variant joins this enum when that backend lands.
+/// Device data.
 #[derive(Debug)]
 pub enum StorageData {
     Cpu(CpuData),
+    #[cfg(feature = "cuda")]
+    Cuda(crate::cuda::CudaData),
 }
 
 /// A buffer shared by every view of it.
@@ -65,6 +67,27 @@ impl Storage {
             device: Device::Cpu,
             dtype,
             bytes,
+        }
+    }
+
+    /// A buffer on `device` (the data must live there).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code, unused_variables))]
+    pub(crate) fn new(data: StorageData, device: Device) -> Storage {
+        match data {
+            StorageData::Cpu(d) => Storage::cpu(d),
+            #[cfg(feature = "cuda")]
+            StorageData::Cuda(d) => {
+                let dtype = d.dtype();
+                let bytes = d.len() * dtype.size_in_bytes();
+                memory::on_alloc(device, bytes);
+                Storage {
+                    data: RwLock::new(StorageData::Cuda(d)),
+                    version: AtomicU64::new(0),
+                    device,
+                    dtype,
+                    bytes,
+                }
+            }
         }
     }
 

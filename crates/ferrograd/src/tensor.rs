@@ -65,6 +65,11 @@ impl Tensor {
         }))
     }
 
+    /// A contiguous tensor of `shape` over a new buffer.
+    pub(crate) fn from_storage(storage: Storage, shape: &[usize]) -> Tensor {
+        Tensor::from_parts(Arc::new(storage), Layout::contiguous(shape))
+    }
+
     pub(crate) fn from_cpu(data: CpuData, shape: &[usize]) -> Tensor {
         debug_assert_eq!(data.len(), numel(shape));
         Tensor::from_parts(Arc::new(Storage::cpu(data)), Layout::contiguous(shape))
@@ -117,14 +122,14 @@ impl Tensor {
         Tensor::full(&[], value, self.dtype())
     }
 
-    /// Ones with this tensor's shape and dtype.
-    pub fn ones_like(&self) -> Tensor {
-        Tensor::full(self.shape(), 1.0, self.dtype())
+    /// Ones with this tensor's shape, dtype and device.
+    pub fn ones_like(&self) -> Result<Tensor> {
+        Tensor::full_on(self.shape(), 1.0, self.dtype(), self.device())
     }
 
-    /// Zeros with this tensor's shape and dtype.
-    pub fn zeros_like(&self) -> Tensor {
-        Tensor::full(self.shape(), 0.0, self.dtype())
+    /// Zeros with this tensor's shape, dtype and device.
+    pub fn zeros_like(&self) -> Result<Tensor> {
+        Tensor::full_on(self.shape(), 0.0, self.dtype(), self.device())
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -204,6 +209,28 @@ impl Tensor {
         self.0.hidden_from.fetch_min(level, Ordering::Relaxed);
     }
 
+    /// The elements as a contiguous host buffer (device data is copied to the host, which
+    /// waits for the device's queued work).
+    pub fn host_data(&self) -> Result<CpuData> {
+        let g = self.0.storage.read();
+        match &*g {
+            StorageData::Cpu(d) => Ok(crate::cpu::copy(d, self.layout())),
+            #[cfg(feature = "cuda")]
+            StorageData::Cuda(d) => {
+                let gpu = crate::cuda::gpu("numpy", self.device_ordinal())?;
+                crate::cuda::download(&gpu, d, self.layout())
+            }
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device_ordinal(&self) -> usize {
+        match self.device() {
+            Device::Cuda(i) => i,
+            Device::Cpu => 0,
+        }
+    }
+
     /// The elements in row-major order, converted to `T`'s dtype only if it matches.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if self.dtype() != T::DTYPE {
@@ -212,20 +239,17 @@ impl Tensor {
                 format!("tensor has dtype {}, asked for {}", self.dtype(), T::DTYPE),
             ));
         }
-        let g = self.0.storage.read();
-        match &*g {
-            StorageData::Cpu(d) => Ok(T::from_cpu_data(&crate::cpu::copy(d, self.layout()))),
-        }
+        Ok(T::from_cpu_data(&self.host_data()?))
     }
 
-    /// The elements as `f64`, whatever the dtype.
+    /// The elements as `f64`, whatever the dtype (empty if a device read fails).
     pub fn to_vec_f64(&self) -> Vec<f64> {
-        let g = self.0.storage.read();
-        match &*g {
-            StorageData::Cpu(d) => match crate::cpu::cast(d, self.layout(), DType::F64) {
-                CpuData::F64(v) => v,
-                _ => Vec::new(),
-            },
+        let Ok(d) = self.host_data() else {
+            return Vec::new();
+        };
+        match crate::cpu::cast(&d, &Layout::contiguous(self.shape()), DType::F64) {
+            CpuData::F64(v) => v,
+            _ => Vec::new(),
         }
     }
 
@@ -240,14 +264,72 @@ impl Tensor {
                 ),
             ));
         }
-        Ok(self.to_vec_f64()[0])
+        let d = self.host_data()?;
+        Ok(
+            match crate::cpu::cast(&d, &Layout::contiguous(&[1]), DType::F64) {
+                CpuData::F64(v) => v[0],
+                _ => 0.0,
+            },
+        )
     }
 
-    /// Runs `f` with the CPU buffer and layout.
+    /// Runs `f` with the data as a CPU buffer and its layout (device data is copied first).
     pub fn with_cpu_data<R>(&self, f: impl FnOnce(&CpuData, &Layout) -> R) -> Result<R> {
         let g = self.0.storage.read();
         match &*g {
             StorageData::Cpu(d) => Ok(f(d, self.layout())),
+            #[cfg(feature = "cuda")]
+            StorageData::Cuda(_) => {
+                drop(g);
+                let d = self.host_data()?;
+                Ok(f(&d, &Layout::contiguous(self.shape())))
+            }
+        }
+    }
+
+    /// A copy on `device` (the same tensor when it is there already). Not recorded.
+    pub fn to_device(&self, device: Device) -> Result<Tensor> {
+        if device == self.device() {
+            return Ok(self.clone());
+        }
+        let host = self.host_data()?;
+        match device {
+            Device::Cpu => Ok(Tensor::from_cpu(host, self.shape())),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => {
+                let gpu = crate::cuda::gpu("to", i)?;
+                let d = crate::cuda::upload(&gpu, &host)?;
+                Ok(Tensor::from_storage(
+                    Storage::new(StorageData::Cuda(d), device),
+                    self.shape(),
+                ))
+            }
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) => Err(Error::device(
+                "to",
+                format!("{device} is not available: this build has no CUDA backend"),
+            )),
+        }
+    }
+
+    /// A tensor of `shape` filled with `value` on `device`.
+    pub fn full_on(shape: &[usize], value: f64, dtype: DType, device: Device) -> Result<Tensor> {
+        match device {
+            Device::Cpu => Ok(Tensor::full(shape, value, dtype)),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => {
+                let gpu = crate::cuda::gpu("full", i)?;
+                let d = crate::cuda::fill(&gpu, crate::layout::numel(shape), value, dtype)?;
+                Ok(Tensor::from_storage(
+                    Storage::new(StorageData::Cuda(d), device),
+                    shape,
+                ))
+            }
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) => Err(Error::device(
+                "full",
+                format!("{device} is not available: this build has no CUDA backend"),
+            )),
         }
     }
 }

@@ -126,8 +126,11 @@ impl GradRule for CheckpointRule {
         let dys: Vec<Tensor> = outs
             .iter()
             .zip(grads)
-            .map(|(o, g)| g.clone().unwrap_or_else(|| o.zeros_like()))
-            .collect();
+            .map(|(o, g)| match g {
+                Some(g) => Ok(g.clone()),
+                None => o.zeros_like(),
+            })
+            .collect::<Result<_>>()?;
         let xs: Vec<Tensor> = seen.iter().map(|(_, t)| t.clone()).collect();
         let gs = rerun.grad(&outs, &dys, &xs, true)?;
         Ok(self

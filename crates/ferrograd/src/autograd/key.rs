@@ -416,11 +416,14 @@ impl GradKey {
         }
         let mut found: Vec<Option<Tensor>> = vec![None; xs.len()];
         self.drive(ys, dys, Some((&targets, &mut found)), create_graph)?;
-        Ok(found
+        found
             .into_iter()
             .zip(xs)
-            .map(|(g, x)| g.unwrap_or_else(|| x.zeros_like()))
-            .collect())
+            .map(|(g, x)| match g {
+                Some(g) => Ok(g),
+                None => x.zeros_like(),
+            })
+            .collect()
     }
 
     fn drive(

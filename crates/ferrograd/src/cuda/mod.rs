@@ -20,7 +20,6 @@ use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
-use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -95,7 +94,6 @@ pub fn is_available() -> bool {
 
 /// One device: its context, stream, cuBLAS handle and compiled kernels.
 pub(crate) struct Gpu {
-    pub(crate) ordinal: usize,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) blas: CudaBlas,
     module: Arc<CudaModule>,
@@ -123,9 +121,9 @@ pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
         return Err(Error::device(
             op,
             if count == 0 {
-                "CUDA is not available: no CUDA driver or device was found".to_string()
+                format!("cuda:{ordinal} is not available: no CUDA driver or device was found")
             } else {
-                format!("device cuda:{ordinal} does not exist ({count} CUDA device(s))")
+                format!("cuda:{ordinal} is not available: there are {count} CUDA device(s)")
             },
         ));
     }
@@ -140,7 +138,6 @@ pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(|e| err(op, e))?;
         Ok(Gpu {
-            ordinal,
             stream,
             blas,
             module,
@@ -164,10 +161,6 @@ impl Gpu {
         let func = self.module.load_function(name).map_err(|e| err(name, e))?;
         f.insert(name, func.clone());
         Ok(func)
-    }
-
-    pub(crate) fn device(&self) -> Device {
-        Device::Cuda(self.ordinal)
     }
 }
 

@@ -88,19 +88,18 @@ fn cfg(n: usize) -> LaunchConfig {
     }
 }
 
-fn alloc<T: DeviceRepr + ValidAsZeroBits>(g: &Gpu, n: usize) -> Result<CudaSlice<T>> {
+/// Zero-filled device memory (for outputs that kernels accumulate into).
+fn zeros<T: DeviceRepr + ValidAsZeroBits>(g: &Gpu, n: usize) -> Result<CudaSlice<T>> {
     g.stream
         .alloc_zeros::<T>(n.max(1))
         .map_err(|e| err("alloc", e))
 }
 
-fn suffix(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        DType::I64 => "i64",
-        DType::Bool => "u8",
-    }
+/// Device memory for outputs that kernels overwrite entirely.
+fn alloc<T: DeviceRepr>(g: &Gpu, n: usize) -> Result<CudaSlice<T>> {
+    // SAFETY: every caller launches a kernel that writes all `n` elements before anything
+    // reads them.
+    unsafe { g.stream.alloc::<T>(n.max(1)) }.map_err(|e| err("alloc", e))
 }
 
 /// Kernel names are static: look them up by family and dtype.
@@ -213,10 +212,10 @@ pub(crate) fn download(g: &Gpu, d: &CudaData, l: &Layout) -> Result<CpuData> {
 /// A buffer of `n` elements equal to `value`.
 pub(crate) fn fill(g: &Gpu, n: usize, value: f64, dtype: DType) -> Result<CudaData> {
     let mut out = match dtype {
-        DType::F32 => CudaData::F32(alloc(g, n)?),
-        DType::F64 => CudaData::F64(alloc(g, n)?),
-        DType::I64 => CudaData::I64(alloc(g, n)?),
-        DType::Bool => CudaData::Bool(alloc(g, n)?),
+        DType::F32 => CudaData::F32(zeros(g, n)?),
+        DType::F64 => CudaData::F64(zeros(g, n)?),
+        DType::I64 => CudaData::I64(zeros(g, n)?),
+        DType::Bool => CudaData::Bool(zeros(g, n)?),
     };
     if value != 0.0 && n > 0 {
         let f = g.function(name("fill", dtype))?;
@@ -683,7 +682,11 @@ pub(crate) fn matmul(
     };
     macro_rules! go {
         ($x:expr, $y:expr, $t:ty, $variant:ident) => {{
-            let mut out = alloc::<$t>(g, batch * m * n)?;
+            let mut out = if k == 0 {
+                zeros::<$t>(g, batch * m * n)?
+            } else {
+                alloc::<$t>(g, batch * m * n)?
+            };
             if batch * m * n > 0 && k > 0 {
                 // row-major C = A B is column-major C^T = B^T A^T
                 let cfg = StridedBatchedConfig {
@@ -852,7 +855,7 @@ pub(crate) fn scatter_add(
     let f = g.function(name("scatter_add", src.dtype()))?;
     macro_rules! go {
         ($v:expr, $t:ty, $variant:ident) => {{
-            let mut out = alloc::<$t>(g, numel(out_shape))?;
+            let mut out = zeros::<$t>(g, numel(out_shape))?;
             if n > 0 {
                 unsafe {
                     g.stream
@@ -964,7 +967,7 @@ pub(crate) fn fold(
     let out_n = s[0] * s[1] * size.0 * size.1;
     macro_rules! go {
         ($v:expr, $t:ty, $variant:ident) => {{
-            let mut out = alloc::<$t>(g, out_n)?;
+            let mut out = zeros::<$t>(g, out_n)?;
             if n > 0 {
                 unsafe {
                     g.stream

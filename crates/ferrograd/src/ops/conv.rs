@@ -1,7 +1,7 @@
 //! 2-D convolution and pooling, built from `unfold` (im2col), its transpose `fold`, matmul and
 //! reductions, so every gradient (of any order) comes from rules that already exist.
 
-use super::with_cpu;
+use super::kernel;
 use crate::cpu::{self, Window};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -14,13 +14,21 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         Op::Unfold { window, pad } => {
             let s = x.shape();
             let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
-            let d = with_cpu(inputs, |d| Ok(cpu::unfold(d[0], x.layout(), window, *pad)))?;
-            Tensor::from_cpu(d, &[s[0], s[1], window.kernel.0 * window.kernel.1, oh * ow])
+            let d = kernel!(
+                inputs,
+                |d| Ok::<_, Error>(cpu::unfold(d[0], x.layout(), window, *pad)),
+                |g, c| crate::cuda::unfold(g, c[0], x.layout(), window, *pad)
+            )?;
+            Tensor::from_storage(d, &[s[0], s[1], window.kernel.0 * window.kernel.1, oh * ow])
         }
         Op::Fold { window, size } => {
             let s = x.shape();
-            let d = with_cpu(inputs, |d| Ok(cpu::fold(d[0], x.layout(), window, *size)))?;
-            Tensor::from_cpu(d, &[s[0], s[1], size.0, size.1])
+            let d = kernel!(
+                inputs,
+                |d| Ok::<_, Error>(cpu::fold(d[0], x.layout(), window, *size)),
+                |g, c| crate::cuda::fold(g, c[0], x.layout(), window, *size)
+            )?;
+            Tensor::from_storage(d, &[s[0], s[1], size.0, size.1])
         }
         _ => unreachable!("not a window op"),
     };

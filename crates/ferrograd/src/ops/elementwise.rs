@@ -1,6 +1,6 @@
 //! Unary and binary elementwise ops, comparisons, `where`, casts and copies.
 
-use super::{same_dtype, sum_to_shape, with_cpu};
+use super::{kernel, same_dtype, sum_to_shape};
 use crate::cpu;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -12,8 +12,10 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     let out = match op {
         Op::Unary(u) => {
             let x = inputs[0];
-            let d = with_cpu(inputs, |d| cpu::unary(*u, d[0], x.layout()))?;
-            Tensor::from_cpu(d, x.shape())
+            let d = kernel!(inputs, |d| cpu::unary(*u, d[0], x.layout()), |g, c| {
+                crate::cuda::unary(g, *u, c[0], x.layout())
+            })?;
+            Tensor::from_storage(d, x.shape())
         }
         Op::Binary(b) => {
             let (x, y) = (inputs[0], inputs[1]);
@@ -23,8 +25,10 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
                 x.layout().broadcast_to(&shape),
                 y.layout().broadcast_to(&shape),
             );
-            let d = with_cpu(inputs, |d| cpu::binary(*b, d[0], &lx, d[1], &ly))?;
-            Tensor::from_cpu(d, &shape)
+            let d = kernel!(inputs, |d| cpu::binary(*b, d[0], &lx, d[1], &ly), |g, c| {
+                crate::cuda::binary(g, *b, c[0], &lx, c[1], &ly)
+            })?;
+            Tensor::from_storage(d, &shape)
         }
         Op::Compare(c) => {
             let (x, y) = (inputs[0], inputs[1]);
@@ -34,13 +38,19 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
                 x.layout().broadcast_to(&shape),
                 y.layout().broadcast_to(&shape),
             );
-            let d = with_cpu(inputs, |d| cpu::compare(*c, d[0], &lx, d[1], &ly))?;
-            Tensor::from_cpu(d, &shape)
+            let d = kernel!(
+                inputs,
+                |d| cpu::compare(*c, d[0], &lx, d[1], &ly),
+                |g, cd| crate::cuda::compare(g, *c, cd[0], &lx, cd[1], &ly)
+            )?;
+            Tensor::from_storage(d, &shape)
         }
         Op::PowScalar(p) => {
             let x = inputs[0];
-            let d = with_cpu(inputs, |d| cpu::pow_scalar(d[0], x.layout(), *p))?;
-            Tensor::from_cpu(d, x.shape())
+            let d = kernel!(inputs, |d| cpu::pow_scalar(d[0], x.layout(), *p), |g, c| {
+                crate::cuda::pow_scalar(g, c[0], x.layout(), *p)
+            })?;
+            Tensor::from_storage(d, x.shape())
         }
         Op::Where => {
             let (c, x, y) = (inputs[0], inputs[1], inputs[2]);
@@ -58,18 +68,30 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
                 x.layout().broadcast_to(&shape),
                 y.layout().broadcast_to(&shape),
             );
-            let d = with_cpu(inputs, |d| cpu::where_(d[0], &lc, d[1], &lx, d[2], &ly))?;
-            Tensor::from_cpu(d, &shape)
+            let d = kernel!(
+                inputs,
+                |d| cpu::where_(d[0], &lc, d[1], &lx, d[2], &ly),
+                |g, c| crate::cuda::where_(g, c[0], &lc, c[1], &lx, c[2], &ly)
+            )?;
+            Tensor::from_storage(d, &shape)
         }
         Op::Cast(to) => {
             let x = inputs[0];
-            let d = with_cpu(inputs, |d| Ok(cpu::cast(d[0], x.layout(), *to)))?;
-            Tensor::from_cpu(d, x.shape())
+            let d = kernel!(
+                inputs,
+                |d| Ok::<_, crate::Error>(cpu::cast(d[0], x.layout(), *to)),
+                |g, c| crate::cuda::cast(g, c[0], x.layout(), *to)
+            )?;
+            Tensor::from_storage(d, x.shape())
         }
         Op::Copy => {
             let x = inputs[0];
-            let d = with_cpu(inputs, |d| Ok(cpu::copy(d[0], x.layout())))?;
-            Tensor::from_cpu(d, x.shape())
+            let d = kernel!(
+                inputs,
+                |d| Ok::<_, crate::Error>(cpu::copy(d[0], x.layout())),
+                |g, c| crate::cuda::cast(g, c[0], x.layout(), x.dtype())
+            )?;
+            Tensor::from_storage(d, x.shape())
         }
         _ => unreachable!("not an elementwise op"),
     };

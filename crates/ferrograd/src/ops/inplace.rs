@@ -59,6 +59,29 @@ impl Tensor {
                 (CpuData::Bool(d), CpuData::Bool(s)) => cpu::write_into(d, self.layout(), s, &lv),
                 _ => return Err(Error::dtype("assign", "dtype mismatch after cast")),
             },
+            #[cfg(feature = "cuda")]
+            (StorageData::Cuda(dst), src_data) => {
+                let crate::Device::Cuda(i) = self.device() else {
+                    return Err(Error::device("assign", "device mismatch"));
+                };
+                let gpu = crate::cuda::gpu("assign", i)?;
+                let up;
+                let s = match src_data {
+                    StorageData::Cuda(s) => s,
+                    StorageData::Cpu(c) => {
+                        up = crate::cuda::upload(&gpu, c)?;
+                        &up
+                    }
+                };
+                crate::cuda::write_into(&gpu, dst, self.layout(), s, &lv)?;
+            }
+            #[cfg(feature = "cuda")]
+            (StorageData::Cpu(_), StorageData::Cuda(_)) => {
+                return Err(Error::device(
+                    "assign",
+                    "cannot write a CUDA tensor into a CPU tensor in place",
+                ))
+            }
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! Matrix products with numpy semantics (1-D operands, broadcast batch axes).
 
-use super::{same_dtype, sum_to_shape, with_cpu};
+use super::{kernel, same_dtype, sum_to_shape};
 use crate::cpu;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -36,8 +36,12 @@ pub(crate) fn forward(_op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         a.layout().broadcast_to(&full(m, k)),
         b.layout().broadcast_to(&full(k, n)),
     );
-    let d = with_cpu(inputs, |d| Ok(cpu::matmul(d[0], &la, d[1], &lb)))?;
-    Ok(Tensor::from_cpu(d, &full(m, n)))
+    let d = kernel!(
+        inputs,
+        |d| Ok::<_, Error>(cpu::matmul(d[0], &la, d[1], &lb)),
+        |g, c| crate::cuda::matmul(g, c[0], &la, c[1], &lb)
+    )?;
+    Ok(Tensor::from_storage(d, &full(m, n)))
 }
 
 pub(crate) fn saves(needs: &[bool]) -> SaveMask {

@@ -13,21 +13,96 @@ pub use elementwise::where_cond;
 pub use movement::{concat, stack};
 pub use reduce::cross_entropy;
 
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::storage::{CpuData, StorageData};
 use crate::tensor::Tensor;
 
+/// The device an op runs on: the first input not on the CPU (0-d CPU tensors, Python
+/// scalars, mix with tensors on any device), else the CPU.
+pub(crate) fn target_device(ts: &[&Tensor]) -> Device {
+    ts.iter()
+        .map(|t| t.device())
+        .find(|d| *d != Device::Cpu)
+        .unwrap_or(Device::Cpu)
+}
+
 /// Runs `f` on the CPU buffers of `ts`, holding their read locks for the duration.
 pub(crate) fn with_cpu<R>(ts: &[&Tensor], f: impl FnOnce(&[&CpuData]) -> Result<R>) -> Result<R> {
     let guards: smallvec::SmallVec<[_; 3]> = ts.iter().map(|t| t.storage().read()).collect();
-    let datas: smallvec::SmallVec<[&CpuData; 3]> = guards
+    let mut datas: smallvec::SmallVec<[&CpuData; 3]> = smallvec::SmallVec::new();
+    for g in &guards {
+        match &**g {
+            StorageData::Cpu(d) => datas.push(d),
+            #[cfg(feature = "cuda")]
+            StorageData::Cuda(_) => {
+                return Err(Error::device(
+                    "kernel",
+                    "a CUDA tensor reached a CPU kernel",
+                ))
+            }
+        }
+    }
+    f(&datas)
+}
+
+/// Runs `f` on the device buffers of `ts`; 0-d CPU inputs are uploaded first.
+#[cfg(feature = "cuda")]
+pub(crate) fn with_cuda<R>(
+    g: &crate::cuda::Gpu,
+    ts: &[&Tensor],
+    f: impl FnOnce(&[&crate::cuda::CudaData]) -> Result<R>,
+) -> Result<R> {
+    let guards: smallvec::SmallVec<[_; 3]> = ts.iter().map(|t| t.storage().read()).collect();
+    let mut uploaded: smallvec::SmallVec<[Option<crate::cuda::CudaData>; 3]> =
+        smallvec::SmallVec::new();
+    for gd in &guards {
+        uploaded.push(match &**gd {
+            StorageData::Cpu(d) => Some(crate::cuda::upload(g, d)?),
+            StorageData::Cuda(_) => None,
+        });
+    }
+    let datas: smallvec::SmallVec<[&crate::cuda::CudaData; 3]> = guards
         .iter()
-        .map(|g| match &**g {
-            StorageData::Cpu(d) => d,
+        .zip(&uploaded)
+        .map(|(gd, up)| match (up, &**gd) {
+            (Some(c), _) => c,
+            (None, StorageData::Cuda(c)) => c,
+            (None, StorageData::Cpu(_)) => unreachable!("CPU buffers were uploaded"),
         })
         .collect();
     f(&datas)
 }
+
+/// Runs the CPU or the CUDA form of a kernel on `ts` and wraps the result as a buffer on that
+/// device: `kernel!(inputs, |d| cpu_expr, |g, c| cuda_expr)`, each giving a `Result`.
+macro_rules! kernel {
+    ($ts:expr, |$d:ident| $cpu:expr, |$g:ident, $c:ident| $cuda:expr) => {{
+        let ts: &[&$crate::tensor::Tensor] = $ts;
+        match $crate::ops::target_device(ts) {
+            $crate::device::Device::Cpu => {
+                $crate::ops::with_cpu(ts, |$d| Ok($crate::storage::Storage::cpu($cpu?)))
+            }
+            #[cfg(feature = "cuda")]
+            dev @ $crate::device::Device::Cuda(i) => {
+                let gpu = $crate::cuda::gpu("kernel", i)?;
+                let $g: &$crate::cuda::Gpu = &gpu;
+                $crate::ops::with_cuda($g, ts, |$c| {
+                    Ok($crate::storage::Storage::new(
+                        $crate::storage::StorageData::Cuda($cuda?),
+                        dev,
+                    ))
+                })
+            }
+            #[cfg(not(feature = "cuda"))]
+            dev => Err($crate::error::Error::device(
+                "kernel",
+                format!("{dev} is not available: this build has no CUDA backend"),
+            )),
+        }
+    }};
+}
+pub(crate) use kernel;
 
 /// Sums `g` down to `shape` over the axes numpy broadcasting expanded.
 pub fn sum_to_shape(g: &Tensor, shape: &[usize]) -> Result<Tensor> {

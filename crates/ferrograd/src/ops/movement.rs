@@ -1,7 +1,7 @@
 //! Ops that move or select data: reshape, permute, broadcast, slicing, concat, gather.
 //! Reshape of contiguous data, permute, broadcast and slicing are views (no copy).
 
-use super::{same_dtype, sum_to_shape, with_cpu};
+use super::{kernel, same_dtype, sum_to_shape};
 use crate::cpu;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -57,8 +57,12 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
             {
                 Some(l) => x.view(l),
                 None => {
-                    let d = with_cpu(inputs, |d| Ok(cpu::copy(d[0], x.layout())))?;
-                    Tensor::from_cpu(d, shape)
+                    let d = kernel!(
+                        inputs,
+                        |d| Ok::<_, Error>(cpu::copy(d[0], x.layout())),
+                        |g, c| crate::cuda::cast(g, c[0], x.layout(), x.dtype())
+                    )?;
+                    Tensor::from_storage(d, shape)
                 }
             }
         }
@@ -66,10 +70,12 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         Op::BroadcastTo(shape) => x.view(x.layout().broadcast_to(shape)),
         Op::Slice(specs) => x.view(x.layout().slice(specs)),
         Op::SliceGrad { shape, specs } => {
-            let d = with_cpu(inputs, |d| {
-                Ok(cpu::slice_grad(d[0], x.layout(), shape, specs))
-            })?;
-            Tensor::from_cpu(d, shape)
+            let d = kernel!(
+                inputs,
+                |d| Ok::<_, Error>(cpu::slice_grad(d[0], x.layout(), shape, specs)),
+                |g, c| crate::cuda::slice_grad(g, c[0], x.layout(), shape, specs)
+            )?;
+            Tensor::from_storage(d, shape)
         }
         Op::SetSlice(specs) => {
             let v = inputs[1];
@@ -89,10 +95,12 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
                 ));
             }
             let lv = v.layout().broadcast_to(region.shape());
-            let d = with_cpu(inputs, |d| {
-                Ok(cpu::set_slice(d[0], x.layout(), d[1], &lv, specs))
-            })?;
-            Tensor::from_cpu(d, x.shape())
+            let d = kernel!(
+                inputs,
+                |d| Ok::<_, Error>(cpu::set_slice(d[0], x.layout(), d[1], &lv, specs)),
+                |g, c| crate::cuda::set_slice(g, c[0], x.layout(), c[1], &lv, specs)
+            )?;
+            Tensor::from_storage(d, x.shape())
         }
         Op::Concat(axis) => {
             same_dtype("concat", inputs)?;
@@ -113,23 +121,36 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
                 }
                 shape[*axis] += t.shape()[*axis];
             }
-            let d = with_cpu(inputs, |d| {
-                let parts: Vec<_> = d
-                    .iter()
-                    .zip(inputs)
-                    .map(|(d, t)| (*d, t.layout()))
-                    .collect();
-                Ok(cpu::concat(&parts, *axis, &shape))
-            })?;
-            Tensor::from_cpu(d, &shape)
+            let d = kernel!(
+                inputs,
+                |d| {
+                    let parts: Vec<_> = d
+                        .iter()
+                        .zip(inputs)
+                        .map(|(d, t)| (*d, t.layout()))
+                        .collect();
+                    Ok::<_, Error>(cpu::concat(&parts, *axis, &shape))
+                },
+                |g, c| {
+                    let parts: Vec<_> = c
+                        .iter()
+                        .zip(inputs)
+                        .map(|(d, t)| (*d, t.layout()))
+                        .collect();
+                    crate::cuda::concat(g, &parts, *axis, &shape)
+                }
+            )?;
+            Tensor::from_storage(d, &shape)
         }
         Op::Gather(axis) => {
             let idx = inputs[1];
             check_index("gather", x, idx, *axis)?;
-            let d = with_cpu(inputs, |d| {
-                cpu::gather(d[0], x.layout(), d[1], idx.layout(), *axis)
-            })?;
-            Tensor::from_cpu(d, idx.shape())
+            let d = kernel!(
+                inputs,
+                |d| cpu::gather(d[0], x.layout(), d[1], idx.layout(), *axis),
+                |g, c| crate::cuda::gather(g, c[0], x.layout(), c[1], idx.layout(), *axis)
+            )?;
+            Tensor::from_storage(d, idx.shape())
         }
         Op::ScatterAdd { axis, shape } => {
             let idx = inputs[1];
@@ -143,10 +164,20 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
                     ),
                 ));
             }
-            let d = with_cpu(inputs, |d| {
-                cpu::scatter_add(d[0], x.layout(), d[1], idx.layout(), *axis, shape)
-            })?;
-            Tensor::from_cpu(d, shape)
+            let d = kernel!(
+                inputs,
+                |d| cpu::scatter_add(d[0], x.layout(), d[1], idx.layout(), *axis, shape),
+                |g, c| crate::cuda::scatter_add(
+                    g,
+                    c[0],
+                    x.layout(),
+                    c[1],
+                    idx.layout(),
+                    *axis,
+                    shape
+                )
+            )?;
+            Tensor::from_storage(d, shape)
         }
         _ => unreachable!("not a movement op"),
     };
@@ -519,7 +550,10 @@ impl Tensor {
         ishape[a] = idx.numel();
         let mut full = self.shape().to_vec();
         full[a] = idx.numel();
-        let idx = idx.reshape(&ishape)?.broadcast_to(&full)?;
+        let idx = idx
+            .to_device(self.device())?
+            .reshape(&ishape)?
+            .broadcast_to(&full)?;
         self.gather(&idx, a as isize)
     }
 }

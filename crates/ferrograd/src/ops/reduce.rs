@@ -1,6 +1,6 @@
 //! Reductions, softmax, log-softmax, and cross-entropy built on them.
 
-use super::with_cpu;
+use super::kernel;
 use crate::cpu;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -24,7 +24,11 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
             axes,
             keepdims,
         } => {
-            let d = with_cpu(inputs, |d| cpu::reduce(*kind, d[0], x.layout(), axes))?;
+            let d = kernel!(
+                inputs,
+                |d| cpu::reduce(*kind, d[0], x.layout(), axes),
+                |g, c| crate::cuda::reduce(g, *kind, c[0], x.layout(), axes)
+            )?;
             let shape: Vec<usize> = if *keepdims {
                 kept_shape(x.shape(), axes)
             } else {
@@ -35,12 +39,16 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
                     .map(|(_, &n)| n)
                     .collect()
             };
-            Tensor::from_cpu(d, &shape)
+            Tensor::from_storage(d, &shape)
         }
         Op::Softmax(axis) | Op::LogSoftmax(axis) => {
             let log = matches!(op, Op::LogSoftmax(_));
-            let d = with_cpu(inputs, |d| cpu::softmax(d[0], x.layout(), *axis, log))?;
-            Tensor::from_cpu(d, x.shape())
+            let d = kernel!(
+                inputs,
+                |d| cpu::softmax(d[0], x.layout(), *axis, log),
+                |g, c| crate::cuda::softmax(g, c[0], x.layout(), *axis, log)
+            )?;
+            Tensor::from_storage(d, x.shape())
         }
         _ => unreachable!("not a reduction"),
     };
@@ -191,6 +199,7 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
             format!("label {bad} is out of range for {classes} classes (logits {ls:?})"),
         ));
     }
+    let labels = labels.to_device(logits.device())?;
     let logp = logits.log_softmax(1)?;
     let picked = logp.gather(&labels.expand_dims(1)?, 1)?;
     picked.mean(None, false)?.neg()

@@ -1,0 +1,75 @@
+"""CUDA devices: availability, synchronisation and the memory cache.
+
+The engine loads the CUDA driver, NVRTC and cuBLAS at run time, so ferrograd installs and
+imports where no CUDA exists. NVRTC and cuBLAS installed from PyPI (``nvidia-cuda-nvrtc``,
+``nvidia-cublas``) are found automatically.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+
+from . import _core
+
+_LIBS = ("nvrtc", "nvrtc-builtins", "cublasLt", "cublas")
+
+
+def _preload_pypi_libraries() -> None:
+    """Loads NVIDIA libraries installed as Python packages, so the engine finds them by name."""
+    for entry in sys.path:
+        for sub in ("cu13", "cu12", "cuda_nvrtc", "cublas"):
+            lib_dir = os.path.join(entry, "nvidia", sub, "lib")
+            if not os.path.isdir(lib_dir):
+                continue
+            for name in _LIBS:
+                for path in sorted(glob.glob(os.path.join(lib_dir, f"lib{name}.so.*"))):
+                    try:
+                        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                        break
+                    except OSError:
+                        continue
+
+
+_preload_pypi_libraries()
+
+
+def is_available() -> bool:
+    """Whether a CUDA device can be used."""
+    return _core._cuda_is_available()
+
+
+def device_count() -> int:
+    """How many CUDA devices the driver reports (0 without a driver)."""
+    return _core._cuda_device_count()
+
+
+def _ordinal(device: str | int | None) -> int:
+    if device is None:
+        return 0
+    if isinstance(device, int):
+        return device
+    text = str(device)
+    if text == "cuda":
+        return 0
+    if text.startswith("cuda:"):
+        return int(text[5:])
+    raise ValueError(f"not a CUDA device: {device!r}")
+
+
+def synchronize(device: str | int | None = None) -> None:
+    """Waits until the device has finished all queued work."""
+    _core._cuda_synchronize(_ordinal(device))
+
+
+def empty_cache(device: str | int | None = None) -> None:
+    """Returns cached, unused device memory to the driver."""
+    _core._cuda_empty_cache(_ordinal(device))
+
+
+def compile_kernels(arch: str = "sm_90") -> int:
+    """Compiles every kernel with NVRTC for ``arch`` (needs NVRTC, not a GPU); returns the
+    size of the PTX produced. Raises ``DeviceError`` when NVRTC cannot be loaded."""
+    return _core._cuda_compile_kernels(arch)

@@ -1,0 +1,117 @@
+"""The CUDA backend. Kernel compilation needs only NVRTC (installed from PyPI in CI); the
+behaviour suite needs a GPU and is skipped, with a reason, where there is none."""
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+HAS_GPU = fg.cuda.is_available()
+needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="no CUDA device on this machine")
+
+
+def test_every_kernel_compiles_with_nvrtc_for_sm90():
+    try:
+        size = fg.cuda.compile_kernels("sm_90")
+    except fg.DeviceError as e:
+        if "not available" in str(e):
+            pytest.skip(f"NVRTC is not installed: {e}")
+        raise
+    assert size > 100_000
+
+
+def test_cuda_queries_never_crash():
+    assert isinstance(fg.cuda.is_available(), bool)
+    assert fg.cuda.device_count() >= 0
+    assert fg.cuda.device_count() > 0 or not fg.cuda.is_available()
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks the error raised without a GPU")
+def test_cuda_without_a_device_is_a_readable_error():
+    with pytest.raises(fg.DeviceError, match="CUDA"):
+        fg.tensor([1.0, 2.0], device="cuda")
+    with pytest.raises(fg.DeviceError, match="CUDA"):
+        fg.zeros(3).to("cuda")
+    # the process keeps working
+    assert (fg.tensor([1.0]) * 2.0).item() == 2.0
+
+
+def both(arr):
+    return fg.tensor(arr), fg.tensor(arr, device="cuda")
+
+
+OPS = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / (b.abs() + 1.0),
+    "maximum": lambda a, b: fg.maximum(a, b),
+    "where": lambda a, b: fg.where(a > b, a, b),
+    "exp_tanh_sigmoid": lambda a, b: a.exp() + b.tanh() + a.sigmoid() + b.relu(),
+    "log_sqrt": lambda a, b: (a.abs() + 1.0).log() + (b * b + 1.0).sqrt(),
+    "pow": lambda a, b: a**2 + (a.abs() + 0.5) ** b,
+    "sum": lambda a, b: a.sum(axis=1, keepdims=True) + b.mean(axis=0),
+    "max_min": lambda a, b: a.max(axis=0) - b.min(axis=1).sum(),
+    "matmul": lambda a, b: a @ b.T,
+    "batched_matmul": lambda a, b: a.reshape(2, 3, 4) @ b.reshape(2, 4, 3),
+    "softmax": lambda a, b: a.softmax(axis=1) + b.log_softmax(axis=0),
+    "views": lambda a, b: a.T[1:, ::2] + b.T[:-1, 1::2],
+    "concat": lambda a, b: fg.concat([a, b[:2]], axis=0),
+    "index": lambda a, b: a[[0, 5, 2]] * b[1],
+    "cross_entropy": lambda a, b: fg.cross_entropy(
+        a, fg.tensor([0, 1, 2, 3, 0, 1], device=a.device)
+    ),
+}
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_cuda_forward_and_gradients_match_cpu(name):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6, 4)).astype(np.float32)
+    y = rng.normal(size=(6, 4)).astype(np.float32)
+    results = []
+    for device in ("cpu", "cuda"):
+        a, b = fg.tensor(x, device=device), fg.tensor(y, device=device)
+        gm = fg.GradManager().attach([a, b])
+        with gm:
+            out = OPS[name](a, b)
+            gm.backward((out * out).sum())
+        grads = [t.grad.numpy() if t.grad is not None else np.zeros_like(x) for t in (a, b)]
+        assert out.device == ("cpu" if device == "cpu" else "cuda:0")
+        results.append((out.numpy(), grads))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-4, atol=1e-5)
+    for gc, gg in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(gg, gc, rtol=1e-4, atol=1e-5)
+
+
+@needs_gpu
+def test_cuda_conv_and_pool_match_cpu():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 3, 8, 8))
+    w = rng.normal(size=(4, 3, 3, 3))
+    outs = []
+    for device in ("cpu", "cuda"):
+        xt, wt = fg.tensor(x, device=device), fg.tensor(w, device=device)
+        gm = fg.GradManager().attach([xt, wt])
+        with gm:
+            y = fg.max_pool2d(fg.conv2d(xt, wt, padding=1).relu(), 2)
+            gm.backward(y.sum())
+        outs.append((y.numpy(), xt.grad.numpy(), wt.grad.numpy()))
+    for c, g in zip(outs[0], outs[1]):
+        np.testing.assert_allclose(g, c, rtol=1e-9, atol=1e-9)
+
+
+@needs_gpu
+def test_cuda_memory_stats_and_empty_cache():
+    before = fg.memory_stats("cuda")["live_bytes"]
+    t = fg.zeros(1024, 256, device="cuda")
+    assert fg.memory_stats("cuda")["live_bytes"] - before == 1024 * 256 * 4
+    del t
+    fg.cuda.empty_cache()
+    assert fg.memory_stats("cuda")["live_bytes"] == before
+
+
+@needs_gpu
+def test_mixing_devices_raises():
+    with pytest.raises(fg.DeviceError, match="device"):
+        fg.tensor([1.0, 2.0]) + fg.tensor([1.0, 2.0], device="cuda")
