@@ -620,10 +620,18 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
         return Ok(());
     }
     let (grad, callbacks, target, accumulate) = {
-        let st = f.state();
-        let slot = &st.slots[idx];
+        let mut st = f.state();
+        // an attached leaf's gradient has no further use in the tape once it is final: hand
+        // it over, so a callback that consumes it (an optimizer step in backward) frees it
+        let leaf = st.rule.is_none() && st.dsts.is_empty();
+        let slot = &mut st.slots[idx];
+        let grad = if leaf {
+            slot.grad.take()
+        } else {
+            slot.grad.clone()
+        };
         (
-            slot.grad.clone(),
+            grad,
             slot.callbacks.clone(),
             slot.target.clone(),
             slot.accumulate,

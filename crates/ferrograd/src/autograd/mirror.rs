@@ -39,7 +39,13 @@ pub fn auto_policy() -> MirrorPolicy {
 }
 
 pub(crate) enum Source {
-    Tensor(super::Saved),
+    /// A kept tensor; `intermediate` when it is the output of an op recorded on the key
+    /// (an activation that would otherwise be freed), as opposed to an attached parameter
+    /// or a constant, which live anyway.
+    Tensor {
+        saved: super::Saved,
+        intermediate: bool,
+    },
     Recipe(Arc<Recipe>),
 }
 
@@ -68,7 +74,10 @@ impl Recipe {
             .iter()
             .map(|t| match t.recipe(key.id) {
                 Some(r) => Source::Recipe(r),
-                None => Source::Tensor(super::Saved::plain(t, key.level)),
+                None => Source::Tensor {
+                    saved: super::Saved::plain(t, key.level),
+                    intermediate: t.grad_info(key.id).is_some_and(|i| i.func.name != "attach"),
+                },
             })
             .collect();
         Some(Arc::new(Recipe {
@@ -80,12 +89,13 @@ impl Recipe {
         }))
     }
 
-    /// Bytes of the leaf tensors this recipe keeps alive that `kept` does not already hold.
+    /// Bytes this recipe newly keeps alive: its leaf activations that no rule of the key
+    /// saves already (parameters and constants live anyway and do not count).
     pub(crate) fn new_leaf_bytes(&self, kept: &HashSet<usize>) -> usize {
         let mut seen = HashSet::new();
-        self.leaves(&mut |t: &Tensor| {
+        self.leaves(&mut |t: &Tensor, intermediate: bool| {
             let id = Arc::as_ptr(t.storage()) as usize;
-            if !kept.contains(&id) && seen.insert(id) {
+            if intermediate && !kept.contains(&id) && seen.insert(id) {
                 t.storage().bytes()
             } else {
                 0
@@ -93,11 +103,14 @@ impl Recipe {
         })
     }
 
-    fn leaves(&self, f: &mut dyn FnMut(&Tensor) -> usize) -> usize {
+    fn leaves(&self, f: &mut dyn FnMut(&Tensor, bool) -> usize) -> usize {
         self.inputs
             .iter()
             .map(|s| match s {
-                Source::Tensor(sv) => f(sv.tensor_ref()),
+                Source::Tensor {
+                    saved,
+                    intermediate,
+                } => f(saved.tensor_ref(), *intermediate),
                 Source::Recipe(r) => r.leaves(f),
             })
             .sum()
@@ -116,7 +129,7 @@ impl Recipe {
             .inputs
             .iter()
             .map(|s| match s {
-                Source::Tensor(sv) => sv.get(op),
+                Source::Tensor { saved, .. } => saved.get(op),
                 Source::Recipe(r) => r.materialize(op),
             })
             .collect::<Result<_>>()?;
