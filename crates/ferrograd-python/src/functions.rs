@@ -295,6 +295,19 @@ fn memory_stats<'py>(
     Ok(d)
 }
 
+/// Returns cached, unused buffers of `device` to the system.
+#[pyfunction]
+#[pyo3(signature = (device=None))]
+fn empty_cache(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    match parse_device(device)? {
+        ferrograd::Device::Cpu => {
+            memory::empty_cpu_cache();
+            Ok(())
+        }
+        ferrograd::Device::Cuda(i) => _cuda_empty_cache(py, i),
+    }
+}
+
 /// Sets the peak figure of `device` to its current live bytes.
 #[pyfunction]
 #[pyo3(signature = (device=None))]
@@ -526,7 +539,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         zeros_like,
         ones_like,
         memory_stats,
-        reset_peak_memory_stats
+        reset_peak_memory_stats,
+        empty_cache
     );
     Ok(())
 }

@@ -41,9 +41,27 @@ impl From<Tensor> for PyTensor {
     }
 }
 
+fn binary_op(op: &str) -> Option<ferrograd::op::BinaryOp> {
+    use ferrograd::op::BinaryOp;
+    Some(match op {
+        "iadd" => BinaryOp::Add,
+        "isub" => BinaryOp::Sub,
+        "imul" => BinaryOp::Mul,
+        "itruediv" => BinaryOp::Div,
+        _ => return None,
+    })
+}
+
 impl PyTensor {
     fn inplace(&self, py: Python<'_>, op: &str, o: &Bound<'_, PyAny>, f: Binary) -> PyResult<()> {
         let x = self.t();
+        if let Some(bop) = binary_op(op) {
+            let y = arg(op, o, Some(&x))?;
+            if !ferrograd::autograd::is_recording_any() || (!x.is_tracked() && !y.is_tracked()) {
+                let work = x.numel();
+                return compute(py, work, || x.binary_assign_(bop, &y)).py();
+            }
+        }
         let tracked = ferrograd::autograd::is_recording_any() && x.is_tracked();
         // a tracked operand is forked, so a rule that saves it keeps the value before the write
         let src = if tracked { x.fork().py()? } else { x.clone() };

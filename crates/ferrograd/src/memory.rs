@@ -76,3 +76,8 @@ pub(crate) fn on_tensor(device: Device, delta: i64) {
         .live_tensors
         .fetch_add(delta, Ordering::Relaxed);
 }
+
+/// Returns the CPU buffers kept for reuse to the system (live tensors are unaffected).
+pub fn empty_cpu_cache() {
+    crate::cpu::pool::empty_cache();
+}

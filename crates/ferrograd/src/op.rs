@@ -102,7 +102,7 @@ pub enum Op {
     },
     Softmax(usize),
     LogSoftmax(usize),
-    /// im2col: `[n, c, h, w]` to `[n, c, kh*kw, oh*ow]`, padding reads `pad`.
+    /// im2col: `[n, c, h, w]` to `[n, oh*ow, c, kh*kw]`, padding reads `pad`.
     Unfold {
         window: Window,
         pad: f64,

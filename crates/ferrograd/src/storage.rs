@@ -122,5 +122,11 @@ impl Storage {
 impl Drop for Storage {
     fn drop(&mut self) {
         memory::on_free(self.device, self.bytes);
+        let data = self.data.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let StorageData::Cpu(d) =
+            std::mem::replace(data, StorageData::Cpu(CpuData::Bool(Vec::new())))
+        {
+            crate::cpu::pool::give(d);
+        }
     }
 }

@@ -98,11 +98,12 @@ impl Tensor {
     /// A tensor of `shape` filled with `value` converted to `dtype`.
     pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
         let n = numel(shape);
+        use crate::cpu::pool::filled;
         let data = match dtype {
-            DType::F32 => CpuData::F32(vec![value as f32; n]),
-            DType::F64 => CpuData::F64(vec![value; n]),
-            DType::I64 => CpuData::I64(vec![value as i64; n]),
-            DType::Bool => CpuData::Bool(vec![value != 0.0; n]),
+            DType::F32 => CpuData::F32(filled(n, value as f32)),
+            DType::F64 => CpuData::F64(filled(n, value)),
+            DType::I64 => CpuData::I64(filled(n, value as i64)),
+            DType::Bool => CpuData::Bool(filled(n, value != 0.0)),
         };
         Tensor::from_cpu(data, shape)
     }

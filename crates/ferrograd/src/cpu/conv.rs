@@ -41,36 +41,46 @@ impl Window {
     }
 }
 
-/// `x` `[n, c, h, w]` (any strides) to contiguous `[n, c, kh*kw, oh*ow]`; positions in the
-/// padding read `pad`.
+/// `x` `[n, c, h, w]` (any strides) to contiguous `[n, oh*ow, c, kh*kw]`: one row per output
+/// position, so a convolution is a single matrix product; positions in the padding read
+/// `pad`.
 pub(crate) fn unfold(x: &CpuData, l: &Layout, win: &Window, pad: f64) -> CpuData {
-    fn go<T: Copy + Send + Sync>(x: &[T], l: &Layout, win: &Window, pad: T) -> Vec<T> {
+    fn go<T: Copy + Send + Sync + super::pool::Pooled>(
+        x: &[T],
+        l: &Layout,
+        win: &Window,
+        pad: T,
+    ) -> Vec<T> {
         let s = l.shape();
         let (n, c, h, w) = (s[0], s[1], s[2], s[3]);
         let st = l.strides();
         let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
         let (kh, kw) = win.kernel;
-        let plane = kh * kw * oh * ow;
-        let mut out = vec![pad; n * c * plane];
-        out.par_chunks_mut(plane.max(1))
+        let k = kh * kw;
+        let image = oh * ow * c * k;
+        let mut out = super::pool::filled(n * image, pad);
+        out.par_chunks_mut(image.max(1))
             .enumerate()
-            .for_each(|(nc, dst)| {
-                let (ni, ci) = (nc / c, nc % c);
-                let base = l.offset() as isize + ni as isize * st[0] + ci as isize * st[1];
-                for ki in 0..kh {
-                    for kj in 0..kw {
-                        let row = &mut dst[(ki * kw + kj) * oh * ow..(ki * kw + kj + 1) * oh * ow];
-                        for y in 0..oh {
-                            let ih = (y * win.stride.0 + ki * win.dilation.0) as isize
-                                - win.padding.0 as isize;
-                            if ih < 0 || ih >= h as isize {
-                                continue;
-                            }
-                            for xo in 0..ow {
-                                let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize
-                                    - win.padding.1 as isize;
-                                if iw >= 0 && iw < w as isize {
-                                    row[y * ow + xo] = x[(base + ih * st[2] + iw * st[3]) as usize];
+            .for_each(|(ni, dst)| {
+                let base = l.offset() as isize + ni as isize * st[0];
+                for y in 0..oh {
+                    for xo in 0..ow {
+                        let row = &mut dst[(y * ow + xo) * c * k..(y * ow + xo + 1) * c * k];
+                        for ci in 0..c {
+                            let plane = base + ci as isize * st[1];
+                            for ki in 0..kh {
+                                let ih = (y * win.stride.0 + ki * win.dilation.0) as isize
+                                    - win.padding.0 as isize;
+                                if ih < 0 || ih >= h as isize {
+                                    continue;
+                                }
+                                for kj in 0..kw {
+                                    let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize
+                                        - win.padding.1 as isize;
+                                    if iw >= 0 && iw < w as isize {
+                                        row[ci * k + ki * kw + kj] =
+                                            x[(plane + ih * st[2] + iw * st[3]) as usize];
+                                    }
                                 }
                             }
                         }
@@ -87,10 +97,10 @@ pub(crate) fn unfold(x: &CpuData, l: &Layout, win: &Window, pad: f64) -> CpuData
     }
 }
 
-/// The transpose of [`unfold`]: `cols` `[n, c, kh*kw, oh*ow]` summed back into contiguous
+/// The transpose of [`unfold`]: `cols` `[n, oh*ow, c, kh*kw]` summed back into contiguous
 /// `[n, c, h, w]` (padding positions are dropped).
 pub(crate) fn fold(cols: &CpuData, l: &Layout, win: &Window, size: (usize, usize)) -> CpuData {
-    fn go<T: Copy + Send + Sync + Default + std::ops::AddAssign>(
+    fn go<T: Copy + Send + Sync + Default + std::ops::AddAssign + super::pool::Pooled>(
         v: &[T],
         l: &Layout,
         win: &Window,
@@ -98,29 +108,33 @@ pub(crate) fn fold(cols: &CpuData, l: &Layout, win: &Window, size: (usize, usize
     ) -> Vec<T> {
         let contiguous = super::map1(v, l, |a| a);
         let s = l.shape();
-        let (n, c) = (s[0], s[1]);
+        let (n, c) = (s[0], s[2]);
         let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
         let (kh, kw) = win.kernel;
-        let plane_in = kh * kw * oh * ow;
-        let mut out = vec![T::default(); n * c * h * w];
-        out.par_chunks_mut((h * w).max(1))
+        let k = kh * kw;
+        let image_in = oh * ow * c * k;
+        let mut out = super::pool::filled(n * c * h * w, T::default());
+        out.par_chunks_mut((c * h * w).max(1))
             .enumerate()
-            .for_each(|(nc, dst)| {
-                let src = &contiguous[nc * plane_in..(nc + 1) * plane_in];
-                for ki in 0..kh {
-                    for kj in 0..kw {
-                        let row = &src[(ki * kw + kj) * oh * ow..(ki * kw + kj + 1) * oh * ow];
-                        for y in 0..oh {
-                            let ih = (y * win.stride.0 + ki * win.dilation.0) as isize
-                                - win.padding.0 as isize;
-                            if ih < 0 || ih >= h as isize {
-                                continue;
-                            }
-                            for xo in 0..ow {
-                                let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize
-                                    - win.padding.1 as isize;
-                                if iw >= 0 && iw < w as isize {
-                                    dst[ih as usize * w + iw as usize] += row[y * ow + xo];
+            .for_each(|(ni, dst)| {
+                let src = &contiguous[ni * image_in..(ni + 1) * image_in];
+                for y in 0..oh {
+                    for xo in 0..ow {
+                        let row = &src[(y * ow + xo) * c * k..(y * ow + xo + 1) * c * k];
+                        for ci in 0..c {
+                            for ki in 0..kh {
+                                let ih = (y * win.stride.0 + ki * win.dilation.0) as isize
+                                    - win.padding.0 as isize;
+                                if ih < 0 || ih >= h as isize {
+                                    continue;
+                                }
+                                for kj in 0..kw {
+                                    let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize
+                                        - win.padding.1 as isize;
+                                    if iw >= 0 && iw < w as isize {
+                                        dst[(ci * h + ih as usize) * w + iw as usize] +=
+                                            row[ci * k + ki * kw + kj];
+                                    }
                                 }
                             }
                         }

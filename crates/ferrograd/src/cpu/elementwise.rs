@@ -7,7 +7,9 @@ use crate::op::{BinaryOp, CmpOp, UnaryOp};
 use crate::storage::CpuData;
 
 /// Float math shared by the f32 and f64 kernels.
-pub(crate) trait Float: Copy + PartialOrd + std::ops::Neg<Output = Self> {
+pub(crate) trait Float:
+    Copy + PartialOrd + std::ops::Neg<Output = Self> + super::pool::Pooled
+{
     fn exp(self) -> Self;
     fn ln(self) -> Self;
     fn sqrt(self) -> Self;
@@ -22,7 +24,7 @@ pub(crate) trait Float: Copy + PartialOrd + std::ops::Neg<Output = Self> {
 }
 
 macro_rules! impl_float {
-    ($t:ty) => {
+    ($t:ty, $tanh:expr) => {
         impl Float for $t {
             #[inline(always)]
             fn exp(self) -> Self {
@@ -42,7 +44,7 @@ macro_rules! impl_float {
             }
             #[inline(always)]
             fn tanh(self) -> Self {
-                <$t>::tanh(self)
+                $tanh(self)
             }
             #[inline(always)]
             fn sigmoid(self) -> Self {
@@ -83,8 +85,28 @@ macro_rules! impl_float {
         }
     };
 }
-impl_float!(f32);
-impl_float!(f64);
+impl_float!(f32, tanh_f32);
+impl_float!(f64, f64::tanh);
+
+/// float32 tanh, about 2 ulp: an odd polynomial near zero (Cephes' coefficients), else from
+/// `exp`. Several times faster than the C library's `tanhf`.
+#[inline(always)]
+fn tanh_f32(x: f32) -> f32 {
+    let a = x.abs();
+    if a < 0.625 {
+        let z = x * x;
+        let p = (((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z
+            + 1.333_144_2e-1)
+            * z
+            - 3.333_328_2e-1;
+        x + x * z * p
+    } else if a > 9.0 {
+        1.0f32.copysign(x)
+    } else {
+        let e = (2.0 * a).exp();
+        (1.0 - 2.0 / (e + 1.0)).copysign(x)
+    }
+}
 
 fn unary_float<T: Float>(op: UnaryOp, x: &[T], l: &Layout) -> Vec<T> {
     match op {
@@ -187,7 +209,7 @@ pub(crate) fn compare(
     b: &CpuData,
     lb: &Layout,
 ) -> Result<CpuData> {
-    fn cmp<T: PartialOrd + Copy>(
+    fn cmp<T: PartialOrd + Copy + Send + Sync>(
         op: CmpOp,
         a: &[T],
         la: &Layout,
@@ -292,4 +314,82 @@ pub(crate) fn cast(x: &CpuData, l: &Layout, to: crate::DType) -> CpuData {
         },
         CpuData::Bool(v) => conv!(v, |a: bool| if a { 1.0f64 } else { 0.0 }),
     }
+}
+
+fn zip_assign<T: Copy>(dst: &mut [T], ld: &Layout, src: &[T], ls: &Layout, f: impl Fn(T, T) -> T) {
+    crate::layout::for_each_run_multi([ld, ls], |[bd, bs], [sd, ss], n| {
+        if sd == 1 && ss == 1 {
+            for (d, &s) in dst[bd..bd + n].iter_mut().zip(&src[bs..bs + n]) {
+                *d = f(*d, s);
+            }
+        } else if sd == 1 && ss == 0 {
+            let s = src[bs];
+            for d in dst[bd..bd + n].iter_mut() {
+                *d = f(*d, s);
+            }
+        } else {
+            for i in 0..n {
+                let p = super::at(bd, sd, i);
+                dst[p] = f(dst[p], src[super::at(bs, ss, i)]);
+            }
+        }
+    });
+}
+
+/// `dst op= src` through `dst`'s view (`src` already broadcast to its shape).
+pub(crate) fn binary_assign(
+    op: BinaryOp,
+    dst: &mut CpuData,
+    ld: &Layout,
+    src: &CpuData,
+    ls: &Layout,
+) -> Result<()> {
+    macro_rules! float {
+        ($d:expr, $s:expr) => {
+            match op {
+                BinaryOp::Add => zip_assign($d, ld, $s, ls, |x, y| x + y),
+                BinaryOp::Sub => zip_assign($d, ld, $s, ls, |x, y| x - y),
+                BinaryOp::Mul => zip_assign($d, ld, $s, ls, |x, y| x * y),
+                BinaryOp::Div => zip_assign($d, ld, $s, ls, |x, y| x / y),
+                BinaryOp::Pow => zip_assign($d, ld, $s, ls, |x, y| x.powf(y)),
+                BinaryOp::Maximum => {
+                    zip_assign(
+                        $d,
+                        ld,
+                        $s,
+                        ls,
+                        |x, y| if x >= y || x.is_nan() { x } else { y },
+                    )
+                }
+                BinaryOp::Minimum => {
+                    zip_assign(
+                        $d,
+                        ld,
+                        $s,
+                        ls,
+                        |x, y| if x <= y || x.is_nan() { x } else { y },
+                    )
+                }
+            }
+        };
+    }
+    match (dst, src) {
+        (CpuData::F32(d), CpuData::F32(s)) => float!(d, s),
+        (CpuData::F64(d), CpuData::F64(s)) => float!(d, s),
+        (CpuData::I64(d), CpuData::I64(s)) => match op {
+            BinaryOp::Add => zip_assign(d, ld, s, ls, |x: i64, y| x.wrapping_add(y)),
+            BinaryOp::Sub => zip_assign(d, ld, s, ls, |x: i64, y| x.wrapping_sub(y)),
+            BinaryOp::Mul => zip_assign(d, ld, s, ls, |x: i64, y| x.wrapping_mul(y)),
+            BinaryOp::Maximum => zip_assign(d, ld, s, ls, |x: i64, y| x.max(y)),
+            BinaryOp::Minimum => zip_assign(d, ld, s, ls, |x: i64, y| x.min(y)),
+            BinaryOp::Div | BinaryOp::Pow => {
+                return Err(Error::dtype(
+                    op.name(),
+                    "not defined for int64 tensors; cast to a float dtype first",
+                ))
+            }
+        },
+        (d, _) => return Err(not_for(op.name(), d)),
+    }
+    Ok(())
 }

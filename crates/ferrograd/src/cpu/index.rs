@@ -18,10 +18,10 @@ macro_rules! same_dtype {
 
 fn zeros_like_data(x: &CpuData, n: usize) -> CpuData {
     match x {
-        CpuData::F32(_) => CpuData::F32(vec![0.0; n]),
-        CpuData::F64(_) => CpuData::F64(vec![0.0; n]),
-        CpuData::I64(_) => CpuData::I64(vec![0; n]),
-        CpuData::Bool(_) => CpuData::Bool(vec![false; n]),
+        CpuData::F32(_) => CpuData::F32(super::pool::filled(n, 0.0)),
+        CpuData::F64(_) => CpuData::F64(super::pool::filled(n, 0.0)),
+        CpuData::I64(_) => CpuData::I64(super::pool::filled(n, 0)),
+        CpuData::Bool(_) => CpuData::Bool(super::pool::filled(n, false)),
     }
 }
 

@@ -17,13 +17,13 @@ pub(crate) fn matmul(a: &CpuData, la: &Layout, b: &CpuData, lb: &Layout) -> CpuD
 
 fn batched<T>(a: &[T], la: &Layout, b: &[T], lb: &Layout, zero: T, one: T, use_gemm: bool) -> Vec<T>
 where
-    T: Copy + 'static + std::ops::Add<Output = T> + std::ops::Mul<Output = T>,
+    T: Copy + 'static + std::ops::Add<Output = T> + std::ops::Mul<Output = T> + super::pool::Pooled,
 {
     let nd = la.ndim();
     let (m, k, n) = (la.shape()[nd - 2], la.shape()[nd - 1], lb.shape()[nd - 1]);
     let batch_shape = &la.shape()[..nd - 2];
     let batches = numel(batch_shape);
-    let mut out = vec![zero; batches * m * n];
+    let mut out = super::pool::filled(batches * m * n, zero);
     if m == 0 || n == 0 {
         return out;
     }

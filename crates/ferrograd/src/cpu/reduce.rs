@@ -47,7 +47,7 @@ fn sum_run_wide<T: Copy + std::ops::Add<Output = T> + Into<f64>>(xs: &[T], zero:
     xs.chunks(1024).map(|c| sum_run(c, zero).into()).sum()
 }
 
-fn fold<T: Copy>(
+fn fold<T: Copy + super::pool::Pooled>(
     x: &[T],
     l: &Layout,
     axes: &[usize],
@@ -56,7 +56,7 @@ fn fold<T: Copy>(
     run_sum: Option<&dyn Fn(&[T]) -> T>,
 ) -> Vec<T> {
     let (kept, view) = reduced_view(l.shape(), axes);
-    let mut out = vec![init; numel(&kept)];
+    let mut out = super::pool::filled(numel(&kept), init);
     for_each_run_multi([l, &view], |[bx, bo], [sx, so], n| {
         if so == 0 {
             let acc = match (sx, run_sum) {
@@ -149,7 +149,7 @@ pub(crate) fn softmax(x: &CpuData, l: &Layout, axis: usize, log: bool) -> Result
             let shape = l.shape();
             let n = shape[axis];
             let out_strides = contiguous_strides(shape);
-            let mut out = vec![0.0 as $t; l.numel()];
+            let mut out = super::pool::filled(l.numel(), 0.0 as $t);
             // iterate over every position of the other axes
             let mut rest_shape = shape.to_vec();
             rest_shape[axis] = 1;

@@ -320,14 +320,14 @@ struct Window {
     long long c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
 };
 
-// x [n, c, h, w] (strided) to contiguous [n, c, kh*kw, oh*ow]
+// x [n, c, h, w] (strided) to contiguous [n, oh*ow, c, kh*kw]
 #define UNFOLD(NAME, T)                                                                       \
     extern "C" __global__ void NAME(const T* x, Strided lx, Window g, double pad, T* out,     \
                                     long long n) {                                            \
         GRID_LOOP(i, n) {                                                                     \
-            long long l = g.oh * g.ow, kk = g.kh * g.kw;                                      \
-            long long p = i % l, k = (i / l) % kk, nc = i / (l * kk);                         \
-            long long ni = nc / g.c, ci = nc % g.c;                                           \
+            long long kk = g.kh * g.kw, l = g.oh * g.ow;                                      \
+            long long k = i % kk, ci = (i / kk) % g.c, p = (i / (kk * g.c)) % l;              \
+            long long ni = i / (kk * g.c * l);                                                \
             long long ki = k / g.kw, kj = k % g.kw, y = p / g.ow, xo = p % g.ow;              \
             long long ih = y * g.sh + ki * g.dh - g.ph, iw = xo * g.sw + kj * g.dw - g.pw;    \
             T v = (T)pad;                                                                     \
@@ -340,16 +340,17 @@ struct Window {
 UNFOLD(unfold_f32, float)
 UNFOLD(unfold_f64, double)
 
-// contiguous cols [n, c, kh*kw, oh*ow] summed into zeros [n, c, h, w]
+// contiguous cols [n, oh*ow, c, kh*kw] summed into zeros [n, c, h, w]
 #define FOLD(NAME, T)                                                                         \
     extern "C" __global__ void NAME(const T* cols, Window g, T* out, long long n) {           \
         GRID_LOOP(i, n) {                                                                     \
-            long long l = g.oh * g.ow, kk = g.kh * g.kw;                                      \
-            long long p = i % l, k = (i / l) % kk, nc = i / (l * kk);                         \
+            long long kk = g.kh * g.kw, l = g.oh * g.ow;                                      \
+            long long k = i % kk, ci = (i / kk) % g.c, p = (i / (kk * g.c)) % l;              \
+            long long ni = i / (kk * g.c * l);                                                \
             long long ki = k / g.kw, kj = k % g.kw, y = p / g.ow, xo = p % g.ow;              \
             long long ih = y * g.sh + ki * g.dh - g.ph, iw = xo * g.sw + kj * g.dw - g.pw;    \
             if (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w)                                   \
-                add_to(out + (nc * g.h + ih) * g.w + iw, cols[i]);                            \
+                add_to(out + ((ni * g.c + ci) * g.h + ih) * g.w + iw, cols[i]);               \
         }                                                                                     \
     }
 FOLD(fold_f32, float)

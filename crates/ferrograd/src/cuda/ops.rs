@@ -959,12 +959,12 @@ pub(crate) fn fold(
     size: (usize, usize),
 ) -> Result<CudaData> {
     let s = l.shape();
-    let args = window_args(win, s[1], size.0, size.1);
+    let args = window_args(win, s[2], size.0, size.1);
     let contiguous = cast(g, cols, l, cols.dtype())?;
     let n = l.numel();
     let len = n as i64;
     let f = g.function(name("fold", cols.dtype()))?;
-    let out_n = s[0] * s[1] * size.0 * size.1;
+    let out_n = s[0] * s[2] * size.0 * size.1;
     macro_rules! go {
         ($v:expr, $t:ty, $variant:ident) => {{
             let mut out = zeros::<$t>(g, out_n)?;

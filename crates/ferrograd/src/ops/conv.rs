@@ -3,7 +3,6 @@
 
 use super::kernel;
 use crate::cpu::{self, Window};
-use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::op::{apply1, Op, RuleCtx, SaveMask};
 use crate::tensor::Tensor;
@@ -19,7 +18,7 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
                 |d| Ok::<_, Error>(cpu::unfold(d[0], x.layout(), window, *pad)),
                 |g, c| crate::cuda::unfold(g, c[0], x.layout(), window, *pad)
             )?;
-            Tensor::from_storage(d, &[s[0], s[1], window.kernel.0 * window.kernel.1, oh * ow])
+            Tensor::from_storage(d, &[s[0], oh * ow, s[1], window.kernel.0 * window.kernel.1])
         }
         Op::Fold { window, size } => {
             let s = x.shape();
@@ -28,7 +27,7 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
                 |d| Ok::<_, Error>(cpu::fold(d[0], x.layout(), window, *size)),
                 |g, c| crate::cuda::fold(g, c[0], x.layout(), window, *size)
             )?;
-            Tensor::from_storage(d, &[s[0], s[1], size.0, size.1])
+            Tensor::from_storage(d, &[s[0], s[2], size.0, size.1])
         }
         _ => unreachable!("not a window op"),
     };
@@ -156,11 +155,20 @@ pub fn conv2d(
         dilation,
     };
     let (cols, oh, ow) = windows(OP, x, &win, 0.0)?;
-    let l = oh * ow;
-    // [n, c, kh*kw, l] -> [n, groups, c/groups*kh*kw, l]
-    let cols = cols.reshape(&[n, groups, cg * kh * kw, l])?;
-    let wm = weight.reshape(&[groups, o / groups, cg * kh * kw])?;
-    let y = wm.matmul(&cols)?.reshape(&[n, o, oh, ow])?;
+    let rows = n * oh * ow;
+    let ck = cg * kh * kw;
+    // one matrix product per group over every output position of the whole batch
+    let y = if groups == 1 {
+        cols.reshape(&[rows, ck])?
+            .matmul(&weight.reshape(&[o, ck])?.t()?)?
+    } else {
+        let cols = cols.reshape(&[rows, groups, ck])?.permute(&[1, 0, 2])?;
+        let wt = weight
+            .reshape(&[groups, o / groups, ck])?
+            .permute(&[0, 2, 1])?;
+        cols.matmul(&wt)?.permute(&[1, 0, 2])?.reshape(&[rows, o])?
+    };
+    let y = y.reshape(&[n, oh, ow, o])?.permute(&[0, 3, 1, 2])?;
     match bias {
         None => Ok(y),
         Some(b) => {
@@ -204,7 +212,9 @@ pub fn max_pool2d(
     }
     let (cols, oh, ow) = windows("max_pool2d", x, &win, f64::NEG_INFINITY)?;
     let s = x.shape();
-    cols.max(Some(&[2]), false)?.reshape(&[s[0], s[1], oh, ow])
+    cols.max(Some(&[3]), false)?
+        .reshape(&[s[0], oh, ow, s[1]])?
+        .permute(&[0, 3, 1, 2])
 }
 
 /// 2-D average pooling over `[n, c, h, w]` (padding counts as zeros, as PyTorch's default).
@@ -223,10 +233,7 @@ pub fn avg_pool2d(
     }
     let (cols, oh, ow) = windows("avg_pool2d", x, &win, 0.0)?;
     let s = x.shape();
-    cols.mean(Some(&[2]), false)?.reshape(&[s[0], s[1], oh, ow])
-}
-
-#[allow(dead_code)]
-fn _dtype_check(d: DType) -> bool {
-    d.is_float()
+    cols.mean(Some(&[3]), false)?
+        .reshape(&[s[0], oh, ow, s[1]])?
+        .permute(&[0, 3, 1, 2])
 }

@@ -86,6 +86,48 @@ impl Tensor {
         Ok(())
     }
 
+    /// `self op= other` in place, without recording (for tensors no tape tracks): one pass
+    /// over this tensor's storage, no temporary.
+    pub fn binary_assign_(&self, op: crate::op::BinaryOp, other: &Tensor) -> Result<()> {
+        let other = if other.dtype() != self.dtype() {
+            let _g = no_grad();
+            other.astype(self.dtype())?
+        } else {
+            other.clone()
+        };
+        let ok = broadcast_shapes(op.name(), other.shape(), self.shape())
+            .map(|s| s == self.shape())
+            .unwrap_or(false);
+        if !ok {
+            return Err(Error::shape(
+                op.name(),
+                format!(
+                    "an in-place update of a tensor of shape {:?} cannot take an operand of shape {:?}",
+                    self.shape(),
+                    other.shape()
+                ),
+            ));
+        }
+        let aliased = Arc::ptr_eq(other.storage(), self.storage());
+        if aliased || self.device() != crate::Device::Cpu || other.device() != crate::Device::Cpu {
+            let result = {
+                let _g = no_grad();
+                crate::op::apply1(&crate::op::Op::Binary(op), &[self, &other])?
+            };
+            return self.assign_(&result);
+        }
+        let ls = other.layout().broadcast_to(self.shape());
+        let read = other.storage().read();
+        let mut write = self.storage().write();
+        match (&mut *write, &*read) {
+            (StorageData::Cpu(d), StorageData::Cpu(s)) => {
+                cpu::binary_assign(op, d, self.layout(), s, &ls)
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::device(op.name(), "in-place update across devices")),
+        }
+    }
+
     /// The in-place form of an op whose out-of-place `result` was computed from this tensor:
     /// writes `result` into this storage and returns the handle this tensor continues as. When
     /// a gradient tape tracks either, that handle carries `result`'s tape state (so later ops
