@@ -66,6 +66,17 @@ pub(crate) fn unfold(x: &CpuData, l: &Layout, win: &Window, pad: f64) -> CpuData
                 for y in 0..oh {
                     for xo in 0..ow {
                         let row = &mut dst[(y * ow + xo) * c * k..(y * ow + xo + 1) * c * k];
+                        // the kernel columns that land inside the image, found once per position
+                        let inside = |kj: usize| {
+                            let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize
+                                - win.padding.1 as isize;
+                            iw >= 0 && iw < w as isize
+                        };
+                        let lo = (0..kw).find(|&kj| inside(kj)).unwrap_or(kw);
+                        let hi = (lo..kw)
+                            .rev()
+                            .find(|&kj| inside(kj))
+                            .map_or(lo, |kj| kj + 1);
                         for ci in 0..c {
                             let plane = base + ci as isize * st[1];
                             for ki in 0..kh {
@@ -74,13 +85,12 @@ pub(crate) fn unfold(x: &CpuData, l: &Layout, win: &Window, pad: f64) -> CpuData
                                 if ih < 0 || ih >= h as isize {
                                     continue;
                                 }
-                                for kj in 0..kw {
+                                let line = plane + ih * st[2];
+                                let dst = &mut row[ci * k + ki * kw..ci * k + (ki + 1) * kw];
+                                for (kj, d) in (lo..hi).zip(&mut dst[lo..hi]) {
                                     let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize
                                         - win.padding.1 as isize;
-                                    if iw >= 0 && iw < w as isize {
-                                        row[ci * k + ki * kw + kj] =
-                                            x[(plane + ih * st[2] + iw * st[3]) as usize];
-                                    }
+                                    *d = x[(line + iw * st[3]) as usize];
                                 }
                             }
                         }

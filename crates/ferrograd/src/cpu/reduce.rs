@@ -56,6 +56,18 @@ fn fold<T: Copy + super::pool::Pooled>(
     run_sum: Option<&dyn Fn(&[T]) -> T>,
 ) -> Vec<T> {
     let (kept, view) = reduced_view(l.shape(), axes);
+    let nd = l.ndim();
+    // rows of a contiguous buffer reduced along the last axis: one tight loop per row
+    if nd > 0 && axes == [nd - 1] && l.is_contiguous() && l.shape()[nd - 1] > 0 {
+        let cols = l.shape()[nd - 1];
+        let src = &x[l.offset()..l.offset() + l.numel()];
+        let mut out = super::pool::take(numel(&kept));
+        out.extend(src.chunks_exact(cols).map(|row| match run_sum {
+            Some(s) => f(init, s(row)),
+            None => row.iter().fold(init, |acc, &v| f(acc, v)),
+        }));
+        return out;
+    }
     let mut out = super::pool::filled(numel(&kept), init);
     for_each_run_multi([l, &view], |[bx, bo], [sx, so], n| {
         if so == 0 {
