@@ -41,7 +41,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let value = py.get_type::<PyValueError>();
     let type_ = py.get_type::<PyTypeError>();
     let runtime = py.get_type::<PyRuntimeError>();
-    let specs: [(&PyOnceLock<Py<PyType>>, &str, &str, Vec<Bound<'_, PyType>>); 5] = [
+    type Spec<'a, 'py> = (
+        &'a PyOnceLock<Py<PyType>>,
+        &'a str,
+        &'a str,
+        Vec<Bound<'py, PyType>>,
+    );
+    let specs: [Spec<'_, '_>; 5] = [
         (
             &SHAPE_ERROR,
             "ShapeError",

@@ -33,7 +33,7 @@ fn main() -> Result<()> {
         key.attach(&b, None)?;
         let err = x.matmul(&w)?.add(&b)?.sub(&y)?;
         let loss = err.mul(&err)?.mean(None, false)?;
-        key.backward(&[loss.clone()], &[loss.ones_like()?])?;
+        key.backward(std::slice::from_ref(&loss), &[loss.ones_like()?])?;
         let (gw, gb) = (
             w.grad().expect("w has a gradient"),
             b.grad().expect("b has a gradient"),

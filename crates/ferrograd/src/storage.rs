@@ -123,6 +123,7 @@ impl Drop for Storage {
     fn drop(&mut self) {
         memory::on_free(self.device, self.bytes);
         let data = self.data.get_mut().unwrap_or_else(|e| e.into_inner());
+        #[allow(irrefutable_let_patterns)]
         if let StorageData::Cpu(d) =
             std::mem::replace(data, StorageData::Cpu(CpuData::Bool(Vec::new())))
         {

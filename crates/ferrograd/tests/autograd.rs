@@ -29,7 +29,7 @@ fn analytic_grad(f: &dyn Fn(&Tensor) -> Result<Tensor>, x: &[f64], shape: &[usiz
     let key = GradKey::new("check");
     key.attach(&xt, None).unwrap();
     let y = f(&xt).unwrap();
-    key.backward(&[y.clone()], &[y.ones_like().unwrap()])
+    key.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
         .unwrap();
     xt.grad().unwrap().to_vec::<f64>().unwrap()
 }
@@ -77,7 +77,7 @@ fn gradients_meeting_at_one_tensor_are_summed() {
         .unwrap()
         .sum(None, false)
         .unwrap();
-    key.backward(&[y.clone()], &[y.ones_like().unwrap()])
+    key.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
         .unwrap();
     assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), vec![5.0, 7.0]);
 }
@@ -110,7 +110,7 @@ fn callback_fires_once_with_the_final_gradient() {
         .unwrap()
         .sum(None, false)
         .unwrap();
-    key.backward(&[y.clone()], &[y.ones_like().unwrap()])
+    key.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
         .unwrap();
     let log = log.lock().unwrap();
     assert_eq!(log.len(), 1, "callback must fire exactly once");
@@ -139,7 +139,7 @@ fn a_gradient_that_is_final_early_fires_before_the_rest_of_backward() {
         h = h.tanh().unwrap();
     }
     let y = h.mul(&late).unwrap().sum(None, false).unwrap();
-    key.backward(&[y.clone()], &[y.ones_like().unwrap()])
+    key.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
         .unwrap();
     let names: Vec<String> = log.lock().unwrap().iter().map(|(n, _)| n.clone()).collect();
     assert_eq!(names, vec!["late".to_string(), "early".to_string()]);
@@ -152,7 +152,7 @@ fn callback_result_replaces_the_gradient() {
     let cb: ferrograd::GradCallback = Arc::new(|_t, g| Ok(Some(g.mul_scalar(10.0)?)));
     key.attach(&x, Some(cb)).unwrap();
     let y = x.sum(None, false).unwrap();
-    key.backward(&[y.clone()], &[y.ones_like().unwrap()])
+    key.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
         .unwrap();
     assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), vec![10.0, 10.0]);
 }
@@ -164,7 +164,7 @@ fn grad_accumulates_across_keys() {
         let key = GradKey::new("k");
         key.attach(&x, None).unwrap();
         let y = x.mul(&x).unwrap().sum(None, false).unwrap();
-        key.backward(&[y.clone()], &[y.ones_like().unwrap()])
+        key.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
             .unwrap();
     }
     assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), vec![6.0, 12.0]);
@@ -176,11 +176,11 @@ fn a_finished_key_refuses_attach_and_backward() {
     let key = GradKey::new("once");
     key.attach(&x, None).unwrap();
     let y = x.exp().unwrap();
-    key.backward(&[y.clone()], &[y.ones_like().unwrap()])
+    key.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
         .unwrap();
     assert!(key.is_finished());
     let e = key
-        .backward(&[y.clone()], &[y.ones_like().unwrap()])
+        .backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
         .unwrap_err()
         .to_string();
     assert!(e.contains("finished") && e.contains("once"), "{e}");
@@ -208,11 +208,11 @@ fn several_keys_track_different_tensors_at_once() {
     kb.attach(&b, None).unwrap();
     let y = a.mul(&b).unwrap().sum(None, false).unwrap();
     assert!(ka.is_attached_to(&y) && kb.is_attached_to(&y));
-    kb.backward(&[y.clone()], &[y.ones_like().unwrap()])
+    kb.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
         .unwrap();
     assert!(a.grad().is_none());
     assert_eq!(b.grad().unwrap().to_vec::<f64>().unwrap(), vec![1.0, 2.0]);
-    ka.backward(&[y.clone()], &[y.ones_like().unwrap()])
+    ka.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
         .unwrap();
     assert_eq!(a.grad().unwrap().to_vec::<f64>().unwrap(), vec![3.0, 4.0]);
 }

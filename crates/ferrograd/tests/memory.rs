@@ -19,7 +19,7 @@ fn ten_thousand_steps_leave_memory_flat() {
             .unwrap()
             .sum(None, false)
             .unwrap();
-        key.backward(&[y.clone()], &[y.ones_like().unwrap()])
+        key.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
             .unwrap();
         w.set_grad(None);
     };

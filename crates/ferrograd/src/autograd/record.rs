@@ -14,6 +14,10 @@ use crate::error::{Error, Result};
 use crate::op::{BuiltinRule, Op};
 use crate::tensor::Tensor;
 
+/// Builds a custom rule for one key from which inputs need gradients and the key's level.
+pub type MakeCustomRule<'a> = dyn FnMut(&[bool], u64) -> Result<Box<dyn GradRule>> + 'a;
+type MakeRule<'a> = dyn FnMut(&[bool], &Arc<KeyInner>) -> Result<Box<dyn GradRule>> + 'a;
+
 /// How many keys are recording, so `apply` skips all bookkeeping when none is.
 pub(crate) static RECORDING_KEYS: AtomicUsize = AtomicUsize::new(0);
 
@@ -78,7 +82,7 @@ pub fn record_custom(
     name: &str,
     inputs: &[&Tensor],
     outputs: &[Tensor],
-    make_rule: &mut dyn FnMut(&[bool], u64) -> Result<Box<dyn GradRule>>,
+    make_rule: &mut MakeCustomRule<'_>,
 ) -> Result<()> {
     if !is_recording_any() {
         return Ok(());
@@ -122,7 +126,7 @@ fn record_with(
     name: &str,
     inputs: &[&Tensor],
     outputs: &[Tensor],
-    make_rule: &mut dyn FnMut(&[bool], &Arc<KeyInner>) -> Result<Box<dyn GradRule>>,
+    make_rule: &mut MakeRule<'_>,
 ) -> Result<()> {
     for key in recording_keys(inputs) {
         let targets: SmallVec<[Option<GradInfo>; 3]> = inputs

@@ -47,13 +47,16 @@ fn sum_run_wide<T: Copy + std::ops::Add<Output = T> + Into<f64>>(xs: &[T], zero:
     xs.chunks(1024).map(|c| sum_run(c, zero).into()).sum()
 }
 
+/// A specialised sum of one contiguous run.
+type RunSum<'a, T> = &'a dyn Fn(&[T]) -> T;
+
 fn fold<T: Copy + super::pool::Pooled>(
     x: &[T],
     l: &Layout,
     axes: &[usize],
     init: T,
     f: impl Fn(T, T) -> T,
-    run_sum: Option<&dyn Fn(&[T]) -> T>,
+    run_sum: Option<RunSum<'_, T>>,
 ) -> Vec<T> {
     let (kept, view) = reduced_view(l.shape(), axes);
     let nd = l.ndim();

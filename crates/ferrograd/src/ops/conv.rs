@@ -145,7 +145,7 @@ pub fn conv2d(
     if groups == 0 || c % groups != 0 || o % groups != 0 || cg * groups != c {
         return Err(Error::shape(
             OP,
-            format!("input of shape {:?} with {groups} groups needs weight [out, {}, kh, kw] with out divisible by groups, got {ws:?}", x.shape(), if groups > 0 { c / groups } else { 0 }),
+            format!("input of shape {:?} with {groups} groups needs weight [out, {}, kh, kw] with out divisible by groups, got {ws:?}", x.shape(), c.checked_div(groups).unwrap_or(0)),
         ));
     }
     let win = Window {
