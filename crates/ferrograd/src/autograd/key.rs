@@ -443,29 +443,20 @@ impl GradKey {
             )));
         }
         for (y, dy) in ys.iter().zip(dys) {
+            let mismatch = || {
+                format!(
+                    "the gradient for a {} tensor of shape {:?} must match its dtype and shape, got {} {:?}",
+                    y.dtype(),
+                    y.shape(),
+                    dy.dtype(),
+                    dy.shape()
+                )
+            };
             if y.dtype() != dy.dtype() {
-                return Err(Error::dtype(
-                    "backward",
-                    format!(
-                        "the gradient for a {} tensor of shape {:?} must have its dtype, got {} {:?}",
-                        y.dtype(),
-                        y.shape(),
-                        dy.dtype(),
-                        dy.shape()
-                    ),
-                ));
+                return Err(Error::dtype("backward", mismatch()));
             }
             if y.shape() != dy.shape() {
-                return Err(Error::shape(
-                    "backward",
-                    format!(
-                        "the gradient for a {} tensor of shape {:?} must match it, got a {} tensor of shape {:?}",
-                        y.dtype(),
-                        y.shape(),
-                        dy.dtype(),
-                        dy.shape()
-                    ),
-                ));
+                return Err(Error::shape("backward", mismatch()));
             }
             if y.device() != dy.device() {
                 return Err(Error::device(

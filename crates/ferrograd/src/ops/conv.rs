@@ -183,17 +183,34 @@ pub fn conv2d(
     }
 }
 
-fn pool_window(
+/// Pooling: each window of `[n, c, h, w]` reduced to one value (`stride` defaults to the
+/// kernel; padding reads `pad`).
+fn pool2d(
+    op: &str,
+    x: &Tensor,
     kernel: (usize, usize),
     stride: Option<(usize, usize)>,
     padding: (usize, usize),
-) -> Window {
-    Window {
+    pad: f64,
+    reduce: fn(&Tensor, Option<&[isize]>, bool) -> Result<Tensor>,
+) -> Result<Tensor> {
+    if padding.0 * 2 > kernel.0 || padding.1 * 2 > kernel.1 {
+        return Err(Error::invalid(
+            op,
+            format!("padding {padding:?} must be at most half the kernel {kernel:?}"),
+        ));
+    }
+    let win = Window {
         kernel,
         stride: stride.unwrap_or(kernel),
         padding,
         dilation: (1, 1),
-    }
+    };
+    let (cols, oh, ow) = windows(op, x, &win, pad)?;
+    let s = x.shape();
+    reduce(&cols, Some(&[3]), false)?
+        .reshape(&[s[0], oh, ow, s[1]])?
+        .permute(&[0, 3, 1, 2])
 }
 
 /// 2-D max pooling over `[n, c, h, w]` (padding never wins: it reads -inf).
@@ -203,18 +220,15 @@ pub fn max_pool2d(
     stride: Option<(usize, usize)>,
     padding: (usize, usize),
 ) -> Result<Tensor> {
-    let win = pool_window(kernel, stride, padding);
-    if padding.0 * 2 > kernel.0 || padding.1 * 2 > kernel.1 {
-        return Err(Error::invalid(
-            "max_pool2d",
-            format!("padding {padding:?} must be at most half the kernel {kernel:?}"),
-        ));
-    }
-    let (cols, oh, ow) = windows("max_pool2d", x, &win, f64::NEG_INFINITY)?;
-    let s = x.shape();
-    cols.max(Some(&[3]), false)?
-        .reshape(&[s[0], oh, ow, s[1]])?
-        .permute(&[0, 3, 1, 2])
+    pool2d(
+        "max_pool2d",
+        x,
+        kernel,
+        stride,
+        padding,
+        f64::NEG_INFINITY,
+        Tensor::max,
+    )
 }
 
 /// 2-D average pooling over `[n, c, h, w]` (padding counts as zeros, as PyTorch's default).
@@ -224,16 +238,5 @@ pub fn avg_pool2d(
     stride: Option<(usize, usize)>,
     padding: (usize, usize),
 ) -> Result<Tensor> {
-    let win = pool_window(kernel, stride, padding);
-    if padding.0 * 2 > kernel.0 || padding.1 * 2 > kernel.1 {
-        return Err(Error::invalid(
-            "avg_pool2d",
-            format!("padding {padding:?} must be at most half the kernel {kernel:?}"),
-        ));
-    }
-    let (cols, oh, ow) = windows("avg_pool2d", x, &win, 0.0)?;
-    let s = x.shape();
-    cols.mean(Some(&[3]), false)?
-        .reshape(&[s[0], oh, ow, s[1]])?
-        .permute(&[0, 3, 1, 2])
+    pool2d("avg_pool2d", x, kernel, stride, padding, 0.0, Tensor::mean)
 }
