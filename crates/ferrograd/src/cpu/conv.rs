@@ -131,6 +131,16 @@ pub(crate) fn fold(cols: &CpuData, l: &Layout, win: &Window, size: (usize, usize
                 for y in 0..oh {
                     for xo in 0..ow {
                         let row = &src[(y * ow + xo) * c * k..(y * ow + xo + 1) * c * k];
+                        let inside = |kj: usize| {
+                            let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize
+                                - win.padding.1 as isize;
+                            iw >= 0 && iw < w as isize
+                        };
+                        let lo = (0..kw).find(|&kj| inside(kj)).unwrap_or(kw);
+                        let hi = (lo..kw)
+                            .rev()
+                            .find(|&kj| inside(kj))
+                            .map_or(lo, |kj| kj + 1);
                         for ci in 0..c {
                             for ki in 0..kh {
                                 let ih = (y * win.stride.0 + ki * win.dilation.0) as isize
@@ -138,13 +148,11 @@ pub(crate) fn fold(cols: &CpuData, l: &Layout, win: &Window, size: (usize, usize
                                 if ih < 0 || ih >= h as isize {
                                     continue;
                                 }
-                                for kj in 0..kw {
-                                    let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize
-                                        - win.padding.1 as isize;
-                                    if iw >= 0 && iw < w as isize {
-                                        dst[(ci * h + ih as usize) * w + iw as usize] +=
-                                            row[ci * k + ki * kw + kj];
-                                    }
+                                let line = (ci * h + ih as usize) * w;
+                                for kj in lo..hi {
+                                    let iw =
+                                        xo * win.stride.1 + kj * win.dilation.1 - win.padding.1;
+                                    dst[line + iw] += row[ci * k + ki * kw + kj];
                                 }
                             }
                         }
