@@ -410,3 +410,32 @@ def test_inplace_on_attached_tensor_under_both_managers():
         x.grad = None
         outer.backward(g)
     close(x.grad, 6 * (x0 + 1))
+
+
+@pytest.mark.parametrize("act", ["tanh", "sigmoid", "relu"])
+def test_second_derivative_through_fused_activation_backward(act):
+    """The activations' backward is one fused op; its own rule must give exact second
+    derivatives (checked against finite differences of the first derivative)."""
+    x0 = np.array([0.3, -0.8, 1.7, -2.2])
+
+    def first(xv):
+        x = fg.tensor(xv)
+        gm = fg.GradManager().attach(x)
+        with gm:
+            gm.backward((getattr(x * x, act)() * x).sum())
+        return x.grad.numpy()
+
+    x = fg.tensor(x0)
+    outer = fg.GradManager().attach(x)
+    inner = fg.GradManager().attach(x)
+    with outer:
+        with inner:
+            inner.backward((getattr(x * x, act)() * x).sum())
+        g = x.grad
+        x.grad = None
+        outer.backward(g.sum())
+    eps = 1e-6
+    expected = [
+        (first(x0 + eps * e).sum() - first(x0 - eps * e).sum()) / (2 * eps) for e in np.eye(4)
+    ]
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-6, atol=1e-7)

@@ -67,6 +67,10 @@ pub enum Op {
     Compare(CmpOp),
     /// `x ** p` with a constant exponent.
     PowScalar(f64),
+    /// The backward of an activation from its output: inputs `(dy, y)`; `dy * (1 - y^2)`
+    /// for tanh, `dy * y * (1 - y)` for sigmoid, `dy * (y > 0)` for relu. One pass instead of
+    /// a chain of ops in the rules of those activations.
+    ActGrad(UnaryOp),
     /// `where(cond, a, b)`.
     Where,
     Cast(DType),
@@ -180,6 +184,9 @@ impl Op {
         "sigmoid",
         "relu",
         "sign",
+        "tanh_grad",
+        "sigmoid_grad",
+        "relu_grad",
         "add",
         "sub",
         "mul",
@@ -223,6 +230,9 @@ impl Op {
             Op::Binary(b) => b.name(),
             Op::Compare(c) => c.name(),
             Op::PowScalar(_) => "pow",
+            Op::ActGrad(UnaryOp::Tanh) => "tanh_grad",
+            Op::ActGrad(UnaryOp::Sigmoid) => "sigmoid_grad",
+            Op::ActGrad(_) => "relu_grad",
             Op::Where => "where",
             Op::Cast(_) => "astype",
             Op::Copy => "copy",
@@ -278,6 +288,7 @@ pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         | Op::Binary(_)
         | Op::Compare(_)
         | Op::PowScalar(_)
+        | Op::ActGrad(_)
         | Op::Where
         | Op::Cast(_)
         | Op::Copy => elementwise::forward(op, inputs)?,
@@ -311,6 +322,7 @@ fn save_mask(op: &Op, needs: &[bool]) -> SaveMask {
         | Op::Binary(_)
         | Op::Compare(_)
         | Op::PowScalar(_)
+        | Op::ActGrad(_)
         | Op::Where
         | Op::Cast(_)
         | Op::Copy => elementwise::saves(op, needs),
@@ -410,6 +422,7 @@ impl GradRule for BuiltinRule {
             Op::Unary(_)
             | Op::Binary(_)
             | Op::PowScalar(_)
+            | Op::ActGrad(_)
             | Op::Where
             | Op::Cast(_)
             | Op::Copy

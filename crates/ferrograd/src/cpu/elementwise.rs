@@ -392,3 +392,32 @@ pub(crate) fn binary_assign(
     }
     Ok(())
 }
+
+/// The backward of tanh, sigmoid or relu from the activation's output `y`.
+pub(crate) fn act_grad(
+    op: UnaryOp,
+    dy: &CpuData,
+    ldy: &Layout,
+    y: &CpuData,
+    ly: &Layout,
+) -> Result<CpuData> {
+    fn go<T>(op: UnaryOp, dy: &[T], ldy: &Layout, y: &[T], ly: &Layout) -> Vec<T>
+    where
+        T: Float
+            + std::ops::Add<Output = T>
+            + std::ops::Sub<Output = T>
+            + std::ops::Mul<Output = T>,
+    {
+        let (one, zero) = (T::from_f64(1.0), T::zero());
+        match op {
+            UnaryOp::Tanh => map2(dy, ldy, y, ly, |g, v| g * (one - v * v)),
+            UnaryOp::Sigmoid => map2(dy, ldy, y, ly, |g, v| g * v * (one - v)),
+            _ => map2(dy, ldy, y, ly, |g, v| if v > zero { g } else { zero }),
+        }
+    }
+    Ok(match (dy, y) {
+        (CpuData::F32(d), CpuData::F32(v)) => CpuData::F32(go(op, d, ldy, v, ly)),
+        (CpuData::F64(d), CpuData::F64(v)) => CpuData::F64(go(op, d, ldy, v, ly)),
+        _ => return Err(not_for(op.name(), dy)),
+    })
+}

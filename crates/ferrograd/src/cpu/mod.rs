@@ -11,7 +11,7 @@ mod reduce;
 pub use conv::Window;
 pub(crate) use conv::{fold, unfold};
 pub(crate) use elementwise::{
-    binary, binary_assign, cast, compare, copy, pow_scalar, unary, where_,
+    act_grad, binary, binary_assign, cast, compare, copy, pow_scalar, unary, where_,
 };
 pub(crate) use index::{concat, gather, scatter_add, set_slice, slice_grad};
 pub(crate) use matmul::matmul;

@@ -110,6 +110,19 @@ BINARY(binary_f32, float, binary_float<float>)
 BINARY(binary_f64, double, binary_float<double>)
 BINARY(binary_i64, long long, binary_int)
 
+// backward of tanh (op 5), sigmoid (6) and relu (7) from the activation's output y
+#define ACT_GRAD(NAME, T)                                                                     \
+    extern "C" __global__ void NAME(int op, const T* dy, Strided ldy, const T* y, Strided ly, \
+                                    T* out, long long n) {                                    \
+        GRID_LOOP(i, n) {                                                                     \
+            T g = dy[pos(ldy, i)], v = y[pos(ly, i)];                                         \
+            out[i] = op == 5 ? g * (T(1) - v * v)                                             \
+                             : (op == 6 ? g * v * (T(1) - v) : (v > T(0) ? g : T(0)));        \
+        }                                                                                     \
+    }
+ACT_GRAD(act_grad_f32, float)
+ACT_GRAD(act_grad_f64, double)
+
 #define COMPARE(NAME, T)                                                                      \
     extern "C" __global__ void NAME(int op, const T* a, Strided la, const T* b, Strided lb,   \
                                     u8* out, long long n) {                                   \

@@ -325,6 +325,49 @@ pub(crate) fn binary(
     })
 }
 
+pub(crate) fn act_grad(
+    g: &Gpu,
+    op: UnaryOp,
+    dy: &CudaData,
+    ldy: &Layout,
+    y: &CudaData,
+    ly: &Layout,
+) -> Result<CudaData> {
+    let code: i32 = match op {
+        UnaryOp::Tanh => 5,
+        UnaryOp::Sigmoid => 6,
+        _ => 7,
+    };
+    let n = ly.numel();
+    let (sd, sy) = (strided("act_grad", ldy)?, strided("act_grad", ly)?);
+    let f = g.function(name("act_grad", y.dtype()))?;
+    let len = n as i64;
+    macro_rules! go {
+        ($d:expr, $v:expr, $variant:ident) => {{
+            let mut out = alloc(g, n)?;
+            unsafe {
+                g.stream
+                    .launch_builder(&f)
+                    .arg(&code)
+                    .arg($d)
+                    .arg(&sd)
+                    .arg($v)
+                    .arg(&sy)
+                    .arg(&mut out)
+                    .arg(&len)
+                    .launch(cfg(n))
+                    .map_err(|e| err("act_grad", e))?
+            };
+            CudaData::$variant(out)
+        }};
+    }
+    Ok(match (dy, y) {
+        (CudaData::F32(d), CudaData::F32(v)) => go!(d, v, F32),
+        (CudaData::F64(d), CudaData::F64(v)) => go!(d, v, F64),
+        _ => return Err(Error::dtype(op.name(), "needs float tensors")),
+    })
+}
+
 pub(crate) fn compare(
     g: &Gpu,
     op: CmpOp,

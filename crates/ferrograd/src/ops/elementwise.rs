@@ -45,6 +45,22 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
             )?;
             Tensor::from_storage(d, &shape)
         }
+        Op::ActGrad(u) => {
+            let (dy, y) = (inputs[0], inputs[1]);
+            same_dtype(op.name(), inputs)?;
+            if dy.shape() != y.shape() {
+                return Err(Error::shape(
+                    op.name(),
+                    format!("shapes {:?} and {:?} differ", dy.shape(), y.shape()),
+                ));
+            }
+            let d = kernel!(
+                inputs,
+                |d| cpu::act_grad(*u, d[0], dy.layout(), d[1], y.layout()),
+                |g, c| crate::cuda::act_grad(g, *u, c[0], dy.layout(), c[1], y.layout())
+            )?;
+            Tensor::from_storage(d, y.shape())
+        }
         Op::PowScalar(p) => {
             let x = inputs[0];
             let d = kernel!(inputs, |d| cpu::pow_scalar(d[0], x.layout(), *p), |g, c| {
@@ -123,6 +139,10 @@ pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
             BinaryOp::Maximum | BinaryOp::Minimum => m.inputs = smallvec::smallvec![true, true],
         },
         Op::PowScalar(_) => m.inputs[0] = true,
+        Op::ActGrad(u) => {
+            m.inputs[1] = true;
+            m.inputs[0] = needs[1] && *u != UnaryOp::Relu;
+        }
         Op::Where => m.inputs[0] = true,
         _ => {}
     }
@@ -138,17 +158,8 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             UnaryOp::Log => Some(dy.div(&ctx.input(0)?)?),
             UnaryOp::Sqrt => Some(dy.div(&ctx.output()?.mul_scalar(2.0)?)?),
             UnaryOp::Abs => Some(dy.mul(&ctx.input(0)?.sign()?)?),
-            UnaryOp::Tanh => {
-                let y = &ctx.output()?;
-                Some(dy.mul(&y.mul(y)?.rsub_scalar(1.0)?)?)
-            }
-            UnaryOp::Sigmoid => {
-                let y = &ctx.output()?;
-                Some(dy.mul(&y.mul(&y.rsub_scalar(1.0)?)?)?)
-            }
-            UnaryOp::Relu => {
-                let y = &ctx.output()?;
-                Some(dy.mul(&y.gt(&y.scalar_like(0.0))?.astype(y.dtype())?)?)
+            UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Relu => {
+                Some(apply1(&Op::ActGrad(*u), &[dy, &ctx.output()?])?)
             }
             UnaryOp::Sign => None,
         }],
@@ -222,6 +233,24 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
                 g0.map(|g| sum_to_shape(&g, shape(0))).transpose()?,
                 g1.map(|g| sum_to_shape(&g, shape(1))).transpose()?,
             ]
+        }
+        Op::ActGrad(u) => {
+            // the rule of the rule, for higher-order gradients
+            let y = &ctx.input(1)?;
+            let d_dy = if ctx.needs[0] {
+                Some(apply1(&Op::ActGrad(*u), &[dy, y])?)
+            } else {
+                None
+            };
+            let d_y = match (u, ctx.needs[1]) {
+                (UnaryOp::Tanh, true) => Some(dy.mul(&ctx.input(0)?)?.mul(y)?.mul_scalar(-2.0)?),
+                (UnaryOp::Sigmoid, true) => Some(
+                    dy.mul(&ctx.input(0)?)?
+                        .mul(&y.mul_scalar(-2.0)?.add_scalar(1.0)?)?,
+                ),
+                _ => None,
+            };
+            vec![d_dy, d_y]
         }
         Op::PowScalar(p) => {
             let x = &ctx.input(0)?;
