@@ -1,6 +1,7 @@
 //! `GradKey`, the `GradFn` records on its tape, and the reverse traversal.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 use smallvec::SmallVec;
 use std::collections::HashSet;
@@ -62,6 +63,12 @@ impl GradFn {
     }
 }
 
+thread_local! {
+    /// `GradFn`s whose last owner is being dropped, released one at a time: dropping a long
+    /// chain recursively would overflow the stack.
+    static DROP_QUEUE: RefCell<Option<Vec<Arc<GradFn>>>> = const { RefCell::new(None) };
+}
+
 impl Drop for GradFn {
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
@@ -73,6 +80,36 @@ impl Drop for GradFn {
             for &l in &self.slot_lists {
                 ks.lists.free_list(l);
             }
+        }
+        let parents: Vec<Arc<GradFn>> = std::mem::take(&mut st.dsts)
+            .into_iter()
+            .flatten()
+            .map(|d| d.target)
+            .collect();
+        let rule = st.rule.take();
+        let slots = std::mem::take(&mut st.slots);
+        let outermost = DROP_QUEUE.with(|q| {
+            let mut q = q.borrow_mut();
+            match q.as_mut() {
+                Some(queue) => {
+                    queue.extend(parents);
+                    false
+                }
+                None => {
+                    *q = Some(parents);
+                    true
+                }
+            }
+        });
+        // what the rule saved and the slots' gradients may hold further chains: release them
+        // inside the queue's scope too
+        drop(rule);
+        drop(slots);
+        if outermost {
+            while let Some(next) = DROP_QUEUE.with(|q| q.borrow_mut().as_mut().and_then(Vec::pop)) {
+                drop(next);
+            }
+            DROP_QUEUE.with(|q| *q.borrow_mut() = None);
         }
     }
 }

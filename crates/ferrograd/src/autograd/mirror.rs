@@ -55,6 +55,9 @@ pub(crate) struct Recipe {
     op: Op,
     inputs: Vec<Source>,
     bytes: usize,
+    /// The activations (storage id, bytes) that this recipe keeps alive through its chain,
+    /// gathered when it is made, so no walk of the chain is needed later.
+    leaves: Vec<(usize, usize)>,
     cache: Mutex<Option<Tensor>>,
 }
 
@@ -70,7 +73,7 @@ impl Recipe {
         if !policy(op) || !out.dtype().is_float() {
             return None;
         }
-        let inputs = inputs
+        let inputs: Vec<Source> = inputs
             .iter()
             .map(|t| match t.recipe(key.id) {
                 Some(r) => Source::Recipe(r),
@@ -80,11 +83,31 @@ impl Recipe {
                 },
             })
             .collect();
+        let mut leaves: Vec<(usize, usize)> = Vec::new();
+        for src in &inputs {
+            let add: Vec<(usize, usize)> = match src {
+                Source::Recipe(r) => r.leaves.clone(),
+                Source::Tensor {
+                    saved,
+                    intermediate: true,
+                } => {
+                    let t = saved.tensor_ref();
+                    vec![(Arc::as_ptr(t.storage()) as usize, t.storage().bytes())]
+                }
+                Source::Tensor { .. } => Vec::new(),
+            };
+            for leaf in add {
+                if !leaves.iter().any(|l| l.0 == leaf.0) {
+                    leaves.push(leaf);
+                }
+            }
+        }
         Some(Arc::new(Recipe {
             key_id: key.id,
             op: op.clone(),
             inputs,
             bytes: out.numel() * out.dtype().size_in_bytes(),
+            leaves,
             cache: Mutex::new(None),
         }))
     }
@@ -92,27 +115,10 @@ impl Recipe {
     /// Bytes this recipe newly keeps alive: its leaf activations that no rule of the key
     /// saves already (parameters and constants live anyway and do not count).
     pub(crate) fn new_leaf_bytes(&self, kept: &HashSet<usize>) -> usize {
-        let mut seen = HashSet::new();
-        self.leaves(&mut |t: &Tensor, intermediate: bool| {
-            let id = Arc::as_ptr(t.storage()) as usize;
-            if intermediate && !kept.contains(&id) && seen.insert(id) {
-                t.storage().bytes()
-            } else {
-                0
-            }
-        })
-    }
-
-    fn leaves(&self, f: &mut dyn FnMut(&Tensor, bool) -> usize) -> usize {
-        self.inputs
+        self.leaves
             .iter()
-            .map(|s| match s {
-                Source::Tensor {
-                    saved,
-                    intermediate,
-                } => f(saved.tensor_ref(), *intermediate),
-                Source::Recipe(r) => r.leaves(f),
-            })
+            .filter(|(id, _)| !kept.contains(id))
+            .map(|(_, b)| b)
             .sum()
     }
 
@@ -120,23 +126,81 @@ impl Recipe {
         self.bytes
     }
 
-    /// Recomputes the value (once; later calls share it while the recipe lives).
-    pub(crate) fn materialize(&self, op: &str) -> Result<Tensor> {
-        if let Some(t) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).clone() {
-            return Ok(t);
+    fn cached(&self) -> Option<Tensor> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Recomputes the value (once; later calls share it while the recipe lives). Works
+    /// through the chain with an explicit stack, deepest recipe first: chains can be long.
+    pub(crate) fn materialize(self: &Arc<Self>, op: &str) -> Result<Tensor> {
+        let mut stack: Vec<Arc<Recipe>> = vec![self.clone()];
+        while let Some(top) = stack.last().cloned() {
+            if top.cached().is_some() {
+                stack.pop();
+                continue;
+            }
+            let pending = top.inputs.iter().find_map(|s| match s {
+                Source::Recipe(r) if r.cached().is_none() => Some(r.clone()),
+                _ => None,
+            });
+            if let Some(child) = pending {
+                stack.push(child);
+                continue;
+            }
+            let ins: Vec<Tensor> = top
+                .inputs
+                .iter()
+                .map(|s| match s {
+                    Source::Tensor { saved, .. } => saved.get(op),
+                    Source::Recipe(r) => r
+                        .cached()
+                        .ok_or_else(|| crate::Error::autograd("recomputation lost a value")),
+                })
+                .collect::<Result<_>>()?;
+            let refs: Vec<&Tensor> = ins.iter().collect();
+            let out = apply1(&top.op, &refs)?;
+            *top.cache.lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
+            stack.pop();
         }
-        let ins: Vec<Tensor> = self
-            .inputs
-            .iter()
-            .map(|s| match s {
-                Source::Tensor { saved, .. } => saved.get(op),
-                Source::Recipe(r) => r.materialize(op),
+        self.cached()
+            .ok_or_else(|| crate::Error::autograd("recomputation lost a value"))
+    }
+}
+
+thread_local! {
+    static RECIPE_DROPS: std::cell::RefCell<Option<Vec<Arc<Recipe>>>> = const { std::cell::RefCell::new(None) };
+}
+
+impl Drop for Recipe {
+    // chains of recipes are released one at a time, not recursively
+    fn drop(&mut self) {
+        let parents: Vec<Arc<Recipe>> = std::mem::take(&mut self.inputs)
+            .into_iter()
+            .filter_map(|s| match s {
+                Source::Recipe(r) => Some(r),
+                Source::Tensor { .. } => None,
             })
-            .collect::<Result<_>>()?;
-        let refs: Vec<&Tensor> = ins.iter().collect();
-        let out = apply1(&self.op, &refs)?;
-        *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = Some(out.clone());
-        Ok(out)
+            .collect();
+        let outermost = RECIPE_DROPS.with(|q| {
+            let mut q = q.borrow_mut();
+            match q.as_mut() {
+                Some(queue) => {
+                    queue.extend(parents);
+                    false
+                }
+                None => {
+                    *q = Some(parents);
+                    true
+                }
+            }
+        });
+        if outermost {
+            while let Some(next) = RECIPE_DROPS.with(|q| q.borrow_mut().as_mut().and_then(Vec::pop))
+            {
+                drop(next);
+            }
+            RECIPE_DROPS.with(|q| *q.borrow_mut() = None);
+        }
     }
 }
 
