@@ -1,9 +1,8 @@
 """Very long chains of recorded ops are freed, differentiated and recomputed without deep
 recursion (a recursive drop or recomputation overflows the stack and kills the process)."""
 
-import numpy as np
-
 import ferrograd as fg
+import numpy as np
 
 N = 200_000
 
