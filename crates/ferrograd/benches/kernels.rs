@@ -1,7 +1,9 @@
 //! Criterion benches of the engine's CPU kernels and of the per-op dispatch and recording cost.
 //! Run with `cargo bench -p ferrograd`.
 
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ferrograd::{GradKey, Tensor};
 
 fn ramp(n: usize) -> Vec<f32> {
