@@ -4,7 +4,6 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 
 use smallvec::SmallVec;
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -31,6 +30,8 @@ pub(crate) struct GradFn {
     pub(crate) name: Cow<'static, str>,
     /// One producer list per slot; fixed at creation.
     pub(crate) slot_lists: SmallVec<[ListId; 1]>,
+    /// Set once backward holds this record until it ends.
+    pub(crate) kept_alive: AtomicBool,
     pub(crate) state: Mutex<GradFnState>,
 }
 
@@ -182,6 +183,7 @@ impl KeyInner {
                 key: Arc::downgrade(self),
                 name,
                 slot_lists,
+                kept_alive: AtomicBool::new(false),
                 state: Mutex::new(GradFnState {
                     slots: (0..n_outputs).map(|_| GradSlot::default()).collect(),
                     dsts,
@@ -365,6 +367,7 @@ impl GradKey {
                 key: Arc::downgrade(&self.0),
                 name: Cow::Borrowed("attach"),
                 slot_lists: smallvec::smallvec![list],
+                kept_alive: AtomicBool::new(false),
                 state: Mutex::new(GradFnState {
                     slots: smallvec::smallvec![GradSlot {
                         grad: None,
@@ -561,7 +564,6 @@ impl GradKey {
         // Keeps every GradFn that may still receive gradients alive until backward ends,
         // even after the ops that referenced it have been cleared.
         let mut keeper: Vec<Arc<GradFn>> = Vec::new();
-        let mut kept: HashSet<usize> = HashSet::new();
         for weak in tape.iter().rev() {
             let Some(f) = weak.upgrade() else { continue };
             let (grads, rule, dsts) = {
@@ -590,7 +592,7 @@ impl GradKey {
                 }
             }
             for d in dsts.into_iter().flatten() {
-                if kept.insert(Arc::as_ptr(&d.target) as usize) {
+                if !d.target.kept_alive.swap(true, Ordering::Relaxed) {
                     keeper.push(d.target);
                 }
             }

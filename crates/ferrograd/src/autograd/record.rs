@@ -44,7 +44,9 @@ fn recording_keys(inputs: &[&Tensor]) -> SmallVec<[Arc<KeyInner>; 2]> {
             }
         }
     }
-    keys.sort_by_key(|k| (k.level, k.id));
+    if keys.len() > 1 {
+        keys.sort_by_key(|k| (k.level, k.id));
+    }
     keys
 }
 
