@@ -235,12 +235,24 @@ pub(crate) fn compare(
 
 /// `x ** p` for a scalar exponent.
 pub(crate) fn pow_scalar(x: &CpuData, l: &Layout, p: f64) -> Result<CpuData> {
-    fn pw<T: Float>(x: &[T], l: &Layout, p: f64) -> Vec<T> {
-        if p == 2.0 {
-            return map1(x, l, |v| v.powf(T::from_f64(2.0)));
+    fn pw<T>(x: &[T], l: &Layout, p: f64) -> Vec<T>
+    where
+        T: Float + std::ops::Mul<Output = T> + std::ops::Div<Output = T>,
+    {
+        // small integer and half exponents are exact products (and far cheaper than powf)
+        match p {
+            1.0 => map1(x, l, |v| v),
+            2.0 => map1(x, l, |v| v * v),
+            3.0 => map1(x, l, |v| v * v * v),
+            4.0 => map1(x, l, |v| (v * v) * (v * v)),
+            0.5 => map1(x, l, T::sqrt),
+            -1.0 => map1(x, l, |v| T::from_f64(1.0) / v),
+            -2.0 => map1(x, l, |v| T::from_f64(1.0) / (v * v)),
+            _ => {
+                let e = T::from_f64(p);
+                map1(x, l, |v| v.powf(e))
+            }
         }
-        let e = T::from_f64(p);
-        map1(x, l, |v| v.powf(e))
     }
     Ok(match x {
         CpuData::F32(v) => CpuData::F32(pw(v, l, p)),
