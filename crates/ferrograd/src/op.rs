@@ -111,6 +111,10 @@ pub enum Op {
         window: Window,
         pad: f64,
     },
+    /// For each pooling window of `[n, c, h, w]`, the flat `h * w` position of its maximum
+    /// (first one on ties, NaN wins), as int64 `[n, c, oh * ow]`. No gradient: max pooling
+    /// gathers with these indices, so its backward is one scatter-add.
+    PoolArgmax(Window),
     /// The transpose of `Unfold` (overlapping windows are summed) back to `size`.
     Fold {
         window: Window,
@@ -220,6 +224,7 @@ impl Op {
         "softmax",
         "log_softmax",
         "unfold",
+        "pool_argmax",
         "fold",
     ];
 
@@ -250,14 +255,17 @@ impl Op {
             Op::Softmax(_) => "softmax",
             Op::LogSoftmax(_) => "log_softmax",
             Op::Unfold { .. } => "unfold",
+            Op::PoolArgmax(_) => "pool_argmax",
             Op::Fold { .. } => "fold",
         }
     }
 
     /// Whether any gradient can flow through this op.
     pub fn is_differentiable(&self) -> bool {
-        !matches!(self, Op::Compare(_) | Op::Unary(UnaryOp::Sign))
-            && !matches!(self, Op::Cast(d) if !d.is_float())
+        !matches!(
+            self,
+            Op::Compare(_) | Op::Unary(UnaryOp::Sign) | Op::PoolArgmax(_)
+        ) && !matches!(self, Op::Cast(d) if !d.is_float())
     }
 }
 
@@ -294,7 +302,7 @@ pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         | Op::Copy => elementwise::forward(op, inputs)?,
         Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::forward(op, inputs)?,
         Op::MatMul => linalg::forward(op, inputs)?,
-        Op::Unfold { .. } | Op::Fold { .. } => conv::forward(op, inputs)?,
+        Op::Unfold { .. } | Op::Fold { .. } | Op::PoolArgmax(_) => conv::forward(op, inputs)?,
         _ => movement::forward(op, inputs)?,
     };
     record_builtin(op, inputs, std::slice::from_ref(&out))?;
@@ -328,7 +336,7 @@ fn save_mask(op: &Op, needs: &[bool]) -> SaveMask {
         | Op::Copy => elementwise::saves(op, needs),
         Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::saves(op, needs),
         Op::MatMul => linalg::saves(needs),
-        Op::Unfold { .. } | Op::Fold { .. } => conv::saves(needs),
+        Op::Unfold { .. } | Op::Fold { .. } | Op::PoolArgmax(_) => conv::saves(needs),
         _ => movement::saves(op, needs),
     }
 }
@@ -429,7 +437,7 @@ impl GradRule for BuiltinRule {
             | Op::Compare(_) => elementwise::backward(&ctx, dy)?,
             Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::backward(&ctx, dy)?,
             Op::MatMul => linalg::backward(&ctx, dy)?,
-            Op::Unfold { .. } | Op::Fold { .. } => conv::backward(&ctx, dy)?,
+            Op::Unfold { .. } | Op::Fold { .. } | Op::PoolArgmax(_) => conv::backward(&ctx, dy)?,
             _ => movement::backward(&ctx, dy)?,
         };
         out.resize(n, None);

@@ -105,7 +105,8 @@ fn for_each_index(
     idx: &CpuData,
     li: &Layout,
     size: usize,
-    mut f: impl FnMut(usize, usize),
+    target: (&[isize], isize),
+    mut f: impl FnMut(usize, isize, usize),
 ) -> Result<()> {
     let CpuData::I64(iv) = idx else {
         return Err(Error::dtype(
@@ -113,17 +114,36 @@ fn for_each_index(
             format!("indices must be int64, got {}", idx.dtype()),
         ));
     };
-    let contiguous = Layout::contiguous(li.shape());
+    // positions come in row-major order; an odometer over the index shape keeps the target's
+    // offset (every axis but `axis`) without a division per element
+    let shape = li.shape();
+    let (tstrides, tbase) = target;
+    let mut md = vec![0usize; shape.len()];
+    let mut off = tbase;
+    let mut p = 0usize;
+    let contiguous = Layout::contiguous(shape);
     let mut bad = None;
-    for_each_run_multi([li, &contiguous], |[bi, bp], [si, sp], n| {
+    for_each_run_multi([li, &contiguous], |[bi, _], [si, _], n| {
         for k in 0..n {
             let v = iv[at(bi, si, k)];
             let j = if v < 0 { v + size as isize as i64 } else { v };
             if j < 0 || j as usize >= size {
                 bad.get_or_insert(v);
-                continue;
+            } else {
+                f(p, off, j as usize);
             }
-            f(at(bp, sp, k), j as usize);
+            p += 1;
+            let mut d = shape.len();
+            while d > 0 {
+                d -= 1;
+                md[d] += 1;
+                off += tstrides[d];
+                if md[d] < shape[d] {
+                    break;
+                }
+                off -= tstrides[d] * shape[d] as isize;
+                md[d] = 0;
+            }
         }
     });
     match bad {
@@ -148,24 +168,6 @@ fn position_map(
     (idx_strides, t)
 }
 
-fn target_offset(
-    pos: usize,
-    idx_strides: &[isize],
-    shape: &[usize],
-    tstrides: &[isize],
-    base: usize,
-) -> isize {
-    let mut rem = pos;
-    let mut off = base as isize;
-    for d in 0..shape.len() {
-        let s = idx_strides[d] as usize;
-        let i = rem / s.max(1);
-        rem -= i * s;
-        off += i as isize * tstrides[d];
-    }
-    off
-}
-
 /// `out[p] = x[p with axis replaced by idx[p]]` (numpy's `take_along_axis`).
 pub(crate) fn gather(
     x: &CpuData,
@@ -176,12 +178,17 @@ pub(crate) fn gather(
 ) -> Result<CpuData> {
     let shape = li.shape().to_vec();
     let size = lx.shape()[axis];
-    let (is, ts) = position_map(&shape, lx, axis);
+    let (_, ts) = position_map(&shape, lx, axis);
     let sa = lx.strides()[axis];
     let mut positions = Vec::with_capacity(li.numel());
-    for_each_index("gather", idx, li, size, |p, j| {
-        positions.push((target_offset(p, &is, &shape, &ts, lx.offset()) + j as isize * sa) as usize)
-    })?;
+    for_each_index(
+        "gather",
+        idx,
+        li,
+        size,
+        (&ts, lx.offset() as isize),
+        |_, off, j| positions.push((off + j as isize * sa) as usize),
+    )?;
     Ok(same_dtype!(x, v => positions.iter().map(|&p| v[p]).collect()))
 }
 
@@ -196,12 +203,17 @@ pub(crate) fn scatter_add(
 ) -> Result<CpuData> {
     let shape = li.shape().to_vec();
     let lo = Layout::contiguous(out_shape);
-    let (is, ts) = position_map(&shape, &lo, axis);
+    let (_, ts) = position_map(&shape, &lo, axis);
     let sa = lo.strides()[axis];
     let mut targets = vec![0usize; li.numel()];
-    for_each_index("scatter_add", idx, li, out_shape[axis], |p, j| {
-        targets[p] = (target_offset(p, &is, &shape, &ts, 0) + j as isize * sa) as usize
-    })?;
+    for_each_index(
+        "scatter_add",
+        idx,
+        li,
+        out_shape[axis],
+        (&ts, 0),
+        |p, off, j| targets[p] = (off + j as isize * sa) as usize,
+    )?;
     macro_rules! go {
         ($v:expr, $zero:expr) => {{
             let vals = super::map1($v, ls, |a| a);

@@ -9,7 +9,7 @@ pub(crate) mod pool;
 mod reduce;
 
 pub use conv::Window;
-pub(crate) use conv::{fold, unfold};
+pub(crate) use conv::{fold, pool_argmax, unfold};
 pub(crate) use elementwise::{
     act_grad, binary, binary_assign, cast, compare, copy, pow_scalar, unary, where_,
 };

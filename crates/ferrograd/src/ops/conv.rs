@@ -20,6 +20,21 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
             )?;
             Tensor::from_storage(d, &[s[0], oh * ow, s[1], window.kernel.0 * window.kernel.1])
         }
+        Op::PoolArgmax(window) => {
+            let s = x.shape();
+            let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
+            if x.device() != crate::Device::Cpu {
+                return Err(Error::device("pool_argmax", "runs on the CPU only"));
+            }
+            let d = super::with_cpu(inputs, |d| {
+                Ok(crate::storage::Storage::cpu(cpu::pool_argmax(
+                    d[0],
+                    x.layout(),
+                    window,
+                )))
+            })?;
+            Tensor::from_storage(d, &[s[0], s[1], oh * ow])
+        }
         Op::Fold { window, size } => {
             let s = x.shape();
             let d = kernel!(
@@ -168,7 +183,8 @@ pub fn conv2d(
             .permute(&[0, 2, 1])?;
         cols.matmul(&wt)?.permute(&[1, 0, 2])?.reshape(&[rows, o])?
     };
-    let y = y.reshape(&[n, oh, ow, o])?.permute(&[0, 3, 1, 2])?;
+    // one copy to NCHW now keeps every later elementwise op on contiguous data
+    let y = y.reshape(&[n, oh, ow, o])?.permute(&[0, 3, 1, 2])?.copy()?;
     match bias {
         None => Ok(y),
         Some(b) => {
@@ -220,6 +236,34 @@ pub fn max_pool2d(
     stride: Option<(usize, usize)>,
     padding: (usize, usize),
 ) -> Result<Tensor> {
+    if x.device() == crate::Device::Cpu && x.ndim() == 4 && x.dtype().is_float() {
+        // gather each window's maximum: the backward is a single scatter-add
+        if padding.0 * 2 > kernel.0 || padding.1 * 2 > kernel.1 {
+            return Err(Error::invalid(
+                "max_pool2d",
+                format!("padding {padding:?} must be at most half the kernel {kernel:?}"),
+            ));
+        }
+        let win = Window {
+            kernel,
+            stride: stride.unwrap_or(kernel),
+            padding,
+            dilation: (1, 1),
+        };
+        if win.stride.0 == 0 || win.stride.1 == 0 || kernel.0 == 0 || kernel.1 == 0 {
+            return Err(Error::invalid(
+                "max_pool2d",
+                format!("kernel and stride must be positive, got {win:?}"),
+            ));
+        }
+        let s = x.shape();
+        let (oh, ow) = win.output_size(s[2], s[3]).ok_or_else(|| {
+            Error::shape("max_pool2d", format!("a {kernel:?} window (padding {padding:?}) does not fit an input of shape {s:?}"))
+        })?;
+        let idx = apply1(&Op::PoolArgmax(win), &[x])?;
+        let flat = x.reshape(&[s[0], s[1], s[2] * s[3]])?;
+        return flat.gather(&idx, 2)?.reshape(&[s[0], s[1], oh, ow]);
+    }
     pool2d(
         "max_pool2d",
         x,
