@@ -226,7 +226,8 @@ fn filled(
         Some(d) if !d.is_none() => parse_dtype(d)?,
         _ => DType::F32,
     };
-    Tensor::full_on(&s, value, d, parse_device(device)?)
+    let dev = parse_device(device)?;
+    compute(shape.py(), 0, || Tensor::full_on(&s, value, d, dev))
         .py()
         .map(PyTensor::from)
 }

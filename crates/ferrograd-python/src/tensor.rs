@@ -17,11 +17,32 @@ use crate::errors::ResultExt;
 const DETACH_WORK: usize = 1 << 15;
 
 /// Runs `f` without the GIL when the work is large enough to repay the switch.
-pub fn compute<R: Send>(py: Python<'_>, work: usize, f: impl FnOnce() -> R + Send) -> R {
+/// A panic inside a kernel (the only expected one: a buffer too large to allocate) becomes a
+/// Python exception instead of unwinding through the interpreter.
+pub fn compute<T: Send>(
+    py: Python<'_>,
+    work: usize,
+    f: impl FnOnce() -> ferrograd::Result<T> + Send,
+) -> ferrograd::Result<T> {
+    let run = move || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown failure".to_string());
+            let err = if msg.contains("out of memory") {
+                pyo3::exceptions::PyMemoryError::new_err(msg)
+            } else {
+                pyo3::exceptions::PyRuntimeError::new_err(format!("internal error: {msg}"))
+            };
+            Err(crate::errors::external(err))
+        })
+    };
     if work >= DETACH_WORK {
-        py.detach(f)
+        py.detach(run)
     } else {
-        f()
+        run()
     }
 }
 

@@ -53,7 +53,7 @@ fn capacity_for<T>(n: usize) -> usize {
 
 /// An empty vector with room for at least `n` elements.
 pub(crate) fn take<T: Pooled>(n: usize) -> Vec<T> {
-    let bytes = n * std::mem::size_of::<T>();
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
     if bytes < MIN_POOLED_BYTES {
         return Vec::with_capacity(n);
     }
@@ -67,7 +67,13 @@ pub(crate) fn take<T: Pooled>(n: usize) -> Vec<T> {
             return v;
         }
     }
-    Vec::with_capacity(cap)
+    let mut v = Vec::new();
+    // a failed allocation would abort the process; a panic is caught at the Python boundary
+    // and becomes MemoryError
+    if v.try_reserve_exact(cap).is_err() {
+        panic!("out of memory: cannot allocate {bytes} bytes");
+    }
+    v
 }
 
 /// `n` copies of `value`.
