@@ -386,6 +386,29 @@ fn pool_args(
     Ok((k, s, pair(op, "padding", padding, 0)?))
 }
 
+type Pool2d = fn(
+    (usize, usize),
+    Option<(usize, usize)>,
+    (usize, usize),
+    &Tensor,
+) -> ferrograd::Result<Tensor>;
+
+fn pool2d(
+    py: Python<'_>,
+    op: &str,
+    x: &Bound<'_, PyAny>,
+    kernel_size: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    padding: Option<&Bound<'_, PyAny>>,
+    f: Pool2d,
+) -> PyResult<PyTensor> {
+    let x = tensor_arg(op, x)?;
+    let (k, s, p) = pool_args(op, kernel_size, stride, padding)?;
+    compute(py, x.numel(), || f(k, s, p, &x))
+        .py()
+        .map(PyTensor::from)
+}
+
 /// 2-D max pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size`.
 #[pyfunction]
 #[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
@@ -396,11 +419,15 @@ fn max_pool2d(
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
-    let x = tensor_arg("max_pool2d", x)?;
-    let (k, s, p) = pool_args("max_pool2d", kernel_size, stride, padding)?;
-    compute(py, x.numel(), || ferrograd::max_pool2d(&x, k, s, p))
-        .py()
-        .map(PyTensor::from)
+    pool2d(
+        py,
+        "max_pool2d",
+        x,
+        kernel_size,
+        stride,
+        padding,
+        |k, s, p, x| ferrograd::max_pool2d(x, k, s, p),
+    )
 }
 
 /// 2-D average pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size`.
@@ -413,11 +440,15 @@ fn avg_pool2d(
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
-    let x = tensor_arg("avg_pool2d", x)?;
-    let (k, s, p) = pool_args("avg_pool2d", kernel_size, stride, padding)?;
-    compute(py, x.numel(), || ferrograd::avg_pool2d(&x, k, s, p))
-        .py()
-        .map(PyTensor::from)
+    pool2d(
+        py,
+        "avg_pool2d",
+        x,
+        kernel_size,
+        stride,
+        padding,
+        |k, s, p, x| ferrograd::avg_pool2d(x, k, s, p),
+    )
 }
 
 /// Whether a CUDA device can be used.

@@ -672,29 +672,20 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
     };
     for cb in &callbacks {
         if let Some(next) = cb(&tensor, &g)? {
+            let mismatch = || {
+                format!(
+                    "a callback for a {} tensor of shape {:?} returned a {} gradient of shape {:?}",
+                    tensor.dtype(),
+                    tensor.shape(),
+                    next.dtype(),
+                    next.shape()
+                )
+            };
             if next.dtype() != tensor.dtype() {
-                return Err(Error::dtype(
-                    "callback",
-                    format!(
-                        "a callback for a {} tensor of shape {:?} returned a {} gradient of shape {:?}",
-                        tensor.dtype(),
-                        tensor.shape(),
-                        next.dtype(),
-                        next.shape()
-                    ),
-                ));
+                return Err(Error::dtype("callback", mismatch()));
             }
             if next.shape() != tensor.shape() {
-                return Err(Error::shape(
-                    "callback",
-                    format!(
-                        "a callback for a {} tensor of shape {:?} returned a {} gradient of shape {:?}",
-                        tensor.dtype(),
-                        tensor.shape(),
-                        next.dtype(),
-                        next.shape()
-                    ),
-                ));
+                return Err(Error::shape("callback", mismatch()));
             }
             g = next;
         }

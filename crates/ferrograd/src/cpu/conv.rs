@@ -41,6 +41,22 @@ impl Window {
     }
 }
 
+/// The kernel columns whose input column lies inside an image of width `w`, for output
+/// column `xo` (an interval, since input columns grow with the kernel column).
+fn inside_columns(win: &Window, xo: usize, w: usize) -> std::ops::Range<usize> {
+    let kw = win.kernel.1;
+    let inside = |kj: usize| {
+        let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize - win.padding.1 as isize;
+        iw >= 0 && iw < w as isize
+    };
+    let lo = (0..kw).find(|&kj| inside(kj)).unwrap_or(kw);
+    let hi = (lo..kw)
+        .rev()
+        .find(|&kj| inside(kj))
+        .map_or(lo, |kj| kj + 1);
+    lo..hi
+}
+
 /// `x` `[n, c, h, w]` (any strides) to contiguous `[n, oh*ow, c, kh*kw]`: one row per output
 /// position, so a convolution is a single matrix product; positions in the padding read
 /// `pad`.
@@ -66,17 +82,8 @@ pub(crate) fn unfold(x: &CpuData, l: &Layout, win: &Window, pad: f64) -> CpuData
                 for y in 0..oh {
                     for xo in 0..ow {
                         let row = &mut dst[(y * ow + xo) * c * k..(y * ow + xo + 1) * c * k];
-                        // the kernel columns that land inside the image, found once per position
-                        let inside = |kj: usize| {
-                            let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize
-                                - win.padding.1 as isize;
-                            iw >= 0 && iw < w as isize
-                        };
-                        let lo = (0..kw).find(|&kj| inside(kj)).unwrap_or(kw);
-                        let hi = (lo..kw)
-                            .rev()
-                            .find(|&kj| inside(kj))
-                            .map_or(lo, |kj| kj + 1);
+                        let cols = inside_columns(win, xo, w);
+                        let (lo, hi) = (cols.start, cols.end);
                         for ci in 0..c {
                             let plane = base + ci as isize * st[1];
                             for ki in 0..kh {
@@ -131,16 +138,8 @@ pub(crate) fn fold(cols: &CpuData, l: &Layout, win: &Window, size: (usize, usize
                 for y in 0..oh {
                     for xo in 0..ow {
                         let row = &src[(y * ow + xo) * c * k..(y * ow + xo + 1) * c * k];
-                        let inside = |kj: usize| {
-                            let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize
-                                - win.padding.1 as isize;
-                            iw >= 0 && iw < w as isize
-                        };
-                        let lo = (0..kw).find(|&kj| inside(kj)).unwrap_or(kw);
-                        let hi = (lo..kw)
-                            .rev()
-                            .find(|&kj| inside(kj))
-                            .map_or(lo, |kj| kj + 1);
+                        let cols = inside_columns(win, xo, w);
+                        let (lo, hi) = (cols.start, cols.end);
                         for ci in 0..c {
                             for ki in 0..kh {
                                 let ih = (y * win.stride.0 + ki * win.dilation.0) as isize
