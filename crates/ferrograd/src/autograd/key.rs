@@ -89,29 +89,12 @@ impl Drop for GradFn {
             .collect();
         let rule = st.rule.take();
         let slots = std::mem::take(&mut st.slots);
-        let outermost = DROP_QUEUE.with(|q| {
-            let mut q = q.borrow_mut();
-            match q.as_mut() {
-                Some(queue) => {
-                    queue.extend(parents);
-                    false
-                }
-                None => {
-                    *q = Some(parents);
-                    true
-                }
-            }
-        });
         // what the rule saved and the slots' gradients may hold further chains: release them
         // inside the queue's scope too
-        drop(rule);
-        drop(slots);
-        if outermost {
-            while let Some(next) = DROP_QUEUE.with(|q| q.borrow_mut().as_mut().and_then(Vec::pop)) {
-                drop(next);
-            }
-            DROP_QUEUE.with(|q| *q.borrow_mut() = None);
-        }
+        super::chain_drop::release(&DROP_QUEUE, parents, move || {
+            drop(rule);
+            drop(slots);
+        });
     }
 }
 

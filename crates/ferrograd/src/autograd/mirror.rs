@@ -181,26 +181,7 @@ impl Drop for Recipe {
                 Source::Tensor { .. } => None,
             })
             .collect();
-        let outermost = RECIPE_DROPS.with(|q| {
-            let mut q = q.borrow_mut();
-            match q.as_mut() {
-                Some(queue) => {
-                    queue.extend(parents);
-                    false
-                }
-                None => {
-                    *q = Some(parents);
-                    true
-                }
-            }
-        });
-        if outermost {
-            while let Some(next) = RECIPE_DROPS.with(|q| q.borrow_mut().as_mut().and_then(Vec::pop))
-            {
-                drop(next);
-            }
-            RECIPE_DROPS.with(|q| *q.borrow_mut() = None);
-        }
+        super::chain_drop::release(&RECIPE_DROPS, parents, || {});
     }
 }
 

@@ -10,6 +10,7 @@
 //! recorded by every *outer* key (one created earlier) that is still active: that is how
 //! nested keys give higher-order gradients.
 
+mod chain_drop;
 mod checkpoint;
 mod key;
 mod mirror;
