@@ -112,3 +112,104 @@ def test_conv2d_bad_input():
         fg.conv2d(x, fg.tensor(np.zeros((4, 3, 7, 7), "f4")))
     with pytest.raises(ValueError, match="max_pool2d"):
         fg.max_pool2d(fg.tensor(np.zeros((3, 5, 5), "f4")), 2)
+
+
+def _hvp_numeric(f, arrays, vs, eps=1e-5):
+    """Finite differences of the gradient along the direction ``vs``: H @ v per input."""
+
+    def grads_at(arrs):
+        ts = [fg.tensor(a) for a in arrs]
+        gm = fg.GradManager().attach(ts)
+        with gm:
+            gm.backward(f(*ts))
+        return [t.grad.numpy() for t in ts]
+
+    plus = grads_at([a + eps * v for a, v in zip(arrays, vs)])
+    minus = grads_at([a - eps * v for a, v in zip(arrays, vs)])
+    return [(p - m) / (2 * eps) for p, m in zip(plus, minus)]
+
+
+@pytest.mark.parametrize("case", CASES + [{"stride": 1, "padding": 0, "dilation": 1, "groups": 3}])
+def test_conv2d_hessian_vector_products_match_finite_differences(case):
+    # second order through the convolution's input- and weight-gradient ops (every input of
+    # each gets a gradient: x, w and the incoming gradient)
+    rng = np.random.default_rng(5)
+    g = case["groups"]
+    c, o = 2 * g, 3 * g
+    kh, kw = (1, 1) if g == 3 else (3, 2)
+    x = rng.normal(size=(2, c, 6, 5))
+    w = rng.normal(size=(o, c // g, kh, kw))
+    b = rng.normal(size=o)
+
+    def f(x_, w_, b_):
+        y = fg.conv2d(x_, w_, b_, **case)
+        return (y.tanh() * y).sum()
+
+    vs = [rng.normal(size=a.shape) for a in (x, w, b)]
+    _, hv = fg.hvp(f, [fg.tensor(a) for a in (x, w, b)], [fg.tensor(v) for v in vs])
+    for got, want in zip(hv, _hvp_numeric(f, [x, w, b], vs)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_max_pool_hessian_vector_product_matches_finite_differences():
+    rng = np.random.default_rng(6)
+    x = rng.permutation(2 * 3 * 6 * 7).reshape(2, 3, 6, 7) / 10.0
+
+    def f(x_):
+        y = fg.max_pool2d(x_, 2)
+        return (y * y * y).sum()
+
+    v = rng.normal(size=x.shape)
+    _, hv = fg.hvp(f, fg.tensor(x), fg.tensor(v))
+    np.testing.assert_allclose(hv.numpy(), _hvp_numeric(f, [x], [v])[0], rtol=1e-6, atol=1e-6)
+
+
+def pool_grad_ref(x, gy, k=2):
+    """The gradient of k x k, stride-k max pooling: each window's gradient at its first
+    maximum in row-major order, a NaN counting as the maximum."""
+    n, c, h, w = x.shape
+    oh, ow = h // k, w // k
+    gx = np.zeros_like(x)
+    for idx in np.ndindex(n, c, oh, ow):
+        a, b, i, j = idx
+        win = x[a, b, i * k : i * k + k, j * k : j * k + k].reshape(-1)
+        nan = np.flatnonzero(np.isnan(win))
+        p = nan[0] if nan.size else int(np.argmax(win))
+        gx[a, b, i * k + p // k, j * k + p % k] += gy[idx]
+    return gx
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+def test_max_pool_gradient_ties_nan_and_odd_sizes(dtype):
+    rng = np.random.default_rng(7)
+    # small integers: many ties inside windows; odd sizes leave a row and a column uncovered
+    x = rng.integers(0, 3, size=(2, 3, 7, 9)).astype(dtype)
+    x[0, 0, 0, 0] = -0.0
+    x[0, 0, 0, 1] = 0.0
+    x[1, 2, 3, 3] = np.nan
+    x[1, 2, 2, 2] = np.nan
+    gy = rng.normal(size=(2, 3, 3, 4)).astype(dtype)
+    t = fg.tensor(x)
+    gm = fg.GradManager().attach(t)
+    with gm:
+        y = fg.max_pool2d(t, 2)
+        gm.backward(y, fg.tensor(gy))
+    ref_y = x[:, :, :6, :8].reshape(2, 3, 3, 2, 4, 2).max(axis=(3, 5))
+    np.testing.assert_array_equal(y.numpy(), ref_y)
+    np.testing.assert_array_equal(t.grad.numpy(), pool_grad_ref(x, gy))
+
+
+def test_conv2d_float32_matches_float64_on_strided_views_and_one_image():
+    rng = np.random.default_rng(8)
+    base = rng.normal(size=(1, 5, 9, 4))
+    x = base.transpose(0, 1, 3, 2)
+    w = rng.normal(size=(7, 5, 3, 3))
+    want = conv_ref(np.ascontiguousarray(x), w, None, (1, 1), (1, 1), (1, 1), 1)
+    for dtype, tol in (("f8", 1e-12), ("f4", 1e-4)):
+        xt = fg.tensor(base.astype(dtype)).permute(0, 1, 3, 2)  # a non-contiguous view
+        y = fg.conv2d(xt, fg.tensor(w.astype(dtype)), padding=1).numpy()
+        np.testing.assert_allclose(y, want, rtol=tol, atol=tol)
+    # a 1x1 convolution reads the image itself as its columns
+    w1 = rng.normal(size=(3, 5, 1, 1))
+    y = fg.conv2d(fg.tensor(np.ascontiguousarray(x)), fg.tensor(w1)).numpy()
+    np.testing.assert_allclose(y, np.einsum("nchw,oc->nohw", x, w1[:, :, 0, 0]), rtol=1e-12)

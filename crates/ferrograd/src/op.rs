@@ -120,6 +120,29 @@ pub enum Op {
         window: Window,
         size: (usize, usize),
     },
+    /// 2-D convolution (cross-correlation) of `[n, c, h, w]` with `[o, c / groups, kh, kw]`,
+    /// plus an optional bias `[o]` as a third input. CPU only (CUDA composes `Unfold` and
+    /// `MatMul`).
+    Conv2d {
+        window: Window,
+        groups: usize,
+    },
+    /// The convolution's input gradient from `(dy, weight)`, back to spatial `size`; its own
+    /// gradients are a convolution and a weight gradient.
+    Conv2dInputGrad {
+        window: Window,
+        groups: usize,
+        size: (usize, usize),
+    },
+    /// The convolution's weight gradient from `(x, dy)`.
+    Conv2dWeightGrad {
+        window: Window,
+        groups: usize,
+    },
+    /// 2-D max pooling (padding never wins). CPU only.
+    MaxPool2d(Window),
+    /// Max pooling's input gradient from `(x, dy)`: `dy` added at each window's maximum.
+    MaxPool2dGrad(Window),
 }
 
 impl UnaryOp {
@@ -226,6 +249,11 @@ impl Op {
         "unfold",
         "pool_argmax",
         "fold",
+        "conv2d",
+        "conv2d_input_grad",
+        "conv2d_weight_grad",
+        "max_pool2d",
+        "max_pool2d_grad",
     ];
 
     /// The name used in errors and reports.
@@ -257,6 +285,11 @@ impl Op {
             Op::Unfold { .. } => "unfold",
             Op::PoolArgmax(_) => "pool_argmax",
             Op::Fold { .. } => "fold",
+            Op::Conv2d { .. } => "conv2d",
+            Op::Conv2dInputGrad { .. } => "conv2d_input_grad",
+            Op::Conv2dWeightGrad { .. } => "conv2d_weight_grad",
+            Op::MaxPool2d(_) => "max_pool2d",
+            Op::MaxPool2dGrad(_) => "max_pool2d_grad",
         }
     }
 
@@ -302,7 +335,14 @@ pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         | Op::Copy => elementwise::forward(op, inputs)?,
         Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::forward(op, inputs)?,
         Op::MatMul => linalg::forward(op, inputs)?,
-        Op::Unfold { .. } | Op::Fold { .. } | Op::PoolArgmax(_) => conv::forward(op, inputs)?,
+        Op::Unfold { .. }
+        | Op::Fold { .. }
+        | Op::PoolArgmax(_)
+        | Op::Conv2d { .. }
+        | Op::Conv2dInputGrad { .. }
+        | Op::Conv2dWeightGrad { .. }
+        | Op::MaxPool2d(_)
+        | Op::MaxPool2dGrad(_) => conv::forward(op, inputs)?,
         _ => movement::forward(op, inputs)?,
     };
     record_builtin(op, inputs, std::slice::from_ref(&out))?;
@@ -336,7 +376,14 @@ fn save_mask(op: &Op, needs: &[bool]) -> SaveMask {
         | Op::Copy => elementwise::saves(op, needs),
         Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::saves(op, needs),
         Op::MatMul => linalg::saves(needs),
-        Op::Unfold { .. } | Op::Fold { .. } | Op::PoolArgmax(_) => conv::saves(needs),
+        Op::Unfold { .. }
+        | Op::Fold { .. }
+        | Op::PoolArgmax(_)
+        | Op::Conv2d { .. }
+        | Op::Conv2dInputGrad { .. }
+        | Op::Conv2dWeightGrad { .. }
+        | Op::MaxPool2d(_)
+        | Op::MaxPool2dGrad(_) => conv::saves(op, needs),
         _ => movement::saves(op, needs),
     }
 }
@@ -437,7 +484,14 @@ impl GradRule for BuiltinRule {
             | Op::Compare(_) => elementwise::backward(&ctx, dy)?,
             Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::backward(&ctx, dy)?,
             Op::MatMul => linalg::backward(&ctx, dy)?,
-            Op::Unfold { .. } | Op::Fold { .. } | Op::PoolArgmax(_) => conv::backward(&ctx, dy)?,
+            Op::Unfold { .. }
+            | Op::Fold { .. }
+            | Op::PoolArgmax(_)
+            | Op::Conv2d { .. }
+            | Op::Conv2dInputGrad { .. }
+            | Op::Conv2dWeightGrad { .. }
+            | Op::MaxPool2d(_)
+            | Op::MaxPool2dGrad(_) => conv::backward(&ctx, dy)?,
             _ => movement::backward(&ctx, dy)?,
         };
         out.resize(n, None);

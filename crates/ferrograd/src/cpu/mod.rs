@@ -2,6 +2,7 @@
 //! shape checks happen before, in the op layer.
 
 mod conv;
+mod convolution;
 mod elementwise;
 mod index;
 mod matmul;
@@ -10,6 +11,9 @@ mod reduce;
 
 pub use conv::Window;
 pub(crate) use conv::{fold, pool_argmax, unfold};
+pub(crate) use convolution::{
+    conv2d, conv2d_input_grad, conv2d_weight_grad, max_pool2d, max_pool2d_grad, ConvShape,
+};
 pub(crate) use elementwise::{
     act_grad, binary, binary_assign, cast, compare, copy, pow_scalar, unary, where_,
 };
@@ -18,6 +22,93 @@ pub(crate) use matmul::matmul;
 pub(crate) use reduce::{reduce, softmax};
 
 use crate::layout::{for_each_run, for_each_run_multi, Layout};
+
+/// Whether the CPU has AVX2 and FMA (the wheel is built for plain x86-64, so the hot
+/// elementwise loops are compiled twice and the wider form is picked at run time).
+#[inline(always)]
+fn wide_simd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+use std::mem::MaybeUninit;
+
+#[inline(always)]
+fn fill1_body<T: Copy, U>(dst: &mut [MaybeUninit<U>], a: &[T], f: &impl Fn(T) -> U) {
+    for (o, &x) in dst.iter_mut().zip(a) {
+        o.write(f(x));
+    }
+}
+
+#[inline(always)]
+fn fill2_body<T: Copy, U: Copy, V>(
+    dst: &mut [MaybeUninit<V>],
+    a: &[T],
+    b: &[U],
+    f: &impl Fn(T, U) -> V,
+) {
+    for ((o, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+        o.write(f(x, y));
+    }
+}
+
+/// `dst[i] = f(a[i])` over `min(dst, a)` elements.
+fn fill1<T: Copy, U, F: Fn(T) -> U>(dst: &mut [MaybeUninit<U>], a: &[T], f: &F) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        fn wide<T: Copy, U, F: Fn(T) -> U>(dst: &mut [MaybeUninit<U>], a: &[T], f: &F) {
+            fill1_body(dst, a, f)
+        }
+        if wide_simd() {
+            // SAFETY: the CPU has the features `wide` is compiled for.
+            return unsafe { wide(dst, a, f) };
+        }
+    }
+    fill1_body(dst, a, f)
+}
+
+/// `dst[i] = f(a[i], b[i])` over the shortest of the three.
+fn fill2<T: Copy, U: Copy, V, F: Fn(T, U) -> V>(
+    dst: &mut [MaybeUninit<V>],
+    a: &[T],
+    b: &[U],
+    f: &F,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        fn wide<T: Copy, U: Copy, V, F: Fn(T, U) -> V>(
+            dst: &mut [MaybeUninit<V>],
+            a: &[T],
+            b: &[U],
+            f: &F,
+        ) {
+            fill2_body(dst, a, b, f)
+        }
+        if wide_simd() {
+            // SAFETY: the CPU has the features `wide` is compiled for.
+            return unsafe { wide(dst, a, b, f) };
+        }
+    }
+    fill2_body(dst, a, b, f)
+}
+
+/// Appends `n` elements written by `fill` to `out` (which has the capacity).
+#[inline(always)]
+fn extend_with<V>(out: &mut Vec<V>, n: usize, fill: impl FnOnce(&mut [MaybeUninit<V>])) {
+    let len = out.len();
+    fill(&mut out.spare_capacity_mut()[..n]);
+    // SAFETY: `fill` wrote the `n` slots after `len` (the fill helpers write every slot of
+    // a destination no longer than their sources, and callers pass sources of length n).
+    unsafe { out.set_len(len + n) };
+}
 
 /// Position of element `i` of a run starting at `base` with `stride`.
 #[inline(always)]
@@ -53,16 +144,12 @@ pub(crate) fn map1<T: Copy + Sync, U: pool::Pooled + Send>(
     let mut out = pool::take(n);
     if n >= 4 * PAR_CHUNK && l.is_contiguous() && rayon::current_num_threads() > 1 {
         let src = &x[l.offset()..l.offset() + n];
-        par_fill(&mut out, n, |start, dst| {
-            for (o, &v) in dst.iter_mut().zip(&src[start..]) {
-                o.write(f(v));
-            }
-        });
+        par_fill(&mut out, n, |start, dst| fill1(dst, &src[start..], &f));
         return out;
     }
     for_each_run(l, |b, s, n| {
         if s == 1 {
-            out.extend(x[b..b + n].iter().map(|&v| f(v)));
+            extend_with(&mut out, n, |dst| fill1(dst, &x[b..b + n], &f));
         } else {
             out.extend((0..n).map(|i| f(x[at(b, s, i)])));
         }
@@ -88,32 +175,25 @@ pub(crate) fn map2<T: Copy + Sync, U: Copy + Sync, V: pool::Pooled + Send>(
             par_fill(&mut out, n, |start, dst| {
                 if scalar_b {
                     let y = b[ob];
-                    for (o, &x) in dst.iter_mut().zip(&xa[start..]) {
-                        o.write(f(x, y));
-                    }
+                    fill1(dst, &xa[start..], &|x| f(x, y));
                 } else {
-                    for ((o, &x), &y) in dst.iter_mut().zip(&xa[start..]).zip(&b[ob + start..]) {
-                        o.write(f(x, y));
-                    }
+                    fill2(dst, &xa[start..], &b[ob + start..], &f);
                 }
             });
             return out;
         }
     }
     for_each_run_multi([la, lb], |[ba, bb], [sa, sb], n| match (sa, sb) {
-        (1, 1) => out.extend(
-            a[ba..ba + n]
-                .iter()
-                .zip(&b[bb..bb + n])
-                .map(|(&x, &y)| f(x, y)),
-        ),
+        (1, 1) => extend_with(&mut out, n, |dst| {
+            fill2(dst, &a[ba..ba + n], &b[bb..bb + n], &f)
+        }),
         (1, 0) => {
             let y = b[bb];
-            out.extend(a[ba..ba + n].iter().map(|&x| f(x, y)))
+            extend_with(&mut out, n, |dst| fill1(dst, &a[ba..ba + n], &|x| f(x, y)))
         }
         (0, 1) => {
             let x = a[ba];
-            out.extend(b[bb..bb + n].iter().map(|&y| f(x, y)))
+            extend_with(&mut out, n, |dst| fill1(dst, &b[bb..bb + n], &|y| f(x, y)))
         }
         _ => out.extend((0..n).map(|i| f(a[at(ba, sa, i)], b[at(bb, sb, i)]))),
     });

@@ -44,17 +44,284 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
             )?;
             Tensor::from_storage(d, &[s[0], s[2], size.0, size.1])
         }
+        Op::Conv2d { window, groups } => {
+            let s = conv_shape_fwd(inputs, window, *groups)?;
+            let w = inputs[1];
+            let d = cpu_only(op, inputs, |d| {
+                cpu::conv2d(
+                    (d[0], x.layout()),
+                    (d[1], w.layout()),
+                    inputs.get(2).map(|b| (d[2], b.layout())),
+                    &s,
+                )
+            })?;
+            Tensor::from_storage(d, &[s.n, s.o, s.oh, s.ow])
+        }
+        Op::Conv2dInputGrad {
+            window,
+            groups,
+            size,
+        } => {
+            // inputs: (dy [n, o, oh, ow], weight [o, c / groups, kh, kw])
+            let (dy, w) = (inputs[0], inputs[1]);
+            same_float("conv2d_input_grad", dy, w)?;
+            let (ds, ws) = (dy.shape(), w.shape());
+            let s = conv_shape(
+                "conv2d_input_grad",
+                &[ds[0], ws[1] * groups, size.0, size.1],
+                ws,
+                window,
+                *groups,
+            )?;
+            expect_output("conv2d_input_grad", ds, &s)?;
+            let d = cpu_only(op, inputs, |d| {
+                cpu::conv2d_input_grad((d[0], dy.layout()), (d[1], w.layout()), &s)
+            })?;
+            Tensor::from_storage(d, &[s.n, s.c, s.h, s.w])
+        }
+        Op::Conv2dWeightGrad { window, groups } => {
+            // inputs: (x [n, c, h, w], dy [n, o, oh, ow])
+            let (x, dy) = (inputs[0], inputs[1]);
+            same_float("conv2d_weight_grad", x, dy)?;
+            let (xs, ds) = (x.shape(), dy.shape());
+            if xs.len() != 4 || ds.len() != 4 {
+                return Err(Error::shape(
+                    "conv2d_weight_grad",
+                    format!("expects NCHW input and gradient, got {xs:?} and {ds:?}"),
+                ));
+            }
+            let cg = xs[1] / (*groups).max(1);
+            let ws = [ds[1], cg, window.kernel.0, window.kernel.1];
+            let s = conv_shape("conv2d_weight_grad", xs, &ws, window, *groups)?;
+            expect_output("conv2d_weight_grad", ds, &s)?;
+            let d = cpu_only(op, inputs, |d| {
+                cpu::conv2d_weight_grad((d[0], x.layout()), (d[1], dy.layout()), &s)
+            })?;
+            Tensor::from_storage(d, &ws)
+        }
+        Op::MaxPool2d(window) => {
+            check_nchw("max_pool2d", x)?;
+            let s = x.shape();
+            let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
+            let d = cpu_only(op, inputs, |d| cpu::max_pool2d(d[0], x.layout(), window))?;
+            Tensor::from_storage(d, &[s[0], s[1], oh, ow])
+        }
+        Op::MaxPool2dGrad(window) => {
+            let dy = inputs[1];
+            check_nchw("max_pool2d_grad", x)?;
+            let s = x.shape();
+            let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
+            if dy.shape() != [s[0], s[1], oh, ow] || dy.dtype() != x.dtype() {
+                return Err(Error::shape(
+                    "max_pool2d_grad",
+                    format!(
+                        "gradient {} {:?} does not match the pooled input {} {s:?}",
+                        dy.dtype(),
+                        dy.shape(),
+                        x.dtype()
+                    ),
+                ));
+            }
+            let d = cpu_only(op, inputs, |d| {
+                cpu::max_pool2d_grad((d[0], x.layout()), (d[1], dy.layout()), window)
+            })?;
+            Tensor::from_storage(d, s)
+        }
         _ => unreachable!("not a window op"),
     };
     Ok(out)
 }
 
-pub(crate) fn saves(needs: &[bool]) -> SaveMask {
-    SaveMask::none(needs.len())
+/// Runs a CPU-only kernel on `inputs`' buffers.
+fn cpu_only(
+    op: &Op,
+    inputs: &[&Tensor],
+    f: impl FnOnce(&[&crate::storage::CpuData]) -> crate::storage::CpuData,
+) -> Result<crate::storage::Storage> {
+    if inputs.iter().any(|t| t.device() != crate::Device::Cpu) {
+        return Err(Error::device(op.name(), "runs on the CPU only"));
+    }
+    super::with_cpu(inputs, |d| Ok(crate::storage::Storage::cpu(f(d))))
+}
+
+fn same_float(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
+    if a.dtype() != b.dtype() || !a.dtype().is_float() {
+        return Err(Error::dtype(
+            op,
+            format!(
+                "expects two float tensors of one dtype, got {} {:?} and {} {:?}",
+                a.dtype(),
+                a.shape(),
+                b.dtype(),
+                b.shape()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a convolution's input shape `xs` against the weight shape `ws` and the window.
+fn conv_shape(
+    op: &str,
+    xs: &[usize],
+    ws: &[usize],
+    win: &Window,
+    groups: usize,
+) -> Result<cpu::ConvShape> {
+    let bad = || {
+        Error::shape(
+            op,
+            format!("input {xs:?}, weight {ws:?}, {groups} groups and window {win:?} do not fit"),
+        )
+    };
+    if xs.len() != 4 || ws.len() != 4 || groups == 0 || win.kernel != (ws[2], ws[3]) {
+        return Err(bad());
+    }
+    if xs[1] % groups != 0 || ws[0] % groups != 0 || ws[1] * groups != xs[1] {
+        return Err(bad());
+    }
+    let (oh, ow) = win.output_size(xs[2], xs[3]).ok_or_else(bad)?;
+    Ok(cpu::ConvShape {
+        n: xs[0],
+        c: xs[1],
+        h: xs[2],
+        w: xs[3],
+        o: ws[0],
+        groups,
+        oh,
+        ow,
+        win: *win,
+    })
+}
+
+fn conv_shape_fwd(inputs: &[&Tensor], win: &Window, groups: usize) -> Result<cpu::ConvShape> {
+    let (x, w) = (inputs[0], inputs[1]);
+    same_float("conv2d", x, w)?;
+    let s = conv_shape("conv2d", x.shape(), w.shape(), win, groups)?;
+    if let Some(b) = inputs.get(2) {
+        if b.shape() != [s.o] || b.dtype() != x.dtype() {
+            return Err(Error::shape(
+                "conv2d",
+                format!(
+                    "bias must be {} of shape [{}], got {} {:?}",
+                    x.dtype(),
+                    s.o,
+                    b.dtype(),
+                    b.shape()
+                ),
+            ));
+        }
+    }
+    Ok(s)
+}
+
+fn expect_output(op: &str, dys: &[usize], s: &cpu::ConvShape) -> Result<()> {
+    if dys != [s.n, s.o, s.oh, s.ow] {
+        return Err(Error::shape(
+            op,
+            format!(
+                "gradient of shape {dys:?} does not match the convolution's output {:?}",
+                [s.n, s.o, s.oh, s.ow]
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
+    let mut m = SaveMask::none(needs.len());
+    match op {
+        // conv2d (x, w[, b]): dx needs w, dw needs x
+        Op::Conv2d { .. } => {
+            m.inputs[0] = needs[1];
+            m.inputs[1] = needs[0];
+        }
+        // input grad (dy, w): d(dy) = conv(g, w), dw = weight_grad(g, dy)
+        // weight grad (x, dy): dx = input_grad(dy, g), d(dy) = conv(x, g)
+        Op::Conv2dInputGrad { .. } | Op::Conv2dWeightGrad { .. } => {
+            m.inputs[0] = needs[1];
+            m.inputs[1] = needs[0];
+        }
+        Op::MaxPool2d(_) => m.inputs[0] = needs[0],
+        Op::MaxPool2dGrad(_) => m.inputs[0] = needs[1],
+        _ => {}
+    }
+    m
 }
 
 pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
     let s = &ctx.shapes[0];
+    let mut out = vec![None; ctx.shapes.len()];
+    let need = |i: usize| ctx.needs.get(i).copied().unwrap_or(false);
+    // the three convolution ops are each other's gradients: the convolution is bilinear
+    let conv = |x: &Tensor, w: &Tensor, window: Window, groups: usize| {
+        apply1(&Op::Conv2d { window, groups }, &[x, w])
+    };
+    let input_grad = |dy: &Tensor, w: &Tensor, window: Window, groups: usize| {
+        let size = (s[2], s[3]);
+        apply1(
+            &Op::Conv2dInputGrad {
+                window,
+                groups,
+                size,
+            },
+            &[dy, w],
+        )
+    };
+    let weight_grad = |x: &Tensor, dy: &Tensor, window: Window, groups: usize| {
+        apply1(&Op::Conv2dWeightGrad { window, groups }, &[x, dy])
+    };
+    match ctx.op {
+        // inputs (x, w[, b])
+        Op::Conv2d { window, groups } => {
+            if need(0) {
+                out[0] = Some(input_grad(dy, &ctx.input(1)?, *window, *groups)?);
+            }
+            if need(1) {
+                out[1] = Some(weight_grad(&ctx.input(0)?, dy, *window, *groups)?);
+            }
+            if need(2) {
+                out[2] = Some(dy.sum(Some(&[0, 2, 3]), false)?);
+            }
+            return Ok(out);
+        }
+        // inputs (dy, w), incoming gradient g of dx
+        Op::Conv2dInputGrad { window, groups, .. } => {
+            if need(0) {
+                out[0] = Some(conv(dy, &ctx.input(1)?, *window, *groups)?);
+            }
+            if need(1) {
+                out[1] = Some(weight_grad(dy, &ctx.input(0)?, *window, *groups)?);
+            }
+            return Ok(out);
+        }
+        // inputs (x, dy), incoming gradient g of dw
+        Op::Conv2dWeightGrad { window, groups } => {
+            if need(0) {
+                out[0] = Some(input_grad(&ctx.input(1)?, dy, *window, *groups)?);
+            }
+            if need(1) {
+                out[1] = Some(conv(&ctx.input(0)?, dy, *window, *groups)?);
+            }
+            return Ok(out);
+        }
+        Op::MaxPool2d(window) => {
+            out[0] = Some(apply1(&Op::MaxPool2dGrad(*window), &[&ctx.input(0)?, dy])?);
+            return Ok(out);
+        }
+        Op::MaxPool2dGrad(window) => {
+            // linear in dy: each output takes the gradient at its window's maximum of x
+            if need(1) {
+                let x = ctx.input(0)?;
+                let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
+                let idx = apply1(&Op::PoolArgmax(*window), &[&x])?;
+                let flat = dy.reshape(&[s[0], s[1], s[2] * s[3]])?;
+                out[1] = Some(flat.gather(&idx, 2)?.reshape(&[s[0], s[1], oh, ow])?);
+            }
+            return Ok(out);
+        }
+        _ => {}
+    }
     Ok(vec![Some(match ctx.op {
         Op::Unfold { window, .. } => apply1(
             &Op::Fold {
@@ -94,6 +361,12 @@ fn check_nchw(op: &str, x: &Tensor) -> Result<()> {
 }
 
 fn windows(op: &str, x: &Tensor, win: &Window, pad: f64) -> Result<(Tensor, usize, usize)> {
+    let (oh, ow) = windows_fit(op, x, win)?;
+    Ok((apply1(&Op::Unfold { window: *win, pad }, &[x])?, oh, ow))
+}
+
+/// Checks that `win` is valid and fits the NCHW input `x`: the output's spatial size.
+fn windows_fit(op: &str, x: &Tensor, win: &Window) -> Result<(usize, usize)> {
     check_nchw(op, x)?;
     if win.kernel.0 == 0
         || win.kernel.1 == 0
@@ -117,7 +390,7 @@ fn windows(op: &str, x: &Tensor, win: &Window, pad: f64) -> Result<(Tensor, usiz
             ),
         )
     })?;
-    Ok((apply1(&Op::Unfold { window: *win, pad }, &[x])?, oh, ow))
+    Ok((oh, ow))
 }
 
 /// 2-D convolution (cross-correlation, as in PyTorch): `x` `[n, c, h, w]`, `weight`
@@ -169,6 +442,18 @@ pub fn conv2d(
         padding,
         dilation,
     };
+    if x.device() == crate::Device::Cpu {
+        // one op whose kernels work image by image, straight into NCHW
+        windows_fit(OP, x, &win)?;
+        let op = Op::Conv2d {
+            window: win,
+            groups,
+        };
+        return match bias {
+            None => apply1(&op, &[x, weight]),
+            Some(b) => apply1(&op, &[x, weight, b]),
+        };
+    }
     let (cols, oh, ow) = windows(OP, x, &win, 0.0)?;
     let rows = n * oh * ow;
     let ck = cg * kh * kw;
@@ -260,9 +545,8 @@ pub fn max_pool2d(
         let (oh, ow) = win.output_size(s[2], s[3]).ok_or_else(|| {
             Error::shape("max_pool2d", format!("a {kernel:?} window (padding {padding:?}) does not fit an input of shape {s:?}"))
         })?;
-        let idx = apply1(&Op::PoolArgmax(win), &[x])?;
-        let flat = x.reshape(&[s[0], s[1], s[2] * s[3]])?;
-        return flat.gather(&idx, 2)?.reshape(&[s[0], s[1], oh, ow]);
+        let _ = (oh, ow);
+        return apply1(&Op::MaxPool2d(win), &[x]);
     }
     pool2d(
         "max_pool2d",

@@ -1,0 +1,670 @@
+//! Convolution and max pooling kernels over NCHW tensors, one image at a time.
+//!
+//! A convolution of one image and one group is one matrix product: the weights `[og, ck]`
+//! times the image's columns `[ck, oh*ow]` (im2col, built in a per-thread scratch buffer,
+//! skipped for 1x1 kernels of stride 1 and no padding), written straight into the NCHW
+//! output. The input gradient is the transposed product followed by col2im; the weight
+//! gradient accumulates `dy [og, oh*ow]` times the columns transposed. Images are spread
+//! over threads (each thread's matrix products run single-threaded); with fewer images than
+//! threads the matrix products themselves run in parallel instead.
+
+use std::borrow::Cow;
+
+use rayon::prelude::*;
+
+use super::conv::Window;
+use crate::layout::Layout;
+use crate::storage::CpuData;
+
+/// The shape of a convolution: input `[n, c, h, w]`, weight `[o, c / groups, kh, kw]`,
+/// output `[n, o, oh, ow]`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConvShape {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub o: usize,
+    pub groups: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub win: Window,
+}
+
+impl ConvShape {
+    fn cg(&self) -> usize {
+        self.c / self.groups
+    }
+    fn og(&self) -> usize {
+        self.o / self.groups
+    }
+    /// Rows of one group's column matrix: input channels times kernel taps.
+    fn ck(&self) -> usize {
+        self.cg() * self.win.kernel.0 * self.win.kernel.1
+    }
+    /// Output positions per image.
+    fn p(&self) -> usize {
+        self.oh * self.ow
+    }
+    fn image_in(&self) -> usize {
+        self.c * self.h * self.w
+    }
+    fn image_out(&self) -> usize {
+        self.o * self.p()
+    }
+    /// A 1x1 kernel with stride 1 and no padding reads the image itself as its columns.
+    fn pointwise(&self) -> bool {
+        self.win.kernel == (1, 1) && self.win.stride == (1, 1) && self.win.padding == (0, 0)
+    }
+    /// Whether images are spread over threads (else the matrix products are).
+    fn par_images(&self) -> bool {
+        self.n > 1 && rayon::current_num_threads() > 1
+    }
+    fn gemm_par(&self) -> gemm::Parallelism {
+        if !self.par_images() && self.og() * self.ck() * self.p() >= 64 * 64 * 64 {
+            gemm::Parallelism::Rayon(0)
+        } else {
+            gemm::Parallelism::None
+        }
+    }
+}
+
+/// Output positions `o` in `0..out` whose input position `o * stride + offset - pad` lies in
+/// `0..size`, as an interval.
+fn valid(out: usize, stride: usize, offset: usize, pad: usize, size: usize) -> (usize, usize) {
+    let lo = if offset >= pad {
+        0
+    } else {
+        (pad - offset).div_ceil(stride)
+    };
+    let hi = if size + pad <= offset {
+        0
+    } else {
+        (size + pad - offset).div_ceil(stride)
+    };
+    let hi = hi.min(out);
+    (lo.min(hi), hi)
+}
+
+/// Calls `f(row, oy, iy, lo, hi, ix0)` for every column-matrix row of channels
+/// `0..channels` (each `(channel, ki, kj)`) and output row `oy`: input row `iy` (None in the
+/// padding), output columns `lo..hi` read input columns `ix0 + (ox - lo) * stride`.
+#[inline(always)]
+fn for_each_tap(
+    s: &ConvShape,
+    channels: usize,
+    mut f: impl FnMut(usize, usize, usize, Option<usize>, (usize, usize), usize),
+) {
+    let win = &s.win;
+    let (kh, kw) = win.kernel;
+    for ci in 0..channels {
+        for ki in 0..kh {
+            for kj in 0..kw {
+                let row = (ci * kh + ki) * kw + kj;
+                let (lo, hi) = valid(s.ow, win.stride.1, kj * win.dilation.1, win.padding.1, s.w);
+                let ix0 = (lo * win.stride.1 + kj * win.dilation.1).saturating_sub(win.padding.1);
+                for oy in 0..s.oh {
+                    let iy =
+                        (oy * win.stride.0 + ki * win.dilation.0) as isize - win.padding.0 as isize;
+                    let iy = (iy >= 0 && (iy as usize) < s.h).then_some(iy as usize);
+                    f(ci, row, oy, iy, (lo, hi), ix0);
+                }
+            }
+        }
+    }
+}
+
+/// im2col of `channels` planes of one image (`x` contiguous `[channels, h, w]`) into `cols`
+/// `[channels * kh * kw, oh * ow]`.
+fn im2col<T: Copy + Default>(x: &[T], s: &ConvShape, channels: usize, cols: &mut [T]) {
+    let (p, ow, sw) = (s.p(), s.ow, s.win.stride.1);
+    let plane = s.h * s.w;
+    for_each_tap(s, channels, |ci, row, oy, iy, (lo, hi), ix0| {
+        let dst = &mut cols[row * p + oy * ow..row * p + (oy + 1) * ow];
+        let Some(iy) = iy else {
+            dst.fill(T::default());
+            return;
+        };
+        let src = &x[ci * plane + iy * s.w..ci * plane + (iy + 1) * s.w];
+        dst[..lo].fill(T::default());
+        dst[hi..].fill(T::default());
+        if sw == 1 {
+            dst[lo..hi].copy_from_slice(&src[ix0..ix0 + (hi - lo)]);
+        } else {
+            for (k, d) in dst[lo..hi].iter_mut().enumerate() {
+                *d = src[ix0 + k * sw];
+            }
+        }
+    });
+}
+
+/// col2im: the transpose of [`im2col`], adding `cols` into `dx` (`[channels, h, w]`).
+fn col2im<T: Copy + std::ops::AddAssign>(cols: &[T], s: &ConvShape, channels: usize, dx: &mut [T]) {
+    let (p, ow, sw) = (s.p(), s.ow, s.win.stride.1);
+    let plane = s.h * s.w;
+    for_each_tap(s, channels, |ci, row, oy, iy, (lo, hi), ix0| {
+        let Some(iy) = iy else { return };
+        let src = &cols[row * p + oy * ow + lo..row * p + oy * ow + hi];
+        let dst = &mut dx[ci * plane + iy * s.w..ci * plane + (iy + 1) * s.w];
+        if sw == 1 {
+            for (d, &v) in dst[ix0..ix0 + (hi - lo)].iter_mut().zip(src) {
+                *d += v;
+            }
+        } else {
+            for (k, &v) in src.iter().enumerate() {
+                dst[ix0 + k * sw] += v;
+            }
+        }
+    });
+}
+
+/// `dst (m x n) = [dst +] lhs (m x k) * rhs (k x n)`, strides given as (row, column).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn gemm<T: 'static + Copy>(
+    (m, n, k): (usize, usize, usize),
+    dst: &mut [T],
+    dst_rs: usize,
+    accumulate: bool,
+    lhs: &[T],
+    (lrs, lcs): (usize, usize),
+    rhs: &[T],
+    (rrs, rcs): (usize, usize),
+    one: T,
+    par: gemm::Parallelism,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        dst.len() >= (m - 1) * dst_rs + n
+            && (k == 0
+                || (lhs.len() > (m - 1) * lrs + (k - 1) * lcs
+                    && rhs.len() > (k - 1) * rrs + (n - 1) * rcs)),
+        "conv gemm operands out of bounds"
+    );
+    // SAFETY: the assertion above keeps every element the product touches inside the three
+    // slices, and `dst` is a unique borrow, so it aliases neither source.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            dst_rs as isize,
+            accumulate,
+            lhs.as_ptr(),
+            lcs as isize,
+            lrs as isize,
+            rhs.as_ptr(),
+            rcs as isize,
+            rrs as isize,
+            one,
+            one,
+            false,
+            false,
+            false,
+            par,
+        );
+    }
+}
+
+/// Element types convolutions run on (what the `gemm` crate multiplies).
+pub(crate) trait ConvFloat:
+    Copy + Default + Send + Sync + 'static + std::ops::AddAssign + PartialOrd + super::pool::Pooled
+{
+    const ONE: Self;
+}
+impl ConvFloat for f32 {
+    const ONE: f32 = 1.0;
+}
+impl ConvFloat for f64 {
+    const ONE: f64 = 1.0;
+}
+
+/// Runs the float32 or float64 form of a kernel on two buffers of one float dtype (the op
+/// layer checks the dtypes; anything else gives an empty buffer).
+fn float_pair(
+    a: &CpuData,
+    b: &CpuData,
+    f32s: impl FnOnce(&[f32], &[f32]) -> Vec<f32>,
+    f64s: impl FnOnce(&[f64], &[f64]) -> Vec<f64>,
+) -> CpuData {
+    match (a, b) {
+        (CpuData::F32(x), CpuData::F32(y)) => CpuData::F32(f32s(x, y)),
+        (CpuData::F64(x), CpuData::F64(y)) => CpuData::F64(f64s(x, y)),
+        _ => CpuData::F32(Vec::new()),
+    }
+}
+
+fn contiguous<'a, T: Copy + Sync + super::pool::Pooled>(x: &'a [T], l: &Layout) -> Cow<'a, [T]> {
+    if l.is_contiguous() {
+        Cow::Borrowed(&x[l.offset()..l.offset() + l.numel()])
+    } else {
+        Cow::Owned(super::map1(x, l, |a| a))
+    }
+}
+
+/// Runs `f(image index, image's output slice, scratch)` for every image, spread over threads
+/// when [`ConvShape::par_images`] says so.
+fn per_image<T: ConvFloat>(
+    s: &ConvShape,
+    out: &mut [T],
+    chunk: usize,
+    scratch: usize,
+    f: impl Fn(usize, &mut [T], &mut Vec<T>) + Sync + Send,
+) {
+    if chunk == 0 {
+        return;
+    }
+    if s.par_images() {
+        out.par_chunks_mut(chunk).enumerate().for_each_init(
+            || vec![T::default(); scratch],
+            |buf, (ni, dst)| f(ni, dst, buf),
+        );
+    } else {
+        let mut buf = vec![T::default(); scratch];
+        for (ni, dst) in out.chunks_mut(chunk).enumerate() {
+            f(ni, dst, &mut buf);
+        }
+    }
+}
+
+/// `y = conv(x, w) [+ b]` as contiguous `[n, o, oh, ow]`.
+pub(crate) fn conv2d(
+    x: (&CpuData, &Layout),
+    w: (&CpuData, &Layout),
+    b: Option<(&CpuData, &Layout)>,
+    s: &ConvShape,
+) -> CpuData {
+    fn go<T: ConvFloat>(
+        x: (&[T], &Layout),
+        w: (&[T], &Layout),
+        b: Option<(&[T], &Layout)>,
+        s: &ConvShape,
+    ) -> Vec<T> {
+        let x = contiguous(x.0, x.1);
+        let w = contiguous(w.0, w.1);
+        let b = b.map(|(b, l)| contiguous(b, l));
+        let (og, ck, p, cg) = (s.og(), s.ck(), s.p(), s.cg());
+        let mut out = super::pool::filled(s.n * s.image_out(), T::default());
+        let scratch = if s.pointwise() { 0 } else { ck * p };
+        let par = s.gemm_par();
+        per_image(s, &mut out, s.image_out(), scratch, |ni, y, buf| {
+            let img = &x[ni * s.image_in()..(ni + 1) * s.image_in()];
+            for g in 0..s.groups {
+                let xg = &img[g * cg * s.h * s.w..(g + 1) * cg * s.h * s.w];
+                let cols: &[T] = if s.pointwise() {
+                    xg
+                } else {
+                    im2col(xg, s, cg, buf);
+                    buf
+                };
+                let yg = &mut y[g * og * p..(g + 1) * og * p];
+                if let Some(b) = &b {
+                    for (row, &bv) in yg.chunks_mut(p).zip(&b[g * og..(g + 1) * og]) {
+                        row.fill(bv);
+                    }
+                }
+                let wg = &w[g * og * ck..(g + 1) * og * ck];
+                gemm(
+                    (og, p, ck),
+                    yg,
+                    p,
+                    b.is_some(),
+                    wg,
+                    (ck, 1),
+                    cols,
+                    (p, 1),
+                    T::ONE,
+                    par,
+                );
+            }
+        });
+        out
+    }
+    let b32 = b.and_then(|(d, l)| match d {
+        CpuData::F32(v) => Some((v.as_slice(), l)),
+        _ => None,
+    });
+    let b64 = b.and_then(|(d, l)| match d {
+        CpuData::F64(v) => Some((v.as_slice(), l)),
+        _ => None,
+    });
+    float_pair(
+        x.0,
+        w.0,
+        |a, c| go((a, x.1), (c, w.1), b32, s),
+        |a, c| go((a, x.1), (c, w.1), b64, s),
+    )
+}
+
+/// The input gradient `dx` `[n, c, h, w]` from `dy` `[n, o, oh, ow]` and the weight.
+pub(crate) fn conv2d_input_grad(
+    dy: (&CpuData, &Layout),
+    w: (&CpuData, &Layout),
+    s: &ConvShape,
+) -> CpuData {
+    fn go<T: ConvFloat>(dy: (&[T], &Layout), w: (&[T], &Layout), s: &ConvShape) -> Vec<T> {
+        let dy = contiguous(dy.0, dy.1);
+        let w = contiguous(w.0, w.1);
+        let (og, ck, p, cg) = (s.og(), s.ck(), s.p(), s.cg());
+        let mut out = super::pool::filled(s.n * s.image_in(), T::default());
+        let scratch = if s.pointwise() { 0 } else { ck * p };
+        let par = s.gemm_par();
+        per_image(s, &mut out, s.image_in(), scratch, |ni, dx, buf| {
+            let d = &dy[ni * s.image_out()..(ni + 1) * s.image_out()];
+            for g in 0..s.groups {
+                let dyg = &d[g * og * p..(g + 1) * og * p];
+                let wg = &w[g * og * ck..(g + 1) * og * ck];
+                let dxg = &mut dx[g * cg * s.h * s.w..(g + 1) * cg * s.h * s.w];
+                // columns' gradient: w^T [ck, og] times dy [og, p]
+                if s.pointwise() {
+                    gemm(
+                        (ck, p, og),
+                        dxg,
+                        p,
+                        false,
+                        wg,
+                        (1, ck),
+                        dyg,
+                        (p, 1),
+                        T::ONE,
+                        par,
+                    );
+                } else {
+                    gemm(
+                        (ck, p, og),
+                        buf,
+                        p,
+                        false,
+                        wg,
+                        (1, ck),
+                        dyg,
+                        (p, 1),
+                        T::ONE,
+                        par,
+                    );
+                    col2im(buf, s, cg, dxg);
+                }
+            }
+        });
+        out
+    }
+    float_pair(
+        dy.0,
+        w.0,
+        |a, b| go((a, dy.1), (b, w.1), s),
+        |a, b| go((a, dy.1), (b, w.1), s),
+    )
+}
+
+/// The weight gradient `dw` `[o, c / groups, kh, kw]` from the input and `dy`.
+pub(crate) fn conv2d_weight_grad(
+    x: (&CpuData, &Layout),
+    dy: (&CpuData, &Layout),
+    s: &ConvShape,
+) -> CpuData {
+    fn go<T: ConvFloat>(x: (&[T], &Layout), dy: (&[T], &Layout), s: &ConvShape) -> Vec<T> {
+        let x = contiguous(x.0, x.1);
+        let dy = contiguous(dy.0, dy.1);
+        let (og, ck, p, cg) = (s.og(), s.ck(), s.p(), s.cg());
+        let size = s.o * ck;
+        let scratch = if s.pointwise() { 0 } else { ck * p };
+        let par = s.gemm_par();
+        // adds the products of images `range` into `acc`
+        let accumulate = |range: std::ops::Range<usize>, acc: &mut [T], buf: &mut [T]| {
+            for ni in range {
+                let img = &x[ni * s.image_in()..(ni + 1) * s.image_in()];
+                let d = &dy[ni * s.image_out()..(ni + 1) * s.image_out()];
+                for g in 0..s.groups {
+                    let xg = &img[g * cg * s.h * s.w..(g + 1) * cg * s.h * s.w];
+                    let cols: &[T] = if s.pointwise() {
+                        xg
+                    } else {
+                        im2col(xg, s, cg, buf);
+                        buf
+                    };
+                    let dyg = &d[g * og * p..(g + 1) * og * p];
+                    let ag = &mut acc[g * og * ck..(g + 1) * og * ck];
+                    // dy [og, p] times cols^T [p, ck]
+                    gemm(
+                        (og, ck, p),
+                        ag,
+                        ck,
+                        true,
+                        dyg,
+                        (p, 1),
+                        cols,
+                        (1, p),
+                        T::ONE,
+                        par,
+                    );
+                }
+            }
+        };
+        let mut out = super::pool::filled(size, T::default());
+        if s.par_images() {
+            let parts = rayon::current_num_threads().min(s.n);
+            let per = s.n.div_ceil(parts);
+            let partial: Vec<Vec<T>> = (0..parts)
+                .into_par_iter()
+                .map(|t| {
+                    let mut acc = vec![T::default(); size];
+                    let mut buf = vec![T::default(); scratch];
+                    accumulate(t * per..((t + 1) * per).min(s.n), &mut acc, &mut buf);
+                    acc
+                })
+                .collect();
+            for part in &partial {
+                for (o, &v) in out.iter_mut().zip(part) {
+                    *o += v;
+                }
+            }
+        } else {
+            let mut buf = vec![T::default(); scratch];
+            accumulate(0..s.n, &mut out, &mut buf);
+        }
+        out
+    }
+    float_pair(
+        x.0,
+        dy.0,
+        |a, b| go((a, x.1), (b, dy.1), s),
+        |a, b| go((a, x.1), (b, dy.1), s),
+    )
+}
+
+/// The larger of two values, NaN if either is (written without branches, so it vectorises).
+#[inline(always)]
+#[allow(clippy::eq_op)]
+fn nan_max<T: Copy + PartialOrd>(a: T, b: T) -> T {
+    let m = if b > a { b } else { a };
+    let m = if b != b { b } else { m };
+    if a != a {
+        a
+    } else {
+        m
+    }
+}
+
+/// One output row of 2x2, stride-2 max pooling from the two input rows `rows` (`2 * w`).
+#[inline(always)]
+fn pool2x2_row<T: ConvFloat>(out: &mut [T], rows: &[T], w: usize) {
+    let ow = out.len();
+    let (r0, r1) = rows.split_at(w);
+    for ((d, a), b) in out
+        .iter_mut()
+        .zip(r0[..2 * ow].chunks_exact(2))
+        .zip(r1[..2 * ow].chunks_exact(2))
+    {
+        *d = nan_max(nan_max(a[0], a[1]), nan_max(b[0], b[1]));
+    }
+}
+
+/// 2x2, stride-2 max pooling's gradient for one `h x w` plane without NaN (the caller
+/// checks): the windows are disjoint, so a window's four positions are zeroed and the
+/// gradient is stored at its first maximum in row-major order (the rule of
+/// [`window_argmax`]), found with compares whose results feed arithmetic, not branches.
+#[inline(always)]
+fn pool2x2_grad<T: ConvFloat>(dst: &mut [T], plane: &[T], g: &[T], dims: (usize, usize, usize)) {
+    let (w, oh, ow) = dims;
+    let zero = T::default();
+    for oy in 0..oh {
+        let quads = &mut dst[2 * oy * w..(2 * oy + 2) * w];
+        let r0 = &plane[2 * oy * w..2 * oy * w + 2 * ow];
+        let r1 = &plane[(2 * oy + 1) * w..(2 * oy + 1) * w + 2 * ow];
+        for (ox, ((x0, x1), &gv)) in r0
+            .chunks_exact(2)
+            .zip(r1.chunks_exact(2))
+            .zip(&g[oy * ow..(oy + 1) * ow])
+            .enumerate()
+        {
+            let right0 = (x0[1] > x0[0]) as usize;
+            let top = if x0[1] > x0[0] { x0[1] } else { x0[0] };
+            let right1 = (x1[1] > x1[0]) as usize;
+            let bottom = if x1[1] > x1[0] { x1[1] } else { x1[0] };
+            let lower = (bottom > top) as usize;
+            let at = lower * w + 2 * ox + if lower == 1 { right1 } else { right0 };
+            quads[2 * ox] = zero;
+            quads[2 * ox + 1] = zero;
+            quads[w + 2 * ox] = zero;
+            quads[w + 2 * ox + 1] = zero;
+            quads[at] = gv;
+        }
+    }
+}
+
+/// Whether a slice holds a NaN (a branch-free fold, so it vectorises).
+#[inline]
+#[allow(clippy::eq_op)]
+fn has_nan<T: ConvFloat>(v: &[T]) -> bool {
+    v.iter().fold(false, |acc, &x| acc | (x != x))
+}
+
+/// Index (into its `h * w` plane) of the maximum of the pooling window at `(oy, ox)` of
+/// `plane` (contiguous `h x w`): first on ties, NaN wins; None for a window entirely in the
+/// padding.
+#[inline(always)]
+fn window_argmax<T: Copy + PartialOrd>(
+    plane: &[T],
+    (h, w): (usize, usize),
+    win: &Window,
+    (oy, ox): (usize, usize),
+) -> Option<usize> {
+    let mut best: Option<(T, usize)> = None;
+    for ki in 0..win.kernel.0 {
+        let iy = (oy * win.stride.0 + ki * win.dilation.0) as isize - win.padding.0 as isize;
+        if iy < 0 || iy as usize >= h {
+            continue;
+        }
+        let row = iy as usize * w;
+        for kj in 0..win.kernel.1 {
+            let ix = (ox * win.stride.1 + kj * win.dilation.1) as isize - win.padding.1 as isize;
+            if ix < 0 || ix as usize >= w {
+                continue;
+            }
+            let v = plane[row + ix as usize];
+            #[allow(clippy::eq_op)]
+            let wins = match best {
+                None => true,
+                Some((b, _)) => v > b || (v != v && b == b),
+            };
+            if wins {
+                best = Some((v, row + ix as usize));
+            }
+        }
+    }
+    best.map(|(_, i)| i)
+}
+
+/// Max pooling of `x` `[n, c, h, w]` into contiguous `[n, c, oh, ow]`.
+pub(crate) fn max_pool2d(x: &CpuData, l: &Layout, win: &Window) -> CpuData {
+    fn go<T: ConvFloat>(x: &[T], l: &Layout, win: &Window) -> Vec<T> {
+        let x = contiguous(x, l);
+        let s = l.shape();
+        let (h, w) = (s[2], s[3]);
+        let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
+        let mut out = super::pool::filled(s[0] * s[1] * oh * ow, T::default());
+        if oh * ow == 0 || h * w == 0 {
+            return out;
+        }
+        let simple = win.kernel == (2, 2)
+            && win.stride == (2, 2)
+            && win.padding == (0, 0)
+            && win.dilation == (1, 1);
+        out.par_chunks_mut(oh * ow)
+            .zip(x.par_chunks(h * w))
+            .with_min_len(16)
+            .for_each(|(dst, plane)| {
+                for oy in 0..oh {
+                    let drow = &mut dst[oy * ow..(oy + 1) * ow];
+                    if simple {
+                        pool2x2_row(drow, &plane[2 * oy * w..(2 * oy + 2) * w], w);
+                    } else {
+                        for (ox, d) in drow.iter_mut().enumerate() {
+                            if let Some(i) = window_argmax(plane, (h, w), win, (oy, ox)) {
+                                *d = plane[i];
+                            }
+                        }
+                    }
+                }
+            });
+        out
+    }
+    match x {
+        CpuData::F32(v) => CpuData::F32(go(v, l, win)),
+        CpuData::F64(v) => CpuData::F64(go(v, l, win)),
+        // the op layer lets only float dtypes through
+        _ => CpuData::F32(Vec::new()),
+    }
+}
+
+/// Max pooling's input gradient: `dy` `[n, c, oh, ow]` added at each window's maximum of
+/// `x` `[n, c, h, w]`.
+pub(crate) fn max_pool2d_grad(
+    x: (&CpuData, &Layout),
+    dy: (&CpuData, &Layout),
+    win: &Window,
+) -> CpuData {
+    fn go<T: ConvFloat>(x: (&[T], &Layout), dy: (&[T], &Layout), win: &Window) -> Vec<T> {
+        let s = x.1.shape();
+        let (h, w) = (s[2], s[3]);
+        let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
+        let x = contiguous(x.0, x.1);
+        let dy = contiguous(dy.0, dy.1);
+        let mut out = super::pool::filled(s[0] * s[1] * h * w, T::default());
+        if oh * ow == 0 || h * w == 0 {
+            return out;
+        }
+        let simple = win.kernel == (2, 2)
+            && win.stride == (2, 2)
+            && win.padding == (0, 0)
+            && win.dilation == (1, 1);
+        out.par_chunks_mut(h * w)
+            .zip(x.par_chunks(h * w))
+            .zip(dy.par_chunks(oh * ow))
+            .with_min_len(16)
+            .for_each(|((dst, plane), g)| {
+                if simple && !has_nan(plane) {
+                    pool2x2_grad(dst, plane, g, (w, oh, ow));
+                    return;
+                }
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        if let Some(i) = window_argmax(plane, (h, w), win, (oy, ox)) {
+                            dst[i] += g[oy * ow + ox];
+                        }
+                    }
+                }
+            });
+        out
+    }
+    float_pair(
+        x.0,
+        dy.0,
+        |a, g| go((a, x.1), (g, dy.1), win),
+        |a, g| go((a, x.1), (g, dy.1), win),
+    )
+}
