@@ -110,6 +110,11 @@ def test_conv2d_bad_input():
         fg.conv2d(x, fg.tensor(np.zeros((4, 3, 3, 3), "f8")))
     with pytest.raises(ValueError, match="conv2d"):
         fg.conv2d(x, fg.tensor(np.zeros((4, 3, 7, 7), "f4")))
+    w = fg.tensor(np.zeros((4, 3, 3, 3), "f4"))
+    with pytest.raises(TypeError, match=r"conv2d.*float64"):
+        fg.conv2d(x, w, fg.tensor(np.zeros(4, "f8")))
+    with pytest.raises(ValueError, match=r"conv2d.*\[4\]"):
+        fg.conv2d(x, w, fg.tensor(np.zeros(3, "f4")))
     with pytest.raises(ValueError, match="max_pool2d"):
         fg.max_pool2d(fg.tensor(np.zeros((3, 5, 5), "f4")), 2)
 

@@ -199,13 +199,18 @@ fn conv_shape_fwd(inputs: &[&Tensor], win: &Window, groups: usize) -> Result<cpu
     same_float("conv2d", x, w)?;
     let s = conv_shape("conv2d", x.shape(), w.shape(), win, groups)?;
     if let Some(b) = inputs.get(2) {
-        if b.shape() != [s.o] || b.dtype() != x.dtype() {
+        if b.shape() != [s.o] {
             return Err(Error::shape(
                 "conv2d",
+                format!("bias must have shape [{}], got {:?}", s.o, b.shape()),
+            ));
+        }
+        if b.dtype() != x.dtype() {
+            return Err(Error::dtype(
+                "conv2d",
                 format!(
-                    "bias must be {} of shape [{}], got {} {:?}",
+                    "bias must be {} like the input, got {} {:?}",
                     x.dtype(),
-                    s.o,
                     b.dtype(),
                     b.shape()
                 ),
