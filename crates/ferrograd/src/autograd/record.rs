@@ -26,30 +26,6 @@ pub fn is_recording_any() -> bool {
     RECORDING_KEYS.load(Ordering::Acquire) > 0
 }
 
-/// The recording keys (below the backward ceiling) that track any of `inputs`, outermost first.
-fn recording_keys(inputs: &[&Tensor]) -> SmallVec<[Arc<KeyInner>; 2]> {
-    let top = ceiling();
-    let allowed = super::scope::proxy_key_id();
-    let mut keys: SmallVec<[Arc<KeyInner>; 2]> = SmallVec::new();
-    for t in inputs {
-        for info in t.0.meta().infos.iter() {
-            let blocked = info.key_level >= top && allowed != Some(info.key_id);
-            if blocked || keys.iter().any(|k| k.id == info.key_id) {
-                continue;
-            }
-            if let Some(k) = info.key.upgrade() {
-                if k.is_recording() {
-                    keys.push(k);
-                }
-            }
-        }
-    }
-    if keys.len() > 1 {
-        keys.sort_by_key(|k| (k.level, k.id));
-    }
-    keys
-}
-
 /// Records `op` for every key that tracks a float input.
 pub(crate) fn record_builtin(op: &Op, inputs: &[&Tensor], outputs: &[Tensor]) -> Result<()> {
     if !is_recording_any() {
@@ -61,19 +37,24 @@ pub(crate) fn record_builtin(op: &Op, inputs: &[&Tensor], outputs: &[Tensor]) ->
     }
     before_record(inputs)?;
     let custom = super::registry::lookup(op.name());
-    record_with(op.name(), inputs, outputs, &mut |needs, key| {
-        if let Some(r) = &custom {
-            if let Some(rule) = r.make(op, inputs, outputs, needs, key.level)? {
-                return Ok(rule);
+    record_with(
+        Cow::Borrowed(op.name()),
+        inputs,
+        outputs,
+        &mut |needs, key| {
+            if let Some(r) = &custom {
+                if let Some(rule) = r.make(op, inputs, outputs, needs, key.level)? {
+                    return Ok(rule);
+                }
             }
-        }
-        if key.mirror.is_some() && outputs.len() == 1 {
-            if let Some(recipe) = super::Recipe::for_op(key, op, inputs, &outputs[0]) {
-                outputs[0].set_recipe(recipe);
+            if key.mirror.is_some() && outputs.len() == 1 {
+                if let Some(recipe) = super::Recipe::for_op(key, op, inputs, &outputs[0]) {
+                    outputs[0].set_recipe(recipe);
+                }
             }
-        }
-        Ok(Box::new(BuiltinRule::new(op, inputs, outputs, needs, key)))
-    })
+            Ok(Box::new(BuiltinRule::new(op, inputs, outputs, needs, key)))
+        },
+    )
 }
 
 /// Records an op whose rule comes from outside the engine (a custom `Function`).
@@ -97,6 +78,10 @@ pub fn record_custom(
              forward must return new tensors"
         )));
     }
+    let name = match Op::NAMES.iter().find(|n| **n == name) {
+        Some(n) => Cow::Borrowed(*n),
+        None => Cow::Owned(name.to_string()),
+    };
     record_with(name, inputs, outputs, &mut |needs, key| {
         make_rule(needs, key.level)
     })
@@ -125,32 +110,50 @@ fn mark_hidden(inputs: &[&Tensor], outputs: &[Tensor]) {
 }
 
 fn record_with(
-    name: &str,
+    name: Cow<'static, str>,
     inputs: &[&Tensor],
     outputs: &[Tensor],
     make_rule: &mut MakeRule<'_>,
 ) -> Result<()> {
-    for key in recording_keys(inputs) {
-        let targets: SmallVec<[Option<GradInfo>; 3]> = inputs
-            .iter()
-            .map(|t| {
-                if t.dtype().is_float() {
-                    t.grad_info(key.id)
-                } else {
-                    None
+    // one pass over the inputs (one lock each): the recording keys below the backward
+    // ceiling that track any input, and each float input's slot for them
+    let top = ceiling();
+    let allowed = super::scope::proxy_key_id();
+    let mut keys: SmallVec<[Arc<KeyInner>; 2]> = SmallVec::new();
+    let mut slots: SmallVec<[(usize, GradInfo); 3]> = SmallVec::new();
+    for (i, t) in inputs.iter().enumerate() {
+        let float = t.dtype().is_float();
+        for info in t.0.meta().infos.iter() {
+            if info.key_level >= top && allowed != Some(info.key_id) {
+                continue;
+            }
+            if !keys.iter().any(|k| k.id == info.key_id) {
+                match info.key.upgrade() {
+                    Some(k) if k.is_recording() => keys.push(k),
+                    _ => continue,
                 }
-            })
-            .collect();
+            }
+            if float {
+                slots.push((i, info.clone()));
+            }
+        }
+    }
+    if keys.len() > 1 {
+        keys.sort_by_key(|k| (k.level, k.id));
+    }
+    for key in keys {
+        let mut targets: SmallVec<[Option<GradInfo>; 3]> = smallvec::smallvec![None; inputs.len()];
+        for (i, info) in &slots {
+            if info.key_id == key.id {
+                targets[*i] = Some(info.clone());
+            }
+        }
         if targets.iter().all(Option::is_none) {
             continue;
         }
         let needs: SmallVec<[bool; 3]> = targets.iter().map(Option::is_some).collect();
         let rule = make_rule(&needs, &key)?;
-        let name = match Op::NAMES.iter().find(|n| **n == name) {
-            Some(n) => Cow::Borrowed(*n),
-            None => Cow::Owned(name.to_string()),
-        };
-        key.link(name, targets, outputs, rule);
+        key.link(name.clone(), targets, outputs, rule);
     }
     Ok(())
 }
