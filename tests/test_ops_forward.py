@@ -494,6 +494,11 @@ def test_sum_of_many_elements():
     b = a.reshape(100, 1000)
     np.testing.assert_allclose(fg.tensor(b).sum(axis=1).numpy(), b.sum(axis=1), rtol=1e-12)
     np.testing.assert_allclose(fg.tensor(b).sum(axis=0).numpy(), b.sum(axis=0), rtol=1e-12)
+    # rows of a large buffer are reduced in parallel: every row, every kind, odd row length
+    c = rng.normal(size=(701, 1003))
+    for name in ("sum", "mean", "max", "min"):
+        got = getattr(fg.tensor(c), name)(axis=1).numpy()
+        np.testing.assert_allclose(got, getattr(c, name)(axis=1), rtol=1e-12, atol=1e-12)
 
 
 # --------------------------------------------------------------------------------------

@@ -48,14 +48,14 @@ fn sum_run_wide<T: Copy + std::ops::Add<Output = T> + Into<f64>>(xs: &[T], zero:
 }
 
 /// A specialised sum of one contiguous run.
-type RunSum<'a, T> = &'a dyn Fn(&[T]) -> T;
+type RunSum<'a, T> = &'a (dyn Fn(&[T]) -> T + Sync);
 
-fn fold<T: Copy + super::pool::Pooled>(
+fn fold<T: Copy + Send + Sync + super::pool::Pooled>(
     x: &[T],
     l: &Layout,
     axes: &[usize],
     init: T,
-    f: impl Fn(T, T) -> T,
+    f: impl Fn(T, T) -> T + Sync,
     run_sum: Option<RunSum<'_, T>>,
 ) -> Vec<T> {
     let (kept, view) = reduced_view(l.shape(), axes);
@@ -64,11 +64,26 @@ fn fold<T: Copy + super::pool::Pooled>(
     if nd > 0 && axes == [nd - 1] && l.is_contiguous() && l.shape()[nd - 1] > 0 {
         let cols = l.shape()[nd - 1];
         let src = &x[l.offset()..l.offset() + l.numel()];
-        let mut out = super::pool::take(numel(&kept));
-        out.extend(src.chunks_exact(cols).map(|row| match run_sum {
+        let reduce_row = |row: &[T]| match run_sum {
             Some(s) => f(init, s(row)),
             None => row.iter().fold(init, |acc, &v| f(acc, v)),
-        }));
+        };
+        let rows = numel(&kept);
+        let mut out = super::pool::take(rows);
+        if src.len() >= 4 * super::PAR_CHUNK && rows > 1 && rayon::current_num_threads() > 1 {
+            use rayon::prelude::*;
+            out.spare_capacity_mut()[..rows]
+                .par_iter_mut()
+                .zip(src.par_chunks_exact(cols))
+                .with_min_len((super::PAR_CHUNK / cols).max(1))
+                .for_each(|(o, row)| {
+                    o.write(reduce_row(row));
+                });
+            // SAFETY: every one of the `rows` slots was written above.
+            unsafe { out.set_len(rows) };
+        } else {
+            out.extend(src.chunks_exact(cols).map(reduce_row));
+        }
         return out;
     }
     let mut out = super::pool::filled(numel(&kept), init);
