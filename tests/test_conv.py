@@ -218,3 +218,50 @@ def test_conv2d_float32_matches_float64_on_strided_views_and_one_image():
     w1 = rng.normal(size=(3, 5, 1, 1))
     y = fg.conv2d(fg.tensor(np.ascontiguousarray(x)), fg.tensor(w1)).numpy()
     np.testing.assert_allclose(y, np.einsum("nchw,oc->nohw", x, w1[:, :, 0, 0]), rtol=1e-12)
+
+
+def pool_ref(x, k, s, p, d, reduce, pad_value, count_include_pad=True):
+    """Direct pooling: every window of the padded input (padding reads ``pad_value``)."""
+    n, c, h, w = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=pad_value)
+    inside = np.pad(np.ones((h, w)), ((p[0], p[0]), (p[1], p[1])))
+    oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    out = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            rows = slice(i * s[0], i * s[0] + d[0] * (k[0] - 1) + 1, d[0])
+            cols = slice(j * s[1], j * s[1] + d[1] * (k[1] - 1) + 1, d[1])
+            win = xp[:, :, rows, cols]
+            if reduce == "max":
+                out[:, :, i, j] = win.max(axis=(2, 3))
+            elif count_include_pad:
+                out[:, :, i, j] = win.mean(axis=(2, 3))
+            else:
+                out[:, :, i, j] = win.sum(axis=(2, 3)) / inside[rows, cols].sum()
+    return out
+
+
+def test_max_pool_dilation_matches_reference_and_finite_differences():
+    rng = np.random.default_rng(9)
+    x = rng.permutation(2 * 3 * 9 * 8).reshape(2, 3, 9, 8) / 10.0
+    kw = {"kernel_size": (3, 2), "stride": (2, 1), "padding": (1, 1), "dilation": (2, 3)}
+    y = fg.max_pool2d(fg.tensor(x), **kw).numpy()
+    want = pool_ref(x, (3, 2), (2, 1), (1, 1), (2, 3), "max", -np.inf)
+    np.testing.assert_array_equal(y, want)
+    check_grad(lambda t: fg.max_pool2d(t, **kw), [x])
+    with pytest.raises(ValueError, match="max_pool2d"):
+        fg.max_pool2d(fg.tensor(x), 2, padding=2)  # more than half the kernel
+
+
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_avg_pool_count_include_pad(count_include_pad):
+    rng = np.random.default_rng(10)
+    x = rng.normal(size=(2, 3, 7, 6))
+    kw = {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": count_include_pad}
+    y = fg.avg_pool2d(fg.tensor(x), **kw).numpy()
+    want = pool_ref(x, (3, 3), (2, 2), (1, 1), (1, 1), "avg", 0.0, count_include_pad)
+    np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+    check_grad(lambda t: fg.avg_pool2d(t, **kw), [x])
+    m = fg.nn.AvgPool2d(3, 2, 1, count_include_pad=count_include_pad)
+    np.testing.assert_allclose(m(fg.tensor(x)).numpy(), want, rtol=1e-12, atol=1e-12)

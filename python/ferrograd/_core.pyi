@@ -186,10 +186,18 @@ def conv2d(
     groups: int = 1,
 ) -> Tensor: ...
 def max_pool2d(
-    x: Tensor, kernel_size: Pair, stride: Pair | None = None, padding: Pair = 0
+    x: Tensor,
+    kernel_size: Pair,
+    stride: Pair | None = None,
+    padding: Pair = 0,
+    dilation: Pair = 1,
 ) -> Tensor: ...
 def avg_pool2d(
-    x: Tensor, kernel_size: Pair, stride: Pair | None = None, padding: Pair = 0
+    x: Tensor,
+    kernel_size: Pair,
+    stride: Pair | None = None,
+    padding: Pair = 0,
+    count_include_pad: bool = True,
 ) -> Tensor: ...
 def zeros(*shape: int | Sequence[int], dtype: Any = None, device: str | None = None) -> Tensor: ...
 def ones(*shape: int | Sequence[int], dtype: Any = None, device: str | None = None) -> Tensor: ...

@@ -126,17 +126,32 @@ class Conv2d(Module):
 
 class MaxPool2d(Module):
     def __init__(
-        self, kernel_size: int | tuple, stride: int | tuple | None = None, padding: int | tuple = 0
+        self,
+        kernel_size: int | tuple,
+        stride: int | tuple | None = None,
+        padding: int | tuple = 0,
+        dilation: int | tuple = 1,
     ) -> None:
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation = dilation
 
     def forward(self, x: Tensor) -> Tensor:
-        return _max_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return _max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
 
 
-class AvgPool2d(MaxPool2d):
+class AvgPool2d(Module):
+    def __init__(
+        self,
+        kernel_size: int | tuple,
+        stride: int | tuple | None = None,
+        padding: int | tuple = 0,
+        count_include_pad: bool = True,
+    ) -> None:
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.count_include_pad = count_include_pad
+
     def forward(self, x: Tensor) -> Tensor:
-        return _avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return _avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
 
 
 class Flatten(Module):

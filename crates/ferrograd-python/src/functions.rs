@@ -386,13 +386,6 @@ fn pool_args(
     Ok((k, s, pair(op, "padding", padding, 0)?))
 }
 
-type Pool2d = fn(
-    (usize, usize),
-    Option<(usize, usize)>,
-    (usize, usize),
-    &Tensor,
-) -> ferrograd::Result<Tensor>;
-
 fn pool2d(
     py: Python<'_>,
     op: &str,
@@ -400,25 +393,28 @@ fn pool2d(
     kernel_size: &Bound<'_, PyAny>,
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
-    f: Pool2d,
+    f: impl FnOnce(PoolArgs, &Tensor) -> ferrograd::Result<Tensor> + Send,
 ) -> PyResult<PyTensor> {
     let x = tensor_arg(op, x)?;
-    let (k, s, p) = pool_args(op, kernel_size, stride, padding)?;
-    compute(py, x.numel(), || f(k, s, p, &x))
+    let args = pool_args(op, kernel_size, stride, padding)?;
+    compute(py, x.numel(), || f(args, &x))
         .py()
         .map(PyTensor::from)
 }
 
-/// 2-D max pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size`.
+/// 2-D max pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size` (PyTorch's
+/// `max_pool2d`: padding never wins, the first maximum of a window takes the gradient).
 #[pyfunction]
-#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
+#[pyo3(signature = (x, kernel_size, stride=None, padding=None, dilation=None))]
 fn max_pool2d(
     py: Python<'_>,
     x: &Bound<'_, PyAny>,
     kernel_size: &Bound<'_, PyAny>,
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
+    dilation: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
+    let d = pair("max_pool2d", "dilation", dilation, 1)?;
     pool2d(
         py,
         "max_pool2d",
@@ -426,19 +422,22 @@ fn max_pool2d(
         kernel_size,
         stride,
         padding,
-        |k, s, p, x| ferrograd::max_pool2d(x, k, s, p),
+        |(k, s, p), x| ferrograd::max_pool2d(x, k, s, p, d),
     )
 }
 
-/// 2-D average pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size`.
+/// 2-D average pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size`. Padding counts
+/// as zeros unless `count_include_pad` is false (then each window averages its positions
+/// inside the input).
 #[pyfunction]
-#[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
+#[pyo3(signature = (x, kernel_size, stride=None, padding=None, count_include_pad=true))]
 fn avg_pool2d(
     py: Python<'_>,
     x: &Bound<'_, PyAny>,
     kernel_size: &Bound<'_, PyAny>,
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
+    count_include_pad: bool,
 ) -> PyResult<PyTensor> {
     pool2d(
         py,
@@ -447,7 +446,7 @@ fn avg_pool2d(
         kernel_size,
         stride,
         padding,
-        |k, s, p, x| ferrograd::avg_pool2d(x, k, s, p),
+        |(k, s, p), x| ferrograd::avg_pool2d(x, k, s, p, count_include_pad),
     )
 }
 

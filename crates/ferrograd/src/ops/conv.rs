@@ -489,87 +489,100 @@ pub fn conv2d(
     }
 }
 
-/// Pooling: each window of `[n, c, h, w]` reduced to one value (`stride` defaults to the
-/// kernel; padding reads `pad`).
-fn pool2d(
+/// The window of a pooling op (`stride` defaults to the kernel), checked like PyTorch:
+/// padding at most half the effective kernel.
+fn pool_window(
     op: &str,
-    x: &Tensor,
     kernel: (usize, usize),
     stride: Option<(usize, usize)>,
     padding: (usize, usize),
-    pad: f64,
-    reduce: fn(&Tensor, Option<&[isize]>, bool) -> Result<Tensor>,
-) -> Result<Tensor> {
-    if padding.0 * 2 > kernel.0 || padding.1 * 2 > kernel.1 {
+    dilation: (usize, usize),
+) -> Result<Window> {
+    let eff = |k: usize, d: usize| d * k.saturating_sub(1) + 1;
+    if padding.0 * 2 > eff(kernel.0, dilation.0) || padding.1 * 2 > eff(kernel.1, dilation.1) {
         return Err(Error::invalid(
             op,
-            format!("padding {padding:?} must be at most half the kernel {kernel:?}"),
+            format!(
+                "padding {padding:?} must be at most half the kernel {kernel:?} (dilation {dilation:?})"
+            ),
         ));
     }
-    let win = Window {
+    Ok(Window {
         kernel,
         stride: stride.unwrap_or(kernel),
         padding,
-        dilation: (1, 1),
-    };
-    let (cols, oh, ow) = windows(op, x, &win, pad)?;
+        dilation,
+    })
+}
+
+/// Each window of `[n, c, h, w]` reduced to one value through im2col (padding reads `pad`).
+fn pool_by_unfold(
+    op: &str,
+    x: &Tensor,
+    win: &Window,
+    pad: f64,
+    reduce: fn(&Tensor, Option<&[isize]>, bool) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let (cols, oh, ow) = windows(op, x, win, pad)?;
     let s = x.shape();
     reduce(&cols, Some(&[3]), false)?
         .reshape(&[s[0], oh, ow, s[1]])?
         .permute(&[0, 3, 1, 2])
 }
 
-/// 2-D max pooling over `[n, c, h, w]` (padding never wins: it reads -inf).
+/// 2-D max pooling over `[n, c, h, w]` (padding never wins: it reads -inf), as PyTorch's
+/// `max_pool2d` (first maximum in a window on ties; NaN propagates).
 pub fn max_pool2d(
     x: &Tensor,
     kernel: (usize, usize),
     stride: Option<(usize, usize)>,
     padding: (usize, usize),
+    dilation: (usize, usize),
 ) -> Result<Tensor> {
-    if x.device() == crate::Device::Cpu && x.ndim() == 4 && x.dtype().is_float() {
-        // gather each window's maximum: the backward is a single scatter-add
-        if padding.0 * 2 > kernel.0 || padding.1 * 2 > kernel.1 {
-            return Err(Error::invalid(
-                "max_pool2d",
-                format!("padding {padding:?} must be at most half the kernel {kernel:?}"),
-            ));
-        }
-        let win = Window {
-            kernel,
-            stride: stride.unwrap_or(kernel),
-            padding,
-            dilation: (1, 1),
-        };
-        if win.stride.0 == 0 || win.stride.1 == 0 || kernel.0 == 0 || kernel.1 == 0 {
-            return Err(Error::invalid(
-                "max_pool2d",
-                format!("kernel and stride must be positive, got {win:?}"),
-            ));
-        }
-        let s = x.shape();
-        let (oh, ow) = win.output_size(s[2], s[3]).ok_or_else(|| {
-            Error::shape("max_pool2d", format!("a {kernel:?} window (padding {padding:?}) does not fit an input of shape {s:?}"))
-        })?;
-        let _ = (oh, ow);
+    const OP: &str = "max_pool2d";
+    let win = pool_window(OP, kernel, stride, padding, dilation)?;
+    if x.device() == crate::Device::Cpu {
+        windows_fit(OP, x, &win)?;
         return apply1(&Op::MaxPool2d(win), &[x]);
     }
-    pool2d(
-        "max_pool2d",
-        x,
-        kernel,
-        stride,
-        padding,
-        f64::NEG_INFINITY,
-        Tensor::max,
-    )
+    pool_by_unfold(OP, x, &win, f64::NEG_INFINITY, Tensor::max)
 }
 
-/// 2-D average pooling over `[n, c, h, w]` (padding counts as zeros, as PyTorch's default).
+/// 2-D average pooling over `[n, c, h, w]`. Padding counts as zeros in the average
+/// (PyTorch's default `count_include_pad=True`); with `count_include_pad` false each window
+/// is averaged over its positions inside the input only.
 pub fn avg_pool2d(
     x: &Tensor,
     kernel: (usize, usize),
     stride: Option<(usize, usize)>,
     padding: (usize, usize),
+    count_include_pad: bool,
 ) -> Result<Tensor> {
-    pool2d("avg_pool2d", x, kernel, stride, padding, 0.0, Tensor::mean)
+    const OP: &str = "avg_pool2d";
+    let win = pool_window(OP, kernel, stride, padding, (1, 1))?;
+    let y = pool_by_unfold(OP, x, &win, 0.0, Tensor::mean)?;
+    if count_include_pad || padding == (0, 0) {
+        return Ok(y);
+    }
+    // rescale each window's mean by (window size / positions inside the input)
+    let s = x.shape();
+    let (oh, ow) = (y.shape()[2], y.shape()[3]);
+    let inside = |o: usize, n: usize, k: usize, st: usize, p: usize| {
+        let lo = (o * st) as isize - p as isize;
+        let hi = lo + k as isize;
+        (hi.min(n as isize) - lo.max(0)).max(0) as f64
+    };
+    let full = (kernel.0 * kernel.1) as f64;
+    let mut scale = Vec::with_capacity(oh * ow);
+    for oy in 0..oh {
+        let rows = inside(oy, s[2], kernel.0, win.stride.0, padding.0);
+        for ox in 0..ow {
+            let cols = inside(ox, s[3], kernel.1, win.stride.1, padding.1);
+            scale.push(full / (rows * cols).max(1.0));
+        }
+    }
+    let scale = Tensor::from_vec(scale, &[1, 1, oh, ow])?
+        .astype(x.dtype())?
+        .to_device(x.device())?;
+    y.mul(&scale)
 }
