@@ -265,3 +265,34 @@ def test_avg_pool_count_include_pad(count_include_pad):
     check_grad(lambda t: fg.avg_pool2d(t, **kw), [x])
     m = fg.nn.AvgPool2d(3, 2, 1, count_include_pad=count_include_pad)
     np.testing.assert_allclose(m(fg.tensor(x)).numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel,dilation", [((3, 3), (1, 1)), ((2, 4), (1, 1)), ((3, 2), (2, 3))])
+def test_conv2d_padding_same_and_valid(kernel, dilation):
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(2, 4, 7, 6))
+    w = rng.normal(size=(6, 2, *kernel))
+    b = rng.normal(size=6)
+    y = fg.conv2d(
+        fg.tensor(x), fg.tensor(w), fg.tensor(b), padding="same", dilation=dilation, groups=2
+    )
+    # PyTorch's rule: total padding d*(k-1) per axis, the odd one extra at the bottom/right
+    tot = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    xp = np.pad(
+        x,
+        ((0, 0), (0, 0), (tot[0] // 2, tot[0] - tot[0] // 2), (tot[1] // 2, tot[1] - tot[1] // 2)),
+    )
+    want = conv_ref(xp, w, b, (1, 1), (0, 0), dilation, 2)
+    assert y.shape == (2, 6, 7, 6)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-12, atol=1e-12)
+    check_grad(
+        lambda x_, w_: fg.conv2d(x_, w_, padding="same", dilation=dilation, groups=2), [x, w]
+    )
+    valid = fg.conv2d(fg.tensor(x), fg.tensor(w), padding="valid", dilation=dilation, groups=2)
+    np.testing.assert_allclose(
+        valid.numpy(), conv_ref(x, w, None, (1, 1), (0, 0), dilation, 2), rtol=1e-12, atol=1e-12
+    )
+    with pytest.raises(ValueError, match="strided"):
+        fg.conv2d(fg.tensor(x), fg.tensor(w), padding="same", stride=2, groups=2)
+    with pytest.raises(ValueError, match="conv2d"):
+        fg.conv2d(fg.tensor(x), fg.tensor(w), padding="full", groups=2)

@@ -181,7 +181,7 @@ def conv2d(
     weight: Tensor,
     bias: Tensor | None = None,
     stride: Pair = 1,
-    padding: Pair = 0,
+    padding: Pair | str = 0,
     dilation: Pair = 1,
     groups: int = 1,
 ) -> Tensor: ...

@@ -358,13 +358,40 @@ fn conv2d(
         Some(b) if !b.is_none() => Some(tensor_arg("conv2d", b)?),
         _ => None,
     };
-    let (s, p, d) = (
+    let (s, d) = (
         pair("conv2d", "stride", stride, 1)?,
-        pair("conv2d", "padding", padding, 0)?,
         pair("conv2d", "dilation", dilation, 1)?,
     );
+    // padding: a pair, or PyTorch's "valid" (none) and "same" (output size = input size)
+    let mode = match padding {
+        Some(p) if p.is_instance_of::<pyo3::types::PyString>() => Some(p.extract::<String>()?),
+        _ => None,
+    };
+    let same = match mode.as_deref() {
+        None => false,
+        Some("valid") => false,
+        Some("same") if s == (1, 1) => true,
+        Some("same") => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "conv2d: padding='same' is not supported for strided convolutions (stride {s:?})"
+            )))
+        }
+        Some(other) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "conv2d: padding must be an int, a pair, 'valid' or 'same', got {other:?}"
+            )))
+        }
+    };
+    let p = match mode {
+        Some(_) => (0, 0),
+        None => pair("conv2d", "padding", padding, 0)?,
+    };
     compute(py, x.numel() * w.numel(), || {
-        ferrograd::conv2d(&x, &w, b.as_ref(), s, p, d, groups)
+        if same {
+            ferrograd::conv2d_same(&x, &w, b.as_ref(), d, groups)
+        } else {
+            ferrograd::conv2d(&x, &w, b.as_ref(), s, p, d, groups)
+        }
     })
     .py()
     .map(PyTensor::from)

@@ -43,6 +43,7 @@ pub use error::{Error, Result};
 pub use layout::{Layout, SliceSpec};
 pub use op::{apply, apply1, Op};
 pub use ops::{
-    avg_pool2d, concat, conv2d, cross_entropy, max_pool2d, stack, sum_to_shape, where_cond,
+    avg_pool2d, concat, conv2d, conv2d_same, cross_entropy, max_pool2d, stack, sum_to_shape,
+    where_cond,
 };
 pub use tensor::Tensor;

@@ -489,6 +489,55 @@ pub fn conv2d(
     }
 }
 
+/// [`conv2d`] with PyTorch's `padding="same"` (stride 1): the output keeps the input's
+/// spatial size; an odd total padding puts the extra row or column at the bottom or right,
+/// as PyTorch does.
+pub fn conv2d_same(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    dilation: (usize, usize),
+    groups: usize,
+) -> Result<Tensor> {
+    check_nchw("conv2d", x)?;
+    let ws = weight.shape();
+    if ws.len() != 4 {
+        return Err(Error::shape(
+            "conv2d",
+            format!("weight must be [out, in/groups, kh, kw], got shape {ws:?}"),
+        ));
+    }
+    let total = (
+        dilation.0 * ws[2].saturating_sub(1),
+        dilation.1 * ws[3].saturating_sub(1),
+    );
+    let (extra_h, extra_w) = (total.0 % 2, total.1 % 2);
+    let padded = if extra_h + extra_w > 0 {
+        let s = x.shape();
+        let all = |n: usize| crate::layout::SliceSpec::Range {
+            start: 0,
+            stop: n as isize,
+            step: 1,
+        };
+        let op = Op::SliceGrad {
+            shape: vec![s[0], s[1], s[2] + extra_h, s[3] + extra_w],
+            specs: vec![all(s[0]), all(s[1]), all(s[2]), all(s[3])],
+        };
+        apply1(&op, &[x])?
+    } else {
+        x.clone()
+    };
+    conv2d(
+        &padded,
+        weight,
+        bias,
+        (1, 1),
+        (total.0 / 2, total.1 / 2),
+        dilation,
+        groups,
+    )
+}
+
 /// The window of a pooling op (`stride` defaults to the kernel), checked like PyTorch:
 /// padding at most half the effective kernel.
 fn pool_window(
