@@ -296,3 +296,58 @@ def test_conv2d_padding_same_and_valid(kernel, dilation):
         fg.conv2d(fg.tensor(x), fg.tensor(w), padding="same", stride=2, groups=2)
     with pytest.raises(ValueError, match="conv2d"):
         fg.conv2d(fg.tensor(x), fg.tensor(w), padding="full", groups=2)
+
+
+def torch_pool_ref(x, k, s, p, reduce, ceil_mode, count_include_pad=True, divisor=None):
+    """PyTorch's pooling rules written out: output size with ceil_mode, windows clipped to
+    the padded input, then to the input (max ignores what lies outside)."""
+    n, c, h, w = x.shape
+
+    def out_size(size, kk, ss, pp):
+        o = (size + 2 * pp - kk + ((ss - 1) if ceil_mode else 0)) // ss + 1
+        if ceil_mode and (o - 1) * ss >= size + pp:
+            o -= 1
+        return o
+
+    oh, ow = out_size(h, k[0], s[0], p[0]), out_size(w, k[1], s[1], p[1])
+    out = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            h0, w0 = i * s[0] - p[0], j * s[1] - p[1]
+            h1, w1 = min(h0 + k[0], h + p[0]), min(w0 + k[1], w + p[1])
+            pool_size = (h1 - h0) * (w1 - w0)
+            a0, b0, a1, b1 = max(h0, 0), max(w0, 0), min(h1, h), min(w1, w)
+            win = x[:, :, a0:a1, b0:b1]
+            if reduce == "max":
+                out[:, :, i, j] = win.max(axis=(2, 3))
+            else:
+                div = divisor or (pool_size if count_include_pad else (a1 - a0) * (b1 - b0))
+                out[:, :, i, j] = win.sum(axis=(2, 3)) / div
+    return out
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 9), (1, 2, 8, 5)])
+def test_pools_ceil_mode_and_divisor_override(shape):
+    rng = np.random.default_rng(12)
+    x = rng.permutation(int(np.prod(shape))).reshape(shape) / 10.0
+    for k, s, p in (((2, 2), (2, 2), (0, 0)), ((3, 2), (2, 3), (1, 1))):
+        y = fg.max_pool2d(fg.tensor(x), k, s, p, ceil_mode=True)
+        np.testing.assert_array_equal(y.numpy(), torch_pool_ref(x, k, s, p, "max", True))
+        check_grad(lambda t, k=k, s=s, p=p: fg.max_pool2d(t, k, s, p, ceil_mode=True), [x])
+        for cip in (True, False):
+            a = fg.avg_pool2d(fg.tensor(x), k, s, p, ceil_mode=True, count_include_pad=cip)
+            want = torch_pool_ref(x, k, s, p, "avg", True, cip)
+            np.testing.assert_allclose(a.numpy(), want, rtol=1e-12, atol=1e-12)
+        d = fg.avg_pool2d(fg.tensor(x), k, s, p, divisor_override=5)
+        want = torch_pool_ref(x, k, s, p, "avg", False, divisor=5)
+        np.testing.assert_allclose(d.numpy(), want, rtol=1e-12, atol=1e-12)
+        check_grad(
+            lambda t, k=k, s=s, p=p: fg.avg_pool2d(
+                t, k, s, p, ceil_mode=True, count_include_pad=False
+            ),
+            [x],
+        )
+    m = fg.nn.MaxPool2d(2, ceil_mode=True)
+    assert m(fg.tensor(x)).shape[2:] == (-(-shape[2] // 2), -(-shape[3] // 2))
+    with pytest.raises(ValueError, match="avg_pool2d"):
+        fg.avg_pool2d(fg.tensor(x), 2, divisor_override=0)

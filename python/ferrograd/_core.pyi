@@ -191,13 +191,16 @@ def max_pool2d(
     stride: Pair | None = None,
     padding: Pair = 0,
     dilation: Pair = 1,
+    ceil_mode: bool = False,
 ) -> Tensor: ...
 def avg_pool2d(
     x: Tensor,
     kernel_size: Pair,
     stride: Pair | None = None,
     padding: Pair = 0,
+    ceil_mode: bool = False,
     count_include_pad: bool = True,
+    divisor_override: int | None = None,
 ) -> Tensor: ...
 def zeros(*shape: int | Sequence[int], dtype: Any = None, device: str | None = None) -> Tensor: ...
 def ones(*shape: int | Sequence[int], dtype: Any = None, device: str | None = None) -> Tensor: ...

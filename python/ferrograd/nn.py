@@ -131,12 +131,15 @@ class MaxPool2d(Module):
         stride: int | tuple | None = None,
         padding: int | tuple = 0,
         dilation: int | tuple = 1,
+        ceil_mode: bool = False,
     ) -> None:
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.dilation = dilation
+        self.dilation, self.ceil_mode = dilation, ceil_mode
 
     def forward(self, x: Tensor) -> Tensor:
-        return _max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
+        return _max_pool2d(
+            x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode
+        )
 
 
 class AvgPool2d(Module):
@@ -145,13 +148,24 @@ class AvgPool2d(Module):
         kernel_size: int | tuple,
         stride: int | tuple | None = None,
         padding: int | tuple = 0,
+        ceil_mode: bool = False,
         count_include_pad: bool = True,
+        divisor_override: int | None = None,
     ) -> None:
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.count_include_pad = count_include_pad
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
 
     def forward(self, x: Tensor) -> Tensor:
-        return _avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+        return _avg_pool2d(
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
 
 
 class Flatten(Module):
@@ -212,4 +226,17 @@ def mlp(
     return Sequential(*layers)
 
 
-__all__ = ["Linear", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "mlp"]
+__all__ = [
+    "AvgPool2d",
+    "Conv2d",
+    "Flatten",
+    "Linear",
+    "MaxPool2d",
+    "Module",
+    "Parameter",
+    "ReLU",
+    "Sequential",
+    "Sigmoid",
+    "Tanh",
+    "mlp",
+]

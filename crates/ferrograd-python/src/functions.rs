@@ -432,7 +432,8 @@ fn pool2d(
 /// 2-D max pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size` (PyTorch's
 /// `max_pool2d`: padding never wins, the first maximum of a window takes the gradient).
 #[pyfunction]
-#[pyo3(signature = (x, kernel_size, stride=None, padding=None, dilation=None))]
+#[pyo3(signature = (x, kernel_size, stride=None, padding=None, dilation=None, ceil_mode=false))]
+#[allow(clippy::too_many_arguments)]
 fn max_pool2d(
     py: Python<'_>,
     x: &Bound<'_, PyAny>,
@@ -440,6 +441,7 @@ fn max_pool2d(
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
     dilation: Option<&Bound<'_, PyAny>>,
+    ceil_mode: bool,
 ) -> PyResult<PyTensor> {
     let d = pair("max_pool2d", "dilation", dilation, 1)?;
     pool2d(
@@ -449,23 +451,34 @@ fn max_pool2d(
         kernel_size,
         stride,
         padding,
-        |(k, s, p), x| ferrograd::max_pool2d(x, k, s, p, d),
+        |(k, s, p), x| ferrograd::max_pool2d(x, k, s, p, d, ceil_mode),
     )
 }
 
-/// 2-D average pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size`. Padding counts
-/// as zeros unless `count_include_pad` is false (then each window averages its positions
-/// inside the input).
+/// 2-D average pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size` (PyTorch's
+/// `avg_pool2d`: padding counts in the divisor unless `count_include_pad` is false;
+/// `divisor_override` replaces the divisor).
 #[pyfunction]
-#[pyo3(signature = (x, kernel_size, stride=None, padding=None, count_include_pad=true))]
+#[pyo3(signature = (
+    x, kernel_size, stride=None, padding=None, ceil_mode=false, count_include_pad=true,
+    divisor_override=None
+))]
+#[allow(clippy::too_many_arguments)]
 fn avg_pool2d(
     py: Python<'_>,
     x: &Bound<'_, PyAny>,
     kernel_size: &Bound<'_, PyAny>,
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
+    ceil_mode: bool,
     count_include_pad: bool,
+    divisor_override: Option<usize>,
 ) -> PyResult<PyTensor> {
+    let divisor = match (divisor_override, count_include_pad) {
+        (Some(d), _) => ferrograd::AvgDivisor::Fixed(d),
+        (None, true) => ferrograd::AvgDivisor::IncludePad,
+        (None, false) => ferrograd::AvgDivisor::ExcludePad,
+    };
     pool2d(
         py,
         "avg_pool2d",
@@ -473,7 +486,7 @@ fn avg_pool2d(
         kernel_size,
         stride,
         padding,
-        |(k, s, p), x| ferrograd::avg_pool2d(x, k, s, p, count_include_pad),
+        |(k, s, p), x| ferrograd::avg_pool2d(x, k, s, p, ceil_mode, divisor),
     )
 }
 

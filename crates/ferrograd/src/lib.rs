@@ -44,6 +44,6 @@ pub use layout::{Layout, SliceSpec};
 pub use op::{apply, apply1, Op};
 pub use ops::{
     avg_pool2d, concat, conv2d, conv2d_same, cross_entropy, max_pool2d, stack, sum_to_shape,
-    where_cond,
+    where_cond, AvgDivisor,
 };
 pub use tensor::Tensor;

@@ -12,15 +12,34 @@ pub struct Window {
     pub stride: (usize, usize),
     pub padding: (usize, usize),
     pub dilation: (usize, usize),
+    /// Round the output size up (PyTorch's `ceil_mode`): a last window may run past the
+    /// padded input (it reads padding there) as long as it starts inside the input or the
+    /// leading padding.
+    pub ceil: bool,
 }
 
 impl Window {
     /// Output spatial size for an input of `h x w`, or None when the window does not fit.
     pub fn output_size(&self, h: usize, w: usize) -> Option<(usize, usize)> {
+        let ceil = self.ceil;
         let span = |n: usize, k: usize, s: usize, p: usize, d: usize| -> Option<usize> {
+            if s == 0 || k == 0 {
+                return None;
+            }
             let eff = d * (k - 1) + 1;
             let padded = n + 2 * p;
-            (padded >= eff && s > 0 && k > 0).then(|| (padded - eff) / s + 1)
+            if padded < eff {
+                return None;
+            }
+            let mut out = if ceil {
+                (padded - eff).div_ceil(s) + 1
+            } else {
+                (padded - eff) / s + 1
+            };
+            if ceil && (out - 1) * s >= n + p {
+                out -= 1;
+            }
+            Some(out)
         };
         Some((
             span(

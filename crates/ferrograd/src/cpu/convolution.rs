@@ -590,10 +590,13 @@ pub(crate) fn max_pool2d(x: &CpuData, l: &Layout, win: &Window) -> CpuData {
         if oh * ow == 0 || h * w == 0 {
             return out;
         }
+        // disjoint 2x2 windows inside the image (ceil mode may add a clipped last one)
         let simple = win.kernel == (2, 2)
             && win.stride == (2, 2)
             && win.padding == (0, 0)
-            && win.dilation == (1, 1);
+            && win.dilation == (1, 1)
+            && 2 * oh <= h
+            && 2 * ow <= w;
         out.par_chunks_mut(oh * ow)
             .zip(x.par_chunks(h * w))
             .with_min_len(16)
@@ -638,10 +641,13 @@ pub(crate) fn max_pool2d_grad(
         if oh * ow == 0 || h * w == 0 {
             return out;
         }
+        // disjoint 2x2 windows inside the image (ceil mode may add a clipped last one)
         let simple = win.kernel == (2, 2)
             && win.stride == (2, 2)
             && win.padding == (0, 0)
-            && win.dilation == (1, 1);
+            && win.dilation == (1, 1)
+            && 2 * oh <= h
+            && 2 * ow <= w;
         out.par_chunks_mut(h * w)
             .zip(x.par_chunks(h * w))
             .zip(dy.par_chunks(oh * ow))

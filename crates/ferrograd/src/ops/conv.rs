@@ -446,6 +446,7 @@ pub fn conv2d(
         stride,
         padding,
         dilation,
+        ceil: false,
     };
     if x.device() == crate::Device::Cpu {
         // one op whose kernels work image by image, straight into NCHW
@@ -546,6 +547,7 @@ fn pool_window(
     stride: Option<(usize, usize)>,
     padding: (usize, usize),
     dilation: (usize, usize),
+    ceil: bool,
 ) -> Result<Window> {
     let eff = |k: usize, d: usize| d * k.saturating_sub(1) + 1;
     if padding.0 * 2 > eff(kernel.0, dilation.0) || padding.1 * 2 > eff(kernel.1, dilation.1) {
@@ -561,6 +563,7 @@ fn pool_window(
         stride: stride.unwrap_or(kernel),
         padding,
         dilation,
+        ceil,
     })
 }
 
@@ -587,9 +590,10 @@ pub fn max_pool2d(
     stride: Option<(usize, usize)>,
     padding: (usize, usize),
     dilation: (usize, usize),
+    ceil_mode: bool,
 ) -> Result<Tensor> {
     const OP: &str = "max_pool2d";
-    let win = pool_window(OP, kernel, stride, padding, dilation)?;
+    let win = pool_window(OP, kernel, stride, padding, dilation, ceil_mode)?;
     if x.device() == crate::Device::Cpu {
         windows_fit(OP, x, &win)?;
         return apply1(&Op::MaxPool2d(win), &[x]);
@@ -597,38 +601,60 @@ pub fn max_pool2d(
     pool_by_unfold(OP, x, &win, f64::NEG_INFINITY, Tensor::max)
 }
 
-/// 2-D average pooling over `[n, c, h, w]`. Padding counts as zeros in the average
-/// (PyTorch's default `count_include_pad=True`); with `count_include_pad` false each window
-/// is averaged over its positions inside the input only.
+/// How [`avg_pool2d`] divides each window's sum (PyTorch's `count_include_pad` and
+/// `divisor_override`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AvgDivisor {
+    /// The window's positions inside the padded input (PyTorch's default).
+    IncludePad,
+    /// The window's positions inside the input.
+    ExcludePad,
+    /// A fixed divisor.
+    Fixed(usize),
+}
+
+/// 2-D average pooling over `[n, c, h, w]`: each window's sum divided as `divisor` says.
 pub fn avg_pool2d(
     x: &Tensor,
     kernel: (usize, usize),
     stride: Option<(usize, usize)>,
     padding: (usize, usize),
-    count_include_pad: bool,
+    ceil_mode: bool,
+    divisor: AvgDivisor,
 ) -> Result<Tensor> {
     const OP: &str = "avg_pool2d";
-    let win = pool_window(OP, kernel, stride, padding, (1, 1))?;
-    let y = pool_by_unfold(OP, x, &win, 0.0, Tensor::mean)?;
-    if count_include_pad || padding == (0, 0) {
-        return Ok(y);
+    if divisor == AvgDivisor::Fixed(0) {
+        return Err(Error::invalid(OP, "divisor_override must be positive"));
     }
-    // rescale each window's mean by (window size / positions inside the input)
+    let win = pool_window(OP, kernel, stride, padding, (1, 1), ceil_mode)?;
+    let y = pool_by_unfold(OP, x, &win, 0.0, Tensor::mean)?;
+    // the mean divided by the window size; rescale where the divisor differs (PyTorch's
+    // rule: windows are clipped to the padded input, then to the input without padding)
     let s = x.shape();
     let (oh, ow) = (y.shape()[2], y.shape()[3]);
-    let inside = |o: usize, n: usize, k: usize, st: usize, p: usize| {
-        let lo = (o * st) as isize - p as isize;
-        let hi = lo + k as isize;
-        (hi.min(n as isize) - lo.max(0)).max(0) as f64
+    let extent = |o: usize, n: usize, k: usize, st: usize, p: usize| {
+        let start = (o * st) as isize - p as isize;
+        let end = (start + k as isize).min((n + p) as isize);
+        let with_pad = (end - start).max(0);
+        let inside = (end.min(n as isize) - start.max(0)).max(0);
+        (with_pad as f64, inside as f64)
     };
     let full = (kernel.0 * kernel.1) as f64;
     let mut scale = Vec::with_capacity(oh * ow);
     for oy in 0..oh {
-        let rows = inside(oy, s[2], kernel.0, win.stride.0, padding.0);
+        let (rp, ri) = extent(oy, s[2], kernel.0, win.stride.0, padding.0);
         for ox in 0..ow {
-            let cols = inside(ox, s[3], kernel.1, win.stride.1, padding.1);
-            scale.push(full / (rows * cols).max(1.0));
+            let (cp, ci) = extent(ox, s[3], kernel.1, win.stride.1, padding.1);
+            let div = match divisor {
+                AvgDivisor::IncludePad => rp * cp,
+                AvgDivisor::ExcludePad => ri * ci,
+                AvgDivisor::Fixed(d) => d as f64,
+            };
+            scale.push(full / div.max(1.0));
         }
+    }
+    if scale.iter().all(|&v| v == 1.0) {
+        return Ok(y);
     }
     let scale = Tensor::from_vec(scale, &[1, 1, oh, ow])?
         .astype(x.dtype())?

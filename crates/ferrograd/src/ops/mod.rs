@@ -8,7 +8,7 @@ pub(crate) mod linalg;
 pub(crate) mod movement;
 pub(crate) mod reduce;
 
-pub use conv::{avg_pool2d, conv2d, conv2d_same, max_pool2d};
+pub use conv::{avg_pool2d, conv2d, conv2d_same, max_pool2d, AvgDivisor};
 pub use elementwise::where_cond;
 pub use movement::{concat, stack};
 pub use reduce::cross_entropy;
