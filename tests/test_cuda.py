@@ -101,6 +101,39 @@ def test_cuda_conv_and_pool_match_cpu():
         np.testing.assert_allclose(g, c, rtol=1e-9, atol=1e-9)
 
 
+CONV_POOL_VARIANTS = {
+    "strided_dilated_groups": lambda x, w: fg.conv2d(
+        x, w, stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=3
+    ),
+    "same_even_kernel": lambda x, w: fg.conv2d(x, w[:, :, :2, :], padding="same", groups=3),
+    "max_ceil_dilated": lambda x, w: fg.max_pool2d(
+        fg.conv2d(x, w, groups=3), 3, 2, 1, dilation=2, ceil_mode=True
+    ),
+    "avg_exclude_pad_ceil": lambda x, w: (
+        fg.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False) * w.sum()
+    ),
+}
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", sorted(CONV_POOL_VARIANTS))
+def test_cuda_conv_and_pool_variants_match_cpu(name):
+    # the CPU runs fused convolution and pooling ops, CUDA composes im2col and cuBLAS
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 6, 9, 8))
+    w = rng.normal(size=(6, 2, 3, 3))
+    outs = []
+    for device in ("cpu", "cuda"):
+        xt, wt = fg.tensor(x, device=device), fg.tensor(w, device=device)
+        gm = fg.GradManager().attach([xt, wt])
+        with gm:
+            y = CONV_POOL_VARIANTS[name](xt, wt)
+            gm.backward((y * y).sum())
+        outs.append((y.numpy(), xt.grad.numpy(), wt.grad.numpy()))
+    for c, g in zip(outs[0], outs[1]):
+        np.testing.assert_allclose(g, c, rtol=1e-9, atol=1e-9)
+
+
 @needs_gpu
 def test_cuda_memory_stats_and_empty_cache():
     before = fg.memory_stats("cuda")["live_bytes"]
