@@ -28,6 +28,38 @@ def test_memory_stats_counts_allocations_exactly():
     assert fg.memory_stats()["peak_bytes"] == after["live_bytes"]
 
 
+def test_memory_stats_count_tensors_made_and_dropped_on_other_threads():
+    import threading
+
+    gc.collect()
+    before = fg.memory_stats()
+    kept = []
+
+    def work(i):
+        x = fg.ones(100, 10)  # made here, dropped on the main thread
+        kept.append(x * float(i))
+        y = fg.zeros(50)  # made and dropped here
+        del y
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    mid = fg.memory_stats()
+    assert mid["live_tensors"] == before["live_tensors"] + 8
+    assert mid["live_buffers"] == before["live_buffers"] + 8
+    assert mid["live_bytes"] == before["live_bytes"] + 8 * 4000
+    kept.clear()
+    gc.collect()
+    after = fg.memory_stats()
+    assert (after["live_tensors"], after["live_buffers"], after["live_bytes"]) == (
+        before["live_tensors"],
+        before["live_buffers"],
+        before["live_bytes"],
+    )
+
+
 def report_for(fn, *arrays, attach=None):
     ts = [fg.tensor(a) for a in arrays]
     gm = fg.GradManager().attach(

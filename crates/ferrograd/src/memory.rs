@@ -1,30 +1,92 @@
 //! Exact memory accounting per device, kept by the engine's own allocation points.
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::device::Device;
 
 const MAX_DEVICES: usize = 17;
 
+/// Bytes are counted in shared atomics, since the peak needs the exact global total at every
+/// allocation. Buffer and tensor counts need no peak: each thread keeps its own (written only
+/// by that thread, so no locked instruction on the hot path) and [`stats`] sums them.
 struct Counters {
     live_bytes: AtomicUsize,
     peak_bytes: AtomicUsize,
-    live_buffers: AtomicUsize,
-    live_tensors: AtomicI64,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO: Counters = Counters {
     live_bytes: AtomicUsize::new(0),
     peak_bytes: AtomicUsize::new(0),
-    live_buffers: AtomicUsize::new(0),
-    live_tensors: AtomicI64::new(0),
 };
 
 static COUNTERS: [Counters; MAX_DEVICES] = [ZERO; MAX_DEVICES];
 
 fn counters(device: Device) -> &'static Counters {
     &COUNTERS[device.slot().min(MAX_DEVICES - 1)]
+}
+
+/// One thread's buffer and tensor counts per device (deltas: a tensor made on one thread and
+/// dropped on another leaves +1 and -1 that cancel in the sum).
+struct ThreadCounts {
+    buffers: [AtomicI64; MAX_DEVICES],
+    tensors: [AtomicI64; MAX_DEVICES],
+}
+
+/// Every thread's counts (kept after the thread ends, so its deltas stay in the sums).
+static THREADS: Mutex<Vec<Arc<ThreadCounts>>> = Mutex::new(Vec::new());
+/// Counts of work done while a thread's own counts are being torn down.
+static LATE: ThreadCounts = ThreadCounts {
+    buffers: [const { AtomicI64::new(0) }; MAX_DEVICES],
+    tensors: [const { AtomicI64::new(0) }; MAX_DEVICES],
+};
+
+thread_local! {
+    static MINE: Arc<ThreadCounts> = {
+        let c = Arc::new(ThreadCounts {
+            buffers: [const { AtomicI64::new(0) }; MAX_DEVICES],
+            tensors: [const { AtomicI64::new(0) }; MAX_DEVICES],
+        });
+        THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(c.clone());
+        c
+    };
+}
+
+fn bump(device: Device, delta: i64, pick: fn(&ThreadCounts) -> &[AtomicI64; MAX_DEVICES]) {
+    let slot = device.slot().min(MAX_DEVICES - 1);
+    let mine = MINE.try_with(|c| {
+        // only this thread writes its own counter: a plain load and store suffice
+        let a = &pick(c)[slot];
+        a.store(a.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
+    });
+    if mine.is_err() {
+        pick(&LATE)[slot].fetch_add(delta, Ordering::Relaxed);
+    }
+}
+
+fn total(device: Device, pick: fn(&ThreadCounts) -> &[AtomicI64; MAX_DEVICES]) -> usize {
+    let slot = device.slot().min(MAX_DEVICES - 1);
+    let mut threads = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+    // threads that have ended (only the registry holds their counts): fold them into LATE
+    threads.retain(|c| {
+        if Arc::strong_count(c) > 1 {
+            return true;
+        }
+        // pairs with the release of the ended thread's last reference
+        std::sync::atomic::fence(Ordering::Acquire);
+        for d in 0..MAX_DEVICES {
+            LATE.buffers[d].fetch_add(c.buffers[d].load(Ordering::Relaxed), Ordering::Relaxed);
+            LATE.tensors[d].fetch_add(c.tensors[d].load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        false
+    });
+    let sum: i64 = threads
+        .iter()
+        .map(|c| pick(c)[slot].load(Ordering::Relaxed))
+        .sum::<i64>()
+        + pick(&LATE)[slot].load(Ordering::Relaxed);
+    sum.max(0) as usize
 }
 
 /// A snapshot of one device's accounting.
@@ -46,8 +108,8 @@ pub fn stats(device: Device) -> MemoryStats {
     MemoryStats {
         live_bytes: c.live_bytes.load(Ordering::Relaxed),
         peak_bytes: c.peak_bytes.load(Ordering::Relaxed),
-        live_buffers: c.live_buffers.load(Ordering::Relaxed),
-        live_tensors: c.live_tensors.load(Ordering::Relaxed).max(0) as usize,
+        live_buffers: total(device, |c| &c.buffers),
+        live_tensors: total(device, |c| &c.tensors),
     }
 }
 
@@ -61,20 +123,22 @@ pub fn reset_peak(device: Device) {
 pub(crate) fn on_alloc(device: Device, bytes: usize) {
     let c = counters(device);
     let live = c.live_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    c.peak_bytes.fetch_max(live, Ordering::Relaxed);
-    c.live_buffers.fetch_add(1, Ordering::Relaxed);
+    // below the peak (the usual case) a load is enough
+    if live > c.peak_bytes.load(Ordering::Relaxed) {
+        c.peak_bytes.fetch_max(live, Ordering::Relaxed);
+    }
+    bump(device, 1, |c| &c.buffers);
 }
 
 pub(crate) fn on_free(device: Device, bytes: usize) {
-    let c = counters(device);
-    c.live_bytes.fetch_sub(bytes, Ordering::Relaxed);
-    c.live_buffers.fetch_sub(1, Ordering::Relaxed);
+    counters(device)
+        .live_bytes
+        .fetch_sub(bytes, Ordering::Relaxed);
+    bump(device, -1, |c| &c.buffers);
 }
 
 pub(crate) fn on_tensor(device: Device, delta: i64) {
-    counters(device)
-        .live_tensors
-        .fetch_add(delta, Ordering::Relaxed);
+    bump(device, delta, |c| &c.tensors);
 }
 
 /// Returns the CPU buffers kept for reuse to the system (live tensors are unaffected).
