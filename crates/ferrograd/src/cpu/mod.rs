@@ -150,6 +150,10 @@ pub(crate) fn map1<T: Copy + Sync, U: pool::Pooled + Send>(
     for_each_run(l, |b, s, n| {
         if s == 1 {
             extend_with(&mut out, n, |dst| fill1(dst, &x[b..b + n], &f));
+        } else if s == 0 {
+            // a broadcast run: one value repeated
+            let v = f(x[b]);
+            out.extend(std::iter::repeat_n(v, n));
         } else {
             out.extend((0..n).map(|i| f(x[at(b, s, i)])));
         }
