@@ -153,7 +153,7 @@ pub(crate) fn map1<T: Copy + Sync, U: pool::Pooled + Send>(
         } else if s == 0 {
             // a broadcast run: one value repeated
             let v = f(x[b]);
-            out.extend(std::iter::repeat_n(v, n));
+            out.extend(std::iter::repeat(v).take(n));
         } else {
             out.extend((0..n).map(|i| f(x[at(b, s, i)])));
         }
