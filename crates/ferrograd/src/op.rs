@@ -112,8 +112,8 @@ pub enum Op {
         pad: f64,
     },
     /// For each pooling window of `[n, c, h, w]`, the flat `h * w` position of its maximum
-    /// (first one on ties, NaN wins), as int64 `[n, c, oh * ow]`. No gradient: max pooling
-    /// gathers with these indices, so its backward is one scatter-add.
+    /// (first one on ties, NaN wins), as int64 `[n, c, oh * ow]`. No gradient; the second
+    /// derivative of max pooling gathers with these indices.
     PoolArgmax(Window),
     /// The transpose of `Unfold` (overlapping windows are summed) back to `size`.
     Fold {
