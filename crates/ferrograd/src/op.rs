@@ -293,6 +293,21 @@ impl Op {
         }
     }
 
+    /// Ops over 2-D windows of NCHW tensors (convolution, pooling, im2col): `ops/conv.rs`.
+    pub(crate) fn is_window(&self) -> bool {
+        matches!(
+            self,
+            Op::Unfold { .. }
+                | Op::Fold { .. }
+                | Op::PoolArgmax(_)
+                | Op::Conv2d { .. }
+                | Op::Conv2dInputGrad { .. }
+                | Op::Conv2dWeightGrad { .. }
+                | Op::MaxPool2d(_)
+                | Op::MaxPool2dGrad(_)
+        )
+    }
+
     /// Whether any gradient can flow through this op.
     pub fn is_differentiable(&self) -> bool {
         !matches!(
@@ -335,14 +350,7 @@ pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         | Op::Copy => elementwise::forward(op, inputs)?,
         Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::forward(op, inputs)?,
         Op::MatMul => linalg::forward(op, inputs)?,
-        Op::Unfold { .. }
-        | Op::Fold { .. }
-        | Op::PoolArgmax(_)
-        | Op::Conv2d { .. }
-        | Op::Conv2dInputGrad { .. }
-        | Op::Conv2dWeightGrad { .. }
-        | Op::MaxPool2d(_)
-        | Op::MaxPool2dGrad(_) => conv::forward(op, inputs)?,
+        op if op.is_window() => conv::forward(op, inputs)?,
         _ => movement::forward(op, inputs)?,
     };
     record_builtin(op, inputs, std::slice::from_ref(&out))?;
@@ -376,14 +384,7 @@ fn save_mask(op: &Op, needs: &[bool]) -> SaveMask {
         | Op::Copy => elementwise::saves(op, needs),
         Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::saves(op, needs),
         Op::MatMul => linalg::saves(needs),
-        Op::Unfold { .. }
-        | Op::Fold { .. }
-        | Op::PoolArgmax(_)
-        | Op::Conv2d { .. }
-        | Op::Conv2dInputGrad { .. }
-        | Op::Conv2dWeightGrad { .. }
-        | Op::MaxPool2d(_)
-        | Op::MaxPool2dGrad(_) => conv::saves(op, needs),
+        op if op.is_window() => conv::saves(op, needs),
         _ => movement::saves(op, needs),
     }
 }
@@ -484,14 +485,7 @@ impl GradRule for BuiltinRule {
             | Op::Compare(_) => elementwise::backward(&ctx, dy)?,
             Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::backward(&ctx, dy)?,
             Op::MatMul => linalg::backward(&ctx, dy)?,
-            Op::Unfold { .. }
-            | Op::Fold { .. }
-            | Op::PoolArgmax(_)
-            | Op::Conv2d { .. }
-            | Op::Conv2dInputGrad { .. }
-            | Op::Conv2dWeightGrad { .. }
-            | Op::MaxPool2d(_)
-            | Op::MaxPool2dGrad(_) => conv::backward(&ctx, dy)?,
+            op if op.is_window() => conv::backward(&ctx, dy)?,
             _ => movement::backward(&ctx, dy)?,
         };
         out.resize(n, None);

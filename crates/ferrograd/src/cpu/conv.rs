@@ -142,7 +142,7 @@ pub(crate) fn fold(cols: &CpuData, l: &Layout, win: &Window, size: (usize, usize
         win: &Window,
         (h, w): (usize, usize),
     ) -> Vec<T> {
-        let contiguous = super::map1(v, l, |a| a);
+        let contiguous = super::contiguous(v, l);
         let s = l.shape();
         let (n, c) = (s[0], s[2]);
         let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
@@ -185,59 +185,4 @@ pub(crate) fn fold(cols: &CpuData, l: &Layout, win: &Window, size: (usize, usize
         CpuData::I64(v) => CpuData::I64(go(v, l, win, size)),
         CpuData::Bool(_) => CpuData::Bool(Vec::new()),
     }
-}
-
-/// The flat `h * w` position of each pooling window's maximum over `[n, c, h, w]` (first on
-/// ties, NaN wins), as `[n, c, oh * ow]`.
-pub(crate) fn pool_argmax(x: &CpuData, l: &Layout, win: &Window) -> CpuData {
-    fn go<T: Copy + Send + Sync + PartialOrd>(x: &[T], l: &Layout, win: &Window) -> Vec<i64> {
-        let s = l.shape();
-        let (n, c, h, w) = (s[0], s[1], s[2], s[3]);
-        let st = l.strides();
-        let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
-        let plane = oh * ow;
-        let mut out = super::pool::filled(n * c * plane, 0i64);
-        out.par_chunks_mut(plane.max(1))
-            .enumerate()
-            .for_each(|(nc, dst)| {
-                let (ni, ci) = (nc / c, nc % c);
-                let base = l.offset() as isize + ni as isize * st[0] + ci as isize * st[1];
-                for y in 0..oh {
-                    for xo in 0..ow {
-                        let mut best: Option<(T, usize)> = None;
-                        for ki in 0..win.kernel.0 {
-                            let ih = (y * win.stride.0 + ki * win.dilation.0) as isize
-                                - win.padding.0 as isize;
-                            if ih < 0 || ih >= h as isize {
-                                continue;
-                            }
-                            for kj in 0..win.kernel.1 {
-                                let iw = (xo * win.stride.1 + kj * win.dilation.1) as isize
-                                    - win.padding.1 as isize;
-                                if iw < 0 || iw >= w as isize {
-                                    continue;
-                                }
-                                let v = x[(base + ih * st[2] + iw * st[3]) as usize];
-                                #[allow(clippy::eq_op)]
-                                let wins = match best {
-                                    None => true,
-                                    Some((b, _)) => v > b || (v != v && b == b),
-                                };
-                                if wins {
-                                    best = Some((v, ih as usize * w + iw as usize));
-                                }
-                            }
-                        }
-                        dst[y * ow + xo] = best.map_or(0, |(_, p)| p as i64);
-                    }
-                }
-            });
-        out
-    }
-    CpuData::I64(match x {
-        CpuData::F32(v) => go(v, l, win),
-        CpuData::F64(v) => go(v, l, win),
-        CpuData::I64(v) => go(v, l, win),
-        CpuData::Bool(v) => go(v, l, win),
-    })
 }

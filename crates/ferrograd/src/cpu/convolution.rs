@@ -8,8 +8,6 @@
 //! over threads (each thread's matrix products run single-threaded); with fewer images than
 //! threads the matrix products themselves run in parallel instead.
 
-use std::borrow::Cow;
-
 use rayon::prelude::*;
 
 use super::conv::Window;
@@ -55,6 +53,14 @@ impl ConvShape {
     /// A 1x1 kernel with stride 1 and no padding reads the image itself as its columns.
     fn pointwise(&self) -> bool {
         self.win.kernel == (1, 1) && self.win.stride == (1, 1) && self.win.padding == (0, 0)
+    }
+    /// Elements of the per-thread im2col buffer (none for a pointwise convolution).
+    fn scratch(&self) -> usize {
+        if self.pointwise() {
+            0
+        } else {
+            self.ck() * self.p()
+        }
     }
     /// Whether images are spread over threads (else the matrix products are).
     fn par_images(&self) -> bool {
@@ -136,6 +142,17 @@ fn im2col<T: Copy + Default>(x: &[T], s: &ConvShape, channels: usize, cols: &mut
             }
         }
     });
+}
+
+/// One group's column matrix `[ck, oh * ow]` of `xg` (`[c / groups, h, w]`): the image itself
+/// for a pointwise convolution, else its im2col in `buf`.
+fn columns<'a, T: Copy + Default>(xg: &'a [T], s: &ConvShape, buf: &'a mut [T]) -> &'a [T] {
+    if s.pointwise() {
+        xg
+    } else {
+        im2col(xg, s, s.cg(), buf);
+        buf
+    }
 }
 
 /// col2im: the transpose of [`im2col`], adding `cols` into `dx` (`[channels, h, w]`).
@@ -238,14 +255,6 @@ fn float_pair(
     }
 }
 
-fn contiguous<'a, T: Copy + Sync + super::pool::Pooled>(x: &'a [T], l: &Layout) -> Cow<'a, [T]> {
-    if l.is_contiguous() {
-        Cow::Borrowed(&x[l.offset()..l.offset() + l.numel()])
-    } else {
-        Cow::Owned(super::map1(x, l, |a| a))
-    }
-}
-
 /// Runs `f(image index, image's output slice, scratch)` for every image, spread over threads
 /// when [`ConvShape::par_images`] says so.
 fn per_image<T: ConvFloat>(
@@ -284,23 +293,18 @@ pub(crate) fn conv2d(
         b: Option<(&[T], &Layout)>,
         s: &ConvShape,
     ) -> Vec<T> {
-        let x = contiguous(x.0, x.1);
-        let w = contiguous(w.0, w.1);
-        let b = b.map(|(b, l)| contiguous(b, l));
+        let x = super::contiguous(x.0, x.1);
+        let w = super::contiguous(w.0, w.1);
+        let b = b.map(|(b, l)| super::contiguous(b, l));
         let (og, ck, p, cg) = (s.og(), s.ck(), s.p(), s.cg());
         let mut out = super::pool::filled(s.n * s.image_out(), T::default());
-        let scratch = if s.pointwise() { 0 } else { ck * p };
+        let scratch = s.scratch();
         let par = s.gemm_par();
         per_image(s, &mut out, s.image_out(), scratch, |ni, y, buf| {
             let img = &x[ni * s.image_in()..(ni + 1) * s.image_in()];
             for g in 0..s.groups {
                 let xg = &img[g * cg * s.h * s.w..(g + 1) * cg * s.h * s.w];
-                let cols: &[T] = if s.pointwise() {
-                    xg
-                } else {
-                    im2col(xg, s, cg, buf);
-                    buf
-                };
+                let cols = columns(xg, s, buf);
                 let yg = &mut y[g * og * p..(g + 1) * og * p];
                 if let Some(b) = &b {
                     for (row, &bv) in yg.chunks_mut(p).zip(&b[g * og..(g + 1) * og]) {
@@ -347,11 +351,11 @@ pub(crate) fn conv2d_input_grad(
     s: &ConvShape,
 ) -> CpuData {
     fn go<T: ConvFloat>(dy: (&[T], &Layout), w: (&[T], &Layout), s: &ConvShape) -> Vec<T> {
-        let dy = contiguous(dy.0, dy.1);
-        let w = contiguous(w.0, w.1);
+        let dy = super::contiguous(dy.0, dy.1);
+        let w = super::contiguous(w.0, w.1);
         let (og, ck, p, cg) = (s.og(), s.ck(), s.p(), s.cg());
         let mut out = super::pool::filled(s.n * s.image_in(), T::default());
-        let scratch = if s.pointwise() { 0 } else { ck * p };
+        let scratch = s.scratch();
         let par = s.gemm_par();
         per_image(s, &mut out, s.image_in(), scratch, |ni, dx, buf| {
             let d = &dy[ni * s.image_out()..(ni + 1) * s.image_out()];
@@ -407,11 +411,11 @@ pub(crate) fn conv2d_weight_grad(
     s: &ConvShape,
 ) -> CpuData {
     fn go<T: ConvFloat>(x: (&[T], &Layout), dy: (&[T], &Layout), s: &ConvShape) -> Vec<T> {
-        let x = contiguous(x.0, x.1);
-        let dy = contiguous(dy.0, dy.1);
+        let x = super::contiguous(x.0, x.1);
+        let dy = super::contiguous(dy.0, dy.1);
         let (og, ck, p, cg) = (s.og(), s.ck(), s.p(), s.cg());
         let size = s.o * ck;
-        let scratch = if s.pointwise() { 0 } else { ck * p };
+        let scratch = s.scratch();
         let par = s.gemm_par();
         // adds the products of images `range` into `acc`
         let accumulate = |range: std::ops::Range<usize>, acc: &mut [T], buf: &mut [T]| {
@@ -420,12 +424,7 @@ pub(crate) fn conv2d_weight_grad(
                 let d = &dy[ni * s.image_out()..(ni + 1) * s.image_out()];
                 for g in 0..s.groups {
                     let xg = &img[g * cg * s.h * s.w..(g + 1) * cg * s.h * s.w];
-                    let cols: &[T] = if s.pointwise() {
-                        xg
-                    } else {
-                        im2col(xg, s, cg, buf);
-                        buf
-                    };
+                    let cols = columns(xg, s, buf);
                     let dyg = &d[g * og * p..(g + 1) * og * p];
                     let ag = &mut acc[g * og * ck..(g + 1) * og * ck];
                     // dy [og, p] times cols^T [p, ck]
@@ -487,6 +486,17 @@ fn nan_max<T: Copy + PartialOrd>(a: T, b: T) -> T {
     } else {
         m
     }
+}
+
+/// Whether the windows are 2x2 with stride 2, no padding or dilation, and all inside the
+/// image (ceil mode may add a clipped last one): the case with branch-free kernels.
+fn disjoint_2x2(win: &Window, (h, w): (usize, usize), (oh, ow): (usize, usize)) -> bool {
+    win.kernel == (2, 2)
+        && win.stride == (2, 2)
+        && win.padding == (0, 0)
+        && win.dilation == (1, 1)
+        && 2 * oh <= h
+        && 2 * ow <= w
 }
 
 /// One output row of 2x2, stride-2 max pooling from the two input rows `rows` (`2 * w`).
@@ -582,7 +592,7 @@ fn window_argmax<T: Copy + PartialOrd>(
 /// Max pooling of `x` `[n, c, h, w]` into contiguous `[n, c, oh, ow]`.
 pub(crate) fn max_pool2d(x: &CpuData, l: &Layout, win: &Window) -> CpuData {
     fn go<T: ConvFloat>(x: &[T], l: &Layout, win: &Window) -> Vec<T> {
-        let x = contiguous(x, l);
+        let x = super::contiguous(x, l);
         let s = l.shape();
         let (h, w) = (s[2], s[3]);
         let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
@@ -590,13 +600,7 @@ pub(crate) fn max_pool2d(x: &CpuData, l: &Layout, win: &Window) -> CpuData {
         if oh * ow == 0 || h * w == 0 {
             return out;
         }
-        // disjoint 2x2 windows inside the image (ceil mode may add a clipped last one)
-        let simple = win.kernel == (2, 2)
-            && win.stride == (2, 2)
-            && win.padding == (0, 0)
-            && win.dilation == (1, 1)
-            && 2 * oh <= h
-            && 2 * ow <= w;
+        let simple = disjoint_2x2(win, (h, w), (oh, ow));
         out.par_chunks_mut(oh * ow)
             .zip(x.par_chunks(h * w))
             .with_min_len(16)
@@ -635,19 +639,13 @@ pub(crate) fn max_pool2d_grad(
         let s = x.1.shape();
         let (h, w) = (s[2], s[3]);
         let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
-        let x = contiguous(x.0, x.1);
-        let dy = contiguous(dy.0, dy.1);
+        let x = super::contiguous(x.0, x.1);
+        let dy = super::contiguous(dy.0, dy.1);
         let mut out = super::pool::filled(s[0] * s[1] * h * w, T::default());
         if oh * ow == 0 || h * w == 0 {
             return out;
         }
-        // disjoint 2x2 windows inside the image (ceil mode may add a clipped last one)
-        let simple = win.kernel == (2, 2)
-            && win.stride == (2, 2)
-            && win.padding == (0, 0)
-            && win.dilation == (1, 1)
-            && 2 * oh <= h
-            && 2 * ow <= w;
+        let simple = disjoint_2x2(win, (h, w), (oh, ow));
         out.par_chunks_mut(h * w)
             .zip(x.par_chunks(h * w))
             .zip(dy.par_chunks(oh * ow))
@@ -673,4 +671,39 @@ pub(crate) fn max_pool2d_grad(
         |a, g| go((a, x.1), (g, dy.1), win),
         |a, g| go((a, x.1), (g, dy.1), win),
     )
+}
+
+/// The flat `h * w` position of each pooling window's maximum over `[n, c, h, w]` (the rule
+/// of [`window_argmax`]), as `[n, c, oh * ow]`.
+pub(crate) fn pool_argmax(x: &CpuData, l: &Layout, win: &Window) -> CpuData {
+    fn go<T: Copy + Send + Sync + PartialOrd + super::pool::Pooled>(
+        x: &[T],
+        l: &Layout,
+        win: &Window,
+    ) -> Vec<i64> {
+        let x = super::contiguous(x, l);
+        let s = l.shape();
+        let (h, w) = (s[2], s[3]);
+        let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
+        let mut out = super::pool::filled(s[0] * s[1] * oh * ow, 0i64);
+        if oh * ow == 0 || h * w == 0 {
+            return out;
+        }
+        out.par_chunks_mut(oh * ow)
+            .zip(x.par_chunks(h * w))
+            .with_min_len(16)
+            .for_each(|(dst, plane)| {
+                for (p, d) in dst.iter_mut().enumerate() {
+                    let at = window_argmax(plane, (h, w), win, (p / ow, p % ow));
+                    *d = at.map_or(0, |i| i as i64);
+                }
+            });
+        out
+    }
+    CpuData::I64(match x {
+        CpuData::F32(v) => go(v, l, win),
+        CpuData::F64(v) => go(v, l, win),
+        CpuData::I64(v) => go(v, l, win),
+        CpuData::Bool(v) => go(v, l, win),
+    })
 }

@@ -10,9 +10,10 @@ pub(crate) mod pool;
 mod reduce;
 
 pub use conv::Window;
-pub(crate) use conv::{fold, pool_argmax, unfold};
+pub(crate) use conv::{fold, unfold};
 pub(crate) use convolution::{
-    conv2d, conv2d_input_grad, conv2d_weight_grad, max_pool2d, max_pool2d_grad, ConvShape,
+    conv2d, conv2d_input_grad, conv2d_weight_grad, max_pool2d, max_pool2d_grad, pool_argmax,
+    ConvShape,
 };
 pub(crate) use elementwise::{
     act_grad, binary, binary_assign, cast, compare, copy, pow_scalar, unary, where_,
@@ -132,6 +133,19 @@ fn par_fill<V: Send>(
         .for_each(|(c, dst)| f(c * PAR_CHUNK, dst));
     // SAFETY: every chunk of the first `n` slots was written by `f`.
     unsafe { out.set_len(n) };
+}
+
+/// The elements of a view in row-major order: borrowed when the view is contiguous, else
+/// copied once.
+pub(crate) fn contiguous<'a, T: Copy + Sync + pool::Pooled + Send>(
+    x: &'a [T],
+    l: &Layout,
+) -> std::borrow::Cow<'a, [T]> {
+    if l.is_contiguous() {
+        std::borrow::Cow::Borrowed(&x[l.offset()..l.offset() + l.numel()])
+    } else {
+        std::borrow::Cow::Owned(map1(x, l, |a| a))
+    }
 }
 
 /// Applies `f` to every element of a strided view, in row-major order.

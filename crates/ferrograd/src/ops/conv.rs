@@ -23,16 +23,7 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         Op::PoolArgmax(window) => {
             let s = x.shape();
             let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
-            if x.device() != crate::Device::Cpu {
-                return Err(Error::device("pool_argmax", "runs on the CPU only"));
-            }
-            let d = super::with_cpu(inputs, |d| {
-                Ok(crate::storage::Storage::cpu(cpu::pool_argmax(
-                    d[0],
-                    x.layout(),
-                    window,
-                )))
-            })?;
+            let d = cpu_only(op, inputs, |d| cpu::pool_argmax(d[0], x.layout(), window))?;
             Tensor::from_storage(d, &[s[0], s[1], oh * ow])
         }
         Op::Fold { window, size } => {
