@@ -394,6 +394,7 @@ pub(crate) struct RuleCtx<'a> {
     pub(crate) op: &'a Op,
     inputs: &'a [Option<Saved>],
     output: &'a Option<Saved>,
+    out_shape: &'a [usize],
     pub(crate) shapes: &'a [Dims],
     pub(crate) dtypes: &'a [DType],
     pub(crate) needs: &'a [bool],
@@ -403,7 +404,7 @@ impl RuleCtx<'_> {
     /// Saved input `i` (the op's save mask must keep it).
     pub(crate) fn input(&self, i: usize) -> Result<Tensor> {
         match &self.inputs[i] {
-            Some(s) => s.get(self.op.name()),
+            Some(s) => s.get(self.op.name(), &self.shapes[i]),
             None => Err(Error::autograd(format!(
                 "{}: input {i} was not saved for backward",
                 self.op.name()
@@ -413,7 +414,7 @@ impl RuleCtx<'_> {
     /// The saved output.
     pub(crate) fn output(&self) -> Result<Tensor> {
         match self.output {
-            Some(s) => s.get(self.op.name()),
+            Some(s) => s.get(self.op.name(), self.out_shape),
             None => Err(Error::autograd(format!(
                 "{}: output was not saved for backward",
                 self.op.name()
@@ -427,6 +428,8 @@ pub(crate) struct BuiltinRule {
     op: Op,
     inputs: SmallVec<[Option<Saved>; 3]>,
     output: Option<Saved>,
+    /// The output's shape, where only its data is saved.
+    out_shape: Dims,
     shapes: SmallVec<[Dims; 3]>,
     dtypes: SmallVec<[DType; 3]>,
     needs: SmallVec<[bool; 3]>,
@@ -441,14 +444,22 @@ impl BuiltinRule {
         key: &KeyInner,
     ) -> BuiltinRule {
         let mask = save_mask(op, needs);
+        let (output, out_shape) = match mask.outputs {
+            true => {
+                let (s, shape) = Saved::output(&outputs[0], key);
+                (Some(s), shape.unwrap_or_default())
+            }
+            false => (None, Dims::new()),
+        };
         BuiltinRule {
             op: op.clone(),
             inputs: inputs
                 .iter()
                 .zip(&mask.inputs)
-                .map(|(t, &keep)| keep.then(|| Saved::new(t, key)))
+                .map(|(t, &keep)| keep.then(|| Saved::input(t, key)))
                 .collect(),
-            output: mask.outputs.then(|| Saved::new(&outputs[0], key)),
+            output,
+            out_shape,
             shapes: inputs.iter().map(|t| Dims::from_slice(t.shape())).collect(),
             dtypes: inputs.iter().map(|t| t.dtype()).collect(),
             needs: SmallVec::from_slice(needs),
@@ -470,6 +481,7 @@ impl GradRule for BuiltinRule {
             op: &self.op,
             inputs: &self.inputs,
             output: &self.output,
+            out_shape: &self.out_shape,
             shapes: &self.shapes,
             dtypes: &self.dtypes,
             needs: &self.needs,
@@ -498,11 +510,14 @@ impl GradRule for BuiltinRule {
     }
 
     fn saved_tensors(&self) -> Vec<Tensor> {
-        self.inputs
-            .iter()
-            .chain(std::iter::once(&self.output))
-            .flatten()
-            .filter_map(|s| s.reported())
+        let inputs = self.inputs.iter().zip(&self.shapes);
+        inputs
+            .filter_map(|(s, shape)| s.as_ref()?.reported(shape))
+            .chain(
+                self.output
+                    .as_ref()
+                    .and_then(|s| s.reported(&self.out_shape)),
+            )
             .collect()
     }
 }

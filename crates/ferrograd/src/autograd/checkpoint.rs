@@ -60,7 +60,7 @@ pub fn checkpoint(segment: Segment, args: &[Tensor]) -> Result<Vec<Tensor>> {
         };
         key.link(
             std::borrow::Cow::Borrowed("checkpoint"),
-            slots.into_iter().map(Some),
+            slots.into_iter().map(|i| Some((i.func, i.idx))),
             &outs,
             Box::new(rule),
         );

@@ -51,6 +51,9 @@ pub(crate) struct GradSlot {
     pub(crate) accumulate: bool,
 }
 
+/// A gradient slot: the `GradFn` it belongs to and its index there.
+pub(crate) type Target = (Arc<GradFn>, usize);
+
 /// Where one input's gradient goes, and this op's node in that slot's producer list.
 pub(crate) struct Dst {
     pub(crate) target: Arc<GradFn>,
@@ -144,7 +147,7 @@ impl KeyInner {
     pub(crate) fn link(
         self: &Arc<Self>,
         name: Cow<'static, str>,
-        targets: impl IntoIterator<Item = Option<GradInfo>>,
+        targets: impl IntoIterator<Item = Option<Target>>,
         outputs: &[Tensor],
         rule: Box<dyn GradRule>,
     ) -> Arc<GradFn> {
@@ -155,10 +158,10 @@ impl KeyInner {
             let dsts = targets
                 .into_iter()
                 .map(|t| {
-                    t.map(|info| Dst {
-                        node: ks.lists.push(info.func.slot_lists[info.idx]),
-                        target: info.func,
-                        idx: info.idx,
+                    t.map(|(func, idx)| Dst {
+                        node: ks.lists.push(func.slot_lists[idx]),
+                        target: func,
+                        idx,
                     })
                 })
                 .collect();

@@ -91,8 +91,8 @@ impl Recipe {
                     saved,
                     intermediate: true,
                 } => {
-                    let t = saved.tensor_ref();
-                    vec![(Arc::as_ptr(t.storage()) as usize, t.storage().bytes())]
+                    let s = saved.storage().expect("recipe leaves are plain data");
+                    vec![(Arc::as_ptr(s) as usize, s.bytes())]
                 }
                 Source::Tensor { .. } => Vec::new(),
             };
@@ -151,7 +151,7 @@ impl Recipe {
                 .inputs
                 .iter()
                 .map(|s| match s {
-                    Source::Tensor { saved, .. } => saved.get(op),
+                    Source::Tensor { saved, .. } => saved.get(op, &[]),
                     Source::Recipe(r) => r
                         .cached()
                         .ok_or_else(|| crate::Error::autograd("recomputation lost a value")),

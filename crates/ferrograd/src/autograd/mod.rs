@@ -31,6 +31,8 @@ pub use scope::{ceiling, no_grad, pop_ceiling, push_ceiling, CeilingGuard};
 
 use std::sync::{Arc, Weak};
 
+use smallvec::SmallVec;
+
 use crate::error::Result;
 use crate::tensor::Tensor;
 
@@ -132,12 +134,12 @@ impl Tensor {
         Ok(data.continued_as(self))
     }
 
-    /// A handle over the same data for a rule of the key `level` to keep: it carries the
-    /// slots of keys outside `level` only (so outer keys can differentiate the rule), never
-    /// the slot of `level` itself (that would make a cycle through the output's `GradFn`).
-    pub(crate) fn saved_for(&self, level: u64) -> Tensor {
-        let copy = self.detach();
-        let infos: Vec<GradInfo> = self
+    /// A handle over the same data for a rule of the key `level` to keep, when keys outside
+    /// `level` track this tensor: it carries their slots only (so they can differentiate the
+    /// rule), never the slot of `level` itself (that would make a cycle through the output's
+    /// `GradFn`). `None` when no outer key tracks it: the rule keeps the bare data.
+    pub(crate) fn saved_for(&self, level: u64) -> Option<Tensor> {
+        let infos: SmallVec<[GradInfo; 1]> = self
             .0
             .meta()
             .infos
@@ -145,12 +147,16 @@ impl Tensor {
             .filter(|i| i.key_level < level && i.key.strong_count() > 0)
             .cloned()
             .collect();
+        if infos.is_empty() {
+            return None;
+        }
+        let copy = self.detach();
         for info in infos {
             if let Some(key) = info.key.upgrade() {
                 key.track(&copy);
             }
             copy.push_info(info);
         }
-        copy
+        Some(copy)
     }
 }

@@ -7,11 +7,13 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::key::KeyInner;
+use super::key::{KeyInner, Target};
 use super::scope::{backward_mark, ceiling};
-use super::{GradInfo, GradRule};
+use super::GradRule;
 use crate::error::{Error, Result};
+use crate::layout::{Dims, Layout};
 use crate::op::{BuiltinRule, Op};
+use crate::storage::Storage;
 use crate::tensor::Tensor;
 
 /// Builds a custom rule for one key from which inputs need gradients and the key's level.
@@ -120,7 +122,8 @@ fn record_with(
     let top = ceiling();
     let allowed = super::scope::proxy_key_id();
     let mut keys: SmallVec<[Arc<KeyInner>; 2]> = SmallVec::new();
-    let mut slots: SmallVec<[(usize, GradInfo); 3]> = SmallVec::new();
+    // (input, key id, the input's slot for that key)
+    let mut slots: SmallVec<[(usize, u64, Option<Target>); 3]> = SmallVec::new();
     for (i, t) in inputs.iter().enumerate() {
         let float = t.dtype().is_float();
         for info in t.0.meta().infos.iter() {
@@ -134,21 +137,29 @@ fn record_with(
                 }
             }
             if float {
-                slots.push((i, info.clone()));
+                slots.push((i, info.key_id, Some((info.func.clone(), info.idx))));
             }
         }
     }
     if keys.len() > 1 {
         keys.sort_by_key(|k| (k.level, k.id));
     }
-    for key in keys {
-        let mut targets: SmallVec<[Option<GradInfo>; 3]> = smallvec::smallvec![None; inputs.len()];
-        for (i, info) in &slots {
-            if info.key_id == key.id {
-                targets[*i] = Some(info.clone());
+    let last = keys.len().saturating_sub(1);
+    for (n, key) in keys.into_iter().enumerate() {
+        let mut targets: SmallVec<[Option<Target>; 3]> = smallvec::smallvec![None; inputs.len()];
+        let mut any = false;
+        for (i, id, target) in &mut slots {
+            if *id == key.id {
+                // the last key takes the slots; earlier ones clone theirs
+                targets[*i] = if n == last {
+                    target.take()
+                } else {
+                    target.clone()
+                };
+                any = true;
             }
         }
-        if targets.iter().all(Option::is_none) {
+        if !any {
             continue;
         }
         let needs: SmallVec<[bool; 3]> = targets.iter().map(Option::is_some).collect();
@@ -158,68 +169,134 @@ fn record_with(
     Ok(())
 }
 
-/// What a rule keeps of one tensor: the tensor with the storage version it had when saved,
-/// or (on a mirroring key) a recipe to recompute it.
+/// What a rule keeps of one tensor: a handle with the storage version it had when saved, the
+/// bare data of an output, or (on a mirroring key) a recipe to recompute it.
 pub(crate) enum Saved {
-    Tensor { tensor: Tensor, version: u64 },
+    Tensor {
+        tensor: Tensor,
+        version: u64,
+    },
+    /// An op's output that no outer key tracks: its whole storage, contiguous, in a shape the
+    /// rule keeps (no handle is made until backward asks for one).
+    Data {
+        storage: Arc<Storage>,
+        version: u64,
+    },
     Recipe(Arc<super::Recipe>),
 }
 
 impl Saved {
-    /// A plain saved tensor (see [`Tensor::saved_for`]).
+    /// A detached handle (see [`Tensor::saved_for`]).
     pub(crate) fn plain(t: &Tensor, level: u64) -> Saved {
         Saved::Tensor {
-            tensor: t.saved_for(level),
+            tensor: t.saved_for(level).unwrap_or_else(|| t.detach()),
             version: t.storage().version(),
         }
     }
 
-    /// What a rule of `key` keeps of `t`: its recipe when mirroring pays, else the tensor.
-    pub(crate) fn new(t: &Tensor, key: &KeyInner) -> Saved {
-        if key.mirror.is_some() {
-            let mut ks = key.state();
-            if let Some(r) = t.recipe(key.id) {
-                if r.bytes() >= r.new_leaf_bytes(&ks.kept) {
-                    return Saved::Recipe(r);
-                }
-            }
-            ks.kept.insert(Arc::as_ptr(t.storage()) as usize);
+    /// What a rule of `key` keeps of its input `t`: its recipe when mirroring pays, else the
+    /// input's own handle (it cannot lead back to the rule's `GradFn`; the key itself no
+    /// longer records when the rule runs, and keys inside it are below the ceiling).
+    pub(crate) fn input(t: &Tensor, key: &KeyInner) -> Saved {
+        if let Some(r) = Saved::mirrored(t, key) {
+            return r;
         }
-        Saved::plain(t, key.level)
+        Saved::Tensor {
+            tensor: t.clone(),
+            version: t.storage().version(),
+        }
     }
 
-    pub(crate) fn tensor_ref(&self) -> &Tensor {
+    /// What a rule of `key` keeps of its output `t` (it must not carry this key's slot, which
+    /// leads back to the rule): a recipe when mirroring pays, a handle carrying the slots of
+    /// outer keys when they track it, else only the data (with the shape to restore, which
+    /// the rule keeps).
+    pub(crate) fn output(t: &Tensor, key: &KeyInner) -> (Saved, Option<Dims>) {
+        if let Some(r) = Saved::mirrored(t, key) {
+            return (r, None);
+        }
+        let version = t.storage().version();
+        let whole = t.layout().is_contiguous()
+            && t.layout().offset() == 0
+            && t.numel() * t.dtype().size_in_bytes() == t.storage().bytes();
+        match t.saved_for(key.level) {
+            None if whole => (
+                Saved::Data {
+                    storage: t.storage().clone(),
+                    version,
+                },
+                Some(Dims::from_slice(t.shape())),
+            ),
+            tensor => (
+                Saved::Tensor {
+                    tensor: tensor.unwrap_or_else(|| t.detach()),
+                    version,
+                },
+                None,
+            ),
+        }
+    }
+
+    /// On a mirroring key: the recipe of `t` when recomputing it costs less memory than
+    /// keeping it (else the storage is noted as kept).
+    fn mirrored(t: &Tensor, key: &KeyInner) -> Option<Saved> {
+        key.mirror.as_ref()?;
+        let mut ks = key.state();
+        if let Some(r) = t.recipe(key.id) {
+            if r.bytes() >= r.new_leaf_bytes(&ks.kept) {
+                return Some(Saved::Recipe(r));
+            }
+        }
+        ks.kept.insert(Arc::as_ptr(t.storage()) as usize);
+        None
+    }
+
+    /// The storage the saved data lives in (none for a recipe).
+    pub(crate) fn storage(&self) -> Option<&Arc<Storage>> {
         match self {
-            Saved::Tensor { tensor, .. } => tensor,
-            Saved::Recipe(_) => unreachable!("recipe leaves are plain tensors"),
+            Saved::Tensor { tensor, .. } => Some(tensor.storage()),
+            Saved::Data { storage, .. } => Some(storage),
+            Saved::Recipe(_) => None,
         }
     }
 
     /// The tensor (recomputed if mirrored), or an error if it was modified in place since it
-    /// was saved.
-    pub(crate) fn get(&self, op: &str) -> Result<Tensor> {
+    /// was saved. `shape` restores bare data.
+    pub(crate) fn get(&self, op: &str, shape: &[usize]) -> Result<Tensor> {
+        let (storage, version) = match self {
+            Saved::Tensor { tensor, version } => (tensor.storage(), *version),
+            Saved::Data { storage, version } => (storage, *version),
+            Saved::Recipe(r) => return r.materialize(op),
+        };
+        let current = storage.version();
+        if current != version {
+            return Err(Error::Version {
+                op: op.to_string(),
+                shape: match self {
+                    Saved::Tensor { tensor, .. } => tensor.shape().to_vec(),
+                    _ => shape.to_vec(),
+                },
+                saved: version,
+                current,
+            });
+        }
+        Ok(self.handle(shape).expect("not a recipe"))
+    }
+
+    /// A handle on the saved data (none for a recipe).
+    fn handle(&self, shape: &[usize]) -> Option<Tensor> {
         match self {
-            Saved::Tensor { tensor, version } => {
-                let current = tensor.storage().version();
-                if current != *version {
-                    return Err(Error::Version {
-                        op: op.to_string(),
-                        shape: tensor.shape().to_vec(),
-                        saved: *version,
-                        current,
-                    });
-                }
-                Ok(tensor.clone())
-            }
-            Saved::Recipe(r) => r.materialize(op),
+            Saved::Tensor { tensor, .. } => Some(tensor.clone()),
+            Saved::Data { storage, .. } => Some(Tensor::from_parts(
+                storage.clone(),
+                Layout::contiguous(shape),
+            )),
+            Saved::Recipe(_) => None,
         }
     }
 
-    /// The tensor a report shows: the saved one, or none for a recipe.
-    pub(crate) fn reported(&self) -> Option<Tensor> {
-        match self {
-            Saved::Tensor { tensor, .. } => Some(tensor.clone()),
-            Saved::Recipe(_) => None,
-        }
+    /// The tensor a report shows: the saved data, or none for a recipe.
+    pub(crate) fn reported(&self, shape: &[usize]) -> Option<Tensor> {
+        self.handle(shape)
     }
 }
