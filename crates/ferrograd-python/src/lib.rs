@@ -1,6 +1,7 @@
 //! PyO3 bindings for ferrograd: `Tensor`, `GradKey`, the op functions and error mapping.
 //! Only translation lives here; everything else is in the engine crate.
 
+mod alloc;
 mod convert;
 mod errors;
 mod function;

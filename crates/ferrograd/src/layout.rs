@@ -13,7 +13,7 @@ pub type Dims = SmallVec<[usize; 6]>;
 pub type Strides = SmallVec<[isize; 6]>;
 
 /// A view of a flat buffer: element `idx` lives at `offset + sum(idx[d] * strides[d])`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Layout {
     shape: Dims,
     strides: Strides,
@@ -112,6 +112,17 @@ pub fn normalize_axes(op: &str, axes: Option<&[isize]>, ndim: usize) -> Result<V
     Ok(out)
 }
 
+impl Clone for Layout {
+    // a copy of the inline arrays (the derived clone pushes element by element)
+    fn clone(&self) -> Layout {
+        Layout {
+            shape: Dims::from_slice(&self.shape),
+            strides: Strides::from_slice(&self.strides),
+            offset: self.offset,
+        }
+    }
+}
+
 impl Layout {
     /// A contiguous row-major layout of `shape` starting at offset 0.
     pub fn contiguous(shape: &[usize]) -> Layout {
@@ -119,6 +130,22 @@ impl Layout {
             shape: Dims::from_slice(shape),
             strides: contiguous_strides(shape),
             offset: 0,
+        }
+    }
+
+    /// The contiguous layout of this shape at offset 0 (a copy, for a layout that is
+    /// contiguous already).
+    pub(crate) fn packed(&self) -> Layout {
+        let mut acc = 1isize;
+        let mut canonical = self.offset == 0;
+        for d in (0..self.shape.len()).rev() {
+            canonical &= self.strides[d] == acc;
+            acc *= self.shape[d].max(1) as isize;
+        }
+        if canonical {
+            self.clone()
+        } else {
+            Layout::contiguous(&self.shape)
         }
     }
 

@@ -451,17 +451,22 @@ impl BuiltinRule {
             }
             false => (None, Dims::new()),
         };
+        let n = inputs.len();
+        let mut saved = SmallVec::with_capacity(n);
+        let mut shapes = SmallVec::with_capacity(n);
+        let mut dtypes = SmallVec::with_capacity(n);
+        for (t, &keep) in inputs.iter().zip(&mask.inputs) {
+            saved.push(keep.then(|| Saved::input(t, key)));
+            shapes.push(Dims::from_slice(t.shape()));
+            dtypes.push(t.dtype());
+        }
         BuiltinRule {
             op: op.clone(),
-            inputs: inputs
-                .iter()
-                .zip(&mask.inputs)
-                .map(|(t, &keep)| keep.then(|| Saved::input(t, key)))
-                .collect(),
+            inputs: saved,
             output,
             out_shape,
-            shapes: inputs.iter().map(|t| Dims::from_slice(t.shape())).collect(),
-            dtypes: inputs.iter().map(|t| t.dtype()).collect(),
+            shapes,
+            dtypes,
             needs: SmallVec::from_slice(needs),
         }
     }

@@ -1,7 +1,7 @@
 //! `Tensor`: a cheap handle (one `Arc`) to a view of shared storage plus autodiff metadata.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::autograd::GradInfo;
@@ -27,6 +27,9 @@ pub(crate) struct TensorImpl {
     /// Set on tensors computed inside the backward of a key at this level while keys above
     /// it were not allowed to record; those keys must refuse to differentiate them.
     hidden_from: AtomicU64,
+    /// Whether `meta.infos` may be non-empty: lets recording skip the lock of untracked
+    /// inputs. Set while the lock is held, whenever a slot is added or the last one removed.
+    tracked: AtomicBool,
 }
 
 /// Where `.grad` lives. Shared by a tensor, the snapshot a key takes when it is attached, and
@@ -49,6 +52,15 @@ impl Drop for TensorImpl {
 }
 
 impl TensorImpl {
+    /// False only if no key tracks this tensor (see the field).
+    pub(crate) fn maybe_tracked(&self) -> bool {
+        self.tracked.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_tracked(&self, tracked: bool) {
+        self.tracked.store(tracked, Ordering::Release);
+    }
+
     pub(crate) fn meta(&self) -> MutexGuard<'_, Meta> {
         self.meta.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -62,6 +74,7 @@ impl Tensor {
             layout,
             meta: Mutex::new(Meta::default()),
             hidden_from: AtomicU64::new(u64::MAX),
+            tracked: AtomicBool::new(false),
         }))
     }
 

@@ -37,7 +37,7 @@ pub fn checkpoint(segment: Segment, args: &[Tensor]) -> Result<Vec<Tensor>> {
     let outs: Vec<Tensor> = outs.iter().map(Tensor::detach).collect();
     let mut keys: Vec<Arc<super::KeyInner>> = Vec::new();
     for info in &captured {
-        if let Some(k) = info.key.upgrade() {
+        if let Some(k) = info.key().upgrade() {
             if !keys.iter().any(|x| x.id == k.id) {
                 keys.push(k);
             }

@@ -150,7 +150,7 @@ impl KeyInner {
         targets: impl IntoIterator<Item = Option<Target>>,
         outputs: &[Tensor],
         rule: Box<dyn GradRule>,
-    ) -> Arc<GradFn> {
+    ) {
         let n_outputs = outputs.len();
         let f = {
             let mut ks = self.state();
@@ -182,18 +182,21 @@ impl KeyInner {
             }
             f
         };
-        for (i, o) in outputs.iter().enumerate() {
-            if o.dtype().is_float() {
-                o.push_info(GradInfo {
-                    key: Arc::downgrade(self),
-                    key_id: self.id,
-                    key_level: self.level,
-                    func: f.clone(),
-                    idx: i,
-                });
+        let floats: SmallVec<[usize; 2]> = (0..n_outputs)
+            .filter(|&i| outputs[i].dtype().is_float())
+            .collect();
+        let info = |func, idx| GradInfo {
+            key_id: self.id,
+            key_level: self.level,
+            func,
+            idx,
+        };
+        if let Some((&last, rest)) = floats.split_last() {
+            for &i in rest {
+                outputs[i].push_info(info(f.clone(), i));
             }
+            outputs[last].push_info(info(f, last));
         }
-        f
     }
 
     /// Untracks every tensor this key tracks, which frees its graph.
@@ -367,7 +370,6 @@ impl GradKey {
             })
         };
         tensor.push_info(GradInfo {
-            key: Arc::downgrade(&self.0),
             key_id: self.0.id,
             key_level: self.0.level,
             func: f,

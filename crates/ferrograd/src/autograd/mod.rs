@@ -52,16 +52,25 @@ pub trait GradRule: Send + Sync {
 /// One key's view of a tensor: which slot of which `GradFn` receives its gradient.
 #[derive(Clone)]
 pub(crate) struct GradInfo {
-    pub(crate) key: Weak<KeyInner>,
     pub(crate) key_id: u64,
     pub(crate) key_level: u64,
     pub(crate) func: Arc<GradFn>,
     pub(crate) idx: usize,
 }
 
+impl GradInfo {
+    /// The key (the slot's `GradFn` refers to it).
+    pub(crate) fn key(&self) -> &Weak<KeyInner> {
+        &self.func.key
+    }
+}
+
 impl Tensor {
     /// This tensor's slot for the key with id `key_id`, if the key tracks it.
     pub(crate) fn grad_info(&self, key_id: u64) -> Option<GradInfo> {
+        if !self.0.maybe_tracked() {
+            return None;
+        }
         self.0
             .meta()
             .infos
@@ -77,7 +86,7 @@ impl Tensor {
             .meta()
             .infos
             .iter()
-            .filter_map(|i| i.key.upgrade())
+            .filter_map(|i| i.key().upgrade())
             .filter(|k| k.is_recording())
             .map(GradKey)
             .collect();
@@ -87,11 +96,19 @@ impl Tensor {
 
     /// Whether any live key tracks this tensor.
     pub fn is_tracked(&self) -> bool {
-        self.0.meta().infos.iter().any(|i| i.key.strong_count() > 0)
+        self.0.maybe_tracked()
+            && self
+                .0
+                .meta()
+                .infos
+                .iter()
+                .any(|i| i.key().strong_count() > 0)
     }
 
     pub(crate) fn push_info(&self, info: GradInfo) {
-        self.0.meta().infos.push(info);
+        let mut meta = self.0.meta();
+        meta.infos.push(info);
+        self.0.set_tracked(true);
     }
 
     /// Drops this tensor's slot for one key (returned, so it is freed outside the lock).
@@ -106,6 +123,9 @@ impl Tensor {
                 i += 1;
             }
         }
+        if meta.infos.is_empty() {
+            self.0.set_tracked(false);
+        }
         taken
     }
 
@@ -115,7 +135,7 @@ impl Tensor {
         let next = self.snapshot();
         let infos: Vec<GradInfo> = result.0.meta().infos.to_vec();
         for info in infos {
-            if let Some(key) = info.key.upgrade() {
+            if let Some(key) = info.key().upgrade() {
                 key.track(&next);
             }
             next.push_info(info);
@@ -139,12 +159,15 @@ impl Tensor {
     /// rule), never the slot of `level` itself (that would make a cycle through the output's
     /// `GradFn`). `None` when no outer key tracks it: the rule keeps the bare data.
     pub(crate) fn saved_for(&self, level: u64) -> Option<Tensor> {
+        if !self.0.maybe_tracked() {
+            return None;
+        }
         let infos: SmallVec<[GradInfo; 1]> = self
             .0
             .meta()
             .infos
             .iter()
-            .filter(|i| i.key_level < level && i.key.strong_count() > 0)
+            .filter(|i| i.key_level < level && i.key().strong_count() > 0)
             .cloned()
             .collect();
         if infos.is_empty() {
@@ -152,7 +175,7 @@ impl Tensor {
         }
         let copy = self.detach();
         for info in infos {
-            if let Some(key) = info.key.upgrade() {
+            if let Some(key) = info.key().upgrade() {
                 key.track(&copy);
             }
             copy.push_info(info);

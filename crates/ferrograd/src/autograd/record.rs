@@ -125,13 +125,16 @@ fn record_with(
     // (input, key id, the input's slot for that key)
     let mut slots: SmallVec<[(usize, u64, Option<Target>); 3]> = SmallVec::new();
     for (i, t) in inputs.iter().enumerate() {
+        if !t.0.maybe_tracked() {
+            continue;
+        }
         let float = t.dtype().is_float();
         for info in t.0.meta().infos.iter() {
             if info.key_level >= top && allowed != Some(info.key_id) {
                 continue;
             }
             if !keys.iter().any(|k| k.id == info.key_id) {
-                match info.key.upgrade() {
+                match info.key().upgrade() {
                     Some(k) if k.is_recording() => keys.push(k),
                     _ => continue,
                 }

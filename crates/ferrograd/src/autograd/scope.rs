@@ -115,7 +115,7 @@ pub(crate) fn capture(inputs: &[&crate::Tensor]) {
                 if info.key_level < top {
                     continue;
                 }
-                let recording = info.key.upgrade().is_some_and(|k| k.is_recording());
+                let recording = info.key().upgrade().is_some_and(|k| k.is_recording());
                 let seen = list.iter().any(|i| {
                     i.key_id == info.key_id
                         && std::sync::Arc::ptr_eq(&i.func, &info.func)

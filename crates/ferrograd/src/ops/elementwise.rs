@@ -1,14 +1,21 @@
 //! Unary and binary elementwise ops, comparisons, `where`, casts and copies.
 
 use super::{kernel, same_dtype, sum_to_shape};
+use std::sync::Arc;
+
 use crate::cpu;
+use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::broadcast_shapes;
 use crate::op::{apply1, BinaryOp, CmpOp, Op, RuleCtx, SaveMask, UnaryOp};
+use crate::storage::{Storage, StorageData};
 use crate::tensor::Tensor;
 
 pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
+    if let Some(out) = packed_cpu(op, inputs) {
+        return out;
+    }
     let out = match op {
         Op::Unary(u) => {
             let x = inputs[0];
@@ -112,6 +119,42 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         _ => unreachable!("not an elementwise op"),
     };
     Ok(out)
+}
+
+/// The common case without layout work: a unary op, or a binary op on operands of one shape
+/// and dtype, over contiguous CPU buffers. `None` sends the op down the general path (which
+/// also reports every error).
+fn packed_cpu(op: &Op, inputs: &[&Tensor]) -> Option<Result<Tensor>> {
+    let packed = |t: &Tensor| t.device() == Device::Cpu && t.layout().is_contiguous();
+    let x = inputs[0];
+    if !packed(x) {
+        return None;
+    }
+    let data = match (op, inputs) {
+        (Op::Unary(u), [_]) => {
+            let g = x.storage().read();
+            match &*g {
+                StorageData::Cpu(d) => cpu::unary(*u, d, x.layout()),
+                #[cfg(feature = "cuda")]
+                _ => return None,
+            }
+        }
+        (Op::Binary(b), [_, y]) => {
+            if !packed(y) || x.shape() != y.shape() || x.dtype() != y.dtype() {
+                return None;
+            }
+            let (gx, gy) = (x.storage().read(), y.storage().read());
+            match (&*gx, &*gy) {
+                (StorageData::Cpu(dx), StorageData::Cpu(dy)) => {
+                    cpu::binary(*b, dx, x.layout(), dy, y.layout())
+                }
+                #[cfg(feature = "cuda")]
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    Some(data.map(|d| Tensor::from_parts(Arc::new(Storage::cpu(d)), x.layout().packed())))
 }
 
 pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
