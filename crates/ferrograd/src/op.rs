@@ -9,7 +9,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
 
-use crate::layout::{Dims, SliceSpec};
+use crate::layout::SliceSpec;
 use crate::ops::{conv, elementwise, linalg, movement, reduce};
 use crate::tensor::Tensor;
 
@@ -389,13 +389,67 @@ fn save_mask(op: &Op, needs: &[bool]) -> SaveMask {
     }
 }
 
+/// The inputs' shapes (and the output's, where a rule keeps only its data) in one flat buffer:
+/// nothing per shape to build and move when an op is recorded.
+#[derive(Default)]
+pub(crate) struct Shapes {
+    dims: SmallVec<[usize; 8]>,
+    /// Where each shape ends in `dims`: the inputs', then the output's if kept.
+    ends: SmallVec<[u32; 4]>,
+    inputs: usize,
+}
+
+impl Shapes {
+    fn push_input(&mut self, shape: &[usize]) {
+        self.dims.extend_from_slice(shape);
+        self.ends.push(self.dims.len() as u32);
+        self.inputs += 1;
+    }
+
+    fn push_output(&mut self, shape: &[usize]) {
+        self.dims.extend_from_slice(shape);
+        self.ends.push(self.dims.len() as u32);
+    }
+
+    fn entry(&self, i: usize) -> &[usize] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.dims[start..self.ends[i] as usize]
+    }
+
+    /// How many inputs the op has.
+    pub(crate) fn len(&self) -> usize {
+        self.inputs
+    }
+
+    /// The inputs' shapes in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &[usize]> + '_ {
+        (0..self.inputs).map(|i| self.entry(i))
+    }
+
+    /// The output's shape (empty unless only the output's data was saved).
+    fn output(&self) -> &[usize] {
+        if self.ends.len() > self.inputs {
+            self.entry(self.inputs)
+        } else {
+            &[]
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Shapes {
+    type Output = [usize];
+    fn index(&self, i: usize) -> &[usize] {
+        assert!(i < self.inputs, "input {i} of {}", self.inputs);
+        self.entry(i)
+    }
+}
+
 /// What a builtin rule sees in backward: the saved tensors and the inputs' shapes.
 pub(crate) struct RuleCtx<'a> {
     pub(crate) op: &'a Op,
     inputs: &'a [Option<Saved>],
     output: &'a Option<Saved>,
-    out_shape: &'a [usize],
-    pub(crate) shapes: &'a [Dims],
+    pub(crate) shapes: &'a Shapes,
     pub(crate) dtypes: &'a [DType],
     pub(crate) needs: &'a [bool],
 }
@@ -414,7 +468,7 @@ impl RuleCtx<'_> {
     /// The saved output.
     pub(crate) fn output(&self) -> Result<Tensor> {
         match self.output {
-            Some(s) => s.get(self.op.name(), self.out_shape),
+            Some(s) => s.get(self.op.name(), self.shapes.output()),
             None => Err(Error::autograd(format!(
                 "{}: output was not saved for backward",
                 self.op.name()
@@ -428,9 +482,7 @@ pub(crate) struct BuiltinRule {
     op: Op,
     inputs: SmallVec<[Option<Saved>; 3]>,
     output: Option<Saved>,
-    /// The output's shape, where only its data is saved.
-    out_shape: Dims,
-    shapes: SmallVec<[Dims; 3]>,
+    shapes: Shapes,
     dtypes: SmallVec<[DType; 3]>,
     needs: SmallVec<[bool; 3]>,
 }
@@ -444,27 +496,26 @@ impl BuiltinRule {
         key: &KeyInner,
     ) -> BuiltinRule {
         let mask = save_mask(op, needs);
-        let (output, out_shape) = match mask.outputs {
-            true => {
-                let (s, shape) = Saved::output(&outputs[0], key);
-                (Some(s), shape.unwrap_or_default())
-            }
-            false => (None, Dims::new()),
-        };
         let n = inputs.len();
         let mut saved = SmallVec::with_capacity(n);
-        let mut shapes = SmallVec::with_capacity(n);
+        let mut shapes = Shapes::default();
         let mut dtypes = SmallVec::with_capacity(n);
         for (t, &keep) in inputs.iter().zip(&mask.inputs) {
             saved.push(keep.then(|| Saved::input(t, key)));
-            shapes.push(Dims::from_slice(t.shape()));
+            shapes.push_input(t.shape());
             dtypes.push(t.dtype());
         }
+        let output = mask.outputs.then(|| {
+            let (s, data_only) = Saved::output(&outputs[0], key);
+            if data_only {
+                shapes.push_output(outputs[0].shape());
+            }
+            s
+        });
         BuiltinRule {
             op: op.clone(),
             inputs: saved,
             output,
-            out_shape,
             shapes,
             dtypes,
             needs: SmallVec::from_slice(needs),
@@ -486,7 +537,6 @@ impl GradRule for BuiltinRule {
             op: &self.op,
             inputs: &self.inputs,
             output: &self.output,
-            out_shape: &self.out_shape,
             shapes: &self.shapes,
             dtypes: &self.dtypes,
             needs: &self.needs,
@@ -515,13 +565,13 @@ impl GradRule for BuiltinRule {
     }
 
     fn saved_tensors(&self) -> Vec<Tensor> {
-        let inputs = self.inputs.iter().zip(&self.shapes);
+        let inputs = self.inputs.iter().zip(self.shapes.iter());
         inputs
             .filter_map(|(s, shape)| s.as_ref()?.reported(shape))
             .chain(
                 self.output
                     .as_ref()
-                    .and_then(|s| s.reported(&self.out_shape)),
+                    .and_then(|s| s.reported(self.shapes.output())),
             )
             .collect()
     }

@@ -152,50 +152,59 @@ impl KeyInner {
         rule: Box<dyn GradRule>,
     ) {
         let n_outputs = outputs.len();
+        let mut slot_lists = SmallVec::new();
+        let mut slots = SmallVec::new();
+        let mut dsts = SmallVec::new();
         let f = {
             let mut ks = self.state();
-            let slot_lists = (0..n_outputs).map(|_| ks.lists.new_list()).collect();
-            let dsts = targets
-                .into_iter()
-                .map(|t| {
-                    t.map(|(func, idx)| Dst {
-                        node: ks.lists.push(func.slot_lists[idx]),
-                        target: func,
-                        idx,
-                    })
-                })
-                .collect();
+            for _ in 0..n_outputs {
+                slot_lists.push(ks.lists.new_list());
+                slots.push(GradSlot::default());
+            }
+            for t in targets {
+                dsts.push(t.map(|(func, idx)| Dst {
+                    node: ks.lists.push(func.slot_lists[idx]),
+                    target: func,
+                    idx,
+                }));
+            }
             let f = Arc::new(GradFn {
                 key: Arc::downgrade(self),
                 name,
                 slot_lists,
                 kept_alive: AtomicBool::new(false),
                 state: Mutex::new(GradFnState {
-                    slots: (0..n_outputs).map(|_| GradSlot::default()).collect(),
+                    slots,
                     dsts,
                     rule: Some(rule),
                 }),
             });
             ks.tape.push(Arc::downgrade(&f));
-            for o in outputs.iter().filter(|o| o.dtype().is_float()) {
-                ks.tracked.push(Arc::downgrade(&o.0));
+            for o in outputs {
+                if o.dtype().is_float() {
+                    ks.tracked.push(Arc::downgrade(&o.0));
+                }
             }
             f
         };
-        let floats: SmallVec<[usize; 2]> = (0..n_outputs)
-            .filter(|&i| outputs[i].dtype().is_float())
-            .collect();
-        let info = |func, idx| GradInfo {
-            key_id: self.id,
-            key_level: self.level,
-            func,
-            idx,
-        };
-        if let Some((&last, rest)) = floats.split_last() {
-            for &i in rest {
-                outputs[i].push_info(info(f.clone(), i));
+        // each float output gets its slot; the last one takes `f` itself
+        let mut f = Some(f);
+        for (i, o) in outputs.iter().enumerate().rev() {
+            if !o.dtype().is_float() {
+                continue;
             }
-            outputs[last].push_info(info(f, last));
+            let func = match outputs[..i].iter().any(|p| p.dtype().is_float()) {
+                true => f.clone(),
+                false => f.take(),
+            };
+            if let Some(func) = func {
+                o.push_info(GradInfo {
+                    key_id: self.id,
+                    key_level: self.level,
+                    func,
+                    idx: i,
+                });
+            }
         }
     }
 

@@ -11,7 +11,7 @@ use super::key::{KeyInner, Target};
 use super::scope::{backward_mark, ceiling};
 use super::GradRule;
 use crate::error::{Error, Result};
-use crate::layout::{Dims, Layout};
+use crate::layout::Layout;
 use crate::op::{BuiltinRule, Op};
 use crate::storage::Storage;
 use crate::tensor::Tensor;
@@ -149,7 +149,12 @@ fn record_with(
     }
     let last = keys.len().saturating_sub(1);
     for (n, key) in keys.into_iter().enumerate() {
-        let mut targets: SmallVec<[Option<Target>; 3]> = smallvec::smallvec![None; inputs.len()];
+        let mut targets: SmallVec<[Option<Target>; 3]> = SmallVec::new();
+        let mut needs: SmallVec<[bool; 3]> = SmallVec::new();
+        for _ in 0..inputs.len() {
+            targets.push(None);
+            needs.push(false);
+        }
         let mut any = false;
         for (i, id, target) in &mut slots {
             if *id == key.id {
@@ -159,13 +164,13 @@ fn record_with(
                 } else {
                     target.clone()
                 };
+                needs[*i] = true;
                 any = true;
             }
         }
         if !any {
             continue;
         }
-        let needs: SmallVec<[bool; 3]> = targets.iter().map(Option::is_some).collect();
         let rule = make_rule(&needs, &key)?;
         key.link(name.clone(), targets, outputs, rule);
     }
@@ -212,11 +217,11 @@ impl Saved {
 
     /// What a rule of `key` keeps of its output `t` (it must not carry this key's slot, which
     /// leads back to the rule): a recipe when mirroring pays, a handle carrying the slots of
-    /// outer keys when they track it, else only the data (with the shape to restore, which
-    /// the rule keeps).
-    pub(crate) fn output(t: &Tensor, key: &KeyInner) -> (Saved, Option<Dims>) {
+    /// outer keys when they track it, else only the data (`true`: the rule must keep the
+    /// shape to restore).
+    pub(crate) fn output(t: &Tensor, key: &KeyInner) -> (Saved, bool) {
         if let Some(r) = Saved::mirrored(t, key) {
-            return (r, None);
+            return (r, false);
         }
         let version = t.storage().version();
         let whole = t.layout().is_contiguous()
@@ -228,14 +233,14 @@ impl Saved {
                     storage: t.storage().clone(),
                     version,
                 },
-                Some(Dims::from_slice(t.shape())),
+                true,
             ),
             tensor => (
                 Saved::Tensor {
                     tensor: tensor.unwrap_or_else(|| t.detach()),
                     version,
                 },
-                None,
+                false,
             ),
         }
     }

@@ -193,7 +193,7 @@ pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
 }
 
 pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
-    let shape = |i: usize| ctx.shapes[i].as_slice();
+    let shape = |i: usize| &ctx.shapes[i];
     Ok(match ctx.op {
         Op::Unary(u) => vec![match u {
             UnaryOp::Neg => Some(dy.neg()?),

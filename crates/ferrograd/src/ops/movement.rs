@@ -224,7 +224,7 @@ pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
 }
 
 pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
-    let shape = ctx.shapes[0].as_slice();
+    let shape = &ctx.shapes[0];
     Ok(match ctx.op {
         Op::Reshape(_) => vec![Some(dy.reshape(shape)?)],
         Op::Permute(perm) => {
