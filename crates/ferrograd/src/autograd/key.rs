@@ -44,10 +44,16 @@ pub(crate) struct GradFnState {
 #[derive(Default)]
 pub(crate) struct GradSlot {
     pub(crate) grad: Option<Tensor>,
+    /// Set for attached tensors only (boxed: the slots of op outputs, the many, do without).
+    pub(crate) attached: Option<Box<Attached>>,
+}
+
+/// What an attached tensor's slot adds.
+pub(crate) struct Attached {
     pub(crate) callbacks: Vec<GradCallback>,
-    /// Set for attached tensors: the tensor as attached (sharing its `.grad`), which
-    /// callbacks receive and `.grad` accumulation targets.
-    pub(crate) target: Option<Tensor>,
+    /// The tensor as attached (sharing its `.grad`), which callbacks receive and `.grad`
+    /// accumulation targets.
+    pub(crate) target: Tensor,
     pub(crate) accumulate: bool,
 }
 
@@ -57,7 +63,7 @@ pub(crate) type Target = (Arc<GradFn>, usize);
 /// Where one input's gradient goes, and this op's node in that slot's producer list.
 pub(crate) struct Dst {
     pub(crate) target: Arc<GradFn>,
-    pub(crate) idx: usize,
+    pub(crate) idx: u32,
     pub(crate) node: NodeId,
 }
 
@@ -165,7 +171,7 @@ impl KeyInner {
                 dsts.push(t.map(|(func, idx)| Dst {
                     node: ks.lists.push(func.slot_lists[idx]),
                     target: func,
-                    idx,
+                    idx: idx as u32,
                 }));
             }
             let f = Arc::new(GradFn {
@@ -349,11 +355,14 @@ impl GradKey {
         }
         if let Some(info) = tensor.grad_info(self.0.id) {
             let mut st = info.func.state();
-            let slot = &mut st.slots[info.idx];
+            let slot = st.slots[info.idx].attached.get_or_insert_with(|| {
+                Box::new(Attached {
+                    callbacks: Vec::new(),
+                    target: tensor.snapshot(),
+                    accumulate: false,
+                })
+            });
             slot.callbacks.extend(callback);
-            if slot.target.is_none() {
-                slot.target = Some(tensor.snapshot());
-            }
             slot.accumulate |= accumulate;
             return Ok(());
         }
@@ -369,9 +378,11 @@ impl GradKey {
                 state: Mutex::new(GradFnState {
                     slots: smallvec::smallvec![GradSlot {
                         grad: None,
-                        callbacks: callback.into_iter().collect(),
-                        target: Some(tensor.snapshot()),
-                        accumulate,
+                        attached: Some(Box::new(Attached {
+                            callbacks: callback.into_iter().collect(),
+                            target: tensor.snapshot(),
+                            accumulate,
+                        })),
                     }],
                     dsts: SmallVec::new(),
                     rule: None,
@@ -583,8 +594,8 @@ impl GradKey {
                 let mut ks = self.0.state();
                 for d in dsts.iter().flatten() {
                     ks.lists.unlink(d.node);
-                    if ks.lists.is_empty(d.target.slot_lists[d.idx]) {
-                        finals.push((d.target.clone(), d.idx));
+                    if ks.lists.is_empty(d.target.slot_lists[d.idx as usize]) {
+                        finals.push((d.target.clone(), d.idx as usize));
                     }
                 }
             }
@@ -618,7 +629,7 @@ fn run_rule(rule: &dyn GradRule, grads: &[Option<Tensor>], dsts: &[Option<Dst>])
     }
     for (d, g) in dsts.iter().zip(in_grads) {
         if let (Some(d), Some(g)) = (d, g) {
-            accumulate(&d.target, d.idx, g)?;
+            accumulate(&d.target, d.idx as usize, g)?;
         }
     }
     Ok(())
@@ -657,12 +668,10 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
         } else {
             slot.grad.clone()
         };
-        (
-            grad,
-            slot.callbacks.clone(),
-            slot.target.clone(),
-            slot.accumulate,
-        )
+        match &slot.attached {
+            Some(a) => (grad, a.callbacks.clone(), Some(a.target.clone()), a.accumulate),
+            None => (grad, Vec::new(), None, false),
+        }
     };
     let (Some(mut g), Some(tensor)) = (grad, target) else {
         return Ok(());
