@@ -1,6 +1,6 @@
 //! The Python `Tensor` class.
 
-use std::sync::RwLock;
+use std::cell::UnsafeCell;
 
 use ferrograd::{DType, Device, SliceSpec, Tensor};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
@@ -50,14 +50,20 @@ pub fn compute<T: Send>(
 #[pyclass(name = "Tensor", module = "ferrograd", weakref, subclass, frozen)]
 pub struct PyTensor {
     // In-place ops on a tensor that a GradKey tracks rebind the Python object to a handle
-    // carrying the op's tape state (over the same storage), hence the lock.
-    inner: RwLock<Tensor>,
+    // carrying the op's tape state (over the same storage), hence a cell. It is read and
+    // written only with the GIL held (every `&PyTensor` here comes from a GIL-bound
+    // reference), and reads clone the handle at once: no reference into the cell outlives the
+    // access, so the GIL alone serialises them and no lock is needed.
+    inner: UnsafeCell<Tensor>,
 }
+
+// SAFETY: see `inner`: all access is serialised by the GIL; `Tensor` itself is Send + Sync.
+unsafe impl Sync for PyTensor {}
 
 impl From<Tensor> for PyTensor {
     fn from(t: Tensor) -> Self {
         PyTensor {
-            inner: RwLock::new(t),
+            inner: UnsafeCell::new(t),
         }
     }
 }
@@ -93,16 +99,16 @@ impl PyTensor {
 
     /// The engine tensor this object currently stands for.
     pub fn tensor(&self) -> Tensor {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).clone()
+        // SAFETY: the GIL is held (see `inner`) and no `&mut` into the cell exists now.
+        unsafe { (*self.inner.get()).clone() }
     }
     fn t(&self) -> Tensor {
         self.tensor()
     }
     fn rebind(&self, t: Tensor) {
-        let old = std::mem::replace(
-            &mut *self.inner.write().unwrap_or_else(|e| e.into_inner()),
-            t,
-        );
+        // SAFETY: the GIL is held (see `inner`) and no reference into the cell exists now;
+        // the old handle is dropped after the cell is updated, outside the access.
+        let old = unsafe { std::mem::replace(&mut *self.inner.get(), t) };
         drop(old);
     }
 }
