@@ -282,6 +282,27 @@ def test_unary_special_values():
     np.testing.assert_array_equal(s, [0.0, 1.0])  # no nan from overflow
 
 
+def test_float32_tanh_is_within_two_ulp_everywhere():
+    # dense over the range where tanh is not yet +-1, plus the special values; the float32
+    # kernel is a polynomial / exp formula of its own, so check it against float64
+    a = np.concatenate(
+        [
+            np.linspace(-12.0, 12.0, 400_001),
+            np.geomspace(1e-38, 1.0, 2_001),
+            -np.geomspace(1e-38, 1.0, 2_001),
+            [0.0, -0.0, np.inf, -np.inf, 1e30, -1e30, np.nan],
+        ]
+    ).astype(np.float32)
+    got = fg.tensor(a).tanh().numpy()
+    want = np.tanh(a.astype(np.float64))
+    finite = ~np.isnan(a)
+    ulp = np.spacing(np.abs(want[finite]).astype(np.float32)).astype(np.float64)
+    err = np.abs(got[finite].astype(np.float64) - want[finite]) / ulp
+    assert err.max() <= 2.0, f"max error {err.max():.2f} ulp at x={a[finite][err.argmax()]}"
+    assert np.isnan(got[-1])
+    assert np.array_equal(np.signbit(got[finite]), np.signbit(want[finite]))  # -0.0 stays -0.0
+
+
 BINARY = {
     "add": (fg.add, np.add, lambda a, b: a + b, NUMERIC),
     "sub": (fg.sub, np.subtract, lambda a, b: a - b, NUMERIC),

@@ -669,7 +669,12 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
             slot.grad.clone()
         };
         match &slot.attached {
-            Some(a) => (grad, a.callbacks.clone(), Some(a.target.clone()), a.accumulate),
+            Some(a) => (
+                grad,
+                a.callbacks.clone(),
+                Some(a.target.clone()),
+                a.accumulate,
+            ),
             None => (grad, Vec::new(), None, false),
         }
     };
