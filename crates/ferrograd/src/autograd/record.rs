@@ -8,7 +8,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::key::{KeyInner, Target};
-use super::scope::{backward_mark, ceiling};
+use super::scope::{snapshot, Snapshot};
 use super::GradRule;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -33,13 +33,15 @@ pub(crate) fn record_builtin(op: &Op, inputs: &[&Tensor], outputs: &[Tensor]) ->
     if !is_recording_any() {
         return Ok(());
     }
-    mark_hidden(inputs, outputs);
+    let scope = snapshot();
+    mark_hidden(inputs, outputs, scope.mark);
     if !op.is_differentiable() {
         return Ok(());
     }
-    before_record(inputs)?;
+    before_record(inputs, scope)?;
     let custom = super::registry::lookup(op.name());
     record_with(
+        scope,
         Cow::Borrowed(op.name()),
         inputs,
         outputs,
@@ -72,8 +74,9 @@ pub fn record_custom(
     if !is_recording_any() {
         return Ok(());
     }
-    mark_hidden(inputs, outputs);
-    before_record(inputs)?;
+    let scope = snapshot();
+    mark_hidden(inputs, outputs, scope.mark);
+    before_record(inputs, scope)?;
     if outputs.iter().any(|o| o.is_tracked()) {
         return Err(Error::autograd(format!(
             "{name}: an output of a custom function is already tracked by a GradKey; \
@@ -84,13 +87,16 @@ pub fn record_custom(
         Some(n) => Cow::Borrowed(*n),
         None => Cow::Owned(name.to_string()),
     };
-    record_with(name, inputs, outputs, &mut |needs, key| {
+    record_with(scope, name, inputs, outputs, &mut |needs, key| {
         make_rule(needs, key.level)
     })
 }
 
 /// Checkpoint bookkeeping: note blocked tracked inputs, attach proxied ones.
-fn before_record(inputs: &[&Tensor]) -> Result<()> {
+fn before_record(inputs: &[&Tensor], scope: Snapshot) -> Result<()> {
+    if !scope.special {
+        return Ok(());
+    }
     if super::scope::capturing() {
         super::scope::capture(inputs);
     }
@@ -98,12 +104,9 @@ fn before_record(inputs: &[&Tensor]) -> Result<()> {
 }
 
 /// Outputs of an op run inside a backward, or computed from such tensors, carry the mark of
-/// that backward (see [`super::scope::backward_mark`]).
-fn mark_hidden(inputs: &[&Tensor], outputs: &[Tensor]) {
-    let mark = inputs
-        .iter()
-        .map(|t| t.hidden_from())
-        .fold(backward_mark(), u64::min);
+/// that backward (see [`super::scope::Snapshot::mark`]).
+fn mark_hidden(inputs: &[&Tensor], outputs: &[Tensor], mark: u64) {
+    let mark = inputs.iter().map(|t| t.hidden_from()).fold(mark, u64::min);
     if mark != u64::MAX {
         for o in outputs {
             o.set_hidden_from(mark);
@@ -112,6 +115,7 @@ fn mark_hidden(inputs: &[&Tensor], outputs: &[Tensor]) {
 }
 
 fn record_with(
+    scope: Snapshot,
     name: Cow<'static, str>,
     inputs: &[&Tensor],
     outputs: &[Tensor],
@@ -119,8 +123,12 @@ fn record_with(
 ) -> Result<()> {
     // one pass over the inputs (one lock each): the recording keys below the backward
     // ceiling that track any input, and each float input's slot for them
-    let top = ceiling();
-    let allowed = super::scope::proxy_key_id();
+    let top = scope.ceiling;
+    let allowed = if scope.special {
+        super::scope::proxy_key_id()
+    } else {
+        None
+    };
     let mut keys: SmallVec<[Arc<KeyInner>; 2]> = SmallVec::new();
     // (input, key id, the input's slot for that key)
     let mut slots: SmallVec<[(usize, u64, Option<Target>); 3]> = SmallVec::new();

@@ -7,28 +7,66 @@
 
 use std::cell::{Cell, RefCell};
 
+/// What every recorded op reads, in one thread-local without a destructor (one cheap access).
+struct Fast {
+    ceiling: Cell<u64>,
+    backward: Cell<u64>,
+    /// Active checkpoint captures plus recompute proxies: recording must consult them.
+    special: Cell<u32>,
+}
+
 thread_local! {
     static CEILINGS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
-    static CEILING: Cell<u64> = const { Cell::new(u64::MAX) };
-    static BACKWARD_LEVEL: Cell<u64> = const { Cell::new(u64::MAX) };
+    static FAST: Fast = const {
+        Fast {
+            ceiling: Cell::new(u64::MAX),
+            backward: Cell::new(u64::MAX),
+            special: Cell::new(0),
+        }
+    };
+}
+
+/// The scope state recording needs, read at once.
+#[derive(Clone, Copy)]
+pub(crate) struct Snapshot {
+    /// See [`ceiling`].
+    pub(crate) ceiling: u64,
+    /// Marks tensors computed in a backward: the level of the key running it (high 32 bits)
+    /// and a serial taken when it started (low 32 bits). A key whose level is above that level
+    /// and that already existed then was kept from recording that computation.
+    pub(crate) mark: u64,
+    /// Whether a checkpoint capture or a recompute proxy is active.
+    pub(crate) special: bool,
+}
+
+pub(crate) fn snapshot() -> Snapshot {
+    FAST.with(|f| Snapshot {
+        ceiling: f.ceiling.get(),
+        mark: f.backward.get(),
+        special: f.special.get() > 0,
+    })
+}
+
+fn special(delta: i32) {
+    FAST.with(|f| f.special.set(f.special.get().wrapping_add_signed(delta)));
 }
 
 /// Keys at this level or above do not record on this thread.
 pub fn ceiling() -> u64 {
-    CEILING.with(|c| c.get())
+    FAST.with(|f| f.ceiling.get())
 }
 
 /// Stops keys at `level` and above from recording until the matching [`pop_ceiling`].
 pub fn push_ceiling(level: u64) {
     let now = ceiling();
     CEILINGS.with(|s| s.borrow_mut().push(now));
-    CEILING.with(|c| c.set(now.min(level)));
+    FAST.with(|f| f.ceiling.set(now.min(level)));
 }
 
 /// Undoes the latest [`push_ceiling`].
 pub fn pop_ceiling() {
     let prev = CEILINGS.with(|s| s.borrow_mut().pop()).unwrap_or(u64::MAX);
-    CEILING.with(|c| c.set(prev));
+    FAST.with(|f| f.ceiling.set(prev));
 }
 
 /// RAII form of [`push_ceiling`] / [`pop_ceiling`].
@@ -52,13 +90,6 @@ pub fn no_grad() -> CeilingGuard {
     CeilingGuard::new(0)
 }
 
-/// Marks tensors computed in a backward: the level of the key running it (high 32 bits) and
-/// a serial taken when it started (low 32 bits). A key whose level is above that level and
-/// that already existed then was kept from recording that computation.
-pub(crate) fn backward_mark() -> u64 {
-    BACKWARD_LEVEL.with(|c| c.get())
-}
-
 pub(crate) fn unpack_mark(mark: u64) -> (u64, u64) {
     if mark == u64::MAX {
         (u64::MAX, 0)
@@ -72,13 +103,13 @@ pub(crate) struct BackwardGuard(u64);
 impl BackwardGuard {
     pub(crate) fn enter(level: u64, serial: u64) -> BackwardGuard {
         let mark = ((level & 0xffff_ffff) << 32) | (serial & 0xffff_ffff);
-        BackwardGuard(BACKWARD_LEVEL.with(|c| c.replace(c.get().min(mark))))
+        BackwardGuard(FAST.with(|f| f.backward.replace(f.backward.get().min(mark))))
     }
 }
 
 impl Drop for BackwardGuard {
     fn drop(&mut self) {
-        BACKWARD_LEVEL.with(|c| c.set(self.0));
+        FAST.with(|f| f.backward.set(self.0));
     }
 }
 
@@ -91,10 +122,15 @@ thread_local! {
 /// tracked tensors it reads: they become the inputs of the checkpoint op.
 pub(crate) fn push_capture() {
     CAPTURES.with(|c| c.borrow_mut().push(Vec::new()));
+    special(1);
 }
 
 pub(crate) fn pop_capture() -> Vec<super::GradInfo> {
-    CAPTURES.with(|c| c.borrow_mut().pop()).unwrap_or_default()
+    let popped = CAPTURES.with(|c| c.borrow_mut().pop());
+    if popped.is_some() {
+        special(-1);
+    }
+    popped.unwrap_or_default()
 }
 
 pub(crate) fn capturing() -> bool {
@@ -146,10 +182,15 @@ pub(crate) fn push_proxy(from: u64, to: super::GradKey) {
             seen: Vec::new(),
         })
     });
+    special(1);
 }
 
 pub(crate) fn pop_proxy() -> Option<Proxy> {
-    PROXY.with(|p| p.borrow_mut().pop())
+    let popped = PROXY.with(|p| p.borrow_mut().pop());
+    if popped.is_some() {
+        special(-1);
+    }
+    popped
 }
 
 /// The recompute key allowed to record despite the ceiling, if any.
