@@ -46,6 +46,27 @@ pub fn compute<T: Send>(
     }
 }
 
+/// Ops whose buffers all stay under this many elements (256 KiB at 8 bytes) get them straight
+/// from the allocator, where a failure aborts instead of panicking (only large buffers are
+/// reserved fallibly, see `compute`): such an op runs without the unwinding guard, which
+/// costs a measurable share of a tiny op (a stray panic still becomes a Python exception, at
+/// the binding's boundary).
+const SMALL_OP: usize = 1 << 15;
+
+/// [`compute`] for an op none of whose buffers exceeds `bound` elements.
+fn compute_bounded<T: Send>(
+    py: Python<'_>,
+    bound: usize,
+    work: usize,
+    f: impl FnOnce() -> ferrograd::Result<T> + Send,
+) -> ferrograd::Result<T> {
+    if bound < SMALL_OP {
+        f()
+    } else {
+        compute(py, work, f)
+    }
+}
+
 /// An n-dimensional array that takes part in automatic differentiation.
 #[pyclass(name = "Tensor", module = "ferrograd", weakref, subclass, frozen)]
 pub struct PyTensor {
@@ -117,7 +138,10 @@ type Unary = fn(&Tensor) -> ferrograd::Result<Tensor>;
 type Binary = fn(&Tensor, &Tensor) -> ferrograd::Result<Tensor>;
 
 pub fn unary(py: Python<'_>, x: &Tensor, f: Unary) -> PyResult<PyTensor> {
-    compute(py, x.numel(), || f(x)).py().map(PyTensor::from)
+    // an elementwise result has the input's size
+    compute_bounded(py, x.numel(), x.numel(), || f(x))
+        .py()
+        .map(PyTensor::from)
 }
 
 /// `f(a, other)`, or `f(other, a)` when `reflected`; Python numbers take `a`'s dtype.
@@ -131,8 +155,12 @@ pub fn binary(
 ) -> PyResult<PyTensor> {
     let b = arg(op, other, Some(a))?;
     let work = a.numel().max(b.numel());
+    // a broadcast (or matrix) product has at most as many elements as its operands together
+    let bound = a.numel().saturating_mul(b.numel());
     let (l, r) = if reflected { (&b, a) } else { (a, &b) };
-    compute(py, work, || f(l, r)).py().map(PyTensor::from)
+    compute_bounded(py, bound, work, || f(l, r))
+        .py()
+        .map(PyTensor::from)
 }
 
 pub fn pow_impl(py: Python<'_>, x: &Tensor, e: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
