@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-from typing_extensions import Self
+if TYPE_CHECKING:  # annotations only: the package needs nothing beyond numpy at run time
+    from typing_extensions import Self
 
 from . import _core
 from ._core import DTypeError, GradKey, Tensor
