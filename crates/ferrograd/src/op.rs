@@ -389,76 +389,81 @@ fn save_mask(op: &Op, needs: &[bool]) -> SaveMask {
     }
 }
 
-/// The inputs' shapes (and the output's, where a rule keeps only its data) in one flat buffer:
-/// nothing per shape to build and move when an op is recorded.
+/// The shapes a rule needs: each input's (kept only where it differs from the output's, which
+/// backward knows from the gradient it receives) and the output's where only its data is kept.
+/// Most ops' inputs have the output's shape, so usually nothing is stored.
 #[derive(Default)]
-pub(crate) struct Shapes {
-    dims: SmallVec<[usize; 8]>,
-    /// Where each shape ends in `dims`: the inputs', then the output's if kept.
-    ends: SmallVec<[u32; 4]>,
-    inputs: usize,
+struct Shapes {
+    /// The stored shapes' dims, one after another.
+    dims: SmallVec<[usize; 4]>,
+    /// Per input: the `(start, end)` of its dims, or `SAME` for the output's shape.
+    inputs: SmallVec<[(u32, u32); 3]>,
+    /// The output's, when stored.
+    output: Option<(u32, u32)>,
 }
 
+const SAME: (u32, u32) = (u32::MAX, u32::MAX);
+
 impl Shapes {
-    fn push_input(&mut self, shape: &[usize]) {
-        self.dims.extend_from_slice(shape);
-        self.ends.push(self.dims.len() as u32);
-        self.inputs += 1;
+    /// Appends `shape` (element by element: shapes are short, a bulk copy calls memmove).
+    fn store(&mut self, shape: &[usize]) -> (u32, u32) {
+        let start = self.dims.len() as u32;
+        for &d in shape {
+            self.dims.push(d);
+        }
+        (start, self.dims.len() as u32)
     }
 
-    fn push_output(&mut self, shape: &[usize]) {
-        self.dims.extend_from_slice(shape);
-        self.ends.push(self.dims.len() as u32);
-    }
-
-    fn entry(&self, i: usize) -> &[usize] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.dims[start..self.ends[i] as usize]
-    }
-
-    /// How many inputs the op has.
-    pub(crate) fn len(&self) -> usize {
-        self.inputs
-    }
-
-    /// The inputs' shapes in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &[usize]> + '_ {
-        (0..self.inputs).map(|i| self.entry(i))
-    }
-
-    /// The output's shape (empty unless only the output's data was saved).
-    fn output(&self) -> &[usize] {
-        if self.ends.len() > self.inputs {
-            self.entry(self.inputs)
+    fn push_input(&mut self, shape: &[usize], output: &[usize]) {
+        let at = if shape == output {
+            SAME
         } else {
-            &[]
+            self.store(shape)
+        };
+        self.inputs.push(at);
+    }
+
+    fn stored(&self, (start, end): (u32, u32)) -> &[usize] {
+        &self.dims[start as usize..end as usize]
+    }
+
+    /// Input `i`'s shape, given the output's.
+    fn input<'a>(&'a self, i: usize, output: &'a [usize]) -> &'a [usize] {
+        match self.inputs[i] {
+            SAME => output,
+            at => self.stored(at),
         }
     }
 }
 
-impl std::ops::Index<usize> for Shapes {
-    type Output = [usize];
-    fn index(&self, i: usize) -> &[usize] {
-        assert!(i < self.inputs, "input {i} of {}", self.inputs);
-        self.entry(i)
-    }
-}
-
-/// What a builtin rule sees in backward: the saved tensors and the inputs' shapes.
+/// What a builtin rule sees in backward: the saved tensors, the inputs' shapes and dtype.
 pub(crate) struct RuleCtx<'a> {
     pub(crate) op: &'a Op,
     inputs: &'a [Option<Saved>],
     output: &'a Option<Saved>,
-    pub(crate) shapes: &'a Shapes,
-    pub(crate) dtypes: &'a [DType],
+    shapes: &'a Shapes,
+    /// The output's shape (the incoming gradient's).
+    out_shape: &'a [usize],
+    /// The first input's dtype.
+    pub(crate) in_dtype: DType,
     pub(crate) needs: &'a [bool],
 }
 
 impl RuleCtx<'_> {
+    /// How many inputs the op has.
+    pub(crate) fn n_inputs(&self) -> usize {
+        self.needs.len()
+    }
+
+    /// Input `i`'s shape.
+    pub(crate) fn shape(&self, i: usize) -> &[usize] {
+        self.shapes.input(i, self.out_shape)
+    }
+
     /// Saved input `i` (the op's save mask must keep it).
     pub(crate) fn input(&self, i: usize) -> Result<Tensor> {
         match &self.inputs[i] {
-            Some(s) => s.get(self.op.name(), &self.shapes[i]),
+            Some(s) => s.get(self.op.name(), self.shape(i)),
             None => Err(Error::autograd(format!(
                 "{}: input {i} was not saved for backward",
                 self.op.name()
@@ -468,7 +473,7 @@ impl RuleCtx<'_> {
     /// The saved output.
     pub(crate) fn output(&self) -> Result<Tensor> {
         match self.output {
-            Some(s) => s.get(self.op.name(), self.shapes.output()),
+            Some(s) => s.get(self.op.name(), self.out_shape),
             None => Err(Error::autograd(format!(
                 "{}: output was not saved for backward",
                 self.op.name()
@@ -477,13 +482,13 @@ impl RuleCtx<'_> {
     }
 }
 
-/// The rule of a builtin op: the op, what its save mask kept, and the inputs' shapes.
+/// The rule of a builtin op: the op, what its save mask kept, and the shapes backward needs.
 pub(crate) struct BuiltinRule {
     op: Op,
     inputs: SmallVec<[Option<Saved>; 3]>,
     output: Option<Saved>,
     shapes: Shapes,
-    dtypes: SmallVec<[DType; 3]>,
+    in_dtype: DType,
     needs: SmallVec<[bool; 3]>,
 }
 
@@ -496,19 +501,17 @@ impl BuiltinRule {
         key: &KeyInner,
     ) -> BuiltinRule {
         let mask = save_mask(op, needs);
-        let n = inputs.len();
-        let mut saved = SmallVec::with_capacity(n);
+        let out = &outputs[0];
+        let mut saved = SmallVec::new();
         let mut shapes = Shapes::default();
-        let mut dtypes = SmallVec::with_capacity(n);
         for (t, &keep) in inputs.iter().zip(&mask.inputs) {
             saved.push(keep.then(|| Saved::input(t, key)));
-            shapes.push_input(t.shape());
-            dtypes.push(t.dtype());
+            shapes.push_input(t.shape(), out.shape());
         }
         let output = mask.outputs.then(|| {
-            let (s, data_only) = Saved::output(&outputs[0], key);
+            let (s, data_only) = Saved::output(out, key);
             if data_only {
-                shapes.push_output(outputs[0].shape());
+                shapes.output = Some(shapes.store(out.shape()));
             }
             s
         });
@@ -517,8 +520,8 @@ impl BuiltinRule {
             inputs: saved,
             output,
             shapes,
-            dtypes,
-            needs: SmallVec::from_slice(needs),
+            in_dtype: inputs[0].dtype(),
+            needs: needs.iter().copied().collect(),
         }
     }
 }
@@ -529,7 +532,7 @@ impl GradRule for BuiltinRule {
     }
 
     fn backward(&self, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
-        let n = self.shapes.len();
+        let n = self.needs.len();
         let Some(dy) = grads.first().and_then(|g| g.as_ref()) else {
             return Ok(vec![None; n]);
         };
@@ -538,7 +541,8 @@ impl GradRule for BuiltinRule {
             inputs: &self.inputs,
             output: &self.output,
             shapes: &self.shapes,
-            dtypes: &self.dtypes,
+            out_shape: dy.shape(),
+            in_dtype: self.in_dtype,
             needs: &self.needs,
         };
         let mut out = match &self.op {
@@ -565,13 +569,16 @@ impl GradRule for BuiltinRule {
     }
 
     fn saved_tensors(&self) -> Vec<Tensor> {
-        let inputs = self.inputs.iter().zip(self.shapes.iter());
-        inputs
-            .filter_map(|(s, shape)| s.as_ref()?.reported(shape))
+        // inputs are kept as handles, and a bare output's shape is stored
+        let out_shape = self.shapes.output.map(|at| self.shapes.stored(at));
+        self.inputs
+            .iter()
+            .flatten()
+            .filter_map(|s| s.reported(&[]))
             .chain(
                 self.output
                     .as_ref()
-                    .and_then(|s| s.reported(self.shapes.output())),
+                    .and_then(|s| s.reported(out_shape.unwrap_or(&[]))),
             )
             .collect()
     }

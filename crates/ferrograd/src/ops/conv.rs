@@ -246,8 +246,8 @@ pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
 }
 
 pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
-    let s = &ctx.shapes[0];
-    let mut out = vec![None; ctx.shapes.len()];
+    let s = ctx.shape(0);
+    let mut out = vec![None; ctx.n_inputs()];
     let need = |i: usize| ctx.needs.get(i).copied().unwrap_or(false);
     // the three convolution ops are each other's gradients: the convolution is bilinear
     let conv = |x: &Tensor, w: &Tensor, window: Window, groups: usize| {

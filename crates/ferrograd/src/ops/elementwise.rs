@@ -193,7 +193,7 @@ pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
 }
 
 pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
-    let shape = |i: usize| &ctx.shapes[i];
+    let shape = |i: usize| ctx.shape(i);
     Ok(match ctx.op {
         Op::Unary(u) => vec![match u {
             UnaryOp::Neg => Some(dy.neg()?),
@@ -321,7 +321,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             ]
         }
         Op::Cast(_) => {
-            let from = ctx.dtypes[0];
+            let from = ctx.in_dtype;
             vec![if from.is_float() {
                 Some(dy.astype(from)?)
             } else {
@@ -329,7 +329,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             }]
         }
         Op::Copy => vec![Some(dy.clone())],
-        _ => vec![None; ctx.shapes.len()],
+        _ => vec![None; ctx.n_inputs()],
     })
 }
 

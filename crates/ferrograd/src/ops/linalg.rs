@@ -57,7 +57,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
         let b = &ctx.input(1)?;
         Some(sum_to_shape(
             &dy.matmul(&b.transpose(-1, -2)?)?,
-            &ctx.shapes[0],
+            ctx.shape(0),
         )?)
     } else {
         None
@@ -66,7 +66,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
         let a = &ctx.input(0)?;
         Some(sum_to_shape(
             &a.transpose(-1, -2)?.matmul(dy)?,
-            &ctx.shapes[1],
+            ctx.shape(1),
         )?)
     } else {
         None

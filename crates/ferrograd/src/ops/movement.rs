@@ -224,7 +224,7 @@ pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
 }
 
 pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
-    let shape = &ctx.shapes[0];
+    let shape = ctx.shape(0);
     Ok(match ctx.op {
         Op::Reshape(_) => vec![Some(dy.reshape(shape)?)],
         Op::Permute(perm) => {
@@ -257,7 +257,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             let dv = if ctx.needs[1] {
                 Some(sum_to_shape(
                     &apply1(&Op::Slice(specs.clone()), &[dy])?,
-                    &ctx.shapes[1],
+                    ctx.shape(1),
                 )?)
             } else {
                 None
@@ -266,8 +266,9 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
         }
         Op::Concat(axis) => {
             let mut start = 0usize;
-            let mut out = Vec::with_capacity(ctx.shapes.len());
-            for (s, &need) in ctx.shapes.iter().zip(ctx.needs) {
+            let mut out = Vec::with_capacity(ctx.n_inputs());
+            for (i, &need) in ctx.needs.iter().enumerate() {
+                let s = ctx.shape(i);
                 let len = s[*axis];
                 out.push(if need {
                     Some(dy.narrow(*axis, start, len)?)
@@ -295,7 +296,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             let idx = &ctx.input(1)?;
             vec![Some(apply1(&Op::Gather(*axis), &[dy, idx])?), None]
         }
-        _ => vec![None; ctx.shapes.len()],
+        _ => vec![None; ctx.n_inputs()],
     })
 }
 

@@ -72,7 +72,7 @@ pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
 }
 
 pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
-    let shape = &ctx.shapes[0];
+    let shape = ctx.shape(0);
     Ok(vec![Some(match ctx.op {
         Op::Reduce { kind, axes, .. } => {
             let kept = kept_shape(shape, axes);
