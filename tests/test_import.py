@@ -1,0 +1,27 @@
+"""The installed package needs nothing beyond numpy at run time."""
+
+import subprocess
+import sys
+
+
+def test_every_module_imports_without_optional_packages():
+    # typing_extensions, torch, jax, hypothesis, pytest: none may be needed to import and use
+    # the package (annotation-only imports must stay behind TYPE_CHECKING)
+    code = """
+import sys
+for name in ("typing_extensions", "torch", "jax", "hypothesis", "pytest"):
+    sys.modules[name] = None  # makes `import name` fail
+import numpy as np
+import ferrograd as fg
+import ferrograd.nn, ferrograd.optim, ferrograd.autodiff, ferrograd.cuda
+x = fg.tensor(np.ones(3, "f4"))
+with fg.GradManager() as gm:
+    gm.attach([x])
+    y = (x * x).sum()
+    gm.backward(y)
+assert x.grad.numpy().tolist() == [2.0, 2.0, 2.0]
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
