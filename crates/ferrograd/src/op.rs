@@ -389,59 +389,52 @@ fn save_mask(op: &Op, needs: &[bool]) -> SaveMask {
     }
 }
 
-/// The shapes a rule needs: each input's (kept only where it differs from the output's, which
-/// backward knows from the gradient it receives) and the output's where only its data is kept.
-/// Most ops' inputs have the output's shape, so usually nothing is stored.
+/// Shapes a rule keeps: each input's where it differs from the output's (backward knows the
+/// output's from the gradient it receives). Most ops' inputs have the output's shape, so usually
+/// none are kept.
 #[derive(Default)]
 struct Shapes {
     /// The stored shapes' dims, one after another.
-    dims: SmallVec<[usize; 4]>,
+    dims: Vec<usize>,
     /// Per input: the `(start, end)` of its dims, or `SAME` for the output's shape.
-    inputs: SmallVec<[(u32, u32); 3]>,
-    /// The output's, when stored.
-    output: Option<(u32, u32)>,
+    inputs: Vec<(u32, u32)>,
 }
 
 const SAME: (u32, u32) = (u32::MAX, u32::MAX);
 
 impl Shapes {
-    /// Appends `shape` (element by element: shapes are short, a bulk copy calls memmove).
-    fn store(&mut self, shape: &[usize]) -> (u32, u32) {
-        let start = self.dims.len() as u32;
-        for &d in shape {
-            self.dims.push(d);
-        }
-        (start, self.dims.len() as u32)
-    }
-
     fn push_input(&mut self, shape: &[usize], output: &[usize]) {
         let at = if shape == output {
             SAME
         } else {
-            self.store(shape)
+            let start = self.dims.len() as u32;
+            self.dims.extend_from_slice(shape);
+            (start, self.dims.len() as u32)
         };
         self.inputs.push(at);
-    }
-
-    fn stored(&self, (start, end): (u32, u32)) -> &[usize] {
-        &self.dims[start as usize..end as usize]
     }
 
     /// Input `i`'s shape, given the output's.
     fn input<'a>(&'a self, i: usize, output: &'a [usize]) -> &'a [usize] {
         match self.inputs[i] {
             SAME => output,
-            at => self.stored(at),
+            (start, end) => &self.dims[start as usize..end as usize],
         }
     }
+}
+
+/// What a rule keeps beyond the common case (at most two inputs, shaped like the output).
+struct More {
+    /// Inputs from the third on: what was saved, and whether each needs a gradient.
+    saved: Vec<Option<Saved>>,
+    needs: Vec<bool>,
+    shapes: Shapes,
 }
 
 /// What a builtin rule sees in backward: the saved tensors, the inputs' shapes and dtype.
 pub(crate) struct RuleCtx<'a> {
     pub(crate) op: &'a Op,
-    inputs: &'a [Option<Saved>],
-    output: &'a Option<Saved>,
-    shapes: &'a Shapes,
+    rule: &'a BuiltinRule,
     /// The output's shape (the incoming gradient's).
     out_shape: &'a [usize],
     /// The first input's dtype.
@@ -457,12 +450,20 @@ impl RuleCtx<'_> {
 
     /// Input `i`'s shape.
     pub(crate) fn shape(&self, i: usize) -> &[usize] {
-        self.shapes.input(i, self.out_shape)
+        match &self.rule.more {
+            Some(m) if !m.shapes.inputs.is_empty() => m.shapes.input(i, self.out_shape),
+            _ => self.out_shape,
+        }
     }
 
     /// Saved input `i` (the op's save mask must keep it).
     pub(crate) fn input(&self, i: usize) -> Result<Tensor> {
-        match &self.inputs[i] {
+        let saved = match (i, &self.rule.more) {
+            (0 | 1, _) => self.rule.first[i].as_ref(),
+            (_, Some(m)) => m.saved.get(i - 2).and_then(Option::as_ref),
+            _ => None,
+        };
+        match saved {
             Some(s) => s.get(self.op.name(), self.shape(i)),
             None => Err(Error::autograd(format!(
                 "{}: input {i} was not saved for backward",
@@ -472,7 +473,7 @@ impl RuleCtx<'_> {
     }
     /// The saved output.
     pub(crate) fn output(&self) -> Result<Tensor> {
-        match self.output {
+        match &self.rule.output {
             Some(s) => s.get(self.op.name(), self.out_shape),
             None => Err(Error::autograd(format!(
                 "{}: output was not saved for backward",
@@ -483,13 +484,20 @@ impl RuleCtx<'_> {
 }
 
 /// The rule of a builtin op: the op, what its save mask kept, and the shapes backward needs.
+/// Laid out for the common case (at most two inputs, shaped like the output): recording a
+/// tiny op is dominated by building this record.
 pub(crate) struct BuiltinRule {
     op: Op,
-    inputs: SmallVec<[Option<Saved>; 3]>,
+    /// What was saved of the first two inputs.
+    first: [Option<Saved>; 2],
     output: Option<Saved>,
-    shapes: Shapes,
+    /// The output's shape, kept only where only its data is saved (for reports).
+    out_shape: Option<Box<[usize]>>,
+    /// Whether the first two inputs need gradients.
+    needs: [bool; 2],
+    n_inputs: usize,
     in_dtype: DType,
-    needs: SmallVec<[bool; 3]>,
+    more: Option<Box<More>>,
 }
 
 impl BuiltinRule {
@@ -502,27 +510,51 @@ impl BuiltinRule {
     ) -> BuiltinRule {
         let mask = save_mask(op, needs);
         let out = &outputs[0];
-        let mut saved = SmallVec::new();
-        let mut shapes = Shapes::default();
-        for (t, &keep) in inputs.iter().zip(&mask.inputs) {
-            saved.push(keep.then(|| Saved::input(t, key)));
-            shapes.push_input(t.shape(), out.shape());
-        }
+        let save = |i: usize| mask.inputs[i].then(|| Saved::input(inputs[i], key));
+        let n = inputs.len();
+        let first = [save(0), if n > 1 { save(1) } else { None }];
+        let same = inputs.iter().all(|t| t.shape() == out.shape());
+        let more = (n > 2 || !same).then(|| {
+            let mut shapes = Shapes::default();
+            if !same {
+                for t in inputs {
+                    shapes.push_input(t.shape(), out.shape());
+                }
+            }
+            Box::new(More {
+                saved: (2..n).map(save).collect(),
+                needs: needs.get(2..).unwrap_or(&[]).to_vec(),
+                shapes,
+            })
+        });
+        let mut out_shape = None;
         let output = mask.outputs.then(|| {
             let (s, data_only) = Saved::output(out, key);
             if data_only {
-                shapes.output = Some(shapes.store(out.shape()));
+                out_shape = Some(out.shape().into());
             }
             s
         });
         BuiltinRule {
             op: op.clone(),
-            inputs: saved,
+            first,
             output,
-            shapes,
+            out_shape,
+            needs: [needs[0], n > 1 && needs[1]],
+            n_inputs: n,
             in_dtype: inputs[0].dtype(),
-            needs: needs.iter().copied().collect(),
+            more,
         }
+    }
+
+    /// Whether each input needs a gradient.
+    fn needs(&self) -> SmallVec<[bool; 4]> {
+        let mut v: SmallVec<[bool; 4]> =
+            self.needs[..self.n_inputs.min(2)].iter().copied().collect();
+        if let Some(m) = &self.more {
+            v.extend(m.needs.iter().copied());
+        }
+        v
     }
 }
 
@@ -532,18 +564,17 @@ impl GradRule for BuiltinRule {
     }
 
     fn backward(&self, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
-        let n = self.needs.len();
+        let n = self.n_inputs;
         let Some(dy) = grads.first().and_then(|g| g.as_ref()) else {
             return Ok(vec![None; n]);
         };
+        let needs = self.needs();
         let ctx = RuleCtx {
             op: &self.op,
-            inputs: &self.inputs,
-            output: &self.output,
-            shapes: &self.shapes,
+            rule: self,
             out_shape: dy.shape(),
             in_dtype: self.in_dtype,
-            needs: &self.needs,
+            needs: &needs,
         };
         let mut out = match &self.op {
             Op::Unary(_)
@@ -560,7 +591,7 @@ impl GradRule for BuiltinRule {
             _ => movement::backward(&ctx, dy)?,
         };
         out.resize(n, None);
-        for (g, &need) in out.iter_mut().zip(&self.needs) {
+        for (g, &need) in out.iter_mut().zip(&needs) {
             if !need {
                 *g = None;
             }
@@ -569,16 +600,17 @@ impl GradRule for BuiltinRule {
     }
 
     fn saved_tensors(&self) -> Vec<Tensor> {
-        // inputs are kept as handles, and a bare output's shape is stored
-        let out_shape = self.shapes.output.map(|at| self.shapes.stored(at));
-        self.inputs
+        // inputs are kept as handles; a bare output's shape is kept
+        let more = self.more.iter().flat_map(|m| m.saved.iter());
+        self.first
             .iter()
+            .chain(more)
             .flatten()
             .filter_map(|s| s.reported(&[]))
             .chain(
                 self.output
                     .as_ref()
-                    .and_then(|s| s.reported(out_shape.unwrap_or(&[]))),
+                    .and_then(|s| s.reported(self.out_shape.as_deref().unwrap_or(&[]))),
             )
             .collect()
     }
