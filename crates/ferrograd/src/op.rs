@@ -358,17 +358,30 @@ pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
 }
 
 /// Which inputs and outputs a rule keeps, given which inputs need a gradient.
+#[derive(Default)]
 pub(crate) struct SaveMask {
-    pub(crate) inputs: SmallVec<[bool; 3]>,
+    /// A bit per input (no rule keeps an input past the first few).
+    inputs: u64,
     pub(crate) outputs: bool,
 }
 
 impl SaveMask {
-    pub(crate) fn none(n: usize) -> SaveMask {
-        SaveMask {
-            inputs: smallvec::smallvec![false; n],
-            outputs: false,
+    pub(crate) fn none() -> SaveMask {
+        SaveMask::default()
+    }
+
+    /// Keeps input `i` or not.
+    pub(crate) fn input(&mut self, i: usize, keep: bool) {
+        debug_assert!(i < 64, "input {i}: rules keep only the first inputs");
+        if keep {
+            self.inputs |= 1 << i;
+        } else {
+            self.inputs &= !(1 << i);
         }
+    }
+
+    pub(crate) fn keeps(&self, i: usize) -> bool {
+        i < 64 && (self.inputs >> i) & 1 == 1
     }
 }
 
@@ -382,10 +395,10 @@ fn save_mask(op: &Op, needs: &[bool]) -> SaveMask {
         | Op::Where
         | Op::Cast(_)
         | Op::Copy => elementwise::saves(op, needs),
-        Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::saves(op, needs),
+        Op::Reduce { .. } | Op::Softmax(_) | Op::LogSoftmax(_) => reduce::saves(op),
         Op::MatMul => linalg::saves(needs),
         op if op.is_window() => conv::saves(op, needs),
-        _ => movement::saves(op, needs),
+        _ => movement::saves(op),
     }
 }
 
@@ -510,7 +523,7 @@ impl BuiltinRule {
     ) -> BuiltinRule {
         let mask = save_mask(op, needs);
         let out = &outputs[0];
-        let save = |i: usize| mask.inputs[i].then(|| Saved::input(inputs[i], key));
+        let save = |i: usize| mask.keeps(i).then(|| Saved::input(inputs[i], key));
         let n = inputs.len();
         let first = [save(0), if n > 1 { save(1) } else { None }];
         let same = inputs.iter().all(|t| t.shape() == out.shape());

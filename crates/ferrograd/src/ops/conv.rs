@@ -225,21 +225,21 @@ fn expect_output(op: &str, dys: &[usize], s: &cpu::ConvShape) -> Result<()> {
 }
 
 pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
-    let mut m = SaveMask::none(needs.len());
+    let mut m = SaveMask::none();
     match op {
         // conv2d (x, w[, b]): dx needs w, dw needs x
         Op::Conv2d { .. } => {
-            m.inputs[0] = needs[1];
-            m.inputs[1] = needs[0];
+            m.input(0, needs[1]);
+            m.input(1, needs[0]);
         }
         // input grad (dy, w): d(dy) = conv(g, w), dw = weight_grad(g, dy)
         // weight grad (x, dy): dx = input_grad(dy, g), d(dy) = conv(x, g)
         Op::Conv2dInputGrad { .. } | Op::Conv2dWeightGrad { .. } => {
-            m.inputs[0] = needs[1];
-            m.inputs[1] = needs[0];
+            m.input(0, needs[1]);
+            m.input(1, needs[0]);
         }
-        Op::MaxPool2d(_) => m.inputs[0] = needs[0],
-        Op::MaxPool2dGrad(_) => m.inputs[0] = needs[1],
+        Op::MaxPool2d(_) => m.input(0, needs[0]),
+        Op::MaxPool2dGrad(_) => m.input(0, needs[1]),
         _ => {}
     }
     m

@@ -158,35 +158,42 @@ fn packed_cpu(op: &Op, inputs: &[&Tensor]) -> Option<Result<Tensor>> {
 }
 
 pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
-    let mut m = SaveMask::none(needs.len());
+    let mut m = SaveMask::none();
     match op {
         Op::Unary(u) => match u {
             UnaryOp::Exp | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Relu | UnaryOp::Sqrt => {
                 m.outputs = true
             }
-            UnaryOp::Log | UnaryOp::Abs => m.inputs[0] = true,
+            UnaryOp::Log | UnaryOp::Abs => m.input(0, true),
             UnaryOp::Neg | UnaryOp::Sign => {}
         },
         Op::Binary(b) => match b {
             BinaryOp::Add | BinaryOp::Sub => {}
             // d(a*b)/da = b and d(a*b)/db = a: keep only the operand a requested gradient uses
-            BinaryOp::Mul => m.inputs = smallvec::smallvec![needs[1], needs[0]],
+            BinaryOp::Mul => {
+                m.input(0, needs[1]);
+                m.input(1, needs[0]);
+            }
             BinaryOp::Div => {
-                m.inputs[1] = true;
+                m.input(1, true);
                 m.outputs = needs[1];
             }
             BinaryOp::Pow => {
-                m.inputs = smallvec::smallvec![true, true];
+                m.input(0, true);
+                m.input(1, true);
                 m.outputs = needs[1];
             }
-            BinaryOp::Maximum | BinaryOp::Minimum => m.inputs = smallvec::smallvec![true, true],
+            BinaryOp::Maximum | BinaryOp::Minimum => {
+                m.input(0, true);
+                m.input(1, true);
+            }
         },
-        Op::PowScalar(_) => m.inputs[0] = true,
+        Op::PowScalar(_) => m.input(0, true),
         Op::ActGrad(u) => {
-            m.inputs[1] = true;
-            m.inputs[0] = needs[1] && *u != UnaryOp::Relu;
+            m.input(1, true);
+            m.input(0, needs[1] && *u != UnaryOp::Relu);
         }
-        Op::Where => m.inputs[0] = true,
+        Op::Where => m.input(0, true),
         _ => {}
     }
     m

@@ -46,10 +46,10 @@ pub(crate) fn forward(_op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
 
 pub(crate) fn saves(needs: &[bool]) -> SaveMask {
     // dA = dY @ B^T needs B; dB = A^T @ dY needs A
-    SaveMask {
-        inputs: smallvec::smallvec![needs[1], needs[0]],
-        outputs: false,
-    }
+    let mut m = SaveMask::none();
+    m.input(0, needs[1]);
+    m.input(1, needs[0]);
+    m
 }
 
 pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {

@@ -215,10 +215,10 @@ fn check_index(op: &str, x: &Tensor, idx: &Tensor, axis: usize) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
-    let mut m = SaveMask::none(needs.len());
+pub(crate) fn saves(op: &Op) -> SaveMask {
+    let mut m = SaveMask::none();
     if matches!(op, Op::Gather(_) | Op::ScatterAdd { .. }) {
-        m.inputs[1] = true;
+        m.input(1, true);
     }
     m
 }

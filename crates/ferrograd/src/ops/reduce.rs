@@ -55,14 +55,14 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     Ok(out)
 }
 
-pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
-    let mut m = SaveMask::none(needs.len());
+pub(crate) fn saves(op: &Op) -> SaveMask {
+    let mut m = SaveMask::none();
     match op {
         Op::Reduce {
             kind: ReduceKind::Max | ReduceKind::Min,
             ..
         } => {
-            m.inputs[0] = true;
+            m.input(0, true);
             m.outputs = true;
         }
         Op::Softmax(_) | Op::LogSoftmax(_) => m.outputs = true,
