@@ -7,10 +7,11 @@ use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
 
-/// Shape storage: inline up to 6 axes, so making a view allocates nothing.
-pub type Dims = SmallVec<[usize; 6]>;
+/// Shape storage: inline up to 4 axes (every layout the engine makes), so making a view
+/// allocates nothing and a tensor stays small; more axes spill to the heap.
+pub type Dims = SmallVec<[usize; 4]>;
 /// Stride storage, inline like [`Dims`].
-pub type Strides = SmallVec<[isize; 6]>;
+pub type Strides = SmallVec<[isize; 4]>;
 
 /// A view of a flat buffer: element `idx` lives at `offset + sum(idx[d] * strides[d])`.
 #[derive(Debug, PartialEq, Eq)]
