@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
 
-/// Shape storage: inline up to 4 axes (every layout the engine makes), so making a view
+/// Shape storage: inline up to 4 axes (the common case), so making a view
 /// allocates nothing and a tensor stays small; more axes spill to the heap.
 pub type Dims = SmallVec<[usize; 4]>;
 /// Stride storage, inline like [`Dims`].
