@@ -155,8 +155,7 @@ fn record_with(
     if keys.len() > 1 {
         keys.sort_by_key(|k| (k.level, k.id));
     }
-    let last = keys.len().saturating_sub(1);
-    for (n, key) in keys.into_iter().enumerate() {
+    for key in keys {
         let mut targets: SmallVec<[Option<Target>; 3]> = SmallVec::new();
         let mut needs: SmallVec<[bool; 3]> = SmallVec::new();
         for _ in 0..inputs.len() {
@@ -166,12 +165,8 @@ fn record_with(
         let mut any = false;
         for (i, id, target) in &mut slots {
             if *id == key.id {
-                // the last key takes the slots; earlier ones clone theirs
-                targets[*i] = if n == last {
-                    target.take()
-                } else {
-                    target.clone()
-                };
+                // each slot belongs to one key: it is moved, not cloned
+                targets[*i] = target.take();
                 needs[*i] = true;
                 any = true;
             }
