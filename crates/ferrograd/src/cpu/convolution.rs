@@ -363,33 +363,23 @@ pub(crate) fn conv2d_input_grad(
                 let dyg = &d[g * og * p..(g + 1) * og * p];
                 let wg = &w[g * og * ck..(g + 1) * og * ck];
                 let dxg = &mut dx[g * cg * s.h * s.w..(g + 1) * cg * s.h * s.w];
-                // columns' gradient: w^T [ck, og] times dy [og, p]
-                if s.pointwise() {
-                    gemm(
-                        (ck, p, og),
-                        dxg,
-                        p,
-                        false,
-                        wg,
-                        (1, ck),
-                        dyg,
-                        (p, 1),
-                        T::ONE,
-                        par,
-                    );
-                } else {
-                    gemm(
-                        (ck, p, og),
-                        buf,
-                        p,
-                        false,
-                        wg,
-                        (1, ck),
-                        dyg,
-                        (p, 1),
-                        T::ONE,
-                        par,
-                    );
+                // columns' gradient: w^T [ck, og] times dy [og, p], straight into dx for a
+                // pointwise kernel (its columns are the image), else folded back by col2im
+                let pointwise = s.pointwise();
+                let cols: &mut [T] = if pointwise { dxg } else { buf };
+                gemm(
+                    (ck, p, og),
+                    cols,
+                    p,
+                    false,
+                    wg,
+                    (1, ck),
+                    dyg,
+                    (p, 1),
+                    T::ONE,
+                    par,
+                );
+                if !pointwise {
                     col2im(buf, s, cg, dxg);
                 }
             }
