@@ -366,10 +366,6 @@ pub(crate) struct SaveMask {
 }
 
 impl SaveMask {
-    pub(crate) fn none() -> SaveMask {
-        SaveMask::default()
-    }
-
     /// Keeps input `i` or not.
     pub(crate) fn input(&mut self, i: usize, keep: bool) {
         debug_assert!(i < 64, "input {i}: rules keep only the first inputs");
@@ -619,11 +615,11 @@ impl GradRule for BuiltinRule {
             .iter()
             .chain(more)
             .flatten()
-            .filter_map(|s| s.reported(&[]))
+            .filter_map(|s| s.handle(&[]))
             .chain(
                 self.output
                     .as_ref()
-                    .and_then(|s| s.reported(self.out_shape.as_deref().unwrap_or(&[]))),
+                    .and_then(|s| s.handle(self.out_shape.as_deref().unwrap_or(&[]))),
             )
             .collect()
     }

@@ -193,21 +193,12 @@ impl KeyInner {
             }
             f
         };
-        // each float output gets its slot; the last one takes `f` itself
-        let mut f = Some(f);
-        for (i, o) in outputs.iter().enumerate().rev() {
-            if !o.dtype().is_float() {
-                continue;
-            }
-            let func = match outputs[..i].iter().any(|p| p.dtype().is_float()) {
-                true => f.clone(),
-                false => f.take(),
-            };
-            if let Some(func) = func {
+        for (i, o) in outputs.iter().enumerate() {
+            if o.dtype().is_float() {
                 o.push_info(GradInfo {
                     key_id: self.id,
                     key_level: self.level,
-                    func,
+                    func: f.clone(),
                     idx: i,
                 });
             }

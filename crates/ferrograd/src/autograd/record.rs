@@ -294,8 +294,9 @@ impl Saved {
         Ok(self.handle(shape).expect("not a recipe"))
     }
 
-    /// A handle on the saved data (none for a recipe).
-    fn handle(&self, shape: &[usize]) -> Option<Tensor> {
+    /// A handle on the saved data (none for a recipe): what backward uses and reports show.
+    /// `shape` restores bare data.
+    pub(crate) fn handle(&self, shape: &[usize]) -> Option<Tensor> {
         match self {
             Saved::Tensor { tensor, .. } => Some(tensor.clone()),
             Saved::Data { storage, .. } => Some(Tensor::from_parts(
@@ -304,10 +305,5 @@ impl Saved {
             )),
             Saved::Recipe(_) => None,
         }
-    }
-
-    /// The tensor a report shows: the saved data, or none for a recipe.
-    pub(crate) fn reported(&self, shape: &[usize]) -> Option<Tensor> {
-        self.handle(shape)
     }
 }

@@ -225,7 +225,7 @@ fn expect_output(op: &str, dys: &[usize], s: &cpu::ConvShape) -> Result<()> {
 }
 
 pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
-    let mut m = SaveMask::none();
+    let mut m = SaveMask::default();
     match op {
         // conv2d (x, w[, b]): dx needs w, dw needs x
         Op::Conv2d { .. } => {

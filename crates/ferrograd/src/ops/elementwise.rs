@@ -1,6 +1,6 @@
 //! Unary and binary elementwise ops, comparisons, `where`, casts and copies.
 
-use super::{kernel, same_dtype, sum_to_shape};
+use super::{kernel, same_dtype, sum_to_shape, with_cpu};
 use std::sync::Arc;
 
 use crate::cpu;
@@ -9,7 +9,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::broadcast_shapes;
 use crate::op::{apply1, BinaryOp, CmpOp, Op, RuleCtx, SaveMask, UnaryOp};
-use crate::storage::{Storage, StorageData};
+use crate::storage::Storage;
 use crate::tensor::Tensor;
 
 pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
@@ -131,26 +131,14 @@ fn packed_cpu(op: &Op, inputs: &[&Tensor]) -> Option<Result<Tensor>> {
         return None;
     }
     let data = match (op, inputs) {
-        (Op::Unary(u), [_]) => {
-            let g = x.storage().read();
-            match &*g {
-                StorageData::Cpu(d) => cpu::unary(*u, d, x.layout()),
-                #[cfg(feature = "cuda")]
-                _ => return None,
-            }
-        }
+        (Op::Unary(u), [_]) => with_cpu(inputs, |d| cpu::unary(*u, d[0], x.layout())),
         (Op::Binary(b), [_, y]) => {
             if !packed(y) || x.shape() != y.shape() || x.dtype() != y.dtype() {
                 return None;
             }
-            let (gx, gy) = (x.storage().read(), y.storage().read());
-            match (&*gx, &*gy) {
-                (StorageData::Cpu(dx), StorageData::Cpu(dy)) => {
-                    cpu::binary(*b, dx, x.layout(), dy, y.layout())
-                }
-                #[cfg(feature = "cuda")]
-                _ => return None,
-            }
+            with_cpu(inputs, |d| {
+                cpu::binary(*b, d[0], x.layout(), d[1], y.layout())
+            })
         }
         _ => return None,
     };
@@ -158,7 +146,7 @@ fn packed_cpu(op: &Op, inputs: &[&Tensor]) -> Option<Result<Tensor>> {
 }
 
 pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
-    let mut m = SaveMask::none();
+    let mut m = SaveMask::default();
     match op {
         Op::Unary(u) => match u {
             UnaryOp::Exp | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Relu | UnaryOp::Sqrt => {

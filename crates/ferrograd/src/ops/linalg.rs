@@ -46,7 +46,7 @@ pub(crate) fn forward(_op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
 
 pub(crate) fn saves(needs: &[bool]) -> SaveMask {
     // dA = dY @ B^T needs B; dB = A^T @ dY needs A
-    let mut m = SaveMask::none();
+    let mut m = SaveMask::default();
     m.input(0, needs[1]);
     m.input(1, needs[0]);
     m

@@ -56,7 +56,7 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
 }
 
 pub(crate) fn saves(op: &Op) -> SaveMask {
-    let mut m = SaveMask::none();
+    let mut m = SaveMask::default();
     match op {
         Op::Reduce {
             kind: ReduceKind::Max | ReduceKind::Min,
