@@ -51,9 +51,9 @@ pub fn numel(shape: &[usize]) -> usize {
 }
 
 /// Numpy broadcasting of two shapes.
-pub fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+pub fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Result<Dims> {
     let n = a.len().max(b.len());
-    let mut out = vec![0; n];
+    let mut out: Dims = smallvec::smallvec![0; n];
     for i in 0..n {
         let da = if i + a.len() >= n {
             a[i + a.len() - n]
@@ -388,8 +388,14 @@ mod tests {
 
     #[test]
     fn broadcasting_follows_numpy() {
-        assert_eq!(broadcast_shapes("t", &[3, 1], &[4]).unwrap(), vec![3, 4]);
-        assert_eq!(broadcast_shapes("t", &[], &[2, 2]).unwrap(), vec![2, 2]);
+        assert_eq!(
+            broadcast_shapes("t", &[3, 1], &[4]).unwrap().as_slice(),
+            [3, 4]
+        );
+        assert_eq!(
+            broadcast_shapes("t", &[], &[2, 2]).unwrap().as_slice(),
+            [2, 2]
+        );
         assert!(broadcast_shapes("t", &[3], &[4]).is_err());
     }
 

@@ -25,7 +25,7 @@ impl Tensor {
             ));
         }
         let ok = broadcast_shapes("assign", value.shape(), self.shape())
-            .map(|s| s == self.shape())
+            .map(|s| s.as_slice() == self.shape())
             .unwrap_or(false);
         if !ok {
             return Err(Error::shape(
@@ -96,7 +96,7 @@ impl Tensor {
             other.clone()
         };
         let ok = broadcast_shapes(op.name(), other.shape(), self.shape())
-            .map(|s| s == self.shape())
+            .map(|s| s.as_slice() == self.shape())
             .unwrap_or(false);
         if !ok {
             return Err(Error::shape(

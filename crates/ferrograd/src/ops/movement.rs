@@ -82,7 +82,7 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
             same_dtype("setitem", inputs)?;
             let region = x.layout().slice(specs);
             let ok = broadcast_shapes("setitem", v.shape(), region.shape())
-                .map(|s| s == region.shape())
+                .map(|s| s.as_slice() == region.shape())
                 .unwrap_or(false);
             if !ok {
                 return Err(Error::shape(
@@ -216,7 +216,7 @@ fn check_index(op: &str, x: &Tensor, idx: &Tensor, axis: usize) -> Result<()> {
 }
 
 pub(crate) fn saves(op: &Op) -> SaveMask {
-    let mut m = SaveMask::none();
+    let mut m = SaveMask::default();
     if matches!(op, Op::Gather(_) | Op::ScatterAdd { .. }) {
         m.input(1, true);
     }
@@ -403,7 +403,7 @@ impl Tensor {
         }
         let ok = shape.len() >= self.ndim()
             && broadcast_shapes("broadcast_to", self.shape(), shape)
-                .map(|s| s == shape)
+                .map(|s| s.as_slice() == shape)
                 .unwrap_or(false);
         if !ok {
             return Err(Error::shape(
