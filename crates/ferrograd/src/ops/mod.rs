@@ -27,23 +27,38 @@ pub(crate) fn target_device(ts: &[&Tensor]) -> Device {
         .unwrap_or(Device::Cpu)
 }
 
-/// Runs `f` on the CPU buffers of `ts`, holding their read locks for the duration.
+/// Runs `f` on the CPU buffers of `ts`, holding their read locks for the duration. One and
+/// two inputs (nearly every op) take their locks without building vectors.
 pub(crate) fn with_cpu<R>(ts: &[&Tensor], f: impl FnOnce(&[&CpuData]) -> Result<R>) -> Result<R> {
-    let guards: smallvec::SmallVec<[_; 3]> = ts.iter().map(|t| t.storage().read()).collect();
-    let mut datas: smallvec::SmallVec<[&CpuData; 3]> = smallvec::SmallVec::new();
-    for g in &guards {
-        match &**g {
-            StorageData::Cpu(d) => datas.push(d),
+    fn cpu(g: &StorageData) -> Result<&CpuData> {
+        match g {
+            StorageData::Cpu(d) => Ok(d),
             #[cfg(feature = "cuda")]
-            StorageData::Cuda(_) => {
-                return Err(Error::device(
-                    "kernel",
-                    "a CUDA tensor reached a CPU kernel",
-                ))
-            }
+            StorageData::Cuda(_) => Err(Error::device(
+                "kernel",
+                "a CUDA tensor reached a CPU kernel",
+            )),
         }
     }
-    f(&datas)
+    match ts {
+        [a] => {
+            let ga = a.storage().read();
+            f(&[cpu(&ga)?])
+        }
+        [a, b] => {
+            let (ga, gb) = (a.storage().read(), b.storage().read());
+            f(&[cpu(&ga)?, cpu(&gb)?])
+        }
+        _ => {
+            let guards: smallvec::SmallVec<[_; 3]> =
+                ts.iter().map(|t| t.storage().read()).collect();
+            let datas = guards
+                .iter()
+                .map(|g| cpu(g))
+                .collect::<Result<smallvec::SmallVec<[&CpuData; 3]>>>()?;
+            f(&datas)
+        }
+    }
 }
 
 /// Runs `f` on the device buffers of `ts`; 0-d CPU inputs are uploaded first.
