@@ -7,11 +7,21 @@
 //! extension hands to numpy is freed by the extension, so allocators never mix.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::ffi::c_void;
 
-use mimalloc::MiMalloc;
+use libmimalloc_sys as mi;
 
 /// Blocks up to this size come from mimalloc.
 const SMALL: usize = 64 << 10;
+
+/// mimalloc aligns every block to this (blocks under 16 bytes to 8).
+const MI_ALIGN: usize = 16;
+
+/// Whether mimalloc's plain entry points satisfy `layout`'s alignment: its aligned ones (which
+/// the `mimalloc` crate always calls) cost a few percent of a tiny op.
+fn plain(layout: &Layout) -> bool {
+    layout.align() <= MI_ALIGN && layout.align() <= layout.size()
+}
 
 struct Split;
 
@@ -24,7 +34,11 @@ static ALLOC: Split = Split;
 unsafe impl GlobalAlloc for Split {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if layout.size() <= SMALL {
-            MiMalloc.alloc(layout)
+            if plain(&layout) {
+                mi::mi_malloc(layout.size()) as *mut u8
+            } else {
+                mi::mi_malloc_aligned(layout.size(), layout.align()) as *mut u8
+            }
         } else {
             System.alloc(layout)
         }
@@ -32,7 +46,11 @@ unsafe impl GlobalAlloc for Split {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if layout.size() <= SMALL {
-            MiMalloc.alloc_zeroed(layout)
+            if plain(&layout) {
+                mi::mi_zalloc(layout.size()) as *mut u8
+            } else {
+                mi::mi_zalloc_aligned(layout.size(), layout.align()) as *mut u8
+            }
         } else {
             System.alloc_zeroed(layout)
         }
@@ -40,7 +58,7 @@ unsafe impl GlobalAlloc for Split {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if layout.size() <= SMALL {
-            MiMalloc.dealloc(ptr, layout)
+            mi::mi_free(ptr as *mut c_void)
         } else {
             System.dealloc(ptr, layout)
         }
@@ -48,7 +66,12 @@ unsafe impl GlobalAlloc for Split {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         match (layout.size() <= SMALL, new_size <= SMALL) {
-            (true, true) => MiMalloc.realloc(ptr, layout, new_size),
+            (true, true) if plain(&layout) && layout.align() <= new_size => {
+                mi::mi_realloc(ptr as *mut c_void, new_size) as *mut u8
+            }
+            (true, true) => {
+                mi::mi_realloc_aligned(ptr as *mut c_void, new_size, layout.align()) as *mut u8
+            }
             (false, false) => System.realloc(ptr, layout, new_size),
             _ => {
                 let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
