@@ -33,6 +33,7 @@ pub mod memory;
 pub mod op;
 pub mod ops;
 pub mod storage;
+mod sync;
 mod tensor;
 
 pub use autograd::{GradCallback, GradKey, GradRule};

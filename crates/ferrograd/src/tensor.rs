@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::autograd::GradInfo;
 use crate::device::Device;
@@ -23,7 +23,7 @@ pub struct Tensor(pub(crate) Arc<TensorImpl>);
 pub(crate) struct TensorImpl {
     storage: Arc<Storage>,
     layout: Layout,
-    meta: Mutex<Meta>,
+    meta: crate::sync::Lock<Meta>,
     /// Set on tensors computed inside the backward of a key at this level while keys above
     /// it were not allowed to record; those keys must refuse to differentiate them.
     hidden_from: AtomicU64,
@@ -61,8 +61,8 @@ impl TensorImpl {
         self.tracked.store(tracked, Ordering::Release);
     }
 
-    pub(crate) fn meta(&self) -> MutexGuard<'_, Meta> {
-        self.meta.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn meta(&self) -> crate::sync::LockGuard<'_, Meta> {
+        self.meta.lock()
     }
 }
 
@@ -72,7 +72,7 @@ impl Tensor {
         Tensor(Arc::new(TensorImpl {
             storage,
             layout,
-            meta: Mutex::new(Meta::default()),
+            meta: crate::sync::Lock::new(Meta::default()),
             hidden_from: AtomicU64::new(u64::MAX),
             tracked: AtomicBool::new(false),
         }))

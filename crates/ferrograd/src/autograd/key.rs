@@ -12,6 +12,7 @@ use super::record::RECORDING_KEYS;
 use super::scope::{BackwardGuard, CeilingGuard};
 use super::{GradInfo, GradRule};
 use crate::error::{Error, Result};
+use crate::sync::{Lock, LockGuard};
 use crate::tensor::{Tensor, TensorImpl};
 
 /// Called with `(tensor, grad)` once the tensor's gradient is final. Returning `Some(g)`
@@ -32,7 +33,7 @@ pub(crate) struct GradFn {
     pub(crate) slot_lists: SmallVec<[ListId; 1]>,
     /// Set once backward holds this record until it ends.
     pub(crate) kept_alive: AtomicBool,
-    pub(crate) state: Mutex<GradFnState>,
+    pub(crate) state: Lock<GradFnState>,
 }
 
 pub(crate) struct GradFnState {
@@ -68,8 +69,8 @@ pub(crate) struct Dst {
 }
 
 impl GradFn {
-    fn state(&self) -> MutexGuard<'_, GradFnState> {
-        lock(&self.state)
+    fn state(&self) -> LockGuard<'_, GradFnState> {
+        self.state.lock()
     }
 }
 
@@ -81,7 +82,7 @@ thread_local! {
 
 impl Drop for GradFn {
     fn drop(&mut self) {
-        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let st = self.state.get_mut();
         if let Some(key) = self.key.upgrade() {
             let mut ks = key.state();
             for d in st.dsts.iter().flatten() {
@@ -115,7 +116,7 @@ pub(crate) struct KeyInner {
     pub(crate) mirror: Option<super::MirrorPolicy>,
     name: Mutex<String>,
     recording: AtomicBool,
-    state: Mutex<KeyState>,
+    state: Lock<KeyState>,
 }
 
 #[derive(Default)]
@@ -129,8 +130,8 @@ pub(crate) struct KeyState {
 }
 
 impl KeyInner {
-    pub(crate) fn state(&self) -> MutexGuard<'_, KeyState> {
-        lock(&self.state)
+    pub(crate) fn state(&self) -> LockGuard<'_, KeyState> {
+        self.state.lock()
     }
 
     pub(crate) fn is_recording(&self) -> bool {
@@ -163,6 +164,11 @@ impl KeyInner {
         let mut dsts = SmallVec::new();
         let f = {
             let mut ks = self.state();
+            // another thread may have started this key's backward (or finished it) since the
+            // op checked: the tape it runs on is fixed, so the op is not recorded
+            if ks.finished || !self.is_recording() {
+                return;
+            }
             for _ in 0..n_outputs {
                 slot_lists.push(ks.lists.new_list());
                 slots.push(GradSlot::default());
@@ -179,7 +185,7 @@ impl KeyInner {
                 name,
                 slot_lists,
                 kept_alive: AtomicBool::new(false),
-                state: Mutex::new(GradFnState {
+                state: Lock::new(GradFnState {
                     slots,
                     dsts,
                     rule: Some(rule),
@@ -193,12 +199,20 @@ impl KeyInner {
             }
             f
         };
+        // the last float output takes the record itself (no count to bump and drop)
+        let last = outputs.iter().rposition(|o| o.dtype().is_float());
+        let mut f = Some(f);
         for (i, o) in outputs.iter().enumerate() {
             if o.dtype().is_float() {
+                let func = if Some(i) == last {
+                    f.take().expect("taken once")
+                } else {
+                    f.clone().expect("taken last")
+                };
                 o.push_info(GradInfo {
                     key_id: self.id,
                     key_level: self.level,
-                    func: f.clone(),
+                    func,
                     idx: i,
                 });
             }
@@ -230,7 +244,7 @@ impl Drop for KeyInner {
         if *self.recording.get_mut() {
             RECORDING_KEYS.fetch_sub(1, Ordering::AcqRel);
         }
-        let ks = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let ks = self.state.get_mut();
         let tracked = std::mem::take(&mut ks.tracked);
         for w in tracked {
             if let Some(t) = w.upgrade() {
@@ -281,7 +295,7 @@ impl GradKey {
             mirror,
             name: Mutex::new(name.into()),
             recording: AtomicBool::new(true),
-            state: Mutex::new(KeyState::default()),
+            state: Lock::new(KeyState::default()),
         }))
     }
 
@@ -359,6 +373,11 @@ impl GradKey {
         }
         let f = {
             let mut ks = self.0.state();
+            if ks.finished {
+                // finished by another thread since the check above
+                drop(ks);
+                return self.refuse_if_finished("attach");
+            }
             let list = ks.lists.new_list();
             ks.tracked.push(Arc::downgrade(&tensor.0));
             Arc::new(GradFn {
@@ -366,7 +385,7 @@ impl GradKey {
                 name: Cow::Borrowed("attach"),
                 slot_lists: smallvec::smallvec![list],
                 kept_alive: AtomicBool::new(false),
-                state: Mutex::new(GradFnState {
+                state: Lock::new(GradFnState {
                     slots: smallvec::smallvec![GradSlot {
                         grad: None,
                         attached: Some(Box::new(Attached {
