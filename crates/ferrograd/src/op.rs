@@ -90,8 +90,8 @@ pub enum Op {
     Slice(Vec<SliceSpec>),
     /// Zeros of `shape` with the input written where `specs` selects: slicing's gradient.
     SliceGrad {
-        shape: Vec<usize>,
-        specs: Vec<SliceSpec>,
+        shape: Box<[usize]>,
+        specs: Box<[SliceSpec]>,
     },
     /// A copy of the first input with the region `specs` selects replaced by the second
     /// (broadcast): the functional form of `x[specs] = v`.
@@ -108,41 +108,41 @@ pub enum Op {
     LogSoftmax(usize),
     /// im2col: `[n, c, h, w]` to `[n, oh*ow, c, kh*kw]`, padding reads `pad`.
     Unfold {
-        window: Window,
+        window: Box<Window>,
         pad: f64,
     },
     /// For each pooling window of `[n, c, h, w]`, the flat `h * w` position of its maximum
     /// (first one on ties, NaN wins), as int64 `[n, c, oh * ow]`. No gradient; the second
     /// derivative of max pooling gathers with these indices.
-    PoolArgmax(Window),
+    PoolArgmax(Box<Window>),
     /// The transpose of `Unfold` (overlapping windows are summed) back to `size`.
     Fold {
-        window: Window,
+        window: Box<Window>,
         size: (usize, usize),
     },
     /// 2-D convolution (cross-correlation) of `[n, c, h, w]` with `[o, c / groups, kh, kw]`,
     /// plus an optional bias `[o]` as a third input. CPU only (CUDA composes `Unfold` and
     /// `MatMul`).
     Conv2d {
-        window: Window,
+        window: Box<Window>,
         groups: usize,
     },
     /// The convolution's input gradient from `(dy, weight)`, back to spatial `size`; its own
     /// gradients are a convolution and a weight gradient.
     Conv2dInputGrad {
-        window: Window,
+        window: Box<Window>,
         groups: usize,
         size: (usize, usize),
     },
     /// The convolution's weight gradient from `(x, dy)`.
     Conv2dWeightGrad {
-        window: Window,
+        window: Box<Window>,
         groups: usize,
     },
     /// 2-D max pooling (padding never wins). CPU only.
-    MaxPool2d(Window),
+    MaxPool2d(Box<Window>),
     /// Max pooling's input gradient from `(x, dy)`: `dy` added at each window's maximum.
-    MaxPool2dGrad(Window),
+    MaxPool2dGrad(Box<Window>),
 }
 
 impl UnaryOp {
@@ -504,7 +504,7 @@ pub(crate) struct BuiltinRule {
     out_shape: Option<Box<[usize]>>,
     /// Whether the first two inputs need gradients.
     needs: [bool; 2],
-    n_inputs: usize,
+    n_inputs: u32,
     in_dtype: DType,
     more: Option<Box<More>>,
 }
@@ -550,7 +550,7 @@ impl BuiltinRule {
             output,
             out_shape,
             needs: [needs[0], n > 1 && needs[1]],
-            n_inputs: n,
+            n_inputs: n as u32,
             in_dtype: inputs[0].dtype(),
             more,
         }
@@ -558,8 +558,10 @@ impl BuiltinRule {
 
     /// Whether each input needs a gradient.
     fn needs(&self) -> SmallVec<[bool; 4]> {
-        let mut v: SmallVec<[bool; 4]> =
-            self.needs[..self.n_inputs.min(2)].iter().copied().collect();
+        let mut v: SmallVec<[bool; 4]> = self.needs[..(self.n_inputs as usize).min(2)]
+            .iter()
+            .copied()
+            .collect();
         if let Some(m) = &self.more {
             v.extend(m.needs.iter().copied());
         }
@@ -573,7 +575,7 @@ impl GradRule for BuiltinRule {
     }
 
     fn backward(&self, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
-        let n = self.n_inputs;
+        let n = self.n_inputs as usize;
         let Some(dy) = grads.first().and_then(|g| g.as_ref()) else {
             return Ok(vec![None; n]);
         };

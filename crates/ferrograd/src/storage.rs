@@ -42,8 +42,10 @@ impl CpuData {
 #[derive(Debug)]
 pub enum StorageData {
     Cpu(CpuData),
+    /// Boxed: a device buffer handle is several times the size of a host `Vec`, and every
+    /// storage (most of them on the CPU) would carry its size.
     #[cfg(feature = "cuda")]
-    Cuda(crate::cuda::CudaData),
+    Cuda(Box<crate::cuda::CudaData>),
 }
 
 /// A buffer shared by every view of it.

@@ -314,7 +314,7 @@ impl Tensor {
                 let gpu = crate::cuda::gpu("to", i)?;
                 let d = crate::cuda::upload(&gpu, &host)?;
                 Ok(Tensor::from_storage(
-                    Storage::new(StorageData::Cuda(d), device),
+                    Storage::new(StorageData::Cuda(Box::new(d)), device),
                     self.shape(),
                 ))
             }
@@ -335,7 +335,7 @@ impl Tensor {
                 let gpu = crate::cuda::gpu("full", i)?;
                 let d = crate::cuda::fill(&gpu, crate::layout::numel(shape), value, dtype)?;
                 Ok(Tensor::from_storage(
-                    Storage::new(StorageData::Cuda(d), device),
+                    Storage::new(StorageData::Cuda(Box::new(d)), device),
                     shape,
                 ))
             }

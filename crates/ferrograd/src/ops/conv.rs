@@ -251,13 +251,19 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
     let need = |i: usize| ctx.needs.get(i).copied().unwrap_or(false);
     // the three convolution ops are each other's gradients: the convolution is bilinear
     let conv = |x: &Tensor, w: &Tensor, window: Window, groups: usize| {
-        apply1(&Op::Conv2d { window, groups }, &[x, w])
+        apply1(
+            &Op::Conv2d {
+                window: Box::new(window),
+                groups,
+            },
+            &[x, w],
+        )
     };
     let input_grad = |dy: &Tensor, w: &Tensor, window: Window, groups: usize| {
         let size = (s[2], s[3]);
         apply1(
             &Op::Conv2dInputGrad {
-                window,
+                window: Box::new(window),
                 groups,
                 size,
             },
@@ -265,16 +271,22 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
         )
     };
     let weight_grad = |x: &Tensor, dy: &Tensor, window: Window, groups: usize| {
-        apply1(&Op::Conv2dWeightGrad { window, groups }, &[x, dy])
+        apply1(
+            &Op::Conv2dWeightGrad {
+                window: Box::new(window),
+                groups,
+            },
+            &[x, dy],
+        )
     };
     match ctx.op {
         // inputs (x, w[, b])
         Op::Conv2d { window, groups } => {
             if need(0) {
-                out[0] = Some(input_grad(dy, &ctx.input(1)?, *window, *groups)?);
+                out[0] = Some(input_grad(dy, &ctx.input(1)?, **window, *groups)?);
             }
             if need(1) {
-                out[1] = Some(weight_grad(&ctx.input(0)?, dy, *window, *groups)?);
+                out[1] = Some(weight_grad(&ctx.input(0)?, dy, **window, *groups)?);
             }
             if need(2) {
                 out[2] = Some(dy.sum(Some(&[0, 2, 3]), false)?);
@@ -284,25 +296,28 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
         // inputs (dy, w), incoming gradient g of dx
         Op::Conv2dInputGrad { window, groups, .. } => {
             if need(0) {
-                out[0] = Some(conv(dy, &ctx.input(1)?, *window, *groups)?);
+                out[0] = Some(conv(dy, &ctx.input(1)?, **window, *groups)?);
             }
             if need(1) {
-                out[1] = Some(weight_grad(dy, &ctx.input(0)?, *window, *groups)?);
+                out[1] = Some(weight_grad(dy, &ctx.input(0)?, **window, *groups)?);
             }
             return Ok(out);
         }
         // inputs (x, dy), incoming gradient g of dw
         Op::Conv2dWeightGrad { window, groups } => {
             if need(0) {
-                out[0] = Some(input_grad(&ctx.input(1)?, dy, *window, *groups)?);
+                out[0] = Some(input_grad(&ctx.input(1)?, dy, **window, *groups)?);
             }
             if need(1) {
-                out[1] = Some(conv(&ctx.input(0)?, dy, *window, *groups)?);
+                out[1] = Some(conv(&ctx.input(0)?, dy, **window, *groups)?);
             }
             return Ok(out);
         }
         Op::MaxPool2d(window) => {
-            out[0] = Some(apply1(&Op::MaxPool2dGrad(*window), &[&ctx.input(0)?, dy])?);
+            out[0] = Some(apply1(
+                &Op::MaxPool2dGrad(window.clone()),
+                &[&ctx.input(0)?, dy],
+            )?);
             return Ok(out);
         }
         Op::MaxPool2dGrad(window) => {
@@ -310,7 +325,7 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
             if need(1) {
                 let x = ctx.input(0)?;
                 let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
-                let idx = apply1(&Op::PoolArgmax(*window), &[&x])?;
+                let idx = apply1(&Op::PoolArgmax(window.clone()), &[&x])?;
                 let flat = dy.reshape(&[s[0], s[1], s[2] * s[3]])?;
                 out[1] = Some(flat.gather(&idx, 2)?.reshape(&[s[0], s[1], oh, ow])?);
             }
@@ -321,14 +336,14 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
     Ok(vec![Some(match ctx.op {
         Op::Unfold { window, .. } => apply1(
             &Op::Fold {
-                window: *window,
+                window: window.clone(),
                 size: (s[2], s[3]),
             },
             &[dy],
         )?,
         Op::Fold { window, .. } => apply1(
             &Op::Unfold {
-                window: *window,
+                window: window.clone(),
                 pad: 0.0,
             },
             &[dy],
@@ -358,7 +373,17 @@ fn check_nchw(op: &str, x: &Tensor) -> Result<()> {
 
 fn windows(op: &str, x: &Tensor, win: &Window, pad: f64) -> Result<(Tensor, usize, usize)> {
     let (oh, ow) = windows_fit(op, x, win)?;
-    Ok((apply1(&Op::Unfold { window: *win, pad }, &[x])?, oh, ow))
+    Ok((
+        apply1(
+            &Op::Unfold {
+                window: Box::new(*win),
+                pad,
+            },
+            &[x],
+        )?,
+        oh,
+        ow,
+    ))
 }
 
 /// Checks that `win` is valid and fits the NCHW input `x`: the output's spatial size.
@@ -443,7 +468,7 @@ pub fn conv2d(
         // one op whose kernels work image by image, straight into NCHW
         windows_fit(OP, x, &win)?;
         let op = Op::Conv2d {
-            window: win,
+            window: Box::new(win),
             groups,
         };
         return match bias {
@@ -512,8 +537,8 @@ pub fn conv2d_same(
             step: 1,
         };
         let op = Op::SliceGrad {
-            shape: vec![s[0], s[1], s[2] + extra_h, s[3] + extra_w],
-            specs: vec![all(s[0]), all(s[1]), all(s[2]), all(s[3])],
+            shape: [s[0], s[1], s[2] + extra_h, s[3] + extra_w].into(),
+            specs: [all(s[0]), all(s[1]), all(s[2]), all(s[3])].into(),
         };
         apply1(&op, &[x])?
     } else {
@@ -587,7 +612,7 @@ pub fn max_pool2d(
     let win = pool_window(OP, kernel, stride, padding, dilation, ceil_mode)?;
     if x.device() == crate::Device::Cpu {
         windows_fit(OP, x, &win)?;
-        return apply1(&Op::MaxPool2d(win), &[x]);
+        return apply1(&Op::MaxPool2d(Box::new(win)), &[x]);
     }
     pool_by_unfold(OP, x, &win, f64::NEG_INFINITY, Tensor::max)
 }

@@ -104,7 +104,7 @@ macro_rules! kernel {
                 let $g: &$crate::cuda::Gpu = &gpu;
                 $crate::ops::with_cuda($g, ts, |$c| {
                     Ok($crate::storage::Storage::new(
-                        $crate::storage::StorageData::Cuda($cuda?),
+                        $crate::storage::StorageData::Cuda(Box::new($cuda?)),
                         dev,
                     ))
                 })

@@ -238,13 +238,13 @@ pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>
         Op::Slice(specs) => {
             vec![Some(apply1(
                 &Op::SliceGrad {
-                    shape: shape.to_vec(),
-                    specs: specs.clone(),
+                    shape: shape.into(),
+                    specs: specs.as_slice().into(),
                 },
                 &[dy],
             )?)]
         }
-        Op::SliceGrad { specs, .. } => vec![Some(apply1(&Op::Slice(specs.clone()), &[dy])?)],
+        Op::SliceGrad { specs, .. } => vec![Some(apply1(&Op::Slice(specs.to_vec()), &[dy])?)],
         Op::SetSlice(specs) => {
             let dx = if ctx.needs[0] {
                 Some(apply1(
