@@ -84,21 +84,31 @@ def test_cuda_forward_and_gradients_match_cpu(name):
         np.testing.assert_allclose(gg, gc, rtol=1e-4, atol=1e-5)
 
 
-@needs_gpu
-def test_cuda_conv_and_pool_match_cpu():
-    rng = np.random.default_rng(1)
-    x = rng.normal(size=(2, 3, 8, 8))
-    w = rng.normal(size=(4, 3, 3, 3))
+def assert_cuda_matches_cpu(x, w, fn, loss):
+    """`fn(x, w)`, and the gradients of `loss(fn(x, w))`, agree on CPU and CUDA (float64)."""
     outs = []
     for device in ("cpu", "cuda"):
         xt, wt = fg.tensor(x, device=device), fg.tensor(w, device=device)
         gm = fg.GradManager().attach([xt, wt])
         with gm:
-            y = fg.max_pool2d(fg.conv2d(xt, wt, padding=1).relu(), 2)
-            gm.backward(y.sum())
+            y = fn(xt, wt)
+            gm.backward(loss(y))
         outs.append((y.numpy(), xt.grad.numpy(), wt.grad.numpy()))
     for c, g in zip(outs[0], outs[1]):
         np.testing.assert_allclose(g, c, rtol=1e-9, atol=1e-9)
+
+
+@needs_gpu
+def test_cuda_conv_and_pool_match_cpu():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 3, 8, 8))
+    w = rng.normal(size=(4, 3, 3, 3))
+    assert_cuda_matches_cpu(
+        x,
+        w,
+        lambda xt, wt: fg.max_pool2d(fg.conv2d(xt, wt, padding=1).relu(), 2),
+        lambda y: y.sum(),
+    )
 
 
 CONV_POOL_VARIANTS = {
@@ -122,16 +132,7 @@ def test_cuda_conv_and_pool_variants_match_cpu(name):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(2, 6, 9, 8))
     w = rng.normal(size=(6, 2, 3, 3))
-    outs = []
-    for device in ("cpu", "cuda"):
-        xt, wt = fg.tensor(x, device=device), fg.tensor(w, device=device)
-        gm = fg.GradManager().attach([xt, wt])
-        with gm:
-            y = CONV_POOL_VARIANTS[name](xt, wt)
-            gm.backward((y * y).sum())
-        outs.append((y.numpy(), xt.grad.numpy(), wt.grad.numpy()))
-    for c, g in zip(outs[0], outs[1]):
-        np.testing.assert_allclose(g, c, rtol=1e-9, atol=1e-9)
+    assert_cuda_matches_cpu(x, w, CONV_POOL_VARIANTS[name], lambda y: (y * y).sum())
 
 
 @needs_gpu
