@@ -35,6 +35,15 @@ def test_cuda_without_a_device_is_a_readable_error():
     assert (fg.tensor([1.0]) * 2.0).item() == 2.0
 
 
+def test_empty_cache_and_cuda_memory_stats_are_safe_without_a_used_device():
+    # like torch.cuda.empty_cache(): nothing was cached on a device never used
+    if not HAS_GPU:
+        fg.cuda.empty_cache()
+        fg.empty_cache("cuda")
+    stats = fg.memory_stats("cuda")
+    assert stats["live_bytes"] >= 0 and stats["peak_bytes"] >= stats["live_bytes"]
+
+
 def both(arr):
     return fg.tensor(arr), fg.tensor(arr, device="cuda")
 

@@ -65,7 +65,8 @@ def synchronize(device: str | int | None = None) -> None:
 
 
 def empty_cache(device: str | int | None = None) -> None:
-    """Returns cached, unused device memory to the driver."""
+    """Returns cached, unused device memory to the driver. Does nothing for a device that was
+    never used, so it is safe to call where there is no CUDA."""
     _core._cuda_empty_cache(_ordinal(device))
 
 

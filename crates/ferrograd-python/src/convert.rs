@@ -96,10 +96,22 @@ pub fn numpy_dtype<'py>(py: Python<'py>, d: DType) -> PyResult<Bound<'py, PyAny>
     py.import("numpy")?.getattr("dtype")?.call1((d.name(),))
 }
 
+/// The device that factories (`tensor`, `zeros`, ...) and device queries use when given none.
+static DEFAULT_DEVICE: std::sync::Mutex<Device> = std::sync::Mutex::new(Device::Cpu);
+
+pub fn default_device() -> Device {
+    *DEFAULT_DEVICE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn set_default_device(d: Device) {
+    *DEFAULT_DEVICE.lock().unwrap_or_else(|e| e.into_inner()) = d;
+}
+
+/// A device argument; `None` is the default device.
 pub fn parse_device(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Device> {
     match obj {
-        None => Ok(Device::Cpu),
-        Some(o) if o.is_none() => Ok(Device::Cpu),
+        None => Ok(default_device()),
+        Some(o) if o.is_none() => Ok(default_device()),
         Some(o) => {
             let s = o.str()?.to_string();
             Device::parse(&s).py()

@@ -7,7 +7,7 @@
 use std::fmt;
 
 use ferrograd::Error;
-use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -123,6 +123,7 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::Device { .. } => raise(&DEVICE_ERROR, PyRuntimeError::new_err, msg),
         Error::Invalid { .. } => PyValueError::new_err(msg),
         Error::Index { .. } => PyIndexError::new_err(msg),
+        Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
         Error::Autograd { .. } => raise(&GRAD_ERROR, PyRuntimeError::new_err, msg),
         Error::Version { .. } => raise(&INPLACE_ERROR, PyRuntimeError::new_err, msg),
         Error::External(b) => match b.downcast::<PyErrBox>() {

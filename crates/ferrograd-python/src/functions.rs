@@ -309,6 +309,35 @@ fn empty_cache(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<()
     }
 }
 
+/// Makes `device` the one that `tensor`, `zeros`, `ones`, `full` and the memory queries use
+/// when given none (like `torch.set_default_device`). A CUDA device must be usable.
+#[pyfunction]
+fn set_default_device(device: &Bound<'_, PyAny>) -> PyResult<()> {
+    let d = parse_device(Some(device))?;
+    if let ferrograd::Device::Cuda(i) = d {
+        let count = _cuda_device_count();
+        if i >= count {
+            return Err(ferrograd::Error::Device {
+                op: "set_default_device".to_string(),
+                msg: if count == 0 {
+                    format!("{d} is not available: no CUDA driver or device was found")
+                } else {
+                    format!("{d} is not available: there are {count} CUDA device(s)")
+                },
+            })
+            .py();
+        }
+    }
+    crate::convert::set_default_device(d);
+    Ok(())
+}
+
+/// The device used when none is given ("cpu" unless `set_default_device` changed it).
+#[pyfunction]
+fn get_default_device() -> String {
+    crate::convert::default_device().to_string()
+}
+
 /// Sets the peak figure of `device` to its current live bytes.
 #[pyfunction]
 #[pyo3(signature = (device=None))]
@@ -533,8 +562,9 @@ fn _cuda_empty_cache(py: Python<'_>, ordinal: usize) -> PyResult<()> {
     return py.detach(|| ferrograd::cuda::empty_cache(ordinal)).py();
     #[cfg(not(feature = "cuda"))]
     {
+        // nothing was ever cached on a device this build cannot use
         let _ = (py, ordinal);
-        Err(no_cuda("empty_cache"))
+        Ok(())
     }
 }
 
@@ -611,7 +641,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ones_like,
         memory_stats,
         reset_peak_memory_stats,
-        empty_cache
+        empty_cache,
+        set_default_device,
+        get_default_device
     );
     Ok(())
 }

@@ -18,6 +18,9 @@ pub enum Error {
     /// An argument value outside its domain (an axis out of range, a bad permutation, ...).
     #[error("{op}: {msg}")]
     Invalid { op: String, msg: String },
+    /// A buffer the device could not allocate (Python `MemoryError`).
+    #[error("{op}: {msg}")]
+    OutOfMemory { op: String, msg: String },
     /// An index out of bounds.
     #[error("{op}: {msg}")]
     Index { op: String, msg: String },

@@ -5,9 +5,17 @@
 //!
 //! One stream per device: work is queued and only a read by the host synchronises.
 
+#[cfg(feature = "cuda-emulator")]
+pub(crate) mod emulator;
 mod ops;
 
 pub(crate) use ops::*;
+
+// the driver and cuBLAS: cudarc's, or host-memory stand-ins that run the kernels on the CPU
+#[cfg(not(feature = "cuda-emulator"))]
+pub(crate) use cudarc as rt;
+#[cfg(feature = "cuda-emulator")]
+pub(crate) use emulator as rt;
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -16,9 +24,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::cublas::CudaBlas;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
-use cudarc::nvrtc::{CompileOptions, Ptx};
+use cudarc::nvrtc::CompileOptions;
+use rt::cublas::CudaBlas;
+use rt::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -129,12 +137,7 @@ pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
     }
     let g = guarded(op, || -> Result<Gpu> {
         let ctx = CudaContext::new(ordinal).map_err(|e| err(op, e))?;
-        let (major, minor) = ctx.compute_capability().map_err(|e| err(op, e))?;
-        let arch = format!("sm_{major}{minor}");
-        let ptx = compile_cached(&arch)?;
-        let module = ctx
-            .load_module(Ptx::from_src(ptx))
-            .map_err(|e| err(op, e))?;
+        let module = load_kernels(op, &ctx)?;
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(|e| err(op, e))?;
         Ok(Gpu {
@@ -150,6 +153,21 @@ pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
         .unwrap_or_else(|e| e.into_inner())
         .insert(ordinal, g.clone());
     Ok(g)
+}
+
+/// The kernels, compiled for the device's architecture.
+#[cfg(not(feature = "cuda-emulator"))]
+fn load_kernels(op: &str, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
+    let (major, minor) = ctx.compute_capability().map_err(|e| err(op, e))?;
+    let ptx = compile_cached(&format!("sm_{major}{minor}"))?;
+    ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+        .map_err(|e| err(op, e))
+}
+
+/// The emulator runs the kernels compiled for the host.
+#[cfg(feature = "cuda-emulator")]
+fn load_kernels(_op: &str, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
+    Ok(ctx.module())
 }
 
 impl Gpu {
@@ -198,6 +216,7 @@ fn cache_dir() -> Option<PathBuf> {
     Some(base.join("ferrograd").join("kernels"))
 }
 
+#[cfg_attr(feature = "cuda-emulator", allow(dead_code))]
 /// PTX for `arch`, from memory, then the disk cache (keyed by source, options and
 /// architecture), then NVRTC.
 fn compile_cached(arch: &str) -> Result<String> {
@@ -240,10 +259,21 @@ pub fn synchronize(ordinal: usize) -> Result<()> {
 }
 
 /// Returns cached device memory to the driver (the engine's own figures are unaffected:
-/// they count live buffers).
+/// they count live buffers). A device that was never used has nothing cached: then this does
+/// nothing, also where there is no CUDA at all.
 pub fn empty_cache(ordinal: usize) -> Result<()> {
-    let g = gpu("empty_cache", ordinal)?;
+    let Some(g) = GPUS.get().and_then(|t| {
+        t.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&ordinal)
+            .cloned()
+    }) else {
+        return Ok(());
+    };
     g.stream.synchronize().map_err(|e| err("empty_cache", e))?;
+    #[cfg(feature = "cuda-emulator")]
+    return Ok(());
+    #[cfg(not(feature = "cuda-emulator"))]
     guarded("empty_cache", || unsafe {
         let mut dev = 0;
         let mut pool = std::ptr::null_mut();

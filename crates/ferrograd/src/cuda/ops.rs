@@ -1,7 +1,7 @@
 //! Host side of the CUDA kernels: each function mirrors the CPU kernel of the same name.
 
-use cudarc::cublas::{sys::cublasOperation_t, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use super::rt::cublas::{sys::cublasOperation_t, Gemm, GemmConfig, StridedBatchedConfig};
+use super::rt::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 
 use super::{err, CudaData, Gpu};
 use crate::cpu::Window;
@@ -88,18 +88,33 @@ fn cfg(n: usize) -> LaunchConfig {
     }
 }
 
+/// An allocation's failure: out of memory is a `MemoryError` in Python, as on the CPU.
+fn alloc_err<T>(n: usize, e: impl std::fmt::Debug) -> Error {
+    let text = format!("{e:?}");
+    if text.contains("OUT_OF_MEMORY") {
+        return Error::OutOfMemory {
+            op: "alloc".to_string(),
+            msg: format!(
+                "out of memory: CUDA could not allocate {} bytes ({text})",
+                n.saturating_mul(std::mem::size_of::<T>())
+            ),
+        };
+    }
+    err("alloc", e)
+}
+
 /// Zero-filled device memory (for outputs that kernels accumulate into).
 fn zeros<T: DeviceRepr + ValidAsZeroBits>(g: &Gpu, n: usize) -> Result<CudaSlice<T>> {
     g.stream
         .alloc_zeros::<T>(n.max(1))
-        .map_err(|e| err("alloc", e))
+        .map_err(|e| alloc_err::<T>(n, e))
 }
 
 /// Device memory for outputs that kernels overwrite entirely.
 fn alloc<T: DeviceRepr>(g: &Gpu, n: usize) -> Result<CudaSlice<T>> {
     // SAFETY: every caller launches a kernel that writes all `n` elements before anything
     // reads them.
-    unsafe { g.stream.alloc::<T>(n.max(1)) }.map_err(|e| err("alloc", e))
+    unsafe { g.stream.alloc::<T>(n.max(1)) }.map_err(|e| alloc_err::<T>(n, e))
 }
 
 /// Kernel names are static: look them up by family and dtype.
@@ -120,6 +135,7 @@ fn name(family: &str, d: DType) -> &'static str {
     table!(
         "unary",
         "binary",
+        "act_grad",
         "compare",
         "where",
         "pow_scalar",

@@ -1,0 +1,335 @@
+//! The CUDA backend's host code and kernels, run on the CPU by the `cuda-emulator` feature
+//! (`cargo test -p ferrograd --features cuda-emulator --test cuda_emulator`): every op and
+//! grad rule gives the CPU backend's values and gradients on a "cuda" tensor, and gradients on
+//! the device match finite differences. Without the feature this file is empty.
+#![cfg(feature = "cuda-emulator")]
+
+use ferrograd::{
+    avg_pool2d, concat, conv2d, conv2d_same, cross_entropy, max_pool2d, where_cond, AvgDivisor,
+    DType, Device, GradKey, Result, SliceSpec, Tensor,
+};
+
+const CUDA: Device = Device::Cuda(0);
+
+/// Deterministic values in [-2, 2).
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0
+        })
+        .collect()
+}
+
+fn on(device: Device, v: &[f64], shape: &[usize]) -> Tensor {
+    Tensor::from_vec(v.to_vec(), shape)
+        .unwrap()
+        .to_device(device)
+        .unwrap()
+}
+
+type Composite = fn(&Tensor, &Tensor) -> Result<Tensor>;
+
+/// Output and the gradients of sum(out * out) with respect to both inputs.
+fn run(
+    f: Composite,
+    device: Device,
+    a: (&[f64], &[usize]),
+    b: (&[f64], &[usize]),
+) -> Vec<Vec<f64>> {
+    let (x, y) = (on(device, a.0, a.1), on(device, b.0, b.1));
+    let key = GradKey::new("emulator");
+    key.attach(&x, None).unwrap();
+    key.attach(&y, None).unwrap();
+    let out = f(&x, &y).unwrap();
+    assert_eq!(out.device(), device);
+    let loss = out.mul(&out).unwrap().sum(None, false).unwrap();
+    key.backward(std::slice::from_ref(&loss), &[loss.ones_like().unwrap()])
+        .unwrap();
+    let grad = |t: &Tensor| match t.grad() {
+        Some(g) => {
+            assert_eq!(g.device(), device, "a gradient left the device");
+            g.to_vec::<f64>().unwrap()
+        }
+        None => vec![0.0; t.numel()],
+    };
+    vec![out.to_vec::<f64>().unwrap(), grad(&x), grad(&y)]
+}
+
+fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= tol * (1.0 + w.abs()) || (g.is_nan() && w.is_nan());
+        assert!(
+            ok,
+            "{what}[{i}]: cuda {g} vs cpu {w}\ncuda {got:?}\ncpu  {want:?}"
+        );
+    }
+}
+
+fn same_on_both(name: &str, f: Composite, a: &[usize], b: &[usize]) {
+    let (va, vb) = (values(a.iter().product(), 1), values(b.iter().product(), 2));
+    let cpu = run(f, Device::Cpu, (&va, a), (&vb, b));
+    let gpu = run(f, CUDA, (&va, a), (&vb, b));
+    for (part, (g, c)) in ["output", "grad a", "grad b"]
+        .iter()
+        .zip(gpu.iter().zip(&cpu))
+    {
+        assert_close(&format!("{name} {part}"), g, c, 1e-10);
+    }
+}
+
+fn range(start: isize, stop: isize, step: isize) -> SliceSpec {
+    SliceSpec::Range { start, stop, step }
+}
+
+#[test]
+fn elementwise_ops_and_their_gradients_match_the_cpu() {
+    let cases: &[(&str, Composite)] = &[
+        ("add_sub_mul", |a, b| a.add(b)?.mul(&a.sub(b)?)),
+        ("div", |a, b| a.div(&b.abs()?.add_scalar(1.0)?)),
+        ("maximum_minimum", |a, b| {
+            a.maximum(b)?.add(&a.minimum(b)?.mul_scalar(3.0)?)
+        }),
+        ("exp_log_sqrt", |a, b| {
+            a.exp()?
+                .add(&b.abs()?.add_scalar(1.0)?.log()?)?
+                .add(&a.mul(a)?.add_scalar(1.0)?.sqrt()?)
+        }),
+        ("tanh_sigmoid_relu", |a, b| {
+            a.tanh()?.add(&b.sigmoid()?)?.add(&a.sub(b)?.relu()?)
+        }),
+        ("neg_abs_sign", |a, b| {
+            a.neg()?.mul(&b.abs()?)?.add(&a.sign()?)
+        }),
+        ("pow", |a, b| {
+            a.abs()?.add_scalar(0.5)?.pow(b)?.add(&a.pow_scalar(3.0)?)
+        }),
+        ("where_compare", |a, b| {
+            where_cond(&a.gt(b)?, a, &b.mul_scalar(2.0)?)
+        }),
+        ("broadcast_row", |a, b| {
+            a.mul(&b.slice(&[range(0, 1, 1), range(0, 4, 1)])?)
+        }),
+        ("broadcast_column", |a, b| a.add(&b.sum(Some(&[1]), true)?)),
+        ("strided_views", |a, b| {
+            a.t()?
+                .slice(&[range(1, 4, 1), range(0, 6, 2)])?
+                .add(&b.t()?.slice(&[range(0, 3, 1), range(1, 6, 2)])?)
+        }),
+        ("astype_roundtrip", |a, b| {
+            a.astype(DType::F32)?.astype(DType::F64)?.add(b)
+        }),
+    ];
+    for (name, f) in cases {
+        same_on_both(name, *f, &[6, 4], &[6, 4]);
+    }
+}
+
+#[test]
+fn reductions_softmax_and_cross_entropy_match_the_cpu() {
+    let cases: &[(&str, Composite)] = &[
+        ("sum_mean", |a, b| {
+            a.sum(Some(&[0]), false)?.add(&b.mean(Some(&[0]), false)?)
+        }),
+        ("sum_all", |a, b| a.mul(b)?.sum(None, false)),
+        ("max_min", |a, b| {
+            a.max(Some(&[1]), false)?.add(&b.min(Some(&[1]), false)?)
+        }),
+        ("max_over_both_axes", |a, b| a.add(b)?.max(None, true)),
+        ("softmax_last", |a, b| a.softmax(-1)?.mul(b)),
+        ("softmax_first", |a, b| {
+            a.softmax(0)?.add(&b.log_softmax(0)?)
+        }),
+        ("cross_entropy", |a, _| {
+            let labels =
+                Tensor::from_vec(vec![0i64, 3, 1, 2, 2, 0], &[6])?.to_device(a.device())?;
+            cross_entropy(a, &labels)
+        }),
+    ];
+    for (name, f) in cases {
+        same_on_both(name, *f, &[6, 4], &[6, 4]);
+    }
+    // rows longer than a block and more rows than a warp
+    same_on_both(
+        "long_rows",
+        |a, b| a.softmax(-1)?.add(&b.sum(Some(&[1]), true)?),
+        &[40, 700],
+        &[40, 700],
+    );
+    same_on_both(
+        "long_columns",
+        |a, b| a.max(Some(&[0]), true)?.add(b),
+        &[700, 3],
+        &[700, 3],
+    );
+}
+
+#[test]
+fn matmul_indexing_and_concat_match_the_cpu() {
+    let cases: &[(&str, Composite)] = &[
+        ("matmul", |a, b| a.matmul(&b.t()?)),
+        ("matmul_transposed_left", |a, b| a.t()?.matmul(b)),
+        ("batched", |a, b| {
+            a.reshape(&[2, 3, 4])?.matmul(&b.reshape(&[2, 4, 3])?)
+        }),
+        ("batched_shared_weight", |a, b| {
+            a.reshape(&[2, 3, 4])?
+                .matmul(&b.slice(&[range(0, 4, 1), range(0, 4, 1)])?)
+        }),
+        ("concat", |a, b| {
+            concat(&[a, &b.slice(&[range(0, 2, 1), range(0, 4, 1)])?], 0)
+        }),
+        ("gather", |a, b| {
+            let idx =
+                Tensor::from_vec(vec![3i64, 0, 1, 1, 2, 0], &[6, 1])?.to_device(a.device())?;
+            a.gather(&idx, 1)?
+                .mul(&b.slice(&[range(0, 6, 1), range(0, 1, 1)])?)
+        }),
+        ("index_select", |a, b| {
+            let idx = Tensor::from_vec(vec![5i64, 0, 2, 5], &[4])?.to_device(a.device())?;
+            a.index_select(0, &idx)?.add(
+                &b.index_select(1, &idx.slice(&[range(1, 3, 1)])?)?
+                    .sum(None, false)?,
+            )
+        }),
+    ];
+    for (name, f) in cases {
+        same_on_both(name, *f, &[6, 4], &[6, 4]);
+    }
+}
+
+#[test]
+fn convolution_and_pooling_match_the_cpu() {
+    let cases: &[(&str, Composite)] = &[
+        ("conv", |x, w| conv2d(x, w, None, (1, 1), (1, 1), (1, 1), 1)),
+        ("conv_strided_dilated", |x, w| {
+            conv2d(x, w, None, (2, 1), (1, 2), (2, 1), 1)
+        }),
+        ("conv_same", |x, w| conv2d_same(x, w, None, (1, 1), 1)),
+        ("max_pool", |x, w| {
+            max_pool2d(
+                &conv2d(x, w, None, (1, 1), (1, 1), (1, 1), 1)?,
+                (2, 2),
+                None,
+                (0, 0),
+                (1, 1),
+                false,
+            )
+        }),
+        ("max_pool_ceil_dilated", |x, w| {
+            max_pool2d(
+                &conv2d(x, w, None, (1, 1), (0, 0), (1, 1), 1)?,
+                (3, 3),
+                Some((2, 2)),
+                (1, 1),
+                (2, 2),
+                true,
+            )
+        }),
+        ("avg_pool_exclude_pad", |x, w| {
+            avg_pool2d(
+                x,
+                (3, 3),
+                Some((2, 2)),
+                (1, 1),
+                true,
+                AvgDivisor::ExcludePad,
+            )?
+            .mul(&w.sum(None, false)?)
+        }),
+    ];
+    for (name, f) in cases {
+        same_on_both(name, *f, &[2, 3, 7, 6], &[4, 3, 3, 3]);
+    }
+    same_on_both(
+        "conv_groups",
+        |x, w| conv2d(x, w, None, (1, 1), (1, 1), (1, 1), 3),
+        &[2, 6, 5, 5],
+        &[6, 2, 3, 3],
+    );
+}
+
+#[test]
+fn gradients_on_the_device_match_finite_differences() {
+    let shape = [3usize, 5];
+    let w = on(CUDA, &values(5 * 2, 9), &[5, 2]);
+    let f = |x: &Tensor| -> Result<Tensor> {
+        x.matmul(&w)?
+            .tanh()?
+            .softmax(-1)?
+            .mul(&x.sum(Some(&[1]), true)?)?
+            .sum(None, false)
+    };
+    let x0 = values(15, 4);
+    let xt = on(CUDA, &x0, &shape);
+    let key = GradKey::new("fd");
+    key.attach(&xt, None).unwrap();
+    let y = f(&xt).unwrap();
+    key.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
+        .unwrap();
+    let analytic = xt.grad().unwrap().to_vec::<f64>().unwrap();
+    let eps = 1e-6;
+    let numeric: Vec<f64> = (0..x0.len())
+        .map(|i| {
+            let (mut p, mut m) = (x0.clone(), x0.clone());
+            p[i] += eps;
+            m[i] -= eps;
+            let fp = f(&on(CUDA, &p, &shape)).unwrap().item().unwrap();
+            let fm = f(&on(CUDA, &m, &shape)).unwrap().item().unwrap();
+            (fp - fm) / (2.0 * eps)
+        })
+        .collect();
+    assert_close("finite differences", &analytic, &numeric, 1e-6);
+}
+
+#[test]
+fn float32_and_int64_tensors_work_on_the_device() {
+    let a = Tensor::from_vec(vec![1.5f32, -2.0, 3.25, 0.5], &[2, 2]).unwrap();
+    let g = a.to_device(CUDA).unwrap();
+    let r = g
+        .matmul(&g)
+        .unwrap()
+        .relu()
+        .unwrap()
+        .sum(Some(&[0]), false)
+        .unwrap();
+    let c = a
+        .matmul(&a)
+        .unwrap()
+        .relu()
+        .unwrap()
+        .sum(Some(&[0]), false)
+        .unwrap();
+    assert_eq!(r.dtype(), DType::F32);
+    assert_eq!(r.to_vec::<f32>().unwrap(), c.to_vec::<f32>().unwrap());
+    let i = Tensor::from_vec(vec![3i64, -1, 4, -1, 5, 9], &[2, 3]).unwrap();
+    let gi = i.to_device(CUDA).unwrap();
+    assert_eq!(
+        gi.max(Some(&[1]), false).unwrap().to_vec::<i64>().unwrap(),
+        vec![4, 9]
+    );
+    assert_eq!(
+        gi.abs()
+            .unwrap()
+            .sum(None, false)
+            .unwrap()
+            .to_vec::<i64>()
+            .unwrap(),
+        vec![23]
+    );
+}
+
+#[test]
+fn mixing_devices_is_an_error_and_the_device_keeps_working() {
+    let a = on(Device::Cpu, &[1.0, 2.0], &[2]);
+    let b = on(CUDA, &[1.0, 2.0], &[2]);
+    let err = a.add(&b).unwrap_err().to_string();
+    assert!(err.contains("device"), "{err}");
+    assert_eq!(b.add(&b).unwrap().to_vec::<f64>().unwrap(), vec![2.0, 4.0]);
+}
