@@ -8,7 +8,6 @@ forward values are tested against numpy separately in ``test_ops_forward.py``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
 from typing import Callable
@@ -48,17 +47,6 @@ except ImportError:  # pragma: no cover - hypothesis is a test dependency
 # --------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def default_device(device: str):
-    """Makes ``device`` the default device inside the block."""
-    previous = fg.get_default_device()
-    fg.set_default_device(device)
-    try:
-        yield
-    finally:
-        fg.set_default_device(previous)
-
-
 def numeric_grad(
     f: Callable[..., float], arrays: Sequence[np.ndarray], eps: float = 1e-6
 ) -> list[np.ndarray]:
@@ -67,12 +55,6 @@ def numeric_grad(
     Returns one gradient array per input, each of that input's shape.
     """
     arrays = [np.array(a, dtype=np.float64, copy=True) for a in arrays]
-    # the reference is computed on the CPU whatever device the suite runs on
-    with default_device("cpu"):
-        return _numeric_grad(f, arrays, eps)
-
-
-def _numeric_grad(f, arrays, eps):
     grads = []
     for i, a in enumerate(arrays):
         g = np.zeros_like(a)

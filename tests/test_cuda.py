@@ -44,6 +44,27 @@ def test_empty_cache_and_cuda_memory_stats_are_safe_without_a_used_device():
     assert stats["live_bytes"] >= 0 and stats["peak_bytes"] >= stats["live_bytes"]
 
 
+def test_default_device():
+    before = fg.get_default_device()
+    try:
+        fg.set_default_device("cpu")
+        assert fg.get_default_device() == "cpu"
+        assert fg.zeros(2).device == "cpu" and fg.tensor([1.0]).device == "cpu"
+        with pytest.raises((ValueError, fg.DeviceError), match="device"):
+            fg.set_default_device("tpu")
+        missing = f"cuda:{fg.cuda.device_count()}"
+        with pytest.raises(fg.DeviceError, match="not available"):
+            fg.set_default_device(missing)
+        assert fg.get_default_device() == "cpu"  # unchanged by the failures
+        if HAS_GPU:
+            fg.set_default_device("cuda")
+            assert fg.get_default_device() == "cuda:0"
+            assert fg.ones(2, 2).device == "cuda:0" and fg.tensor([1.0]).device == "cuda:0"
+            assert fg.tensor([1.0], device="cpu").device == "cpu"
+    finally:
+        fg.set_default_device(before)
+
+
 def both(arr):
     return fg.tensor(arr), fg.tensor(arr, device="cuda")
 
@@ -157,4 +178,4 @@ def test_cuda_memory_stats_and_empty_cache():
 @needs_gpu
 def test_mixing_devices_raises():
     with pytest.raises(fg.DeviceError, match="device"):
-        fg.tensor([1.0, 2.0]) + fg.tensor([1.0, 2.0], device="cuda")
+        fg.tensor([1.0, 2.0], device="cpu") + fg.tensor([1.0, 2.0], device="cuda")

@@ -207,7 +207,8 @@ def test_len_and_properties():
     x = fg.tensor(np.zeros((4, 2, 3)))
     assert len(x) == 4
     assert x.shape == (4, 2, 3) and isinstance(x.shape, tuple)
-    assert x.ndim == 3 and x.size == 24 and x.device == "cpu"
+    assert x.ndim == 3 and x.size == 24 and x.device == fg.get_default_device()
+    assert fg.tensor([1.0], device="cpu").device == "cpu"
     assert len(fg.tensor([1, 2])) == 2
     with pytest.raises(TypeError):
         len(x.sum())

@@ -15,9 +15,21 @@ fn emulator() {
     println!("cargo:rerun-if-changed=src/cuda/kernels.cu");
     println!("cargo:rerun-if-changed=src/cuda/emulator.cpp");
     let source = std::fs::read_to_string("src/cuda/kernels.cu").expect("src/cuda/kernels.cu");
-    // every kernel is made by a line `FAMILY(name, ...)` at the start of a line
+    // a kernel is made by a line `FAMILY(name, ...)` or defined by a line
+    // `extern "C" __global__ void name(...`, at the start of a line
     let mut table = String::new();
     for line in source.lines() {
+        if let Some(rest) = line.strip_prefix("extern \"C\" __global__ void ") {
+            let name = rest.split('(').next().unwrap_or("");
+            if !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
+            {
+                table.push_str(&format!("FG_KERNEL({name})\n"));
+            }
+            continue;
+        }
         let Some((family, rest)) = line.split_once('(') else {
             continue;
         };

@@ -726,7 +726,11 @@ impl PyTensor {
     fn copy_<'py>(slf: &Bound<'py, Self>, src: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
         let this = slf.get();
         let x = this.t();
-        let v = arg("copy_", src, Some(&x))?;
+        let mut v = arg("copy_", src, Some(&x))?;
+        if v.device() != x.device() && !v.is_tracked() {
+            // a copy between devices (no gradient can cross one)
+            v = v.to_device(x.device()).py()?;
+        }
         if !ferrograd::autograd::is_recording_any() || (!x.is_tracked() && !v.is_tracked()) {
             x.assign_(&v).py()?;
         } else {
@@ -749,6 +753,8 @@ impl PyTensor {
         }
         let result = v
             .detach()
+            .to_device(x.device())
+            .py()?
             .astype(x.dtype())
             .py()?
             .broadcast_to(x.shape())

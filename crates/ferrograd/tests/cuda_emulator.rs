@@ -333,3 +333,60 @@ fn mixing_devices_is_an_error_and_the_device_keeps_working() {
     assert!(err.contains("device"), "{err}");
     assert_eq!(b.add(&b).unwrap().to_vec::<f64>().unwrap(), vec![2.0, 4.0]);
 }
+
+#[test]
+fn max_pool_gradient_goes_to_the_first_maximum_and_nan_wins() {
+    // ties everywhere (small integers), a NaN, and odd sizes that leave a row and column out
+    let mut v: Vec<f64> = (0..2 * 3 * 7 * 9).map(|i| ((i * 7) % 3) as f64).collect();
+    v[3 * 63 + 2 * 9 + 2] = f64::NAN;
+    let shape = [2usize, 3, 7, 9];
+    let dy = values(2 * 3 * 3 * 4, 5);
+    let mut results = Vec::new();
+    for device in [Device::Cpu, CUDA] {
+        let x = on(device, &v, &shape);
+        let key = GradKey::new("pool");
+        key.attach(&x, None).unwrap();
+        let y = max_pool2d(&x, (2, 2), None, (0, 0), (1, 1), false).unwrap();
+        key.backward(std::slice::from_ref(&y), &[on(device, &dy, &[2, 3, 3, 4])])
+            .unwrap();
+        results.push((
+            y.to_vec::<f64>().unwrap(),
+            x.grad().unwrap().to_vec::<f64>().unwrap(),
+        ));
+    }
+    assert_close("pool output", &results[1].0, &results[0].0, 0.0);
+    assert_close("pool gradient", &results[1].1, &results[0].1, 0.0);
+    assert!(results[1].0.iter().any(|x| x.is_nan()), "the NaN window");
+}
+
+#[test]
+fn int64_matmul_empty_axes_and_scalar_writes_work_on_the_device() {
+    let a: Vec<i64> = (0..2 * 3 * 4).map(|i| i - 7).collect();
+    let b: Vec<i64> = (0..4 * 5).map(|i| 3 - i).collect();
+    let (ca, cb) = (
+        Tensor::from_vec(a, &[2, 3, 4]).unwrap(),
+        Tensor::from_vec(b, &[4, 5]).unwrap(),
+    );
+    let want = ca.matmul(&cb).unwrap().to_vec::<i64>().unwrap();
+    let got = ca
+        .to_device(CUDA)
+        .unwrap()
+        .matmul(&cb.to_device(CUDA).unwrap())
+        .unwrap();
+    assert_eq!(got.device(), CUDA);
+    assert_eq!(got.to_vec::<i64>().unwrap(), want);
+
+    // summing over an empty axis gives zeros for every kept element
+    let empty = Tensor::zeros(&[0, 3], DType::F64).to_device(CUDA).unwrap();
+    let s = empty.sum(Some(&[0]), false).unwrap();
+    assert_eq!(s.shape(), &[3]);
+    assert_eq!(s.to_vec::<f64>().unwrap(), vec![0.0; 3]);
+
+    // a 0-d CPU value (a Python scalar) may be written into a device tensor
+    let t = on(CUDA, &[1.0, 2.0, 3.0], &[3]);
+    t.slice(&[range(1, 3, 1)])
+        .unwrap()
+        .assign_(&Tensor::scalar(7.0f64))
+        .unwrap();
+    assert_eq!(t.to_vec::<f64>().unwrap(), vec![1.0, 7.0, 7.0]);
+}

@@ -368,3 +368,50 @@ UNFOLD(unfold_f64, double)
     }
 FOLD(fold_f32, float)
 FOLD(fold_f64, double)
+
+// Flat h*w position of each max-pooling window's maximum of x [n, c, h, w] (strided), as
+// [n, c, oh*ow]: first on ties, NaN wins, 0 for a window entirely in the padding.
+#define POOL_ARGMAX(NAME, T)                                                                  \
+    extern "C" __global__ void NAME(const T* x, Strided lx, Window g, long long* out,         \
+                                    long long n) {                                            \
+        GRID_LOOP(i, n) {                                                                     \
+            long long l = g.oh * g.ow, p = i % l, plane = i / l;                              \
+            long long ni = plane / g.c, ci = plane % g.c, oy = p / g.ow, ox = p % g.ow;       \
+            long long base = lx.offset + ni * lx.strides[0] + ci * lx.strides[1];             \
+            long long best = -1;                                                              \
+            T bv = (T)0;                                                                      \
+            for (long long ki = 0; ki < g.kh; ++ki) {                                         \
+                long long iy = oy * g.sh + ki * g.dh - g.ph;                                  \
+                if (iy < 0 || iy >= g.h) continue;                                            \
+                for (long long kj = 0; kj < g.kw; ++kj) {                                     \
+                    long long ix = ox * g.sw + kj * g.dw - g.pw;                              \
+                    if (ix < 0 || ix >= g.w) continue;                                        \
+                    T v = x[base + iy * lx.strides[2] + ix * lx.strides[3]];                  \
+                    if (best < 0 || v > bv || (v != v && bv == bv)) {                         \
+                        best = iy * g.w + ix;                                                 \
+                        bv = v;                                                               \
+                    }                                                                         \
+                }                                                                             \
+            }                                                                                 \
+            out[i] = best < 0 ? 0 : best;                                                     \
+        }                                                                                     \
+    }
+POOL_ARGMAX(pool_argmax_f32, float)
+POOL_ARGMAX(pool_argmax_f64, double)
+POOL_ARGMAX(pool_argmax_i64, long long)
+POOL_ARGMAX(pool_argmax_u8, u8)
+
+// Batched products of contiguous int64 matrices: c[b] = a[b] (m x k) times b[b] (k x n); a
+// batch stride of 0 shares one matrix (cuBLAS has no integer GEMM).
+extern "C" __global__ void matmul_i64(const long long* a, long long sa, const long long* b,
+                                      long long sb, long long* c, long long m, long long k,
+                                      long long n, long long total) {
+    GRID_LOOP(i, total) {
+        long long j = i % n, r = (i / n) % m, bi = i / (m * n);
+        const long long* ar = a + bi * sa + r * k;
+        const long long* bc = b + bi * sb + j;
+        long long acc = 0;
+        for (long long p = 0; p < k; ++p) acc += ar[p] * bc[p * n];
+        c[i] = acc;
+    }
+}

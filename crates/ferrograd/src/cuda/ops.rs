@@ -146,7 +146,8 @@ fn name(family: &str, d: DType) -> &'static str {
         "gather",
         "scatter_add",
         "unfold",
-        "fold"
+        "fold",
+        "pool_argmax"
     )
 }
 
@@ -597,7 +598,11 @@ pub(crate) fn reduce(
     perm.extend_from_slice(axes);
     let moved = l.permute(&perm);
     let cols: usize = axes.iter().map(|&a| l.shape()[a]).product();
-    let rows = l.numel() / cols.max(1);
+    // (not numel / cols: an empty reduced axis leaves every kept element)
+    let rows: usize = perm[..nd - axes.len()]
+        .iter()
+        .map(|&d| l.shape()[d])
+        .product();
     if cols == 0 && matches!(kind, ReduceKind::Max | ReduceKind::Min) {
         return Err(Error::shape(
             kind.name(),
@@ -778,10 +783,35 @@ pub(crate) fn matmul(
     Ok(match (&ac, &bc) {
         (CudaData::F32(x), CudaData::F32(y)) => go!(x, y, f32, F32),
         (CudaData::F64(x), CudaData::F64(y)) => go!(x, y, f64, F64),
+        (CudaData::I64(x), CudaData::I64(y)) => {
+            let total = batch * m * n;
+            let mut out = zeros::<i64>(g, total)?;
+            if total > 0 {
+                let f = g.function("matmul_i64")?;
+                let (sa, sb) = ((m * k) as i64, stride_b);
+                let (mm, kk, nn, t) = (m as i64, k as i64, n as i64, total as i64);
+                unsafe {
+                    g.stream
+                        .launch_builder(&f)
+                        .arg(x)
+                        .arg(&sa)
+                        .arg(y)
+                        .arg(&sb)
+                        .arg(&mut out)
+                        .arg(&mm)
+                        .arg(&kk)
+                        .arg(&nn)
+                        .arg(&t)
+                        .launch(cfg(total))
+                        .map_err(|e| err("matmul", e))?
+                };
+            }
+            CudaData::I64(out)
+        }
         _ => {
             return Err(Error::dtype(
                 "matmul",
-                "CUDA matmul supports float32 and float64",
+                "CUDA matmul supports float32, float64 and int64",
             ))
         }
     })
@@ -1052,4 +1082,30 @@ pub(crate) fn fold(
             ))
         }
     })
+}
+
+/// The flat `h * w` position of each max-pooling window's maximum of `x` `[n, c, h, w]`
+/// (first on ties, NaN wins), as contiguous int64 `[n, c, oh * ow]`.
+pub(crate) fn pool_argmax(g: &Gpu, x: &CudaData, l: &Layout, win: &Window) -> Result<CudaData> {
+    let s = l.shape();
+    let args = window_args(win, s[1], s[2], s[3]);
+    let n = s[0] * s[1] * (args.oh * args.ow) as usize;
+    let lx = strided_full("pool_argmax", l)?;
+    let len = n as i64;
+    let f = g.function(name("pool_argmax", x.dtype()))?;
+    let mut out = zeros::<i64>(g, n)?;
+    if n > 0 {
+        with_slice!(x, v => unsafe {
+            g.stream
+                .launch_builder(&f)
+                .arg(v)
+                .arg(&lx)
+                .arg(&args)
+                .arg(&mut out)
+                .arg(&len)
+                .launch(cfg(n))
+                .map_err(|e| err("pool_argmax", e))?
+        });
+    }
+    Ok(CudaData::I64(out))
 }

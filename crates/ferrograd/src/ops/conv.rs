@@ -23,7 +23,11 @@ pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         Op::PoolArgmax(window) => {
             let s = x.shape();
             let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
-            let d = cpu_only(op, inputs, |d| cpu::pool_argmax(d[0], x.layout(), window))?;
+            let d = kernel!(
+                inputs,
+                |d| Ok::<_, Error>(cpu::pool_argmax(d[0], x.layout(), window)),
+                |g, c| crate::cuda::pool_argmax(g, c[0], x.layout(), window)
+            )?;
             Tensor::from_storage(d, &[s[0], s[1], oh * ow])
         }
         Op::Fold { window, size } => {
@@ -457,6 +461,26 @@ pub fn conv2d(
             format!("input of shape {:?} with {groups} groups needs weight [out, {}, kh, kw] with out divisible by groups, got {ws:?}", x.shape(), c.checked_div(groups).unwrap_or(0)),
         ));
     }
+    if let Some(b) = bias {
+        if b.dtype() != x.dtype() {
+            return Err(Error::dtype(
+                OP,
+                format!(
+                    "dtype mismatch: input {} {:?} vs bias {} {:?}",
+                    x.dtype(),
+                    x.shape(),
+                    b.dtype(),
+                    b.shape()
+                ),
+            ));
+        }
+        if b.shape() != [o] {
+            return Err(Error::shape(
+                OP,
+                format!("bias must have shape [{o}], got {:?}", b.shape()),
+            ));
+        }
+    }
     let win = Window {
         kernel: (kh, kw),
         stride,
@@ -494,15 +518,7 @@ pub fn conv2d(
     let y = y.reshape(&[n, oh, ow, o])?.permute(&[0, 3, 1, 2])?.copy()?;
     match bias {
         None => Ok(y),
-        Some(b) => {
-            if b.shape() != [o] {
-                return Err(Error::shape(
-                    OP,
-                    format!("bias must have shape [{o}], got {:?}", b.shape()),
-                ));
-            }
-            y.add(&b.reshape(&[o, 1, 1])?)
-        }
+        Some(b) => y.add(&b.reshape(&[o, 1, 1])?),
     }
 }
 
@@ -610,11 +626,17 @@ pub fn max_pool2d(
 ) -> Result<Tensor> {
     const OP: &str = "max_pool2d";
     let win = pool_window(OP, kernel, stride, padding, dilation, ceil_mode)?;
+    let (oh, ow) = windows_fit(OP, x, &win)?;
     if x.device() == crate::Device::Cpu {
-        windows_fit(OP, x, &win)?;
         return apply1(&Op::MaxPool2d(Box::new(win)), &[x]);
     }
-    pool_by_unfold(OP, x, &win, f64::NEG_INFINITY, Tensor::max)
+    // elsewhere: each window's first maximum (NaN wins), gathered; the gradient reaches that
+    // element alone, as on the CPU
+    let s = x.shape();
+    let idx = apply1(&Op::PoolArgmax(Box::new(win)), &[x])?;
+    x.reshape(&[s[0], s[1], s[2] * s[3]])?
+        .gather(&idx, 2)?
+        .reshape(&[s[0], s[1], oh, ow])
 }
 
 /// How [`avg_pool2d`] divides each window's sum (PyTorch's `count_include_pad` and

@@ -14,6 +14,17 @@ impl Tensor {
     /// Writes `value` (broadcast to this shape, cast to this dtype) into this tensor's storage,
     /// through its view. No gradient flows through this raw write; see [`Tensor::update_`].
     pub fn assign_(&self, value: &Tensor) -> Result<()> {
+        // a 0-d CPU tensor (a Python scalar) may be written into a tensor on any device
+        let moved;
+        let value = if value.ndim() == 0
+            && value.device() == crate::Device::Cpu
+            && self.device() != crate::Device::Cpu
+        {
+            moved = value.to_device(self.device())?;
+            &moved
+        } else {
+            value
+        };
         if value.device() != self.device() {
             return Err(Error::device(
                 "assign",
