@@ -718,6 +718,11 @@ def w4_bandwidth(b: Bench) -> None:
     ):
         t = b.time(fn, sync=b.fg_sync, warmup=2)
         b.add_rate(W, metric, "ferrograd", t, "GB/s", nbytes / gb)
+    # on a GPU the target is a share of the device-to-device copy bandwidth (read + write)
+    copy_bytes = 2 * a0.nbytes
+    if b.device != "cpu":
+        t = b.time(lambda: fa.copy(), sync=b.fg_sync, warmup=2)
+        b.add_rate(W, "copy d2d", "ferrograd", t, "GB/s", copy_bytes / gb, "copy kernel")
 
     if b.device == "cpu":
         na, nb, nm, ni = a0, b0, m0, a0.copy()
@@ -740,9 +745,30 @@ def w4_bandwidth(b: Bench) -> None:
         ):
             t = b.time(fn, sync=b.torch_sync, warmup=2)
             b.add_rate(W, metric, "torch", t, "GB/s", nbytes / gb)
+        if b.device != "cpu":
+            tdst = b.eng.torch.empty_like(ta)
+            t = b.time(lambda: tdst.copy_(ta), sync=b.torch_sync, warmup=2)
+            b.add_rate(W, "copy d2d", "torch", t, "GB/s", copy_bytes / gb, "memcpy d2d")
 
     finish_ratios(b.records)
     print_records(b.records, W)
+    if b.device != "cpu":
+        rates = {
+            (r["engine"], r["metric"]): r["value"]
+            for r in b.records
+            if r["workload"] == W and r.get("value") is not None
+        }
+        ref_engine = "torch" if ("torch", "copy d2d") in rates else "ferrograd"
+        ref = rates.get((ref_engine, "copy d2d"))
+        for metric in ("add", "add in-place", "row sum"):
+            got = rates.get(("ferrograd", metric))
+            if ref and got:
+                ok = got >= 0.8 * ref
+                print(
+                    f"  target ferrograd >= 80% of the d2d copy bandwidth ({ref_engine}, "
+                    f"{ref:.0f} GB/s), {metric}: {100 * got / ref:.0f}% -> "
+                    f"{'met' if ok else 'NOT met'}"
+                )
     for r in b.records:
         if (
             r["workload"] == W

@@ -390,3 +390,30 @@ fn int64_matmul_empty_axes_and_scalar_writes_work_on_the_device() {
         .unwrap();
     assert_eq!(t.to_vec::<f64>().unwrap(), vec![1.0, 7.0, 7.0]);
 }
+
+#[test]
+fn in_place_updates_match_the_cpu() {
+    use ferrograd::op::BinaryOp;
+    let (va, vb) = (values(6 * 4, 11), values(4, 12));
+    let mut out = Vec::new();
+    for device in [Device::Cpu, CUDA] {
+        let x = on(device, &va, &[6, 4]);
+        let v0 = x.storage().version();
+        x.binary_assign_(BinaryOp::Add, &on(device, &vb, &[4]))
+            .unwrap();
+        // through a strided view, with a Python-style scalar
+        let rows = x.slice(&[range(0, 6, 2), range(1, 4, 1)]).unwrap();
+        rows.binary_assign_(BinaryOp::Mul, &Tensor::scalar(-3.0f64))
+            .unwrap();
+        x.t()
+            .unwrap()
+            .binary_assign_(BinaryOp::Maximum, &on(device, &[0.5; 6], &[6]))
+            .unwrap();
+        assert!(
+            x.storage().version() > v0,
+            "in-place writes bump the version"
+        );
+        out.push(x.to_vec::<f64>().unwrap());
+    }
+    assert_close("in-place", &out[1], &out[0], 0.0);
+}

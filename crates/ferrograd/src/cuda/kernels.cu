@@ -110,6 +110,20 @@ BINARY(binary_f32, float, binary_float<float>)
 BINARY(binary_f64, double, binary_float<double>)
 BINARY(binary_i64, long long, binary_int)
 
+// dst op= b through dst's view, one pass (b already broadcast to dst's shape; the host makes
+// sure no two elements of the view share memory and b is not dst's storage)
+#define BINARY_ASSIGN(NAME, T, F)                                                             \
+    extern "C" __global__ void NAME(int op, T* dst, Strided ld, const T* b, Strided lb,       \
+                                    long long n) {                                            \
+        GRID_LOOP(i, n) {                                                                     \
+            long long p = pos(ld, i);                                                         \
+            dst[p] = F(op, dst[p], b[pos(lb, i)]);                                            \
+        }                                                                                     \
+    }
+BINARY_ASSIGN(binary_assign_f32, float, binary_float<float>)
+BINARY_ASSIGN(binary_assign_f64, double, binary_float<double>)
+BINARY_ASSIGN(binary_assign_i64, long long, binary_int)
+
 // backward of tanh (op 5), sigmoid (6) and relu (7) from the activation's output y
 #define ACT_GRAD(NAME, T)                                                                     \
     extern "C" __global__ void NAME(int op, const T* dy, Strided ldy, const T* y, Strided ly, \

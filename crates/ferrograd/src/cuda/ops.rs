@@ -135,6 +135,7 @@ fn name(family: &str, d: DType) -> &'static str {
     table!(
         "unary",
         "binary",
+        "binary_assign",
         "act_grad",
         "compare",
         "where",
@@ -282,6 +283,68 @@ pub(crate) fn unary(g: &Gpu, op: UnaryOp, x: &CudaData, l: &Layout) -> Result<Cu
     }))
 }
 
+/// A binary op's number in the kernels.
+fn binary_code(op: BinaryOp) -> i32 {
+    match op {
+        BinaryOp::Add => 0,
+        BinaryOp::Sub => 1,
+        BinaryOp::Mul => 2,
+        BinaryOp::Div => 3,
+        BinaryOp::Pow => 4,
+        BinaryOp::Maximum => 5,
+        BinaryOp::Minimum => 6,
+    }
+}
+
+/// `dst op= src` through `dst`'s view in one pass (`src` already broadcast to its shape, not
+/// `dst`'s storage; no two elements of `dst`'s view overlap).
+pub(crate) fn binary_assign(
+    g: &Gpu,
+    op: BinaryOp,
+    dst: &mut CudaData,
+    ld: &Layout,
+    src: &CudaData,
+    ls: &Layout,
+) -> Result<()> {
+    let dt = dst.dtype();
+    if dt == DType::Bool || (dt == DType::I64 && matches!(op, BinaryOp::Div | BinaryOp::Pow)) {
+        return Err(Error::dtype(
+            op.name(),
+            format!("not defined for dtype {dt}"),
+        ));
+    }
+    let n = ld.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let (sd, ss) = (strided(op.name(), ld)?, strided(op.name(), ls)?);
+    let f = g.function(name("binary_assign", dt))?;
+    let (code, len) = (binary_code(op), n as i64);
+    macro_rules! go {
+        ($d:expr, $s:expr) => {
+            unsafe {
+                g.stream
+                    .launch_builder(&f)
+                    .arg(&code)
+                    .arg($d)
+                    .arg(&sd)
+                    .arg($s)
+                    .arg(&ss)
+                    .arg(&len)
+                    .launch(cfg(n))
+                    .map_err(|e| err(op.name(), e))?
+            }
+        };
+    }
+    match (dst, src) {
+        (CudaData::F32(d), CudaData::F32(s)) => go!(d, s),
+        (CudaData::F64(d), CudaData::F64(s)) => go!(d, s),
+        (CudaData::I64(d), CudaData::I64(s)) => go!(d, s),
+        _ => return Err(Error::dtype(op.name(), "dtype mismatch")),
+    };
+    Ok(())
+}
+
 pub(crate) fn binary(
     g: &Gpu,
     op: BinaryOp,
@@ -302,15 +365,7 @@ pub(crate) fn binary(
             format!("not defined for dtype {dt}"),
         ));
     }
-    let code: i32 = match op {
-        BinaryOp::Add => 0,
-        BinaryOp::Sub => 1,
-        BinaryOp::Mul => 2,
-        BinaryOp::Div => 3,
-        BinaryOp::Pow => 4,
-        BinaryOp::Maximum => 5,
-        BinaryOp::Minimum => 6,
-    };
+    let code = binary_code(op);
     let n = la.numel();
     let (sa, sb) = (strided(op.name(), la)?, strided(op.name(), lb)?);
     let f = g.function(name("binary", dt))?;

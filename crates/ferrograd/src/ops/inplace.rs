@@ -120,6 +120,33 @@ impl Tensor {
             ));
         }
         let aliased = Arc::ptr_eq(other.storage(), self.storage());
+        #[cfg(feature = "cuda")]
+        if let crate::Device::Cuda(i) = self.device() {
+            // a Python scalar joins the device; a view whose elements share memory (a
+            // broadcast) takes the general path below
+            let other = if other.ndim() == 0 && other.device() == crate::Device::Cpu {
+                other.to_device(self.device())?
+            } else {
+                other.clone()
+            };
+            let distinct = self
+                .shape()
+                .iter()
+                .zip(self.layout().strides())
+                .all(|(&n, &s)| n <= 1 || s != 0);
+            if !aliased && distinct && other.device() == self.device() {
+                let gpu = crate::cuda::gpu(op.name(), i)?;
+                let ls = other.layout().broadcast_to(self.shape());
+                let read = other.storage().read();
+                let mut write = self.storage().write();
+                return match (&mut *write, &*read) {
+                    (StorageData::Cuda(d), StorageData::Cuda(s)) => {
+                        crate::cuda::binary_assign(&gpu, op, d, self.layout(), s, &ls)
+                    }
+                    _ => Err(Error::device(op.name(), "in-place update across devices")),
+                };
+            }
+        }
         if aliased || self.device() != crate::Device::Cpu || other.device() != crate::Device::Cpu {
             let result = {
                 let _g = no_grad();
