@@ -182,6 +182,29 @@ fn matmul_indexing_and_concat_match_the_cpu() {
             a.reshape(&[2, 3, 4])?
                 .matmul(&b.slice(&[range(0, 4, 1), range(0, 4, 1)])?)
         }),
+        // read in place by cuBLAS: a column slice (leading dimension > columns), transposed
+        // batches; and an offset view, which is copied first
+        ("column_slice", |a, b| {
+            a.slice(&[range(0, 6, 1), range(0, 3, 1)])?
+                .matmul(&b.slice(&[range(0, 3, 1), range(0, 4, 1)])?)
+        }),
+        ("batched_transposed", |a, b| {
+            a.reshape(&[2, 3, 4])?
+                .transpose(1, 2)?
+                .matmul(&b.reshape(&[2, 3, 4])?)
+        }),
+        ("batched_both_transposed", |a, b| {
+            a.reshape(&[2, 3, 4])?
+                .transpose(1, 2)?
+                .matmul(&b.reshape(&[2, 4, 3])?.transpose(1, 2)?)
+        }),
+        ("offset_view", |a, b| {
+            a.slice(&[range(1, 6, 1), range(0, 4, 1)])?
+                .matmul(&b.slice(&[range(2, 6, 1), range(0, 4, 1)])?)
+        }),
+        ("vector", |a, b| {
+            a.matmul(&b.slice(&[range(0, 4, 1), SliceSpec::Index(1)])?)
+        }),
         ("concat", |a, b| {
             concat(&[a, &b.slice(&[range(0, 2, 1), range(0, 4, 1)])?], 0)
         }),

@@ -117,6 +117,12 @@ fn alloc<T: DeviceRepr>(g: &Gpu, n: usize) -> Result<CudaSlice<T>> {
     unsafe { g.stream.alloc::<T>(n.max(1)) }.map_err(|e| alloc_err::<T>(n, e))
 }
 
+/// The buffer itself when `l` reads it from its start in row-major order (kernels that take
+/// contiguous rows need no copy then).
+fn in_place<'a>(x: &'a CudaData, l: &Layout) -> Option<&'a CudaData> {
+    (l.offset() == 0 && l.is_contiguous()).then_some(x)
+}
+
 /// Kernel names are static: look them up by family and dtype.
 fn name(family: &str, d: DType) -> &'static str {
     macro_rules! table {
@@ -664,7 +670,14 @@ pub(crate) fn reduce(
             format!("cannot reduce over an empty axis (shape {:?})", l.shape()),
         ));
     }
-    let contiguous = cast(g, x, &moved, dt)?;
+    let copied;
+    let contiguous = match in_place(x, &moved) {
+        Some(x) => x,
+        None => {
+            copied = cast(g, x, &moved, dt)?;
+            &copied
+        }
+    };
     let code: i32 = match kind {
         ReduceKind::Sum | ReduceKind::Mean => 0,
         ReduceKind::Max => 1,
@@ -698,7 +711,7 @@ pub(crate) fn reduce(
             CudaData::$variant(out)
         }};
     }
-    let out = match (&contiguous, kind) {
+    let out = match (contiguous, kind) {
         (CudaData::F32(v), ReduceKind::Max) => go!(v, f32, F32, f32::NEG_INFINITY),
         (CudaData::F32(v), ReduceKind::Min) => go!(v, f32, F32, f32::INFINITY),
         (CudaData::F32(v), _) => go!(v, f32, F32, 0.0),
@@ -745,7 +758,14 @@ pub(crate) fn softmax(
     let mut perm: Vec<usize> = (0..nd).filter(|&d| d != axis).collect();
     perm.push(axis);
     let moved = l.permute(&perm);
-    let rows_in = cast(g, x, &moved, dt)?;
+    let copied;
+    let rows_in = match in_place(x, &moved) {
+        Some(x) => x,
+        None => {
+            copied = cast(g, x, &moved, dt)?;
+            &copied
+        }
+    };
     let cols = l.shape()[axis];
     let rows = l.numel() / cols.max(1);
     let f = g.function(name("softmax_rows", dt))?;
@@ -755,7 +775,7 @@ pub(crate) fn softmax(
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
-    let out = each!(&rows_in, v => {
+    let out = each!(rows_in, v => {
         let mut out = alloc(g, l.numel())?;
         if rows > 0 {
             unsafe { g.stream.launch_builder(&f).arg(v).arg(&mut out).arg(&r).arg(&c).arg(&flag).launch(lc).map_err(|e| err("softmax", e))? };
@@ -775,8 +795,86 @@ pub(crate) fn softmax(
     cast(g, &out, &back, dt)
 }
 
+/// How cuBLAS can read a `[batch..., rows, cols]` view in place: `(transposed, leading
+/// dimension, batch stride)`. Row-major matrices (a column slice too) are read as they are,
+/// transposed views with cuBLAS's transpose flag; the batch dimensions must flatten to one
+/// stride (0 for a matrix shared by the batch). None when the view needs a copy.
+fn gemm_operand(l: &Layout) -> Option<(bool, i64, i64)> {
+    let (s, st, nd) = (l.shape(), l.strides(), l.ndim());
+    if l.offset() != 0 || st.iter().any(|&x| x < 0) {
+        return None;
+    }
+    let (r, c) = (s[nd - 2], s[nd - 1]);
+    let (sr, sc) = (st[nd - 2] as usize, st[nd - 1] as usize);
+    let (transposed, ld) = if (c <= 1 || sc == 1) && (r <= 1 || sr >= c.max(1)) {
+        (false, if r <= 1 { c.max(1) } else { sr })
+    } else if (r <= 1 || sr == 1) && (c <= 1 || sc >= r.max(1)) {
+        (true, if c <= 1 { r.max(1) } else { sc })
+    } else {
+        return None;
+    };
+    let (mut batch_stride, mut next) = (None, 0usize);
+    for d in (0..nd - 2).rev() {
+        if s[d] == 1 {
+            continue;
+        }
+        let step = st[d] as usize;
+        match batch_stride {
+            None => batch_stride = Some(step),
+            Some(_) if step != next => return None,
+            Some(_) => {}
+        }
+        next = step * s[d];
+    }
+    Some((transposed, ld as i64, batch_stride.unwrap_or(0) as i64))
+}
+
+/// A matrix operand for cuBLAS: the buffer itself when [`gemm_operand`] can read it, else a
+/// row-major copy (one matrix when the batch shares it).
+struct Operand {
+    copy: Option<CudaData>,
+    transposed: bool,
+    ld: i64,
+    batch_stride: i64,
+}
+
+fn operand(g: &Gpu, x: &CudaData, l: &Layout) -> Result<Operand> {
+    if let Some((transposed, ld, batch_stride)) = gemm_operand(l) {
+        return Ok(Operand {
+            copy: None,
+            transposed,
+            ld,
+            batch_stride,
+        });
+    }
+    let nd = l.ndim();
+    let (r, c) = (l.shape()[nd - 2], l.shape()[nd - 1]);
+    let shared = l.strides()[..nd - 2].iter().all(|&s| s == 0);
+    let copy = if shared {
+        let mat = Layout::new(&l.shape()[nd - 2..], &l.strides()[nd - 2..], l.offset());
+        cast(g, x, &mat, x.dtype())?
+    } else {
+        cast(g, x, l, x.dtype())?
+    };
+    Ok(Operand {
+        copy: Some(copy),
+        transposed: false,
+        ld: c.max(1) as i64,
+        batch_stride: if shared { 0 } else { (r * c) as i64 },
+    })
+}
+
+fn op_flag(transposed: bool) -> cublasOperation_t {
+    if transposed {
+        cublasOperation_t::CUBLAS_OP_T
+    } else {
+        cublasOperation_t::CUBLAS_OP_N
+    }
+}
+
 /// Matrix products of `[batch..., m, k]` and `[batch..., k, n]` views (already broadcast to one
-/// batch shape) through cuBLAS; the result is contiguous `[batch..., m, n]`.
+/// batch shape), floats through cuBLAS (reading row-major and transposed views in place), int64
+/// through a kernel; the result is contiguous `[batch..., m, n]`.
 pub(crate) fn matmul(
     g: &Gpu,
     a: &CudaData,
@@ -787,18 +885,14 @@ pub(crate) fn matmul(
     let nd = la.ndim();
     let (m, k, n) = (la.shape()[nd - 2], la.shape()[nd - 1], lb.shape()[nd - 1]);
     let batch: usize = la.shape()[..nd - 2].iter().product();
-    // weights shared across the batch are read in place with a zero batch stride
-    let b_shared = lb.strides()[..nd - 2].iter().all(|&s| s == 0) && {
-        let mat = Layout::new(&lb.shape()[nd - 2..], &lb.strides()[nd - 2..], lb.offset());
-        mat.is_contiguous()
-    };
-    let ac = cast(g, a, la, a.dtype())?;
-    let (bc, stride_b) = if b_shared {
-        let mat = Layout::new(&lb.shape()[nd - 2..], &lb.strides()[nd - 2..], lb.offset());
-        (cast(g, b, &mat, b.dtype())?, 0i64)
-    } else {
-        (cast(g, b, lb, b.dtype())?, (k * n) as i64)
-    };
+    if a.dtype() != b.dtype() {
+        return Err(Error::dtype("matmul", "dtype mismatch"));
+    }
+    if a.dtype() == DType::I64 {
+        return matmul_i64(g, a, la, b, lb);
+    }
+    let (oa, ob) = (operand(g, a, la)?, operand(g, b, lb)?);
+    let (abuf, bbuf) = (oa.copy.as_ref().unwrap_or(a), ob.copy.as_ref().unwrap_or(b));
     macro_rules! go {
         ($x:expr, $y:expr, $t:ty, $variant:ident) => {{
             let mut out = if k == 0 {
@@ -807,23 +901,24 @@ pub(crate) fn matmul(
                 alloc::<$t>(g, batch * m * n)?
             };
             if batch * m * n > 0 && k > 0 {
-                // row-major C = A B is column-major C^T = B^T A^T
+                // row-major C = A B is column-major C^T = B^T A^T: a row-major operand is its
+                // transpose in column-major terms, a transposed view is the matrix itself
                 let cfg = StridedBatchedConfig {
                     gemm: GemmConfig {
-                        transa: cublasOperation_t::CUBLAS_OP_N,
-                        transb: cublasOperation_t::CUBLAS_OP_N,
+                        transa: op_flag(ob.transposed),
+                        transb: op_flag(oa.transposed),
                         m: n as i32,
                         n: m as i32,
                         k: k as i32,
                         alpha: 1.0 as $t,
-                        lda: n as i32,
-                        ldb: k as i32,
+                        lda: ob.ld as i32,
+                        ldb: oa.ld as i32,
                         beta: 0.0 as $t,
                         ldc: n as i32,
                     },
                     batch_size: batch as i32,
-                    stride_a: stride_b,
-                    stride_b: (m * k) as i64,
+                    stride_a: ob.batch_stride,
+                    stride_b: oa.batch_stride,
                     stride_c: (m * n) as i64,
                 };
                 unsafe {
@@ -835,34 +930,9 @@ pub(crate) fn matmul(
             CudaData::$variant(out)
         }};
     }
-    Ok(match (&ac, &bc) {
+    Ok(match (abuf, bbuf) {
         (CudaData::F32(x), CudaData::F32(y)) => go!(x, y, f32, F32),
         (CudaData::F64(x), CudaData::F64(y)) => go!(x, y, f64, F64),
-        (CudaData::I64(x), CudaData::I64(y)) => {
-            let total = batch * m * n;
-            let mut out = zeros::<i64>(g, total)?;
-            if total > 0 {
-                let f = g.function("matmul_i64")?;
-                let (sa, sb) = ((m * k) as i64, stride_b);
-                let (mm, kk, nn, t) = (m as i64, k as i64, n as i64, total as i64);
-                unsafe {
-                    g.stream
-                        .launch_builder(&f)
-                        .arg(x)
-                        .arg(&sa)
-                        .arg(y)
-                        .arg(&sb)
-                        .arg(&mut out)
-                        .arg(&mm)
-                        .arg(&kk)
-                        .arg(&nn)
-                        .arg(&t)
-                        .launch(cfg(total))
-                        .map_err(|e| err("matmul", e))?
-                };
-            }
-            CudaData::I64(out)
-        }
         _ => {
             return Err(Error::dtype(
                 "matmul",
@@ -870,6 +940,40 @@ pub(crate) fn matmul(
             ))
         }
     })
+}
+
+/// int64 matrix products (cuBLAS has none): contiguous copies and a kernel.
+fn matmul_i64(g: &Gpu, a: &CudaData, la: &Layout, b: &CudaData, lb: &Layout) -> Result<CudaData> {
+    let nd = la.ndim();
+    let (m, k, n) = (la.shape()[nd - 2], la.shape()[nd - 1], lb.shape()[nd - 1]);
+    let batch: usize = la.shape()[..nd - 2].iter().product();
+    let (ac, bc) = (cast(g, a, la, DType::I64)?, cast(g, b, lb, DType::I64)?);
+    let (CudaData::I64(x), CudaData::I64(y)) = (&ac, &bc) else {
+        return Err(Error::dtype("matmul", "dtype mismatch"));
+    };
+    let total = batch * m * n;
+    let mut out = zeros::<i64>(g, total)?;
+    if total > 0 {
+        let f = g.function("matmul_i64")?;
+        let (sa, sb) = ((m * k) as i64, (k * n) as i64);
+        let (mm, kk, nn, t) = (m as i64, k as i64, n as i64, total as i64);
+        unsafe {
+            g.stream
+                .launch_builder(&f)
+                .arg(x)
+                .arg(&sa)
+                .arg(y)
+                .arg(&sb)
+                .arg(&mut out)
+                .arg(&mm)
+                .arg(&kk)
+                .arg(&nn)
+                .arg(&t)
+                .launch(cfg(total))
+                .map_err(|e| err("matmul", e))?
+        };
+    }
+    Ok(CudaData::I64(out))
 }
 
 pub(crate) fn concat(
