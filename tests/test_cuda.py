@@ -179,3 +179,24 @@ def test_cuda_memory_stats_and_empty_cache():
 def test_mixing_devices_raises():
     with pytest.raises(fg.DeviceError, match="device"):
         fg.tensor([1.0, 2.0], device="cpu") + fg.tensor([1.0, 2.0], device="cuda")
+
+
+@needs_gpu
+def test_gradients_flow_through_to_and_cpu():
+    rng = np.random.default_rng(3)
+    x0, w0 = rng.normal(size=(2, 3)), rng.normal(size=(3, 2))
+    grads = []
+    for move in (True, False):
+        x = fg.tensor(x0, device="cpu")
+        gm = fg.GradManager().attach(x)
+        with gm:
+            w = fg.tensor(w0, device="cuda" if move else "cpu")
+            h = x.to("cuda") if move else x
+            y = (h @ w).tanh()
+            loss = (y.cpu() if move else y).sum()
+            gm.backward(loss)
+        assert x.grad.device == "cpu"
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)
+    t = fg.tensor([1.0])
+    assert t.to("cpu") is not None and t.to(t.device).device == t.device

@@ -795,7 +795,7 @@ pub fn to_usize(op: &str, v: &[isize]) -> PyResult<Vec<usize>> {
 }
 
 pub fn to_device(t: &Tensor, dev: Device) -> PyResult<PyTensor> {
-    t.to_device(dev).py().map(PyTensor::from)
+    t.to(dev).py().map(PyTensor::from)
 }
 
 /// A list of tensors from a Python sequence.

@@ -74,6 +74,11 @@ pub enum Op {
     /// `where(cond, a, b)`.
     Where,
     Cast(DType),
+    /// A copy on another device (`Tensor::to`); its gradient goes back the other way.
+    ToDevice {
+        from: crate::device::Device,
+        to: crate::device::Device,
+    },
     /// A contiguous copy.
     Copy,
     Reduce {
@@ -254,6 +259,7 @@ impl Op {
         "conv2d_weight_grad",
         "max_pool2d",
         "max_pool2d_grad",
+        "to",
     ];
 
     /// The name used in errors and reports.
@@ -290,6 +296,7 @@ impl Op {
             Op::Conv2dWeightGrad { .. } => "conv2d_weight_grad",
             Op::MaxPool2d(_) => "max_pool2d",
             Op::MaxPool2dGrad(_) => "max_pool2d_grad",
+            Op::ToDevice { .. } => "to",
         }
     }
 

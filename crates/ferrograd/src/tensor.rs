@@ -301,7 +301,23 @@ impl Tensor {
         }
     }
 
-    /// A copy on `device` (the same tensor when it is there already). Not recorded.
+    /// This tensor on `device`: itself when it is there already, else a copy that a
+    /// `GradKey` records, so gradients flow back to this device (as PyTorch's `Tensor.to`).
+    pub fn to(&self, device: Device) -> Result<Tensor> {
+        if device == self.device() {
+            return Ok(self.clone());
+        }
+        crate::op::apply1(
+            &crate::op::Op::ToDevice {
+                from: self.device(),
+                to: device,
+            },
+            &[self],
+        )
+    }
+
+    /// A copy on `device` (the same tensor when it is there already). Not recorded: see
+    /// [`Tensor::to`].
     pub fn to_device(&self, device: Device) -> Result<Tensor> {
         if device == self.device() {
             return Ok(self.clone());

@@ -440,3 +440,41 @@ fn in_place_updates_match_the_cpu() {
     }
     assert_close("in-place", &out[1], &out[0], 0.0);
 }
+
+#[test]
+fn gradients_flow_back_through_device_transfers() {
+    // a CPU leaf used on the device (and a device result brought back): `to` is recorded
+    let x0 = values(6, 21);
+    let w0 = values(6, 22);
+    let x = on(Device::Cpu, &x0, &[2, 3]);
+    let key = GradKey::new("to");
+    key.attach(&x, None).unwrap();
+    let w = on(CUDA, &w0, &[3, 2]);
+    let y = x.to(CUDA).unwrap().matmul(&w).unwrap().tanh().unwrap();
+    let loss = y.to(Device::Cpu).unwrap().sum(None, false).unwrap();
+    key.backward(std::slice::from_ref(&loss), &[loss.ones_like().unwrap()])
+        .unwrap();
+    let g = x.grad().expect("the CPU leaf gets a gradient");
+    assert_eq!(g.device(), Device::Cpu);
+    // the same computation on the CPU alone
+    let xc = on(Device::Cpu, &x0, &[2, 3]);
+    let kc = GradKey::new("cpu");
+    kc.attach(&xc, None).unwrap();
+    let lc = xc
+        .matmul(&on(Device::Cpu, &w0, &[3, 2]))
+        .unwrap()
+        .tanh()
+        .unwrap()
+        .sum(None, false)
+        .unwrap();
+    kc.backward(std::slice::from_ref(&lc), &[lc.ones_like().unwrap()])
+        .unwrap();
+    assert_close(
+        "gradient through to()",
+        &g.to_vec::<f64>().unwrap(),
+        &xc.grad().unwrap().to_vec::<f64>().unwrap(),
+        1e-12,
+    );
+    // to the device it is on already: the same tensor
+    assert!(x.to(Device::Cpu).unwrap().same(&x));
+}

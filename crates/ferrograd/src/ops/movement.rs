@@ -39,6 +39,7 @@ fn unit_axes_view(l: &Layout, shape: &[usize]) -> Option<Layout> {
 pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     let x = inputs[0];
     let out = match op {
+        Op::ToDevice { to, .. } => x.to_device(*to)?,
         Op::Reshape(shape) => {
             if numel(shape) != x.numel() {
                 return Err(Error::shape(
@@ -226,6 +227,13 @@ pub(crate) fn saves(op: &Op) -> SaveMask {
 pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
     let shape = ctx.shape(0);
     Ok(match ctx.op {
+        Op::ToDevice { from, to } => vec![Some(apply1(
+            &Op::ToDevice {
+                from: *to,
+                to: *from,
+            },
+            &[dy],
+        )?)],
         Op::Reshape(_) => vec![Some(dy.reshape(shape)?)],
         Op::Permute(perm) => {
             let mut inv = vec![0isize; perm.len()];
