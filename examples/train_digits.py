@@ -1,6 +1,6 @@
 """Train a small MLP on the 8x8 digits shipped in examples/data, with ferrograd.
 
-    python examples/train_digits.py [--epochs 30]
+    python examples/train_digits.py [--epochs 30] [--device cuda]
 
 Prints the training loss per epoch (it falls) and the held-out accuracy.
 """
@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help='"cpu", "cuda" or "cuda:N"')
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
@@ -44,7 +45,7 @@ def main() -> None:
         fg.nn.Linear(64, 128, rng=rng),
         fg.nn.ReLU(),
         fg.nn.Linear(128, 10, rng=rng),
-    )
+    ).to(args.device)
     opt = fg.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     gm = fg.GradManager().attach(model.parameters())
 
@@ -54,7 +55,8 @@ def main() -> None:
         total, batches = 0.0, 0
         for i in range(0, len(perm), args.batch):
             idx = perm[i : i + args.batch]
-            xb, yb = fg.tensor(x_train[idx]), fg.tensor(y_train[idx])
+            xb = fg.tensor(x_train[idx], device=args.device)
+            yb = fg.tensor(y_train[idx], device=args.device)
             with gm:
                 loss = fg.cross_entropy(model(xb), yb)
                 gm.backward(loss)
@@ -65,7 +67,7 @@ def main() -> None:
         if epoch % 5 == 0 or epoch == args.epochs - 1:
             print(f"epoch {epoch:3d}  train loss {total / batches:.4f}")
 
-    logits = model(fg.tensor(x_test)).numpy()
+    logits = model(fg.tensor(x_test, device=args.device)).numpy()
     accuracy = float((logits.argmax(axis=1) == y_test).mean())
     elapsed = time.perf_counter() - start
     print(f"test accuracy {accuracy:.3f} on {len(y_test)} held-out digits ({elapsed:.1f} s)")

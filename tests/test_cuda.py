@@ -200,3 +200,27 @@ def test_gradients_flow_through_to_and_cpu():
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)
     t = fg.tensor([1.0])
     assert t.to("cpu") is not None and t.to(t.device).device == t.device
+
+
+def test_module_to_moves_parameters_and_keeps_sharing():
+    rng = np.random.default_rng(0)
+    lin = fg.nn.Linear(3, 3, rng=rng)
+    model = fg.nn.Sequential(lin, fg.nn.ReLU(), lin)  # one Linear used twice
+    before = [p.numpy() for p in model.parameters()]
+    assert model.to("cpu") is model
+    assert all(p.device == "cpu" for p in model.parameters())
+    if not HAS_GPU:
+        with pytest.raises(fg.DeviceError):
+            model.to("cuda")
+        return
+    model.to("cuda")
+    params = model.parameters()
+    assert len(params) == 2 and all(p.device == "cuda:0" for p in params)
+    assert all(isinstance(p, fg.nn.Parameter) for p in params)
+    assert model[0] is model[2] and model[0].weight is model[2].weight
+    for p, b in zip(params, before):
+        np.testing.assert_array_equal(p.numpy(), b)
+    gm = fg.GradManager().attach(params)
+    with gm:
+        gm.backward(model(fg.tensor(np.ones((4, 3), "f4"), device="cuda")).sum())
+    assert all(p.grad is not None and p.grad.device == "cuda:0" for p in params)

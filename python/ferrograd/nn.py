@@ -59,6 +59,13 @@ class Module:
         for p in self.parameters():
             p.grad = None
 
+    def to(self, device: str) -> Module:
+        """Puts every Parameter of this module and its children on ``device`` and returns
+        self. Parameters that move are new objects (one per shared Parameter): attach them to
+        GradManagers and optimizers after moving the model, as with PyTorch."""
+        _move_parameters(self, device, {})
+        return self
+
     def train(self, mode: bool = True) -> Module:
         self.training = mode
         for c in self.children():
@@ -67,6 +74,27 @@ class Module:
 
     def eval(self) -> Module:
         return self.train(False)
+
+
+def _move_parameters(m: Module, device: str, moved: dict) -> None:
+    device = "cuda:0" if str(device) == "cuda" else str(device)
+
+    def move(v: Any) -> Any:
+        if isinstance(v, Parameter):
+            if v.device == device:
+                return v
+            if id(v) not in moved:
+                moved[id(v)] = Parameter(v.numpy(), dtype=v.dtype, device=device)
+            return moved[id(v)]
+        if isinstance(v, Module):
+            _move_parameters(v, device, moved)
+        return v
+
+    for name, value in list(vars(m).items()):
+        if isinstance(value, (list, tuple)):
+            setattr(m, name, type(value)(move(v) for v in value))
+        else:
+            setattr(m, name, move(value))
 
 
 def _uniform(rng: np.random.Generator, bound: float, shape: tuple, dtype: str) -> Parameter:
