@@ -17,34 +17,27 @@ fn emulator() {
     let source = std::fs::read_to_string("src/cuda/kernels.cu").expect("src/cuda/kernels.cu");
     // a kernel is made by a line `FAMILY(name, ...)` or defined by a line
     // `extern "C" __global__ void name(...`, at the start of a line
+    // an identifier of lowercase (or uppercase) letters, digits and '_'
+    let ident = |s: &str, upper: bool| {
+        !s.is_empty()
+            && s.chars().all(|c| {
+                c == '_'
+                    || c.is_ascii_digit()
+                    || (upper && c.is_ascii_uppercase())
+                    || (!upper && c.is_ascii_lowercase())
+            })
+    };
     let mut table = String::new();
     for line in source.lines() {
-        if let Some(rest) = line.strip_prefix("extern \"C\" __global__ void ") {
-            let name = rest.split('(').next().unwrap_or("");
-            if !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
-            {
-                table.push_str(&format!("FG_KERNEL({name})\n"));
-            }
-            continue;
-        }
-        let Some((family, rest)) = line.split_once('(') else {
-            continue;
+        let name = match line.strip_prefix("extern \"C\" __global__ void ") {
+            Some(rest) => rest.split('(').next(),
+            None => line
+                .split_once('(')
+                .filter(|(family, _)| ident(family, true))
+                .and_then(|(_, rest)| rest.split_once(','))
+                .map(|(name, _)| name),
         };
-        let is_family = !family.is_empty()
-            && family
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit());
-        let Some((name, _)) = rest.split_once(',') else {
-            continue;
-        };
-        let is_name = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit());
-        if is_family && is_name {
+        if let Some(name) = name.filter(|n| ident(n, false)) {
             table.push_str(&format!("FG_KERNEL({name})\n"));
         }
     }

@@ -1,5 +1,7 @@
 //! Conversions between Python values (numpy arrays, scalars, tensors) and engine tensors.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use ferrograd::{DType, Device, Element, Tensor};
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{
@@ -97,14 +99,15 @@ pub fn numpy_dtype<'py>(py: Python<'py>, d: DType) -> PyResult<Bound<'py, PyAny>
 }
 
 /// The device that factories (`tensor`, `zeros`, ...) and device queries use when given none.
-static DEFAULT_DEVICE: std::sync::Mutex<Device> = std::sync::Mutex::new(Device::Cpu);
+/// Held as its [`Device::slot`].
+static DEFAULT_DEVICE: AtomicUsize = AtomicUsize::new(0);
 
 pub fn default_device() -> Device {
-    *DEFAULT_DEVICE.lock().unwrap_or_else(|e| e.into_inner())
+    Device::from_slot(DEFAULT_DEVICE.load(Ordering::Relaxed))
 }
 
 pub fn set_default_device(d: Device) {
-    *DEFAULT_DEVICE.lock().unwrap_or_else(|e| e.into_inner()) = d;
+    DEFAULT_DEVICE.store(d.slot(), Ordering::Relaxed);
 }
 
 /// A device argument; `None` is the default device.

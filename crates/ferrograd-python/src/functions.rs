@@ -314,20 +314,7 @@ fn empty_cache(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<()
 #[pyfunction]
 fn set_default_device(device: &Bound<'_, PyAny>) -> PyResult<()> {
     let d = parse_device(Some(device))?;
-    if let ferrograd::Device::Cuda(i) = d {
-        let count = _cuda_device_count();
-        if i >= count {
-            return Err(ferrograd::Error::Device {
-                op: "set_default_device".to_string(),
-                msg: if count == 0 {
-                    format!("{d} is not available: no CUDA driver or device was found")
-                } else {
-                    format!("{d} is not available: there are {count} CUDA device(s)")
-                },
-            })
-            .py();
-        }
-    }
+    d.check_available("set_default_device").py()?;
     crate::convert::set_default_device(d);
     Ok(())
 }

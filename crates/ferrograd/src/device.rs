@@ -33,12 +33,51 @@ impl Device {
     }
 
     /// A small index for per-device tables (CPU is 0, `cuda:N` is N + 1).
-    pub(crate) fn slot(self) -> usize {
+    pub fn slot(self) -> usize {
         match self {
             Device::Cpu => 0,
             Device::Cuda(i) => i + 1,
         }
     }
+
+    /// The device whose [`Device::slot`] is `slot`.
+    pub fn from_slot(slot: usize) -> Device {
+        match slot {
+            0 => Device::Cpu,
+            n => Device::Cuda(n - 1),
+        }
+    }
+
+    /// Ok when this device can be used (the CPU always; `cuda:N` when the driver reports more
+    /// than N devices), else an error for `op` saying why.
+    pub fn check_available(self, op: &str) -> Result<()> {
+        match self {
+            Device::Cuda(i) if i >= cuda_count() => Err(self.unavailable(op)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The error for `op` on a device that cannot be used, saying why.
+    pub(crate) fn unavailable(self, op: &str) -> Error {
+        let count = cuda_count();
+        Error::device(
+            op,
+            if cfg!(not(feature = "cuda")) {
+                format!("{self} is not available: this build has no CUDA backend")
+            } else if count == 0 {
+                format!("{self} is not available: no CUDA driver or device was found")
+            } else {
+                format!("{self} is not available: there are {count} CUDA device(s)")
+            },
+        )
+    }
+}
+
+fn cuda_count() -> usize {
+    #[cfg(feature = "cuda")]
+    return crate::cuda::device_count();
+    #[cfg(not(feature = "cuda"))]
+    0
 }
 
 impl fmt::Display for Device {

@@ -335,10 +335,7 @@ impl Tensor {
                 ))
             }
             #[cfg(not(feature = "cuda"))]
-            Device::Cuda(_) => Err(Error::device(
-                "to",
-                format!("{device} is not available: this build has no CUDA backend"),
-            )),
+            Device::Cuda(_) => Err(device.unavailable("to")),
         }
     }
 
@@ -356,10 +353,7 @@ impl Tensor {
                 ))
             }
             #[cfg(not(feature = "cuda"))]
-            Device::Cuda(_) => Err(Error::device(
-                "full",
-                format!("{device} is not available: this build has no CUDA backend"),
-            )),
+            Device::Cuda(_) => Err(device.unavailable("full")),
         }
     }
 }

@@ -22,7 +22,6 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
-#include <ucontext.h>
 #include <utility>
 #include <vector>
 
@@ -37,9 +36,9 @@ struct dim3 {
     unsigned x, y, z;
 };
 
-// each emulated thread's coordinates; the launch's dimensions are the same for all of them
-static thread_local dim3 threadIdx{0, 0, 0};
-static thread_local dim3 blockIdx{0, 0, 0};
+// the running thread's coordinates (one launch runs at a time, on the calling thread)
+static dim3 threadIdx{0, 0, 0};
+static dim3 blockIdx{0, 0, 0};
 static dim3 blockDim{1, 1, 1};
 static dim3 gridDim{1, 1, 1};
 
@@ -104,6 +103,7 @@ static void start(Context& c, char* stack, std::size_t size, void (*entry)()) {
     c.sp = sp;
 }
 #else
+#include <ucontext.h>
 struct Context {
     ucontext_t uc;
 };
@@ -126,7 +126,6 @@ struct Fibers {
     Barrier block;
     std::vector<Warp> warps;
     unsigned current = 0;
-    std::string failure;
 };
 
 static Fibers* fibers = nullptr;  // set while a synchronising kernel runs

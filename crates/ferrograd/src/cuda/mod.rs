@@ -114,27 +114,21 @@ unsafe impl Sync for Gpu {}
 
 static GPUS: OnceLock<Mutex<HashMap<usize, Arc<Gpu>>>> = OnceLock::new();
 
-/// The device `ordinal`, initialised on first use.
-pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
-    let table = GPUS.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(g) = table
+/// The device `ordinal` if it has been initialised.
+fn initialised(ordinal: usize) -> Option<Arc<Gpu>> {
+    GPUS.get()?
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&ordinal)
-    {
-        return Ok(g.clone());
+        .cloned()
+}
+
+/// The device `ordinal`, initialised on first use.
+pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
+    if let Some(g) = initialised(ordinal) {
+        return Ok(g);
     }
-    let count = device_count();
-    if ordinal >= count {
-        return Err(Error::device(
-            op,
-            if count == 0 {
-                format!("cuda:{ordinal} is not available: no CUDA driver or device was found")
-            } else {
-                format!("cuda:{ordinal} is not available: there are {count} CUDA device(s)")
-            },
-        ));
-    }
+    crate::Device::Cuda(ordinal).check_available(op)?;
     let g = guarded(op, || -> Result<Gpu> {
         let ctx = CudaContext::new(ordinal).map_err(|e| err(op, e))?;
         let module = load_kernels(op, &ctx)?;
@@ -148,7 +142,7 @@ pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
         })
     })??;
     let g = Arc::new(g);
-    table
+    GPUS.get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(ordinal, g.clone());
@@ -262,12 +256,7 @@ pub fn synchronize(ordinal: usize) -> Result<()> {
 /// they count live buffers). A device that was never used has nothing cached: then this does
 /// nothing, also where there is no CUDA at all.
 pub fn empty_cache(ordinal: usize) -> Result<()> {
-    let Some(g) = GPUS.get().and_then(|t| {
-        t.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&ordinal)
-            .cloned()
-    }) else {
+    let Some(g) = initialised(ordinal) else {
         return Ok(());
     };
     g.stream.synchronize().map_err(|e| err("empty_cache", e))?;

@@ -440,17 +440,19 @@ pub fn conv2d(
             ),
         ));
     }
-    if x.dtype() != weight.dtype() {
-        return Err(Error::dtype(
-            OP,
-            format!(
-                "dtype mismatch: input {} {:?} vs weight {} {:?}",
-                x.dtype(),
-                x.shape(),
-                weight.dtype(),
-                weight.shape()
-            ),
-        ));
+    for (what, t) in std::iter::once(("weight", weight)).chain(bias.map(|b| ("bias", b))) {
+        if t.dtype() != x.dtype() {
+            return Err(Error::dtype(
+                OP,
+                format!(
+                    "dtype mismatch: input {} {:?} vs {what} {} {:?}",
+                    x.dtype(),
+                    x.shape(),
+                    t.dtype(),
+                    t.shape()
+                ),
+            ));
+        }
     }
     let (n, c) = (x.shape()[0], x.shape()[1]);
     let ws = weight.shape();
@@ -462,18 +464,6 @@ pub fn conv2d(
         ));
     }
     if let Some(b) = bias {
-        if b.dtype() != x.dtype() {
-            return Err(Error::dtype(
-                OP,
-                format!(
-                    "dtype mismatch: input {} {:?} vs bias {} {:?}",
-                    x.dtype(),
-                    x.shape(),
-                    b.dtype(),
-                    b.shape()
-                ),
-            ));
-        }
         if b.shape() != [o] {
             return Err(Error::shape(
                 OP,

@@ -10,21 +10,21 @@ use crate::layout::broadcast_shapes;
 use crate::storage::{CpuData, StorageData};
 use crate::tensor::Tensor;
 
+/// `value` on `device` when it is a 0-d CPU tensor (a Python scalar, which may join a tensor
+/// on any device, as in [`crate::op::apply1`]); else `value` itself.
+fn scalar_to(value: &Tensor, device: crate::Device) -> Result<Tensor> {
+    if value.ndim() == 0 && value.device() == crate::Device::Cpu {
+        value.to_device(device)
+    } else {
+        Ok(value.clone())
+    }
+}
+
 impl Tensor {
     /// Writes `value` (broadcast to this shape, cast to this dtype) into this tensor's storage,
     /// through its view. No gradient flows through this raw write; see [`Tensor::update_`].
     pub fn assign_(&self, value: &Tensor) -> Result<()> {
-        // a 0-d CPU tensor (a Python scalar) may be written into a tensor on any device
-        let moved;
-        let value = if value.ndim() == 0
-            && value.device() == crate::Device::Cpu
-            && self.device() != crate::Device::Cpu
-        {
-            moved = value.to_device(self.device())?;
-            &moved
-        } else {
-            value
-        };
+        let value = &scalar_to(value, self.device())?;
         if value.device() != self.device() {
             return Err(Error::device(
                 "assign",
@@ -122,13 +122,8 @@ impl Tensor {
         let aliased = Arc::ptr_eq(other.storage(), self.storage());
         #[cfg(feature = "cuda")]
         if let crate::Device::Cuda(i) = self.device() {
-            // a Python scalar joins the device; a view whose elements share memory (a
-            // broadcast) takes the general path below
-            let other = if other.ndim() == 0 && other.device() == crate::Device::Cpu {
-                other.to_device(self.device())?
-            } else {
-                other.clone()
-            };
+            // a view whose elements share memory (a broadcast) takes the general path below
+            let other = scalar_to(&other, self.device())?;
             let distinct = self
                 .shape()
                 .iter()

@@ -110,10 +110,7 @@ macro_rules! kernel {
                 })
             }
             #[cfg(not(feature = "cuda"))]
-            dev => Err($crate::error::Error::device(
-                "kernel",
-                format!("{dev} is not available: this build has no CUDA backend"),
-            )),
+            dev => Err(dev.unavailable("kernel")),
         }
     }};
 }
