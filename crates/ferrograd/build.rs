@@ -1,6 +1,7 @@
 //! With the `cuda-emulator` feature, compiles the CUDA kernels as C++ for the host together
-//! with `src/cuda/emulator.cpp`, which stands in for the device (see `src/cuda/emulator.rs`).
-//! Without it, does nothing.
+//! with `src/cuda/emulator.cpp`, which stands in for the device (see `src/cuda/emulator.rs`),
+//! and lists the kernels' names (read from the preprocessed source) for it. Without it, does
+//! nothing.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -14,35 +15,33 @@ fn emulator() {
 
     println!("cargo:rerun-if-changed=src/cuda/kernels.cu");
     println!("cargo:rerun-if-changed=src/cuda/emulator.cpp");
-    let source = std::fs::read_to_string("src/cuda/kernels.cu").expect("src/cuda/kernels.cu");
-    // a kernel is made by a line `FAMILY(name, ...)` or defined by a line
-    // `extern "C" __global__ void name(...`, at the start of a line
-    // an identifier of lowercase (or uppercase) letters, digits and '_'
-    let ident = |s: &str, upper: bool| {
-        !s.is_empty()
-            && s.chars().all(|c| {
-                c == '_'
-                    || c.is_ascii_digit()
-                    || (upper && c.is_ascii_uppercase())
-                    || (!upper && c.is_ascii_lowercase())
-            })
-    };
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
+    // the kernels' names, read from the preprocessed source (kernels are made by macros):
+    // every `__global__ void name(`
+    let copy = out.join("kernels_for_names.cpp");
+    std::fs::copy("src/cuda/kernels.cu", &copy).expect("copy src/cuda/kernels.cu");
+    let expanded = cc::Build::new()
+        .cpp(true)
+        .file(&copy)
+        .include("src/cuda")
+        .expand();
+    let expanded = String::from_utf8_lossy(&expanded);
+    let ident = |c: char| c == '_' || c.is_ascii_alphanumeric();
     let mut table = String::new();
-    for line in source.lines() {
-        let name = match line.strip_prefix("extern \"C\" __global__ void ") {
-            Some(rest) => rest.split('(').next(),
-            None => line
-                .split_once('(')
-                .filter(|(family, _)| ident(family, true))
-                .and_then(|(_, rest)| rest.split_once(','))
-                .map(|(name, _)| name),
+    for piece in expanded.split("__global__").skip(1) {
+        let Some(rest) = piece.trim_start().strip_prefix("void") else {
+            continue;
         };
-        if let Some(name) = name.filter(|n| ident(n, false)) {
+        let name: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|&c| ident(c))
+            .collect();
+        if !name.is_empty() {
             table.push_str(&format!("FG_KERNEL({name})\n"));
         }
     }
     assert!(!table.is_empty(), "no kernels found in kernels.cu");
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     std::fs::write(out.join("emulator_kernels.inc"), table).expect("write the kernel table");
     cc::Build::new()
         .cpp(true)

@@ -129,21 +129,21 @@ fn scalar(op: &str, obj: &Bound<'_, PyAny>, like: Option<&Tensor>) -> PyResult<O
         let v: bool = obj.extract()?;
         return Ok(Some(match dtype {
             None | Some(DType::Bool) => Tensor::scalar(v),
-            Some(d) => Tensor::full(&[], v as i64 as f64, d),
+            Some(d) => Tensor::scalar_of(v as i64 as f64, d),
         }));
     }
     if obj.is_instance_of::<PyInt>() {
         let v: i64 = obj.extract()?;
         return Ok(Some(match dtype {
             None | Some(DType::I64) | Some(DType::Bool) => Tensor::scalar(v),
-            Some(d) => Tensor::full(&[], v as f64, d),
+            Some(d) => Tensor::scalar_of(v as f64, d),
         }));
     }
     if obj.is_instance_of::<PyFloat>() {
         let v: f64 = obj.extract()?;
         return Ok(Some(match dtype {
             None => Tensor::scalar(v as f32),
-            Some(d) if d.is_float() => Tensor::full(&[], v, d),
+            Some(d) if d.is_float() => Tensor::scalar_of(v, d),
             Some(d) => {
                 return Err(PyTypeError::new_err(format!(
                     "{op}: cannot mix a {d} tensor with the float {v}; cast the tensor with .astype(\"float32\") first"

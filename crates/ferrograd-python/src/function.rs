@@ -266,6 +266,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_pop_ceiling, m)?)?;
     m.add_function(wrap_pyfunction!(register_grad_rule, m)?)?;
     m.add_function(wrap_pyfunction!(unregister_grad_rule, m)?)?;
-    m.add("OP_NAMES", Op::NAMES.to_vec())?;
+    m.add("OP_NAMES", Op::names().to_vec())?;
     Ok(())
 }

@@ -123,9 +123,10 @@ impl PyGradKey {
                     let f = r.clone().unbind();
                     Some(Arc::new(move |op: &ferrograd::Op| {
                         Python::attach(|py| {
+                            // a policy that raises fails the op with its exception
                             f.call1(py, (op.name(),))
                                 .and_then(|v| v.is_truthy(py))
-                                .unwrap_or(false)
+                                .map_err(crate::errors::external)
                         })
                     }))
                 } else {

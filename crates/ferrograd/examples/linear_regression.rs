@@ -24,8 +24,8 @@ fn main() -> Result<()> {
     let x = Tensor::from_vec(xs, &[n, 2])?;
     let y = Tensor::from_vec(ys, &[n, 1])?;
 
-    let mut w = Tensor::zeros(&[2, 1], ferrograd::DType::F64);
-    let mut b = Tensor::zeros(&[1], ferrograd::DType::F64);
+    let mut w = Tensor::zeros(&[2, 1], ferrograd::DType::F64)?;
+    let mut b = Tensor::zeros(&[1], ferrograd::DType::F64)?;
     let lr = 0.1;
     for step in 0..200 {
         let key = GradKey::new("step");

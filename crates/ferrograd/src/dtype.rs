@@ -56,7 +56,7 @@ impl fmt::Display for DType {
 
 /// Rust element types that a tensor can hold.
 pub trait Element:
-    Copy + Send + Sync + 'static + fmt::Debug + PartialOrd + crate::tensor::IntoCpuData
+    Copy + Send + Sync + 'static + fmt::Debug + PartialOrd + crate::storage::IntoCpuData
 {
     const DTYPE: DType;
     fn to_f64(self) -> f64;

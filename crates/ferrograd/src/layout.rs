@@ -45,12 +45,39 @@ pub fn contiguous_strides(shape: &[usize]) -> Strides {
     strides
 }
 
-/// Number of elements of a shape.
+/// Number of elements of a shape (of a tensor that exists: its count was checked when it was
+/// made, see [`checked_size`]).
 pub fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
-/// Numpy broadcasting of two shapes.
+/// Number of elements of a shape, or `None` when it does not fit in a `usize`.
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n))
+}
+
+/// The element count of a new tensor of `shape` with elements of `item_bytes` bytes, checked:
+/// a count that overflows is a `ShapeError`, more bytes than can be addressed a `MemoryError`.
+pub fn checked_size(op: &str, shape: &[usize], item_bytes: usize) -> Result<usize> {
+    let n = checked_numel(shape).ok_or_else(|| {
+        Error::shape(
+            op,
+            format!("a tensor of shape {shape:?} would have more elements than can be counted"),
+        )
+    })?;
+    if !matches!(n.checked_mul(item_bytes), Some(b) if b <= isize::MAX as usize) {
+        return Err(Error::OutOfMemory {
+            op: op.to_string(),
+            msg: format!(
+                "out of memory: a tensor of shape {shape:?} ({n} elements of {item_bytes} bytes) \
+                 needs more memory than can be addressed"
+            ),
+        });
+    }
+    Ok(n)
+}
+
+/// Numpy broadcasting of two shapes (the result's element count checked).
 pub fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Result<Dims> {
     let n = a.len().max(b.len());
     let mut out: Dims = smallvec::smallvec![0; n];
@@ -75,6 +102,16 @@ pub fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Result<Dims> {
                 format!("shapes {a:?} and {b:?} cannot be broadcast together"),
             ));
         };
+    }
+    if checked_numel(&out).is_none() {
+        return Err(Error::shape(
+            op,
+            format!(
+                "shapes {a:?} and {b:?} broadcast to {:?}, which has more elements than can be \
+                 counted",
+                out.as_slice()
+            ),
+        ));
     }
     Ok(out)
 }
@@ -247,7 +284,9 @@ impl Layout {
                         offset += start * s;
                     }
                     shape.push(len);
-                    strides.push(s * step);
+                    // (a step beyond the axis selects at most one element, whose stride is
+                    // never used: no product that could overflow)
+                    strides.push(if len > 1 { s * step } else { s });
                 }
             }
         }
@@ -277,19 +316,18 @@ impl Layout {
     }
 }
 
-/// Number of elements selected by `start:stop:step` (already clamped).
+/// Number of elements selected by `start:stop:step` (already clamped to the axis; computed
+/// without overflow for any step, `isize::MIN` included).
 pub fn slice_len(start: isize, stop: isize, step: isize) -> usize {
-    if step > 0 {
-        if stop > start {
-            ((stop - start + step - 1) / step) as usize
-        } else {
-            0
-        }
-    } else if start > stop {
-        ((start - stop + (-step) - 1) / (-step)) as usize
+    let (start, stop, step) = (start as i128, stop as i128, step as i128);
+    let len = if step > 0 && stop > start {
+        (stop - start + step - 1) / step
+    } else if step < 0 && start > stop {
+        (start - stop - step - 1) / -step
     } else {
         0
-    }
+    };
+    len as usize
 }
 
 /// Visits the storage position of every element of `layout` in row-major order, in runs:

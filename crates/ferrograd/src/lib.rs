@@ -22,10 +22,12 @@
 //! ```
 
 pub mod autograd;
+mod backend;
 mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod device;
+pub mod dispatch;
 pub mod dtype;
 pub mod error;
 pub mod layout;
@@ -35,16 +37,18 @@ pub mod ops;
 pub mod storage;
 mod sync;
 mod tensor;
+pub mod window;
 
 pub use autograd::{GradCallback, GradKey, GradRule};
-pub use cpu::Window;
 pub use device::Device;
+pub use dispatch::{apply, apply1};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use layout::{Layout, SliceSpec};
-pub use op::{apply, apply1, Op};
+pub use op::Op;
 pub use ops::{
     avg_pool2d, concat, conv2d, conv2d_same, cross_entropy, max_pool2d, stack, sum_to_shape,
     where_cond, AvgDivisor,
 };
 pub use tensor::Tensor;
+pub use window::Window;

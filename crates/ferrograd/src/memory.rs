@@ -143,5 +143,5 @@ pub(crate) fn on_tensor(device: Device, delta: i64) {
 
 /// Returns the CPU buffers kept for reuse to the system (live tensors are unaffected).
 pub fn empty_cpu_cache() {
-    crate::cpu::pool::empty_cache();
+    crate::storage::pool::empty_cache();
 }

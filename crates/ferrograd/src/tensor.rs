@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::autograd::GradInfo;
+use crate::backend::with_backend;
 use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
@@ -108,32 +109,35 @@ impl Tensor {
         Tensor::from_cpu(T::into_cpu_data(vec![v]), &[])
     }
 
-    /// A tensor of `shape` filled with `value` converted to `dtype`.
-    pub fn full(shape: &[usize], value: f64, dtype: DType) -> Tensor {
-        let n = numel(shape);
-        use crate::cpu::pool::filled;
-        let data = match dtype {
-            DType::F32 => CpuData::F32(filled(n, value as f32)),
-            DType::F64 => CpuData::F64(filled(n, value)),
-            DType::I64 => CpuData::I64(filled(n, value as i64)),
-            DType::Bool => CpuData::Bool(filled(n, value != 0.0)),
-        };
-        Tensor::from_cpu(data, shape)
+    /// A CPU tensor of `shape` filled with `value` converted to `dtype`.
+    pub fn full(shape: &[usize], value: f64, dtype: DType) -> Result<Tensor> {
+        Tensor::full_on(shape, value, dtype, Device::Cpu)
     }
 
-    /// Zeros of `shape`.
-    pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
+    /// CPU zeros of `shape`.
+    pub fn zeros(shape: &[usize], dtype: DType) -> Result<Tensor> {
         Tensor::full(shape, 0.0, dtype)
     }
 
-    /// Ones of `shape`.
-    pub fn ones(shape: &[usize], dtype: DType) -> Tensor {
+    /// CPU ones of `shape`.
+    pub fn ones(shape: &[usize], dtype: DType) -> Result<Tensor> {
         Tensor::full(shape, 1.0, dtype)
+    }
+
+    /// A 0-d CPU tensor holding `value` converted to `dtype`.
+    pub fn scalar_of(value: f64, dtype: DType) -> Tensor {
+        let data = match dtype {
+            DType::F32 => CpuData::F32(vec![value as f32]),
+            DType::F64 => CpuData::F64(vec![value]),
+            DType::I64 => CpuData::I64(vec![value as i64]),
+            DType::Bool => CpuData::Bool(vec![value != 0.0]),
+        };
+        Tensor::from_cpu(data, &[])
     }
 
     /// A 0-d tensor holding `value` in this tensor's dtype (for mixing Python scalars).
     pub fn scalar_like(&self, value: f64) -> Tensor {
-        Tensor::full(&[], value, self.dtype())
+        Tensor::scalar_of(value, self.dtype())
     }
 
     /// Ones with this tensor's shape, dtype and device.
@@ -226,23 +230,10 @@ impl Tensor {
     /// The elements as a contiguous host buffer (device data is copied to the host, which
     /// waits for the device's queued work).
     pub fn host_data(&self) -> Result<CpuData> {
-        let g = self.0.storage.read();
-        match &*g {
-            StorageData::Cpu(d) => Ok(crate::cpu::copy(d, self.layout())),
-            #[cfg(feature = "cuda")]
-            StorageData::Cuda(d) => {
-                let gpu = crate::cuda::gpu("numpy", self.device_ordinal())?;
-                crate::cuda::download(&gpu, d, self.layout())
-            }
-        }
-    }
-
-    #[cfg(feature = "cuda")]
-    fn device_ordinal(&self) -> usize {
-        match self.device() {
-            Device::Cuda(i) => i,
-            Device::Cpu => 0,
-        }
+        with_backend!(self.device(), "numpy", |b| {
+            let g = self.0.storage.read();
+            b.download(&*b.view(&g)?, self.layout())
+        })
     }
 
     /// The elements in row-major order, converted to `T`'s dtype only if it matches.
@@ -256,15 +247,13 @@ impl Tensor {
         Ok(T::from_cpu_data(&self.host_data()?))
     }
 
-    /// The elements as `f64`, whatever the dtype (empty if a device read fails).
-    pub fn to_vec_f64(&self) -> Vec<f64> {
-        let Ok(d) = self.host_data() else {
-            return Vec::new();
+    /// The elements as `f64`, whatever the dtype.
+    pub fn to_vec_f64(&self) -> Result<Vec<f64>> {
+        let data = {
+            let _g = crate::autograd::no_grad();
+            self.detach().astype(DType::F64)?
         };
-        match crate::cpu::cast(&d, &Layout::contiguous(self.shape()), DType::F64) {
-            CpuData::F64(v) => v,
-            _ => Vec::new(),
-        }
+        data.to_vec::<f64>()
     }
 
     /// The single value of a one-element tensor.
@@ -278,27 +267,17 @@ impl Tensor {
                 ),
             ));
         }
-        let d = self.host_data()?;
-        Ok(
-            match crate::cpu::cast(&d, &Layout::contiguous(&[1]), DType::F64) {
-                CpuData::F64(v) => v[0],
-                _ => 0.0,
-            },
-        )
+        Ok(self.to_vec_f64()?[0])
     }
 
     /// Runs `f` with the data as a CPU buffer and its layout (device data is copied first).
     pub fn with_cpu_data<R>(&self, f: impl FnOnce(&CpuData, &Layout) -> R) -> Result<R> {
-        let g = self.0.storage.read();
-        match &*g {
-            StorageData::Cpu(d) => Ok(f(d, self.layout())),
-            #[cfg(feature = "cuda")]
-            StorageData::Cuda(_) => {
-                drop(g);
-                let d = self.host_data()?;
-                Ok(f(&d, &Layout::contiguous(self.shape())))
-            }
+        #[allow(irrefutable_let_patterns)]
+        if let StorageData::Cpu(d) = &*self.0.storage.read() {
+            return Ok(f(d, self.layout()));
         }
+        let d = self.host_data()?;
+        Ok(f(&d, &Layout::contiguous(self.shape())))
     }
 
     /// This tensor on `device`: itself when it is there already, else a copy that a
@@ -307,11 +286,11 @@ impl Tensor {
         if device == self.device() {
             return Ok(self.clone());
         }
-        crate::op::apply1(
-            &crate::op::Op::ToDevice {
+        crate::dispatch::apply1(
+            &crate::op::Op::Movement(crate::op::MovementOp::ToDevice {
                 from: self.device(),
                 to: device,
-            },
+            }),
             &[self],
         )
     }
@@ -323,38 +302,19 @@ impl Tensor {
             return Ok(self.clone());
         }
         let host = self.host_data()?;
-        match device {
-            Device::Cpu => Ok(Tensor::from_cpu(host, self.shape())),
-            #[cfg(feature = "cuda")]
-            Device::Cuda(i) => {
-                let gpu = crate::cuda::gpu("to", i)?;
-                let d = crate::cuda::upload(&gpu, &host)?;
-                Ok(Tensor::from_storage(
-                    Storage::new(StorageData::Cuda(Box::new(d)), device),
-                    self.shape(),
-                ))
-            }
-            #[cfg(not(feature = "cuda"))]
-            Device::Cuda(_) => Err(device.unavailable("to")),
-        }
+        with_backend!(device, "to", |b| {
+            let buf = b.upload(&host)?;
+            Ok(Tensor::from_storage(b.storage(buf), self.shape()))
+        })
     }
 
     /// A tensor of `shape` filled with `value` on `device`.
     pub fn full_on(shape: &[usize], value: f64, dtype: DType, device: Device) -> Result<Tensor> {
-        match device {
-            Device::Cpu => Ok(Tensor::full(shape, value, dtype)),
-            #[cfg(feature = "cuda")]
-            Device::Cuda(i) => {
-                let gpu = crate::cuda::gpu("full", i)?;
-                let d = crate::cuda::fill(&gpu, crate::layout::numel(shape), value, dtype)?;
-                Ok(Tensor::from_storage(
-                    Storage::new(StorageData::Cuda(Box::new(d)), device),
-                    shape,
-                ))
-            }
-            #[cfg(not(feature = "cuda"))]
-            Device::Cuda(_) => Err(device.unavailable("full")),
-        }
+        let n = crate::layout::checked_size("full", shape, dtype.size_in_bytes())?;
+        with_backend!(device, "full", |b| {
+            let buf = b.fill(n, value, dtype)?;
+            Ok(Tensor::from_storage(b.storage(buf), shape))
+        })
     }
 }
 
@@ -369,29 +329,3 @@ impl fmt::Debug for Tensor {
         )
     }
 }
-
-/// Conversion between `Vec<T>` and the dtype-tagged CPU buffer.
-pub trait IntoCpuData: Sized {
-    fn into_cpu_data(v: Vec<Self>) -> CpuData;
-    fn from_cpu_data(d: &CpuData) -> Vec<Self>;
-}
-
-macro_rules! into_cpu {
-    ($t:ty, $variant:ident) => {
-        impl IntoCpuData for $t {
-            fn into_cpu_data(v: Vec<Self>) -> CpuData {
-                CpuData::$variant(v)
-            }
-            fn from_cpu_data(d: &CpuData) -> Vec<Self> {
-                match d {
-                    CpuData::$variant(v) => v.clone(),
-                    _ => Vec::new(),
-                }
-            }
-        }
-    };
-}
-into_cpu!(f32, F32);
-into_cpu!(f64, F64);
-into_cpu!(i64, I64);
-into_cpu!(bool, Bool);

@@ -8,11 +8,12 @@
 //! original key tracks, and differentiates the rerun. Outer keys record both the rerun and
 //! its backward, so checkpointed segments work under higher-order differentiation.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use super::scope::{self, CeilingGuard};
 use super::{is_recording_any, GradInfo, GradKey, GradRule};
 use crate::error::{Error, Result};
+use crate::storage::Storage;
 use crate::tensor::Tensor;
 
 /// A segment: tensors in, tensors out. It must not modify its inputs.
@@ -30,7 +31,8 @@ pub fn checkpoint(segment: Segment, args: &[Tensor]) -> Result<Vec<Tensor>> {
         let _blocked = CeilingGuard::new(0);
         segment(args)
     };
-    let captured = scope::pop_capture();
+    let capture = scope::pop_capture();
+    let captured = capture.slots;
     let outs = outs?;
     check_unchanged(args, &versions, "ran")?;
     // fresh handles: the outputs' tape state is this op's alone
@@ -56,6 +58,7 @@ pub fn checkpoint(segment: Segment, args: &[Tensor]) -> Result<Vec<Tensor>> {
             versions: versions.clone(),
             key_id: key.id,
             slots: slots.clone(),
+            reads: capture.reads.clone(),
             out_shapes: outs.iter().map(|o| o.shape().to_vec()).collect(),
         };
         key.link(
@@ -90,6 +93,9 @@ struct CheckpointRule {
     key_id: u64,
     /// The recorded op's destinations: slots (of the key `key_id`) the segment read.
     slots: Vec<GradInfo>,
+    /// Every buffer the segment read (arguments, weights it closes over, constants) with its
+    /// version then: the rerun must see the same values.
+    reads: Vec<(Weak<Storage>, u64, Vec<usize>)>,
     out_shapes: Vec<Vec<usize>>,
 }
 
@@ -100,6 +106,21 @@ impl GradRule for CheckpointRule {
 
     fn backward(&self, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         check_unchanged(&self.args, &self.versions, "was recomputed")?;
+        for (storage, version, shape) in &self.reads {
+            let Some(storage) = storage.upgrade() else {
+                continue;
+            };
+            let now = storage.version();
+            if now != *version {
+                return Err(Error::Version {
+                    op: "checkpoint (a tensor the segment read, before it was recomputed)"
+                        .to_string(),
+                    shape: shape.clone(),
+                    saved: *version,
+                    current: now,
+                });
+            }
+        }
         let rerun = GradKey::new("checkpoint-recompute");
         scope::push_proxy(self.key_id, rerun.clone());
         let outs = (self.segment)(&self.args);

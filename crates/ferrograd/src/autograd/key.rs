@@ -21,6 +21,11 @@ pub type GradCallback = Arc<dyn Fn(&Tensor, &Tensor) -> Result<Option<Tensor>> +
 
 static NEXT_KEY_ID: AtomicU64 = AtomicU64::new(1);
 
+/// The id (and level) the next key will get: keys at or above it do not exist yet.
+pub(crate) fn next_key_id() -> u64 {
+    NEXT_KEY_ID.load(Ordering::Relaxed)
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -546,7 +551,12 @@ impl GradKey {
         };
         self.0.stop_recording();
         let result = {
-            let _ceiling = CeilingGuard::new(if record { self.0.level } else { 0 });
+            // keys made during backward (in a callback or a custom rule) record as usual
+            let _ceiling = if record {
+                CeilingGuard::new(self.0.level)
+            } else {
+                CeilingGuard::existing()
+            };
             let _backward =
                 BackwardGuard::enter(self.0.level, NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed));
             self.run(ys, dys, tape, collect)

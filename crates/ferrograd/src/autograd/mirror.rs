@@ -12,29 +12,43 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use super::key::KeyInner;
+use crate::dispatch::apply1;
 use crate::error::Result;
-use crate::op::{apply1, Op};
+use crate::op::{ElementwiseOp, MovementOp, Op};
 use crate::tensor::Tensor;
 
-/// Decides per op whether its outputs may be recomputed instead of stored.
-pub type MirrorPolicy = Arc<dyn Fn(&Op) -> bool + Send + Sync>;
+/// Decides per op whether its outputs may be recomputed instead of stored. An error (a
+/// policy written in Python that raised) fails the op.
+pub type MirrorPolicy = Arc<dyn Fn(&Op) -> Result<bool> + Send + Sync>;
 
 /// The default policy: elementwise ops and views are cheap; everything else is kept.
 pub fn auto_policy() -> MirrorPolicy {
     Arc::new(|op: &Op| {
-        matches!(
-            op,
-            Op::Unary(_)
-                | Op::Binary(_)
-                | Op::PowScalar(_)
-                | Op::Where
-                | Op::Cast(_)
-                | Op::Copy
-                | Op::Reshape(_)
-                | Op::Permute(_)
-                | Op::BroadcastTo(_)
-                | Op::Slice(_)
-        )
+        Ok(match op {
+            Op::Unary(_) | Op::Binary(_) => true,
+            Op::Elementwise(e) => match e {
+                ElementwiseOp::PowScalar(_)
+                | ElementwiseOp::Where
+                | ElementwiseOp::Cast(_)
+                | ElementwiseOp::Copy => true,
+                ElementwiseOp::TanhGrad | ElementwiseOp::SigmoidGrad | ElementwiseOp::ReluGrad => {
+                    false
+                }
+            },
+            Op::Movement(m) => match m {
+                MovementOp::Reshape(_)
+                | MovementOp::Permute(_)
+                | MovementOp::BroadcastTo(_)
+                | MovementOp::Slice(_) => true,
+                MovementOp::ToDevice { .. }
+                | MovementOp::SliceGrad { .. }
+                | MovementOp::SetSlice(_)
+                | MovementOp::Concat(_)
+                | MovementOp::Gather(_)
+                | MovementOp::ScatterAdd { .. } => false,
+            },
+            Op::Compare(_) | Op::Reduce(_) | Op::Linalg(_) | Op::Window(_) => false,
+        })
     })
 }
 
@@ -68,10 +82,12 @@ impl Recipe {
         op: &Op,
         inputs: &[&Tensor],
         out: &Tensor,
-    ) -> Option<Arc<Recipe>> {
-        let policy = key.mirror.as_ref()?;
-        if !policy(op) || !out.dtype().is_float() {
-            return None;
+    ) -> Result<Option<Arc<Recipe>>> {
+        let Some(policy) = key.mirror.as_ref() else {
+            return Ok(None);
+        };
+        if !out.dtype().is_float() || !policy(op)? {
+            return Ok(None);
         }
         let inputs: Vec<Source> = inputs
             .iter()
@@ -91,8 +107,11 @@ impl Recipe {
                     saved,
                     intermediate: true,
                 } => {
-                    let s = saved.storage().expect("recipe leaves are plain data");
-                    vec![(Arc::as_ptr(s) as usize, s.bytes())]
+                    // recipe leaves are plain data (a saved recipe has no storage)
+                    saved
+                        .storage()
+                        .map(|s| vec![(Arc::as_ptr(s) as usize, s.bytes())])
+                        .unwrap_or_default()
                 }
                 Source::Tensor { .. } => Vec::new(),
             };
@@ -102,14 +121,14 @@ impl Recipe {
                 }
             }
         }
-        Some(Arc::new(Recipe {
+        Ok(Some(Arc::new(Recipe {
             key_id: key.id,
             op: op.clone(),
             inputs,
             bytes: out.numel() * out.dtype().size_in_bytes(),
             leaves,
             cache: Mutex::new(None),
-        }))
+        })))
     }
 
     /// Bytes this recipe newly keeps alive: its leaf activations that no rule of the key

@@ -10,6 +10,7 @@
 //! recorded by every *outer* key (one created earlier) that is still active: that is how
 //! nested keys give higher-order gradients.
 
+mod builtin;
 mod chain_drop;
 mod checkpoint;
 mod key;
@@ -19,6 +20,7 @@ mod record;
 mod registry;
 mod scope;
 
+pub(crate) use builtin::{RuleCtx, SaveMask};
 pub use checkpoint::{checkpoint, Segment};
 pub use key::{GradCallback, GradKey};
 pub(crate) use key::{GradFn, KeyInner};
@@ -105,6 +107,24 @@ impl Tensor {
                 .any(|i| i.key().strong_count() > 0)
     }
 
+    /// Whether an op on this tensor would be recorded now: a key that tracks it is recording
+    /// and not kept from it on this thread (by `no_grad`, or a backward in progress).
+    pub fn is_recorded(&self) -> bool {
+        if !self.0.maybe_tracked() || !is_recording_any() {
+            return false;
+        }
+        let scope = scope::snapshot();
+        let allowed = if scope.special {
+            scope::proxy_key_id()
+        } else {
+            None
+        };
+        self.0.meta().infos.iter().any(|i| {
+            (!scope.blocks(i.key_level) || allowed == Some(i.key_id))
+                && i.key().upgrade().is_some_and(|k| k.is_recording())
+        })
+    }
+
     pub(crate) fn push_info(&self, info: GradInfo) {
         let mut meta = self.0.meta();
         meta.infos.push(info);
@@ -130,10 +150,22 @@ impl Tensor {
     }
 
     /// A new handle over this tensor's storage and layout that carries `result`'s tape state
-    /// and shares this tensor's `.grad`: what a tensor becomes after an in-place op.
+    /// and shares this tensor's `.grad`: what a tensor becomes after an in-place op. Keys that
+    /// could not record the op (kept from it by `no_grad` or a backward in progress) keep this
+    /// tensor's own slot: for them the write did not happen, as in PyTorch.
     pub(crate) fn continued_as(&self, result: &Tensor) -> Tensor {
         let next = self.snapshot();
-        let infos: Vec<GradInfo> = result.0.meta().infos.to_vec();
+        let mut infos: Vec<GradInfo> = result.0.meta().infos.to_vec();
+        if self.0.maybe_tracked() {
+            let scope = scope::snapshot();
+            for info in self.0.meta().infos.iter() {
+                let recorded = !scope.blocks(info.key_level)
+                    && info.key().upgrade().is_some_and(|k| k.is_recording());
+                if !recorded && !infos.iter().any(|i| i.key_id == info.key_id) {
+                    infos.push(info.clone());
+                }
+            }
+        }
         for info in infos {
             if let Some(key) = info.key().upgrade() {
                 key.track(&next);

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use super::builtin::BuiltinRule;
 use super::key::{KeyInner, Target};
 use super::scope::{snapshot, Snapshot};
 use super::GradRule;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::op::{BuiltinRule, Op};
+use crate::op::Op;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 
@@ -28,17 +29,20 @@ pub fn is_recording_any() -> bool {
     RECORDING_KEYS.load(Ordering::Acquire) > 0
 }
 
-/// Records `op` for every key that tracks a float input.
+/// Records `op` for every key that tracks a float input, when it has a float output. An op
+/// without a gradient is recorded too: its rule raises a `GradError` naming it if backward
+/// needs a gradient through it (never a silently missing gradient).
 pub(crate) fn record_builtin(op: &Op, inputs: &[&Tensor], outputs: &[Tensor]) -> Result<()> {
     if !is_recording_any() {
         return Ok(());
     }
     let scope = snapshot();
     mark_hidden(inputs, outputs, scope.mark);
-    if !op.is_differentiable() {
+    before_record(inputs, outputs, scope)?;
+    if !outputs.iter().any(|o| o.dtype().is_float()) {
+        // no gradient can flow back through integer or bool results
         return Ok(());
     }
-    before_record(inputs, scope)?;
     let custom = super::registry::lookup(op.name());
     record_with(
         scope,
@@ -52,7 +56,7 @@ pub(crate) fn record_builtin(op: &Op, inputs: &[&Tensor], outputs: &[Tensor]) ->
                 }
             }
             if key.mirror.is_some() && outputs.len() == 1 {
-                if let Some(recipe) = super::Recipe::for_op(key, op, inputs, &outputs[0]) {
+                if let Some(recipe) = super::Recipe::for_op(key, op, inputs, &outputs[0])? {
                     outputs[0].set_recipe(recipe);
                 }
             }
@@ -76,14 +80,14 @@ pub fn record_custom(
     }
     let scope = snapshot();
     mark_hidden(inputs, outputs, scope.mark);
-    before_record(inputs, scope)?;
+    before_record(inputs, outputs, scope)?;
     if outputs.iter().any(|o| o.is_tracked()) {
         return Err(Error::autograd(format!(
             "{name}: an output of a custom function is already tracked by a GradKey; \
              forward must return new tensors"
         )));
     }
-    let name = match Op::NAMES.iter().find(|n| **n == name) {
+    let name = match Op::names().iter().find(|n| **n == name) {
         Some(n) => Cow::Borrowed(*n),
         None => Cow::Owned(name.to_string()),
     };
@@ -92,13 +96,13 @@ pub fn record_custom(
     })
 }
 
-/// Checkpoint bookkeeping: note blocked tracked inputs, attach proxied ones.
-fn before_record(inputs: &[&Tensor], scope: Snapshot) -> Result<()> {
+/// Checkpoint bookkeeping: note what a checkpointed segment reads, attach proxied inputs.
+fn before_record(inputs: &[&Tensor], outputs: &[Tensor], scope: Snapshot) -> Result<()> {
     if !scope.special {
         return Ok(());
     }
     if super::scope::capturing() {
-        super::scope::capture(inputs);
+        super::scope::capture(inputs, outputs);
     }
     super::scope::proxy_inputs(inputs)
 }
@@ -123,7 +127,6 @@ fn record_with(
 ) -> Result<()> {
     // one pass over the inputs (one lock each): the recording keys below the backward
     // ceiling that track any input, and each float input's slot for them
-    let top = scope.ceiling;
     let allowed = if scope.special {
         super::scope::proxy_key_id()
     } else {
@@ -138,7 +141,7 @@ fn record_with(
         }
         let float = t.dtype().is_float();
         for info in t.0.meta().infos.iter() {
-            if info.key_level >= top && allowed != Some(info.key_id) {
+            if scope.blocks(info.key_level) && allowed != Some(info.key_id) {
                 continue;
             }
             if !keys.iter().any(|k| k.id == info.key_id) {

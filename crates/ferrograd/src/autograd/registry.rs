@@ -27,15 +27,13 @@ type Registry = HashMap<String, Arc<dyn RuleOverride>>;
 static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
 static ANY: AtomicBool = AtomicBool::new(false);
 
-/// Registers `rule` for every op named `op_name` (see [`Op::NAMES`]), replacing any earlier one.
+/// Registers `rule` for every op named `op_name` (see [`Op::names`]), replacing any earlier one.
 pub fn register_rule(op_name: &str, rule: Arc<dyn RuleOverride>) -> Result<()> {
-    if !Op::NAMES.contains(&op_name) {
+    let names = Op::names();
+    if !names.contains(&op_name) {
         return Err(Error::invalid(
             "register_grad_rule",
-            format!(
-                "unknown op {op_name:?}; known ops: {}",
-                Op::NAMES.join(", ")
-            ),
+            format!("unknown op {op_name:?}; known ops: {}", names.join(", ")),
         ));
     }
     let mut reg = REGISTRY.write().unwrap_or_else(|e| e.into_inner());

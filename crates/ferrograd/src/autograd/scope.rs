@@ -1,14 +1,22 @@
 //! Thread-local recording scopes.
 //!
-//! The *ceiling* is the level at and above which keys do not record: a key running backward
-//! lowers it to its own level (inner keys cannot see an outer key's backward, and the key
-//! itself is done), a custom function's forward lowers it so its internals are not recorded,
-//! and `no_grad` lowers it to zero.
+//! A *blocked range* `[from, until)` of key levels keeps the keys whose level lies in it from
+//! recording on this thread. A key running backward blocks its own level and the keys inner to
+//! it that existed when backward began (inner keys cannot see an outer key's backward, and the
+//! key itself is done); a custom function's forward blocks the keys tracking its inputs so its
+//! internals are not recorded; `no_grad` blocks every key, also those made inside it. Keys made
+//! inside a backward or a custom function's forward or backward (a callback's own GradKey)
+//! are newer than the range and record as usual.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+
+use crate::storage::Storage;
 
 /// What every recorded op reads, in one thread-local without a destructor (one cheap access).
 struct Fast {
+    /// The lowest level any blocked range starts at: keys below it always record.
     ceiling: Cell<u64>,
     backward: Cell<u64>,
     /// Active checkpoint captures plus recompute proxies: recording must consult them.
@@ -16,7 +24,8 @@ struct Fast {
 }
 
 thread_local! {
-    static CEILINGS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// The blocked ranges, innermost last, each with the ceiling before it was pushed.
+    static BLOCKED: RefCell<Vec<(u64, u64, u64)>> = const { RefCell::new(Vec::new()) };
     static FAST: Fast = const {
         Fast {
             ceiling: Cell::new(u64::MAX),
@@ -39,6 +48,13 @@ pub(crate) struct Snapshot {
     pub(crate) special: bool,
 }
 
+impl Snapshot {
+    /// Whether a key at `level` is kept from recording on this thread.
+    pub(crate) fn blocks(&self, level: u64) -> bool {
+        level >= self.ceiling && blocked(level)
+    }
+}
+
 pub(crate) fn snapshot() -> Snapshot {
     FAST.with(|f| Snapshot {
         ceiling: f.ceiling.get(),
@@ -51,21 +67,42 @@ fn special(delta: i32) {
     FAST.with(|f| f.special.set(f.special.get().wrapping_add_signed(delta)));
 }
 
-/// Keys at this level or above do not record on this thread.
+/// Keys below this level always record on this thread (keys at or above it may be blocked).
 pub fn ceiling() -> u64 {
     FAST.with(|f| f.ceiling.get())
 }
 
-/// Stops keys at `level` and above from recording until the matching [`pop_ceiling`].
-pub fn push_ceiling(level: u64) {
+/// Whether a key at `level` is kept from recording on this thread.
+pub(crate) fn blocked(level: u64) -> bool {
+    BLOCKED.with(|b| {
+        b.borrow()
+            .iter()
+            .any(|&(from, until, _)| from <= level && level < until)
+    })
+}
+
+fn push_range(from: u64, until: u64) {
     let now = ceiling();
-    CEILINGS.with(|s| s.borrow_mut().push(now));
-    FAST.with(|f| f.ceiling.set(now.min(level)));
+    BLOCKED.with(|b| b.borrow_mut().push((from, until, now)));
+    FAST.with(|f| f.ceiling.set(now.min(from)));
+}
+
+/// Keeps the keys at `level` and inner to it that exist now from recording on this thread,
+/// until the matching [`pop_ceiling`]; `0` keeps every key from recording, also keys made
+/// later (`no_grad`).
+pub fn push_ceiling(level: u64) {
+    if level == 0 {
+        push_range(0, u64::MAX);
+    } else {
+        push_range(level, super::key::next_key_id());
+    }
 }
 
 /// Undoes the latest [`push_ceiling`].
 pub fn pop_ceiling() {
-    let prev = CEILINGS.with(|s| s.borrow_mut().pop()).unwrap_or(u64::MAX);
+    let prev = BLOCKED
+        .with(|b| b.borrow_mut().pop())
+        .map_or(u64::MAX, |(_, _, before)| before);
     FAST.with(|f| f.ceiling.set(prev));
 }
 
@@ -75,6 +112,13 @@ pub struct CeilingGuard(());
 impl CeilingGuard {
     pub fn new(level: u64) -> CeilingGuard {
         push_ceiling(level);
+        CeilingGuard(())
+    }
+
+    /// Keeps every key that exists now from recording (keys made later record): a backward
+    /// pass that nothing outside it differentiates.
+    pub(crate) fn existing() -> CeilingGuard {
+        push_range(0, super::key::next_key_id());
         CeilingGuard(())
     }
 }
@@ -114,18 +158,28 @@ impl Drop for BackwardGuard {
 }
 
 thread_local! {
-    static CAPTURES: RefCell<Vec<Vec<super::GradInfo>>> = const { RefCell::new(Vec::new()) };
+    static CAPTURES: RefCell<Vec<Capture>> = const { RefCell::new(Vec::new()) };
     static PROXY: RefCell<Vec<Proxy>> = const { RefCell::new(Vec::new()) };
 }
 
-/// While a checkpointed function runs forward (with every key blocked), the slots of the
-/// tracked tensors it reads: they become the inputs of the checkpoint op.
+/// What a checkpointed function reads while it runs forward (with every key blocked).
+#[derive(Default)]
+pub(crate) struct Capture {
+    /// The slots of the tracked tensors it reads: they become the inputs of the checkpoint op.
+    pub(crate) slots: Vec<super::GradInfo>,
+    /// Every buffer it reads that it did not make, with its version and the reading view's
+    /// shape: a change before the rerun in backward would change what is recomputed.
+    pub(crate) reads: Vec<(Weak<Storage>, u64, Vec<usize>)>,
+    /// Buffers the function made (its intermediates and their views).
+    made: HashSet<usize>,
+}
+
 pub(crate) fn push_capture() {
-    CAPTURES.with(|c| c.borrow_mut().push(Vec::new()));
+    CAPTURES.with(|c| c.borrow_mut().push(Capture::default()));
     special(1);
 }
 
-pub(crate) fn pop_capture() -> Vec<super::GradInfo> {
+pub(crate) fn pop_capture() -> Capture {
     let popped = CAPTURES.with(|c| c.borrow_mut().pop());
     if popped.is_some() {
         special(-1);
@@ -137,30 +191,42 @@ pub(crate) fn capturing() -> bool {
     CAPTURES.with(|c| !c.borrow().is_empty())
 }
 
-/// Notes the slots of keys that `inputs` are tracked by but that were kept from recording.
-pub(crate) fn capture(inputs: &[&crate::Tensor]) {
-    let top = ceiling();
+/// Notes what an op inside a checkpointed function reads: the buffers it did not make, and
+/// the slots of keys that track its inputs but were kept from recording.
+pub(crate) fn capture(inputs: &[&crate::Tensor], outputs: &[crate::Tensor]) {
+    let scope = snapshot();
     CAPTURES.with(|c| {
         let mut c = c.borrow_mut();
-        let Some(list) = c.last_mut() else { return };
+        let Some(cap) = c.last_mut() else { return };
         for t in inputs {
+            let id = Arc::as_ptr(t.storage()) as usize;
+            let known = cap.made.contains(&id)
+                || cap.reads.iter().any(|(w, _, _)| w.as_ptr() as usize == id);
+            if !known {
+                cap.reads.push((
+                    Arc::downgrade(t.storage()),
+                    t.storage().version(),
+                    t.shape().to_vec(),
+                ));
+            }
             if !t.dtype().is_float() {
                 continue;
             }
             for info in t.0.meta().infos.iter() {
-                if info.key_level < top {
+                if !scope.blocks(info.key_level) {
                     continue;
                 }
                 let recording = info.key().upgrade().is_some_and(|k| k.is_recording());
-                let seen = list.iter().any(|i| {
-                    i.key_id == info.key_id
-                        && std::sync::Arc::ptr_eq(&i.func, &info.func)
-                        && i.idx == info.idx
+                let seen = cap.slots.iter().any(|i| {
+                    i.key_id == info.key_id && Arc::ptr_eq(&i.func, &info.func) && i.idx == info.idx
                 });
                 if recording && !seen {
-                    list.push(info.clone());
+                    cap.slots.push(info.clone());
                 }
             }
+        }
+        for o in outputs {
+            cap.made.insert(Arc::as_ptr(o.storage()) as usize);
         }
     });
 }

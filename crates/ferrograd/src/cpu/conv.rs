@@ -2,63 +2,10 @@
 
 use rayon::prelude::*;
 
+use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::storage::CpuData;
-
-/// Window geometry: kernel, stride, padding and dilation per spatial axis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Window {
-    pub kernel: (usize, usize),
-    pub stride: (usize, usize),
-    pub padding: (usize, usize),
-    pub dilation: (usize, usize),
-    /// Round the output size up (PyTorch's `ceil_mode`): a last window may run past the
-    /// padded input (it reads padding there) as long as it starts inside the input or the
-    /// leading padding.
-    pub ceil: bool,
-}
-
-impl Window {
-    /// Output spatial size for an input of `h x w`, or None when the window does not fit.
-    pub fn output_size(&self, h: usize, w: usize) -> Option<(usize, usize)> {
-        let ceil = self.ceil;
-        let span = |n: usize, k: usize, s: usize, p: usize, d: usize| -> Option<usize> {
-            if s == 0 || k == 0 {
-                return None;
-            }
-            let eff = d * (k - 1) + 1;
-            let padded = n + 2 * p;
-            if padded < eff {
-                return None;
-            }
-            let mut out = if ceil {
-                (padded - eff).div_ceil(s) + 1
-            } else {
-                (padded - eff) / s + 1
-            };
-            if ceil && (out - 1) * s >= n + p {
-                out -= 1;
-            }
-            Some(out)
-        };
-        Some((
-            span(
-                h,
-                self.kernel.0,
-                self.stride.0,
-                self.padding.0,
-                self.dilation.0,
-            )?,
-            span(
-                w,
-                self.kernel.1,
-                self.stride.1,
-                self.padding.1,
-                self.dilation.1,
-            )?,
-        ))
-    }
-}
+use crate::window::Window;
 
 /// The kernel columns whose input column lies inside an image of width `w`, for output
 /// column `xo` (an interval, since input columns grow with the kernel column).
@@ -79,13 +26,13 @@ fn inside_columns(win: &Window, xo: usize, w: usize) -> std::ops::Range<usize> {
 /// `x` `[n, c, h, w]` (any strides) to contiguous `[n, oh*ow, c, kh*kw]`: one row per output
 /// position, so a convolution is a single matrix product; positions in the padding read
 /// `pad`.
-pub(crate) fn unfold(x: &CpuData, l: &Layout, win: &Window, pad: f64) -> CpuData {
-    fn go<T: Copy + Send + Sync + super::pool::Pooled>(
+pub(crate) fn unfold(x: &CpuData, l: &Layout, win: &Window, pad: f64) -> Result<CpuData> {
+    fn go<T: Copy + Send + Sync + crate::storage::pool::Pooled>(
         x: &[T],
         l: &Layout,
         win: &Window,
         pad: T,
-    ) -> Vec<T> {
+    ) -> Result<Vec<T>> {
         let s = l.shape();
         let (n, c, h, w) = (s[0], s[1], s[2], s[3]);
         let st = l.strides();
@@ -93,7 +40,7 @@ pub(crate) fn unfold(x: &CpuData, l: &Layout, win: &Window, pad: f64) -> CpuData
         let (kh, kw) = win.kernel;
         let k = kh * kw;
         let image = oh * ow * c * k;
-        let mut out = super::pool::filled(n * image, pad);
+        let mut out = crate::storage::pool::filled(n * image, pad)?;
         out.par_chunks_mut(image.max(1))
             .enumerate()
             .for_each(|(ni, dst)| {
@@ -123,33 +70,38 @@ pub(crate) fn unfold(x: &CpuData, l: &Layout, win: &Window, pad: f64) -> CpuData
                     }
                 }
             });
-        out
+        Ok(out)
     }
-    match x {
-        CpuData::F32(v) => CpuData::F32(go(v, l, win, pad as f32)),
-        CpuData::F64(v) => CpuData::F64(go(v, l, win, pad)),
-        CpuData::I64(v) => CpuData::I64(go(v, l, win, pad as i64)),
-        CpuData::Bool(v) => CpuData::Bool(go(v, l, win, pad != 0.0)),
-    }
+    Ok(match x {
+        CpuData::F32(v) => CpuData::F32(go(v, l, win, pad as f32)?),
+        CpuData::F64(v) => CpuData::F64(go(v, l, win, pad)?),
+        CpuData::I64(v) => CpuData::I64(go(v, l, win, pad as i64)?),
+        CpuData::Bool(v) => CpuData::Bool(go(v, l, win, pad != 0.0)?),
+    })
 }
 
 /// The transpose of [`unfold`]: `cols` `[n, oh*ow, c, kh*kw]` summed back into contiguous
 /// `[n, c, h, w]` (padding positions are dropped).
-pub(crate) fn fold(cols: &CpuData, l: &Layout, win: &Window, size: (usize, usize)) -> CpuData {
-    fn go<T: Copy + Send + Sync + Default + std::ops::AddAssign + super::pool::Pooled>(
+pub(crate) fn fold(
+    cols: &CpuData,
+    l: &Layout,
+    win: &Window,
+    size: (usize, usize),
+) -> Result<CpuData> {
+    fn go<T: Copy + Send + Sync + Default + std::ops::AddAssign + crate::storage::pool::Pooled>(
         v: &[T],
         l: &Layout,
         win: &Window,
         (h, w): (usize, usize),
-    ) -> Vec<T> {
-        let contiguous = super::contiguous(v, l);
+    ) -> Result<Vec<T>> {
+        let contiguous = super::contiguous(v, l)?;
         let s = l.shape();
         let (n, c) = (s[0], s[2]);
         let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
         let (kh, kw) = win.kernel;
         let k = kh * kw;
         let image_in = oh * ow * c * k;
-        let mut out = super::pool::filled(n * c * h * w, T::default());
+        let mut out = crate::storage::pool::filled(n * c * h * w, T::default())?;
         out.par_chunks_mut((c * h * w).max(1))
             .enumerate()
             .for_each(|(ni, dst)| {
@@ -177,12 +129,12 @@ pub(crate) fn fold(cols: &CpuData, l: &Layout, win: &Window, size: (usize, usize
                     }
                 }
             });
-        out
+        Ok(out)
     }
-    match cols {
-        CpuData::F32(v) => CpuData::F32(go(v, l, win, size)),
-        CpuData::F64(v) => CpuData::F64(go(v, l, win, size)),
-        CpuData::I64(v) => CpuData::I64(go(v, l, win, size)),
-        CpuData::Bool(_) => CpuData::Bool(Vec::new()),
-    }
+    Ok(match cols {
+        CpuData::F32(v) => CpuData::F32(go(v, l, win, size)?),
+        CpuData::F64(v) => CpuData::F64(go(v, l, win, size)?),
+        CpuData::I64(v) => CpuData::I64(go(v, l, win, size)?),
+        CpuData::Bool(_) => return Err(Error::dtype("fold", "not defined for bool tensors")),
+    })
 }

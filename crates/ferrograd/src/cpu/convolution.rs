@@ -10,24 +10,10 @@
 
 use rayon::prelude::*;
 
-use super::conv::Window;
+use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::storage::CpuData;
-
-/// The shape of a convolution: input `[n, c, h, w]`, weight `[o, c / groups, kh, kw]`,
-/// output `[n, o, oh, ow]`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ConvShape {
-    pub n: usize,
-    pub c: usize,
-    pub h: usize,
-    pub w: usize,
-    pub o: usize,
-    pub groups: usize,
-    pub oh: usize,
-    pub ow: usize,
-    pub win: Window,
-}
+use crate::window::{ConvShape, Window};
 
 impl ConvShape {
     fn cg(&self) -> usize {
@@ -229,7 +215,14 @@ fn gemm<T: 'static + Copy>(
 
 /// Element types convolutions run on (what the `gemm` crate multiplies).
 pub(crate) trait ConvFloat:
-    Copy + Default + Send + Sync + 'static + std::ops::AddAssign + PartialOrd + super::pool::Pooled
+    Copy
+    + Default
+    + Send
+    + Sync
+    + 'static
+    + std::ops::AddAssign
+    + PartialOrd
+    + crate::storage::pool::Pooled
 {
     const ONE: Self;
 }
@@ -240,19 +233,28 @@ impl ConvFloat for f64 {
     const ONE: f64 = 1.0;
 }
 
-/// Runs the float32 or float64 form of a kernel on two buffers of one float dtype (the op
-/// layer checks the dtypes; anything else gives an empty buffer).
+/// Runs the float32 or float64 form of a kernel on two buffers of one float dtype.
 fn float_pair(
+    op: &str,
     a: &CpuData,
     b: &CpuData,
-    f32s: impl FnOnce(&[f32], &[f32]) -> Vec<f32>,
-    f64s: impl FnOnce(&[f64], &[f64]) -> Vec<f64>,
-) -> CpuData {
-    match (a, b) {
-        (CpuData::F32(x), CpuData::F32(y)) => CpuData::F32(f32s(x, y)),
-        (CpuData::F64(x), CpuData::F64(y)) => CpuData::F64(f64s(x, y)),
-        _ => CpuData::F32(Vec::new()),
-    }
+    f32s: impl FnOnce(&[f32], &[f32]) -> Result<Vec<f32>>,
+    f64s: impl FnOnce(&[f64], &[f64]) -> Result<Vec<f64>>,
+) -> Result<CpuData> {
+    Ok(match (a, b) {
+        (CpuData::F32(x), CpuData::F32(y)) => CpuData::F32(f32s(x, y)?),
+        (CpuData::F64(x), CpuData::F64(y)) => CpuData::F64(f64s(x, y)?),
+        _ => {
+            return Err(Error::dtype(
+                op,
+                format!(
+                    "expects float tensors of one dtype, got {} and {}",
+                    a.dtype(),
+                    b.dtype()
+                ),
+            ))
+        }
+    })
 }
 
 /// Runs `f(image index, image's output slice, scratch)` for every image, spread over threads
@@ -286,18 +288,18 @@ pub(crate) fn conv2d(
     w: (&CpuData, &Layout),
     b: Option<(&CpuData, &Layout)>,
     s: &ConvShape,
-) -> CpuData {
+) -> Result<CpuData> {
     fn go<T: ConvFloat>(
         x: (&[T], &Layout),
         w: (&[T], &Layout),
         b: Option<(&[T], &Layout)>,
         s: &ConvShape,
-    ) -> Vec<T> {
-        let x = super::contiguous(x.0, x.1);
-        let w = super::contiguous(w.0, w.1);
-        let b = b.map(|(b, l)| super::contiguous(b, l));
+    ) -> Result<Vec<T>> {
+        let x = super::contiguous(x.0, x.1)?;
+        let w = super::contiguous(w.0, w.1)?;
+        let b = b.map(|(b, l)| super::contiguous(b, l)).transpose()?;
         let (og, ck, p, cg) = (s.og(), s.ck(), s.p(), s.cg());
-        let mut out = super::pool::filled(s.n * s.image_out(), T::default());
+        let mut out = crate::storage::pool::filled(s.n * s.image_out(), T::default())?;
         let scratch = s.scratch();
         let par = s.gemm_par();
         per_image(s, &mut out, s.image_out(), scratch, |ni, y, buf| {
@@ -326,7 +328,7 @@ pub(crate) fn conv2d(
                 );
             }
         });
-        out
+        Ok(out)
     }
     let b32 = b.and_then(|(d, l)| match d {
         CpuData::F32(v) => Some((v.as_slice(), l)),
@@ -337,6 +339,7 @@ pub(crate) fn conv2d(
         _ => None,
     });
     float_pair(
+        "conv2d",
         x.0,
         w.0,
         |a, c| go((a, x.1), (c, w.1), b32, s),
@@ -349,12 +352,12 @@ pub(crate) fn conv2d_input_grad(
     dy: (&CpuData, &Layout),
     w: (&CpuData, &Layout),
     s: &ConvShape,
-) -> CpuData {
-    fn go<T: ConvFloat>(dy: (&[T], &Layout), w: (&[T], &Layout), s: &ConvShape) -> Vec<T> {
-        let dy = super::contiguous(dy.0, dy.1);
-        let w = super::contiguous(w.0, w.1);
+) -> Result<CpuData> {
+    fn go<T: ConvFloat>(dy: (&[T], &Layout), w: (&[T], &Layout), s: &ConvShape) -> Result<Vec<T>> {
+        let dy = super::contiguous(dy.0, dy.1)?;
+        let w = super::contiguous(w.0, w.1)?;
         let (og, ck, p, cg) = (s.og(), s.ck(), s.p(), s.cg());
-        let mut out = super::pool::filled(s.n * s.image_in(), T::default());
+        let mut out = crate::storage::pool::filled(s.n * s.image_in(), T::default())?;
         let scratch = s.scratch();
         let par = s.gemm_par();
         per_image(s, &mut out, s.image_in(), scratch, |ni, dx, buf| {
@@ -384,9 +387,10 @@ pub(crate) fn conv2d_input_grad(
                 }
             }
         });
-        out
+        Ok(out)
     }
     float_pair(
+        "conv2d_input_grad",
         dy.0,
         w.0,
         |a, b| go((a, dy.1), (b, w.1), s),
@@ -399,10 +403,10 @@ pub(crate) fn conv2d_weight_grad(
     x: (&CpuData, &Layout),
     dy: (&CpuData, &Layout),
     s: &ConvShape,
-) -> CpuData {
-    fn go<T: ConvFloat>(x: (&[T], &Layout), dy: (&[T], &Layout), s: &ConvShape) -> Vec<T> {
-        let x = super::contiguous(x.0, x.1);
-        let dy = super::contiguous(dy.0, dy.1);
+) -> Result<CpuData> {
+    fn go<T: ConvFloat>(x: (&[T], &Layout), dy: (&[T], &Layout), s: &ConvShape) -> Result<Vec<T>> {
+        let x = super::contiguous(x.0, x.1)?;
+        let dy = super::contiguous(dy.0, dy.1)?;
         let (og, ck, p, cg) = (s.og(), s.ck(), s.p(), s.cg());
         let size = s.o * ck;
         let scratch = s.scratch();
@@ -433,7 +437,7 @@ pub(crate) fn conv2d_weight_grad(
                 }
             }
         };
-        let mut out = super::pool::filled(size, T::default());
+        let mut out = crate::storage::pool::filled(size, T::default())?;
         if s.par_images() {
             let parts = rayon::current_num_threads().min(s.n);
             let per = s.n.div_ceil(parts);
@@ -455,9 +459,10 @@ pub(crate) fn conv2d_weight_grad(
             let mut buf = vec![T::default(); scratch];
             accumulate(0..s.n, &mut out, &mut buf);
         }
-        out
+        Ok(out)
     }
     float_pair(
+        "conv2d_weight_grad",
         x.0,
         dy.0,
         |a, b| go((a, x.1), (b, dy.1), s),
@@ -580,15 +585,15 @@ fn window_argmax<T: Copy + PartialOrd>(
 }
 
 /// Max pooling of `x` `[n, c, h, w]` into contiguous `[n, c, oh, ow]`.
-pub(crate) fn max_pool2d(x: &CpuData, l: &Layout, win: &Window) -> CpuData {
-    fn go<T: ConvFloat>(x: &[T], l: &Layout, win: &Window) -> Vec<T> {
-        let x = super::contiguous(x, l);
+pub(crate) fn max_pool2d(x: &CpuData, l: &Layout, win: &Window) -> Result<CpuData> {
+    fn go<T: ConvFloat>(x: &[T], l: &Layout, win: &Window) -> Result<Vec<T>> {
+        let x = super::contiguous(x, l)?;
         let s = l.shape();
         let (h, w) = (s[2], s[3]);
         let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
-        let mut out = super::pool::filled(s[0] * s[1] * oh * ow, T::default());
+        let mut out = crate::storage::pool::filled(s[0] * s[1] * oh * ow, T::default())?;
         if oh * ow == 0 || h * w == 0 {
-            return out;
+            return Ok(out);
         }
         let simple = disjoint_2x2(win, (h, w), (oh, ow));
         out.par_chunks_mut(oh * ow)
@@ -608,14 +613,18 @@ pub(crate) fn max_pool2d(x: &CpuData, l: &Layout, win: &Window) -> CpuData {
                     }
                 }
             });
-        out
+        Ok(out)
     }
-    match x {
-        CpuData::F32(v) => CpuData::F32(go(v, l, win)),
-        CpuData::F64(v) => CpuData::F64(go(v, l, win)),
-        // the op layer lets only float dtypes through
-        _ => CpuData::F32(Vec::new()),
-    }
+    Ok(match x {
+        CpuData::F32(v) => CpuData::F32(go(v, l, win)?),
+        CpuData::F64(v) => CpuData::F64(go(v, l, win)?),
+        _ => {
+            return Err(Error::dtype(
+                "max_pool2d",
+                format!("expects a float tensor, got {}", x.dtype()),
+            ))
+        }
+    })
 }
 
 /// Max pooling's input gradient: `dy` `[n, c, oh, ow]` added at each window's maximum of
@@ -624,16 +633,16 @@ pub(crate) fn max_pool2d_grad(
     x: (&CpuData, &Layout),
     dy: (&CpuData, &Layout),
     win: &Window,
-) -> CpuData {
-    fn go<T: ConvFloat>(x: (&[T], &Layout), dy: (&[T], &Layout), win: &Window) -> Vec<T> {
+) -> Result<CpuData> {
+    fn go<T: ConvFloat>(x: (&[T], &Layout), dy: (&[T], &Layout), win: &Window) -> Result<Vec<T>> {
         let s = x.1.shape();
         let (h, w) = (s[2], s[3]);
         let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
-        let x = super::contiguous(x.0, x.1);
-        let dy = super::contiguous(dy.0, dy.1);
-        let mut out = super::pool::filled(s[0] * s[1] * h * w, T::default());
+        let x = super::contiguous(x.0, x.1)?;
+        let dy = super::contiguous(dy.0, dy.1)?;
+        let mut out = crate::storage::pool::filled(s[0] * s[1] * h * w, T::default())?;
         if oh * ow == 0 || h * w == 0 {
-            return out;
+            return Ok(out);
         }
         let simple = disjoint_2x2(win, (h, w), (oh, ow));
         out.par_chunks_mut(h * w)
@@ -653,9 +662,10 @@ pub(crate) fn max_pool2d_grad(
                     }
                 }
             });
-        out
+        Ok(out)
     }
     float_pair(
+        "max_pool2d_grad",
         x.0,
         dy.0,
         |a, g| go((a, x.1), (g, dy.1), win),
@@ -665,19 +675,19 @@ pub(crate) fn max_pool2d_grad(
 
 /// The flat `h * w` position of each pooling window's maximum over `[n, c, h, w]` (the rule
 /// of [`window_argmax`]), as `[n, c, oh * ow]`.
-pub(crate) fn pool_argmax(x: &CpuData, l: &Layout, win: &Window) -> CpuData {
-    fn go<T: Copy + Send + Sync + PartialOrd + super::pool::Pooled>(
+pub(crate) fn pool_argmax(x: &CpuData, l: &Layout, win: &Window) -> Result<CpuData> {
+    fn go<T: Copy + Send + Sync + PartialOrd + crate::storage::pool::Pooled>(
         x: &[T],
         l: &Layout,
         win: &Window,
-    ) -> Vec<i64> {
-        let x = super::contiguous(x, l);
+    ) -> Result<Vec<i64>> {
+        let x = super::contiguous(x, l)?;
         let s = l.shape();
         let (h, w) = (s[2], s[3]);
         let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
-        let mut out = super::pool::filled(s[0] * s[1] * oh * ow, 0i64);
+        let mut out = crate::storage::pool::filled(s[0] * s[1] * oh * ow, 0i64)?;
         if oh * ow == 0 || h * w == 0 {
-            return out;
+            return Ok(out);
         }
         out.par_chunks_mut(oh * ow)
             .zip(x.par_chunks(h * w))
@@ -688,12 +698,12 @@ pub(crate) fn pool_argmax(x: &CpuData, l: &Layout, win: &Window) -> CpuData {
                     *d = at.map_or(0, |i| i as i64);
                 }
             });
-        out
+        Ok(out)
     }
-    CpuData::I64(match x {
-        CpuData::F32(v) => go(v, l, win),
-        CpuData::F64(v) => go(v, l, win),
-        CpuData::I64(v) => go(v, l, win),
-        CpuData::Bool(v) => go(v, l, win),
-    })
+    Ok(CpuData::I64(match x {
+        CpuData::F32(v) => go(v, l, win)?,
+        CpuData::F64(v) => go(v, l, win)?,
+        CpuData::I64(v) => go(v, l, win)?,
+        CpuData::Bool(v) => go(v, l, win)?,
+    }))
 }

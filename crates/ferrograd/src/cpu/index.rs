@@ -3,7 +3,7 @@
 use super::{at, write_into};
 use crate::error::{Error, Result};
 use crate::layout::{contiguous_strides, for_each_run_multi, numel, Layout, SliceSpec};
-use crate::storage::CpuData;
+use crate::storage::{pool, CpuData};
 
 macro_rules! same_dtype {
     ($data:expr, $v:ident => $body:expr) => {
@@ -16,13 +16,34 @@ macro_rules! same_dtype {
     };
 }
 
-fn zeros_like_data(x: &CpuData, n: usize) -> CpuData {
-    match x {
-        CpuData::F32(_) => CpuData::F32(super::pool::filled(n, 0.0)),
-        CpuData::F64(_) => CpuData::F64(super::pool::filled(n, 0.0)),
-        CpuData::I64(_) => CpuData::I64(super::pool::filled(n, 0)),
-        CpuData::Bool(_) => CpuData::Bool(super::pool::filled(n, false)),
+fn zeros_like_data(x: &CpuData, n: usize) -> Result<CpuData> {
+    Ok(match x {
+        CpuData::F32(_) => CpuData::F32(pool::filled(n, 0.0)?),
+        CpuData::F64(_) => CpuData::F64(pool::filled(n, 0.0)?),
+        CpuData::I64(_) => CpuData::I64(pool::filled(n, 0)?),
+        CpuData::Bool(_) => CpuData::Bool(pool::filled(n, false)?),
+    })
+}
+
+/// Writes `src` through `region` of `out` (one dtype, checked by the op).
+fn write_region(out: &mut CpuData, region: &Layout, src: &CpuData, ls: &Layout) -> Result<()> {
+    match (out, src) {
+        (CpuData::F32(o), CpuData::F32(s)) => write_into(o, region, s, ls),
+        (CpuData::F64(o), CpuData::F64(s)) => write_into(o, region, s, ls),
+        (CpuData::I64(o), CpuData::I64(s)) => write_into(o, region, s, ls),
+        (CpuData::Bool(o), CpuData::Bool(s)) => write_into(o, region, s, ls),
+        (o, s) => {
+            return Err(Error::dtype(
+                "assign",
+                format!(
+                    "cannot write {} data into a {} tensor",
+                    s.dtype(),
+                    o.dtype()
+                ),
+            ))
+        }
     }
+    Ok(())
 }
 
 /// Zeros of `shape` with `dy` written into the region `specs` selects.
@@ -31,17 +52,11 @@ pub(crate) fn slice_grad(
     ldy: &Layout,
     shape: &[usize],
     specs: &[SliceSpec],
-) -> CpuData {
+) -> Result<CpuData> {
     let region = Layout::contiguous(shape).slice(specs);
-    let mut out = zeros_like_data(dy, numel(shape));
-    match (&mut out, dy) {
-        (CpuData::F32(o), CpuData::F32(s)) => write_into(o, &region, s, ldy),
-        (CpuData::F64(o), CpuData::F64(s)) => write_into(o, &region, s, ldy),
-        (CpuData::I64(o), CpuData::I64(s)) => write_into(o, &region, s, ldy),
-        (CpuData::Bool(o), CpuData::Bool(s)) => write_into(o, &region, s, ldy),
-        _ => {}
-    }
-    out
+    let mut out = zeros_like_data(dy, numel(shape))?;
+    write_region(&mut out, &region, dy, ldy)?;
+    Ok(out)
 }
 
 /// A contiguous copy of `x` with `v` (a view broadcast to the region) written where `specs`
@@ -52,22 +67,23 @@ pub(crate) fn set_slice(
     v: &CpuData,
     lv: &Layout,
     specs: &[SliceSpec],
-) -> CpuData {
-    let mut out = super::copy(x, lx);
+) -> Result<CpuData> {
+    let mut out = super::elementwise::copy(x, lx)?;
     let region = Layout::contiguous(lx.shape()).slice(specs);
-    match (&mut out, v) {
-        (CpuData::F32(o), CpuData::F32(s)) => write_into(o, &region, s, lv),
-        (CpuData::F64(o), CpuData::F64(s)) => write_into(o, &region, s, lv),
-        (CpuData::I64(o), CpuData::I64(s)) => write_into(o, &region, s, lv),
-        (CpuData::Bool(o), CpuData::Bool(s)) => write_into(o, &region, s, lv),
-        _ => {}
-    }
-    out
+    write_region(&mut out, &region, v, lv)?;
+    Ok(out)
 }
 
 /// Joins views along `axis` into a contiguous buffer of `out_shape`.
-pub(crate) fn concat(parts: &[(&CpuData, &Layout)], axis: usize, out_shape: &[usize]) -> CpuData {
-    let mut out = zeros_like_data(parts[0].0, numel(out_shape));
+pub(crate) fn concat(
+    parts: &[(&CpuData, &Layout)],
+    axis: usize,
+    out_shape: &[usize],
+) -> Result<CpuData> {
+    let Some((first, _)) = parts.first() else {
+        return Err(Error::invalid("concat", "needs at least one tensor"));
+    };
+    let mut out = zeros_like_data(first, numel(out_shape))?;
     let full = Layout::contiguous(out_shape);
     let mut start = 0isize;
     for (data, l) in parts {
@@ -85,17 +101,10 @@ pub(crate) fn concat(parts: &[(&CpuData, &Layout)], axis: usize, out_shape: &[us
             stop: start + len,
             step: 1,
         };
-        let region = full.slice(&specs);
-        match (&mut out, data) {
-            (CpuData::F32(o), CpuData::F32(s)) => write_into(o, &region, s, l),
-            (CpuData::F64(o), CpuData::F64(s)) => write_into(o, &region, s, l),
-            (CpuData::I64(o), CpuData::I64(s)) => write_into(o, &region, s, l),
-            (CpuData::Bool(o), CpuData::Bool(s)) => write_into(o, &region, s, l),
-            _ => {}
-        }
+        write_region(&mut out, &full.slice(&specs), data, l)?;
         start += len;
     }
-    out
+    Ok(out)
 }
 
 /// Visits every element of `idx` (viewed by `li`) with its position in row-major order and
@@ -216,8 +225,8 @@ pub(crate) fn scatter_add(
     )?;
     macro_rules! go {
         ($v:expr, $zero:expr) => {{
-            let vals = super::map1($v, ls, |a| a);
-            let mut out = vec![$zero; numel(out_shape)];
+            let vals = super::map1($v, ls, |a| a)?;
+            let mut out = pool::filled(numel(out_shape), $zero)?;
             for (t, v) in targets.iter().zip(vals) {
                 out[*t] += v;
             }

@@ -1,31 +1,48 @@
 //! Matrix products through the `gemm` crate (any strides, so transposed views need no copy).
 
+use crate::error::{Error, Result};
 use crate::layout::{contiguous_strides, numel, Layout};
 use crate::storage::CpuData;
 
 /// Products of every batch: `a` is `[batch..., m, k]`, `b` is `[batch..., k, n]`, both already
 /// broadcast to one batch shape. The result is contiguous `[batch..., m, n]`.
-pub(crate) fn matmul(a: &CpuData, la: &Layout, b: &CpuData, lb: &Layout) -> CpuData {
-    match (a, b) {
-        (CpuData::F32(x), CpuData::F32(y)) => CpuData::F32(batched(x, la, y, lb, 0.0, 1.0, true)),
-        (CpuData::F64(x), CpuData::F64(y)) => CpuData::F64(batched(x, la, y, lb, 0.0, 1.0, true)),
-        (CpuData::I64(x), CpuData::I64(y)) => CpuData::I64(batched(x, la, y, lb, 0, 1, false)),
-        // the op layer only lets matching numeric dtypes through
-        _ => CpuData::F32(Vec::new()),
-    }
+pub(crate) fn matmul(a: &CpuData, la: &Layout, b: &CpuData, lb: &Layout) -> Result<CpuData> {
+    Ok(match (a, b) {
+        (CpuData::F32(x), CpuData::F32(y)) => CpuData::F32(batched(x, la, y, lb, 0.0, 1.0, true)?),
+        (CpuData::F64(x), CpuData::F64(y)) => CpuData::F64(batched(x, la, y, lb, 0.0, 1.0, true)?),
+        (CpuData::I64(x), CpuData::I64(y)) => CpuData::I64(batched(x, la, y, lb, 0, 1, false)?),
+        _ => {
+            return Err(Error::dtype(
+                "matmul",
+                format!("not defined for {} and {} tensors", a.dtype(), b.dtype()),
+            ))
+        }
+    })
 }
 
-fn batched<T>(a: &[T], la: &Layout, b: &[T], lb: &Layout, zero: T, one: T, use_gemm: bool) -> Vec<T>
+fn batched<T>(
+    a: &[T],
+    la: &Layout,
+    b: &[T],
+    lb: &Layout,
+    zero: T,
+    one: T,
+    use_gemm: bool,
+) -> Result<Vec<T>>
 where
-    T: Copy + 'static + std::ops::Add<Output = T> + std::ops::Mul<Output = T> + super::pool::Pooled,
+    T: Copy
+        + 'static
+        + std::ops::Add<Output = T>
+        + std::ops::Mul<Output = T>
+        + crate::storage::pool::Pooled,
 {
     let nd = la.ndim();
     let (m, k, n) = (la.shape()[nd - 2], la.shape()[nd - 1], lb.shape()[nd - 1]);
     let batch_shape = &la.shape()[..nd - 2];
     let batches = numel(batch_shape);
-    let mut out = super::pool::filled(batches * m * n, zero);
+    let mut out = crate::storage::pool::filled(batches * m * n, zero)?;
     if m == 0 || n == 0 {
-        return out;
+        return Ok(out);
     }
     let (ars, acs) = (la.strides()[nd - 2], la.strides()[nd - 1]);
     let (brs, bcs) = (lb.strides()[nd - 2], lb.strides()[nd - 1]);
@@ -90,5 +107,5 @@ where
             }
         }
     }
-    out
+    Ok(out)
 }

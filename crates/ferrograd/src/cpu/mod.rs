@@ -1,28 +1,249 @@
-//! CPU kernels. Each takes buffers with their layouts and returns a new contiguous buffer;
-//! shape checks happen before, in the op layer.
+//! The CPU backend: kernels take buffers with their layouts and return new contiguous
+//! buffers; shape checks happen before, in the ops. [`Cpu`] implements the backend seam.
 
 mod conv;
 mod convolution;
 mod elementwise;
+mod float;
 mod index;
 mod matmul;
-pub(crate) mod pool;
 mod reduce;
 
-pub use conv::Window;
-pub(crate) use conv::{fold, unfold};
-pub(crate) use convolution::{
-    conv2d, conv2d_input_grad, conv2d_weight_grad, max_pool2d, max_pool2d_grad, pool_argmax,
-    ConvShape,
-};
-pub(crate) use elementwise::{
-    act_grad, binary, binary_assign, cast, compare, copy, pow_scalar, unary, where_,
-};
-pub(crate) use index::{concat, gather, scatter_add, set_slice, slice_grad};
-pub(crate) use matmul::matmul;
-pub(crate) use reduce::{reduce, softmax};
+use crate::backend::{Backend, Held, View};
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::{for_each_run, for_each_run_multi, Layout, SliceSpec};
+use crate::op::{Activation, BinaryOp, CmpOp, ReduceKind, UnaryOp};
+use crate::storage::pool;
+use crate::storage::{CpuData, Storage, StorageData};
+use crate::window::{ConvShape, Window};
 
-use crate::layout::{for_each_run, for_each_run_multi, Layout};
+/// The CPU backend.
+pub(crate) struct Cpu;
+
+impl Backend for Cpu {
+    type Buf = CpuData;
+
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+    fn storage(&self, buf: CpuData) -> Storage {
+        Storage::cpu(buf)
+    }
+    fn view<'a>(&self, data: &'a StorageData) -> Result<Held<'a, CpuData>> {
+        match data {
+            StorageData::Cpu(d) => Ok(Held::Borrowed(d)),
+            #[cfg(feature = "cuda")]
+            StorageData::Cuda(_) => Err(Error::device("cpu", "a CUDA buffer reached a CPU kernel")),
+        }
+    }
+    fn view_mut<'a>(&self, data: &'a mut StorageData) -> Result<&'a mut CpuData> {
+        match data {
+            StorageData::Cpu(d) => Ok(d),
+            #[cfg(feature = "cuda")]
+            StorageData::Cuda(_) => Err(Error::device("cpu", "a CUDA buffer reached a CPU kernel")),
+        }
+    }
+
+    fn upload(&self, host: &CpuData) -> Result<CpuData> {
+        Ok(host.clone())
+    }
+    fn download(&self, x: &CpuData, l: &Layout) -> Result<CpuData> {
+        elementwise::copy(x, l)
+    }
+    fn fill(&self, n: usize, value: f64, dtype: DType) -> Result<CpuData> {
+        Ok(match dtype {
+            DType::F32 => CpuData::F32(pool::filled(n, value as f32)?),
+            DType::F64 => CpuData::F64(pool::filled(n, value)?),
+            DType::I64 => CpuData::I64(pool::filled(n, value as i64)?),
+            DType::Bool => CpuData::Bool(pool::filled(n, value != 0.0)?),
+        })
+    }
+
+    fn unary(&self, op: UnaryOp, x: &CpuData, l: &Layout) -> Result<CpuData> {
+        elementwise::unary(op, x, l)
+    }
+    fn binary(
+        &self,
+        op: BinaryOp,
+        a: &CpuData,
+        la: &Layout,
+        b: &CpuData,
+        lb: &Layout,
+    ) -> Result<CpuData> {
+        elementwise::binary(op, a, la, b, lb)
+    }
+    fn compare(
+        &self,
+        op: CmpOp,
+        a: &CpuData,
+        la: &Layout,
+        b: &CpuData,
+        lb: &Layout,
+    ) -> Result<CpuData> {
+        elementwise::compare(op, a, la, b, lb)
+    }
+    fn act_grad(
+        &self,
+        act: Activation,
+        dy: &CpuData,
+        ldy: &Layout,
+        y: &CpuData,
+        ly: &Layout,
+    ) -> Result<CpuData> {
+        elementwise::act_grad(act, dy, ldy, y, ly)
+    }
+    fn pow_scalar(&self, x: &CpuData, l: &Layout, p: f64) -> Result<CpuData> {
+        elementwise::pow_scalar(x, l, p)
+    }
+    fn where_(
+        &self,
+        c: &CpuData,
+        lc: &Layout,
+        a: &CpuData,
+        la: &Layout,
+        b: &CpuData,
+        lb: &Layout,
+    ) -> Result<CpuData> {
+        elementwise::where_(c, lc, a, la, b, lb)
+    }
+    fn cast(&self, x: &CpuData, l: &Layout, to: DType) -> Result<CpuData> {
+        elementwise::cast(x, l, to)
+    }
+    fn write(&self, dst: &mut CpuData, ld: &Layout, src: &CpuData, ls: &Layout) -> Result<()> {
+        match (dst, src) {
+            (CpuData::F32(d), CpuData::F32(s)) => write_into(d, ld, s, ls),
+            (CpuData::F64(d), CpuData::F64(s)) => write_into(d, ld, s, ls),
+            (CpuData::I64(d), CpuData::I64(s)) => write_into(d, ld, s, ls),
+            (CpuData::Bool(d), CpuData::Bool(s)) => write_into(d, ld, s, ls),
+            (d, s) => {
+                return Err(Error::dtype(
+                    "assign",
+                    format!(
+                        "cannot write {} data into a {} tensor",
+                        s.dtype(),
+                        d.dtype()
+                    ),
+                ))
+            }
+        }
+        Ok(())
+    }
+    fn binary_assign(
+        &self,
+        op: BinaryOp,
+        dst: &mut CpuData,
+        ld: &Layout,
+        src: &CpuData,
+        ls: &Layout,
+    ) -> Result<()> {
+        elementwise::binary_assign(op, dst, ld, src, ls)
+    }
+    fn reduce(&self, kind: ReduceKind, x: &CpuData, l: &Layout, axes: &[usize]) -> Result<CpuData> {
+        reduce::reduce(kind, x, l, axes)
+    }
+    fn softmax(&self, x: &CpuData, l: &Layout, axis: usize, log: bool) -> Result<CpuData> {
+        reduce::softmax(x, l, axis, log)
+    }
+    fn matmul(&self, a: &CpuData, la: &Layout, b: &CpuData, lb: &Layout) -> Result<CpuData> {
+        matmul::matmul(a, la, b, lb)
+    }
+    fn slice_grad(
+        &self,
+        x: &CpuData,
+        l: &Layout,
+        shape: &[usize],
+        specs: &[SliceSpec],
+    ) -> Result<CpuData> {
+        index::slice_grad(x, l, shape, specs)
+    }
+    fn set_slice(
+        &self,
+        x: &CpuData,
+        lx: &Layout,
+        v: &CpuData,
+        lv: &Layout,
+        specs: &[SliceSpec],
+    ) -> Result<CpuData> {
+        index::set_slice(x, lx, v, lv, specs)
+    }
+    fn concat(&self, parts: &[View<'_, CpuData>], axis: usize, shape: &[usize]) -> Result<CpuData> {
+        index::concat(parts, axis, shape)
+    }
+    fn gather(
+        &self,
+        x: &CpuData,
+        lx: &Layout,
+        idx: &CpuData,
+        li: &Layout,
+        axis: usize,
+    ) -> Result<CpuData> {
+        index::gather(x, lx, idx, li, axis)
+    }
+    fn scatter_add(
+        &self,
+        src: &CpuData,
+        ls: &Layout,
+        idx: &CpuData,
+        li: &Layout,
+        axis: usize,
+        shape: &[usize],
+    ) -> Result<CpuData> {
+        index::scatter_add(src, ls, idx, li, axis, shape)
+    }
+    fn unfold(&self, x: &CpuData, l: &Layout, win: &Window, pad: f64) -> Result<CpuData> {
+        conv::unfold(x, l, win, pad)
+    }
+    fn fold(
+        &self,
+        cols: &CpuData,
+        l: &Layout,
+        win: &Window,
+        size: (usize, usize),
+    ) -> Result<CpuData> {
+        conv::fold(cols, l, win, size)
+    }
+    fn pool_argmax(&self, x: &CpuData, l: &Layout, win: &Window) -> Result<CpuData> {
+        convolution::pool_argmax(x, l, win)
+    }
+    fn conv2d(
+        &self,
+        x: View<'_, CpuData>,
+        w: View<'_, CpuData>,
+        bias: Option<View<'_, CpuData>>,
+        s: &ConvShape,
+    ) -> Result<CpuData> {
+        convolution::conv2d(x, w, bias, s)
+    }
+    fn conv2d_input_grad(
+        &self,
+        dy: View<'_, CpuData>,
+        w: View<'_, CpuData>,
+        s: &ConvShape,
+    ) -> Result<CpuData> {
+        convolution::conv2d_input_grad(dy, w, s)
+    }
+    fn conv2d_weight_grad(
+        &self,
+        x: View<'_, CpuData>,
+        dy: View<'_, CpuData>,
+        s: &ConvShape,
+    ) -> Result<CpuData> {
+        convolution::conv2d_weight_grad(x, dy, s)
+    }
+    fn max_pool2d(&self, x: &CpuData, l: &Layout, win: &Window) -> Result<CpuData> {
+        convolution::max_pool2d(x, l, win)
+    }
+    fn max_pool2d_grad(
+        &self,
+        x: View<'_, CpuData>,
+        dy: View<'_, CpuData>,
+        win: &Window,
+    ) -> Result<CpuData> {
+        convolution::max_pool2d_grad(x, dy, win)
+    }
+}
 
 /// Whether the CPU has AVX2 and FMA (the wheel is built for plain x86-64, so the hot
 /// elementwise loops are compiled twice and the wider form is picked at run time).
@@ -140,12 +361,12 @@ fn par_fill<V: Send>(
 pub(crate) fn contiguous<'a, T: Copy + Sync + pool::Pooled + Send>(
     x: &'a [T],
     l: &Layout,
-) -> std::borrow::Cow<'a, [T]> {
-    if l.is_contiguous() {
+) -> Result<std::borrow::Cow<'a, [T]>> {
+    Ok(if l.is_contiguous() {
         std::borrow::Cow::Borrowed(&x[l.offset()..l.offset() + l.numel()])
     } else {
-        std::borrow::Cow::Owned(map1(x, l, |a| a))
-    }
+        std::borrow::Cow::Owned(map1(x, l, |a| a)?)
+    })
 }
 
 /// Applies `f` to every element of a strided view, in row-major order.
@@ -153,13 +374,13 @@ pub(crate) fn map1<T: Copy + Sync, U: pool::Pooled + Send>(
     x: &[T],
     l: &Layout,
     f: impl Fn(T) -> U + Sync + Send,
-) -> Vec<U> {
+) -> Result<Vec<U>> {
     let n = l.numel();
-    let mut out = pool::take(n);
+    let mut out = pool::take(n)?;
     if n >= 4 * PAR_CHUNK && l.is_contiguous() && rayon::current_num_threads() > 1 {
         let src = &x[l.offset()..l.offset() + n];
         par_fill(&mut out, n, |start, dst| fill1(dst, &src[start..], &f));
-        return out;
+        return Ok(out);
     }
     for_each_run(l, |b, s, n| {
         if s == 1 {
@@ -172,7 +393,7 @@ pub(crate) fn map1<T: Copy + Sync, U: pool::Pooled + Send>(
             out.extend((0..n).map(|i| f(x[at(b, s, i)])));
         }
     });
-    out
+    Ok(out)
 }
 
 /// Applies `f` elementwise to two views of one shape (broadcast views have stride 0).
@@ -182,9 +403,9 @@ pub(crate) fn map2<T: Copy + Sync, U: Copy + Sync, V: pool::Pooled + Send>(
     b: &[U],
     lb: &Layout,
     f: impl Fn(T, U) -> V + Sync + Send,
-) -> Vec<V> {
+) -> Result<Vec<V>> {
     let n = la.numel();
-    let mut out = pool::take(n);
+    let mut out = pool::take(n)?;
     if n >= 4 * PAR_CHUNK && rayon::current_num_threads() > 1 {
         let scalar_b = lb.strides().iter().all(|&s| s == 0);
         if la.is_contiguous() && (lb.is_contiguous() || scalar_b) {
@@ -198,7 +419,7 @@ pub(crate) fn map2<T: Copy + Sync, U: Copy + Sync, V: pool::Pooled + Send>(
                     fill2(dst, &xa[start..], &b[ob + start..], &f);
                 }
             });
-            return out;
+            return Ok(out);
         }
     }
     for_each_run_multi([la, lb], |[ba, bb], [sa, sb], n| match (sa, sb) {
@@ -215,7 +436,7 @@ pub(crate) fn map2<T: Copy + Sync, U: Copy + Sync, V: pool::Pooled + Send>(
         }
         _ => out.extend((0..n).map(|i| f(a[at(ba, sa, i)], b[at(bb, sb, i)]))),
     });
-    out
+    Ok(out)
 }
 
 /// Applies `f` elementwise to three views of one shape.
@@ -227,12 +448,12 @@ pub(crate) fn map3<T: Copy, U: Copy, W: Copy, V: pool::Pooled>(
     c: &[W],
     lc: &Layout,
     f: impl Fn(T, U, W) -> V,
-) -> Vec<V> {
-    let mut out = pool::take(la.numel());
+) -> Result<Vec<V>> {
+    let mut out = pool::take(la.numel())?;
     for_each_run_multi([la, lb, lc], |[ba, bb, bc], [sa, sb, sc], n| {
         out.extend((0..n).map(|i| f(a[at(ba, sa, i)], b[at(bb, sb, i)], c[at(bc, sc, i)])))
     });
-    out
+    Ok(out)
 }
 
 /// Writes the elements of `src` (viewed by `ls`) into the positions of `out` viewed by `lo`.

@@ -50,14 +50,14 @@ fn sum_run_wide<T: Copy + std::ops::Add<Output = T> + Into<f64>>(xs: &[T], zero:
 /// A specialised sum of one contiguous run.
 type RunSum<'a, T> = &'a (dyn Fn(&[T]) -> T + Sync);
 
-fn fold<T: Copy + Send + Sync + super::pool::Pooled>(
+fn fold<T: Copy + Send + Sync + crate::storage::pool::Pooled>(
     x: &[T],
     l: &Layout,
     axes: &[usize],
     init: T,
     f: impl Fn(T, T) -> T + Sync,
     run_sum: Option<RunSum<'_, T>>,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
     let (kept, view) = reduced_view(l.shape(), axes);
     let nd = l.ndim();
     // rows of a contiguous buffer reduced along the last axis: one tight loop per row
@@ -69,7 +69,7 @@ fn fold<T: Copy + Send + Sync + super::pool::Pooled>(
             None => row.iter().fold(init, |acc, &v| f(acc, v)),
         };
         let rows = numel(&kept);
-        let mut out = super::pool::take(rows);
+        let mut out = crate::storage::pool::take(rows)?;
         if src.len() >= 4 * super::PAR_CHUNK && rows > 1 && rayon::current_num_threads() > 1 {
             use rayon::prelude::*;
             out.spare_capacity_mut()[..rows]
@@ -84,9 +84,9 @@ fn fold<T: Copy + Send + Sync + super::pool::Pooled>(
         } else {
             out.extend(src.chunks_exact(cols).map(reduce_row));
         }
-        return out;
+        return Ok(out);
     }
-    let mut out = super::pool::filled(numel(&kept), init);
+    let mut out = crate::storage::pool::filled(numel(&kept), init)?;
     for_each_run_multi([l, &view], |[bx, bo], [sx, so], n| {
         if so == 0 {
             let acc = match (sx, run_sum) {
@@ -101,7 +101,7 @@ fn fold<T: Copy + Send + Sync + super::pool::Pooled>(
             }
         }
     });
-    out
+    Ok(out)
 }
 
 macro_rules! float_reduce {
@@ -116,7 +116,7 @@ macro_rules! float_reduce {
                 0.0,
                 |a, b| a + b,
                 Some(&|r: &[$t]| sum_run_wide(r, 0.0) as $t),
-            ),
+            )?,
             ReduceKind::Mean => {
                 let mut s = fold(
                     $x,
@@ -125,13 +125,13 @@ macro_rules! float_reduce {
                     0.0,
                     |a, b| a + b,
                     Some(&|r: &[$t]| sum_run_wide(r, 0.0) as $t),
-                );
+                )?;
                 let inv = 1.0 / $count as $t;
                 s.iter_mut().for_each(|v| *v *= inv);
                 s
             }
-            ReduceKind::Max => fold($x, $l, $axes, <$t>::NEG_INFINITY, nan_max, None),
-            ReduceKind::Min => fold($x, $l, $axes, <$t>::INFINITY, nan_min, None),
+            ReduceKind::Max => fold($x, $l, $axes, <$t>::NEG_INFINITY, nan_max, None)?,
+            ReduceKind::Min => fold($x, $l, $axes, <$t>::INFINITY, nan_min, None)?,
         }
     }};
 }
@@ -152,9 +152,9 @@ pub(crate) fn reduce(kind: ReduceKind, x: &CpuData, l: &Layout, axes: &[usize]) 
         CpuData::F32(v) => CpuData::F32(float_reduce!(f32, kind, v, l, axes, count)),
         CpuData::F64(v) => CpuData::F64(float_reduce!(f64, kind, v, l, axes, count)),
         CpuData::I64(v) => CpuData::I64(match kind {
-            ReduceKind::Sum => fold(v, l, axes, 0, |a: i64, b| a.wrapping_add(b), None),
-            ReduceKind::Max => fold(v, l, axes, i64::MIN, |a: i64, b| a.max(b), None),
-            ReduceKind::Min => fold(v, l, axes, i64::MAX, |a: i64, b| a.min(b), None),
+            ReduceKind::Sum => fold(v, l, axes, 0, |a: i64, b| a.wrapping_add(b), None)?,
+            ReduceKind::Max => fold(v, l, axes, i64::MIN, |a: i64, b| a.max(b), None)?,
+            ReduceKind::Min => fold(v, l, axes, i64::MAX, |a: i64, b| a.min(b), None)?,
             ReduceKind::Mean => {
                 return Err(Error::dtype(
                     "mean",
@@ -179,7 +179,7 @@ pub(crate) fn softmax(x: &CpuData, l: &Layout, axis: usize, log: bool) -> Result
             let shape = l.shape();
             let n = shape[axis];
             let out_strides = contiguous_strides(shape);
-            let mut out = super::pool::filled(l.numel(), 0.0 as $t);
+            let mut out = crate::storage::pool::filled(l.numel(), 0.0 as $t)?;
             // iterate over every position of the other axes
             let mut rest_shape = shape.to_vec();
             rest_shape[axis] = 1;
@@ -197,7 +197,9 @@ pub(crate) fn softmax(x: &CpuData, l: &Layout, axis: usize, log: bool) -> Result
                             mx = row[j];
                         }
                     }
-                    if !mx.is_finite() {
+                    // a row of -inf only: avoid -inf - -inf (the result is NaN either way, as in
+                    // PyTorch); +inf and NaN propagate
+                    if mx == <$t>::NEG_INFINITY {
                         mx = 0.0;
                     }
                     let mut s = 0.0 as $t;

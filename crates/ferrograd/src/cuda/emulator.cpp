@@ -215,7 +215,9 @@ static const std::map<std::string, Entry>& table() {
 
 // kernels that use block barriers or warp shuffles
 static bool synchronises(const std::string& name) {
-    return name.rfind("reduce_rows", 0) == 0 || name.rfind("softmax_rows", 0) == 0;
+    for (const char* prefix : {"reduce_", "softmax_rows", "log_softmax_rows"})
+        if (name.rfind(prefix, 0) == 0) return true;
+    return false;
 }
 
 static std::mutex one_launch_at_a_time;

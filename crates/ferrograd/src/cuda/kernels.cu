@@ -37,115 +37,116 @@ template <typename T> __device__ __forceinline__ T sgn(T v) {
     return v > T(0) ? T(1) : (v < T(0) ? T(-1) : v * T(0));
 }
 
-template <typename T> __device__ __forceinline__ T unary_float(int op, T v) {
-    switch (op) {
-        case 0: return -v;
-        case 1: return exp(v);
-        case 2: return log(v);
-        case 3: return sqrt(v);
-        case 4: return fabs(v);
-        case 5: return tanh(v);
-        case 6: return v >= T(0) ? T(1) / (T(1) + exp(-v)) : exp(v) / (T(1) + exp(v));
-        case 7: return v > T(0) ? v : T(0);
-        default: return sgn(v);
-    }
-}
+// ---- unary ops: one line per op of the engine's unary table (`ops/unary.rs`), a kernel per
+// ---- dtype named unary_<name>_<dtype>. The expression computes `v`'s result.
 
-__device__ __forceinline__ long long unary_int(int op, long long v) {
-    switch (op) {
-        case 0: return -v;
-        case 4: return v < 0 ? -v : v;
-        case 7: return v > 0 ? v : 0;
-        default: return v > 0 ? 1 : (v < 0 ? -1 : 0);
+#define UNARY_KERNEL(NAME, T, EXPR)                                                           \
+    extern "C" __global__ void NAME(const T* x, Strided lx, T* out, long long n) {            \
+        GRID_LOOP(i, n) {                                                                     \
+            T v = x[pos(lx, i)];                                                              \
+            out[i] = (EXPR);                                                                  \
+        }                                                                                     \
     }
-}
+#define UNARY_FLOAT(name, EXPR)                                                               \
+    UNARY_KERNEL(unary_##name##_f32, float, EXPR)                                             \
+    UNARY_KERNEL(unary_##name##_f64, double, EXPR)
+#define UNARY_INT(name, EXPR) UNARY_KERNEL(unary_##name##_i64, long long, EXPR)
 
-template <typename T> __device__ __forceinline__ T binary_float(int op, T a, T b) {
-    switch (op) {
-        case 0: return a + b;
-        case 1: return a - b;
-        case 2: return a * b;
-        case 3: return a / b;
-        case 4: return pow(a, b);
-        case 5: return (a >= b || a != a) ? a : b;
-        default: return (a <= b || a != a) ? a : b;
-    }
-}
+UNARY_FLOAT(neg, -v)
+UNARY_INT(neg, -v)
+UNARY_FLOAT(exp, exp(v))
+UNARY_FLOAT(log, log(v))
+UNARY_FLOAT(sqrt, sqrt(v))
+UNARY_FLOAT(abs, fabs(v))
+UNARY_INT(abs, v < 0 ? -v : v)
+UNARY_FLOAT(tanh, tanh(v))
+UNARY_FLOAT(sigmoid, v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v)))
+UNARY_FLOAT(relu, (v > 0 || v != v) ? v : 0)
+UNARY_INT(relu, v > 0 ? v : 0)
+UNARY_FLOAT(sign, sgn(v))
+UNARY_INT(sign, v > 0 ? 1 : (v < 0 ? -1 : 0))
 
-__device__ __forceinline__ long long binary_int(int op, long long a, long long b) {
-    switch (op) {
-        case 0: return a + b;
-        case 1: return a - b;
-        case 2: return a * b;
-        case 5: return a > b ? a : b;
-        default: return a < b ? a : b;
-    }
-}
+// ---- binary ops: one line per op of the engine's binary table (`ops/binary.rs`): kernels
+// ---- binary_<name>_<dtype> (out of place, both operands broadcast to the output) and
+// ---- binary_assign_<name>_<dtype> (dst = dst op b through dst's view, one pass; the host makes
+// ---- sure no two elements of the view share memory and b is not dst's storage).
 
-template <typename T> __device__ __forceinline__ u8 compare(int op, T a, T b) {
-    switch (op) {
-        case 0: return a == b;
-        case 1: return a != b;
-        case 2: return a < b;
-        case 3: return a <= b;
-        case 4: return a > b;
-        default: return a >= b;
-    }
-}
-
-#define UNARY(NAME, T, F)                                                                     \
-    extern "C" __global__ void NAME(int op, const T* x, Strided lx, T* out, long long n) {    \
-        GRID_LOOP(i, n) { out[i] = F(op, x[pos(lx, i)]); }                                    \
-    }
-UNARY(unary_f32, float, unary_float<float>)
-UNARY(unary_f64, double, unary_float<double>)
-UNARY(unary_i64, long long, unary_int)
-
-#define BINARY(NAME, T, F)                                                                    \
-    extern "C" __global__ void NAME(int op, const T* a, Strided la, const T* b, Strided lb,   \
-                                    T* out, long long n) {                                    \
-        GRID_LOOP(i, n) { out[i] = F(op, a[pos(la, i)], b[pos(lb, i)]); }                     \
-    }
-BINARY(binary_f32, float, binary_float<float>)
-BINARY(binary_f64, double, binary_float<double>)
-BINARY(binary_i64, long long, binary_int)
-
-// dst op= b through dst's view, one pass (b already broadcast to dst's shape; the host makes
-// sure no two elements of the view share memory and b is not dst's storage)
-#define BINARY_ASSIGN(NAME, T, F)                                                             \
-    extern "C" __global__ void NAME(int op, T* dst, Strided ld, const T* b, Strided lb,       \
-                                    long long n) {                                            \
+#define BINARY_KERNELS(name, T, SUFFIX, EXPR)                                                 \
+    extern "C" __global__ void binary_##name##_##SUFFIX(const T* pa, Strided la, const T* pb, \
+                                                        Strided lb, T* out, long long n) {    \
+        GRID_LOOP(i, n) {                                                                     \
+            T a = pa[pos(la, i)], b = pb[pos(lb, i)];                                         \
+            out[i] = (EXPR);                                                                  \
+        }                                                                                     \
+    }                                                                                         \
+    extern "C" __global__ void binary_assign_##name##_##SUFFIX(T* dst, Strided ld,            \
+                                                               const T* pb, Strided lb,       \
+                                                               long long n) {                 \
         GRID_LOOP(i, n) {                                                                     \
             long long p = pos(ld, i);                                                         \
-            dst[p] = F(op, dst[p], b[pos(lb, i)]);                                            \
+            T a = dst[p], b = pb[pos(lb, i)];                                                 \
+            dst[p] = (EXPR);                                                                  \
         }                                                                                     \
     }
-BINARY_ASSIGN(binary_assign_f32, float, binary_float<float>)
-BINARY_ASSIGN(binary_assign_f64, double, binary_float<double>)
-BINARY_ASSIGN(binary_assign_i64, long long, binary_int)
+#define BINARY_FLOAT(name, EXPR)                                                              \
+    BINARY_KERNELS(name, float, f32, EXPR)                                                    \
+    BINARY_KERNELS(name, double, f64, EXPR)
+#define BINARY_INT(name, EXPR) BINARY_KERNELS(name, long long, i64, EXPR)
 
-// backward of tanh (op 5), sigmoid (6) and relu (7) from the activation's output y
-#define ACT_GRAD(NAME, T)                                                                     \
-    extern "C" __global__ void NAME(int op, const T* dy, Strided ldy, const T* y, Strided ly, \
-                                    T* out, long long n) {                                    \
+BINARY_FLOAT(add, a + b)
+BINARY_INT(add, a + b)
+BINARY_FLOAT(sub, a - b)
+BINARY_INT(sub, a - b)
+BINARY_FLOAT(mul, a * b)
+BINARY_INT(mul, a * b)
+BINARY_FLOAT(div, a / b)
+BINARY_FLOAT(pow, pow(a, b))
+BINARY_FLOAT(maximum, (a >= b || a != a) ? a : b)
+BINARY_INT(maximum, a > b ? a : b)
+BINARY_FLOAT(minimum, (a <= b || a != a) ? a : b)
+BINARY_INT(minimum, a < b ? a : b)
+
+// ---- comparisons (`ops/binary.rs`'s compare table): compare_<name>_<dtype>, bool results.
+
+#define COMPARE_KERNEL(name, T, SUFFIX, EXPR)                                                 \
+    extern "C" __global__ void compare_##name##_##SUFFIX(const T* pa, Strided la,             \
+                                                         const T* pb, Strided lb, u8* out,    \
+                                                         long long n) {                       \
+        GRID_LOOP(i, n) {                                                                     \
+            T a = pa[pos(la, i)], b = pb[pos(lb, i)];                                         \
+            out[i] = (EXPR);                                                                  \
+        }                                                                                     \
+    }
+#define COMPARE(name, EXPR)                                                                   \
+    COMPARE_KERNEL(name, float, f32, EXPR)                                                    \
+    COMPARE_KERNEL(name, double, f64, EXPR)                                                   \
+    COMPARE_KERNEL(name, long long, i64, EXPR)                                                \
+    COMPARE_KERNEL(name, u8, u8, EXPR)
+
+COMPARE(equal, a == b)
+COMPARE(not_equal, a != b)
+COMPARE(less, a < b)
+COMPARE(less_equal, a <= b)
+COMPARE(greater, a > b)
+COMPARE(greater_equal, a >= b)
+
+// ---- the activations' gradients from their outputs y: <name>_<dtype>
+
+#define ACT_GRAD(name, EXPR)                                                                  \
+    ACT_GRAD_KERNEL(name##_f32, float, EXPR)                                                  \
+    ACT_GRAD_KERNEL(name##_f64, double, EXPR)
+#define ACT_GRAD_KERNEL(NAME, T, EXPR)                                                        \
+    extern "C" __global__ void NAME(const T* dy, Strided ldy, const T* y, Strided ly, T* out, \
+                                    long long n) {                                            \
         GRID_LOOP(i, n) {                                                                     \
             T g = dy[pos(ldy, i)], v = y[pos(ly, i)];                                         \
-            out[i] = op == 5 ? g * (T(1) - v * v)                                             \
-                             : (op == 6 ? g * v * (T(1) - v) : (v > T(0) ? g : T(0)));        \
+            out[i] = (EXPR);                                                                  \
         }                                                                                     \
     }
-ACT_GRAD(act_grad_f32, float)
-ACT_GRAD(act_grad_f64, double)
 
-#define COMPARE(NAME, T)                                                                      \
-    extern "C" __global__ void NAME(int op, const T* a, Strided la, const T* b, Strided lb,   \
-                                    u8* out, long long n) {                                   \
-        GRID_LOOP(i, n) { out[i] = compare<T>(op, a[pos(la, i)], b[pos(lb, i)]); }            \
-    }
-COMPARE(compare_f32, float)
-COMPARE(compare_f64, double)
-COMPARE(compare_i64, long long)
-COMPARE(compare_u8, u8)
+ACT_GRAD(tanh_grad, g * (1 - v * v))
+ACT_GRAD(sigmoid_grad, g * v * (1 - v))
+ACT_GRAD(relu_grad, v > 0 ? g : 0)
 
 #define WHERE(NAME, T)                                                                        \
     extern "C" __global__ void NAME(const u8* c, Strided lc, const T* a, Strided la,          \
@@ -209,42 +210,27 @@ FILL(fill_f64, double)
 FILL(fill_i64, long long)
 FILL(fill_u8, u8)
 
-template <typename T> __device__ __forceinline__ T combine(int op, T a, T b) {
-    if (op == 0) return a + b;
-    if (op == 1) return (b > a || b != b) ? b : a;
-    return (b < a || b != b) ? b : a;
-}
+// Combining two partial results of a reduction: sum, or max / min where NaN wins.
+struct SumOp {
+    template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+    template <typename T> __device__ __forceinline__ T operator()(T a, T b) const {
+        return (b > a || b != b) ? b : a;
+    }
+};
+struct MinOp {
+    template <typename T> __device__ __forceinline__ T operator()(T a, T b) const {
+        return (b < a || b != b) ? b : a;
+    }
+};
 
-template <typename T> __device__ __forceinline__ T warp_reduce(int op, T v) {
-    for (int o = 16; o > 0; o >>= 1) v = combine(op, v, __shfl_down_sync(0xffffffffu, v, o));
+template <typename T, typename Op> __device__ __forceinline__ T warp_reduce(Op op, T v) {
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
     return v;
 }
 
-// One block per row of a contiguous [rows, cols] buffer; op 0 sum, 1 max, 2 min.
-#define REDUCE_ROWS(NAME, T)                                                                  \
-    extern "C" __global__ void NAME(int op, const T* x, T* out, long long rows, long long cols, \
-                                    T init) {                                                 \
-        __shared__ T partial[32];                                                             \
-        for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
-            T acc = init;                                                                     \
-            for (long long c = threadIdx.x; c < cols; c += blockDim.x)                        \
-                acc = combine(op, acc, x[r * cols + c]);                                      \
-            acc = warp_reduce(op, acc);                                                       \
-            if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = acc;                     \
-            __syncthreads();                                                                  \
-            if (threadIdx.x < 32) {                                                           \
-                acc = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : init;          \
-                acc = warp_reduce(op, acc);                                                   \
-                if (threadIdx.x == 0) out[r] = acc;                                           \
-            }                                                                                 \
-            __syncthreads();                                                                  \
-        }                                                                                     \
-    }
-REDUCE_ROWS(reduce_rows_f32, float)
-REDUCE_ROWS(reduce_rows_f64, double)
-REDUCE_ROWS(reduce_rows_i64, long long)
-
-template <typename T> __device__ T block_reduce(int op, T v, T init, T* partial) {
+template <typename T, typename Op> __device__ T block_reduce(Op op, T v, T init, T* partial) {
     v = warp_reduce(op, v);
     if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
     __syncthreads();
@@ -259,22 +245,47 @@ template <typename T> __device__ T block_reduce(int op, T v, T init, T* partial)
     return r;
 }
 
-// Softmax (or log-softmax) of each row of a contiguous [rows, cols] buffer.
-#define SOFTMAX_ROWS(NAME, T, NEG_INF)                                                        \
-    extern "C" __global__ void NAME(const T* x, T* out, long long rows, long long cols,       \
-                                    int log_out) {                                            \
+// One block per row of a contiguous [rows, cols] buffer: reduce_<sum|max|min>_<dtype>.
+#define REDUCE_ROWS(NAME, T, OP, INIT)                                                        \
+    extern "C" __global__ void NAME(const T* x, T* out, long long rows, long long cols) {     \
+        __shared__ T partial[32];                                                             \
+        for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
+            T acc = (INIT);                                                                   \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x)                        \
+                acc = OP()(acc, x[r * cols + c]);                                             \
+            acc = block_reduce(OP(), acc, (T)(INIT), partial);                                \
+            if (threadIdx.x == 0) out[r] = acc;                                               \
+        }                                                                                     \
+    }
+#define F32_INF __int_as_float(0x7f800000)
+#define F64_INF __longlong_as_double(0x7ff0000000000000ULL)
+REDUCE_ROWS(reduce_sum_f32, float, SumOp, 0.0f)
+REDUCE_ROWS(reduce_sum_f64, double, SumOp, 0.0)
+REDUCE_ROWS(reduce_sum_i64, long long, SumOp, 0)
+REDUCE_ROWS(reduce_max_f32, float, MaxOp, -F32_INF)
+REDUCE_ROWS(reduce_max_f64, double, MaxOp, -F64_INF)
+REDUCE_ROWS(reduce_max_i64, long long, MaxOp, (-9223372036854775807LL - 1))
+REDUCE_ROWS(reduce_min_f32, float, MinOp, F32_INF)
+REDUCE_ROWS(reduce_min_f64, double, MinOp, F64_INF)
+REDUCE_ROWS(reduce_min_i64, long long, MinOp, 9223372036854775807LL)
+
+// Softmax (log_softmax) of each row of a contiguous [rows, cols] buffer:
+// <softmax|log_softmax>_rows_<dtype>. A row of -inf only gives NaN, and +inf or NaN in a row
+// make it NaN, as in PyTorch.
+#define SOFTMAX_ROWS(NAME, T, LOG_OUT, INF)                                                   \
+    extern "C" __global__ void NAME(const T* x, T* out, long long rows, long long cols) {     \
         __shared__ T partial[32];                                                             \
         for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
             const T* xr = x + r * cols;                                                       \
             T* yr = out + r * cols;                                                           \
-            T m = NEG_INF;                                                                    \
-            for (long long c = threadIdx.x; c < cols; c += blockDim.x) m = combine(1, m, xr[c]); \
-            m = block_reduce(1, m, (T)NEG_INF, partial);                                      \
-            if (!(m > NEG_INF && m < -NEG_INF)) m = T(0);                                     \
+            T m = -(INF);                                                                     \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) m = MaxOp()(m, xr[c]); \
+            m = block_reduce(MaxOp(), m, (T)(-(INF)), partial);                               \
+            if (m == -(INF)) m = T(0);                                                        \
             T s = T(0);                                                                       \
             for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += exp(xr[c] - m);   \
-            s = block_reduce(0, s, T(0), partial);                                            \
-            if (log_out) {                                                                    \
+            s = block_reduce(SumOp(), s, T(0), partial);                                      \
+            if (LOG_OUT) {                                                                    \
                 T ls = log(s);                                                                \
                 for (long long c = threadIdx.x; c < cols; c += blockDim.x)                    \
                     yr[c] = xr[c] - m - ls;                                                   \
@@ -285,8 +296,10 @@ template <typename T> __device__ T block_reduce(int op, T v, T init, T* partial)
             }                                                                                 \
         }                                                                                     \
     }
-SOFTMAX_ROWS(softmax_rows_f32, float, __int_as_float(0xff800000))
-SOFTMAX_ROWS(softmax_rows_f64, double, __longlong_as_double(0xfff0000000000000ULL))
+SOFTMAX_ROWS(softmax_rows_f32, float, 0, F32_INF)
+SOFTMAX_ROWS(softmax_rows_f64, double, 0, F64_INF)
+SOFTMAX_ROWS(log_softmax_rows_f32, float, 1, F32_INF)
+SOFTMAX_ROWS(log_softmax_rows_f64, double, 1, F64_INF)
 
 // Position in `target` of output element i (row-major over `li`'s shape) with `axis`
 // replaced by the index value j.

@@ -5,11 +5,15 @@
 //!
 //! One stream per device: work is queued and only a read by the host synchronises.
 
+mod elementwise;
 #[cfg(feature = "cuda-emulator")]
 pub(crate) mod emulator;
-mod ops;
-
-pub(crate) use ops::*;
+mod index;
+mod launch;
+mod linalg;
+mod memory;
+mod reduce;
+mod window;
 
 // the driver and cuBLAS: cudarc's, or host-memory stand-ins that run the kernels on the CPU
 #[cfg(not(feature = "cuda-emulator"))]
@@ -28,8 +32,14 @@ use cudarc::nvrtc::CompileOptions;
 use rt::cublas::CudaBlas;
 use rt::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
 
+use crate::backend::{Backend, Held, View};
+use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::layout::{Layout, SliceSpec};
+use crate::op::{Activation, BinaryOp, CmpOp, ReduceKind, UnaryOp};
+use crate::storage::{CpuData, Storage, StorageData};
+use crate::window::Window;
 
 /// Every kernel's CUDA C source.
 pub const KERNEL_SOURCE: &str = include_str!("kernels.cu");
@@ -102,6 +112,7 @@ pub fn is_available() -> bool {
 
 /// One device: its context, stream, cuBLAS handle and compiled kernels.
 pub(crate) struct Gpu {
+    ordinal: usize,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) blas: CudaBlas,
     module: Arc<CudaModule>,
@@ -135,6 +146,7 @@ pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(|e| err(op, e))?;
         Ok(Gpu {
+            ordinal,
             stream,
             blas,
             module,
@@ -165,6 +177,7 @@ fn load_kernels(_op: &str, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
 }
 
 impl Gpu {
+    /// The kernel `name` of `kernels.cu` (looked up once, then cached).
     pub(crate) fn function(&self, name: &'static str) -> Result<CudaFunction> {
         let mut f = self.functions.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(func) = f.get(name) {
@@ -182,6 +195,12 @@ fn compile_options(arch: &str) -> CompileOptions {
         options: vec!["--std=c++14".to_string()],
         ..Default::default()
     }
+}
+
+/// The names of the kernels the op tables refer to (`unary_exp_f32`, `binary_add_i64`, ...):
+/// each must be defined in `kernels.cu`.
+pub fn table_kernel_names() -> Vec<&'static str> {
+    elementwise::table_kernels()
 }
 
 /// Compiles every kernel for `arch` (e.g. `"sm_90"`) with NVRTC and returns the PTX.
@@ -274,4 +293,180 @@ pub fn empty_cache(ordinal: usize) -> Result<()> {
             cudarc::driver::sys::cuMemPoolTrimTo(pool, 0);
         }
     })
+}
+
+impl Backend for Gpu {
+    type Buf = CudaData;
+
+    fn device(&self) -> Device {
+        Device::Cuda(self.ordinal)
+    }
+    fn storage(&self, buf: CudaData) -> Storage {
+        Storage::new(StorageData::Cuda(Box::new(buf)), self.device())
+    }
+    /// CUDA buffers as they are; 0-d CPU tensors (Python scalars) are uploaded.
+    fn view<'a>(&self, data: &'a StorageData) -> Result<Held<'a, CudaData>> {
+        match data {
+            StorageData::Cuda(d) => Ok(Held::Borrowed(d)),
+            StorageData::Cpu(c) if c.len() <= 1 => Ok(Held::Owned(memory::upload(self, c)?)),
+            StorageData::Cpu(_) => Err(Error::device("cuda", "a CPU buffer reached a CUDA kernel")),
+        }
+    }
+    fn view_mut<'a>(&self, data: &'a mut StorageData) -> Result<&'a mut CudaData> {
+        match data {
+            StorageData::Cuda(d) => Ok(d),
+            StorageData::Cpu(_) => Err(Error::device("cuda", "a CPU buffer reached a CUDA kernel")),
+        }
+    }
+
+    fn upload(&self, host: &CpuData) -> Result<CudaData> {
+        memory::upload(self, host)
+    }
+    fn download(&self, x: &CudaData, l: &Layout) -> Result<CpuData> {
+        memory::download(self, x, l)
+    }
+    fn fill(&self, n: usize, value: f64, dtype: DType) -> Result<CudaData> {
+        memory::fill(self, n, value, dtype)
+    }
+    fn unary(&self, op: UnaryOp, x: &CudaData, l: &Layout) -> Result<CudaData> {
+        elementwise::unary(self, op, x, l)
+    }
+    fn binary(
+        &self,
+        op: BinaryOp,
+        a: &CudaData,
+        la: &Layout,
+        b: &CudaData,
+        lb: &Layout,
+    ) -> Result<CudaData> {
+        elementwise::binary(self, op, a, la, b, lb)
+    }
+    fn compare(
+        &self,
+        op: CmpOp,
+        a: &CudaData,
+        la: &Layout,
+        b: &CudaData,
+        lb: &Layout,
+    ) -> Result<CudaData> {
+        elementwise::compare(self, op, a, la, b, lb)
+    }
+    fn act_grad(
+        &self,
+        act: Activation,
+        dy: &CudaData,
+        ldy: &Layout,
+        y: &CudaData,
+        ly: &Layout,
+    ) -> Result<CudaData> {
+        elementwise::act_grad(self, act, dy, ldy, y, ly)
+    }
+    fn pow_scalar(&self, x: &CudaData, l: &Layout, p: f64) -> Result<CudaData> {
+        elementwise::pow_scalar(self, x, l, p)
+    }
+    fn where_(
+        &self,
+        c: &CudaData,
+        lc: &Layout,
+        a: &CudaData,
+        la: &Layout,
+        b: &CudaData,
+        lb: &Layout,
+    ) -> Result<CudaData> {
+        elementwise::where_(self, c, lc, a, la, b, lb)
+    }
+    fn cast(&self, x: &CudaData, l: &Layout, to: DType) -> Result<CudaData> {
+        memory::cast(self, x, l, to)
+    }
+    fn write(&self, dst: &mut CudaData, ld: &Layout, src: &CudaData, ls: &Layout) -> Result<()> {
+        memory::write(self, dst, ld, src, ls)
+    }
+    fn binary_assign(
+        &self,
+        op: BinaryOp,
+        dst: &mut CudaData,
+        ld: &Layout,
+        src: &CudaData,
+        ls: &Layout,
+    ) -> Result<()> {
+        elementwise::binary_assign(self, op, dst, ld, src, ls)
+    }
+    fn reduce(
+        &self,
+        kind: ReduceKind,
+        x: &CudaData,
+        l: &Layout,
+        axes: &[usize],
+    ) -> Result<CudaData> {
+        reduce::reduce(self, kind, x, l, axes)
+    }
+    fn softmax(&self, x: &CudaData, l: &Layout, axis: usize, log: bool) -> Result<CudaData> {
+        reduce::softmax(self, x, l, axis, log)
+    }
+    fn matmul(&self, a: &CudaData, la: &Layout, b: &CudaData, lb: &Layout) -> Result<CudaData> {
+        linalg::matmul(self, a, la, b, lb)
+    }
+    fn slice_grad(
+        &self,
+        x: &CudaData,
+        l: &Layout,
+        shape: &[usize],
+        specs: &[SliceSpec],
+    ) -> Result<CudaData> {
+        index::slice_grad(self, x, l, shape, specs)
+    }
+    fn set_slice(
+        &self,
+        x: &CudaData,
+        lx: &Layout,
+        v: &CudaData,
+        lv: &Layout,
+        specs: &[SliceSpec],
+    ) -> Result<CudaData> {
+        index::set_slice(self, x, lx, v, lv, specs)
+    }
+    fn concat(
+        &self,
+        parts: &[View<'_, CudaData>],
+        axis: usize,
+        shape: &[usize],
+    ) -> Result<CudaData> {
+        index::concat(self, parts, axis, shape)
+    }
+    fn gather(
+        &self,
+        x: &CudaData,
+        lx: &Layout,
+        idx: &CudaData,
+        li: &Layout,
+        axis: usize,
+    ) -> Result<CudaData> {
+        index::gather(self, x, lx, idx, li, axis)
+    }
+    fn scatter_add(
+        &self,
+        src: &CudaData,
+        ls: &Layout,
+        idx: &CudaData,
+        li: &Layout,
+        axis: usize,
+        shape: &[usize],
+    ) -> Result<CudaData> {
+        index::scatter_add(self, src, ls, idx, li, axis, shape)
+    }
+    fn unfold(&self, x: &CudaData, l: &Layout, win: &Window, pad: f64) -> Result<CudaData> {
+        window::unfold(self, x, l, win, pad)
+    }
+    fn fold(
+        &self,
+        cols: &CudaData,
+        l: &Layout,
+        win: &Window,
+        size: (usize, usize),
+    ) -> Result<CudaData> {
+        window::fold(self, cols, l, win, size)
+    }
+    fn pool_argmax(&self, x: &CudaData, l: &Layout, win: &Window) -> Result<CudaData> {
+        window::pool_argmax(self, x, l, win)
+    }
 }

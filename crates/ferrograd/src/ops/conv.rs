@@ -1,142 +1,263 @@
 //! 2-D convolution and pooling, built from `unfold` (im2col), its transpose `fold`, matmul and
 //! reductions, so every gradient (of any order) comes from rules that already exist.
 
-use super::kernel;
-use crate::cpu::{self, Window};
+use super::{Family, Grads};
+use crate::autograd::{RuleCtx, SaveMask};
+use crate::backend::on_device;
+use crate::dispatch::apply1;
 use crate::error::{Error, Result};
-use crate::op::{apply1, Op, RuleCtx, SaveMask};
+use crate::op::{Op, WindowOp};
 use crate::tensor::Tensor;
+use crate::window::{ConvShape, Window};
 
-pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
-    let x = inputs[0];
-    let out = match op {
-        Op::Unfold { window, pad } => {
-            let s = x.shape();
-            let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
-            let d = kernel!(
-                inputs,
-                |d| Ok::<_, Error>(cpu::unfold(d[0], x.layout(), window, *pad)),
-                |g, c| crate::cuda::unfold(g, c[0], x.layout(), window, *pad)
-            )?;
-            Tensor::from_storage(d, &[s[0], oh * ow, s[1], window.kernel.0 * window.kernel.1])
-        }
-        Op::PoolArgmax(window) => {
-            let s = x.shape();
-            let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
-            let d = kernel!(
-                inputs,
-                |d| Ok::<_, Error>(cpu::pool_argmax(d[0], x.layout(), window)),
-                |g, c| crate::cuda::pool_argmax(g, c[0], x.layout(), window)
-            )?;
-            Tensor::from_storage(d, &[s[0], s[1], oh * ow])
-        }
-        Op::Fold { window, size } => {
-            let s = x.shape();
-            let d = kernel!(
-                inputs,
-                |d| Ok::<_, Error>(cpu::fold(d[0], x.layout(), window, *size)),
-                |g, c| crate::cuda::fold(g, c[0], x.layout(), window, *size)
-            )?;
-            Tensor::from_storage(d, &[s[0], s[2], size.0, size.1])
-        }
-        Op::Conv2d { window, groups } => {
-            let s = conv_shape_fwd(inputs, window, *groups)?;
-            let w = inputs[1];
-            let d = cpu_only(op, inputs, |d| {
-                cpu::conv2d(
-                    (d[0], x.layout()),
-                    (d[1], w.layout()),
-                    inputs.get(2).map(|b| (d[2], b.layout())),
-                    &s,
+impl Family for WindowOp {
+    fn forward(&self, inputs: &[&Tensor]) -> Result<Tensor> {
+        let name = self.name();
+        let x = inputs[0];
+        Ok(match self {
+            WindowOp::Unfold { window, pad } => {
+                let s = x.shape();
+                let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
+                let shape = [s[0], oh * ow, s[1], window.kernel.0 * window.kernel.1];
+                check_size(name, &shape)?;
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| b.unfold(
+                        d[0],
+                        x.layout(),
+                        window,
+                        *pad
+                    ))?,
+                    &shape,
                 )
-            })?;
-            Tensor::from_storage(d, &[s.n, s.o, s.oh, s.ow])
-        }
-        Op::Conv2dInputGrad {
-            window,
-            groups,
-            size,
-        } => {
-            // inputs: (dy [n, o, oh, ow], weight [o, c / groups, kh, kw])
-            let (dy, w) = (inputs[0], inputs[1]);
-            same_float("conv2d_input_grad", dy, w)?;
-            let (ds, ws) = (dy.shape(), w.shape());
-            let s = conv_shape(
-                "conv2d_input_grad",
-                &[ds[0], ws[1] * groups, size.0, size.1],
-                ws,
+            }
+            WindowOp::PoolArgmax(window) => {
+                let s = x.shape();
+                let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| b.pool_argmax(d[0], x.layout(), window))?,
+                    &[s[0], s[1], oh * ow],
+                )
+            }
+            WindowOp::Fold { window, size } => {
+                let s = x.shape();
+                let shape = [s[0], s[2], size.0, size.1];
+                check_size(name, &shape)?;
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| b.fold(d[0], x.layout(), window, *size))?,
+                    &shape,
+                )
+            }
+            WindowOp::Conv2d { window, groups } => {
+                let s = conv_shape_fwd(inputs, window, *groups)?;
+                let w = inputs[1];
+                let shape = [s.n, s.o, s.oh, s.ow];
+                check_size(name, &shape)?;
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| {
+                        let bias = inputs.get(2).map(|t| (d[2], t.layout()));
+                        b.conv2d((d[0], x.layout()), (d[1], w.layout()), bias, &s)
+                    })?,
+                    &shape,
+                )
+            }
+            WindowOp::Conv2dInputGrad {
                 window,
-                *groups,
-            )?;
-            expect_output("conv2d_input_grad", ds, &s)?;
-            let d = cpu_only(op, inputs, |d| {
-                cpu::conv2d_input_grad((d[0], dy.layout()), (d[1], w.layout()), &s)
-            })?;
-            Tensor::from_storage(d, &[s.n, s.c, s.h, s.w])
-        }
-        Op::Conv2dWeightGrad { window, groups } => {
-            // inputs: (x [n, c, h, w], dy [n, o, oh, ow])
-            let (x, dy) = (inputs[0], inputs[1]);
-            same_float("conv2d_weight_grad", x, dy)?;
-            let (xs, ds) = (x.shape(), dy.shape());
-            if xs.len() != 4 || ds.len() != 4 {
-                return Err(Error::shape(
-                    "conv2d_weight_grad",
-                    format!("expects NCHW input and gradient, got {xs:?} and {ds:?}"),
-                ));
+                groups,
+                size,
+            } => {
+                // inputs: (dy [n, o, oh, ow], weight [o, c / groups, kh, kw])
+                let (dy, w) = (inputs[0], inputs[1]);
+                same_float(name, dy, w)?;
+                let (ds, ws) = (dy.shape(), w.shape());
+                if ds.len() != 4 || ws.len() != 4 {
+                    return Err(Error::shape(
+                        name,
+                        format!("expects an NCHW gradient and a 4-D weight, got {ds:?} and {ws:?}"),
+                    ));
+                }
+                let s = conv_shape(
+                    name,
+                    &[ds[0], ws[1] * groups, size.0, size.1],
+                    ws,
+                    window,
+                    *groups,
+                )?;
+                expect_output(name, ds, &s)?;
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| {
+                        b.conv2d_input_grad((d[0], dy.layout()), (d[1], w.layout()), &s)
+                    })?,
+                    &[s.n, s.c, s.h, s.w],
+                )
             }
-            let cg = xs[1] / (*groups).max(1);
-            let ws = [ds[1], cg, window.kernel.0, window.kernel.1];
-            let s = conv_shape("conv2d_weight_grad", xs, &ws, window, *groups)?;
-            expect_output("conv2d_weight_grad", ds, &s)?;
-            let d = cpu_only(op, inputs, |d| {
-                cpu::conv2d_weight_grad((d[0], x.layout()), (d[1], dy.layout()), &s)
-            })?;
-            Tensor::from_storage(d, &ws)
-        }
-        Op::MaxPool2d(window) => {
-            check_nchw("max_pool2d", x)?;
-            let s = x.shape();
-            let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
-            let d = cpu_only(op, inputs, |d| cpu::max_pool2d(d[0], x.layout(), window))?;
-            Tensor::from_storage(d, &[s[0], s[1], oh, ow])
-        }
-        Op::MaxPool2dGrad(window) => {
-            let dy = inputs[1];
-            check_nchw("max_pool2d_grad", x)?;
-            let s = x.shape();
-            let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
-            if dy.shape() != [s[0], s[1], oh, ow] || dy.dtype() != x.dtype() {
-                return Err(Error::shape(
-                    "max_pool2d_grad",
-                    format!(
-                        "gradient {} {:?} does not match the pooled input {} {s:?}",
-                        dy.dtype(),
-                        dy.shape(),
-                        x.dtype()
-                    ),
-                ));
+            WindowOp::Conv2dWeightGrad { window, groups } => {
+                // inputs: (x [n, c, h, w], dy [n, o, oh, ow])
+                let (x, dy) = (inputs[0], inputs[1]);
+                same_float(name, x, dy)?;
+                let (xs, ds) = (x.shape(), dy.shape());
+                if xs.len() != 4 || ds.len() != 4 {
+                    return Err(Error::shape(
+                        name,
+                        format!("expects NCHW input and gradient, got {xs:?} and {ds:?}"),
+                    ));
+                }
+                let cg = xs[1] / (*groups).max(1);
+                let ws = [ds[1], cg, window.kernel.0, window.kernel.1];
+                let s = conv_shape(name, xs, &ws, window, *groups)?;
+                expect_output(name, ds, &s)?;
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| {
+                        b.conv2d_weight_grad((d[0], x.layout()), (d[1], dy.layout()), &s)
+                    })?,
+                    &ws,
+                )
             }
-            let d = cpu_only(op, inputs, |d| {
-                cpu::max_pool2d_grad((d[0], x.layout()), (d[1], dy.layout()), window)
-            })?;
-            Tensor::from_storage(d, s)
+            WindowOp::MaxPool2d(window) => {
+                check_nchw(name, x)?;
+                let s = x.shape();
+                let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| b.max_pool2d(d[0], x.layout(), window))?,
+                    &[s[0], s[1], oh, ow],
+                )
+            }
+            WindowOp::MaxPool2dGrad(window) => {
+                let dy = inputs[1];
+                check_nchw(name, x)?;
+                let s = x.shape();
+                let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
+                if dy.shape() != [s[0], s[1], oh, ow] || dy.dtype() != x.dtype() {
+                    return Err(Error::shape(
+                        name,
+                        format!(
+                            "gradient {} {:?} does not match the pooled input {} {s:?}",
+                            dy.dtype(),
+                            dy.shape(),
+                            x.dtype()
+                        ),
+                    ));
+                }
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| {
+                        b.max_pool2d_grad((d[0], x.layout()), (d[1], dy.layout()), window)
+                    })?,
+                    s,
+                )
+            }
+        })
+    }
+
+    fn saves(&self, needs: &[bool]) -> SaveMask {
+        let mut m = SaveMask::default();
+        match self {
+            // conv2d (x, w[, b]): dx needs w, dw needs x
+            // input grad (dy, w): d(dy) = conv(g, w), dw = weight_grad(g, dy)
+            // weight grad (x, dy): dx = input_grad(dy, g), d(dy) = conv(x, g)
+            WindowOp::Conv2d { .. }
+            | WindowOp::Conv2dInputGrad { .. }
+            | WindowOp::Conv2dWeightGrad { .. } => {
+                m.input(0, needs[1]);
+                m.input(1, needs[0]);
+            }
+            WindowOp::MaxPool2d(_) => m.input(0, needs[0]),
+            WindowOp::MaxPool2dGrad(_) => m.input(0, needs[1]),
+            WindowOp::Unfold { .. } | WindowOp::Fold { .. } | WindowOp::PoolArgmax(_) => {}
         }
-        _ => unreachable!("not a window op"),
-    };
-    Ok(out)
+        m
+    }
+
+    fn backward(&self, ctx: &RuleCtx, dy: &Tensor) -> Result<Grads> {
+        let s = ctx.shape(0);
+        let window_op = |op: WindowOp, inputs: &[&Tensor]| apply1(&Op::Window(op), inputs);
+        // the three convolution ops are each other's gradients: the convolution is bilinear
+        let conv = |x: &Tensor, w: &Tensor, window: &Window, groups: usize| {
+            window_op(
+                WindowOp::Conv2d {
+                    window: Box::new(*window),
+                    groups,
+                },
+                &[x, w],
+            )
+        };
+        let input_grad = |dy: &Tensor, w: &Tensor, window: &Window, groups: usize| {
+            window_op(
+                WindowOp::Conv2dInputGrad {
+                    window: Box::new(*window),
+                    groups,
+                    size: (s[2], s[3]),
+                },
+                &[dy, w],
+            )
+        };
+        let weight_grad = |x: &Tensor, dy: &Tensor, window: &Window, groups: usize| {
+            window_op(
+                WindowOp::Conv2dWeightGrad {
+                    window: Box::new(*window),
+                    groups,
+                },
+                &[x, dy],
+            )
+        };
+        Ok(match self {
+            // inputs (x, w[, b])
+            WindowOp::Conv2d { window, groups } => {
+                let mut out = vec![
+                    ctx.need(0, || input_grad(dy, &ctx.input(1)?, window, *groups))?,
+                    ctx.need(1, || weight_grad(&ctx.input(0)?, dy, window, *groups))?,
+                ];
+                if ctx.n_inputs() > 2 {
+                    out.push(ctx.need(2, || dy.sum(Some(&[0, 2, 3]), false))?);
+                }
+                out
+            }
+            // inputs (dy, w), incoming gradient g of dx
+            WindowOp::Conv2dInputGrad { window, groups, .. } => vec![
+                ctx.need(0, || conv(dy, &ctx.input(1)?, window, *groups))?,
+                ctx.need(1, || weight_grad(dy, &ctx.input(0)?, window, *groups))?,
+            ],
+            // inputs (x, dy), incoming gradient g of dw
+            WindowOp::Conv2dWeightGrad { window, groups } => vec![
+                ctx.need(0, || input_grad(&ctx.input(1)?, dy, window, *groups))?,
+                ctx.need(1, || conv(&ctx.input(0)?, dy, window, *groups))?,
+            ],
+            WindowOp::MaxPool2d(window) => vec![Some(window_op(
+                WindowOp::MaxPool2dGrad(window.clone()),
+                &[&ctx.input(0)?, dy],
+            )?)],
+            // linear in dy: each output takes the gradient at its window's maximum of x, which
+            // moves only where x's order changes (a zero gradient almost everywhere)
+            WindowOp::MaxPool2dGrad(window) => vec![
+                ctx.need(0, || ctx.zeros(0, dy))?,
+                ctx.need(1, || {
+                    let x = ctx.input(0)?;
+                    let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
+                    let idx = window_op(WindowOp::PoolArgmax(window.clone()), &[&x])?;
+                    let flat = dy.reshape(&[s[0], s[1], s[2] * s[3]])?;
+                    flat.gather(&idx, 2)?.reshape(&[s[0], s[1], oh, ow])
+                })?,
+            ],
+            WindowOp::Unfold { window, .. } => vec![Some(window_op(
+                WindowOp::Fold {
+                    window: window.clone(),
+                    size: (s[2], s[3]),
+                },
+                &[dy],
+            )?)],
+            WindowOp::Fold { window, .. } => vec![Some(window_op(
+                WindowOp::Unfold {
+                    window: window.clone(),
+                    pad: 0.0,
+                },
+                &[dy],
+            )?)],
+            WindowOp::PoolArgmax(_) => return Err(super::not_differentiable(self.name())),
+        })
+    }
 }
 
-/// Runs a CPU-only kernel on `inputs`' buffers.
-fn cpu_only(
-    op: &Op,
-    inputs: &[&Tensor],
-    f: impl FnOnce(&[&crate::storage::CpuData]) -> crate::storage::CpuData,
-) -> Result<crate::storage::Storage> {
-    if inputs.iter().any(|t| t.device() != crate::Device::Cpu) {
-        return Err(Error::device(op.name(), "runs on the CPU only"));
-    }
-    super::with_cpu(inputs, |d| Ok(crate::storage::Storage::cpu(f(d))))
+/// Checks that an output of `shape` can be addressed.
+fn check_size(op: &str, shape: &[usize]) -> Result<()> {
+    crate::layout::checked_size(op, shape, 1).map(|_| ())
 }
 
 fn same_float(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
@@ -162,11 +283,11 @@ fn conv_shape(
     ws: &[usize],
     win: &Window,
     groups: usize,
-) -> Result<cpu::ConvShape> {
+) -> Result<ConvShape> {
     let bad = || {
         Error::shape(
             op,
-            format!("input {xs:?}, weight {ws:?}, {groups} groups and window {win:?} do not fit"),
+            format!("input of shape {xs:?}, weight of shape {ws:?}, groups={groups} and {win} do not fit together"),
         )
     };
     if xs.len() != 4 || ws.len() != 4 || groups == 0 || win.kernel != (ws[2], ws[3]) {
@@ -176,7 +297,7 @@ fn conv_shape(
         return Err(bad());
     }
     let (oh, ow) = win.output_size(xs[2], xs[3]).ok_or_else(bad)?;
-    Ok(cpu::ConvShape {
+    Ok(ConvShape {
         n: xs[0],
         c: xs[1],
         h: xs[2],
@@ -189,7 +310,7 @@ fn conv_shape(
     })
 }
 
-fn conv_shape_fwd(inputs: &[&Tensor], win: &Window, groups: usize) -> Result<cpu::ConvShape> {
+fn conv_shape_fwd(inputs: &[&Tensor], win: &Window, groups: usize) -> Result<ConvShape> {
     let (x, w) = (inputs[0], inputs[1]);
     same_float("conv2d", x, w)?;
     let s = conv_shape("conv2d", x.shape(), w.shape(), win, groups)?;
@@ -215,7 +336,7 @@ fn conv_shape_fwd(inputs: &[&Tensor], win: &Window, groups: usize) -> Result<cpu
     Ok(s)
 }
 
-fn expect_output(op: &str, dys: &[usize], s: &cpu::ConvShape) -> Result<()> {
+fn expect_output(op: &str, dys: &[usize], s: &ConvShape) -> Result<()> {
     if dys != [s.n, s.o, s.oh, s.ow] {
         return Err(Error::shape(
             op,
@@ -226,134 +347,6 @@ fn expect_output(op: &str, dys: &[usize], s: &cpu::ConvShape) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-pub(crate) fn saves(op: &Op, needs: &[bool]) -> SaveMask {
-    let mut m = SaveMask::default();
-    match op {
-        // conv2d (x, w[, b]): dx needs w, dw needs x
-        Op::Conv2d { .. } => {
-            m.input(0, needs[1]);
-            m.input(1, needs[0]);
-        }
-        // input grad (dy, w): d(dy) = conv(g, w), dw = weight_grad(g, dy)
-        // weight grad (x, dy): dx = input_grad(dy, g), d(dy) = conv(x, g)
-        Op::Conv2dInputGrad { .. } | Op::Conv2dWeightGrad { .. } => {
-            m.input(0, needs[1]);
-            m.input(1, needs[0]);
-        }
-        Op::MaxPool2d(_) => m.input(0, needs[0]),
-        Op::MaxPool2dGrad(_) => m.input(0, needs[1]),
-        _ => {}
-    }
-    m
-}
-
-pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
-    let s = ctx.shape(0);
-    let mut out = vec![None; ctx.n_inputs()];
-    let need = |i: usize| ctx.needs.get(i).copied().unwrap_or(false);
-    // the three convolution ops are each other's gradients: the convolution is bilinear
-    let conv = |x: &Tensor, w: &Tensor, window: Window, groups: usize| {
-        apply1(
-            &Op::Conv2d {
-                window: Box::new(window),
-                groups,
-            },
-            &[x, w],
-        )
-    };
-    let input_grad = |dy: &Tensor, w: &Tensor, window: Window, groups: usize| {
-        let size = (s[2], s[3]);
-        apply1(
-            &Op::Conv2dInputGrad {
-                window: Box::new(window),
-                groups,
-                size,
-            },
-            &[dy, w],
-        )
-    };
-    let weight_grad = |x: &Tensor, dy: &Tensor, window: Window, groups: usize| {
-        apply1(
-            &Op::Conv2dWeightGrad {
-                window: Box::new(window),
-                groups,
-            },
-            &[x, dy],
-        )
-    };
-    match ctx.op {
-        // inputs (x, w[, b])
-        Op::Conv2d { window, groups } => {
-            if need(0) {
-                out[0] = Some(input_grad(dy, &ctx.input(1)?, **window, *groups)?);
-            }
-            if need(1) {
-                out[1] = Some(weight_grad(&ctx.input(0)?, dy, **window, *groups)?);
-            }
-            if need(2) {
-                out[2] = Some(dy.sum(Some(&[0, 2, 3]), false)?);
-            }
-            return Ok(out);
-        }
-        // inputs (dy, w), incoming gradient g of dx
-        Op::Conv2dInputGrad { window, groups, .. } => {
-            if need(0) {
-                out[0] = Some(conv(dy, &ctx.input(1)?, **window, *groups)?);
-            }
-            if need(1) {
-                out[1] = Some(weight_grad(dy, &ctx.input(0)?, **window, *groups)?);
-            }
-            return Ok(out);
-        }
-        // inputs (x, dy), incoming gradient g of dw
-        Op::Conv2dWeightGrad { window, groups } => {
-            if need(0) {
-                out[0] = Some(input_grad(&ctx.input(1)?, dy, **window, *groups)?);
-            }
-            if need(1) {
-                out[1] = Some(conv(&ctx.input(0)?, dy, **window, *groups)?);
-            }
-            return Ok(out);
-        }
-        Op::MaxPool2d(window) => {
-            out[0] = Some(apply1(
-                &Op::MaxPool2dGrad(window.clone()),
-                &[&ctx.input(0)?, dy],
-            )?);
-            return Ok(out);
-        }
-        Op::MaxPool2dGrad(window) => {
-            // linear in dy: each output takes the gradient at its window's maximum of x
-            if need(1) {
-                let x = ctx.input(0)?;
-                let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
-                let idx = apply1(&Op::PoolArgmax(window.clone()), &[&x])?;
-                let flat = dy.reshape(&[s[0], s[1], s[2] * s[3]])?;
-                out[1] = Some(flat.gather(&idx, 2)?.reshape(&[s[0], s[1], oh, ow])?);
-            }
-            return Ok(out);
-        }
-        _ => {}
-    }
-    Ok(vec![Some(match ctx.op {
-        Op::Unfold { window, .. } => apply1(
-            &Op::Fold {
-                window: window.clone(),
-                size: (s[2], s[3]),
-            },
-            &[dy],
-        )?,
-        Op::Fold { window, .. } => apply1(
-            &Op::Unfold {
-                window: window.clone(),
-                pad: 0.0,
-            },
-            &[dy],
-        )?,
-        _ => return Ok(vec![None]),
-    })])
 }
 
 fn check_nchw(op: &str, x: &Tensor) -> Result<()> {
@@ -379,10 +372,10 @@ fn windows(op: &str, x: &Tensor, win: &Window, pad: f64) -> Result<(Tensor, usiz
     let (oh, ow) = windows_fit(op, x, win)?;
     Ok((
         apply1(
-            &Op::Unfold {
+            &Op::Window(WindowOp::Unfold {
                 window: Box::new(*win),
                 pad,
-            },
+            }),
             &[x],
         )?,
         oh,
@@ -402,7 +395,7 @@ fn windows_fit(op: &str, x: &Tensor, win: &Window) -> Result<(usize, usize)> {
     {
         return Err(Error::invalid(
             op,
-            format!("kernel, stride and dilation must be positive, got {win:?}"),
+            format!("kernel_size, stride and dilation must be positive, got {win}"),
         ));
     }
     let s = x.shape();
@@ -481,10 +474,10 @@ pub fn conv2d(
     if x.device() == crate::Device::Cpu {
         // one op whose kernels work image by image, straight into NCHW
         windows_fit(OP, x, &win)?;
-        let op = Op::Conv2d {
+        let op = Op::Window(WindowOp::Conv2d {
             window: Box::new(win),
             groups,
-        };
+        });
         return match bias {
             None => apply1(&op, &[x, weight]),
             Some(b) => apply1(&op, &[x, weight, b]),
@@ -542,10 +535,10 @@ pub fn conv2d_same(
             stop: n as isize,
             step: 1,
         };
-        let op = Op::SliceGrad {
+        let op = Op::Movement(crate::op::MovementOp::SliceGrad {
             shape: [s[0], s[1], s[2] + extra_h, s[3] + extra_w].into(),
             specs: [all(s[0]), all(s[1]), all(s[2]), all(s[3])].into(),
-        };
+        });
         apply1(&op, &[x])?
     } else {
         x.clone()
@@ -618,12 +611,12 @@ pub fn max_pool2d(
     let win = pool_window(OP, kernel, stride, padding, dilation, ceil_mode)?;
     let (oh, ow) = windows_fit(OP, x, &win)?;
     if x.device() == crate::Device::Cpu {
-        return apply1(&Op::MaxPool2d(Box::new(win)), &[x]);
+        return apply1(&Op::Window(WindowOp::MaxPool2d(Box::new(win))), &[x]);
     }
     // elsewhere: each window's first maximum (NaN wins), gathered; the gradient reaches that
     // element alone, as on the CPU
     let s = x.shape();
-    let idx = apply1(&Op::PoolArgmax(Box::new(win)), &[x])?;
+    let idx = apply1(&Op::Window(WindowOp::PoolArgmax(Box::new(win))), &[x])?;
     x.reshape(&[s[0], s[1], s[2] * s[3]])?
         .gather(&idx, 2)?
         .reshape(&[s[0], s[1], oh, ow])

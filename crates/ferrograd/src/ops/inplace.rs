@@ -4,14 +4,15 @@
 use std::sync::Arc;
 
 use crate::autograd::no_grad;
-use crate::cpu;
+use crate::backend::in_place;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::broadcast_shapes;
-use crate::storage::{CpuData, StorageData};
+use crate::op::BinaryOp;
 use crate::tensor::Tensor;
 
 /// `value` on `device` when it is a 0-d CPU tensor (a Python scalar, which may join a tensor
-/// on any device, as in [`crate::op::apply1`]); else `value` itself.
+/// on any device, as in [`crate::apply1`]); else `value` itself.
 fn scalar_to(value: &Tensor, device: crate::Device) -> Result<Tensor> {
     if value.ndim() == 0 && value.device() == crate::Device::Cpu {
         value.to_device(device)
@@ -20,14 +21,41 @@ fn scalar_to(value: &Tensor, device: crate::Device) -> Result<Tensor> {
     }
 }
 
+/// Bool < int < float: an in-place arithmetic update may take an operand of its own kind or a
+/// lower one (numpy's `same_kind` casting; `i *= 1.5` would truncate silently).
+fn kind(d: DType) -> u8 {
+    match d {
+        DType::Bool => 0,
+        DType::I64 => 1,
+        DType::F32 | DType::F64 => 2,
+    }
+}
+
 impl Tensor {
-    /// Writes `value` (broadcast to this shape, cast to this dtype) into this tensor's storage,
-    /// through its view. No gradient flows through this raw write; see [`Tensor::update_`].
-    pub fn assign_(&self, value: &Tensor) -> Result<()> {
-        let value = &scalar_to(value, self.device())?;
+    /// Checks that an in-place `op` can write `value` into this tensor: its elements must not
+    /// share memory (a broadcast view: PyTorch refuses too), the value must broadcast to its
+    /// shape, live on its device and not be of a higher kind (float into int).
+    fn check_write(&self, op: &str, value: &Tensor) -> Result<()> {
+        let overlapping = self
+            .shape()
+            .iter()
+            .zip(self.layout().strides())
+            .any(|(&n, &s)| n > 1 && s == 0);
+        if overlapping {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "cannot write in place into a broadcast view (shape {:?}, strides {:?}): \
+                     several of its elements are one element in memory; write into a copy \
+                     (x = x.copy()) instead",
+                    self.shape(),
+                    self.layout().strides()
+                ),
+            ));
+        }
         if value.device() != self.device() {
             return Err(Error::device(
-                "assign",
+                op,
                 format!(
                     "cannot write a tensor on {} into one on {}",
                     value.device(),
@@ -35,12 +63,12 @@ impl Tensor {
                 ),
             ));
         }
-        let ok = broadcast_shapes("assign", value.shape(), self.shape())
+        let fits = broadcast_shapes(op, value.shape(), self.shape())
             .map(|s| s.as_slice() == self.shape())
             .unwrap_or(false);
-        if !ok {
+        if !fits {
             return Err(Error::shape(
-                "assign",
+                op,
                 format!(
                     "cannot write a value of shape {:?} into a tensor of shape {:?}",
                     value.shape(),
@@ -48,117 +76,55 @@ impl Tensor {
                 ),
             ));
         }
-        let src = {
-            let _g = no_grad();
-            let v = value.astype(self.dtype())?;
-            // reading and writing one buffer at once would deadlock and could read
-            // half-written data: copy first
-            if Arc::ptr_eq(v.storage(), self.storage()) {
-                v.copy()?
-            } else {
-                v
-            }
-        };
-        let lv = src.layout().broadcast_to(self.shape());
-        let read = src.storage().read();
-        let mut write = self.storage().write();
-        match (&mut *write, &*read) {
-            (StorageData::Cpu(dst), StorageData::Cpu(s)) => match (dst, s) {
-                (CpuData::F32(d), CpuData::F32(s)) => cpu::write_into(d, self.layout(), s, &lv),
-                (CpuData::F64(d), CpuData::F64(s)) => cpu::write_into(d, self.layout(), s, &lv),
-                (CpuData::I64(d), CpuData::I64(s)) => cpu::write_into(d, self.layout(), s, &lv),
-                (CpuData::Bool(d), CpuData::Bool(s)) => cpu::write_into(d, self.layout(), s, &lv),
-                _ => return Err(Error::dtype("assign", "dtype mismatch after cast")),
-            },
-            #[cfg(feature = "cuda")]
-            (StorageData::Cuda(dst), src_data) => {
-                let crate::Device::Cuda(i) = self.device() else {
-                    return Err(Error::device("assign", "device mismatch"));
-                };
-                let gpu = crate::cuda::gpu("assign", i)?;
-                let up;
-                let s = match src_data {
-                    StorageData::Cuda(s) => s,
-                    StorageData::Cpu(c) => {
-                        up = crate::cuda::upload(&gpu, c)?;
-                        &up
-                    }
-                };
-                crate::cuda::write_into(&gpu, dst, self.layout(), s, &lv)?;
-            }
-            #[cfg(feature = "cuda")]
-            (StorageData::Cpu(_), StorageData::Cuda(_)) => {
-                return Err(Error::device(
-                    "assign",
-                    "cannot write a CUDA tensor into a CPU tensor in place",
-                ))
-            }
-        }
         Ok(())
     }
 
-    /// `self op= other` in place, without recording (for tensors no tape tracks): one pass
-    /// over this tensor's storage, no temporary.
-    pub fn binary_assign_(&self, op: crate::op::BinaryOp, other: &Tensor) -> Result<()> {
-        let other = if other.dtype() != self.dtype() {
-            let _g = no_grad();
-            other.astype(self.dtype())?
+    /// `value` cast to this dtype, on this device, in a buffer of its own when it shares this
+    /// tensor's (reading and writing one buffer at once could read half-written data).
+    fn write_source(&self, value: &Tensor) -> Result<Tensor> {
+        let _g = no_grad();
+        let v = value.astype(self.dtype())?;
+        if Arc::ptr_eq(v.storage(), self.storage()) {
+            v.copy()
         } else {
-            other.clone()
-        };
-        let ok = broadcast_shapes(op.name(), other.shape(), self.shape())
-            .map(|s| s.as_slice() == self.shape())
-            .unwrap_or(false);
-        if !ok {
-            return Err(Error::shape(
+            Ok(v)
+        }
+    }
+
+    /// Writes `value` (broadcast to this shape, cast to this dtype) into this tensor's storage,
+    /// through its view. No gradient flows through this raw write; see [`Tensor::update_`].
+    pub fn assign_(&self, value: &Tensor) -> Result<()> {
+        let value = scalar_to(value, self.device())?;
+        self.check_write("assign", &value)?;
+        let src = self.write_source(&value)?;
+        let ls = src.layout().broadcast_to(self.shape());
+        in_place!("assign", self, &[&src], |b, dst, d| {
+            b.write(dst, self.layout(), d[0], &ls)
+        })
+    }
+
+    /// `self op= other` in place, without recording (for tensors no tape records): one pass
+    /// over this tensor's storage, no temporary.
+    pub fn binary_assign_(&self, op: BinaryOp, other: &Tensor) -> Result<()> {
+        let other = scalar_to(other, self.device())?;
+        self.check_write(op.name(), &other)?;
+        if kind(other.dtype()) > kind(self.dtype()) {
+            return Err(Error::dtype(
                 op.name(),
                 format!(
-                    "an in-place update of a tensor of shape {:?} cannot take an operand of shape {:?}",
+                    "cannot update a {} tensor of shape {:?} in place with a {} operand (the \
+                     result would be truncated); compute out of place or cast first",
+                    self.dtype(),
                     self.shape(),
-                    other.shape()
+                    other.dtype()
                 ),
             ));
         }
-        let aliased = Arc::ptr_eq(other.storage(), self.storage());
-        #[cfg(feature = "cuda")]
-        if let crate::Device::Cuda(i) = self.device() {
-            // a view whose elements share memory (a broadcast) takes the general path below
-            let other = scalar_to(&other, self.device())?;
-            let distinct = self
-                .shape()
-                .iter()
-                .zip(self.layout().strides())
-                .all(|(&n, &s)| n <= 1 || s != 0);
-            if !aliased && distinct && other.device() == self.device() {
-                let gpu = crate::cuda::gpu(op.name(), i)?;
-                let ls = other.layout().broadcast_to(self.shape());
-                let read = other.storage().read();
-                let mut write = self.storage().write();
-                return match (&mut *write, &*read) {
-                    (StorageData::Cuda(d), StorageData::Cuda(s)) => {
-                        crate::cuda::binary_assign(&gpu, op, d, self.layout(), s, &ls)
-                    }
-                    _ => Err(Error::device(op.name(), "in-place update across devices")),
-                };
-            }
-        }
-        if aliased || self.device() != crate::Device::Cpu || other.device() != crate::Device::Cpu {
-            let result = {
-                let _g = no_grad();
-                crate::op::apply1(&crate::op::Op::Binary(op), &[self, &other])?
-            };
-            return self.assign_(&result);
-        }
-        let ls = other.layout().broadcast_to(self.shape());
-        let read = other.storage().read();
-        let mut write = self.storage().write();
-        match (&mut *write, &*read) {
-            (StorageData::Cpu(d), StorageData::Cpu(s)) => {
-                cpu::binary_assign(op, d, self.layout(), s, &ls)
-            }
-            #[allow(unreachable_patterns)]
-            _ => Err(Error::device(op.name(), "in-place update across devices")),
-        }
+        let src = self.write_source(&other)?;
+        let ls = src.layout().broadcast_to(self.shape());
+        in_place!(op.name(), self, &[&src], |b, dst, d| {
+            b.binary_assign(op, dst, self.layout(), d[0], &ls)
+        })
     }
 
     /// The in-place form of an op whose out-of-place `result` was computed from this tensor:
@@ -178,7 +144,11 @@ impl Tensor {
                 ),
             ));
         }
-        self.assign_(result)?;
+        self.check_write(op, result)?;
+        let src = self.write_source(result)?;
+        in_place!(op, self, &[&src], |b, dst, d| {
+            b.write(dst, self.layout(), d[0], src.layout())
+        })?;
         if !self.is_tracked() && !result.is_tracked() {
             return Ok(self.clone());
         }

@@ -1,14 +1,49 @@
 //! Matrix products with numpy semantics (1-D operands, broadcast batch axes).
 
-use super::{kernel, same_dtype, sum_to_shape};
-use crate::cpu;
+use super::{same_dtype, sum_to_shape, Family, Grads};
+use crate::autograd::{RuleCtx, SaveMask};
+use crate::backend::on_device;
+use crate::dispatch::apply1;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::broadcast_shapes;
-use crate::op::{apply1, Op, RuleCtx, SaveMask};
+use crate::op::{LinalgOp, Op};
 use crate::tensor::Tensor;
 
-pub(crate) fn forward(_op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
+impl Family for LinalgOp {
+    fn forward(&self, inputs: &[&Tensor]) -> Result<Tensor> {
+        match self {
+            LinalgOp::MatMul => matmul_forward(inputs),
+        }
+    }
+
+    fn saves(&self, needs: &[bool]) -> SaveMask {
+        let mut m = SaveMask::default();
+        match self {
+            // dA = dY @ B^T needs B; dB = A^T @ dY needs A
+            LinalgOp::MatMul => {
+                m.input(0, needs[1]);
+                m.input(1, needs[0]);
+            }
+        }
+        m
+    }
+
+    fn backward(&self, ctx: &RuleCtx, dy: &Tensor) -> Result<Grads> {
+        match self {
+            LinalgOp::MatMul => Ok(vec![
+                ctx.need(0, || {
+                    sum_to_shape(&dy.matmul(&ctx.input(1)?.transpose(-1, -2)?)?, ctx.shape(0))
+                })?,
+                ctx.need(1, || {
+                    sum_to_shape(&ctx.input(0)?.transpose(-1, -2)?.matmul(dy)?, ctx.shape(1))
+                })?,
+            ]),
+        }
+    }
+}
+
+fn matmul_forward(inputs: &[&Tensor]) -> Result<Tensor> {
     let (a, b) = (inputs[0], inputs[1]);
     same_dtype("matmul", inputs)?;
     if a.dtype() == DType::Bool {
@@ -36,42 +71,8 @@ pub(crate) fn forward(_op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         a.layout().broadcast_to(&full(m, k)),
         b.layout().broadcast_to(&full(k, n)),
     );
-    let d = kernel!(
-        inputs,
-        |d| Ok::<_, Error>(cpu::matmul(d[0], &la, d[1], &lb)),
-        |g, c| crate::cuda::matmul(g, c[0], &la, c[1], &lb)
-    )?;
+    let d = on_device!("matmul", inputs, |b, d| b.matmul(d[0], &la, d[1], &lb))?;
     Ok(Tensor::from_storage(d, &full(m, n)))
-}
-
-pub(crate) fn saves(needs: &[bool]) -> SaveMask {
-    // dA = dY @ B^T needs B; dB = A^T @ dY needs A
-    let mut m = SaveMask::default();
-    m.input(0, needs[1]);
-    m.input(1, needs[0]);
-    m
-}
-
-pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
-    let da = if ctx.needs[0] {
-        let b = &ctx.input(1)?;
-        Some(sum_to_shape(
-            &dy.matmul(&b.transpose(-1, -2)?)?,
-            ctx.shape(0),
-        )?)
-    } else {
-        None
-    };
-    let db = if ctx.needs[1] {
-        let a = &ctx.input(0)?;
-        Some(sum_to_shape(
-            &a.transpose(-1, -2)?.matmul(dy)?,
-            ctx.shape(1),
-        )?)
-    } else {
-        None
-    };
-    Ok(vec![da, db])
 }
 
 impl Tensor {
@@ -98,7 +99,7 @@ impl Tensor {
         } else {
             other.clone()
         };
-        let out = apply1(&Op::MatMul, &[&a, &b]).map_err(|e| match e {
+        let out = apply1(&Op::Linalg(LinalgOp::MatMul), &[&a, &b]).map_err(|e| match e {
             Error::Shape { op, .. } if self.ndim() == 1 || other.ndim() == 1 => Error::Shape {
                 op,
                 msg: format!(

@@ -1,120 +1,69 @@
-//! The op families. Each file holds, for its ops, the user-facing methods on [`Tensor`], the
-//! forward (shape and dtype checks, then the device kernel), what the rule saves, and the rule.
+//! The op families: for each op its forward (shape and dtype checks, then the backend's
+//! kernel), what its rule saves, and the rule, side by side; and the user-facing methods on
+//! [`Tensor`]. Each family implements [`Family`] with exhaustive matches over its ops.
+//!
+//! # Adding an op
+//!
+//! A unary elementwise op with a gradient (the common case) is one row in each of four files:
+//!
+//! 1. `ops/unary.rs`: a row of [`unary_ops!`](crate::unary_ops) with the op, its name, its
+//!    float kernel (and int64 kernel, or `()`), and its gradient in terms of `dy` and the
+//!    saved values it names (`x`, `out`). This gives the op its enum variant, name, CPU
+//!    kernel, save mask, rule, `Tensor` method and Python method and function.
+//! 2. `cuda/kernels.cu`: a `UNARY_FLOAT(name, expression of v)` line (and `UNARY_INT` where
+//!    the row has an int64 kernel).
+//! 3. `python/ferrograd/_core.pyi`: regenerate the stubs (`python -m ferrograd._stubs
+//!    --write`).
+//! 4. `tests/test_gradcheck.py`: a row in the gradient-check table (float64 finite
+//!    differences), or the op's name in the non-differentiable list.
+//!
+//! Binary ops are rows of [`binary_ops!`](crate::binary_ops) with `BINARY_FLOAT` /
+//! `BINARY_INT` kernels, the same way. Any other op is a variant in its family's enum in
+//! `op.rs` (with its name): the compiler then asks for its forward, save mask and rule in the
+//! family's file, and for a kernel in the [`crate::backend::Backend`] trait where it needs a
+//! new one (a backend that lacks it reports a `DeviceError`).
 
+mod binary;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
 mod inplace;
-pub(crate) mod linalg;
+mod linalg;
 pub(crate) mod movement;
 pub(crate) mod reduce;
+mod unary;
 
 pub use conv::{avg_pool2d, conv2d, conv2d_same, max_pool2d, AvgDivisor};
 pub use elementwise::where_cond;
 pub use movement::{concat, stack};
 pub use reduce::cross_entropy;
 
-use crate::device::Device;
+use crate::autograd::{RuleCtx, SaveMask};
 use crate::error::{Error, Result};
-use crate::storage::{CpuData, StorageData};
 use crate::tensor::Tensor;
 
-/// The device an op runs on: the first input not on the CPU (0-d CPU tensors, Python
-/// scalars, mix with tensors on any device), else the CPU.
-pub(crate) fn target_device(ts: &[&Tensor]) -> Device {
-    ts.iter()
-        .map(|t| t.device())
-        .find(|d| *d != Device::Cpu)
-        .unwrap_or(Device::Cpu)
+/// Input gradients, one per input (`None`: the input needs none).
+pub(crate) type Grads = Vec<Option<Tensor>>;
+
+/// What each family of ops provides; `Op` routes to its family in one exhaustive match
+/// ([`crate::op::for_each_family!`]).
+pub(crate) trait Family {
+    /// Checks the inputs and runs the op's kernel on their device.
+    fn forward(&self, inputs: &[&Tensor]) -> Result<Tensor>;
+    /// Which inputs and outputs the rule keeps, given which inputs need a gradient.
+    fn saves(&self, needs: &[bool]) -> SaveMask;
+    /// The rule: input gradients from the output's gradient `dy`, written with ops (so a
+    /// backward pass can itself be recorded). Must give a gradient for every input that
+    /// needs one; ops without a gradient return [`not_differentiable`].
+    fn backward(&self, ctx: &RuleCtx, dy: &Tensor) -> Result<Grads>;
 }
 
-/// Runs `f` on the CPU buffers of `ts`, holding their read locks for the duration. One and
-/// two inputs (nearly every op) take their locks without building vectors.
-pub(crate) fn with_cpu<R>(ts: &[&Tensor], f: impl FnOnce(&[&CpuData]) -> Result<R>) -> Result<R> {
-    fn cpu(g: &StorageData) -> Result<&CpuData> {
-        match g {
-            StorageData::Cpu(d) => Ok(d),
-            #[cfg(feature = "cuda")]
-            StorageData::Cuda(_) => Err(Error::device(
-                "kernel",
-                "a CUDA tensor reached a CPU kernel",
-            )),
-        }
-    }
-    match ts {
-        [a] => {
-            let ga = a.storage().read();
-            f(&[cpu(&ga)?])
-        }
-        [a, b] => {
-            let (ga, gb) = (a.storage().read(), b.storage().read());
-            f(&[cpu(&ga)?, cpu(&gb)?])
-        }
-        _ => {
-            let guards: smallvec::SmallVec<[_; 3]> =
-                ts.iter().map(|t| t.storage().read()).collect();
-            let datas = guards
-                .iter()
-                .map(|g| cpu(g))
-                .collect::<Result<smallvec::SmallVec<[&CpuData; 3]>>>()?;
-            f(&datas)
-        }
-    }
+/// The error for a gradient that must pass through an op that has none.
+pub(crate) fn not_differentiable(op: &str) -> Error {
+    Error::autograd(format!(
+        "{op}: not differentiable, but a gradient must flow through it to a tensor that needs \
+         one (detach the input of {op}, or compute the result from differentiable ops)"
+    ))
 }
-
-/// Runs `f` on the device buffers of `ts`; 0-d CPU inputs are uploaded first.
-#[cfg(feature = "cuda")]
-pub(crate) fn with_cuda<R>(
-    g: &crate::cuda::Gpu,
-    ts: &[&Tensor],
-    f: impl FnOnce(&[&crate::cuda::CudaData]) -> Result<R>,
-) -> Result<R> {
-    let guards: smallvec::SmallVec<[_; 3]> = ts.iter().map(|t| t.storage().read()).collect();
-    let mut uploaded: smallvec::SmallVec<[Option<crate::cuda::CudaData>; 3]> =
-        smallvec::SmallVec::new();
-    for gd in &guards {
-        uploaded.push(match &**gd {
-            StorageData::Cpu(d) => Some(crate::cuda::upload(g, d)?),
-            StorageData::Cuda(_) => None,
-        });
-    }
-    let datas: smallvec::SmallVec<[&crate::cuda::CudaData; 3]> = guards
-        .iter()
-        .zip(&uploaded)
-        .map(|(gd, up)| match (up, &**gd) {
-            (Some(c), _) => c,
-            (None, StorageData::Cuda(c)) => c,
-            (None, StorageData::Cpu(_)) => unreachable!("CPU buffers were uploaded"),
-        })
-        .collect();
-    f(&datas)
-}
-
-/// Runs the CPU or the CUDA form of a kernel on `ts` and wraps the result as a buffer on that
-/// device: `kernel!(inputs, |d| cpu_expr, |g, c| cuda_expr)`, each giving a `Result`.
-macro_rules! kernel {
-    ($ts:expr, |$d:ident| $cpu:expr, |$g:ident, $c:ident| $cuda:expr) => {{
-        let ts: &[&$crate::tensor::Tensor] = $ts;
-        match $crate::ops::target_device(ts) {
-            $crate::device::Device::Cpu => {
-                $crate::ops::with_cpu(ts, |$d| Ok($crate::storage::Storage::cpu($cpu?)))
-            }
-            #[cfg(feature = "cuda")]
-            dev @ $crate::device::Device::Cuda(i) => {
-                let gpu = $crate::cuda::gpu("kernel", i)?;
-                let $g: &$crate::cuda::Gpu = &gpu;
-                $crate::ops::with_cuda($g, ts, |$c| {
-                    Ok($crate::storage::Storage::new(
-                        $crate::storage::StorageData::Cuda(Box::new($cuda?)),
-                        dev,
-                    ))
-                })
-            }
-            #[cfg(not(feature = "cuda"))]
-            dev => Err(dev.unavailable("kernel")),
-        }
-    }};
-}
-pub(crate) use kernel;
 
 /// Sums `g` down to `shape` over the axes numpy broadcasting expanded.
 pub fn sum_to_shape(g: &Tensor, shape: &[usize]) -> Result<Tensor> {

@@ -1,12 +1,16 @@
 //! Ops that move or select data: reshape, permute, broadcast, slicing, concat, gather.
 //! Reshape of contiguous data, permute, broadcast and slicing are views (no copy).
 
-use super::{kernel, same_dtype, sum_to_shape};
-use crate::cpu;
+use super::{same_dtype, sum_to_shape, Family, Grads};
+use crate::autograd::{RuleCtx, SaveMask};
+use crate::backend::on_device;
+use crate::dispatch::{apply, apply1};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{broadcast_shapes, normalize_axes, normalize_axis, numel, Layout, SliceSpec};
-use crate::op::{apply, apply1, Op, RuleCtx, SaveMask};
+use crate::layout::{
+    broadcast_shapes, checked_numel, normalize_axes, normalize_axis, Layout, SliceSpec,
+};
+use crate::op::{MovementOp, Op};
 use crate::tensor::Tensor;
 
 /// A view with `shape` when only size-1 axes differ (expand_dims / squeeze of any layout).
@@ -36,153 +40,226 @@ fn unit_axes_view(l: &Layout, shape: &[usize]) -> Option<Layout> {
     Some(Layout::new(shape, &strides, l.offset()))
 }
 
-pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
-    let x = inputs[0];
-    let out = match op {
-        Op::ToDevice { to, .. } => x.to_device(*to)?,
-        Op::Reshape(shape) => {
-            if numel(shape) != x.numel() {
-                return Err(Error::shape(
-                    "reshape",
-                    format!(
-                        "cannot reshape a tensor of shape {:?} ({} elements) into {shape:?}",
-                        x.shape(),
-                        x.numel()
-                    ),
-                ));
-            }
-            match x
-                .layout()
-                .reshape(shape)
-                .or_else(|| unit_axes_view(x.layout(), shape))
-            {
-                Some(l) => x.view(l),
-                None => {
-                    let d = kernel!(
-                        inputs,
-                        |d| Ok::<_, Error>(cpu::copy(d[0], x.layout())),
-                        |g, c| crate::cuda::cast(g, c[0], x.layout(), x.dtype())
-                    )?;
-                    Tensor::from_storage(d, shape)
-                }
-            }
-        }
-        Op::Permute(perm) => x.view(x.layout().permute(perm)),
-        Op::BroadcastTo(shape) => x.view(x.layout().broadcast_to(shape)),
-        Op::Slice(specs) => x.view(x.layout().slice(specs)),
-        Op::SliceGrad { shape, specs } => {
-            let d = kernel!(
-                inputs,
-                |d| Ok::<_, Error>(cpu::slice_grad(d[0], x.layout(), shape, specs)),
-                |g, c| crate::cuda::slice_grad(g, c[0], x.layout(), shape, specs)
-            )?;
-            Tensor::from_storage(d, shape)
-        }
-        Op::SetSlice(specs) => {
-            let v = inputs[1];
-            same_dtype("setitem", inputs)?;
-            let region = x.layout().slice(specs);
-            let ok = broadcast_shapes("setitem", v.shape(), region.shape())
-                .map(|s| s.as_slice() == region.shape())
-                .unwrap_or(false);
-            if !ok {
-                return Err(Error::shape(
-                    "setitem",
-                    format!(
-                        "cannot assign a value of shape {:?} to a region of shape {:?}",
-                        v.shape(),
-                        region.shape()
-                    ),
-                ));
-            }
-            let lv = v.layout().broadcast_to(region.shape());
-            let d = kernel!(
-                inputs,
-                |d| Ok::<_, Error>(cpu::set_slice(d[0], x.layout(), d[1], &lv, specs)),
-                |g, c| crate::cuda::set_slice(g, c[0], x.layout(), c[1], &lv, specs)
-            )?;
-            Tensor::from_storage(d, x.shape())
-        }
-        Op::Concat(axis) => {
-            same_dtype("concat", inputs)?;
-            let mut shape = x.shape().to_vec();
-            for t in &inputs[1..] {
-                let ok = t.ndim() == x.ndim()
-                    && t.shape()
-                        .iter()
-                        .zip(x.shape())
-                        .enumerate()
-                        .all(|(d, (a, b))| d == *axis || a == b);
-                if !ok {
-                    let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape()).collect();
+impl Family for MovementOp {
+    fn forward(&self, inputs: &[&Tensor]) -> Result<Tensor> {
+        let name = self.name();
+        let x = inputs[0];
+        Ok(match self {
+            MovementOp::ToDevice { to, .. } => x.to_device(*to)?,
+            MovementOp::Reshape(shape) => {
+                if checked_numel(shape) != Some(x.numel()) {
                     return Err(Error::shape(
-                        "concat",
-                        format!("all shapes must match except on axis {axis}, got {shapes:?}"),
+                        name,
+                        format!(
+                            "cannot reshape a tensor of shape {:?} ({} elements) into {shape:?}",
+                            x.shape(),
+                            x.numel()
+                        ),
                     ));
                 }
-                shape[*axis] += t.shape()[*axis];
-            }
-            let d = kernel!(
-                inputs,
-                |d| {
-                    let parts: Vec<_> = d
-                        .iter()
-                        .zip(inputs)
-                        .map(|(d, t)| (*d, t.layout()))
-                        .collect();
-                    Ok::<_, Error>(cpu::concat(&parts, *axis, &shape))
-                },
-                |g, c| {
-                    let parts: Vec<_> = c
-                        .iter()
-                        .zip(inputs)
-                        .map(|(d, t)| (*d, t.layout()))
-                        .collect();
-                    crate::cuda::concat(g, &parts, *axis, &shape)
-                }
-            )?;
-            Tensor::from_storage(d, &shape)
-        }
-        Op::Gather(axis) => {
-            let idx = inputs[1];
-            check_index("gather", x, idx, *axis)?;
-            let d = kernel!(
-                inputs,
-                |d| cpu::gather(d[0], x.layout(), d[1], idx.layout(), *axis),
-                |g, c| crate::cuda::gather(g, c[0], x.layout(), c[1], idx.layout(), *axis)
-            )?;
-            Tensor::from_storage(d, idx.shape())
-        }
-        Op::ScatterAdd { axis, shape } => {
-            let idx = inputs[1];
-            if x.shape() != idx.shape() {
-                return Err(Error::shape(
-                    "scatter_add",
-                    format!(
-                        "source {:?} and indices {:?} must have one shape",
-                        x.shape(),
-                        idx.shape()
+                match x
+                    .layout()
+                    .reshape(shape)
+                    .or_else(|| unit_axes_view(x.layout(), shape))
+                {
+                    Some(l) => x.view(l),
+                    None => Tensor::from_storage(
+                        on_device!(name, inputs, |b, d| b.cast(d[0], x.layout(), x.dtype()))?,
+                        shape,
                     ),
-                ));
+                }
             }
-            let d = kernel!(
-                inputs,
-                |d| cpu::scatter_add(d[0], x.layout(), d[1], idx.layout(), *axis, shape),
-                |g, c| crate::cuda::scatter_add(
-                    g,
-                    c[0],
+            MovementOp::Permute(perm) => x.view(x.layout().permute(perm)),
+            MovementOp::BroadcastTo(shape) => x.view(x.layout().broadcast_to(shape)),
+            MovementOp::Slice(specs) => x.view(x.layout().slice(specs)),
+            MovementOp::SliceGrad { shape, specs } => Tensor::from_storage(
+                on_device!(name, inputs, |b, d| b.slice_grad(
+                    d[0],
                     x.layout(),
-                    c[1],
-                    idx.layout(),
-                    *axis,
-                    shape
+                    shape,
+                    specs
+                ))?,
+                shape,
+            ),
+            MovementOp::SetSlice(specs) => {
+                let v = inputs[1];
+                same_dtype(name, inputs)?;
+                let region = x.layout().slice(specs);
+                let ok = broadcast_shapes(name, v.shape(), region.shape())
+                    .map(|s| s.as_slice() == region.shape())
+                    .unwrap_or(false);
+                if !ok {
+                    return Err(Error::shape(
+                        name,
+                        format!(
+                            "cannot assign a value of shape {:?} to a region of shape {:?}",
+                            v.shape(),
+                            region.shape()
+                        ),
+                    ));
+                }
+                let lv = v.layout().broadcast_to(region.shape());
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| {
+                        b.set_slice(d[0], x.layout(), d[1], &lv, specs)
+                    })?,
+                    x.shape(),
                 )
-            )?;
-            Tensor::from_storage(d, shape)
+            }
+            MovementOp::Concat(axis) => {
+                same_dtype(name, inputs)?;
+                let mut shape = x.shape().to_vec();
+                for t in &inputs[1..] {
+                    let ok = t.ndim() == x.ndim()
+                        && t.shape()
+                            .iter()
+                            .zip(x.shape())
+                            .enumerate()
+                            .all(|(d, (a, b))| d == *axis || a == b);
+                    if !ok {
+                        let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape()).collect();
+                        return Err(Error::shape(
+                            name,
+                            format!("all shapes must match except on axis {axis}, got {shapes:?}"),
+                        ));
+                    }
+                    shape[*axis] += t.shape()[*axis];
+                }
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| {
+                        let parts: Vec<_> = d
+                            .iter()
+                            .zip(inputs)
+                            .map(|(d, t)| (*d, t.layout()))
+                            .collect();
+                        b.concat(&parts, *axis, &shape)
+                    })?,
+                    &shape,
+                )
+            }
+            MovementOp::Gather(axis) => {
+                let idx = inputs[1];
+                check_index(name, x, idx, *axis)?;
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| {
+                        b.gather(d[0], x.layout(), d[1], idx.layout(), *axis)
+                    })?,
+                    idx.shape(),
+                )
+            }
+            MovementOp::ScatterAdd { axis, shape } => {
+                let idx = inputs[1];
+                if x.shape() != idx.shape() {
+                    return Err(Error::shape(
+                        name,
+                        format!(
+                            "source {:?} and indices {:?} must have one shape",
+                            x.shape(),
+                            idx.shape()
+                        ),
+                    ));
+                }
+                Tensor::from_storage(
+                    on_device!(name, inputs, |b, d| {
+                        b.scatter_add(d[0], x.layout(), d[1], idx.layout(), *axis, shape)
+                    })?,
+                    shape,
+                )
+            }
+        })
+    }
+
+    fn saves(&self, _needs: &[bool]) -> SaveMask {
+        let mut m = SaveMask::default();
+        match self {
+            // the indices
+            MovementOp::Gather(_) | MovementOp::ScatterAdd { .. } => m.input(1, true),
+            // shapes only
+            MovementOp::ToDevice { .. }
+            | MovementOp::Reshape(_)
+            | MovementOp::Permute(_)
+            | MovementOp::BroadcastTo(_)
+            | MovementOp::Slice(_)
+            | MovementOp::SliceGrad { .. }
+            | MovementOp::SetSlice(_)
+            | MovementOp::Concat(_) => {}
         }
-        _ => unreachable!("not a movement op"),
-    };
-    Ok(out)
+        m
+    }
+
+    fn backward(&self, ctx: &RuleCtx, dy: &Tensor) -> Result<Grads> {
+        let shape = ctx.shape(0);
+        let movement = |op: MovementOp, inputs: &[&Tensor]| apply1(&Op::Movement(op), inputs);
+        Ok(match self {
+            MovementOp::ToDevice { from, to } => vec![Some(movement(
+                MovementOp::ToDevice {
+                    from: *to,
+                    to: *from,
+                },
+                &[dy],
+            )?)],
+            MovementOp::Reshape(_) => vec![Some(dy.reshape(shape)?)],
+            MovementOp::Permute(perm) => {
+                let mut inv = vec![0isize; perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    inv[p] = i as isize;
+                }
+                vec![Some(dy.permute(&inv)?)]
+            }
+            MovementOp::BroadcastTo(_) => vec![Some(sum_to_shape(dy, shape)?)],
+            MovementOp::Slice(specs) => vec![Some(movement(
+                MovementOp::SliceGrad {
+                    shape: shape.into(),
+                    specs: specs.as_slice().into(),
+                },
+                &[dy],
+            )?)],
+            MovementOp::SliceGrad { specs, .. } => {
+                vec![Some(movement(MovementOp::Slice(specs.to_vec()), &[dy])?)]
+            }
+            MovementOp::SetSlice(specs) => vec![
+                ctx.need(0, || {
+                    movement(
+                        MovementOp::SetSlice(specs.clone()),
+                        &[dy, &dy.scalar_like(0.0)],
+                    )
+                })?,
+                ctx.need(1, || {
+                    sum_to_shape(
+                        &movement(MovementOp::Slice(specs.clone()), &[dy])?,
+                        ctx.shape(1),
+                    )
+                })?,
+            ],
+            MovementOp::Concat(axis) => {
+                let mut start = 0usize;
+                let mut out = Vec::with_capacity(ctx.n_inputs());
+                for i in 0..ctx.n_inputs() {
+                    let len = ctx.shape(i)[*axis];
+                    out.push(ctx.need(i, || dy.narrow(*axis, start, len))?);
+                    start += len;
+                }
+                out
+            }
+            MovementOp::Gather(axis) => {
+                let idx = &ctx.input(1)?;
+                vec![
+                    Some(movement(
+                        MovementOp::ScatterAdd {
+                            axis: *axis,
+                            shape: shape.to_vec(),
+                        },
+                        &[dy, idx],
+                    )?),
+                    None,
+                ]
+            }
+            MovementOp::ScatterAdd { axis, .. } => {
+                let idx = &ctx.input(1)?;
+                vec![Some(movement(MovementOp::Gather(*axis), &[dy, idx])?), None]
+            }
+        })
+    }
 }
 
 fn check_index(op: &str, x: &Tensor, idx: &Tensor, axis: usize) -> Result<()> {
@@ -216,105 +293,13 @@ fn check_index(op: &str, x: &Tensor, idx: &Tensor, axis: usize) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn saves(op: &Op) -> SaveMask {
-    let mut m = SaveMask::default();
-    if matches!(op, Op::Gather(_) | Op::ScatterAdd { .. }) {
-        m.input(1, true);
-    }
-    m
-}
-
-pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
-    let shape = ctx.shape(0);
-    Ok(match ctx.op {
-        Op::ToDevice { from, to } => vec![Some(apply1(
-            &Op::ToDevice {
-                from: *to,
-                to: *from,
-            },
-            &[dy],
-        )?)],
-        Op::Reshape(_) => vec![Some(dy.reshape(shape)?)],
-        Op::Permute(perm) => {
-            let mut inv = vec![0isize; perm.len()];
-            for (i, &p) in perm.iter().enumerate() {
-                inv[p] = i as isize;
-            }
-            vec![Some(dy.permute(&inv)?)]
-        }
-        Op::BroadcastTo(_) => vec![Some(sum_to_shape(dy, shape)?)],
-        Op::Slice(specs) => {
-            vec![Some(apply1(
-                &Op::SliceGrad {
-                    shape: shape.into(),
-                    specs: specs.as_slice().into(),
-                },
-                &[dy],
-            )?)]
-        }
-        Op::SliceGrad { specs, .. } => vec![Some(apply1(&Op::Slice(specs.to_vec()), &[dy])?)],
-        Op::SetSlice(specs) => {
-            let dx = if ctx.needs[0] {
-                Some(apply1(
-                    &Op::SetSlice(specs.clone()),
-                    &[dy, &dy.scalar_like(0.0)],
-                )?)
-            } else {
-                None
-            };
-            let dv = if ctx.needs[1] {
-                Some(sum_to_shape(
-                    &apply1(&Op::Slice(specs.clone()), &[dy])?,
-                    ctx.shape(1),
-                )?)
-            } else {
-                None
-            };
-            vec![dx, dv]
-        }
-        Op::Concat(axis) => {
-            let mut start = 0usize;
-            let mut out = Vec::with_capacity(ctx.n_inputs());
-            for (i, &need) in ctx.needs.iter().enumerate() {
-                let s = ctx.shape(i);
-                let len = s[*axis];
-                out.push(if need {
-                    Some(dy.narrow(*axis, start, len)?)
-                } else {
-                    None
-                });
-                start += len;
-            }
-            out
-        }
-        Op::Gather(axis) => {
-            let idx = &ctx.input(1)?;
-            vec![
-                Some(apply1(
-                    &Op::ScatterAdd {
-                        axis: *axis,
-                        shape: shape.to_vec(),
-                    },
-                    &[dy, idx],
-                )?),
-                None,
-            ]
-        }
-        Op::ScatterAdd { axis, .. } => {
-            let idx = &ctx.input(1)?;
-            vec![Some(apply1(&Op::Gather(*axis), &[dy, idx])?), None]
-        }
-        _ => vec![None; ctx.n_inputs()],
-    })
-}
-
 impl Tensor {
     /// Same data, another shape (a view when the layout allows, else a copy).
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
         if shape == self.shape() {
             return Ok(self.clone());
         }
-        apply1(&Op::Reshape(shape.to_vec()), &[self])
+        apply1(&Op::Movement(MovementOp::Reshape(shape.to_vec())), &[self])
     }
 
     /// [`Tensor::reshape`] where one entry may be `-1` (inferred).
@@ -383,7 +368,7 @@ impl Tensor {
                 return Err(bad());
             }
         }
-        apply1(&Op::Permute(p), &[self])
+        apply1(&Op::Movement(MovementOp::Permute(p)), &[self])
     }
 
     /// Swaps two axes (a view).
@@ -419,7 +404,10 @@ impl Tensor {
                 format!("cannot broadcast shape {:?} to {shape:?}", self.shape()),
             ));
         }
-        apply1(&Op::BroadcastTo(shape.to_vec()), &[self])
+        apply1(
+            &Op::Movement(MovementOp::BroadcastTo(shape.to_vec())),
+            &[self],
+        )
     }
 
     /// Inserts a size-1 axis at `axis` (a view).
@@ -460,7 +448,7 @@ impl Tensor {
     /// Python's `slice.indices`; indices may be negative (counted from the end).
     pub fn slice(&self, specs: &[SliceSpec]) -> Result<Tensor> {
         let norm = self.normalize_specs(specs)?;
-        apply1(&Op::Slice(norm), &[self])
+        apply1(&Op::Movement(MovementOp::Slice(norm)), &[self])
     }
 
     /// `self` with the region `specs` selects replaced by `value` (broadcast, cast to this
@@ -468,7 +456,7 @@ impl Tensor {
     pub fn set_slice(&self, specs: &[SliceSpec], value: &Tensor) -> Result<Tensor> {
         let norm = self.normalize_specs(specs)?;
         let value = value.astype(self.dtype())?;
-        apply1(&Op::SetSlice(norm), &[self, &value])
+        apply1(&Op::Movement(MovementOp::SetSlice(norm)), &[self, &value])
     }
 
     fn normalize_specs(&self, specs: &[SliceSpec]) -> Result<Vec<SliceSpec>> {
@@ -529,7 +517,7 @@ impl Tensor {
     /// `take_along_axis`: `out[p] = self[p with axis replaced by idx[p]]`.
     pub fn gather(&self, idx: &Tensor, axis: isize) -> Result<Tensor> {
         let axis = normalize_axis("gather", axis, self.ndim())?;
-        apply1(&Op::Gather(axis), &[self, idx])
+        apply1(&Op::Movement(MovementOp::Gather(axis)), &[self, idx])
     }
 
     /// Selects entries `idx` (a 1-D int64 tensor) along `axis` (integer-array indexing).
@@ -579,7 +567,7 @@ pub fn concat(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
             "zero-dimensional tensors cannot be concatenated",
         ));
     }
-    Ok(apply(&Op::Concat(axis), tensors)?.swap_remove(0))
+    Ok(apply(&Op::Movement(MovementOp::Concat(axis)), tensors)?.swap_remove(0))
 }
 
 /// Joins tensors of one shape along a new axis.

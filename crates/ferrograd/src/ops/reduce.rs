@@ -1,11 +1,13 @@
 //! Reductions, softmax, log-softmax, and cross-entropy built on them.
 
-use super::kernel;
-use crate::cpu;
+use super::{Family, Grads};
+use crate::autograd::{RuleCtx, SaveMask};
+use crate::backend::on_device;
+use crate::dispatch::apply1;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::{normalize_axes, normalize_axis};
-use crate::op::{apply1, Op, ReduceKind, RuleCtx, SaveMask};
+use crate::op::{Op, ReduceKind, ReduceOp};
 use crate::tensor::Tensor;
 
 fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
@@ -16,135 +18,138 @@ fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-pub(crate) fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
-    let x = inputs[0];
-    let out = match op {
-        Op::Reduce {
-            kind,
-            axes,
-            keepdims,
-        } => {
-            let d = kernel!(
-                inputs,
-                |d| cpu::reduce(*kind, d[0], x.layout(), axes),
-                |g, c| crate::cuda::reduce(g, *kind, c[0], x.layout(), axes)
-            )?;
-            let shape: Vec<usize> = if *keepdims {
-                kept_shape(x.shape(), axes)
-            } else {
-                x.shape()
-                    .iter()
-                    .enumerate()
-                    .filter(|(d, _)| !axes.contains(d))
-                    .map(|(_, &n)| n)
-                    .collect()
-            };
-            Tensor::from_storage(d, &shape)
-        }
-        Op::Softmax(axis) | Op::LogSoftmax(axis) => {
-            let log = matches!(op, Op::LogSoftmax(_));
-            let d = kernel!(
-                inputs,
-                |d| cpu::softmax(d[0], x.layout(), *axis, log),
-                |g, c| crate::cuda::softmax(g, c[0], x.layout(), *axis, log)
-            )?;
-            Tensor::from_storage(d, x.shape())
-        }
-        _ => unreachable!("not a reduction"),
-    };
-    Ok(out)
-}
-
-pub(crate) fn saves(op: &Op) -> SaveMask {
-    let mut m = SaveMask::default();
-    match op {
-        Op::Reduce {
-            kind: ReduceKind::Max | ReduceKind::Min,
-            ..
-        } => {
-            m.input(0, true);
-            m.outputs = true;
-        }
-        Op::Softmax(_) | Op::LogSoftmax(_) => m.outputs = true,
-        _ => {}
-    }
-    m
-}
-
-pub(crate) fn backward(ctx: &RuleCtx, dy: &Tensor) -> Result<Vec<Option<Tensor>>> {
-    let shape = ctx.shape(0);
-    Ok(vec![Some(match ctx.op {
-        Op::Reduce { kind, axes, .. } => {
-            let kept = kept_shape(shape, axes);
-            let dyb = dy.reshape(&kept)?.broadcast_to(shape)?;
-            match kind {
-                ReduceKind::Sum => dyb,
-                ReduceKind::Mean => {
-                    let count: usize = axes.iter().map(|&a| shape[a]).product();
-                    dyb.mul_scalar(1.0 / count.max(1) as f64)?
-                }
-                ReduceKind::Max | ReduceKind::Min => {
-                    let (x, y) = (&ctx.input(0)?, &ctx.output()?);
-                    // the gradient is shared by every element equal to the extremum
-                    let mask = x.eq(&y.reshape(&kept)?)?.astype(x.dtype())?;
-                    let iaxes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
-                    let count = mask.sum(Some(&iaxes), true)?;
-                    dyb.mul(&mask)?.div(&count)?
-                }
+impl Family for ReduceOp {
+    fn forward(&self, inputs: &[&Tensor]) -> Result<Tensor> {
+        let x = inputs[0];
+        let name = self.name();
+        let (kind, axes, keepdims) = match self {
+            ReduceOp::Softmax(axis) | ReduceOp::LogSoftmax(axis) => {
+                let log = matches!(self, ReduceOp::LogSoftmax(_));
+                let d = on_device!(name, inputs, |b, d| b.softmax(d[0], x.layout(), *axis, log))?;
+                return Ok(Tensor::from_storage(d, x.shape()));
             }
+            ReduceOp::Sum { axes, keepdims } => (ReduceKind::Sum, axes, *keepdims),
+            ReduceOp::Mean { axes, keepdims } => (ReduceKind::Mean, axes, *keepdims),
+            ReduceOp::Max { axes, keepdims } => (ReduceKind::Max, axes, *keepdims),
+            ReduceOp::Min { axes, keepdims } => (ReduceKind::Min, axes, *keepdims),
+        };
+        let d = on_device!(name, inputs, |b, d| b.reduce(kind, d[0], x.layout(), axes))?;
+        let shape: Vec<usize> = if keepdims {
+            kept_shape(x.shape(), axes)
+        } else {
+            x.shape()
+                .iter()
+                .enumerate()
+                .filter(|(d, _)| !axes.contains(d))
+                .map(|(_, &n)| n)
+                .collect()
+        };
+        Ok(Tensor::from_storage(d, &shape))
+    }
+
+    fn saves(&self, _needs: &[bool]) -> SaveMask {
+        let mut m = SaveMask::default();
+        match self {
+            ReduceOp::Sum { .. } | ReduceOp::Mean { .. } => {}
+            // the gradient is shared by the elements equal to the extremum
+            ReduceOp::Max { .. } | ReduceOp::Min { .. } => {
+                m.input(0, true);
+                m.outputs = true;
+            }
+            ReduceOp::Softmax(_) | ReduceOp::LogSoftmax(_) => m.outputs = true,
         }
-        Op::Softmax(axis) => {
-            let y = &ctx.output()?;
-            let ax = [*axis as isize];
-            let dot = dy.mul(y)?.sum(Some(&ax), true)?;
-            y.mul(&dy.sub(&dot)?)?
-        }
-        Op::LogSoftmax(axis) => {
-            let y = &ctx.output()?;
-            let ax = [*axis as isize];
-            dy.sub(&y.exp()?.mul(&dy.sum(Some(&ax), true)?)?)?
-        }
-        _ => return Ok(vec![None]),
-    })])
+        m
+    }
+
+    fn backward(&self, ctx: &RuleCtx, dy: &Tensor) -> Result<Grads> {
+        let shape = ctx.shape(0);
+        let spread = |axes: &[usize]| dy.reshape(&kept_shape(shape, axes))?.broadcast_to(shape);
+        Ok(vec![Some(match self {
+            ReduceOp::Sum { axes, .. } => spread(axes)?,
+            ReduceOp::Mean { axes, .. } => {
+                let count: usize = axes.iter().map(|&a| shape[a]).product();
+                spread(axes)?.mul_scalar(1.0 / count.max(1) as f64)?
+            }
+            ReduceOp::Max { axes, .. } | ReduceOp::Min { axes, .. } => {
+                let (x, y) = (ctx.input(0)?, ctx.output()?);
+                // masks of detached values: their own gradient is zero almost everywhere
+                let mask = x
+                    .detach()
+                    .eq(&y.detach().reshape(&kept_shape(shape, axes))?)?
+                    .astype(x.dtype())?;
+                let iaxes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+                let count = mask.sum(Some(&iaxes), true)?;
+                spread(axes)?.mul(&mask)?.div(&count)?
+            }
+            ReduceOp::Softmax(axis) => {
+                let y = &ctx.output()?;
+                let dot = dy.mul(y)?.sum(Some(&[*axis as isize]), true)?;
+                y.mul(&dy.sub(&dot)?)?
+            }
+            ReduceOp::LogSoftmax(axis) => {
+                let y = &ctx.output()?;
+                dy.sub(&y.exp()?.mul(&dy.sum(Some(&[*axis as isize]), true)?)?)?
+            }
+        })])
+    }
 }
 
 impl Tensor {
-    fn reduce(&self, kind: ReduceKind, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
-        let axes = normalize_axes(kind.name(), axes, self.ndim())?;
-        apply1(
-            &Op::Reduce {
-                kind,
-                axes,
-                keepdims,
-            },
-            &[self],
-        )
+    fn reduce(
+        &self,
+        make: fn(Vec<usize>, bool) -> ReduceOp,
+        name: &str,
+        axes: Option<&[isize]>,
+        keepdims: bool,
+    ) -> Result<Tensor> {
+        let axes = normalize_axes(name, axes, self.ndim())?;
+        apply1(&Op::Reduce(make(axes, keepdims)), &[self])
     }
     /// Sum over `axes` (all when `None`).
     pub fn sum(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::Sum, axes, keepdims)
+        self.reduce(
+            |axes, keepdims| ReduceOp::Sum { axes, keepdims },
+            "sum",
+            axes,
+            keepdims,
+        )
     }
     /// Mean over `axes` (all when `None`).
     pub fn mean(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::Mean, axes, keepdims)
+        self.reduce(
+            |axes, keepdims| ReduceOp::Mean { axes, keepdims },
+            "mean",
+            axes,
+            keepdims,
+        )
     }
     /// Maximum over `axes` (all when `None`); ties share the gradient.
     pub fn max(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::Max, axes, keepdims)
+        self.reduce(
+            |axes, keepdims| ReduceOp::Max { axes, keepdims },
+            "max",
+            axes,
+            keepdims,
+        )
     }
     /// Minimum over `axes` (all when `None`); ties share the gradient.
     pub fn min(&self, axes: Option<&[isize]>, keepdims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::Min, axes, keepdims)
+        self.reduce(
+            |axes, keepdims| ReduceOp::Min { axes, keepdims },
+            "min",
+            axes,
+            keepdims,
+        )
     }
     /// Softmax along `axis`.
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         let axis = normalize_axis("softmax", axis, self.ndim())?;
-        apply1(&Op::Softmax(axis), &[self])
+        apply1(&Op::Reduce(ReduceOp::Softmax(axis)), &[self])
     }
     /// Log-softmax along `axis`.
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         let axis = normalize_axis("log_softmax", axis, self.ndim())?;
-        apply1(&Op::LogSoftmax(axis), &[self])
+        apply1(&Op::Reduce(ReduceOp::LogSoftmax(axis)), &[self])
     }
 }
 

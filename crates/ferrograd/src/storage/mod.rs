@@ -1,4 +1,7 @@
-//! Buffers behind tensors, with a version counter for in-place safety and exact accounting.
+//! Buffers behind tensors, with a version counter for in-place safety and exact accounting,
+//! and the reuse pool large CPU buffers come from.
+
+pub(crate) mod pool;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -129,7 +132,33 @@ impl Drop for Storage {
         if let StorageData::Cpu(d) =
             std::mem::replace(data, StorageData::Cpu(CpuData::Bool(Vec::new())))
         {
-            crate::cpu::pool::give(d);
+            pool::give(d);
         }
     }
 }
+
+/// Conversion between `Vec<T>` and the dtype-tagged CPU buffer.
+pub trait IntoCpuData: Sized {
+    fn into_cpu_data(v: Vec<Self>) -> CpuData;
+    fn from_cpu_data(d: &CpuData) -> Vec<Self>;
+}
+
+macro_rules! into_cpu {
+    ($t:ty, $variant:ident) => {
+        impl IntoCpuData for $t {
+            fn into_cpu_data(v: Vec<Self>) -> CpuData {
+                CpuData::$variant(v)
+            }
+            fn from_cpu_data(d: &CpuData) -> Vec<Self> {
+                match d {
+                    CpuData::$variant(v) => v.clone(),
+                    _ => Vec::new(),
+                }
+            }
+        }
+    };
+}
+into_cpu!(f32, F32);
+into_cpu!(f64, F64);
+into_cpu!(i64, I64);
+into_cpu!(bool, Bool);

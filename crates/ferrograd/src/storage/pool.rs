@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::storage::CpuData;
+use super::CpuData;
+use crate::error::{Error, Result};
 
 /// Buffers smaller than this come from the system allocator directly.
 const MIN_POOLED_BYTES: usize = 256 * 1024;
@@ -48,14 +49,25 @@ pooled!(bool, bool);
 fn capacity_for<T>(n: usize) -> usize {
     let size = std::mem::size_of::<T>().max(1);
     let granule = (GRANULE_BYTES / size).max(1);
-    n.div_ceil(granule) * granule
+    n.div_ceil(granule).saturating_mul(granule)
 }
 
-/// An empty vector with room for at least `n` elements.
-pub(crate) fn take<T: Pooled>(n: usize) -> Vec<T> {
-    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+/// An empty vector with room for at least `n` elements; an error (Python's `MemoryError`)
+/// when the memory cannot be had.
+pub(crate) fn take<T: Pooled>(n: usize) -> Result<Vec<T>> {
+    let too_big = || Error::OutOfMemory {
+        op: "alloc".to_string(),
+        msg: format!(
+            "out of memory: cannot allocate {n} elements of {} bytes",
+            std::mem::size_of::<T>()
+        ),
+    };
+    let bytes = n
+        .checked_mul(std::mem::size_of::<T>())
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(too_big)?;
     if bytes < MIN_POOLED_BYTES {
-        return Vec::with_capacity(n);
+        return Ok(Vec::with_capacity(n));
     }
     let cap = capacity_for::<T>(n);
     {
@@ -64,23 +76,19 @@ pub(crate) fn take<T: Pooled>(n: usize) -> Vec<T> {
         if let Some(mut v) = T::shelf(pool).get_mut(&cap).and_then(|s| s.pop()) {
             pool.cached -= cap * std::mem::size_of::<T>();
             v.clear();
-            return v;
+            return Ok(v);
         }
     }
     let mut v = Vec::new();
-    // a failed allocation would abort the process; a panic is caught at the Python boundary
-    // and becomes MemoryError
-    if v.try_reserve_exact(cap).is_err() {
-        panic!("out of memory: cannot allocate {bytes} bytes");
-    }
-    v
+    v.try_reserve_exact(cap).map_err(|_| too_big())?;
+    Ok(v)
 }
 
 /// `n` copies of `value`.
-pub(crate) fn filled<T: Pooled>(n: usize, value: T) -> Vec<T> {
-    let mut v = take(n);
+pub(crate) fn filled<T: Pooled>(n: usize, value: T) -> Result<Vec<T>> {
+    let mut v = take(n)?;
     v.resize(n, value);
-    v
+    Ok(v)
 }
 
 fn keep<T: Pooled>(v: Vec<T>) {

@@ -1,0 +1,170 @@
+//! Float math for the f32 and f64 kernels: what the op tables' kernel expressions
+//! (`ops/unary.rs`, `ops/binary.rs`) call on an element `v: T`.
+
+use std::ops::{Add, Div, Mul, Neg, Sub};
+
+use crate::storage::pool::Pooled;
+
+/// The element math of the float kernels. NaN propagates through every function, as in
+/// numpy and PyTorch.
+pub(crate) trait Float:
+    Copy
+    + PartialOrd
+    + Pooled
+    + Neg<Output = Self>
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+{
+    const ZERO: Self;
+    const ONE: Self;
+
+    fn from_f64(v: f64) -> Self;
+    fn is_nan(self) -> bool;
+    fn exp(self) -> Self;
+    fn ln(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn abs(self) -> Self;
+    fn tanh(self) -> Self;
+    fn powf(self, e: Self) -> Self;
+
+    /// `1 / (1 + e^-v)`, split by sign so neither branch overflows.
+    #[inline(always)]
+    fn sigmoid(self) -> Self {
+        if self >= Self::ZERO {
+            Self::ONE / (Self::ONE + (-self).exp())
+        } else {
+            let e = self.exp();
+            e / (Self::ONE + e)
+        }
+    }
+
+    /// `max(v, 0)`; NaN stays NaN (as PyTorch's relu).
+    #[inline(always)]
+    fn relu(self) -> Self {
+        if self > Self::ZERO || self.is_nan() {
+            self
+        } else {
+            Self::ZERO
+        }
+    }
+
+    /// -1, 0 or 1 (a signed zero and NaN are kept, as numpy's `sign`).
+    #[inline(always)]
+    fn sign(self) -> Self {
+        if self > Self::ZERO {
+            Self::ONE
+        } else if self < Self::ZERO {
+            -Self::ONE
+        } else {
+            self * Self::ZERO
+        }
+    }
+
+    /// The larger of two values; NaN wins (numpy's `maximum`).
+    #[inline(always)]
+    fn maximum(self, other: Self) -> Self {
+        if self >= other || self.is_nan() {
+            self
+        } else {
+            other
+        }
+    }
+
+    /// The smaller of two values; NaN wins (numpy's `minimum`).
+    #[inline(always)]
+    fn minimum(self, other: Self) -> Self {
+        if self <= other || self.is_nan() {
+            self
+        } else {
+            other
+        }
+    }
+}
+
+macro_rules! impl_float {
+    ($t:ty, $tanh:expr) => {
+        impl Float for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+            #[inline(always)]
+            fn exp(self) -> Self {
+                <$t>::exp(self)
+            }
+            #[inline(always)]
+            fn ln(self) -> Self {
+                <$t>::ln(self)
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                <$t>::sqrt(self)
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            #[inline(always)]
+            fn tanh(self) -> Self {
+                $tanh(self)
+            }
+            #[inline(always)]
+            fn powf(self, e: Self) -> Self {
+                <$t>::powf(self, e)
+            }
+        }
+    };
+}
+impl_float!(f32, tanh_f32);
+impl_float!(f64, f64::tanh);
+
+/// float32 `exp` without branches (so loops over it vectorise): `x = n ln2 + r` with
+/// `|r| <= ln2/2`, `exp(r)` by Cephes' degree-6 polynomial, `2^n` built from its bits. For
+/// the range `tanh_f32` uses (0..=20), within about 1 ulp.
+#[inline(always)]
+fn exp_f32(x: f32) -> f32 {
+    let n = (x * std::f32::consts::LOG2_E + 0.5).floor();
+    // ln2 split in two, so `n * ln2` is exact enough
+    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let z = r * r;
+    let y = (((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2)
+        * r
+        + 1.666_666_5e-1)
+        * r
+        + 0.5)
+        * z
+        + r
+        + 1.0;
+    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+/// float32 tanh, within 1.3 ulp of the exact value: an odd polynomial near zero (Cephes'
+/// coefficients), else `1 - 2 / (exp(2|x|) + 1)`. Both are computed and one is selected, so a
+/// loop over it vectorises (twice as fast as a branch per element); `|x|` is clamped at 10,
+/// where tanh is 1.0 in float32, and NaN passes through.
+#[inline(always)]
+fn tanh_f32(x: f32) -> f32 {
+    let a = x.abs();
+    let z = x * x;
+    let p = (((-5.704_988_7e-3 * z + 2.063_909e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z
+        - 3.333_328e-1;
+    // (the sign restored: -0.0 would come out +0.0)
+    let small = (x + x * z * p).copysign(x);
+    let e = exp_f32(2.0 * a.min(10.0));
+    let large = (1.0 - 2.0 / (e + 1.0)).copysign(x);
+    let r = if a < 0.625 { small } else { large };
+    if x.is_nan() {
+        x
+    } else {
+        r
+    }
+}

@@ -1,0 +1,124 @@
+//! Moving data: uploads and downloads, fills, casts and copies, writes through views.
+
+use super::launch::{kernel_name, strided, strided_full};
+use super::{err, CudaData, Gpu};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::storage::CpuData;
+
+/// Uploads a host buffer.
+pub(crate) fn upload(g: &Gpu, d: &CpuData) -> Result<CudaData> {
+    let s = &g.stream;
+    let up = |e| err("to", e);
+    Ok(match d {
+        CpuData::F32(v) => CudaData::F32(s.clone_htod(v).map_err(up)?),
+        CpuData::F64(v) => CudaData::F64(s.clone_htod(v).map_err(up)?),
+        CpuData::I64(v) => CudaData::I64(s.clone_htod(v).map_err(up)?),
+        CpuData::Bool(v) => {
+            let bytes: Vec<u8> = v.iter().map(|&b| b as u8).collect();
+            CudaData::Bool(s.clone_htod(&bytes).map_err(up)?)
+        }
+    })
+}
+
+/// Downloads a view as a contiguous host buffer (synchronises with the stream).
+pub(crate) fn download(g: &Gpu, d: &CudaData, l: &Layout) -> Result<CpuData> {
+    let c = cast(g, d, l, d.dtype())?;
+    let n = l.numel();
+    let s = &g.stream;
+    let down = |e| err("numpy", e);
+    Ok(match &c {
+        CudaData::F32(v) => CpuData::F32(s.clone_dtoh(v).map_err(down)?[..n].to_vec()),
+        CudaData::F64(v) => CpuData::F64(s.clone_dtoh(v).map_err(down)?[..n].to_vec()),
+        CudaData::I64(v) => CpuData::I64(s.clone_dtoh(v).map_err(down)?[..n].to_vec()),
+        CudaData::Bool(v) => CpuData::Bool(
+            s.clone_dtoh(v).map_err(down)?[..n]
+                .iter()
+                .map(|&b| b != 0)
+                .collect(),
+        ),
+    })
+}
+
+/// A buffer of `n` elements equal to `value`.
+pub(crate) fn fill(g: &Gpu, n: usize, value: f64, dtype: DType) -> Result<CudaData> {
+    let mut out = g.zeros(dtype, n)?;
+    if value != 0.0 {
+        let f = g.function(kernel_name!("fill", dtype))?;
+        let len = n as i64;
+        g.launch(&f, "full")
+            .buf_mut(&mut out)
+            .arg(&value)
+            .arg(&len)
+            .grid(n)?;
+    }
+    Ok(out)
+}
+
+/// The cast kernel from `from` to `to` (`kernels.cu`'s `cast_<from>_<to>`).
+fn cast_kernel(from: DType, to: DType) -> &'static str {
+    macro_rules! to {
+        ($from:literal) => {
+            match to {
+                DType::F32 => concat!("cast_", $from, "_f32"),
+                DType::F64 => concat!("cast_", $from, "_f64"),
+                DType::I64 => concat!("cast_", $from, "_i64"),
+                DType::Bool => concat!("cast_", $from, "_u8"),
+            }
+        };
+    }
+    match from {
+        DType::F32 => to!("f32"),
+        DType::F64 => to!("f64"),
+        DType::I64 => to!("i64"),
+        DType::Bool => to!("u8"),
+    }
+}
+
+/// A contiguous copy of a view converted to `to` (a plain copy when `to` is its dtype).
+pub(crate) fn cast(g: &Gpu, x: &CudaData, l: &Layout, to: DType) -> Result<CudaData> {
+    let n = l.numel();
+    let lx = strided("astype", l)?;
+    let len = n as i64;
+    let f = g.function(cast_kernel(x.dtype(), to))?;
+    let mut out = g.alloc(to, n)?;
+    g.launch(&f, "astype")
+        .buf(x)
+        .arg(&lx)
+        .buf_mut(&mut out)
+        .arg(&len)
+        .grid(n)?;
+    Ok(out)
+}
+
+/// Writes `src` (viewed by `ls`) into `dst` through the view `ld` (same shape, same dtype).
+pub(crate) fn write(
+    g: &Gpu,
+    dst: &mut CudaData,
+    ld: &Layout,
+    src: &CudaData,
+    ls: &Layout,
+) -> Result<()> {
+    if dst.dtype() != src.dtype() {
+        return Err(Error::dtype(
+            "assign",
+            format!(
+                "cannot write {} data into a {} tensor",
+                src.dtype(),
+                dst.dtype()
+            ),
+        ));
+    }
+    let n = ld.numel();
+    let (sd, ss) = (strided_full("assign", ld)?, strided("assign", ls)?);
+    let len = n as i64;
+    let f = g.function(kernel_name!("write", dst.dtype()))?;
+    g.launch(&f, "assign")
+        .buf(src)
+        .arg(&ss)
+        .buf_mut(dst)
+        .arg(&sd)
+        .arg(&len)
+        .grid(n)
+}

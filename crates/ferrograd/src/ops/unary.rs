@@ -1,0 +1,102 @@
+//! Unary elementwise ops: one row each in [`unary_ops!`](crate::unary_ops), the table every
+//! layer reads its part from (the op's enum and name in `op.rs`, the CPU kernels, the CUDA
+//! kernel names, the rule and save mask below, the `Tensor` methods, the Python bindings).
+
+use super::{not_differentiable, Family, Grads};
+use crate::autograd::{RuleCtx, SaveMask};
+use crate::backend::on_device;
+use crate::dispatch::apply1;
+use crate::error::Result;
+use crate::op::{ElementwiseOp, Op, UnaryOp};
+use crate::tensor::Tensor;
+
+/// The unary op table. A row is
+///
+/// `Op name (|v| float kernel) (|v| int64 kernel) (|dy, saved...| gradient)`
+///
+/// * the float kernel computes one element `v: T` (`T: Float`, see `cpu/float.rs`; f32 and
+///   f64); the int64 kernel is `()` where the op is not defined on integers;
+/// * the gradient is an expression in `dy` (the output's gradient, a `Tensor`) and the saved
+///   values it names: `x` (the input) and `out` (the output). Naming a value is what saves it
+///   for backward, so a rule cannot read what was not kept. It may use `?`. `nondiff` marks an
+///   op without a gradient: reaching it where a gradient is needed is a `GradError`.
+///
+/// The CUDA kernels are the `UNARY_FLOAT(name, ...)` / `UNARY_INT(name, ...)` lines of
+/// `cuda/kernels.cu`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! unary_ops {
+    ($then:ident) => {
+        $then! {
+            // op    name     float kernel          int64 kernel              gradient
+            Neg      neg      (|v| -v)              (|v| v.wrapping_neg())    (|dy| dy.neg()?),
+            Exp      exp      (|v| v.exp())         ()                        (|dy, out| dy.mul(&out)?),
+            Log      log      (|v| v.ln())          ()                        (|dy, x| dy.div(&x)?),
+            Sqrt     sqrt     (|v| v.sqrt())        ()                        (|dy, out| dy.div(&out.mul_scalar(2.0)?)?),
+            // the sign of a detached input: its own gradient is zero almost everywhere
+            Abs      abs      (|v| v.abs())         (|v| v.wrapping_abs())    (|dy, x| dy.mul(&x.detach().sign()?)?),
+            Tanh     tanh     (|v| v.tanh())        ()                        (|dy, out| act_grad(ElementwiseOp::TanhGrad, dy, &out)?),
+            Sigmoid  sigmoid  (|v| v.sigmoid())     ()                        (|dy, out| act_grad(ElementwiseOp::SigmoidGrad, dy, &out)?),
+            Relu     relu     (|v| v.relu())        (|v| v.max(0))            (|dy, out| act_grad(ElementwiseOp::ReluGrad, dy, &out)?),
+            Sign     sign     (|v| v.sign())        (|v| v.signum())          nondiff,
+        }
+    };
+}
+
+/// The backward of an activation from its output, in one pass.
+fn act_grad(op: ElementwiseOp, dy: &Tensor, y: &Tensor) -> Result<Tensor> {
+    apply1(&Op::Elementwise(op), &[dy, y])
+}
+
+/// Builds the family's rule and save mask, and the `Tensor` methods, from the table.
+macro_rules! unary_family {
+    ($($op:ident $name:ident $float:tt $int:tt $grad:tt),* $(,)?) => {
+        impl Family for UnaryOp {
+            fn forward(&self, inputs: &[&Tensor]) -> Result<Tensor> {
+                let x = inputs[0];
+                let data = on_device!(self.name(), inputs, |b, d| b.unary(*self, d[0], x.layout()))?;
+                Ok(Tensor::from_parts(std::sync::Arc::new(data), x.layout().packed()))
+            }
+
+            fn saves(&self, _needs: &[bool]) -> SaveMask {
+                let mut m = SaveMask::default();
+                match self {
+                    $( UnaryOp::$op => unary_family!(@saves m, $grad) ),*
+                }
+                m
+            }
+
+            fn backward(&self, ctx: &RuleCtx, dy: &Tensor) -> Result<Grads> {
+                match self {
+                    $( UnaryOp::$op => unary_family!(@grad self, ctx, dy, $grad) ),*
+                }
+            }
+        }
+
+        impl Tensor {
+            $(
+                #[doc = concat!("Elementwise `", stringify!($name), "`.")]
+                pub fn $name(&self) -> Result<Tensor> {
+                    apply1(&Op::Unary(UnaryOp::$op), &[self])
+                }
+            )*
+        }
+    };
+    (@saves $m:ident, nondiff) => {{}};
+    (@saves $m:ident, (|$dy:ident $(, $saved:ident)*| $g:expr)) => {{
+        $( unary_family!(@keep $m, $saved); )*
+    }};
+    (@keep $m:ident, x) => { $m.input(0, true) };
+    (@keep $m:ident, out) => { $m.outputs = true };
+    (@grad $op:ident, $ctx:ident, $dy_in:ident, nondiff) => {
+        Err(not_differentiable($op.name()))
+    };
+    (@grad $op:ident, $ctx:ident, $dy_in:ident, (|$dy:ident $(, $saved:ident)*| $g:expr)) => {{
+        let $dy = $dy_in;
+        $( let $saved = unary_family!(@fetch $ctx, $saved); )*
+        Ok(vec![Some($g)])
+    }};
+    (@fetch $ctx:ident, x) => { $ctx.input(0)? };
+    (@fetch $ctx:ident, out) => { $ctx.output()? };
+}
+crate::unary_ops!(unary_family);
