@@ -94,7 +94,12 @@ fn for_each_tap(
             for kj in 0..kw {
                 let row = (ci * kh + ki) * kw + kj;
                 let (lo, hi) = valid(s.ow, win.stride.1, kj * win.dilation.1, win.padding.1, s.w);
-                let ix0 = (lo * win.stride.1 + kj * win.dilation.1).saturating_sub(win.padding.1);
+                // the first input column read (none when every output column reads padding)
+                let ix0 = if lo < hi {
+                    lo * win.stride.1 + kj * win.dilation.1 - win.padding.1
+                } else {
+                    0
+                };
                 for oy in 0..s.oh {
                     let iy =
                         (oy * win.stride.0 + ki * win.dilation.0) as isize - win.padding.0 as isize;

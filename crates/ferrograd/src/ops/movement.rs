@@ -304,12 +304,6 @@ impl Tensor {
 
     /// [`Tensor::reshape`] where one entry may be `-1` (inferred).
     pub fn reshape_infer(&self, shape: &[isize]) -> Result<Tensor> {
-        let known: usize = shape
-            .iter()
-            .filter(|&&d| d >= 0)
-            .map(|&d| d as usize)
-            .product();
-        let unknown = shape.iter().filter(|&&d| d < 0).count();
         let bad = || {
             Error::shape(
                 "reshape",
@@ -320,9 +314,16 @@ impl Tensor {
                 ),
             )
         };
+        let unknown = shape.iter().filter(|&&d| d < 0).count();
         if unknown > 1 || shape.iter().any(|&d| d < -1) {
             return Err(bad());
         }
+        // (a product that overflows cannot equal this tensor's element count)
+        let known = shape
+            .iter()
+            .filter(|&&d| d >= 0)
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d as usize))
+            .ok_or_else(bad)?;
         let resolved: Vec<usize> = if unknown == 1 {
             if known == 0 || self.numel() % known != 0 {
                 return Err(bad());
