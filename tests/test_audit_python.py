@@ -799,3 +799,15 @@ def test_backward_outside_a_recording_says_to_record():
     with gm:
         y = (x * x).sum()
     raises(fg.GradError, lambda: gm.backward(y), "with gm:")
+
+
+def test_grad_key_arguments_name_the_argument_and_value():
+    msg = raises(TypeError, lambda: fg.GradKey(name=3), "name", "3")
+    assert msg.startswith("GradKey"), msg
+    msg = raises(TypeError, lambda: fg.GradKey(sibling_of="k"), "sibling_of", "'k'")
+    assert msg.startswith("GradKey"), msg
+    key = fg.GradKey(name="outer")
+    assert fg.GradKey(sibling_of=key).level == key.level
+    with pytest.raises(TypeError, match="create_graph must be True or False, got 1"):
+        key.grad([T(1.0)], None, [T(1.0)], 1)
+    key.finish()

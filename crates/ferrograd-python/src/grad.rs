@@ -7,7 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-use crate::convert::{arg, bool_arg, describe, tensor_arg, OptArg};
+use crate::convert::{arg, bool_arg, describe, str_arg, tensor_arg, OptArg};
 use crate::errors::{device_error, dtype_error, external, shape_error, ResultExt};
 use crate::tensor::{tensor_list, PyTensor};
 
@@ -153,11 +153,23 @@ impl PyGradKey {
     #[new]
     #[pyo3(signature = (name=None, sibling_of=None, recompute=None))]
     fn new(
-        name: Option<String>,
-        sibling_of: Option<PyRef<'_, PyGradKey>>,
+        name: Option<&Bound<'_, PyAny>>,
+        sibling_of: Option<&Bound<'_, PyAny>>,
         recompute: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let name = name.unwrap_or_else(|| "grad_key".to_string());
+        let name = match name.filter(|n| !n.is_none()) {
+            Some(n) => str_arg("GradKey", "name", n)?,
+            None => "grad_key".to_string(),
+        };
+        let sibling_of = match sibling_of.filter(|s| !s.is_none()) {
+            Some(s) => Some(s.cast::<PyGradKey>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "GradKey: sibling_of must be a GradKey or None, got {}",
+                    describe(s)
+                ))
+            })?),
+            None => None,
+        };
         let policy: Option<ferrograd::autograd::MirrorPolicy> = match recompute {
             None => None,
             Some(r) if r.is_none() => None,
@@ -186,7 +198,7 @@ impl PyGradKey {
             }
         };
         let key = match (sibling_of, policy) {
-            (Some(k), _) => k.key.new_sibling(name),
+            (Some(k), _) => k.borrow().key.new_sibling(name),
             (None, Some(p)) => GradKey::with_mirroring(name, p),
             (None, None) => GradKey::new(name),
         };
@@ -223,8 +235,9 @@ impl PyGradKey {
         self.key.name()
     }
     #[setter]
-    fn set_name(&self, name: String) {
-        self.key.set_name(name)
+    fn set_name(&self, name: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.key.set_name(str_arg("GradKey.name", "value", name)?);
+        Ok(())
     }
     /// Nesting level: keys created later are inner to keys created earlier.
     #[getter]
