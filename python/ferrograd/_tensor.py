@@ -15,6 +15,21 @@ bool_ = np.dtype("bool")
 
 _SUPPORTED = ("float32", "float64", "int64", "bool")
 
+# numpy dtype kinds that are not numbers or booleans: object, str, bytes, void, datetime,
+# timedelta, complex. Such data never becomes a tensor, whatever dtype is asked for (numpy
+# would turn None into NaN and any non-empty string into True).
+_NOT_NUMERIC = {
+    "O": "Python objects",
+    "U": "strings",
+    "S": "bytes",
+    "V": "raw bytes (void)",
+    "M": "datetimes",
+    "m": "timedeltas",
+    "c": "complex numbers",
+}
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
 
 def _dtype_name(dtype: Any) -> str:
     try:
@@ -46,27 +61,103 @@ def _default_dtype(arr: np.ndarray, from_python: bool) -> str:
     )
 
 
+def _short(data: Any) -> str:
+    r = repr(data)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def _out_of_int64(value: int) -> OverflowError:
+    return OverflowError(f"tensor: the int {value} is out of range for int64")
+
+
+def _from_objects(arr: np.ndarray, data: Any, name: str | None) -> np.ndarray:
+    """An object array from Python data: ints beyond int64 (numpy's only reason to make one
+    from numbers) become the float dtype asked for (float32 when mixed with Python floats),
+    and raise OverflowError otherwise."""
+    big = None
+    has_float = False
+    for v in arr.flat:
+        if isinstance(v, (bool, np.bool_)):
+            continue
+        if isinstance(v, int):
+            if not _INT64_MIN <= v <= _INT64_MAX and big is None:
+                big = v
+            continue
+        if isinstance(v, (float, np.floating)):
+            has_float = True
+            continue
+        if isinstance(v, np.integer):
+            continue
+        raise TypeError(
+            f"tensor: cannot build a tensor from {_short(data)}: it holds a "
+            f"{type(v).__name__} ({_short(v)}); expected numbers or booleans"
+        )
+    if big is None:  # pragma: no cover - numpy makes an object array only for big ints
+        raise TypeError(f"tensor: cannot build a tensor from {_short(data)}")
+    if name is None and has_float:
+        name = "float32"  # floats and big ints: float data, as Python floats give float32
+    if name is None or name in ("int64", "bool"):
+        raise _out_of_int64(big)
+    try:
+        return arr.astype(name)
+    except OverflowError:
+        raise OverflowError(f"tensor: the int {big} is out of range for {name}") from None
+
+
+def _check_int_promotion(arr: np.ndarray, data: Any) -> None:
+    """numpy reads Python ints of which some are beyond int64 (``[1, 2**63]``) as float64:
+    raise OverflowError for such data, as for a single big int, instead of rounding it."""
+    if not arr.size or not np.abs(arr).max() >= 2.0**63:
+        return
+    values = list(np.asarray(data, dtype=object).flat)
+    if any(isinstance(v, (float, np.floating)) for v in values):
+        return  # float data with large values
+    for v in values:
+        if isinstance(v, int) and not _INT64_MIN <= v <= _INT64_MAX:
+            raise _out_of_int64(v)
+
+
 def tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
     """A new tensor holding a copy of ``data``.
 
-    ``data`` may be a Tensor, a numpy array, a nested list or a Python scalar. float64 numpy
-    data stays float64; Python floats become float32, Python ints int64, bools bool.
+    ``data`` may be a Tensor, a numpy array, anything numpy reads as an array (an object with
+    ``__array__``, such as a torch tensor or a pandas series, or with the buffer protocol,
+    such as ``memoryview`` or ``array.array``), a nested list or a Python scalar. Array data
+    keeps its dtype (float64 stays float64; other ints become int64); Python floats become
+    float32, Python ints int64, bools bool. Ints beyond int64 raise ``OverflowError`` unless
+    a float dtype is asked for; strings, ``None``, complex numbers, datetimes and other
+    non-numeric data raise ``TypeError``.
     """
+    name = _dtype_name(dtype) if dtype is not None else None
     if isinstance(data, Tensor):
         arr = data.numpy()
         from_python = False
-    elif isinstance(data, (np.ndarray, np.generic)):
-        arr = np.asarray(data)
-        from_python = False
     else:
+        # only Python data (lists, tuples, scalars) gets the Python defaults; anything else
+        # numpy can read keeps its own dtype
+        from_python = isinstance(data, (list, tuple, int, float, bool)) and not isinstance(
+            data, np.generic
+        )
         try:
             arr = np.asarray(data)
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, OverflowError) as e:
             raise TypeError(
                 f"tensor: cannot build a tensor from {type(data).__name__}: {e}"
             ) from None
-        from_python = True
-    name = _dtype_name(dtype) if dtype is not None else _default_dtype(arr, from_python)
+    kind = arr.dtype.kind
+    if kind == "O" and from_python:
+        arr = _from_objects(arr, data, name)
+    elif kind == "f" and from_python and name in (None, "int64", "bool"):
+        _check_int_promotion(arr, data)
+    elif kind in _NOT_NUMERIC:
+        raise TypeError(
+            f"tensor: cannot build a tensor from {_short(data)}: numpy reads it as "
+            f"{_NOT_NUMERIC[kind]} (dtype {arr.dtype}); expected numbers or booleans"
+        )
+    if name is None:
+        name = _default_dtype(arr, from_python)
+    if name == "int64" and arr.dtype.kind == "u" and arr.size and arr.max() > _INT64_MAX:
+        raise _out_of_int64(int(arr.max()))
     if arr.dtype.name != name:
         arr = arr.astype(name)
     if not arr.flags.c_contiguous:

@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # annotations only: the package needs nothing beyond numpy at
     from typing_extensions import Self
 
 from . import _core
-from ._core import DTypeError, GradKey, Tensor
+from ._core import DeviceError, DTypeError, GradError, GradKey, ShapeError, Tensor
 
 TensorOrList = Union[Tensor, Sequence[Tensor]]
 Callback = Callable[[Tensor, Tensor], Optional[Tensor]]
@@ -68,6 +68,40 @@ def _as_list(name: str, x: Any) -> list[Tensor]:
     raise TypeError(f"{name}: expected a Tensor or a list of Tensors, got {type(x).__name__}")
 
 
+def _callable_name(f: Any) -> str:
+    return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
+
+
+def _check_callback_grad(cb: Any, tensor: Tensor, g: Any) -> None:
+    """Raises unless ``g``, returned by the callback ``cb``, can be ``tensor``'s gradient."""
+    name = _callable_name(cb)
+    if not isinstance(g, Tensor):
+        raise TypeError(
+            f"GradManager callback {name!r} returned a {type(g).__name__}; expected a Tensor "
+            "or None"
+        )
+    if g.dtype != tensor.dtype:
+        raise DTypeError(
+            f"GradManager callback {name!r} returned a {g.dtype} gradient for a {tensor.dtype} "
+            f"tensor of shape {list(tensor.shape)}; return a gradient of the tensor's dtype"
+        )
+    if g.shape != tensor.shape:
+        raise ShapeError(
+            f"GradManager callback {name!r} returned a gradient of shape {list(g.shape)} for a "
+            f"tensor of shape {list(tensor.shape)}"
+        )
+    if g.device != tensor.device:
+        raise DeviceError(
+            f"GradManager callback {name!r} returned a gradient on {g.device} for a tensor on "
+            f"{tensor.device}"
+        )
+
+
+# GradManagers that hold a recording, so that fg.grad can tell the one whose recording it
+# consumed (its message on a later backward then says so)
+_recording_managers: weakref.WeakSet[GradManager] = weakref.WeakSet()
+
+
 class _Entry:
     __slots__ = ("callbacks", "ref")
 
@@ -95,6 +129,8 @@ class GradManager:
         self._entries: list[_Entry] = []
         self._key: GradKey | None = None
         self._recording = False
+        # what used up the last recording (for the message of a later backward)
+        self._consumed_by: str | None = None
         self.recompute = recompute
 
     # -- attach -------------------------------------------------------------------------
@@ -153,10 +189,7 @@ class GradManager:
                 g = cb(tensor, g)
                 if g is None:
                     return
-                if not isinstance(g, Tensor):
-                    raise TypeError(
-                        f"GradManager callback returned a {type(g).__name__}; expected a Tensor"
-                    )
+                _check_callback_grad(cb, tensor, g)
             tensor.grad = g if tensor.grad is None else tensor.grad + g
             return
 
@@ -175,6 +208,8 @@ class GradManager:
             raise RuntimeError("GradManager.record: already recording; call release() first")
         self._key = GradKey("GradManager", sibling_of=_sibling_of, recompute=self.recompute)
         self._recording = True
+        self._consumed_by = None
+        _recording_managers.add(self)
         for entry in self._entries:
             t = entry.ref()
             if t is not None:
@@ -195,6 +230,7 @@ class GradManager:
         """Stops recording and drops the recorded computation. Safe to call twice."""
         key, self._key = self._key, None
         self._recording = False
+        _recording_managers.discard(self)
         if key is not None:
             key.finish()
 
@@ -202,16 +238,19 @@ class GradManager:
         """Backpropagates from ``y`` (a tensor or list) with ``dy`` (ones when omitted) into
         the attached tensors' ``.grad``, then releases the recording (also when it raises)."""
         if not self.is_recording:
-            used = self._recording
+            if self._recording:  # the key was finished by something else
+                consumer = self._consumed_by or "a GradKey call on it (grad, backward, finish)"
+            else:
+                consumer = self._consumed_by
             self.release()
-            raise RuntimeError(
-                "GradManager.backward: no computation history; "
-                + (
-                    "the recording was already used (by fg.grad)"
-                    if used
-                    else "call it inside `with gm:` or between gm.record() and gm.backward()"
+            if consumer is None:
+                reason = "call it inside `with gm:` or between gm.record() and gm.backward()"
+            else:
+                reason = (
+                    f"the recording was already consumed by {consumer}; a recording serves one "
+                    "backward, start a new one (a new `with gm:` block or gm.record()) for the next"
                 )
-            )
+            raise GradError(f"GradManager.backward: no computation history; {reason}")
         try:
             if y is None:
                 return
@@ -225,6 +264,7 @@ class GradManager:
             self._key.backward(ys, dys)
         finally:
             self.release()
+            self._consumed_by = "an earlier GradManager.backward"
 
     def __enter__(self) -> Self:
         self.record()
@@ -232,6 +272,7 @@ class GradManager:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+        self._consumed_by = None
 
     def __or__(self, other: GradManager) -> GradManagerGroup:
         return GradManagerGroup([self]) | other
@@ -275,7 +316,8 @@ class GradManagerGroup:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.release()
+        for gm in self.managers:
+            gm.__exit__(*exc)
 
 
 class Function:
@@ -351,7 +393,13 @@ def grad(
         dys = list(dy)
     else:
         dys = [dy]
-    gs = key.grad(ys, dys, x_list, create_graph)
+    live = [gm for gm in _recording_managers if gm.is_recording]
+    try:
+        gs = key.grad(ys, dys, x_list, create_graph)
+    finally:
+        for gm in live:
+            if not gm.is_recording:
+                gm._consumed_by = "fg.grad"
     return gs[0] if single else gs
 
 

@@ -5,12 +5,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use ferrograd::{DType, Device, Element, Tensor};
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{
-    Element as NpElement, IntoPyArray, PyArrayDyn, PyArrayMethods, PyUntypedArray,
-    PyUntypedArrayMethods,
+    Element as NpElement, IntoPyArray, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods,
+    PyUntypedArray, PyUntypedArrayMethods,
 };
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTuple, PyType};
 
 use crate::errors::ResultExt;
 use crate::tensor::PyTensor;
@@ -75,20 +76,26 @@ pub fn to_numpy<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>>
     }
 }
 
-/// Reads a dtype from a string, a numpy dtype or a numpy scalar type.
-pub fn parse_dtype(obj: &Bound<'_, PyAny>) -> PyResult<DType> {
+/// Reads the dtype argument of `op` from a string, a numpy dtype or a numpy scalar type.
+pub fn parse_dtype(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<DType> {
     let name: String = if let Ok(s) = obj.cast::<PyString>() {
         s.to_string()
     } else {
         let np = obj.py().import("numpy")?;
         np.getattr("dtype")?
-            .call1((obj,))?
-            .getattr("name")?
-            .extract()?
+            .call1((obj,))
+            .and_then(|d| d.getattr("name"))
+            .and_then(|n| n.extract())
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "{op}: dtype must be a dtype or a dtype name, got {}",
+                    describe(obj)
+                ))
+            })?
     };
     DType::parse(&name).ok_or_else(|| {
         PyTypeError::new_err(format!(
-            "unsupported dtype {name:?}; expected float32, float64, int64 or bool"
+            "{op}: unsupported dtype {name:?}; expected float32, float64, int64 or bool"
         ))
     })
 }
@@ -122,9 +129,314 @@ pub fn parse_device(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Device> {
     }
 }
 
-/// A Python number as a 0-d tensor in `like`'s dtype (float32 when there is no `like`).
-fn scalar(op: &str, obj: &Bound<'_, PyAny>, like: Option<&Tensor>) -> PyResult<Option<Tensor>> {
-    let dtype = like.map(|t| t.dtype());
+// ---------------------------------------------------------------------------------------------
+// Argument conversion.
+//
+// Every parameter of a binding that is not a tensor is taken as a Python object and converted
+// by one of the helpers below, so a bad argument always raises an exception whose message
+// starts with the op's name and names the argument and the offending value:
+//
+//     sum: keepdims must be True or False, got 1
+//     softmax: axis must be an int, got None
+//     conv2d: groups must be a positive int, got -1
+//
+// Python bools (and numpy bools) are never taken as ints, and ints are never taken as bools.
+// A parameter whose default is not `None` is declared as `OptArg` (absent is distinct from an
+// explicit `None`, which the helper then refuses).
+// ---------------------------------------------------------------------------------------------
+
+/// An optional argument exactly as the caller gave it: [`OptArg::MISSING`] when left out, so
+/// a default applies, while an explicit `None` is kept and can be refused (an
+/// `Option<&Bound<PyAny>>` parameter cannot tell the two apart). Declare the parameter with
+/// `#[pyo3(signature = (name = OptArg::MISSING), text_signature = "(name=<default>)")]`.
+pub struct OptArg<'py>(Option<Bound<'py, PyAny>>);
+
+impl<'py> OptArg<'py> {
+    /// The value of a parameter the caller left out.
+    pub const MISSING: OptArg<'py> = OptArg(None);
+
+    /// `convert(value)` when the argument was given (`None` included), else `default`.
+    pub fn or<T>(
+        &self,
+        default: T,
+        convert: impl FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
+    ) -> PyResult<T> {
+        match &self.0 {
+            Some(o) => convert(o),
+            None => Ok(default),
+        }
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for OptArg<'py> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(OptArg(Some(obj.to_owned())))
+    }
+}
+
+/// A short description of `obj` for an error message: its repr (cut to 80 characters), after
+/// its type's name unless the repr already shows the type (`None`, bools, ints, floats):
+/// `1`, `None`, `str 'abc'`, `list [1, 2]`.
+pub fn describe(obj: &Bound<'_, PyAny>) -> String {
+    let mut r = obj
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "<unprintable>".to_string());
+    if r.chars().count() > 80 {
+        r = r.chars().take(77).collect::<String>() + "...";
+    }
+    let plain = obj.is_none()
+        || obj.is_exact_instance_of::<PyBool>()
+        || obj.is_exact_instance_of::<PyInt>()
+        || obj.is_exact_instance_of::<PyFloat>();
+    if plain {
+        r
+    } else {
+        let ty = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        format!("{ty} {r}")
+    }
+}
+
+static NUMPY_BOOL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// Whether `obj` is a Python bool or a numpy bool (`numpy.bool_`).
+pub fn is_bool(obj: &Bound<'_, PyAny>) -> bool {
+    if obj.is_instance_of::<PyBool>() {
+        return true;
+    }
+    if obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>() {
+        return false;
+    }
+    let py = obj.py();
+    let ty = NUMPY_BOOL.get_or_try_init(py, || -> PyResult<Py<PyType>> {
+        Ok(py
+            .import("numpy")?
+            .getattr("bool_")?
+            .cast_into::<PyType>()?
+            .unbind())
+    });
+    match ty {
+        Ok(t) => obj.is_instance(t.bind(py)).unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// Whether `obj` stands for an integer: a Python int (not a bool) or an object with
+/// `__index__` (numpy integers, 0-d integer arrays), but not a float, a bool or a numpy bool.
+pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
+    if obj.is_instance_of::<PyInt>() {
+        return !obj.is_instance_of::<PyBool>();
+    }
+    if let Ok(a) = obj.cast::<PyUntypedArray>() {
+        // every ndarray has `__index__`; only a 0-d integer one stands for an int
+        return a.ndim() == 0 && matches!(a.dtype().kind(), b'i' | b'u');
+    }
+    !obj.is_instance_of::<PyFloat>()
+        && !obj.is_instance_of::<PyString>()
+        && obj.hasattr("__index__").unwrap_or(false)
+        && !is_bool(obj)
+}
+
+fn not_an_int(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyErr {
+    let hint = if is_bool(obj) {
+        " (a bool is not taken as an int)"
+    } else {
+        ""
+    };
+    PyTypeError::new_err(format!(
+        "{op}: {name} must be an int, got {}{hint}",
+        describe(obj)
+    ))
+}
+
+/// An int argument (a Python int or an object with `__index__`, such as a numpy integer;
+/// never a bool or a float). `TypeError` for anything else, `OverflowError` beyond int64.
+pub fn int_arg(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+    if !is_int(obj) {
+        return Err(not_an_int(op, name, obj));
+    }
+    obj.extract::<i64>().map_err(|e| {
+        if e.is_instance_of::<PyOverflowError>(obj.py()) {
+            PyOverflowError::new_err(format!(
+                "{op}: {name} {} is out of range for int64",
+                describe(obj)
+            ))
+        } else {
+            not_an_int(op, name, obj)
+        }
+    })
+}
+
+/// An axis (or any signed index): [`int_arg`] as an `isize`.
+pub fn axis_arg(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<isize> {
+    let v = int_arg(op, name, obj)?;
+    isize::try_from(v).map_err(|_| {
+        PyOverflowError::new_err(format!("{op}: {name} {v} is out of range for an index"))
+    })
+}
+
+/// A size, count or dimension: [`int_arg`] that must be at least 0 (`ValueError` if not).
+pub fn usize_arg(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let v = int_arg(op, name, obj)?;
+    usize::try_from(v).map_err(|_| {
+        PyValueError::new_err(format!("{op}: {name} must be a non-negative int, got {v}"))
+    })
+}
+
+/// A count that must be at least 1 (`groups`, `divisor_override`): `ValueError` if not.
+pub fn positive_arg(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let v = int_arg(op, name, obj)?;
+    match usize::try_from(v) {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(PyValueError::new_err(format!(
+            "{op}: {name} must be a positive int, got {v}"
+        ))),
+    }
+}
+
+/// A flag: `True` or `False` (or a numpy bool); an int such as 1 is refused.
+pub fn bool_arg(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if is_bool(obj) {
+        return obj.is_truthy();
+    }
+    Err(PyTypeError::new_err(format!(
+        "{op}: {name} must be True or False, got {}",
+        describe(obj)
+    )))
+}
+
+/// A string argument.
+pub fn str_arg(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    match obj.cast::<PyString>() {
+        Ok(s) => Ok(s.to_string()),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{op}: {name} must be a str, got {}",
+            describe(obj)
+        ))),
+    }
+}
+
+/// The items of a list or tuple (`None` for anything else: a str, a Tensor, a number).
+fn sequence_items<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
+    if let Ok(l) = obj.cast::<PyList>() {
+        return Some(l.iter().collect());
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return Some(t.iter().collect());
+    }
+    None
+}
+
+/// An int or a list/tuple of ints (each checked as `name[i]`).
+pub fn ints_arg(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<isize>> {
+    if let Some(items) = sequence_items(obj) {
+        return items
+            .iter()
+            .enumerate()
+            .map(|(i, o)| axis_arg(op, &format!("{name}[{i}]"), o))
+            .collect();
+    }
+    if is_int(obj) {
+        return Ok(vec![axis_arg(op, name, obj)?]);
+    }
+    Err(PyTypeError::new_err(format!(
+        "{op}: {name} must be an int or a sequence of ints, got {}",
+        describe(obj)
+    )))
+}
+
+/// Axes given as `None` (all axes: `Ok(None)`), an int, or a list/tuple of ints.
+pub fn axes_arg(
+    op: &str,
+    name: &str,
+    obj: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Vec<isize>>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => ints_arg(op, name, o).map(Some),
+    }
+}
+
+/// Ints given as separate arguments (`reshape(2, 3)`) or as one list/tuple (`reshape((2, 3))`).
+pub fn shape_args(op: &str, name: &str, args: &Bound<'_, PyTuple>) -> PyResult<Vec<isize>> {
+    if args.len() == 1 {
+        let a = args.get_item(0)?;
+        if sequence_items(&a).is_none() && !is_int(&a) {
+            return Err(PyTypeError::new_err(format!(
+                "{op}: {name} must be ints or a sequence of ints, got {}",
+                describe(&a)
+            )));
+        }
+        return ints_arg(op, name, &a);
+    }
+    args.iter()
+        .enumerate()
+        .map(|(i, o)| axis_arg(op, &format!("{name}[{i}]"), &o))
+        .collect()
+}
+
+/// Checks that every entry of a shape is non-negative.
+pub fn to_usize(op: &str, name: &str, v: &[isize]) -> PyResult<Vec<usize>> {
+    v.iter()
+        .map(|&d| {
+            usize::try_from(d).map_err(|_| {
+                PyValueError::new_err(format!("{op}: {name} {v:?} has the negative dimension {d}"))
+            })
+        })
+        .collect()
+}
+
+/// A shape given as [`shape_args`], every entry non-negative.
+pub fn sizes_args(op: &str, name: &str, args: &Bound<'_, PyTuple>) -> PyResult<Vec<usize>> {
+    to_usize(op, name, &shape_args(op, name, args)?)
+}
+
+/// A non-negative int or a pair of them (`kernel_size=3`, `stride=(1, 2)`).
+pub fn pair_arg(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
+    if let Some(items) = sequence_items(obj) {
+        if items.len() == 2 {
+            return Ok((
+                usize_arg(op, &format!("{name}[0]"), &items[0])?,
+                usize_arg(op, &format!("{name}[1]"), &items[1])?,
+            ));
+        }
+    } else if is_int(obj) {
+        let v = usize_arg(op, name, obj)?;
+        return Ok((v, v));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{op}: {name} must be an int or a pair of ints, got {}",
+        describe(obj)
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor arguments.
+// ---------------------------------------------------------------------------------------------
+
+fn int_overflow(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyErr {
+    PyOverflowError::new_err(format!(
+        "{op}: argument '{name}': the int {} is out of range for int64",
+        describe(obj)
+    ))
+}
+
+/// A Python number as a 0-d tensor in `dtype` (an int stays int64 for an int64 or bool
+/// `dtype`; a bool stays bool for a bool one; float32 when there is no `dtype`).
+/// `Ok(None)` when `obj` is not a Python number.
+pub fn scalar(
+    op: &str,
+    name: &str,
+    obj: &Bound<'_, PyAny>,
+    dtype: Option<DType>,
+) -> PyResult<Option<Tensor>> {
     if obj.is_instance_of::<PyBool>() {
         let v: bool = obj.extract()?;
         return Ok(Some(match dtype {
@@ -133,10 +445,15 @@ fn scalar(op: &str, obj: &Bound<'_, PyAny>, like: Option<&Tensor>) -> PyResult<O
         }));
     }
     if obj.is_instance_of::<PyInt>() {
-        let v: i64 = obj.extract()?;
-        return Ok(Some(match dtype {
-            None | Some(DType::I64) | Some(DType::Bool) => Tensor::scalar(v),
-            Some(d) => Tensor::scalar_of(v as f64, d),
+        return Ok(Some(match (obj.extract::<i64>(), dtype) {
+            (Ok(v), None | Some(DType::I64) | Some(DType::Bool)) => Tensor::scalar(v),
+            (Ok(v), Some(d)) => Tensor::scalar_of(v as f64, d),
+            // beyond int64: a float tensor takes it converted to its dtype, as numpy does
+            (Err(_), Some(d)) if d.is_float() => {
+                let v: f64 = obj.extract().map_err(|_| int_overflow(op, name, obj))?;
+                Tensor::scalar_of(v, d)
+            }
+            (Err(_), _) => return Err(int_overflow(op, name, obj)),
         }));
     }
     if obj.is_instance_of::<PyFloat>() {
@@ -146,7 +463,7 @@ fn scalar(op: &str, obj: &Bound<'_, PyAny>, like: Option<&Tensor>) -> PyResult<O
             Some(d) if d.is_float() => Tensor::scalar_of(v, d),
             Some(d) => {
                 return Err(PyTypeError::new_err(format!(
-                    "{op}: cannot mix a {d} tensor with the float {v}; cast the tensor with .astype(\"float32\") first"
+                    "{op}: argument '{name}': cannot mix a {d} tensor with the float {v}; cast the tensor with .astype(\"float32\") first"
                 )))
             }
         }));
@@ -154,69 +471,57 @@ fn scalar(op: &str, obj: &Bound<'_, PyAny>, like: Option<&Tensor>) -> PyResult<O
     Ok(None)
 }
 
-/// An op argument: a Tensor, a Python number (converted to `like`'s dtype) or array-like data.
-pub fn arg(op: &str, obj: &Bound<'_, PyAny>, like: Option<&Tensor>) -> PyResult<Tensor> {
+/// Whether `obj` is data `ferrograd.tensor` can read: a numpy array, a list or tuple, an
+/// object with `__array__` or `__array_interface__`, or one with the buffer protocol.
+fn is_data(obj: &Bound<'_, PyAny>) -> bool {
+    obj.cast::<PyUntypedArray>().is_ok()
+        || obj.is_instance_of::<PyList>()
+        || obj.is_instance_of::<PyTuple>()
+        || obj.hasattr("__array__").unwrap_or(false)
+        || obj.hasattr("__array_interface__").unwrap_or(false)
+        || (!obj.is_instance_of::<PyString>() && PyMemoryView::from(obj).is_ok())
+}
+
+/// An op argument named `name`: a Tensor, a Python number (converted to `like`'s dtype) or
+/// array-like data (read by `ferrograd.tensor`). Errors start with `op` and name `name`.
+pub fn arg(
+    op: &str,
+    name: &str,
+    obj: &Bound<'_, PyAny>,
+    like: Option<&Tensor>,
+) -> PyResult<Tensor> {
     if let Ok(t) = obj.cast::<PyTensor>() {
         return Ok(t.get().tensor());
     }
-    if let Some(t) = scalar(op, obj, like)? {
+    if let Some(t) = scalar(op, name, obj, like.map(|t| t.dtype()))? {
         return Ok(t);
     }
-    let is_data = obj.cast::<PyUntypedArray>().is_ok()
-        || obj.is_instance_of::<pyo3::types::PyList>()
-        || obj.is_instance_of::<pyo3::types::PyTuple>()
-        || obj.hasattr("__array__")?;
-    if is_data {
+    if is_data(obj) {
         let ferro = obj.py().import("ferrograd")?;
-        let t = ferro.getattr("tensor")?.call1((obj,))?;
-        return Ok(t.cast::<PyTensor>()?.get().tensor());
+        return match ferro.getattr("tensor")?.call1((obj,)) {
+            Ok(t) => Ok(t.cast::<PyTensor>()?.get().tensor()),
+            Err(e) => {
+                let py = obj.py();
+                let inner = e.value(py).to_string();
+                let inner = inner.strip_prefix("tensor: ").unwrap_or(&inner);
+                let msg = format!("{op}: argument '{name}': {inner}");
+                Err(PyErr::from_type(e.get_type(py), msg))
+            }
+        };
     }
     Err(PyTypeError::new_err(format!(
-        "{op}: expected a Tensor or a number, got {}",
-        obj.get_type().name()?
+        "{op}: argument '{name}' must be a Tensor, a number or array-like data, got {}",
+        describe(obj)
     )))
 }
 
 /// An argument that must already be a Tensor.
-pub fn tensor_arg(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+pub fn tensor_arg(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     match obj.cast::<PyTensor>() {
         Ok(t) => Ok(t.get().tensor()),
         Err(_) => Err(PyTypeError::new_err(format!(
-            "{op}: expected a Tensor, got {}",
-            obj.get_type().name()?
+            "{op}: argument '{name}' must be a Tensor, got {}",
+            describe(obj)
         ))),
     }
-}
-
-/// Axes given as `None`, an int, or a sequence of ints.
-pub fn axes_arg(op: &str, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<isize>>> {
-    match obj {
-        None => Ok(None),
-        Some(o) if o.is_none() => Ok(None),
-        Some(o) => {
-            if let Ok(a) = o.extract::<isize>() {
-                return Ok(Some(vec![a]));
-            }
-            o.extract::<Vec<isize>>().map(Some).map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "{op}: axis must be None, an int or a sequence of ints"
-                ))
-            })
-        }
-    }
-}
-
-/// A shape given as separate ints or as one sequence.
-pub fn shape_args(op: &str, args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<Vec<isize>> {
-    if args.len() == 1 {
-        let a = args.get_item(0)?;
-        if let Ok(v) = a.extract::<isize>() {
-            return Ok(vec![v]);
-        }
-        return a.extract::<Vec<isize>>().map_err(|_| {
-            PyTypeError::new_err(format!("{op}: expected ints or a sequence of ints"))
-        });
-    }
-    args.extract::<Vec<isize>>()
-        .map_err(|_| PyTypeError::new_err(format!("{op}: expected ints or a sequence of ints")))
 }

@@ -143,3 +143,27 @@ impl<T> ResultExt<T> for ferrograd::Result<T> {
         self.map_err(to_pyerr)
     }
 }
+
+/// A `ShapeError` whose message starts with `op`.
+pub fn shape_error(op: &str, msg: impl Into<String>) -> PyErr {
+    to_pyerr(Error::Shape {
+        op: op.to_string(),
+        msg: msg.into(),
+    })
+}
+
+/// A `DTypeError` whose message starts with `op`.
+pub fn dtype_error(op: &str, msg: impl Into<String>) -> PyErr {
+    to_pyerr(Error::DType {
+        op: op.to_string(),
+        msg: msg.into(),
+    })
+}
+
+/// A `DeviceError` whose message starts with `op`.
+pub fn device_error(op: &str, msg: impl Into<String>) -> PyErr {
+    to_pyerr(Error::Device {
+        op: op.to_string(),
+        msg: msg.into(),
+    })
+}

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 
 use ferrograd::autograd::{record_custom, register_rule, unregister_rule, GradRule, RuleOverride};
-use ferrograd::{DType, Op, Tensor};
+use ferrograd::{DType, Device, Op, Tensor};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-use crate::errors::{external, to_pyerr, ResultExt};
+use crate::errors::{device_error, dtype_error, external, to_pyerr, ResultExt};
 use crate::grad::PyGradKey;
 use crate::tensor::{tensor_list, PyTensor};
 
@@ -18,6 +18,7 @@ struct PyRule {
     callable: Py<PyAny>,
     shapes: Vec<Vec<usize>>,
     dtypes: Vec<DType>,
+    devices: Vec<Device>,
     needs: Vec<bool>,
 }
 
@@ -28,6 +29,7 @@ impl PyRule {
             callable,
             shapes: inputs.iter().map(|t| t.shape().to_vec()).collect(),
             dtypes: inputs.iter().map(|t| t.dtype()).collect(),
+            devices: inputs.iter().map(|t| t.device()).collect(),
             needs: needs.to_vec(),
         }
     }
@@ -87,11 +89,31 @@ impl PyRule {
                     ),
                 }));
             }
-            out.push(Some(if g.dtype() != self.dtypes[i] {
-                g.astype(self.dtypes[i]).py()?
-            } else {
-                g
-            }));
+            // never cast: a gradient of another dtype is a bug in the rule (a float32 gradient
+            // for a float64 input loses precision; an int or bool one is meaningless)
+            if g.dtype() != self.dtypes[i] {
+                return Err(dtype_error(
+                    &self.name,
+                    format!(
+                        "backward returned a {} gradient for input {i}, a {} tensor of shape {:?}; \
+                         return a gradient of the input's dtype",
+                        g.dtype(),
+                        self.dtypes[i],
+                        self.shapes[i]
+                    ),
+                ));
+            }
+            if g.device() != self.devices[i] {
+                return Err(device_error(
+                    &self.name,
+                    format!(
+                        "backward returned a gradient on {} for input {i}, a tensor on {}",
+                        g.device(),
+                        self.devices[i]
+                    ),
+                ));
+            }
+            out.push(Some(g));
         }
         Ok(out)
     }
@@ -114,8 +136,8 @@ fn _record_function(
     outputs: &Bound<'_, PyAny>,
     name: &str,
 ) -> PyResult<()> {
-    let ins = tensor_list(name, inputs)?;
-    let outs = tensor_list(name, outputs)?;
+    let ins = tensor_list(name, "inputs", inputs)?;
+    let outs = tensor_list(name, "outputs", outputs)?;
     let refs: Vec<&Tensor> = ins.iter().collect();
     let backward = function.getattr("backward")?.unbind();
     record_custom(name, &refs, &outs, &mut |needs, _level| {
@@ -132,7 +154,7 @@ fn _record_function(
 /// The level of the outermost recording key tracking any of `tensors`, or None.
 #[pyfunction]
 fn _tracking_level(tensors: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-    let ts = tensor_list("Function", tensors)?;
+    let ts = tensor_list("Function", "inputs", tensors)?;
     Ok(ts
         .iter()
         .flat_map(|t| t.tracking_keys())
@@ -143,7 +165,7 @@ fn _tracking_level(tensors: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
 /// The recording keys that track `tensor`, outermost first.
 #[pyfunction]
 fn _tracking_keys(tensor: &Bound<'_, PyAny>) -> PyResult<Vec<PyGradKey>> {
-    let t = crate::convert::tensor_arg("grad", tensor)?;
+    let t = crate::convert::tensor_arg("grad", "y", tensor)?;
     Ok(t.tracking_keys().into_iter().map(PyGradKey::from).collect())
 }
 
@@ -209,7 +231,8 @@ impl RuleOverride for PyOverride {
 /// Registers `rule(inputs, output) -> backward | None` as the grad rule of the builtin op
 /// `op_name`; returning None (or raising `GradRuleFallback`) falls back to the builtin rule.
 #[pyfunction]
-fn register_grad_rule(op_name: &str, rule: &Bound<'_, PyAny>) -> PyResult<()> {
+fn register_grad_rule(op_name: &Bound<'_, PyAny>, rule: &Bound<'_, PyAny>) -> PyResult<()> {
+    let op_name = &crate::convert::str_arg("register_grad_rule", "op_name", op_name)?;
     if !rule.is_callable() {
         return Err(PyTypeError::new_err(
             "register_grad_rule: rule must be callable",
@@ -227,8 +250,9 @@ fn register_grad_rule(op_name: &str, rule: &Bound<'_, PyAny>) -> PyResult<()> {
 
 /// Removes a rule registered with `register_grad_rule`; returns whether there was one.
 #[pyfunction]
-fn unregister_grad_rule(op_name: &str) -> bool {
-    unregister_rule(op_name)
+fn unregister_grad_rule(op_name: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let op_name = crate::convert::str_arg("unregister_grad_rule", "op_name", op_name)?;
+    Ok(unregister_rule(&op_name))
 }
 
 /// Runs `segment(*tensors)` (which returns a tuple of Tensors) as a checkpointed segment.
@@ -238,7 +262,7 @@ fn _checkpoint(
     segment: &Bound<'_, PyAny>,
     tensors: &Bound<'_, PyAny>,
 ) -> PyResult<Vec<PyTensor>> {
-    let args = tensor_list("checkpoint", tensors)?;
+    let args = tensor_list("checkpoint", "args", tensors)?;
     let seg = segment.clone().unbind();
     let run: ferrograd::autograd::Segment = Arc::new(move |ts: &[Tensor]| {
         Python::attach(|py| -> PyResult<Vec<Tensor>> {
@@ -247,7 +271,7 @@ fn _checkpoint(
                 .map(|t| Ok(Py::new(py, PyTensor::from(t.clone()))?.into_any()))
                 .collect::<PyResult<_>>()?;
             let out = seg.bind(py).call1(PyTuple::new(py, items)?)?;
-            tensor_list("checkpoint", &out)
+            tensor_list("checkpoint", "the function's result", &out)
         })
         .map_err(external)
     });

@@ -5,11 +5,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::wrap_pyfunction;
 
-use crate::convert::{arg, axes_arg, parse_device, parse_dtype, shape_args, tensor_arg};
-use crate::errors::ResultExt;
-use crate::tensor::{
-    binary, compute, reduce_impl, tensor_list, to_usize, transpose_impl, unary, PyTensor,
+use crate::convert::{
+    arg, axes_arg, axis_arg, bool_arg, describe, is_bool, is_int, pair_arg, parse_device,
+    parse_dtype, positive_arg, shape_args, sizes_args, str_arg, tensor_arg, usize_arg, OptArg,
 };
+use crate::errors::ResultExt;
+use crate::tensor::{binary, compute, reduce_impl, tensor_list, transpose_impl, unary, PyTensor};
 
 type Binary = fn(&Tensor, &Tensor) -> ferrograd::Result<Tensor>;
 
@@ -22,13 +23,13 @@ fn binary_fn(
     f: Binary,
 ) -> PyResult<PyTensor> {
     if let Ok(t) = a.cast::<PyTensor>() {
-        return binary(py, op, &t.get().tensor(), b, false, f);
+        return binary(py, op, &t.get().tensor(), b, "b", false, f);
     }
     if let Ok(t) = b.cast::<PyTensor>() {
-        return binary(py, op, &t.get().tensor(), a, true, f);
+        return binary(py, op, &t.get().tensor(), a, "a", true, f);
     }
-    let x = arg(op, a, None)?;
-    binary(py, op, &x, b, false, f)
+    let x = arg(op, "a", a, None)?;
+    binary(py, op, &x, b, "b", false, f)
 }
 
 macro_rules! unary_fns {
@@ -36,7 +37,7 @@ macro_rules! unary_fns {
         $(
             #[pyfunction]
             fn $name(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-                let t = arg(stringify!($name), x, None)?;
+                let t = arg(stringify!($name), "x", x, None)?;
                 unary(py, &t, Tensor::$method)
             }
         )*
@@ -62,7 +63,7 @@ binary_fns!(add => add, sub => sub, mul => mul, div => div, maximum => maximum,
 #[pyfunction]
 fn pow(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
     if let Ok(t) = a.cast::<PyTensor>() {
-        return crate::tensor::pow_impl(py, &t.get().tensor(), b);
+        return crate::tensor::pow_impl(py, &t.get().tensor(), b, "b");
     }
     binary_fn(py, "pow", a, b, Tensor::pow)
 }
@@ -75,14 +76,14 @@ fn where_(
     a: &Bound<'_, PyAny>,
     b: &Bound<'_, PyAny>,
 ) -> PyResult<PyTensor> {
-    let c = arg("where", cond, None)?;
+    let c = arg("where", "cond", cond, None)?;
     let like = a
         .cast::<PyTensor>()
         .ok()
         .or_else(|| b.cast::<PyTensor>().ok())
         .map(|t| t.get().tensor());
-    let x = arg("where", a, like.as_ref())?;
-    let y = arg("where", b, Some(&x))?;
+    let x = arg("where", "a", a, like.as_ref())?;
+    let y = arg("where", "b", b, Some(&x))?;
     compute(py, x.numel().max(y.numel()), || {
         ferrograd::where_cond(&c, &x, &y)
     })
@@ -94,10 +95,13 @@ macro_rules! reduce_fns {
     ($($name:ident),* $(,)?) => {
         $(
             #[pyfunction]
-            #[pyo3(signature = (x, axis=None, keepdims=false))]
-            fn $name(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: bool) -> PyResult<PyTensor> {
-                let t = arg(stringify!($name), x, None)?;
-                reduce_impl(py, stringify!($name), &t, axis, keepdims, Tensor::$name)
+            #[pyo3(
+                signature = (x, axis=None, keepdims=OptArg::MISSING),
+                text_signature = "(x, axis=None, keepdims=False)"
+            )]
+            fn $name(py: Python<'_>, x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>, keepdims: OptArg<'_>) -> PyResult<PyTensor> {
+                let t = arg(stringify!($name), "x", x, None)?;
+                reduce_impl(py, stringify!($name), &t, axis, &keepdims, Tensor::$name)
             }
         )*
     };
@@ -105,18 +109,20 @@ macro_rules! reduce_fns {
 reduce_fns!(sum, mean, max, min);
 
 #[pyfunction]
-#[pyo3(signature = (x, axis=-1))]
-fn softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize) -> PyResult<PyTensor> {
-    let t = arg("softmax", x, None)?;
+#[pyo3(signature = (x, axis=OptArg::MISSING), text_signature = "(x, axis=-1)")]
+fn softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+    let t = arg("softmax", "x", x, None)?;
+    let axis = axis.or(-1, |o| axis_arg("softmax", "axis", o))?;
     compute(py, t.numel(), || t.softmax(axis))
         .py()
         .map(PyTensor::from)
 }
 
 #[pyfunction]
-#[pyo3(signature = (x, axis=-1))]
-fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: isize) -> PyResult<PyTensor> {
-    let t = arg("log_softmax", x, None)?;
+#[pyo3(signature = (x, axis=OptArg::MISSING), text_signature = "(x, axis=-1)")]
+fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+    let t = arg("log_softmax", "x", x, None)?;
+    let axis = axis.or(-1, |o| axis_arg("log_softmax", "axis", o))?;
     compute(py, t.numel(), || t.log_softmax(axis))
         .py()
         .map(PyTensor::from)
@@ -129,8 +135,8 @@ fn cross_entropy(
     logits: &Bound<'_, PyAny>,
     labels: &Bound<'_, PyAny>,
 ) -> PyResult<PyTensor> {
-    let l = tensor_arg("cross_entropy", logits)?;
-    let y = arg("cross_entropy", labels, None)?;
+    let l = tensor_arg("cross_entropy", "logits", logits)?;
+    let y = arg("cross_entropy", "labels", labels, None)?;
     compute(py, l.numel(), || ferrograd::cross_entropy(&l, &y))
         .py()
         .map(PyTensor::from)
@@ -139,19 +145,19 @@ fn cross_entropy(
 #[pyfunction]
 #[pyo3(signature = (x, *shape))]
 fn reshape(x: &Bound<'_, PyAny>, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
-    let t = arg("reshape", x, None)?;
-    let s = shape_args("reshape", shape)?;
+    let t = arg("reshape", "x", x, None)?;
+    let s = shape_args("reshape", "shape", shape)?;
     t.reshape_infer(&s).py().map(PyTensor::from)
 }
 
 #[pyfunction]
 #[pyo3(signature = (x, *axes))]
 fn transpose(x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
-    let t = arg("transpose", x, None)?;
+    let t = arg("transpose", "x", x, None)?;
     let a = if axes.is_empty() {
         Vec::new()
     } else {
-        shape_args("transpose", axes)?
+        shape_args("transpose", "axes", axes)?
     };
     transpose_impl(&t, &a)
 }
@@ -159,22 +165,23 @@ fn transpose(x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>) -> PyResult<PyTens
 #[pyfunction]
 #[pyo3(signature = (x, *axes))]
 fn permute(x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
-    let t = arg("permute", x, None)?;
-    let a = shape_args("permute", axes)?;
+    let t = arg("permute", "x", x, None)?;
+    let a = shape_args("permute", "axes", axes)?;
     t.permute(&a).py().map(PyTensor::from)
 }
 
 #[pyfunction]
 #[pyo3(signature = (x, *shape))]
 fn broadcast_to(x: &Bound<'_, PyAny>, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
-    let t = arg("broadcast_to", x, None)?;
-    let s = to_usize("broadcast_to", &shape_args("broadcast_to", shape)?)?;
+    let t = arg("broadcast_to", "x", x, None)?;
+    let s = sizes_args("broadcast_to", "shape", shape)?;
     t.broadcast_to(&s).py().map(PyTensor::from)
 }
 
 #[pyfunction]
-fn expand_dims(x: &Bound<'_, PyAny>, axis: isize) -> PyResult<PyTensor> {
-    arg("expand_dims", x, None)?
+fn expand_dims(x: &Bound<'_, PyAny>, axis: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+    let axis = axis_arg("expand_dims", "axis", axis)?;
+    arg("expand_dims", "x", x, None)?
         .expand_dims(axis)
         .py()
         .map(PyTensor::from)
@@ -183,15 +190,16 @@ fn expand_dims(x: &Bound<'_, PyAny>, axis: isize) -> PyResult<PyTensor> {
 #[pyfunction]
 #[pyo3(signature = (x, axis=None))]
 fn squeeze(x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>) -> PyResult<PyTensor> {
-    let t = arg("squeeze", x, None)?;
-    let axes = axes_arg("squeeze", axis)?;
+    let t = arg("squeeze", "x", x, None)?;
+    let axes = axes_arg("squeeze", "axis", axis)?;
     t.squeeze(axes.as_deref()).py().map(PyTensor::from)
 }
 
 #[pyfunction]
-#[pyo3(signature = (tensors, axis=0))]
-fn concat(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: isize) -> PyResult<PyTensor> {
-    let ts = tensor_list("concat", tensors)?;
+#[pyo3(signature = (tensors, axis=OptArg::MISSING), text_signature = "(tensors, axis=0)")]
+fn concat(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+    let axis = axis.or(0, |o| axis_arg("concat", "axis", o))?;
+    let ts = tensor_list("concat", "tensors", tensors)?;
     let refs: Vec<&Tensor> = ts.iter().collect();
     let work = ts.iter().map(|t| t.numel()).sum();
     compute(py, work, || ferrograd::concat(&refs, axis))
@@ -200,9 +208,10 @@ fn concat(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: isize) -> PyResult<P
 }
 
 #[pyfunction]
-#[pyo3(signature = (tensors, axis=0))]
-fn stack(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: isize) -> PyResult<PyTensor> {
-    let ts = tensor_list("stack", tensors)?;
+#[pyo3(signature = (tensors, axis=OptArg::MISSING), text_signature = "(tensors, axis=0)")]
+fn stack(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+    let axis = axis.or(0, |o| axis_arg("stack", "axis", o))?;
+    let ts = tensor_list("stack", "tensors", tensors)?;
     let refs: Vec<&Tensor> = ts.iter().collect();
     let work = ts.iter().map(|t| t.numel()).sum();
     compute(py, work, || ferrograd::stack(&refs, axis))
@@ -210,26 +219,80 @@ fn stack(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: isize) -> PyResult<Py
         .map(PyTensor::from)
 }
 
+/// What a factory fills with: a float (cast to the dtype) or an int kept exact for int64.
+#[derive(Clone, Copy)]
+enum Fill {
+    Float(f64),
+    Int(i64),
+}
+
+/// The fill value argument `name` of `op` for a tensor of dtype `d`.
+fn fill_value(op: &str, name: &str, obj: &Bound<'_, PyAny>, d: DType) -> PyResult<Fill> {
+    if is_bool(obj) {
+        return Ok(Fill::Float(if obj.is_truthy()? { 1.0 } else { 0.0 }));
+    }
+    if is_int(obj) {
+        return match d {
+            DType::I64 => crate::convert::int_arg(op, name, obj).map(Fill::Int),
+            DType::Bool => Ok(Fill::Float(if obj.is_truthy()? { 1.0 } else { 0.0 })),
+            // beyond int64 too, converted to the float dtype (as numpy does)
+            DType::F32 | DType::F64 => obj.extract::<f64>().map(Fill::Float).map_err(|_| {
+                pyo3::exceptions::PyOverflowError::new_err(format!(
+                    "{op}: {name} {} is out of range for {d}",
+                    describe(obj)
+                ))
+            }),
+        };
+    }
+    if !obj.is_instance_of::<pyo3::types::PyString>() && obj.hasattr("__float__")? {
+        if let Ok(v) = obj.extract::<f64>() {
+            return Ok(Fill::Float(v));
+        }
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "{op}: {name} must be a number, got {}",
+        describe(obj)
+    )))
+}
+
 fn filled(
     op: &str,
     shape: &Bound<'_, PyTuple>,
-    value: f64,
+    value: Fill,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
     let s = if shape.is_empty() {
         Vec::new()
     } else {
-        to_usize(op, &shape_args(op, shape)?)?
+        sizes_args(op, "shape", shape)?
     };
-    let d = match dtype {
-        Some(d) if !d.is_none() => parse_dtype(d)?,
-        _ => DType::F32,
-    };
+    let d = dtype_or_f32(op, dtype)?;
     let dev = parse_device(device)?;
-    compute(shape.py(), 0, || Tensor::full_on(&s, value, d, dev))
-        .py()
-        .map(PyTensor::from)
+    filled_with(shape.py(), &s, value, d, dev)
+}
+
+fn dtype_or_f32(op: &str, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<DType> {
+    match dtype {
+        Some(d) if !d.is_none() => parse_dtype(op, d),
+        _ => Ok(DType::F32),
+    }
+}
+
+fn filled_with(
+    py: Python<'_>,
+    s: &[usize],
+    value: Fill,
+    d: DType,
+    dev: ferrograd::Device,
+) -> PyResult<PyTensor> {
+    compute(py, 0, || match value {
+        Fill::Float(v) => Tensor::full_on(s, v, d, dev),
+        // exact: an int64 beyond 2**53 does not survive a trip through a float64
+        Fill::Int(v) => Tensor::scalar(v).to_device(dev)?.broadcast_to(s)?.copy(),
+    })
+    .py()
+    .map(PyTensor::from)
 }
 
 #[pyfunction]
@@ -239,7 +302,7 @@ fn zeros(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
-    filled("zeros", shape, 0.0, dtype, device)
+    filled("zeros", shape, Fill::Float(0.0), dtype, device)
 }
 
 #[pyfunction]
@@ -249,24 +312,27 @@ fn ones(
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
-    filled("ones", shape, 1.0, dtype, device)
+    filled("ones", shape, Fill::Float(1.0), dtype, device)
 }
 
 #[pyfunction]
 #[pyo3(signature = (shape, value, dtype=None, device=None))]
 fn full(
     shape: &Bound<'_, PyAny>,
-    value: f64,
+    value: &Bound<'_, PyAny>,
     dtype: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
-    let tuple = PyTuple::new(shape.py(), [shape])?;
-    filled("full", &tuple, value, dtype, device)
+    let s = sizes_args("full", "shape", &PyTuple::new(shape.py(), [shape])?)?;
+    let d = dtype_or_f32("full", dtype)?;
+    let v = fill_value("full", "value", value, d)?;
+    let dev = parse_device(device)?;
+    filled_with(shape.py(), &s, v, d, dev)
 }
 
 #[pyfunction]
 fn zeros_like(x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-    tensor_arg("zeros_like", x)?
+    tensor_arg("zeros_like", "x", x)?
         .zeros_like()
         .py()
         .map(PyTensor::from)
@@ -274,7 +340,7 @@ fn zeros_like(x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
 
 #[pyfunction]
 fn ones_like(x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-    tensor_arg("ones_like", x)?
+    tensor_arg("ones_like", "x", x)?
         .ones_like()
         .py()
         .map(PyTensor::from)
@@ -333,30 +399,28 @@ fn reset_peak_memory_stats(device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
     Ok(())
 }
 
-/// An int or a pair of ints (`default` when absent).
+/// An int or a pair of ints (`default` when absent or None).
 fn pair(
     op: &str,
     name: &str,
     v: Option<&Bound<'_, PyAny>>,
     default: usize,
 ) -> PyResult<(usize, usize)> {
-    let Some(v) = v.filter(|v| !v.is_none()) else {
-        return Ok((default, default));
-    };
-    if let Ok(i) = v.extract::<usize>() {
-        return Ok((i, i));
+    match v.filter(|v| !v.is_none()) {
+        None => Ok((default, default)),
+        Some(v) => pair_arg(op, name, v),
     }
-    v.extract::<(usize, usize)>().map_err(|_| {
-        pyo3::exceptions::PyTypeError::new_err(format!(
-            "{op}: {name} must be a non-negative int or a pair of them"
-        ))
-    })
 }
 
 /// 2-D convolution of `x` `[n, c, h, w]` with `weight` `[o, c/groups, kh, kw]` (PyTorch's
 /// cross-correlation), plus `bias` `[o]`.
 #[pyfunction]
-#[pyo3(signature = (x, weight, bias=None, stride=None, padding=None, dilation=None, groups=1))]
+#[pyo3(
+    signature = (
+        x, weight, bias=None, stride=None, padding=None, dilation=None, groups=OptArg::MISSING
+    ),
+    text_signature = "(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)"
+)]
 #[allow(clippy::too_many_arguments)]
 fn conv2d(
     py: Python<'_>,
@@ -366,21 +430,24 @@ fn conv2d(
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
     dilation: Option<&Bound<'_, PyAny>>,
-    groups: usize,
+    groups: OptArg<'_>,
 ) -> PyResult<PyTensor> {
-    let x = tensor_arg("conv2d", x)?;
-    let w = tensor_arg("conv2d", weight)?;
+    let x = tensor_arg("conv2d", "x", x)?;
+    let w = tensor_arg("conv2d", "weight", weight)?;
     let b = match bias {
-        Some(b) if !b.is_none() => Some(tensor_arg("conv2d", b)?),
+        Some(b) if !b.is_none() => Some(tensor_arg("conv2d", "bias", b)?),
         _ => None,
     };
+    let groups = groups.or(1, |o| positive_arg("conv2d", "groups", o))?;
     let (s, d) = (
         pair("conv2d", "stride", stride, 1)?,
         pair("conv2d", "dilation", dilation, 1)?,
     );
     // padding: a pair, or PyTorch's "valid" (none) and "same" (output size = input size)
     let mode = match padding {
-        Some(p) if p.is_instance_of::<pyo3::types::PyString>() => Some(p.extract::<String>()?),
+        Some(p) if p.is_instance_of::<pyo3::types::PyString>() => {
+            Some(str_arg("conv2d", "padding", p)?)
+        }
         _ => None,
     };
     let same = match mode.as_deref() {
@@ -402,7 +469,7 @@ fn conv2d(
         Some(_) => (0, 0),
         None => pair("conv2d", "padding", padding, 0)?,
     };
-    compute(py, x.numel() * w.numel(), || {
+    compute(py, x.numel().saturating_mul(w.numel()), || {
         if same {
             ferrograd::conv2d_same(&x, &w, b.as_ref(), d, groups)
         } else {
@@ -421,7 +488,7 @@ fn pool_args(
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PoolArgs> {
-    let k = pair(op, "kernel_size", Some(kernel_size), 0)?;
+    let k = pair_arg(op, "kernel_size", kernel_size)?;
     let s = match stride {
         Some(s) if !s.is_none() => Some(pair(op, "stride", Some(s), 1)?),
         _ => None,
@@ -438,7 +505,7 @@ fn pool2d(
     padding: Option<&Bound<'_, PyAny>>,
     f: impl FnOnce(PoolArgs, &Tensor) -> ferrograd::Result<Tensor> + Send,
 ) -> PyResult<PyTensor> {
-    let x = tensor_arg(op, x)?;
+    let x = tensor_arg(op, "x", x)?;
     let args = pool_args(op, kernel_size, stride, padding)?;
     compute(py, x.numel(), || f(args, &x))
         .py()
@@ -448,7 +515,12 @@ fn pool2d(
 /// 2-D max pooling of `[n, c, h, w]`; `stride` defaults to `kernel_size` (PyTorch's
 /// `max_pool2d`: padding never wins, the first maximum of a window takes the gradient).
 #[pyfunction]
-#[pyo3(signature = (x, kernel_size, stride=None, padding=None, dilation=None, ceil_mode=false))]
+#[pyo3(
+    signature = (
+        x, kernel_size, stride=None, padding=None, dilation=None, ceil_mode=OptArg::MISSING
+    ),
+    text_signature = "(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False)"
+)]
 #[allow(clippy::too_many_arguments)]
 fn max_pool2d(
     py: Python<'_>,
@@ -457,9 +529,10 @@ fn max_pool2d(
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
     dilation: Option<&Bound<'_, PyAny>>,
-    ceil_mode: bool,
+    ceil_mode: OptArg<'_>,
 ) -> PyResult<PyTensor> {
     let d = pair("max_pool2d", "dilation", dilation, 1)?;
+    let ceil_mode = ceil_mode.or(false, |o| bool_arg("max_pool2d", "ceil_mode", o))?;
     pool2d(
         py,
         "max_pool2d",
@@ -475,10 +548,14 @@ fn max_pool2d(
 /// `avg_pool2d`: padding counts in the divisor unless `count_include_pad` is false;
 /// `divisor_override` replaces the divisor).
 #[pyfunction]
-#[pyo3(signature = (
-    x, kernel_size, stride=None, padding=None, ceil_mode=false, count_include_pad=true,
-    divisor_override=None
-))]
+#[pyo3(
+    signature = (
+        x, kernel_size, stride=None, padding=None, ceil_mode=OptArg::MISSING,
+        count_include_pad=OptArg::MISSING, divisor_override=None
+    ),
+    text_signature = "(x, kernel_size, stride=None, padding=0, ceil_mode=False, \
+                      count_include_pad=True, divisor_override=None)"
+)]
 #[allow(clippy::too_many_arguments)]
 fn avg_pool2d(
     py: Python<'_>,
@@ -486,10 +563,17 @@ fn avg_pool2d(
     kernel_size: &Bound<'_, PyAny>,
     stride: Option<&Bound<'_, PyAny>>,
     padding: Option<&Bound<'_, PyAny>>,
-    ceil_mode: bool,
-    count_include_pad: bool,
-    divisor_override: Option<usize>,
+    ceil_mode: OptArg<'_>,
+    count_include_pad: OptArg<'_>,
+    divisor_override: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
+    const OP: &str = "avg_pool2d";
+    let ceil_mode = ceil_mode.or(false, |o| bool_arg(OP, "ceil_mode", o))?;
+    let count_include_pad = count_include_pad.or(true, |o| bool_arg(OP, "count_include_pad", o))?;
+    let divisor_override = divisor_override
+        .filter(|o| !o.is_none())
+        .map(|o| positive_arg(OP, "divisor_override", o))
+        .transpose()?;
     let divisor = match (divisor_override, count_include_pad) {
         (Some(d), _) => ferrograd::AvgDivisor::Fixed(d),
         (None, true) => ferrograd::AvgDivisor::IncludePad,
@@ -533,7 +617,8 @@ fn no_cuda(op: &str) -> PyErr {
 }
 
 #[pyfunction]
-fn _cuda_synchronize(py: Python<'_>, ordinal: usize) -> PyResult<()> {
+fn _cuda_synchronize(py: Python<'_>, ordinal: &Bound<'_, PyAny>) -> PyResult<()> {
+    let ordinal = usize_arg("synchronize", "device", ordinal)?;
     #[cfg(feature = "cuda")]
     return py.detach(|| ferrograd::cuda::synchronize(ordinal)).py();
     #[cfg(not(feature = "cuda"))]
@@ -544,6 +629,12 @@ fn _cuda_synchronize(py: Python<'_>, ordinal: usize) -> PyResult<()> {
 }
 
 #[pyfunction]
+#[pyo3(name = "_cuda_empty_cache")]
+fn cuda_empty_cache_py(py: Python<'_>, ordinal: &Bound<'_, PyAny>) -> PyResult<()> {
+    let ordinal = usize_arg("empty_cache", "device", ordinal)?;
+    _cuda_empty_cache(py, ordinal)
+}
+
 fn _cuda_empty_cache(py: Python<'_>, ordinal: usize) -> PyResult<()> {
     #[cfg(feature = "cuda")]
     return py.detach(|| ferrograd::cuda::empty_cache(ordinal)).py();
@@ -557,7 +648,8 @@ fn _cuda_empty_cache(py: Python<'_>, ordinal: usize) -> PyResult<()> {
 
 /// Compiles every kernel with NVRTC for `arch` (e.g. "sm_90") and returns the PTX size.
 #[pyfunction]
-fn _cuda_compile_kernels(py: Python<'_>, arch: String) -> PyResult<usize> {
+fn _cuda_compile_kernels(py: Python<'_>, arch: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let arch = str_arg("compile_kernels", "arch", arch)?;
     #[cfg(feature = "cuda")]
     return py
         .detach(move || ferrograd::cuda::compile_kernels(&arch))
@@ -574,7 +666,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_cuda_is_available, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_synchronize, m)?)?;
-    m.add_function(wrap_pyfunction!(_cuda_empty_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_empty_cache_py, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;
     m.add_function(wrap_pyfunction!(max_pool2d, m)?)?;

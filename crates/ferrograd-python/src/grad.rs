@@ -7,9 +7,57 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-use crate::convert::{arg, tensor_arg};
-use crate::errors::{external, ResultExt};
+use crate::convert::{arg, bool_arg, describe, str_arg, tensor_arg, OptArg};
+use crate::errors::{device_error, dtype_error, external, shape_error, ResultExt};
 use crate::tensor::{tensor_list, PyTensor};
+
+/// How a callable is called in messages: its `__qualname__` (or `__name__`, or repr).
+pub fn callable_name(f: &Bound<'_, PyAny>) -> String {
+    for attr in ["__qualname__", "__name__"] {
+        if let Ok(n) = f.getattr(attr).and_then(|n| n.extract::<String>()) {
+            return n;
+        }
+    }
+    describe(f)
+}
+
+/// Checks that the gradient `new` a callback named `who` returned can replace `old`.
+fn check_callback_grad(who: &str, old: &Tensor, new: &Tensor) -> PyResult<()> {
+    let op = format!("GradKey.attach callback {who:?}");
+    if new.dtype() != old.dtype() {
+        return Err(dtype_error(
+            &op,
+            format!(
+                "returned a {} gradient for a {} tensor of shape {:?}",
+                new.dtype(),
+                old.dtype(),
+                old.shape()
+            ),
+        ));
+    }
+    if new.shape() != old.shape() {
+        return Err(shape_error(
+            &op,
+            format!(
+                "returned a gradient of shape {:?} for a {} tensor of shape {:?}",
+                new.shape(),
+                old.dtype(),
+                old.shape()
+            ),
+        ));
+    }
+    if new.device() != old.device() {
+        return Err(device_error(
+            &op,
+            format!(
+                "returned a gradient on {} for a tensor on {}",
+                new.device(),
+                old.device()
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// Wraps a Python callable `cb(tensor, grad) -> grad | None` for the engine.
 fn callback(cb: Py<PyAny>) -> GradCallback {
@@ -21,15 +69,17 @@ fn callback(cb: Py<PyAny>) -> GradCallback {
             if r.is_none(py) {
                 return Ok(None);
             }
+            let who = callable_name(cb.bind(py));
             match r.bind(py).cast::<PyTensor>() {
-                Ok(pt) => Ok(Some(pt.get().tensor())),
+                Ok(pt) => {
+                    let new = pt.get().tensor();
+                    check_callback_grad(&who, g, &new).map_err(external)?;
+                    Ok(Some(new))
+                }
                 Err(_) => Err(external(PyTypeError::new_err(format!(
-                    "callback: expected a Tensor or None as the new gradient, got {}",
-                    r.bind(py)
-                        .get_type()
-                        .name()
-                        .map(|n| n.to_string())
-                        .unwrap_or_default()
+                    "GradKey.attach callback {who:?}: expected a Tensor or None as the new \
+                     gradient, got {}",
+                    describe(r.bind(py))
                 )))),
             }
         })
@@ -37,16 +87,16 @@ fn callback(cb: Py<PyAny>) -> GradCallback {
 }
 
 /// One or several tensors.
-fn one_or_many(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
+fn one_or_many(op: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
     if let Ok(t) = obj.cast::<PyTensor>() {
         return Ok(vec![t.get().tensor()]);
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-        return tensor_list(op, obj);
+        return tensor_list(op, name, obj);
     }
     Err(PyTypeError::new_err(format!(
-        "{op}: expected a Tensor or a list of Tensors, got {}",
-        obj.get_type().name()?
+        "{op}: {name} must be a Tensor or a list of Tensors, got {}",
+        describe(obj)
     )))
 }
 
@@ -88,7 +138,7 @@ fn seeds(op: &str, ys: &[Tensor], dys: Option<&Bound<'_, PyAny>>) -> PyResult<Ve
             if o.is_none() {
                 y.ones_like().py()
             } else {
-                arg(op, o, Some(y))
+                arg(op, "dys", o, Some(y))
             }
         })
         .collect()
@@ -103,11 +153,23 @@ impl PyGradKey {
     #[new]
     #[pyo3(signature = (name=None, sibling_of=None, recompute=None))]
     fn new(
-        name: Option<String>,
-        sibling_of: Option<PyRef<'_, PyGradKey>>,
+        name: Option<&Bound<'_, PyAny>>,
+        sibling_of: Option<&Bound<'_, PyAny>>,
         recompute: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let name = name.unwrap_or_else(|| "grad_key".to_string());
+        let name = match name.filter(|n| !n.is_none()) {
+            Some(n) => str_arg("GradKey", "name", n)?,
+            None => "grad_key".to_string(),
+        };
+        let sibling_of = match sibling_of.filter(|s| !s.is_none()) {
+            Some(s) => Some(s.cast::<PyGradKey>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "GradKey: sibling_of must be a GradKey or None, got {}",
+                    describe(s)
+                ))
+            })?),
+            None => None,
+        };
         let policy: Option<ferrograd::autograd::MirrorPolicy> = match recompute {
             None => None,
             Some(r) if r.is_none() => None,
@@ -137,7 +199,7 @@ impl PyGradKey {
             }
         };
         let key = match (sibling_of, policy) {
-            (Some(k), _) => k.key.new_sibling(name),
+            (Some(k), _) => k.borrow().key.new_sibling(name),
             (None, Some(p)) => GradKey::with_mirroring(name, p),
             (None, None) => GradKey::new(name),
         };
@@ -146,18 +208,22 @@ impl PyGradKey {
 
     /// Gradients of `ys` (seeded with `dys`, ones when None) with respect to `xs`, without
     /// callbacks or `.grad`; with `create_graph`, outer keys record them. Finishes the key.
-    #[pyo3(signature = (ys, dys, xs, create_graph=false))]
+    #[pyo3(
+        signature = (ys, dys, xs, create_graph=OptArg::MISSING),
+        text_signature = "($self, ys, dys, xs, create_graph=False)"
+    )]
     fn grad(
         &self,
         py: Python<'_>,
         ys: &Bound<'_, PyAny>,
         dys: Option<&Bound<'_, PyAny>>,
         xs: &Bound<'_, PyAny>,
-        create_graph: bool,
+        create_graph: OptArg<'_>,
     ) -> PyResult<Vec<PyTensor>> {
-        let ys = one_or_many("grad", ys)?;
+        let create_graph = create_graph.or(false, |o| bool_arg("grad", "create_graph", o))?;
+        let ys = one_or_many("grad", "ys", ys)?;
         let dys = seeds("grad", &ys, dys)?;
-        let xs = one_or_many("grad", xs)?;
+        let xs = one_or_many("grad", "xs", xs)?;
         let key = self.key.clone();
         let gs = py
             .detach(move || key.grad(&ys, &dys, &xs, create_graph))
@@ -170,8 +236,9 @@ impl PyGradKey {
         self.key.name()
     }
     #[setter]
-    fn set_name(&self, name: String) {
-        self.key.set_name(name)
+    fn set_name(&self, name: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.key.set_name(str_arg("GradKey.name", "value", name)?);
+        Ok(())
     }
     /// Nesting level: keys created later are inner to keys created earlier.
     #[getter]
@@ -197,18 +264,22 @@ impl PyGradKey {
         tensor: &Bound<'_, PyAny>,
         callback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        self._attach(tensor, callback, true)
+        self._attach(tensor, callback, OptArg::MISSING)
     }
 
     /// `attach`, choosing whether the final gradient is added into `tensor.grad`.
-    #[pyo3(signature = (tensor, callback=None, accumulate=true))]
+    #[pyo3(
+        signature = (tensor, callback=None, accumulate=OptArg::MISSING),
+        text_signature = "($self, tensor, callback=None, accumulate=True)"
+    )]
     fn _attach(
         &self,
         tensor: &Bound<'_, PyAny>,
         callback: Option<&Bound<'_, PyAny>>,
-        accumulate: bool,
+        accumulate: OptArg<'_>,
     ) -> PyResult<()> {
-        let t = tensor_arg("attach", tensor)?;
+        let accumulate = accumulate.or(true, |o| bool_arg("attach", "accumulate", o))?;
+        let t = tensor_arg("attach", "tensor", tensor)?;
         let cb = match callback {
             Some(c) if !c.is_none() => {
                 if !c.is_callable() {
@@ -228,7 +299,7 @@ impl PyGradKey {
     fn is_attached_to(&self, tensor: &Bound<'_, PyAny>) -> PyResult<bool> {
         Ok(self
             .key
-            .is_attached_to(&tensor_arg("is_attached_to", tensor)?))
+            .is_attached_to(&tensor_arg("is_attached_to", "tensor", tensor)?))
     }
 
     /// Backpropagates from `ys` with gradients `dys` (ones when omitted), then finishes the key.
@@ -239,7 +310,7 @@ impl PyGradKey {
         ys: &Bound<'_, PyAny>,
         dys: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let ys = one_or_many("backward", ys)?;
+        let ys = one_or_many("backward", "ys", ys)?;
         let dys = seeds("backward", &ys, dys)?;
         let key = self.key.clone();
         py.detach(move || key.backward(&ys, &dys)).py()

@@ -2,16 +2,20 @@
 
 use std::cell::UnsafeCell;
 
+use std::sync::Arc;
+
 use ferrograd::{DType, Device, SliceSpec, Tensor};
-use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::CompareOp;
-use pyo3::types::{PyEllipsis, PyList, PySlice, PySliceMethods, PyTuple};
+use pyo3::types::{PyEllipsis, PyFloat, PyList, PySlice, PySliceMethods, PyTuple};
 
 use crate::convert::{
-    arg, axes_arg, from_numpy, numpy_dtype, parse_device, parse_dtype, shape_args, to_numpy,
+    arg, axes_arg, axis_arg, bool_arg, from_numpy, is_bool, is_int, numpy_dtype, parse_device,
+    parse_dtype, shape_args, sizes_args, OptArg,
 };
-use crate::errors::ResultExt;
+use crate::convert::{describe, to_numpy};
+use crate::errors::{device_error, dtype_error, shape_error, ResultExt};
 
 /// Work (in elements) above which an op releases the GIL while its kernel runs.
 const DETACH_WORK: usize = 1 << 15;
@@ -103,18 +107,39 @@ fn binary_op(op: &str) -> Option<ferrograd::op::BinaryOp> {
 impl PyTensor {
     fn inplace(&self, py: Python<'_>, op: &str, o: &Bound<'_, PyAny>, f: Binary) -> PyResult<()> {
         let x = self.t();
+        let y = arg(op, "other", o, Some(&x))?;
         if let Some(bop) = binary_op(op) {
-            let y = arg(op, o, Some(&x))?;
             if !ferrograd::autograd::is_recording_any() || (!x.is_tracked() && !y.is_tracked()) {
                 let work = x.numel();
                 return compute(py, work, || x.binary_assign_(bop, &y)).py();
             }
         }
         let tracked = ferrograd::autograd::is_recording_any() && x.is_tracked();
-        // a tracked operand is forked, so a rule that saves it keeps the value before the write
+        // a tracked destination is forked, so a rule that saves it keeps the value before the
+        // write; so is an operand over the same storage (`y *= y`, `y *= y[::-1]`), which the
+        // write would change as well (the same fork when it is the destination itself)
         let src = if tracked { x.fork().py()? } else { x.clone() };
-        let result = binary(py, op, &src, o, false, f)?.tensor();
+        let y = if y.same(&x) {
+            src.clone()
+        } else if Arc::ptr_eq(y.storage(), x.storage()) {
+            y.fork().py()?
+        } else {
+            y
+        };
+        let work = src.numel().max(y.numel());
+        let bound = src.numel().saturating_mul(y.numel());
+        let result = compute_bounded(py, bound, work, || f(&src, &y)).py()?;
         self.rebind(x.update_(op, &result).py()?);
+        Ok(())
+    }
+
+    /// Writes `v` (broadcast to the selection) into the part of `x` that `specs` select.
+    fn setitem_value(&self, x: &Tensor, specs: &[SliceSpec], v: &Tensor) -> PyResult<()> {
+        if !ferrograd::autograd::is_recording_any() || (!x.is_tracked() && !v.is_tracked()) {
+            return x.slice(specs).py()?.assign_(v).py();
+        }
+        let result = x.set_slice(specs, v).py()?;
+        self.rebind(x.update_("setitem", &result).py()?);
         Ok(())
     }
 
@@ -145,15 +170,17 @@ pub fn unary(py: Python<'_>, x: &Tensor, f: Unary) -> PyResult<PyTensor> {
 }
 
 /// `f(a, other)`, or `f(other, a)` when `reflected`; Python numbers take `a`'s dtype.
+/// `name` is the argument name `other` has in errors.
 pub fn binary(
     py: Python<'_>,
     op: &str,
     a: &Tensor,
     other: &Bound<'_, PyAny>,
+    name: &str,
     reflected: bool,
     f: Binary,
 ) -> PyResult<PyTensor> {
-    let b = arg(op, other, Some(a))?;
+    let b = arg(op, name, other, Some(a))?;
     let work = a.numel().max(b.numel());
     // a broadcast (or matrix) product has at most as many elements as its operands together
     let bound = a.numel().saturating_mul(b.numel());
@@ -163,7 +190,13 @@ pub fn binary(
         .map(PyTensor::from)
 }
 
-pub fn pow_impl(py: Python<'_>, x: &Tensor, e: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+/// `x ** e`; `name` is the argument name `e` has in errors.
+pub fn pow_impl(
+    py: Python<'_>,
+    x: &Tensor,
+    e: &Bound<'_, PyAny>,
+    name: &str,
+) -> PyResult<PyTensor> {
     if e.cast::<PyTensor>().is_err() && x.dtype().is_float() {
         if let Ok(p) = e.extract::<f64>() {
             return compute(py, x.numel(), || x.pow_scalar(p))
@@ -171,7 +204,7 @@ pub fn pow_impl(py: Python<'_>, x: &Tensor, e: &Bound<'_, PyAny>) -> PyResult<Py
                 .map(PyTensor::from);
         }
     }
-    binary(py, "pow", x, e, false, Tensor::pow)
+    binary(py, "pow", x, e, name, false, Tensor::pow)
 }
 
 pub fn reduce_impl(
@@ -179,10 +212,11 @@ pub fn reduce_impl(
     op: &str,
     x: &Tensor,
     axis: Option<&Bound<'_, PyAny>>,
-    keepdims: bool,
+    keepdims: &OptArg<'_>,
     f: fn(&Tensor, Option<&[isize]>, bool) -> ferrograd::Result<Tensor>,
 ) -> PyResult<PyTensor> {
-    let axes = axes_arg(op, axis)?;
+    let axes = axes_arg(op, "axis", axis)?;
+    let keepdims = keepdims.or(false, |o| bool_arg(op, "keepdims", o))?;
     compute(py, x.numel(), || f(x, axes.as_deref(), keepdims))
         .py()
         .map(PyTensor::from)
@@ -200,11 +234,31 @@ pub fn transpose_impl(x: &Tensor, axes: &[isize]) -> PyResult<PyTensor> {
 }
 
 /// A parsed indexing expression: basic specs, where `None` adds axes (in output
-/// coordinates), and at most one integer-array index (output axis, indices).
+/// coordinates), at most one integer-array index (output axis, indices), and the axis that
+/// boolean scalars add (output position, whether every one was `True`).
 struct IndexExpr {
     specs: Vec<SliceSpec>,
     newaxes: Vec<usize>,
     advanced: Option<(usize, Tensor)>,
+    bool_axis: Option<(usize, bool)>,
+}
+
+impl IndexExpr {
+    /// The shape of the indexed result from the shape `basic` the specs select, and which of
+    /// its axes were added (by `None` or a boolean).
+    fn full_shape(&self, basic: &[usize]) -> (Vec<usize>, Vec<bool>) {
+        let mut shape = basic.to_vec();
+        let mut added = vec![false; shape.len()];
+        for &a in &self.newaxes {
+            shape.insert(a, 1);
+            added.insert(a, true);
+        }
+        if let Some((p, all_true)) = self.bool_axis {
+            shape.insert(p, usize::from(all_true));
+            added.insert(p, true);
+        }
+        (shape, added)
+    }
 }
 
 fn getitem(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Tensor> {
@@ -213,26 +267,84 @@ fn getitem(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     for &a in &e.newaxes {
         out = out.expand_dims(a as isize).py()?;
     }
+    if let Some((p, all_true)) = e.bool_axis {
+        out = out.expand_dims(p as isize).py()?;
+        if !all_true {
+            // a False index selects nothing along the axis it adds
+            let specs: Vec<SliceSpec> = out
+                .shape()
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| SliceSpec::Range {
+                    start: 0,
+                    stop: if i == p { 0 } else { n as isize },
+                    step: 1,
+                })
+                .collect();
+            out = out.slice(&specs).py()?;
+        }
+    }
     if let Some((axis, idx)) = e.advanced {
         out = out.index_select(axis as isize, &idx).py()?;
     }
     Ok(out)
 }
 
+/// One entry of an indexing expression.
+enum IndexItem<'py> {
+    NewAxis,
+    Ellipsis,
+    Slice(Bound<'py, PySlice>),
+    Int(isize),
+    Bool(bool),
+    Array(Tensor),
+}
+
 fn parse_index(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<IndexExpr> {
-    let items: Vec<Bound<'_, PyAny>> = if let Ok(t) = key.cast::<PyTuple>() {
+    let objs: Vec<Bound<'_, PyAny>> = if let Ok(t) = key.cast::<PyTuple>() {
         t.iter().collect()
     } else {
         vec![key.clone()]
     };
-    let consumes = |o: &Bound<'_, PyAny>| !(o.is_none() || o.is_instance_of::<PyEllipsis>());
-    let used = items.iter().filter(|o| consumes(o)).count();
-    if items
+    let mut items = Vec::with_capacity(objs.len());
+    for o in &objs {
+        items.push(if o.is_none() {
+            IndexItem::NewAxis
+        } else if o.is_instance_of::<PyEllipsis>() {
+            IndexItem::Ellipsis
+        } else if let Ok(s) = o.cast::<PySlice>() {
+            IndexItem::Slice(s.clone())
+        } else if is_bool(o) {
+            // numpy: a boolean scalar adds an axis of length 1 (True) or 0 (False)
+            IndexItem::Bool(o.is_truthy()?)
+        } else if is_int(o) {
+            IndexItem::Int(axis_arg("getitem", "index", o)?)
+        } else {
+            let idx = arg("getitem", "index", o, None)?;
+            if idx.dtype() != DType::I64 || idx.ndim() != 1 {
+                return Err(PyIndexError::new_err(format!(
+                    "getitem: an index must be an int, a slice, None, ..., a bool or a 1-D \
+                     integer array, got {} (read as {} of shape {:?})",
+                    describe(o),
+                    idx.dtype(),
+                    idx.shape()
+                )));
+            }
+            IndexItem::Array(idx)
+        });
+    }
+    let consumes = |i: &IndexItem<'_>| {
+        matches!(
+            i,
+            IndexItem::Slice(_) | IndexItem::Int(_) | IndexItem::Array(_)
+        )
+    };
+    let used = items.iter().filter(|i| consumes(i)).count();
+    let ellipses = items
         .iter()
-        .filter(|o| o.is_instance_of::<PyEllipsis>())
-        .count()
-        > 1
-    {
+        .filter(|i| matches!(i, IndexItem::Ellipsis))
+        .count();
+    if ellipses > 1 {
         return Err(PyIndexError::new_err(
             "getitem: an index can only have a single ellipsis ('...')",
         ));
@@ -243,77 +355,154 @@ fn parse_index(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<IndexExpr> {
             x.shape()
         )));
     }
+    let has_bool = items.iter().any(|i| matches!(i, IndexItem::Bool(_)));
+    let has_array = items.iter().any(|i| matches!(i, IndexItem::Array(_)));
+    if has_bool && has_array {
+        return Err(PyIndexError::new_err(
+            "getitem: a boolean scalar index cannot be combined with an array index",
+        ));
+    }
     let mut specs = Vec::new();
     let mut newaxes = Vec::new();
     let mut advanced: Option<(usize, Tensor)> = None;
-    let (mut d, mut od) = (0usize, 0usize);
+    // numpy: with a boolean scalar, integers become advanced indices too; all of them make
+    // one axis, placed where the first is when they are adjacent, else first
+    let mut adv_positions: Vec<usize> = Vec::new(); // in the ellipsis-expanded expression
+    let mut bool_at: Option<usize> = None; // output position before the first advanced item
+    let mut all_true = true;
+    let (mut d, mut od, mut pos) = (0usize, 0usize, 0usize);
     let full = |n: usize| SliceSpec::Range {
         start: 0,
         stop: n as isize,
         step: 1,
     };
-    for item in &items {
-        if item.is_none() {
-            newaxes.push(od);
-            od += 1;
-        } else if item.is_instance_of::<PyEllipsis>() {
-            for _ in 0..(x.ndim() - used) {
+    for item in items {
+        let is_adv =
+            matches!(item, IndexItem::Bool(_)) || (has_bool && matches!(item, IndexItem::Int(_)));
+        if is_adv {
+            adv_positions.push(pos);
+            bool_at.get_or_insert(od);
+        }
+        match item {
+            IndexItem::NewAxis => {
+                newaxes.push(od);
+                od += 1;
+                pos += 1;
+            }
+            IndexItem::Ellipsis => {
+                for _ in 0..(x.ndim() - used) {
+                    specs.push(full(x.shape()[d]));
+                    d += 1;
+                    od += 1;
+                    pos += 1;
+                }
+            }
+            IndexItem::Slice(s) => {
+                let ind = s.indices(x.shape()[d] as isize)?;
+                specs.push(SliceSpec::Range {
+                    start: ind.start,
+                    stop: ind.stop,
+                    step: ind.step,
+                });
+                d += 1;
+                od += 1;
+                pos += 1;
+            }
+            IndexItem::Int(i) => {
+                specs.push(SliceSpec::Index(i));
+                d += 1;
+                pos += 1;
+            }
+            IndexItem::Bool(b) => {
+                all_true &= b;
+                pos += 1;
+            }
+            IndexItem::Array(idx) => {
+                if advanced.is_some() {
+                    return Err(PyIndexError::new_err(
+                        "getitem: only one array index per expression is supported",
+                    ));
+                }
+                advanced = Some((od, idx));
                 specs.push(full(x.shape()[d]));
                 d += 1;
                 od += 1;
+                pos += 1;
             }
-        } else if let Ok(s) = item.cast::<PySlice>() {
-            let ind = s.indices(x.shape()[d] as isize)?;
-            specs.push(SliceSpec::Range {
-                start: ind.start,
-                stop: ind.stop,
-                step: ind.step,
-            });
-            d += 1;
-            od += 1;
-        } else if let (false, Ok(i)) = (
-            item.is_instance_of::<pyo3::types::PyFloat>(),
-            item.extract::<isize>(),
-        ) {
-            specs.push(SliceSpec::Index(i));
-            d += 1;
-        } else {
-            let idx = arg("getitem", item, None)?;
-            if idx.dtype() != DType::I64 || idx.ndim() != 1 {
-                return Err(PyIndexError::new_err(format!(
-                    "getitem: array indices must be 1-D integer tensors, got {} {:?}",
-                    idx.dtype(),
-                    idx.shape()
-                )));
-            }
-            if advanced.is_some() {
-                return Err(PyIndexError::new_err(
-                    "getitem: only one array index per expression is supported",
-                ));
-            }
-            advanced = Some((od, idx));
-            specs.push(full(x.shape()[d]));
-            d += 1;
-            od += 1;
         }
     }
+    let bool_axis = bool_at.map(|at| {
+        let adjacent = match (adv_positions.first(), adv_positions.last()) {
+            (Some(&a), Some(&b)) => b - a + 1 == adv_positions.len(),
+            _ => true,
+        };
+        (if adjacent { at } else { 0 }, all_true)
+    });
     Ok(IndexExpr {
         specs,
         newaxes,
         advanced,
+        bool_axis,
     })
 }
 
-fn item_of<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>> {
-    let v = t.item().py()?;
+/// The value of a one-element tensor as the Python number of its dtype, exactly (an int64
+/// is never read through a float64).
+fn item_of<'py>(py: Python<'py>, op: &str, t: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    if t.numel() != 1 {
+        return Err(shape_error(
+            op,
+            format!(
+                "only one-element tensors can be converted to a Python scalar, got shape {:?}",
+                t.shape()
+            ),
+        ));
+    }
     Ok(match t.dtype() {
-        DType::F32 | DType::F64 => v.into_pyobject(py)?.into_any(),
-        DType::I64 => {
-            let i: i64 = t.to_vec::<i64>().py()?[0];
-            i.into_pyobject(py)?.into_any()
-        }
-        DType::Bool => pyo3::types::PyBool::new(py, v != 0.0).to_owned().into_any(),
+        DType::F32 | DType::F64 => t.item().py()?.into_pyobject(py)?.into_any(),
+        DType::I64 => t.to_vec::<i64>().py()?[0].into_pyobject(py)?.into_any(),
+        DType::Bool => pyo3::types::PyBool::new(py, t.to_vec::<bool>().py()?[0])
+            .to_owned()
+            .into_any(),
     })
+}
+
+/// Whether a value of shape `from` broadcasts to `to` (numpy's rule).
+fn broadcasts(from: &[usize], to: &[usize]) -> bool {
+    from.len() <= to.len()
+        && from
+            .iter()
+            .rev()
+            .zip(to.iter().rev())
+            .all(|(&f, &t)| f == t || f == 1)
+}
+
+/// Iterates over the first axis of a tensor (as numpy iterates over an array's rows).
+#[pyclass(name = "TensorIterator", module = "ferrograd")]
+pub struct PyTensorIter {
+    tensor: Tensor,
+    next: usize,
+}
+
+#[pymethods]
+impl PyTensorIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+    fn __next__(&mut self) -> PyResult<Option<PyTensor>> {
+        if self.next >= self.tensor.shape()[0] {
+            return Ok(None);
+        }
+        let row = self
+            .tensor
+            .slice(&[SliceSpec::Index(self.next as isize)])
+            .py()?;
+        self.next += 1;
+        Ok(Some(PyTensor::from(row)))
+    }
+    fn __length_hint__(&self) -> usize {
+        self.tensor.shape()[0].saturating_sub(self.next)
+    }
 }
 
 #[pymethods]
@@ -377,13 +566,37 @@ impl PyTensor {
             None => None,
             Some(o) if o.is_none() => None,
             Some(o) => {
-                let t = crate::convert::tensor_arg("grad", o)?;
-                if t.shape() != self.t().shape() {
-                    return Err(PyValueError::new_err(format!(
-                        "grad: assigned gradient of shape {:?} does not match the tensor's shape {:?}",
-                        t.shape(),
-                        self.t().shape()
-                    )));
+                let t = crate::convert::tensor_arg("grad", "value", o)?;
+                let x = self.t();
+                if t.dtype() != x.dtype() {
+                    return Err(dtype_error(
+                        "grad",
+                        format!(
+                            "assigned gradient has dtype {} but the tensor has dtype {}",
+                            t.dtype(),
+                            x.dtype()
+                        ),
+                    ));
+                }
+                if t.shape() != x.shape() {
+                    return Err(shape_error(
+                        "grad",
+                        format!(
+                            "assigned gradient has shape {:?} but the tensor has shape {:?}",
+                            t.shape(),
+                            x.shape()
+                        ),
+                    ));
+                }
+                if t.device() != x.device() {
+                    return Err(device_error(
+                        "grad",
+                        format!(
+                            "assigned gradient is on {} but the tensor is on {}",
+                            t.device(),
+                            x.device()
+                        ),
+                    ));
                 }
                 Some(t)
             }
@@ -402,7 +615,7 @@ impl PyTensor {
     }
     /// The value of a one-element tensor as a Python number.
     fn item<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        item_of(py, &self.t())
+        item_of(py, "item", &self.t())
     }
     fn tolist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_numpy(py, &self.t())?.call_method0("tolist")
@@ -412,9 +625,12 @@ impl PyTensor {
         &self,
         py: Python<'py>,
         dtype: Option<&Bound<'py, PyAny>>,
-        copy: Option<bool>,
+        copy: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let _ = copy;
+        // the result is always a fresh copy, which every value of `copy` allows
+        if let Some(c) = copy.filter(|c| !c.is_none()) {
+            bool_arg("__array__", "copy", c)?;
+        }
         let a = to_numpy(py, &self.t())?;
         match dtype {
             Some(d) if !d.is_none() => a.call_method1("astype", (d,)),
@@ -428,20 +644,45 @@ impl PyTensor {
             .copied()
             .ok_or_else(|| PyTypeError::new_err("len() of a 0-d tensor"))
     }
-    fn __float__(&self) -> PyResult<f64> {
-        self.t().item().py()
+    /// Iterates over the first axis, yielding tensors (as numpy yields rows).
+    fn __iter__(&self) -> PyResult<PyTensorIter> {
+        let t = self.t();
+        if t.ndim() == 0 {
+            return Err(PyTypeError::new_err("iteration over a 0-d tensor"));
+        }
+        Ok(PyTensorIter { tensor: t, next: 0 })
     }
-    fn __int__(&self) -> PyResult<i64> {
-        Ok(self.t().item().py()? as i64)
+    fn __float__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let v = item_of(py, "float", &self.t())?;
+        Ok(PyFloat::new(py, v.extract::<f64>()?).into_any())
     }
-    fn __bool__(&self) -> PyResult<bool> {
-        if self.t().numel() != 1 {
+    /// The value as a Python int: exact for int64; a float is truncated toward zero.
+    fn __int__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let v = item_of(py, "int", &self.t())?;
+        if let Ok(f) = v.cast::<PyFloat>() {
+            let f = f.value();
+            if f.is_nan() {
+                return Err(PyValueError::new_err(
+                    "int: cannot convert a NaN tensor to an integer",
+                ));
+            }
+            if f.is_infinite() {
+                return Err(PyOverflowError::new_err(format!(
+                    "int: cannot convert an infinite tensor ({f}) to an integer"
+                )));
+            }
+        }
+        v.call_method0("__int__")
+    }
+    fn __bool__(&self, py: Python<'_>) -> PyResult<bool> {
+        let t = self.t();
+        if t.numel() != 1 {
             return Err(PyValueError::new_err(format!(
                 "the truth value of a tensor of shape {:?} is ambiguous",
-                self.t().shape()
+                t.shape()
             )));
         }
-        Ok(self.t().item().py()? != 0.0)
+        item_of(py, "bool", &t)?.is_truthy()
     }
     fn __hash__(slf: &Bound<'_, Self>) -> isize {
         slf.as_ptr() as isize
@@ -463,7 +704,7 @@ impl PyTensor {
     }
 
     fn astype(&self, dtype: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        let d = parse_dtype(dtype)?;
+        let d = parse_dtype("astype", dtype)?;
         self.t().astype(d).py().map(PyTensor::from)
     }
     /// The same data, cut off from every gradient tape.
@@ -487,7 +728,7 @@ impl PyTensor {
 
     #[pyo3(signature = (*shape))]
     fn reshape(&self, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
-        let s = shape_args("reshape", shape)?;
+        let s = shape_args("reshape", "shape", shape)?;
         self.t().reshape_infer(&s).py().map(PyTensor::from)
     }
     fn flatten(&self) -> PyResult<PyTensor> {
@@ -501,74 +742,88 @@ impl PyTensor {
         let a = if axes.is_empty() {
             Vec::new()
         } else {
-            shape_args("transpose", axes)?
+            shape_args("transpose", "axes", axes)?
         };
         transpose_impl(&self.t(), &a)
     }
     #[pyo3(signature = (*axes))]
     fn permute(&self, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
-        let a = shape_args("permute", axes)?;
+        let a = shape_args("permute", "axes", axes)?;
         self.t().permute(&a).py().map(PyTensor::from)
     }
-    fn expand_dims(&self, axis: isize) -> PyResult<PyTensor> {
+    fn expand_dims(&self, axis: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        let axis = axis_arg("expand_dims", "axis", axis)?;
         self.t().expand_dims(axis).py().map(PyTensor::from)
     }
     #[pyo3(signature = (axis=None))]
     fn squeeze(&self, axis: Option<&Bound<'_, PyAny>>) -> PyResult<PyTensor> {
-        let axes = axes_arg("squeeze", axis)?;
+        let axes = axes_arg("squeeze", "axis", axis)?;
         self.t().squeeze(axes.as_deref()).py().map(PyTensor::from)
     }
     #[pyo3(signature = (*shape))]
     fn broadcast_to(&self, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
-        let s = shape_args("broadcast_to", shape)?;
-        let s = to_usize("broadcast_to", &s)?;
+        let s = sizes_args("broadcast_to", "shape", shape)?;
         self.t().broadcast_to(&s).py().map(PyTensor::from)
     }
 
-    #[pyo3(signature = (axis=None, keepdims=false))]
+    #[pyo3(
+        signature = (axis=None, keepdims=OptArg::MISSING),
+        text_signature = "($self, axis=None, keepdims=False)"
+    )]
     fn sum(
         &self,
         py: Python<'_>,
         axis: Option<&Bound<'_, PyAny>>,
-        keepdims: bool,
+        keepdims: OptArg<'_>,
     ) -> PyResult<PyTensor> {
-        reduce_impl(py, "sum", &self.t(), axis, keepdims, Tensor::sum)
+        reduce_impl(py, "sum", &self.t(), axis, &keepdims, Tensor::sum)
     }
-    #[pyo3(signature = (axis=None, keepdims=false))]
+    #[pyo3(
+        signature = (axis=None, keepdims=OptArg::MISSING),
+        text_signature = "($self, axis=None, keepdims=False)"
+    )]
     fn mean(
         &self,
         py: Python<'_>,
         axis: Option<&Bound<'_, PyAny>>,
-        keepdims: bool,
+        keepdims: OptArg<'_>,
     ) -> PyResult<PyTensor> {
-        reduce_impl(py, "mean", &self.t(), axis, keepdims, Tensor::mean)
+        reduce_impl(py, "mean", &self.t(), axis, &keepdims, Tensor::mean)
     }
-    #[pyo3(signature = (axis=None, keepdims=false))]
+    #[pyo3(
+        signature = (axis=None, keepdims=OptArg::MISSING),
+        text_signature = "($self, axis=None, keepdims=False)"
+    )]
     fn max(
         &self,
         py: Python<'_>,
         axis: Option<&Bound<'_, PyAny>>,
-        keepdims: bool,
+        keepdims: OptArg<'_>,
     ) -> PyResult<PyTensor> {
-        reduce_impl(py, "max", &self.t(), axis, keepdims, Tensor::max)
+        reduce_impl(py, "max", &self.t(), axis, &keepdims, Tensor::max)
     }
-    #[pyo3(signature = (axis=None, keepdims=false))]
+    #[pyo3(
+        signature = (axis=None, keepdims=OptArg::MISSING),
+        text_signature = "($self, axis=None, keepdims=False)"
+    )]
     fn min(
         &self,
         py: Python<'_>,
         axis: Option<&Bound<'_, PyAny>>,
-        keepdims: bool,
+        keepdims: OptArg<'_>,
     ) -> PyResult<PyTensor> {
-        reduce_impl(py, "min", &self.t(), axis, keepdims, Tensor::min)
+        reduce_impl(py, "min", &self.t(), axis, &keepdims, Tensor::min)
     }
-    #[pyo3(signature = (axis=-1))]
-    fn softmax(&self, py: Python<'_>, axis: isize) -> PyResult<PyTensor> {
+    #[pyo3(signature = (axis=OptArg::MISSING), text_signature = "($self, axis=-1)")]
+    fn softmax(&self, py: Python<'_>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+        let axis = axis.or(-1, |o| axis_arg("softmax", "axis", o))?;
         compute(py, self.t().numel(), || self.t().softmax(axis))
             .py()
             .map(PyTensor::from)
     }
-    #[pyo3(signature = (axis=-1))]
-    fn log_softmax(&self, py: Python<'_>, axis: isize) -> PyResult<PyTensor> {
+    #[pyo3(signature = (axis=OptArg::MISSING), text_signature = "($self, axis=-1)")]
+    fn log_softmax(&self, py: Python<'_>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+        let axis = axis.or(-1, |o| axis_arg("log_softmax", "axis", o))?;
         compute(py, self.t().numel(), || self.t().log_softmax(axis))
             .py()
             .map(PyTensor::from)
@@ -599,41 +854,41 @@ impl PyTensor {
         unary(py, &self.t(), Tensor::neg)
     }
     fn pow(&self, py: Python<'_>, e: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        pow_impl(py, &self.t(), e)
+        pow_impl(py, &self.t(), e, "e")
     }
     fn matmul(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "matmul", &self.t(), o, false, Tensor::matmul)
+        binary(py, "matmul", &self.t(), o, "other", false, Tensor::matmul)
     }
     fn maximum(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "maximum", &self.t(), o, false, Tensor::maximum)
+        binary(py, "maximum", &self.t(), o, "other", false, Tensor::maximum)
     }
     fn minimum(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "minimum", &self.t(), o, false, Tensor::minimum)
+        binary(py, "minimum", &self.t(), o, "other", false, Tensor::minimum)
     }
 
     fn __add__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "add", &self.t(), o, false, Tensor::add)
+        binary(py, "add", &self.t(), o, "other", false, Tensor::add)
     }
     fn __radd__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "add", &self.t(), o, true, Tensor::add)
+        binary(py, "add", &self.t(), o, "other", true, Tensor::add)
     }
     fn __sub__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "sub", &self.t(), o, false, Tensor::sub)
+        binary(py, "sub", &self.t(), o, "other", false, Tensor::sub)
     }
     fn __rsub__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "sub", &self.t(), o, true, Tensor::sub)
+        binary(py, "sub", &self.t(), o, "other", true, Tensor::sub)
     }
     fn __mul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "mul", &self.t(), o, false, Tensor::mul)
+        binary(py, "mul", &self.t(), o, "other", false, Tensor::mul)
     }
     fn __rmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "mul", &self.t(), o, true, Tensor::mul)
+        binary(py, "mul", &self.t(), o, "other", true, Tensor::mul)
     }
     fn __truediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "div", &self.t(), o, false, Tensor::div)
+        binary(py, "div", &self.t(), o, "other", false, Tensor::div)
     }
     fn __rtruediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "div", &self.t(), o, true, Tensor::div)
+        binary(py, "div", &self.t(), o, "other", true, Tensor::div)
     }
     fn __pow__(
         &self,
@@ -644,7 +899,7 @@ impl PyTensor {
         if modulo.is_some_and(|m| !m.is_none()) {
             return Err(PyTypeError::new_err("pow: a modulus is not supported"));
         }
-        pow_impl(py, &self.t(), e)
+        pow_impl(py, &self.t(), e, "other")
     }
     fn __rpow__(
         &self,
@@ -653,13 +908,13 @@ impl PyTensor {
         modulo: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyTensor> {
         let _ = modulo;
-        binary(py, "pow", &self.t(), b, true, Tensor::pow)
+        binary(py, "pow", &self.t(), b, "other", true, Tensor::pow)
     }
     fn __matmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "matmul", &self.t(), o, false, Tensor::matmul)
+        binary(py, "matmul", &self.t(), o, "other", false, Tensor::matmul)
     }
     fn __rmatmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "matmul", &self.t(), o, true, Tensor::matmul)
+        binary(py, "matmul", &self.t(), o, "other", true, Tensor::matmul)
     }
     fn __neg__(&self, py: Python<'_>) -> PyResult<PyTensor> {
         unary(py, &self.t(), Tensor::neg)
@@ -684,7 +939,7 @@ impl PyTensor {
             CompareOp::Gt => ("greater", Tensor::gt),
             CompareOp::Ge => ("greater_equal", Tensor::ge),
         };
-        binary(py, name, &self.t(), o, false, f)
+        binary(py, name, &self.t(), o, "other", false, f)
     }
     fn __getitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         getitem(&self.t(), key).map(PyTensor::from)
@@ -700,13 +955,38 @@ impl PyTensor {
                 "setitem: assignment through an array index is not supported",
             ));
         }
-        let v = arg("setitem", value, Some(&x))?;
-        if !ferrograd::autograd::is_recording_any() || (!x.is_tracked() && !v.is_tracked()) {
-            return x.slice(&e.specs).py()?.assign_(&v).py();
+        let mut v = arg("setitem", "value", value, Some(&x))?;
+        if e.bool_axis.is_some() || !e.newaxes.is_empty() {
+            // the value broadcasts to the indexed result, whose added axes (of `None` and
+            // booleans) have length 1, or 0 for a False index, which writes nothing
+            let basic: Vec<usize> = x.slice(&e.specs).py()?.shape().to_vec();
+            let (full, added) = e.full_shape(&basic);
+            if !broadcasts(v.shape(), &full) {
+                return Err(shape_error(
+                    "setitem",
+                    format!(
+                        "cannot assign a value of shape {:?} to an index result of shape {:?}",
+                        v.shape(),
+                        full
+                    ),
+                ));
+            }
+            if full.contains(&0) {
+                return Ok(());
+            }
+            if v.ndim() == 0 {
+                // a scalar is written as it is (a Python number may join a tensor on any device)
+                return self.setitem_value(&x, &e.specs, &v);
+            }
+            let axes: Vec<isize> = added
+                .iter()
+                .enumerate()
+                .filter(|(_, &a)| a)
+                .map(|(i, _)| i as isize)
+                .collect();
+            v = v.broadcast_to(&full).py()?.squeeze(Some(&axes)).py()?;
         }
-        let result = x.set_slice(&e.specs, &v).py()?;
-        self.rebind(x.update_("setitem", &result).py()?);
-        Ok(())
+        self.setitem_value(&x, &e.specs, &v)
     }
 
     fn __iadd__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -726,7 +1006,7 @@ impl PyTensor {
     fn copy_<'py>(slf: &Bound<'py, Self>, src: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
         let this = slf.get();
         let x = this.t();
-        let mut v = arg("copy_", src, Some(&x))?;
+        let mut v = arg("copy_", "src", src, Some(&x))?;
         if v.device() != x.device() && !v.is_tracked() {
             // a copy between devices (no gradient can cross one)
             v = v.to_device(x.device()).py()?;
@@ -744,7 +1024,7 @@ impl PyTensor {
     fn fill_<'py>(slf: &Bound<'py, Self>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
         let this = slf.get();
         let x = this.t();
-        let v = arg("fill_", value, Some(&x))?;
+        let v = arg("fill_", "value", value, Some(&x))?;
         if v.numel() != 1 {
             return Err(PyValueError::new_err(format!(
                 "fill_: expected a single value, got shape {:?}",
@@ -784,25 +1064,15 @@ impl PyTensor {
     }
 }
 
-pub fn to_usize(op: &str, v: &[isize]) -> PyResult<Vec<usize>> {
-    v.iter()
-        .map(|&d| {
-            usize::try_from(d).map_err(|_| {
-                PyValueError::new_err(format!("{op}: negative dimension {d} in {v:?}"))
-            })
-        })
-        .collect()
-}
-
 pub fn to_device(t: &Tensor, dev: Device) -> PyResult<PyTensor> {
     t.to(dev).py().map(PyTensor::from)
 }
 
-/// A list of tensors from a Python sequence.
-pub fn tensor_list(op: &str, seq: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
+/// A list of tensors from a Python sequence (the argument `name`; its items are `name[i]`).
+pub fn tensor_list(op: &str, name: &str, seq: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
     if seq.cast::<PyTensor>().is_ok() {
         return Err(PyTypeError::new_err(format!(
-            "{op}: expected a sequence of Tensors, got one Tensor"
+            "{op}: {name} must be a sequence of Tensors, got one Tensor"
         )));
     }
     let list: Vec<Bound<'_, PyAny>> = if let Ok(l) = seq.cast::<PyList>() {
@@ -813,14 +1083,14 @@ pub fn tensor_list(op: &str, seq: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
         seq.try_iter()
             .map_err(|_| {
                 PyTypeError::new_err(format!(
-                    "{op}: expected a sequence of Tensors, got {}",
-                    seq.get_type()
-                        .name()
-                        .map(|n| n.to_string())
-                        .unwrap_or_default()
+                    "{op}: {name} must be a sequence of Tensors, got {}",
+                    describe(seq)
                 ))
             })?
             .collect::<PyResult<_>>()?
     };
-    list.iter().map(|o| arg(op, o, None)).collect()
+    list.iter()
+        .enumerate()
+        .map(|(i, o)| arg(op, &format!("{name}[{i}]"), o, None))
+        .collect()
 }
