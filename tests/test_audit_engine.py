@@ -180,9 +180,8 @@ def test_power_zero_gives_zero_gradients():
 def test_a_gradient_through_a_non_differentiable_op_is_an_error_naming_it():
     x = t([1.0, -2.0])
     gm = fg.GradManager().attach(x)
-    with gm:
-        with pytest.raises(fg.GradError, match="sign"):
-            gm.backward((x.sign() * x).sum())
+    with gm, pytest.raises(fg.GradError, match="sign"):
+        gm.backward((x.sign() * x).sum())
 
 
 def test_non_differentiable_op_off_the_gradient_path_is_fine():
@@ -208,9 +207,8 @@ def test_a_recompute_policy_that_raises_propagates():
 
     x = t([1.0, 2.0])
     gm = fg.GradManager(recompute=policy).attach(x)
-    with gm:
-        with pytest.raises(KeyError, match="policy exploded"):
-            (x * 2.0).exp()
+    with gm, pytest.raises(KeyError, match="policy exploded"):
+        (x * 2.0).exp()
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,7 +264,11 @@ def test_factories_refuse_element_counts_that_overflow():
 
 
 def test_huge_valid_counts_are_a_memory_error():
+    # 8 TiB can be addressed, not allocated; more than can be addressed is a ShapeError
+    # (numpy: "array is too big")
     with pytest.raises(MemoryError):
+        fg.zeros(2**40, 2**10, dtype="float64")
+    with pytest.raises(fg.ShapeError, match="too big"):
         fg.zeros(2**40, 2**20, dtype="float64")
 
 
@@ -288,14 +290,18 @@ def test_reshape_to_a_count_that_overflows_is_refused():
 def test_slicing_with_extreme_steps_has_numpy_lengths():
     a = np.arange(5.0)
     x = fg.tensor(a)
-    for key in [slice(None, None, -(2**63)), slice(None, None, 2**63 - 1), slice(-(2**63), 2**63 - 1)]:
+    for key in [
+        slice(None, None, -(2**63)),
+        slice(None, None, 2**63 - 1),
+        slice(-(2**63), 2**63 - 1),
+    ]:
         np.testing.assert_array_equal(x[key].numpy(), a[key])
 
 
 @pytest.mark.skipif(TEST_DEVICE != "cpu", reason="CPU allocations")
 def test_out_of_memory_is_a_memory_error_and_the_process_goes_on():
     with pytest.raises(MemoryError):
-        fg.ones(2**61, dtype="float64")
+        fg.ones(2**50, dtype="float64")
     np.testing.assert_array_equal(fg.ones(2).numpy(), [1.0, 1.0])
 
 

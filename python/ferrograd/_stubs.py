@@ -28,7 +28,7 @@ def _marker(block: str, end: bool) -> str:
 
 
 def _lines(block: str) -> list[str]:
-    table = _core._op_table()
+    table = _core._OP_TABLE
     if block == "exports":
         names = sorted(_core.__all__)
         return ["__all__ = ["] + [f'    "{n}",' for n in names] + ["]"]
@@ -55,9 +55,13 @@ def render(text: str) -> str:
             i = next(k for k, line in enumerate(lines) if line.strip() == start)
             j = next(k for k, line in enumerate(lines) if line.strip() == end)
         except StopIteration:
-            raise ValueError(f"_core.pyi: the markers of the generated {block} are missing") from None
+            raise ValueError(
+                f"_core.pyi: the markers of the generated {block} are missing"
+            ) from None
         indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
-        body = [indent + start, *_lines(block), indent + end]
+        # (as `ruff format` lays it out: a blank line between module-level defs and a comment)
+        gap = [""] if block == "functions" else []
+        body = [indent + start, *_lines(block), *gap, indent + end]
         lines[i : j + 1] = body
         text = "\n".join(lines)
     return text

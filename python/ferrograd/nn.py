@@ -101,6 +101,21 @@ def _uniform(rng: np.random.Generator, bound: float, shape: tuple, dtype: str) -
     return Parameter(rng.uniform(-bound, bound, shape).astype(dtype))
 
 
+def _count(module: str, name: str, value: object, minimum: int) -> int:
+    """A size argument of a layer: an int of at least ``minimum`` (bools are not sizes)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{module}: {name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        kind = "positive" if minimum > 0 else "non-negative"
+        raise ValueError(f"{module}: {name} must be {kind}, got {value}")
+    return int(value)
+
+
+def _bound(fan_in: int) -> float:
+    """PyTorch's default initialisation bound ``1 / sqrt(fan_in)`` (0 for no inputs)."""
+    return 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+
+
 class Linear(Module):
     """``y = x @ weight + bias`` with ``weight`` of shape ``(in_features, out_features)``."""
 
@@ -112,8 +127,10 @@ class Linear(Module):
         dtype: str = "float32",
         rng: np.random.Generator | None = None,
     ) -> None:
+        in_features = _count("Linear", "in_features", in_features, 0)
+        out_features = _count("Linear", "out_features", out_features, 0)
         rng = rng if rng is not None else np.random.default_rng()
-        bound = 1.0 / math.sqrt(in_features)
+        bound = _bound(in_features)
         self.weight = _uniform(rng, bound, (in_features, out_features), dtype)
         self.bias = _uniform(rng, bound, (out_features,), dtype) if bias else None
 
@@ -138,10 +155,20 @@ class Conv2d(Module):
         dtype: str = "float32",
         rng: np.random.Generator | None = None,
     ) -> None:
+        in_channels = _count("Conv2d", "in_channels", in_channels, 1)
+        out_channels = _count("Conv2d", "out_channels", out_channels, 1)
+        groups = _count("Conv2d", "groups", groups, 1)
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
+                f"divisible by groups ({groups})"
+            )
         rng = rng if rng is not None else np.random.default_rng()
         kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+        kh = _count("Conv2d", "kernel_size", kh, 1)
+        kw = _count("Conv2d", "kernel_size", kw, 1)
         fan_in = in_channels // groups * kh * kw
-        bound = 1.0 / math.sqrt(fan_in)
+        bound = _bound(fan_in)
         self.weight = _uniform(rng, bound, (out_channels, in_channels // groups, kh, kw), dtype)
         self.bias = _uniform(rng, bound, (out_channels,), dtype) if bias else None
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups

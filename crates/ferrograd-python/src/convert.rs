@@ -3,10 +3,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ferrograd::{DType, Device, Element, Tensor};
-use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{
-    Element as NpElement, IntoPyArray, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods,
-    PyUntypedArray, PyUntypedArrayMethods,
+    Element as NpElement, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray,
+    PyUntypedArrayMethods,
 };
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -16,42 +15,55 @@ use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTupl
 use crate::errors::ResultExt;
 use crate::tensor::PyTensor;
 
-fn read_array<T: Element + NpElement>(obj: &Bound<'_, PyAny>) -> PyResult<Option<Tensor>> {
-    let Ok(arr) = obj.cast::<PyArrayDyn<T>>() else {
+/// The elements of a C-contiguous, aligned, native-order 1-D array of `T`, if `flat` is one.
+fn read_flat<T: Element + NpElement>(flat: &Bound<'_, PyAny>) -> PyResult<Option<Vec<T>>> {
+    let Ok(arr) = flat.cast::<PyArrayDyn<T>>() else {
         return Ok(None);
     };
     let ro = arr
         .try_readonly()
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let view = ro.as_array();
-    let shape: Vec<usize> = view.shape().to_vec();
-    let data: Vec<T> = match view.as_slice() {
-        Some(s) => s.to_vec(),
-        None => view.iter().copied().collect(),
-    };
-    Tensor::from_vec(data, &shape).py().map(Some)
+        .map_err(|e| PyValueError::new_err(format!("tensor: {e}")))?;
+    match ro.as_slice() {
+        Ok(s) => Ok(Some(s.to_vec())),
+        Err(e) => Err(PyValueError::new_err(format!("tensor: {e}"))),
+    }
 }
 
-/// A tensor from a numpy array of a supported dtype (float32, float64, int64, bool).
+/// The most axes a numpy array has.
+const NUMPY_MAX_DIMS: usize = 64;
+
+/// A tensor from a numpy array of a supported dtype (float32, float64, int64, bool), any
+/// layout, alignment and byte order, up to numpy's 64 axes (copied).
 pub fn from_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
-    if let Some(t) = read_array::<f32>(obj)? {
-        return Ok(t);
-    }
-    if let Some(t) = read_array::<f64>(obj)? {
-        return Ok(t);
-    }
-    if let Some(t) = read_array::<i64>(obj)? {
-        return Ok(t);
-    }
-    if let Some(t) = read_array::<bool>(obj)? {
-        return Ok(t);
-    }
-    let desc = match obj.cast::<PyUntypedArray>() {
-        Ok(a) => format!("a numpy array of dtype {}", a.dtype()),
-        Err(_) => format!("a {}", obj.get_type().name()?),
+    let Ok(arr) = obj.cast::<PyUntypedArray>() else {
+        return Err(PyTypeError::new_err(format!(
+            "tensor: expected a numpy array, got {}",
+            obj.get_type().name()?
+        )));
     };
+    let shape: Vec<usize> = arr.shape().to_vec();
+    // numpy does the layout work: a C-contiguous, aligned, native-order array (the array
+    // itself when it is one), read flat, so any rank and layout is one slice
+    let dtype = arr.dtype().call_method1("newbyteorder", ("=",))?;
+    let flat = obj
+        .py()
+        .import("numpy")?
+        .call_method1("require", (obj, dtype, "CA"))?
+        .call_method1("reshape", (-1,))?;
+    macro_rules! try_read {
+        ($($t:ty),*) => {
+            $(
+                if let Some(data) = read_flat::<$t>(&flat)? {
+                    return Tensor::from_vec(data, &shape).py();
+                }
+            )*
+        };
+    }
+    try_read!(f32, f64, i64, bool);
     Err(PyTypeError::new_err(format!(
-        "tensor: unsupported data: {desc}; expected float32, float64, int64 or bool"
+        "tensor: unsupported data: a numpy array of dtype {}; expected float32, float64, int64 \
+         or bool",
+        arr.dtype()
     )))
 }
 
@@ -60,13 +72,21 @@ fn to_array<'py, T: Element + NpElement>(
     t: &Tensor,
 ) -> PyResult<Bound<'py, PyAny>> {
     let v: Vec<T> = t.to_vec().py()?;
-    let arr = ArrayD::from_shape_vec(IxDyn(t.shape()), v)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(arr.into_pyarray(py).into_any())
+    // a flat array reshaped by numpy: any rank numpy has
+    let flat = numpy::PyArray1::from_vec(py, v);
+    flat.call_method1("reshape", (PyTuple::new(py, t.shape())?,))
 }
 
 /// A numpy copy of a tensor.
 pub fn to_numpy<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    if t.ndim() > NUMPY_MAX_DIMS {
+        return Err(PyValueError::new_err(format!(
+            "numpy: numpy arrays have at most {NUMPY_MAX_DIMS} dimensions, the tensor has {} \
+             (shape {:?})",
+            t.ndim(),
+            t.shape()
+        )));
+    }
     let t = t.clone();
     match t.dtype() {
         DType::F32 => to_array::<f32>(py, &t),
@@ -117,16 +137,20 @@ pub fn set_default_device(d: Device) {
     DEFAULT_DEVICE.store(d.slot(), Ordering::Relaxed);
 }
 
-/// A device argument; `None` is the default device.
-pub fn parse_device(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Device> {
-    match obj {
-        None => Ok(default_device()),
-        Some(o) if o.is_none() => Ok(default_device()),
-        Some(o) => {
-            let s = o.str()?.to_string();
-            Device::parse(&s).py()
-        }
+/// The device argument of `op`: a name (`"cpu"`, `"cuda"`, `"cuda:1"`) or a device object
+/// whose `str` is one (a `torch.device`); `None` is the default device.
+pub fn parse_device(op: &str, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Device> {
+    let Some(o) = obj.filter(|o| !o.is_none()) else {
+        return Ok(default_device());
+    };
+    let named = o.is_instance_of::<PyString>() || o.get_type().name().is_ok_and(|n| n == "device");
+    if !named {
+        return Err(PyTypeError::new_err(format!(
+            "{op}: device must be a device name such as \"cpu\" or \"cuda:0\", got {}",
+            describe(o)
+        )));
     }
+    Device::parse_for(op, &o.str()?.to_string()).py()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,12 +10,12 @@ use crate::convert::{
     parse_dtype, positive_arg, shape_args, sizes_args, str_arg, tensor_arg, usize_arg, OptArg,
 };
 use crate::errors::ResultExt;
-use crate::tensor::{binary, compute, reduce_impl, tensor_list, transpose_impl, unary, PyTensor};
+use crate::tensor::{binary, compute, reduce_impl, tensor_list, transpose_impl, PyTensor};
 
 type Binary = fn(&Tensor, &Tensor) -> ferrograd::Result<Tensor>;
 
 /// A binary function where either side may be a Python number.
-fn binary_fn(
+pub(crate) fn binary_fn(
     py: Python<'_>,
     op: &str,
     a: &Bound<'_, PyAny>,
@@ -32,40 +32,10 @@ fn binary_fn(
     binary(py, op, &x, b, "b", false, f)
 }
 
-macro_rules! unary_fns {
-    ($($name:ident => $method:ident),* $(,)?) => {
-        $(
-            #[pyfunction]
-            fn $name(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-                let t = arg(stringify!($name), "x", x, None)?;
-                unary(py, &t, Tensor::$method)
-            }
-        )*
-    };
-}
-unary_fns!(exp => exp, log => log, sqrt => sqrt, abs => abs, tanh => tanh, sigmoid => sigmoid,
-    relu => relu, neg => neg);
-
-macro_rules! binary_fns {
-    ($($name:ident => $method:ident),* $(,)?) => {
-        $(
-            #[pyfunction]
-            fn $name(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-                binary_fn(py, stringify!($name), a, b, Tensor::$method)
-            }
-        )*
-    };
-}
-binary_fns!(add => add, sub => sub, mul => mul, div => div, maximum => maximum,
-    minimum => minimum, matmul => matmul, equal => eq, not_equal => ne, less => lt,
-    less_equal => le, greater => gt, greater_equal => ge);
-
+/// `matmul(a, b)`, where either side may be array-like data.
 #[pyfunction]
-fn pow(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-    if let Ok(t) = a.cast::<PyTensor>() {
-        return crate::tensor::pow_impl(py, &t.get().tensor(), b, "b");
-    }
-    binary_fn(py, "pow", a, b, Tensor::pow)
+fn matmul(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+    binary_fn(py, "matmul", a, b, Tensor::matmul)
 }
 
 #[pyfunction]
@@ -246,6 +216,12 @@ fn fill_value(op: &str, name: &str, obj: &Bound<'_, PyAny>, d: DType) -> PyResul
     }
     if !obj.is_instance_of::<pyo3::types::PyString>() && obj.hasattr("__float__")? {
         if let Ok(v) = obj.extract::<f64>() {
+            if !d.is_float() && !v.is_finite() {
+                // numpy: "cannot convert float NaN to integer"
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "{op}: cannot fill a {d} tensor with {name} {v}"
+                )));
+            }
             return Ok(Fill::Float(v));
         }
     }
@@ -268,7 +244,7 @@ fn filled(
         sizes_args(op, "shape", shape)?
     };
     let d = dtype_or_f32(op, dtype)?;
-    let dev = parse_device(device)?;
+    let dev = parse_device(op, device)?;
     filled_with(shape.py(), &s, value, d, dev)
 }
 
@@ -326,7 +302,7 @@ fn full(
     let s = sizes_args("full", "shape", &PyTuple::new(shape.py(), [shape])?)?;
     let d = dtype_or_f32("full", dtype)?;
     let v = fill_value("full", "value", value, d)?;
-    let dev = parse_device(device)?;
+    let dev = parse_device("full", device)?;
     filled_with(shape.py(), &s, v, d, dev)
 }
 
@@ -353,7 +329,7 @@ fn memory_stats<'py>(
     py: Python<'py>,
     device: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let s = memory::stats(parse_device(device)?);
+    let s = memory::stats(parse_device("memory_stats", device)?);
     let d = PyDict::new(py);
     d.set_item("live_bytes", s.live_bytes)?;
     d.set_item("peak_bytes", s.peak_bytes)?;
@@ -366,7 +342,7 @@ fn memory_stats<'py>(
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 fn empty_cache(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-    match parse_device(device)? {
+    match parse_device("empty_cache", device)? {
         ferrograd::Device::Cpu => {
             memory::empty_cpu_cache();
             Ok(())
@@ -379,7 +355,7 @@ fn empty_cache(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<()
 /// when given none (like `torch.set_default_device`). A CUDA device must be usable.
 #[pyfunction]
 fn set_default_device(device: &Bound<'_, PyAny>) -> PyResult<()> {
-    let d = parse_device(Some(device))?;
+    let d = parse_device("set_default_device", Some(device))?;
     d.check_available("set_default_device").py()?;
     crate::convert::set_default_device(d);
     Ok(())
@@ -395,7 +371,7 @@ fn get_default_device() -> String {
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 fn reset_peak_memory_stats(device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-    memory::reset_peak(parse_device(device)?);
+    memory::reset_peak(parse_device("reset_peak_memory_stats", device)?);
     Ok(())
 }
 
@@ -675,28 +651,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ($($f:ident),* $(,)?) => { $( m.add_function(wrap_pyfunction!($f, m)?)?; )* };
     }
     add!(
-        exp,
-        log,
-        sqrt,
-        abs,
-        tanh,
-        sigmoid,
-        relu,
-        neg,
-        add,
-        sub,
-        mul,
-        div,
-        maximum,
-        minimum,
         matmul,
-        equal,
-        not_equal,
-        less,
-        less_equal,
-        greater,
-        greater_equal,
-        pow,
         where_,
         sum,
         mean,

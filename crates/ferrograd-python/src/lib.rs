@@ -7,6 +7,7 @@ mod errors;
 mod function;
 mod functions;
 mod grad;
+mod table;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -17,7 +18,19 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<grad::PyGradKey>()?;
     functions::register(m)?;
+    table::register(m)?;
     function::register(m)?;
+    m.add("_OP_GRADIENTS", ferrograd::Op::name_table().to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // what `from ferrograd._core import *` re-exports: every public name registered above
+    let mut public: Vec<String> = m
+        .dict()
+        .keys()
+        .iter()
+        .map(|k| k.extract::<String>())
+        .collect::<PyResult<_>>()?;
+    public.retain(|n| !n.starts_with('_') && n != "OP_NAMES");
+    public.sort();
+    m.add("__all__", public)?;
     Ok(())
 }

@@ -527,7 +527,7 @@ impl PyTensor {
         array: &Bound<'_, PyAny>,
         device: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyTensor> {
-        let dev = parse_device(device)?;
+        let dev = parse_device("tensor", device)?;
         let t = from_numpy(array)?;
         if dev != Device::Cpu {
             return to_device(&t, dev);
@@ -719,7 +719,7 @@ impl PyTensor {
         unary(py, &self.t(), Tensor::copy)
     }
     fn to(&self, device: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        let dev = parse_device(Some(device))?;
+        let dev = parse_device("to", Some(device))?;
         to_device(&self.t(), dev)
     }
     fn cpu(&self) -> PyResult<PyTensor> {
@@ -829,41 +829,8 @@ impl PyTensor {
             .map(PyTensor::from)
     }
 
-    fn exp(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t(), Tensor::exp)
-    }
-    fn log(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t(), Tensor::log)
-    }
-    fn sqrt(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t(), Tensor::sqrt)
-    }
-    fn abs(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t(), Tensor::abs)
-    }
-    fn tanh(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t(), Tensor::tanh)
-    }
-    fn sigmoid(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t(), Tensor::sigmoid)
-    }
-    fn relu(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t(), Tensor::relu)
-    }
-    fn neg(&self, py: Python<'_>) -> PyResult<PyTensor> {
-        unary(py, &self.t(), Tensor::neg)
-    }
-    fn pow(&self, py: Python<'_>, e: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        pow_impl(py, &self.t(), e, "e")
-    }
     fn matmul(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         binary(py, "matmul", &self.t(), o, "other", false, Tensor::matmul)
-    }
-    fn maximum(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "maximum", &self.t(), o, "other", false, Tensor::maximum)
-    }
-    fn minimum(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "minimum", &self.t(), o, "other", false, Tensor::minimum)
     }
 
     fn __add__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {

@@ -302,7 +302,7 @@ macro_rules! on_device {
     ($op:expr, $inputs:expr, |$b:ident, $d:ident| $body:expr) => {{
         let inputs: &[&$crate::tensor::Tensor] = $inputs;
         $crate::backend::with_backend!($crate::backend::target_device(inputs), $op, |$b| {
-            $crate::backend::run($b, inputs, |$b, $d| {
+            $crate::backend::run($op, $b, inputs, |$b, $d| {
                 use $crate::backend::Backend as _;
                 $body
             })
@@ -318,7 +318,7 @@ macro_rules! in_place {
         let dst: &$crate::tensor::Tensor = $dst;
         let srcs: &[&$crate::tensor::Tensor] = $srcs;
         $crate::backend::with_backend!(dst.device(), $op, |$b| {
-            $crate::backend::run_mut($b, dst, srcs, |$b, $w, $d| {
+            $crate::backend::run_mut($op, $b, dst, srcs, |$b, $w, $d| {
                 use $crate::backend::Backend as _;
                 $body
             })
@@ -336,9 +336,21 @@ pub(crate) fn target_device(ts: &[&Tensor]) -> Device {
         .unwrap_or(Device::Cpu)
 }
 
+/// An allocation that failed inside a kernel, reported as the op's.
+pub(crate) fn named(op: &str, e: Error) -> Error {
+    match e {
+        Error::OutOfMemory { op: alloc, msg } if alloc == "alloc" => Error::OutOfMemory {
+            op: op.to_string(),
+            msg,
+        },
+        e => e,
+    }
+}
+
 /// Holds the read locks of `ts`' storages while `f` runs on their buffers. One and two inputs
 /// (nearly every op) take their locks without building vectors.
 pub(crate) fn run<B: Backend>(
+    op: &str,
     b: &B,
     ts: &[&Tensor],
     f: impl FnOnce(&B, &[&B::Buf]) -> Result<B::Buf>,
@@ -347,12 +359,12 @@ pub(crate) fn run<B: Backend>(
         [x] => {
             let gx = x.storage().read();
             let vx = b.view(&gx)?;
-            f(b, &[&*vx])?
+            f(b, &[&*vx]).map_err(|e| named(op, e))?
         }
         [x, y] => {
             let (gx, gy) = (x.storage().read(), y.storage().read());
             let (vx, vy) = (b.view(&gx)?, b.view(&gy)?);
-            f(b, &[&*vx, &*vy])?
+            f(b, &[&*vx, &*vy]).map_err(|e| named(op, e))?
         }
         _ => {
             let guards: smallvec::SmallVec<[_; 3]> =
@@ -362,7 +374,7 @@ pub(crate) fn run<B: Backend>(
                 .map(|g| b.view(g))
                 .collect::<Result<smallvec::SmallVec<[_; 3]>>>()?;
             let bufs: smallvec::SmallVec<[&B::Buf; 3]> = held.iter().map(|h| &**h).collect();
-            f(b, &bufs)?
+            f(b, &bufs).map_err(|e| named(op, e))?
         }
     };
     Ok(b.storage(out))
@@ -371,6 +383,7 @@ pub(crate) fn run<B: Backend>(
 /// Holds `dst`'s write lock (bumping its version) and the read locks of `srcs` while `f`
 /// writes into `dst`'s buffer.
 pub(crate) fn run_mut<B: Backend>(
+    op: &str,
     b: &B,
     dst: &Tensor,
     srcs: &[&Tensor],
@@ -382,7 +395,7 @@ pub(crate) fn run_mut<B: Backend>(
     {
         // reading a buffer while writing it would deadlock on its lock
         return Err(Error::invalid(
-            "assign",
+            op,
             "an in-place source shares the destination's buffer",
         ));
     }
@@ -393,5 +406,5 @@ pub(crate) fn run_mut<B: Backend>(
         .collect::<Result<smallvec::SmallVec<[_; 2]>>>()?;
     let bufs: smallvec::SmallVec<[&B::Buf; 2]> = held.iter().map(|h| &**h).collect();
     let mut w = dst.storage().write();
-    f(b, b.view_mut(&mut w)?, &bufs)
+    f(b, b.view_mut(&mut w)?, &bufs).map_err(|e| named(op, e))
 }

@@ -14,20 +14,27 @@ pub enum Device {
 impl Device {
     /// Parses `"cpu"`, `"cuda"` or `"cuda:N"`.
     pub fn parse(s: &str) -> Result<Device> {
-        let s = s.trim();
-        if s == "cpu" {
+        Device::parse_for("device", s)
+    }
+
+    /// [`Device::parse`], with errors naming `op`. CUDA ordinals are C ints.
+    pub fn parse_for(op: &str, s: &str) -> Result<Device> {
+        let t = s.trim();
+        if t == "cpu" {
             return Ok(Device::Cpu);
         }
-        if s == "cuda" || s == "gpu" {
+        if t == "cuda" || t == "gpu" {
             return Ok(Device::Cuda(0));
         }
-        if let Some(n) = s.strip_prefix("cuda:") {
-            if let Ok(i) = n.parse::<usize>() {
-                return Ok(Device::Cuda(i));
+        if let Some(n) = t.strip_prefix("cuda:") {
+            if let Ok(i) = n.parse::<u32>() {
+                if i <= i32::MAX as u32 {
+                    return Ok(Device::Cuda(i as usize));
+                }
             }
         }
         Err(Error::invalid(
-            "device",
+            op,
             format!("unknown device {s:?}; expected \"cpu\", \"cuda\" or \"cuda:N\""),
         ))
     }
@@ -36,7 +43,7 @@ impl Device {
     pub fn slot(self) -> usize {
         match self {
             Device::Cpu => 0,
-            Device::Cuda(i) => i + 1,
+            Device::Cuda(i) => i.saturating_add(1),
         }
     }
 

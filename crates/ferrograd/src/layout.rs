@@ -51,30 +51,33 @@ pub fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
-/// Number of elements of a shape, or `None` when it does not fit in a `usize`.
-pub fn checked_numel(shape: &[usize]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n))
+/// Number of elements of a shape, or `None` when its size cannot be addressed: numpy's rule,
+/// the product of the non-zero dimensions times the element size (`item_bytes`) must fit in
+/// an `isize` (so strides and offsets of any view of it fit too).
+pub fn checked_numel(shape: &[usize], item_bytes: usize) -> Option<usize> {
+    let nonzero = shape
+        .iter()
+        .filter(|&&n| n != 0)
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n))?;
+    if nonzero.checked_mul(item_bytes.max(1))? > isize::MAX as usize {
+        return None;
+    }
+    Some(if shape.contains(&0) { 0 } else { nonzero })
 }
 
-/// The element count of a new tensor of `shape` with elements of `item_bytes` bytes, checked:
-/// a count that overflows is a `ShapeError`, more bytes than can be addressed a `MemoryError`.
+/// The element count of a tensor of `shape` with elements of `item_bytes` bytes, checked
+/// ([`checked_numel`]): a size that cannot be addressed is a `ShapeError`, as numpy's "array
+/// is too big".
 pub fn checked_size(op: &str, shape: &[usize], item_bytes: usize) -> Result<usize> {
-    let n = checked_numel(shape).ok_or_else(|| {
+    checked_numel(shape, item_bytes).ok_or_else(|| {
         Error::shape(
             op,
-            format!("a tensor of shape {shape:?} would have more elements than can be counted"),
-        )
-    })?;
-    if !matches!(n.checked_mul(item_bytes), Some(b) if b <= isize::MAX as usize) {
-        return Err(Error::OutOfMemory {
-            op: op.to_string(),
-            msg: format!(
-                "out of memory: a tensor of shape {shape:?} ({n} elements of {item_bytes} bytes) \
-                 needs more memory than can be addressed"
+            format!(
+                "a tensor of shape {shape:?} with {item_bytes}-byte elements is too big: its \
+                 size cannot be addressed"
             ),
-        });
-    }
-    Ok(n)
+        )
+    })
 }
 
 /// Numpy broadcasting of two shapes (the result's element count checked).
@@ -103,12 +106,13 @@ pub fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Result<Dims> {
             ));
         };
     }
-    if checked_numel(&out).is_none() {
+    // (bytes unknown here: 8, the largest element, so any dtype's view can be addressed)
+    if checked_numel(&out, 8).is_none() {
         return Err(Error::shape(
             op,
             format!(
-                "shapes {a:?} and {b:?} broadcast to {:?}, which has more elements than can be \
-                 counted",
+                "shapes {a:?} and {b:?} broadcast to {:?}, which is too big: its size cannot \
+                 be addressed",
                 out.as_slice()
             ),
         ));

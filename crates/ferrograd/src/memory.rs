@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::device::Device;
 
-const MAX_DEVICES: usize = 17;
+/// The CPU and up to 64 CUDA devices are counted; devices beyond (which cannot exist on any
+/// machine the engine runs on) report zeros.
+const MAX_DEVICES: usize = 65;
 
 /// Bytes are counted in shared atomics, since the peak needs the exact global total at every
 /// allocation. Buffer and tensor counts need no peak: each thread keeps its own (written only
@@ -23,8 +25,8 @@ const ZERO: Counters = Counters {
 
 static COUNTERS: [Counters; MAX_DEVICES] = [ZERO; MAX_DEVICES];
 
-fn counters(device: Device) -> &'static Counters {
-    &COUNTERS[device.slot().min(MAX_DEVICES - 1)]
+fn counters(device: Device) -> Option<&'static Counters> {
+    COUNTERS.get(device.slot())
 }
 
 /// One thread's buffer and tensor counts per device (deltas: a tensor made on one thread and
@@ -54,7 +56,10 @@ thread_local! {
 }
 
 fn bump(device: Device, delta: i64, pick: fn(&ThreadCounts) -> &[AtomicI64; MAX_DEVICES]) {
-    let slot = device.slot().min(MAX_DEVICES - 1);
+    let slot = device.slot();
+    if slot >= MAX_DEVICES {
+        return;
+    }
     let mine = MINE.try_with(|c| {
         // only this thread writes its own counter: a plain load and store suffice
         let a = &pick(c)[slot];
@@ -66,7 +71,10 @@ fn bump(device: Device, delta: i64, pick: fn(&ThreadCounts) -> &[AtomicI64; MAX_
 }
 
 fn total(device: Device, pick: fn(&ThreadCounts) -> &[AtomicI64; MAX_DEVICES]) -> usize {
-    let slot = device.slot().min(MAX_DEVICES - 1);
+    let slot = device.slot();
+    if slot >= MAX_DEVICES {
+        return 0;
+    }
     let mut threads = THREADS.lock().unwrap_or_else(|e| e.into_inner());
     // threads that have ended (only the registry holds their counts): fold them into LATE
     threads.retain(|c| {
@@ -104,10 +112,12 @@ pub struct MemoryStats {
 
 /// Current figures for `device`.
 pub fn stats(device: Device) -> MemoryStats {
-    let c = counters(device);
+    let bytes = |pick: fn(&Counters) -> &AtomicUsize| {
+        counters(device).map_or(0, |c| pick(c).load(Ordering::Relaxed))
+    };
     MemoryStats {
-        live_bytes: c.live_bytes.load(Ordering::Relaxed),
-        peak_bytes: c.peak_bytes.load(Ordering::Relaxed),
+        live_bytes: bytes(|c| &c.live_bytes),
+        peak_bytes: bytes(|c| &c.peak_bytes),
         live_buffers: total(device, |c| &c.buffers),
         live_tensors: total(device, |c| &c.tensors),
     }
@@ -115,13 +125,16 @@ pub fn stats(device: Device) -> MemoryStats {
 
 /// Sets the peak to the current live figure.
 pub fn reset_peak(device: Device) {
-    let c = counters(device);
-    c.peak_bytes
-        .store(c.live_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+    if let Some(c) = counters(device) {
+        c.peak_bytes
+            .store(c.live_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
 }
 
 pub(crate) fn on_alloc(device: Device, bytes: usize) {
-    let c = counters(device);
+    let Some(c) = counters(device) else {
+        return;
+    };
     let live = c.live_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
     // below the peak (the usual case) a load is enough
     if live > c.peak_bytes.load(Ordering::Relaxed) {
@@ -131,9 +144,9 @@ pub(crate) fn on_alloc(device: Device, bytes: usize) {
 }
 
 pub(crate) fn on_free(device: Device, bytes: usize) {
-    counters(device)
-        .live_bytes
-        .fetch_sub(bytes, Ordering::Relaxed);
+    if let Some(c) = counters(device) {
+        c.live_bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
     bump(device, -1, |c| &c.buffers);
 }
 

@@ -36,6 +36,9 @@ macro_rules! op_family {
         impl $family {
             /// Every op name of the family.
             pub const NAMES: &'static [&'static str] = &[$($name),*];
+            /// Whether each op of [`Self::NAMES`] has a gradient.
+            pub const DIFFERENTIABLE: &'static [bool] =
+                &[$( op_family!(@differentiable $($nondiff)?) ),*];
 
             /// The name used in errors, reports and rule registration.
             pub fn name(&self) -> &'static str {
@@ -70,6 +73,9 @@ macro_rules! declare_unary {
             pub const ALL: &'static [UnaryOp] = &[$(UnaryOp::$op),*];
             /// Every unary op's name.
             pub const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+            /// Whether each op of [`Self::NAMES`] has a gradient.
+            pub const DIFFERENTIABLE: &'static [bool] =
+                &[$( declare_unary!(@differentiable $grad) ),*];
 
             pub fn name(self) -> &'static str {
                 match self {
@@ -114,6 +120,8 @@ macro_rules! declare_binary {
             pub const ALL: &'static [BinaryOp] = &[$(BinaryOp::$op),*];
             /// Every binary op's name.
             pub const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+            /// Every binary op has a gradient.
+            pub const DIFFERENTIABLE: &'static [bool] = &[$( declare_binary!(@yes $op) ),*];
 
             pub fn name(self) -> &'static str {
                 match self {
@@ -134,6 +142,7 @@ macro_rules! declare_binary {
             }
         }
     };
+    (@yes $op:ident) => { true };
 }
 crate::binary_ops!(declare_binary);
 
@@ -151,6 +160,8 @@ macro_rules! declare_compare {
             pub const ALL: &'static [CmpOp] = &[$(CmpOp::$op),*];
             /// Every comparison's name.
             pub const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+            /// Comparisons have no gradient.
+            pub const DIFFERENTIABLE: &'static [bool] = &[$( declare_compare!(@no $op) ),*];
 
             pub fn name(self) -> &'static str {
                 match self {
@@ -164,6 +175,7 @@ macro_rules! declare_compare {
             }
         }
     };
+    (@no $op:ident) => { false };
 }
 crate::compare_ops!(declare_compare);
 
@@ -259,8 +271,8 @@ op_family! {
         /// The transpose of `Unfold` (overlapping windows are summed) back to `size`.
         Fold { window: Box<Window>, size: (usize, usize) } => "fold",
         /// For each pooling window of `[n, c, h, w]`, the flat `h * w` position of its maximum
-        /// (first one on ties, NaN wins), as int64 `[n, c, oh * ow]`. The second derivative of
-        /// max pooling gathers with these indices.
+        /// (first one on ties, NaN wins; -1 for a window entirely in the padding), as int64
+        /// `[n, c, oh * ow]`. The second derivative of max pooling gathers with these indices.
         PoolArgmax(Box<Window>) => "pool_argmax" nondiff,
         /// 2-D convolution (cross-correlation) of `[n, c, h, w]` with `[o, c / groups, kh, kw]`,
         /// plus an optional bias `[o]` as a third input.
@@ -326,21 +338,32 @@ impl Op {
     /// Every op name (for rule registration), without repeats.
     pub fn names() -> &'static [&'static str] {
         static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-        NAMES.get_or_init(|| {
-            let mut all: Vec<&'static str> = [
-                UnaryOp::NAMES,
-                BinaryOp::NAMES,
-                CmpOp::NAMES,
-                ElementwiseOp::NAMES,
-                ReduceOp::NAMES,
-                LinalgOp::NAMES,
-                MovementOp::NAMES,
-                WindowOp::NAMES,
-            ]
-            .concat();
-            let mut seen = std::collections::HashSet::new();
-            all.retain(|n| seen.insert(*n));
-            all
+        NAMES.get_or_init(|| Op::name_table().iter().map(|(n, _)| *n).collect())
+    }
+
+    /// Every op name with whether the op has a gradient, family by family, without repeats.
+    pub fn name_table() -> &'static [(&'static str, bool)] {
+        static TABLE: std::sync::OnceLock<Vec<(&'static str, bool)>> = std::sync::OnceLock::new();
+        TABLE.get_or_init(|| {
+            let families: [(&[&str], &[bool]); 8] = [
+                (UnaryOp::NAMES, UnaryOp::DIFFERENTIABLE),
+                (BinaryOp::NAMES, BinaryOp::DIFFERENTIABLE),
+                (CmpOp::NAMES, CmpOp::DIFFERENTIABLE),
+                (ElementwiseOp::NAMES, ElementwiseOp::DIFFERENTIABLE),
+                (ReduceOp::NAMES, ReduceOp::DIFFERENTIABLE),
+                (LinalgOp::NAMES, LinalgOp::DIFFERENTIABLE),
+                (MovementOp::NAMES, MovementOp::DIFFERENTIABLE),
+                (WindowOp::NAMES, WindowOp::DIFFERENTIABLE),
+            ];
+            let mut table: Vec<(&'static str, bool)> = Vec::new();
+            for (names, diff) in families {
+                for (n, d) in names.iter().zip(diff) {
+                    if !table.iter().any(|(m, _)| m == n) {
+                        table.push((n, *d));
+                    }
+                }
+            }
+            table
         })
     }
 }

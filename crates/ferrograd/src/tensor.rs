@@ -233,6 +233,7 @@ impl Tensor {
         with_backend!(self.device(), "numpy", |b| {
             let g = self.0.storage.read();
             b.download(&*b.view(&g)?, self.layout())
+                .map_err(|e| crate::backend::named("numpy", e))
         })
     }
 
@@ -303,7 +304,9 @@ impl Tensor {
         }
         let host = self.host_data()?;
         with_backend!(device, "to", |b| {
-            let buf = b.upload(&host)?;
+            let buf = b
+                .upload(&host)
+                .map_err(|e| crate::backend::named("to", e))?;
             Ok(Tensor::from_storage(b.storage(buf), self.shape()))
         })
     }
@@ -312,7 +315,9 @@ impl Tensor {
     pub fn full_on(shape: &[usize], value: f64, dtype: DType, device: Device) -> Result<Tensor> {
         let n = crate::layout::checked_size("full", shape, dtype.size_in_bytes())?;
         with_backend!(device, "full", |b| {
-            let buf = b.fill(n, value, dtype)?;
+            let buf = b
+                .fill(n, value, dtype)
+                .map_err(|e| crate::backend::named("full", e))?;
             Ok(Tensor::from_storage(b.storage(buf), shape))
         })
     }

@@ -101,9 +101,10 @@ fn for_each_tap(
                     0
                 };
                 for oy in 0..s.oh {
-                    let iy =
-                        (oy * win.stride.0 + ki * win.dilation.0) as isize - win.padding.0 as isize;
-                    let iy = (iy >= 0 && (iy as usize) < s.h).then_some(iy as usize);
+                    // (in i128: a huge dilation or padding must not overflow)
+                    let iy = (oy * win.stride.0) as i128 + (ki * win.dilation.0) as i128
+                        - win.padding.0 as i128;
+                    let iy = (iy >= 0 && iy < s.h as i128).then_some(iy as usize);
                     f(ci, row, oy, iy, (lo, hi), ix0);
                 }
             }
@@ -230,12 +231,15 @@ pub(crate) trait ConvFloat:
     + crate::storage::pool::Pooled
 {
     const ONE: Self;
+    const NEG_INFINITY: Self;
 }
 impl ConvFloat for f32 {
     const ONE: f32 = 1.0;
+    const NEG_INFINITY: f32 = f32::NEG_INFINITY;
 }
 impl ConvFloat for f64 {
     const ONE: f64 = 1.0;
+    const NEG_INFINITY: f64 = f64::NEG_INFINITY;
 }
 
 /// Runs the float32 or float64 form of a kernel on two buffers of one float dtype.
@@ -553,6 +557,22 @@ fn has_nan<T: ConvFloat>(v: &[T]) -> bool {
     v.iter().fold(false, |acc, &x| acc | (x != x))
 }
 
+/// The kernel taps `t` in `0..k` whose input position `base + t * d - pad` lies in
+/// `0..size`, as an interval.
+fn taps(base: usize, d: usize, pad: usize, size: usize, k: usize) -> std::ops::Range<usize> {
+    let (base, d, pad, size, k) = (
+        base as i128,
+        d as i128,
+        pad as i128,
+        size as i128,
+        k as i128,
+    );
+    let ceil_div = |a: i128| (a + d - 1).div_euclid(d);
+    let lo = ceil_div(pad - base).max(0);
+    let hi = ceil_div(size + pad - base).min(k).max(lo);
+    lo as usize..hi as usize
+}
+
 /// Index (into its `h * w` plane) of the maximum of the pooling window at `(oy, ox)` of
 /// `plane` (contiguous `h x w`): first on ties, NaN wins; None for a window entirely in the
 /// padding.
@@ -564,25 +584,32 @@ fn window_argmax<T: Copy + PartialOrd>(
     (oy, ox): (usize, usize),
 ) -> Option<usize> {
     let mut best: Option<(T, usize)> = None;
-    for ki in 0..win.kernel.0 {
-        let iy = (oy * win.stride.0 + ki * win.dilation.0) as isize - win.padding.0 as isize;
-        if iy < 0 || iy as usize >= h {
-            continue;
-        }
-        let row = iy as usize * w;
-        for kj in 0..win.kernel.1 {
-            let ix = (ox * win.stride.1 + kj * win.dilation.1) as isize - win.padding.1 as isize;
-            if ix < 0 || ix as usize >= w {
-                continue;
-            }
-            let v = plane[row + ix as usize];
+    // only the taps that land inside the image are visited (a huge kernel in a huge padding
+    // costs nothing)
+    for ki in taps(
+        oy * win.stride.0,
+        win.dilation.0,
+        win.padding.0,
+        h,
+        win.kernel.0,
+    ) {
+        let row = (oy * win.stride.0 + ki * win.dilation.0 - win.padding.0) * w;
+        for kj in taps(
+            ox * win.stride.1,
+            win.dilation.1,
+            win.padding.1,
+            w,
+            win.kernel.1,
+        ) {
+            let at = row + ox * win.stride.1 + kj * win.dilation.1 - win.padding.1;
+            let v = plane[at];
             #[allow(clippy::eq_op)]
             let wins = match best {
                 None => true,
                 Some((b, _)) => v > b || (v != v && b == b),
             };
             if wins {
-                best = Some((v, row + ix as usize));
+                best = Some((v, at));
             }
         }
     }
@@ -596,7 +623,8 @@ pub(crate) fn max_pool2d(x: &CpuData, l: &Layout, win: &Window) -> Result<CpuDat
         let s = l.shape();
         let (h, w) = (s[2], s[3]);
         let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
-        let mut out = crate::storage::pool::filled(s[0] * s[1] * oh * ow, T::default())?;
+        // a window entirely in the padding has no element: its maximum is -inf (PyTorch)
+        let mut out = crate::storage::pool::filled(s[0] * s[1] * oh * ow, T::NEG_INFINITY)?;
         if oh * ow == 0 || h * w == 0 {
             return Ok(out);
         }
@@ -679,7 +707,7 @@ pub(crate) fn max_pool2d_grad(
 }
 
 /// The flat `h * w` position of each pooling window's maximum over `[n, c, h, w]` (the rule
-/// of [`window_argmax`]), as `[n, c, oh * ow]`.
+/// of [`window_argmax`]), as `[n, c, oh * ow]`; -1 for a window entirely in the padding.
 pub(crate) fn pool_argmax(x: &CpuData, l: &Layout, win: &Window) -> Result<CpuData> {
     fn go<T: Copy + Send + Sync + PartialOrd + crate::storage::pool::Pooled>(
         x: &[T],
@@ -690,7 +718,8 @@ pub(crate) fn pool_argmax(x: &CpuData, l: &Layout, win: &Window) -> Result<CpuDa
         let s = l.shape();
         let (h, w) = (s[2], s[3]);
         let (oh, ow) = win.output_size(h, w).unwrap_or((0, 0));
-        let mut out = crate::storage::pool::filled(s[0] * s[1] * oh * ow, 0i64)?;
+        // -1 marks a window entirely in the padding
+        let mut out = crate::storage::pool::filled(s[0] * s[1] * oh * ow, -1i64)?;
         if oh * ow == 0 || h * w == 0 {
             return Ok(out);
         }
@@ -700,7 +729,7 @@ pub(crate) fn pool_argmax(x: &CpuData, l: &Layout, win: &Window) -> Result<CpuDa
             .for_each(|(dst, plane)| {
                 for (p, d) in dst.iter_mut().enumerate() {
                     let at = window_argmax(plane, (h, w), win, (p / ow, p % ow));
-                    *d = at.map_or(0, |i| i as i64);
+                    *d = at.map_or(-1, |i| i as i64);
                 }
             });
         Ok(out)

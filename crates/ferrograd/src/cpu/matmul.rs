@@ -8,9 +8,18 @@ use crate::storage::CpuData;
 /// broadcast to one batch shape. The result is contiguous `[batch..., m, n]`.
 pub(crate) fn matmul(a: &CpuData, la: &Layout, b: &CpuData, lb: &Layout) -> Result<CpuData> {
     Ok(match (a, b) {
-        (CpuData::F32(x), CpuData::F32(y)) => CpuData::F32(batched(x, la, y, lb, 0.0, 1.0, true)?),
-        (CpuData::F64(x), CpuData::F64(y)) => CpuData::F64(batched(x, la, y, lb, 0.0, 1.0, true)?),
-        (CpuData::I64(x), CpuData::I64(y)) => CpuData::I64(batched(x, la, y, lb, 0, 1, false)?),
+        (CpuData::F32(x), CpuData::F32(y)) => CpuData::F32(batched(x, la, y, lb, 0.0, 1.0, None)?),
+        (CpuData::F64(x), CpuData::F64(y)) => CpuData::F64(batched(x, la, y, lb, 0.0, 1.0, None)?),
+        // integers wrap on overflow, as numpy's int64 products (and the engine's add, mul)
+        (CpuData::I64(x), CpuData::I64(y)) => CpuData::I64(batched(
+            x,
+            la,
+            y,
+            lb,
+            0,
+            1,
+            Some(&|s: i64, p: i64, q: i64| s.wrapping_add(p.wrapping_mul(q))),
+        )?),
         _ => {
             return Err(Error::dtype(
                 "matmul",
@@ -27,14 +36,11 @@ fn batched<T>(
     lb: &Layout,
     zero: T,
     one: T,
-    use_gemm: bool,
+    // `s + p * q` for a kernel without `gemm` (integers); `None` uses `gemm`
+    mul_add: Option<&dyn Fn(T, T, T) -> T>,
 ) -> Result<Vec<T>>
 where
-    T: Copy
-        + 'static
-        + std::ops::Add<Output = T>
-        + std::ops::Mul<Output = T>
-        + crate::storage::pool::Pooled,
+    T: Copy + 'static + crate::storage::pool::Pooled,
 {
     let nd = la.ndim();
     let (m, k, n) = (la.shape()[nd - 2], la.shape()[nd - 1], lb.shape()[nd - 1]);
@@ -66,7 +72,19 @@ where
         if k == 0 {
             continue;
         }
-        if use_gemm {
+        if let Some(mul_add) = mul_add {
+            for i in 0..m {
+                for j in 0..n {
+                    let mut s = zero;
+                    for p in 0..k {
+                        let x = a[(oa + i as isize * ars + p as isize * acs) as usize];
+                        let y = b[(ob + p as isize * brs + j as isize * bcs) as usize];
+                        s = mul_add(s, x, y);
+                    }
+                    dst[i * n + j] = s;
+                }
+            }
+        } else {
             // SAFETY: the pointers address elements (0, 0) of views whose every element lies
             // inside `a`, `b` and `dst` (layouts are validated when views are made), and the
             // destination does not alias the sources.
@@ -92,18 +110,6 @@ where
                     false,
                     par,
                 );
-            }
-        } else {
-            for i in 0..m {
-                for j in 0..n {
-                    let mut s = zero;
-                    for p in 0..k {
-                        let x = a[(oa + i as isize * ars + p as isize * acs) as usize];
-                        let y = b[(ob + p as isize * brs + j as isize * bcs) as usize];
-                        s = s + x * y;
-                    }
-                    dst[i * n + j] = s;
-                }
             }
         }
     }

@@ -396,8 +396,21 @@ UNFOLD(unfold_f64, double)
 FOLD(fold_f32, float)
 FOLD(fold_f64, double)
 
+// The kernel taps t in [0, k) whose input position base + t * d - pad lies in [0, size):
+// [*lo, *hi), found arithmetically (a huge kernel in a huge padding costs nothing).
+__device__ __forceinline__ void taps(long long base, long long d, long long pad, long long size,
+                                     long long k, long long* lo, long long* hi) {
+    long long a = pad - base, b = size + pad - base;
+    long long l = a > 0 ? (a + d - 1) / d : 0;
+    long long h = b > 0 ? (b + d - 1) / d : 0;
+    if (h > k) h = k;
+    if (h < l) h = l;
+    *lo = l;
+    *hi = h;
+}
+
 // Flat h*w position of each max-pooling window's maximum of x [n, c, h, w] (strided), as
-// [n, c, oh*ow]: first on ties, NaN wins, 0 for a window entirely in the padding.
+// [n, c, oh*ow]: first on ties, NaN wins, -1 for a window entirely in the padding.
 #define POOL_ARGMAX(NAME, T)                                                                  \
     extern "C" __global__ void NAME(const T* x, Strided lx, Window g, long long* out,         \
                                     long long n) {                                            \
@@ -405,14 +418,14 @@ FOLD(fold_f64, double)
             long long l = g.oh * g.ow, p = i % l, plane = i / l;                              \
             long long ni = plane / g.c, ci = plane % g.c, oy = p / g.ow, ox = p % g.ow;       \
             long long base = lx.offset + ni * lx.strides[0] + ci * lx.strides[1];             \
-            long long best = -1;                                                              \
+            long long best = -1, ky0, ky1, kx0, kx1;                                          \
             T bv = (T)0;                                                                      \
-            for (long long ki = 0; ki < g.kh; ++ki) {                                         \
+            taps(oy * g.sh, g.dh, g.ph, g.h, g.kh, &ky0, &ky1);                               \
+            taps(ox * g.sw, g.dw, g.pw, g.w, g.kw, &kx0, &kx1);                               \
+            for (long long ki = ky0; ki < ky1; ++ki) {                                        \
                 long long iy = oy * g.sh + ki * g.dh - g.ph;                                  \
-                if (iy < 0 || iy >= g.h) continue;                                            \
-                for (long long kj = 0; kj < g.kw; ++kj) {                                     \
+                for (long long kj = kx0; kj < kx1; ++kj) {                                    \
                     long long ix = ox * g.sw + kj * g.dw - g.pw;                              \
-                    if (ix < 0 || ix >= g.w) continue;                                        \
                     T v = x[base + iy * lx.strides[2] + ix * lx.strides[3]];                  \
                     if (best < 0 || v > bv || (v != v && bv == bv)) {                         \
                         best = iy * g.w + ix;                                                 \
@@ -420,7 +433,7 @@ FOLD(fold_f64, double)
                     }                                                                         \
                 }                                                                             \
             }                                                                                 \
-            out[i] = best < 0 ? 0 : best;                                                     \
+            out[i] = best;                                                                    \
         }                                                                                     \
     }
 POOL_ARGMAX(pool_argmax_f32, float)

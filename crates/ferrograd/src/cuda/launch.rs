@@ -47,7 +47,9 @@ pub(crate) fn strided_full(op: &str, l: &Layout) -> Result<Strided> {
     Ok(s)
 }
 
-/// A layout for elementwise kernels: contiguous ones take the kernels' fast path.
+/// A layout for elementwise kernels: contiguous ones take the kernels' fast path; others are
+/// described with their axes coalesced (size-1 axes dropped, axes that step as one merged), so
+/// views of any rank whose memory pattern has at most [`MAX_DIMS`] axes can be read.
 pub(crate) fn strided(op: &str, l: &Layout) -> Result<Strided> {
     if l.is_contiguous() {
         return Ok(Strided {
@@ -57,7 +59,25 @@ pub(crate) fn strided(op: &str, l: &Layout) -> Result<Strided> {
             strides: [0; MAX_DIMS],
         });
     }
-    strided_full(op, l)
+    let mut shape: Vec<usize> = Vec::with_capacity(l.ndim());
+    let mut strides: Vec<isize> = Vec::with_capacity(l.ndim());
+    for (&n, &st) in l.shape().iter().zip(l.strides()) {
+        if n == 1 {
+            continue;
+        }
+        match (shape.last_mut(), strides.last_mut()) {
+            // the outer axis steps exactly over the inner one: one axis
+            (Some(outer_n), Some(outer_s)) if *outer_s == st * n as isize => {
+                *outer_n *= n;
+                *outer_s = st;
+            }
+            _ => {
+                shape.push(n);
+                strides.push(st);
+            }
+        }
+    }
+    strided_full(op, &Layout::new(&shape, &strides, l.offset()))
 }
 
 /// The suffix of a dtype's kernels (`kernels.cu` stores bool as bytes).

@@ -205,6 +205,12 @@ pub fn table_kernel_names() -> Vec<&'static str> {
 
 /// Compiles every kernel for `arch` (e.g. `"sm_90"`) with NVRTC and returns the PTX.
 pub fn compile_kernels(arch: &str) -> Result<String> {
+    if arch.is_empty() || !arch.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(Error::invalid(
+            "compile_kernels",
+            format!("arch must be an architecture name such as \"sm_90\", got {arch:?}"),
+        ));
+    }
     guarded("nvrtc", || {
         cudarc::nvrtc::compile_ptx_with_opts(KERNEL_SOURCE, compile_options(arch))
             .map(|p| p.to_src())

@@ -72,7 +72,8 @@ pub(crate) fn reduce(
         .arg(&c)
         .rows(rows)?;
     if kind == ReduceKind::Mean {
-        let scale = fill(g, 1, 1.0 / cols.max(1) as f64, dt)?;
+        // (an empty axis: 0 / 0, NaN, as on the CPU and in numpy)
+        let scale = fill(g, 1, 1.0 / cols as f64, dt)?;
         let shape = [rows];
         let ls = Layout::contiguous(&[]).broadcast_to(&shape);
         return binary(

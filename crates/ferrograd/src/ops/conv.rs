@@ -18,8 +18,13 @@ impl Family for WindowOp {
             WindowOp::Unfold { window, pad } => {
                 let s = x.shape();
                 let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
-                let shape = [s[0], oh * ow, s[1], window.kernel.0 * window.kernel.1];
-                check_size(name, &shape)?;
+                let shape = [
+                    s[0],
+                    product(name, oh, ow)?,
+                    s[1],
+                    product(name, window.kernel.0, window.kernel.1)?,
+                ];
+                check_size(name, &shape, x)?;
                 Tensor::from_storage(
                     on_device!(name, inputs, |b, d| b.unfold(
                         d[0],
@@ -41,7 +46,7 @@ impl Family for WindowOp {
             WindowOp::Fold { window, size } => {
                 let s = x.shape();
                 let shape = [s[0], s[2], size.0, size.1];
-                check_size(name, &shape)?;
+                check_size(name, &shape, x)?;
                 Tensor::from_storage(
                     on_device!(name, inputs, |b, d| b.fold(d[0], x.layout(), window, *size))?,
                     &shape,
@@ -51,7 +56,7 @@ impl Family for WindowOp {
                 let s = conv_shape_fwd(inputs, window, *groups)?;
                 let w = inputs[1];
                 let shape = [s.n, s.o, s.oh, s.ow];
-                check_size(name, &shape)?;
+                check_size(name, &shape, x)?;
                 Tensor::from_storage(
                     on_device!(name, inputs, |b, d| {
                         let bias = inputs.get(2).map(|t| (d[2], t.layout()));
@@ -233,7 +238,7 @@ impl Family for WindowOp {
                     let (oh, ow) = window.output_size(s[2], s[3]).unwrap_or((0, 0));
                     let idx = window_op(WindowOp::PoolArgmax(window.clone()), &[&x])?;
                     let flat = dy.reshape(&[s[0], s[1], s[2] * s[3]])?;
-                    flat.gather(&idx, 2)?.reshape(&[s[0], s[1], oh, ow])
+                    gather_windows(&flat, &idx, 0.0)?.reshape(&[s[0], s[1], oh, ow])
                 })?,
             ],
             WindowOp::Unfold { window, .. } => vec![Some(window_op(
@@ -255,9 +260,15 @@ impl Family for WindowOp {
     }
 }
 
-/// Checks that an output of `shape` can be addressed.
-fn check_size(op: &str, shape: &[usize]) -> Result<()> {
-    crate::layout::checked_size(op, shape, 1).map(|_| ())
+/// Checks that an output of `shape` (with `x`'s dtype) can be addressed.
+fn check_size(op: &str, shape: &[usize], x: &Tensor) -> Result<()> {
+    crate::layout::checked_size(op, shape, x.dtype().size_in_bytes()).map(|_| ())
+}
+
+/// `a * b`, or a `ShapeError` naming `op` when the product overflows.
+fn product(op: &str, a: usize, b: usize) -> Result<usize> {
+    a.checked_mul(b)
+        .ok_or_else(|| Error::shape(op, format!("a window size {a} x {b} is too big")))
 }
 
 fn same_float(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
@@ -383,21 +394,27 @@ fn windows(op: &str, x: &Tensor, win: &Window, pad: f64) -> Result<(Tensor, usiz
     ))
 }
 
+/// Kernel, stride and dilation must be positive: an error naming the argument that is not.
+fn check_positive(op: &str, win: &Window) -> Result<()> {
+    for (what, v) in [
+        ("kernel_size", win.kernel),
+        ("stride", win.stride),
+        ("dilation", win.dilation),
+    ] {
+        if v.0 == 0 || v.1 == 0 {
+            return Err(Error::invalid(
+                op,
+                format!("{what} must be positive, got {v:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks that `win` is valid and fits the NCHW input `x`: the output's spatial size.
 fn windows_fit(op: &str, x: &Tensor, win: &Window) -> Result<(usize, usize)> {
     check_nchw(op, x)?;
-    if win.kernel.0 == 0
-        || win.kernel.1 == 0
-        || win.stride.0 == 0
-        || win.stride.1 == 0
-        || win.dilation.0 == 0
-        || win.dilation.1 == 0
-    {
-        return Err(Error::invalid(
-            op,
-            format!("kernel_size, stride and dilation must be positive, got {win}"),
-        ));
-    }
+    check_positive(op, win)?;
     let s = x.shape();
     let (oh, ow) = win.output_size(s[2], s[3]).ok_or_else(|| {
         Error::shape(
@@ -523,10 +540,15 @@ pub fn conv2d_same(
             format!("weight must be [out, in/groups, kh, kw], got shape {ws:?}"),
         ));
     }
-    let total = (
-        dilation.0 * ws[2].saturating_sub(1),
-        dilation.1 * ws[3].saturating_sub(1),
-    );
+    let span = |d: usize, k: usize| {
+        d.checked_mul(k.saturating_sub(1)).ok_or_else(|| {
+            Error::shape(
+                "conv2d",
+                format!("dilation {dilation:?} with a kernel of shape {ws:?} is too wide"),
+            )
+        })
+    };
+    let total = (span(dilation.0, ws[2])?, span(dilation.1, ws[3])?);
     let (extra_h, extra_w) = (total.0 % 2, total.1 % 2);
     let padded = if extra_h + extra_w > 0 {
         let s = x.shape();
@@ -564,18 +586,34 @@ fn pool_window(
     dilation: (usize, usize),
     ceil: bool,
 ) -> Result<Window> {
-    let eff = |k: usize, d: usize| d * k.saturating_sub(1) + 1;
-    if padding.0 * 2 > eff(kernel.0, dilation.0) || padding.1 * 2 > eff(kernel.1, dilation.1) {
+    let stride = stride.unwrap_or(kernel);
+    check_positive(
+        op,
+        &Window {
+            kernel,
+            stride,
+            padding,
+            dilation,
+            ceil,
+        },
+    )?;
+    // the effective kernel `d (k - 1) + 1`, checked: a window too wide to count is refused
+    let eff = |k: usize, d: usize| d.checked_mul(k - 1).and_then(|e| e.checked_add(1));
+    let half_fits = |p: usize, k: usize, d: usize| {
+        eff(k, d).is_some_and(|e| p.checked_mul(2).is_some_and(|p2| p2 <= e))
+    };
+    if !half_fits(padding.0, kernel.0, dilation.0) || !half_fits(padding.1, kernel.1, dilation.1) {
         return Err(Error::invalid(
             op,
             format!(
-                "padding {padding:?} must be at most half the kernel {kernel:?} (dilation {dilation:?})"
+                "padding {padding:?} must be at most half the kernel_size {kernel:?} (dilation \
+                 {dilation:?})"
             ),
         ));
     }
     Ok(Window {
         kernel,
-        stride: stride.unwrap_or(kernel),
+        stride,
         padding,
         dilation,
         ceil,
@@ -617,9 +655,16 @@ pub fn max_pool2d(
     // element alone, as on the CPU
     let s = x.shape();
     let idx = apply1(&Op::Window(WindowOp::PoolArgmax(Box::new(win))), &[x])?;
-    x.reshape(&[s[0], s[1], s[2] * s[3]])?
-        .gather(&idx, 2)?
-        .reshape(&[s[0], s[1], oh, ow])
+    let flat = x.reshape(&[s[0], s[1], s[2] * s[3]])?;
+    gather_windows(&flat, &idx, f64::NEG_INFINITY)?.reshape(&[s[0], s[1], oh, ow])
+}
+
+/// `flat` `[n, c, h * w]` gathered at each window's maximum `idx` (from `PoolArgmax`), with
+/// `empty` for windows entirely in the padding (index -1).
+fn gather_windows(flat: &Tensor, idx: &Tensor, empty: f64) -> Result<Tensor> {
+    let zero = idx.scalar_like(0.0);
+    let picked = flat.gather(&idx.maximum(&zero)?, 2)?;
+    super::where_cond(&idx.lt(&zero)?, &picked.scalar_like(empty), &picked)
 }
 
 /// How [`avg_pool2d`] divides each window's sum (PyTorch's `count_include_pad` and

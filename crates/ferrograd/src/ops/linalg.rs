@@ -71,6 +71,7 @@ fn matmul_forward(inputs: &[&Tensor]) -> Result<Tensor> {
         a.layout().broadcast_to(&full(m, k)),
         b.layout().broadcast_to(&full(k, n)),
     );
+    crate::layout::checked_size("matmul", &full(m, n), a.dtype().size_in_bytes())?;
     let d = on_device!("matmul", inputs, |b, d| b.matmul(d[0], &la, d[1], &lb))?;
     Ok(Tensor::from_storage(d, &full(m, n)))
 }

@@ -47,7 +47,7 @@ impl Family for MovementOp {
         Ok(match self {
             MovementOp::ToDevice { to, .. } => x.to_device(*to)?,
             MovementOp::Reshape(shape) => {
-                if checked_numel(shape) != Some(x.numel()) {
+                if checked_numel(shape, x.dtype().size_in_bytes()) != Some(x.numel()) {
                     return Err(Error::shape(
                         name,
                         format!(
@@ -123,8 +123,11 @@ impl Family for MovementOp {
                             format!("all shapes must match except on axis {axis}, got {shapes:?}"),
                         ));
                     }
-                    shape[*axis] += t.shape()[*axis];
+                    shape[*axis] = shape[*axis].checked_add(t.shape()[*axis]).ok_or_else(|| {
+                        Error::shape(name, format!("the joined axis {axis} would be too long"))
+                    })?;
                 }
+                crate::layout::checked_size(name, &shape, x.dtype().size_in_bytes())?;
                 Tensor::from_storage(
                     on_device!(name, inputs, |b, d| {
                         let parts: Vec<_> = d

@@ -56,10 +56,12 @@ fn capacity_for<T>(n: usize) -> usize {
 /// when the memory cannot be had.
 pub(crate) fn take<T: Pooled>(n: usize) -> Result<Vec<T>> {
     let too_big = || Error::OutOfMemory {
+        // (the op is named where the kernel was called)
         op: "alloc".to_string(),
         msg: format!(
-            "out of memory: cannot allocate {n} elements of {} bytes",
-            std::mem::size_of::<T>()
+            "out of memory: cannot allocate {n} elements of {} bytes ({} bytes)",
+            std::mem::size_of::<T>(),
+            n as u128 * std::mem::size_of::<T>() as u128
         ),
     };
     let bytes = n
