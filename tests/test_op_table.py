@@ -67,6 +67,7 @@ ROWS = {
     "neg": (lambda x: -x, [uniform(3, 2)], 1e-6),
     "exp": (lambda x: x.exp(), [uniform(3, 2)], 1e-6),
     "log": (lambda x: x.log(), [positive(3, 2)], 1e-6),
+    "log1p": (lambda x: x.log1p(), [uniform(3, 2, lo=-0.7, hi=2.0)], 1e-6),
     "sqrt": (lambda x: x.sqrt(), [positive(3, 2)], 1e-6),
     "abs": (lambda x: x.abs(), [away(3, 2)], 1e-6),
     "tanh": (lambda x: x.tanh(), [uniform(3, 2)], 1e-6),

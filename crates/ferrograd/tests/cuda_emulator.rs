@@ -481,3 +481,81 @@ fn gradients_flow_back_through_device_transfers() {
     // to the device it is on already: the same tensor
     assert!(x.to(Device::Cpu).unwrap().same(&x));
 }
+
+/// Every row of the op tables runs on the device for every dtype it has a kernel for, and
+/// gives the CPU's values (a row without its `kernels.cu` line fails here).
+#[test]
+fn every_table_op_runs_on_the_device_like_the_cpu() {
+    use ferrograd::apply1;
+    use ferrograd::op::{BinaryOp, CmpOp, Op, UnaryOp};
+    // positive floats (every unary op is defined there) and small ints
+    let fv: Vec<f64> = values(24, 11).iter().map(|v| v.abs() + 0.25).collect();
+    let gv: Vec<f64> = values(24, 12).iter().map(|v| v.abs() + 0.25).collect();
+    let iv: Vec<i64> = values(24, 13).iter().map(|v| (v * 4.0) as i64).collect();
+    let jv: Vec<i64> = values(24, 14).iter().map(|v| (v * 4.0) as i64).collect();
+    let mut operands: Vec<(Tensor, Tensor)> = Vec::new();
+    for dtype in [DType::F32, DType::F64] {
+        let a = on(Device::Cpu, &fv, &[4, 6]).astype(dtype).unwrap();
+        let b = on(Device::Cpu, &gv[..6], &[6]).astype(dtype).unwrap();
+        operands.push((a, b));
+    }
+    let a = Tensor::from_vec(iv, &[4, 6]).unwrap();
+    let b = Tensor::from_vec(jv[..6].to_vec(), &[6]).unwrap();
+    operands.push((a, b));
+    let close = |op: &str, cpu: &Tensor, dev: &Tensor| {
+        let (x, y) = (
+            cpu.astype(DType::F64).unwrap().to_vec::<f64>().unwrap(),
+            dev.to_device(Device::Cpu)
+                .unwrap()
+                .astype(DType::F64)
+                .unwrap()
+                .to_vec::<f64>()
+                .unwrap(),
+        );
+        for (p, q) in x.iter().zip(&y) {
+            let tol = 1e-5 * p.abs().max(1.0);
+            assert!(
+                (p - q).abs() <= tol || (p.is_nan() && q.is_nan()),
+                "{op} on {}: cpu {p} device {q}",
+                cpu.dtype()
+            );
+        }
+    };
+    for (a, b) in &operands {
+        let (da, db) = (a.to_device(CUDA).unwrap(), b.to_device(CUDA).unwrap());
+        let float = a.dtype().is_float();
+        for &op in UnaryOp::ALL {
+            if !float && !op.has_int_kernel() {
+                continue;
+            }
+            let op = Op::Unary(op);
+            let (c, d) = (apply1(&op, &[a]).unwrap(), apply1(&op, &[&da]).unwrap());
+            close(op.name(), &c, &d);
+        }
+        for &op in BinaryOp::ALL {
+            if !float && !op.has_int_kernel() {
+                continue;
+            }
+            let op = Op::Binary(op);
+            let (c, d) = (
+                apply1(&op, &[a, b]).unwrap(),
+                apply1(&op, &[&da, &db]).unwrap(),
+            );
+            close(op.name(), &c, &d);
+            // the in-place form (its own kernel)
+            let (x, y) = (a.copy().unwrap(), da.copy().unwrap());
+            let Op::Binary(bop) = op else { continue };
+            x.binary_assign_(bop, b).unwrap();
+            y.binary_assign_(bop, &db).unwrap();
+            close(op.name(), &x, &y);
+        }
+        for &op in CmpOp::ALL {
+            let op = Op::Compare(op);
+            let (c, d) = (
+                apply1(&op, &[a, b]).unwrap(),
+                apply1(&op, &[&da, &db]).unwrap(),
+            );
+            close(op.name(), &c, &d);
+        }
+    }
+}

@@ -6,7 +6,9 @@ use std::ops::{Add, Div, Mul, Neg, Sub};
 use crate::storage::pool::Pooled;
 
 /// The element math of the float kernels. NaN propagates through every function, as in
-/// numpy and PyTorch.
+/// numpy and PyTorch. (Functions no table row calls yet are kept: a new op's kernel
+/// expression can call any of them.)
+#[allow(dead_code)]
 pub(crate) trait Float:
     Copy
     + PartialOrd
@@ -22,12 +24,10 @@ pub(crate) trait Float:
 
     fn from_f64(v: f64) -> Self;
     fn is_nan(self) -> bool;
-    fn exp(self) -> Self;
-    fn ln(self) -> Self;
-    fn sqrt(self) -> Self;
-    fn abs(self) -> Self;
     fn tanh(self) -> Self;
-    fn powf(self, e: Self) -> Self;
+    fn erf(self) -> Self;
+    fn erfc(self) -> Self;
+    std_math! { declare }
 
     /// `1 / (1 + e^-v)`, split by sign so neither branch overflows.
     #[inline(always)]
@@ -83,8 +83,33 @@ pub(crate) trait Float:
     }
 }
 
+/// The functions of std's float types, declared in [`Float`] and forwarded to the inherent
+/// methods of f32 and f64 (an op's kernel expression may call any of them).
+macro_rules! std_math {
+    (declare) => {
+        std_math!(@each declare);
+    };
+    (forward $t:ty) => {
+        std_math!(@each forward $t);
+    };
+    (@each $($how:tt)*) => {
+        std_math!(@one ($($how)*) unary exp ln sqrt abs exp2 exp_m1 ln_1p log2 log10 cbrt recip
+            sin cos tan asin acos atan sinh cosh asinh acosh atanh floor ceil round trunc);
+        std_math!(@one ($($how)*) binary powf atan2 copysign);
+    };
+    (@one (declare) unary $($f:ident)*) => { $( fn $f(self) -> Self; )* };
+    (@one (declare) binary $($f:ident)*) => { $( fn $f(self, other: Self) -> Self; )* };
+    (@one (forward $t:ty) unary $($f:ident)*) => {
+        $( #[inline(always)] fn $f(self) -> Self { <$t>::$f(self) } )*
+    };
+    (@one (forward $t:ty) binary $($f:ident)*) => {
+        $( #[inline(always)] fn $f(self, other: Self) -> Self { <$t>::$f(self, other) } )*
+    };
+}
+use std_math;
+
 macro_rules! impl_float {
-    ($t:ty, $tanh:expr) => {
+    ($t:ty, $tanh:expr, $erf:path, $erfc:path) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -98,34 +123,23 @@ macro_rules! impl_float {
                 <$t>::is_nan(self)
             }
             #[inline(always)]
-            fn exp(self) -> Self {
-                <$t>::exp(self)
-            }
-            #[inline(always)]
-            fn ln(self) -> Self {
-                <$t>::ln(self)
-            }
-            #[inline(always)]
-            fn sqrt(self) -> Self {
-                <$t>::sqrt(self)
-            }
-            #[inline(always)]
-            fn abs(self) -> Self {
-                <$t>::abs(self)
-            }
-            #[inline(always)]
             fn tanh(self) -> Self {
                 $tanh(self)
             }
             #[inline(always)]
-            fn powf(self, e: Self) -> Self {
-                <$t>::powf(self, e)
+            fn erf(self) -> Self {
+                $erf(self)
             }
+            #[inline(always)]
+            fn erfc(self) -> Self {
+                $erfc(self)
+            }
+            std_math! { forward $t }
         }
     };
 }
-impl_float!(f32, tanh_f32);
-impl_float!(f64, f64::tanh);
+impl_float!(f32, tanh_f32, libm::erff, libm::erfcf);
+impl_float!(f64, f64::tanh, libm::erf, libm::erfc);
 
 /// float32 `exp` without branches (so loops over it vectorise): `x = n ln2 + r` with
 /// `|r| <= ln2/2`, `exp(r)` by Cephes' degree-6 polynomial, `2^n` built from its bits. For

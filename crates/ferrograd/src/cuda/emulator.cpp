@@ -25,12 +25,47 @@
 #include <utility>
 #include <vector>
 
+// CUDA's math functions take float and double: the <cmath> overloads do the same (an op's
+// kernel expression in kernels.cu may call any of them)
+using std::acos;
+using std::acosh;
+using std::asin;
+using std::asinh;
+using std::atan;
+using std::atan2;
+using std::atanh;
+using std::cbrt;
+using std::ceil;
+using std::copysign;
+using std::cos;
+using std::cosh;
+using std::erf;
+using std::erfc;
 using std::exp;
+using std::exp2;
+using std::expm1;
 using std::fabs;
+using std::floor;
+using std::fmax;
+using std::fmin;
+using std::fmod;
+using std::isfinite;
+using std::isinf;
+using std::isnan;
 using std::log;
+using std::log10;
+using std::log1p;
+using std::log2;
+using std::nearbyint;
 using std::pow;
+using std::rint;
+using std::round;
+using std::sin;
+using std::sinh;
 using std::sqrt;
+using std::tan;
 using std::tanh;
+using std::trunc;
 
 struct dim3 {
     unsigned x, y, z;

@@ -32,6 +32,7 @@ macro_rules! unary_ops {
             Neg      neg      (|v| -v)              (|v| v.wrapping_neg())    (|dy| dy.neg()?),
             Exp      exp      (|v| v.exp())         ()                        (|dy, out| dy.mul(&out)?),
             Log      log      (|v| v.ln())          ()                        (|dy, x| dy.div(&x)?),
+            Log1p    log1p    (|v| v.ln_1p())       ()                        (|dy, x| dy.div(&x.add_scalar(1.0)?)?),
             Sqrt     sqrt     (|v| v.sqrt())        ()                        (|dy, out| dy.div(&out.mul_scalar(2.0)?)?),
             // the sign of a detached input: its own gradient is zero almost everywhere
             Abs      abs      (|v| v.abs())         (|v| v.wrapping_abs())    (|dy, x| dy.mul(&x.detach().sign()?)?),
