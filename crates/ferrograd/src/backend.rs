@@ -11,7 +11,7 @@ use std::ops::Deref;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{Layout, SliceSpec};
+use crate::layout::{numel, Layout, SliceSpec};
 use crate::op::{Activation, BinaryOp, CmpOp, ReduceKind, UnaryOp};
 use crate::storage::{CpuData, Storage, StorageData};
 use crate::tensor::Tensor;
@@ -161,34 +161,72 @@ pub(crate) trait Backend {
         Err(lacks(self.device(), "matmul"))
     }
 
-    /// Zeros of `shape` with `x` written where `specs` selects.
+    /// Zeros of `shape` with `x` written where `specs` selects (from [`Backend::fill`] and
+    /// [`Backend::write`]: no backend needs a kernel of its own).
     fn slice_grad(
         &self,
         x: &Self::Buf,
         l: &Layout,
+        dtype: DType,
         shape: &[usize],
         specs: &[SliceSpec],
     ) -> Result<Self::Buf> {
-        Err(lacks(self.device(), "getitem_grad"))
+        let mut out = self.fill(numel(shape), 0.0, dtype)?;
+        self.write(&mut out, &Layout::contiguous(shape).slice(specs), x, l)?;
+        Ok(out)
     }
     /// A copy of `x` with the region `specs` selects replaced by `v` (broadcast to it).
     fn set_slice(
         &self,
         x: &Self::Buf,
         lx: &Layout,
+        dtype: DType,
         v: &Self::Buf,
         lv: &Layout,
         specs: &[SliceSpec],
     ) -> Result<Self::Buf> {
-        Err(lacks(self.device(), "setitem"))
+        let mut out = self.cast(x, lx, dtype)?;
+        self.write(
+            &mut out,
+            &Layout::contiguous(lx.shape()).slice(specs),
+            v,
+            lv,
+        )?;
+        Ok(out)
     }
+    /// The parts (one dtype) joined along `axis` into a contiguous buffer of `shape`.
     fn concat(
         &self,
         parts: &[View<'_, Self::Buf>],
+        dtype: DType,
         axis: usize,
         shape: &[usize],
     ) -> Result<Self::Buf> {
-        Err(lacks(self.device(), "concat"))
+        let mut out = self.fill(numel(shape), 0.0, dtype)?;
+        let full = Layout::contiguous(shape);
+        let mut start = 0usize;
+        for (data, l) in parts {
+            let len = l.shape()[axis];
+            let specs: Vec<SliceSpec> = shape
+                .iter()
+                .enumerate()
+                .map(|(d, &n)| {
+                    let (lo, hi) = if d == axis {
+                        (start, start + len)
+                    } else {
+                        (0, n)
+                    };
+                    SliceSpec::Range {
+                        start: lo as isize,
+                        stop: hi as isize,
+                        step: 1,
+                    }
+                })
+                .collect();
+            self.write(&mut out, &full.slice(&specs), data, l)?;
+            start += len;
+        }
+        Ok(out)
     }
     /// `out[p] = x[p with axis replaced by idx[p]]` (negative indices wrap).
     fn gather(

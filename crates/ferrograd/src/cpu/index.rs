@@ -1,8 +1,8 @@
 //! Indexing kernels: slicing's gradient, concat, gather and scatter-add along an axis.
 
-use super::{at, write_into};
+use super::at;
 use crate::error::{Error, Result};
-use crate::layout::{contiguous_strides, for_each_run_multi, numel, Layout, SliceSpec};
+use crate::layout::{contiguous_strides, for_each_run_multi, numel, Layout};
 use crate::storage::{pool, CpuData};
 
 macro_rules! same_dtype {
@@ -14,97 +14,6 @@ macro_rules! same_dtype {
             CpuData::Bool($v) => CpuData::Bool($body),
         }
     };
-}
-
-fn zeros_like_data(x: &CpuData, n: usize) -> Result<CpuData> {
-    Ok(match x {
-        CpuData::F32(_) => CpuData::F32(pool::filled(n, 0.0)?),
-        CpuData::F64(_) => CpuData::F64(pool::filled(n, 0.0)?),
-        CpuData::I64(_) => CpuData::I64(pool::filled(n, 0)?),
-        CpuData::Bool(_) => CpuData::Bool(pool::filled(n, false)?),
-    })
-}
-
-/// Writes `src` through `region` of `out` (one dtype, checked by the op).
-fn write_region(out: &mut CpuData, region: &Layout, src: &CpuData, ls: &Layout) -> Result<()> {
-    match (out, src) {
-        (CpuData::F32(o), CpuData::F32(s)) => write_into(o, region, s, ls),
-        (CpuData::F64(o), CpuData::F64(s)) => write_into(o, region, s, ls),
-        (CpuData::I64(o), CpuData::I64(s)) => write_into(o, region, s, ls),
-        (CpuData::Bool(o), CpuData::Bool(s)) => write_into(o, region, s, ls),
-        (o, s) => {
-            return Err(Error::dtype(
-                "assign",
-                format!(
-                    "cannot write {} data into a {} tensor",
-                    s.dtype(),
-                    o.dtype()
-                ),
-            ))
-        }
-    }
-    Ok(())
-}
-
-/// Zeros of `shape` with `dy` written into the region `specs` selects.
-pub(crate) fn slice_grad(
-    dy: &CpuData,
-    ldy: &Layout,
-    shape: &[usize],
-    specs: &[SliceSpec],
-) -> Result<CpuData> {
-    let region = Layout::contiguous(shape).slice(specs);
-    let mut out = zeros_like_data(dy, numel(shape))?;
-    write_region(&mut out, &region, dy, ldy)?;
-    Ok(out)
-}
-
-/// A contiguous copy of `x` with `v` (a view broadcast to the region) written where `specs`
-/// selects.
-pub(crate) fn set_slice(
-    x: &CpuData,
-    lx: &Layout,
-    v: &CpuData,
-    lv: &Layout,
-    specs: &[SliceSpec],
-) -> Result<CpuData> {
-    let mut out = super::elementwise::copy(x, lx)?;
-    let region = Layout::contiguous(lx.shape()).slice(specs);
-    write_region(&mut out, &region, v, lv)?;
-    Ok(out)
-}
-
-/// Joins views along `axis` into a contiguous buffer of `out_shape`.
-pub(crate) fn concat(
-    parts: &[(&CpuData, &Layout)],
-    axis: usize,
-    out_shape: &[usize],
-) -> Result<CpuData> {
-    let Some((first, _)) = parts.first() else {
-        return Err(Error::invalid("concat", "needs at least one tensor"));
-    };
-    let mut out = zeros_like_data(first, numel(out_shape))?;
-    let full = Layout::contiguous(out_shape);
-    let mut start = 0isize;
-    for (data, l) in parts {
-        let len = l.shape()[axis] as isize;
-        let mut specs: Vec<SliceSpec> = out_shape
-            .iter()
-            .map(|&n| SliceSpec::Range {
-                start: 0,
-                stop: n as isize,
-                step: 1,
-            })
-            .collect();
-        specs[axis] = SliceSpec::Range {
-            start,
-            stop: start + len,
-            step: 1,
-        };
-        write_region(&mut out, &full.slice(&specs), data, l)?;
-        start += len;
-    }
-    Ok(out)
 }
 
 /// Visits every element of `idx` (viewed by `li`) with its position in row-major order and

@@ -13,7 +13,7 @@ use crate::backend::{Backend, Held, View};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{for_each_run, for_each_run_multi, Layout, SliceSpec};
+use crate::layout::{for_each_run, for_each_run_multi, Layout};
 use crate::op::{Activation, BinaryOp, CmpOp, ReduceKind, UnaryOp};
 use crate::storage::pool;
 use crate::storage::{CpuData, Storage, StorageData};
@@ -148,28 +148,6 @@ impl Backend for Cpu {
     }
     fn matmul(&self, a: &CpuData, la: &Layout, b: &CpuData, lb: &Layout) -> Result<CpuData> {
         matmul::matmul(a, la, b, lb)
-    }
-    fn slice_grad(
-        &self,
-        x: &CpuData,
-        l: &Layout,
-        shape: &[usize],
-        specs: &[SliceSpec],
-    ) -> Result<CpuData> {
-        index::slice_grad(x, l, shape, specs)
-    }
-    fn set_slice(
-        &self,
-        x: &CpuData,
-        lx: &Layout,
-        v: &CpuData,
-        lv: &Layout,
-        specs: &[SliceSpec],
-    ) -> Result<CpuData> {
-        index::set_slice(x, lx, v, lv, specs)
-    }
-    fn concat(&self, parts: &[View<'_, CpuData>], axis: usize, shape: &[usize]) -> Result<CpuData> {
-        index::concat(parts, axis, shape)
     }
     fn gather(
         &self,

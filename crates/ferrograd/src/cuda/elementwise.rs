@@ -101,18 +101,7 @@ fn same_dtype(op: &str, a: &CudaData, b: &CudaData) -> Result<()> {
 
 pub(crate) fn unary(g: &Gpu, op: UnaryOp, x: &CudaData, l: &Layout) -> Result<CudaData> {
     let name = unary_kernel(op, x.dtype()).ok_or_else(|| not_for(op.name(), x.dtype()))?;
-    let n = l.numel();
-    let lx = strided(op.name(), l)?;
-    let len = n as i64;
-    let f = g.function(name)?;
-    let mut out = g.alloc(x.dtype(), n)?;
-    g.launch(&f, op.name())
-        .buf(x)
-        .arg(&lx)
-        .buf_mut(&mut out)
-        .arg(&len)
-        .grid(n)?;
-    Ok(out)
+    g.elementwise(name, op.name(), &[(x, l)], None, x.dtype())
 }
 
 pub(crate) fn binary(
@@ -125,20 +114,7 @@ pub(crate) fn binary(
 ) -> Result<CudaData> {
     same_dtype(op.name(), a, b)?;
     let name = binary_kernel(op, a.dtype(), false).ok_or_else(|| not_for(op.name(), a.dtype()))?;
-    let n = la.numel();
-    let (sa, sb) = (strided(op.name(), la)?, strided(op.name(), lb)?);
-    let len = n as i64;
-    let f = g.function(name)?;
-    let mut out = g.alloc(a.dtype(), n)?;
-    g.launch(&f, op.name())
-        .buf(a)
-        .arg(&sa)
-        .buf(b)
-        .arg(&sb)
-        .buf_mut(&mut out)
-        .arg(&len)
-        .grid(n)?;
-    Ok(out)
+    g.elementwise(name, op.name(), &[(a, la), (b, lb)], None, a.dtype())
 }
 
 /// `dst op= src` through `dst`'s view in one pass (`src` already broadcast to its shape, not
@@ -176,20 +152,8 @@ pub(crate) fn compare(
     lb: &Layout,
 ) -> Result<CudaData> {
     same_dtype(op.name(), a, b)?;
-    let n = la.numel();
-    let (sa, sb) = (strided(op.name(), la)?, strided(op.name(), lb)?);
-    let len = n as i64;
-    let f = g.function(compare_kernel(op, a.dtype()))?;
-    let mut out = g.alloc(DType::Bool, n)?;
-    g.launch(&f, op.name())
-        .buf(a)
-        .arg(&sa)
-        .buf(b)
-        .arg(&sb)
-        .buf_mut(&mut out)
-        .arg(&len)
-        .grid(n)?;
-    Ok(out)
+    let name = compare_kernel(op, a.dtype());
+    g.elementwise(name, op.name(), &[(a, la), (b, lb)], None, DType::Bool)
 }
 
 pub(crate) fn act_grad(
@@ -211,20 +175,7 @@ pub(crate) fn act_grad(
         (Activation::Relu, DType::F64) => "relu_grad_f64",
         (_, DType::I64 | DType::Bool) => return Err(not_for(op, y.dtype())),
     };
-    let n = ly.numel();
-    let (sd, sy) = (strided(op, ldy)?, strided(op, ly)?);
-    let len = n as i64;
-    let f = g.function(name)?;
-    let mut out = g.alloc(y.dtype(), n)?;
-    g.launch(&f, op)
-        .buf(dy)
-        .arg(&sd)
-        .buf(y)
-        .arg(&sy)
-        .buf_mut(&mut out)
-        .arg(&len)
-        .grid(n)?;
-    Ok(out)
+    g.elementwise(name, op, &[(dy, ldy), (y, ly)], None, y.dtype())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -244,43 +195,14 @@ pub(crate) fn where_(
         ));
     }
     same_dtype("where", a, b)?;
-    let n = la.numel();
-    let (sc, sa, sb) = (
-        strided("where", lc)?,
-        strided("where", la)?,
-        strided("where", lb)?,
-    );
-    let len = n as i64;
-    let f = g.function(kernel_name!("where", a.dtype()))?;
-    let mut out = g.alloc(a.dtype(), n)?;
-    g.launch(&f, "where")
-        .buf(c)
-        .arg(&sc)
-        .buf(a)
-        .arg(&sa)
-        .buf(b)
-        .arg(&sb)
-        .buf_mut(&mut out)
-        .arg(&len)
-        .grid(n)?;
-    Ok(out)
+    let name = kernel_name!("where", a.dtype());
+    g.elementwise(name, "where", &[(c, lc), (a, la), (b, lb)], None, a.dtype())
 }
 
 pub(crate) fn pow_scalar(g: &Gpu, x: &CudaData, l: &Layout, p: f64) -> Result<CudaData> {
     if !x.dtype().is_float() {
         return Err(not_for("pow", x.dtype()));
     }
-    let n = l.numel();
-    let lx = strided("pow", l)?;
-    let len = n as i64;
-    let f = g.function(kernel_name!("pow_scalar", x.dtype()))?;
-    let mut out = g.alloc(x.dtype(), n)?;
-    g.launch(&f, "pow")
-        .buf(x)
-        .arg(&lx)
-        .arg(&p)
-        .buf_mut(&mut out)
-        .arg(&len)
-        .grid(n)?;
-    Ok(out)
+    let name = kernel_name!("pow_scalar", x.dtype());
+    g.elementwise(name, "pow", &[(x, l)], Some(&p), x.dtype())
 }

@@ -1,81 +1,10 @@
 //! Indexing kernels: slicing's gradient, setitem, concat, gather and scatter-add.
 
 use super::launch::{kernel_name, not_for, strided, strided_full};
-use super::memory::{cast, fill, write};
 use super::{CudaData, Gpu};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{numel, Layout, SliceSpec};
-
-pub(crate) fn concat(
-    g: &Gpu,
-    parts: &[(&CudaData, &Layout)],
-    axis: usize,
-    out_shape: &[usize],
-) -> Result<CudaData> {
-    let Some((first, _)) = parts.first() else {
-        return Err(Error::invalid("concat", "needs at least one tensor"));
-    };
-    let mut out = fill(g, numel(out_shape), 0.0, first.dtype())?;
-    let full = Layout::contiguous(out_shape);
-    let mut start = 0isize;
-    for (data, l) in parts {
-        let len = l.shape()[axis] as isize;
-        let mut specs: Vec<SliceSpec> = out_shape
-            .iter()
-            .map(|&n| SliceSpec::Range {
-                start: 0,
-                stop: n as isize,
-                step: 1,
-            })
-            .collect();
-        specs[axis] = SliceSpec::Range {
-            start,
-            stop: start + len,
-            step: 1,
-        };
-        write(g, &mut out, &full.slice(&specs), data, l)?;
-        start += len;
-    }
-    Ok(out)
-}
-
-pub(crate) fn slice_grad(
-    g: &Gpu,
-    dy: &CudaData,
-    ldy: &Layout,
-    shape: &[usize],
-    specs: &[SliceSpec],
-) -> Result<CudaData> {
-    let mut out = fill(g, numel(shape), 0.0, dy.dtype())?;
-    write(
-        g,
-        &mut out,
-        &Layout::contiguous(shape).slice(specs),
-        dy,
-        ldy,
-    )?;
-    Ok(out)
-}
-
-pub(crate) fn set_slice(
-    g: &Gpu,
-    x: &CudaData,
-    lx: &Layout,
-    v: &CudaData,
-    lv: &Layout,
-    specs: &[SliceSpec],
-) -> Result<CudaData> {
-    let mut out = cast(g, x, lx, x.dtype())?;
-    write(
-        g,
-        &mut out,
-        &Layout::contiguous(lx.shape()).slice(specs),
-        v,
-        lv,
-    )?;
-    Ok(out)
-}
+use crate::layout::{numel, Layout};
 
 fn check_indices(op: &str, idx: &CudaData) -> Result<()> {
     if idx.dtype() != DType::I64 {

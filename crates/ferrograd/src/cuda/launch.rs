@@ -144,6 +144,39 @@ impl Gpu {
         r.map_err(|e| alloc_err(n, dtype, e))
     }
 
+    /// Runs the elementwise kernel `name`, whose parameters are each input with its layout,
+    /// then `scalar` (if any), then the output and the element count (kernels.cu's form for
+    /// unary, binary, comparison, activation-gradient, power, where and cast kernels): a new
+    /// contiguous buffer of `dtype` with the inputs' (common) element count.
+    pub(crate) fn elementwise(
+        &self,
+        name: &'static str,
+        op: &'static str,
+        inputs: &[(&CudaData, &Layout)],
+        scalar: Option<&f64>,
+        dtype: DType,
+    ) -> Result<CudaData> {
+        let n = inputs.first().map_or(0, |(_, l)| l.numel());
+        let layouts = inputs
+            .iter()
+            .map(|(_, l)| strided(op, l))
+            .collect::<Result<Vec<Strided>>>()?;
+        let f = self.function(name)?;
+        let mut out = self.alloc(dtype, n)?;
+        let len = n as i64;
+        {
+            let mut launch = self.launch(&f, op);
+            for ((x, _), lx) in inputs.iter().zip(&layouts) {
+                launch.buf(x).arg(lx);
+            }
+            if let Some(p) = scalar {
+                launch.arg(p);
+            }
+            launch.buf_mut(&mut out).arg(&len).grid(n)?;
+        }
+        Ok(out)
+    }
+
     /// A launch of `f` for `op` (named in errors): push the arguments in the kernel's order,
     /// then start it with [`Launch::grid`] or [`Launch::rows`].
     pub(crate) fn launch<'a>(&'a self, f: &'a CudaFunction, op: &'static str) -> Launch<'a> {

@@ -78,18 +78,7 @@ fn cast_kernel(from: DType, to: DType) -> &'static str {
 
 /// A contiguous copy of a view converted to `to` (a plain copy when `to` is its dtype).
 pub(crate) fn cast(g: &Gpu, x: &CudaData, l: &Layout, to: DType) -> Result<CudaData> {
-    let n = l.numel();
-    let lx = strided("astype", l)?;
-    let len = n as i64;
-    let f = g.function(cast_kernel(x.dtype(), to))?;
-    let mut out = g.alloc(to, n)?;
-    g.launch(&f, "astype")
-        .buf(x)
-        .arg(&lx)
-        .buf_mut(&mut out)
-        .arg(&len)
-        .grid(n)?;
-    Ok(out)
+    g.elementwise(cast_kernel(x.dtype(), to), "astype", &[(x, l)], None, to)
 }
 
 /// Writes `src` (viewed by `ls`) into `dst` through the view `ld` (same shape, same dtype).

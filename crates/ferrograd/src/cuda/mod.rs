@@ -32,11 +32,11 @@ use cudarc::nvrtc::CompileOptions;
 use rt::cublas::CudaBlas;
 use rt::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
 
-use crate::backend::{Backend, Held, View};
+use crate::backend::{Backend, Held};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{Layout, SliceSpec};
+use crate::layout::Layout;
 use crate::op::{Activation, BinaryOp, CmpOp, ReduceKind, UnaryOp};
 use crate::storage::{CpuData, Storage, StorageData};
 use crate::window::Window;
@@ -411,33 +411,6 @@ impl Backend for Gpu {
     }
     fn matmul(&self, a: &CudaData, la: &Layout, b: &CudaData, lb: &Layout) -> Result<CudaData> {
         linalg::matmul(self, a, la, b, lb)
-    }
-    fn slice_grad(
-        &self,
-        x: &CudaData,
-        l: &Layout,
-        shape: &[usize],
-        specs: &[SliceSpec],
-    ) -> Result<CudaData> {
-        index::slice_grad(self, x, l, shape, specs)
-    }
-    fn set_slice(
-        &self,
-        x: &CudaData,
-        lx: &Layout,
-        v: &CudaData,
-        lv: &Layout,
-        specs: &[SliceSpec],
-    ) -> Result<CudaData> {
-        index::set_slice(self, x, lx, v, lv, specs)
-    }
-    fn concat(
-        &self,
-        parts: &[View<'_, CudaData>],
-        axis: usize,
-        shape: &[usize],
-    ) -> Result<CudaData> {
-        index::concat(self, parts, axis, shape)
     }
     fn gather(
         &self,

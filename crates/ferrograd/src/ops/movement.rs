@@ -73,12 +73,9 @@ impl Family for MovementOp {
             MovementOp::BroadcastTo(shape) => x.view(x.layout().broadcast_to(shape)),
             MovementOp::Slice(specs) => x.view(x.layout().slice(specs)),
             MovementOp::SliceGrad { shape, specs } => Tensor::from_storage(
-                on_device!(name, inputs, |b, d| b.slice_grad(
-                    d[0],
-                    x.layout(),
-                    shape,
-                    specs
-                ))?,
+                on_device!(name, inputs, |b, d| {
+                    b.slice_grad(d[0], x.layout(), x.dtype(), shape, specs)
+                })?,
                 shape,
             ),
             MovementOp::SetSlice(specs) => {
@@ -101,7 +98,7 @@ impl Family for MovementOp {
                 let lv = v.layout().broadcast_to(region.shape());
                 Tensor::from_storage(
                     on_device!(name, inputs, |b, d| {
-                        b.set_slice(d[0], x.layout(), d[1], &lv, specs)
+                        b.set_slice(d[0], x.layout(), x.dtype(), d[1], &lv, specs)
                     })?,
                     x.shape(),
                 )
@@ -135,7 +132,7 @@ impl Family for MovementOp {
                             .zip(inputs)
                             .map(|(d, t)| (*d, t.layout()))
                             .collect();
-                        b.concat(&parts, *axis, &shape)
+                        b.concat(&parts, x.dtype(), *axis, &shape)
                     })?,
                     &shape,
                 )
