@@ -154,3 +154,35 @@ def check_grad(
         )
         out.append(gn)
     return out
+
+
+# --------------------------------------------------------------------------------------
+# references
+# --------------------------------------------------------------------------------------
+
+
+def conv2d_reference(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    """PyTorch's conv2d (cross-correlation) as a direct sum in float64 numpy."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    xp[:, :, ph : ph + h, pw : pw + wd] = x
+    out = np.zeros((n, o, oh, ow))
+    og = o // groups
+    for oc in range(o):
+        g = oc // og
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp[
+                    :,
+                    g * cg : (g + 1) * cg,
+                    i * sh : i * sh + dh * (kh - 1) + 1 : dh,
+                    j * sw : j * sw + dw * (kw - 1) + 1 : dw,
+                ]
+                out[:, oc, i, j] = (patch * w[oc]).sum(axis=(1, 2, 3))
+    if b is not None:
+        out += b[None, :, None, None]
+    return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ferrograd as fg
 import numpy as np
 import pytest
-from conftest import TEST_DEVICE
+from conftest import TEST_DEVICE, conv2d_reference
 
 f64 = "float64"
 
@@ -309,31 +309,6 @@ def test_out_of_memory_is_a_memory_error_and_the_process_goes_on():
 # convolution windows that read only padding
 
 
-def conv2d_reference(x, w, stride, padding, dilation, groups):
-    """Direct convolution (PyTorch's cross-correlation) in float64 numpy."""
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
-    xp[:, :, ph : ph + h, pw : pw + wd] = x
-    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    out = np.zeros((n, o, oh, ow))
-    og = o // groups
-    for oc in range(o):
-        g = oc // og
-        for i in range(oh):
-            for j in range(ow):
-                patch = xp[
-                    :,
-                    g * cg : (g + 1) * cg,
-                    i * sh : i * sh + dh * (kh - 1) + 1 : dh,
-                    j * sw : j * sw + dw * (kw - 1) + 1 : dw,
-                ]
-                out[:, oc, i, j] = (patch * w[oc]).sum(axis=(1, 2, 3))
-    return out
-
-
 def test_conv2d_whose_windows_read_only_padding():
     # PyTorch returns [[[[1.]]]]: only the middle tap of the dilated kernel sees the input
     y = fg.conv2d(fg.ones(1, 1, 1, 1), fg.ones(1, 1, 1, 3), padding=(0, 2), dilation=(1, 2))
@@ -356,7 +331,7 @@ def test_conv2d_with_wide_padding_and_dilation_matches_the_direct_sum(
     rng = np.random.default_rng(h * 7 + w)
     x = rng.normal(size=(2, 2 * groups, h, w))
     wt = rng.normal(size=(2 * groups, 2, *k))
-    want = conv2d_reference(x, wt, stride, padding, dilation, groups)
+    want = conv2d_reference(x, wt, None, stride, padding, dilation, groups)
     xt, wtt = fg.tensor(x), fg.tensor(wt)
     gm = fg.GradManager().attach([xt, wtt])
     with gm:
@@ -370,8 +345,8 @@ def test_conv2d_with_wide_padding_and_dilation_matches_the_direct_sum(
         wp, wm = wt.copy(), wt.copy()
         wp[idx] += eps
         wm[idx] -= eps
-        fp = (conv2d_reference(x, wp, stride, padding, dilation, groups) ** 2).sum()
-        fm = (conv2d_reference(x, wm, stride, padding, dilation, groups) ** 2).sum()
+        fp = (conv2d_reference(x, wp, None, stride, padding, dilation, groups) ** 2).sum()
+        fm = (conv2d_reference(x, wm, None, stride, padding, dilation, groups) ** 2).sum()
         dw[idx] = (fp - fm) / (2 * eps)
     np.testing.assert_allclose(wtt.grad.numpy(), dw, rtol=1e-5, atol=1e-6)
     dx = np.zeros_like(x)
@@ -379,7 +354,7 @@ def test_conv2d_with_wide_padding_and_dilation_matches_the_direct_sum(
         xp_, xm = x.copy(), x.copy()
         xp_[idx] += eps
         xm[idx] -= eps
-        fp = (conv2d_reference(xp_, wt, stride, padding, dilation, groups) ** 2).sum()
-        fm = (conv2d_reference(xm, wt, stride, padding, dilation, groups) ** 2).sum()
+        fp = (conv2d_reference(xp_, wt, None, stride, padding, dilation, groups) ** 2).sum()
+        fm = (conv2d_reference(xm, wt, None, stride, padding, dilation, groups) ** 2).sum()
         dx[idx] = (fp - fm) / (2 * eps)
     np.testing.assert_allclose(xt.grad.numpy(), dx, rtol=1e-5, atol=1e-6)

@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 import ferrograd as fg
 import numpy as np
 import pytest
+from conftest import conv2d_reference
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -504,27 +505,7 @@ def test_conv2d_dilated_kernel_column_outside_the_input_known(capfd):
 
 def conv2d_ref(x, w, stride, padding, dilation, groups):
     """PyTorch's conv2d (cross-correlation) in float64 numpy."""
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
-    xp[:, :, ph : ph + h, pw : pw + wd] = x
-    out = np.zeros((n, o, oh, ow))
-    og = o // groups
-    for oc in range(o):
-        g = oc // og
-        for i in range(oh):
-            for j in range(ow):
-                patch = xp[
-                    :,
-                    g * cg : (g + 1) * cg,
-                    i * sh : i * sh + dh * (kh - 1) + 1 : dh,
-                    j * sw : j * sw + dw * (kw - 1) + 1 : dw,
-                ]
-                out[:, oc, i, j] = (patch * w[oc]).sum(axis=(1, 2, 3))
-    return out
+    return conv2d_reference(x, w, None, stride, padding, dilation, groups)
 
 
 @st.composite
