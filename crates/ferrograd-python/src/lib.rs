@@ -14,6 +14,9 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // a panic is a bug, and where one is caught it becomes a Python exception carrying its
+    // message: nothing is printed to stderr besides
+    std::panic::set_hook(Box::new(|_| {}));
     errors::register(m)?;
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<grad::PyGradKey>()?;

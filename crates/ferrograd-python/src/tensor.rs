@@ -109,12 +109,14 @@ impl PyTensor {
         let x = self.t();
         let y = arg(op, "other", o, Some(&x))?;
         if let Some(bop) = binary_op(op) {
-            if !ferrograd::autograd::is_recording_any() || (!x.is_tracked() && !y.is_tracked()) {
+            // nothing records it (no key tracks either, or all that do are kept from recording,
+            // as under no_grad): a raw write, and the tensor keeps its tape state
+            if !x.is_recorded() && !y.is_recorded() {
                 let work = x.numel();
                 return compute(py, work, || x.binary_assign_(bop, &y)).py();
             }
         }
-        let tracked = ferrograd::autograd::is_recording_any() && x.is_tracked();
+        let tracked = x.is_recorded();
         // a tracked destination is forked, so a rule that saves it keeps the value before the
         // write; so is an operand over the same storage (`y *= y`, `y *= y[::-1]`), which the
         // write would change as well (the same fork when it is the destination itself)
@@ -135,7 +137,7 @@ impl PyTensor {
 
     /// Writes `v` (broadcast to the selection) into the part of `x` that `specs` select.
     fn setitem_value(&self, x: &Tensor, specs: &[SliceSpec], v: &Tensor) -> PyResult<()> {
-        if !ferrograd::autograd::is_recording_any() || (!x.is_tracked() && !v.is_tracked()) {
+        if !x.is_recorded() && !v.is_recorded() {
             return x.slice(specs).py()?.assign_(v).py();
         }
         let result = x.set_slice(specs, v).py()?;
@@ -978,7 +980,7 @@ impl PyTensor {
             // a copy between devices (no gradient can cross one)
             v = v.to_device(x.device()).py()?;
         }
-        if !ferrograd::autograd::is_recording_any() || (!x.is_tracked() && !v.is_tracked()) {
+        if !x.is_recorded() && !v.is_recorded() {
             x.assign_(&v).py()?;
         } else {
             let result = v.astype(x.dtype()).py()?.broadcast_to(x.shape()).py()?;

@@ -4,11 +4,15 @@
 //!
 //! * [`Tensor`]: shape, strides and offset over shared storage; reshape of contiguous data,
 //!   permute, broadcast and basic slicing are views. Dtypes `float32`, `float64`, `int64`,
-//!   `bool`; devices behind one [`Device`] enum (CPU now).
+//!   `bool`; devices (CPU, CUDA) behind one [`Device`] enum.
 //! * Every op, in forward and in backward, goes through one function, [`apply`]. Grad rules
 //!   are written with ops, so a backward pass is itself recordable.
 //! * [`GradKey`]: a tape of weak references to recorded ops with MegEngine's *producer lists*,
 //!   so a tensor's callback runs the moment its gradient is final.
+//! * Ops come in families (the [`op`] enums); each family's forward, save mask and grad rule
+//!   sit side by side in [`ops`], behind exhaustive matches. Adding an op: see the [`ops`]
+//!   module (a unary elementwise op is a row in four files). Devices implement one backend
+//!   trait (`backend.rs`).
 //!
 //! ```
 //! use ferrograd::{GradKey, Tensor};
