@@ -29,6 +29,7 @@ from .autodiff import (
     unregister_grad_rule,
     vjp,
 )
+from .tracing import TracedFunction, trace
 
 # the engine's ops are re-exported by name from the op tables (_core.__all__); these are the
 # package's own
@@ -53,6 +54,8 @@ __all__ = [
     "optim",
     "register_grad_rule",
     "tensor",
+    "trace",
+    "TracedFunction",
     "unregister_grad_rule",
     "vjp",
 ]

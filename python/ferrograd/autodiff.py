@@ -185,8 +185,15 @@ class GradManager:
             if tensor is None:
                 return
             g: Tensor | None = grad
+            traced = _core._tracing()
             for cb in entry.callbacks:
-                g = cb(tensor, g)
+                if traced:
+                    # a node of the graph: the callback runs at this point of every step
+                    g = _core._trace_call(
+                        _callable_name(cb), lambda gg, cb=cb: cb(tensor, gg), [g]
+                    )
+                else:
+                    g = cb(tensor, g)
                 if g is None:
                     return
                 _check_callback_grad(cb, tensor, g)
@@ -355,6 +362,22 @@ class Function:
                 raise TypeError(
                     f"{name}.forward returned a {type(o).__name__} as output {i}; expected Tensors"
                 )
+        if _core._tracing():
+            # in a trace, the gradient pass calls backward here instead of differentiating
+            # forward's ops
+            n_in = len(inputs)
+
+            def rule(grads: list[Tensor | None]) -> list[Tensor | None]:
+                r = self.backward(*grads)
+                rs = list(r) if isinstance(r, (tuple, list)) else [r]
+                if len(rs) != n_in:
+                    raise ValueError(
+                        f"{name}.backward returned {len(rs)} gradients for {n_in} inputs"
+                    )
+                return rs
+
+            outs = tuple(_core._trace_custom(name, list(inputs), list(outs), rule))
+            return outs[0] if single else outs
         # fresh handles: the outputs' tape state must be this op's alone
         outs = tuple(o.detach() for o in outs)
         _core._record_function(self, list(inputs), list(outs), name)
@@ -380,6 +403,17 @@ def grad(
     ys = _as_list("grad", y)
     single = isinstance(xs, Tensor)
     x_list = _as_list("grad", xs)
+    if _core._tracing():
+        # inside a traced function: the graph gradient pass (always differentiable again)
+        if dy is None:
+            dys = [_core.ones_like(t) for t in ys]
+        elif isinstance(dy, (list, tuple)):
+            dys = list(dy)
+        else:
+            dys = [dy]
+        found = _core._trace_gradients(ys, dys, x_list)
+        gs = [g if g is not None else _core.zeros_like(x) for g, x in zip(found, x_list)]
+        return gs[0] if single else gs
     keys = [k for t in ys for k in _core._tracking_keys(t)]
     if not keys:
         raise _core.GradError(

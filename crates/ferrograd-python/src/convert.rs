@@ -79,6 +79,7 @@ fn to_array<'py, T: Element + NpElement>(
 
 /// A numpy copy of a tensor.
 pub fn to_numpy<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    ferrograd::graph::check_read(t, "numpy").py()?;
     if t.ndim() > NUMPY_MAX_DIMS {
         return Err(PyValueError::new_err(format!(
             "numpy: numpy arrays have at most {NUMPY_MAX_DIMS} dimensions, the tensor has {} \

@@ -17,6 +17,7 @@ static DTYPE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static DEVICE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static GRAD_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static INPLACE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static TRACE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn make_type<'py>(
     py: Python<'py>,
@@ -47,7 +48,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         &'a str,
         Vec<Bound<'py, PyType>>,
     );
-    let specs: [Spec<'_, '_>; 5] = [
+    let specs: [Spec<'_, '_>; 6] = [
         (
             &SHAPE_ERROR,
             "ShapeError",
@@ -76,6 +77,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
             &INPLACE_ERROR,
             "InplaceError",
             "A tensor saved for backward was modified in place.",
+            vec![runtime.clone()],
+        ),
+        (
+            &TRACE_ERROR,
+            "TraceError",
+            "What a traced function cannot do: read the value of a tensor computed inside it, \
+             write in place where the graph cannot follow.",
             vec![runtime.clone()],
         ),
     ];
@@ -126,6 +134,7 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
         Error::Autograd { .. } => raise(&GRAD_ERROR, PyRuntimeError::new_err, msg),
         Error::Version { .. } => raise(&INPLACE_ERROR, PyRuntimeError::new_err, msg),
+        Error::Trace { .. } => raise(&TRACE_ERROR, PyRuntimeError::new_err, msg),
         Error::External(b) => match b.downcast::<PyErrBox>() {
             Ok(p) => p.0,
             Err(b) => PyRuntimeError::new_err(b.to_string()),

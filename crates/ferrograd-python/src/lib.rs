@@ -7,6 +7,7 @@ mod errors;
 mod function;
 mod functions;
 mod grad;
+mod graph;
 mod table;
 mod tensor;
 
@@ -23,6 +24,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     functions::register(m)?;
     table::register(m)?;
     function::register(m)?;
+    graph::register(m)?;
     m.add("_OP_GRADIENTS", ferrograd::Op::name_table().to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // what `from ferrograd._core import *` re-exports: every public name registered above

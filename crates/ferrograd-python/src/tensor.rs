@@ -93,6 +93,13 @@ impl From<Tensor> for PyTensor {
     }
 }
 
+/// Whether writing `v` into `x` can be a raw in-place write: nothing records it (no key tracks
+/// either, or all that do are kept from recording, as under `no_grad`) and no trace follows it
+/// (a trace records the write as the tensor's new value instead).
+fn raw_write(x: &Tensor, v: &Tensor) -> bool {
+    !x.is_recorded() && !v.is_recorded() && !ferrograd::graph::is_tracing()
+}
+
 fn binary_op(op: &str) -> Option<ferrograd::op::BinaryOp> {
     use ferrograd::op::BinaryOp;
     Some(match op {
@@ -111,7 +118,7 @@ impl PyTensor {
         if let Some(bop) = binary_op(op) {
             // nothing records it (no key tracks either, or all that do are kept from recording,
             // as under no_grad): a raw write, and the tensor keeps its tape state
-            if !x.is_recorded() && !y.is_recorded() {
+            if raw_write(&x, &y) {
                 let work = x.numel();
                 return compute(py, work, || x.binary_assign_(bop, &y)).py();
             }
@@ -137,7 +144,7 @@ impl PyTensor {
 
     /// Writes `v` (broadcast to the selection) into the part of `x` that `specs` select.
     fn setitem_value(&self, x: &Tensor, specs: &[SliceSpec], v: &Tensor) -> PyResult<()> {
-        if !x.is_recorded() && !v.is_recorded() {
+        if raw_write(x, v) {
             return x.slice(specs).py()?.assign_(v).py();
         }
         let result = x.set_slice(specs, v).py()?;
@@ -451,6 +458,7 @@ fn parse_index(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<IndexExpr> {
 /// The value of a one-element tensor as the Python number of its dtype, exactly (an int64
 /// is never read through a float64).
 fn item_of<'py>(py: Python<'py>, op: &str, t: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    ferrograd::graph::check_read(t, op).py()?;
     if t.numel() != 1 {
         return Err(shape_error(
             op,
@@ -603,7 +611,7 @@ impl PyTensor {
                 Some(t)
             }
         };
-        self.t().set_grad(g);
+        self.t().set_grad(g).py()?;
         Ok(())
     }
     #[getter(T)]
@@ -690,6 +698,15 @@ impl PyTensor {
         slf.as_ptr() as isize
     }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        if ferrograd::graph::check_read(&self.t(), "repr").is_err() {
+            // a value computed inside a trace has no fixed value to show
+            let t = self.t();
+            return Ok(format!(
+                "Tensor(<traced>, shape={:?}, dtype={})",
+                t.shape(),
+                t.dtype()
+            ));
+        }
         let arr = to_numpy(py, &self.t())?;
         let body = py
             .import("numpy")?
@@ -980,7 +997,7 @@ impl PyTensor {
             // a copy between devices (no gradient can cross one)
             v = v.to_device(x.device()).py()?;
         }
-        if !x.is_recorded() && !v.is_recorded() {
+        if raw_write(&x, &v) {
             x.assign_(&v).py()?;
         } else {
             let result = v.astype(x.dtype()).py()?.broadcast_to(x.shape()).py()?;

@@ -81,7 +81,7 @@ fn dispatch(c: &mut Criterion) {
             let y = h.sum(None, false).unwrap();
             key.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
                 .unwrap();
-            x.set_grad(None);
+            x.set_grad(None).unwrap();
         })
     });
     g.finish();

@@ -15,9 +15,23 @@ pub fn apply(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
 /// [`apply`] for single-output ops (every builtin op has one output).
 pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     check_devices(op, inputs)?;
-    let out = for_each_family!(op, f => f.forward(inputs))?;
+    let mut out = for_each_family!(op, f => f.forward(inputs))?;
+    if crate::graph::is_tracing() {
+        if inputs.iter().any(|i| std::sync::Arc::ptr_eq(&i.0, &out.0)) {
+            // an op that returned its input (a move to the device it is on): the node needs a
+            // handle of its own
+            out = out.view(out.layout().clone());
+        }
+        crate::graph::trace::on_op(op, inputs, &out)?;
+    }
     record_builtin(op, inputs, std::slice::from_ref(&out))?;
     Ok(out)
+}
+
+/// Runs `op` on `inputs` without recording or tracing it (a graph's executor).
+pub(crate) fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
+    check_devices(op, inputs)?;
+    for_each_family!(op, f => f.forward(inputs))
 }
 
 /// All inputs on one device; 0-d CPU tensors (Python scalars) may join tensors on any device.

@@ -39,6 +39,10 @@ pub enum Error {
         saved: u64,
         current: u64,
     },
+    /// What a traced function cannot do (read a traced value, write into a view of a captured
+    /// tensor): Python's `TraceError`.
+    #[error("{op}: {msg}")]
+    Trace { op: String, msg: String },
     /// An error raised by user code (a callback or a custom rule), carried through unchanged.
     #[error("{0}")]
     External(Box<dyn std::error::Error + Send + Sync>),

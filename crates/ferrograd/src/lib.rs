@@ -34,6 +34,7 @@ pub mod device;
 pub mod dispatch;
 pub mod dtype;
 pub mod error;
+pub mod graph;
 pub mod layout;
 pub mod memory;
 pub mod op;

@@ -44,6 +44,8 @@ pub(crate) struct Meta {
     pub(crate) grad: Option<GradCell>,
     /// How to recompute this tensor, on a key that mirrors.
     pub(crate) recipe: Option<Arc<crate::autograd::Recipe>>,
+    /// This tensor's node in an active trace (see `graph::trace`).
+    pub(crate) trace: Option<crate::graph::trace::TraceRef>,
 }
 
 impl Drop for TensorImpl {
@@ -101,12 +103,16 @@ impl Tensor {
                 ),
             ));
         }
-        Ok(Tensor::from_cpu(T::into_cpu_data(data), shape))
+        let t = Tensor::from_cpu(T::into_cpu_data(data), shape);
+        crate::graph::trace::on_constant(&t);
+        Ok(t)
     }
 
     /// A 0-d tensor.
     pub fn scalar<T: Element>(v: T) -> Tensor {
-        Tensor::from_cpu(T::into_cpu_data(vec![v]), &[])
+        let t = Tensor::from_cpu(T::into_cpu_data(vec![v]), &[]);
+        crate::graph::trace::on_constant(&t);
+        t
     }
 
     /// A CPU tensor of `shape` filled with `value` converted to `dtype`.
@@ -132,7 +138,9 @@ impl Tensor {
             DType::I64 => CpuData::I64(vec![value as i64]),
             DType::Bool => CpuData::Bool(vec![value != 0.0]),
         };
-        Tensor::from_cpu(data, &[])
+        let t = Tensor::from_cpu(data, &[]);
+        crate::graph::trace::on_constant(&t);
+        t
     }
 
     /// A 0-d tensor holding `value` in this tensor's dtype (for mixing Python scalars).
@@ -185,23 +193,30 @@ impl Tensor {
         Tensor::from_parts(self.0.storage.clone(), layout)
     }
 
-    /// The same data, cut off from every gradient tape.
+    /// The same data, cut off from every gradient tape (in a trace: a node through which no
+    /// gradient flows).
     pub fn detach(&self) -> Tensor {
-        self.view(self.0.layout.clone())
+        let t = self.view(self.0.layout.clone());
+        crate::graph::trace::on_detach(self, &t);
+        t
     }
 
     /// The accumulated gradient, if backward has produced one.
     pub fn grad(&self) -> Option<Tensor> {
-        let cell = self.0.meta().grad.clone()?;
-        let g = cell.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let cell = self.0.meta().grad.clone();
+        let g = cell.and_then(|c| c.lock().unwrap_or_else(|e| e.into_inner()).clone());
+        crate::graph::trace::on_get_grad(self, g.as_ref());
         g
     }
 
-    /// Replaces the accumulated gradient (`None` clears it).
-    pub fn set_grad(&self, grad: Option<Tensor>) {
+    /// Replaces the accumulated gradient (`None` clears it). Inside a trace, fails for a
+    /// gradient the trace cannot follow (see [`crate::graph`]).
+    pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
+        crate::graph::trace::on_set_grad(self, grad.as_ref())?;
         let cell = self.grad_cell();
         let old = std::mem::replace(&mut *cell.lock().unwrap_or_else(|e| e.into_inner()), grad);
         drop(old);
+        Ok(())
     }
 
     pub(crate) fn grad_cell(&self) -> GradCell {
@@ -313,6 +328,18 @@ impl Tensor {
 
     /// A tensor of `shape` filled with `value` on `device`.
     pub fn full_on(shape: &[usize], value: f64, dtype: DType, device: Device) -> Result<Tensor> {
+        let t = Tensor::fill_raw(shape, value, dtype, device)?;
+        crate::graph::trace::on_fill(&t, value);
+        Ok(t)
+    }
+
+    /// [`Tensor::full_on`] without tracing (a graph's executor).
+    pub(crate) fn fill_raw(
+        shape: &[usize],
+        value: f64,
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
         let n = crate::layout::checked_size("full", shape, dtype.size_in_bytes())?;
         with_backend!(device, "full", |b| {
             let buf = b

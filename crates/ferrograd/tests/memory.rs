@@ -21,7 +21,7 @@ fn ten_thousand_steps_leave_memory_flat() {
             .unwrap();
         key.backward(std::slice::from_ref(&y), &[y.ones_like().unwrap()])
             .unwrap();
-        w.set_grad(None);
+        w.set_grad(None).unwrap();
     };
     step(&w);
     let before = memory::stats(Device::Cpu);

@@ -78,15 +78,43 @@ struct More {
     shapes: Shapes,
 }
 
+/// Where a rule's saved values come from: a tape record (what its save mask kept), or a
+/// traced graph (every value of the step is there: the graph gradient pass).
+enum Source<'a> {
+    Tape(&'a BuiltinRule),
+    Graph {
+        inputs: &'a [Tensor],
+        output: &'a Tensor,
+    },
+}
+
 /// What a builtin rule sees in backward: the saved tensors, the inputs' shapes and dtype.
 pub(crate) struct RuleCtx<'a> {
     pub(crate) op: &'a Op,
-    rule: &'a BuiltinRule,
+    source: Source<'a>,
     /// The output's shape (the incoming gradient's).
     out_shape: &'a [usize],
     /// The first input's dtype.
     pub(crate) in_dtype: DType,
     pub(crate) needs: &'a [bool],
+}
+
+impl<'a> RuleCtx<'a> {
+    /// The context of a rule applied to a traced op's values (by the graph gradient pass).
+    pub(crate) fn for_graph(
+        op: &'a Op,
+        inputs: &'a [Tensor],
+        output: &'a Tensor,
+        needs: &'a [bool],
+    ) -> RuleCtx<'a> {
+        RuleCtx {
+            op,
+            source: Source::Graph { inputs, output },
+            out_shape: output.shape(),
+            in_dtype: inputs.first().map_or(output.dtype(), |t| t.dtype()),
+            needs,
+        }
+    }
 }
 
 impl RuleCtx<'_> {
@@ -97,9 +125,12 @@ impl RuleCtx<'_> {
 
     /// Input `i`'s shape.
     pub(crate) fn shape(&self, i: usize) -> &[usize] {
-        match &self.rule.more {
-            Some(m) if !m.shapes.inputs.is_empty() => m.shapes.input(i, self.out_shape),
-            _ => self.out_shape,
+        match &self.source {
+            Source::Tape(rule) => match &rule.more {
+                Some(m) if !m.shapes.inputs.is_empty() => m.shapes.input(i, self.out_shape),
+                _ => self.out_shape,
+            },
+            Source::Graph { inputs, .. } => inputs[i].shape(),
         }
     }
 
@@ -124,8 +155,12 @@ impl RuleCtx<'_> {
 
     /// Saved input `i` (the op's save mask must keep it).
     pub(crate) fn input(&self, i: usize) -> Result<Tensor> {
-        let saved = match (i, &self.rule.more) {
-            (0 | 1, _) => self.rule.first[i].as_ref(),
+        let rule = match &self.source {
+            Source::Tape(rule) => rule,
+            Source::Graph { inputs, .. } => return Ok(inputs[i].clone()),
+        };
+        let saved = match (i, &rule.more) {
+            (0 | 1, _) => rule.first[i].as_ref(),
             (_, Some(m)) => m.saved.get(i - 2).and_then(Option::as_ref),
             _ => None,
         };
@@ -139,7 +174,11 @@ impl RuleCtx<'_> {
     }
     /// The saved output.
     pub(crate) fn output(&self) -> Result<Tensor> {
-        match &self.rule.output {
+        let rule = match &self.source {
+            Source::Tape(rule) => rule,
+            Source::Graph { output, .. } => return Ok((*output).clone()),
+        };
+        match &rule.output {
             Some(s) => s.get(self.op.name(), self.out_shape),
             None => Err(Error::autograd(format!(
                 "{}: output was not saved for backward",
@@ -147,6 +186,25 @@ impl RuleCtx<'_> {
             ))),
         }
     }
+}
+
+/// Runs the rule of `ctx.op` on the output's gradient `dy`: one gradient per input (`n`),
+/// `None` where an input needs none. A builtin rule answers every input that needs a
+/// gradient: a silent `None` there would be a wrong (missing) gradient.
+pub(crate) fn run_rule(ctx: &RuleCtx, dy: &Tensor, n: usize) -> Result<Vec<Option<Tensor>>> {
+    let mut out = for_each_family!(ctx.op, f => f.backward(ctx, dy))?;
+    out.resize(n, None);
+    for (i, (g, &need)) in out.iter_mut().zip(ctx.needs).enumerate() {
+        if !need {
+            *g = None;
+        } else if g.is_none() {
+            return Err(Error::autograd(format!(
+                "{}: the grad rule gave no gradient for input {i}, which needs one",
+                ctx.op.name()
+            )));
+        }
+    }
+    Ok(out)
 }
 
 /// The rule of a builtin op: the op, what its save mask kept, and the shapes backward needs.
@@ -239,26 +297,12 @@ impl GradRule for BuiltinRule {
         let needs = self.needs();
         let ctx = RuleCtx {
             op: &self.op,
-            rule: self,
+            source: Source::Tape(self),
             out_shape: dy.shape(),
             in_dtype: self.in_dtype,
             needs: &needs,
         };
-        let mut out = for_each_family!(&self.op, f => f.backward(&ctx, dy))?;
-        out.resize(n, None);
-        for (i, (g, &need)) in out.iter_mut().zip(&needs).enumerate() {
-            if !need {
-                *g = None;
-            } else if g.is_none() {
-                // a builtin rule answers every input that needs a gradient: a silent `None`
-                // would be a wrong (missing) gradient
-                return Err(Error::autograd(format!(
-                    "{}: the grad rule gave no gradient for input {i}, which needs one",
-                    self.op.name()
-                )));
-            }
-        }
-        Ok(out)
+        run_rule(&ctx, dy, n)
     }
 
     fn saved_tensors(&self) -> Vec<Tensor> {

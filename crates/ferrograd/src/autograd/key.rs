@@ -447,7 +447,12 @@ impl GradKey {
     }
 
     /// Seeds `ys` with `dys`, walks the tape in reverse, and finishes the key.
+    /// Inside a trace (see [`crate::graph`]), the graph gradient pass builds the gradients
+    /// instead of the tape: callbacks run as each gradient is final, as here.
     pub fn backward(&self, ys: &[Tensor], dys: &[Tensor]) -> Result<()> {
+        if crate::graph::is_tracing() {
+            return self.traced(ys, dys, None).map(|_| ());
+        }
         self.drive(ys, dys, None, true).map(|_| ())
     }
 
@@ -462,6 +467,18 @@ impl GradKey {
         xs: &[Tensor],
         create_graph: bool,
     ) -> Result<Vec<Tensor>> {
+        if crate::graph::is_tracing() {
+            // a traced gradient is a graph like any other: it can always be differentiated
+            return self
+                .traced(ys, dys, Some(xs))?
+                .into_iter()
+                .zip(xs)
+                .map(|(g, x)| match g {
+                    Some(g) => Ok(g),
+                    None => x.zeros_like(),
+                })
+                .collect();
+        }
         let mut targets = Vec::with_capacity(xs.len());
         for (i, x) in xs.iter().enumerate() {
             match x.grad_info(self.0.id) {
@@ -487,6 +504,69 @@ impl GradKey {
                 None => x.zeros_like(),
             })
             .collect()
+    }
+
+    /// Backward inside a trace: the graph gradient pass over the traced ops, to `xs` (handing
+    /// the gradients back) or, when `None`, to the attached tensors (callbacks and `.grad` as
+    /// in [`GradKey::backward`]). Finishes the key.
+    fn traced(
+        &self,
+        ys: &[Tensor],
+        dys: &[Tensor],
+        xs: Option<&[Tensor]>,
+    ) -> Result<Vec<Option<Tensor>>> {
+        self.refuse_if_finished("backward")?;
+        self.0.state().finished = true;
+        self.0.stop_recording();
+        let result = match xs {
+            Some(xs) => crate::graph::gradients(ys, dys, xs, &mut |_, _| Ok(())),
+            None => {
+                let attached = self.attached();
+                let targets: Vec<Tensor> = attached.iter().map(|a| a.target.clone()).collect();
+                crate::graph::gradients(ys, dys, &targets, &mut |i, g| {
+                    let a = &attached[i];
+                    deliver(&a.target, g.clone(), &a.callbacks, a.accumulate)
+                })
+            }
+        };
+        self.0.cleanup();
+        result
+    }
+
+    /// The tensors attached to this key (live ones, in attach order), with their callbacks.
+    fn attached(&self) -> Vec<Attached> {
+        let tracked: Vec<Tensor> = self
+            .0
+            .state()
+            .tracked
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(Tensor)
+            .collect();
+        let mut out: Vec<(Arc<GradFn>, usize, Attached)> = Vec::new();
+        for t in tracked {
+            let Some(info) = t.grad_info(self.0.id) else {
+                continue;
+            };
+            if out
+                .iter()
+                .any(|(f, i, _)| Arc::ptr_eq(f, &info.func) && *i == info.idx)
+            {
+                continue;
+            }
+            let a = info.func.state().slots[info.idx]
+                .attached
+                .as_ref()
+                .map(|a| Attached {
+                    callbacks: a.callbacks.clone(),
+                    target: a.target.clone(),
+                    accumulate: a.accumulate,
+                });
+            if let Some(a) = a {
+                out.push((info.func.clone(), info.idx, a));
+            }
+        }
+        out.into_iter().map(|(_, _, a)| a).collect()
     }
 
     fn drive(
@@ -698,11 +778,22 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
             None => (grad, Vec::new(), None, false),
         }
     };
-    let (Some(mut g), Some(tensor)) = (grad, target) else {
+    let (Some(g), Some(tensor)) = (grad, target) else {
         return Ok(());
     };
-    for cb in &callbacks {
-        if let Some(next) = cb(&tensor, &g)? {
+    deliver(&tensor, g, &callbacks, accumulate)
+}
+
+/// An attached tensor's gradient `g` is final: its callbacks run in order (each may replace
+/// the gradient), then (when `accumulate`) the result is added into `.grad`.
+fn deliver(
+    tensor: &Tensor,
+    mut g: Tensor,
+    callbacks: &[GradCallback],
+    accumulate: bool,
+) -> Result<()> {
+    for cb in callbacks {
+        if let Some(next) = cb(tensor, &g)? {
             let mismatch = || {
                 format!(
                     "a callback for a {} tensor of shape {:?} returned a {} gradient of shape {:?}",
@@ -726,10 +817,14 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
             Some(old) => old.add(&g)?,
             // a gradient that shares storage with another tensor (a seed, a view) is copied,
             // so later in-place updates of `.grad` cannot reach that tensor
-            None if Arc::strong_count(g.storage()) > 1 => g.copy()?,
+            // (in a trace every value is shared with the tracer; the executor copies what
+            // needs it)
+            None if Arc::strong_count(g.storage()) > 1 && !crate::graph::is_tracing() => {
+                g.copy()?
+            }
             None => g,
         };
-        tensor.set_grad(Some(total));
+        tensor.set_grad(Some(total))?;
     }
     Ok(())
 }

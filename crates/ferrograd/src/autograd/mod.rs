@@ -20,7 +20,7 @@ mod record;
 mod registry;
 mod scope;
 
-pub(crate) use builtin::{RuleCtx, SaveMask};
+pub(crate) use builtin::{run_rule, RuleCtx, SaveMask};
 pub use checkpoint::{checkpoint, Segment};
 pub use key::{GradCallback, GradKey};
 pub(crate) use key::{GradFn, KeyInner};
@@ -28,6 +28,7 @@ pub(crate) use mirror::Recipe;
 pub use mirror::{auto_policy, MirrorPolicy};
 pub use record::{is_recording_any, record_custom};
 pub(crate) use record::{record_builtin, Saved};
+pub(crate) use registry::lookup as rule_override;
 pub use registry::{register_rule, unregister_rule, RuleOverride};
 pub use scope::{ceiling, no_grad, pop_ceiling, push_ceiling, CeilingGuard};
 
@@ -173,6 +174,7 @@ impl Tensor {
             next.push_info(info);
         }
         next.set_hidden_from(result.hidden_from());
+        next.0.meta().trace = result.0.meta().trace;
         next
     }
 

@@ -191,23 +191,36 @@ pub(crate) fn compare(
     }))
 }
 
+/// The element functions of `x ** p` for a scalar exponent, chosen once per call: small
+/// integer and half exponents are exact products (and far cheaper than powf). `$then!(f)` is
+/// given the function; the eager kernel and the fused block kernel both use it.
+macro_rules! with_pow {
+    ($T:ty, $p:expr, $then:ident ! ($($args:tt)*)) => {
+        match $p {
+            1.0 => $then!($($args)*, |v: $T| v),
+            2.0 => $then!($($args)*, |v: $T| v * v),
+            3.0 => $then!($($args)*, |v: $T| v * v * v),
+            4.0 => $then!($($args)*, |v: $T| (v * v) * (v * v)),
+            0.5 => $then!($($args)*, |v: $T| v.sqrt()),
+            -1.0 => $then!($($args)*, |v: $T| <$T>::ONE / v),
+            -2.0 => $then!($($args)*, |v: $T| <$T>::ONE / (v * v)),
+            p => {
+                let e = <$T>::from_f64(p);
+                $then!($($args)*, |v: $T| v.powf(e))
+            }
+        }
+    };
+}
+
 /// `x ** p` for a scalar exponent.
 pub(crate) fn pow_scalar(x: &CpuData, l: &Layout, p: f64) -> Result<CpuData> {
     fn pw<T: Float + Send + Sync>(x: &[T], l: &Layout, p: f64) -> Result<Vec<T>> {
-        // small integer and half exponents are exact products (and far cheaper than powf)
-        match p {
-            1.0 => map1(x, l, |v| v),
-            2.0 => map1(x, l, |v| v * v),
-            3.0 => map1(x, l, |v| v * v * v),
-            4.0 => map1(x, l, |v| (v * v) * (v * v)),
-            0.5 => map1(x, l, T::sqrt),
-            -1.0 => map1(x, l, |v| T::ONE / v),
-            -2.0 => map1(x, l, |v| T::ONE / (v * v)),
-            _ => {
-                let e = T::from_f64(p);
-                map1(x, l, |v| v.powf(e))
-            }
+        macro_rules! run {
+            ($x:expr, $l:expr, $f:expr) => {
+                map1($x, $l, $f)
+            };
         }
+        with_pow!(T, p, run!(x, l))
     }
     Ok(match x {
         CpuData::F32(v) => CpuData::F32(pw(v, l, p)?),
@@ -284,6 +297,23 @@ pub(crate) fn cast(x: &CpuData, l: &Layout, to: crate::DType) -> Result<CpuData>
     })
 }
 
+#[inline(always)]
+fn tanh_grad<T: Float>(g: T, v: T) -> T {
+    g * (T::ONE - v * v)
+}
+#[inline(always)]
+fn sigmoid_grad<T: Float>(g: T, v: T) -> T {
+    g * v * (T::ONE - v)
+}
+#[inline(always)]
+fn relu_grad<T: Float>(g: T, v: T) -> T {
+    if v > T::ZERO {
+        g
+    } else {
+        T::ZERO
+    }
+}
+
 /// The backward of tanh, sigmoid or relu from the activation's output `y`.
 pub(crate) fn act_grad(
     act: Activation,
@@ -300,9 +330,9 @@ pub(crate) fn act_grad(
         ly: &Layout,
     ) -> Result<Vec<T>> {
         match act {
-            Activation::Tanh => map2(dy, ldy, y, ly, |g, v| g * (T::ONE - v * v)),
-            Activation::Sigmoid => map2(dy, ldy, y, ly, |g, v| g * v * (T::ONE - v)),
-            Activation::Relu => map2(dy, ldy, y, ly, |g, v| if v > T::ZERO { g } else { T::ZERO }),
+            Activation::Tanh => map2(dy, ldy, y, ly, tanh_grad),
+            Activation::Sigmoid => map2(dy, ldy, y, ly, sigmoid_grad),
+            Activation::Relu => map2(dy, ldy, y, ly, relu_grad),
         }
     }
     Ok(match (dy, y) {
@@ -310,4 +340,81 @@ pub(crate) fn act_grad(
         (CpuData::F64(d), CpuData::F64(v)) => CpuData::F64(go(act, d, ldy, v, ly)?),
         _ => return Err(not_for(act.grad_name(), dy)),
     })
+}
+
+/// Kernels over one block of contiguous elements, for fused elementwise chains (`graph`):
+/// each applies the same element function as the op's own kernel above (so a fused chain
+/// computes bit for bit what the ops one by one compute), over slices of equal length.
+pub(crate) mod block {
+    use super::{relu_grad, sigmoid_grad, tanh_grad};
+    use crate::cpu::float::Float;
+    use crate::op::{Activation, BinaryOp, UnaryOp};
+
+    macro_rules! unary_blocks {
+        ($($op:ident $name:ident (|$v:ident| $f:expr) $int:tt $grad:tt),* $(,)?) => {
+            /// `out[i] = op(x[i])`.
+            pub(crate) fn unary<T: Float>(op: UnaryOp, x: &[T], out: &mut [T]) {
+                match op {
+                    $( UnaryOp::$op => {
+                        for (o, &$v) in out.iter_mut().zip(x) {
+                            *o = $f;
+                        }
+                    } )*
+                }
+            }
+        };
+    }
+    crate::unary_ops!(unary_blocks);
+
+    macro_rules! binary_blocks {
+        ($($op:ident $name:ident (|$p:ident, $q:ident| $f:expr) $int:tt $da:tt $db:tt),* $(,)?) => {
+            /// `out[i] = op(a[i], b[i])`.
+            pub(crate) fn binary<T: Float>(op: BinaryOp, a: &[T], b: &[T], out: &mut [T]) {
+                match op {
+                    $( BinaryOp::$op => {
+                        for ((o, &$p), &$q) in out.iter_mut().zip(a).zip(b) {
+                            *o = $f;
+                        }
+                    } )*
+                }
+            }
+        };
+    }
+    crate::binary_ops!(binary_blocks);
+
+    /// `out[i] = x[i] ** p`.
+    pub(crate) fn pow<T: Float>(p: f64, x: &[T], out: &mut [T]) {
+        macro_rules! run {
+            ($x:expr, $out:expr, $f:expr) => {{
+                let f = $f;
+                for (o, &v) in $out.iter_mut().zip($x) {
+                    *o = f(v);
+                }
+            }};
+        }
+        with_pow!(T, p, run!(x, out))
+    }
+
+    /// The activation's backward from its output: `out[i] = grad(dy[i], y[i])`.
+    pub(crate) fn act_grad<T: Float>(act: Activation, dy: &[T], y: &[T], out: &mut [T]) {
+        macro_rules! run {
+            ($f:expr) => {
+                for ((o, &g), &v) in out.iter_mut().zip(dy).zip(y) {
+                    *o = $f(g, v);
+                }
+            };
+        }
+        match act {
+            Activation::Tanh => run!(tanh_grad),
+            Activation::Sigmoid => run!(sigmoid_grad),
+            Activation::Relu => run!(relu_grad),
+        }
+    }
+
+    /// `out[i] = c[i] != 0 ? a[i] : b[i]` (the condition loaded as 0 or 1).
+    pub(crate) fn select<T: Float>(c: &[T], a: &[T], b: &[T], out: &mut [T]) {
+        for (((o, &c), &a), &b) in out.iter_mut().zip(c).zip(a).zip(b) {
+            *o = if c != T::ZERO { a } else { b };
+        }
+    }
 }

@@ -5,6 +5,7 @@ mod conv;
 mod convolution;
 mod elementwise;
 mod float;
+pub(crate) mod fused;
 mod index;
 mod matmul;
 mod reduce;

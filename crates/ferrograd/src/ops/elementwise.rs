@@ -14,7 +14,7 @@ use crate::op::{Activation, ElementwiseOp, Op};
 use crate::tensor::Tensor;
 
 impl ElementwiseOp {
-    fn activation(&self) -> Option<Activation> {
+    pub(crate) fn activation(&self) -> Option<Activation> {
         match self {
             ElementwiseOp::TanhGrad => Some(Activation::Tanh),
             ElementwiseOp::SigmoidGrad => Some(Activation::Sigmoid),

@@ -31,6 +31,19 @@ fn kind(d: DType) -> u8 {
     }
 }
 
+/// The raw in-place writes leave the caller's handle as it was, which a trace cannot follow:
+/// inside one, in-place updates go through [`Tensor::update_`] (what the Python operators do).
+fn untraceable(op: &str) -> Result<()> {
+    if crate::graph::is_tracing() {
+        return Err(Error::Trace {
+            op: op.to_string(),
+            msg: "a raw in-place write cannot be traced; compute the result and use update_"
+                .to_string(),
+        });
+    }
+    Ok(())
+}
+
 impl Tensor {
     /// Checks that an in-place `op` can write `value` into this tensor: its elements must not
     /// share memory (a broadcast view: PyTorch refuses too), the value must broadcast to its
@@ -94,6 +107,7 @@ impl Tensor {
     /// Writes `value` (broadcast to this shape, cast to this dtype) into this tensor's storage,
     /// through its view. No gradient flows through this raw write; see [`Tensor::update_`].
     pub fn assign_(&self, value: &Tensor) -> Result<()> {
+        untraceable("assign_")?;
         let value = scalar_to(value, self.device())?;
         self.check_write("assign", &value)?;
         let src = self.write_source(&value)?;
@@ -106,6 +120,7 @@ impl Tensor {
     /// `self op= other` in place, without recording (for tensors no tape records): one pass
     /// over this tensor's storage, no temporary.
     pub fn binary_assign_(&self, op: BinaryOp, other: &Tensor) -> Result<()> {
+        untraceable(op.name())?;
         let other = scalar_to(other, self.device())?;
         self.check_write(op.name(), &other)?;
         if kind(other.dtype()) > kind(self.dtype()) {
@@ -145,11 +160,12 @@ impl Tensor {
             ));
         }
         self.check_write(op, result)?;
+        crate::graph::trace::on_update(op, self, result)?;
         let src = self.write_source(result)?;
         in_place!(op, self, &[&src], |b, dst, d| {
             b.write(dst, self.layout(), d[0], src.layout())
         })?;
-        if !self.is_tracked() && !result.is_tracked() {
+        if !self.is_tracked() && !result.is_tracked() && !crate::graph::is_tracing() {
             return Ok(self.clone());
         }
         Ok(self.continued_as(result))

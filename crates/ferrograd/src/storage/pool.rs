@@ -3,7 +3,7 @@
 //! elementwise op; buffers of freed tensors are kept (up to a cap) and handed out again.
 //! The engine's memory statistics count live tensors only, so they are unaffected.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use super::CpuData;
@@ -30,6 +30,7 @@ static POOL: Mutex<Option<Pool>> = Mutex::new(None);
 /// Element types the pool holds.
 pub(crate) trait Pooled: Sized + Copy + Send + Sync {
     fn shelf(p: &mut Pool) -> &mut HashMap<usize, Vec<Vec<Self>>>;
+    fn arena_shelf(a: &mut Arena) -> &mut BTreeMap<usize, Vec<Vec<Self>>>;
 }
 
 macro_rules! pooled {
@@ -38,8 +39,100 @@ macro_rules! pooled {
             fn shelf(p: &mut Pool) -> &mut HashMap<usize, Vec<Vec<Self>>> {
                 &mut p.$field
             }
+            fn arena_shelf(a: &mut Arena) -> &mut BTreeMap<usize, Vec<Vec<Self>>> {
+                &mut a.$field
+            }
         }
     };
+}
+
+/// The buffers one graph's runs recycle (see `graph::exec`): while a run is on, every CPU
+/// buffer freed on its thread goes here, whatever its size, and every buffer it allocates
+/// comes from here when one fits (at least the size asked for, at most twice it). A run that
+/// repeats the one before allocates nothing new.
+#[derive(Default)]
+pub struct Arena {
+    f32: BTreeMap<usize, Vec<Vec<f32>>>,
+    f64: BTreeMap<usize, Vec<Vec<f64>>>,
+    i64: BTreeMap<usize, Vec<Vec<i64>>>,
+    bool: BTreeMap<usize, Vec<Vec<bool>>>,
+    /// Buffers taken from the system while runs were on (none in a repeated run).
+    pub(crate) fresh: usize,
+    /// Buffers handed out from the arena.
+    pub(crate) reused: usize,
+}
+
+impl Arena {
+    /// Bytes of the buffers it holds now.
+    pub fn held_bytes(&self) -> usize {
+        fn sum<T>(m: &BTreeMap<usize, Vec<Vec<T>>>) -> usize {
+            m.iter()
+                .map(|(cap, v)| cap * v.len() * std::mem::size_of::<T>())
+                .sum()
+        }
+        sum(&self.f32) + sum(&self.f64) + sum(&self.i64) + sum(&self.bool)
+    }
+}
+
+thread_local! {
+    static ARENA: std::cell::RefCell<Option<Box<Arena>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Makes `arena` this thread's arena until the guard is dropped (it goes back to `slot`).
+pub(crate) fn install(slot: &mut Option<Box<Arena>>) -> ArenaGuard<'_> {
+    let a = slot.take().unwrap_or_default();
+    let prev = ARENA.with(|c| c.borrow_mut().replace(a));
+    ArenaGuard { slot, prev }
+}
+
+/// Puts the arena back where it came from (and the thread's previous one back in place).
+pub(crate) struct ArenaGuard<'a> {
+    slot: &'a mut Option<Box<Arena>>,
+    prev: Option<Box<Arena>>,
+}
+
+impl Drop for ArenaGuard<'_> {
+    fn drop(&mut self) {
+        let a = ARENA.with(|c| std::mem::replace(&mut *c.borrow_mut(), self.prev.take()));
+        *self.slot = a;
+    }
+}
+
+/// A buffer of at least `n` elements from the thread's arena, if one is on; counts a miss.
+fn from_arena<T: Pooled>(n: usize) -> Option<Option<Vec<T>>> {
+    ARENA.with(|c| {
+        let mut c = c.borrow_mut();
+        let a = c.as_mut()?;
+        let hi = n.saturating_mul(2).max(n + 64);
+        let shelf = T::arena_shelf(a);
+        let cap = shelf
+            .range(n..=hi)
+            .find(|(_, v)| !v.is_empty())
+            .map(|(&cap, _)| cap);
+        let got = cap.and_then(|cap| shelf.get_mut(&cap).and_then(Vec::pop));
+        match got {
+            Some(mut v) => {
+                a.reused += 1;
+                v.clear();
+                Some(Some(v))
+            }
+            None => {
+                a.fresh += 1;
+                Some(None)
+            }
+        }
+    })
+}
+
+/// Gives a freed buffer to the thread's arena, if one is on.
+fn to_arena<T: Pooled>(v: Vec<T>) -> Option<Vec<T>> {
+    ARENA.with(|c| match c.borrow_mut().as_mut() {
+        Some(a) if v.capacity() > 0 => {
+            T::arena_shelf(a).entry(v.capacity()).or_default().push(v);
+            None
+        }
+        _ => Some(v),
+    })
 }
 pooled!(f32, f32);
 pooled!(f64, f64);
@@ -68,6 +161,14 @@ pub(crate) fn take<T: Pooled>(n: usize) -> Result<Vec<T>> {
         .checked_mul(std::mem::size_of::<T>())
         .filter(|&b| b <= isize::MAX as usize)
         .ok_or_else(too_big)?;
+    if let Some(got) = from_arena::<T>(n) {
+        if let Some(v) = got {
+            return Ok(v);
+        }
+        let mut v = Vec::new();
+        v.try_reserve_exact(n).map_err(|_| too_big())?;
+        return Ok(v);
+    }
     if bytes < MIN_POOLED_BYTES {
         return Ok(Vec::with_capacity(n));
     }
@@ -94,6 +195,9 @@ pub(crate) fn filled<T: Pooled>(n: usize, value: T) -> Result<Vec<T>> {
 }
 
 fn keep<T: Pooled>(v: Vec<T>) {
+    let Some(v) = to_arena(v) else {
+        return;
+    };
     let cap = v.capacity();
     let bytes = cap * std::mem::size_of::<T>();
     if bytes < MIN_POOLED_BYTES || cap != capacity_for::<T>(cap) {

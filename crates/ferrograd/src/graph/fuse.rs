@@ -1,0 +1,300 @@
+//! Elementwise fusion: chains (and trees) of elementwise ops of one shape and float dtype
+//! become one group, run as one loop over the data in blocks: per block, each op of the
+//! group runs over the block in a register file that stays in cache, and only the values
+//! used outside the group are written out. No intermediate buffer exists.
+//!
+//! Groups are formed in schedule order. A node joins the group of one of its inputs while
+//! that group is open; a group closes as soon as a node outside it reads one of its members,
+//! so a group runs at its last member and every value it reads from outside exists by then.
+
+use super::ir::{Graph, NodeId, NodeKind};
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::op::{Activation, BinaryOp, ElementwiseOp, Op, UnaryOp};
+
+/// A register of a group's program (one block of values).
+pub(crate) type Reg = usize;
+
+/// One instruction of a fused program, over one block of elements.
+#[derive(Clone, Debug)]
+pub(crate) enum Instr {
+    /// External input `input` (broadcast to the group's shape) into a register.
+    Load {
+        input: usize,
+        dst: Reg,
+    },
+    Unary {
+        op: UnaryOp,
+        x: Reg,
+        dst: Reg,
+    },
+    Binary {
+        op: BinaryOp,
+        a: Reg,
+        b: Reg,
+        dst: Reg,
+    },
+    Pow {
+        p: f64,
+        x: Reg,
+        dst: Reg,
+    },
+    ActGrad {
+        act: Activation,
+        dy: Reg,
+        y: Reg,
+        dst: Reg,
+    },
+    Where {
+        c: Reg,
+        a: Reg,
+        b: Reg,
+        dst: Reg,
+    },
+    /// A register out to output `output`.
+    Store {
+        src: Reg,
+        output: usize,
+    },
+}
+
+/// A fused group: its members (in schedule order), the values it reads from outside, the
+/// members it writes out, and the program that computes them.
+#[derive(Clone, Debug)]
+pub(crate) struct Group {
+    pub(crate) members: Vec<NodeId>,
+    pub(crate) inputs: Vec<NodeId>,
+    pub(crate) outputs: Vec<NodeId>,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) dtype: DType,
+    pub(crate) device: Device,
+    pub(crate) program: Vec<Instr>,
+    pub(crate) registers: usize,
+}
+
+impl Group {
+    /// The position in the program of input `i`'s load (its first read of the block).
+    pub(crate) fn load_at(&self, i: usize) -> Option<usize> {
+        self.program
+            .iter()
+            .position(|ins| matches!(ins, Instr::Load { input, .. } if *input == i))
+    }
+
+    /// The position in the program of output `o`'s store.
+    pub(crate) fn store_at(&self, o: usize) -> Option<usize> {
+        self.program
+            .iter()
+            .position(|ins| matches!(ins, Instr::Store { output, .. } if *output == o))
+    }
+}
+
+/// Whether node `n` can be a member of a fused group (an elementwise op of float dtype, on a
+/// device that runs fused programs).
+pub(crate) fn fusible(g: &Graph, n: NodeId) -> bool {
+    let node = &g.nodes[n];
+    let NodeKind::Op { op, inputs } = &node.kind else {
+        return false;
+    };
+    if !node.dtype.is_float() || !runs_fused(node.device) {
+        return false;
+    }
+    let same = |i: &NodeId| g.nodes[*i].dtype == node.dtype;
+    match op {
+        Op::Unary(_) | Op::Binary(_) => inputs.iter().all(same),
+        Op::Elementwise(e) => match e {
+            ElementwiseOp::PowScalar(_)
+            | ElementwiseOp::TanhGrad
+            | ElementwiseOp::SigmoidGrad
+            | ElementwiseOp::ReluGrad => inputs.iter().all(same),
+            ElementwiseOp::Where => {
+                g.nodes[inputs[0]].dtype == DType::Bool && inputs[1..].iter().all(same)
+            }
+            ElementwiseOp::Cast(_) | ElementwiseOp::Copy => false,
+        },
+        _ => false,
+    }
+}
+
+/// Devices with a fused-program runner.
+fn runs_fused(device: Device) -> bool {
+    device == Device::Cpu
+}
+
+/// The fused groups of `g` (`enabled: false`: none), and each node's group.
+pub(crate) fn groups(g: &Graph, enabled: bool) -> (Vec<Group>, Vec<Option<usize>>) {
+    let n = g.nodes.len();
+    let mut of: Vec<Option<usize>> = vec![None; n];
+    let mut members: Vec<Vec<NodeId>> = Vec::new();
+    let mut open: Vec<bool> = Vec::new();
+    if enabled {
+        for id in 0..n {
+            let inputs = g.nodes[id].inputs();
+            let mut joined = None;
+            if fusible(g, id) {
+                let node = &g.nodes[id];
+                // the most recent open group of an input, of this node's shape and dtype
+                let mut best: Option<usize> = None;
+                for &i in inputs {
+                    if let Some(gi) = of[i] {
+                        let first = &g.nodes[members[gi][0]];
+                        if open[gi]
+                            && first.shape == node.shape
+                            && first.dtype == node.dtype
+                            && best.is_none_or(|b| members[gi][0] > members[b][0])
+                        {
+                            best = Some(gi);
+                        }
+                    }
+                }
+                let gi = best.unwrap_or_else(|| {
+                    members.push(Vec::new());
+                    open.push(true);
+                    members.len() - 1
+                });
+                members[gi].push(id);
+                of[id] = Some(gi);
+                joined = Some(gi);
+            }
+            // reading a member of another group from outside closes that group
+            for &i in inputs {
+                if let Some(gi) = of[i] {
+                    if Some(gi) != joined {
+                        open[gi] = false;
+                    }
+                }
+            }
+        }
+    }
+    // effects read values at the end: nothing to close
+    let mut read_outside = vec![false; n];
+    for (id, node) in g.nodes.iter().enumerate() {
+        for &i in node.inputs() {
+            if of[i].is_some() && of[i] != of[id] {
+                read_outside[i] = true;
+            }
+        }
+    }
+    for r in g.roots() {
+        read_outside[r] = true;
+    }
+    let groups = members
+        .into_iter()
+        .map(|m| build(g, m, &of, &read_outside))
+        .collect();
+    (groups, of)
+}
+
+/// A group's inputs, outputs and program.
+fn build(g: &Graph, members: Vec<NodeId>, of: &[Option<usize>], read_outside: &[bool]) -> Group {
+    let gid = of[members[0]];
+    let first = &g.nodes[members[0]];
+    let mut inputs: Vec<NodeId> = Vec::new();
+    let mut outputs: Vec<NodeId> = Vec::new();
+    // each value's register, and how many reads of it inside the program remain
+    let mut reg_of: std::collections::HashMap<NodeId, Reg> = std::collections::HashMap::new();
+    let mut reads_left: std::collections::HashMap<NodeId, usize> = std::collections::HashMap::new();
+    for &m in &members {
+        for &i in g.nodes[m].inputs() {
+            *reads_left.entry(i).or_default() += 1;
+        }
+    }
+    let mut free: Vec<Reg> = Vec::new();
+    let mut registers = 0;
+    let mut program = Vec::new();
+    let mut alloc = |free: &mut Vec<Reg>| {
+        free.pop().unwrap_or_else(|| {
+            registers += 1;
+            registers - 1
+        })
+    };
+    for &m in &members {
+        let ins = g.nodes[m].inputs().to_vec();
+        let mut regs = Vec::with_capacity(ins.len());
+        for &i in &ins {
+            let r = match reg_of.get(&i) {
+                Some(&r) => r,
+                None => {
+                    // an external input, loaded at its first read
+                    debug_assert!(of[i] != gid);
+                    let k = inputs.len();
+                    inputs.push(i);
+                    let r = alloc(&mut free);
+                    program.push(Instr::Load { input: k, dst: r });
+                    reg_of.insert(i, r);
+                    r
+                }
+            };
+            regs.push(r);
+        }
+        let dst = alloc(&mut free);
+        let NodeKind::Op { op, .. } = &g.nodes[m].kind else {
+            unreachable!("fused members are ops")
+        };
+        program.push(match op {
+            Op::Unary(u) => Instr::Unary {
+                op: *u,
+                x: regs[0],
+                dst,
+            },
+            Op::Binary(b) => Instr::Binary {
+                op: *b,
+                a: regs[0],
+                b: regs[1],
+                dst,
+            },
+            Op::Elementwise(ElementwiseOp::PowScalar(p)) => Instr::Pow {
+                p: *p,
+                x: regs[0],
+                dst,
+            },
+            Op::Elementwise(ElementwiseOp::Where) => Instr::Where {
+                c: regs[0],
+                a: regs[1],
+                b: regs[2],
+                dst,
+            },
+            Op::Elementwise(e) => Instr::ActGrad {
+                act: e.activation().expect("an activation's gradient"),
+                dy: regs[0],
+                y: regs[1],
+                dst,
+            },
+            _ => unreachable!("fusible ops only"),
+        });
+        reg_of.insert(m, dst);
+        if read_outside[m] {
+            let k = outputs.len();
+            outputs.push(m);
+            program.push(Instr::Store {
+                src: dst,
+                output: k,
+            });
+        }
+        // registers whose last read this was are free for the next instruction
+        for &i in &ins {
+            let left = reads_left.get_mut(&i).expect("counted above");
+            *left -= 1;
+            if *left == 0 {
+                if let Some(r) = reg_of.remove(&i) {
+                    free.push(r);
+                }
+            }
+        }
+        if !reads_left.contains_key(&m) {
+            // nothing in the group reads it
+            if let Some(r) = reg_of.remove(&m) {
+                free.push(r);
+            }
+        }
+    }
+    Group {
+        shape: first.shape.clone(),
+        dtype: first.dtype,
+        device: first.device,
+        members,
+        inputs,
+        outputs,
+        program,
+        registers,
+    }
+}

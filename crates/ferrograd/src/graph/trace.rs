@@ -1,0 +1,526 @@
+//! Tracing: one more layer under [`crate::apply`]. While a trace is active on a thread, every op
+//! still runs (so the trace has concrete values, and the first call of a traced function is an
+//! ordinary step), and each op also becomes a node of the trace's graph, its output tensor
+//! tagged with that node. Tensors from outside the function become captures (by reference),
+//! factories and data become fill and constant nodes, in-place writes to captured tensors and
+//! `.grad` updates become the graph's effects. No gradient tape records while a trace is
+//! active: backward inside a trace is the graph gradient pass (`graph::grad`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::ir::{Callable, Graph, Node, NodeId, NodeKind};
+use crate::autograd::CeilingGuard;
+use crate::error::{Error, Result};
+use crate::op::Op;
+use crate::tensor::Tensor;
+
+/// The trace a tensor's value belongs to, and its node there.
+pub(crate) type TraceRef = (u64, NodeId);
+
+static NEXT_TRACE: AtomicU64 = AtomicU64::new(1);
+
+/// Whether a trace is active on this thread: 0 none, 1 tracing, 2 suspended (inside a
+/// callback node, whose own ops run untraced).
+const NONE: u8 = 0;
+const TRACING: u8 = 1;
+const SUSPENDED: u8 = 2;
+
+pub(crate) struct Tracer {
+    id: u64,
+    pub(crate) graph: Graph,
+    /// Each node's value at trace time (what the gradient pass's rules read).
+    pub(crate) values: Vec<Tensor>,
+    /// The version of each value's storage when the node was made: a value written in place
+    /// since is stale (the graph has it as it was, eager code would see the write).
+    versions: Vec<u64>,
+    /// Storage (by address) of each input, which the function must not write in place.
+    input_storage: HashMap<usize, usize>,
+    /// The nodes whose values live in each storage (by address), latest last: a handle the
+    /// trace did not tag (a snapshot, another handle of a captured tensor) is the node over
+    /// the same storage and layout.
+    by_storage: HashMap<usize, Vec<NodeId>>,
+    /// The capture node of each capture.
+    capture_nodes: Vec<NodeId>,
+    /// Whether a gradient pass is adding the nodes now.
+    grad_pass: bool,
+    /// No tape records while tracing.
+    _blocked: CeilingGuard,
+}
+
+thread_local! {
+    static STATE: Cell<u8> = const { Cell::new(NONE) };
+    static TRACER: RefCell<Option<Tracer>> = const { RefCell::new(None) };
+}
+
+/// Whether ops on this thread are being traced now.
+#[inline]
+pub fn is_tracing() -> bool {
+    STATE.with(|s| s.get() == TRACING)
+}
+
+/// Runs `f` on the active tracer (`None` when there is none).
+fn with_tracer<R>(f: impl FnOnce(&mut Tracer) -> R) -> Option<R> {
+    TRACER.with(|t| t.borrow_mut().as_mut().map(f))
+}
+
+fn trace_ref(t: &Tensor) -> Option<TraceRef> {
+    t.0.meta().trace
+}
+
+fn set_ref(t: &Tensor, r: TraceRef) {
+    t.0.meta().trace = Some(r);
+}
+
+impl Tracer {
+    fn push(&mut self, kind: NodeKind, value: &Tensor) -> NodeId {
+        let id = self.graph.nodes.len();
+        self.graph.nodes.push(Node {
+            kind,
+            shape: value.shape().to_vec(),
+            dtype: value.dtype(),
+            device: value.device(),
+            grad_pass: self.grad_pass,
+            recompute: false,
+        });
+        self.values.push(value.clone());
+        self.versions.push(value.storage().version());
+        if !matches!(
+            self.graph.nodes[id].kind,
+            NodeKind::Detach(_) | NodeKind::Call { .. }
+        ) {
+            // a handle of a detached value or of what a callback returned is the value it came
+            // from, through which gradients flow
+            self.by_storage
+                .entry(storage_key(value))
+                .or_default()
+                .push(id);
+        }
+        set_ref(value, (self.id, id));
+        id
+    }
+
+    /// The node of `t`: its own when the trace made it (or the node over the same storage
+    /// and layout), else a capture (made on first use). A node whose value was written in place
+    /// since is refused.
+    pub(crate) fn node_of(&mut self, t: &Tensor) -> Result<NodeId> {
+        let n = match self.lookup(t) {
+            Some(n) => n,
+            None => self.capture(t),
+        };
+        self.check_fresh(n)?;
+        Ok(n)
+    }
+
+    /// `t`'s node, if the trace has one (without capturing it).
+    fn lookup(&self, t: &Tensor) -> Option<NodeId> {
+        if let Some((id, n)) = trace_ref(t) {
+            if id == self.id {
+                return Some(n);
+            }
+        }
+        self.by_storage
+            .get(&storage_key(t))?
+            .iter()
+            .rev()
+            .copied()
+            .find(|&n| self.values[n].layout() == t.layout())
+    }
+
+    /// Refuses node `n` if its value's storage was written in place after it was made.
+    pub(crate) fn check_fresh(&self, n: NodeId) -> Result<()> {
+        if self.values[n].storage().version() == self.versions[n] {
+            return Ok(());
+        }
+        let node = &self.graph.nodes[n];
+        Err(Error::Trace {
+            op: node.name().to_string(),
+            msg: format!(
+                "a {} tensor of shape {:?} (node %{n}) is read after an in-place write into its \
+                 memory (through another handle or view of it): a traced function may write in \
+                 place only through the tensor it then keeps using",
+                node.dtype, node.shape
+            ),
+        })
+    }
+
+    /// Captures `t` (a tensor from outside the function): its capture node.
+    fn capture(&mut self, t: &Tensor) -> NodeId {
+        let c = self.graph.captures.len();
+        self.graph.captures.push(t.clone());
+        let n = self.push(NodeKind::Capture(c), t);
+        self.capture_nodes.push(n);
+        n
+    }
+
+    /// The capture `t` is the whole of (same storage and layout: the captured tensor or any
+    /// handle of it, also one an in-place op continued), if any.
+    fn capture_of(&self, t: &Tensor) -> Option<usize> {
+        self.by_storage
+            .get(&storage_key(t))?
+            .iter()
+            .find_map(|&n| match self.graph.nodes[n].kind {
+                NodeKind::Capture(c) if self.values[n].layout() == t.layout() => Some(c),
+                _ => None,
+            })
+    }
+
+    /// Whether `t` shares memory with a captured tensor without being the whole of it.
+    fn views_capture(&self, t: &Tensor) -> bool {
+        self.by_storage.get(&storage_key(t)).is_some_and(|ns| {
+            ns.iter()
+                .any(|&n| matches!(self.graph.nodes[n].kind, NodeKind::Capture(_)))
+        })
+    }
+
+    /// The capture whose `.grad` `t`'s is: `t` itself or another handle of the whole tensor
+    /// (captured now if the function had not read it); `None` for a tensor the function made
+    /// or a view.
+    fn grad_owner(&mut self, t: &Tensor) -> Option<usize> {
+        if let Some(c) = self.capture_of(t) {
+            return Some(c);
+        }
+        if self.lookup(t).is_some() || self.views_capture(t) {
+            return None;
+        }
+        let n = self.capture(t);
+        match self.graph.nodes[n].kind {
+            NodeKind::Capture(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+fn storage_key(t: &Tensor) -> usize {
+    Arc::as_ptr(t.storage()) as usize
+}
+
+/// Starts tracing on this thread: the function's tensor arguments become input nodes. Returns
+/// the handles the function must receive (over the same data, tagged as inputs).
+pub fn begin(inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    if STATE.with(|s| s.get()) != NONE {
+        return Err(Error::Trace {
+            op: "trace".to_string(),
+            msg: "a trace is already active on this thread".to_string(),
+        });
+    }
+    let mut tracer = Tracer {
+        id: NEXT_TRACE.fetch_add(1, Ordering::Relaxed),
+        graph: Graph {
+            n_inputs: inputs.len(),
+            ..Graph::default()
+        },
+        values: Vec::new(),
+        versions: Vec::new(),
+        input_storage: HashMap::new(),
+        by_storage: HashMap::new(),
+        grad_pass: false,
+        capture_nodes: Vec::new(),
+        _blocked: CeilingGuard::new(0),
+    };
+    let handles: Vec<Tensor> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let h = t.view(t.layout().clone());
+            tracer
+                .input_storage
+                .insert(Arc::as_ptr(t.storage()) as usize, i);
+            tracer.push(NodeKind::Input(i), &h);
+            h
+        })
+        .collect();
+    TRACER.with(|t| *t.borrow_mut() = Some(tracer));
+    STATE.with(|s| s.set(TRACING));
+    Ok(handles)
+}
+
+/// Ends the trace: `outputs` are the function's results. Returns the graph.
+pub fn end(outputs: &[Tensor]) -> Result<Graph> {
+    let mut tracer = take()?;
+    let outs = outputs
+        .iter()
+        .map(|t| tracer.node_of(t))
+        .collect::<Result<Vec<_>>>()?;
+    tracer.graph.outputs = outs;
+    Ok(tracer.graph)
+}
+
+/// Drops the active trace (the function raised).
+pub fn abort() {
+    let _ = take();
+}
+
+fn take() -> Result<Tracer> {
+    STATE.with(|s| s.set(NONE));
+    TRACER
+        .with(|t| t.borrow_mut().take())
+        .ok_or_else(|| Error::Trace {
+            op: "trace".to_string(),
+            msg: "no trace is active".to_string(),
+        })
+}
+
+/// After an op ran: its output becomes a node (called by `apply`).
+#[inline]
+pub(crate) fn on_op(op: &Op, inputs: &[&Tensor], out: &Tensor) -> Result<()> {
+    if !is_tracing() {
+        return Ok(());
+    }
+    with_tracer(|tr| {
+        let ins = inputs
+            .iter()
+            .map(|t| tr.node_of(t))
+            .collect::<Result<Vec<_>>>()?;
+        tr.push(
+            NodeKind::Op {
+                op: op.clone(),
+                inputs: ins,
+            },
+            out,
+        );
+        Ok(())
+    })
+    .unwrap_or(Ok(()))
+}
+
+/// A factory's new tensor (every element `value`) becomes a fill node.
+#[inline]
+pub(crate) fn on_fill(t: &Tensor, value: f64) {
+    if is_tracing() {
+        with_tracer(|tr| tr.push(NodeKind::Fill(value), t));
+    }
+}
+
+/// Data made inside the function becomes a constant node.
+#[inline]
+pub(crate) fn on_constant(t: &Tensor) {
+    if is_tracing() {
+        with_tracer(|tr| tr.push(NodeKind::Constant(t.view(t.layout().clone())), t));
+    }
+}
+
+/// `detach` of a traced tensor: the same value, through which no gradient flows.
+pub(crate) fn on_detach(src: &Tensor, out: &Tensor) {
+    if !is_tracing() {
+        return;
+    }
+    with_tracer(|tr| {
+        // a stale source is refused where the detached value is used
+        let n = match tr.lookup(src) {
+            Some(n) => n,
+            None => tr.capture(src),
+        };
+        tr.push(NodeKind::Detach(n), out);
+        if tr.values[n].storage().version() != tr.versions[n] {
+            // the view shares the stale memory: so is it
+            let last = tr.versions.len() - 1;
+            tr.versions[last] = tr.versions[n];
+        }
+    });
+}
+
+/// An in-place update of `dst` to `result`'s value: a captured tensor takes it at the end of
+/// every run; a tensor the function made is simply `result` from now on (the graph is
+/// functional). Writing into a view of a captured tensor is refused.
+pub(crate) fn on_update(op: &str, dst: &Tensor, result: &Tensor) -> Result<()> {
+    if !is_tracing() {
+        return Ok(());
+    }
+    with_tracer(|tr| {
+        let node = tr.node_of(result)?;
+        if let Some(&i) = tr.input_storage.get(&(Arc::as_ptr(dst.storage()) as usize)) {
+            return Err(Error::Trace {
+                op: op.to_string(),
+                msg: format!(
+                    "cannot write in place into argument {i} (shape {:?}) of a traced function: \
+                     return the new value instead",
+                    dst.shape()
+                ),
+            });
+        }
+        if let Some(c) = tr.capture_of(dst) {
+            tr.graph.writes.push((c, node));
+            return Ok(());
+        }
+        match tr.views_capture(dst) {
+            true => Err(Error::Trace {
+                op: op.to_string(),
+                msg: format!(
+                    "cannot write in place into a view (shape {:?}) of a tensor from outside \
+                     the traced function; write into the tensor itself",
+                    dst.shape()
+                ),
+            }),
+            false => Ok(()),
+        }
+    })
+    .unwrap_or(Ok(()))
+}
+
+/// `t.grad` read inside the trace: the `.grad` of a tensor from outside is read at the start
+/// of every run (a `grad_of` node), and whether it was `None` is a condition of the trace.
+pub(crate) fn on_get_grad(t: &Tensor, grad: Option<&Tensor>) {
+    if !is_tracing() {
+        return;
+    }
+    with_tracer(|tr| {
+        let Some(c) = tr.grad_owner(t) else {
+            return;
+        };
+        if !tr.graph.grad_guards.iter().any(|&(g, _)| g == c)
+            && !tr.graph.grads.iter().any(|&(g, _)| g == c)
+        {
+            tr.graph.grad_guards.push((c, grad.is_none()));
+        }
+        if let Some(g) = grad {
+            if !trace_ref(g).is_some_and(|(id, _)| id == tr.id) {
+                tr.push(NodeKind::GradOf(c), g);
+            }
+        }
+    });
+}
+
+/// `t.grad = grad` inside the trace: a tensor from outside is left with it after every run.
+pub(crate) fn on_set_grad(t: &Tensor, grad: Option<&Tensor>) -> Result<()> {
+    if !is_tracing() {
+        return Ok(());
+    }
+    with_tracer(|tr| {
+        let Some(c) = tr.grad_owner(t) else {
+            return Ok(());
+        };
+        let node = grad.map(|g| tr.node_of(g)).transpose()?;
+        tr.graph.grads.retain(|&(g, _)| g != c);
+        tr.graph.grads.push((c, node));
+        Ok(())
+    })
+    .unwrap_or(Ok(()))
+}
+
+/// The error for reading the value of a traced tensor (`what`: `item`, `numpy`, `bool`, ...).
+pub fn check_read(t: &Tensor, what: &str) -> Result<()> {
+    if !is_tracing() {
+        return Ok(());
+    }
+    let made_by = with_tracer(|tr| match trace_ref(t) {
+        Some((id, n)) if id == tr.id => Some(tr.graph.nodes[n].name().to_string()),
+        _ => None,
+    })
+    .flatten();
+    match made_by {
+        None => Ok(()),
+        Some(op) => Err(Error::Trace {
+            op: what.to_string(),
+            msg: format!(
+                "cannot read the value of a tensor of shape {:?} computed by {op} inside a \
+                 traced function: its value at trace time would be fixed into every later run \
+                 (return it and read it after the call, or compute with tensor ops)",
+                t.shape()
+            ),
+        }),
+    }
+}
+
+/// `callable(inputs)` as a node run at this point of every run of the graph (a gradient
+/// callback): at trace time it runs now, its own ops untraced. Outside a trace it just runs.
+pub fn call(name: &str, callable: Callable, inputs: &[Tensor]) -> Result<Tensor> {
+    if !is_tracing() {
+        return callable(inputs);
+    }
+    STATE.with(|s| s.set(SUSPENDED));
+    let out = callable(inputs);
+    STATE.with(|s| s.set(TRACING));
+    let out = out?;
+    // a handle of its own: the node's value is not whatever tensor the callable returned
+    let out = out.view(out.layout().clone());
+    with_tracer(|tr| {
+        let ins = inputs
+            .iter()
+            .map(|t| tr.node_of(t))
+            .collect::<Result<Vec<_>>>()?;
+        tr.push(
+            NodeKind::Call {
+                name: name.to_string(),
+                callable,
+                inputs: ins,
+            },
+            &out,
+        );
+        Ok(())
+    })
+    .unwrap_or(Ok(()))?;
+    Ok(out)
+}
+
+/// A call of a function with its own gradient rule (a user's `Function`), inside a trace:
+/// `outputs` are what its forward computed from `inputs` (traced as usual); the returned
+/// handles stand for them, and the gradient pass applies `rule` at them instead of
+/// differentiating the forward's ops.
+pub fn custom(
+    name: &str,
+    inputs: &[Tensor],
+    outputs: &[Tensor],
+    rule: super::ir::CustomRule,
+) -> Result<Vec<Tensor>> {
+    active(name, |tr| {
+        let ins = inputs
+            .iter()
+            .map(|t| tr.node_of(t))
+            .collect::<Result<Vec<_>>>()?;
+        let mut handles = Vec::with_capacity(outputs.len());
+        for (index, o) in outputs.iter().enumerate() {
+            let value = tr.node_of(o)?;
+            let mut node_inputs = ins.clone();
+            node_inputs.push(value);
+            let h = o.view(o.layout().clone());
+            tr.push(
+                NodeKind::Custom {
+                    name: name.to_string(),
+                    rule: rule.clone(),
+                    index,
+                    n_outputs: outputs.len(),
+                    inputs: node_inputs,
+                },
+                &h,
+            );
+            handles.push(h);
+        }
+        Ok(handles)
+    })
+}
+
+/// Runs `f` on the active tracer, read-only (`f` must not trace).
+pub(crate) fn with_tracer_ref<R>(f: impl FnOnce(&Tracer) -> Result<R>) -> Result<R> {
+    TRACER.with(|t| match t.borrow().as_ref() {
+        Some(tr) => f(tr),
+        None => Err(Error::Trace {
+            op: "trace".to_string(),
+            msg: "no trace is active on this thread".to_string(),
+        }),
+    })
+}
+
+/// Runs `f` on the active tracer; an error when no trace is active (`op` names the caller).
+pub(crate) fn active<R>(op: &str, f: impl FnOnce(&mut Tracer) -> Result<R>) -> Result<R> {
+    if !is_tracing() {
+        return Err(Error::Trace {
+            op: op.to_string(),
+            msg: "no trace is active on this thread".to_string(),
+        });
+    }
+    with_tracer(f).unwrap_or_else(|| {
+        Err(Error::Trace {
+            op: op.to_string(),
+            msg: "no trace is active on this thread".to_string(),
+        })
+    })
+}
+
+/// Marks the nodes added from now on as made by a gradient pass (or not); returns the old
+/// setting.
+pub(crate) fn set_grad_pass(on: bool) -> bool {
+    with_tracer(|tr| std::mem::replace(&mut tr.grad_pass, on)).unwrap_or(false)
+}

@@ -1,0 +1,236 @@
+"""Graph mode: ``fg.trace`` turns a training step into a graph that runs whole in Rust.
+
+The first call of a traced function for a signature runs it as usual (so it is a real step)
+while every op also becomes a node of a graph; ``backward`` inside it is the graph gradient
+pass. The graph is then cleaned up (common subexpressions, dead code), optionally mirrored
+(recomputation in backward) or fitted to a memory budget, fused (elementwise chains run as one
+loop) and planned (buffers reused, updates in place). Later calls with the same signature run
+the planned graph without Python, apart from GradManager callbacks, which run at their point
+of every step.
+
+As with ``jax.jit``: Python code in the function (prints, appending to a list, reading a
+clock, numpy randomness) runs once, when the function is traced; its effect is not repeated
+by later calls. Values computed inside cannot be read there (``.item()``, ``.numpy()``,
+``float()``, ``bool()``, ``if`` on a tensor raise :class:`TraceError`); return them and read
+them after the call.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from typing import Any, Callable, Optional
+
+from . import _core
+from ._core import Graph, Tensor, TraceError
+
+__all__ = ["Graph", "TraceError", "TracedFunction", "trace"]
+
+Policy = Callable[[str], bool]
+
+
+class _Leaf:
+    """Where a tensor sat in a nested argument or result structure."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+def _flatten(obj: Any, tensors: list[Tensor]) -> Any:
+    """``obj`` with each Tensor replaced by a _Leaf (its index in ``tensors``, appended)."""
+    if isinstance(obj, Tensor):
+        tensors.append(obj)
+        return _Leaf(len(tensors) - 1)
+    if isinstance(obj, (list, tuple)):
+        items = [_flatten(o, tensors) for o in obj]
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
+            return type(obj)(*items)
+        return type(obj)(items)
+    if isinstance(obj, dict):
+        return {k: _flatten(v, tensors) for k, v in obj.items()}
+    return obj
+
+
+def _unflatten(tree: Any, tensors: list[Tensor]) -> Any:
+    if isinstance(tree, _Leaf):
+        return tensors[tree.index]
+    if isinstance(tree, (list, tuple)):
+        items = [_unflatten(o, tensors) for o in tree]
+        if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+            return type(tree)(*items)
+        return type(tree)(items)
+    if isinstance(tree, dict):
+        return {k: _unflatten(v, tensors) for k, v in tree.items()}
+    return tree
+
+
+def _signature(tree: Any, tensors: list[Tensor]) -> Any:
+    """A hashable key: the structure, tensors by shape, dtype and device, the rest by value."""
+    if isinstance(tree, _Leaf):
+        t = tensors[tree.index]
+        return ("T", tuple(t.shape), str(t.dtype), str(t.device))
+    if isinstance(tree, (list, tuple)):
+        return (type(tree).__name__, tuple(_signature(o, tensors) for o in tree))
+    if isinstance(tree, dict):
+        return ("dict", tuple((k, _signature(v, tensors)) for k, v in tree.items()))
+    try:
+        hash(tree)
+    except TypeError:
+        raise TypeError(
+            f"trace: an argument of type {type(tree).__name__} is neither a Tensor nor "
+            "hashable; traced functions take Tensors (and lists, tuples, dicts of them) and "
+            "hashable values (numbers, strings), which are part of the cache key"
+        ) from None
+    return ("V", type(tree).__name__, tree)
+
+
+class _Entry:
+    __slots__ = ("exe", "out_tree")
+
+    def __init__(self, exe: Any, out_tree: Any) -> None:
+        self.exe = exe
+        self.out_tree = out_tree
+
+
+def _check_options(mirror: Any, memory_budget: Any) -> None:
+    if mirror is not None and mirror != "auto" and not callable(mirror):
+        raise ValueError(
+            f'trace: mirror must be None, "auto" or a callable policy(op_name) -> bool, '
+            f"got {mirror!r}"
+        )
+    if memory_budget is not None:
+        if isinstance(memory_budget, bool) or not isinstance(memory_budget, int):
+            raise TypeError(
+                f"trace: memory_budget must be a number of bytes (int), got "
+                f"{type(memory_budget).__name__}"
+            )
+        if memory_budget <= 0:
+            raise ValueError(f"trace: memory_budget must be positive, got {memory_budget}")
+
+
+class TracedFunction:
+    """A function traced into a graph per signature (see :func:`trace`)."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        mirror: Optional[str | Policy] = None,
+        memory_budget: Optional[int] = None,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"trace: expected a callable, got {type(fn).__name__}")
+        _check_options(mirror, memory_budget)
+        self._fn = fn
+        self.mirror = mirror
+        self.memory_budget = memory_budget
+        self._cache: OrderedDict[Any, _Entry] = OrderedDict()
+        self._last: Optional[_Entry] = None
+        functools.update_wrapper(self, fn)
+
+    @property
+    def cache_size(self) -> int:
+        """How many signatures have a graph."""
+        return len(self._cache)
+
+    @property
+    def graph(self) -> Graph:
+        """The graph of the most recent call (after the passes)."""
+        return self._entry("graph").exe.graph
+
+    def memory_report(self) -> dict:
+        """The memory plan of the most recent call's graph: ``planned_peak_bytes`` (what the
+        step holds at its peak: captured tensors, inputs, grads and values),
+        ``unplanned_peak_bytes`` (the same run op by op without fusion or in-place outputs),
+        ``saved_bytes`` (forward values kept for backward), ``recomputed_nodes`` (mirrored),
+        ``buffers`` / ``buffer_bytes`` (buffers the values occupy, reused by size), and more."""
+        return dict(self._entry("memory_report").exe.memory_report())
+
+    def _entry(self, what: str) -> _Entry:
+        if self._last is None:
+            raise RuntimeError(
+                f"{what}: {getattr(self, '__name__', 'the function')} has not been called yet; "
+                "the graph is made by its first call"
+            )
+        return self._last
+
+    def clear_cache(self) -> None:
+        """Drops every graph (the next call traces again)."""
+        self._cache.clear()
+        self._last = None
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        # a traced method: bind like a function
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _core._tracing():
+            # inside another traced function: its ops are part of that trace
+            return self._fn(*args, **kwargs)
+        tensors: list[Tensor] = []
+        tree = _flatten((args, kwargs), tensors)
+        # a recording GradManager outside wants this call on its tape: run it eagerly
+        if any(_core._tracking_keys(t) for t in tensors):
+            return self._fn(*args, **kwargs)
+        key = _signature(tree, tensors)
+        entry = self._cache.get(key)
+        if entry is not None and entry.exe.guard_failure() is None:
+            self._cache.move_to_end(key)
+            self._last = entry
+            outs = entry.exe.run(tensors)
+            return _unflatten(entry.out_tree, outs)
+        result, entry = self._trace(tree, tensors)
+        self._cache[key] = entry
+        self._last = entry
+        return result
+
+    def _trace(self, tree: Any, tensors: list[Tensor]) -> tuple[Any, _Entry]:
+        handles = _core._trace_begin(tensors)
+        try:
+            args, kwargs = _unflatten(tree, handles)
+            result = self._fn(*args, **kwargs)
+        except BaseException:
+            _core._trace_abort()
+            raise
+        outs: list[Tensor] = []
+        out_tree = _flatten(result, outs)
+        graph = _core._trace_end(outs)
+        exe = _core._compile(graph, self.mirror, self.memory_budget)
+        return result, _Entry(exe, out_tree)
+
+    def __repr__(self) -> str:
+        name = getattr(self._fn, "__qualname__", repr(self._fn))
+        return f"TracedFunction({name}, cache_size={self.cache_size})"
+
+
+def trace(
+    fn: Optional[Callable[..., Any]] = None,
+    *,
+    mirror: Optional[str | Policy] = None,
+    memory_budget: Optional[int] = None,
+) -> Any:
+    """Traces ``fn`` into a graph run whole in Rust (``@fg.trace`` or
+    ``@fg.trace(mirror="auto")``).
+
+    The cache key is the signature: shapes, dtypes and devices of the tensor arguments (also
+    inside lists, tuples and dicts), the other arguments by value. A new signature traces
+    again. Tensors the function reads without receiving them (parameters, optimizer state)
+    are captured by reference and updated in place by every call. ``GradManager.backward``,
+    ``fg.grad`` and ``fg.vjp`` inside build the gradient graph (callbacks run at their point
+    of every step).
+
+    ``mirror``: ``"auto"`` recomputes cheap forward values in backward where that lowers the
+    memory held (never raising the planned peak), or a ``policy(op_name) -> bool`` says which
+    ops may be recomputed. ``memory_budget``: plan the step to hold at most this many bytes at
+    once (everything it holds: parameters, optimizer state, inputs, activations), recomputing
+    the least that gets there; below what any plan reaches, the first call raises
+    ``ValueError`` naming the smallest feasible budget.
+    """
+    _check_options(mirror, memory_budget)
+    if fn is None:
+        return lambda f: TracedFunction(f, mirror=mirror, memory_budget=memory_budget)
+    return TracedFunction(fn, mirror=mirror, memory_budget=memory_budget)
