@@ -69,8 +69,7 @@ def _unflatten(tree: Any, tensors: list[Tensor]) -> Any:
 def _signature(tree: Any, tensors: list[Tensor]) -> Any:
     """A hashable key: the structure, tensors by shape, dtype and device, the rest by value."""
     if isinstance(tree, _Leaf):
-        t = tensors[tree.index]
-        return ("T", tuple(t.shape), str(t.dtype), str(t.device))
+        return tensors[tree.index]._spec
     if isinstance(tree, (list, tuple)):
         return (type(tree).__name__, tuple(_signature(o, tensors) for o in tree))
     if isinstance(tree, dict):
@@ -87,11 +86,20 @@ def _signature(tree: Any, tensors: list[Tensor]) -> Any:
 
 
 class _Entry:
-    __slots__ = ("exe", "out_tree")
+    __slots__ = ("exe", "out_tree", "unpack")
 
     def __init__(self, exe: Any, out_tree: Any) -> None:
         self.exe = exe
         self.out_tree = out_tree
+        # the results from the output list, quickly for the common shapes
+        if isinstance(out_tree, _Leaf):
+            self.unpack: Callable[[list], Any] = lambda outs: outs[0]
+        elif type(out_tree) is tuple and all(
+            isinstance(o, _Leaf) and o.index == i for i, o in enumerate(out_tree)
+        ):
+            self.unpack = tuple
+        else:
+            self.unpack = lambda outs: _unflatten(out_tree, outs)
 
 
 def _check_options(mirror: Any, memory_budget: Any) -> None:
@@ -168,21 +176,39 @@ class TracedFunction:
         return functools.partial(self.__call__, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and not _core._tracing():
+            # the common case, kept short: tensors only, a graph for them that can run
+            try:
+                key: Any = tuple([a._spec for a in args])
+            except AttributeError:
+                key = None
+            if key is not None:
+                entry = self._cache.get(key)
+                if entry is not None:
+                    outs = entry.exe.try_run(args)
+                    if outs is not None:
+                        self._last = entry
+                        return entry.unpack(outs)
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         if _core._tracing():
             # inside another traced function: its ops are part of that trace
             return self._fn(*args, **kwargs)
         tensors: list[Tensor] = []
         tree = _flatten((args, kwargs), tensors)
         # a recording GradManager outside wants this call on its tape: run it eagerly
-        if any(_core._tracking_keys(t) for t in tensors):
+        if tensors and _core._any_recorded(tensors):
             return self._fn(*args, **kwargs)
-        key = _signature(tree, tensors)
+        if not kwargs and all(type(a) is Tensor or isinstance(a, Tensor) for a in args):
+            key: Any = tuple([a._spec for a in args])
+        else:
+            key = _signature(tree, tensors)
         entry = self._cache.get(key)
         if entry is not None and entry.exe.guard_failure() is None:
             self._cache.move_to_end(key)
             self._last = entry
-            outs = entry.exe.run(tensors)
-            return _unflatten(entry.out_tree, outs)
+            return entry.unpack(entry.exe.run(tensors))
         result, entry = self._trace(tree, tensors)
         self._cache[key] = entry
         self._last = entry

@@ -68,6 +68,21 @@ impl PyExecutable {
         let outs = py.detach(|| exe.run(&ins)).py()?;
         Ok(outs.into_iter().map(PyTensor::from).collect())
     }
+    /// Runs the step unless a recording key tracks an input (the call must then run eagerly)
+    /// or a guard fails (the function must be traced again): None then.
+    fn try_run(
+        &self,
+        py: Python<'_>,
+        inputs: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<Vec<PyTensor>>> {
+        let ins = tensor_list("trace", "inputs", inputs)?;
+        if ins.iter().any(|t| t.is_recorded()) || self.exe.guard_failure().is_some() {
+            return Ok(None);
+        }
+        let exe = &self.exe;
+        let outs = py.detach(|| exe.run(&ins)).py()?;
+        Ok(Some(outs.into_iter().map(PyTensor::from).collect()))
+    }
     /// Why the graph cannot run now (then the function is traced again), or None.
     fn guard_failure(&self) -> Option<String> {
         self.exe.guard_failure()
@@ -124,6 +139,13 @@ fn _trace_end(outputs: &Bound<'_, PyAny>) -> PyResult<PyGraph> {
 #[pyfunction]
 fn _trace_abort() {
     graph::abort()
+}
+
+/// Whether a recording key tracks any of `tensors` (a traced call then runs eagerly, for it).
+#[pyfunction]
+fn _any_recorded(tensors: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let ts = tensor_list("trace", "inputs", tensors)?;
+    Ok(ts.iter().any(|t| t.is_recorded()))
 }
 
 /// Whether ops on this thread are being traced.
@@ -357,6 +379,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_trace_end, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_abort, m)?)?;
     m.add_function(wrap_pyfunction!(_tracing, m)?)?;
+    m.add_function(wrap_pyfunction!(_any_recorded, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_gradients, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_call, m)?)?;
     m.add_function(wrap_pyfunction!(_compile, m)?)?;

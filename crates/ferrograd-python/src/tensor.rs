@@ -565,6 +565,13 @@ impl PyTensor {
     fn device(&self) -> String {
         self.t().device().to_string()
     }
+    /// `(shape, dtype name, device)`: what a traced function's cache key holds of a tensor.
+    #[getter]
+    fn _spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let t = self.t();
+        let shape = PyTuple::new(py, t.shape())?;
+        (shape, t.dtype().name(), t.device().to_string()).into_pyobject(py)
+    }
     /// The accumulated gradient (`None` until backward produces one).
     #[getter]
     fn grad(&self) -> Option<PyTensor> {

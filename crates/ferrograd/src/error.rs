@@ -86,3 +86,19 @@ impl Error {
         Error::Autograd { msg: msg.into() }
     }
 }
+
+impl Error {
+    /// A copy of a trace error (other errors become a trace error with their message).
+    pub(crate) fn clone_trace(&self) -> Error {
+        match self {
+            Error::Trace { op, msg } => Error::Trace {
+                op: op.clone(),
+                msg: msg.clone(),
+            },
+            e => Error::Trace {
+                op: "trace".to_string(),
+                msg: e.to_string(),
+            },
+        }
+    }
+}

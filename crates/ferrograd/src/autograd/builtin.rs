@@ -85,6 +85,9 @@ enum Source<'a> {
     Graph {
         inputs: &'a [Tensor],
         output: &'a Tensor,
+        /// Why a value cannot be read (written in place since the op ran): one per input,
+        /// then the output.
+        stale: &'a [Option<Error>],
     },
 }
 
@@ -106,10 +109,15 @@ impl<'a> RuleCtx<'a> {
         inputs: &'a [Tensor],
         output: &'a Tensor,
         needs: &'a [bool],
+        stale: &'a [Option<Error>],
     ) -> RuleCtx<'a> {
         RuleCtx {
             op,
-            source: Source::Graph { inputs, output },
+            source: Source::Graph {
+                inputs,
+                output,
+                stale,
+            },
             out_shape: output.shape(),
             in_dtype: inputs.first().map_or(output.dtype(), |t| t.dtype()),
             needs,
@@ -157,7 +165,12 @@ impl RuleCtx<'_> {
     pub(crate) fn input(&self, i: usize) -> Result<Tensor> {
         let rule = match &self.source {
             Source::Tape(rule) => rule,
-            Source::Graph { inputs, .. } => return Ok(inputs[i].clone()),
+            Source::Graph { inputs, stale, .. } => {
+                return match stale.get(i).and_then(Option::as_ref) {
+                    Some(e) => Err(e.clone_trace()),
+                    None => Ok(inputs[i].clone()),
+                }
+            }
         };
         let saved = match (i, &rule.more) {
             (0 | 1, _) => rule.first[i].as_ref(),
@@ -176,7 +189,12 @@ impl RuleCtx<'_> {
     pub(crate) fn output(&self) -> Result<Tensor> {
         let rule = match &self.source {
             Source::Tape(rule) => rule,
-            Source::Graph { output, .. } => return Ok((*output).clone()),
+            Source::Graph { output, stale, .. } => {
+                return match stale.last().and_then(Option::as_ref) {
+                    Some(e) => Err(e.clone_trace()),
+                    None => Ok((*output).clone()),
+                }
+            }
         };
         match &rule.output {
             Some(s) => s.get(self.op.name(), self.out_shape),

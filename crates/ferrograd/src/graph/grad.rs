@@ -212,22 +212,24 @@ fn walk(
                 }
             }
         } else if let Some(dy) = take(&mut grads, n) {
-            let (op, values, output) = with_tracer_ref(|tr| {
+            let (op, values, output, stale) = with_tracer_ref(|tr| {
                 let NodeKind::Op { op, inputs } = &tr.graph.nodes[n].kind else {
                     unreachable!("only op nodes pass gradients")
                 };
-                for &i in inputs {
-                    tr.check_fresh(i)?;
-                }
-                tr.check_fresh(n)?;
+                // a value written in place since is refused only if the rule reads it
+                let stale: Vec<Option<Error>> = inputs
+                    .iter()
+                    .chain(std::iter::once(&n))
+                    .map(|&i| tr.check_fresh(i).err())
+                    .collect();
                 let values: Vec<Tensor> = inputs.iter().map(|&i| tr.values[i].clone()).collect();
-                Ok((op.clone(), values, tr.values[n].clone()))
+                Ok((op.clone(), values, tr.values[n].clone(), stale))
             })?;
             if !op.is_differentiable() {
                 return Err(not_differentiable(&op));
             }
             let needs: Vec<bool> = shapes[n].inputs.iter().map(|&i| relevant[i]).collect();
-            let dxs = apply_rule(&op, &values, &output, &needs, &dy)?;
+            let dxs = apply_rule(&op, &values, &output, &needs, &stale, &dy)?;
             for (&i, dx) in shapes[n].inputs.iter().zip(dxs) {
                 if let Some(dx) = dx {
                     add_into(&mut grads[i], &dx)?;
@@ -253,9 +255,14 @@ fn apply_rule(
     values: &[Tensor],
     output: &Tensor,
     needs: &[bool],
+    stale: &[Option<Error>],
     dy: &Tensor,
 ) -> Result<Vec<Option<Tensor>>> {
     if let Some(custom) = rule_override(op.name()) {
+        if let Some(e) = stale.iter().flatten().next() {
+            // an override may read any of them
+            return Err(e.clone_trace());
+        }
         let refs: Vec<&Tensor> = values.iter().collect();
         if let Some(rule) = custom.make(op, &refs, std::slice::from_ref(output), needs, 0)? {
             let mut dxs = rule.backward(&[Some(dy.clone())])?;
@@ -268,7 +275,7 @@ fn apply_rule(
             return Ok(dxs);
         }
     }
-    let ctx = RuleCtx::for_graph(op, values, output, needs);
+    let ctx = RuleCtx::for_graph(op, values, output, needs, stale);
     run_rule(&ctx, dy, values.len())
 }
 

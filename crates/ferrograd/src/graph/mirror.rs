@@ -173,6 +173,9 @@ pub(crate) fn decide(
         });
     }
     let mut mirrored: HashSet<NodeId> = HashSet::new();
+    // where backward first reads each recomputed node (its copy is made there, or earlier when
+    // a recomputation made earlier needs it)
+    let mut copy_at: Vec<usize> = vec![usize::MAX; n];
     let mut out = Vec::new();
     for &f in &cands {
         if mirrored.contains(&f) || s.root[f] != f {
@@ -204,11 +207,20 @@ pub(crate) fn decide(
         let mut closure = vec![f];
         let mut kept = 0usize;
         let mut extend: Vec<NodeId> = Vec::new();
+        let mut late: Vec<NodeId> = Vec::new();
         let mut stack = vec![f];
         let mut ok = true;
         while let Some(u) = stack.pop() {
             for &x in g.nodes[u].inputs() {
-                if closure.contains(&x) || mirrored.contains(&x) || is_external(x) {
+                if mirrored.contains(&x) {
+                    // its copy must exist by now: made earlier than backward needs it, it
+                    // lives longer by that much
+                    if copy_at[x] > first_bwd && !late.contains(&x) {
+                        late.push(x);
+                    }
+                    continue;
+                }
+                if closure.contains(&x) || is_external(x) {
                     continue;
                 }
                 let r = s.root[x];
@@ -235,6 +247,19 @@ pub(crate) fn decide(
         if !ok {
             continue;
         }
+        // an expensive recomputation (a matmul, a convolution) reading values that are
+        // recomputed later would pull their recomputation, and that of their own inputs, all
+        // the way back: it pays for each such value
+        let expensive = closure.iter().any(|&u| match &g.nodes[u].kind {
+            NodeKind::Op { op, .. } => !cheap(op),
+            _ => false,
+        });
+        if expensive {
+            for &x in &late {
+                kept += g.nodes[x].bytes();
+                extend.push(x);
+            }
+        }
         let released = g.nodes[f].bytes();
         if released <= kept {
             continue;
@@ -249,7 +274,14 @@ pub(crate) fn decide(
             .unwrap_or(f);
         s.last[f] = fwd_last.max(f);
         for r in extend {
-            s.last[r] = s.last[r].max(first_bwd);
+            if mirrored.contains(&r) {
+                copy_at[r] = copy_at[r].min(first_bwd);
+            } else {
+                s.last[r] = s.last[r].max(first_bwd);
+            }
+        }
+        for &m in closure.iter().chain(&views_of[f]) {
+            copy_at[m] = copy_at[m].min(first_bwd);
         }
         closure.extend(views_of[f].iter().copied());
         closure.sort_unstable();

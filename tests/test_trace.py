@@ -1,0 +1,509 @@
+"""Graph mode (``fg.trace``): a traced step gives the eager step's results (bitwise in
+float64), replays update captured parameters and optimizer state in place, gradients computed
+inside traced functions match finite differences for every op family, callbacks run once per
+step at their point, what cannot be traced raises ``TraceError``, and the cache, guards,
+introspection and memory plan behave as documented."""
+
+from __future__ import annotations
+
+import ferrograd as fg
+import numpy as np
+import pytest
+from conftest import TEST_DEVICE, numeric_grad, weights_for
+from test_op_table import ROWS
+
+pytestmark = pytest.mark.skipif(TEST_DEVICE != "cpu", reason="graph mode is tested on the CPU")
+
+
+def params(seed, dtype="float64", sizes=((6, 16), (16,), (16, 4), (4,))):
+    rng = np.random.default_rng(seed)
+    return [fg.tensor(rng.standard_normal(s) * 0.5, dtype=dtype) for s in sizes]
+
+
+def batches(n, dtype="float64", batch=8, seed=100):
+    out = []
+    for i in range(n):
+        rng = np.random.default_rng(seed + i)
+        x = fg.tensor(rng.standard_normal((batch, 6)), dtype=dtype)
+        y = fg.tensor(rng.integers(0, 4, batch))
+        out.append((x, y))
+    return out
+
+
+def mlp_step(P, opt, gm):
+    def step(x, y):
+        with gm:
+            h = fg.relu(x @ P[0] + P[1])
+            loss = fg.cross_entropy(h @ P[2] + P[3], y)
+            gm.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    return step
+
+
+OPTIMIZERS = {
+    "sgd": lambda P: fg.optim.SGD(P, lr=0.1),
+    "sgd_momentum": lambda P: fg.optim.SGD(P, lr=0.05, momentum=0.9, weight_decay=1e-3),
+    "nesterov": lambda P: fg.optim.SGD(P, lr=0.05, momentum=0.9, nesterov=True),
+    "adam": lambda P: fg.optim.Adam(P, lr=0.01, weight_decay=1e-4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_five_traced_steps_equal_five_eager_steps_bitwise_in_float64(name):
+    Pe, Pt = params(0), params(0)
+    oe, ot = OPTIMIZERS[name](Pe), OPTIMIZERS[name](Pt)
+    eager = mlp_step(Pe, oe, fg.GradManager().attach(Pe))
+    traced = fg.trace(mlp_step(Pt, ot, fg.GradManager().attach(Pt)))
+    for x, y in batches(5):
+        le, lt = eager(x, y), traced(x, y)
+        assert lt.numpy().tobytes() == le.numpy().tobytes()
+    for a, b in zip(Pe, Pt):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    assert all(p.grad is None for p in Pt)
+    assert traced.cache_size == 1
+
+
+def test_traced_float32_steps_match_eager_within_1e6():
+    Pe, Pt = params(1, "float32"), params(1, "float32")
+    eager = mlp_step(Pe, fg.optim.Adam(Pe, lr=0.01), fg.GradManager().attach(Pe))
+    traced = fg.trace(mlp_step(Pt, fg.optim.Adam(Pt, lr=0.01), fg.GradManager().attach(Pt)))
+    for x, y in batches(5, "float32"):
+        np.testing.assert_allclose(traced(x, y).numpy(), eager(x, y).numpy(), rtol=1e-6)
+    for a, b in zip(Pe, Pt):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_a_conv_step_traced_equals_eager():
+    def make(seed):
+        rng = np.random.default_rng(seed)
+        return [
+            fg.tensor(rng.standard_normal((4, 1, 3, 3)) * 0.3),
+            fg.tensor(rng.standard_normal((4 * 4 * 4, 3)) * 0.1),
+        ]
+
+    def step_of(P):
+        gm = fg.GradManager().attach(P)
+        opt = fg.optim.SGD(P, lr=0.1, momentum=0.5)
+
+        def step(x, y):
+            with gm:
+                h = fg.max_pool2d(fg.relu(fg.conv2d(x, P[0], padding=1)), 2)
+                loss = fg.cross_entropy(h.reshape(x.shape[0], -1) @ P[1], y)
+                gm.backward(loss)
+            opt.step()
+            opt.zero_grad()
+            return loss
+
+        return step
+
+    Pe, Pt = make(3), make(3)
+    eager, traced = step_of(Pe), fg.trace(step_of(Pt))
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        x = fg.tensor(rng.standard_normal((2, 1, 8, 8)))
+        y = fg.tensor(rng.integers(0, 3, 2))
+        assert traced(x, y).numpy().tobytes() == eager(x, y).numpy().tobytes()
+    for a, b in zip(Pe, Pt):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
+# -- gradients inside traced functions, every op family ---------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_gradients_inside_a_traced_function_match_finite_differences(name):
+    fn, arrays, eps = ROWS[name]
+    if name == "to" and not fg.cuda.is_available():
+        pytest.skip("a second device is needed to move a tensor")
+    rtol, atol = (1e-4, 1e-5) if eps > 1e-6 else (1e-5, 1e-6)
+    y0 = fn(*[fg.tensor(a) for a in arrays])
+    w = fg.tensor(weights_for(tuple(y0.shape)))
+
+    @fg.trace
+    def grads(*xs):
+        return fg.grad((fn(*xs) * w).sum(), list(xs))
+
+    def loss(*arrs):
+        return float((fn(*[fg.tensor(a) for a in arrs]) * w).sum().item())
+
+    rng = np.random.default_rng(1)
+    for k in range(2):
+        # the first call traces; the second runs the graph on other values
+        arrs = [np.asarray(a, dtype=np.float64) for a in arrays]
+        if k:
+            arrs = [a * (1.0 + 0.01 * rng.standard_normal(a.shape)) for a in arrs]
+        got = grads(*[fg.tensor(a) for a in arrs])
+        want = numeric_grad(loss, arrs, eps)
+        for i, (g, n) in enumerate(zip(got, want)):
+            np.testing.assert_allclose(
+                g.numpy(), n, rtol=rtol, atol=atol, err_msg=f"{name}: input {i}, call {k}"
+            )
+    assert grads.cache_size == 1
+
+
+def test_second_order_inside_a_trace_matches_eager():
+    def hessian_vector(x, v):
+        g = fg.grad((x.tanh() * x).sum() ** 2, x, create_graph=True)
+        return fg.grad((g * v).sum(), x)
+
+    traced = fg.trace(hessian_vector)
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        xa, va = rng.standard_normal(5), rng.standard_normal(5)
+        x = fg.tensor(xa)
+        gm = fg.GradManager().attach(x)
+        with gm:
+            want = fg.hvp(lambda t: (t.tanh() * t).sum() ** 2, x, fg.tensor(va))[1]
+        got = traced(fg.tensor(xa), fg.tensor(va))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_vjp_inside_a_trace():
+    @fg.trace
+    def f(x, ct):
+        _, vjp_fn = fg.vjp(lambda t: t.exp() * t, x)
+        return vjp_fn(ct)[0]
+
+    xa = np.array([0.1, -0.4, 0.7])
+    for s in (1.0, 2.0):
+        got = f(fg.tensor(xa * s), fg.tensor(np.ones(3)))
+        x = xa * s
+        np.testing.assert_allclose(got.numpy(), np.exp(x) * x + np.exp(x), rtol=1e-12)
+
+
+# -- GradManager semantics in a trace ------------------------------------------------------------
+
+
+def test_callbacks_run_once_per_step_in_gradient_order_with_the_eager_arguments():
+    P = params(4)
+    calls = []
+
+    def cb(tag):
+        def f(t, g):
+            calls.append((tag, tuple(t.shape), t is P[tag]))
+            return g * 2.0
+
+        return f
+
+    gm = fg.GradManager()
+    for i, p in enumerate(P):
+        gm.attach(p, callbacks=cb(i))
+    opt = fg.optim.SGD(P, lr=0.1)
+    traced = fg.trace(mlp_step(P, opt, gm))
+    Pe = params(4)
+    gme = fg.GradManager()
+    for p in Pe:
+        gme.attach(p, callbacks=lambda t, g: g * 2.0)
+    eager = mlp_step(Pe, fg.optim.SGD(Pe, lr=0.1), gme)
+    for n, (x, y) in enumerate(batches(3), start=1):
+        traced(x, y)
+        eager(x, y)
+        assert len(calls) == 4 * n
+    # each step: the output layer's gradients are final first (backward order), every call
+    # with the attached tensor itself
+    step = calls[:4]
+    assert {c[0] for c in step} == {0, 1, 2, 3}
+    assert [c[0] for c in step].index(3) < [c[0] for c in step].index(0)
+    assert all(c[2] for c in calls)
+    assert calls[4:8] == step
+    for a, b in zip(Pe, P):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
+def test_an_attached_tensor_the_loss_does_not_reach_gets_no_gradient():
+    a = fg.tensor([1.0, 2.0])
+    unused = fg.tensor([3.0])
+    gm = fg.GradManager().attach([a, unused])
+
+    @fg.trace
+    def step(x):
+        with gm:
+            gm.backward((a * x).sum())
+        return a.grad
+
+    g = step(fg.tensor([5.0, 7.0]))
+    assert unused.grad is None
+    np.testing.assert_array_equal(g.numpy(), [5.0, 7.0])
+    a.grad = None
+    g = step(fg.tensor([1.0, 1.0]))
+    assert unused.grad is None
+    np.testing.assert_array_equal(g.numpy(), [1.0, 1.0])
+
+
+def test_gradients_accumulate_into_existing_grad_and_the_guard_retraces_when_it_changes():
+    w = fg.tensor([1.0, -2.0])
+    gm = fg.GradManager().attach(w)
+
+    @fg.trace
+    def step(x):
+        with gm:
+            gm.backward((w * x).sum())
+
+    step(fg.tensor([1.0, 1.0]))  # w.grad was None: traced with that guard
+    step(fg.tensor([2.0, 3.0]))  # w.grad is set now: traced again, accumulating
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 4.0])
+    step(fg.tensor([1.0, 1.0]))  # replays the accumulating graph
+    np.testing.assert_array_equal(w.grad.numpy(), [4.0, 5.0])
+    assert step.cache_size == 1
+    w.grad = None
+    step(fg.tensor([1.0, 1.0]))
+    np.testing.assert_array_equal(w.grad.numpy(), [1.0, 1.0])
+
+
+def test_a_custom_function_keeps_its_own_gradient_in_a_trace():
+    class StraightThroughSign(fg.Function):
+        def forward(self, x):
+            return x.sign()
+
+        def backward(self, dy):
+            return dy * 3.0
+
+    @fg.trace
+    def f(x):
+        return fg.grad((StraightThroughSign()(x) * x).sum(), x)
+
+    for xa in ([0.5, -2.0], [1.5, 3.0]):
+        x = np.array(xa)
+        got = f(fg.tensor(x))
+        np.testing.assert_array_equal(got.numpy(), np.sign(x) * 1.0 + x * 3.0)
+
+
+# -- what cannot be traced ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda t: t.item(),
+        lambda t: t.numpy(),
+        lambda t: float(t),
+        lambda t: bool(t > 0),
+        lambda t: 1 if t else 0,
+        lambda t: t.tolist(),
+    ],
+)
+def test_reading_a_value_computed_inside_raises_trace_error_naming_the_op(read):
+    @fg.trace
+    def f(x):
+        y = (x * 2.0).exp().sum()
+        read(y)
+        return y
+
+    with pytest.raises(fg.TraceError, match="sum|greater"):
+        f(fg.tensor([1.0, 2.0]))
+    assert isinstance(fg.TraceError("x"), RuntimeError)
+    # the failed trace left nothing behind: ops run eagerly again
+    assert (fg.tensor([1.0]) * 2.0).item() == 2.0
+
+
+def test_returned_tensors_are_read_as_usual_and_repr_inside_does_not_raise():
+    seen = []
+
+    @fg.trace
+    def f(x):
+        y = x * 2.0
+        seen.append(repr(y))
+        return y
+
+    out = f(fg.tensor([1.0, 2.0]))
+    assert out.numpy().tolist() == [2.0, 4.0]
+    assert "traced" in seen[0]
+
+
+def test_writing_into_an_argument_or_a_view_of_a_captured_tensor_raises():
+    p = fg.tensor([1.0, 2.0, 3.0])
+
+    @fg.trace
+    def into_arg(x):
+        x += 1.0
+        return x
+
+    with pytest.raises(fg.TraceError, match="argument 0"):
+        into_arg(fg.tensor([1.0]))
+
+    @fg.trace
+    def into_view(x):
+        v = p[1:]
+        v += x
+        return v
+
+    with pytest.raises(fg.TraceError, match="view"):
+        into_view(fg.tensor([1.0, 1.0]))
+    np.testing.assert_array_equal(p.numpy(), [1.0, 2.0, 3.0])
+
+
+# -- cache, signature, side effects --------------------------------------------------------------
+
+
+def test_python_side_effects_run_once_and_a_new_signature_traces_again():
+    calls = []
+    w = fg.tensor([1.0, 2.0, 3.0])
+
+    @fg.trace
+    def f(x, scale):
+        calls.append(scale)
+        return (x * w.astype(x.dtype)).sum() * scale
+
+    assert f(fg.tensor([1.0, 1.0, 1.0]), 2.0).item() == 12.0
+    assert f(fg.tensor([2.0, 2.0, 2.0]), 2.0).item() == 24.0
+    assert calls == [2.0]
+    assert f(fg.tensor([1.0, 1.0, 1.0]), 3.0).item() == 18.0  # other value: new entry
+    assert f.cache_size == 2
+    assert f(fg.tensor([[1.0, 1.0, 1.0]]), 2.0).item() == 12.0  # other shape
+    assert f(fg.tensor([1.0, 1.0, 1.0], dtype="float64"), 2.0).item() == 12.0  # other dtype
+    assert f.cache_size == 4
+    # a captured tensor is read by reference
+    w.copy_(fg.tensor([0.0, 0.0, 1.0]))
+    assert f(fg.tensor([1.0, 1.0, 1.0]), 2.0).item() == 2.0
+    assert calls == [2.0, 3.0, 2.0, 2.0]
+
+
+def test_nested_and_structured_arguments_and_results():
+    @fg.trace
+    def f(batch, k=1):
+        return {"sum": batch["a"] + batch["b"][0] * k, "n": k}
+
+    out = f({"a": fg.tensor([1.0]), "b": [fg.tensor([2.0])]}, k=3)
+    assert out["n"] == 3 and out["sum"].item() == 7.0
+    out = f({"a": fg.tensor([2.0]), "b": [fg.tensor([2.0])]}, k=3)
+    assert out["sum"].item() == 8.0 and f.cache_size == 1
+    with pytest.raises(TypeError, match="hashable"):
+        f({"a": fg.tensor([1.0]), "b": [fg.tensor([2.0])]}, k={1})
+
+
+def test_a_traced_function_called_inside_another_is_inlined():
+    @fg.trace
+    def inner(x):
+        return x.exp()
+
+    @fg.trace
+    def outer(x):
+        return inner(x) * 2.0
+
+    for v in (0.5, 1.5):
+        assert outer(fg.tensor([v])).item() == pytest.approx(2.0 * np.exp(v))
+    assert inner.cache_size == 0 and outer.cache_size == 1
+
+
+def test_a_call_under_an_outer_recording_manager_runs_eagerly_and_is_differentiated():
+    @fg.trace
+    def f(x):
+        return (x * x).sum()
+
+    x = fg.tensor([1.0, 2.0])
+    gm = fg.GradManager().attach(x)
+    with gm:
+        y = f(x)
+        gm.backward(y)
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])
+
+
+def test_changing_the_learning_rate_between_calls_reaches_the_traced_step():
+    P, Q = params(7), params(7)
+    op, oq = fg.optim.SGD(P, lr=0.1), fg.optim.SGD(Q, lr=0.1)
+    traced = fg.trace(mlp_step(P, op, fg.GradManager().attach(P)))
+    eager = mlp_step(Q, oq, fg.GradManager().attach(Q))
+    for i, (x, y) in enumerate(batches(4)):
+        op.lr = oq.lr = 0.1 / (i + 1)
+        traced(x, y)
+        eager(x, y)
+    for a, b in zip(P, Q):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
+def test_invalid_options_are_refused():
+    with pytest.raises(ValueError, match="mirror"):
+        fg.trace(lambda x: x, mirror="always")
+    with pytest.raises(ValueError, match="memory_budget"):
+        fg.trace(memory_budget=0)
+    with pytest.raises(TypeError, match="memory_budget"):
+        fg.trace(lambda x: x, memory_budget="1GB")
+    with pytest.raises(RuntimeError, match="not been called"):
+        fg.trace(lambda x: x).graph
+
+
+# -- introspection and the plan ------------------------------------------------------------------
+
+
+def test_graph_introspection():
+    w = fg.tensor(np.ones((3, 2)))
+
+    @fg.trace
+    def f(x):
+        return (x @ w).tanh().sum()
+
+    f(fg.tensor(np.ones((4, 3))))
+    g = f.graph
+    assert isinstance(g, fg.Graph)
+    text = str(g)
+    assert len(g) == len(text.splitlines()) - 1  # one line per node, then the return
+    assert "matmul" in text and "[4, 2]" in text and "float64" in text
+    assert g.to_dot().startswith("digraph")
+    report = f.memory_report()
+    for k in ("planned_peak_bytes", "saved_bytes", "recomputed_nodes", "buffers"):
+        assert isinstance(report[k], int) and report[k] >= 0
+    assert report["planned_peak_bytes"] > 0
+
+
+def test_common_subexpressions_and_dead_code_are_removed():
+    @fg.trace
+    def f(x):
+        a = (x * 2.0).exp()
+        b = (x * 2.0).exp()
+        _unused = (x + 5.0).log()
+        return a + b
+
+    out = f(fg.tensor([0.5]))
+    counts = f.graph.op_counts()
+    assert counts.get("exp") == 1 and counts.get("mul") == 1
+    assert "log" not in counts
+    assert out.item() == pytest.approx(2 * np.exp(1.0))
+
+
+def test_a_replay_allocates_no_new_buffers_and_fuses_elementwise_chains():
+    P = params(8)
+    traced = fg.trace(mlp_step(P, fg.optim.Adam(P, lr=0.01), fg.GradManager().attach(P)))
+    data = batches(4)
+    for x, y in data:
+        traced(x, y)
+    r = traced.memory_report()
+    assert r["fused_chains"] >= 1 and r["fused_nodes"] > r["fused_chains"]
+    # only what a run hands out (the loss) is new
+    assert r["last_run_new_buffers"] <= 1
+    assert r["planned_peak_bytes"] <= r["unplanned_peak_bytes"]
+
+
+def test_fused_chains_with_broadcasting_compute_what_the_ops_compute_bitwise():
+    rng = np.random.default_rng(9)
+    b = fg.tensor(rng.standard_normal(5), dtype="float32")
+
+    @fg.trace
+    def f(x, m):
+        h = (x * 1.5 + b).tanh() ** 2 - fg.where(m, x.sigmoid(), x.relu()) / (b.abs() + 1.0)
+        return fg.maximum(h, x).exp() * 0.5
+
+    for _ in range(2):
+        x = fg.tensor(rng.standard_normal((4, 5)), dtype="float32")
+        m = fg.tensor(rng.standard_normal((4, 1)) > 0)
+        h = (x * 1.5 + b).tanh() ** 2 - fg.where(m, x.sigmoid(), x.relu()) / (b.abs() + 1.0)
+        want = fg.maximum(h, x).exp() * 0.5
+        assert f(x, m).numpy().tobytes() == want.numpy().tobytes()
+    assert f.memory_report()["fused_nodes"] >= 8
+
+
+def test_large_fused_chains_run_in_parallel_blocks_bitwise():
+    rng = np.random.default_rng(10)
+    c = fg.tensor(rng.standard_normal(300_001))
+
+    @fg.trace
+    def f(x):
+        return ((x * c).tanh() + c.exp()) * x.sigmoid()
+
+    x = fg.tensor(rng.standard_normal(300_001))
+    f(x)
+    got = f(x)
+    want = ((x * c).tanh() + c.exp()) * x.sigmoid()
+    assert got.numpy().tobytes() == want.numpy().tobytes()
