@@ -6,6 +6,8 @@ introspection and memory plan behave as documented."""
 
 from __future__ import annotations
 
+import gc
+
 import ferrograd as fg
 import numpy as np
 import pytest
@@ -422,7 +424,7 @@ def test_invalid_options_are_refused():
     with pytest.raises(TypeError, match="memory_budget"):
         fg.trace(lambda x: x, memory_budget="1GB")
     with pytest.raises(RuntimeError, match="not been called"):
-        fg.trace(lambda x: x).graph
+        _ = fg.trace(lambda x: x).graph
 
 
 # -- introspection and the plan ------------------------------------------------------------------
@@ -507,3 +509,180 @@ def test_large_fused_chains_run_in_parallel_blocks_bitwise():
     got = f(x)
     want = ((x * c).tanh() + c.exp()) * x.sigmoid()
     assert got.numpy().tobytes() == want.numpy().tobytes()
+
+
+@pytest.mark.skipif(not fg.cuda.is_available(), reason="needs a CUDA device (or the emulator)")
+def test_a_traced_step_on_a_cuda_device_equals_the_eager_step():
+    def make():
+        return [p.to("cuda") for p in params(11)]
+
+    Pe, Pt = make(), make()
+    eager = mlp_step(Pe, fg.optim.Adam(Pe, lr=0.01), fg.GradManager().attach(Pe))
+    traced = fg.trace(mlp_step(Pt, fg.optim.Adam(Pt, lr=0.01), fg.GradManager().attach(Pt)))
+    for x, y in batches(3):
+        x, y = x.to("cuda"), y.to("cuda")
+        le, lt = eager(x, y), traced(x, y)
+        np.testing.assert_allclose(lt.numpy(), le.numpy(), rtol=1e-12)
+    for a, b in zip(Pe, Pt):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-12, atol=1e-14)
+    assert "cuda" in str(traced.graph)
+
+
+# -- mirroring and the memory budget -------------------------------------------------------------
+
+GELU_C = 0.7978845608
+
+
+def deep_mlp(act, depth=8, width=64, batch=64, seed=12):
+    rng = np.random.default_rng(seed)
+    P = []
+    for _ in range(depth):
+        P += [
+            fg.tensor(rng.standard_normal((width, width)) / np.sqrt(width)),
+            fg.tensor(np.zeros(width)),
+        ]
+    x = fg.tensor(rng.standard_normal((batch, width)))
+    gm = fg.GradManager().attach(P)
+
+    def layer(h, w, b):
+        z = h @ w + b
+        if act == "tanh":
+            return z.tanh()
+        return 0.5 * z * (1.0 + (GELU_C * (z + 0.044715 * z**3)).tanh())
+
+    def step(x):
+        with gm:
+            h = x
+            for i in range(depth):
+                h = layer(h, P[2 * i], P[2 * i + 1])
+            loss = h.mean()
+            gm.backward(loss)
+        grads = [p.grad for p in P]
+        for p in P:
+            p.grad = None
+        return loss, grads
+
+    return step, x, P
+
+
+def measured_peak(f, x, P):
+    """Peak bytes of one call as the planner counts them: what the step holds (parameters,
+    inputs; live before the call) plus what the call adds at its peak."""
+    for p in P:
+        p.grad = None
+    gc.collect()
+    live = fg.memory_stats()["live_bytes"]
+    fg.reset_peak_memory_stats()
+    out = f(x)
+    peak = fg.memory_stats()["peak_bytes"]
+    del out
+    return peak - live + f.memory_report()["held_bytes"]
+
+
+def test_auto_mirroring_recomputes_elementwise_chains_and_keeps_results():
+    step, x, P = deep_mlp("gelu")
+    plain, mirrored = fg.trace(step), fg.trace(step, mirror="auto")
+    ref = step(x)
+    for f in (plain, mirrored):
+        for _ in range(2):
+            loss, grads = f(x)
+            assert loss.numpy().tobytes() == ref[0].numpy().tobytes()
+            for g, r in zip(grads, ref[1]):
+                assert g.numpy().tobytes() == r.numpy().tobytes()
+    rp, rm = plain.memory_report(), mirrored.memory_report()
+    assert rm["recomputed_nodes"] > 0
+    assert rm["saved_bytes"] < 0.5 * rp["saved_bytes"]
+    assert rm["planned_peak_bytes"] < rp["planned_peak_bytes"]
+    # the plan is what a run measures
+    for f, r in ((plain, rp), (mirrored, rm)):
+        peak = measured_peak(f, x, P)
+        assert peak <= 1.1 * r["planned_peak_bytes"], (peak, r)
+
+
+def test_auto_mirroring_declines_where_it_would_only_move_memory():
+    # every tanh output is the next matmul's saved input: recomputing it keeps the matmul's
+    # output alive instead, which gains nothing
+    step, x, _ = deep_mlp("tanh")
+    mirrored = fg.trace(step, mirror="auto")
+    mirrored(x)
+    assert mirrored.memory_report()["recomputed_nodes"] == 0
+
+
+def test_a_mirror_policy_chooses_the_ops():
+    step, x, _ = deep_mlp("gelu")
+    asked = set()
+
+    def policy(op):
+        asked.add(op)
+        return op == "mul"
+
+    f = fg.trace(step, mirror=policy)
+    f(x)
+    assert {"mul", "tanh"} <= asked
+    counts = f.graph.op_counts()
+    plain = fg.trace(step)
+    plain(x)
+    base = plain.graph.op_counts()
+    assert counts["mul"] >= base["mul"] and counts.get("tanh") == base.get("tanh")
+
+
+def test_memory_budgets_are_met_and_monotone():
+    step, x, P = deep_mlp("gelu", depth=10, width=96, batch=96)
+    plain = fg.trace(step)
+    plain(x)
+    full = plain.memory_report()["planned_peak_bytes"]
+    lowest = fg.trace(step, mirror="auto")
+    lowest(x)
+    floor = lowest.memory_report()["planned_peak_bytes"]
+    budgets = [int(full * 0.95), int((full + floor) / 2), int(floor * 1.02)]
+    peaks = []
+    for b in budgets:
+        f = fg.trace(step, memory_budget=b)
+        f(x)
+        r = f.memory_report()
+        assert r["planned_peak_bytes"] <= b
+        peak = measured_peak(f, x, P)
+        assert peak <= 1.1 * b, (peak, b)
+        peaks.append(peak)
+        loss, _ = f(x)
+        assert loss.numpy().tobytes() == step(x)[0].numpy().tobytes()
+    assert peaks == sorted(peaks, reverse=True)
+
+
+def test_an_infeasible_budget_names_the_smallest_feasible_one():
+    step, x, _ = deep_mlp("gelu")
+    f = fg.trace(step, memory_budget=1000)
+    with pytest.raises(ValueError, match=r"smallest feasible budget is (\d+) bytes") as e:
+        f(x)
+    smallest = int(e.value.args[0].rsplit("is ", 1)[1].split()[0])
+    g = fg.trace(step, memory_budget=smallest)
+    g(x)
+    assert g.memory_report()["planned_peak_bytes"] <= smallest
+
+
+def test_eager_auto_recompute_never_exceeds_the_default_peak_by_more_than_one_activation():
+    depth, width, batch = 24, 128, 1024
+    rng = np.random.default_rng(13)
+    W = [
+        fg.tensor((rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32))
+        for _ in range(depth)
+    ]
+    x = fg.tensor(rng.standard_normal((batch, width)).astype(np.float32))
+
+    def peak(mode):
+        gm = fg.GradManager(recompute=mode).attach(W)
+        for w in W:
+            w.grad = None
+        before = fg.memory_stats()["live_bytes"]
+        fg.reset_peak_memory_stats()
+        with gm:
+            h = x
+            for w in W:
+                h = (h @ w).tanh()
+            loss = h.mean()
+            del h
+            gm.backward(loss)
+        return fg.memory_stats()["peak_bytes"] - before
+
+    activation = batch * width * 4
+    assert peak("auto") <= peak(None) + activation

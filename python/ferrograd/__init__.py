@@ -38,6 +38,7 @@ __all__ = [
     "GradManager",
     "GradManagerGroup",
     "GradRuleFallback",
+    "TracedFunction",
     "__version__",
     "bool_",
     "checkpoint",
@@ -55,7 +56,6 @@ __all__ = [
     "register_grad_rule",
     "tensor",
     "trace",
-    "TracedFunction",
     "unregister_grad_rule",
     "vjp",
 ]

@@ -189,9 +189,7 @@ class GradManager:
             for cb in entry.callbacks:
                 if traced:
                     # a node of the graph: the callback runs at this point of every step
-                    g = _core._trace_call(
-                        _callable_name(cb), lambda gg, cb=cb: cb(tensor, gg), [g]
-                    )
+                    g = _core._trace_call(_callable_name(cb), lambda gg, cb=cb: cb(tensor, gg), [g])
                 else:
                     g = cb(tensor, g)
                 if g is None:

@@ -45,13 +45,10 @@ class Optimizer:
     def lr(self, value: float) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(
-                f"{type(self).__name__}: learning rate must be a number, got "
-                f"{type(value).__name__}"
+                f"{type(self).__name__}: learning rate must be a number, got {type(value).__name__}"
             )
         if not value > 0:
-            raise ValueError(
-                f"{type(self).__name__}: learning rate must be positive, got {value}"
-            )
+            raise ValueError(f"{type(self).__name__}: learning rate must be positive, got {value}")
         self._lr = float(value)
         with no_grad():
             for t in self._lr_tensors.values():

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from . import _core
 from ._core import Graph, Tensor, TraceError
@@ -125,8 +125,8 @@ class TracedFunction:
         self,
         fn: Callable[..., Any],
         *,
-        mirror: Optional[str | Policy] = None,
-        memory_budget: Optional[int] = None,
+        mirror: str | Policy | None = None,
+        memory_budget: int | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"trace: expected a callable, got {type(fn).__name__}")
@@ -135,7 +135,7 @@ class TracedFunction:
         self.mirror = mirror
         self.memory_budget = memory_budget
         self._cache: OrderedDict[Any, _Entry] = OrderedDict()
-        self._last: Optional[_Entry] = None
+        self._last: _Entry | None = None
         functools.update_wrapper(self, fn)
 
     @property
@@ -234,10 +234,10 @@ class TracedFunction:
 
 
 def trace(
-    fn: Optional[Callable[..., Any]] = None,
+    fn: Callable[..., Any] | None = None,
     *,
-    mirror: Optional[str | Policy] = None,
-    memory_budget: Optional[int] = None,
+    mirror: str | Policy | None = None,
+    memory_budget: int | None = None,
 ) -> Any:
     """Traces ``fn`` into a graph run whole in Rust (``@fg.trace`` or
     ``@fg.trace(mirror="auto")``).

@@ -98,6 +98,7 @@ impl PyExecutable {
         let r = self.exe.memory_report();
         let d = PyDict::new(py);
         d.set_item("planned_peak_bytes", r.planned_peak_bytes)?;
+        d.set_item("held_bytes", r.held_bytes)?;
         d.set_item("unplanned_peak_bytes", r.unplanned_peak_bytes)?;
         d.set_item("saved_bytes", r.saved_bytes)?;
         d.set_item("recomputed_nodes", r.recomputed_nodes)?;

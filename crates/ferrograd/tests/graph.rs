@@ -59,7 +59,7 @@ fn traced_step_matches_eager_bitwise_and_replays() {
 
     let handles = graph::begin(std::slice::from_ref(&xs[0])).unwrap();
     let loss = traced_body(&w_graph, &handles[0]);
-    let g = graph::end(&[loss.clone()]).unwrap();
+    let g = graph::end(std::slice::from_ref(&loss)).unwrap();
     let first = loss.to_vec_f64().unwrap()[0];
     assert_eq!(first, eager_step(&w_eager, &xs[0]));
     assert_eq!(w_graph.to_vec_f64().unwrap(), w_eager.to_vec_f64().unwrap());

@@ -8,6 +8,7 @@
 mod elementwise;
 #[cfg(feature = "cuda-emulator")]
 pub(crate) mod emulator;
+pub(crate) mod fused;
 mod index;
 mod launch;
 mod linalg;
@@ -216,6 +217,27 @@ pub fn compile_kernels(arch: &str) -> Result<String> {
             .map(|p| p.to_src())
             .map_err(|e| {
                 Error::device("nvrtc", format!("kernels do not compile for {arch}: {e:?}"))
+            })
+    })?
+}
+
+/// Compiles `source` (CUDA C, e.g. a generated fused kernel) for `arch` with the options of
+/// the engine's kernels; returns the PTX.
+pub fn compile_source(source: &str, arch: &str) -> Result<String> {
+    if arch.is_empty() || !arch.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(Error::invalid(
+            "compile_source",
+            format!("arch must be an architecture name such as \"sm_90\", got {arch:?}"),
+        ));
+    }
+    guarded("nvrtc", || {
+        cudarc::nvrtc::compile_ptx_with_opts(source, compile_options(arch))
+            .map(|p| p.to_src())
+            .map_err(|e| {
+                Error::device(
+                    "nvrtc",
+                    format!("a kernel does not compile for {arch}: {e:?}"),
+                )
             })
     })?
 }

@@ -74,6 +74,17 @@ impl Executable {
         })
     }
 
+    /// The CUDA source (and kernel name) of each fused group of more than one op, as they run
+    /// on CUDA devices (whatever device this graph is on): what the NVRTC test compiles.
+    #[cfg(feature = "cuda")]
+    pub fn cuda_sources(&self) -> Result<Vec<(String, String)>> {
+        self.groups
+            .iter()
+            .filter(|g| g.members.len() > 1)
+            .map(crate::cuda::fused::source)
+            .collect()
+    }
+
     /// The graph it runs (after the passes).
     pub fn graph(&self) -> &Graph {
         &self.graph
@@ -256,7 +267,13 @@ impl Executable {
                 None => None,
             })
             .collect();
-        let outs = crate::cpu::fused::run(gr, &ins, &targets)?;
+        let outs = match gr.device {
+            crate::Device::Cpu => crate::cpu::fused::run(gr, &ins, &targets)?,
+            #[cfg(feature = "cuda")]
+            crate::Device::Cuda(_) => crate::cuda::fused::run(gr, &ins, &targets)?,
+            #[allow(unreachable_patterns)]
+            d => return Err(Error::device("fused", format!("no fused kernels on {d}"))),
+        };
         for (&o, t) in gr.outputs.iter().zip(outs) {
             vals[o] = Some(t);
         }

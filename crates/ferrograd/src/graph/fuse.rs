@@ -64,6 +64,9 @@ pub(crate) enum Instr {
 pub(crate) struct Group {
     pub(crate) members: Vec<NodeId>,
     pub(crate) inputs: Vec<NodeId>,
+    /// The dtype of each input (the group's, or bool for a `where` condition).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) input_dtypes: Vec<DType>,
     pub(crate) outputs: Vec<NodeId>,
     pub(crate) shape: Vec<usize>,
     pub(crate) dtype: DType,
@@ -117,7 +120,13 @@ pub(crate) fn fusible(g: &Graph, n: NodeId) -> bool {
 
 /// Devices with a fused-program runner.
 fn runs_fused(device: Device) -> bool {
-    device == Device::Cpu
+    match device {
+        Device::Cpu => true,
+        #[cfg(feature = "cuda")]
+        Device::Cuda(_) => crate::cuda::fused::enabled(),
+        #[allow(unreachable_patterns)]
+        _ => false,
+    }
 }
 
 /// The fused groups of `g` (`enabled: false`: none), and each node's group.
@@ -140,7 +149,7 @@ pub(crate) fn groups(g: &Graph, enabled: bool) -> (Vec<Group>, Vec<Option<usize>
                         if open[gi]
                             && first.shape == node.shape
                             && first.dtype == node.dtype
-                            && best.is_none_or(|b| members[gi][0] > members[b][0])
+                            && best.map_or(true, |b| members[gi][0] > members[b][0])
                         {
                             best = Some(gi);
                         }
@@ -288,6 +297,7 @@ fn build(g: &Graph, members: Vec<NodeId>, of: &[Option<usize>], read_outside: &[
         }
     }
     Group {
+        input_dtypes: inputs.iter().map(|&i| g.nodes[i].dtype).collect(),
         shape: first.shape.clone(),
         dtype: first.dtype,
         device: first.device,

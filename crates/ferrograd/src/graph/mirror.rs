@@ -17,6 +17,9 @@ use super::plan::may_alias;
 use crate::error::Result;
 use crate::op::{LinalgOp, Op, ReduceOp, WindowOp};
 
+/// `policy(op_name)`: whether an op may be recomputed (an error fails the compilation).
+pub type OpPolicy = Arc<dyn Fn(&str) -> Result<bool> + Send + Sync>;
+
 /// Which forward nodes may be recomputed in backward.
 #[derive(Clone, Default)]
 pub enum Mirror {
@@ -26,7 +29,7 @@ pub enum Mirror {
     /// Cheap elementwise ops, where the rule says it pays.
     Auto,
     /// Ops for which `policy(op_name)` is true, where the rule says it pays.
-    Policy(Arc<dyn Fn(&str) -> Result<bool> + Send + Sync>),
+    Policy(OpPolicy),
 }
 
 /// Whether an op is cheap to recompute (what `Mirror::Auto` recomputes): elementwise ops and
@@ -145,8 +148,7 @@ pub(crate) fn decide(
     }
     // candidates: forward ops (not views) whose storage backward reads
     let mut cands: Vec<NodeId> = Vec::new();
-    for id in 0..n {
-        let node = &g.nodes[id];
+    for (id, node) in g.nodes.iter().enumerate() {
         if !forward(id)
             || !matches!(node.kind, NodeKind::Op { .. })
             || s.root[id] != id

@@ -38,6 +38,9 @@ pub struct MemoryReport {
     /// Bytes live at the plan's peak: what the run holds (captured tensors, inputs, constants
     /// and `.grad`s) plus the most its values hold at once.
     pub planned_peak_bytes: usize,
+    /// Of which what the run holds whatever the plan: captured tensors (parameters,
+    /// optimizer state), inputs, constants and `.grad`s read.
+    pub held_bytes: usize,
     /// The same, for the graph run op by op (no fusion, no in-place outputs).
     pub unplanned_peak_bytes: usize,
     /// Bytes of values computed before backward that backward reads (kept for it).
@@ -218,7 +221,7 @@ pub(crate) fn plan(g: &Graph, groups: &[Group], of: &[Option<usize>]) -> Plan {
                 })
             });
             if let (Some(oi), true, true) = (oi, fits, reads_ok) {
-                if old_read.is_none_or(|s| s <= made) && !taken[r] && !at_end[r] {
+                if old_read.map_or(true, |s| s <= made) && !taken[r] && !at_end[r] {
                     targets[gi][oi] = Some(Target::Capture(c));
                     taken[r] = true;
                     written_in_place[v] = true;
@@ -276,7 +279,7 @@ pub(crate) fn plan(g: &Graph, groups: &[Group], of: &[Option<usize>]) -> Plan {
     // values dropped after their last read (never read: after their own step)
     let mut frees: Vec<Vec<NodeId>> = vec![Vec::new(); end];
     for id in 0..n {
-        let materialized = of[id].is_none_or(|gi| groups[gi].outputs.contains(&id));
+        let materialized = of[id].map_or(true, |gi| groups[gi].outputs.contains(&id));
         if !materialized || at_end[id] || step_of[id] == usize::MAX {
             continue;
         }
@@ -314,10 +317,8 @@ fn base_bytes(g: &Graph) -> usize {
     for node in &g.nodes {
         match &node.kind {
             NodeKind::Input(_) => bytes += node.bytes(),
-            NodeKind::Constant(t) => {
-                if seen.insert(std::sync::Arc::as_ptr(t.storage()) as usize) {
-                    bytes += t.storage().bytes();
-                }
+            NodeKind::Constant(t) if seen.insert(std::sync::Arc::as_ptr(t.storage()) as usize) => {
+                bytes += t.storage().bytes();
             }
             NodeKind::GradOf(c) => {
                 if let Some(gr) = g.captures[*c].grad() {
@@ -359,7 +360,7 @@ fn simulate(
                     | NodeKind::Constant(_)
                     | NodeKind::GradOf(_)
             );
-        let materialized = of[id].is_none_or(|gi| groups[gi].outputs.contains(&id));
+        let materialized = of[id].map_or(true, |gi| groups[gi].outputs.contains(&id));
         if !own || !materialized || step_of[id] == usize::MAX {
             continue;
         }
@@ -436,6 +437,7 @@ fn simulate(
     let multi: Vec<&Group> = groups.iter().filter(|gr| gr.members.len() > 1).collect();
     MemoryReport {
         planned_peak_bytes: base + peak,
+        held_bytes: base,
         unplanned_peak_bytes: 0,
         saved_bytes,
         recomputed_nodes: g.nodes.iter().filter(|n| n.recompute).count(),
