@@ -15,6 +15,8 @@ Modes:
   ferrograd default   fg.GradManager()
   ferrograd auto      fg.GradManager(recompute="auto")   (automatic backward mirroring)
   ferrograd ckpt      fg.checkpoint_sequential(layers, round(sqrt(depth)), x)
+  ferrograd traced    the default step under fg.trace (graph mode: fused, planned)
+  ferrograd tr-auto   fg.trace(step, mirror="auto")  (mirroring decided on the whole graph)
   torch default       eager autograd
   torch ckpt          torch.utils.checkpoint.checkpoint_sequential(..., use_reentrant=False)
 
@@ -146,6 +148,13 @@ class FgModel:
 
     def step(self, mode: str, segments: int, probe: dict | None = None) -> None:
         fg = self.fg
+        if mode in ("traced", "tr-auto") or mode.startswith("budget"):
+            self.traced(mode)(self.x)
+            if probe is not None:
+                # a traced step cannot be stopped between forward and backward: the plan says
+                # what forward keeps for backward
+                probe["fwd_live"] = None
+            return
         gm = fg.GradManager(recompute="auto" if mode == "auto" else None).attach(self.params)
         with gm:
             if mode == "ckpt":
@@ -160,6 +169,31 @@ class FgModel:
                 probe["fwd_live"] = fg.memory_stats()["live_bytes"]
             gm.backward(loss)
         del loss
+
+    def traced(self, mode: str, budget: int | None = None) -> Any:
+        """The traced default step for ``mode`` (made on first use): ``traced``,
+        ``tr-auto`` (mirror="auto") or ``budget...`` (memory_budget=budget)."""
+        cache = self.__dict__.setdefault("_traced", {})
+        if mode not in cache:
+            fg = self.fg
+            gm = fg.GradManager().attach(self.params)
+
+            def step(x: Any) -> Any:
+                with gm:
+                    h = x
+                    for layer in self.layers:
+                        h = layer(h)
+                    loss = h.mean()
+                    gm.backward(loss)
+                return loss
+
+            opts: dict = {}
+            if mode == "tr-auto":
+                opts["mirror"] = "auto"
+            if mode.startswith("budget"):
+                opts["memory_budget"] = budget
+            cache[mode] = fg.trace(step, **opts)
+        return cache[mode]
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -179,6 +213,8 @@ class FgModel:
         self.step(mode, segments, probe)
         peak = fg.memory_stats()["peak_bytes"]
         self.zero_grad()
+        if probe["fwd_live"] is None:
+            return self.traced(mode).memory_report()["saved_bytes"], peak - before
         return probe["fwd_live"] - before, peak - before
 
     def time_step(self, mode: str, segments: int) -> float:
@@ -290,6 +326,8 @@ MODES = (
     ("ferrograd", "default"),
     ("ferrograd", "auto"),
     ("ferrograd", "ckpt"),
+    ("ferrograd", "traced"),
+    ("ferrograd", "tr-auto"),
     ("torch", "default"),
     ("torch", "ckpt"),
 )
@@ -361,6 +399,89 @@ def run_config(
         models.clear()
         gc.collect()
     return out
+
+
+def run_budgets(
+    eng: C.Engines, depth: int, width: int, batch: int, act: str, repeats: int
+) -> list[dict]:
+    """The traced step under ``memory_budget`` at three levels between its plain plan and its
+    mirror="auto" plan: measured peak (everything the step holds, weights included, as the
+    budget counts it) against the budget, and step time."""
+    np = eng.np
+    fg = eng.fg
+    weights = make_weights(np, depth, width)
+    x0 = np.random.default_rng(1).standard_normal((batch, width)).astype(np.float32)
+    m = FgModel(fg, weights, x0, act)
+    del weights
+    plans = {}
+    for mode in ("traced", "tr-auto"):
+        m.zero_grad()
+        m.traced(mode)(m.x)
+        plans[mode] = m.traced(mode).memory_report()["planned_peak_bytes"]
+    full, floor = plans["traced"], plans["tr-auto"]
+    # three levels, falling, between the plain plan and the mirrored one
+    budgets = [int(floor + (full - floor) * f) for f in (0.75, 0.5, 0.1)]
+    print(
+        f"[budget] traced step, depth {depth}, width {width}: planned peak {full / MiB:.1f} MiB "
+        f"plain, {floor / MiB:.1f} MiB with mirror=auto; budgets count everything the step "
+        "holds (weights, input, gradients, activations)"
+    )
+    rows = []
+    for i, budget in enumerate(budgets):
+        mode = f"budget{i}"
+        f = m.traced(mode, budget)
+        m.zero_grad()
+        try:
+            f(m.x)
+        except ValueError as e:
+            print(f"  budget {budget / MiB:.1f} MiB: {e}")
+            continue
+        held = f.memory_report()["held_bytes"]
+        gc.disable()
+        try:
+            times = [m.time_step(mode, 0) for _ in range(repeats + 1)][1:]
+        finally:
+            gc.enable()
+        m.zero_grad()
+        gc.collect()
+        before = fg.memory_stats()["live_bytes"]
+        fg.reset_peak_memory_stats()
+        f(m.x)
+        measured = fg.memory_stats()["peak_bytes"] - before + held
+        m.zero_grad()
+        r = f.memory_report()
+        rows.append(
+            {
+                "budget_bytes": budget,
+                "planned_peak_bytes": r["planned_peak_bytes"],
+                "measured_peak_bytes": measured,
+                "recomputed_nodes": r["recomputed_nodes"],
+                "step_s": sorted(times)[len(times) // 2],
+            }
+        )
+    C.print_table(
+        ["budget MiB", "planned MiB", "measured MiB", "measured/budget", "recomputed", "step ms"],
+        [
+            [
+                f"{r['budget_bytes'] / MiB:.1f}",
+                f"{r['planned_peak_bytes'] / MiB:.1f}",
+                f"{r['measured_peak_bytes'] / MiB:.1f}",
+                C.fmt(r["measured_peak_bytes"] / r["budget_bytes"]),
+                str(r["recomputed_nodes"]),
+                f"{1e3 * r['step_s']:.1f}",
+            ]
+            for r in rows
+        ],
+        right={0, 1, 2, 3, 4, 5},
+    )
+    within = all(r["measured_peak_bytes"] <= 1.1 * r["budget_bytes"] for r in rows)
+    peaks = [r["measured_peak_bytes"] for r in rows]
+    monotone = all(a >= b for a, b in zip(peaks, peaks[1:]))
+    print(
+        f"measured peak within +10% of each budget: {'yes' if within else 'NO'}; "
+        f"monotone as the budget falls: {'yes' if monotone else 'NO'}"
+    )
+    return rows
 
 
 def loglog_slope(points: list[tuple[float, float]]) -> float:
@@ -477,6 +598,20 @@ def main(argv: list[str] | None = None) -> int:
             f"{seg - 1} chunks of {n}//{seg} = {tl} and runs the last {n - tl * (seg - 1)} "
             "normally, so its act is higher by design"
         )
+    tra = next((r for r in main_rows if r["mode"] == "tr-auto"), None)
+    if tra is not None:
+        peak_cut = 1 - tra["peak_bytes"] / ref["peak_bytes"]
+        slower = tra["step_s"] / ref["step_s"] - 1
+        print(
+            f'traced mirror="auto" vs eager default: peak {100 * peak_cut:.0f}% lower '
+            f"(target >= 40%: {'met' if peak_cut >= 0.4 else 'missed'}), step time "
+            f"{100 * slower:+.0f}% (target <= +10%: {'met' if slower <= 0.10 else 'missed'})"
+        )
+    print()
+    C.flush()
+
+    # ---- memory budgets
+    budget_rows = run_budgets(eng, args.depth, args.width, args.batch, args.act, repeats)
     print()
     C.flush()
 
@@ -569,6 +704,7 @@ def main(argv: list[str] | None = None) -> int:
             "memory_units": "bytes over live-before-step",
         }
     )
+    meta["budgets"] = budget_rows
     path = args.json or os.path.join(
         tempfile.gettempdir(),
         "ferrograd-memory-quick.json" if args.quick else "ferrograd-memory.json",

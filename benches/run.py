@@ -275,6 +275,53 @@ def finish_ratios(records: list[dict]) -> None:
         r["ferrograd_slowdown"] = (1 / ratio) if r["higher_is_better"] else ratio
 
 
+def traced_summary(
+    b: Bench,
+    workload: str,
+    eager_metrics: list[tuple[str, ...]] | None = None,
+    targets: dict[str, float] | None = None,
+) -> None:
+    """Prints (and records) the traced step against ferrograd eager and each peer: traced time
+    / peer time, with the issue's target where there is one (``targets[engine]``: the highest
+    ratio that meets it). ``eager_metrics``: the eager metrics whose sum is the traced one's
+    counterpart (W1 times forward and backward separately)."""
+    recs = [r for r in b.records if r["workload"] == workload and r.get("value") is not None]
+    traced = [r for r in recs if r["engine"] == "ferrograd (traced)"]
+    for tr in traced:
+        peers: dict[str, float] = {}
+        for r in recs:
+            if r is tr or r["engine"] == "ferrograd (traced)":
+                continue
+            if eager_metrics:
+                for group in eager_metrics:
+                    if r["metric"] == group[0]:
+                        total = sum(
+                            x["value"]
+                            for x in recs
+                            if x["engine"] == r["engine"] and x["metric"] in group
+                        )
+                        peers[r["engine"]] = total
+            elif r["metric"] == tr["metric"]:
+                peers[r["engine"]] = r["value"]
+        for engine, v in peers.items():
+            ratio = tr["value"] / v
+            target = (targets or {}).get(engine)
+            met = (
+                ""
+                if target is None
+                else (" (target met)" if ratio <= target else " (target missed)")
+            )
+            goal = "" if target is None else f", target <= {target:.3g}"
+            print(
+                f"  {workload} traced / {engine}: {ratio:.3f} "
+                f"({C.fmt(tr['value'])} vs {C.fmt(v)} {tr['unit']}{goal}){met}"
+            )
+            tr.setdefault("traced_ratios", {})[engine] = ratio
+    if traced:
+        print()
+        C.flush()
+
+
 def verdict(slowdown: float | None) -> str:
     if slowdown is None:
         return "-"
@@ -288,7 +335,7 @@ def print_records(records: list[dict], workload: str) -> None:
     for r in records:
         if r["workload"] != workload or r.get("value") is None:
             continue
-        is_fg = r["engine"] == "ferrograd"
+        is_fg = r["engine"].startswith("ferrograd")
         rows.append(
             [
                 r["metric"],
@@ -403,6 +450,27 @@ def w1_dispatch(b: Bench) -> None:
 
     run_pair("ferrograd", fg_fwd, fg_bwd, lambda st: b.fg_sync(st[1]), b.fg_sync, fg_reset)
 
+    # the same chain and its gradient traced (fg.trace): the graph runs whole in Rust, the
+    # chain fused into one loop over the data
+    def fg_chain(h: Any) -> Any:
+        for i in range(n_ops):
+            r = i % 3
+            if r == 0:
+                h = h + ca
+            elif r == 1:
+                h = h * cm
+            else:
+                h = h.tanh()
+        return h
+
+    @fg.trace
+    def fg_traced(xx: Any) -> Any:
+        h = fg_chain(xx)
+        return h, fg.grad(h, xx)
+
+    t = b.time(lambda: fg_traced(x), sync=lambda r: b.fg_sync(r[1]), warmup=3)
+    b.add_time(W, "fwd+bwd", "ferrograd (traced)", t, "us/op", 1e6 / n_ops, "fg.trace")
+
     if b.eng.torch is not None:
         torch = b.eng.torch
         tx = b.tt(x0, requires_grad=True)
@@ -464,6 +532,7 @@ def w1_dispatch(b: Bench) -> None:
 
     finish_ratios(b.records)
     print_records(b.records, W)
+    traced_summary(b, W, [("fwd+record", "backward")], targets={"ferrograd": 1 / 20})
 
 
 # --------------------------------------------------------------------------------------------
@@ -481,6 +550,7 @@ def w2_mlp(b: Bench) -> None:
         w2_batch(b, batch, "step" if batch == 256 else f"step b{batch}")
     finish_ratios(b.records)
     print_records(b.records, "W2")
+    traced_summary(b, "W2", targets={"torch": 0.9, "jax (jit)": 0.9})
 
 
 def w2_batch(b: Bench, batch: int, metric: str) -> None:
@@ -521,6 +591,26 @@ def w2_batch(b: Bench, batch: int, metric: str) -> None:
 
     t = b.time(fg_step, sync=lambda loss: loss.item(), warmup=3)
     b.add_time(W, metric, "ferrograd", t, "ms", 1e3)
+
+    # the same step traced: fg.trace records it once, then runs the graph in Rust
+    tps_fg = [b.fgt(p) for p in params0]
+    gm_t = fg.GradManager().attach(tps_fg)
+    opt_t = fg.optim.SGD(tps_fg, lr=lr)
+
+    @fg.trace
+    def fg_traced(xx: Any, yy: Any) -> Any:
+        w1, b1, w2, b2, w3, b3 = tps_fg
+        with gm_t:
+            h = (xx @ w1 + b1).relu()
+            h = (h @ w2 + b2).relu()
+            loss = fg.cross_entropy(h @ w3 + b3, yy)
+            gm_t.backward(loss)
+        opt_t.step()
+        opt_t.zero_grad()
+        return loss
+
+    t = b.time(lambda: fg_traced(xb, yb), sync=lambda loss: loss.item(), warmup=3)
+    b.add_time(W, metric, "ferrograd (traced)", t, "ms", 1e3, "fg.trace")
 
     if b.eng.torch is not None:
         torch = b.eng.torch
@@ -625,6 +715,28 @@ def w3_conv(b: Bench) -> None:
         except Exception as e:  # noqa: BLE001 - report and keep the run going
             b.skip(W, "ferrograd", f"{type(e).__name__}: {e}")
 
+        tps_fg = [b.fgt(p) for p in params0]
+        gm_t = fg.GradManager().attach(tps_fg)
+        opt_t = fg.optim.SGD(tps_fg, lr=lr)
+
+        @fg.trace
+        def fg_traced(xx: Any, yy: Any) -> Any:
+            c1w, c1b, c2w, c2b, lw, lb = tps_fg
+            with gm_t:
+                h = fg.max_pool2d(fg.conv2d(xx, c1w, bias=c1b, padding=1).relu(), 2)
+                h = fg.max_pool2d(fg.conv2d(h, c2w, bias=c2b, padding=1).relu(), 2)
+                loss = fg.cross_entropy(h.reshape(batch, 32 * 7 * 7) @ lw + lb, yy)
+                gm_t.backward(loss)
+            opt_t.step()
+            opt_t.zero_grad()
+            return loss
+
+        try:
+            t = b.time(lambda: fg_traced(xb, yb), sync=lambda loss: loss.item(), warmup=3)
+            b.add_time(W, "step", "ferrograd (traced)", t, "ms", 1e3, "fg.trace")
+        except Exception as e:  # noqa: BLE001 - report and keep the run going
+            b.skip(W, "ferrograd (traced)", f"{type(e).__name__}: {e}")
+
     if b.eng.torch is not None:
         torch = b.eng.torch
         F = torch.nn.functional
@@ -680,6 +792,7 @@ def w3_conv(b: Bench) -> None:
 
     finish_ratios(b.records)
     print_records(b.records, W)
+    traced_summary(b, W, targets={"torch": 0.8})
 
 
 # --------------------------------------------------------------------------------------------
@@ -904,7 +1017,7 @@ def main(argv: list[str] | None = None) -> int:
     print("== summary: ferrograd against each peer (median; > 2x slower is flagged)")
     rows = []
     for r in b.records:
-        if r.get("value") is None or r["engine"] == "ferrograd":
+        if r.get("value") is None or r["engine"].startswith("ferrograd"):
             continue
         sd = r.get("ferrograd_slowdown")
         rows.append(
@@ -925,6 +1038,20 @@ def main(argv: list[str] | None = None) -> int:
     skipped = [r for r in b.records if r.get("skipped")]
     for r in skipped:
         print(f"skipped: {r['workload']} {r['engine']}: {r['skipped']}")
+    traced = [r for r in b.records if r.get("traced_ratios")]
+    if traced:
+        print(
+            "== traced steps (fg.trace): traced time / each engine's time (< 1: traced is faster)"
+        )
+        C.print_table(
+            ["workload", "metric", "vs", "traced/other"],
+            [
+                [r["workload"], r["metric"], eng_name, C.fmt(ratio)]
+                for r in traced
+                for eng_name, ratio in r["traced_ratios"].items()
+            ],
+            right={3},
+        )
     if eng.jax is not None and ("W1" in only or "W2" in only):
         print("note: JAX rows marked eager run op by op; JAX's intended fast path is jax.jit")
     print(f"total time {total:.1f} s")

@@ -1,8 +1,10 @@
 """Train a small MLP on the 8x8 digits shipped in examples/data, with ferrograd.
 
-    python examples/train_digits.py [--epochs 30] [--device cuda]
+    python examples/train_digits.py [--epochs 30] [--device cuda] [--trace]
 
-Prints the training loss per epoch (it falls) and the held-out accuracy.
+Prints the training loss per epoch (it falls) and the held-out accuracy. With --trace the
+training step is traced (``fg.trace``): its first call for each batch shape records the graph
+and later calls run it whole in Rust.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help='"cpu", "cuda" or "cuda:N"')
+    parser.add_argument(
+        "--trace", action="store_true", help="trace the training step into a graph (fg.trace)"
+    )
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
@@ -49,6 +54,18 @@ def main() -> None:
     opt = fg.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     gm = fg.GradManager().attach(model.parameters())
 
+    def step(xb, yb):
+        with gm:
+            loss = fg.cross_entropy(model(xb), yb)
+            gm.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    if args.trace:
+        # one graph per batch shape (the last batch of an epoch is smaller)
+        step = fg.trace(step)
+
     start = time.perf_counter()
     for epoch in range(args.epochs):
         perm = rng.permutation(len(x_train))
@@ -57,11 +74,7 @@ def main() -> None:
             idx = perm[i : i + args.batch]
             xb = fg.tensor(x_train[idx], device=args.device)
             yb = fg.tensor(y_train[idx], device=args.device)
-            with gm:
-                loss = fg.cross_entropy(model(xb), yb)
-                gm.backward(loss)
-            opt.step()
-            opt.zero_grad()
+            loss = step(xb, yb)
             total += loss.item()
             batches += 1
         if epoch % 5 == 0 or epoch == args.epochs - 1:
@@ -71,6 +84,13 @@ def main() -> None:
     accuracy = float((logits.argmax(axis=1) == y_test).mean())
     elapsed = time.perf_counter() - start
     print(f"test accuracy {accuracy:.3f} on {len(y_test)} held-out digits ({elapsed:.1f} s)")
+    if args.trace:
+        report = step.memory_report()
+        print(
+            f"traced: {step.cache_size} graphs, {len(step.graph)} nodes, "
+            f"{report['fused_nodes']} ops in {report['fused_chains']} fused chains, "
+            f"planned peak {report['planned_peak_bytes'] / 2**20:.2f} MiB"
+        )
 
 
 if __name__ == "__main__":

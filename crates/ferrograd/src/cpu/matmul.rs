@@ -46,10 +46,20 @@ where
     let (m, k, n) = (la.shape()[nd - 2], la.shape()[nd - 1], lb.shape()[nd - 1]);
     let batch_shape = &la.shape()[..nd - 2];
     let batches = numel(batch_shape);
-    let mut out = crate::storage::pool::filled(batches * m * n, zero)?;
-    if m == 0 || n == 0 {
+    let len = batches * m * n;
+    if m == 0 || n == 0 || k == 0 || mul_add.is_some() {
+        // nothing for gemm to write (an empty sum is zero), or the integer loop below
+        let mut out = crate::storage::pool::filled(len, zero)?;
+        if k > 0 {
+            if let Some(mul_add) = mul_add {
+                int_products(a, la, b, lb, zero, mul_add, &mut out);
+            }
+        }
         return Ok(out);
     }
+    // gemm writes every element of the output (it does not read it): no zero fill first
+    let mut out: Vec<T> = crate::storage::pool::take(len)?;
+    let base = out.as_mut_ptr();
     let (ars, acs) = (la.strides()[nd - 2], la.strides()[nd - 1]);
     let (brs, bcs) = (lb.strides()[nd - 2], lb.strides()[nd - 1]);
     let bstr = contiguous_strides(batch_shape);
@@ -68,50 +78,76 @@ where
             oa += i as isize * la.strides()[d];
             ob += i as isize * lb.strides()[d];
         }
-        let dst = &mut out[bi * m * n..(bi + 1) * m * n];
-        if k == 0 {
-            continue;
+        // SAFETY: the pointers address elements (0, 0) of views whose every element lies
+        // inside `a`, `b` and the output's capacity (layouts are validated when views are
+        // made; the output has room for every batch), and the destination does not alias the
+        // sources.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                base.add(bi * m * n),
+                1,
+                n as isize,
+                false,
+                a.as_ptr().offset(oa),
+                acs,
+                ars,
+                b.as_ptr().offset(ob),
+                bcs,
+                brs,
+                zero,
+                one,
+                false,
+                false,
+                false,
+                par,
+            );
         }
-        if let Some(mul_add) = mul_add {
-            for i in 0..m {
-                for j in 0..n {
-                    let mut s = zero;
-                    for p in 0..k {
-                        let x = a[(oa + i as isize * ars + p as isize * acs) as usize];
-                        let y = b[(ob + p as isize * brs + j as isize * bcs) as usize];
-                        s = mul_add(s, x, y);
-                    }
-                    dst[i * n + j] = s;
+    }
+    // SAFETY: gemm wrote all `len` elements above
+    unsafe { out.set_len(len) };
+    Ok(out)
+}
+
+/// Integer products (no `gemm`): `out[b, i, j] = sum_p a[b, i, p] * b[b, p, j]` with
+/// `mul_add(s, p, q) = s + p * q`, over every batch.
+fn int_products<T: Copy>(
+    a: &[T],
+    la: &Layout,
+    b: &[T],
+    lb: &Layout,
+    zero: T,
+    mul_add: &dyn Fn(T, T, T) -> T,
+    out: &mut [T],
+) {
+    let nd = la.ndim();
+    let (m, k, n) = (la.shape()[nd - 2], la.shape()[nd - 1], lb.shape()[nd - 1]);
+    let batch_shape = &la.shape()[..nd - 2];
+    let (ars, acs) = (la.strides()[nd - 2], la.strides()[nd - 1]);
+    let (brs, bcs) = (lb.strides()[nd - 2], lb.strides()[nd - 1]);
+    let bstr = contiguous_strides(batch_shape);
+    for bi in 0..numel(batch_shape) {
+        let (mut oa, mut ob) = (la.offset() as isize, lb.offset() as isize);
+        let mut rem = bi;
+        for d in 0..batch_shape.len() {
+            let i = rem / bstr[d] as usize;
+            rem %= bstr[d] as usize;
+            oa += i as isize * la.strides()[d];
+            ob += i as isize * lb.strides()[d];
+        }
+        let dst = &mut out[bi * m * n..(bi + 1) * m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = zero;
+                for p in 0..k {
+                    let x = a[(oa + i as isize * ars + p as isize * acs) as usize];
+                    let y = b[(ob + p as isize * brs + j as isize * bcs) as usize];
+                    s = mul_add(s, x, y);
                 }
-            }
-        } else {
-            // SAFETY: the pointers address elements (0, 0) of views whose every element lies
-            // inside `a`, `b` and `dst` (layouts are validated when views are made), and the
-            // destination does not alias the sources.
-            unsafe {
-                gemm::gemm(
-                    m,
-                    n,
-                    k,
-                    dst.as_mut_ptr(),
-                    1,
-                    n as isize,
-                    false,
-                    a.as_ptr().offset(oa),
-                    acs,
-                    ars,
-                    b.as_ptr().offset(ob),
-                    bcs,
-                    brs,
-                    zero,
-                    one,
-                    false,
-                    false,
-                    false,
-                    par,
-                );
+                dst[i * n + j] = s;
             }
         }
     }
-    Ok(out)
 }

@@ -161,12 +161,9 @@ pub(crate) fn take<T: Pooled>(n: usize) -> Result<Vec<T>> {
         .checked_mul(std::mem::size_of::<T>())
         .filter(|&b| b <= isize::MAX as usize)
         .ok_or_else(too_big)?;
-    if let Some(got) = from_arena::<T>(n) {
-        if let Some(v) = got {
-            return Ok(v);
-        }
-        let mut v = Vec::new();
-        v.try_reserve_exact(n).map_err(|_| too_big())?;
+    // a run's arena first; a miss goes on to the pool (a buffer a caller kept from the last
+    // run, such as a gradient, was freed to it)
+    if let Some(Some(v)) = from_arena::<T>(n) {
         return Ok(v);
     }
     if bytes < MIN_POOLED_BYTES {
