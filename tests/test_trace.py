@@ -687,3 +687,42 @@ def test_eager_auto_recompute_never_exceeds_the_default_peak_by_more_than_one_ac
 
     activation = batch * width * 4
     assert peak("auto") <= peak(None) + activation
+
+
+REBOUND = fg.tensor(np.ones((3, 2)))
+
+
+def test_a_captured_tensor_replaced_by_another_retraces():
+    global REBOUND
+
+    @fg.trace
+    def f(x):
+        return (x @ REBOUND).sum()
+
+    x = fg.tensor(np.ones((4, 3)))
+    assert f(x).item() == 24.0
+    old = REBOUND
+    REBOUND = fg.tensor(np.full((3, 5), 2.0))  # another shape: traced again
+    try:
+        assert f(x).item() == 120.0
+        REBOUND = old
+        assert f(x).item() == 24.0
+    finally:
+        REBOUND = old
+
+    class Model:
+        def __init__(self):
+            self.w = fg.tensor(np.ones((3, 2)))
+
+    m = Model()
+
+    @fg.trace
+    def g(x):
+        return (x @ m.w).sum()
+
+    assert g(x).item() == 24.0
+    m.w = fg.tensor(np.ones((3, 7)))
+    assert g(x).item() == 84.0
+    # the same object updated in place is read by reference, no new trace
+    m.w.copy_(fg.tensor(np.zeros((3, 7))))
+    assert g(x).item() == 0.0

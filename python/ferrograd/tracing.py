@@ -85,12 +85,82 @@ def _signature(tree: Any, tensors: list[Tensor]) -> Any:
     return ("V", type(tree).__name__, tree)
 
 
-class _Entry:
-    __slots__ = ("exe", "out_tree", "unpack")
+# how deep the search for the places a captured tensor is read from goes (a global or closure
+# variable, then attributes and items of what it holds: `model.fc.weight`, `params[3]`)
+_GUARD_DEPTH = 3
+_NOT_SEARCHED = (type(None), bool, int, float, complex, str, bytes, type, type(len))
 
-    def __init__(self, exe: Any, out_tree: Any) -> None:
+
+def _places(fn: Callable[..., Any], wanted: set) -> list[tuple]:
+    """Where ``fn`` finds the captured tensors (``wanted``: their ``_data_key``s): a list of
+    ``(kind, container, key, tensor)`` with kind ``global``, ``cell``, ``attr`` or ``item``.
+    A later call re-reads each place; another object there (a parameter replaced by one of
+    another shape) means the function must be traced again."""
+    found: list[tuple] = []
+    seen: set[int] = set()
+
+    def visit(obj: Any, kind: str, container: Any, key: Any, depth: int) -> None:
+        if isinstance(obj, Tensor):
+            if obj._data_key in wanted:
+                found.append((kind, container, key, obj))
+            return
+        if depth >= _GUARD_DEPTH or isinstance(obj, _NOT_SEARCHED) or id(obj) in seen:
+            return
+        if callable(obj) and not hasattr(obj, "__dict__"):
+            return
+        seen.add(id(obj))
+        if isinstance(obj, (list, tuple)):
+            for i, v in enumerate(obj[:1024]):
+                visit(v, "item", obj, i, depth + 1)
+        elif isinstance(obj, dict):
+            for k, v in list(obj.items())[:1024]:
+                visit(v, "item", obj, k, depth + 1)
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type(functools)):
+            try:
+                attrs = vars(obj)
+            except TypeError:
+                return
+            for k, v in list(attrs.items())[:1024]:
+                visit(v, "attr", obj, k, depth + 1)
+
+    target = getattr(fn, "__func__", fn)
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        glb = getattr(target, "__globals__", {})
+        for name in code.co_names:
+            if name in glb:
+                visit(glb[name], "global", glb, name, 0)
+        for name, cell in zip(code.co_freevars, getattr(target, "__closure__", None) or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            visit(value, "cell", cell, name, 0)
+    bound = getattr(fn, "__self__", None)
+    if bound is not None:
+        visit(bound, "attr", fn, "__self__", 0)
+    return found
+
+
+def _place_holds(place: tuple) -> bool:
+    kind, container, key, tensor = place
+    try:
+        if kind == "global" or kind == "item":
+            return container[key] is tensor
+        if kind == "cell":
+            return container.cell_contents is tensor
+        return getattr(container, key) is tensor
+    except (KeyError, IndexError, AttributeError, ValueError):
+        return False
+
+
+class _Entry:
+    __slots__ = ("exe", "out_tree", "places", "unpack")
+
+    def __init__(self, exe: Any, out_tree: Any, places: list[tuple]) -> None:
         self.exe = exe
         self.out_tree = out_tree
+        self.places = places
         # the results from the output list, quickly for the common shapes
         if isinstance(out_tree, _Leaf):
             self.unpack: Callable[[list], Any] = lambda outs: outs[0]
@@ -184,7 +254,7 @@ class TracedFunction:
                 key = None
             if key is not None:
                 entry = self._cache.get(key)
-                if entry is not None:
+                if entry is not None and all(map(_place_holds, entry.places)):
                     outs = entry.exe.try_run(args)
                     if outs is not None:
                         self._last = entry
@@ -205,7 +275,11 @@ class TracedFunction:
         else:
             key = _signature(tree, tensors)
         entry = self._cache.get(key)
-        if entry is not None and entry.exe.guard_failure() is None:
+        if (
+            entry is not None
+            and entry.exe.guard_failure() is None
+            and all(map(_place_holds, entry.places))
+        ):
             self._cache.move_to_end(key)
             self._last = entry
             return entry.unpack(entry.exe.run(tensors))
@@ -226,7 +300,8 @@ class TracedFunction:
         out_tree = _flatten(result, outs)
         graph = _core._trace_end(outs)
         exe = _core._compile(graph, self.mirror, self.memory_budget)
-        return result, _Entry(exe, out_tree)
+        wanted = {t._data_key for t in exe.captures()}
+        return result, _Entry(exe, out_tree, _places(self._fn, wanted) if wanted else [])
 
     def __repr__(self) -> str:
         name = getattr(self._fn, "__qualname__", repr(self._fn))
@@ -245,7 +320,10 @@ def trace(
     The cache key is the signature: shapes, dtypes and devices of the tensor arguments (also
     inside lists, tuples and dicts), the other arguments by value. A new signature traces
     again. Tensors the function reads without receiving them (parameters, optimizer state)
-    are captured by reference and updated in place by every call. ``GradManager.backward``,
+    are captured by reference and updated in place by every call. Where the function finds
+    them (a global or closure variable, and attributes or items of what those hold, such as
+    ``model.fc.weight``) is guarded: a call that finds another tensor there (one of another
+    shape, say) traces again. ``GradManager.backward``,
     ``fg.grad`` and ``fg.vjp`` inside build the gradient graph (callbacks run at their point
     of every step).
 

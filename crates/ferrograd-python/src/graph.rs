@@ -83,6 +83,16 @@ impl PyExecutable {
         let outs = py.detach(|| exe.run(&ins)).py()?;
         Ok(Some(outs.into_iter().map(PyTensor::from).collect()))
     }
+    /// The tensors the graph captured (read by reference).
+    fn captures(&self) -> Vec<PyTensor> {
+        self.exe
+            .graph()
+            .captures
+            .iter()
+            .cloned()
+            .map(PyTensor::from)
+            .collect()
+    }
     /// Why the graph cannot run now (then the function is traced again), or None.
     fn guard_failure(&self) -> Option<String> {
         self.exe.guard_failure()

@@ -565,6 +565,20 @@ impl PyTensor {
     fn device(&self) -> String {
         self.t().device().to_string()
     }
+    /// Which data this handle is: its storage's address and its layout (handles with equal
+    /// keys see the same elements).
+    #[getter]
+    fn _data_key<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let t = self.t();
+        let l = t.layout();
+        (
+            Arc::as_ptr(t.storage()) as usize,
+            l.offset(),
+            PyTuple::new(py, l.shape())?,
+            PyTuple::new(py, l.strides())?,
+        )
+            .into_pyobject(py)
+    }
     /// `(shape, dtype name, device)`: what a traced function's cache key holds of a tensor.
     #[getter]
     fn _spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
