@@ -726,3 +726,20 @@ def test_a_captured_tensor_replaced_by_another_retraces():
     # the same object updated in place is read by reference, no new trace
     m.w.copy_(fg.tensor(np.zeros((3, 7))))
     assert g(x).item() == 0.0
+
+
+def test_a_traced_forward_under_an_outer_manager_is_recorded_by_it():
+    w = fg.tensor([1.0, 2.0])
+
+    @fg.trace
+    def forward(x):
+        return (x * w).sum()
+
+    x = fg.tensor([3.0, 4.0])
+    forward(x)  # traced, no manager recording
+    gm = fg.GradManager().attach(w)
+    with gm:
+        loss = forward(x)  # the manager must see the ops: eager
+        gm.backward(loss)
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 4.0])
+    assert forward(x).item() == 11.0

@@ -268,7 +268,7 @@ class TracedFunction:
         tensors: list[Tensor] = []
         tree = _flatten((args, kwargs), tensors)
         # a recording GradManager outside wants this call on its tape: run it eagerly
-        if tensors and _core._any_recorded(tensors):
+        if _core._keys_recording() or (tensors and _core._any_recorded(tensors)):
             return self._fn(*args, **kwargs)
         if not kwargs and all(type(a) is Tensor or isinstance(a, Tensor) for a in args):
             key: Any = tuple([a._spec for a in args])

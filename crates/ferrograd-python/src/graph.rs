@@ -76,7 +76,10 @@ impl PyExecutable {
         inputs: &Bound<'_, PyAny>,
     ) -> PyResult<Option<Vec<PyTensor>>> {
         let ins = tensor_list("trace", "inputs", inputs)?;
-        if ins.iter().any(|t| t.is_recorded()) || self.exe.guard_failure().is_some() {
+        if graph::keys_recording()
+            || ins.iter().any(|t| t.is_recorded())
+            || self.exe.guard_failure().is_some()
+        {
             return Ok(None);
         }
         let exe = &self.exe;
@@ -157,6 +160,13 @@ fn _trace_abort() {
 fn _any_recorded(tensors: &Bound<'_, PyAny>) -> PyResult<bool> {
     let ts = tensor_list("trace", "inputs", tensors)?;
     Ok(ts.iter().any(|t| t.is_recorded()))
+}
+
+/// Whether an op run now would be recorded by a gradient key (a traced call then runs
+/// eagerly).
+#[pyfunction]
+fn _keys_recording() -> bool {
+    graph::keys_recording()
 }
 
 /// Whether ops on this thread are being traced.
@@ -391,6 +401,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_trace_abort, m)?)?;
     m.add_function(wrap_pyfunction!(_tracing, m)?)?;
     m.add_function(wrap_pyfunction!(_any_recorded, m)?)?;
+    m.add_function(wrap_pyfunction!(_keys_recording, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_gradients, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_call, m)?)?;
     m.add_function(wrap_pyfunction!(_compile, m)?)?;

@@ -23,4 +23,4 @@ pub use grad::gradients;
 pub use ir::{Callable, CustomRule, Graph, Node, NodeId, NodeKind};
 pub use mirror::Mirror;
 pub use plan::MemoryReport;
-pub use trace::{abort, begin, call, check_read, custom, end, is_tracing};
+pub use trace::{abort, begin, call, check_read, custom, end, is_tracing, keys_recording};

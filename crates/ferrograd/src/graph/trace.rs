@@ -55,6 +55,13 @@ thread_local! {
     static TRACER: RefCell<Option<Tracer>> = const { RefCell::new(None) };
 }
 
+/// Whether an op run now on this thread would be recorded by some gradient key (one is
+/// recording and `no_grad` is not in force): a traced function then runs eagerly, so that the
+/// key sees its ops.
+pub fn keys_recording() -> bool {
+    crate::autograd::is_recording_any() && crate::autograd::ceiling() != 0
+}
+
 /// Whether ops on this thread are being traced now.
 #[inline]
 pub fn is_tracing() -> bool {
