@@ -743,3 +743,18 @@ def test_a_traced_forward_under_an_outer_manager_is_recorded_by_it():
         gm.backward(loss)
     np.testing.assert_array_equal(w.grad.numpy(), [3.0, 4.0])
     assert forward(x).item() == 11.0
+
+
+def test_data_built_inside_from_python_values_is_a_constant_and_is_warned_about():
+    calls = []
+
+    @fg.trace
+    def f(x):
+        batch = np.arange(100.0) * len(calls)
+        calls.append(1)
+        return x * fg.tensor(batch)
+
+    with pytest.warns(fg.TraceWarning, match="fixed into every later call"):
+        f(fg.tensor(np.ones(100)))
+    # the value from trace time, as documented
+    assert f(fg.tensor(np.ones(100))).numpy()[1] == 0.0

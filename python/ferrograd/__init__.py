@@ -29,7 +29,7 @@ from .autodiff import (
     unregister_grad_rule,
     vjp,
 )
-from .tracing import TracedFunction, trace
+from .tracing import TracedFunction, TraceWarning, trace
 
 # the engine's ops are re-exported by name from the op tables (_core.__all__); these are the
 # package's own
@@ -38,6 +38,7 @@ __all__ = [
     "GradManager",
     "GradManagerGroup",
     "GradRuleFallback",
+    "TraceWarning",
     "TracedFunction",
     "__version__",
     "bool_",

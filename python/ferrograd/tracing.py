@@ -18,13 +18,23 @@ them after the call.
 from __future__ import annotations
 
 import functools
+import math
+import warnings
 from collections import OrderedDict
 from typing import Any, Callable
 
 from . import _core
 from ._core import Graph, Tensor, TraceError
 
-__all__ = ["Graph", "TraceError", "TracedFunction", "trace"]
+__all__ = ["Graph", "TraceError", "TraceWarning", "TracedFunction", "trace"]
+
+# constants of at least this many elements made inside a traced function are warned about
+_BIG_CONSTANT = 64
+
+
+class TraceWarning(UserWarning):
+    """Something a traced function does that later calls will not repeat as written (data
+    built from Python values inside it is fixed at trace time)."""
 
 Policy = Callable[[str], bool]
 
@@ -299,6 +309,16 @@ class TracedFunction:
         outs: list[Tensor] = []
         out_tree = _flatten(result, outs)
         graph = _core._trace_end(outs)
+        big = [s for s in graph.constant_shapes() if math.prod(s) >= _BIG_CONSTANT]
+        if big:
+            warnings.warn(
+                f"trace: {getattr(self._fn, '__qualname__', 'the function')} builds "
+                f"{len(big)} tensor(s) from Python data inside it (shape {list(big[0])} ...): "
+                "their values at trace time are fixed into every later call; pass data that "
+                "changes as an argument",
+                TraceWarning,
+                stacklevel=3,
+            )
         exe = _core._compile(graph, self.mirror, self.memory_budget)
         wanted = {t._data_key for t in exe.captures()}
         return result, _Entry(exe, out_tree, _places(self._fn, wanted) if wanted else [])

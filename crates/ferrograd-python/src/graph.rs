@@ -41,6 +41,16 @@ impl PyGraph {
     fn to_dot(&self) -> String {
         self.graph.to_dot()
     }
+    /// The shapes of the constants in the graph (data made inside the function from Python
+    /// values, fixed into every run).
+    fn constant_shapes(&self) -> Vec<Vec<usize>> {
+        self.graph
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.kind, ferrograd::graph::NodeKind::Constant(_)))
+            .map(|n| n.shape.clone())
+            .collect()
+    }
     /// How many nodes of each op (or leaf kind).
     fn op_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
