@@ -36,6 +36,7 @@ class TraceWarning(UserWarning):
     """Something a traced function does that later calls will not repeat as written (data
     built from Python values inside it is fixed at trace time)."""
 
+
 Policy = Callable[[str], bool]
 
 
