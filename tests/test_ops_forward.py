@@ -910,3 +910,32 @@ def test_numpy_scalars_and_arrays_interoperate():
     out = x + np.array([10.0, 20.0])
     assert isinstance(out, fg.Tensor)
     assert_same(out, a + [10.0, 20.0])
+
+
+@pytest.mark.parametrize(
+    "shape,axes",
+    [
+        ((256, 1024), (0,)),
+        ((3, 300, 700), (1,)),
+        ((40, 30, 700), (0, 1)),
+        ((5, 7, 9), (0,)),
+        ((2, 3, 4, 5), (1, 2)),
+        ((4, 1, 6), (1,)),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("kind", ["sum", "mean", "max", "min"])
+def test_reductions_over_leading_and_middle_axes_match_numpy(shape, axes, kind):
+    # contiguous input reduced over a block of axes that leaves the innermost one (the
+    # column-sum path, parallel for large inputs), with NaNs propagated by max/min
+    x = np.random.default_rng(0).standard_normal(shape)
+    x.flat[7] = np.nan if kind in ("max", "min") else x.flat[7]
+    for dtype in (np.float64, np.float32):
+        a = x.astype(dtype)
+        got = getattr(fg.tensor(a), kind)(axis=axes).numpy()
+        want = getattr(np, kind)(a, axis=axes)
+        np.testing.assert_allclose(got, want, **tol(dtype))
+    if kind != "mean":
+        i = np.nan_to_num(x * 100).astype(np.int64)
+        got = getattr(fg.tensor(i), kind)(axis=axes).numpy()
+        np.testing.assert_array_equal(got, getattr(np, kind)(i, axis=axes))

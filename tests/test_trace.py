@@ -758,3 +758,24 @@ def test_data_built_inside_from_python_values_is_a_constant_and_is_warned_about(
         f(fg.tensor(np.ones(100)))
     # the value from trace time, as documented
     assert f(fg.tensor(np.ones(100))).numpy()[1] == 0.0
+
+
+@pytest.mark.parametrize(
+    "bshape",
+    [(1024,), (256, 1), (1, 1024), (3, 1, 1), (1, 256, 1), ()],
+    ids=str,
+)
+def test_fused_chains_read_broadcast_operands_as_eager_does(bshape):
+    # broadcast operands are loaded in runs along the innermost axis; blocks cross rows
+    rng = np.random.default_rng(3)
+    x = fg.tensor(rng.standard_normal((3, 256, 1024)))
+    b = fg.tensor(rng.standard_normal(bshape))
+    xt = fg.tensor(rng.standard_normal((1024, 256)))
+
+    def f(x, b, xt):
+        return ((x + b).relu() * 2.0 - b).tanh() + xt.T
+
+    want = f(x, b, xt).numpy()
+    traced = fg.trace(f)
+    np.testing.assert_array_equal(traced(x, b, xt).numpy(), want)
+    assert traced.memory_report()["fused_chains"] >= 1

@@ -283,7 +283,7 @@ fn is_row_major(l: &Layout) -> bool {
 ///
 /// # Safety
 /// `base` must be valid for every element the view addresses.
-unsafe fn gather<E: Copy, T>(
+unsafe fn gather<E: Copy, T: Copy>(
     base: *const E,
     l: &Layout,
     start: usize,
@@ -303,19 +303,47 @@ unsafe fn gather<E: Copy, T>(
     for d in 0..nd {
         off += idx[d] as isize * strides[d];
     }
-    for slot in dst.iter_mut() {
-        *slot = conv(*base.offset(off));
-        // next index, innermost first
-        let mut d = nd;
+    // runs along the innermost axis: a copy (stride 1), a fill (stride 0) or a strided read
+    let inner = nd.checked_sub(1);
+    let mut done = 0;
+    while done < dst.len() {
+        let Some(last) = inner else {
+            dst[done] = conv(*base.offset(off));
+            done += 1;
+            continue;
+        };
+        let n = (shape[last] - idx[last]).min(dst.len() - done);
+        let run = &mut dst[done..done + n];
+        match strides[last] {
+            0 => run.fill(conv(*base.offset(off))),
+            1 => {
+                let src = std::slice::from_raw_parts(base.offset(off), n);
+                for (d, &v) in run.iter_mut().zip(src) {
+                    *d = conv(v);
+                }
+            }
+            s => {
+                for (i, d) in run.iter_mut().enumerate() {
+                    *d = conv(*base.offset(off + i as isize * s));
+                }
+            }
+        }
+        done += n;
+        // next index: the innermost axis moved by n, then carry outwards
+        idx[last] += n;
+        off += strides[last] * n as isize;
+        let mut d = last + 1;
         while d > 0 {
             d -= 1;
-            idx[d] += 1;
-            off += strides[d];
             if idx[d] < shape[d] {
                 break;
             }
             off -= strides[d] * shape[d] as isize;
             idx[d] = 0;
+            if d > 0 {
+                idx[d - 1] += 1;
+                off += strides[d - 1];
+            }
         }
     }
 }

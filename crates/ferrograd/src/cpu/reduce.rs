@@ -86,6 +86,44 @@ fn fold<T: Copy + Send + Sync + crate::storage::pool::Pooled>(
         }
         return Ok(out);
     }
+    // a contiguous buffer reduced over a block of middle or leading axes (a column sum):
+    // whole rows are folded into the output rows, in the same order as the general path
+    if let Some(first) = axes.first().copied() {
+        let last = *axes.last().expect("not empty");
+        if l.is_contiguous() && last + 1 < nd && last + 1 - first == axes.len() {
+            let shape = l.shape();
+            let pre: usize = shape[..first].iter().product();
+            let r: usize = shape[first..=last].iter().product();
+            let post: usize = shape[last + 1..].iter().product();
+            let src = &x[l.offset()..l.offset() + l.numel()];
+            let mut out = crate::storage::pool::filled(pre * post, init)?;
+            // output columns `c0..c0 + o.len()` of group `p`
+            let cols = |p: usize, c0: usize, o: &mut [T]| {
+                for k in 0..r {
+                    let row = &src[(p * r + k) * post + c0..][..o.len()];
+                    for (a, &v) in o.iter_mut().zip(row) {
+                        *a = f(*a, v);
+                    }
+                }
+            };
+            let threads = rayon::current_num_threads();
+            if src.len() >= 4 * super::PAR_CHUNK && threads > 1 && post > 0 {
+                use rayon::prelude::*;
+                // pieces of at least 64 columns, about four per thread
+                let width = post.div_ceil(4 * threads).next_multiple_of(64).min(post);
+                out.par_chunks_mut(post).enumerate().for_each(|(p, o)| {
+                    o.par_chunks_mut(width)
+                        .enumerate()
+                        .for_each(|(c, piece)| cols(p, c * width, piece));
+                });
+            } else {
+                for (p, o) in out.chunks_mut(post.max(1)).enumerate() {
+                    cols(p, 0, o);
+                }
+            }
+            return Ok(out);
+        }
+    }
     let mut out = crate::storage::pool::filled(numel(&kept), init)?;
     for_each_run_multi([l, &view], |[bx, bo], [sx, so], n| {
         if so == 0 {
