@@ -939,3 +939,23 @@ def test_reductions_over_leading_and_middle_axes_match_numpy(shape, axes, kind):
         i = np.nan_to_num(x * 100).astype(np.int64)
         got = getattr(fg.tensor(i), kind)(axis=axes).numpy()
         np.testing.assert_array_equal(got, getattr(np, kind)(i, axis=axes))
+
+
+def test_take_along_axis_index_select_and_scatter_add_match_numpy():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4, 5))
+    idx = rng.integers(-4, 4, (3, 2, 5))
+    got = fg.take_along_axis(fg.tensor(x), fg.tensor(idx), 1).numpy()
+    np.testing.assert_array_equal(got, np.take_along_axis(x, idx % 4, 1))
+    sel = np.array([2, 0, 2])
+    got = fg.index_select(fg.tensor(x), 2, fg.tensor(sel)).numpy()
+    np.testing.assert_array_equal(got, x[:, :, sel])
+    src = rng.standard_normal((3, 2, 5))
+    want = np.zeros((3, 4, 5))
+    np.add.at(want, (np.arange(3)[:, None, None], idx % 4, np.arange(5)[None, None, :]), src)
+    got = fg._core._scatter_add(fg.tensor(src), fg.tensor(idx), 1, (3, 4, 5)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(IndexError, match="take_along_axis: index 4 is out of bounds"):
+        fg.take_along_axis(fg.tensor(x), fg.tensor(np.full((3, 1, 5), 4)), 1)
+    with pytest.raises(fg.ShapeError, match="scatter_add"):
+        fg._core._scatter_add(fg.tensor(src), fg.tensor(idx[:, :1]), 1, (3, 4, 5))

@@ -189,6 +189,58 @@ fn stack(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: OptArg<'_>) -> PyResu
         .map(PyTensor::from)
 }
 
+/// `numpy.take_along_axis`: `out[p] = x[p with axis replaced by indices[p]]` (int64 indices
+/// with `x`'s number of axes; negative ones count from the end).
+#[pyfunction]
+fn take_along_axis(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    indices: &Bound<'_, PyAny>,
+    axis: &Bound<'_, PyAny>,
+) -> PyResult<PyTensor> {
+    let axis = axis_arg("take_along_axis", "axis", axis)?;
+    let t = arg("take_along_axis", "x", x, None)?;
+    let i = arg("take_along_axis", "indices", indices, None)?;
+    compute(py, i.numel(), || t.take_along_axis(&i, axis))
+        .py()
+        .map(PyTensor::from)
+}
+
+/// The entries `index` (1-D int64) of `x` along `axis`, as `torch.index_select(x, dim, index)`.
+#[pyfunction]
+fn index_select(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axis: &Bound<'_, PyAny>,
+    index: &Bound<'_, PyAny>,
+) -> PyResult<PyTensor> {
+    let axis = axis_arg("index_select", "axis", axis)?;
+    let t = arg("index_select", "x", x, None)?;
+    let i = arg("index_select", "index", index, None)?;
+    compute(py, i.numel(), || t.index_select(axis, &i))
+        .py()
+        .map(PyTensor::from)
+}
+
+/// Zeros of `shape` with `src` added at `index` along `axis` (the transpose of
+/// `take_along_axis`); differentiable in `src`.
+#[pyfunction]
+fn _scatter_add(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    index: &Bound<'_, PyAny>,
+    axis: &Bound<'_, PyAny>,
+    shape: &Bound<'_, PyAny>,
+) -> PyResult<PyTensor> {
+    let axis = axis_arg("scatter_add", "axis", axis)?;
+    let s = sizes_args("scatter_add", "shape", &PyTuple::new(shape.py(), [shape])?)?;
+    let t = arg("scatter_add", "src", src, None)?;
+    let i = arg("scatter_add", "index", index, None)?;
+    compute(py, i.numel(), || t.scatter_add_to(&i, axis, &s))
+        .py()
+        .map(PyTensor::from)
+}
+
 /// What a factory fills with: a float (cast to the dtype) or an int kept exact for int64.
 #[derive(Clone, Copy)]
 enum Fill {
@@ -668,6 +720,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         squeeze,
         concat,
         stack,
+        take_along_axis,
+        index_select,
+        _scatter_add,
         zeros,
         ones,
         full,

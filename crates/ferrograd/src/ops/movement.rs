@@ -262,6 +262,24 @@ impl Family for MovementOp {
     }
 }
 
+/// `idx` with negative entries counted from the end of an axis of length `n`; an `IndexError`
+/// naming `op` for any entry outside `-n..n`.
+fn wrap_indices(op: &str, idx: &Tensor, n: usize, axis: usize, shape: &[usize]) -> Result<Tensor> {
+    let v = idx.to_vec::<i64>()?;
+    let n = n as i64;
+    if let Some(&bad) = v.iter().find(|&&i| i < -n || i >= n) {
+        return Err(Error::index(
+            op,
+            format!("index {bad} is out of bounds for axis {axis} with size {n} (shape {shape:?})"),
+        ));
+    }
+    if v.iter().all(|&i| i >= 0) {
+        return Ok(idx.clone());
+    }
+    let fixed: Vec<i64> = v.iter().map(|&i| if i < 0 { i + n } else { i }).collect();
+    Tensor::from_vec(fixed, idx.shape())
+}
+
 fn check_index(op: &str, x: &Tensor, idx: &Tensor, axis: usize) -> Result<()> {
     if idx.dtype() != DType::I64 {
         return Err(Error::dtype(
@@ -519,6 +537,52 @@ impl Tensor {
     pub fn gather(&self, idx: &Tensor, axis: isize) -> Result<Tensor> {
         let axis = normalize_axis("gather", axis, self.ndim())?;
         apply1(&Op::Movement(MovementOp::Gather(axis)), &[self, idx])
+    }
+
+    /// [`Tensor::gather`] with negative indices counted from the end and every index checked
+    /// against the axis length first (an `IndexError` naming `op`).
+    pub fn take_along_axis(&self, idx: &Tensor, axis: isize) -> Result<Tensor> {
+        let a = normalize_axis("take_along_axis", axis, self.ndim())?;
+        check_index("take_along_axis", self, idx, a)?;
+        let idx = wrap_indices("take_along_axis", idx, self.shape()[a], a, self.shape())?;
+        self.gather(&idx.to_device(self.device())?, a as isize)
+    }
+
+    /// Zeros of `shape` with this tensor's entries added at `idx` along `axis` (`idx` has this
+    /// tensor's shape): `out[p with axis replaced by idx[p]] += self[p]`, the transpose of
+    /// [`Tensor::gather`]. Negative indices count from the end.
+    pub fn scatter_add_to(&self, idx: &Tensor, axis: isize, shape: &[usize]) -> Result<Tensor> {
+        let a = normalize_axis("scatter_add", axis, shape.len())?;
+        if idx.dtype() != DType::I64 || idx.shape() != self.shape() || idx.ndim() != shape.len() {
+            return Err(Error::shape(
+                "scatter_add",
+                format!(
+                    "indices ({} {:?}) must be int64 of the source's shape {:?}, with as many \
+                     axes as the output {shape:?}",
+                    idx.dtype(),
+                    idx.shape(),
+                    self.shape()
+                ),
+            ));
+        }
+        if let Some(d) = (0..shape.len()).find(|&d| d != a && idx.shape()[d] > shape[d]) {
+            return Err(Error::shape(
+                "scatter_add",
+                format!(
+                    "indices of shape {:?} do not fit the output {shape:?} on axis {d}",
+                    idx.shape()
+                ),
+            ));
+        }
+        crate::layout::checked_size("scatter_add", shape, self.dtype().size_in_bytes())?;
+        let idx = wrap_indices("scatter_add", idx, shape[a], a, shape)?;
+        apply1(
+            &Op::Movement(MovementOp::ScatterAdd {
+                axis: a,
+                shape: shape.to_vec(),
+            }),
+            &[self, &idx.to_device(self.device())?],
+        )
     }
 
     /// Selects entries `idx` (a 1-D int64 tensor) along `axis` (integer-array indexing).
