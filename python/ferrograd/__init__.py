@@ -10,9 +10,11 @@
 [2.0, 4.0, 6.0]
 """
 
-from . import _core, cuda, nn, optim
+from . import _core, cuda, nn, optim, random
 from ._core import *  # the engine's ops: the names of _core.__all__
 from ._core import __version__
+from ._ops import *  # ops written in Python (see _ops.__all__)
+from ._ops import __all__ as _ops_all
 from ._tensor import bool_, float32, float64, int64, tensor
 from .autodiff import (
     Function,
@@ -29,6 +31,7 @@ from .autodiff import (
     unregister_grad_rule,
     vjp,
 )
+from .random import initial_seed, manual_seed
 from .tracing import TracedFunction, TraceWarning, trace
 
 # the engine's ops are re-exported by name from the op tables (_core.__all__); these are the
@@ -49,11 +52,14 @@ __all__ = [
     "float64",
     "grad",
     "hvp",
+    "initial_seed",
     "int64",
     "jvp",
+    "manual_seed",
     "nn",
     "no_grad",
     "optim",
+    "random",
     "register_grad_rule",
     "tensor",
     "trace",
@@ -61,3 +67,4 @@ __all__ = [
     "vjp",
 ]
 __all__ += [name for name in _core.__all__ if name not in __all__]
+__all__ += [name for name in _ops_all if name not in __all__]
