@@ -89,6 +89,25 @@ UNARY = {
     "sigmoid_method": (lambda x: x.sigmoid(), uniform),
     "relu": (fg.relu, away_from_zero),
     "relu_method": (lambda x: x.relu(), away_from_zero),
+    "sin": (fg.sin, uniform),
+    "cos_method": (lambda x: x.cos(), uniform),
+    "tan": (fg.tan, lambda r, s: uniform(r, s, -1.2, 1.2)),
+    "asin": (fg.asin, lambda r, s: uniform(r, s, -0.9, 0.9)),
+    "acos_method": (lambda x: x.acos(), lambda r, s: uniform(r, s, -0.9, 0.9)),
+    "atan": (fg.atan, uniform),
+    "sinh": (fg.sinh, uniform),
+    "cosh_method": (lambda x: x.cosh(), uniform),
+    "erf": (fg.erf, uniform),
+    "erfc_method": (lambda x: x.erfc(), uniform),
+    "expm1": (fg.expm1, uniform),
+    "exp2_method": (lambda x: x.exp2(), uniform),
+    "log2": (fg.log2, lambda r, s: uniform(r, s, 0.2, 3.0)),
+    "log10_method": (lambda x: x.log10(), lambda r, s: uniform(r, s, 0.2, 3.0)),
+    "rsqrt": (fg.rsqrt, lambda r, s: uniform(r, s, 0.2, 3.0)),
+    "reciprocal_method": (lambda x: x.reciprocal(), away_from_zero),
+    "square": (fg.square, uniform),
+    "softplus": (fg.softplus, lambda r, s: uniform(r, s, -5.0, 5.0)),
+    "silu_method": (lambda x: x.silu(), lambda r, s: uniform(r, s, -5.0, 5.0)),
 }
 
 
@@ -138,6 +157,8 @@ BINARY = {
     "maximum_method": (lambda a, b: a.maximum(b), _gen_distinct),
     "minimum": (fg.minimum, _gen_distinct),
     "minimum_method": (lambda a, b: a.minimum(b), _gen_distinct),
+    "atan2": (fg.atan2, _gen_div),
+    "atan2_method": (lambda a, b: a.atan2(b), _gen_div),
 }
 
 

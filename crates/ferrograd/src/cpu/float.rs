@@ -50,6 +50,17 @@ pub(crate) trait Float:
         }
     }
 
+    /// `log(1 + e^v)`, and `v` itself above 20 (PyTorch's default threshold; the two differ
+    /// by 2e-9 there).
+    #[inline(always)]
+    fn softplus(self) -> Self {
+        if self > Self::from_f64(20.0) {
+            self
+        } else {
+            self.exp().ln_1p()
+        }
+    }
+
     /// -1, 0 or 1 (a signed zero and NaN are kept, as numpy's `sign`).
     #[inline(always)]
     fn sign(self) -> Self {
@@ -94,7 +105,8 @@ macro_rules! std_math {
     };
     (@each $($how:tt)*) => {
         std_math!(@one ($($how)*) unary exp ln sqrt abs exp2 exp_m1 ln_1p log2 log10 cbrt recip
-            sin cos tan asin acos atan sinh cosh asinh acosh atanh floor ceil round trunc);
+            sin cos tan asin acos atan sinh cosh asinh acosh atanh floor ceil round round_ties_even
+            trunc);
         std_math!(@one ($($how)*) binary powf atan2 copysign);
     };
     (@one (declare) unary $($f:ident)*) => { $( fn $f(self) -> Self; )* };

@@ -39,6 +39,8 @@ macro_rules! binary_ops {
             Pow      pow      (|p, q| p.powf(q))       ()                           (|dy, a, b| pow_base_grad(dy, &a, &b)?)  (|dy, a, b, out| pow_exponent_grad(dy, &a, &b, &out)?),
             Maximum  maximum  (|p, q| p.maximum(q))    (|p, q| p.max(q))            (|dy, a, b| dy.mul(&share(BinaryOp::Maximum, &a, &b)?)?)  (|dy, a, b| dy.mul(&share(BinaryOp::Maximum, &b, &a)?)?),
             Minimum  minimum  (|p, q| p.minimum(q))    (|p, q| p.min(q))            (|dy, a, b| dy.mul(&share(BinaryOp::Minimum, &a, &b)?)?)  (|dy, a, b| dy.mul(&share(BinaryOp::Minimum, &b, &a)?)?),
+            // d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
+            Atan2    atan2    (|p, q| p.atan2(q))      ()                           (|dy, a, b| dy.mul(&b)?.div(&squares(&a, &b)?)?)  (|dy, a, b| dy.mul(&a)?.div(&squares(&a, &b)?)?.neg()?),
         }
     };
 }
@@ -58,6 +60,11 @@ macro_rules! compare_ops {
             Ge  ge  greater_equal  (|p, q| p >= q),
         }
     };
+}
+
+/// `a^2 + b^2`.
+fn squares(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    a.mul(a)?.add(&b.mul(b)?)
 }
 
 /// d(a ** b)/da = b * a ** (b - 1), and 0 where b == 0 (as PyTorch: `0 ** 0` has no slope,

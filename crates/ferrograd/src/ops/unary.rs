@@ -40,8 +40,56 @@ macro_rules! unary_ops {
             Sigmoid  sigmoid  (|v| v.sigmoid())     ()                        (|dy, out| act_grad(ElementwiseOp::SigmoidGrad, dy, &out)?),
             Relu     relu     (|v| v.relu())        (|v| v.max(0))            (|dy, out| act_grad(ElementwiseOp::ReluGrad, dy, &out)?),
             Sign     sign     (|v| v.sign())        (|v| v.signum())          nondiff,
+            Sin      sin      (|v| v.sin())         ()                        (|dy, x| dy.mul(&x.cos()?)?),
+            Cos      cos      (|v| v.cos())         ()                        (|dy, x| dy.mul(&x.sin()?.neg()?)?),
+            // 1 + tan^2
+            Tan      tan      (|v| v.tan())         ()                        (|dy, out| dy.mul(&out.mul(&out)?.add_scalar(1.0)?)?),
+            Asin     asin     (|v| v.asin())        ()                        (|dy, x| dy.div(&one_minus_square(&x)?.sqrt()?)?),
+            Acos     acos     (|v| v.acos())        ()                        (|dy, x| dy.div(&one_minus_square(&x)?.sqrt()?)?.neg()?),
+            Atan     atan     (|v| v.atan())        ()                        (|dy, x| dy.div(&x.mul(&x)?.add_scalar(1.0)?)?),
+            Sinh     sinh     (|v| v.sinh())        ()                        (|dy, x| dy.mul(&x.cosh()?)?),
+            Cosh     cosh     (|v| v.cosh())        ()                        (|dy, x| dy.mul(&x.sinh()?)?),
+            // 2 / sqrt(pi) * exp(-x^2)
+            Erf      erf      (|v| v.erf())         ()                        (|dy, x| dy.mul(&erf_slope(&x)?)?),
+            Erfc     erfc     (|v| v.erfc())        ()                        (|dy, x| dy.mul(&erf_slope(&x)?)?.neg()?),
+            Expm1    expm1    (|v| v.exp_m1())      ()                        (|dy, out| dy.mul(&out.add_scalar(1.0)?)?),
+            Exp2     exp2     (|v| v.exp2())        ()                        (|dy, out| dy.mul(&out.mul_scalar(std::f64::consts::LN_2)?)?),
+            Log2     log2     (|v| v.log2())        ()                        (|dy, x| dy.div(&x.mul_scalar(std::f64::consts::LN_2)?)?),
+            Log10    log10    (|v| v.log10())       ()                        (|dy, x| dy.div(&x.mul_scalar(std::f64::consts::LN_10)?)?),
+            // -1/2 x^(-3/2) = -1/2 out^3
+            Rsqrt    rsqrt    (|v| v.sqrt().recip()) ()                       (|dy, out| dy.mul(&out.mul(&out)?.mul(&out)?.mul_scalar(-0.5)?)?),
+            Reciprocal reciprocal (|v| v.recip())   ()                        (|dy, out| dy.mul(&out.mul(&out)?)?.neg()?),
+            Square   square   (|v| v * v)           (|v| v.wrapping_mul(v))   (|dy, x| dy.mul(&x.mul_scalar(2.0)?)?),
+            // log(1 + e^v), linear above 20 (PyTorch's default threshold); slope sigmoid(v)
+            Softplus softplus (|v| v.softplus())    ()                        (|dy, x| dy.mul(&x.sigmoid()?)?),
+            // v * sigmoid(v); slope s * (1 + v * (1 - s))
+            Silu     silu     (|v| v * v.sigmoid()) ()                        (|dy, x| dy.mul(&silu_slope(&x)?)?),
+            Floor    floor    (|v| v.floor())       (|v| v)                   nondiff,
+            Ceil     ceil     (|v| v.ceil())        (|v| v)                   nondiff,
+            // halves to even, as numpy and PyTorch
+            Round    round    (|v| v.round_ties_even()) (|v| v)               nondiff,
+            Trunc    trunc    (|v| v.trunc())       (|v| v)                   nondiff,
         }
     };
+}
+
+/// `1 - x^2`.
+fn one_minus_square(x: &Tensor) -> Result<Tensor> {
+    x.mul(x)?.neg()?.add_scalar(1.0)
+}
+
+/// The slope of erf: `2 / sqrt(pi) * exp(-x^2)`.
+fn erf_slope(x: &Tensor) -> Result<Tensor> {
+    x.mul(x)?
+        .neg()?
+        .exp()?
+        .mul_scalar(std::f64::consts::FRAC_2_SQRT_PI)
+}
+
+/// The slope of silu: `s * (1 + x * (1 - s))` with `s = sigmoid(x)`.
+fn silu_slope(x: &Tensor) -> Result<Tensor> {
+    let s = x.sigmoid()?;
+    s.mul(&x.mul(&s.neg()?.add_scalar(1.0)?)?.add_scalar(1.0)?)
 }
 
 /// The backward of an activation from its output, in one pass.
