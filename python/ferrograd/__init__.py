@@ -13,6 +13,8 @@
 from . import _core, cuda, nn, optim, random
 from ._core import *  # the engine's ops: the names of _core.__all__
 from ._core import __version__
+from ._elementwise import *  # clamp, isnan, logical ops (see _elementwise.__all__)
+from ._elementwise import __all__ as _elementwise_all
 from ._ops import *  # ops written in Python (see _ops.__all__)
 from ._ops import __all__ as _ops_all
 from ._tensor import bool_, float32, float64, int64, tensor
@@ -68,3 +70,4 @@ __all__ = [
 ]
 __all__ += [name for name in _core.__all__ if name not in __all__]
 __all__ += [name for name in _ops_all if name not in __all__]
+__all__ += [name for name in _elementwise_all if name not in __all__]
