@@ -11,6 +11,7 @@ the bindings::
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -30,7 +31,11 @@ def _marker(block: str, end: bool) -> str:
 def _lines(block: str) -> list[str]:
     table = _core._OP_TABLE
     if block == "exports":
-        names = sorted(_core.__all__)
+        # digits compare as numbers (log2 before log10), as ruff's sort of __all__ does
+        names = sorted(
+            _core.__all__,
+            key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)],
+        )
         return ["__all__ = ["] + [f'    "{n}",' for n in names] + ["]"]
     out = []
     for family, name, method in table:
