@@ -1017,3 +1017,36 @@ def test_take_along_axis_index_select_and_scatter_add_match_numpy():
         fg.take_along_axis(fg.tensor(x), fg.tensor(np.full((3, 1, 5), 4)), 1)
     with pytest.raises(fg.ShapeError, match="scatter_add"):
         fg._core._scatter_add(fg.tensor(src), fg.tensor(idx[:, :1]), 1, (3, 4, 5))
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize(
+    "shapes", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4,), (2, 4, 5))], ids=str
+)
+def test_matmul_transpose_a_and_b_are_views_with_the_product_of_the_transposes(ta, tb, shapes):
+    rng = np.random.default_rng(1)
+    sa, sb = shapes
+    # the operands as stored: transposed on their last two axes where the flag says so
+    a = rng.standard_normal(sa[:-2] + sa[-2:][::-1] if ta and len(sa) > 1 else sa)
+    b = rng.standard_normal(sb[:-2] + sb[-2:][::-1] if tb and len(sb) > 1 else sb)
+    ra = np.swapaxes(a, -1, -2) if ta and a.ndim > 1 else a
+    rb = np.swapaxes(b, -1, -2) if tb and b.ndim > 1 else b
+    want = ra @ rb
+    x, y = fg.tensor(a), fg.tensor(b)
+    np.testing.assert_allclose(
+        fg.matmul(x, y, transpose_a=ta, transpose_b=tb).numpy(), want, rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        x.matmul(y, transpose_a=ta, transpose_b=tb).numpy(), want, rtol=1e-12
+    )
+    key = fg.GradKey()
+    key.attach(x)
+    key.attach(y)
+    key.backward(fg.matmul(x, y, transpose_a=ta, transpose_b=tb).sum())
+    ga = np.ones(want.shape) @ np.swapaxes(rb, -1, -2) if rb.ndim > 1 else None
+    if ga is not None and ra.ndim > 1:
+        ga = ga.reshape((-1,) + ra.shape[-2:]).sum(0) if ga.ndim > ra.ndim else ga
+        ga = np.swapaxes(ga, -1, -2) if ta else ga
+        np.testing.assert_allclose(x.grad.numpy(), ga, rtol=1e-12)
+    assert x.grad.shape == x.shape and y.grad.shape == y.shape

@@ -32,10 +32,35 @@ pub(crate) fn binary_fn(
     binary(py, op, &x, b, "b", false, f)
 }
 
-/// `matmul(a, b)`, where either side may be array-like data.
+/// `matmul(a, b)`, where either side may be array-like data; `transpose_a` / `transpose_b`
+/// swap the last two axes of that operand first (a view, as MegEngine's matmul).
 #[pyfunction]
-fn matmul(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-    binary_fn(py, "matmul", a, b, Tensor::matmul)
+#[pyo3(signature = (a, b, transpose_a=false, transpose_b=false))]
+fn matmul(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+    transpose_a: bool,
+    transpose_b: bool,
+) -> PyResult<PyTensor> {
+    binary_fn(py, "matmul", a, b, matmul_fn(transpose_a, transpose_b))
+}
+
+/// The matrix product with either operand's last two axes swapped first (vectors as they are).
+pub(crate) fn matmul_fn(transpose_a: bool, transpose_b: bool) -> Binary {
+    fn mt(t: &Tensor) -> ferrograd::Result<Tensor> {
+        if t.ndim() >= 2 {
+            t.transpose(-1, -2)
+        } else {
+            Ok(t.clone())
+        }
+    }
+    match (transpose_a, transpose_b) {
+        (false, false) => Tensor::matmul,
+        (true, false) => |a, b| mt(a)?.matmul(b),
+        (false, true) => |a, b| a.matmul(&mt(b)?),
+        (true, true) => |a, b| mt(a)?.matmul(&mt(b)?),
+    }
 }
 
 #[pyfunction]

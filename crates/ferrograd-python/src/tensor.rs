@@ -869,8 +869,16 @@ impl PyTensor {
             .map(PyTensor::from)
     }
 
-    fn matmul(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "matmul", &self.t(), o, "other", false, Tensor::matmul)
+    #[pyo3(signature = (other, transpose_a=false, transpose_b=false))]
+    fn matmul(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        transpose_a: bool,
+        transpose_b: bool,
+    ) -> PyResult<PyTensor> {
+        let f = crate::functions::matmul_fn(transpose_a, transpose_b);
+        binary(py, "matmul", &self.t(), other, "other", false, f)
     }
 
     fn __add__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
