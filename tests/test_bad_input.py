@@ -535,10 +535,12 @@ def test_bad_index_types():
         x[1.5]
     with pytest.raises(IndexError):
         x[..., ...]
-    with pytest.raises(IndexError):
-        x[[0], [1]]
-    with pytest.raises(IndexError):
-        x[fg.tensor([True, False])]
+    with pytest.raises(IndexError, match="getitem"):
+        x[[0, 1], [1, 0, 2]]  # index arrays that do not broadcast
+    with pytest.raises(IndexError, match="getitem"):
+        x[fg.tensor([True, False, True])]  # a mask of the wrong length
+    with pytest.raises(IndexError, match="getitem"):
+        x[fg.tensor([0.5])]
     with pytest.raises(TypeError):
         x["a"]
     still_works()

@@ -1,0 +1,146 @@
+"""numpy's advanced indexing on tensors, get and set, differentiable: several index arrays
+(broadcast together), index arrays of any rank, boolean masks, and integers, slices, ``None``
+and ``...`` mixed with them in any position.
+
+The engine indexes basic keys (integers, slices, ``None``, ``...``, one 1-D integer array)
+itself. Other keys come here: numpy works out, for each element of the result, its
+coordinates in the tensor (from zero-copy broadcast coordinate grids, so the work is the size
+of the result, not of the tensor), and the tensor's elements are then taken with
+``index_select`` on its flat view (whose gradient adds into repeated indices) or, for an
+assignment, written with a scatter and a ``where``, recorded as an in-place copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._core import Tensor
+from ._tensor import tensor
+
+_basic_getitem = Tensor.__getitem__
+_basic_setitem = Tensor.__setitem__
+
+
+def _as_index(k: Any) -> Any:
+    """An index array as numpy (tensors read to the host), or the item as it is."""
+    if isinstance(k, Tensor):
+        if k.dtype.kind not in "bi":
+            raise IndexError(
+                f"getitem: an index tensor must be int64 or bool, got {k.dtype} of shape {k.shape}"
+            )
+        return k.numpy()
+    if isinstance(k, (list, np.ndarray)):
+        a = np.asarray(k)
+        if a.dtype.kind not in "biu" and a.size:
+            raise IndexError(
+                f"getitem: an index array must hold integers or booleans, got {a.dtype}"
+            )
+        return a.astype(np.int64) if a.dtype.kind == "u" or not a.size else a
+    return k
+
+
+def _needs_numpy(key: Any) -> bool:
+    """Whether the engine's basic indexing cannot take `key` as numpy would."""
+    items = key if isinstance(key, tuple) else (key,)
+    arrays = [
+        k for k in items if isinstance(k, (Tensor, np.ndarray, list)) and not _is_scalar_bool(k)
+    ]
+    if not arrays:
+        return False
+    if len(arrays) > 1 or any(isinstance(k, (int, np.integer)) for k in items):
+        return True
+    a = arrays[0]
+    if isinstance(a, Tensor):
+        return a.ndim != 1 or a.dtype.kind == "b"
+    a = np.asarray(a)
+    return a.ndim != 1 or a.dtype.kind == "b"
+
+
+def _is_scalar_bool(k: Any) -> bool:
+    return isinstance(k, (bool, np.bool_))
+
+
+def _positions(shape: tuple, key: Any, op: str) -> np.ndarray:
+    """The flat (row-major) positions in a tensor of `shape` of the elements `key` selects,
+    in the result's shape."""
+    items = key if isinstance(key, tuple) else (key,)
+    items = tuple(_as_index(k) for k in items)
+    nd = len(shape)
+    strides = [1] * nd
+    for d in range(nd - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    flat = None
+    for d in range(nd):
+        grid = np.broadcast_to(
+            np.arange(shape[d], dtype=np.int64).reshape([-1 if e == d else 1 for e in range(nd)]),
+            shape,
+        )
+        try:
+            coord = grid[items]
+        except IndexError as e:
+            raise IndexError(f"{op}: {e} (tensor shape {shape})") from None
+        part = coord * strides[d]
+        flat = part if flat is None else flat + part
+    if flat is None:  # a 0-d tensor
+        flat = np.zeros((), np.int64)[items]
+    return np.ascontiguousarray(flat)
+
+
+def getitem(x: Tensor, key: Any) -> Tensor:
+    if not _needs_numpy(key):
+        return _basic_getitem(x, key)
+    pos = _positions(x.shape, key, "getitem")
+    idx = tensor(pos.reshape(-1), device=x.device)
+    return _core.index_select(x.reshape(-1), 0, idx).reshape(*pos.shape)
+
+
+def setitem(x: Tensor, key: Any, value: Any) -> None:
+    items = key if isinstance(key, tuple) else (key,)
+    if not any(isinstance(k, (Tensor, np.ndarray, list)) and not _is_scalar_bool(k) for k in items):
+        return _basic_setitem(x, key, value)
+    pos = _positions(x.shape, key, "setitem")
+    rshape = pos.shape
+    pos = pos.reshape(-1)
+    if isinstance(value, Tensor):
+        v = value
+    else:
+        try:
+            v = tensor(np.asarray(value).astype(x.dtype), device=x.device)
+        except (TypeError, ValueError):
+            raise TypeError(f"setitem: cannot assign {value!r} to a {x.dtype} tensor") from None
+    if v.dtype != x.dtype:
+        v = v.astype(x.dtype)  # as the engine's basic assignment (and numpy, PyTorch)
+    try:
+        v = v.broadcast_to(*rshape).reshape(-1)
+    except _core.ShapeError:
+        raise _core.ShapeError(
+            f"setitem: cannot assign a value of shape {v.shape} to an index result of shape "
+            f"{rshape}"
+        ) from None
+    if pos.size == 0:
+        return None
+    # repeated positions: the last value written wins, as in numpy
+    rev_first = np.unique(pos[::-1], return_index=True)[1]
+    keep = np.sort(pos.size - 1 - rev_first)
+    n = int(np.prod(x.shape))
+    dev = x.device
+    if keep.size != pos.size:
+        v = _core.index_select(v, 0, tensor(keep, device=dev))
+        pos = pos[keep]
+    hit = np.zeros(n, dtype=bool)
+    hit[pos] = True
+    scattered = _core._scatter_add(v, tensor(pos, device=dev), 0, (n,))
+    new = _core.where(tensor(hit, device=dev), scattered, x.reshape(-1))
+    x.copy_(new.reshape(*x.shape))
+    return None
+
+
+def _install() -> None:
+    Tensor.__getitem__ = getitem
+    Tensor.__setitem__ = setitem
+
+
+_install()
