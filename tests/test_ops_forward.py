@@ -1050,3 +1050,31 @@ def test_matmul_transpose_a_and_b_are_views_with_the_product_of_the_transposes(t
         ga = np.swapaxes(ga, -1, -2) if ta else ga
         np.testing.assert_allclose(x.grad.numpy(), ga, rtol=1e-12)
     assert x.grad.shape == x.shape and y.grad.shape == y.shape
+
+
+def test_float_only_ops_take_integer_and_bool_inputs_as_float32():
+    i = np.array([0, 1, 2])
+    for name, ref in (("exp", np.exp), ("sin", np.sin), ("sqrt", np.sqrt), ("erf", None)):
+        out = getattr(fg, name)(fg.tensor(i))
+        assert out.dtype == fg.float32
+        if ref is not None:
+            np.testing.assert_allclose(out.numpy(), ref(i.astype(np.float32)), rtol=1e-6)
+    assert fg.tensor([True, False]).exp().dtype == fg.float32
+    np.testing.assert_allclose(
+        fg.atan2(fg.tensor([1, 0]), fg.tensor([1, 1])).numpy(), [np.pi / 4, 0]
+    )
+    # ops with an integer kernel keep int64
+    assert fg.tensor([-1, 2]).abs().dtype == fg.int64
+
+
+def test_gradients_through_promotion_come_back_in_each_inputs_dtype():
+    w = fg.tensor(np.array([1.0, 2.0], dtype=np.float32))
+    x = fg.tensor(np.array([0.5, 0.25]))  # float64
+    gm = fg.GradManager().attach([w, x])
+    with gm:
+        y = w * x + w
+        assert y.dtype == fg.float64
+        gm.backward(y.sum())
+    assert w.grad.dtype == fg.float32 and x.grad.dtype == fg.float64
+    np.testing.assert_allclose(w.grad.numpy(), [1.5, 1.25])
+    np.testing.assert_allclose(x.grad.numpy(), [1.0, 2.0])

@@ -483,14 +483,11 @@ pub fn scalar(
     }
     if obj.is_instance_of::<PyFloat>() {
         let v: f64 = obj.extract()?;
+        // a float with an int64 or bool tensor is float32 (the default float dtype), and the op
+        // promotes the tensor to it, as PyTorch
         return Ok(Some(match dtype {
-            None => Tensor::scalar(v as f32),
             Some(d) if d.is_float() => Tensor::scalar_of(v, d),
-            Some(d) => {
-                return Err(PyTypeError::new_err(format!(
-                    "{op}: argument '{name}': cannot mix a {d} tensor with the float {v}; cast the tensor with .astype(\"float32\") first"
-                )))
-            }
+            _ => Tensor::scalar(v as f32),
         }));
     }
     Ok(None)

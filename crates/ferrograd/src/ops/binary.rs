@@ -167,12 +167,18 @@ macro_rules! binary_family {
         impl Tensor {
             $(
                 #[doc = concat!("Elementwise `", stringify!($name), "` with numpy broadcasting.")]
+                ///
+                /// Operands of different dtypes are promoted first, as PyTorch does (see
+                /// `promote`); integer operands of an op defined on floats only become float32.
                 pub fn $name(&self, other: &Tensor) -> Result<Tensor> {
-                    apply1(&Op::Binary(BinaryOp::$op), &[self, other])
+                    let (a, b) = super::promote(self, other, !binary_family!(@has_int $int))?;
+                    apply1(&Op::Binary(BinaryOp::$op), &[&a, &b])
                 }
             )*
         }
     };
+    (@has_int ()) => { false };
+    (@has_int $kernel:tt) => { true };
     (@saves $m:ident, (|$dy:ident $(, $saved:ident)*| $g:expr)) => {{
         $( binary_family!(@keep $m, $saved); )*
     }};
@@ -214,7 +220,8 @@ macro_rules! compare_family {
             $(
                 #[doc = concat!("Elementwise comparison `", stringify!($name), "`; bool result, no gradient.")]
                 pub fn $method(&self, other: &Tensor) -> Result<Tensor> {
-                    apply1(&Op::Compare(CmpOp::$op), &[self, other])
+                    let (a, b) = super::promote(self, other, false)?;
+                    apply1(&Op::Compare(CmpOp::$op), &[&a, &b])
                 }
             )*
         }

@@ -171,7 +171,8 @@ impl Family for ElementwiseOp {
 
 /// `where(cond, a, b)`: elements of `a` where `cond` is true, else of `b` (broadcasting).
 pub fn where_cond(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    apply1(&Op::Elementwise(ElementwiseOp::Where), &[cond, a, b])
+    let (a, b) = super::promote(a, b, false)?;
+    apply1(&Op::Elementwise(ElementwiseOp::Where), &[cond, &a, &b])
 }
 
 impl Tensor {

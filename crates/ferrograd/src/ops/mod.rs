@@ -90,6 +90,45 @@ pub fn sum_to_shape(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
     s.reshape(shape)
 }
 
+/// PyTorch's type promotion of two operands: bool < int64 < float (a higher category wins);
+/// within floats the wider dtype, except that a 0-d operand does not widen a tensor with axes
+/// (`float32 [n] * float64 []` is float32). `float_result` (ops without an integer kernel,
+/// such as true division) makes an integer or bool result float32.
+pub(crate) fn promote(a: &Tensor, b: &Tensor, float_result: bool) -> Result<(Tensor, Tensor)> {
+    let d = result_type(a, b);
+    let d = if float_result && !d.is_float() {
+        crate::DType::F32
+    } else {
+        d
+    };
+    Ok((a.astype(d)?, b.astype(d)?))
+}
+
+/// The dtype [`promote`] gives two operands.
+pub(crate) fn result_type(a: &Tensor, b: &Tensor) -> crate::DType {
+    use crate::DType;
+    let (da, db) = (a.dtype(), b.dtype());
+    if da == db {
+        return da;
+    }
+    let category = |d: DType| match d {
+        DType::Bool => 0,
+        DType::I64 => 1,
+        DType::F32 | DType::F64 => 2,
+    };
+    let width = |d: DType| d.size_in_bytes();
+    match category(da).cmp(&category(db)) {
+        std::cmp::Ordering::Greater => da,
+        std::cmp::Ordering::Less => db,
+        std::cmp::Ordering::Equal => match (a.ndim() == 0, b.ndim() == 0) {
+            (true, false) => db,
+            (false, true) => da,
+            _ if width(da) >= width(db) => da,
+            _ => db,
+        },
+    }
+}
+
 pub(crate) fn same_dtype(op: &str, ts: &[&Tensor]) -> Result<()> {
     let d = ts[0].dtype();
     if ts.iter().any(|t| t.dtype() != d) {

@@ -125,12 +125,20 @@ macro_rules! unary_family {
         impl Tensor {
             $(
                 #[doc = concat!("Elementwise `", stringify!($name), "`.")]
+                ///
+                /// An integer or bool input of an op defined on floats only is taken as
+                /// float32 (as PyTorch).
                 pub fn $name(&self) -> Result<Tensor> {
+                    if !unary_family!(@has_int $int) && !self.dtype().is_float() {
+                        return apply1(&Op::Unary(UnaryOp::$op), &[&self.astype(crate::DType::F32)?]);
+                    }
                     apply1(&Op::Unary(UnaryOp::$op), &[self])
                 }
             )*
         }
     };
+    (@has_int ()) => { false };
+    (@has_int $kernel:tt) => { true };
     (@saves $m:ident, nondiff) => {{}};
     (@saves $m:ident, (|$dy:ident $(, $saved:ident)*| $g:expr)) => {{
         $( unary_family!(@keep $m, $saved); )*
