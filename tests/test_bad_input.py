@@ -300,7 +300,7 @@ def test_unsupported_dtypes_in_tensor():
     )
     expect(TypeError, lambda: fg.tensor(["a", "b"]), "tensor")
     expect(TypeError, lambda: fg.tensor([[1.0], [2.0, 3.0]]), "tensor")
-    expect(TypeError, lambda: f64(2).astype("float16"), "float16")
+    expect(TypeError, lambda: f64(2).astype("int16"), "int16")
 
 
 # --------------------------------------------------------------------------------------

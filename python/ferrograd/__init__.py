@@ -18,7 +18,18 @@ from ._elementwise import *  # clamp, isnan, logical ops (see _elementwise.__all
 from ._elementwise import __all__ as _elementwise_all
 from ._ops import *  # ops written in Python (see _ops.__all__)
 from ._ops import __all__ as _ops_all
-from ._tensor import bool_, float32, float64, int64, tensor
+from ._tensor import (
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int32,
+    int64,
+    tensor,
+    uint8,
+)
 from .autodiff import (
     Function,
     GradManager,
@@ -47,15 +58,19 @@ __all__ = [
     "TraceWarning",
     "TracedFunction",
     "__version__",
+    "bfloat16",
     "bool_",
     "checkpoint",
     "checkpoint_sequential",
     "cuda",
+    "float16",
     "float32",
     "float64",
     "grad",
     "hvp",
     "initial_seed",
+    "int8",
+    "int32",
     "int64",
     "jvp",
     "manual_seed",
@@ -66,6 +81,7 @@ __all__ = [
     "register_grad_rule",
     "tensor",
     "trace",
+    "uint8",
     "unregister_grad_rule",
     "vjp",
 ]

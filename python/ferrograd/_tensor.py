@@ -12,8 +12,45 @@ float32 = np.dtype("float32")
 float64 = np.dtype("float64")
 int64 = np.dtype("int64")
 bool_ = np.dtype("bool")
+float16 = np.dtype("float16")
+int32 = np.dtype("int32")
+int8 = np.dtype("int8")
+uint8 = np.dtype("uint8")
 
-_SUPPORTED = ("float32", "float64", "int64", "bool")
+
+class _BFloat16:
+    """The ``bfloat16`` dtype (numpy has none; ``ml_dtypes``' is a void kind to numpy): a
+    float kind, equal to its name and to ``ml_dtypes.bfloat16``, as numpy dtypes are."""
+
+    name = "bfloat16"
+    itemsize = 2
+    kind = "f"
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or other == "bfloat16" or getattr(other, "name", None) == "bfloat16"
+
+    def __hash__(self) -> int:
+        return hash("bfloat16")
+
+    def __repr__(self) -> str:
+        return "dtype('bfloat16')"
+
+    __str__ = lambda self: "bfloat16"  # noqa: E731
+
+
+bfloat16 = _BFloat16()
+
+_SUPPORTED = (
+    "float32",
+    "float64",
+    "int64",
+    "bool",
+    "float16",
+    "bfloat16",
+    "int32",
+    "int8",
+    "uint8",
+)
 
 # numpy dtype kinds that are not numbers or booleans: object, str, bytes, void, datetime,
 # timedelta, complex. Such data never becomes a tensor, whatever dtype is asked for (numpy
@@ -32,11 +69,20 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _dtype_name(dtype: Any) -> str:
+    if isinstance(dtype, _BFloat16):
+        return "bfloat16"
     try:
         name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     except TypeError:
         raise TypeError(f"tensor: unsupported dtype {dtype!r}") from None
-    aliases = {"float": "float32", "double": "float64", "int": "int64", "long": "int64"}
+    aliases = {
+        "float": "float32",
+        "double": "float64",
+        "int": "int64",
+        "long": "int64",
+        "half": "float16",
+        "bf16": "bfloat16",
+    }
     name = aliases.get(name, name)
     if name not in _SUPPORTED:
         raise TypeError(
@@ -48,12 +94,13 @@ def _dtype_name(dtype: Any) -> str:
 def _default_dtype(arr: np.ndarray, from_python: bool) -> str:
     kind = arr.dtype.kind
     if kind == "f":
-        # Python floats become float32; numpy keeps float32/float64 (float16 widens)
-        if from_python or arr.dtype.itemsize < 4:
+        # Python floats become float32; numpy keeps float16/bfloat16/float32/float64
+        if from_python:
             return "float32"
         return arr.dtype.name if arr.dtype.name in _SUPPORTED else "float64"
     if kind in "iu":
-        return "int64"
+        # numpy keeps int32, int8 and uint8; other integers become int64
+        return arr.dtype.name if arr.dtype.name in _SUPPORTED else "int64"
     if kind == "b":
         return "bool"
     raise TypeError(
@@ -129,6 +176,10 @@ def tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
     non-numeric data raise ``TypeError``.
     """
     name = _dtype_name(dtype) if dtype is not None else None
+    if isinstance(data, Tensor) and "bfloat16" in (name, data.dtype.name):
+        # (numpy may have no bfloat16): a copy made by the engine
+        out = data.detach().astype(name or "bfloat16").copy()
+        return out.to(device) if device is not None else out
     if isinstance(data, Tensor):
         arr = data.numpy()
         from_python = False
@@ -145,6 +196,8 @@ def tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
                 f"tensor: cannot build a tensor from {type(data).__name__}: {e}"
             ) from None
     kind = arr.dtype.kind
+    if arr.dtype.name == "bfloat16":  # ml_dtypes' (a void kind to numpy): read as float32
+        return tensor(arr.astype(np.float32), name or "bfloat16", device)
     if kind == "O" and from_python:
         arr = _from_objects(arr, data, name)
     elif kind == "f" and from_python and name in (None, "int64", "bool"):
@@ -158,8 +211,39 @@ def tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
         name = _default_dtype(arr, from_python)
     if name == "int64" and arr.dtype.kind == "u" and arr.size and arr.max() > _INT64_MAX:
         raise _out_of_int64(int(arr.max()))
+    if name == "bfloat16" and arr.dtype.name != "bfloat16":
+        return tensor(arr, "float32", device).astype("bfloat16")
     if arr.dtype.name != name:
         arr = arr.astype(name)
     if not arr.flags.c_contiguous:
         arr = np.array(arr, order="C")
     return Tensor._from_numpy(arr, device)
+
+
+def _install_casts() -> None:
+    """PyTorch's dtype shorthands on ``Tensor``: ``x.float()`` is ``x.astype("float32")``."""
+
+    def cast(name: str, dtype: str) -> Any:
+        def method(self: Tensor) -> Tensor:
+            return self.astype(dtype)
+
+        method.__name__ = name
+        method.__doc__ = f"The tensor as {dtype} (itself when it already is)."
+        return method
+
+    for name, dtype in {
+        "float": "float32",
+        "double": "float64",
+        "half": "float16",
+        "bfloat16": "bfloat16",
+        "long": "int64",
+        "int": "int32",
+        "char": "int8",
+        "byte": "uint8",
+        "bool": "bool",
+    }.items():
+        if name not in Tensor.__dict__:
+            setattr(Tensor, name, cast(name, dtype))
+
+
+_install_casts()

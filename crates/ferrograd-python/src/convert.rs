@@ -16,7 +16,7 @@ use crate::errors::ResultExt;
 use crate::tensor::PyTensor;
 
 /// The elements of a C-contiguous, aligned, native-order 1-D array of `T`, if `flat` is one.
-fn read_flat<T: Element + NpElement>(flat: &Bound<'_, PyAny>) -> PyResult<Option<Vec<T>>> {
+fn read_flat<T: Copy + NpElement>(flat: &Bound<'_, PyAny>) -> PyResult<Option<Vec<T>>> {
     let Ok(arr) = flat.cast::<PyArrayDyn<T>>() else {
         return Ok(None);
     };
@@ -59,10 +59,24 @@ pub fn from_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
             )*
         };
     }
-    try_read!(f32, f64, i64, bool);
+    try_read!(f32, f64, i64, bool, i32, i8, u8);
+    // float16 (and ml_dtypes' bfloat16) read as their bits
+    let name: String = arr.dtype().getattr("name")?.extract()?;
+    if name == "float16" || name == "bfloat16" {
+        let bits_view = flat.call_method1("view", ("uint16",))?;
+        if let Some(bits) = read_flat::<u16>(&bits_view)? {
+            return if name == "float16" {
+                let v: Vec<half::f16> = bits.into_iter().map(half::f16::from_bits).collect();
+                Tensor::from_vec(v, &shape).py()
+            } else {
+                let v: Vec<half::bf16> = bits.into_iter().map(half::bf16::from_bits).collect();
+                Tensor::from_vec(v, &shape).py()
+            };
+        }
+    }
     Err(PyTypeError::new_err(format!(
-        "tensor: unsupported data: a numpy array of dtype {}; expected float32, float64, int64 \
-         or bool",
+        "tensor: unsupported data: a numpy array of dtype {}; expected float32, float64, \
+         float16, int64, int32, int8, uint8 or bool",
         arr.dtype()
     )))
 }
@@ -94,6 +108,37 @@ pub fn to_numpy<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>>
         DType::F64 => to_array::<f64>(py, &t),
         DType::I64 => to_array::<i64>(py, &t),
         DType::Bool => to_array::<bool>(py, &t),
+        DType::I32 => to_array::<i32>(py, &t),
+        DType::I8 => to_array::<i8>(py, &t),
+        DType::U8 => to_array::<u8>(py, &t),
+        DType::F16 => {
+            let bits: Vec<u16> = t
+                .to_vec::<half::f16>()
+                .py()?
+                .iter()
+                .map(|h| h.to_bits())
+                .collect();
+            numpy::PyArray1::from_vec(py, bits)
+                .call_method1("view", ("float16",))?
+                .call_method1("reshape", (PyTuple::new(py, t.shape())?,))
+        }
+        DType::BF16 => {
+            let Ok(ml) = py.import("ml_dtypes") else {
+                return Err(PyTypeError::new_err(
+                    "numpy: numpy has no bfloat16 without the ml_dtypes package; convert \
+                     first with .float() (or .astype(\"float32\"))",
+                ));
+            };
+            let bits: Vec<u16> = t
+                .to_vec::<half::bf16>()
+                .py()?
+                .iter()
+                .map(|h| h.to_bits())
+                .collect();
+            numpy::PyArray1::from_vec(py, bits)
+                .call_method1("view", (ml.getattr("bfloat16")?,))?
+                .call_method1("reshape", (PyTuple::new(py, t.shape())?,))
+        }
     }
 }
 
@@ -101,6 +146,14 @@ pub fn to_numpy<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>>
 pub fn parse_dtype(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<DType> {
     let name: String = if let Ok(s) = obj.cast::<PyString>() {
         s.to_string()
+    } else if let Some(n) = obj
+        .getattr("name")
+        .ok()
+        .and_then(|n| n.extract::<String>().ok())
+        .filter(|n| DType::parse(n).is_some())
+    {
+        // a numpy dtype, or ferrograd's bfloat16 where numpy has none
+        n
     } else {
         let np = obj.py().import("numpy")?;
         np.getattr("dtype")?
@@ -116,13 +169,18 @@ pub fn parse_dtype(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<DType> {
     };
     DType::parse(&name).ok_or_else(|| {
         PyTypeError::new_err(format!(
-            "{op}: unsupported dtype {name:?}; expected float32, float64, int64 or bool"
+            "{op}: unsupported dtype {name:?}; expected float32, float64, float16, bfloat16, \
+             int64, int32, int8, uint8 or bool"
         ))
     })
 }
 
 /// The numpy dtype object for a dtype.
 pub fn numpy_dtype<'py>(py: Python<'py>, d: DType) -> PyResult<Bound<'py, PyAny>> {
+    if d == DType::BF16 {
+        // ferrograd's own: numpy has none
+        return py.import("ferrograd._tensor")?.getattr("bfloat16");
+    }
     py.import("numpy")?.getattr("dtype")?.call1((d.name(),))
 }
 

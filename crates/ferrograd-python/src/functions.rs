@@ -281,14 +281,20 @@ fn fill_value(op: &str, name: &str, obj: &Bound<'_, PyAny>, d: DType) -> PyResul
     if is_int(obj) {
         return match d {
             DType::I64 => crate::convert::int_arg(op, name, obj).map(Fill::Int),
+            // wrapping to the narrow type, as PyTorch's
+            DType::I32 | DType::I8 | DType::U8 => {
+                crate::convert::int_arg(op, name, obj).map(Fill::Int)
+            }
             DType::Bool => Ok(Fill::Float(if obj.is_truthy()? { 1.0 } else { 0.0 })),
             // beyond int64 too, converted to the float dtype (as numpy does)
-            DType::F32 | DType::F64 => obj.extract::<f64>().map(Fill::Float).map_err(|_| {
-                pyo3::exceptions::PyOverflowError::new_err(format!(
-                    "{op}: {name} {} is out of range for {d}",
-                    describe(obj)
-                ))
-            }),
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 => {
+                obj.extract::<f64>().map(Fill::Float).map_err(|_| {
+                    pyo3::exceptions::PyOverflowError::new_err(format!(
+                        "{op}: {name} {} is out of range for {d}",
+                        describe(obj)
+                    ))
+                })
+            }
         };
     }
     if !obj.is_instance_of::<pyo3::types::PyString>() && obj.hasattr("__float__")? {
@@ -342,7 +348,11 @@ fn filled_with(
     compute(py, 0, || match value {
         Fill::Float(v) => Tensor::full_on(s, v, d, dev),
         // exact: an int64 beyond 2**53 does not survive a trip through a float64
-        Fill::Int(v) => Tensor::scalar(v).to_device(dev)?.broadcast_to(s)?.copy(),
+        Fill::Int(v) => Tensor::scalar(v)
+            .astype(d)?
+            .to_device(dev)?
+            .broadcast_to(s)?
+            .copy(),
     })
     .py()
     .map(PyTensor::from)

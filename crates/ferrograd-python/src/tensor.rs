@@ -469,8 +469,11 @@ fn item_of<'py>(py: Python<'py>, op: &str, t: &Tensor) -> PyResult<Bound<'py, Py
         ));
     }
     Ok(match t.dtype() {
-        DType::F32 | DType::F64 => t.item().py()?.into_pyobject(py)?.into_any(),
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => {
+            t.item().py()?.into_pyobject(py)?.into_any()
+        }
         DType::I64 => t.to_vec::<i64>().py()?[0].into_pyobject(py)?.into_any(),
+        DType::I32 | DType::I8 | DType::U8 => (t.item().py()? as i64).into_pyobject(py)?.into_any(),
         DType::Bool => pyo3::types::PyBool::new(py, t.to_vec::<bool>().py()?[0])
             .to_owned()
             .into_any(),
@@ -758,9 +761,65 @@ impl PyTensor {
     fn clone(&self, py: Python<'_>) -> PyResult<PyTensor> {
         unary(py, &self.t(), Tensor::copy)
     }
-    fn to(&self, device: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        let dev = parse_device("to", Some(device))?;
-        to_device(&self.t(), dev)
+    /// PyTorch's `to`: `to(device)`, `to(dtype)`, `to(device, dtype)`, `to(other)` (its
+    /// device and dtype), or the keywords; `copy=True` always copies. The same tensor when
+    /// nothing changes; a dtype change is differentiable between float dtypes.
+    #[pyo3(signature = (*args, device=None, dtype=None, non_blocking=false, copy=false))]
+    fn to(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        device: Option<&Bound<'_, PyAny>>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        non_blocking: bool,
+        copy: bool,
+    ) -> PyResult<PyTensor> {
+        let _ = non_blocking; // transfers are ordered on the stream either way
+        let (mut dev, mut dt) = (None, None);
+        if let Some(d) = device.filter(|d| !d.is_none()) {
+            dev = Some(parse_device("to", Some(d))?);
+        }
+        if let Some(d) = dtype.filter(|d| !d.is_none()) {
+            dt = Some(parse_dtype("to", d)?);
+        }
+        if args.len() > 2 {
+            return Err(PyTypeError::new_err(format!(
+                "to: takes at most 2 positional arguments (device, dtype), got {}",
+                args.len()
+            )));
+        }
+        for a in args.iter() {
+            if let Ok(other) = a.cast::<PyTensor>() {
+                let o = other.borrow().t();
+                dev = Some(o.device());
+                dt = Some(o.dtype());
+            } else if let Ok(d) = parse_dtype("to", &a) {
+                dt = Some(d);
+            } else if a.is_instance_of::<pyo3::types::PyString>() {
+                // not a dtype name: a device, or the device parser's error
+                dev = Some(parse_device("to", Some(&a))?);
+            } else {
+                let d = parse_device("to", Some(&a)).map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "to: expected a device, a dtype or a Tensor, got {}",
+                        describe(&a)
+                    ))
+                })?;
+                dev = Some(d);
+            }
+        }
+        let t = self.t();
+        let mut out = match dt {
+            Some(d) if d != t.dtype() => t.astype(d).py()?,
+            _ => t.clone(),
+        };
+        if let Some(d) = dev {
+            out = out.to(d).py()?;
+        }
+        if copy && Arc::ptr_eq(out.storage(), t.storage()) {
+            out = compute(py, out.numel(), || out.copy()).py()?;
+        }
+        Ok(out.into())
     }
     fn cpu(&self) -> PyResult<PyTensor> {
         to_device(&self.t(), Device::Cpu)

@@ -3,7 +3,7 @@
 
 use crate::autograd::record_builtin;
 use crate::error::{Error, Result};
-use crate::op::{for_each_family, Op};
+use crate::op::{for_each_family, ElementwiseOp, MovementOp, Op, ReduceOp};
 use crate::ops::Family;
 use crate::tensor::Tensor;
 
@@ -15,7 +15,7 @@ pub fn apply(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
 /// [`apply`] for single-output ops (every builtin op has one output).
 pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     check_devices(op, inputs)?;
-    let mut out = for_each_family!(op, f => f.forward(inputs))?;
+    let mut out = forward(op, inputs)?;
     if crate::graph::is_tracing() {
         if inputs.iter().any(|i| std::sync::Arc::ptr_eq(&i.0, &out.0)) {
             // an op that returned its input (a move to the device it is on): the node needs a
@@ -31,7 +31,62 @@ pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
 /// Runs `op` on `inputs` without recording or tracing it (a graph's executor).
 pub(crate) fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
     check_devices(op, inputs)?;
-    for_each_family!(op, f => f.forward(inputs))
+    forward(op, inputs)
+}
+
+/// Runs the family forward of `op`. Kernels exist for the wide dtypes only (float32,
+/// float64, int64, bool); an input of a storage-only dtype (float16, bfloat16, int32, int8,
+/// uint8) is widened to the dtype it computes in, the op runs there, and its result is
+/// rounded back once, so every op rounds once, as PyTorch's. Ops that only move or convert
+/// elements run on any dtype as it is (their views stay views).
+fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
+    if inputs.iter().all(|t| t.dtype().is_native()) || any_dtype(op) {
+        return for_each_family!(op, f => f.forward(inputs));
+    }
+    let wide = inputs
+        .iter()
+        .map(|t| widen(t))
+        .collect::<Result<smallvec::SmallVec<[Tensor; 3]>>>()?;
+    let refs: smallvec::SmallVec<[&Tensor; 3]> = wide.iter().collect();
+    let out = for_each_family!(op, f => f.forward(&refs))?;
+    // integer sums stay int64, as PyTorch's
+    let keeps_wide = matches!(op, Op::Reduce(ReduceOp::Sum { .. })) && out.dtype().is_int();
+    let narrow = inputs
+        .iter()
+        .map(|t| t.dtype())
+        .find(|d| !d.is_native() && d.compute() == out.dtype());
+    match narrow {
+        Some(d) if !keeps_wide => ElementwiseOp::Cast(d).forward(&[&out]),
+        _ => Ok(out),
+    }
+}
+
+/// Ops that run on every dtype as it is.
+fn any_dtype(op: &Op) -> bool {
+    match op {
+        Op::Elementwise(ElementwiseOp::Cast(_) | ElementwiseOp::Copy) => true,
+        Op::Movement(m) => matches!(
+            m,
+            MovementOp::ToDevice { .. }
+                | MovementOp::Reshape(_)
+                | MovementOp::Permute(_)
+                | MovementOp::BroadcastTo(_)
+                | MovementOp::Slice(_)
+                | MovementOp::SliceGrad { .. }
+                | MovementOp::SetSlice(_)
+                | MovementOp::Concat(_)
+        ),
+        _ => false,
+    }
+}
+
+/// `t` in the dtype it computes in, unrecorded (the op that reads it is what is recorded).
+fn widen(t: &Tensor) -> Result<Tensor> {
+    let d = t.dtype();
+    if d.is_native() {
+        return Ok(t.clone());
+    }
+    ElementwiseOp::Cast(d.compute()).forward(&[t])
 }
 
 /// All inputs on one device; 0-d CPU tensors (Python scalars) may join tensors on any device.

@@ -9,6 +9,14 @@ pub enum DType {
     F64,
     I64,
     Bool,
+    /// IEEE half precision: stored as such, computed in float32 (each op rounds once).
+    F16,
+    /// bfloat16: stored as such, computed in float32 (each op rounds once).
+    BF16,
+    /// Stored as such, computed in int64 (results wrap to 32 bits, as PyTorch's).
+    I32,
+    I8,
+    U8,
 }
 
 impl DType {
@@ -19,8 +27,26 @@ impl DType {
             DType::F64 => "float64",
             DType::I64 => "int64",
             DType::Bool => "bool",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::I32 => "int32",
+            DType::I8 => "int8",
+            DType::U8 => "uint8",
         }
     }
+
+    /// Every dtype.
+    pub const ALL: [DType; 9] = [
+        DType::F32,
+        DType::F64,
+        DType::I64,
+        DType::Bool,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I8,
+        DType::U8,
+    ];
 
     /// Parses a numpy-style name (`float32`, `f32`, `float`, `int64`, `bool`, ...).
     pub fn parse(name: &str) -> Option<DType> {
@@ -29,6 +55,11 @@ impl DType {
             "float64" | "f64" | "double" => DType::F64,
             "int64" | "i64" | "long" | "int" => DType::I64,
             "bool" | "bool_" => DType::Bool,
+            "float16" | "f16" | "half" => DType::F16,
+            "bfloat16" | "bf16" => DType::BF16,
+            "int32" | "i32" => DType::I32,
+            "int8" | "i8" => DType::I8,
+            "uint8" | "u8" => DType::U8,
             _ => return None,
         })
     }
@@ -36,15 +67,36 @@ impl DType {
     /// Bytes per element.
     pub fn size_in_bytes(self) -> usize {
         match self {
-            DType::F32 => 4,
+            DType::F32 | DType::I32 => 4,
             DType::F64 | DType::I64 => 8,
-            DType::Bool => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::Bool | DType::I8 | DType::U8 => 1,
         }
     }
 
     /// Whether gradients can flow through values of this type.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F64)
+        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+
+    /// The dtype kernels compute this one in: float16 and bfloat16 in float32, the narrow
+    /// integers in int64; every other dtype in itself.
+    pub fn compute(self) -> DType {
+        match self {
+            DType::F16 | DType::BF16 => DType::F32,
+            DType::I32 | DType::I8 | DType::U8 => DType::I64,
+            d => d,
+        }
+    }
+
+    /// Whether kernels compute in this dtype directly (see [`DType::compute`]).
+    pub fn is_native(self) -> bool {
+        self.compute() == self
+    }
+
+    /// Integer dtypes (not bool).
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I64 | DType::I32 | DType::I8 | DType::U8)
     }
 }
 
@@ -106,3 +158,25 @@ impl Element for bool {
         v != 0.0
     }
 }
+
+macro_rules! element {
+    ($t:ty, $d:ident, |$a:ident| $to:expr, |$v:ident| $from:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            fn to_f64(self) -> f64 {
+                let $a = self;
+                $to
+            }
+            fn from_f64($v: f64) -> Self {
+                $from
+            }
+        }
+    };
+}
+element!(half::f16, F16, |a| a.to_f64(), |v| half::f16::from_f64(v));
+element!(half::bf16, BF16, |a| a.to_f64(), |v| half::bf16::from_f64(
+    v
+));
+element!(i32, I32, |a| a as f64, |v| v as i64 as i32);
+element!(i8, I8, |a| a as f64, |v| v as i64 as i8);
+element!(u8, U8, |a| a as f64, |v| v as i64 as u8);

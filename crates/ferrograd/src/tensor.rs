@@ -137,6 +137,11 @@ impl Tensor {
             DType::F64 => CpuData::F64(vec![value]),
             DType::I64 => CpuData::I64(vec![value as i64]),
             DType::Bool => CpuData::Bool(vec![value != 0.0]),
+            DType::F16 => CpuData::F16(vec![half::f16::from_f64(value)]),
+            DType::BF16 => CpuData::BF16(vec![half::bf16::from_f64(value)]),
+            DType::I32 => CpuData::I32(vec![value as i64 as i32]),
+            DType::I8 => CpuData::I8(vec![value as i64 as i8]),
+            DType::U8 => CpuData::U8(vec![value as i64 as u8]),
         };
         let t = Tensor::from_cpu(data, &[]);
         crate::graph::trace::on_constant(&t);

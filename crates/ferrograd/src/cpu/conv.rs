@@ -77,6 +77,12 @@ pub(crate) fn unfold(x: &CpuData, l: &Layout, win: &Window, pad: f64) -> Result<
         CpuData::F64(v) => CpuData::F64(go(v, l, win, pad)?),
         CpuData::I64(v) => CpuData::I64(go(v, l, win, pad as i64)?),
         CpuData::Bool(v) => CpuData::Bool(go(v, l, win, pad != 0.0)?),
+        d => {
+            return Err(Error::dtype(
+                "unfold",
+                format!("not defined for {} tensors", d.dtype()),
+            ))
+        }
     })
 }
 
@@ -135,6 +141,11 @@ pub(crate) fn fold(
         CpuData::F32(v) => CpuData::F32(go(v, l, win, size)?),
         CpuData::F64(v) => CpuData::F64(go(v, l, win, size)?),
         CpuData::I64(v) => CpuData::I64(go(v, l, win, size)?),
-        CpuData::Bool(_) => return Err(Error::dtype("fold", "not defined for bool tensors")),
+        d => {
+            return Err(Error::dtype(
+                "fold",
+                format!("not defined for {} tensors", d.dtype()),
+            ))
+        }
     })
 }

@@ -739,5 +739,11 @@ pub(crate) fn pool_argmax(x: &CpuData, l: &Layout, win: &Window) -> Result<CpuDa
         CpuData::F64(v) => go(v, l, win)?,
         CpuData::I64(v) => go(v, l, win)?,
         CpuData::Bool(v) => go(v, l, win)?,
+        d => {
+            return Err(Error::dtype(
+                "max_pool2d",
+                format!("not defined for {} tensors", d.dtype()),
+            ))
+        }
     }))
 }

@@ -6,7 +6,7 @@ use super::{at, map1, map2, map3};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::op::{Activation, BinaryOp, CmpOp, UnaryOp};
-use crate::storage::CpuData;
+use crate::storage::{pool, CpuData, IntoCpuData};
 
 fn not_for(op: &str, x: &CpuData) -> Error {
     Error::dtype(op, format!("not defined for {} tensors", x.dtype()))
@@ -39,7 +39,7 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuData, l: &Layout) -> Result<CpuData> {
         CpuData::F32(v) => CpuData::F32(unary_float(op, v, l)?),
         CpuData::F64(v) => CpuData::F64(unary_float(op, v, l)?),
         CpuData::I64(v) => CpuData::I64(unary_int(op, v, l).ok_or_else(|| not_for(op.name(), x))??),
-        CpuData::Bool(_) => return Err(not_for(op.name(), x)),
+        _ => return Err(not_for(op.name(), x)),
     })
 }
 
@@ -262,12 +262,92 @@ pub(crate) fn where_(
 
 /// A contiguous copy of a view.
 pub(crate) fn copy(x: &CpuData, l: &Layout) -> Result<CpuData> {
-    Ok(match x {
-        CpuData::F32(v) => CpuData::F32(map1(v, l, |a| a)?),
-        CpuData::F64(v) => CpuData::F64(map1(v, l, |a| a)?),
-        CpuData::I64(v) => CpuData::I64(map1(v, l, |a| a)?),
-        CpuData::Bool(v) => CpuData::Bool(map1(v, l, |a| a)?),
-    })
+    Ok(crate::with_cpu_vec!(x, |v| IntoCpuData::into_cpu_data(
+        map1(v, l, |a| a)?
+    )))
+}
+
+/// An element's value on the way from one dtype to another: integers and bools travel as
+/// `i64` (exact), floats as `f64` (exact for every float dtype).
+trait Convert: Copy + Sync + Send + IntoCpuData + pool::Pooled {
+    const INT: bool;
+    fn to_i64(self) -> i64;
+    fn to_f64(self) -> f64;
+    fn from_i64(v: i64) -> Self;
+    fn from_f64(v: f64) -> Self;
+}
+
+macro_rules! convert {
+    ($t:ty, $int:expr, |$a:ident| $to_i:expr, $to_f:expr, |$v:ident| $from_i:expr, |$w:ident| $from_f:expr) => {
+        impl Convert for $t {
+            const INT: bool = $int;
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                let $a = self;
+                $to_i
+            }
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                let $a = self;
+                $to_f
+            }
+            #[inline(always)]
+            fn from_i64($v: i64) -> Self {
+                $from_i
+            }
+            #[inline(always)]
+            fn from_f64($w: f64) -> Self {
+                $from_f
+            }
+        }
+    };
+}
+// floats to integers truncate toward zero (saturating), integers wrap to narrower ones,
+// anything to bool is `!= 0`; floats reach the narrow integers through int64 (so they wrap
+// as the integers do, as PyTorch's)
+convert!(f32, false, |a| a as i64, a as f64, |v| v as f32, |w| w
+    as f32);
+convert!(f64, false, |a| a as i64, a, |v| v as f64, |w| w);
+convert!(
+    half::f16,
+    false,
+    |a| a.to_f64() as i64,
+    a.to_f64(),
+    |v| half::f16::from_f64(v as f64),
+    |w| half::f16::from_f64(w)
+);
+convert!(
+    half::bf16,
+    false,
+    |a| a.to_f64() as i64,
+    a.to_f64(),
+    |v| half::bf16::from_f64(v as f64),
+    |w| half::bf16::from_f64(w)
+);
+convert!(i64, true, |a| a, a as f64, |v| v, |w| w as i64);
+convert!(
+    i32,
+    true,
+    |a| a as i64,
+    a as f64,
+    |v| v as i32,
+    |w| w as i64 as i32
+);
+convert!(i8, true, |a| a as i64, a as f64, |v| v as i8, |w| w as i64
+    as i8);
+convert!(u8, true, |a| a as i64, a as f64, |v| v as u8, |w| w as i64
+    as u8);
+convert!(bool, true, |a| a as i64, a as i64 as f64, |v| v != 0, |w| w
+    != 0.0);
+
+fn convert<S: Convert, D: Convert>(x: &[S], l: &Layout) -> Result<CpuData> {
+    let out: Vec<D> = if S::INT {
+        map1(x, l, |a| D::from_i64(a.to_i64()))?
+    } else {
+        // a float to bool is `!= 0` (also for values in (-1, 1) that truncate to zero)
+        map1(x, l, |a| D::from_f64(a.to_f64()))?
+    };
+    Ok(D::into_cpu_data(out))
 }
 
 /// Converts to another dtype (floats to int truncate toward zero, like numpy's `astype`).
@@ -276,25 +356,20 @@ pub(crate) fn cast(x: &CpuData, l: &Layout, to: crate::DType) -> Result<CpuData>
     if x.dtype() == to {
         return copy(x, l);
     }
-    macro_rules! conv {
-        ($v:expr, $f:expr) => {
-            match to {
-                DType::F32 => CpuData::F32(map1($v, l, |a| $f(a) as f32)?),
-                DType::F64 => CpuData::F64(map1($v, l, |a| $f(a) as f64)?),
-                DType::I64 => CpuData::I64(map1($v, l, |a| $f(a) as i64)?),
-                DType::Bool => CpuData::Bool(map1($v, l, |a| $f(a) != 0.0)?),
-            }
-        };
+    fn to_dtype<S: Convert>(v: &[S], l: &Layout, to: DType) -> Result<CpuData> {
+        match to {
+            DType::F32 => convert::<S, f32>(v, l),
+            DType::F64 => convert::<S, f64>(v, l),
+            DType::I64 => convert::<S, i64>(v, l),
+            DType::Bool => convert::<S, bool>(v, l),
+            DType::F16 => convert::<S, half::f16>(v, l),
+            DType::BF16 => convert::<S, half::bf16>(v, l),
+            DType::I32 => convert::<S, i32>(v, l),
+            DType::I8 => convert::<S, i8>(v, l),
+            DType::U8 => convert::<S, u8>(v, l),
+        }
     }
-    Ok(match x {
-        CpuData::F32(v) => conv!(v, |a: f32| a as f64),
-        CpuData::F64(v) => conv!(v, |a: f64| a),
-        CpuData::I64(v) => match to {
-            DType::Bool => CpuData::Bool(map1(v, l, |a| a != 0)?),
-            _ => conv!(v, |a: i64| a as f64),
-        },
-        CpuData::Bool(v) => conv!(v, |a: bool| if a { 1.0f64 } else { 0.0 }),
-    })
+    crate::with_cpu_vec!(x, |v| to_dtype(v, l, to))
 }
 
 #[inline(always)]

@@ -12,6 +12,11 @@ macro_rules! same_dtype {
             CpuData::F64($v) => CpuData::F64($body),
             CpuData::I64($v) => CpuData::I64($body),
             CpuData::Bool($v) => CpuData::Bool($body),
+            CpuData::F16($v) => CpuData::F16($body),
+            CpuData::BF16($v) => CpuData::BF16($body),
+            CpuData::I32($v) => CpuData::I32($body),
+            CpuData::I8($v) => CpuData::I8($body),
+            CpuData::U8($v) => CpuData::U8($body),
         }
     };
 }
@@ -146,8 +151,11 @@ pub(crate) fn scatter_add(
         CpuData::F32(v) => CpuData::F32(go!(v, 0.0f32)),
         CpuData::F64(v) => CpuData::F64(go!(v, 0.0f64)),
         CpuData::I64(v) => CpuData::I64(go!(v, 0i64)),
-        CpuData::Bool(_) => {
-            return Err(Error::dtype("scatter_add", "not defined for bool tensors"))
+        d => {
+            return Err(Error::dtype(
+                "scatter_add",
+                format!("not defined for {} tensors", d.dtype()),
+            ))
         }
     })
 }

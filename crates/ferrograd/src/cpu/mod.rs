@@ -59,6 +59,11 @@ impl Backend for Cpu {
             DType::F64 => CpuData::F64(pool::filled(n, value)?),
             DType::I64 => CpuData::I64(pool::filled(n, value as i64)?),
             DType::Bool => CpuData::Bool(pool::filled(n, value != 0.0)?),
+            DType::F16 => CpuData::F16(pool::filled(n, half::f16::from_f64(value))?),
+            DType::BF16 => CpuData::BF16(pool::filled(n, half::bf16::from_f64(value))?),
+            DType::I32 => CpuData::I32(pool::filled(n, value as i64 as i32)?),
+            DType::I8 => CpuData::I8(pool::filled(n, value as i64 as i8)?),
+            DType::U8 => CpuData::U8(pool::filled(n, value as i64 as u8)?),
         })
     }
 
@@ -118,6 +123,11 @@ impl Backend for Cpu {
             (CpuData::F64(d), CpuData::F64(s)) => write_into(d, ld, s, ls),
             (CpuData::I64(d), CpuData::I64(s)) => write_into(d, ld, s, ls),
             (CpuData::Bool(d), CpuData::Bool(s)) => write_into(d, ld, s, ls),
+            (CpuData::F16(d), CpuData::F16(s)) => write_into(d, ld, s, ls),
+            (CpuData::BF16(d), CpuData::BF16(s)) => write_into(d, ld, s, ls),
+            (CpuData::I32(d), CpuData::I32(s)) => write_into(d, ld, s, ls),
+            (CpuData::I8(d), CpuData::I8(s)) => write_into(d, ld, s, ls),
+            (CpuData::U8(d), CpuData::U8(s)) => write_into(d, ld, s, ls),
             (d, s) => {
                 return Err(Error::dtype(
                     "assign",

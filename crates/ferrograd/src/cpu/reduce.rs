@@ -200,10 +200,10 @@ pub(crate) fn reduce(kind: ReduceKind, x: &CpuData, l: &Layout, axes: &[usize]) 
                 ))
             }
         }),
-        CpuData::Bool(_) => {
+        d => {
             return Err(Error::dtype(
                 kind.name(),
-                "not defined for bool tensors; cast first",
+                format!("not defined for {} tensors; cast first", d.dtype()),
             ))
         }
     })

@@ -19,7 +19,7 @@ macro_rules! unary_names {
                     (UnaryOp::$op, DType::I64) => {
                         op.has_int_kernel().then_some(concat!("unary_", stringify!($name), "_i64"))
                     }
-                    (UnaryOp::$op, DType::Bool) => None,
+                    (UnaryOp::$op, _) => None,
                 )*
             }
         }
@@ -45,7 +45,7 @@ macro_rules! binary_names {
                         concat!("binary_", stringify!($name), "_i64"),
                         concat!("binary_assign_", stringify!($name), "_i64"),
                     ),
-                    (BinaryOp::$op, DType::I64 | DType::Bool) => return None,
+                    (BinaryOp::$op, _) => return None,
                 )*
             };
             Some(if assign { inplace } else { out })
@@ -57,15 +57,17 @@ crate::binary_ops!(binary_names);
 /// `compare_<name>_<dtype>`.
 macro_rules! compare_names {
     ($($op:ident $method:ident $name:ident $kernel:tt),* $(,)?) => {
-        fn compare_kernel(op: CmpOp, dtype: DType) -> &'static str {
+        fn compare_kernel(op: CmpOp, dtype: DType) -> Option<&'static str> {
             match (op, dtype) {
                 $(
                     (CmpOp::$op, DType::F32) => concat!("compare_", stringify!($name), "_f32"),
                     (CmpOp::$op, DType::F64) => concat!("compare_", stringify!($name), "_f64"),
                     (CmpOp::$op, DType::I64) => concat!("compare_", stringify!($name), "_i64"),
                     (CmpOp::$op, DType::Bool) => concat!("compare_", stringify!($name), "_u8"),
+                    // computed in their wide dtypes (see `dispatch`)
+                    (CmpOp::$op, _) => return None,
                 )*
-            }
+            }.into()
         }
     };
 }
@@ -84,7 +86,7 @@ pub(crate) fn table_kernels() -> Vec<&'static str> {
                     .filter_map(|&op| binary_kernel(op, d, assign)),
             );
         }
-        names.extend(CmpOp::ALL.iter().map(|&op| compare_kernel(op, d)));
+        names.extend(CmpOp::ALL.iter().filter_map(|&op| compare_kernel(op, d)));
     }
     names
 }
@@ -152,7 +154,7 @@ pub(crate) fn compare(
     lb: &Layout,
 ) -> Result<CudaData> {
     same_dtype(op.name(), a, b)?;
-    let name = compare_kernel(op, a.dtype());
+    let name = compare_kernel(op, a.dtype()).ok_or_else(|| not_for(op.name(), a.dtype()))?;
     g.elementwise(name, op.name(), &[(a, la), (b, lb)], None, DType::Bool)
 }
 
@@ -173,7 +175,7 @@ pub(crate) fn act_grad(
         (Activation::Sigmoid, DType::F64) => "sigmoid_grad_f64",
         (Activation::Relu, DType::F32) => "relu_grad_f32",
         (Activation::Relu, DType::F64) => "relu_grad_f64",
-        (_, DType::I64 | DType::Bool) => return Err(not_for(op, y.dtype())),
+        _ => return Err(not_for(op, y.dtype())),
     };
     g.elementwise(name, op, &[(dy, ldy), (y, ly)], None, y.dtype())
 }

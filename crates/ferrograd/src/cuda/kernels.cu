@@ -195,30 +195,155 @@ WHERE(where_u8, u8)
 POW_SCALAR(pow_scalar_f32, float)
 POW_SCALAR(pow_scalar_f64, double)
 
-// casts (and same-type strided copies): floats to int truncate, anything to bool is != 0
-#define CAST(NAME, S, D, EXPR)                                                                \
-    extern "C" __global__ void NAME(const S* x, Strided lx, D* out, long long n) {            \
-        GRID_LOOP(i, n) {                                                                     \
-            S v = x[pos(lx, i)];                                                              \
-            out[i] = (EXPR);                                                                  \
-        }                                                                                     \
+// ---- storage-only dtypes: float16 and bfloat16 (their bits), int32, int8, uint8. Ops compute
+// them in float32 / int64 (the host casts around each op); only casts, writes and fills
+// touch them here. `u8` stays bool's storage, so uint8 is a type of its own.
+struct f16_t {
+    unsigned short bits;
+};
+struct bf16_t {
+    unsigned short bits;
+};
+struct ui8_t {
+    unsigned char v;
+};
+
+__device__ __forceinline__ float bits_float(unsigned int b) {
+    union {
+        unsigned int u;
+        float f;
+    } c;
+    c.u = b;
+    return c.f;
+}
+__device__ __forceinline__ unsigned int float_bits(float f) {
+    union {
+        unsigned int u;
+        float f;
+    } c;
+    c.f = f;
+    return c.u;
+}
+
+__device__ __forceinline__ float half_to_float(unsigned short h) {
+    unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
+    unsigned int e = ((unsigned int)h >> 10) & 0x1fu, m = (unsigned int)h & 0x3ffu;
+    if (e == 0) {  // zero or subnormal: m * 2^-24
+        float v = (float)m * 5.9604644775390625e-8f;
+        return sign ? -v : v;
     }
-CAST(cast_f32_f32, float, float, v)
-CAST(cast_f32_f64, float, double, (double)v)
-CAST(cast_f32_i64, float, long long, (long long)v)
-CAST(cast_f32_u8, float, u8, (u8)(v != 0.0f))
-CAST(cast_f64_f32, double, float, (float)v)
-CAST(cast_f64_f64, double, double, v)
-CAST(cast_f64_i64, double, long long, (long long)v)
-CAST(cast_f64_u8, double, u8, (u8)(v != 0.0))
-CAST(cast_i64_f32, long long, float, (float)v)
-CAST(cast_i64_f64, long long, double, (double)v)
-CAST(cast_i64_i64, long long, long long, v)
-CAST(cast_i64_u8, long long, u8, (u8)(v != 0))
-CAST(cast_u8_f32, u8, float, (float)v)
-CAST(cast_u8_f64, u8, double, (double)v)
-CAST(cast_u8_i64, u8, long long, (long long)v)
-CAST(cast_u8_u8, u8, u8, v)
+    if (e == 31) return bits_float(sign | 0x7f800000u | (m << 13));  // inf, NaN
+    return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+// round to nearest, ties to even; overflow gives infinity, NaN stays NaN
+__device__ __forceinline__ unsigned short float_to_half(float f) {
+    unsigned int x = float_bits(f);
+    unsigned int sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (unsigned short)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
+    if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);  // >= 65520: infinity
+    if (ax < 0x38800000u) {  // below 2^-14: a subnormal (exact scaling, then round half even)
+        float scaled = bits_float(ax) * 16777216.0f;
+        return (unsigned short)(sign | (unsigned int)nearbyint(scaled));
+    }
+    ax += 0xfffu + ((ax >> 13) & 1u);
+    return (unsigned short)(sign | ((ax - (112u << 23)) >> 13));
+}
+
+__device__ __forceinline__ float bf16_to_float(unsigned short b) { return bits_float((unsigned int)b << 16); }
+__device__ __forceinline__ unsigned short float_to_bf16(float f) {
+    unsigned int x = float_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);  // quiet NaN
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (unsigned short)(x >> 16);
+}
+
+// Every dtype's way to and from the two carriers: int64 for integers and bool (exact),
+// double for floats (exact for every float dtype).
+template <typename T> struct Conv {
+    static constexpr bool is_int = true;
+    __device__ static long long to_i(T v) { return (long long)v; }
+    __device__ static double to_f(T v) { return (double)v; }
+    __device__ static T from_i(long long v) { return (T)v; }
+    __device__ static T from_f(double v) { return (T)(long long)v; }
+};
+template <> struct Conv<float> {
+    static constexpr bool is_int = false;
+    __device__ static long long to_i(float v) { return (long long)v; }
+    __device__ static double to_f(float v) { return (double)v; }
+    __device__ static float from_i(long long v) { return (float)v; }
+    __device__ static float from_f(double v) { return (float)v; }
+};
+template <> struct Conv<double> {
+    static constexpr bool is_int = false;
+    __device__ static long long to_i(double v) { return (long long)v; }
+    __device__ static double to_f(double v) { return v; }
+    __device__ static double from_i(long long v) { return (double)v; }
+    __device__ static double from_f(double v) { return v; }
+};
+template <> struct Conv<u8> {  // bool
+    static constexpr bool is_int = true;
+    __device__ static long long to_i(u8 v) { return (long long)v; }
+    __device__ static double to_f(u8 v) { return (double)v; }
+    __device__ static u8 from_i(long long v) { return (u8)(v != 0); }
+    __device__ static u8 from_f(double v) { return (u8)(v != 0.0); }
+};
+template <> struct Conv<ui8_t> {
+    static constexpr bool is_int = true;
+    __device__ static long long to_i(ui8_t v) { return (long long)v.v; }
+    __device__ static double to_f(ui8_t v) { return (double)v.v; }
+    __device__ static ui8_t from_i(long long v) { return ui8_t{(unsigned char)v}; }
+    __device__ static ui8_t from_f(double v) { return ui8_t{(unsigned char)(long long)v}; }
+};
+// (a double rounds to float first: a double within half an ulp of a float16 tie can round
+// differently from numpy's direct conversion)
+template <> struct Conv<f16_t> {
+    static constexpr bool is_int = false;
+    __device__ static long long to_i(f16_t v) { return (long long)half_to_float(v.bits); }
+    __device__ static double to_f(f16_t v) { return (double)half_to_float(v.bits); }
+    __device__ static f16_t from_i(long long v) { return f16_t{float_to_half((float)v)}; }
+    __device__ static f16_t from_f(double v) { return f16_t{float_to_half((float)v)}; }
+};
+template <> struct Conv<bf16_t> {
+    static constexpr bool is_int = false;
+    __device__ static long long to_i(bf16_t v) { return (long long)bf16_to_float(v.bits); }
+    __device__ static double to_f(bf16_t v) { return (double)bf16_to_float(v.bits); }
+    __device__ static bf16_t from_i(long long v) { return bf16_t{float_to_bf16((float)v)}; }
+    __device__ static bf16_t from_f(double v) { return bf16_t{float_to_bf16((float)v)}; }
+};
+
+// casts (and same-type strided copies): floats to int truncate, anything to bool is != 0,
+// integers wrap to narrower ones
+template <typename S, typename D>
+__device__ __forceinline__ void cast_body(const S* x, const Strided& lx, D* out, long long n) {
+    GRID_LOOP(i, n) {
+        S v = x[pos(lx, i)];
+        out[i] = Conv<S>::is_int ? Conv<D>::from_i(Conv<S>::to_i(v)) : Conv<D>::from_f(Conv<S>::to_f(v));
+    }
+}
+#define CAST(SN, S, DN, D)                                                                    \
+    extern "C" __global__ void cast_##SN##_##DN(const S* x, Strided lx, D* out, long long n) { \
+        cast_body<S, D>(x, lx, out, n);                                                       \
+    }
+#define CAST_FROM(SN, S)                                                                      \
+    CAST(SN, S, f32, float)                                                                   \
+    CAST(SN, S, f64, double)                                                                  \
+    CAST(SN, S, i64, long long)                                                               \
+    CAST(SN, S, u8, u8)                                                                       \
+    CAST(SN, S, f16, f16_t)                                                                   \
+    CAST(SN, S, bf16, bf16_t)                                                                 \
+    CAST(SN, S, i32, int)                                                                     \
+    CAST(SN, S, i8, signed char)                                                              \
+    CAST(SN, S, ui8, ui8_t)
+CAST_FROM(f32, float)
+CAST_FROM(f64, double)
+CAST_FROM(i64, long long)
+CAST_FROM(u8, u8)
+CAST_FROM(f16, f16_t)
+CAST_FROM(bf16, bf16_t)
+CAST_FROM(i32, int)
+CAST_FROM(i8, signed char)
+CAST_FROM(ui8, ui8_t)
 
 // dst[ld(i)] = src[ls(i)]: writes through a strided destination view
 #define WRITE(NAME, T)                                                                        \
@@ -230,15 +355,25 @@ WRITE(write_f32, float)
 WRITE(write_f64, double)
 WRITE(write_i64, long long)
 WRITE(write_u8, u8)
+WRITE(write_f16, f16_t)
+WRITE(write_bf16, bf16_t)
+WRITE(write_i32, int)
+WRITE(write_i8, signed char)
+WRITE(write_ui8, ui8_t)
 
 #define FILL(NAME, T)                                                                         \
     extern "C" __global__ void NAME(T* out, double v, long long n) {                           \
-        GRID_LOOP(i, n) { out[i] = (T)v; }                                                    \
+        GRID_LOOP(i, n) { out[i] = Conv<T>::from_f(v); }                                      \
     }
 FILL(fill_f32, float)
 FILL(fill_f64, double)
 FILL(fill_i64, long long)
 FILL(fill_u8, u8)
+FILL(fill_f16, f16_t)
+FILL(fill_bf16, bf16_t)
+FILL(fill_i32, int)
+FILL(fill_i8, signed char)
+FILL(fill_ui8, ui8_t)
 
 // Combining two partial results of a reduction: sum, or max / min where NaN wins.
 struct SumOp {

@@ -88,6 +88,11 @@ macro_rules! kernel_name {
             $crate::dtype::DType::F64 => concat!($family, "_f64"),
             $crate::dtype::DType::I64 => concat!($family, "_i64"),
             $crate::dtype::DType::Bool => concat!($family, "_u8"),
+            $crate::dtype::DType::F16 => concat!($family, "_f16"),
+            $crate::dtype::DType::BF16 => concat!($family, "_bf16"),
+            $crate::dtype::DType::I32 => concat!($family, "_i32"),
+            $crate::dtype::DType::I8 => concat!($family, "_i8"),
+            $crate::dtype::DType::U8 => concat!($family, "_ui8"),
         }
     };
 }
@@ -126,6 +131,11 @@ impl Gpu {
                 DType::F64 => s.alloc::<f64>(n1).map(CudaData::F64),
                 DType::I64 => s.alloc::<i64>(n1).map(CudaData::I64),
                 DType::Bool => s.alloc::<u8>(n1).map(CudaData::Bool),
+                DType::F16 => s.alloc::<u16>(n1).map(CudaData::F16),
+                DType::BF16 => s.alloc::<u16>(n1).map(CudaData::BF16),
+                DType::I32 => s.alloc::<i32>(n1).map(CudaData::I32),
+                DType::I8 => s.alloc::<i8>(n1).map(CudaData::I8),
+                DType::U8 => s.alloc::<u8>(n1).map(CudaData::U8),
             }
         };
         r.map_err(|e| alloc_err(n, dtype, e))
@@ -140,6 +150,11 @@ impl Gpu {
             DType::F64 => s.alloc_zeros::<f64>(n1).map(CudaData::F64),
             DType::I64 => s.alloc_zeros::<i64>(n1).map(CudaData::I64),
             DType::Bool => s.alloc_zeros::<u8>(n1).map(CudaData::Bool),
+            DType::F16 => s.alloc_zeros::<u16>(n1).map(CudaData::F16),
+            DType::BF16 => s.alloc_zeros::<u16>(n1).map(CudaData::BF16),
+            DType::I32 => s.alloc_zeros::<i32>(n1).map(CudaData::I32),
+            DType::I8 => s.alloc_zeros::<i8>(n1).map(CudaData::I8),
+            DType::U8 => s.alloc_zeros::<u8>(n1).map(CudaData::U8),
         };
         r.map_err(|e| alloc_err(n, dtype, e))
     }
@@ -201,6 +216,10 @@ impl<'a> Launch<'a> {
             CudaData::F64(s) => self.args.arg(s),
             CudaData::I64(s) => self.args.arg(s),
             CudaData::Bool(s) => self.args.arg(s),
+            CudaData::F16(s) | CudaData::BF16(s) => self.args.arg(s),
+            CudaData::I32(s) => self.args.arg(s),
+            CudaData::I8(s) => self.args.arg(s),
+            CudaData::U8(s) => self.args.arg(s),
         };
         self
     }
@@ -212,6 +231,10 @@ impl<'a> Launch<'a> {
             CudaData::F64(s) => self.args.arg(s),
             CudaData::I64(s) => self.args.arg(s),
             CudaData::Bool(s) => self.args.arg(s),
+            CudaData::F16(s) | CudaData::BF16(s) => self.args.arg(s),
+            CudaData::I32(s) => self.args.arg(s),
+            CudaData::I8(s) => self.args.arg(s),
+            CudaData::U8(s) => self.args.arg(s),
         };
         self
     }

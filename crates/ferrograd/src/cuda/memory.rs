@@ -19,6 +19,17 @@ pub(crate) fn upload(g: &Gpu, d: &CpuData) -> Result<CudaData> {
             let bytes: Vec<u8> = v.iter().map(|&b| b as u8).collect();
             CudaData::Bool(s.clone_htod(&bytes).map_err(up)?)
         }
+        CpuData::F16(v) => {
+            let bits: Vec<u16> = v.iter().map(|h| h.to_bits()).collect();
+            CudaData::F16(s.clone_htod(&bits).map_err(up)?)
+        }
+        CpuData::BF16(v) => {
+            let bits: Vec<u16> = v.iter().map(|h| h.to_bits()).collect();
+            CudaData::BF16(s.clone_htod(&bits).map_err(up)?)
+        }
+        CpuData::I32(v) => CudaData::I32(s.clone_htod(v).map_err(up)?),
+        CpuData::I8(v) => CudaData::I8(s.clone_htod(v).map_err(up)?),
+        CpuData::U8(v) => CudaData::U8(s.clone_htod(v).map_err(up)?),
     })
 }
 
@@ -38,6 +49,21 @@ pub(crate) fn download(g: &Gpu, d: &CudaData, l: &Layout) -> Result<CpuData> {
                 .map(|&b| b != 0)
                 .collect(),
         ),
+        CudaData::F16(v) => CpuData::F16(
+            s.clone_dtoh(v).map_err(down)?[..n]
+                .iter()
+                .map(|&b| half::f16::from_bits(b))
+                .collect(),
+        ),
+        CudaData::BF16(v) => CpuData::BF16(
+            s.clone_dtoh(v).map_err(down)?[..n]
+                .iter()
+                .map(|&b| half::bf16::from_bits(b))
+                .collect(),
+        ),
+        CudaData::I32(v) => CpuData::I32(s.clone_dtoh(v).map_err(down)?[..n].to_vec()),
+        CudaData::I8(v) => CpuData::I8(s.clone_dtoh(v).map_err(down)?[..n].to_vec()),
+        CudaData::U8(v) => CpuData::U8(s.clone_dtoh(v).map_err(down)?[..n].to_vec()),
     })
 }
 
@@ -65,6 +91,11 @@ fn cast_kernel(from: DType, to: DType) -> &'static str {
                 DType::F64 => concat!("cast_", $from, "_f64"),
                 DType::I64 => concat!("cast_", $from, "_i64"),
                 DType::Bool => concat!("cast_", $from, "_u8"),
+                DType::F16 => concat!("cast_", $from, "_f16"),
+                DType::BF16 => concat!("cast_", $from, "_bf16"),
+                DType::I32 => concat!("cast_", $from, "_i32"),
+                DType::I8 => concat!("cast_", $from, "_i8"),
+                DType::U8 => concat!("cast_", $from, "_ui8"),
             }
         };
     }
@@ -73,6 +104,11 @@ fn cast_kernel(from: DType, to: DType) -> &'static str {
         DType::F64 => to!("f64"),
         DType::I64 => to!("i64"),
         DType::Bool => to!("u8"),
+        DType::F16 => to!("f16"),
+        DType::BF16 => to!("bf16"),
+        DType::I32 => to!("i32"),
+        DType::I8 => to!("i8"),
+        DType::U8 => to!("ui8"),
     }
 }
 

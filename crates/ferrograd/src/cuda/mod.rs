@@ -52,6 +52,12 @@ pub enum CudaData {
     F64(CudaSlice<f64>),
     I64(CudaSlice<i64>),
     Bool(CudaSlice<u8>),
+    /// float16 and bfloat16 as their bits (kernels convert to and from float)
+    F16(CudaSlice<u16>),
+    BF16(CudaSlice<u16>),
+    I32(CudaSlice<i32>),
+    I8(CudaSlice<i8>),
+    U8(CudaSlice<u8>),
 }
 
 impl CudaData {
@@ -61,6 +67,11 @@ impl CudaData {
             CudaData::F64(_) => DType::F64,
             CudaData::I64(_) => DType::I64,
             CudaData::Bool(_) => DType::Bool,
+            CudaData::F16(_) => DType::F16,
+            CudaData::BF16(_) => DType::BF16,
+            CudaData::I32(_) => DType::I32,
+            CudaData::I8(_) => DType::I8,
+            CudaData::U8(_) => DType::U8,
         }
     }
     pub fn len(&self) -> usize {
@@ -69,6 +80,10 @@ impl CudaData {
             CudaData::F64(v) => v.len(),
             CudaData::I64(v) => v.len(),
             CudaData::Bool(v) => v.len(),
+            CudaData::F16(v) | CudaData::BF16(v) => v.len(),
+            CudaData::I32(v) => v.len(),
+            CudaData::I8(v) => v.len(),
+            CudaData::U8(v) => v.len(),
         }
     }
     pub fn is_empty(&self) -> bool {

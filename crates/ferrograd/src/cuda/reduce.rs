@@ -42,7 +42,7 @@ pub(crate) fn reduce(
         (ReduceKind::Min, DType::F32) => "reduce_min_f32",
         (ReduceKind::Min, DType::F64) => "reduce_min_f64",
         (ReduceKind::Min, DType::I64) => "reduce_min_i64",
-        (ReduceKind::Mean, DType::I64) | (_, DType::Bool) => return Err(not_for(kind.name(), dt)),
+        _ => return Err(not_for(kind.name(), dt)),
     };
     let nd = l.ndim();
     let mut perm: Vec<usize> = (0..nd).filter(|d| !axes.contains(d)).collect();
@@ -103,7 +103,7 @@ pub(crate) fn softmax(
         (false, DType::F64) => "softmax_rows_f64",
         (true, DType::F32) => "log_softmax_rows_f32",
         (true, DType::F64) => "log_softmax_rows_f64",
-        (_, DType::I64 | DType::Bool) => return Err(not_for(op, dt)),
+        _ => return Err(not_for(op, dt)),
     };
     let nd = l.ndim();
     let mut perm: Vec<usize> = (0..nd).filter(|&d| d != axis).collect();

@@ -98,7 +98,7 @@ pub(crate) fn fusible(g: &Graph, n: NodeId) -> bool {
     let NodeKind::Op { op, inputs } = &node.kind else {
         return false;
     };
-    if !node.dtype.is_float() || !runs_fused(node.device) {
+    if !matches!(node.dtype, DType::F32 | DType::F64) || !runs_fused(node.device) {
         return false;
     }
     let same = |i: &NodeId| g.nodes[*i].dtype == node.dtype;

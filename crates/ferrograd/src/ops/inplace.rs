@@ -26,8 +26,8 @@ fn scalar_to(value: &Tensor, device: crate::Device) -> Result<Tensor> {
 fn kind(d: DType) -> u8 {
     match d {
         DType::Bool => 0,
-        DType::I64 => 1,
-        DType::F32 | DType::F64 => 2,
+        DType::I64 | DType::I32 | DType::I8 | DType::U8 => 1,
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => 2,
     }
 }
 
@@ -134,6 +134,18 @@ impl Tensor {
                     other.dtype()
                 ),
             ));
+        }
+        if !self.dtype().is_native() {
+            // no in-place kernels for storage-only dtypes: computed in the wide dtype, rounded
+            // once and written back
+            let result = {
+                let _g = no_grad();
+                crate::dispatch::apply1(&crate::op::Op::Binary(op), &[self, &other])?
+                    .astype(self.dtype())?
+            };
+            return in_place!(op.name(), self, &[&result], |b, dst, d| {
+                b.write(dst, self.layout(), d[0], result.layout())
+            });
         }
         let src = self.write_source(&other)?;
         let ls = src.layout().broadcast_to(self.shape());

@@ -17,6 +17,30 @@ pub enum CpuData {
     F64(Vec<f64>),
     I64(Vec<i64>),
     Bool(Vec<bool>),
+    F16(Vec<half::f16>),
+    BF16(Vec<half::bf16>),
+    I32(Vec<i32>),
+    I8(Vec<i8>),
+    U8(Vec<u8>),
+}
+
+/// Evaluates `$body` with `$v` bound to the `Vec` inside a [`CpuData`], whatever its dtype.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_cpu_vec {
+    ($d:expr, |$v:ident| $body:expr) => {
+        match $d {
+            $crate::storage::CpuData::F32($v) => $body,
+            $crate::storage::CpuData::F64($v) => $body,
+            $crate::storage::CpuData::I64($v) => $body,
+            $crate::storage::CpuData::Bool($v) => $body,
+            $crate::storage::CpuData::F16($v) => $body,
+            $crate::storage::CpuData::BF16($v) => $body,
+            $crate::storage::CpuData::I32($v) => $body,
+            $crate::storage::CpuData::I8($v) => $body,
+            $crate::storage::CpuData::U8($v) => $body,
+        }
+    };
 }
 
 impl CpuData {
@@ -26,15 +50,15 @@ impl CpuData {
             CpuData::F64(_) => DType::F64,
             CpuData::I64(_) => DType::I64,
             CpuData::Bool(_) => DType::Bool,
+            CpuData::F16(_) => DType::F16,
+            CpuData::BF16(_) => DType::BF16,
+            CpuData::I32(_) => DType::I32,
+            CpuData::I8(_) => DType::I8,
+            CpuData::U8(_) => DType::U8,
         }
     }
     pub fn len(&self) -> usize {
-        match self {
-            CpuData::F32(v) => v.len(),
-            CpuData::F64(v) => v.len(),
-            CpuData::I64(v) => v.len(),
-            CpuData::Bool(v) => v.len(),
-        }
+        crate::with_cpu_vec!(self, |v| v.len())
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -162,3 +186,8 @@ into_cpu!(f32, F32);
 into_cpu!(f64, F64);
 into_cpu!(i64, I64);
 into_cpu!(bool, Bool);
+into_cpu!(half::f16, F16);
+into_cpu!(half::bf16, BF16);
+into_cpu!(i32, I32);
+into_cpu!(i8, I8);
+into_cpu!(u8, U8);

@@ -22,6 +22,11 @@ pub(crate) struct Pool {
     f64: HashMap<usize, Vec<Vec<f64>>>,
     i64: HashMap<usize, Vec<Vec<i64>>>,
     bool: HashMap<usize, Vec<Vec<bool>>>,
+    f16: HashMap<usize, Vec<Vec<half::f16>>>,
+    bf16: HashMap<usize, Vec<Vec<half::bf16>>>,
+    i32: HashMap<usize, Vec<Vec<i32>>>,
+    i8: HashMap<usize, Vec<Vec<i8>>>,
+    u8: HashMap<usize, Vec<Vec<u8>>>,
     cached: usize,
 }
 
@@ -56,6 +61,11 @@ pub struct Arena {
     f64: BTreeMap<usize, Vec<Vec<f64>>>,
     i64: BTreeMap<usize, Vec<Vec<i64>>>,
     bool: BTreeMap<usize, Vec<Vec<bool>>>,
+    f16: BTreeMap<usize, Vec<Vec<half::f16>>>,
+    bf16: BTreeMap<usize, Vec<Vec<half::bf16>>>,
+    i32: BTreeMap<usize, Vec<Vec<i32>>>,
+    i8: BTreeMap<usize, Vec<Vec<i8>>>,
+    u8: BTreeMap<usize, Vec<Vec<u8>>>,
     /// Buffers taken from the system while runs were on (none in a repeated run).
     pub(crate) fresh: usize,
     /// Buffers handed out from the arena.
@@ -70,7 +80,15 @@ impl Arena {
                 .map(|(cap, v)| cap * v.len() * std::mem::size_of::<T>())
                 .sum()
         }
-        sum(&self.f32) + sum(&self.f64) + sum(&self.i64) + sum(&self.bool)
+        sum(&self.f32)
+            + sum(&self.f64)
+            + sum(&self.i64)
+            + sum(&self.bool)
+            + sum(&self.f16)
+            + sum(&self.bf16)
+            + sum(&self.i32)
+            + sum(&self.i8)
+            + sum(&self.u8)
     }
 }
 
@@ -138,6 +156,11 @@ pooled!(f32, f32);
 pooled!(f64, f64);
 pooled!(i64, i64);
 pooled!(bool, bool);
+pooled!(half::f16, f16);
+pooled!(half::bf16, bf16);
+pooled!(i32, i32);
+pooled!(i8, i8);
+pooled!(u8, u8);
 
 fn capacity_for<T>(n: usize) -> usize {
     let size = std::mem::size_of::<T>().max(1);
@@ -216,6 +239,11 @@ pub(crate) fn give(d: CpuData) {
         CpuData::F64(v) => keep(v),
         CpuData::I64(v) => keep(v),
         CpuData::Bool(v) => keep(v),
+        CpuData::F16(v) => keep(v),
+        CpuData::BF16(v) => keep(v),
+        CpuData::I32(v) => keep(v),
+        CpuData::I8(v) => keep(v),
+        CpuData::U8(v) => keep(v),
     }
 }
 
