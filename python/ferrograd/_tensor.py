@@ -35,7 +35,8 @@ class _BFloat16:
     def __repr__(self) -> str:
         return "dtype('bfloat16')"
 
-    __str__ = lambda self: "bfloat16"  # noqa: E731
+    def __str__(self) -> str:
+        return "bfloat16"
 
 
 bfloat16 = _BFloat16()
