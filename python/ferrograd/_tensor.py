@@ -248,3 +248,57 @@ def _install_casts() -> None:
 
 
 _install_casts()
+
+
+class _Size(int):
+    """``x.size``: the number of elements (numpy's property) that is also PyTorch's
+    method: ``x.size()`` is the shape, ``x.size(d)`` the length of axis ``d``."""
+
+    _shape: tuple
+
+    def __call__(self, dim: Any = None) -> Any:
+        if dim is None:
+            return self._shape
+        n = len(self._shape)
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"size: dim must be an int, got {type(dim).__name__}")
+        if not -n <= dim < n:
+            raise IndexError(f"size: dim {dim} is out of range for a tensor with {n} axes")
+        return self._shape[dim]
+
+
+def _install_shape_methods() -> None:
+    """PyTorch's ``dim()``, ``numel()``, ``mT`` and ``size()`` next to numpy's ``ndim`` and
+    ``size``."""
+    numel_of = Tensor.size  # the engine's property: the number of elements
+
+    def size(self: Tensor) -> _Size:
+        out = _Size(numel_of.__get__(self))
+        out._shape = tuple(self.shape)
+        return out
+
+    def dim(self: Tensor) -> int:
+        """The number of axes (``ndim``)."""
+        return self.ndim
+
+    def numel(self: Tensor) -> int:
+        """The number of elements."""
+        return int(numel_of.__get__(self))
+
+    def mT(self: Tensor) -> Tensor:
+        """The last two axes swapped (a view)."""
+        if self.ndim < 2:
+            raise ValueError(f"mT: needs at least 2 axes, got shape {list(self.shape)}")
+        axes = list(range(self.ndim))
+        axes[-2], axes[-1] = axes[-1], axes[-2]
+        return self.permute(*axes)
+
+    Tensor.size = property(size, doc=_Size.__doc__)
+    for name, fn in {"dim": dim, "numel": numel, "nelement": numel}.items():
+        if name not in Tensor.__dict__:
+            setattr(Tensor, name, fn)
+    if "mT" not in Tensor.__dict__:
+        Tensor.mT = property(mT)
+
+
+_install_shape_methods()

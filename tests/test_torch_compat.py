@@ -1,0 +1,36 @@
+"""PyTorch's spellings of tensor queries next to numpy's: ``size()``/``size(d)`` with the
+``size`` property, ``dim()``, ``numel()``, ``mT``."""
+
+from __future__ import annotations
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+
+def test_size_is_numpy_property_and_torch_method():
+    x = fg.ones(2, 3, 4)
+    assert x.size == 24 and int(x.size) == 24  # numpy
+    assert x.size() == (2, 3, 4)  # PyTorch
+    assert x.size(0) == 2 and x.size(-1) == 4
+    with pytest.raises(IndexError, match="size"):
+        x.size(3)
+    with pytest.raises(TypeError, match="size"):
+        x.size(1.5)
+    assert fg.tensor(3.0).size() == ()
+
+
+def test_dim_numel_mT():
+    x = fg.tensor(np.arange(24.0).reshape(2, 3, 4))
+    assert x.dim() == x.ndim == 3
+    assert x.numel() == x.nelement() == 24
+    np.testing.assert_array_equal(
+        x.mT.numpy(), np.swapaxes(np.arange(24.0).reshape(2, 3, 4), -1, -2)
+    )
+    with pytest.raises(ValueError, match="mT"):
+        _ = fg.ones(3).mT
+    w = fg.tensor(np.arange(6.0).reshape(2, 3))
+    gm = fg.GradManager().attach([w])
+    with gm:
+        gm.backward((w.mT * fg.tensor([[1.0, 2.0]])).sum())
+    np.testing.assert_array_equal(w.grad.numpy(), [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
