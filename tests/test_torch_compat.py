@@ -34,3 +34,24 @@ def test_dim_numel_mT():
     with gm:
         gm.backward((w.mT * fg.tensor([[1.0, 2.0]])).sum())
     np.testing.assert_array_equal(w.grad.numpy(), [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
+
+
+def test_dim_and_keepdim_spellings():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    x = fg.tensor(a)
+    np.testing.assert_array_equal(x.sum(dim=1).numpy(), a.sum(axis=1))
+    np.testing.assert_array_equal(
+        x.sum(dim=(0, 2), keepdim=True).numpy(), a.sum((0, 2), keepdims=True)
+    )
+    np.testing.assert_array_equal(fg.mean(x, dim=-1).numpy(), a.mean(-1))
+    np.testing.assert_array_equal(fg.sum(x, dim=0, keepdim=True).numpy(), a.sum(0, keepdims=True))
+    np.testing.assert_array_equal(x.mean(1, keepdim=True).numpy(), a.mean(1, keepdims=True))
+    with pytest.raises(TypeError, match="axis and dim"):
+        x.sum(axis=1, dim=1)
+    with pytest.raises(TypeError, match="keepdims and keepdim"):
+        fg.mean(x, keepdims=True, keepdim=True)
+    w = fg.tensor(a)
+    gm = fg.GradManager().attach([w])
+    with gm:
+        gm.backward(w.mean(dim=2).sum())
+    np.testing.assert_allclose(w.grad.numpy(), np.full(a.shape, 0.25))

@@ -251,6 +251,38 @@ impl<'py> OptArg<'py> {
     }
 }
 
+/// One of two spellings of an argument (numpy's `axis`/`keepdims`, PyTorch's
+/// `dim`/`keepdim`): whichever was given; both is a `TypeError`.
+pub fn either<'py>(
+    op: &str,
+    (a, va): (&str, OptArg<'py>),
+    (b, vb): (&str, OptArg<'py>),
+) -> PyResult<OptArg<'py>> {
+    match (&va.0, &vb.0) {
+        (Some(_), Some(_)) => Err(PyTypeError::new_err(format!(
+            "{op}: got both {a} and {b}, which are two names of one argument"
+        ))),
+        (None, _) => Ok(vb),
+        _ => Ok(va),
+    }
+}
+
+/// [`either`] for an optional argument whose `None` means "not given" (`axis`/`dim`).
+pub fn either_opt<'a, 'py>(
+    op: &str,
+    (a, va): (&str, Option<&'a Bound<'py, PyAny>>),
+    (b, vb): (&str, Option<&'a Bound<'py, PyAny>>),
+) -> PyResult<Option<&'a Bound<'py, PyAny>>> {
+    let va = va.filter(|v| !v.is_none());
+    let vb = vb.filter(|v| !v.is_none());
+    match (va, vb) {
+        (Some(_), Some(_)) => Err(PyTypeError::new_err(format!(
+            "{op}: got both {a} and {b}, which are two names of one argument"
+        ))),
+        (None, v) | (v, None) => Ok(v),
+    }
+}
+
 impl<'a, 'py> FromPyObject<'a, 'py> for OptArg<'py> {
     type Error = PyErr;
 

@@ -86,6 +86,33 @@ fn where_(
     .map(PyTensor::from)
 }
 
+macro_rules! reduce_dim_fns {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[pyfunction]
+            #[pyo3(
+                signature = (x, axis=None, keepdims=OptArg::MISSING, *, dim=None, keepdim=OptArg::MISSING),
+                text_signature = "(x, axis=None, keepdims=False, *, dim=None, keepdim=False)"
+            )]
+            fn $name(
+                py: Python<'_>,
+                x: &Bound<'_, PyAny>,
+                axis: Option<&Bound<'_, PyAny>>,
+                keepdims: OptArg<'_>,
+                dim: Option<&Bound<'_, PyAny>>,
+                keepdim: OptArg<'_>,
+            ) -> PyResult<PyTensor> {
+                let op = stringify!($name);
+                let t = arg(op, "x", x, None)?;
+                let axis = crate::convert::either_opt(op, ("axis", axis), ("dim", dim))?;
+                let keep = crate::convert::either(op, ("keepdims", keepdims), ("keepdim", keepdim))?;
+                reduce_impl(py, op, &t, axis, &keep, Tensor::$name)
+            }
+        )*
+    };
+}
+reduce_dim_fns!(sum, mean);
+
 macro_rules! reduce_fns {
     ($($name:ident),* $(,)?) => {
         $(
@@ -101,7 +128,7 @@ macro_rules! reduce_fns {
         )*
     };
 }
-reduce_fns!(sum, mean, max, min);
+reduce_fns!(max, min);
 
 #[pyfunction]
 #[pyo3(signature = (x, axis=OptArg::MISSING), text_signature = "(x, axis=-1)")]

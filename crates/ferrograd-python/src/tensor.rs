@@ -866,28 +866,36 @@ impl PyTensor {
     }
 
     #[pyo3(
-        signature = (axis=None, keepdims=OptArg::MISSING),
-        text_signature = "($self, axis=None, keepdims=False)"
+        signature = (axis=None, keepdims=OptArg::MISSING, *, dim=None, keepdim=OptArg::MISSING),
+        text_signature = "($self, axis=None, keepdims=False, *, dim=None, keepdim=False)"
     )]
     fn sum(
         &self,
         py: Python<'_>,
         axis: Option<&Bound<'_, PyAny>>,
         keepdims: OptArg<'_>,
+        dim: Option<&Bound<'_, PyAny>>,
+        keepdim: OptArg<'_>,
     ) -> PyResult<PyTensor> {
-        reduce_impl(py, "sum", &self.t(), axis, &keepdims, Tensor::sum)
+        let axis = crate::convert::either_opt("sum", ("axis", axis), ("dim", dim))?;
+        let keep = crate::convert::either("sum", ("keepdims", keepdims), ("keepdim", keepdim))?;
+        reduce_impl(py, "sum", &self.t(), axis, &keep, Tensor::sum)
     }
     #[pyo3(
-        signature = (axis=None, keepdims=OptArg::MISSING),
-        text_signature = "($self, axis=None, keepdims=False)"
+        signature = (axis=None, keepdims=OptArg::MISSING, *, dim=None, keepdim=OptArg::MISSING),
+        text_signature = "($self, axis=None, keepdims=False, *, dim=None, keepdim=False)"
     )]
     fn mean(
         &self,
         py: Python<'_>,
         axis: Option<&Bound<'_, PyAny>>,
         keepdims: OptArg<'_>,
+        dim: Option<&Bound<'_, PyAny>>,
+        keepdim: OptArg<'_>,
     ) -> PyResult<PyTensor> {
-        reduce_impl(py, "mean", &self.t(), axis, &keepdims, Tensor::mean)
+        let axis = crate::convert::either_opt("mean", ("axis", axis), ("dim", dim))?;
+        let keep = crate::convert::either("mean", ("keepdims", keepdims), ("keepdim", keepdim))?;
+        reduce_impl(py, "mean", &self.t(), axis, &keep, Tensor::mean)
     }
     #[pyo3(
         signature = (axis=None, keepdims=OptArg::MISSING),
