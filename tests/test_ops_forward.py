@@ -924,7 +924,9 @@ def test_constructors(dtype):
     assert_same(fg.zeros((2, 3), dtype=dtype), np.zeros((2, 3), exp_dtype))
     assert_same(fg.ones(4, dtype=dtype), np.ones(4, exp_dtype))
     assert_same(fg.ones((1, 2, 1), dtype=dtype), np.ones((1, 2, 1), exp_dtype))
-    assert_same(fg.full((2, 2), 1, dtype=dtype), np.full((2, 2), 1, exp_dtype))
+    # an int fill with no dtype gives int64, as torch.full
+    full_dtype = exp_dtype if dtype is not None else np.dtype(np.int64)
+    assert_same(fg.full((2, 2), 1, dtype=dtype), np.full((2, 2), 1, full_dtype))
     base = fg.tensor(np.arange(6).reshape(2, 3)).astype(exp_dtype)
     assert_same(fg.zeros_like(base), np.zeros((2, 3), exp_dtype))
     assert_same(fg.ones_like(base), np.ones((2, 3), exp_dtype))

@@ -1,7 +1,1241 @@
 """Ops written in Python over the engine's ops (their gradients come from the ops they are
-made of): creation, random sampling, movement and indexing, reductions. Each is a function
-``fg.<name>`` and, where PyTorch has it, a ``Tensor`` method."""
+made of, so they are exact, work at any order and on every device): creation, random
+sampling, movement and indexing, reductions. Each is a function ``fg.<name>`` and, where
+PyTorch has it, a ``Tensor`` method. Arguments take PyTorch's names (``dim``, ``keepdim``)
+and numpy's (``axis``, ``keepdims``)."""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import math
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._core import DTypeError, ShapeError, Tensor, concat, where
+from ._elementwise import isnan
+from ._tensor import _dtype_name, tensor
+from .random import _numpy_rng
+
+__all__ = [
+    "all",
+    "any",
+    "arange",
+    "argmax",
+    "argmin",
+    "bernoulli",
+    "cat",
+    "chunk",
+    "cumprod",
+    "cumsum",
+    "empty",
+    "empty_like",
+    "eye",
+    "flatten",
+    "flip",
+    "full",
+    "full_like",
+    "gather",
+    "index_add",
+    "linspace",
+    "logsumexp",
+    "masked_fill",
+    "masked_select",
+    "multinomial",
+    "narrow",
+    "norm",
+    "normal",
+    "one_hot",
+    "pad",
+    "prod",
+    "rand",
+    "rand_like",
+    "randint",
+    "randn",
+    "randn_like",
+    "randperm",
+    "repeat",
+    "roll",
+    "scatter",
+    "scatter_add",
+    "split",
+    "std",
+    "tile",
+    "tril",
+    "triu",
+    "unflatten",
+    "unsqueeze",
+    "var",
+]
+
+_builtin_all, _builtin_any, _builtin_max, _builtin_min = all, any, max, min
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def _check_tensor(op: str, name: str, x: Any) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+    return x
+
+
+def _int(op: str, name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{op}: {name} must be an int, got {type(v).__name__} {v!r}")
+    return int(v)
+
+
+def _dim(op: str, x: Tensor, dim: Any, name: str = "dim") -> int:
+    """``dim`` as a non-negative axis of ``x`` (a 0-d tensor takes 0 and -1)."""
+    d = _int(op, name, dim)
+    n = _builtin_max(x.ndim, 1)
+    if not -n <= d < n:
+        raise IndexError(
+            f"{op}: {name} {d} is out of range for a tensor of shape {list(x.shape)} "
+            f"(expected -{n} <= {name} < {n})"
+        )
+    return d % n
+
+
+def _pick(op: str, dim: Any, axis: Any, default: Any = None) -> Any:
+    """PyTorch's ``dim`` or numpy's ``axis`` (not both)."""
+    if dim is not None and axis is not None:
+        raise TypeError(f"{op}: got both dim= and axis=; give one")
+    return dim if dim is not None else (axis if axis is not None else default)
+
+
+def _dims(op: str, x: Tensor, dim: Any) -> tuple[int, ...]:
+    """``dim`` (None: every axis; an int or a sequence of ints) as sorted axes."""
+    if dim is None:
+        return tuple(range(x.ndim))
+    if isinstance(dim, (list, tuple)):
+        out = sorted({_dim(op, x, d) for d in dim})
+        if len(out) != len(dim):
+            raise ValueError(f"{op}: dim {tuple(dim)} repeats an axis")
+        return tuple(out)
+    return (_dim(op, x, dim),)
+
+
+def _shape_args(op: str, size: tuple) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (list, tuple)):
+        size = tuple(size[0])
+    out = tuple(_int(op, "size", s) for s in size)
+    for s in out:
+        if s < 0:
+            raise ValueError(f"{op}: sizes must be non-negative, got {list(out)}")
+    return out
+
+
+def _device(device: Any, like: Tensor | None = None) -> str:
+    if device is not None:
+        return str(device)
+    return like.device if like is not None else str(_core.get_default_device())
+
+
+def _float_dtype(op: str, dtype: Any) -> str:
+    name = _dtype_name(dtype) if dtype is not None else "float32"
+    if name not in ("float32", "float64", "float16", "bfloat16"):
+        raise DTypeError(f"{op}: dtype must be a float dtype, got {name}")
+    return name
+
+
+def _from_numpy(arr: np.ndarray, dtype: str, device: str) -> Tensor:
+    if dtype == "bfloat16":
+        return tensor(arr.astype(np.float32), device=device).astype("bfloat16")
+    return tensor(np.ascontiguousarray(arr.astype(dtype, copy=False)), device=device)
+
+
+def _index(values: Any, device: str) -> Tensor:
+    return tensor(np.asarray(values, dtype=np.int64), device=device)
+
+
+def _narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    key = (slice(None),) * dim + (slice(start, start + length),)
+    return x[key]
+
+
+def _dtype_like(out: Tensor, x: Tensor) -> Tensor:
+    return out if out.dtype == x.dtype else out.astype(x.dtype)
+
+
+# --------------------------------------------------------------------------------- creation
+
+
+def arange(
+    start: Any,
+    end: Any = None,
+    step: Any = 1,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+) -> Tensor:
+    """``[start, end)`` in steps of ``step`` (``arange(n)`` is ``0..n-1``): int64 when every
+    bound is an int, float32 otherwise (as PyTorch)."""
+    if end is None:
+        start, end = 0, start
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if isinstance(v, Tensor):
+            v = v.item()
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise TypeError(f"arange: {name} must be a number, got {type(v).__name__}")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"arange: {name} must be finite, got {v}")
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise ValueError(
+            f"arange: the range from start {start} to end {end} goes against step {step}"
+        )
+    ints = _builtin_all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    name = _dtype_name(dtype) if dtype is not None else ("int64" if ints else "float32")
+    n = _builtin_max(0, math.ceil((end - start) / step))
+    if ints:
+        arr = start + step * np.arange(n, dtype=np.int64)
+    else:
+        arr = start + step * np.arange(n, dtype=np.float64)
+    return _from_numpy(arr, name, _device(device))
+
+
+def linspace(
+    start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (float32)."""
+    steps = _int("linspace", "steps", steps)
+    if steps < 0:
+        raise ValueError(f"linspace: steps must be non-negative, got {steps}")
+    name = _dtype_name(dtype) if dtype is not None else "float32"
+    return _from_numpy(np.linspace(start, end, steps), name, _device(device))
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """The ``n x m`` identity (ones on the diagonal), float32 unless asked."""
+    n = _int("eye", "n", n)
+    m = n if m is None else _int("eye", "m", m)
+    if n < 0 or m < 0:
+        raise ValueError(f"eye: sizes must be non-negative, got {n} x {m}")
+    name = _dtype_name(dtype) if dtype is not None else "float32"
+    return _from_numpy(np.eye(n, m), name, _device(device))
+
+
+def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None, **kw: Any) -> Tensor:
+    """A tensor of ``size`` filled with ``fill_value``: the dtype is inferred from the value
+    as PyTorch does (bool, int64 for an int, float32 for a float) unless given."""
+    if "value" in kw:  # the engine's spelling
+        fill_value = kw.pop("value")
+    if kw:
+        raise TypeError(f"full: unexpected keyword arguments {sorted(kw)}")
+    if dtype is None:
+        if isinstance(fill_value, (bool, np.bool_)):
+            dtype = "bool"
+        elif isinstance(fill_value, (int, np.integer)):
+            dtype = "int64"
+    return _core.full(size, fill_value, dtype=dtype, device=device)
+
+
+def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """A tensor of ``input``'s shape (and dtype and device unless given) filled with
+    ``fill_value``."""
+    x = _check_tensor("full_like", "input", input)
+    name = _dtype_name(dtype) if dtype is not None else x.dtype.name
+    return _core.full(x.shape, fill_value, dtype=name, device=_device(device, x))
+
+
+def empty(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """A new tensor of ``size`` (its values are zeros here: no uninitialised memory is ever
+    handed out)."""
+    return _core.zeros(_shape_args("empty", size), dtype=dtype, device=device)
+
+
+def empty_like(input: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """:func:`empty` of ``input``'s shape, dtype and device unless given."""
+    return full_like(input, 0, dtype=dtype, device=device)
+
+
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
+    """The lower triangle of the last two axes (entries with ``col - row <= diagonal``);
+    the rest zero."""
+    x = _check_tensor("tril", "input", input)
+    if x.ndim < 2:
+        raise ShapeError(f"tril: input needs at least 2 axes, got shape {list(x.shape)}")
+    k = _int("tril", "diagonal", diagonal)
+    mask = np.tri(x.shape[-2], x.shape[-1], k, dtype=bool)
+    return _dtype_like(where(tensor(mask, device=x.device), x, 0), x)
+
+
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
+    """The upper triangle of the last two axes (entries with ``col - row >= diagonal``);
+    the rest zero."""
+    x = _check_tensor("triu", "input", input)
+    if x.ndim < 2:
+        raise ShapeError(f"triu: input needs at least 2 axes, got shape {list(x.shape)}")
+    k = _int("triu", "diagonal", diagonal)
+    mask = ~np.tri(x.shape[-2], x.shape[-1], k - 1, dtype=bool)
+    return _dtype_like(where(tensor(mask, device=x.device), x, 0), x)
+
+
+# ----------------------------------------------------------------------------------- random
+
+
+def rand(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Uniform samples in ``[0, 1)`` from the device's seeded stream (``fg.manual_seed``)."""
+    shape = _shape_args("rand", size)
+    dev = _device(device)
+    return _from_numpy(_numpy_rng(dev).random(shape), _float_dtype("rand", dtype), dev)
+
+
+def randn(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Standard normal samples from the device's seeded stream."""
+    shape = _shape_args("randn", size)
+    dev = _device(device)
+    return _from_numpy(_numpy_rng(dev).standard_normal(shape), _float_dtype("randn", dtype), dev)
+
+
+def rand_like(input: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    x = _check_tensor("rand_like", "input", input)
+    return rand(x.shape, dtype=dtype or x.dtype, device=_device(device, x))
+
+
+def randn_like(input: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    x = _check_tensor("randn_like", "input", input)
+    return randn(x.shape, dtype=dtype or x.dtype, device=_device(device, x))
+
+
+def randint(
+    low: int, high: Any = None, size: Any = None, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """Integers in ``[low, high)`` (``randint(high, size)`` starts at 0), int64."""
+    if size is None:  # randint(high, size)
+        low, high, size = 0, low, high
+    if size is None:
+        raise TypeError("randint: size is required")
+    low = _int("randint", "low", low)
+    high = _int("randint", "high", high)
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    shape = _shape_args("randint", (size,))
+    dev = _device(device)
+    name = _dtype_name(dtype) if dtype is not None else "int64"
+    return _from_numpy(_numpy_rng(dev).integers(low, high, shape), name, dev)
+
+
+def randperm(n: int, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """A random permutation of ``0..n-1`` (int64)."""
+    n = _int("randperm", "n", n)
+    if n < 0:
+        raise ValueError(f"randperm: n must be non-negative, got {n}")
+    dev = _device(device)
+    name = _dtype_name(dtype) if dtype is not None else "int64"
+    return _from_numpy(_numpy_rng(dev).permutation(n), name, dev)
+
+
+def bernoulli(input: Tensor, p: float | None = None) -> Tensor:
+    """1 with probability ``input`` (or ``p``) elementwise, else 0, in ``input``'s dtype."""
+    x = _check_tensor("bernoulli", "input", input)
+    probs = x.numpy().astype(np.float64) if p is None else np.full(x.shape, float(p))
+    if probs.size and (np.isnan(probs).any() or probs.min() < 0 or probs.max() > 1):
+        raise ValueError("bernoulli: probabilities must lie in [0, 1]")
+    u = _numpy_rng(x.device).random(x.shape)
+    return _from_numpy(u < probs, x.dtype.name, x.device)
+
+
+def normal(
+    mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """Normal samples: ``mean`` and ``std`` numbers (then ``size`` is required) or tensors
+    (broadcast together)."""
+    like = mean if isinstance(mean, Tensor) else (std if isinstance(std, Tensor) else None)
+    m = mean.numpy() if isinstance(mean, Tensor) else np.asarray(mean, np.float64)
+    s = std.numpy() if isinstance(std, Tensor) else np.asarray(std, np.float64)
+    if np.any(s < 0):
+        raise ValueError("normal: std must be non-negative")
+    if like is None and size is None:
+        raise TypeError("normal: size is required when mean and std are numbers")
+    shape = (
+        _shape_args("normal", (size,))
+        if size is not None
+        else np.broadcast_shapes(m.shape, s.shape)
+    )
+    dev = _device(device, like)
+    name = _float_dtype(
+        "normal", dtype if dtype is not None else (like.dtype if like is not None else None)
+    )
+    z = _numpy_rng(dev).standard_normal(shape)
+    return _from_numpy(m + s * z, name, dev)
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False) -> Tensor:
+    """Indices drawn from the rows of ``input`` (non-negative weights, 1-D or 2-D), int64."""
+    x = _check_tensor("multinomial", "input", input)
+    k = _int("multinomial", "num_samples", num_samples)
+    if x.ndim not in (1, 2):
+        raise ShapeError(f"multinomial: input must be 1-D or 2-D, got shape {list(x.shape)}")
+    w = x.numpy().astype(np.float64).reshape(-1, x.shape[-1])
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError("multinomial: weights must be finite and non-negative")
+    rng = _numpy_rng(x.device)
+    rows = []
+    for row in w:
+        total = row.sum()
+        if total <= 0:
+            raise ValueError("multinomial: a row of weights sums to zero")
+        if not replacement and k > np.count_nonzero(row):
+            raise ValueError(
+                f"multinomial: cannot draw {k} samples without replacement from "
+                f"{np.count_nonzero(row)} categories of nonzero weight"
+            )
+        rows.append(rng.choice(row.size, size=k, replace=replacement, p=row / total))
+    out = np.array(rows, dtype=np.int64).reshape(*x.shape[:-1], k)
+    return tensor(out, device=x.device)
+
+
+def _uniform_(self: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+    """Fills ``self`` in place with uniform samples in ``[a, b)``."""
+    u = _numpy_rng(self.device).uniform(a, b, self.shape)
+    self.copy_(_from_numpy(u, self.dtype.name, self.device))
+    return self
+
+
+def _normal_(self: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    """Fills ``self`` in place with normal samples."""
+    z = _numpy_rng(self.device).normal(mean, std, self.shape)
+    self.copy_(_from_numpy(z, self.dtype.name, self.device))
+    return self
+
+
+def _bernoulli_(self: Tensor, p: float = 0.5) -> Tensor:
+    u = _numpy_rng(self.device).random(self.shape) < p
+    self.copy_(_from_numpy(u, self.dtype.name, self.device))
+    return self
+
+
+# ------------------------------------------------------------------------ movement, indexing
+
+
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merges axes ``start_dim..end_dim`` (inclusive) into one (a view when it can be)."""
+    x = _check_tensor("flatten", "input", input)
+    if x.ndim == 0:
+        return x.reshape(1)
+    s = _dim("flatten", x, start_dim, "start_dim")
+    e = _dim("flatten", x, end_dim, "end_dim")
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    shape = list(x.shape)
+    return x.reshape(*shape[:s], int(np.prod(shape[s : e + 1])), *shape[e + 1 :])
+
+
+def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
+    """Splits axis ``dim`` into ``sizes`` (one may be -1)."""
+    x = _check_tensor("unflatten", "input", input)
+    d = _dim("unflatten", x, dim)
+    sizes = [_int("unflatten", "sizes", s) for s in sizes]
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if sizes.count(-1) > 1 or (-1 not in sizes and known != x.shape[d]):
+        raise ShapeError(
+            f"unflatten: sizes {sizes} do not multiply to the length {x.shape[d]} of dim {d}"
+        )
+    if -1 in sizes:
+        if known == 0 or x.shape[d] % known:
+            raise ShapeError(f"unflatten: sizes {sizes} do not divide the length {x.shape[d]}")
+        sizes[sizes.index(-1)] = x.shape[d] // known
+    shape = list(x.shape)
+    return x.reshape(*shape[:d], *sizes, *shape[d + 1 :])
+
+
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    """A new axis of length 1 at ``dim`` (``-1`` appends)."""
+    x = _check_tensor("unsqueeze", "input", input)
+    d = _int("unsqueeze", "dim", dim)
+    n = x.ndim + 1
+    if not -n <= d < n:
+        raise IndexError(f"unsqueeze: dim {d} is out of range for a result with {n} axes")
+    return x.expand_dims(d % n)
+
+
+def cat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None = None) -> Tensor:
+    """:func:`concat` with PyTorch's name and ``dim``."""
+    return concat(tensors, _pick("cat", dim, axis, 0))
+
+
+def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """The ``length`` entries from ``start`` along ``dim`` (a view)."""
+    x = _check_tensor("narrow", "input", input)
+    d = _dim("narrow", x, dim)
+    n = x.shape[d]
+    start = _int("narrow", "start", start)
+    length = _int("narrow", "length", length)
+    if start < 0:
+        start += n
+    if not 0 <= start <= n or length < 0 or start + length > n:
+        raise IndexError(
+            f"narrow: start {start} and length {length} fall outside dim {d} of length {n}"
+        )
+    return _narrow(x, d, start, length)
+
+
+def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces along ``dim``: of ``split_size`` each (the last may be shorter), or of the
+    listed sizes (which must add up to the length)."""
+    x = _check_tensor("split", "tensor", tensor)
+    d = _dim("split", x, dim)
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [_int("split", "split_size_or_sections", s) for s in split_size_or_sections]
+        if sum(sizes) != n or _builtin_any(s < 0 for s in sizes):
+            raise ShapeError(f"split: sections {sizes} do not add up to the length {n} of dim {d}")
+    else:
+        size = _int("split", "split_size_or_sections", split_size_or_sections)
+        if size <= 0:
+            raise ValueError(f"split: split_size must be positive, got {size}")
+        sizes = [_builtin_min(size, n - i) for i in range(0, n, size)] or [0]
+    out, at = [], 0
+    for s in sizes:
+        out.append(_narrow(x, d, at, s))
+        at += s
+    return tuple(out)
+
+
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """At most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (as PyTorch)."""
+    x = _check_tensor("chunk", "input", input)
+    chunks = _int("chunk", "chunks", chunks)
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    d = _dim("chunk", x, dim)
+    n = x.shape[d]
+    return split(x, _builtin_max(1, -(-n // chunks)), d)
+
+
+def tile(input: Tensor, dims: Sequence[int]) -> Tensor:
+    """``input`` repeated ``dims[i]`` times along each axis (numpy's ``tile``)."""
+    x = _check_tensor("tile", "input", input)
+    reps = [_int("tile", "dims", r) for r in dims]
+    if _builtin_any(r < 0 for r in reps):
+        raise ValueError(f"tile: repeats must be non-negative, got {reps}")
+    n = _builtin_max(len(reps), x.ndim)
+    reps = [1] * (n - len(reps)) + reps
+    shape = [1] * (n - x.ndim) + list(x.shape)
+    inter = []
+    for r, s in zip(reps, shape):
+        inter += [1, s]
+    y = x.reshape(*inter) if inter else x
+    target = []
+    for r, s in zip(reps, shape):
+        target += [r, s]
+    y = y.broadcast_to(*target)
+    return y.reshape(*[r * s for r, s in zip(reps, shape)])
+
+
+def repeat(input: Tensor, *sizes: Any) -> Tensor:
+    """PyTorch's ``Tensor.repeat``: tiles ``input`` ``sizes[i]`` times along each axis
+    (at least as many sizes as axes)."""
+    x = _check_tensor("repeat", "input", input)
+    reps = _shape_args("repeat", sizes)
+    if len(reps) < x.ndim:
+        raise ValueError(
+            f"repeat: needs at least as many repeats ({len(reps)}) as the tensor has axes "
+            f"({x.ndim})"
+        )
+    return tile(x, reps)
+
+
+def flip(input: Tensor, dims: Any) -> Tensor:
+    """``input`` with the order of entries reversed along ``dims``."""
+    x = _check_tensor("flip", "input", input)
+    for d in _dims("flip", x, dims if dims is not None else []):
+        n = x.shape[d]
+        x = _core.index_select(x, d, _index(np.arange(n - 1, -1, -1), x.device))
+    return x
+
+
+def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
+    """Entries shifted by ``shifts`` along ``dims``, wrapping around (no ``dims``: over the
+    flattened tensor, shape kept)."""
+    x = _check_tensor("roll", "input", input)
+    if dims is None:
+        if isinstance(shifts, (list, tuple)):
+            if len(shifts) != 1:
+                raise ValueError("roll: several shifts need as many dims")
+            shifts = shifts[0]
+        return roll(x.reshape(-1), shifts, 0).reshape(*x.shape)
+    shifts = list(shifts) if isinstance(shifts, (list, tuple)) else [shifts]
+    dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+    for s, d in zip(shifts, dims):
+        d = _dim("roll", x, d)
+        s = _int("roll", "shifts", s)
+        n = x.shape[d]
+        if n:
+            x = _core.index_select(x, d, _index((np.arange(n) - s) % n, x.device))
+    return x
+
+
+def _index_tensor(op: str, index: Any, device: str) -> Tensor:
+    if not isinstance(index, Tensor):
+        index = tensor(np.asarray(index))
+    if index.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: index must hold integers, got {index.dtype}")
+    if index.dtype.name != "int64":
+        index = index.astype("int64")
+    return index if index.device == device else index.to(device)
+
+
+def _fit(op: str, name: str, x: Tensor, shape: tuple, d: int) -> Tensor:
+    """``x`` cut to ``shape`` (PyTorch lets the index be smaller than the other tensor on
+    every axis but ``d`` where it reads, on every axis where it writes)."""
+    if x.ndim != len(shape):
+        raise ShapeError(f"{op}: index has {len(shape)} axes but {name} has shape {list(x.shape)}")
+    key = []
+    for e, (a, b) in enumerate(zip(x.shape, shape)):
+        if b > a and e != d:
+            raise ShapeError(
+                f"{op}: index of shape {list(shape)} is larger than {name} of shape "
+                f"{list(x.shape)} on axis {e}"
+            )
+        key.append(slice(0, b) if e != d else slice(None))
+    return x[tuple(key)] if tuple(x.shape) != tuple(shape) else x
+
+
+def gather(input: Tensor, dim: int, index: Any) -> Tensor:
+    """``out[p] = input[p with dim replaced by index[p]]`` (PyTorch's ``gather``; the index
+    may be smaller than ``input`` on the other axes)."""
+    x = _check_tensor("gather", "input", input)
+    d = _dim("gather", x, dim)
+    idx = _index_tensor("gather", index, x.device)
+    src = _fit("gather", "input", x, tuple(idx.shape), d)
+    return _core.take_along_axis(src, idx, d)
+
+
+def _scatter_src(op: str, x: Tensor, idx: Tensor, d: int, src: Any) -> Tensor:
+    if isinstance(src, Tensor):
+        s = _fit(op, "src", src, tuple(idx.shape), -1)
+        return _dtype_like(s, x)
+    return _core.full(idx.shape, src, dtype=x.dtype.name, device=x.device)
+
+
+def scatter_add(input: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
+    """``input`` with ``src[p]`` added at ``p with dim replaced by index[p]`` (repeated
+    indices add up); differentiable in ``input`` and ``src``."""
+    x = _check_tensor("scatter_add", "input", input)
+    d = _dim("scatter_add", x, dim)
+    idx = _index_tensor("scatter_add", index, x.device)
+    s = _scatter_src("scatter_add", x, idx, d, src)
+    return x + _core._scatter_add(s, idx, d, tuple(x.shape))
+
+
+def scatter(
+    input: Tensor, dim: int, index: Any, src: Any = None, *, value: Any = None, reduce: Any = None
+) -> Tensor:
+    """``input`` with ``src[p]`` (or ``value``) written at ``p with dim replaced by
+    index[p]``; ``reduce="add"``/``"multiply"`` combines instead. Where an index repeats,
+    which write wins is unspecified (as in PyTorch)."""
+    x = _check_tensor("scatter", "input", input)
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError("scatter: give src or value")
+    d = _dim("scatter", x, dim)
+    idx = _index_tensor("scatter", index, x.device)
+    if reduce == "add":
+        return scatter_add(x, d, idx, src)
+    s = _scatter_src("scatter", x, idx, d, src)
+    hits = _core._scatter_add(
+        _core.ones(idx.shape, dtype="int64", device=x.device), idx, d, tuple(x.shape)
+    )
+    if reduce not in (None, "multiply"):
+        raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+    rank = _repeat_rank(idx.numpy(), d, tuple(x.shape))
+    if reduce == "multiply":
+        # one round per repeat level: each round's targets are distinct
+        out = x
+        for r in range(int(rank.max()) + 1 if rank.size else 0):
+            sel = tensor(rank == r, device=x.device)
+            hit_r = _core._scatter_add(sel.astype("int64"), idx, d, tuple(x.shape)) > 0
+            factor = _core._scatter_add(where(sel, s, 0), idx, d, tuple(x.shape))
+            out = where(hit_r, out * factor, out)
+        return _dtype_like(out, x)
+    # a repeated target takes its first write (PyTorch leaves which one unspecified)
+    if rank.size and rank.max() > 0:
+        s = where(tensor(rank == 0, device=x.device), s, 0)
+    written = _core._scatter_add(s, idx, d, tuple(x.shape))
+    return _dtype_like(where(hits > 0, written, x), x)
+
+
+def _repeat_rank(pos: np.ndarray, d: int, shape: tuple) -> np.ndarray:
+    """For each index entry, how many earlier entries (in row-major order) hit the same
+    target: 0 for the first write to each target."""
+    if pos.size == 0:
+        return np.zeros(pos.shape, np.int64)
+    pos = np.where(pos < 0, pos + shape[d], pos)
+    grids = np.indices(pos.shape)
+    coords = [grids[e] if e != d else pos for e in range(pos.ndim)]
+    flat = np.ravel_multi_index([c.reshape(-1) for c in coords], shape)
+    order = np.argsort(flat, kind="stable")
+    sorted_flat = flat[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_flat)) + 1]
+    run_start = np.repeat(starts, np.diff(np.r_[starts, flat.size]))
+    rank = np.empty(flat.size, np.int64)
+    rank[order] = np.arange(flat.size) - run_start
+    return rank.reshape(pos.shape)
+
+
+def index_add(input: Tensor, dim: int, index: Any, source: Tensor, *, alpha: Any = 1) -> Tensor:
+    """``input`` with ``alpha * source`` added at the entries ``index`` (1-D) along ``dim``
+    (repeated indices add up)."""
+    x = _check_tensor("index_add", "input", input)
+    src = _check_tensor("index_add", "source", source)
+    d = _dim("index_add", x, dim)
+    idx = _index_tensor("index_add", index, x.device)
+    if idx.ndim > 1:
+        raise ShapeError(f"index_add: index must be 1-D, got shape {list(idx.shape)}")
+    idx = idx.reshape(-1)
+    want = list(x.shape)
+    want[d] = idx.shape[0]
+    if x.ndim == 0:
+        want = []
+    if list(src.shape) != want:
+        raise ShapeError(
+            f"index_add: source has shape {list(src.shape)}, expected {want} (input's shape "
+            f"with dim {d} of the index's length)"
+        )
+    if alpha != 1:
+        src = src * alpha
+    if x.ndim == 0:
+        return x + src
+    full_idx = idx.reshape(*[-1 if e == d else 1 for e in range(x.ndim)]).broadcast_to(*want)
+    return x + _dtype_like(_core._scatter_add(src, full_idx, d, tuple(x.shape)), x)
+
+
+def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
+    """``input`` with ``value`` where ``mask`` (a bool tensor that broadcasts) is True."""
+    x = _check_tensor("masked_fill", "input", input)
+    m = mask if isinstance(mask, Tensor) else tensor(np.asarray(mask), device=x.device)
+    if m.dtype.kind != "b":
+        raise DTypeError(f"masked_fill: mask must be a bool tensor, got {m.dtype}")
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise ShapeError(
+            f"masked_fill: value must be a number or a 0-d tensor, got shape {list(value.shape)}"
+        )
+    return _dtype_like(where(m, value, x), x)
+
+
+def masked_select(input: Tensor, mask: Any) -> Tensor:
+    """The entries of ``input`` where ``mask`` is True, as a 1-D tensor (both broadcast)."""
+    x = _check_tensor("masked_select", "input", input)
+    m = mask if isinstance(mask, Tensor) else tensor(np.asarray(mask), device=x.device)
+    if m.dtype.kind != "b":
+        raise DTypeError(f"masked_select: mask must be a bool tensor, got {m.dtype}")
+    shape = np.broadcast_shapes(tuple(x.shape), tuple(m.shape))
+    mm = np.broadcast_to(m.numpy(), shape)
+    pos = np.flatnonzero(mm)
+    xb = x.broadcast_to(*shape).reshape(-1) if shape else x.reshape(-1)
+    return _core.index_select(xb, 0, _index(pos, x.device))
+
+
+def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot rows of the class indices in ``tensor_`` (a new last axis of
+    ``num_classes``, by default ``max + 1``)."""
+    x = _check_tensor("one_hot", "tensor", tensor_)
+    if x.dtype.kind not in "iu":
+        raise DTypeError(f"one_hot: tensor must hold class indices (int), got {x.dtype}")
+    vals = x.numpy()
+    n = _int("one_hot", "num_classes", num_classes)
+    if n == -1:
+        n = int(vals.max()) + 1 if vals.size else 0
+    if vals.size and (vals.min() < 0 or vals.max() >= n):
+        raise ValueError(
+            f"one_hot: class values must lie in [0, {n}), got values in "
+            f"[{int(vals.min())}, {int(vals.max())}]"
+        )
+    classes = _index(np.arange(n), x.device)
+    return (x.astype("int64").expand_dims(x.ndim) == classes).astype("int64")
+
+
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
+    """Pads the last ``len(pad) // 2`` axes: ``pad = (left_last, right_last, left_prev,
+    right_prev, ...)``, as PyTorch. ``mode`` ``"constant"`` (negative pads crop),
+    ``"reflect"``, ``"replicate"`` or ``"circular"``."""
+    x = _check_tensor("pad", "input", input)
+    pads = [_int("pad", "pad", p) for p in pad]
+    if len(pads) % 2 or len(pads) // 2 > x.ndim:
+        raise ValueError(
+            f"pad: pad must hold pairs for at most {x.ndim} axes, got {len(pads)} values"
+        )
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise ValueError(
+            f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}"
+        )
+    for i in range(len(pads) // 2):
+        d = x.ndim - 1 - i
+        lo, hi = pads[2 * i], pads[2 * i + 1]
+        n = x.shape[d]
+        if mode == "constant":
+            if lo < 0:
+                x, lo, n = _narrow(x, d, -lo, n + lo), 0, n + lo
+            if hi < 0:
+                x, hi, n = _narrow(x, d, 0, n + hi), 0, n + hi
+            if n < 0:
+                raise ValueError(f"pad: cropping removes more than the length of axis {d}")
+            parts = []
+            for k in (lo, hi):
+                shape = list(x.shape)
+                shape[d] = k
+                parts.append(_core.full(shape, value, dtype=x.dtype.name, device=x.device))
+            if lo or hi:
+                x = concat([parts[0], x, parts[1]], d)
+            continue
+        if lo < 0 or hi < 0:
+            raise ValueError(f"pad: {mode} padding must be non-negative, got {pads}")
+        if mode == "reflect":
+            if lo >= n or hi >= n:
+                raise ValueError(
+                    f"pad: reflect padding ({lo}, {hi}) must be less than the length {n} of "
+                    f"axis {d}"
+                )
+            src = np.r_[np.arange(lo, 0, -1), np.arange(n), np.arange(n - 2, n - 2 - hi, -1)]
+        elif mode == "replicate":
+            if n == 0:
+                raise ValueError(f"pad: cannot replicate-pad the empty axis {d}")
+            src = np.clip(np.arange(-lo, n + hi), 0, n - 1)
+        else:
+            if lo > n or hi > n:
+                raise ValueError(
+                    f"pad: circular padding ({lo}, {hi}) must not exceed the length {n}"
+                )
+            src = np.arange(-lo, n + hi) % n
+        x = _core.index_select(x, d, _index(src, x.device))
+    return x
+
+
+# ------------------------------------------------------------------------------- reductions
+
+
+def _reduce_dims(op: str, x: Tensor, dim: Any, axis: Any) -> tuple[int, ...]:
+    return _dims(op, x, _pick(op, dim, axis))
+
+
+def _keep(x: Tensor, out: Tensor, dims: tuple[int, ...], keepdim: bool) -> Tensor:
+    if keepdim:
+        shape = [1 if d in dims else s for d, s in enumerate(x.shape)]
+        return out.reshape(*shape)
+    return out
+
+
+def _moved_last(x: Tensor, dims: tuple[int, ...]) -> Tensor:
+    """``x`` with ``dims`` moved to the end and merged into one axis."""
+    rest = [d for d in range(x.ndim) if d not in dims]
+    y = x.permute(*(rest + list(dims))) if list(rest + list(dims)) != list(range(x.ndim)) else x
+    return y.reshape(*[x.shape[d] for d in rest], int(np.prod([x.shape[d] for d in dims])))
+
+
+def prod(
+    input: Tensor,
+    dim: Any = None,
+    keepdim: bool = False,
+    *,
+    dtype: Any = None,
+    axis: Any = None,
+    keepdims: bool | None = None,
+) -> Tensor:
+    """The product over ``dim`` (all axes by default); integers and bools give int64.
+    The gradient is exact with zeros in the input (a tree of multiplications)."""
+    x = _check_tensor("prod", "input", input)
+    keepdim = keepdim if keepdims is None else keepdims
+    if dtype is not None:
+        x = x.astype(_dtype_name(dtype))
+    elif x.dtype.kind in "biu":
+        x = x.astype("int64")
+    dims = _reduce_dims("prod", x, dim, axis)
+    if x.ndim == 0:
+        return x
+    y = _moved_last(x, dims)
+    while y.shape[-1] > 1:
+        n = y.shape[-1]
+        if n % 2:
+            one = _core.ones((*y.shape[:-1], 1), dtype=y.dtype.name, device=y.device)
+            y = concat([y, one], -1)
+        y = y[..., 0::2] * y[..., 1::2]
+    if y.shape[-1] == 0:
+        y = _core.ones((*y.shape[:-1], 1), dtype=y.dtype.name, device=y.device)
+    return _keep(x, y.reshape(*y.shape[:-1]), dims, keepdim)
+
+
+def _scan(x: Tensor, d: int, combine: Any, identity: float) -> Tensor:
+    """Inclusive scan along ``d`` in ``log2(n)`` steps (Hillis-Steele), each a shifted
+    combine, so the gradient is the ops' own."""
+    n = x.shape[d]
+    k = 1
+    while k < n:
+        shape = list(x.shape)
+        shape[d] = k
+        fill = _core.full(shape, identity, dtype=x.dtype.name, device=x.device)
+        shifted = concat([fill, _narrow(x, d, 0, n - k)], d)
+        x = combine(x, shifted)
+        k *= 2
+    return x
+
+
+def cumsum(input: Tensor, dim: Any = None, *, dtype: Any = None, axis: Any = None) -> Tensor:
+    """Running sums along ``dim``; integers and bools give int64."""
+    x = _check_tensor("cumsum", "input", input)
+    d = _pick("cumsum", dim, axis)
+    if d is None:
+        raise TypeError("cumsum: dim is required")
+    if dtype is not None:
+        x = x.astype(_dtype_name(dtype))
+    elif x.dtype.kind in "biu":
+        x = x.astype("int64")
+    if x.ndim == 0:
+        return x
+    return _scan(x, _dim("cumsum", x, d), lambda a, b: a + b, 0)
+
+
+def cumprod(input: Tensor, dim: Any = None, *, dtype: Any = None, axis: Any = None) -> Tensor:
+    """Running products along ``dim``; integers and bools give int64. The gradient is
+    exact with zeros in the input."""
+    x = _check_tensor("cumprod", "input", input)
+    d = _pick("cumprod", dim, axis)
+    if d is None:
+        raise TypeError("cumprod: dim is required")
+    if dtype is not None:
+        x = x.astype(_dtype_name(dtype))
+    elif x.dtype.kind in "biu":
+        x = x.astype("int64")
+    if x.ndim == 0:
+        return x
+    return _scan(x, _dim("cumprod", x, d), lambda a, b: a * b, 1)
+
+
+def var(
+    input: Tensor,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: Any = None,
+    axis: Any = None,
+    keepdims: bool | None = None,
+    ddof: Any = None,
+) -> Tensor:
+    """The variance over ``dim``: ``sum((x - mean)**2) / (N - correction)``, ``correction``
+    1 by default (``unbiased=False`` or numpy's ``ddof=0`` is 0)."""
+    x = _check_tensor("var", "input", input)
+    if isinstance(dim, bool) and unbiased is None:  # var(x, False): torch's old signature
+        dim, unbiased = None, dim
+    keepdim = keepdim if keepdims is None else keepdims
+    given = [c for c in (unbiased, correction, ddof) if c is not None]
+    if len(given) > 1:
+        raise TypeError("var: give one of unbiased=, correction= and ddof=")
+    c = 1 if not given else (int(unbiased) if unbiased is not None else given[0])
+    if x.dtype.kind != "f":
+        raise DTypeError(f"var: input must be a float tensor, got {x.dtype}")
+    dims = _reduce_dims("var", x, dim, axis)
+    n = int(np.prod([x.shape[d] for d in dims])) if dims else 1
+    mean = x.mean(axis=dims, keepdims=True) if dims else x
+    dev = x - mean
+    s = (dev * dev).sum(axis=dims, keepdims=keepdim) if dims else dev * dev
+    return s / _builtin_max(n - c, 0) if n - c > 0 else s / 0.0
+
+
+def std(
+    input: Tensor,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    *,
+    correction: Any = None,
+    axis: Any = None,
+    keepdims: bool | None = None,
+    ddof: Any = None,
+) -> Tensor:
+    """The standard deviation: ``sqrt`` of :func:`var` with the same arguments."""
+    return var(
+        input,
+        dim,
+        unbiased,
+        keepdim,
+        correction=correction,
+        axis=axis,
+        keepdims=keepdims,
+        ddof=ddof,
+    ).sqrt()
+
+
+def _safe_sqrt(s: Tensor) -> Tensor:
+    """``sqrt(s)`` whose gradient at ``s == 0`` is 0 (a norm's subgradient), not inf/NaN."""
+    zero = s == 0
+    return where(zero, 0.0, where(zero, 1.0, s).sqrt())
+
+
+def norm(
+    input: Tensor,
+    p: Any = "fro",
+    dim: Any = None,
+    keepdim: bool = False,
+    *,
+    axis: Any = None,
+    keepdims: bool | None = None,
+    dtype: Any = None,
+) -> Tensor:
+    """The vector ``p``-norm over ``dim`` (all entries by default): ``"fro"`` and 2
+    (gradient 0 at 0, as PyTorch), 1, ``inf``, ``-inf``, 0 (the count of nonzeros) or any
+    positive number."""
+    x = _check_tensor("norm", "input", input)
+    keepdim = keepdim if keepdims is None else keepdims
+    if dtype is not None:
+        x = x.astype(_dtype_name(dtype))
+    if x.dtype.kind != "f":
+        raise DTypeError(f"norm: input must be a float tensor, got {x.dtype}")
+    dims = _reduce_dims("norm", x, dim, axis)
+    if p == "fro" or p is None:
+        p = 2
+    if isinstance(p, str):
+        raise TypeError(f"norm: p must be a number or 'fro', got {p!r}")
+    kw = {"axis": dims, "keepdims": keepdim}
+    a = x.abs()
+    if x.ndim == 0:
+        return a if p != 0 else (x != 0).astype(x.dtype)
+    if p == 2:
+        return _safe_sqrt((x * x).sum(**kw))
+    if p == 1:
+        return a.sum(**kw)
+    if p == math.inf:
+        return a.max(**kw)
+    if p == -math.inf:
+        return a.min(**kw)
+    if p == 0:
+        return (x != 0).astype(x.dtype).sum(**kw)
+    s = (a**p).sum(**kw)
+    return s ** (1.0 / p)
+
+
+def logsumexp(
+    input: Tensor,
+    dim: Any = None,
+    keepdim: bool = False,
+    *,
+    axis: Any = None,
+    keepdims: bool | None = None,
+) -> Tensor:
+    """``log(sum(exp(input)))`` over ``dim``, computed stably (shifted by the max); its
+    gradient is the softmax."""
+    x = _check_tensor("logsumexp", "input", input)
+    keepdim = keepdim if keepdims is None else keepdims
+    if x.dtype.kind != "f":
+        x = x.astype("float32")
+    dims = _reduce_dims("logsumexp", x, dim, axis)
+    if x.ndim == 0:
+        return x
+    m = x.detach().max(axis=dims, keepdims=True)
+    m = where(m.abs() == math.inf, 0.0, m)
+    s = (x - m).exp().sum(axis=dims, keepdims=True).log() + m
+    return s if keepdim else s.squeeze(dims)
+
+
+def _arg_extreme(op: str, x: Tensor, dim: Any, keepdim: bool, largest: bool) -> Tensor:
+    x = _check_tensor(op, "input", x)
+    if x.dtype.kind == "b":
+        x = x.astype("int64")
+    x = x.detach()
+    if dim is None:
+        flat = x.reshape(-1)
+        out = _arg_extreme(op, flat, 0, False, largest)
+        return out.reshape(*([1] * x.ndim)) if keepdim else out
+    d = _dim(op, x, dim)
+    if x.ndim == 0:
+        return _core.zeros((), dtype="int64", device=x.device)
+    n = x.shape[d]
+    if n == 0:
+        raise ValueError(f"{op}: dim {d} of shape {list(x.shape)} is empty")
+    best = x.max(axis=d, keepdims=True) if largest else x.min(axis=d, keepdims=True)
+    hit = x == best
+    if x.dtype.kind == "f":  # NaN counts as the extreme, as in PyTorch
+        nan = isnan(x)
+        any_nan = nan.astype("int64").sum(axis=d, keepdims=True) > 0
+        hit = where(any_nan, nan, hit)
+    pos = _index(np.arange(n).reshape([-1 if e == d else 1 for e in range(x.ndim)]), x.device)
+    out = where(hit, pos, n).min(axis=d, keepdims=True)
+    return out if keepdim else out.squeeze(d)
+
+
+def argmax(input: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+    """Indices of the largest entries along ``dim`` (the first one on ties; NaN is the
+    largest), int64; over the flattened tensor without ``dim``."""
+    return _arg_extreme("argmax", input, _pick("argmax", dim, axis), keepdim, True)
+
+
+def argmin(input: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+    """Indices of the smallest entries along ``dim`` (first on ties), int64."""
+    return _arg_extreme("argmin", input, _pick("argmin", dim, axis), keepdim, False)
+
+
+def any(input: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+    """Whether any entry along ``dim`` (all by default) is nonzero; a bool tensor."""
+    x = _check_tensor("any", "input", input)
+    dims = _reduce_dims("any", x, dim, axis)
+    t = (x != 0).astype("int64")
+    return (t.sum(axis=dims, keepdims=keepdim) if x.ndim else t) > 0
+
+
+def all(input: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+    """Whether every entry along ``dim`` (all by default) is nonzero; a bool tensor."""
+    x = _check_tensor("all", "input", input)
+    dims = _reduce_dims("all", x, dim, axis)
+    t = (x == 0).astype("int64")
+    return (t.sum(axis=dims, keepdims=keepdim) if x.ndim else t) == 0
+
+
+_ValuesIndices = namedtuple("_ValuesIndices", ["values", "indices"])
+
+
+def _values_indices(kind: str) -> type:
+    cls = type(f"torch_return_types_{kind}", (_ValuesIndices,), {"__slots__": ()})
+    cls.__doc__ = f"``{kind}(dim=...)``'s result: ``(values, indices)``, a named tuple."
+    return cls
+
+
+_MaxResult = _values_indices("max")
+_MinResult = _values_indices("min")
+
+
+def _extreme_method(kind: str, engine: Any, result: type, pairwise: Any) -> Any:
+    largest = kind == "max"
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], Tensor):  # x.max(other): elementwise
+            return pairwise(self, args[0])
+        if "dim" in kwargs:
+            dim = kwargs.pop("dim")
+            keepdim = kwargs.pop("keepdim", kwargs.pop("keepdims", False))
+            if args or kwargs:
+                raise TypeError(f"{kind}: with dim= give only keepdim=, got {args} {kwargs}")
+            d = _dim(kind, self, dim)
+            values = engine(self, d, keepdim)
+            indices = _arg_extreme(f"arg{kind}", self, d, keepdim, largest)
+            return result(values, indices)
+        return engine(self, *args, **kwargs)
+
+    method.__name__ = kind
+    method.__doc__ = (
+        f"The {kind} over ``axis`` (all axes by default), or ``{kind}(dim=d)``: PyTorch's "
+        f"``(values, indices)``; ``{kind}(other)`` is elementwise."
+    )
+    return method
+
+
+# ---------------------------------------------------------------------------- Tensor methods
+
+
+def _view(self: Tensor, *shape: Any) -> Tensor:
+    """PyTorch's ``view``: :meth:`reshape` (a view whenever the layout allows)."""
+    return self.reshape(*shape)
+
+
+def _contiguous(self: Tensor) -> Tensor:
+    """``self`` when its entries are in row-major order, else a row-major copy."""
+    _, _, shape, strides = self._data_key
+    expect = 1
+    for s, st in zip(reversed(shape), reversed(strides)):
+        if s != 1 and st != expect:
+            return self.copy()
+        expect *= s
+    return self
+
+
+def _is_contiguous(self: Tensor) -> bool:
+    return _contiguous(self) is self
+
+
+def _expand(self: Tensor, *sizes: Any) -> Tensor:
+    """PyTorch's ``expand``: ``broadcast_to`` where ``-1`` keeps an axis."""
+    sizes = _shape_args_loose(sizes)
+    lead = len(sizes) - self.ndim
+    if lead < 0:
+        raise ShapeError(f"expand: {len(sizes)} sizes for a tensor of shape {list(self.shape)}")
+    out = [self.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes)]
+    return self.broadcast_to(*out)
+
+
+def _shape_args_loose(size: tuple) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (list, tuple)):
+        size = tuple(size[0])
+    return tuple(_int("expand", "size", s) for s in size)
+
+
+def _masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
+    self.copy_(masked_fill(self, mask, value))
+    return self
+
+
+def _install() -> None:
+    methods = {
+        "view": _view,
+        "view_as": lambda self, other: self.reshape(*other.shape),
+        "expand": _expand,
+        "expand_as": lambda self, other: self.broadcast_to(*other.shape),
+        "type_as": lambda self, other: self.astype(other.dtype),
+        "contiguous": _contiguous,
+        "is_contiguous": _is_contiguous,
+        "t": lambda self: self.T,
+        "unsqueeze": unsqueeze,
+        "unflatten": unflatten,
+        "split": split,
+        "chunk": chunk,
+        "repeat": repeat,
+        "tile": tile,
+        "flip": flip,
+        "roll": roll,
+        "narrow": narrow,
+        "gather": gather,
+        "scatter": scatter,
+        "scatter_add": scatter_add,
+        "index_add": index_add,
+        "masked_fill": masked_fill,
+        "masked_fill_": _masked_fill_,
+        "masked_select": masked_select,
+        "prod": prod,
+        "var": var,
+        "std": std,
+        "norm": norm,
+        "logsumexp": logsumexp,
+        "argmax": argmax,
+        "argmin": argmin,
+        "any": any,
+        "all": all,
+        "cumsum": cumsum,
+        "cumprod": cumprod,
+        "tril": tril,
+        "triu": triu,
+        "uniform_": _uniform_,
+        "normal_": _normal_,
+        "bernoulli_": _bernoulli_,
+        "bernoulli": bernoulli,
+    }
+    for name, fn in methods.items():
+        if name not in Tensor.__dict__:
+            setattr(Tensor, name, fn)
+    # flatten(start_dim, end_dim) replaces the engine's flatten-everything method
+    Tensor.flatten = flatten
+    Tensor.max = _extreme_method("max", Tensor.max, _MaxResult, _core.maximum)
+    Tensor.min = _extreme_method("min", Tensor.min, _MinResult, _core.minimum)
+
+
+_install()
+
+
+def max(input: Tensor, *args: Any, **kwargs: Any) -> Any:
+    """The max over ``axis`` (all axes by default); ``max(x, dim=d)`` is PyTorch's
+    ``(values, indices)``; ``max(x, other)`` is elementwise."""
+    return Tensor.max(_check_tensor("max", "input", input), *args, **kwargs)
+
+
+def min(input: Tensor, *args: Any, **kwargs: Any) -> Any:
+    """The min over ``axis`` (all axes by default); ``min(x, dim=d)`` is PyTorch's
+    ``(values, indices)``; ``min(x, other)`` is elementwise."""
+    return Tensor.min(_check_tensor("min", "input", input), *args, **kwargs)
+
+
+__all__ += ["max", "min"]
