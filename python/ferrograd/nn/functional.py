@@ -1,0 +1,915 @@
+"""PyTorch's ``torch.nn.functional`` over ferrograd's ops: activations, linear, dropout,
+normalisations, embedding, attention, losses, pooling, resizing and padding.
+
+Each function is a composition of the engine's ops, so its gradient is exact, works at any
+order (``create_graph``) and on every device. Argument names and defaults are PyTorch's."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import _core
+from .._core import (
+    DTypeError,
+    ShapeError,
+    Tensor,
+    avg_pool2d,
+    conv2d,
+    log_softmax,
+    matmul,
+    max_pool2d,
+    softmax,
+    where,
+)
+from .._ops import one_hot, pad
+from .._tensor import tensor
+from ..random import _numpy_rng
+
+__all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
+    "batch_norm",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "conv1d",
+    "conv2d",
+    "conv_transpose2d",
+    "cross_entropy",
+    "dropout",
+    "elu",
+    "embedding",
+    "gelu",
+    "group_norm",
+    "hardtanh",
+    "huber_loss",
+    "interpolate",
+    "kl_div",
+    "l1_loss",
+    "layer_norm",
+    "leaky_relu",
+    "linear",
+    "log_softmax",
+    "logsigmoid",
+    "max_pool2d",
+    "mse_loss",
+    "nll_loss",
+    "normalize",
+    "one_hot",
+    "pad",
+    "pixel_shuffle",
+    "pixel_unshuffle",
+    "relu",
+    "relu6",
+    "scaled_dot_product_attention",
+    "selu",
+    "sigmoid",
+    "silu",
+    "smooth_l1_loss",
+    "softmax",
+    "softplus",
+    "tanh",
+]
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def _t(op: str, name: str, x: Any) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+    return x
+
+
+def _float(op: str, name: str, x: Any) -> Tensor:
+    x = _t(op, name, x)
+    if x.dtype.kind != "f":
+        raise DTypeError(f"{op}: {name} must be a float tensor, got {x.dtype}")
+    return x
+
+
+def _reduce(op: str, loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _same_shape(op: str, input: Tensor, target: Tensor) -> None:
+    if tuple(input.shape) != tuple(target.shape):
+        raise ShapeError(
+            f"{op}: input of shape {list(input.shape)} and target of shape "
+            f"{list(target.shape)} differ"
+        )
+
+
+# ------------------------------------------------------------------------------ activations
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    out = _t("relu", "input", input).relu()
+    if inplace:
+        input.copy_(out)
+        return input
+    return out
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    return _t("sigmoid", "input", input).sigmoid()
+
+
+def tanh(input: Tensor) -> Tensor:
+    return _t("tanh", "input", input).tanh()
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    out = _t("silu", "input", input).silu()
+    if inplace:
+        input.copy_(out)
+        return input
+    return out
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
+    return -((-_t("logsigmoid", "input", input)).softplus())
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta``, the identity where ``beta * x > threshold``."""
+    x = _t("softplus", "input", input)
+    if beta == 1.0:
+        soft = x.softplus()
+    else:
+        soft = (x * beta).softplus() / beta
+    return where(x * beta > threshold, x, soft)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """``x * Phi(x)`` with the normal CDF ``Phi`` (``approximate="none"``) or its tanh
+    approximation (``approximate="tanh"``)."""
+    x = _t("gelu", "input", input)
+    if approximate == "none":
+        return x * 0.5 * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
+    if approximate == "tanh":
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1.0 + inner.tanh())
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    x = _t("leaky_relu", "input", input)
+    out = where(x > 0, x, x * negative_slope)
+    if inplace:
+        x.copy_(out)
+        return x
+    return out
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    x = _t("elu", "input", input)
+    out = where(x > 0, x, alpha * where(x > 0, 0.0, x).expm1())
+    if inplace:
+        x.copy_(out)
+        return x
+    return out
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    scale, alpha = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
+    return scale * elu(input, alpha, inplace)
+
+
+def hardtanh(
+    input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
+) -> Tensor:
+    """``input`` clamped to ``[min_val, max_val]`` (gradient 1 strictly inside)."""
+    x = _t("hardtanh", "input", input)
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) must not exceed max_val ({max_val})")
+    out = x.clamp(min_val, max_val)
+    if inplace:
+        x.copy_(out)
+        return x
+    return out
+
+
+# ---------------------------------------------------------------------------- linear, dropout
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``input @ weight.T + bias`` with ``weight`` of shape ``(out_features, in_features)``
+    (a transposed view, no copy)."""
+    x = _t("linear", "input", input)
+    w = _t("linear", "weight", weight)
+    if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
+        raise ShapeError(
+            f"linear: input of shape {list(x.shape)} does not fit weight of shape "
+            f"{list(w.shape)} (expected (..., {w.shape[-1] if w.ndim else '?'}) input and "
+            "(out_features, in_features) weight)"
+        )
+    y = matmul(x, w, transpose_b=True)
+    return y + bias if bias is not None else y
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zeroes each entry with probability ``p`` and scales the rest by ``1 / (1 - p)``
+    while ``training``; the identity otherwise. Masks come from ``fg.manual_seed``'s
+    stream of the tensor's device."""
+    x = _t("dropout", "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must lie in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        out = x * 0.0
+    else:
+        keep = _numpy_rng(x.device).random(x.shape) >= p
+        out = where(tensor(keep, device=x.device), x * (1.0 / (1.0 - p)), 0.0)
+        if out.dtype != x.dtype:
+            out = out.astype(x.dtype)
+    if inplace:
+        x.copy_(out)
+        return x
+    return out
+
+
+# ---------------------------------------------------------------------------- normalisation
+
+
+def _norm_shape(op: str, shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+def layer_norm(
+    input: Tensor,
+    normalized_shape: Any,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalises over the last ``len(normalized_shape)`` axes (biased variance), then
+    ``* weight + bias``."""
+    x = _float("layer_norm", "input", input)
+    shape = _norm_shape("layer_norm", normalized_shape)
+    k = len(shape)
+    if k == 0 or k > x.ndim or tuple(x.shape[-k:]) != shape:
+        raise ShapeError(
+            f"layer_norm: normalized_shape {list(shape)} does not match the trailing axes of "
+            f"input of shape {list(x.shape)}"
+        )
+    axes = tuple(range(x.ndim - k, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    xc = x - mean
+    var = (xc * xc).mean(axis=axes, keepdims=True)
+    y = xc * (var + eps).rsqrt()
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def _channel_shape(x: Tensor) -> list[int]:
+    return [1, x.shape[1]] + [1] * (x.ndim - 2)
+
+
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalises each channel (axis 1) over the batch and spatial axes. ``training``: with
+    the batch's statistics, updating ``running_mean``/``running_var`` in place (unbiased
+    variance, ``momentum``); otherwise with the running statistics."""
+    x = _float("batch_norm", "input", input)
+    if x.ndim < 2:
+        raise ShapeError(f"batch_norm: input needs at least 2 axes, got shape {list(x.shape)}")
+    cs = _channel_shape(x)
+    axes = tuple(d for d in range(x.ndim) if d != 1)
+    c = x.shape[1]
+    for name, t in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ShapeError(
+                f"batch_norm: {name} has shape {list(t.shape)}, expected [{c}] (the channels "
+                f"of input of shape {list(x.shape)})"
+            )
+    if training:
+        n = int(np.prod([x.shape[d] for d in axes]))
+        if n <= 1:
+            raise ValueError(
+                f"batch_norm: expected more than 1 value per channel when training, got input "
+                f"of shape {list(x.shape)}"
+            )
+        mean = x.mean(axis=axes, keepdims=True)
+        xc = x - mean
+        var = (xc * xc).mean(axis=axes, keepdims=True)
+        if running_mean is not None or running_var is not None:
+            with _no_record():
+                if running_mean is not None:
+                    new = running_mean * (1 - momentum) + mean.detach().reshape(c) * momentum
+                    running_mean.copy_(new.astype(running_mean.dtype))
+                if running_var is not None:
+                    unbiased = var.detach().reshape(c) * (n / (n - 1))
+                    new = running_var * (1 - momentum) + unbiased * momentum
+                    running_var.copy_(new.astype(running_var.dtype))
+        y = xc * (var + eps).rsqrt()
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running_mean and running_var are needed in eval mode")
+        y = (x - running_mean.reshape(*cs)) * (running_var.reshape(*cs) + eps).rsqrt()
+    if weight is not None:
+        y = y * weight.reshape(*cs)
+    if bias is not None:
+        y = y + bias.reshape(*cs)
+    return y
+
+
+def _no_record() -> Any:
+    from ..autodiff import no_grad
+
+    return no_grad()
+
+
+def group_norm(
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalises each group of ``C / num_groups`` channels over those channels and the
+    spatial axes, per sample; then per-channel ``* weight + bias``."""
+    x = _float("group_norm", "input", input)
+    if x.ndim < 2 or num_groups <= 0 or x.shape[1] % num_groups:
+        raise ShapeError(
+            f"group_norm: num_groups {num_groups} must divide the channels (axis 1) of input "
+            f"of shape {list(x.shape)}"
+        )
+    g = x.reshape(x.shape[0], num_groups, -1)
+    mean = g.mean(axis=2, keepdims=True)
+    gc = g - mean
+    var = (gc * gc).mean(axis=2, keepdims=True)
+    y = (gc * (var + eps).rsqrt()).reshape(*x.shape)
+    cs = _channel_shape(x)
+    if weight is not None:
+        y = y * weight.reshape(*cs)
+    if bias is not None:
+        y = y + bias.reshape(*cs)
+    return y
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """``input / max(norm_p(input, dim), eps)``."""
+    x = _float("normalize", "input", input)
+    n = x.norm(p, dim, keepdim=True)
+    return x / n.clamp(min=eps)
+
+
+# -------------------------------------------------------------------------------- embedding
+
+
+def embedding(
+    input: Tensor,
+    weight: Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+) -> Tensor:
+    """Rows of ``weight`` picked by the int64 indices ``input`` (any shape): the result has
+    shape ``input.shape + (embedding_dim,)``. The row ``padding_idx`` gets no gradient."""
+    idx = _t("embedding", "input", input)
+    w = _t("embedding", "weight", weight)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"embedding: input must hold int indices, got {idx.dtype}")
+    if w.ndim != 2:
+        raise ShapeError(f"embedding: weight must be 2-D, got shape {list(w.shape)}")
+    if max_norm is not None:
+        raise NotImplementedError("embedding: max_norm is not supported")
+    flat = idx.reshape(-1)
+    if flat.dtype.name != "int64":
+        flat = flat.astype("int64")
+    if idx.device != w.device:
+        flat = flat.to(w.device)
+    out = _core.index_select(w, 0, flat)
+    if padding_idx is not None:
+        pi = padding_idx + w.shape[0] if padding_idx < 0 else padding_idx
+        keep = (flat != pi).reshape(-1, 1)
+        out = where(keep, out, out.detach())
+    return out.reshape(*idx.shape, w.shape[1])
+
+
+# -------------------------------------------------------------------------------- attention
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> Tensor:
+    """``softmax(query @ key^T * scale + mask) @ value`` over the last two axes
+    (``(..., L, E)``, ``(..., S, E)``, ``(..., S, Ev)``). ``attn_mask``: bool (True takes
+    part) or float (added); ``is_causal``: position ``i`` sees keys ``<= i``."""
+    q = _float("scaled_dot_product_attention", "query", query)
+    k = _float("scaled_dot_product_attention", "key", key)
+    v = _float("scaled_dot_product_attention", "value", value)
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2 or q.shape[-1] != k.shape[-1]:
+        raise ShapeError(
+            f"scaled_dot_product_attention: query {list(q.shape)} and key {list(k.shape)} "
+            "must be (..., L, E) and (..., S, E)"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ShapeError(
+            f"scaled_dot_product_attention: key {list(k.shape)} and value {list(v.shape)} "
+            "must have the same length S"
+        )
+    if attn_mask is not None and is_causal:
+        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    s = (1.0 / math.sqrt(q.shape[-1])) if scale is None else scale
+    scores = matmul(q * s, k, transpose_b=True)
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal:
+        attn_mask = tensor(np.tri(L, S, 0, dtype=bool), device=q.device)
+    if attn_mask is not None:
+        if attn_mask.dtype.kind == "b":
+            scores = where(attn_mask, scores, -math.inf)
+        else:
+            scores = scores + attn_mask
+    p = softmax(scores, -1)
+    if dropout_p > 0.0:
+        p = dropout(p, dropout_p, True)
+    return p @ v
+
+
+# ----------------------------------------------------------------------------------- losses
+
+
+def _class_target(op: str, input: Tensor, target: Tensor) -> Tensor:
+    target = _t(op, "target", target)
+    if target.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: target must hold class indices (int), got {target.dtype}")
+    want = (input.shape[0], *input.shape[2:]) if input.ndim >= 2 else ()
+    if tuple(target.shape) != tuple(want):
+        raise ShapeError(
+            f"{op}: target of shape {list(target.shape)} does not fit input of shape "
+            f"{list(input.shape)} (expected {list(want)})"
+        )
+    return target if target.dtype.name == "int64" else target.astype("int64")
+
+
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+) -> Tensor:
+    """The negative log-likelihood of class indices ``target`` under log-probabilities
+    ``input`` (classes on axis 1, or a single 1-D row): ``-weight[t] * input[n, t]``;
+    targets equal to ``ignore_index`` count for nothing; ``"mean"`` divides by the total
+    weight of the counted targets, as PyTorch."""
+    x = _float("nll_loss", "input", input)
+    if x.ndim == 1:
+        x = x.reshape(1, -1)
+        target = _t("nll_loss", "target", target).reshape(1)
+    t = _class_target("nll_loss", x, target)
+    c = x.shape[1]
+    tv = t.numpy()
+    valid_np = tv != ignore_index
+    if valid_np.any() and (tv[valid_np].min() < 0 or tv[valid_np].max() >= c):
+        bad = tv[valid_np][(tv[valid_np] < 0) | (tv[valid_np] >= c)][0]
+        raise IndexError(f"nll_loss: target {int(bad)} is out of range for {c} classes")
+    valid = tensor(valid_np, device=x.device)
+    safe = where(valid, t, 0).expand_dims(1)
+    picked = _core.take_along_axis(x, safe, 1).squeeze(1)
+    if weight is not None:
+        w = _core.index_select(weight, 0, safe.reshape(-1)).reshape(*t.shape)
+        w = where(valid, w, 0.0)
+    else:
+        w = valid.astype(x.dtype)
+    loss = -picked * w
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return _reduce("nll_loss", loss, reduction)
+
+
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """Cross-entropy of ``input`` logits (classes on axis 1) against class indices (int) or
+    class probabilities (float, ``input``'s shape); ``label_smoothing`` mixes the target
+    with the uniform distribution as PyTorch."""
+    x = _float("cross_entropy", "input", input)
+    target = _t("cross_entropy", "target", target)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(
+            f"cross_entropy: label_smoothing must lie in [0, 1], got {label_smoothing}"
+        )
+    if x.ndim == 1:
+        x = x.reshape(1, -1)
+        target = target.reshape(1, -1) if target.dtype.kind == "f" else target.reshape(1)
+    c = x.shape[1]
+    if target.dtype.kind == "f":  # probabilities
+        _same_shape("cross_entropy", x, target)
+        logp = log_softmax(x, 1)
+        p = target * (1 - label_smoothing) + label_smoothing / c if label_smoothing else target
+        terms = logp * p
+        if weight is not None:
+            terms = terms * weight.reshape(*_channel_shape(x))
+        loss = -terms.sum(axis=1)
+        return _reduce("cross_entropy", loss, reduction)
+    if (
+        weight is None
+        and label_smoothing == 0.0
+        and reduction == "mean"
+        and x.ndim == 2
+        and not (_class_target("cross_entropy", x, target).numpy() == ignore_index).any()
+    ):
+        return _core.cross_entropy(x, target)  # the fused kernel
+    logp = log_softmax(x, 1)
+    nll = nll_loss(logp, target, weight, ignore_index, reduction)
+    if label_smoothing == 0.0:
+        return nll
+    # smoothing: (1 - eps) * nll + eps * mean over classes of -logp (weighted, ignoring)
+    t = _class_target("cross_entropy", x, target)
+    valid = t != ignore_index
+    cs = _channel_shape(x)
+    lw = logp * weight.reshape(*cs) if weight is not None else logp
+    smooth = -lw.sum(axis=1) / c
+    smooth = where(valid, smooth, 0.0)
+    if reduction == "mean":
+        if weight is not None:
+            wt = where(
+                valid,
+                _core.index_select(weight, 0, where(valid, t, 0).reshape(-1)).reshape(*t.shape),
+                0.0,
+            )
+            denom = wt.sum()
+        else:
+            denom = valid.astype(x.dtype).sum()
+        smooth = smooth.sum() / denom
+    else:
+        smooth = _reduce("cross_entropy", smooth, reduction)
+    return nll * (1 - label_smoothing) + smooth * label_smoothing
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    x = _float("mse_loss", "input", input)
+    _same_shape("mse_loss", x, _t("mse_loss", "target", target))
+    d = x - target
+    return _reduce("mse_loss", d * d, reduction)
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    x = _float("l1_loss", "input", input)
+    _same_shape("l1_loss", x, _t("l1_loss", "target", target))
+    return _reduce("l1_loss", (x - target).abs(), reduction)
+
+
+def smooth_l1_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", beta: float = 1.0
+) -> Tensor:
+    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
+    x = _float("smooth_l1_loss", "input", input)
+    _same_shape("smooth_l1_loss", x, _t("smooth_l1_loss", "target", target))
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    d = (x - target).abs()
+    if beta == 0:
+        return _reduce("smooth_l1_loss", d, reduction)
+    loss = where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
+    return _reduce("smooth_l1_loss", loss, reduction)
+
+
+def huber_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0
+) -> Tensor:
+    """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
+    x = _float("huber_loss", "input", input)
+    _same_shape("huber_loss", x, _t("huber_loss", "target", target))
+    d = (x - target).abs()
+    loss = where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+    return _reduce("huber_loss", loss, reduction)
+
+
+def binary_cross_entropy(
+    input: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean"
+) -> Tensor:
+    """``-(t log p + (1 - t) log(1 - p))`` of probabilities ``input``, the logs clamped at
+    -100 as PyTorch."""
+    p = _float("binary_cross_entropy", "input", input)
+    _same_shape("binary_cross_entropy", p, _t("binary_cross_entropy", "target", target))
+    pv = p.detach().numpy()
+    if pv.size and (np.isnan(pv).any() or pv.min() < 0 or pv.max() > 1):
+        raise ValueError("binary_cross_entropy: input must hold probabilities in [0, 1]")
+    logp = p.log().clamp(min=-100.0)
+    log1mp = (1 - p).log().clamp(min=-100.0)
+    loss = -(target * logp + (1 - target) * log1mp)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce("binary_cross_entropy", loss, reduction)
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    """Binary cross-entropy of ``sigmoid(input)``, computed stably from the logits:
+    ``(1 - t) x + (1 + (pw - 1) t) softplus(-x)``."""
+    x = _float("binary_cross_entropy_with_logits", "input", input)
+    t = _t("binary_cross_entropy_with_logits", "target", target)
+    _same_shape("binary_cross_entropy_with_logits", x, t)
+    sp = (-x).softplus()
+    if pos_weight is not None:
+        loss = (1 - t) * x + (1 + (pos_weight - 1) * t) * sp
+    else:
+        loss = (1 - t) * x + sp
+    if weight is not None:
+        loss = loss * weight
+    return _reduce("binary_cross_entropy_with_logits", loss, reduction)
+
+
+def kl_div(
+    input: Tensor, target: Tensor, reduction: str = "mean", log_target: bool = False
+) -> Tensor:
+    """``target * (log target - input)`` pointwise, ``input`` log-probabilities (0 where
+    ``target`` is 0); ``reduction="batchmean"`` divides the sum by the batch size."""
+    x = _float("kl_div", "input", input)
+    t = _t("kl_div", "target", target)
+    if log_target:
+        loss = t.exp() * (t - x)
+    else:
+        pos = t > 0
+        safe = where(pos, t, 1.0)
+        loss = where(pos, t * (safe.log() - x), 0.0 * x)
+    if reduction == "batchmean":
+        return loss.sum() / (x.shape[0] if x.ndim else 1)
+    return _reduce("kl_div", loss, reduction)
+
+
+# ---------------------------------------------------------------------- pooling and resizing
+
+
+def _pair(op: str, name: str, v: Any) -> tuple[Any, Any]:
+    if isinstance(v, (list, tuple)):
+        if len(v) != 2:
+            raise ValueError(f"{op}: {name} must be an int or a pair, got {v!r}")
+        return v[0], v[1]
+    return v, v
+
+
+def _adaptive_matrix(n_in: int, n_out: int) -> np.ndarray:
+    """The ``(n_out, n_in)`` averaging matrix of adaptive pooling (PyTorch's windows
+    ``[floor(i n_in / n_out), ceil((i + 1) n_in / n_out))``)."""
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        lo = (i * n_in) // n_out
+        hi = -((-(i + 1) * n_in) // n_out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
+def _separable(x: Tensor, mh: np.ndarray, mw: np.ndarray) -> Tensor:
+    """``mh @ x @ mw^T`` on the last two axes."""
+    ah = tensor(mh, device=x.device).astype(x.dtype)
+    aw = tensor(mw, device=x.device).astype(x.dtype)
+    y = matmul(ah, x)
+    return matmul(y, aw, transpose_b=True)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
+    """Average pooling of ``(N, C, H, W)`` (or ``(C, H, W)``) to ``output_size``, windows
+    as PyTorch's (``None`` keeps an axis)."""
+    x = _float("adaptive_avg_pool2d", "input", input)
+    if x.ndim not in (3, 4):
+        raise ShapeError(
+            f"adaptive_avg_pool2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}"
+        )
+    oh, ow = _pair("adaptive_avg_pool2d", "output_size", output_size)
+    h, w = x.shape[-2], x.shape[-1]
+    oh = h if oh is None else int(oh)
+    ow = w if ow is None else int(ow)
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {(oh, ow)}")
+    if (oh, ow) == (1, 1):
+        return x.mean(axis=(-2, -1), keepdims=True)
+    if h % oh == 0 and w % ow == 0:
+        kh, kw = h // oh, w // ow
+        y = x if x.ndim == 4 else x.expand_dims(0)
+        y = avg_pool2d(y, (kh, kw), (kh, kw))
+        return y if x.ndim == 4 else y.squeeze(0)
+    return _separable(x, _adaptive_matrix(h, oh), _adaptive_matrix(w, ow))
+
+
+def _linear_matrix(n_in: int, n_out: int, align_corners: bool, scale: float | None) -> np.ndarray:
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        if align_corners:
+            src = i * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        else:
+            ratio = (1.0 / scale) if scale else n_in / n_out
+            src = max((i + 0.5) * ratio - 0.5, 0.0)
+        lo = min(math.floor(src), n_in - 1)
+        hi = min(lo + 1, n_in - 1)
+        frac = src - lo
+        m[i, lo] += 1.0 - frac
+        m[i, hi] += frac
+    return m
+
+
+def _nearest_index(n_in: int, n_out: int, scale: float | None) -> np.ndarray:
+    ratio = (1.0 / scale) if scale else n_in / n_out
+    return np.minimum(np.floor(np.arange(n_out) * ratio).astype(np.int64), n_in - 1)
+
+
+def interpolate(
+    input: Tensor,
+    size: Any = None,
+    scale_factor: Any = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+) -> Tensor:
+    """Resizes the spatial axes of ``(N, C, L)`` or ``(N, C, H, W)``: ``mode`` ``"nearest"``,
+    ``"linear"`` (3-D) or ``"bilinear"`` (4-D), as PyTorch's (``align_corners`` for the
+    linear modes)."""
+    x = _float("interpolate", "input", input)
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"interpolate: input must be 3-D or 4-D, got shape {list(x.shape)}")
+    k = x.ndim - 2
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    in_sizes = list(x.shape[2:])
+    if size is not None:
+        sizes = [int(s) for s in (size if isinstance(size, (list, tuple)) else [size] * k)]
+        scales: list = [None] * k
+    else:
+        scales = list(
+            scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
+        )
+        sizes = [math.floor(n * s) for n, s in zip(in_sizes, scales)]
+    if len(sizes) != k or min(sizes) <= 0:
+        raise ValueError(f"interpolate: bad output size {sizes} for input {list(x.shape)}")
+    if mode == "nearest":
+        if align_corners is not None:
+            raise ValueError("interpolate: align_corners only goes with the linear modes")
+        for d in range(k):
+            idx = _nearest_index(in_sizes[d], sizes[d], scales[d])
+            x = _core.index_select(x, 2 + d, tensor(idx, device=x.device))
+        return x
+    if mode not in ("linear", "bilinear"):
+        raise ValueError(
+            f"interpolate: mode must be 'nearest', 'linear' or 'bilinear', got {mode!r}"
+        )
+    if (mode == "linear") != (k == 1):
+        raise ShapeError(f"interpolate: mode {mode!r} does not fit a {x.ndim}-D input")
+    ac = bool(align_corners)
+    mats = [_linear_matrix(in_sizes[d], sizes[d], ac, scales[d]) for d in range(k)]
+    if k == 1:
+        return matmul(x, tensor(mats[0], device=x.device).astype(x.dtype), transpose_b=True)
+    return _separable(x, mats[0], mats[1])
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """``(..., C r^2, H, W) -> (..., C, H r, W r)``."""
+    x = _t("pixel_shuffle", "input", input)
+    r = int(upscale_factor)
+    if x.ndim < 3 or r <= 0 or x.shape[-3] % (r * r):
+        raise ShapeError(
+            f"pixel_shuffle: channels (axis -3) of input of shape {list(x.shape)} must be "
+            f"divisible by upscale_factor^2 = {r * r}"
+        )
+    *lead, c, h, w = x.shape
+    oc = c // (r * r)
+    n = len(lead)
+    y = x.reshape(*lead, oc, r, r, h, w)
+    y = y.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return y.reshape(*lead, oc, h * r, w * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """``(..., C, H r, W r) -> (..., C r^2, H, W)``, the inverse of :func:`pixel_shuffle`."""
+    x = _t("pixel_unshuffle", "input", input)
+    r = int(downscale_factor)
+    if x.ndim < 3 or r <= 0 or x.shape[-1] % r or x.shape[-2] % r:
+        raise ShapeError(
+            f"pixel_unshuffle: height and width of input of shape {list(x.shape)} must be "
+            f"divisible by downscale_factor {r}"
+        )
+    *lead, c, hr, wr = x.shape
+    h, w = hr // r, wr // r
+    n = len(lead)
+    y = x.reshape(*lead, c, h, r, w, r)
+    y = y.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return y.reshape(*lead, c * r * r, h, w)
+
+
+# ----------------------------------------------------------------------------- convolutions
+
+
+def conv1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int = 1,
+    padding: Any = 0,
+    dilation: int = 1,
+    groups: int = 1,
+) -> Tensor:
+    """1-D convolution of ``(N, C, L)`` with ``(O, C / groups, K)`` weights (a 2-D
+    convolution of height 1)."""
+    x = _t("conv1d", "input", input)
+    w = _t("conv1d", "weight", weight)
+    if x.ndim != 3 or w.ndim != 3:
+        raise ShapeError(
+            f"conv1d: input (N, C, L) and weight (O, C/groups, K) expected, got "
+            f"{list(x.shape)} and {list(w.shape)}"
+        )
+    one = lambda v: v[0] if isinstance(v, (list, tuple)) else v
+    pad_arg = padding if isinstance(padding, str) else (0, one(padding))
+    y = conv2d(
+        x.expand_dims(2),
+        w.expand_dims(2),
+        bias,
+        (1, one(stride)),
+        pad_arg,
+        (1, one(dilation)),
+        groups,
+    )
+    return y.squeeze(2)
+
+
+def conv_transpose2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    output_padding: Any = 0,
+    groups: int = 1,
+    dilation: Any = 1,
+) -> Tensor:
+    """The transpose (adjoint) of :func:`conv2d`: ``(N, C_in, H, W)`` with weights
+    ``(C_in, C_out / groups, kh, kw)`` to ``(N, C_out, H_out, W_out)``, ``H_out = (H - 1)
+    stride - 2 padding + dilation (kh - 1) + output_padding + 1``."""
+    x = _t("conv_transpose2d", "input", input)
+    w = _t("conv_transpose2d", "weight", weight)
+    if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[0] or w.shape[0] % groups:
+        raise ShapeError(
+            f"conv_transpose2d: input (N, C_in, H, W) and weight (C_in, C_out/groups, kh, kw) "
+            f"expected, got {list(x.shape)} and {list(w.shape)} with groups={groups}"
+        )
+    sh, sw = (int(v) for v in _pair("conv_transpose2d", "stride", stride))
+    ph, pw = (int(v) for v in _pair("conv_transpose2d", "padding", padding))
+    oph, opw = (int(v) for v in _pair("conv_transpose2d", "output_padding", output_padding))
+    dh, dw = (int(v) for v in _pair("conv_transpose2d", "dilation", dilation))
+    if oph >= max(sh, dh) or opw >= max(sw, dw):
+        raise ValueError("conv_transpose2d: output_padding must be smaller than stride or dilation")
+    n, cin, h, wd = x.shape
+    kh, kw = w.shape[2], w.shape[3]
+    cout_g = w.shape[1]
+    # spread the input with stride - 1 zeros between entries
+    if sh > 1 or sw > 1:
+        z = x.reshape(n, cin, h, 1, wd, 1)
+        z = pad(z, (0, sw - 1, 0, 0, 0, sh - 1))
+        x = z.reshape(n, cin, h * sh, wd * sw)[:, :, : (h - 1) * sh + 1, : (wd - 1) * sw + 1]
+    # pad by dilation (k - 1) - padding (negative: crop), plus output_padding at the end
+    eh, ew = dh * (kh - 1) - ph, dw * (kw - 1) - pw
+    x = pad(x, (ew, ew + opw, eh, eh + oph))
+    # the weight flipped in space with in/out channels swapped per group
+    g = groups
+    wf = w.reshape(g, cin // g, cout_g, kh, kw).permute(0, 2, 1, 3, 4)
+    wf = wf.reshape(g * cout_g, cin // g, kh, kw)
+    wf = _core.index_select(wf, 2, tensor(np.arange(kh - 1, -1, -1), device=w.device))
+    wf = _core.index_select(wf, 3, tensor(np.arange(kw - 1, -1, -1), device=w.device))
+    return conv2d(x, wf, bias, 1, 0, (dh, dw), groups)

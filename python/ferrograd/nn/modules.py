@@ -1,0 +1,1445 @@
+"""Layers: PyTorch's module system over ferrograd tensors.
+
+A :class:`Module` finds its parameters, buffers and sub-modules in its attributes, and in
+lists, tuples and dicts held there at any depth (``self.blocks = [Block(), Block()]`` trains
+as ``nn.ModuleList`` does), so calling ``super().__init__()`` is welcome but not required.
+Names follow PyTorch's (``"blocks.0.attn.weight"``; the items of ``Sequential``,
+``ModuleList``, ``ModuleDict``, ``ParameterList`` and ``ParameterDict`` are named by their
+index or key), so state dicts copy between the two. Weights have PyTorch's (and
+MegEngine's) layouts and default initialisations, drawn from ``fg.manual_seed``'s stream.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, namedtuple
+from collections.abc import Iterable, Iterator
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import _core
+from .._core import ShapeError, Tensor
+from .._tensor import _dtype_name, tensor
+from ..random import _numpy_rng
+from . import functional as F
+
+
+class Parameter(Tensor):
+    """A tensor that a :class:`Module` reports from :meth:`Module.parameters`.
+    ``Parameter(data)`` copies ``data`` (a Tensor, array or nested list) on its device."""
+
+    def __new__(
+        cls, data: Any = None, requires_grad: bool = True, *, dtype: Any = None, device: Any = None
+    ) -> Parameter:
+        if data is None:
+            data = np.zeros((0,), np.float32)
+        if isinstance(data, Tensor):
+            device = data.device if device is None else device
+            if dtype is None and data.dtype.name == "bfloat16":
+                dtype = "bfloat16"
+        return super().__new__(cls, data, dtype, device)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+
+_INTERNAL = {"training", "_buffer_names", "_modules", "_parameters"}
+
+_IncompatibleKeys = namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+def _walk(value: Any, prefix: str, out: list, seen: set) -> None:
+    """Collects ``(name, Parameter | Module)`` in ``value`` (not inside modules)."""
+    if isinstance(value, (Parameter, Module)):
+        out.append((prefix, value))
+    elif isinstance(value, (list, tuple)):
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        for i, v in enumerate(value):
+            _walk(v, f"{prefix}.{i}" if prefix else str(i), out, seen)
+    elif isinstance(value, dict):
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        for k, v in value.items():
+            _walk(v, f"{prefix}.{k}" if prefix else str(k), out, seen)
+
+
+class Module:
+    """Base class: subclasses set Parameters, buffers and sub-Modules as attributes and
+    define ``forward``."""
+
+    training: bool = True
+
+    def __init__(self) -> None:
+        self.training = True
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} defines no forward")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # items registered by name (containers, add_module) read as attributes, as PyTorch
+        d = self.__dict__
+        for store in ("_parameters", "_modules"):
+            items = d.get(store)
+            if items is not None and name in items:
+                return items[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    # -------------------------------------------------------------------- registration
+
+    def _items(self) -> list[tuple[str, Any]]:
+        """This module's own parameters and sub-modules, named, in definition order."""
+        out: list = []
+        seen: set = set()
+        for key, value in vars(self).items():
+            if key in ("_modules", "_parameters"):
+                for k, v in value.items():
+                    _walk(v, str(k), out, seen)
+            elif key not in _INTERNAL and key != "_buffer_names":
+                _walk(value, key, out, seen)
+        return out
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(
+                f"register_parameter: {name!r} must be a Parameter or None, got "
+                f"{type(param).__name__}"
+            )
+        setattr(self, name, param)
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """A tensor that is state but not a parameter (running statistics): in
+        :meth:`state_dict` (when ``persistent``) and moved by :meth:`to`."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(
+                f"register_buffer: {name!r} must be a Tensor or None, got {type(tensor).__name__}"
+            )
+        if "_buffer_names" not in self.__dict__:
+            self.__dict__["_buffer_names"] = {}
+        self.__dict__["_buffer_names"][name] = persistent
+        object.__setattr__(self, name, tensor)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        if "_modules" not in self.__dict__:
+            self.__dict__["_modules"] = OrderedDict()
+        self.__dict__["_modules"][name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target: str) -> Module:
+        m: Any = self
+        for part in target.split(".") if target else []:
+            m = m[int(part)] if isinstance(m, (list, tuple)) else getattr(m, part)
+        return m
+
+    # ------------------------------------------------------------------------ traversal
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        seen: set = set()
+        for name, v in self._items():
+            if isinstance(v, Module) and id(v) not in seen:
+                seen.add(id(v))
+                yield name, v
+
+    def children(self) -> Iterator[Module]:
+        for _, m in self.named_children():
+            yield m
+
+    def named_modules(
+        self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Module]]:
+        memo = set() if memo is None else memo
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, v in self._items():
+            if isinstance(v, Module):
+                sub = f"{prefix}.{name}" if prefix else name
+                yield from v.named_modules(memo, sub, remove_duplicate)
+
+    def modules(self) -> Iterator[Module]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
+        seen: set = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mname, m in mods:
+            for name, v in m._items():
+                if isinstance(v, Parameter):
+                    if remove_duplicate and id(v) in seen:
+                        continue
+                    seen.add(id(v))
+                    yield (f"{mname}.{name}" if mname else name), v
+
+    def parameters(self, recurse: bool = True) -> list[Parameter]:
+        """Every Parameter of this module and its sub-modules, each once, in definition
+        order (a list, so it can be iterated more than once)."""
+        return [p for _, p in self.named_parameters(recurse=recurse)]
+
+    def _own_buffers(self) -> Iterator[tuple[str, Tensor, bool]]:
+        for name, persistent in self.__dict__.get("_buffer_names", {}).items():
+            t = self.__dict__.get(name)
+            if t is not None:
+                yield name, t, persistent
+
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
+        seen: set = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mname, m in mods:
+            for name, t, _ in m._own_buffers():
+                if remove_duplicate and id(t) in seen:
+                    continue
+                seen.add(id(t))
+                yield (f"{mname}.{name}" if mname else name), t
+
+    def buffers(self, recurse: bool = True) -> list[Tensor]:
+        return [t for _, t in self.named_buffers(recurse=recurse)]
+
+    # ----------------------------------------------------------------------- state dicts
+
+    def _state_items(self, prefix: str, out: OrderedDict, path: set) -> None:
+        if id(self) in path:
+            return
+        path = path | {id(self)}
+        for name, v in self._items():
+            key = prefix + name
+            if isinstance(v, Parameter):
+                out[key] = v
+            else:
+                v._state_items(key + ".", out, path)
+        for name, t, persistent in self._own_buffers():
+            if persistent:
+                out[prefix + name] = t
+
+    def state_dict(
+        self, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
+    ) -> OrderedDict:
+        """Parameters and persistent buffers by name (``"layer.weight"``); the tensors
+        share storage with the module's (``detach``ed unless ``keep_vars``)."""
+        items: OrderedDict = OrderedDict()
+        self._state_items(prefix, items, set())
+        out = destination if destination is not None else OrderedDict()
+        for k, v in items.items():
+            out[k] = v if keep_vars else v.detach()
+        return out
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """Copies the values of ``state_dict`` (tensors, numpy arrays or anything
+        ``fg.tensor`` reads) into this module's parameters and buffers, in place. With
+        ``strict``, missing and unexpected keys raise ``KeyError``; a shape mismatch always
+        raises ``ShapeError``. Returns ``(missing_keys, unexpected_keys)``."""
+        from ..autodiff import no_grad
+
+        own: OrderedDict = OrderedDict()
+        self._state_items("", own, set())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise KeyError(
+                f"load_state_dict: missing keys {missing}, unexpected keys {unexpected} "
+                f"(strict=True)"
+            )
+        for k, target in own.items():
+            if k not in state_dict:
+                continue
+            v = state_dict[k]
+            if not isinstance(v, Tensor):
+                v = tensor(v)
+            if tuple(v.shape) != tuple(target.shape):
+                raise ShapeError(
+                    f"load_state_dict: {k!r} has shape {list(v.shape)} in the state dict but "
+                    f"{list(target.shape)} in the module"
+                )
+            if v.device != target.device:
+                v = v.to(target.device)
+            if v.dtype != target.dtype:
+                v = v.astype(target.dtype)
+            with no_grad():
+                target.copy_(v)
+        return _IncompatibleKeys(missing, unexpected)
+
+    # ---------------------------------------------------------------------------- modes
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Calls ``fn`` on every sub-module (children first) and then on this module."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def train(self, mode: bool = True) -> Module:
+        self.training = bool(mode)
+        for c in self.children():
+            c.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.parameters():
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad = _core.zeros_like(p.grad)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for p in self.parameters():
+            if hasattr(p, "requires_grad_"):
+                p.requires_grad_(requires_grad)
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """Puts every parameter and buffer on a device and/or dtype (``to("cuda")``,
+        ``to(fg.float64)``, ``to(device=..., dtype=...)``) and returns self. Floating
+        parameters change dtype; integer buffers keep theirs. Parameters that move are new
+        objects (one per shared Parameter): attach them to GradManagers and optimizers after
+        moving the model, as with PyTorch."""
+        device, dtype = _to_args(args, kwargs)
+        _map_tensors(self, lambda t: _moved(t, device, dtype), {}, set())
+        return self
+
+    def cpu(self) -> Module:
+        return self.to("cpu")
+
+    def cuda(self, device: int | None = None) -> Module:
+        return self.to("cuda" if device is None else f"cuda:{device}")
+
+    def float(self) -> Module:
+        return self.to(dtype="float32")
+
+    def double(self) -> Module:
+        return self.to(dtype="float64")
+
+    def half(self) -> Module:
+        return self.to(dtype="float16")
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [f"({n}): " + repr(m).replace("\n", "\n  ") for n, m in self.named_children()]
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        head = f"{type(self).__name__}(" + (f"{extra}" if extra else "")
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _to_args(args: tuple, kwargs: dict) -> tuple[str | None, str | None]:
+    device = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"Module.to: unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+            continue
+        try:
+            dtype = _dtype_name(a)
+            continue
+        except TypeError:
+            pass
+        device = str(a)
+    if device is not None:
+        device = "cuda:0" if str(device) == "cuda" else str(device)
+    return device, (_dtype_name(dtype) if dtype is not None else None)
+
+
+def _moved(t: Tensor, device: str | None, dtype: str | None) -> Tensor:
+    new_dtype = dtype if dtype is not None and t.dtype.kind == "f" else None
+    if (device is None or t.device == device) and (new_dtype is None or t.dtype == new_dtype):
+        return t
+    v = t.detach()
+    if new_dtype is not None:
+        v = v.astype(new_dtype)
+    if device is not None and v.device != device:
+        v = v.to(device)
+    if isinstance(t, Parameter):
+        return type(t)(v)
+    return v.copy() if v._data_key[0] == t._data_key[0] else v
+
+
+def _map_tensors(m: Module, fn: Callable[[Tensor], Tensor], memo: dict, done: set) -> None:
+    """Replaces every parameter and buffer of ``m`` and its sub-modules by ``fn(t)`` (once
+    per tensor object, so ties stay tied)."""
+    if id(m) in done:
+        return
+    done.add(id(m))
+
+    def move(v: Any) -> Any:
+        if isinstance(v, Parameter):
+            if id(v) not in memo:
+                memo[id(v)] = fn(v)
+            return memo[id(v)]
+        if isinstance(v, Module):
+            _map_tensors(v, fn, memo, done)
+            return v
+        if isinstance(v, list):
+            v[:] = [move(x) for x in v]
+            return v
+        if isinstance(v, tuple):
+            return (
+                type(v)(*(move(x) for x in v))
+                if hasattr(v, "_fields")
+                else tuple(move(x) for x in v)
+            )
+        if isinstance(v, dict):
+            for k in list(v):
+                v[k] = move(v[k])
+            return v
+        return v
+
+    buffers = set(m.__dict__.get("_buffer_names", {}))
+    for name, value in list(vars(m).items()):
+        if name in buffers and isinstance(value, Tensor):
+            if id(value) not in memo:
+                memo[id(value)] = fn(value)
+            object.__setattr__(m, name, memo[id(value)])
+        elif name not in ("training", "_buffer_names"):
+            new = move(value)
+            if new is not value:
+                object.__setattr__(m, name, new)
+
+
+# ------------------------------------------------------------------------------ containers
+
+
+class Sequential(Module):
+    """Applies its modules in order; ``Sequential(OrderedDict(name=module))`` names them."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for k, m in args[0].items():
+                self.add_module(k, m)
+        else:
+            for i, m in enumerate(args):
+                self.add_module(str(i), m)
+
+    def forward(self, x: Any) -> Any:
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __getitem__(self, i: int | slice) -> Any:
+        mods = list(self._modules.values())
+        if isinstance(i, slice):
+            return Sequential(*mods[i])
+        return mods[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(list(self._modules.values()))
+
+    def append(self, module: Module) -> Sequential:
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+
+class ModuleList(Module):
+    """A list of modules, each registered (named by index)."""
+
+    def __init__(self, modules: Iterable[Module] | None = None) -> None:
+        super().__init__()
+        self.__dict__["_modules"] = OrderedDict()
+        for m in modules or []:
+            self.append(m)
+
+    def _list(self) -> list[Module]:
+        return list(self._modules.values())
+
+    def append(self, module: Module) -> ModuleList:
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> ModuleList:
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> None:
+        items = self._list()
+        items.insert(index, module)
+        self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(items))
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return ModuleList(self._list()[i])
+        return self._list()[i]
+
+    def __setitem__(self, i: int, module: Module) -> None:
+        key = str(range(len(self._modules))[i])
+        self._modules[key] = module
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._list())
+
+
+class ModuleDict(Module):
+    """A dict of modules, each registered by its key."""
+
+    def __init__(self, modules: Any = None) -> None:
+        super().__init__()
+        self.__dict__["_modules"] = OrderedDict()
+        if modules is not None:
+            self.update(modules)
+
+    def update(self, modules: Any) -> None:
+        items = modules.items() if isinstance(modules, dict) else modules
+        for k, m in items:
+            self.add_module(str(k), m)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def keys(self) -> Any:
+        return self._modules.keys()
+
+    def values(self) -> Any:
+        return self._modules.values()
+
+    def items(self) -> Any:
+        return self._modules.items()
+
+
+class ParameterList(Module):
+    """A list of parameters, each registered (named by index)."""
+
+    def __init__(self, values: Iterable[Any] | None = None) -> None:
+        super().__init__()
+        self.__dict__["_parameters"] = OrderedDict()
+        for v in values or []:
+            self.append(v)
+
+    def append(self, value: Any) -> ParameterList:
+        p = value if isinstance(value, Parameter) else Parameter(value)
+        self._parameters[str(len(self._parameters))] = p
+        return self
+
+    def extend(self, values: Iterable[Any]) -> ParameterList:
+        for v in values:
+            self.append(v)
+        return self
+
+    def __getitem__(self, i: int) -> Parameter:
+        return list(self._parameters.values())[i]
+
+    def __setitem__(self, i: int, value: Any) -> None:
+        key = str(range(len(self._parameters))[i])
+        self._parameters[key] = value if isinstance(value, Parameter) else Parameter(value)
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[Parameter]:
+        return iter(list(self._parameters.values()))
+
+
+class ParameterDict(Module):
+    """A dict of parameters, each registered by its key."""
+
+    def __init__(self, parameters: Any = None) -> None:
+        super().__init__()
+        self.__dict__["_parameters"] = OrderedDict()
+        if parameters is not None:
+            items = parameters.items() if isinstance(parameters, dict) else parameters
+            for k, v in items:
+                self[k] = v
+
+    def __getitem__(self, key: str) -> Parameter:
+        return self._parameters[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._parameters[str(key)] = value if isinstance(value, Parameter) else Parameter(value)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._parameters
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parameters)
+
+    def keys(self) -> Any:
+        return self._parameters.keys()
+
+    def values(self) -> Any:
+        return self._parameters.values()
+
+    def items(self) -> Any:
+        return self._parameters.items()
+
+
+# --------------------------------------------------------------------------- initialisation
+
+
+def _count(module: str, name: str, value: object, minimum: int) -> int:
+    """A size argument of a layer: an int of at least ``minimum`` (bools are not sizes)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{module}: {name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        kind = "positive" if minimum > 0 else "non-negative"
+        raise ValueError(f"{module}: {name} must be {kind}, got {value}")
+    return int(value)
+
+
+def _uniform_param(
+    rng: np.random.Generator | None, bound: float, shape: tuple, dtype: Any, device: Any
+) -> Parameter:
+    """A Parameter of uniform samples in ``[-bound, bound]`` from ``rng`` or the seeded
+    stream of ``device``."""
+    name = _dtype_name(dtype) if dtype is not None else "float32"
+    dev = str(device) if device is not None else str(_core.get_default_device())
+    g = rng if rng is not None else _numpy_rng(dev)
+    data = g.uniform(-bound, bound, shape)
+    t = tensor(data.astype(np.float64 if name == "float64" else np.float32), device=dev)
+    return Parameter(t.astype(name) if t.dtype != name else t)
+
+
+def _filled_param(value: float, shape: tuple, dtype: Any, device: Any) -> Parameter:
+    name = _dtype_name(dtype) if dtype is not None else "float32"
+    return Parameter(_core.full(shape, value, dtype=name, device=device))
+
+
+def _bound(fan_in: int) -> float:
+    """PyTorch's default initialisation bound ``1 / sqrt(fan_in)`` (0 for no inputs)."""
+    return 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+
+
+def _tuple(v: Any, n: int) -> tuple:
+    return tuple(v) if isinstance(v, (list, tuple)) else (v,) * n
+
+
+# ------------------------------------------------------------------------------------ layers
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` with ``weight`` of shape ``(out_features, in_features)``
+    (PyTorch's and MegEngine's layout), initialised as PyTorch's."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        self.in_features = _count("Linear", "in_features", in_features, 0)
+        self.out_features = _count("Linear", "out_features", out_features, 0)
+        bound = _bound(self.in_features)
+        shape = (self.out_features, self.in_features)
+        self.weight = _uniform_param(rng, bound, shape, dtype, device)
+        self.bias = (
+            _uniform_param(rng, bound, (self.out_features,), dtype, device) if bias else None
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}"
+        )
+
+
+class _ConvNd(Module):
+    def _setup(
+        self,
+        kind: str,
+        in_channels: int,
+        out_channels: int,
+        kernel: tuple,
+        groups: int,
+        bias: bool,
+        device: Any,
+        dtype: Any,
+        rng: Any,
+        transposed: bool = False,
+    ) -> None:
+        self.in_channels = _count(kind, "in_channels", in_channels, 1)
+        self.out_channels = _count(kind, "out_channels", out_channels, 1)
+        self.groups = _count(kind, "groups", groups, 1)
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise ValueError(
+                f"{kind}: in_channels ({in_channels}) and out_channels ({out_channels}) must "
+                f"be divisible by groups ({groups})"
+            )
+        self.kernel_size = tuple(_count(kind, "kernel_size", k, 1) for k in kernel)
+        if transposed:
+            shape = (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
+            fan_in = self.out_channels // self.groups * int(np.prod(self.kernel_size))
+        else:
+            shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+            fan_in = self.in_channels // self.groups * int(np.prod(self.kernel_size))
+        bound = _bound(fan_in)
+        self.weight = _uniform_param(rng, bound, shape, dtype, device)
+        self.bias = (
+            _uniform_param(rng, bound, (self.out_channels,), dtype, device) if bias else None
+        )
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution over ``(N, C, L)``, PyTorch's layout and initialisation."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple,
+        stride: int | tuple = 1,
+        padding: Any = 0,
+        dilation: int | tuple = 1,
+        groups: int = 1,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+        rng: Any = None,
+    ) -> None:
+        super().__init__()
+        k = _tuple(kernel_size, 1)
+        self._setup("Conv1d", in_channels, out_channels, k, groups, bias, device, dtype, rng)
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv1d(
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution over NCHW input, PyTorch's layout and initialisation."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple,
+        stride: int | tuple = 1,
+        padding: Any = 0,
+        dilation: int | tuple = 1,
+        groups: int = 1,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+        rng: Any = None,
+    ) -> None:
+        super().__init__()
+        k = _tuple(kernel_size, 2)
+        self._setup("Conv2d", in_channels, out_channels, k, groups, bias, device, dtype, rng)
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv2d(
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
+
+class ConvTranspose2d(_ConvNd):
+    """The transpose of :class:`Conv2d` (weights ``(in, out / groups, kh, kw)``)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple,
+        stride: int | tuple = 1,
+        padding: int | tuple = 0,
+        output_padding: int | tuple = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: int | tuple = 1,
+        device: Any = None,
+        dtype: Any = None,
+        rng: Any = None,
+    ) -> None:
+        super().__init__()
+        k = _tuple(kernel_size, 2)
+        self._setup(
+            "ConvTranspose2d",
+            in_channels,
+            out_channels,
+            k,
+            groups,
+            bias,
+            device,
+            dtype,
+            rng,
+            transposed=True,
+        )
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.output_padding = output_padding
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv_transpose2d(
+            x,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self.output_padding,
+            self.groups,
+            self.dilation,
+        )
+
+
+class _BatchNorm(Module):
+    _dims: tuple = ()
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        kind = type(self).__name__
+        self.num_features = _count(kind, "num_features", num_features, 1)
+        self.eps, self.momentum = eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        c = self.num_features
+        self.weight = _filled_param(1.0, (c,), dtype, device) if affine else None
+        self.bias = _filled_param(0.0, (c,), dtype, device) if affine else None
+        name = _dtype_name(dtype) if dtype is not None else "float32"
+        if track_running_stats:
+            self.register_buffer("running_mean", _core.zeros((c,), dtype=name, device=device))
+            self.register_buffer("running_var", _core.ones((c,), dtype=name, device=device))
+            self.register_buffer(
+                "num_batches_tracked", _core.zeros((), dtype="int64", device=device)
+            )
+        else:
+            self.running_mean = self.running_var = self.num_batches_tracked = None
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            self.running_mean.zero_()
+            self.running_var.fill_(1.0)
+            self.num_batches_tracked.zero_()
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in self._dims:
+            raise ShapeError(
+                f"{type(self).__name__}: expected {' or '.join(f'{d}-D' for d in self._dims)} "
+                f"input, got shape {list(x.shape)}"
+            )
+        use_batch = self.training or not self.track_running_stats
+        momentum = self.momentum
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked += 1
+            if momentum is None:  # cumulative moving average
+                momentum = 1.0 / int(self.num_batches_tracked.item())
+        return F.batch_norm(
+            x,
+            self.running_mean if not use_batch or self.training else None,
+            self.running_var if not use_batch or self.training else None,
+            self.weight,
+            self.bias,
+            use_batch,
+            momentum if momentum is not None else 0.0,
+            self.eps,
+        )
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of ``(N, C)`` or ``(N, C, L)``."""
+
+    _dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of ``(N, C, H, W)``."""
+
+    _dims = (4,)
+
+
+class LayerNorm(Module):
+    def __init__(
+        self,
+        normalized_shape: Any,
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps = eps
+        self.weight = (
+            _filled_param(1.0, self.normalized_shape, dtype, device) if elementwise_affine else None
+        )
+        self.bias = (
+            _filled_param(0.0, self.normalized_shape, dtype, device)
+            if elementwise_affine and bias
+            else None
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class GroupNorm(Module):
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        self.num_groups = _count("GroupNorm", "num_groups", num_groups, 1)
+        self.num_channels = _count("GroupNorm", "num_channels", num_channels, 1)
+        if self.num_channels % self.num_groups:
+            raise ValueError(
+                f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
+                f"({num_groups})"
+            )
+        self.eps = eps
+        c = self.num_channels
+        self.weight = _filled_param(1.0, (c,), dtype, device) if affine else None
+        self.bias = _filled_param(0.0, (c,), dtype, device) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+
+class Embedding(Module):
+    """A lookup table of ``num_embeddings`` rows of ``embedding_dim``, initialised from
+    N(0, 1) (the ``padding_idx`` row zero)."""
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        device: Any = None,
+        dtype: Any = None,
+        _weight: Tensor | None = None,
+    ) -> None:
+        super().__init__()
+        self.num_embeddings = _count("Embedding", "num_embeddings", num_embeddings, 1)
+        self.embedding_dim = _count("Embedding", "embedding_dim", embedding_dim, 1)
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(
+                    f"Embedding: padding_idx {padding_idx} is out of range for "
+                    f"{num_embeddings} embeddings"
+                )
+            padding_idx %= num_embeddings
+        self.padding_idx = padding_idx
+        if _weight is not None:
+            self.weight = _weight if isinstance(_weight, Parameter) else Parameter(_weight)
+            return
+        name = _dtype_name(dtype) if dtype is not None else "float32"
+        dev = str(device) if device is not None else str(_core.get_default_device())
+        w = _numpy_rng(dev).standard_normal((num_embeddings, embedding_dim))
+        if padding_idx is not None:
+            w[padding_idx] = 0.0
+        self.weight = Parameter(tensor(w, device=dev).astype(name))
+
+    @classmethod
+    def from_pretrained(
+        cls, embeddings: Tensor, freeze: bool = True, padding_idx: int | None = None
+    ) -> Embedding:
+        n, d = embeddings.shape
+        m = cls(n, d, padding_idx, _weight=Parameter(embeddings))
+        return m
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.embedding(x, self.weight, self.padding_idx)
+
+
+class Dropout(Module):
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must lie in [0, 1], got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, self.training, self.inplace)
+
+
+class Identity(Module):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def forward(self, x: Any) -> Any:
+        return x
+
+
+class ReLU(Module):
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(x, self.inplace)
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, self.approximate)
+
+
+class SiLU(Module):
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x, self.inplace)
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
+
+
+class ELU(Module):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.elu(x, self.alpha, self.inplace)
+
+
+class Hardtanh(Module):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.hardtanh(x, self.min_val, self.max_val, self.inplace)
+
+
+class Softplus(Module):
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softplus(x, self.beta, self.threshold)
+
+
+class Tanh(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.tanh()
+
+
+class Sigmoid(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.sigmoid()
+
+
+class Softmax(Module):
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmax(x, -1 if self.dim is None else self.dim)
+
+
+class LogSoftmax(Module):
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.log_softmax(x, -1 if self.dim is None else self.dim)
+
+
+class Flatten(Module):
+    """Flattens axes ``start_dim..end_dim`` (by default every axis after the first)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.flatten(self.start_dim, self.end_dim)
+
+
+class Unflatten(Module):
+    def __init__(self, dim: int, unflattened_size: Any) -> None:
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.unflatten(self.dim, self.unflattened_size)
+
+
+class MaxPool2d(Module):
+    def __init__(
+        self,
+        kernel_size: int | tuple,
+        stride: int | tuple | None = None,
+        padding: int | tuple = 0,
+        dilation: int | tuple = 1,
+        return_indices: bool = False,
+        ceil_mode: bool = False,
+    ) -> None:
+        super().__init__()
+        if return_indices:
+            raise NotImplementedError("MaxPool2d: return_indices is not supported")
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.ceil_mode = dilation, ceil_mode
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.max_pool2d(
+            x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode
+        )
+
+
+class AvgPool2d(Module):
+    def __init__(
+        self,
+        kernel_size: int | tuple,
+        stride: int | tuple | None = None,
+        padding: int | tuple = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool2d(
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
+
+
+class AdaptiveAvgPool2d(Module):
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+
+class MultiheadAttention(Module):
+    """PyTorch's multi-head attention: ``in_proj_weight`` ``(3E, E)``, ``in_proj_bias``,
+    ``out_proj`` (a Linear); inputs ``(L, N, E)`` (``(N, L, E)`` with ``batch_first``).
+    Returns ``(output, weights)``, the weights averaged over heads unless
+    ``average_attn_weights=False``, None without ``need_weights``."""
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        batch_first: bool = False,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        self.embed_dim = _count("MultiheadAttention", "embed_dim", embed_dim, 1)
+        self.num_heads = _count("MultiheadAttention", "num_heads", num_heads, 1)
+        if embed_dim % num_heads:
+            raise ValueError(
+                f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
+                f"({num_heads})"
+            )
+        self.head_dim = embed_dim // num_heads
+        self.dropout, self.batch_first = dropout, batch_first
+        e = embed_dim
+        # xavier_uniform_ on the (3E, E) projection, as PyTorch
+        bound = math.sqrt(6.0 / (e + 3 * e))
+        self.in_proj_weight = _uniform_param(None, bound, (3 * e, e), dtype, device)
+        self.in_proj_bias = _filled_param(0.0, (3 * e,), dtype, device) if bias else None
+        self.out_proj = Linear(e, e, bias=bias, device=device, dtype=dtype)
+        if bias:
+            self.out_proj.bias = _filled_param(0.0, (e,), dtype, device)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        batched = query.ndim == 3
+        if not batched:
+            query, key, value = (t.expand_dims(1) for t in (query, key, value))
+        elif self.batch_first:
+            query, key, value = (t.transpose(1, 0, 2) for t in (query, key, value))
+        L, N, E = query.shape
+        S = key.shape[0]
+        h, d = self.num_heads, self.head_dim
+        w, b = self.in_proj_weight, self.in_proj_bias
+        q = F.linear(query, w[:E], b[:E] if b is not None else None)
+        k = F.linear(key, w[E : 2 * E], b[E : 2 * E] if b is not None else None)
+        v = F.linear(value, w[2 * E :], b[2 * E :] if b is not None else None)
+
+        def heads(t: Tensor, n: int) -> Tensor:  # (n, N, E) -> (N, h, n, d)
+            return t.reshape(n, N, h, d).permute(1, 2, 0, 3)
+
+        q, k, v = heads(q, L), heads(k, S), heads(v, S)
+        scores = (q * (1.0 / math.sqrt(d))) @ k.mT  # (N, h, L, S)
+        if is_causal and attn_mask is None:
+            attn_mask = tensor(~np.tri(L, S, 0, dtype=bool), device=query.device)
+        if attn_mask is not None:
+            m = attn_mask
+            if m.ndim == 3:  # (N * h, L, S)
+                m = m.reshape(N, h, L, S)
+            scores = _apply_mask(scores, m)
+        if key_padding_mask is not None:
+            kp = key_padding_mask.reshape(N, 1, 1, S)
+            scores = _apply_mask(scores, kp)
+        p = F.softmax(scores, -1)
+        if self.dropout > 0.0 and self.training:
+            p = F.dropout(p, self.dropout, True)
+        out = (p @ v).permute(2, 0, 1, 3).reshape(L, N, E)
+        out = self.out_proj(out)
+        if not batched:
+            out = out.squeeze(1)
+        elif self.batch_first:
+            out = out.transpose(1, 0, 2)
+        if not need_weights:
+            return out, None
+        weights = p.mean(axis=1) if average_attn_weights else p
+        if not batched:
+            weights = weights.squeeze(0)
+        return out, weights
+
+
+def _apply_mask(scores: Tensor, mask: Tensor) -> Tensor:
+    """PyTorch's convention for nn.MultiheadAttention: a bool mask is True where attention
+    is *not* allowed; a float mask is added."""
+    if mask.dtype.kind == "b":
+        return _core.where(mask, -math.inf, scores)
+    return scores + mask
+
+
+# ----------------------------------------------------------------------------------- losses
+
+
+class _Loss(Module):
+    def __init__(self, reduction: str = "mean") -> None:
+        super().__init__()
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(
+                f"{type(self).__name__}: reduction must be 'mean', 'sum' or 'none', got "
+                f"{reduction!r}"
+            )
+        self.reduction = reduction
+
+
+class CrossEntropyLoss(_Loss):
+    def __init__(
+        self,
+        weight: Tensor | None = None,
+        ignore_index: int = -100,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+    ) -> None:
+        super().__init__(reduction)
+        self.weight, self.ignore_index, self.label_smoothing = weight, ignore_index, label_smoothing
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.cross_entropy(
+            input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing
+        )
+
+
+class NLLLoss(_Loss):
+    def __init__(
+        self, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean"
+    ) -> None:
+        super().__init__(reduction)
+        self.weight, self.ignore_index = weight, ignore_index
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+
+
+class MSELoss(_Loss):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.mse_loss(input, target, self.reduction)
+
+
+class L1Loss(_Loss):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.l1_loss(input, target, self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
+        super().__init__(reduction)
+        self.beta = beta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.smooth_l1_loss(input, target, self.reduction, self.beta)
+
+
+class BCELoss(_Loss):
+    def __init__(self, weight: Tensor | None = None, reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        self.weight = weight
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.binary_cross_entropy(input, target, self.weight, self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    def __init__(
+        self,
+        weight: Tensor | None = None,
+        reduction: str = "mean",
+        pos_weight: Tensor | None = None,
+    ) -> None:
+        super().__init__(reduction)
+        self.weight, self.pos_weight = weight, pos_weight
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.binary_cross_entropy_with_logits(
+            input, target, self.weight, self.reduction, self.pos_weight
+        )
+
+
+class KLDivLoss(_Loss):
+    def __init__(self, reduction: str = "mean", log_target: bool = False) -> None:
+        Module.__init__(self)
+        if reduction not in ("mean", "sum", "none", "batchmean"):
+            raise ValueError(f"KLDivLoss: bad reduction {reduction!r}")
+        self.reduction, self.log_target = reduction, log_target
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.kl_div(input, target, self.reduction, self.log_target)
+
+
+def mlp(
+    sizes: list[int],
+    activation: type = ReLU,
+    dtype: str = "float32",
+    rng: np.random.Generator | None = None,
+) -> Sequential:
+    """``Linear -> activation -> ... -> Linear`` through the given layer sizes."""
+    layers: list[Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(Linear(a, b, dtype=dtype, rng=rng))
+        if i < len(sizes) - 2:
+            layers.append(activation())
+    return Sequential(*layers)
+
+
+__all__ = [
+    "ELU",
+    "GELU",
+    "AdaptiveAvgPool2d",
+    "AvgPool2d",
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "Conv1d",
+    "Conv2d",
+    "ConvTranspose2d",
+    "CrossEntropyLoss",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "GroupNorm",
+    "Hardtanh",
+    "Identity",
+    "KLDivLoss",
+    "L1Loss",
+    "LayerNorm",
+    "LeakyReLU",
+    "Linear",
+    "LogSoftmax",
+    "MSELoss",
+    "MaxPool2d",
+    "Module",
+    "ModuleDict",
+    "ModuleList",
+    "MultiheadAttention",
+    "NLLLoss",
+    "Parameter",
+    "ParameterDict",
+    "ParameterList",
+    "ReLU",
+    "Sequential",
+    "SiLU",
+    "Sigmoid",
+    "SmoothL1Loss",
+    "Softmax",
+    "Softplus",
+    "Tanh",
+    "Unflatten",
+    "mlp",
+]

@@ -1,0 +1,71 @@
+"""PyTorch's ``torch.nn.utils``: gradient clipping."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from .._core import Tensor
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+
+
+def _grads(parameters: Any) -> list[Tensor]:
+    ps = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    return [p.grad for p in ps if p.grad is not None]
+
+
+def clip_grad_norm_(
+    parameters: Iterable[Tensor] | Tensor,
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: Any = None,
+) -> Tensor:
+    """Scales the gradients in place so that their joint ``norm_type``-norm is at most
+    ``max_norm``; returns the total norm before clipping (a 0-d float tensor)."""
+    from .. import _core
+    from ..autodiff import no_grad
+
+    grads = _grads(parameters)
+    max_norm = float(max_norm)
+    norm_type = float(norm_type)
+    with no_grad():
+        if not grads:
+            return _core.zeros(())
+        dev = grads[0].device
+        if norm_type == math.inf:
+            parts = [g.abs().max().astype("float64").to(dev) for g in grads]
+            total = parts[0]
+            for p in parts[1:]:
+                total = _core.maximum(total, p)
+        else:
+            total = None
+            for g in grads:
+                a = g.astype("float64") if g.dtype.name != "float64" else g
+                s = (a.abs() ** norm_type).sum() if norm_type != 2.0 else (a * a).sum()
+                s = s.to(dev)
+                total = s if total is None else total + s
+            total = total ** (1.0 / norm_type)
+        value = float(total.item())
+        if error_if_nonfinite and not math.isfinite(value):
+            raise RuntimeError(
+                f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
+                f"{value}; set error_if_nonfinite=False to clip anyway"
+            )
+        coef = max_norm / (value + 1e-6)
+        if coef < 1.0:
+            for g in grads:
+                g *= coef
+    return total.astype(grads[0].dtype)
+
+
+def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -> None:
+    """Clamps every gradient in place to ``[-clip_value, clip_value]``."""
+    from ..autodiff import no_grad
+
+    c = float(clip_value)
+    with no_grad():
+        for g in _grads(parameters):
+            g.copy_(g.clamp(-c, c))
