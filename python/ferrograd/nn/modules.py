@@ -29,7 +29,7 @@ class Parameter(Tensor):
     """A tensor that a :class:`Module` reports from :meth:`Module.parameters`.
     ``Parameter(data)`` copies ``data`` (a Tensor, array or nested list) on its device."""
 
-    def __new__(
+    def __new__(  # noqa: PYI034
         cls, data: Any = None, requires_grad: bool = True, *, dtype: Any = None, device: Any = None
     ) -> Parameter:
         if data is None:
