@@ -1,0 +1,548 @@
+"""Optimizers with PyTorch's API and formulas: parameter groups, ``state_dict``, and
+``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``, ``Adadelta``; schedules in
+:mod:`.lr_scheduler`.
+
+Updates are in place and unrecorded, so attached parameters stay the same objects across
+steps. All optimizer state (momentum buffers, moments, step counts) and each group's
+learning rate are tensors made when the optimizer (or the group) is: a traced training step
+(``fg.trace``) captures them by reference, so every call of the traced step updates them, and
+setting a learning rate between calls (``opt.lr = ...``, ``group["lr"] = ...``, a scheduler)
+reaches the traced step too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Callable
+
+from .. import _core
+from .._core import Tensor, maximum
+from ..autodiff import no_grad
+
+__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "lr_scheduler"]
+
+
+class _Group(dict):
+    """A parameter group: a dict whose ``"lr"`` entry, when set, also updates the
+    learning-rate tensor that (traced) steps read."""
+
+    _lr_tensors: dict[str, Tensor]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key == "lr":
+            value = _check_lr(value)
+            with no_grad():
+                for t in self._lr_tensors.values():
+                    t.fill_(value)
+        super().__setitem__(key, value)
+
+    def _lr_on(self, device: str) -> Tensor:
+        t = self._lr_tensors.get(device)
+        if t is None:
+            t = _core.full((), self["lr"], dtype="float64", device=device)
+            self._lr_tensors[device] = t
+        return t
+
+
+def _check_lr(value: Any) -> float:
+    if isinstance(value, Tensor):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"learning rate must be a number, got {type(value).__name__}")
+    if not value >= 0.0:
+        raise ValueError(f"Invalid learning rate: {value} (must be >= 0)")
+    return float(value)
+
+
+def _nonneg(opt: str, name: str, value: Any) -> None:
+    if not value >= 0.0:
+        raise ValueError(f"{opt}: {name} must be non-negative, got {value}")
+
+
+def _positive(opt: str, name: str, value: Any) -> None:
+    if not value > 0.0:
+        raise ValueError(f"{opt}: {name} must be positive, got {value}")
+
+
+def _unit(opt: str, name: str, value: Any) -> None:
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{opt}: {name} must lie in [0, 1), got {value}")
+
+
+class Optimizer:
+    """Base class: ``params`` is an iterable of tensors or of dicts (parameter groups, each
+    with ``"params"`` and any hyperparameter overriding ``defaults``)."""
+
+    def __init__(self, params: Iterable[Any], defaults: dict) -> None:
+        self.defaults = dict(defaults)
+        self.param_groups: list[_Group] = []
+        self.state: dict[Tensor, dict[str, Any]] = {}
+        items = list(params) if not isinstance(params, Tensor) else [params]
+        if not items:
+            raise ValueError(f"{type(self).__name__}: optimizer got an empty parameter list")
+        groups = items if isinstance(items[0], dict) else [{"params": items}]
+        for g in groups:
+            self.add_param_group(g)
+
+    # ----------------------------------------------------------------------- groups
+
+    def add_param_group(self, param_group: dict) -> None:
+        name = type(self).__name__
+        if not isinstance(param_group, dict):
+            raise TypeError(f"{name}: a parameter group must be a dict, got {param_group!r}")
+        ps = param_group.get("params")
+        ps = [ps] if isinstance(ps, Tensor) else list(ps if ps is not None else [])
+        if isinstance(param_group.get("params"), set):
+            raise TypeError(f"{name}: parameters must be an ordered collection, not a set")
+        existing = {id(p) for g in self.param_groups for p in g["params"]}
+        for i, p in enumerate(ps):
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{name}: parameter {i} is a {type(p).__name__}, not a Tensor")
+            if p.dtype.kind != "f":
+                raise TypeError(
+                    f"{name}: parameter {i} is a {p.dtype} tensor; only float tensors can be "
+                    "optimized"
+                )
+            if id(p) in existing:
+                raise ValueError(f"{name}: some parameters appear in more than one parameter group")
+        group = _Group()
+        dict.update(group, {k: v for k, v in self.defaults.items()})
+        dict.update(group, {k: v for k, v in param_group.items() if k != "params"})
+        group._lr_tensors = {}
+        dict.__setitem__(group, "lr", _check_lr(group["lr"]))
+        for p in ps:  # made now, so that a traced step captures them
+            group._lr_on(p.device)
+        dict.__setitem__(group, "params", ps)
+        self._validate(group)
+        self.param_groups.append(group)
+        for p in ps:
+            self.state[p] = self._init_state(p, group)
+
+    def _validate(self, group: dict) -> None:
+        pass
+
+    def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        return {}
+
+    # ----------------------------------------------------------------- conveniences
+
+    @property
+    def params(self) -> list[Tensor]:
+        """Every parameter, group after group."""
+        return [p for g in self.param_groups for p in g["params"]]
+
+    @property
+    def lr(self) -> float:
+        """The first group's learning rate; setting it sets every group's."""
+        return self.param_groups[0]["lr"]
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        for g in self.param_groups:
+            g["lr"] = value
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad = _core.zeros_like(p.grad)
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        loss = closure() if closure is not None else None
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    g = p.grad
+                    if g is None:
+                        continue
+                    if group.get("maximize"):
+                        g = -g
+                    self._update(p, g, group, self.state[p], group._lr_on(p.device))
+        return loss
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ state dicts
+
+    def state_dict(self) -> dict:
+        """``{"state": {index: {name: tensor}}, "param_groups": [{..., "params": [index]}]}``
+        with parameters numbered across groups, as PyTorch (state tensors are copies)."""
+        index = {id(p): i for i, p in enumerate(self.params)}
+        state = {}
+        for p, s in self.state.items():
+            state[index[id(p)]] = {
+                k: (v.detach().copy() if isinstance(v, Tensor) else v) for k, v in s.items()
+            }
+        groups = []
+        for g in self.param_groups:
+            d = {k: v for k, v in g.items() if k != "params"}
+            d["params"] = [index[id(p)] for p in g["params"]]
+            groups.append(d)
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restores hyperparameters and state written by :meth:`state_dict` (into the
+        existing state tensors, in place)."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: {len(groups)} parameter groups in the "
+                f"state dict, {len(self.param_groups)} here"
+            )
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs["params"]):
+                raise ValueError(
+                    f"{type(self).__name__}.load_state_dict: a group of "
+                    f"{len(theirs['params'])} parameters in the state dict does not match one "
+                    f"of {len(mine['params'])} here"
+                )
+        params = self.params
+        saved = state_dict["state"]
+        for mine, theirs in zip(self.param_groups, groups):
+            for k, v in theirs.items():
+                if k != "params":
+                    mine[k] = v
+        with no_grad():
+            for i, p in enumerate(params):
+                s = saved.get(i, saved.get(str(i)))
+                if s is None:
+                    continue
+                for k, v in s.items():
+                    cur = self.state[p].get(k)
+                    if isinstance(cur, Tensor):
+                        src = v if isinstance(v, Tensor) else _core.full((), float(v))
+                        if tuple(src.shape) != tuple(cur.shape):
+                            raise ValueError(
+                                f"{type(self).__name__}.load_state_dict: state {k!r} of "
+                                f"parameter {i} has shape {list(src.shape)}, expected "
+                                f"{list(cur.shape)}"
+                            )
+                        cur.copy_(src.astype(cur.dtype).to(cur.device))
+                    else:
+                        self.state[p][k] = v
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k != "params":
+                    lines.append(f"    {k}: {g[k]}")
+        return "\n".join(lines + [")"])
+
+
+def _step_tensor(p: Tensor) -> Tensor:
+    return _core.zeros((), dtype="float64", device=p.device)
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight
+    decay, PyTorch's formulas (the first step's momentum buffer is the gradient)."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "momentum": momentum,
+            "dampening": dampening,
+            "weight_decay": weight_decay,
+            "nesterov": nesterov,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict) -> None:
+        _nonneg("SGD", "momentum", group["momentum"])
+        _nonneg("SGD", "weight_decay", group["weight_decay"])
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
+
+    def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        if not group["momentum"]:
+            return {}
+        # `first` is 1 until the first step: the first buffer is the gradient itself
+        return {
+            "momentum_buffer": _core.zeros_like(p),
+            "first": _core.ones((), dtype="float64", device=p.device),
+        }
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        wd, m = group["weight_decay"], group["momentum"]
+        if wd:
+            g = g + wd * p
+        if m:
+            buf, first = state["momentum_buffer"], state["first"]
+            d = group["dampening"]
+            buf *= m
+            buf += g * ((1.0 - d) + d * first) if d else g
+            first.zero_()
+            g = g + m * buf if group["nesterov"] else buf
+        p -= lr * g
+
+
+class Adam(Optimizer):
+    """Adam (Kingma and Ba, 2015) with L2 weight decay and AMSGrad, PyTorch's formulas."""
+
+    _decoupled = False
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas),
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "amsgrad": amsgrad,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict) -> None:
+        name = type(self).__name__
+        b1, b2 = group["betas"]
+        _unit(name, "betas[0]", b1)
+        _unit(name, "betas[1]", b2)
+        _positive(name, "eps", group["eps"])
+        _nonneg(name, "weight_decay", group["weight_decay"])
+
+    def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        s = {
+            "step": _step_tensor(p),
+            "exp_avg": _core.zeros_like(p),
+            "exp_avg_sq": _core.zeros_like(p),
+        }
+        if group["amsgrad"]:
+            s["max_exp_avg_sq"] = _core.zeros_like(p)
+        return s
+
+    @property
+    def t(self) -> int:
+        """Steps taken (by the first parameter)."""
+        return int(self.state[self.params[0]]["step"].item())
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        b1, b2 = group["betas"]
+        wd = group["weight_decay"]
+        step = state["step"]
+        step += 1.0
+        if wd:
+            if self._decoupled:
+                p *= 1.0 - lr * wd
+            else:
+                g = g + wd * p
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m *= b1
+        m += (1.0 - b1) * g
+        v *= b2
+        v += (1.0 - b2) * (g * g)
+        bc1 = 1.0 - b1**step
+        bc2_sqrt = (1.0 - b2**step).sqrt()
+        if group["amsgrad"]:
+            vmax = state["max_exp_avg_sq"]
+            vmax.copy_(maximum(vmax, v))
+            v = vmax
+        denom = v.sqrt() / bc2_sqrt + group["eps"]
+        p -= (lr / bc1) * (m / denom)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov and Hutter): ``p *= 1 - lr * wd``."""
+
+    _decoupled = True
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+
+
+class RMSprop(Optimizer):
+    """RMSprop (centered and with momentum as options), PyTorch's formulas."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-2,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        momentum: float = 0.0,
+        centered: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "alpha": alpha,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "momentum": momentum,
+            "centered": centered,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict) -> None:
+        if not 0.0 <= group["alpha"] <= 1.0:
+            raise ValueError(f"RMSprop: alpha must lie in [0, 1], got {group['alpha']}")
+        _positive("RMSprop", "eps", group["eps"])
+        _nonneg("RMSprop", "momentum", group["momentum"])
+        _nonneg("RMSprop", "weight_decay", group["weight_decay"])
+
+    def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        s = {"step": _step_tensor(p), "square_avg": _core.zeros_like(p)}
+        if group["momentum"]:
+            s["momentum_buffer"] = _core.zeros_like(p)
+        if group["centered"]:
+            s["grad_avg"] = _core.zeros_like(p)
+        return s
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        a, wd, eps = group["alpha"], group["weight_decay"], group["eps"]
+        state["step"] += 1.0
+        if wd:
+            g = g + wd * p
+        sq = state["square_avg"]
+        sq *= a
+        sq += (1.0 - a) * (g * g)
+        if group["centered"]:
+            ga = state["grad_avg"]
+            ga *= a
+            ga += (1.0 - a) * g
+            avg = (sq - ga * ga).sqrt() + eps
+        else:
+            avg = sq.sqrt() + eps
+        if group["momentum"]:
+            buf = state["momentum_buffer"]
+            buf *= group["momentum"]
+            buf += g / avg
+            p -= lr * buf
+        else:
+            p -= lr * (g / avg)
+
+
+class Adagrad(Optimizer):
+    """Adagrad with learning-rate decay, PyTorch's formulas."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-2,
+        lr_decay: float = 0.0,
+        weight_decay: float = 0.0,
+        initial_accumulator_value: float = 0.0,
+        eps: float = 1e-10,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "lr_decay": lr_decay,
+            "weight_decay": weight_decay,
+            "initial_accumulator_value": initial_accumulator_value,
+            "eps": eps,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict) -> None:
+        _nonneg("Adagrad", "lr_decay", group["lr_decay"])
+        _nonneg("Adagrad", "weight_decay", group["weight_decay"])
+        _nonneg("Adagrad", "initial_accumulator_value", group["initial_accumulator_value"])
+        _positive("Adagrad", "eps", group["eps"])
+
+    def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        acc = _core.full(
+            p.shape, group["initial_accumulator_value"], dtype=p.dtype.name, device=p.device
+        )
+        return {"step": _step_tensor(p), "sum": acc}
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        step = state["step"]
+        step += 1.0
+        if group["weight_decay"]:
+            g = g + group["weight_decay"] * p
+        clr = lr / (1.0 + (step - 1.0) * group["lr_decay"])
+        s = state["sum"]
+        s += g * g
+        p -= clr * (g / (s.sqrt() + group["eps"]))
+
+
+class Adadelta(Optimizer):
+    """Adadelta (Zeiler, 2012), PyTorch's formulas."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1.0,
+        rho: float = 0.9,
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "rho": rho,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict) -> None:
+        if not 0.0 <= group["rho"] <= 1.0:
+            raise ValueError(f"Adadelta: rho must lie in [0, 1], got {group['rho']}")
+        _positive("Adadelta", "eps", group["eps"])
+        _nonneg("Adadelta", "weight_decay", group["weight_decay"])
+
+    def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        return {
+            "step": _step_tensor(p),
+            "square_avg": _core.zeros_like(p),
+            "acc_delta": _core.zeros_like(p),
+        }
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        rho, eps = group["rho"], group["eps"]
+        state["step"] += 1.0
+        if group["weight_decay"]:
+            g = g + group["weight_decay"] * p
+        sq, acc = state["square_avg"], state["acc_delta"]
+        sq *= rho
+        sq += (1.0 - rho) * (g * g)
+        delta = (acc + eps).sqrt() / (sq + eps).sqrt() * g
+        acc *= rho
+        acc += (1.0 - rho) * (delta * delta)
+        p -= lr * delta
+
+
+from . import lr_scheduler

@@ -1,0 +1,375 @@
+"""Learning-rate schedules with PyTorch's API and formulas: each ``step()`` sets the
+``"lr"`` of every parameter group (which also reaches a traced training step)."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Any
+
+__all__ = [
+    "CosineAnnealingLR",
+    "ExponentialLR",
+    "LRScheduler",
+    "LambdaLR",
+    "LinearLR",
+    "MultiStepLR",
+    "OneCycleLR",
+    "ReduceLROnPlateau",
+    "SequentialLR",
+    "StepLR",
+]
+
+
+class LRScheduler:
+    """Base class: ``get_lr()`` gives each group's rate at ``last_epoch``; construction
+    takes the first step (epoch 0), as PyTorch."""
+
+    def __init__(self, optimizer: Any, last_epoch: int = -1) -> None:
+        from . import Optimizer
+
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(
+                f"{type(self).__name__}: {type(optimizer).__name__} is not an Optimizer"
+            )
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for g in optimizer.param_groups:
+                g.setdefault("initial_lr", g["lr"])
+        else:
+            for i, g in enumerate(optimizer.param_groups):
+                if "initial_lr" not in g:
+                    raise KeyError(
+                        f"{type(self).__name__}: param 'initial_lr' is not specified in "
+                        f"param_groups[{i}] when resuming an optimizer"
+                    )
+        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self._last_lr: list[float] = [g["lr"] for g in optimizer.param_groups]
+        self.step()
+
+    def get_lr(self) -> list[float]:
+        raise NotImplementedError
+
+    def get_last_lr(self) -> list[float]:
+        return list(self._last_lr)
+
+    def step(self, epoch: int | None = None) -> None:
+        self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
+        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            g["lr"] = lr
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.__dict__.update(state_dict)
+
+
+_LRScheduler = LRScheduler
+
+
+class StepLR(LRScheduler):
+    """``base_lr * gamma ** (epoch // step_size)``."""
+
+    def __init__(
+        self, optimizer: Any, step_size: int, gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
+        if step_size <= 0:
+            raise ValueError(f"StepLR: step_size must be positive, got {step_size}")
+        self.step_size, self.gamma = int(step_size), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [b * self.gamma ** (self.last_epoch // self.step_size) for b in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """``base_lr * gamma ** (number of milestones passed)``."""
+
+    def __init__(
+        self, optimizer: Any, milestones: list[int], gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
+        self.milestones, self.gamma = sorted(int(m) for m in milestones), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        k = bisect.bisect_right(self.milestones, self.last_epoch)
+        return [b * self.gamma**k for b in self.base_lrs]
+
+
+class ExponentialLR(LRScheduler):
+    """``base_lr * gamma ** epoch``."""
+
+    def __init__(self, optimizer: Any, gamma: float, last_epoch: int = -1) -> None:
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [b * self.gamma**self.last_epoch for b in self.base_lrs]
+
+
+class CosineAnnealingLR(LRScheduler):
+    """``eta_min + (base_lr - eta_min) (1 + cos(pi epoch / T_max)) / 2``."""
+
+    def __init__(
+        self, optimizer: Any, T_max: int, eta_min: float = 0.0, last_epoch: int = -1
+    ) -> None:
+        if T_max <= 0:
+            raise ValueError(f"CosineAnnealingLR: T_max must be positive, got {T_max}")
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        c = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+
+
+class LambdaLR(LRScheduler):
+    """``base_lr * lr_lambda(epoch)`` (one function, or one per group)."""
+
+    def __init__(self, optimizer: Any, lr_lambda: Any, last_epoch: int = -1) -> None:
+        n = len(optimizer.param_groups)
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != n:
+                raise ValueError(f"LambdaLR: expected {n} lr_lambdas, got {len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        else:
+            self.lr_lambdas = [lr_lambda] * n
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [b * f(self.last_epoch) for b, f in zip(self.base_lrs, self.lr_lambdas)]
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+
+
+class LinearLR(LRScheduler):
+    """A factor going linearly from ``start_factor`` to ``end_factor`` over
+    ``total_iters`` steps, then staying."""
+
+    def __init__(
+        self,
+        optimizer: Any,
+        start_factor: float = 1.0 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ) -> None:
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ValueError(
+                "LinearLR: start_factor must lie in (0, 1] and end_factor in [0, 1], got "
+                f"{start_factor} and {end_factor}"
+            )
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        t = min(self.last_epoch, self.total_iters)
+        f = self.start_factor + (self.end_factor - self.start_factor) * t / self.total_iters
+        return [b * f for b in self.base_lrs]
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy (Smith): warm up from ``max_lr / div_factor`` to ``max_lr`` over
+    ``pct_start`` of the steps, then anneal to ``initial / final_div_factor`` (cosine or
+    linear); momentum (or Adam's ``beta1``) cycles the other way."""
+
+    def __init__(
+        self,
+        optimizer: Any,
+        max_lr: Any,
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum: float = 0.85,
+        max_momentum: float = 0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        last_epoch: int = -1,
+    ) -> None:
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
+            total_steps = epochs * steps_per_epoch
+        if total_steps <= 0:
+            raise ValueError(f"OneCycleLR: total_steps must be positive, got {total_steps}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError("OneCycleLR: anneal_strategy must be 'cos' or 'linear'")
+        self.total_steps = total_steps
+        self.anneal_strategy = anneal_strategy
+        groups = optimizer.param_groups
+        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * len(groups)
+        if last_epoch == -1:
+            for g, m in zip(groups, max_lrs):
+                g["initial_lr"] = m / div_factor
+                g["max_lr"] = m
+                g["min_lr"] = g["initial_lr"] / final_div_factor
+        end = float(pct_start * total_steps) - 1
+        if three_phase:
+            self._phases = [
+                (end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (2 * end, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
+                (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum"),
+            ]
+        else:
+            self._phases = [
+                (end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"),
+            ]
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            for g in groups:
+                self._use_betas = "betas" in g
+                if last_epoch == -1:
+                    g["max_momentum"], g["base_momentum"] = max_momentum, base_momentum
+                    self._set_momentum(g, max_momentum)
+        super().__init__(optimizer, last_epoch)
+
+    @staticmethod
+    def _set_momentum(g: dict, m: float) -> None:
+        if "betas" in g:
+            g["betas"] = (m, *g["betas"][1:])
+        elif "momentum" in g:
+            g["momentum"] = m
+
+    def _anneal(self, start: float, end: float, pct: float) -> float:
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self) -> list[float]:
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(
+                f"OneCycleLR: tried to step {step} times, more than total_steps {self.total_steps}"
+            )
+        lrs = []
+        for g in self.optimizer.param_groups:
+            start_step = 0.0
+            for i, (end_step, lr0, lr1, m0, m1) in enumerate(self._phases):
+                if step <= end_step or i == len(self._phases) - 1:
+                    pct = (step - start_step) / (end_step - start_step)
+                    lr = self._anneal(g[lr0], g[lr1], pct)
+                    if self.cycle_momentum:
+                        self._set_momentum(g, self._anneal(g[m0], g[m1], pct))
+                    break
+                start_step = end_step
+            lrs.append(lr)
+        return lrs
+
+
+class SequentialLR(LRScheduler):
+    """Runs ``schedulers`` one after another, switching at each of ``milestones``."""
+
+    def __init__(
+        self, optimizer: Any, schedulers: list, milestones: list[int], last_epoch: int = -1
+    ) -> None:
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(
+                f"SequentialLR: expected {len(schedulers) - 1} milestones for "
+                f"{len(schedulers)} schedulers, got {len(milestones)}"
+            )
+        for s in schedulers:
+            if s.optimizer is not optimizer:
+                raise ValueError("SequentialLR: every scheduler must drive the same optimizer")
+        self.optimizer = optimizer
+        self._schedulers = list(schedulers)
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        # undo the steps the later schedulers took when they were made
+        for g, lr in zip(optimizer.param_groups, [g["initial_lr"] for g in optimizer.param_groups]):
+            g["lr"] = lr
+        for s in self._schedulers:
+            s.last_epoch -= 1
+        self._schedulers[0].step()
+        self._last_lr = self._schedulers[0].get_last_lr()
+
+    def step(self, epoch: int | None = None) -> None:
+        self.last_epoch += 1
+        idx = bisect.bisect_right(self._milestones, self.last_epoch)
+        s = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            s.step(0)
+        else:
+            s.step()
+        self._last_lr = s.get_last_lr()
+
+
+class ReduceLROnPlateau:
+    """Multiplies the rates by ``factor`` when ``step(metric)`` has not improved for
+    ``patience`` steps (``mode`` "min" or "max", relative or absolute ``threshold``)."""
+
+    def __init__(
+        self,
+        optimizer: Any,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: Any = 0.0,
+        eps: float = 1e-8,
+    ) -> None:
+        if factor >= 1.0:
+            raise ValueError(f"ReduceLROnPlateau: factor must be < 1, got {factor}")
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise ValueError("ReduceLROnPlateau: mode must be min/max, threshold_mode rel/abs")
+        self.optimizer = optimizer
+        n = len(optimizer.param_groups)
+        self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
+        self.mode, self.factor, self.patience = mode, factor, patience
+        self.threshold, self.threshold_mode = threshold, threshold_mode
+        self.cooldown, self.eps = cooldown, eps
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self.cooldown_counter = 0
+        self.last_epoch = 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+    def _better(self, a: float, best: float) -> bool:
+        if self.mode == "min":
+            ref = (
+                best * (1 - self.threshold)
+                if self.threshold_mode == "rel"
+                else best - self.threshold
+            )
+            return a < ref
+        ref = best * (1 + self.threshold) if self.threshold_mode == "rel" else best + self.threshold
+        return a > ref
+
+    def step(self, metrics: Any) -> None:
+        current = float(metrics.item() if hasattr(metrics, "item") else metrics)
+        self.last_epoch += 1
+        if self._better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for g, lo in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(g["lr"] * self.factor, lo)
+                if g["lr"] - new > self.eps:
+                    g["lr"] = new
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self) -> list[float]:
+        return list(self._last_lr)
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.__dict__.update(state_dict)

@@ -1,0 +1,245 @@
+"""Optimizers and schedules: PyTorch's formulas (compared with torch.optim in float64 when
+installed, and with hand-written references otherwise), parameter groups, state dicts,
+argument checks."""
+
+from __future__ import annotations
+
+import math
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+OPTIMIZERS = {
+    "SGD": {},
+    "SGD_momentum": {"momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01},
+    "SGD_nesterov": {"momentum": 0.8, "nesterov": True},
+    "Adam": {"weight_decay": 0.01},
+    "Adam_amsgrad": {"amsgrad": True, "betas": (0.8, 0.9)},
+    "AdamW": {},
+    "RMSprop": {"weight_decay": 0.01},
+    "RMSprop_centered_momentum": {"centered": True, "momentum": 0.5},
+    "Adagrad": {"lr_decay": 0.01, "initial_accumulator_value": 0.1},
+    "Adadelta": {"weight_decay": 0.01},
+}
+
+
+def _grads(step, shapes):
+    rng = np.random.default_rng(100 + step)
+    return [rng.normal(size=s) for s in shapes]
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_matches_torch_optim(name):
+    torch = pytest.importorskip("torch")
+    cls = name.split("_")[0]
+    kw = dict(OPTIMIZERS[name])
+    kw["lr"] = 0.05
+    rng = np.random.default_rng(0)
+    init = [rng.normal(size=(3, 4)), rng.normal(size=(4,))]
+    fps = [fg.nn.Parameter(fg.tensor(a)) for a in init]
+    tps = [torch.tensor(a, requires_grad=True) for a in init]
+    fopt = getattr(fg.optim, cls)(fps, **kw)
+    topt = getattr(torch.optim, cls)(tps, **kw)
+    for step in range(6):
+        gs = _grads(step, [a.shape for a in init])
+        for p, t, g in zip(fps, tps, gs):
+            p.grad = fg.tensor(g)
+            t.grad = torch.tensor(g)
+        if step == 3:  # a parameter without a gradient is skipped
+            fps[1].grad = None
+            tps[1].grad = None
+        fopt.step()
+        topt.step()
+        for p, t in zip(fps, tps):
+            np.testing.assert_allclose(p.numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_sgd_reference_without_torch():
+    p = fg.nn.Parameter(fg.tensor([1.0, -2.0], dtype="float64"))
+    opt = fg.optim.SGD([p], lr=0.1, momentum=0.9, dampening=0.5)
+    buf = None
+    expect = np.array([1.0, -2.0])
+    for step in range(3):
+        g = np.array([0.5, 1.5]) * (step + 1)
+        p.grad = fg.tensor(g)
+        opt.step()
+        buf = g if buf is None else 0.9 * buf + 0.5 * g
+        expect = expect - 0.1 * buf
+        np.testing.assert_allclose(p.numpy(), expect, rtol=1e-14)
+
+
+def test_param_groups_and_add_param_group():
+    a = fg.nn.Parameter(fg.ones(2, dtype="float64"))
+    b = fg.nn.Parameter(fg.ones(2, dtype="float64"))
+    c = fg.nn.Parameter(fg.ones(2, dtype="float64"))
+    opt = fg.optim.SGD([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1)
+    opt.add_param_group({"params": c, "lr": 0.0})  # lr 0 is allowed
+    assert [g["lr"] for g in opt.param_groups] == [0.1, 0.5, 0.0]
+    for p in (a, b, c):
+        p.grad = fg.ones(2, dtype="float64")
+    opt.step()
+    assert a.numpy()[0] == pytest.approx(0.9)
+    assert b.numpy()[0] == pytest.approx(0.5)
+    assert c.numpy()[0] == 1.0
+    opt.param_groups[1]["lr"] = 0.25  # as a scheduler does
+    opt.step()
+    assert b.numpy()[0] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        opt.add_param_group({"params": [a]})
+    opt.zero_grad()
+    assert a.grad is None
+
+
+def test_adamw_decay_groups_like_gpt():
+    w = fg.nn.Parameter(fg.ones(3, dtype="float64"))
+    bias = fg.nn.Parameter(fg.ones(3, dtype="float64"))
+    opt = fg.optim.AdamW(
+        [{"params": [w], "weight_decay": 0.1}, {"params": [bias], "weight_decay": 0.0}],
+        lr=0.01,
+    )
+    w.grad = fg.zeros(3, dtype="float64")
+    bias.grad = fg.zeros(3, dtype="float64")
+    opt.step()
+    assert w.numpy()[0] == pytest.approx(1 - 0.01 * 0.1)
+    assert bias.numpy()[0] == 1.0
+
+
+def test_state_dict_roundtrip_continues_identically():
+    rng = np.random.default_rng(1)
+    init = rng.normal(size=(5,))
+
+    def run(split):
+        p = fg.nn.Parameter(fg.tensor(init))
+        opt = fg.optim.Adam([p], lr=0.1)
+        for step in range(6):
+            if step == split:
+                sd = opt.state_dict()
+                p2 = fg.nn.Parameter(fg.tensor(p.numpy()))
+                opt = fg.optim.Adam([p2], lr=0.5)  # hyperparameters come back too
+                opt.load_state_dict(sd)
+                p = p2
+            p.grad = fg.tensor(_grads(step, [(5,)])[0])
+            opt.step()
+        return p.numpy(), opt
+
+    a, _ = run(None)
+    b, opt = run(3)
+    np.testing.assert_array_equal(a, b)
+    assert opt.param_groups[0]["lr"] == 0.1
+    assert set(opt.state_dict()["state"][0]) == {"step", "exp_avg", "exp_avg_sq"}
+
+
+def test_argument_checks():
+    p = [fg.nn.Parameter(fg.ones(2))]
+    with pytest.raises(ValueError, match="betas"):
+        fg.optim.Adam(p, betas=(1.0, 0.999))
+    with pytest.raises(ValueError, match="eps"):
+        fg.optim.Adam(p, eps=0.0)
+    with pytest.raises(ValueError, match="learning rate"):
+        fg.optim.SGD(p, lr=-1.0)
+    with pytest.raises(ValueError, match="Nesterov"):
+        fg.optim.SGD(p, lr=0.1, nesterov=True)
+    with pytest.raises(ValueError, match="empty parameter list"):
+        fg.optim.SGD([], lr=0.1)
+    with pytest.raises(TypeError, match="int64"):
+        fg.optim.SGD([fg.tensor([1, 2])], lr=0.1)
+
+
+SCHEDULES = {
+    "StepLR": ({"step_size": 3, "gamma": 0.5}, {}),
+    "MultiStepLR": ({"milestones": [2, 5], "gamma": 0.1}, {}),
+    "ExponentialLR": ({"gamma": 0.9}, {}),
+    "CosineAnnealingLR": ({"T_max": 6, "eta_min": 0.01}, {}),
+    "LambdaLR": ({"lr_lambda": lambda e: 1.0 / (e + 1)}, {}),
+    "LinearLR": ({"start_factor": 0.25, "total_iters": 4}, {}),
+    "OneCycleLR": ({"max_lr": 1.0, "total_steps": 12}, {"momentum": 0.9}),
+    "OneCycleLR_adam": ({"max_lr": 0.1, "total_steps": 12, "anneal_strategy": "linear"}, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_schedules_match_torch(name):
+    torch = pytest.importorskip("torch")
+    cls = name.split("_")[0]
+    kw, okw = SCHEDULES[name]
+    adam = okw is None
+    fopt = (fg.optim.Adam if adam else fg.optim.SGD)(
+        [fg.nn.Parameter(fg.ones(1))], lr=0.1, **(okw or {})
+    )
+    topt = (torch.optim.Adam if adam else torch.optim.SGD)(
+        [torch.ones(1, requires_grad=True)], lr=0.1, **(okw or {})
+    )
+    fs = getattr(fg.optim.lr_scheduler, cls)(fopt, **kw)
+    ts = getattr(torch.optim.lr_scheduler, cls)(topt, **kw)
+    for _ in range(11):
+        assert fs.get_last_lr() == pytest.approx(ts.get_last_lr(), rel=1e-12)
+        fg_m = fopt.param_groups[0].get("betas", (fopt.param_groups[0].get("momentum"),))[0]
+        t_m = topt.param_groups[0].get("betas", (topt.param_groups[0].get("momentum"),))[0]
+        assert fg_m == pytest.approx(t_m, rel=1e-12)
+        fopt.step()
+        topt.step()
+        fs.step()
+        ts.step()
+
+
+def test_sequential_and_plateau_match_torch():
+    torch = pytest.importorskip("torch")
+    fopt = fg.optim.SGD([fg.nn.Parameter(fg.ones(1))], lr=1.0)
+    topt = torch.optim.SGD([torch.ones(1, requires_grad=True)], lr=1.0)
+    L = fg.optim.lr_scheduler
+    T = torch.optim.lr_scheduler
+    fs = L.SequentialLR(
+        fopt, [L.LinearLR(fopt, 0.1, total_iters=3), L.CosineAnnealingLR(fopt, 5)], [3]
+    )
+    ts = T.SequentialLR(
+        topt, [T.LinearLR(topt, 0.1, total_iters=3), T.CosineAnnealingLR(topt, 5)], [3]
+    )
+    for _ in range(8):
+        assert fs.get_last_lr() == pytest.approx(ts.get_last_lr(), rel=1e-12)
+        fopt.step()
+        topt.step()
+        fs.step()
+        ts.step()
+    fp = L.ReduceLROnPlateau(fopt, patience=1, factor=0.5)
+    tp = T.ReduceLROnPlateau(topt, patience=1, factor=0.5)
+    for m in [1.0, 0.9, 0.95, 0.96, 0.97, 0.5, 0.6, 0.7, 0.8]:
+        fp.step(m)
+        tp.step(m)
+        assert fopt.param_groups[0]["lr"] == pytest.approx(topt.param_groups[0]["lr"])
+
+
+def test_step_lr_reference_without_torch():
+    opt = fg.optim.SGD([fg.nn.Parameter(fg.ones(1))], lr=1.0)
+    s = fg.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+    lrs = []
+    for _ in range(5):
+        lrs.append(opt.lr)
+        s.step()
+    assert lrs == [1.0, 1.0, 0.5, 0.5, 0.25]
+    c = fg.optim.lr_scheduler.CosineAnnealingLR(
+        fg.optim.SGD([fg.nn.Parameter(fg.ones(1))], lr=1.0), T_max=4
+    )
+    c.step()
+    assert c.get_last_lr()[0] == pytest.approx((1 + math.cos(math.pi / 4)) / 2)
+
+
+def test_scheduled_lr_reaches_a_traced_step():
+    p = fg.nn.Parameter(fg.ones(2, dtype="float64"))
+    opt = fg.optim.SGD([p], lr=1.0)
+    sched = fg.optim.lr_scheduler.StepLR(opt, 1, 0.5)
+    gm = fg.GradManager().attach([p])
+
+    @fg.trace
+    def step():
+        with gm:
+            gm.backward(p.sum())
+        opt.step()
+        opt.zero_grad()
+
+    values = []
+    for _ in range(3):
+        step()
+        values.append(float(p.numpy()[0]))
+        sched.step()
+    np.testing.assert_allclose(values, [0.0, -0.5, -0.75])
