@@ -46,6 +46,7 @@ from .autodiff import (
     vjp,
 )
 from .random import initial_seed, manual_seed
+from .serialization import load, save
 from .tracing import TracedFunction, TraceWarning, trace
 
 # the engine's ops are re-exported by name from the op tables (_core.__all__); these are the
@@ -73,12 +74,14 @@ __all__ = [
     "int32",
     "int64",
     "jvp",
+    "load",
     "manual_seed",
     "nn",
     "no_grad",
     "optim",
     "random",
     "register_grad_rule",
+    "save",
     "tensor",
     "trace",
     "uint8",

@@ -1239,3 +1239,48 @@ def min(input: Tensor, *args: Any, **kwargs: Any) -> Any:
 
 
 __all__ += ["max", "min"]
+
+
+# ------------------------------------------------------------------------------------ DLPack
+
+
+def from_dlpack(ext_tensor: Any) -> Tensor:
+    """A tensor holding the data of any object with ``__dlpack__`` (a numpy array, a
+    PyTorch or JAX CPU tensor). The data is copied into ferrograd's storage."""
+    if isinstance(ext_tensor, Tensor):
+        return ext_tensor
+    if not hasattr(ext_tensor, "__dlpack__"):
+        raise TypeError(f"from_dlpack: {type(ext_tensor).__name__} has no __dlpack__")
+    dev = getattr(ext_tensor, "__dlpack_device__", lambda: (1, 0))()
+    if int(dev[0]) != 1:  # kDLCPU
+        raise _core.DeviceError(
+            f"from_dlpack: only CPU data can be exchanged here, got DLPack device {tuple(dev)}"
+        )
+    arr = np.from_dlpack(ext_tensor)
+    return tensor(arr, device="cpu")
+
+
+def _dlpack(self: Tensor, *, stream: Any = None, max_version: Any = None, **kw: Any) -> Any:
+    """The tensor as a DLPack capsule (of a host copy of its data)."""
+    if self.device != "cpu":
+        raise _core.DeviceError(
+            f"__dlpack__: only CPU tensors can be exported here, this one is on {self.device}"
+        )
+    arr = self.numpy()
+    if max_version is not None:
+        try:
+            return arr.__dlpack__(stream=stream, max_version=max_version)
+        except TypeError:
+            pass
+    return arr.__dlpack__(stream=stream)
+
+
+def _dlpack_device(self: Tensor) -> tuple[int, int]:
+    if self.device == "cpu":
+        return (1, 0)
+    return (2, int(self.device.split(":")[1]) if ":" in self.device else 0)
+
+
+Tensor.__dlpack__ = _dlpack
+Tensor.__dlpack_device__ = _dlpack_device
+__all__ += ["from_dlpack"]

@@ -752,8 +752,51 @@ fn _cuda_compile_kernels(py: Python<'_>, arch: &Bound<'_, PyAny>) -> PyResult<us
     }
 }
 
+/// The safetensors bytes of `(name, tensor)` pairs with optional string metadata
+/// (`fg.save` writes them).
+#[pyfunction]
+#[pyo3(signature = (items, metadata=None))]
+fn _to_safetensors<'py>(
+    py: Python<'py>,
+    items: Vec<(String, PyRef<'py, PyTensor>)>,
+    metadata: Option<std::collections::HashMap<String, String>>,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    let tensors: Vec<(String, Tensor)> =
+        items.iter().map(|(n, t)| (n.clone(), t.tensor())).collect();
+    let bytes = py
+        .detach(move || ferrograd::io::to_safetensors(&tensors, metadata))
+        .py()?;
+    Ok(pyo3::types::PyBytes::new(py, &bytes))
+}
+
+/// The `(name, tensor)` pairs (CPU tensors, in the file's order) and metadata of
+/// safetensors bytes (`fg.load` reads them); a corrupt buffer raises ValueError.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn _from_safetensors(
+    py: Python<'_>,
+    data: &[u8],
+) -> PyResult<(
+    Vec<(String, PyTensor)>,
+    Option<std::collections::HashMap<String, String>>,
+)> {
+    let owned = data.to_vec();
+    let (tensors, meta) = py
+        .detach(move || ferrograd::io::from_safetensors(&owned))
+        .py()?;
+    Ok((
+        tensors
+            .into_iter()
+            .map(|(n, t)| (n, PyTensor::from(t)))
+            .collect(),
+        meta,
+    ))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_cuda_is_available, m)?)?;
+    m.add_function(wrap_pyfunction!(_to_safetensors, m)?)?;
+    m.add_function(wrap_pyfunction!(_from_safetensors, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_empty_cache_py, m)?)?;

@@ -35,6 +35,7 @@ pub mod dispatch;
 pub mod dtype;
 pub mod error;
 pub mod graph;
+pub mod io;
 pub mod layout;
 pub mod memory;
 pub mod op;
