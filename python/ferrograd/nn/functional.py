@@ -497,12 +497,13 @@ def nll_loss(
         target = _t("nll_loss", "target", target).reshape(1)
     t = _class_target("nll_loss", x, target)
     c = x.shape[1]
-    tv = t.numpy()
-    valid_np = tv != ignore_index
-    if valid_np.any() and (tv[valid_np].min() < 0 or tv[valid_np].max() >= c):
-        bad = tv[valid_np][(tv[valid_np] < 0) | (tv[valid_np] >= c)][0]
-        raise IndexError(f"nll_loss: target {int(bad)} is out of range for {c} classes")
-    valid = tensor(valid_np, device=x.device)
+    if not _core._tracing():  # (inside a trace the values are not known yet)
+        tv = t.numpy()
+        ok = tv != ignore_index
+        if ok.any() and (tv[ok].min() < 0 or tv[ok].max() >= c):
+            bad = tv[ok][(tv[ok] < 0) | (tv[ok] >= c)][0]
+            raise IndexError(f"nll_loss: target {int(bad)} is out of range for {c} classes")
+    valid = t != ignore_index
     safe = where(valid, t, 0).expand_dims(1)
     picked = _core.take_along_axis(x, safe, 1).squeeze(1)
     if weight is not None:
@@ -551,6 +552,7 @@ def cross_entropy(
         and label_smoothing == 0.0
         and reduction == "mean"
         and x.ndim == 2
+        and not _core._tracing()  # traced: the composition, which handles ignored targets
         and not (_class_target("cross_entropy", x, target).numpy() == ignore_index).any()
     ):
         return _core.cross_entropy(x, target)  # the fused kernel

@@ -11,9 +11,13 @@ from .._core import Tensor
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
 
-def _grads(parameters: Any) -> list[Tensor]:
+def _with_grads(parameters: Any) -> list[Tensor]:
     ps = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    return [p.grad for p in ps if p.grad is not None]
+    return [p for p in ps if p.grad is not None]
+
+
+def _grads(parameters: Any) -> list[Tensor]:
+    return [p.grad for p in _with_grads(parameters)]
 
 
 def clip_grad_norm_(
@@ -28,7 +32,8 @@ def clip_grad_norm_(
     from .. import _core
     from ..autodiff import no_grad
 
-    grads = _grads(parameters)
+    params = _with_grads(parameters)
+    grads = [p.grad for p in params]
     max_norm = float(max_norm)
     norm_type = float(norm_type)
     with no_grad():
@@ -48,16 +53,19 @@ def clip_grad_norm_(
                 s = s.to(dev)
                 total = s if total is None else total + s
             total = total ** (1.0 / norm_type)
-        value = float(total.item())
-        if error_if_nonfinite and not math.isfinite(value):
-            raise RuntimeError(
-                f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
-                f"{value}; set error_if_nonfinite=False to clip anyway"
-            )
-        coef = max_norm / (value + 1e-6)
-        if coef < 1.0:
-            for g in grads:
-                g *= coef
+        if error_if_nonfinite and not _core._tracing():
+            value = float(total.item())
+            if not math.isfinite(value):
+                raise RuntimeError(
+                    f"clip_grad_norm_: the total norm of order {norm_type} of the gradients "
+                    f"is {value}; set error_if_nonfinite=False to clip anyway"
+                )
+        # min(1, max_norm / (total + 1e-6)) as a tensor: no read of the norm (traceable)
+        coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
+        # new gradient tensors (not writes into the old ones): a traced step may keep
+        # reading .grad through other handles
+        for p, g in zip(params, grads):
+            p.grad = g * (coef.astype(g.dtype) if g.dtype != coef.dtype else coef)
     return total.astype(grads[0].dtype)
 
 
@@ -67,5 +75,5 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -
 
     c = float(clip_value)
     with no_grad():
-        for g in _grads(parameters):
-            g.copy_(g.clamp(-c, c))
+        for p in _with_grads(parameters):
+            p.grad = p.grad.clamp(-c, c)
