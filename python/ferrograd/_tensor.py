@@ -165,7 +165,18 @@ def _check_int_promotion(arr: np.ndarray, data: Any) -> None:
             raise _out_of_int64(v)
 
 
-def tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
+def tensor(
+    data: Any, dtype: Any = None, device: str | None = None, requires_grad: bool = False
+) -> Tensor:
+    """A new tensor holding a copy of ``data`` (see :func:`_tensor`); with
+    ``requires_grad=True`` a leaf whose gradient ``backward()`` fills in."""
+    t = _tensor(data, dtype, device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
     """A new tensor holding a copy of ``data``.
 
     ``data`` may be a Tensor, a numpy array, anything numpy reads as an array (an object with
@@ -198,7 +209,7 @@ def tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
             ) from None
     kind = arr.dtype.kind
     if arr.dtype.name == "bfloat16":  # ml_dtypes' (a void kind to numpy): read as float32
-        return tensor(arr.astype(np.float32), name or "bfloat16", device)
+        return _tensor(arr.astype(np.float32), name or "bfloat16", device)
     if kind == "O" and from_python:
         arr = _from_objects(arr, data, name)
     elif kind == "f" and from_python and name in (None, "int64", "bool"):
@@ -213,7 +224,7 @@ def tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
     if name == "int64" and arr.dtype.kind == "u" and arr.size and arr.max() > _INT64_MAX:
         raise _out_of_int64(int(arr.max()))
     if name == "bfloat16" and arr.dtype.name != "bfloat16":
-        return tensor(arr, "float32", device).astype("bfloat16")
+        return _tensor(arr, "float32", device).astype("bfloat16")
     if arr.dtype.name != name:
         arr = arr.astype(name)
     if not arr.flags.c_contiguous:

@@ -159,6 +159,9 @@ class GradManager:
                 )
         self._entries = [e for e in self._entries if e.ref() is not None]
         for t in ts:
+            # a GradManager takes the tensor over from the autograd key (no double recording)
+            if _autograd.is_leaf_tensor(t):
+                _autograd.remove(t)
             entry = next((e for e in self._entries if e.ref() is t), None)
             if entry is None:
                 entry = _Entry(t, list(cbs))
@@ -575,3 +578,259 @@ def checkpoint_sequential(
     for chunk in chunks[:-1]:
         x = checkpoint(run(chunk), x)
     return run(chunks[-1])(x) if chunks else x
+
+
+# ------------------------------------------------------------------------------------------
+# PyTorch's entry points on the same tape: requires_grad, Tensor.backward, grad_fn, is_leaf
+# ------------------------------------------------------------------------------------------
+#
+# One GradKey (the "autograd" key) serves PyTorch's API. A tensor that requires grad is
+# attached to it, so every op on it is recorded there, and ``loss.backward()`` runs that key's
+# backward, adding into the ``.grad`` of every tensor attached to it. Then the key is finished
+# (its saved tensors freed, as PyTorch frees the graph) and a new one takes the live leaves,
+# unless ``retain_graph=True``. Parameters require grad from birth, as in PyTorch, except
+# those attached to a GradManager: a GradManager takes them over (MegEngine's API stays the
+# primary one; its keys record, the autograd key does not, so nothing is recorded twice).
+
+
+class _GradFnName(str):
+    """A str that is also callable: ``grad_fn.name`` and PyTorch's ``grad_fn.name()``."""
+
+    def __call__(self) -> str:
+        return str(self)
+
+
+class _GradFnInfo:
+    """What ``Tensor.grad_fn`` gives for a computed tensor: the op that produced it."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = _GradFnName(name)
+
+    def __repr__(self) -> str:
+        return f"<{self.name}Backward>"
+
+
+class _Autograd:
+    def __init__(self) -> None:
+        self.key: GradKey | None = None
+        self.leaves: dict[int, weakref.ref] = {}
+        # roots of recent backward calls: a second backward from one gets PyTorch's message
+        self.consumed: list[weakref.ref] = []
+
+    def live_leaves(self) -> list[Tensor]:
+        out = []
+        for i, r in list(self.leaves.items()):
+            t = r()
+            if t is None:
+                del self.leaves[i]
+            else:
+                out.append(t)
+        return out
+
+    def current(self) -> GradKey:
+        if self.key is None or self.key.is_finished:
+            self.key = GradKey("autograd")
+            for t in self.live_leaves():
+                self.key.attach(t)
+        return self.key
+
+    def renew(self) -> None:
+        old, self.key = self.key, None
+        if old is not None and not old.is_finished:
+            old.finish()
+        if self.leaves:
+            self.current()
+
+    def add(self, t: Tensor) -> None:
+        if id(t) in self.leaves and self.leaves[id(t)]() is t:
+            return
+        i = id(t)
+        self.leaves[i] = weakref.ref(t, lambda _r, i=i: self._gone(i))
+        self.current().attach(t)
+
+    def _gone(self, i: int) -> None:
+        self.leaves.pop(i, None)
+        if not self.leaves and self.key is not None:
+            # no tensor requires grad any more: no key records (so fg.trace traces again)
+            key, self.key = self.key, None
+            key.finish()
+
+    def remove(self, t: Tensor) -> None:
+        if self.leaves.pop(id(t), None) is not None:
+            self.renew()  # the tensor is attached to the current key: a new key drops it
+
+    def tracks(self, t: Tensor) -> bool:
+        return self.key is not None and not self.key.is_finished and self.key.is_attached_to(t)
+
+    def is_leaf_tensor(self, t: Tensor) -> bool:
+        r = self.leaves.get(id(t))
+        return r is not None and r() is t
+
+
+_autograd = _Autograd()
+
+
+def _requires_grad(self: Tensor) -> bool:
+    if _autograd.is_leaf_tensor(self):
+        return True
+    flag = getattr(self, "__dict__", {}).get("_requires_grad")
+    if flag is not None:
+        return bool(flag)
+    return _autograd.tracks(self)
+
+
+def _requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
+    """Makes this (leaf) tensor require grad, or not: its gradient is added into ``.grad``
+    by ``backward()`` of anything computed from it. Returns self."""
+    requires_grad = bool(requires_grad)
+    if requires_grad:
+        if self.dtype.kind != "f":
+            raise RuntimeError(
+                f"requires_grad_: only tensors of floating point dtype can require gradients, "
+                f"got {self.dtype}"
+            )
+        if _autograd.tracks(self) and not _autograd.is_leaf_tensor(self):
+            return self  # a computed tensor: it already requires grad
+        _autograd.add(self)
+    else:
+        if _autograd.tracks(self) and not _autograd.is_leaf_tensor(self):
+            raise RuntimeError(
+                "requires_grad_: you can only change requires_grad flags of leaf tensors "
+                "(use detach() for a computed one)"
+            )
+        _autograd.remove(self)
+    if hasattr(self, "__dict__"):
+        self.__dict__["_requires_grad"] = requires_grad
+    return self
+
+
+def _set_requires_grad(self: Tensor, value: bool) -> None:
+    _requires_grad_(self, value)
+
+
+def _is_leaf(self: Tensor) -> bool:
+    """True unless this tensor was computed by ops recorded for ``backward()``."""
+    return not _autograd.tracks(self) or _autograd.key._is_leaf_of(self)
+
+
+def _grad_fn(self: Tensor) -> Any:
+    """The op that computed this tensor (an object with ``name``), None for a leaf or a
+    tensor that does not require grad."""
+    if not _autograd.tracks(self):
+        return None
+    name = _autograd.key._producer_name(self)
+    return None if name is None else _GradFnInfo(name)
+
+
+def _backward(
+    self: Tensor,
+    gradient: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Any = None,
+) -> None:
+    """Computes the gradient of this tensor with respect to every tensor that requires grad
+    and adds it into their ``.grad`` (PyTorch's ``Tensor.backward``). A non-scalar needs
+    ``gradient``. The recorded graph is freed unless ``retain_graph=True``."""
+    if create_graph:
+        raise NotImplementedError(
+            "backward: create_graph=True is not supported by Tensor.backward; for higher order "
+            "gradients nest GradManagers or use fg.grad(..., create_graph=True)"
+        )
+    if inputs is not None:
+        raise NotImplementedError("backward: inputs= is not supported; use fg.grad")
+    if not _autograd.tracks(self):
+        if any(r() is self for r in _autograd.consumed):
+            raise RuntimeError(
+                "backward: trying to backward through the graph a second time (the saved "
+                "tensors were freed by the first backward); specify retain_graph=True the "
+                "first time to backward twice"
+            )
+        raise RuntimeError(
+            "backward: element 0 of tensors does not require grad and does not have a grad_fn "
+            f"(shape {list(self.shape)}): make a leaf require grad first "
+            "(x.requires_grad_() or nn.Parameter), or use a GradManager if its tensors are "
+            "attached to one"
+        )
+    if gradient is None and self.numel() != 1:
+        raise RuntimeError(
+            f"backward: grad can be implicitly created only for scalar outputs, got shape "
+            f"{list(self.shape)}; pass gradient="
+        )
+    key = _autograd.key
+    assert key is not None
+    if gradient is not None and not isinstance(gradient, Tensor):
+        gradient = _core.full(self.shape, gradient, dtype=self.dtype.name, device=self.device)
+    if retain_graph:
+        key.backward([self], None if gradient is None else [gradient], retain_graph=True)
+        return
+    try:
+        key.backward([self], None if gradient is None else [gradient])
+    finally:
+        _autograd.consumed = [r for r in _autograd.consumed[-7:] if r() is not None]
+        _autograd.consumed.append(weakref.ref(self))
+        _autograd.renew()
+
+
+def _detach_(self: Tensor) -> Tensor:
+    """Makes this tensor a leaf that does not require grad (in place, as PyTorch's)."""
+    if _autograd.is_leaf_tensor(self):
+        _requires_grad_(self, False)
+    elif _autograd.tracks(self):
+        raise RuntimeError(
+            "detach_: a tensor computed by recorded ops cannot be detached in place here; "
+            "use detach(), which returns a new tensor"
+        )
+    return self
+
+
+class enable_grad:
+    """Context manager (and decorator) that lets keys record again inside ``no_grad``."""
+
+    def __enter__(self) -> Self:
+        _core._push_enable()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _core._pop_ceiling()
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            with enable_grad():
+                return fn(*args, **kwargs)
+
+        wrapped.__name__ = getattr(fn, "__name__", "wrapped")
+        wrapped.__doc__ = getattr(fn, "__doc__", None)
+        return wrapped
+
+
+class set_grad_enabled:
+    """``set_grad_enabled(False)`` is :class:`no_grad`, ``(True)`` :class:`enable_grad`;
+    a context manager, or a plain call for the rest of the thread's work."""
+
+    def __init__(self, mode: bool) -> None:
+        self._ctx = enable_grad() if mode else no_grad()
+        self._ctx.__enter__()
+        self._entered = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._entered:
+            self._entered = False
+            self._ctx.__exit__()
+
+
+def _install_torch_autograd() -> None:
+    Tensor.requires_grad = property(_requires_grad, _set_requires_grad)
+    Tensor.requires_grad_ = _requires_grad_
+    Tensor.is_leaf = property(_is_leaf)
+    Tensor.grad_fn = property(_grad_fn)
+    Tensor.backward = _backward
+    Tensor.detach_ = _detach_
+
+
+_install_torch_autograd()

@@ -175,6 +175,11 @@ fn _push_ceiling(level: u64) {
 }
 
 #[pyfunction]
+fn _push_enable() {
+    ferrograd::autograd::push_enable()
+}
+
+#[pyfunction]
 fn _pop_ceiling() {
     ferrograd::autograd::pop_ceiling()
 }
@@ -288,6 +293,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_tracking_keys, m)?)?;
     m.add_function(wrap_pyfunction!(_push_ceiling, m)?)?;
     m.add_function(wrap_pyfunction!(_pop_ceiling, m)?)?;
+    m.add_function(wrap_pyfunction!(_push_enable, m)?)?;
     m.add_function(wrap_pyfunction!(register_grad_rule, m)?)?;
     m.add_function(wrap_pyfunction!(unregister_grad_rule, m)?)?;
     m.add("OP_NAMES", Op::names().to_vec())?;

@@ -302,18 +302,42 @@ impl PyGradKey {
             .is_attached_to(&tensor_arg("is_attached_to", "tensor", tensor)?))
     }
 
-    /// Backpropagates from `ys` with gradients `dys` (ones when omitted), then finishes the key.
-    #[pyo3(signature = (ys, dys=None))]
+    /// Backpropagates from `ys` with gradients `dys` (ones when omitted), then finishes the
+    /// key; with `retain_graph`, the key keeps its recording (and goes on recording), so a
+    /// later backward through the same ops works again.
+    #[pyo3(
+        signature = (ys, dys=None, retain_graph=OptArg::MISSING),
+        text_signature = "($self, ys, dys=None, retain_graph=False)"
+    )]
     fn backward(
         &self,
         py: Python<'_>,
         ys: &Bound<'_, PyAny>,
         dys: Option<&Bound<'_, PyAny>>,
+        retain_graph: OptArg<'_>,
     ) -> PyResult<()> {
+        let retain = retain_graph.or(false, |o| bool_arg("backward", "retain_graph", o))?;
         let ys = one_or_many("backward", "ys", ys)?;
         let dys = seeds("backward", &ys, dys)?;
         let key = self.key.clone();
-        py.detach(move || key.backward(&ys, &dys)).py()
+        if retain {
+            py.detach(move || key.backward_retain(&ys, &dys)).py()
+        } else {
+            py.detach(move || key.backward(&ys, &dys)).py()
+        }
+    }
+
+    /// The name of the recorded op that produced `tensor` on this key (None for an attached
+    /// tensor or one the key does not track).
+    fn _producer_name(&self, tensor: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let t = tensor_arg("grad_fn", "tensor", tensor)?;
+        Ok(self.key.producer_name(&t))
+    }
+
+    /// Whether `tensor` is attached to this key (not merely computed from attached ones).
+    fn _is_leaf_of(&self, tensor: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let t = tensor_arg("is_leaf", "tensor", tensor)?;
+        Ok(self.key.is_leaf_of(&t))
     }
 
     /// Stops recording and frees the tape without running backward.

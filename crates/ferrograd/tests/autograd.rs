@@ -370,3 +370,33 @@ fn threads_recording_on_one_key_and_on_their_own_keys_get_exact_gradients() {
     }
     assert_close(&sum, &expected, 1e-6);
 }
+
+#[test]
+fn retained_backward_runs_again_and_the_key_keeps_recording() {
+    let x = t(&[1.0, -2.0, 0.5], &[3]);
+    let key = GradKey::new("retain");
+    key.attach(&x, None).unwrap();
+    let h = x.tanh().unwrap();
+    let y = h.mul(&h).unwrap().sum(None, false).unwrap();
+    assert_eq!(key.producer_name(&y).as_deref(), Some("sum"));
+    assert_eq!(key.producer_name(&x), None);
+    assert!(key.is_leaf_of(&x) && !key.is_leaf_of(&h));
+    let one = y.ones_like().unwrap();
+    key.backward_retain(&[y.clone()], &[one.clone()]).unwrap();
+    let g1 = x.grad().unwrap().to_vec::<f64>().unwrap();
+    key.backward_retain(&[y.clone()], &[one.clone()]).unwrap();
+    let g2 = x.grad().unwrap().to_vec::<f64>().unwrap();
+    for (a, b) in g1.iter().zip(&g2) {
+        assert!((2.0 * a - b).abs() < 1e-12, "{a} {b}");
+    }
+    // still recording: a new branch from the retained graph, then a final backward
+    let z = h.sum(None, false).unwrap();
+    key.backward(&[z], &[one.clone()]).unwrap();
+    let g3 = x.grad().unwrap().to_vec::<f64>().unwrap();
+    for ((v, b), c) in [1.0f64, -2.0, 0.5].iter().zip(&g2).zip(&g3) {
+        let d = 1.0 - v.tanh().powi(2);
+        assert!((b + d - c).abs() < 1e-12, "{b} {d} {c}");
+    }
+    assert!(key.is_finished());
+    assert!(key.backward(&[y], &[one]).is_err());
+}

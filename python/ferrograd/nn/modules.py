@@ -38,7 +38,12 @@ class Parameter(Tensor):
             device = data.device if device is None else device
             if dtype is None and data.dtype.name == "bfloat16":
                 dtype = "bfloat16"
-        return super().__new__(cls, data, dtype, device)
+        p = super().__new__(cls, data, dtype, device)
+        if requires_grad and p.dtype.kind == "f":
+            p.requires_grad_(True)  # as PyTorch: loss.backward() fills p.grad
+        elif not requires_grad:
+            p.__dict__["_requires_grad"] = False
+        return p
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()

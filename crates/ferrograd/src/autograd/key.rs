@@ -67,6 +67,7 @@ pub(crate) struct Attached {
 pub(crate) type Target = (Arc<GradFn>, usize);
 
 /// Where one input's gradient goes, and this op's node in that slot's producer list.
+#[derive(Clone)]
 pub(crate) struct Dst {
     pub(crate) target: Arc<GradFn>,
     pub(crate) idx: u32,
@@ -132,6 +133,9 @@ pub(crate) struct KeyState {
     pub(crate) lists: ProducerLists,
     /// Storages that rules of this key save (for mirroring's bytes rule).
     pub(crate) kept: std::collections::HashSet<usize>,
+    /// The tape length at which dead entries are dropped next (a key that records for a long
+    /// time without backward, such as the one behind `Tensor.backward`, stays small).
+    prune_at: usize,
 }
 
 impl KeyInner {
@@ -141,6 +145,12 @@ impl KeyInner {
 
     pub(crate) fn is_recording(&self) -> bool {
         self.recording.load(Ordering::Acquire)
+    }
+
+    fn resume_recording(&self) {
+        if !self.recording.swap(true, Ordering::AcqRel) {
+            RECORDING_KEYS.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     fn stop_recording(&self) {
@@ -201,6 +211,12 @@ impl KeyInner {
                 if o.dtype().is_float() {
                     ks.tracked.push(Arc::downgrade(&o.0));
                 }
+            }
+            if ks.tape.len() >= ks.prune_at.max(4096) {
+                // records whose outputs are all gone can never receive a gradient
+                ks.tape.retain(|w| w.strong_count() > 0);
+                ks.tracked.retain(|w| w.strong_count() > 0);
+                ks.prune_at = 2 * ks.tape.len();
             }
             f
         };
@@ -453,7 +469,37 @@ impl GradKey {
         if crate::graph::is_tracing() {
             return self.traced(ys, dys, None).map(|_| ());
         }
-        self.drive(ys, dys, None, true).map(|_| ())
+        self.drive(ys, dys, None, true, false).map(|_| ())
+    }
+
+    /// [`GradKey::backward`] that keeps the recording (PyTorch's `retain_graph=True`): the
+    /// rules and their saved tensors stay, the key goes on recording, and a later backward
+    /// through the same ops works again.
+    pub fn backward_retain(&self, ys: &[Tensor], dys: &[Tensor]) -> Result<()> {
+        if crate::graph::is_tracing() {
+            return Err(Error::autograd(
+                "backward with retain_graph cannot be traced; use a GradManager in fg.trace",
+            ));
+        }
+        self.drive(ys, dys, None, true, true).map(|_| ())
+    }
+
+    /// The name of the recorded op of this key that produced `tensor` (None for an attached
+    /// tensor or one this key does not track).
+    pub fn producer_name(&self, tensor: &Tensor) -> Option<String> {
+        let info = tensor.grad_info(self.0.id)?;
+        let st = info.func.state();
+        if st.slots[info.idx].attached.is_some() {
+            return None;
+        }
+        Some(info.func.name.to_string())
+    }
+
+    /// Whether `tensor` is attached to this key (not merely computed from attached tensors).
+    pub fn is_leaf_of(&self, tensor: &Tensor) -> bool {
+        tensor
+            .grad_info(self.0.id)
+            .is_some_and(|i| i.func.state().slots[i.idx].attached.is_some())
     }
 
     /// The gradients of `ys` (seeded with `dys`) with respect to `xs`, which this key must
@@ -495,7 +541,7 @@ impl GradKey {
             }
         }
         let mut found: Vec<Option<Tensor>> = vec![None; xs.len()];
-        self.drive(ys, dys, Some((&targets, &mut found)), create_graph)?;
+        self.drive(ys, dys, Some((&targets, &mut found)), create_graph, false)?;
         found
             .into_iter()
             .zip(xs)
@@ -575,6 +621,7 @@ impl GradKey {
         dys: &[Tensor],
         collect: Option<Collect<'_>>,
         record: bool,
+        retain: bool,
     ) -> Result<()> {
         self.refuse_if_finished("backward")?;
         if ys.len() != dys.len() {
@@ -624,11 +671,17 @@ impl GradKey {
                 )));
             }
         }
-        let tape = {
+        let (tape, lists) = {
             let mut ks = self.0.state();
-            ks.finished = true;
-            std::mem::take(&mut ks.tape)
+            if retain {
+                // the producer lists are used up as gradients become final: a copy comes back
+                (ks.tape.clone(), Some(ks.lists.clone()))
+            } else {
+                ks.finished = true;
+                (std::mem::take(&mut ks.tape), None)
+            }
         };
+        let was_recording = self.0.is_recording();
         self.0.stop_recording();
         let result = {
             // keys made during backward (in a callback or a custom rule) record as usual
@@ -639,9 +692,17 @@ impl GradKey {
             };
             let _backward =
                 BackwardGuard::enter(self.0.level, NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed));
-            self.run(ys, dys, tape, collect)
+            self.run(ys, dys, tape, collect, retain)
         };
-        self.0.cleanup();
+        match lists {
+            Some(lists) => {
+                self.0.state().lists = lists;
+                if was_recording {
+                    self.0.resume_recording();
+                }
+            }
+            None => self.0.cleanup(),
+        }
         result
     }
 
@@ -651,6 +712,7 @@ impl GradKey {
         dys: &[Tensor],
         tape: Vec<Weak<GradFn>>,
         mut collect: Option<Collect<'_>>,
+        retain: bool,
     ) -> Result<()> {
         let mut seeded: Vec<(Arc<GradFn>, usize)> = Vec::new();
         for (y, dy) in ys.iter().zip(dys) {
@@ -686,9 +748,18 @@ impl GradKey {
                 }
                 _ => Ok(()),
             };
-            // saved tensors go now, not at the end of backward
-            drop(rule);
             drop(grads);
+            if retain {
+                // kept for the next backward through this record (nodes are unlinked below
+                // in this run's copy of the lists only: the key gets its lists back after)
+                let mut st = f.state();
+                st.rule = rule;
+                st.dsts = dsts.clone();
+                drop(st);
+            } else {
+                // saved tensors go now, not at the end of backward
+                drop(rule);
+            }
             let mut finals = Vec::new();
             {
                 let mut ks = self.0.state();
@@ -699,7 +770,8 @@ impl GradKey {
                     }
                 }
             }
-            for d in dsts.into_iter().flatten() {
+            // (a retained record keeps its destinations, which keep their records alive)
+            for d in dsts.into_iter().flatten().filter(|_| !retain) {
                 if !d.target.kept_alive.swap(true, Ordering::Relaxed) {
                     keeper.push(d.target);
                 }

@@ -17,7 +17,7 @@ struct Node {
 }
 
 /// Every producer list of one `GradKey`.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct ProducerLists {
     nodes: Vec<Node>,
     free_nodes: Vec<u32>,

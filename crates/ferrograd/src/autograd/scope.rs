@@ -75,10 +75,24 @@ pub fn ceiling() -> u64 {
 /// Whether a key at `level` is kept from recording on this thread.
 pub(crate) fn blocked(level: u64) -> bool {
     BLOCKED.with(|b| {
-        b.borrow()
-            .iter()
-            .any(|&(from, until, _)| from <= level && level < until)
+        for &(from, until, _) in b.borrow().iter().rev() {
+            if from > until {
+                return false; // an `enable_grad` barrier: what is pushed before it is lifted
+            }
+            if from <= level && level < until {
+                return true;
+            }
+        }
+        false
     })
+}
+
+/// Lifts every blocked range pushed so far on this thread (`enable_grad` inside `no_grad`),
+/// until the matching [`pop_ceiling`]. Ranges pushed later block again.
+pub fn push_enable() {
+    let now = ceiling();
+    BLOCKED.with(|b| b.borrow_mut().push((u64::MAX, 0, now)));
+    FAST.with(|f| f.ceiling.set(u64::MAX));
 }
 
 fn push_range(from: u64, until: u64) {

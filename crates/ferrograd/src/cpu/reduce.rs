@@ -209,8 +209,90 @@ pub(crate) fn reduce(kind: ReduceKind, x: &CpuData, l: &Layout, axes: &[usize]) 
     })
 }
 
+/// `exp(x)` for float32 `x <= 0` without branches (a loop over it vectorises): `x = n ln2 + r`,
+/// `|r| <= ln2/2`, Cephes' degree-6 polynomial for `exp(r)`, `2^n` from its bits; within about
+/// 1 ulp. Below -87.3 (where float32's normal range ends) the result is 0; NaN stays NaN.
+#[inline(always)]
+fn exp_nonpositive_f32(x: f32) -> f32 {
+    let c = if x > -87.3 { x } else { -87.3 };
+    // SAFETY: c is in [-87.3, 0] (a NaN compares false above and is replaced by -87.3):
+    // the rounded value fits an i32
+    let n = unsafe { (c * std::f32::consts::LOG2_E - 0.5).to_int_unchecked::<i32>() };
+    let nf = n as f32;
+    let r = c - nf * 0.693_359_4 + nf * 2.121_944_4e-4;
+    let z = r * r;
+    let y = (((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2)
+        * r
+        + 1.666_666_5e-1)
+        * r
+        + 0.5)
+        * z
+        + r
+        + 1.0;
+    let e = y * f32::from_bits(((n + 127) as u32) << 23);
+    let e = if x > -87.3 { e } else { 0.0 };
+    if x.is_nan() {
+        x
+    } else {
+        e
+    }
+}
+
+/// Softmax rows of a contiguous float32 buffer along its last axis, rows in parallel.
+fn softmax_rows_f32(src: &[f32], n: usize, log: bool) -> Result<Vec<f32>> {
+    let mut out = crate::storage::pool::filled(src.len(), 0.0f32)?;
+    let row = |(o, x): (&mut [f32], &[f32])| {
+        let mut mx = f32::NEG_INFINITY;
+        for &v in x {
+            mx = if v > mx { v } else { mx };
+        }
+        if x.iter().any(|v| v.is_nan()) {
+            mx = f32::NAN;
+        } else if mx == f32::NEG_INFINITY {
+            mx = 0.0;
+        }
+        let mut s = 0.0f32;
+        for (oj, &xj) in o.iter_mut().zip(x) {
+            let e = exp_nonpositive_f32(xj - mx);
+            *oj = e;
+            s += e;
+        }
+        if log {
+            let ls = s.ln() + mx;
+            for (oj, &xj) in o.iter_mut().zip(x) {
+                *oj = xj - ls;
+            }
+        } else {
+            let inv = 1.0 / s;
+            for oj in o.iter_mut() {
+                *oj *= inv;
+            }
+        }
+    };
+    let rows = src.len() / n;
+    if src.len() >= 4 * super::PAR_CHUNK && rows > 1 && rayon::current_num_threads() > 1 {
+        use rayon::prelude::*;
+        out.par_chunks_exact_mut(n)
+            .zip(src.par_chunks_exact(n))
+            .with_min_len((super::PAR_CHUNK / n).max(1))
+            .for_each(row);
+    } else {
+        out.chunks_exact_mut(n)
+            .zip(src.chunks_exact(n))
+            .for_each(row);
+    }
+    Ok(out)
+}
+
 /// Softmax (or log-softmax) along `axis`; the result is contiguous in the input's shape.
 pub(crate) fn softmax(x: &CpuData, l: &Layout, axis: usize, log: bool) -> Result<CpuData> {
+    let nd = l.ndim();
+    if let CpuData::F32(v) = x {
+        if nd > 0 && axis == nd - 1 && l.is_contiguous() && l.shape()[axis] > 0 {
+            let src = &v[l.offset()..l.offset() + l.numel()];
+            return Ok(CpuData::F32(softmax_rows_f32(src, l.shape()[axis], log)?));
+        }
+    }
     macro_rules! go {
         ($t:ty, $v:expr) => {{
             let v: &[$t] = $v;

@@ -1,0 +1,131 @@
+"""PyTorch's autodiff entry points on ferrograd's tape: requires_grad, Tensor.backward
+(gradient, retain_graph), grad_fn, is_leaf, detach_, no_grad / enable_grad /
+set_grad_enabled, parameters that require grad, and how they live beside GradManager."""
+
+from __future__ import annotations
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+
+def test_backward_accumulates_into_leaves():
+    x = fg.tensor([1.0, 2.0, 3.0], dtype="float64", requires_grad=True)
+    w = fg.tensor([0.5, -1.0, 2.0], dtype="float64").requires_grad_()
+    assert x.requires_grad and x.is_leaf and x.grad_fn is None
+    y = (x * w).sum() + (x * x).sum()
+    assert y.requires_grad and not y.is_leaf
+    assert y.grad_fn is not None and y.grad_fn.name() == y.grad_fn.name
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), [0.5 + 2, -1 + 4, 2 + 6])
+    np.testing.assert_allclose(w.grad.numpy(), [1, 2, 3])
+    (x * 3.0).sum().backward()  # a second graph: gradients add up, as in PyTorch
+    np.testing.assert_allclose(x.grad.numpy(), [5.5, 6, 11])
+    x.grad = None
+    (x**3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * np.array([1, 4, 9.0]))
+
+
+def test_non_scalar_needs_gradient_and_errors_are_pytorchs():
+    x = fg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2.0
+    with pytest.raises(RuntimeError, match="only for scalar outputs"):
+        y.backward()
+    y.backward(fg.tensor([1.0, 10.0]))
+    np.testing.assert_allclose(x.grad.numpy(), [2, 20])
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward(fg.tensor([1.0, 1.0]))
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        fg.tensor([1.0]).sum().backward()
+    with pytest.raises(RuntimeError, match="floating point"):
+        fg.tensor([1, 2]).requires_grad_()
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = fg.tensor([1.0, -2.0], dtype="float64", requires_grad=True)
+    h = x.tanh()
+    y = (h * h).sum()
+    y.backward(retain_graph=True)
+    first = x.grad.numpy().copy()
+    y.backward(retain_graph=True)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first)
+    z = (h * 3.0).sum()  # a new branch from the retained graph
+    z.backward()
+    t = np.tanh([1.0, -2.0])
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first + 3 * (1 - t**2))
+    with pytest.raises(RuntimeError, match="second time"):
+        z.backward()
+
+
+def test_requires_grad_off_detach_and_grad_modes():
+    x = fg.tensor([1.0, 2.0], requires_grad=True)
+    x.requires_grad = False
+    assert not x.requires_grad
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        (x * 2.0).sum().backward()
+    x.requires_grad_(True)
+    y = x * 2.0
+    with pytest.raises(RuntimeError, match="leaf"):
+        y.requires_grad_(False)
+    assert not y.detach().requires_grad
+    with fg.no_grad():
+        a = x * 2.0
+        with fg.enable_grad():
+            b = x * 2.0
+    assert not a.requires_grad and b.requires_grad
+    with fg.set_grad_enabled(False):
+        c = x * 2.0
+    assert not c.requires_grad
+    assert x.detach_() is x and not x.requires_grad
+
+
+def test_parameters_require_grad_and_pytorch_training_loop_matches():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    xs, ys = rng.normal(size=(16, 4)), rng.integers(0, 3, 16)
+
+    def build(lib):
+        m = lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.Tanh(), lib.nn.Linear(8, 3))
+        return m.double() if lib is torch else m.to(fg.float64)
+
+    tm, fm = build(torch), build(fg)
+    fm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+    assert all(p.requires_grad for p in fm.parameters())
+    topt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9)
+    fopt = fg.optim.SGD(fm.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(4):  # the PyTorch loop, renamed
+        for lib, m, opt in ((torch, tm, topt), (fg, fm, fopt)):
+            opt.zero_grad()
+            loss = lib.nn.functional.cross_entropy(m(lib.tensor(xs)), lib.tensor(ys))
+            loss.backward()
+            opt.step()
+        for (n, p), (_, q) in zip(fm.named_parameters(), tm.named_parameters()):
+            np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=1e-12, err_msg=n)
+    frozen = fg.nn.Parameter(fg.ones(2), requires_grad=False)
+    assert not frozen.requires_grad
+
+
+def test_gradmanager_takes_parameters_over_and_traces_still_trace():
+    model = fg.nn.Linear(3, 2)
+    gm = fg.GradManager().attach(model.parameters())
+    x = fg.ones(4, 3)
+    with gm:
+        gm.backward(model(x).sum())
+    np.testing.assert_allclose(model.bias.grad.numpy(), [4, 4])
+    # the autograd key records nothing for them (no double recording)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        model(x).sum().backward()
+    opt = fg.optim.SGD(model.parameters(), lr=0.1)
+
+    @fg.trace
+    def step(x):
+        with gm:
+            loss = model(x).sum()
+            gm.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    step(x)
+    step(x)
+    assert step.cache_size == 1
