@@ -55,3 +55,12 @@ def test_dim_and_keepdim_spellings():
     with gm:
         gm.backward(w.mean(dim=2).sum())
     np.testing.assert_allclose(w.grad.numpy(), np.full(a.shape, 0.25))
+
+
+def test_softmax_takes_dim():
+    x = fg.tensor(np.arange(6.0).reshape(2, 3))
+    np.testing.assert_allclose(x.softmax(dim=0).numpy(), x.softmax(0).numpy())
+    np.testing.assert_allclose(fg.log_softmax(x, dim=1).numpy(), x.log_softmax(1).numpy())
+    np.testing.assert_allclose(fg.nn.functional.softmax(x, dim=1).numpy().sum(1), [1, 1])
+    with pytest.raises(TypeError, match="both axis and dim"):
+        x.softmax(1, dim=1)

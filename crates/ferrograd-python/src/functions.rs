@@ -131,9 +131,18 @@ macro_rules! reduce_fns {
 reduce_fns!(max, min);
 
 #[pyfunction]
-#[pyo3(signature = (x, axis=OptArg::MISSING), text_signature = "(x, axis=-1)")]
-fn softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+#[pyo3(
+    signature = (x, axis=OptArg::MISSING, *, dim=OptArg::MISSING),
+    text_signature = "(x, axis=-1, *, dim=None)"
+)]
+fn softmax(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axis: OptArg<'_>,
+    dim: OptArg<'_>,
+) -> PyResult<PyTensor> {
     let t = arg("softmax", "x", x, None)?;
+    let axis = crate::convert::either("softmax", ("axis", axis), ("dim", dim))?;
     let axis = axis.or(-1, |o| axis_arg("softmax", "axis", o))?;
     compute(py, t.numel(), || t.softmax(axis))
         .py()
@@ -141,9 +150,18 @@ fn softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: OptArg<'_>) -> PyResult<P
 }
 
 #[pyfunction]
-#[pyo3(signature = (x, axis=OptArg::MISSING), text_signature = "(x, axis=-1)")]
-fn log_softmax(py: Python<'_>, x: &Bound<'_, PyAny>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+#[pyo3(
+    signature = (x, axis=OptArg::MISSING, *, dim=OptArg::MISSING),
+    text_signature = "(x, axis=-1, *, dim=None)"
+)]
+fn log_softmax(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axis: OptArg<'_>,
+    dim: OptArg<'_>,
+) -> PyResult<PyTensor> {
     let t = arg("log_softmax", "x", x, None)?;
+    let axis = crate::convert::either("log_softmax", ("axis", axis), ("dim", dim))?;
     let axis = axis.or(-1, |o| axis_arg("log_softmax", "axis", o))?;
     compute(py, t.numel(), || t.log_softmax(axis))
         .py()

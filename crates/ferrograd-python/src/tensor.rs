@@ -921,15 +921,23 @@ impl PyTensor {
     ) -> PyResult<PyTensor> {
         reduce_impl(py, "min", &self.t(), axis, &keepdims, Tensor::min)
     }
-    #[pyo3(signature = (axis=OptArg::MISSING), text_signature = "($self, axis=-1)")]
-    fn softmax(&self, py: Python<'_>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+    #[pyo3(
+        signature = (axis=OptArg::MISSING, *, dim=OptArg::MISSING),
+        text_signature = "($self, axis=-1, *, dim=None)"
+    )]
+    fn softmax(&self, py: Python<'_>, axis: OptArg<'_>, dim: OptArg<'_>) -> PyResult<PyTensor> {
+        let axis = crate::convert::either("softmax", ("axis", axis), ("dim", dim))?;
         let axis = axis.or(-1, |o| axis_arg("softmax", "axis", o))?;
         compute(py, self.t().numel(), || self.t().softmax(axis))
             .py()
             .map(PyTensor::from)
     }
-    #[pyo3(signature = (axis=OptArg::MISSING), text_signature = "($self, axis=-1)")]
-    fn log_softmax(&self, py: Python<'_>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+    #[pyo3(
+        signature = (axis=OptArg::MISSING, *, dim=OptArg::MISSING),
+        text_signature = "($self, axis=-1, *, dim=None)"
+    )]
+    fn log_softmax(&self, py: Python<'_>, axis: OptArg<'_>, dim: OptArg<'_>) -> PyResult<PyTensor> {
+        let axis = crate::convert::either("log_softmax", ("axis", axis), ("dim", dim))?;
         let axis = axis.or(-1, |o| axis_arg("log_softmax", "axis", o))?;
         compute(py, self.t().numel(), || self.t().log_softmax(axis))
             .py()

@@ -382,9 +382,11 @@ fn retained_backward_runs_again_and_the_key_keeps_recording() {
     assert_eq!(key.producer_name(&x), None);
     assert!(key.is_leaf_of(&x) && !key.is_leaf_of(&h));
     let one = y.ones_like().unwrap();
-    key.backward_retain(std::slice::from_ref(&y), std::slice::from_ref(&one)).unwrap();
+    key.backward_retain(std::slice::from_ref(&y), std::slice::from_ref(&one))
+        .unwrap();
     let g1 = x.grad().unwrap().to_vec::<f64>().unwrap();
-    key.backward_retain(std::slice::from_ref(&y), std::slice::from_ref(&one)).unwrap();
+    key.backward_retain(std::slice::from_ref(&y), std::slice::from_ref(&one))
+        .unwrap();
     let g2 = x.grad().unwrap().to_vec::<f64>().unwrap();
     for (a, b) in g1.iter().zip(&g2) {
         assert!((2.0 * a - b).abs() < 1e-12, "{a} {b}");
