@@ -129,3 +129,15 @@ def test_gradmanager_takes_parameters_over_and_traces_still_trace():
     step(x)
     step(x)
     assert step.cache_size == 1
+
+
+def test_frozen_parameters_stay_frozen():
+    m = fg.nn.Linear(2, 2)
+    m.weight.requires_grad_(False)
+    m.to(fg.float64)  # moving keeps the flag
+    assert not m.weight.requires_grad and m.bias.requires_grad
+    m(fg.ones(3, 2, dtype="float64")).sum().backward()
+    assert m.weight.grad is None
+    np.testing.assert_allclose(m.bias.grad.numpy(), [3, 3])
+    e = fg.nn.Embedding.from_pretrained(fg.ones(4, 2))
+    assert not e.weight.requires_grad

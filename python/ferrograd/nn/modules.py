@@ -375,7 +375,7 @@ def _moved(t: Tensor, device: str | None, dtype: str | None) -> Tensor:
     if device is not None and v.device != device:
         v = v.to(device)
     if isinstance(t, Parameter):
-        return type(t)(v)
+        return type(t)(v, requires_grad=bool(t.requires_grad))
     return v.copy() if v._data_key[0] == t._data_key[0] else v
 
 
@@ -996,7 +996,7 @@ class Embedding(Module):
         cls, embeddings: Tensor, freeze: bool = True, padding_idx: int | None = None
     ) -> Embedding:
         n, d = embeddings.shape
-        m = cls(n, d, padding_idx, _weight=Parameter(embeddings))
+        m = cls(n, d, padding_idx, _weight=Parameter(embeddings, requires_grad=not freeze))
         return m
 
     def forward(self, x: Tensor) -> Tensor:
