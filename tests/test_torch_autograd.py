@@ -141,3 +141,21 @@ def test_frozen_parameters_stay_frozen():
     np.testing.assert_allclose(m.bias.grad.numpy(), [3, 3])
     e = fg.nn.Embedding.from_pretrained(fg.ones(4, 2))
     assert not e.weight.requires_grad
+
+
+def test_tensors_requiring_grad_elsewhere_do_not_stop_tracing():
+    kept = fg.nn.Parameter(fg.ones(3))  # a live leaf of the autograd key
+    assert kept.requires_grad
+    w = fg.tensor(np.ones((3, 2), "f4"))
+
+    @fg.trace
+    def f(x):
+        return x @ w
+
+    f(fg.ones(4, 3))
+    f(fg.ones(4, 3))
+    assert f.cache_size == 1  # traced, not run eagerly
+    # an argument that requires grad does make the call eager (so backward sees it)
+    y = f(kept.reshape(1, 3)).sum()
+    y.backward()
+    np.testing.assert_allclose(kept.grad.numpy(), [2, 2, 2])

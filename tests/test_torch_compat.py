@@ -64,3 +64,24 @@ def test_softmax_takes_dim():
     np.testing.assert_allclose(fg.nn.functional.softmax(x, dim=1).numpy().sum(1), [1, 1])
     with pytest.raises(TypeError, match="both axis and dim"):
         x.softmax(1, dim=1)
+
+
+def test_transpose_of_two_dims_swaps_them_as_pytorch():
+    a = np.arange(6.0).reshape(2, 3)
+    b = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_array_equal(fg.tensor(a).transpose(0, 1).numpy(), a.T)
+    np.testing.assert_array_equal(fg.tensor(b).transpose(1, 2).numpy(), b.swapaxes(1, 2))
+    np.testing.assert_array_equal(fg.tensor(b).transpose(-1, 0).numpy(), b.swapaxes(-1, 0))
+    np.testing.assert_array_equal(fg.tensor(b).transpose(2, 0, 1).numpy(), b.transpose(2, 0, 1))
+
+
+def test_stack_concat_gather_take_dim():
+    x = fg.tensor(np.arange(6.0).reshape(2, 3))
+    assert fg.stack([x, x], dim=2).shape == (2, 3, 2)
+    assert fg.concat([x, x], dim=1).shape == (2, 6)
+    assert fg.cat([x, x], 1).shape == (2, 6)
+    np.testing.assert_array_equal(
+        x.gather(axis=1, index=fg.tensor([[2], [0]])).numpy(), [[2.0], [3.0]]
+    )
+    with pytest.raises(TypeError, match="both axis and dim"):
+        fg.stack([x, x], 0, dim=1)

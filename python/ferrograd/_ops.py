@@ -599,10 +599,13 @@ def _fit(op: str, name: str, x: Tensor, shape: tuple, d: int) -> Tensor:
     return x[tuple(key)] if tuple(x.shape) != tuple(shape) else x
 
 
-def gather(input: Tensor, dim: int, index: Any) -> Tensor:
+def gather(input: Tensor, dim: Any = None, index: Any = None, *, axis: Any = None) -> Tensor:
     """``out[p] = input[p with dim replaced by index[p]]`` (PyTorch's ``gather``; the index
-    may be smaller than ``input`` on the other axes)."""
+    may be smaller than ``input`` on the other axes). ``axis=`` is ``dim``'s other name."""
     x = _check_tensor("gather", "input", input)
+    dim = _pick("gather", dim, axis)
+    if dim is None or index is None:
+        raise TypeError("gather: dim (or axis) and index are required")
     d = _dim("gather", x, dim)
     idx = _index_tensor("gather", index, x.device)
     src = _fit("gather", "input", x, tuple(idx.shape), d)

@@ -631,7 +631,7 @@ class _Autograd:
 
     def current(self) -> GradKey:
         if self.key is None or self.key.is_finished:
-            self.key = GradKey("autograd")
+            self.key = GradKey("autograd", _ambient=True)
             for t in self.live_leaves():
                 self.key.attach(t)
         return self.key

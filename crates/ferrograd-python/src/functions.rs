@@ -236,8 +236,17 @@ fn squeeze(x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>) -> PyResult<Py
 }
 
 #[pyfunction]
-#[pyo3(signature = (tensors, axis=OptArg::MISSING), text_signature = "(tensors, axis=0)")]
-fn concat(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+#[pyo3(
+    signature = (tensors, axis=OptArg::MISSING, *, dim=OptArg::MISSING),
+    text_signature = "(tensors, axis=0, *, dim=None)"
+)]
+fn concat(
+    py: Python<'_>,
+    tensors: &Bound<'_, PyAny>,
+    axis: OptArg<'_>,
+    dim: OptArg<'_>,
+) -> PyResult<PyTensor> {
+    let axis = crate::convert::either("concat", ("axis", axis), ("dim", dim))?;
     let axis = axis.or(0, |o| axis_arg("concat", "axis", o))?;
     let ts = tensor_list("concat", "tensors", tensors)?;
     let refs: Vec<&Tensor> = ts.iter().collect();
@@ -248,8 +257,17 @@ fn concat(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: OptArg<'_>) -> PyRes
 }
 
 #[pyfunction]
-#[pyo3(signature = (tensors, axis=OptArg::MISSING), text_signature = "(tensors, axis=0)")]
-fn stack(py: Python<'_>, tensors: &Bound<'_, PyAny>, axis: OptArg<'_>) -> PyResult<PyTensor> {
+#[pyo3(
+    signature = (tensors, axis=OptArg::MISSING, *, dim=OptArg::MISSING),
+    text_signature = "(tensors, axis=0, *, dim=None)"
+)]
+fn stack(
+    py: Python<'_>,
+    tensors: &Bound<'_, PyAny>,
+    axis: OptArg<'_>,
+    dim: OptArg<'_>,
+) -> PyResult<PyTensor> {
+    let axis = crate::convert::either("stack", ("axis", axis), ("dim", dim))?;
     let axis = axis.or(0, |o| axis_arg("stack", "axis", o))?;
     let ts = tensor_list("stack", "tensors", tensors)?;
     let refs: Vec<&Tensor> = ts.iter().collect();

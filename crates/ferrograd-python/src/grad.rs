@@ -150,12 +150,15 @@ impl PyGradKey {
     /// neither records the other's backward.
     /// `recompute`: None, "auto" (recompute cheap elementwise chains in backward instead of
     /// saving them), or a callable `policy(op_name) -> bool` saying which ops to recompute.
+    /// `_ambient`: the key behind PyTorch's `Tensor.backward`, which alone does not make
+    /// traced functions run eagerly.
     #[new]
-    #[pyo3(signature = (name=None, sibling_of=None, recompute=None))]
+    #[pyo3(signature = (name=None, sibling_of=None, recompute=None, _ambient=false))]
     fn new(
         name: Option<&Bound<'_, PyAny>>,
         sibling_of: Option<&Bound<'_, PyAny>>,
         recompute: Option<&Bound<'_, PyAny>>,
+        _ambient: bool,
     ) -> PyResult<Self> {
         let name = match name.filter(|n| !n.is_none()) {
             Some(n) => str_arg("GradKey", "name", n)?,
@@ -198,6 +201,11 @@ impl PyGradKey {
                 }
             }
         };
+        if _ambient {
+            return Ok(PyGradKey {
+                key: GradKey::new_ambient(name),
+            });
+        }
         let key = match (sibling_of, policy) {
             (Some(k), _) => k.borrow().key.new_sibling(name),
             (None, Some(p)) => GradKey::with_mirroring(name, p),

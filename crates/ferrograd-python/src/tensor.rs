@@ -235,7 +235,8 @@ pub fn reduce_impl(
 pub fn transpose_impl(x: &Tensor, axes: &[isize]) -> PyResult<PyTensor> {
     let r = match axes.len() {
         0 => x.t(),
-        n if n == x.ndim() => x.permute(axes),
+        // two axes swap, as PyTorch's transpose(dim0, dim1) (also on a matrix, where numpy's
+        // permutation (0, 1) would be the identity: a ported `w.transpose(0, 1)` transposes)
         2 => x.transpose(axes[0], axes[1]),
         _ => x.permute(axes),
     };

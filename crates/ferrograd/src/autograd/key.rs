@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::producer::{ListId, NodeId, ProducerLists};
-use super::record::RECORDING_KEYS;
+use super::record::{AMBIENT_RECORDING, RECORDING_KEYS};
 use super::scope::{BackwardGuard, CeilingGuard};
 use super::{GradInfo, GradRule};
 use crate::error::{Error, Result};
@@ -122,6 +122,9 @@ pub(crate) struct KeyInner {
     pub(crate) mirror: Option<super::MirrorPolicy>,
     name: Mutex<String>,
     recording: AtomicBool,
+    /// A key that is always there (the one behind PyTorch's `Tensor.backward`): it records,
+    /// but does not by itself make traced functions run eagerly.
+    ambient: bool,
     state: Lock<KeyState>,
 }
 
@@ -150,12 +153,18 @@ impl KeyInner {
     fn resume_recording(&self) {
         if !self.recording.swap(true, Ordering::AcqRel) {
             RECORDING_KEYS.fetch_add(1, Ordering::AcqRel);
+            if self.ambient {
+                AMBIENT_RECORDING.fetch_add(1, Ordering::AcqRel);
+            }
         }
     }
 
     fn stop_recording(&self) {
         if self.recording.swap(false, Ordering::AcqRel) {
             RECORDING_KEYS.fetch_sub(1, Ordering::AcqRel);
+            if self.ambient {
+                AMBIENT_RECORDING.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
 
@@ -264,6 +273,9 @@ impl Drop for KeyInner {
     fn drop(&mut self) {
         if *self.recording.get_mut() {
             RECORDING_KEYS.fetch_sub(1, Ordering::AcqRel);
+            if self.ambient {
+                AMBIENT_RECORDING.fetch_sub(1, Ordering::AcqRel);
+            }
         }
         let ks = self.state.get_mut();
         let tracked = std::mem::take(&mut ks.tracked);
@@ -283,14 +295,22 @@ impl GradKey {
     /// A new key, recording from now on. Keys created later are *inner* to this one.
     pub fn new(name: impl Into<String>) -> GradKey {
         let id = NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed);
-        GradKey::with_level(name, id, id, None)
+        GradKey::with_level(name, id, id, None, false)
+    }
+
+    /// A key like [`GradKey::new`] that a program keeps around (PyTorch's autograd): its
+    /// recording alone does not make traced functions fall back to eager runs (see
+    /// [`crate::graph::keys_recording`]); an argument it tracks still does.
+    pub fn new_ambient(name: impl Into<String>) -> GradKey {
+        let id = NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed);
+        GradKey::with_level(name, id, id, None, true)
     }
 
     /// A new key that recomputes cheap ops in backward instead of saving their outputs
     /// (see [`crate::autograd::auto_policy`]); gradients are unchanged.
     pub fn with_mirroring(name: impl Into<String>, policy: super::MirrorPolicy) -> GradKey {
         let id = NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed);
-        GradKey::with_level(name, id, id, Some(policy))
+        GradKey::with_level(name, id, id, Some(policy), false)
     }
 
     /// A new key at this key's level: neither records the other's backward.
@@ -300,6 +320,7 @@ impl GradKey {
             NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed),
             self.0.level,
             self.0.mirror.clone(),
+            false,
         )
     }
 
@@ -308,14 +329,19 @@ impl GradKey {
         id: u64,
         level: u64,
         mirror: Option<super::MirrorPolicy>,
+        ambient: bool,
     ) -> GradKey {
         RECORDING_KEYS.fetch_add(1, Ordering::AcqRel);
+        if ambient {
+            AMBIENT_RECORDING.fetch_add(1, Ordering::AcqRel);
+        }
         GradKey(Arc::new(KeyInner {
             id,
             level,
             mirror,
             name: Mutex::new(name.into()),
             recording: AtomicBool::new(true),
+            ambient,
             state: Lock::new(KeyState::default()),
         }))
     }

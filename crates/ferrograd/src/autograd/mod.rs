@@ -16,7 +16,7 @@ mod checkpoint;
 mod key;
 mod mirror;
 mod producer;
-mod record;
+pub(crate) mod record;
 mod registry;
 mod scope;
 

@@ -23,6 +23,13 @@ type MakeRule<'a> = dyn FnMut(&[bool], &Arc<KeyInner>) -> Result<Box<dyn GradRul
 
 /// How many keys are recording, so `apply` skips all bookkeeping when none is.
 pub(crate) static RECORDING_KEYS: AtomicUsize = AtomicUsize::new(0);
+/// How many of them are ambient keys ([`crate::GradKey::new_ambient`]).
+pub(crate) static AMBIENT_RECORDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a key that is not ambient is recording anywhere.
+pub(crate) fn is_recording_any_scoped() -> bool {
+    RECORDING_KEYS.load(Ordering::Acquire) > AMBIENT_RECORDING.load(Ordering::Acquire)
+}
 
 /// Whether any key is recording anywhere.
 pub fn is_recording_any() -> bool {

@@ -59,7 +59,7 @@ thread_local! {
 /// recording and `no_grad` is not in force): a traced function then runs eagerly, so that the
 /// key sees its ops.
 pub fn keys_recording() -> bool {
-    crate::autograd::is_recording_any() && crate::autograd::ceiling() != 0
+    crate::autograd::record::is_recording_any_scoped() && crate::autograd::ceiling() != 0
 }
 
 /// Whether ops on this thread are being traced now.
