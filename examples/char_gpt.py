@@ -108,7 +108,17 @@ def progress(iterable: range, enabled: bool):
 
         return tqdm(iterable, file=sys.stdout)
     except ImportError:
-        return iterable
+        return _plain_progress(iterable)
+
+
+def _plain_progress(iterable: range):
+    n = len(iterable)
+    t0 = time.perf_counter()
+    for k, i in enumerate(iterable):
+        yield i
+        if (k + 1) % max(1, n // 10) == 0 or k + 1 == n:
+            rate = (k + 1) / max(time.perf_counter() - t0, 1e-9)
+            print(f"[{k + 1}/{n}] {100 * (k + 1) // n}% {rate:.1f} steps/s", flush=True)
 
 
 def main() -> None:
