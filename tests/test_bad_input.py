@@ -279,7 +279,7 @@ def test_where_with_non_bool_condition():
     [
         (fg.softmax, "softmax", np.int64),
         (lambda x: x.mean(), "mean", np.int64),
-        (lambda x: x + x, "add", np.bool_),
+        (lambda x: x - x, "sub", np.bool_),  # (bool + bool is logical or, as PyTorch)
         (lambda x: x.sum(), "sum", np.bool_),
         (fg.neg, "neg", np.bool_),
     ],

@@ -159,3 +159,15 @@ def test_tensors_requiring_grad_elsewhere_do_not_stop_tracing():
     y = f(kept.reshape(1, 3)).sum()
     y.backward()
     np.testing.assert_allclose(kept.grad.numpy(), [2, 2, 2])
+
+
+def test_detach_in_place_of_a_computed_tensor():
+    x = fg.tensor([1.0, 2.0], dtype="float64", requires_grad=True)
+    h = x * 3.0
+    assert h.requires_grad and not h.is_leaf
+    same = h
+    assert h.detach_() is h
+    assert not same.requires_grad and same.is_leaf and same.grad_fn is None
+    y = (h * x).sum()  # gradient reaches x only through the direct factor
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 6.0])

@@ -85,3 +85,16 @@ def test_stack_concat_gather_take_dim():
     )
     with pytest.raises(TypeError, match="both axis and dim"):
         fg.stack([x, x], 0, dim=1)
+
+
+def test_bool_arithmetic_is_logic_as_pytorch():
+    a = fg.tensor([True, False, True, False])
+    b = fg.tensor([True, True, False, False])
+    assert (a + b).dtype == fg.bool_ and (a + b).tolist() == [True, True, True, False]
+    assert (a * b).tolist() == [True, False, False, False]
+    assert fg.maximum(a, b).tolist() == [True, True, True, False]
+    assert fg.minimum(a, b).tolist() == [True, False, False, False]
+    assert (a + True).tolist() == [True, True, True, True]
+    with pytest.raises(fg.DTypeError, match="sub"):
+        a - b  # PyTorch refuses bool subtraction too
+    assert (a + fg.tensor([1, 2, 3, 4])).tolist() == [2, 2, 4, 4]  # bool with int: int64

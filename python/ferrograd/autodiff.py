@@ -779,10 +779,7 @@ def _detach_(self: Tensor) -> Tensor:
     if _autograd.is_leaf_tensor(self):
         _requires_grad_(self, False)
     elif _autograd.tracks(self):
-        raise RuntimeError(
-            "detach_: a tensor computed by recorded ops cannot be detached in place here; "
-            "use detach(), which returns a new tensor"
-        )
+        _autograd.key._forget(self)
     return self
 
 

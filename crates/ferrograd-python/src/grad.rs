@@ -342,6 +342,13 @@ impl PyGradKey {
         Ok(self.key.producer_name(&t))
     }
 
+    /// Stops tracking `tensor` (in place, for every handle of it).
+    fn _forget(&self, tensor: &Bound<'_, PyAny>) -> PyResult<()> {
+        let t = tensor_arg("detach_", "tensor", tensor)?;
+        self.key.forget(&t);
+        Ok(())
+    }
+
     /// Whether `tensor` is attached to this key (not merely computed from attached ones).
     fn _is_leaf_of(&self, tensor: &Bound<'_, PyAny>) -> PyResult<bool> {
         let t = tensor_arg("is_leaf", "tensor", tensor)?;

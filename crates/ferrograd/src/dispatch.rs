@@ -40,6 +40,9 @@ pub(crate) fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
 /// rounded back once, so every op rounds once, as PyTorch's. Ops that only move or convert
 /// elements run on any dtype as it is (their views stay views).
 fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
+    if let Some(out) = bool_logic(op, inputs) {
+        return out;
+    }
     if inputs.iter().all(|t| t.dtype().is_native()) || any_dtype(op) {
         return for_each_family!(op, f => f.forward(inputs));
     }
@@ -59,6 +62,32 @@ fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         Some(d) if !keeps_wide => ElementwiseOp::Cast(d).forward(&[&out]),
         _ => Ok(out),
     }
+}
+
+/// PyTorch's arithmetic of two bool tensors: `+` and `maximum` are logical or, `*` and
+/// `minimum` logical and (computed on int64 and read back as bool); `-` stays an error, as in
+/// PyTorch.
+fn bool_logic(op: &Op, inputs: &[&Tensor]) -> Option<Result<Tensor>> {
+    use crate::op::BinaryOp;
+    let Op::Binary(b) = op else { return None };
+    if !matches!(
+        b,
+        BinaryOp::Add | BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum
+    ) || inputs.len() != 2
+        || inputs.iter().any(|t| t.dtype() != crate::DType::Bool)
+    {
+        return None;
+    }
+    let run = || {
+        let wide = inputs
+            .iter()
+            .map(|t| ElementwiseOp::Cast(crate::DType::I64).forward(&[t]))
+            .collect::<Result<smallvec::SmallVec<[Tensor; 2]>>>()?;
+        let refs: smallvec::SmallVec<[&Tensor; 2]> = wide.iter().collect();
+        let out = for_each_family!(op, f => f.forward(&refs))?;
+        ElementwiseOp::Cast(crate::DType::Bool).forward(&[&out])
+    };
+    Some(run())
 }
 
 /// Ops that run on every dtype as it is.

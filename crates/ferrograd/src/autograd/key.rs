@@ -521,6 +521,12 @@ impl GradKey {
         Some(info.func.name.to_string())
     }
 
+    /// Stops tracking `tensor` (PyTorch's `detach_`): ops on it are no longer recorded by
+    /// this key and no gradient flows back through it from later ops.
+    pub fn forget(&self, tensor: &Tensor) {
+        drop(tensor.take_info(self.0.id));
+    }
+
     /// Whether `tensor` is attached to this key (not merely computed from attached tensors).
     pub fn is_leaf_of(&self, tensor: &Tensor) -> bool {
         tensor
