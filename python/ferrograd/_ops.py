@@ -645,9 +645,6 @@ def scatter(
     if reduce == "add":
         return scatter_add(x, d, idx, src)
     s = _scatter_src("scatter", x, idx, d, src)
-    hits = _core._scatter_add(
-        _core.ones(idx.shape, dtype="int64", device=x.device), idx, d, tuple(x.shape)
-    )
     if reduce not in (None, "multiply"):
         raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
     rank = _repeat_rank(idx.numpy(), d, tuple(x.shape))
@@ -663,6 +660,9 @@ def scatter(
     # a repeated target takes its first write (PyTorch leaves which one unspecified)
     if rank.size and rank.max() > 0:
         s = where(tensor(rank == 0, device=x.device), s, 0)
+    hits = _core._scatter_add(
+        _core.ones(idx.shape, dtype="int64", device=x.device), idx, d, tuple(x.shape)
+    )
     written = _core._scatter_add(s, idx, d, tuple(x.shape))
     return _dtype_like(where(hits > 0, written, x), x)
 
@@ -881,35 +881,31 @@ def _scan(x: Tensor, d: int, combine: Any, identity: float) -> Tensor:
     return x
 
 
-def cumsum(input: Tensor, dim: Any = None, *, dtype: Any = None, axis: Any = None) -> Tensor:
-    """Running sums along ``dim``; integers and bools give int64."""
-    x = _check_tensor("cumsum", "input", input)
-    d = _pick("cumsum", dim, axis)
+def _cumulative(
+    op: str, input: Tensor, dim: Any, dtype: Any, axis: Any, combine: Any, identity: float
+) -> Tensor:
+    x = _check_tensor(op, "input", input)
+    d = _pick(op, dim, axis)
     if d is None:
-        raise TypeError("cumsum: dim is required")
+        raise TypeError(f"{op}: dim is required")
     if dtype is not None:
         x = x.astype(_dtype_name(dtype))
     elif x.dtype.kind in "biu":
         x = x.astype("int64")
     if x.ndim == 0:
         return x
-    return _scan(x, _dim("cumsum", x, d), lambda a, b: a + b, 0)
+    return _scan(x, _dim(op, x, d), combine, identity)
+
+
+def cumsum(input: Tensor, dim: Any = None, *, dtype: Any = None, axis: Any = None) -> Tensor:
+    """Running sums along ``dim``; integers and bools give int64."""
+    return _cumulative("cumsum", input, dim, dtype, axis, lambda a, b: a + b, 0)
 
 
 def cumprod(input: Tensor, dim: Any = None, *, dtype: Any = None, axis: Any = None) -> Tensor:
     """Running products along ``dim``; integers and bools give int64. The gradient is
     exact with zeros in the input."""
-    x = _check_tensor("cumprod", "input", input)
-    d = _pick("cumprod", dim, axis)
-    if d is None:
-        raise TypeError("cumprod: dim is required")
-    if dtype is not None:
-        x = x.astype(_dtype_name(dtype))
-    elif x.dtype.kind in "biu":
-        x = x.astype("int64")
-    if x.ndim == 0:
-        return x
-    return _scan(x, _dim("cumprod", x, d), lambda a, b: a * b, 1)
+    return _cumulative("cumprod", input, dim, dtype, axis, lambda a, b: a * b, 1)
 
 
 def var(
@@ -940,7 +936,7 @@ def var(
     mean = x.mean(axis=dims, keepdims=True) if dims else x
     dev = x - mean
     s = (dev * dev).sum(axis=dims, keepdims=keepdim) if dims else dev * dev
-    return s / _builtin_max(n - c, 0) if n - c > 0 else s / 0.0
+    return s / float(_builtin_max(n - c, 0))  # no degrees of freedom: inf/NaN, as PyTorch
 
 
 def std(

@@ -56,7 +56,7 @@ fn chunks<const N: usize, T>(b: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
 fn tensor_of(name: &str, view: &TensorView<'_>) -> Result<Tensor> {
     let b = view.data();
     let shape = view.shape();
-    let t = match view.dtype() {
+    match view.dtype() {
         Dtype::F32 => Tensor::from_vec(chunks(b, f32::from_le_bytes), shape),
         Dtype::F64 => Tensor::from_vec(chunks(b, f64::from_le_bytes), shape),
         Dtype::I64 => Tensor::from_vec(chunks(b, i64::from_le_bytes), shape),
@@ -74,14 +74,11 @@ fn tensor_of(name: &str, view: &TensorView<'_>) -> Result<Tensor> {
             }
             Tensor::from_vec(b.iter().map(|&x| x == 1).collect::<Vec<bool>>(), shape)
         }
-        other => {
-            return Err(Error::invalid(
-                "load",
-                format!("tensor {name:?} has dtype {other:?}, which ferrograd does not store"),
-            ))
-        }
-    };
-    t
+        other => Err(Error::invalid(
+            "load",
+            format!("tensor {name:?} has dtype {other:?}, which ferrograd does not store"),
+        )),
+    }
 }
 
 /// The safetensors bytes of `tensors` (each copied to the host, row-major) with optional

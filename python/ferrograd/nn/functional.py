@@ -245,7 +245,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 # ---------------------------------------------------------------------------- normalisation
 
 
-def _norm_shape(op: str, shape: Any) -> tuple[int, ...]:
+def _norm_shape(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
     return tuple(int(s) for s in shape)
@@ -261,7 +261,7 @@ def layer_norm(
     """Normalises over the last ``len(normalized_shape)`` axes (biased variance), then
     ``* weight + bias``."""
     x = _float("layer_norm", "input", input)
-    shape = _norm_shape("layer_norm", normalized_shape)
+    shape = _norm_shape(normalized_shape)
     k = len(shape)
     if k == 0 or k > x.ndim or tuple(x.shape[-k:]) != shape:
         raise ShapeError(

@@ -106,7 +106,7 @@ class Module:
             if key in ("_modules", "_parameters"):
                 for k, v in value.items():
                     _walk(v, str(k), out, seen)
-            elif key not in _INTERNAL and key != "_buffer_names":
+            elif key not in _INTERNAL:
                 _walk(value, key, out, seen)
         return out
 
@@ -688,6 +688,29 @@ class Linear(Module):
 
 
 class _ConvNd(Module):
+    _nd = 2
+    _conv: Any = None
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple,
+        stride: int | tuple = 1,
+        padding: Any = 0,
+        dilation: int | tuple = 1,
+        groups: int = 1,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+        rng: Any = None,
+    ) -> None:
+        super().__init__()
+        k = _tuple(kernel_size, self._nd)
+        kind = type(self).__name__
+        self._setup(kind, in_channels, out_channels, k, groups, bias, device, dtype, rng)
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+
     def _setup(
         self,
         kind: str,
@@ -722,61 +745,24 @@ class _ConvNd(Module):
             _uniform_param(rng, bound, (self.out_channels,), dtype, device) if bias else None
         )
 
+    def forward(self, x: Tensor) -> Tensor:
+        return type(self)._conv(
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
 
 class Conv1d(_ConvNd):
     """1-D convolution over ``(N, C, L)``, PyTorch's layout and initialisation."""
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int | tuple,
-        stride: int | tuple = 1,
-        padding: Any = 0,
-        dilation: int | tuple = 1,
-        groups: int = 1,
-        bias: bool = True,
-        device: Any = None,
-        dtype: Any = None,
-        rng: Any = None,
-    ) -> None:
-        super().__init__()
-        k = _tuple(kernel_size, 1)
-        self._setup("Conv1d", in_channels, out_channels, k, groups, bias, device, dtype, rng)
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.conv1d(
-            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
+    _nd = 1
+    _conv = staticmethod(F.conv1d)
 
 
 class Conv2d(_ConvNd):
     """2-D convolution over NCHW input, PyTorch's layout and initialisation."""
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int | tuple,
-        stride: int | tuple = 1,
-        padding: Any = 0,
-        dilation: int | tuple = 1,
-        groups: int = 1,
-        bias: bool = True,
-        device: Any = None,
-        dtype: Any = None,
-        rng: Any = None,
-    ) -> None:
-        super().__init__()
-        k = _tuple(kernel_size, 2)
-        self._setup("Conv2d", in_channels, out_channels, k, groups, bias, device, dtype, rng)
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.conv2d(
-            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
+    _nd = 2
+    _conv = staticmethod(F.conv2d)
 
 
 class ConvTranspose2d(_ConvNd):
@@ -797,7 +783,7 @@ class ConvTranspose2d(_ConvNd):
         dtype: Any = None,
         rng: Any = None,
     ) -> None:
-        super().__init__()
+        Module.__init__(self)
         k = _tuple(kernel_size, 2)
         self._setup(
             "ConvTranspose2d",

@@ -16,10 +16,6 @@ def _with_grads(parameters: Any) -> list[Tensor]:
     return [p for p in ps if p.grad is not None]
 
 
-def _grads(parameters: Any) -> list[Tensor]:
-    return [p.grad for p in _with_grads(parameters)]
-
-
 def clip_grad_norm_(
     parameters: Iterable[Tensor] | Tensor,
     max_norm: float,

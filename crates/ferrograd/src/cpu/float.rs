@@ -153,13 +153,11 @@ macro_rules! impl_float {
 impl_float!(f32, tanh_f32, libm::erff, libm::erfcf);
 impl_float!(f64, f64::tanh, libm::erf, libm::erfc);
 
-/// float32 `exp` without branches (so loops over it vectorise) for `0 <= x <= 20`, the range
-/// `tanh_f32` uses: `x = n ln2 + r` with `|r| <= ln2/2`, `exp(r)` by Cephes' degree-6
-/// polynomial, `2^n` built from its bits; within about 1 ulp.
+/// `2^n exp(r)` for `x = n ln2 + r`, `|r| <= ln2/2`: Cephes' degree-6 polynomial for
+/// `exp(r)`, `2^n` built from its bits (`-126 <= n <= 127`); within about 1 ulp. Branch free,
+/// so loops over the callers vectorise.
 #[inline(always)]
-fn exp_f32(x: f32) -> f32 {
-    // SAFETY: for 0 <= x <= 20 the value is in [0.5, 29.4]: truncation is floor, in range
-    let n = unsafe { (x * std::f32::consts::LOG2_E + 0.5).to_int_unchecked::<i32>() };
+fn exp_parts_f32(x: f32, n: i32) -> f32 {
     let nf = n as f32;
     // ln2 split in two, so `n * ln2` is exact enough
     let r = x - nf * 0.693_359_4 + nf * 2.121_944_4e-4;
@@ -173,6 +171,31 @@ fn exp_f32(x: f32) -> f32 {
         + r
         + 1.0;
     y * f32::from_bits(((n + 127) as u32) << 23)
+}
+
+/// float32 `exp` for `0 <= x <= 20`, the range `tanh_f32` uses (see [`exp_parts_f32`]).
+#[inline(always)]
+fn exp_f32(x: f32) -> f32 {
+    // SAFETY: for 0 <= x <= 20 the value is in [0.5, 29.4]: truncation is floor, in range
+    let n = unsafe { (x * std::f32::consts::LOG2_E + 0.5).to_int_unchecked::<i32>() };
+    exp_parts_f32(x, n)
+}
+
+/// float32 `exp(x)` for `x <= 0` (softmax's shifted logits; see [`exp_parts_f32`]). Below
+/// -87.3, where float32's normal range ends, the result is 0; NaN stays NaN.
+#[inline(always)]
+pub(crate) fn exp_nonpositive_f32(x: f32) -> f32 {
+    let c = if x > -87.3 { x } else { -87.3 };
+    // SAFETY: c is in [-87.3, 0] (a NaN compares false above and is replaced by -87.3): the
+    // value is in [-126.5, -0.5], truncation toward zero is the nearest integer, in range
+    let n = unsafe { (c * std::f32::consts::LOG2_E - 0.5).to_int_unchecked::<i32>() };
+    let e = exp_parts_f32(c, n);
+    let e = if x > -87.3 { e } else { 0.0 };
+    if x.is_nan() {
+        x
+    } else {
+        e
+    }
 }
 
 /// float32 tanh, within 1.3 ulp of the exact value: an odd polynomial near zero (Cephes'

@@ -209,35 +209,6 @@ pub(crate) fn reduce(kind: ReduceKind, x: &CpuData, l: &Layout, axes: &[usize]) 
     })
 }
 
-/// `exp(x)` for float32 `x <= 0` without branches (a loop over it vectorises): `x = n ln2 + r`,
-/// `|r| <= ln2/2`, Cephes' degree-6 polynomial for `exp(r)`, `2^n` from its bits; within about
-/// 1 ulp. Below -87.3 (where float32's normal range ends) the result is 0; NaN stays NaN.
-#[inline(always)]
-fn exp_nonpositive_f32(x: f32) -> f32 {
-    let c = if x > -87.3 { x } else { -87.3 };
-    // SAFETY: c is in [-87.3, 0] (a NaN compares false above and is replaced by -87.3):
-    // the rounded value fits an i32
-    let n = unsafe { (c * std::f32::consts::LOG2_E - 0.5).to_int_unchecked::<i32>() };
-    let nf = n as f32;
-    let r = c - nf * 0.693_359_4 + nf * 2.121_944_4e-4;
-    let z = r * r;
-    let y = (((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2)
-        * r
-        + 1.666_666_5e-1)
-        * r
-        + 0.5)
-        * z
-        + r
-        + 1.0;
-    let e = y * f32::from_bits(((n + 127) as u32) << 23);
-    let e = if x > -87.3 { e } else { 0.0 };
-    if x.is_nan() {
-        x
-    } else {
-        e
-    }
-}
-
 /// Softmax rows of a contiguous float32 buffer along its last axis, rows in parallel.
 fn softmax_rows_f32(src: &[f32], n: usize, log: bool) -> Result<Vec<f32>> {
     let mut out = crate::storage::pool::filled(src.len(), 0.0f32)?;
@@ -253,7 +224,7 @@ fn softmax_rows_f32(src: &[f32], n: usize, log: bool) -> Result<Vec<f32>> {
         }
         let mut s = 0.0f32;
         for (oj, &xj) in o.iter_mut().zip(x) {
-            let e = exp_nonpositive_f32(xj - mx);
+            let e = super::float::exp_nonpositive_f32(xj - mx);
             *oj = e;
             s += e;
         }
