@@ -286,3 +286,22 @@ def test_ported_pytorch_program_matches(which):
     # running statistics move the same way
     for name, b in fm.named_buffers():
         np.testing.assert_allclose(b.numpy(), dict(tm.named_buffers())[name].numpy(), rtol=1e-10)
+
+
+def test_linear_weight_gradient_is_contiguous_and_right():
+    # the weight is used as a transposed view; its gradient comes out in the weight's own
+    # layout (as PyTorch's), so optimizers and bucketing copy it as one block
+    torch = pytest.importorskip("torch")
+    m = fg.nn.Linear(5, 3).to(fg.float64)
+    x = np.random.default_rng(0).standard_normal((4, 5))
+    gm = fg.GradManager().attach(m.parameters())
+    with gm:
+        gm.backward((m(fg.tensor(x)) ** 2).sum())
+    assert m.weight.grad.is_contiguous()
+    tm = torch.nn.Linear(5, 3).double()
+    with torch.no_grad():
+        tm.weight.copy_(torch.tensor(m.weight.numpy()))
+        tm.bias.copy_(torch.tensor(m.bias.numpy()))
+    (tm(torch.tensor(x)) ** 2).sum().backward()
+    np.testing.assert_allclose(m.weight.grad.numpy(), tm.weight.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(m.bias.grad.numpy(), tm.bias.grad.numpy(), rtol=1e-12)

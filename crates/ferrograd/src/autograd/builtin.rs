@@ -250,7 +250,7 @@ impl BuiltinRule {
         needs: &[bool],
         key: &KeyInner,
     ) -> BuiltinRule {
-        let mask = for_each_family!(op, f => f.saves(needs));
+        let mask = for_each_family!(op, f => f.saves_for(needs, inputs));
         let out = &outputs[0];
         let save = |i: usize| mask.keeps(i).then(|| Saved::input(inputs[i], key));
         let n = inputs.len();

@@ -29,6 +29,16 @@ impl Family for LinalgOp {
         m
     }
 
+    fn saves_for(&self, needs: &[bool], inputs: &[&Tensor]) -> SaveMask {
+        let mut m = self.saves(needs);
+        // a column-major B (a Linear weight used as W^T) is kept to choose dB's layout: a
+        // view of a weight, alive anyway, so it costs no memory
+        if needs[1] && column_major(inputs[1]) {
+            m.input(1, true);
+        }
+        m
+    }
+
     fn backward(&self, ctx: &RuleCtx, dy: &Tensor) -> Result<Grads> {
         match self {
             LinalgOp::MatMul => Ok(vec![
@@ -36,11 +46,29 @@ impl Family for LinalgOp {
                     sum_to_shape(&dy.matmul(&ctx.input(1)?.transpose(-1, -2)?)?, ctx.shape(0))
                 })?,
                 ctx.need(1, || {
-                    sum_to_shape(&ctx.input(0)?.transpose(-1, -2)?.matmul(dy)?, ctx.shape(1))
+                    let a = ctx.input(0)?;
+                    let b_cols = ctx.input(1).is_ok_and(|b| column_major(&b));
+                    if b_cols && a.ndim() == 2 && dy.ndim() == 2 {
+                        // B is a transposed view (a Linear weight used as W^T): (dY^T A)^T has
+                        // B's own strides, so the gradient reaching the weight through the
+                        // transpose is contiguous, as PyTorch arranges it
+                        return dy.transpose(-1, -2)?.matmul(&a)?.transpose(-1, -2);
+                    }
+                    sum_to_shape(&a.transpose(-1, -2)?.matmul(dy)?, ctx.shape(1))
                 })?,
             ]),
         }
     }
+}
+
+/// Whether a matrix is stored column by column (the transpose of a contiguous matrix).
+fn column_major(t: &Tensor) -> bool {
+    let (shape, strides) = (t.shape(), t.layout().strides());
+    t.ndim() == 2
+        && shape[0] > 1
+        && shape[1] > 1
+        && strides[0] == 1
+        && strides[1] == shape[0] as isize
 }
 
 fn matmul_forward(inputs: &[&Tensor]) -> Result<Tensor> {

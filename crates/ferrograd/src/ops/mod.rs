@@ -51,6 +51,10 @@ pub(crate) trait Family {
     fn forward(&self, inputs: &[&Tensor]) -> Result<Tensor>;
     /// Which inputs and outputs the rule keeps, given which inputs need a gradient.
     fn saves(&self, needs: &[bool]) -> SaveMask;
+    /// [`Family::saves`] when the rule's choice also depends on the inputs' layouts.
+    fn saves_for(&self, needs: &[bool], _inputs: &[&Tensor]) -> SaveMask {
+        self.saves(needs)
+    }
     /// The rule: input gradients from the output's gradient `dy`, written with ops (so a
     /// backward pass can itself be recorded). Must give a gradient for every input that
     /// needs one; ops without a gradient return [`not_differentiable`].
