@@ -144,6 +144,39 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+_ISA = (
+    "sse2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "asimd",
+    "sve",
+)
+
+
+def cpu_isa() -> str:
+    """The vector instruction sets the CPU reports (Linux's /proc/cpuinfo flags), e.g.
+    ``"sse2 avx avx2 fma avx512f avx512bw avx512vl"``: figures from CPUs with different sets are
+    not comparable."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key = line.split(":", 1)[0].strip().lower()
+                if key in ("flags", "features"):
+                    have = set(line.split(":", 1)[1].split())
+                    return " ".join(x for x in _ISA if x in have)
+    except OSError:
+        pass
+    return platform.machine()
+
+
 def load_average() -> float | None:
     try:
         return os.getloadavg()[0]
@@ -191,6 +224,7 @@ def print_header(
         "versions": dict(eng.versions),
         "python": platform.python_version(),
         "cpu": cpu_model(),
+        "cpu_isa": cpu_isa(),
         "cpu_count": os.cpu_count(),
         "threads": threads,
         "thread_setup": thread_note,
@@ -209,7 +243,8 @@ def print_header(
         + f", python {meta['python']}"
     )
     print(
-        f"cpu: {meta['cpu']} ({meta['cpu_count']} logical CPUs); numpy BLAS: {meta['numpy_blas']}"
+        f"cpu: {meta['cpu']} ({meta['cpu_count']} logical CPUs; {meta['cpu_isa']}); "
+        f"numpy BLAS: {meta['numpy_blas']}"
     )
     print(f"threads: {thread_note}; XLA_FLAGS={meta['xla_flags']!r}")
     print(f"device: {device}")
