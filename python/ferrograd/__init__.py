@@ -10,7 +10,7 @@
 [2.0, 4.0, 6.0]
 """
 
-from . import _core, cuda, nn, optim, random
+from . import _core, cuda, distributed, nn, optim, random
 from . import _indexing as _indexing  # advanced indexing on Tensor (installed on import)
 from ._core import *  # the engine's ops: the names of _core.__all__
 from ._core import __version__
@@ -66,6 +66,7 @@ __all__ = [
     "checkpoint",
     "checkpoint_sequential",
     "cuda",
+    "distributed",
     "enable_grad",
     "float16",
     "float32",

@@ -269,7 +269,17 @@ class GradManager:
                 dys = list(dy)
             else:
                 dys = [dy]
-            self._key.backward(ys, dys)
+            hooks = self._backward_hooks()
+            for cb, tensors in hooks:
+                cb._backward_begin(tensors)
+            try:
+                self._key.backward(ys, dys)
+            except BaseException:
+                for cb, _ in hooks:
+                    cb._backward_abort()
+                raise
+            for cb, _ in hooks:
+                cb._backward_end()
         finally:
             self.release()
             self._consumed_by = "an earlier GradManager.backward"
@@ -281,6 +291,24 @@ class GradManager:
     def __exit__(self, *exc: object) -> None:
         self.release()
         self._consumed_by = None
+
+    def _backward_hooks(self) -> list[tuple[Any, list[Tensor]]]:
+        """Callbacks that act around the whole backward (the distributed allreduce), each with
+        the live tensors it is attached to, in attach order."""
+        hooks: dict[int, tuple[Any, list[Tensor]]] = {}
+        for entry in self._entries:
+            t = entry.ref()
+            if t is None:
+                continue
+            for cb in entry.callbacks:
+                if hasattr(cb, "_backward_begin"):
+                    hooks.setdefault(id(cb), (cb, []))[1].append(t)
+        if hooks and _core._tracing():
+            raise _core.TraceError(
+                "GradManager.backward: a distributed allreduce callback cannot run inside "
+                "fg.trace yet; call the traced function without it or train eagerly"
+            )
+        return list(hooks.values())
 
     def __or__(self, other: GradManager) -> GradManagerGroup:
         return GradManagerGroup([self]) | other

@@ -742,6 +742,60 @@ fn no_cuda(op: &str) -> PyErr {
     })
 }
 
+/// Where a CPU tensor's elements lie in memory, so a library that works on raw memory (numpy,
+/// MPI through mpi4py) reads or writes them in place, without a copy:
+/// `(address, nbytes, offset, strides)`: the span of memory the view touches, the byte offset
+/// of its first element in that span and its strides in bytes (numpy's meaning). The caller
+/// keeps the tensor alive while the memory is in use; `writable=True` counts as a write (the
+/// tensor's version moves on, so a backward that saved it notices the change).
+#[pyfunction]
+#[pyo3(signature = (tensor, writable=false))]
+fn _host_memory(
+    tensor: &Bound<'_, PyAny>,
+    writable: bool,
+) -> PyResult<(usize, usize, usize, Vec<isize>)> {
+    let t = tensor_arg("_host_memory", "tensor", tensor)?;
+    ferrograd::graph::check_read(&t, "_host_memory").py()?;
+    let not_cpu = || {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "_host_memory: expected a CPU tensor, got one of shape {:?} on {}",
+            t.shape(),
+            t.device()
+        ))
+    };
+    if t.device() != ferrograd::Device::Cpu {
+        return Err(not_cpu());
+    }
+    let storage = t.storage();
+    let base = |d: &ferrograd::storage::StorageData| match d {
+        ferrograd::storage::StorageData::Cpu(c) => {
+            Some(ferrograd::with_cpu_vec!(c, |v| v.as_ptr() as usize))
+        }
+        #[allow(unreachable_patterns)]
+        _ => None,
+    };
+    let addr = if writable {
+        base(&storage.write())
+    } else {
+        base(&storage.read())
+    };
+    let addr = addr.ok_or_else(not_cpu)?;
+    let item = t.dtype().size_in_bytes();
+    let layout = t.layout();
+    let (lo, hi) = layout.storage_span();
+    let strides = layout
+        .strides()
+        .iter()
+        .map(|&s| s * item as isize)
+        .collect();
+    Ok((
+        addr + lo * item,
+        (hi - lo) * item,
+        (layout.offset() - lo) * item,
+        strides,
+    ))
+}
+
 #[pyfunction]
 fn _cuda_synchronize(py: Python<'_>, ordinal: &Bound<'_, PyAny>) -> PyResult<()> {
     let ordinal = usize_arg("synchronize", "device", ordinal)?;
@@ -835,6 +889,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_from_safetensors, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_synchronize, m)?)?;
+    m.add_function(wrap_pyfunction!(_host_memory, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_empty_cache_py, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;

