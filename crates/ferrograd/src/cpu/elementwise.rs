@@ -44,7 +44,40 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuData, l: &Layout) -> Result<CpuData> {
 }
 
 /// Applies `f` to each element of `dst`'s view and the matching element of `src`, in place.
-fn zip_assign<T: Copy>(dst: &mut [T], ld: &Layout, src: &[T], ls: &Layout, f: impl Fn(T, T) -> T) {
+fn zip_assign<T: Copy + Send + Sync>(
+    dst: &mut [T],
+    ld: &Layout,
+    src: &[T],
+    ls: &Layout,
+    f: impl Fn(T, T) -> T + Sync + Send,
+) {
+    let n = ld.numel();
+    let scalar = ls.strides().iter().all(|&s| s == 0);
+    if n >= 4 * super::PAR_CHUNK
+        && rayon::current_num_threads() > 1
+        && ld.is_contiguous()
+        && (ls.is_contiguous() || scalar)
+    {
+        // a large update of a whole buffer: chunks across threads (one thread alone does not
+        // reach the memory bandwidth)
+        use rayon::prelude::*;
+        let (od, os) = (ld.offset(), ls.offset());
+        dst[od..od + n]
+            .par_chunks_mut(super::PAR_CHUNK)
+            .enumerate()
+            .for_each(|(c, d)| {
+                let start = c * super::PAR_CHUNK;
+                if scalar {
+                    let s = src[os];
+                    d.iter_mut().for_each(|x| *x = f(*x, s));
+                } else {
+                    for (x, &s) in d.iter_mut().zip(&src[os + start..]) {
+                        *x = f(*x, s);
+                    }
+                }
+            });
+        return;
+    }
     crate::layout::for_each_run_multi([ld, ls], |[bd, bs], [sd, ss], n| {
         if sd == 1 && ss == 1 {
             for (d, &s) in dst[bd..bd + n].iter_mut().zip(&src[bs..bs + n]) {
@@ -79,7 +112,13 @@ macro_rules! binary_kernels {
             }
         }
 
-        fn assign_float<T: Float>(op: BinaryOp, d: &mut [T], ld: &Layout, s: &[T], ls: &Layout) {
+        fn assign_float<T: Float + Send + Sync>(
+            op: BinaryOp,
+            d: &mut [T],
+            ld: &Layout,
+            s: &[T],
+            ls: &Layout,
+        ) {
             match op {
                 $( BinaryOp::$op => zip_assign(d, ld, s, ls, |$p: T, $q: T| $f), )*
             }

@@ -328,7 +328,7 @@ pub(crate) fn at(base: usize, stride: isize, i: usize) -> usize {
 }
 
 /// Elements per task when a large contiguous elementwise op is split across threads.
-const PAR_CHUNK: usize = 1 << 16;
+pub(crate) const PAR_CHUNK: usize = 1 << 16;
 
 /// Fills `out` (empty, with capacity for `n`) with `f(i-th chunk)` in parallel chunks.
 fn par_fill<V: Send>(
