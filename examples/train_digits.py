@@ -49,8 +49,6 @@ def main() -> None:
     args = parser.parse_args()
     rank, world = 0, 1
     if args.distributed:
-        if args.trace:
-            parser.error("--distributed and --trace cannot be combined yet")
         fg.distributed.init_process_group("mpi")
         rank, world = fg.distributed.get_rank(), fg.distributed.get_world_size()
     say = print if rank == 0 else (lambda *a, **k: None)
@@ -120,7 +118,7 @@ def main() -> None:
         fg.distributed.destroy_process_group()
     if args.trace:
         report = step.memory_report()
-        print(
+        say(
             f"traced: {step.cache_size} graphs, {len(step.graph)} nodes, "
             f"{report['fused_nodes']} ops in {report['fused_chains']} fused chains, "
             f"planned peak {report['planned_peak_bytes'] / 2**20:.2f} MiB"

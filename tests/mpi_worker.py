@@ -185,6 +185,43 @@ def collectives():
     assert set().union(*map(set, sh)) == set(range(11))
 
 
+def traced():
+    """A training step under fg.trace with the allreduce callback: the same parameters as the
+    eager data-parallel step, step for step, and as one process on the whole batch."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    fg.manual_seed(5)
+    model = mlp().to(fg.float64)
+    dist.broadcast_parameters(model)
+    eager = mlp().to(fg.float64)
+    eager.load_state_dict(model.state_dict())
+    opt = fg.optim.SGD(model.parameters(), lr=0.1)
+    opt_e = fg.optim.SGD(eager.parameters(), lr=0.1)
+    gm = fg.GradManager().attach(model.parameters(), callbacks=dist.make_allreduce_cb("mean"))
+    gm_e = fg.GradManager().attach(eager.parameters(), callbacks=dist.make_allreduce_cb("mean"))
+
+    @fg.trace
+    def step(x, y):
+        with gm:
+            loss = F.cross_entropy(model(x), y)
+            gm.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    per = 4
+    for k in range(4):
+        x, y = data("mlp", per * n, seed=200 + k)
+        mine = slice(r * per, (r + 1) * per)
+        step(fg.tensor(x[mine]), fg.tensor(y[mine]))
+        with gm_e:
+            gm_e.backward(F.cross_entropy(eager(fg.tensor(x[mine])), fg.tensor(y[mine])))
+        opt_e.step()
+        opt_e.zero_grad()
+        for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+            close(p.numpy(), q.numpy(), f"traced {name} at step {k}")
+    assert step.cache_size == 1
+
+
 def raises():
     """Rank 1 fails mid-training while rank 0 waits in a collective: the job must end."""
     if dist.get_rank() == 1:
@@ -203,6 +240,7 @@ if __name__ == "__main__":
         "unused": unused_parameters,
         "overlap": overlap,
         "collectives": collectives,
+        "traced": traced,
         "raises": raises,
     }
     for name in sys.argv[1:]:

@@ -74,15 +74,16 @@ def launch(n: int, *args: str, script: str = WORKER, timeout: float = 120):
 @needs_mpi
 def test_two_ranks_gradients_parameters_unused_and_overlap():
     # gradients equal one process's on the concatenated batch (MLP and CNN, float64, 1e-12),
-    # parameters identical over 5 steps, unused parameters, overlap of allreduce and backward
-    rc, out = launch(2, "collectives", "mlp", "cnn", "steps", "unused", "overlap")
+    # parameters identical over 5 steps, unused parameters, overlap of allreduce and backward,
+    # a traced step
+    rc, out = launch(2, "collectives", "mlp", "cnn", "steps", "unused", "overlap", "traced")
     assert rc == 0 and "ok" in out, out
 
 
 @on_cpu
 @needs_mpi
 def test_three_ranks_oversubscribed():
-    rc, out = launch(3, "collectives", "mlp", "cnn", "steps", "unused")
+    rc, out = launch(3, "collectives", "mlp", "cnn", "steps", "unused", "traced")
     assert rc == 0 and "ok" in out, out
 
 

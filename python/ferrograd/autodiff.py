@@ -190,6 +190,10 @@ class GradManager:
             g: Tensor | None = grad
             traced = _core._tracing()
             for cb in entry.callbacks:
+                if traced and hasattr(cb, "_traced_grad"):
+                    # the distributed allreduce: one node after backward reduces all of them
+                    cb._traced_grad(tensor, g)
+                    return
                 if traced:
                     # a node of the graph: the callback runs at this point of every step
                     g = _core._trace_call(_callable_name(cb), lambda gg, cb=cb: cb(tensor, gg), [g])
@@ -303,11 +307,6 @@ class GradManager:
             for cb in entry.callbacks:
                 if hasattr(cb, "_backward_begin"):
                     hooks.setdefault(id(cb), (cb, []))[1].append(t)
-        if hooks and _core._tracing():
-            raise _core.TraceError(
-                "GradManager.backward: a distributed allreduce callback cannot run inside "
-                "fg.trace yet; call the traced function without it or train eagerly"
-            )
         return list(hooks.values())
 
     def __or__(self, other: GradManager) -> GradManagerGroup:

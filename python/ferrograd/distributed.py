@@ -703,6 +703,7 @@ class AllreduceCallback:
         self._where: dict[int, tuple[_Bucket, int]] = {}  # id(tensor) -> (bucket, member)
         self._next_start = 0
         self._active = False
+        self._traced: tuple[list[Tensor], dict[int, Tensor]] | None = None
 
     @property
     def __name__(self) -> str:  # how graph nodes and messages name it
@@ -712,6 +713,13 @@ class AllreduceCallback:
     def _backward_begin(self, tensors: Sequence[Tensor]) -> None:
         g = _require("make_allreduce_cb")
         self._group = g
+        self.events = []
+        if _core._tracing():
+            # in fg.trace: the gradients are gathered here and reduced by one graph node
+            self._traced = (list(tensors), {})
+            self._active = True
+            return
+        self._traced = None
         key = tuple((id(t), tuple(t.shape), _dtype_name(t)) for t in tensors)
         if key != self._plan_key:
             self._plan(list(tensors))
@@ -720,7 +728,6 @@ class AllreduceCallback:
             b.fresh()
         self._next_start = 0
         self._active = True
-        self.events = []
 
     def _plan(self, tensors: list[Tensor]) -> None:
         self._buckets = []
@@ -787,8 +794,90 @@ class AllreduceCallback:
             self.events.append(("start", b.index, time.perf_counter()))
             self._next_start += 1
 
+    def _traced_grad(self, tensor: Tensor, grad: Tensor) -> None:
+        """In a trace: keeps ``grad`` (a graph value) for the node :meth:`_backward_end` adds."""
+        assert self._traced is not None
+        self._traced[1][id(tensor)] = grad
+
+    def _end_traced(self) -> None:
+        """One node of the graph, after every gradient it reduces: per dtype and device, the
+        gradients are packed, all-reduced (blocking) and handed back as one flat tensor, which
+        graph ops cut into each tensor's gradient. A tensor without a gradient on this rank
+        when traced must not get one on another rank (the graph cannot add a gradient later):
+        the node checks and raises."""
+        from ._tensor import tensor as make
+
+        assert self._traced is not None
+        tensors, grads = self._traced
+        self._traced = None
+        self._active = False
+        group = self._group
+        reduce, size = self.reduce, group.size
+        groups: dict[tuple[str, str], list[Tensor]] = {}
+        for t in reversed(tensors):
+            groups.setdefault((_dtype_name(t), _device_of(t)), []).append(t)
+        for (dtype, device), members in groups.items():
+            have = [t for t in members if id(t) in grads]
+            if not have:
+                continue
+            missing = [t for t in members if id(t) not in grads]
+            wire = np.dtype(_wire_dtype(dtype))
+            sizes = [t.numel() for t in have] + [t.numel() for t in missing]
+            offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
+            total = offsets[len(have)]
+            n_all = offsets[-1]
+            shapes = [tuple(t.shape) for t in have]
+            missing_shapes = [list(t.shape) for t in missing]
+
+            def run(
+                *gs: Tensor,
+                wire=wire,
+                offsets=offsets,
+                shapes=shapes,
+                total=total,
+                n_all=n_all,
+                missing_shapes=missing_shapes,
+                dtype=dtype,
+                device=device,
+            ) -> Tensor:
+                buf = np.zeros(n_all + len(offsets) - 1, wire)
+                for j, (g, shape) in enumerate(zip(gs, shapes)):
+                    src = _view(g, False, contiguous=False)
+                    if src is None:
+                        src = _staged(g)
+                    np.copyto(
+                        buf[offsets[j] : offsets[j + 1]].reshape(src.shape), src, casting="unsafe"
+                    )
+                    buf[n_all + j] = 1
+                group.comm.Allreduce(group.MPI.IN_PLACE, buf, op=group.MPI.SUM)
+                counts = buf[n_all + len(gs) :]
+                for k, c in enumerate(counts):
+                    if c:
+                        raise RuntimeError(
+                            f"allreduce callback in fg.trace: a tensor of shape "
+                            f"{missing_shapes[k]} got a gradient on another rank but none on "
+                            "this one when the step was traced; the traced graph cannot add it "
+                            "(use every parameter on every rank, or train eagerly)"
+                        )
+                flat = buf[:total]
+                if reduce == "mean":
+                    np.divide(flat, size, out=flat)
+                out = make(flat)
+                if _dtype_name(out) != dtype:
+                    out = out.astype(dtype)
+                return out.to(device) if device != "cpu" else out
+
+            flat = _core._trace_call(self.__name__, run, [grads[id(t)] for t in have])
+            for j, t in enumerate(have):
+                g = flat[offsets[j] : offsets[j + 1]].reshape(shapes[j])
+                t.grad = g if t.grad is None else t.grad + g
+
     def _backward_end(self) -> None:
         from .autodiff import no_grad
+
+        if self._traced is not None:
+            self._end_traced()
+            return
 
         self.events.append(("backward_end", -1, time.perf_counter()))
         self._active = False
@@ -813,6 +902,7 @@ class AllreduceCallback:
         # backward raised: wait for what was started (so the next collectives stay in step on
         # this rank), keep no gradient
         self._active = False
+        self._traced = None
         for b in self._buckets:
             if b.work is not None:
                 b.work.wait()
