@@ -19,12 +19,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 import time
 
 import ferrograd as fg
 import ferrograd.nn.functional as F
 import numpy as np
+from _cli import progress, write_plot
 from ferrograd import nn
 
 
@@ -97,28 +97,6 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln_f(x))
-
-
-def progress(iterable: range, enabled: bool):
-    """tqdm when installed, else a plain line every tenth of the run."""
-    if not enabled:
-        return iterable
-    try:
-        from tqdm import tqdm
-
-        return tqdm(iterable, file=sys.stdout)
-    except ImportError:
-        return _plain_progress(iterable)
-
-
-def _plain_progress(iterable: range):
-    n = len(iterable)
-    t0 = time.perf_counter()
-    for k, i in enumerate(iterable):
-        yield i
-        if (k + 1) % max(1, n // 10) == 0 or k + 1 == n:
-            rate = (k + 1) / max(time.perf_counter() - t0, 1e-9)
-            print(f"[{k + 1}/{n}] {100 * (k + 1) // n}% {rate:.1f} steps/s", flush=True)
 
 
 def main() -> None:
@@ -267,19 +245,7 @@ def main() -> None:
         print("sample:\n" + "".join(chars[i] for i in idx))
 
     if args.plot:
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            print("--plot needs matplotlib (pip install matplotlib)")
-        else:
-            plt.plot(history)
-            plt.xlabel("step")
-            plt.ylabel("training loss")
-            plt.savefig(args.plot)
-            print(f"wrote {args.plot}")
+        write_plot(args.plot, {"training loss": history}, "step")
 
 
 def _rng_json(state: dict) -> dict:

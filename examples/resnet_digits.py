@@ -3,6 +3,7 @@ written as a PyTorch program (``loss.backward()``, ``optim.SGD`` with momentum a
 decay, ``lr_scheduler.OneCycleLR``), with train and eval modes.
 
     python examples/resnet_digits.py [--epochs 8] [--device cuda] [--save ck] [--resume ck]
+                                     [--progress] [--plot curves.png]
 
 Prints the training loss per epoch (it falls) and the held-out accuracy in eval mode (running
 batch-norm statistics), about 97-99% after a few epochs.
@@ -18,6 +19,7 @@ import time
 import ferrograd as fg
 import ferrograd.nn.functional as F
 import numpy as np
+from _cli import progress, write_plot
 from ferrograd import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -79,6 +81,10 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--save", help="write a checkpoint here at the end")
     ap.add_argument("--resume", help="continue from this checkpoint")
+    ap.add_argument("--progress", action="store_true", help="a progress bar (tqdm if installed)")
+    ap.add_argument(
+        "--plot", help="write loss and accuracy per epoch to this PNG (needs matplotlib)"
+    )
     args = ap.parse_args()
 
     fg.manual_seed(args.seed)
@@ -112,11 +118,12 @@ def main() -> None:
         return correct / n_test
 
     print(f"ResNet: {sum(p.numel() for p in model.parameters()):,} parameters")
+    history: dict[str, list[float]] = {"training loss": [], "held-out accuracy": []}
     for epoch in range(start, args.epochs):
         t0 = time.perf_counter()
         perm = np.random.default_rng(args.seed + epoch).permutation(train)
         total, batches = 0.0, 0
-        for i in range(0, len(perm), args.batch):
+        for i in progress(range(0, len(perm), args.batch), args.progress, "batches"):
             idx = perm[i : i + args.batch]
             if len(idx) < 2:
                 continue  # batch norm needs more than one sample per channel
@@ -129,9 +136,12 @@ def main() -> None:
             sched.step()
             total += loss.item()
             batches += 1
+        accuracy = evaluate()
+        history["training loss"].append(total / batches)
+        history["held-out accuracy"].append(accuracy)
         print(
             f"epoch {epoch + 1}: loss {total / batches:.4f}, held-out accuracy "
-            f"{evaluate():.3f} ({time.perf_counter() - t0:.1f} s)"
+            f"{accuracy:.3f} ({time.perf_counter() - t0:.1f} s)"
         )
     if args.save:
         fg.save(
@@ -144,6 +154,8 @@ def main() -> None:
             args.save,
         )
         print(f"saved {args.save}")
+    if args.plot:
+        write_plot(args.plot, history, "epoch")
 
 
 if __name__ == "__main__":
