@@ -98,3 +98,31 @@ def test_bool_arithmetic_is_logic_as_pytorch():
     with pytest.raises(fg.DTypeError, match="sub"):
         a - b  # PyTorch refuses bool subtraction too
     assert (a + fg.tensor([1, 2, 3, 4])).tolist() == [2, 2, 4, 4]  # bool with int: int64
+
+
+def test_np_asarray_is_a_zero_copy_read_only_view_of_a_cpu_tensor():
+    t = fg.tensor(np.arange(12.0).reshape(3, 4), device="cpu")
+    a = np.asarray(t)
+    assert np.shares_memory(a, np.asarray(t))
+    assert not a.flags.writeable  # numpy cannot change what autodiff may have saved
+    with pytest.raises(ValueError, match="read-only"):
+        a[0, 0] = 1.0
+    t += 1.0  # the tensor's own in-place update shows through the view
+    assert a[0].tolist() == [1.0, 2.0, 3.0, 4.0]
+    # views keep their strides; the array keeps the memory alive
+    assert np.asarray(t.T).tolist() == (np.arange(12.0).reshape(3, 4) + 1).T.tolist()
+    assert np.asarray(t[:, ::2]).tolist() == [[1.0, 3.0], [5.0, 7.0], [9.0, 11.0]]
+    view = np.asarray(fg.tensor([1.5, 2.5], device="cpu"))
+    import gc
+
+    gc.collect()
+    assert view.tolist() == [1.5, 2.5]
+    # t.numpy() stays a writable copy
+    c = t.numpy()
+    c[0, 0] = 100.0
+    assert t[0, 0].item() == 1.0
+    # dtypes numpy cannot read as they are, and values inside a trace, take the copying path
+    assert np.asarray(fg.tensor([1.0], device="cpu").astype("bfloat16").float()).tolist() == [1.0]
+    traced = fg.trace(lambda x: np.asarray(x * 2))
+    with pytest.raises(fg.TraceError, match="numpy"):
+        traced(t)

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _core
 from ._core import Tensor
 
 float32 = np.dtype("float32")
@@ -313,3 +314,39 @@ def _install_shape_methods() -> None:
 
 
 _install_shape_methods()
+
+
+# numpy's typestr of each dtype whose memory numpy can read as is (not bfloat16)
+_TYPESTR = {
+    name: np.dtype(name).str
+    for name in ("float32", "float64", "float16", "int64", "int32", "int8", "uint8", "bool")
+}
+
+
+def _install_array_interface() -> None:
+    """``np.asarray(t)`` of a CPU tensor without a copy: numpy reads the tensor's memory through
+    ``__array_interface__`` (and keeps the tensor alive). The array is read-only, so numpy
+    code cannot change a value that autodiff saved for backward behind its back; ``t.numpy()``
+    still returns a writable copy. CUDA and bfloat16 tensors, and values inside ``fg.trace``,
+    have no interface (numpy falls back to ``__array__``, which copies or raises)."""
+
+    def array_interface(self: Tensor) -> dict:
+        typestr = _TYPESTR.get(str(self.dtype))
+        if typestr is None or str(self.device) != "cpu":
+            raise AttributeError("__array_interface__")
+        try:
+            addr, _, offset, strides = _core._host_memory(self)
+        except (ValueError, RuntimeError):  # a value inside fg.trace: __array__ explains
+            raise AttributeError("__array_interface__") from None
+        return {
+            "version": 3,
+            "shape": tuple(self.shape),
+            "typestr": typestr,
+            "data": (addr + offset, True),
+            "strides": tuple(strides),
+        }
+
+    Tensor.__array_interface__ = property(array_interface)
+
+
+_install_array_interface()
