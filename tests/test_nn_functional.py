@@ -352,3 +352,40 @@ def test_cross_entropy_matches_fused_and_bad_input():
         F.linear(x, fg.zeros(3, 3, dtype="float64"))
     with pytest.raises(ValueError, match="interpolate"):
         F.interpolate(fg.zeros(1, 1, 2, 2), size=3, scale_factor=2)
+
+
+def test_layer_norm_fused_float32_and_second_order_against_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    # float32 rows of 512 (the fused kernel's accumulation) against torch
+    x = rng.standard_normal((6, 7, 512)).astype(np.float32) * 3 + 1
+    w, b = rng.standard_normal(512).astype(np.float32), rng.standard_normal(512).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    X, W, B = (fg.tensor(a) for a in (x, w, b))
+    gm = fg.GradManager().attach([X, W, B])
+    with gm:
+        y = F.layer_norm(X, (512,), W, B)
+        gm.backward(y, fg.tensor(g))
+    xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    yt = torch.nn.functional.layer_norm(xt, (512,), wt, bt)
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), atol=2e-5)
+    for mine, theirs in ((X, xt), (W, wt), (B, bt)):
+        np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=2e-4)
+    # a gradient of a gradient through layer_norm (nested managers), float64
+    x = rng.standard_normal((3, 4, 5))
+    w, b, g = rng.standard_normal((4, 5)), rng.standard_normal((4, 5)), rng.standard_normal(x.shape)
+    xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    yt = torch.nn.functional.layer_norm(xt, (4, 5), wt, bt)
+    (gxt,) = torch.autograd.grad(yt, xt, torch.tensor(g), create_graph=True)
+    (gxt**2).sum().backward()
+    X, W, B = (fg.tensor(a) for a in (x, w, b))
+    outer, inner = fg.GradManager().attach([X, W]), fg.GradManager().attach([X])
+    with outer:
+        with inner:
+            inner.backward(F.layer_norm(X, (4, 5), W, B), fg.tensor(g))
+        gx, X.grad = X.grad, None
+        outer.backward((gx**2).sum())
+    np.testing.assert_allclose(gx.numpy(), gxt.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(X.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(W.grad.numpy(), wt.grad.numpy(), rtol=1e-10, atol=1e-12)

@@ -796,6 +796,16 @@ fn _host_memory(
     ))
 }
 
+/// `(x - mean) / sqrt(var + eps)` over the last axis in one fused op (layer norm's core; the
+/// affine part is ordinary ops). CPU, float32 and float64.
+#[pyfunction]
+fn _normalize(py: Python<'_>, x: &Bound<'_, PyAny>, eps: f64) -> PyResult<PyTensor> {
+    let t = tensor_arg("layer_norm", "input", x)?;
+    compute(py, t.numel(), || t.normalize(eps))
+        .py()
+        .map(PyTensor::from)
+}
+
 #[pyfunction]
 fn _cuda_synchronize(py: Python<'_>, ordinal: &Bound<'_, PyAny>) -> PyResult<()> {
     let ordinal = usize_arg("synchronize", "device", ordinal)?;
@@ -890,6 +900,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(_host_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(_normalize, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_empty_cache_py, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;

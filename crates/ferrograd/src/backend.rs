@@ -156,6 +156,21 @@ pub(crate) trait Backend {
     fn softmax(&self, x: &Self::Buf, l: &Layout, axis: usize, log: bool) -> Result<Self::Buf> {
         Err(lacks(self.device(), "softmax"))
     }
+    /// Rows along the last axis normalised, `(x - mean) / sqrt(var + eps)`; contiguous.
+    fn normalize(&self, x: &Self::Buf, l: &Layout, eps: f64) -> Result<Self::Buf> {
+        Err(lacks(self.device(), "layer_norm"))
+    }
+    /// [`Backend::normalize`]'s input gradient from the input and the output gradient.
+    fn normalize_grad(
+        &self,
+        x: &Self::Buf,
+        lx: &Layout,
+        dy: &Self::Buf,
+        ldy: &Layout,
+        eps: f64,
+    ) -> Result<Self::Buf> {
+        Err(lacks(self.device(), "layer_norm_grad"))
+    }
     /// Products of `[batch..., m, k]` and `[batch..., k, n]` views of one batch shape.
     fn matmul(&self, a: &Self::Buf, la: &Layout, b: &Self::Buf, lb: &Layout) -> Result<Self::Buf> {
         Err(lacks(self.device(), "matmul"))

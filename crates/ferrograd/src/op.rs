@@ -228,6 +228,12 @@ op_family! {
         Min { axes: Vec<usize>, keepdims: bool } => "min",
         Softmax(usize) => "softmax",
         LogSoftmax(usize) => "log_softmax",
+        /// Each row along the last axis shifted to mean 0 and scaled to variance 1 (biased),
+        /// `(x - mean) / sqrt(var + eps)`: layer norm without its affine part, in one pass.
+        Normalize { eps: f64 } => "layer_norm",
+        /// Normalize's input gradient from `(x, dy)` in one pass (first order; the rule of
+        /// Normalize writes it with ops instead where its own backward is recorded).
+        NormalizeGrad { eps: f64 } => "layer_norm_grad" nondiff,
     }
 }
 

@@ -157,6 +157,19 @@ impl Backend for Cpu {
     fn softmax(&self, x: &CpuData, l: &Layout, axis: usize, log: bool) -> Result<CpuData> {
         reduce::softmax(x, l, axis, log)
     }
+    fn normalize(&self, x: &CpuData, l: &Layout, eps: f64) -> Result<CpuData> {
+        reduce::normalize(x, l, eps)
+    }
+    fn normalize_grad(
+        &self,
+        x: &CpuData,
+        lx: &Layout,
+        dy: &CpuData,
+        ldy: &Layout,
+        eps: f64,
+    ) -> Result<CpuData> {
+        reduce::normalize_grad(x, lx, dy, ldy, eps)
+    }
     fn matmul(&self, a: &CpuData, la: &Layout, b: &CpuData, lb: &Layout) -> Result<CpuData> {
         matmul::matmul(a, la, b, lb)
     }

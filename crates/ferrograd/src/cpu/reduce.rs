@@ -6,6 +6,8 @@ use crate::layout::{contiguous_strides, for_each_run_multi, numel, Layout};
 use crate::op::ReduceKind;
 use crate::storage::CpuData;
 
+use super::float::Float;
+
 /// The output viewed as a broadcast over the input's shape: reduced axes get stride 0.
 fn reduced_view(shape: &[usize], axes: &[usize]) -> (Vec<usize>, Layout) {
     let kept: Vec<usize> = shape
@@ -326,3 +328,120 @@ pub(crate) fn softmax(x: &CpuData, l: &Layout, axis: usize, log: bool) -> Result
         }
     })
 }
+
+/// Sums `f(i)` over `0..n` with eight accumulators, so the loop vectorises instead of waiting
+/// on one running total.
+#[inline(always)]
+fn sum8<T: Float>(n: usize, f: impl Fn(usize) -> T) -> T {
+    let mut acc = [T::ZERO; 8];
+    let full = n / 8 * 8;
+    let mut i = 0;
+    while i < full {
+        for (k, a) in acc.iter_mut().enumerate() {
+            *a = *a + f(i + k);
+        }
+        i += 8;
+    }
+    let mut rest = T::ZERO;
+    for j in full..n {
+        rest = rest + f(j);
+    }
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + rest
+}
+
+/// Mean and `1 / sqrt(var + eps)` of a row (two passes; the row is in cache for the second).
+#[inline]
+fn row_stats<T: Float>(x: &[T], eps: f64) -> (T, T) {
+    let n = T::from_f64(x.len() as f64);
+    let mean = sum8(x.len(), |i| x[i]) / n;
+    let var = sum8(x.len(), |i| {
+        let d = x[i] - mean;
+        d * d
+    }) / n;
+    (mean, T::ONE / (var + T::from_f64(eps)).sqrt())
+}
+
+/// Runs `row(out_row, x_row)` over the rows of a contiguous buffer, in parallel when large.
+fn by_rows<T: Copy + Send + Sync + crate::storage::pool::Pooled + Default>(
+    n: usize,
+    cols: usize,
+    row: impl Fn(usize, &mut [T]) + Sync + Send,
+) -> Result<Vec<T>> {
+    let mut out = crate::storage::pool::filled(n, T::default())?;
+    if cols == 0 {
+        return Ok(out);
+    }
+    if n >= 4 * super::PAR_CHUNK && rayon::current_num_threads() > 1 {
+        use rayon::prelude::*;
+        out.par_chunks_mut(cols)
+            .enumerate()
+            .with_min_len((super::PAR_CHUNK / cols).max(1))
+            .for_each(|(r, o)| row(r, o));
+    } else {
+        out.chunks_mut(cols)
+            .enumerate()
+            .for_each(|(r, o)| row(r, o));
+    }
+    Ok(out)
+}
+
+macro_rules! normalize_kernels {
+    ($($t:ty => $variant:ident),*) => {
+        /// Layer norm's core along the last axis: `(x - mean) * rstd` per row.
+        pub(crate) fn normalize(x: &CpuData, l: &Layout, eps: f64) -> Result<CpuData> {
+            let cols = l.shape().last().copied().unwrap_or(1);
+            match x {
+                $(CpuData::$variant(v) => {
+                    let src = super::contiguous(v, l)?;
+                    let out = by_rows::<$t>(l.numel(), cols, |r, o| {
+                        let xr = &src[r * cols..(r + 1) * cols];
+                        let (m, s) = row_stats(xr, eps);
+                        for (y, &v) in o.iter_mut().zip(xr) {
+                            *y = (v - m) * s;
+                        }
+                    })?;
+                    Ok(CpuData::$variant(out))
+                })*
+                d => Err(Error::dtype(
+                    "layer_norm",
+                    format!("not defined for {} tensors", d.dtype()),
+                )),
+            }
+        }
+
+        /// `dx = rstd * (dy - mean(dy) - xhat * mean(dy * xhat))` per row, the statistics
+        /// recomputed from `x`.
+        pub(crate) fn normalize_grad(
+            x: &CpuData,
+            lx: &Layout,
+            dy: &CpuData,
+            ldy: &Layout,
+            eps: f64,
+        ) -> Result<CpuData> {
+            let cols = lx.shape().last().copied().unwrap_or(1);
+            match (x, dy) {
+                $((CpuData::$variant(v), CpuData::$variant(g)) => {
+                    let xs = super::contiguous(v, lx)?;
+                    let gs = super::contiguous(g, ldy)?;
+                    let out = by_rows::<$t>(lx.numel(), cols, |r, o| {
+                        let xr = &xs[r * cols..(r + 1) * cols];
+                        let gr = &gs[r * cols..(r + 1) * cols];
+                        let (m, s) = row_stats(xr, eps);
+                        let n = cols as $t;
+                        let mg = sum8(cols, |i| gr[i]) / n;
+                        let mgx = sum8(cols, |i| gr[i] * ((xr[i] - m) * s)) / n;
+                        for ((dx, &v), &d) in o.iter_mut().zip(xr).zip(gr) {
+                            *dx = s * (d - mg - (v - m) * s * mgx);
+                        }
+                    })?;
+                    Ok(CpuData::$variant(out))
+                })*
+                (d, _) => Err(Error::dtype(
+                    "layer_norm_grad",
+                    format!("not defined for {} tensors", d.dtype()),
+                )),
+            }
+        }
+    };
+}
+normalize_kernels!(f32 => F32, f64 => F64);

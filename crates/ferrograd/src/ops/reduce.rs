@@ -1,6 +1,6 @@
 //! Reductions, softmax, log-softmax, and cross-entropy built on them.
 
-use super::{Family, Grads};
+use super::{not_differentiable, Family, Grads};
 use crate::autograd::{RuleCtx, SaveMask};
 use crate::backend::on_device;
 use crate::dispatch::apply1;
@@ -26,6 +26,21 @@ impl Family for ReduceOp {
             ReduceOp::Softmax(axis) | ReduceOp::LogSoftmax(axis) => {
                 let log = matches!(self, ReduceOp::LogSoftmax(_));
                 let d = on_device!(name, inputs, |b, d| b.softmax(d[0], x.layout(), *axis, log))?;
+                return Ok(Tensor::from_storage(d, x.shape()));
+            }
+            ReduceOp::Normalize { eps } => {
+                let d = on_device!(name, inputs, |b, d| b.normalize(d[0], x.layout(), *eps))?;
+                return Ok(Tensor::from_storage(d, x.shape()));
+            }
+            ReduceOp::NormalizeGrad { eps } => {
+                let dy = inputs[1];
+                let d = on_device!(name, inputs, |b, d| b.normalize_grad(
+                    d[0],
+                    x.layout(),
+                    d[1],
+                    dy.layout(),
+                    *eps
+                ))?;
                 return Ok(Tensor::from_storage(d, x.shape()));
             }
             ReduceOp::Sum { axes, keepdims } => (ReduceKind::Sum, axes, *keepdims),
@@ -57,11 +72,21 @@ impl Family for ReduceOp {
                 m.outputs = true;
             }
             ReduceOp::Softmax(_) | ReduceOp::LogSoftmax(_) => m.outputs = true,
+            // the statistics are recomputed from the input (cheaper than keeping them)
+            ReduceOp::Normalize { .. } => m.input(0, true),
+            ReduceOp::NormalizeGrad { .. } => {}
         }
         m
     }
 
     fn backward(&self, ctx: &RuleCtx, dy: &Tensor) -> Result<Grads> {
+        match self {
+            ReduceOp::Normalize { eps } => {
+                return Ok(vec![Some(normalize_backward(&ctx.input(0)?, dy, *eps)?)])
+            }
+            ReduceOp::NormalizeGrad { .. } => return Err(not_differentiable(self.name())),
+            _ => {}
+        }
         let shape = ctx.shape(0);
         let spread = |axes: &[usize]| dy.reshape(&kept_shape(shape, axes))?.broadcast_to(shape);
         Ok(vec![Some(match self {
@@ -90,8 +115,30 @@ impl Family for ReduceOp {
                 let y = &ctx.output()?;
                 dy.sub(&y.exp()?.mul(&dy.sum(Some(&[*axis as isize]), true)?)?)?
             }
+            ReduceOp::Normalize { .. } | ReduceOp::NormalizeGrad { .. } => unreachable!(),
         })])
     }
+}
+
+/// Normalize's input gradient, `rstd * (dy - mean(dy) - xhat * mean(dy * xhat))` per row:
+/// one fused op, or, where this backward is itself recorded (a higher-order gradient), the
+/// same formula written with differentiable ops.
+fn normalize_backward(x: &Tensor, dy: &Tensor, eps: f64) -> Result<Tensor> {
+    if !(x.is_recorded() || dy.is_recorded()) {
+        return apply1(&Op::Reduce(ReduceOp::NormalizeGrad { eps }), &[x, dy]);
+    }
+    let last = [-1isize];
+    let mean = x.mean(Some(&last), true)?;
+    let xc = x.sub(&mean)?;
+    let rstd = xc
+        .mul(&xc)?
+        .mean(Some(&last), true)?
+        .add_scalar(eps)?
+        .rsqrt()?;
+    let xhat = xc.mul(&rstd)?;
+    let mg = dy.mean(Some(&last), true)?;
+    let mgx = dy.mul(&xhat)?.mean(Some(&last), true)?;
+    rstd.mul(&dy.sub(&mg)?.sub(&xhat.mul(&mgx)?)?)
 }
 
 impl Tensor {
@@ -145,6 +192,28 @@ impl Tensor {
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         let axis = normalize_axis("softmax", axis, self.ndim())?;
         apply1(&Op::Reduce(ReduceOp::Softmax(axis)), &[self])
+    }
+    /// Each row along the last axis shifted to mean 0 and scaled to variance 1 (biased),
+    /// `(x - mean) / sqrt(var + eps)`: layer norm without its affine part, one pass forward
+    /// and one backward (float32 and float64, on the CPU).
+    pub fn normalize(&self, eps: f64) -> Result<Tensor> {
+        if self.ndim() == 0 || !self.dtype().is_float() {
+            return Err(Error::shape(
+                "layer_norm",
+                format!(
+                    "expected a float tensor with at least one axis, got a {} tensor of shape {:?}",
+                    self.dtype(),
+                    self.shape()
+                ),
+            ));
+        }
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(Error::invalid(
+                "layer_norm",
+                format!("eps must be finite and >= 0, got {eps}"),
+            ));
+        }
+        apply1(&Op::Reduce(ReduceOp::Normalize { eps }), &[self])
     }
     /// Log-softmax along `axis`.
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
