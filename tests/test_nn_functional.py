@@ -389,3 +389,36 @@ def test_layer_norm_fused_float32_and_second_order_against_torch():
     np.testing.assert_allclose(gx.numpy(), gxt.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(X.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(W.grad.numpy(), wt.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_cross_entropy_fused_float32_and_second_order_against_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((300, 37)) * 4).astype(np.float32)
+    y = rng.integers(0, 37, 300)
+    X = fg.tensor(x)
+    gm = fg.GradManager().attach([X])
+    with gm:
+        loss = F.cross_entropy(X, fg.tensor(y))
+        gm.backward(loss * 3.0)
+    xt = torch.tensor(x, requires_grad=True)
+    lt = torch.nn.functional.cross_entropy(xt, torch.tensor(y))
+    (lt * 3.0).backward()
+    assert abs(loss.item() - lt.item()) < 1e-5
+    np.testing.assert_allclose(X.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-7)
+    # the gradient of a gradient (nested managers), float64
+    x, y = rng.standard_normal((5, 4)), rng.integers(0, 4, 5)
+    xt = torch.tensor(x, requires_grad=True)
+    (gt,) = torch.autograd.grad(
+        torch.nn.functional.cross_entropy(xt, torch.tensor(y)), xt, create_graph=True
+    )
+    (gt**3).sum().backward()
+    X = fg.tensor(x)
+    outer, inner = fg.GradManager().attach([X]), fg.GradManager().attach([X])
+    with outer:
+        with inner:
+            inner.backward(F.cross_entropy(X, fg.tensor(y)))
+        g, X.grad = X.grad, None
+        outer.backward((g**3).sum())
+    np.testing.assert_allclose(g.numpy(), gt.detach().numpy(), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(X.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-14)

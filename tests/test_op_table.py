@@ -115,6 +115,11 @@ ROWS = {
     "log_softmax": (lambda x: x.log_softmax(axis=1), [uniform(3, 4)], 1e-6),
     # (cubed: the rows of a normalisation sum to 0, so its plain sum has no gradient)
     "layer_norm": (lambda x: fg.nn.functional.layer_norm(x, (4,)) ** 3, [uniform(3, 4)], 1e-6),
+    "softmax_cross_entropy": (
+        lambda x: fg.cross_entropy(x, fg.tensor([2, 0, 3], device=x.device)) * x,
+        [uniform(3, 4)],
+        1e-6,
+    ),
     "matmul": (lambda a, b: a @ b, [uniform(2, 3, 4), uniform(4, 2)], 1e-6),
     "to": (lambda x: x.to(other_device(x)).exp().to(x.device) * x, [uniform(3, 2)], 1e-6),
     "reshape": (lambda x: x.T.reshape(6, 1) * 2.0, [uniform(3, 2)], 1e-6),
@@ -161,6 +166,8 @@ NON_DIFFERENTIABLE = {
     "greater": "bool result",
     "greater_equal": "bool result",
     "pool_argmax": "int64 result",
+    "softmax_cross_entropy_grad": "softmax_cross_entropy's first-order kernel; a recorded "
+    "backward (higher order) writes the same formula with differentiable ops",
     "layer_norm_grad": "layer_norm's first-order kernel; where that backward is itself recorded "
     "(higher order), layer_norm's rule writes the same formula with differentiable ops",
 }

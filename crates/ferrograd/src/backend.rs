@@ -171,6 +171,28 @@ pub(crate) trait Backend {
     ) -> Result<Self::Buf> {
         Err(lacks(self.device(), "layer_norm_grad"))
     }
+    /// Mean cross-entropy of `[n, c]` logits against `[n]` int64 labels (in range); one value.
+    fn softmax_xent(
+        &self,
+        x: &Self::Buf,
+        lx: &Layout,
+        labels: &Self::Buf,
+        ll: &Layout,
+    ) -> Result<Self::Buf> {
+        Err(lacks(self.device(), "softmax_cross_entropy"))
+    }
+    /// [`Backend::softmax_xent`]'s logits gradient, `(softmax - onehot) * dy / n`.
+    fn softmax_xent_grad(
+        &self,
+        x: &Self::Buf,
+        lx: &Layout,
+        labels: &Self::Buf,
+        ll: &Layout,
+        dy: &Self::Buf,
+        ldy: &Layout,
+    ) -> Result<Self::Buf> {
+        Err(lacks(self.device(), "softmax_cross_entropy_grad"))
+    }
     /// Products of `[batch..., m, k]` and `[batch..., k, n]` views of one batch shape.
     fn matmul(&self, a: &Self::Buf, la: &Layout, b: &Self::Buf, lb: &Layout) -> Result<Self::Buf> {
         Err(lacks(self.device(), "matmul"))

@@ -234,6 +234,12 @@ op_family! {
         /// Normalize's input gradient from `(x, dy)` in one pass (first order; the rule of
         /// Normalize writes it with ops instead where its own backward is recorded).
         NormalizeGrad { eps: f64 } => "layer_norm_grad" nondiff,
+        /// Mean cross-entropy of `[n, c]` logits against `[n]` int64 labels, one pass per row
+        /// (log-sum-exp and the label's logit); a 0-d result.
+        SoftmaxCrossEntropy => "softmax_cross_entropy",
+        /// Its logits' gradient from `(logits, labels, dy)`, `(softmax - onehot) * dy / n`, in
+        /// one pass (first order; see `Normalize` for how higher orders are served).
+        SoftmaxCrossEntropyGrad => "softmax_cross_entropy_grad" nondiff,
     }
 }
 

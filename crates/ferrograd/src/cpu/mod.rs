@@ -170,6 +170,26 @@ impl Backend for Cpu {
     ) -> Result<CpuData> {
         reduce::normalize_grad(x, lx, dy, ldy, eps)
     }
+    fn softmax_xent(
+        &self,
+        x: &CpuData,
+        lx: &Layout,
+        labels: &CpuData,
+        ll: &Layout,
+    ) -> Result<CpuData> {
+        reduce::softmax_xent(x, lx, labels, ll)
+    }
+    fn softmax_xent_grad(
+        &self,
+        x: &CpuData,
+        lx: &Layout,
+        labels: &CpuData,
+        ll: &Layout,
+        dy: &CpuData,
+        ldy: &Layout,
+    ) -> Result<CpuData> {
+        reduce::softmax_xent_grad(x, lx, labels, ll, dy, ldy)
+    }
     fn matmul(&self, a: &CpuData, la: &Layout, b: &CpuData, lb: &Layout) -> Result<CpuData> {
         matmul::matmul(a, la, b, lb)
     }
@@ -250,7 +270,7 @@ impl Backend for Cpu {
 /// Whether the CPU has AVX2 and FMA (the wheel is built for plain x86-64, so the hot
 /// elementwise loops are compiled twice and the wider form is picked at run time).
 #[inline(always)]
-fn wide_simd() -> bool {
+pub(crate) fn wide_simd() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")

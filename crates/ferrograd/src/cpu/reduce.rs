@@ -215,32 +215,12 @@ pub(crate) fn reduce(kind: ReduceKind, x: &CpuData, l: &Layout, axes: &[usize]) 
 fn softmax_rows_f32(src: &[f32], n: usize, log: bool) -> Result<Vec<f32>> {
     let mut out = crate::storage::pool::filled(src.len(), 0.0f32)?;
     let row = |(o, x): (&mut [f32], &[f32])| {
-        let mut mx = f32::NEG_INFINITY;
-        for &v in x {
-            mx = if v > mx { v } else { mx };
+        #[cfg(target_arch = "x86_64")]
+        if super::wide_simd() {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { wide_rows::softmax_row(o, x, log) };
         }
-        if x.iter().any(|v| v.is_nan()) {
-            mx = f32::NAN;
-        } else if mx == f32::NEG_INFINITY {
-            mx = 0.0;
-        }
-        let mut s = 0.0f32;
-        for (oj, &xj) in o.iter_mut().zip(x) {
-            let e = super::float::exp_nonpositive_f32(xj - mx);
-            *oj = e;
-            s += e;
-        }
-        if log {
-            let ls = s.ln() + mx;
-            for (oj, &xj) in o.iter_mut().zip(x) {
-                *oj = xj - ls;
-            }
-        } else {
-            let inv = 1.0 / s;
-            for oj in o.iter_mut() {
-                *oj *= inv;
-            }
-        }
+        softmax_row(o, x, log)
     };
     let rows = src.len() / n;
     if src.len() >= 4 * super::PAR_CHUNK && rows > 1 && rayon::current_num_threads() > 1 {
@@ -362,20 +342,22 @@ fn row_stats<T: Float>(x: &[T], eps: f64) -> (T, T) {
 }
 
 /// Runs `row(out_row, x_row)` over the rows of a contiguous buffer, in parallel when large.
+/// `work` (elements read) decides whether threads are worth it.
 fn by_rows<T: Copy + Send + Sync + crate::storage::pool::Pooled + Default>(
     n: usize,
     cols: usize,
+    work: usize,
     row: impl Fn(usize, &mut [T]) + Sync + Send,
 ) -> Result<Vec<T>> {
     let mut out = crate::storage::pool::filled(n, T::default())?;
     if cols == 0 {
         return Ok(out);
     }
-    if n >= 4 * super::PAR_CHUNK && rayon::current_num_threads() > 1 {
+    if work >= 4 * super::PAR_CHUNK && rayon::current_num_threads() > 1 {
         use rayon::prelude::*;
         out.par_chunks_mut(cols)
             .enumerate()
-            .with_min_len((super::PAR_CHUNK / cols).max(1))
+            .with_min_len((super::PAR_CHUNK * n / (work * cols).max(1)).max(1))
             .for_each(|(r, o)| row(r, o));
     } else {
         out.chunks_mut(cols)
@@ -393,7 +375,7 @@ macro_rules! normalize_kernels {
             match x {
                 $(CpuData::$variant(v) => {
                     let src = super::contiguous(v, l)?;
-                    let out = by_rows::<$t>(l.numel(), cols, |r, o| {
+                    let out = by_rows::<$t>(l.numel(), cols, l.numel(), |r, o| {
                         let xr = &src[r * cols..(r + 1) * cols];
                         let (m, s) = row_stats(xr, eps);
                         for (y, &v) in o.iter_mut().zip(xr) {
@@ -423,7 +405,7 @@ macro_rules! normalize_kernels {
                 $((CpuData::$variant(v), CpuData::$variant(g)) => {
                     let xs = super::contiguous(v, lx)?;
                     let gs = super::contiguous(g, ldy)?;
-                    let out = by_rows::<$t>(lx.numel(), cols, |r, o| {
+                    let out = by_rows::<$t>(lx.numel(), cols, lx.numel(), |r, o| {
                         let xr = &xs[r * cols..(r + 1) * cols];
                         let gr = &gs[r * cols..(r + 1) * cols];
                         let (m, s) = row_stats(xr, eps);
@@ -445,3 +427,210 @@ macro_rules! normalize_kernels {
     };
 }
 normalize_kernels!(f32 => F32, f64 => F64);
+
+/// `exp` of logits shifted by their row's maximum (so at most 0): float32's vectorisable
+/// polynomial, float64's libm.
+trait ShiftedExp: Float {
+    fn exp_le0(self) -> Self;
+}
+impl ShiftedExp for f32 {
+    #[inline(always)]
+    fn exp_le0(self) -> f32 {
+        super::float::exp_nonpositive_f32(self)
+    }
+}
+impl ShiftedExp for f64 {
+    #[inline(always)]
+    fn exp_le0(self) -> f64 {
+        self.exp()
+    }
+}
+
+/// The largest element of a non-empty row (NaNs are skipped: they reach the result through
+/// the exp that follows), with eight running maxima so the loop vectorises.
+#[inline(always)]
+fn max8<T: Float>(x: &[T]) -> T {
+    let mut acc = [x[0]; 8];
+    let chunks = x.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..8 {
+            acc[k] = if c[k] > acc[k] { c[k] } else { acc[k] };
+        }
+    }
+    let mut mx = acc[0];
+    for &v in acc[1..].iter().chain(rest) {
+        mx = if v > mx { v } else { mx };
+    }
+    mx
+}
+
+/// A row's maximum and `sum(exp(x - max))`.
+#[inline(always)]
+fn row_lse_parts<T: ShiftedExp>(x: &[T]) -> (T, T) {
+    let mx = max8(x);
+    // exps into a block on the stack (a plain map loop, which vectorises), then summed
+    let mut buf = [T::ZERO; 256];
+    let mut s = T::ZERO;
+    for block in x.chunks(256) {
+        let b = &mut buf[..block.len()];
+        for (e, &v) in b.iter_mut().zip(block) {
+            *e = (v - mx).exp_le0();
+        }
+        s = s + sum_run(b, T::ZERO);
+    }
+    (mx, s)
+}
+
+fn xent_labels<'a>(labels: &'a CpuData, ll: &Layout) -> Result<std::borrow::Cow<'a, [i64]>> {
+    match labels {
+        CpuData::I64(v) => super::contiguous(v, ll),
+        d => Err(Error::dtype(
+            "softmax_cross_entropy",
+            format!("labels must be int64, got {}", d.dtype()),
+        )),
+    }
+}
+
+/// One float32 softmax (or log-softmax) row: the exps in a plain map loop (it vectorises),
+/// then their sum.
+#[inline(always)]
+fn softmax_row(o: &mut [f32], x: &[f32], log: bool) {
+    let mut mx = max8(x);
+    if x.iter().any(|v| v.is_nan()) {
+        mx = f32::NAN;
+    } else if mx == f32::NEG_INFINITY {
+        mx = 0.0;
+    }
+    for (oj, &xj) in o.iter_mut().zip(x) {
+        *oj = super::float::exp_nonpositive_f32(xj - mx);
+    }
+    let s = sum_run(o, 0.0f32);
+    if log {
+        let ls = s.ln() + mx;
+        for (oj, &xj) in o.iter_mut().zip(x) {
+            *oj = xj - ls;
+        }
+    } else {
+        let inv = 1.0 / s;
+        for oj in o.iter_mut() {
+            *oj *= inv;
+        }
+    }
+}
+
+/// One row's cross-entropy: `logsumexp(x) - x[label]`.
+#[inline(always)]
+fn xent_row<T: ShiftedExp>(x: &[T], label: usize) -> T {
+    let (mx, se) = row_lse_parts(x);
+    mx + se.ln() - x[label]
+}
+
+/// One row's logits gradient, `(softmax(x) - onehot(label)) * scale`.
+#[inline(always)]
+fn xent_grad_row<T: ShiftedExp>(o: &mut [T], x: &[T], label: usize, scale: T) {
+    let mx = max8(x);
+    for (d, &v) in o.iter_mut().zip(x) {
+        *d = (v - mx).exp_le0();
+    }
+    let k = scale / sum_run(o, T::ZERO);
+    for d in o.iter_mut() {
+        *d = *d * k;
+    }
+    o[label] = o[label] - scale;
+}
+
+/// The row kernels compiled for AVX2 and FMA (picked at run time, as the elementwise loops).
+#[cfg(target_arch = "x86_64")]
+mod wide_rows {
+    use super::ShiftedExp;
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn softmax_row(o: &mut [f32], x: &[f32], log: bool) {
+        super::softmax_row(o, x, log)
+    }
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn xent_row<T: ShiftedExp>(x: &[T], label: usize) -> T {
+        super::xent_row(x, label)
+    }
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn xent_grad_row<T: ShiftedExp>(o: &mut [T], x: &[T], label: usize, scale: T) {
+        super::xent_grad_row(o, x, label, scale)
+    }
+}
+
+fn xent_row_any<T: ShiftedExp>(x: &[T], label: usize) -> T {
+    #[cfg(target_arch = "x86_64")]
+    if super::wide_simd() {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { wide_rows::xent_row(x, label) };
+    }
+    xent_row(x, label)
+}
+
+fn xent_grad_row_any<T: ShiftedExp>(o: &mut [T], x: &[T], label: usize, scale: T) {
+    #[cfg(target_arch = "x86_64")]
+    if super::wide_simd() {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { wide_rows::xent_grad_row(o, x, label, scale) };
+    }
+    xent_grad_row(o, x, label, scale)
+}
+
+macro_rules! xent_kernels {
+    ($($t:ty => $variant:ident),*) => {
+        /// Mean over rows of `logsumexp(x_r) - x_r[label_r]`.
+        pub(crate) fn softmax_xent(
+            x: &CpuData,
+            lx: &Layout,
+            labels: &CpuData,
+            ll: &Layout,
+        ) -> Result<CpuData> {
+            let (rows, cols) = (lx.shape()[0], lx.shape()[1]);
+            let labels = xent_labels(labels, ll)?;
+            match x {
+                $(CpuData::$variant(v) => {
+                    let src = super::contiguous(v, lx)?;
+                    let per_row = by_rows::<$t>(rows, 1, rows * cols, |r, o| {
+                        o[0] = xent_row_any(&src[r * cols..(r + 1) * cols], labels[r] as usize);
+                    })?;
+                    let total = per_row.iter().map(|&v| v as f64).sum::<f64>();
+                    Ok(CpuData::$variant(vec![(total / rows.max(1) as f64) as $t]))
+                })*
+                d => Err(Error::dtype(
+                    "softmax_cross_entropy",
+                    format!("not defined for {} tensors", d.dtype()),
+                )),
+            }
+        }
+
+        /// `(softmax(x_r) - onehot(label_r)) * dy / n` per row.
+        pub(crate) fn softmax_xent_grad(
+            x: &CpuData,
+            lx: &Layout,
+            labels: &CpuData,
+            ll: &Layout,
+            dy: &CpuData,
+            ldy: &Layout,
+        ) -> Result<CpuData> {
+            let (rows, cols) = (lx.shape()[0], lx.shape()[1]);
+            let labels = xent_labels(labels, ll)?;
+            match (x, dy) {
+                $((CpuData::$variant(v), CpuData::$variant(g)) => {
+                    let src = super::contiguous(v, lx)?;
+                    let scale = g[ldy.offset()] / rows.max(1) as $t;
+                    let out = by_rows::<$t>(rows * cols, cols, rows * cols, |r, o| {
+                        let xr = &src[r * cols..(r + 1) * cols];
+                        xent_grad_row_any(o, xr, labels[r] as usize, scale);
+                    })?;
+                    Ok(CpuData::$variant(out))
+                })*
+                (d, _) => Err(Error::dtype(
+                    "softmax_cross_entropy_grad",
+                    format!("not defined for {} tensors", d.dtype()),
+                )),
+            }
+        }
+    };
+}
+xent_kernels!(f32 => F32, f64 => F64);

@@ -32,6 +32,28 @@ impl Family for ReduceOp {
                 let d = on_device!(name, inputs, |b, d| b.normalize(d[0], x.layout(), *eps))?;
                 return Ok(Tensor::from_storage(d, x.shape()));
             }
+            ReduceOp::SoftmaxCrossEntropy => {
+                let labels = inputs[1];
+                let d = on_device!(name, inputs, |b, d| b.softmax_xent(
+                    d[0],
+                    x.layout(),
+                    d[1],
+                    labels.layout()
+                ))?;
+                return Ok(Tensor::from_storage(d, &[]));
+            }
+            ReduceOp::SoftmaxCrossEntropyGrad => {
+                let (labels, dy) = (inputs[1], inputs[2]);
+                let d = on_device!(name, inputs, |b, d| b.softmax_xent_grad(
+                    d[0],
+                    x.layout(),
+                    d[1],
+                    labels.layout(),
+                    d[2],
+                    dy.layout()
+                ))?;
+                return Ok(Tensor::from_storage(d, x.shape()));
+            }
             ReduceOp::NormalizeGrad { eps } => {
                 let dy = inputs[1];
                 let d = on_device!(name, inputs, |b, d| b.normalize_grad(
@@ -74,7 +96,11 @@ impl Family for ReduceOp {
             ReduceOp::Softmax(_) | ReduceOp::LogSoftmax(_) => m.outputs = true,
             // the statistics are recomputed from the input (cheaper than keeping them)
             ReduceOp::Normalize { .. } => m.input(0, true),
-            ReduceOp::NormalizeGrad { .. } => {}
+            ReduceOp::NormalizeGrad { .. } | ReduceOp::SoftmaxCrossEntropyGrad => {}
+            ReduceOp::SoftmaxCrossEntropy => {
+                m.input(0, true);
+                m.input(1, true);
+            }
         }
         m
     }
@@ -84,7 +110,13 @@ impl Family for ReduceOp {
             ReduceOp::Normalize { eps } => {
                 return Ok(vec![Some(normalize_backward(&ctx.input(0)?, dy, *eps)?)])
             }
-            ReduceOp::NormalizeGrad { .. } => return Err(not_differentiable(self.name())),
+            ReduceOp::SoftmaxCrossEntropy => {
+                let (x, labels) = (ctx.input(0)?, ctx.input(1)?);
+                return Ok(vec![Some(xent_backward(&x, &labels, dy)?), None]);
+            }
+            ReduceOp::NormalizeGrad { .. } | ReduceOp::SoftmaxCrossEntropyGrad => {
+                return Err(not_differentiable(self.name()))
+            }
             _ => {}
         }
         let shape = ctx.shape(0);
@@ -115,9 +147,30 @@ impl Family for ReduceOp {
                 let y = &ctx.output()?;
                 dy.sub(&y.exp()?.mul(&dy.sum(Some(&[*axis as isize]), true)?)?)?
             }
-            ReduceOp::Normalize { .. } | ReduceOp::NormalizeGrad { .. } => unreachable!(),
+            ReduceOp::Normalize { .. }
+            | ReduceOp::NormalizeGrad { .. }
+            | ReduceOp::SoftmaxCrossEntropy
+            | ReduceOp::SoftmaxCrossEntropyGrad => unreachable!(),
         })])
     }
+}
+
+/// The fused cross-entropy's logits gradient, `(softmax(x) - onehot(labels)) * dy / n`: one
+/// op, or the same formula with differentiable ops where this backward is itself recorded.
+fn xent_backward(x: &Tensor, labels: &Tensor, dy: &Tensor) -> Result<Tensor> {
+    if !(x.is_recorded() || dy.is_recorded()) {
+        return apply1(
+            &Op::Reduce(ReduceOp::SoftmaxCrossEntropyGrad),
+            &[x, labels, dy],
+        );
+    }
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let classes =
+        Tensor::from_vec((0..c as i64).collect::<Vec<_>>(), &[1, c])?.to_device(x.device())?;
+    let onehot = labels.expand_dims(1)?.eq(&classes)?.astype(x.dtype())?;
+    x.softmax(1)?
+        .sub(&onehot)?
+        .mul(&dy.mul_scalar(1.0 / n.max(1) as f64)?)
 }
 
 /// Normalize's input gradient, `rstd * (dy - mean(dy) - xhat * mean(dy * xhat))` per row:
@@ -274,6 +327,14 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
         ));
     }
     let labels = labels.to_device(logits.device())?;
+    let fused_dtype = matches!(logits.dtype(), DType::F32 | DType::F64);
+    if ls.len() == 2 && logits.device() == crate::Device::Cpu && fused_dtype && ls[0] * ls[1] > 0 {
+        // one pass forward, one backward
+        return apply1(
+            &Op::Reduce(ReduceOp::SoftmaxCrossEntropy),
+            &[logits, &labels],
+        );
+    }
     let logp = logits.log_softmax(1)?;
     let picked = logp.gather(&labels.expand_dims(1)?, 1)?;
     picked.mean(None, false)?.neg()
