@@ -391,6 +391,60 @@ def test_layer_norm_fused_float32_and_second_order_against_torch():
     np.testing.assert_allclose(W.grad.numpy(), wt.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
+@pytest.mark.parametrize("shape", [(3, 13), (600, 517)])
+def test_layer_norm_affine_forms_and_views_against_torch(affine, shape):
+    # the fused op with and without its affine part, on a transposed (non-contiguous) input,
+    # rows whose length is not a multiple of the vector width, and (600 x 517) enough rows
+    # for the threaded path; float64 against torch
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    cols = shape[1]
+    x = rng.standard_normal(shape[::-1]) * 2 + 0.5
+    w, b = rng.standard_normal(cols), rng.standard_normal(cols)
+    g = rng.standard_normal(shape)
+    X = fg.tensor(x)
+    W = fg.tensor(w) if affine in ("both", "weight") else None
+    B = fg.tensor(b) if affine in ("both", "bias") else None
+    params = [t for t in (X, W, B) if t is not None]
+    gm = fg.GradManager().attach(params)
+    with gm:
+        y = F.layer_norm(X.T, (cols,), W, B)
+        gm.backward(y, fg.tensor(g))
+    xt = torch.tensor(x, requires_grad=True)
+    wt = torch.tensor(w, requires_grad=True) if W is not None else None
+    bt = torch.tensor(b, requires_grad=True) if B is not None else None
+    yt = torch.nn.functional.layer_norm(xt.T, (cols,), wt, bt)
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), rtol=1e-10, atol=1e-12)
+    for mine, theirs in zip(params, [t for t in (xt, wt, bt) if t is not None]):
+        assert mine.grad is not None and mine.grad.shape == tuple(theirs.shape)
+        np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), rtol=1e-9, atol=1e-10)
+
+
+def test_layer_norm_weight_dtype_mismatch_and_frozen_affine():
+    x = fg.tensor(np.ones((2, 4), np.float32))
+    with pytest.raises(fg.DTypeError, match="layer_norm"):
+        fg._core._layer_norm(x, fg.ones(4, dtype="float64"), fg.zeros(4), 1e-5)
+    with pytest.raises(fg.ShapeError, match="weight"):
+        fg._core._layer_norm(x, fg.ones(5), fg.zeros(4), 1e-5)
+    # weight and bias that need no gradient (frozen): only the input's gradient arrives
+    rng = np.random.default_rng(2)
+    X = fg.tensor(rng.standard_normal((5, 6)))
+    W, B = fg.tensor(rng.standard_normal(6)), fg.tensor(rng.standard_normal(6))
+    gm = fg.GradManager().attach([X])
+    with gm:
+        gm.backward(F.layer_norm(X, (6,), W, B).sum())
+    assert W.grad is None and B.grad is None
+    gx = X.grad.numpy()
+    X.grad = None
+    gm = fg.GradManager().attach([X, W, B])
+    with gm:
+        gm.backward(F.layer_norm(X, (6,), W, B).sum())
+    np.testing.assert_array_equal(gx, X.grad.numpy())
+    np.testing.assert_allclose(B.grad.numpy(), np.full(6, 5.0))
+
+
 def test_cross_entropy_fused_float32_and_second_order_against_torch():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(4)

@@ -806,6 +806,24 @@ fn _normalize(py: Python<'_>, x: &Bound<'_, PyAny>, eps: f64) -> PyResult<PyTens
         .map(PyTensor::from)
 }
 
+/// Layer norm with its affine part over the last axis in one fused op (weight and bias of
+/// the last axis's length). CPU, float32 and float64.
+#[pyfunction]
+fn _layer_norm(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    weight: &Bound<'_, PyAny>,
+    bias: &Bound<'_, PyAny>,
+    eps: f64,
+) -> PyResult<PyTensor> {
+    let t = tensor_arg("layer_norm", "input", x)?;
+    let w = tensor_arg("layer_norm", "weight", weight)?;
+    let b = tensor_arg("layer_norm", "bias", bias)?;
+    compute(py, t.numel(), || t.layer_norm(&w, &b, eps))
+        .py()
+        .map(PyTensor::from)
+}
+
 #[pyfunction]
 fn _cuda_synchronize(py: Python<'_>, ordinal: &Bound<'_, PyAny>) -> PyResult<()> {
     let ordinal = usize_arg("synchronize", "device", ordinal)?;
@@ -901,6 +919,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_cuda_synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(_host_memory, m)?)?;
     m.add_function(wrap_pyfunction!(_normalize, m)?)?;
+    m.add_function(wrap_pyfunction!(_layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_empty_cache_py, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;

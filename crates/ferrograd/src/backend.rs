@@ -156,15 +156,25 @@ pub(crate) trait Backend {
     fn softmax(&self, x: &Self::Buf, l: &Layout, axis: usize, log: bool) -> Result<Self::Buf> {
         Err(lacks(self.device(), "softmax"))
     }
-    /// Rows along the last axis normalised, `(x - mean) / sqrt(var + eps)`; contiguous.
-    fn normalize(&self, x: &Self::Buf, l: &Layout, eps: f64) -> Result<Self::Buf> {
+    /// Rows along the last axis normalised, `(x - mean) / sqrt(var + eps)`, then `* w + b`
+    /// when `wb` (weight and bias along the last axis) is given; contiguous.
+    fn normalize(
+        &self,
+        x: &Self::Buf,
+        l: &Layout,
+        wb: Option<(&Self::Buf, &Layout, &Self::Buf, &Layout)>,
+        eps: f64,
+    ) -> Result<Self::Buf> {
         Err(lacks(self.device(), "layer_norm"))
     }
-    /// [`Backend::normalize`]'s input gradient from the input and the output gradient.
+    /// [`Backend::normalize`]'s gradients from the input, the weight (when there is an affine
+    /// part) and the output gradient: the input's gradient, then with a weight the weight's
+    /// and the bias's (one flat buffer).
     fn normalize_grad(
         &self,
         x: &Self::Buf,
         lx: &Layout,
+        w: Option<(&Self::Buf, &Layout)>,
         dy: &Self::Buf,
         ldy: &Layout,
         eps: f64,

@@ -229,10 +229,12 @@ op_family! {
         Softmax(usize) => "softmax",
         LogSoftmax(usize) => "log_softmax",
         /// Each row along the last axis shifted to mean 0 and scaled to variance 1 (biased),
-        /// `(x - mean) / sqrt(var + eps)`: layer norm without its affine part, in one pass.
+        /// `(x - mean) / sqrt(var + eps)`, in one pass: layer norm, with its affine part
+        /// `* w + b` when given the weight and bias as second and third inputs.
         Normalize { eps: f64 } => "layer_norm",
-        /// Normalize's input gradient from `(x, dy)` in one pass (first order; the rule of
-        /// Normalize writes it with ops instead where its own backward is recorded).
+        /// Normalize's gradients in one pass (first order; the rule of Normalize writes them
+        /// with ops instead where its own backward is recorded): from `(x, dy)` the input's;
+        /// from `(x, w, dy)` the input's, the weight's and the bias's in one flat tensor.
         NormalizeGrad { eps: f64 } => "layer_norm_grad" nondiff,
         /// Mean cross-entropy of `[n, c]` logits against `[n]` int64 labels, one pass per row
         /// (log-sum-exp and the label's logit); a 0-d result.

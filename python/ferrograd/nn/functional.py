@@ -269,9 +269,19 @@ def layer_norm(
             f"input of shape {list(x.shape)}"
         )
     if str(x.device) == "cpu" and str(x.dtype) in ("float32", "float64"):
-        # one fused op for the normalisation (forward and backward one pass each)
+        # one fused op (forward one pass, backward one pass for every gradient)
         rows = x.reshape(*x.shape[: x.ndim - k], -1) if k > 1 else x
-        y = _core._normalize(rows, float(eps))
+        affine = [t for t in (weight, bias) if t is not None]
+        if affine and all(
+            isinstance(t, Tensor) and t.dtype == x.dtype and str(t.device) == "cpu" for t in affine
+        ):
+            cols = rows.shape[-1]
+            w = weight.reshape(cols) if weight is not None else _core.ones(cols, dtype=x.dtype)
+            b = bias.reshape(cols) if bias is not None else _core.zeros(cols, dtype=x.dtype)
+            y = _core._layer_norm(rows, w, b, float(eps))
+            weight = bias = None
+        else:
+            y = _core._normalize(rows, float(eps))
         if k > 1:
             y = y.reshape(*x.shape)
     else:

@@ -8,7 +8,9 @@ mod float;
 pub(crate) mod fused;
 mod index;
 mod matmul;
+mod norm;
 mod reduce;
+mod simd;
 
 use crate::backend::{Backend, Held, View};
 use crate::device::Device;
@@ -157,18 +159,25 @@ impl Backend for Cpu {
     fn softmax(&self, x: &CpuData, l: &Layout, axis: usize, log: bool) -> Result<CpuData> {
         reduce::softmax(x, l, axis, log)
     }
-    fn normalize(&self, x: &CpuData, l: &Layout, eps: f64) -> Result<CpuData> {
-        reduce::normalize(x, l, eps)
+    fn normalize(
+        &self,
+        x: &CpuData,
+        l: &Layout,
+        wb: Option<(&CpuData, &Layout, &CpuData, &Layout)>,
+        eps: f64,
+    ) -> Result<CpuData> {
+        norm::layer_norm(x, l, wb, eps)
     }
     fn normalize_grad(
         &self,
         x: &CpuData,
         lx: &Layout,
+        w: Option<(&CpuData, &Layout)>,
         dy: &CpuData,
         ldy: &Layout,
         eps: f64,
     ) -> Result<CpuData> {
-        reduce::normalize_grad(x, lx, dy, ldy, eps)
+        norm::layer_norm_grad(x, lx, w, dy, ldy, eps)
     }
     fn softmax_xent(
         &self,

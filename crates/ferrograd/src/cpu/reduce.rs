@@ -309,38 +309,6 @@ pub(crate) fn softmax(x: &CpuData, l: &Layout, axis: usize, log: bool) -> Result
     })
 }
 
-/// Sums `f(i)` over `0..n` with eight accumulators, so the loop vectorises instead of waiting
-/// on one running total.
-#[inline(always)]
-fn sum8<T: Float>(n: usize, f: impl Fn(usize) -> T) -> T {
-    let mut acc = [T::ZERO; 8];
-    let full = n / 8 * 8;
-    let mut i = 0;
-    while i < full {
-        for (k, a) in acc.iter_mut().enumerate() {
-            *a = *a + f(i + k);
-        }
-        i += 8;
-    }
-    let mut rest = T::ZERO;
-    for j in full..n {
-        rest = rest + f(j);
-    }
-    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + rest
-}
-
-/// Mean and `1 / sqrt(var + eps)` of a row (two passes; the row is in cache for the second).
-#[inline]
-fn row_stats<T: Float>(x: &[T], eps: f64) -> (T, T) {
-    let n = T::from_f64(x.len() as f64);
-    let mean = sum8(x.len(), |i| x[i]) / n;
-    let var = sum8(x.len(), |i| {
-        let d = x[i] - mean;
-        d * d
-    }) / n;
-    (mean, T::ONE / (var + T::from_f64(eps)).sqrt())
-}
-
 /// Runs `row(out_row, x_row)` over the rows of a contiguous buffer, in parallel when large.
 /// `work` (elements read) decides whether threads are worth it.
 fn by_rows<T: Copy + Send + Sync + crate::storage::pool::Pooled + Default>(
@@ -366,67 +334,6 @@ fn by_rows<T: Copy + Send + Sync + crate::storage::pool::Pooled + Default>(
     }
     Ok(out)
 }
-
-macro_rules! normalize_kernels {
-    ($($t:ty => $variant:ident),*) => {
-        /// Layer norm's core along the last axis: `(x - mean) * rstd` per row.
-        pub(crate) fn normalize(x: &CpuData, l: &Layout, eps: f64) -> Result<CpuData> {
-            let cols = l.shape().last().copied().unwrap_or(1);
-            match x {
-                $(CpuData::$variant(v) => {
-                    let src = super::contiguous(v, l)?;
-                    let out = by_rows::<$t>(l.numel(), cols, l.numel(), |r, o| {
-                        let xr = &src[r * cols..(r + 1) * cols];
-                        let (m, s) = row_stats(xr, eps);
-                        for (y, &v) in o.iter_mut().zip(xr) {
-                            *y = (v - m) * s;
-                        }
-                    })?;
-                    Ok(CpuData::$variant(out))
-                })*
-                d => Err(Error::dtype(
-                    "layer_norm",
-                    format!("not defined for {} tensors", d.dtype()),
-                )),
-            }
-        }
-
-        /// `dx = rstd * (dy - mean(dy) - xhat * mean(dy * xhat))` per row, the statistics
-        /// recomputed from `x`.
-        pub(crate) fn normalize_grad(
-            x: &CpuData,
-            lx: &Layout,
-            dy: &CpuData,
-            ldy: &Layout,
-            eps: f64,
-        ) -> Result<CpuData> {
-            let cols = lx.shape().last().copied().unwrap_or(1);
-            match (x, dy) {
-                $((CpuData::$variant(v), CpuData::$variant(g)) => {
-                    let xs = super::contiguous(v, lx)?;
-                    let gs = super::contiguous(g, ldy)?;
-                    let out = by_rows::<$t>(lx.numel(), cols, lx.numel(), |r, o| {
-                        let xr = &xs[r * cols..(r + 1) * cols];
-                        let gr = &gs[r * cols..(r + 1) * cols];
-                        let (m, s) = row_stats(xr, eps);
-                        let n = cols as $t;
-                        let mg = sum8(cols, |i| gr[i]) / n;
-                        let mgx = sum8(cols, |i| gr[i] * ((xr[i] - m) * s)) / n;
-                        for ((dx, &v), &d) in o.iter_mut().zip(xr).zip(gr) {
-                            *dx = s * (d - mg - (v - m) * s * mgx);
-                        }
-                    })?;
-                    Ok(CpuData::$variant(out))
-                })*
-                (d, _) => Err(Error::dtype(
-                    "layer_norm_grad",
-                    format!("not defined for {} tensors", d.dtype()),
-                )),
-            }
-        }
-    };
-}
-normalize_kernels!(f32 => F32, f64 => F64);
 
 /// `exp` of logits shifted by their row's maximum (so at most 0): float32's vectorisable
 /// polynomial, float64's libm.

@@ -29,7 +29,21 @@ impl Family for ReduceOp {
                 return Ok(Tensor::from_storage(d, x.shape()));
             }
             ReduceOp::Normalize { eps } => {
-                let d = on_device!(name, inputs, |b, d| b.normalize(d[0], x.layout(), *eps))?;
+                let d = if let [_, w, b] = inputs {
+                    on_device!(name, inputs, |bk, d| bk.normalize(
+                        d[0],
+                        x.layout(),
+                        Some((d[1], w.layout(), d[2], b.layout())),
+                        *eps
+                    ))?
+                } else {
+                    on_device!(name, inputs, |bk, d| bk.normalize(
+                        d[0],
+                        x.layout(),
+                        None,
+                        *eps
+                    ))?
+                };
                 return Ok(Tensor::from_storage(d, x.shape()));
             }
             ReduceOp::SoftmaxCrossEntropy => {
@@ -55,10 +69,23 @@ impl Family for ReduceOp {
                 return Ok(Tensor::from_storage(d, x.shape()));
             }
             ReduceOp::NormalizeGrad { eps } => {
+                if let [_, w, dy] = inputs {
+                    let d = on_device!(name, inputs, |bk, d| bk.normalize_grad(
+                        d[0],
+                        x.layout(),
+                        Some((d[1], w.layout())),
+                        d[2],
+                        dy.layout(),
+                        *eps
+                    ))?;
+                    let cols = x.shape().last().copied().unwrap_or(1);
+                    return Ok(Tensor::from_storage(d, &[x.numel() + 2 * cols]));
+                }
                 let dy = inputs[1];
-                let d = on_device!(name, inputs, |b, d| b.normalize_grad(
+                let d = on_device!(name, inputs, |bk, d| bk.normalize_grad(
                     d[0],
                     x.layout(),
+                    None,
                     d[1],
                     dy.layout(),
                     *eps
@@ -95,7 +122,11 @@ impl Family for ReduceOp {
             }
             ReduceOp::Softmax(_) | ReduceOp::LogSoftmax(_) => m.outputs = true,
             // the statistics are recomputed from the input (cheaper than keeping them)
-            ReduceOp::Normalize { .. } => m.input(0, true),
+            ReduceOp::Normalize { .. } => {
+                m.input(0, true);
+                // the weight scales the gradient; the bias is not needed
+                m.input(1, true);
+            }
             ReduceOp::NormalizeGrad { .. } | ReduceOp::SoftmaxCrossEntropyGrad => {}
             ReduceOp::SoftmaxCrossEntropy => {
                 m.input(0, true);
@@ -108,7 +139,12 @@ impl Family for ReduceOp {
     fn backward(&self, ctx: &RuleCtx, dy: &Tensor) -> Result<Grads> {
         match self {
             ReduceOp::Normalize { eps } => {
-                return Ok(vec![Some(normalize_backward(&ctx.input(0)?, dy, *eps)?)])
+                let x = ctx.input(0)?;
+                if ctx.n_inputs() == 3 {
+                    let (dx, dw, db) = layer_norm_backward(&x, &ctx.input(1)?, dy, *eps)?;
+                    return Ok(vec![Some(dx), Some(dw), Some(db)]);
+                }
+                return Ok(vec![Some(normalize_backward(&x, dy, *eps)?)]);
             }
             ReduceOp::SoftmaxCrossEntropy => {
                 let (x, labels) = (ctx.input(0)?, ctx.input(1)?);
@@ -171,6 +207,32 @@ fn xent_backward(x: &Tensor, labels: &Tensor, dy: &Tensor) -> Result<Tensor> {
     x.softmax(1)?
         .sub(&onehot)?
         .mul(&dy.mul_scalar(1.0 / n.max(1) as f64)?)
+}
+
+/// The gradients of layer norm with its affine part, `y = xhat * w + b`: one fused op (the
+/// three gradients from one pass, cut from its flat result), or, where this backward is
+/// itself recorded, differentiable ops.
+fn layer_norm_backward(
+    x: &Tensor,
+    w: &Tensor,
+    dy: &Tensor,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let batch: Vec<isize> = (0..x.ndim() as isize - 1).collect();
+    if x.is_recorded() || w.is_recorded() || dy.is_recorded() {
+        let xhat = x.normalize(eps)?;
+        let dw = dy.mul(&xhat)?.sum(Some(&batch), false)?;
+        let db = dy.sum(Some(&batch), false)?;
+        let dx = normalize_backward(x, &dy.mul(w)?, eps)?;
+        return Ok((dx, dw, db));
+    }
+    let flat = apply1(&Op::Reduce(ReduceOp::NormalizeGrad { eps }), &[x, w, dy])?;
+    let (n, cols) = (x.numel(), w.numel());
+    let dx = flat.narrow(0, 0, n)?.reshape(x.shape())?;
+    // copies, so the small gradients do not keep the large buffer alive
+    let dw = flat.narrow(0, n, cols)?.copy()?.reshape(w.shape())?;
+    let db = flat.narrow(0, n + cols, cols)?.copy()?.reshape(w.shape())?;
+    Ok((dx, dw, db))
 }
 
 /// Normalize's input gradient, `rstd * (dy - mean(dy) - xhat * mean(dy * xhat))` per row:
@@ -267,6 +329,39 @@ impl Tensor {
             ));
         }
         apply1(&Op::Reduce(ReduceOp::Normalize { eps }), &[self])
+    }
+    /// Layer norm along the last axis: [`Tensor::normalize`] then `* weight + bias`, both of
+    /// the last axis's length, in one op (one pass forward, one for the three gradients;
+    /// float32 and float64 on the CPU).
+    pub fn layer_norm(&self, weight: &Tensor, bias: &Tensor, eps: f64) -> Result<Tensor> {
+        let cols = self.shape().last().copied();
+        for (what, t) in [("weight", weight), ("bias", bias)] {
+            if t.shape().len() != 1 || Some(t.shape()[0]) != cols {
+                return Err(Error::shape(
+                    "layer_norm",
+                    format!(
+                        "{what} must have shape [{}] (the input's last axis), got {:?} for input {:?}",
+                        cols.unwrap_or(0),
+                        t.shape(),
+                        self.shape()
+                    ),
+                ));
+            }
+            if t.dtype() != self.dtype() {
+                return Err(Error::dtype(
+                    "layer_norm",
+                    format!("{what} is {} but the input is {}", t.dtype(), self.dtype()),
+                ));
+            }
+        }
+        // the checks of the plain form
+        if self.ndim() == 0 || !self.dtype().is_float() || !(eps.is_finite() && eps >= 0.0) {
+            return self.normalize(eps);
+        }
+        apply1(
+            &Op::Reduce(ReduceOp::Normalize { eps }),
+            &[self, weight, bias],
+        )
     }
     /// Log-softmax along `axis`.
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
