@@ -612,6 +612,44 @@ def test_softmax_is_stable_for_large_logits():
     assert_same(fg.softmax(x.astype(fg.float32)), np.exp(np_log_softmax(a, -1)).astype(np.float32))
 
 
+@pytest.mark.parametrize("cols", [7, 8, 37, 64, 515])
+def test_float32_softmax_and_cross_entropy_rows_against_float64(cols):
+    # rows long enough for the vector kernels (and their tails), with a NaN in the middle of
+    # one row, -inf entries, and logits far below the row's maximum (exp underflows to 0)
+    rng = np.random.default_rng(cols)
+    a = rng.uniform(-30, 30, size=(6, cols))
+    a[1, cols // 2] = np.nan
+    a[2, ::3] = -np.inf
+    a[3, 1:] = -200.0
+    a[4, :] = -np.inf
+    a[4, cols - 1] = 5.0
+    ls = np_log_softmax(a, -1)
+    x = fg.tensor(a.astype(np.float32))
+    np.testing.assert_allclose(x.softmax(-1).numpy(), np.exp(ls), rtol=2e-6, atol=1e-7)
+    got = x.log_softmax(-1).numpy()
+    finite = np.isfinite(ls)
+    np.testing.assert_allclose(got[finite], ls[finite], rtol=2e-6, atol=2e-5)
+    assert np.isnan(got[1]).all() and np.isnan(x.softmax(-1).numpy()[1]).all()
+    assert (got[~finite & ~np.isnan(ls)] == -np.inf).all()
+    # cross-entropy of the rows without NaN, and its gradient against float64
+    keep = [0, 2, 3, 4, 5]
+    labels = np.array([r % cols for r in range(len(keep))])
+    labels[1] = 1  # a finite logit of row 2 (every third is -inf)
+    labels[3] = cols - 1  # row 4's only finite logit
+    xs = fg.tensor(a[keep].astype(np.float32))
+    gm = fg.GradManager().attach([xs])
+    with gm:
+        loss = fg.cross_entropy(xs, fg.tensor(labels))
+        gm.backward(loss)
+    lk = ls[keep]
+    ref = -lk[np.arange(len(keep)), labels].mean()
+    np.testing.assert_allclose(float(loss.numpy()), ref, rtol=2e-6)
+    onehot = np.eye(cols)[labels]
+    np.testing.assert_allclose(
+        xs.grad.numpy(), (np.exp(lk) - onehot) / len(keep), rtol=2e-5, atol=1e-8
+    )
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
 @EXAMPLES
 @given(n=st.integers(1, 6), c=st.integers(1, 6), seed=seeds)

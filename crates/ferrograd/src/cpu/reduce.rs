@@ -339,17 +339,45 @@ fn by_rows<T: Copy + Send + Sync + crate::storage::pool::Pooled + Default>(
 /// polynomial, float64's libm.
 trait ShiftedExp: Float {
     fn exp_le0(self) -> Self;
+    /// [`xent_row`] compiled for AVX2 and FMA (explicit vectors for float32).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn xent_row_wide(x: &[Self], label: usize) -> Self;
+    /// [`xent_grad_row`] compiled for AVX2 and FMA (explicit vectors for float32).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn xent_grad_row_wide(o: &mut [Self], x: &[Self], label: usize, scale: Self);
 }
 impl ShiftedExp for f32 {
     #[inline(always)]
     fn exp_le0(self) -> f32 {
         super::float::exp_nonpositive_f32(self)
     }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn xent_row_wide(x: &[f32], label: usize) -> f32 {
+        wide_rows::xent_row_f32(x, label)
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn xent_grad_row_wide(o: &mut [f32], x: &[f32], label: usize, scale: f32) {
+        wide_rows::xent_grad_row_f32(o, x, label, scale)
+    }
 }
 impl ShiftedExp for f64 {
     #[inline(always)]
     fn exp_le0(self) -> f64 {
         self.exp()
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn xent_row_wide(x: &[f64], label: usize) -> f64 {
+        wide_rows::xent_row(x, label)
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn xent_grad_row_wide(o: &mut [f64], x: &[f64], label: usize, scale: f64) {
+        wide_rows::xent_grad_row(o, x, label, scale)
     }
 }
 
@@ -447,14 +475,31 @@ fn xent_grad_row<T: ShiftedExp>(o: &mut [T], x: &[T], label: usize, scale: T) {
     o[label] = o[label] - scale;
 }
 
-/// The row kernels compiled for AVX2 and FMA (picked at run time, as the elementwise loops).
+/// The row kernels compiled for AVX2 and FMA (picked at run time, as the elementwise loops);
+/// float32's with explicit vectors.
 #[cfg(target_arch = "x86_64")]
 mod wide_rows {
+    use super::super::simd::{exp_sum_ps, max_ps, scale_ps};
     use super::ShiftedExp;
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn softmax_row(o: &mut [f32], x: &[f32], log: bool) {
-        super::softmax_row(o, x, log)
+        let o = &mut o[..x.len()];
+        // SAFETY (the blocks below): this function has the features `simd` needs
+        let mut mx = unsafe { max_ps(x) };
+        // (a NaN anywhere in the row makes its exp, hence the sum and every output, NaN)
+        if mx == f32::NEG_INFINITY {
+            mx = 0.0;
+        }
+        let s = unsafe { exp_sum_ps(x, mx, Some(&mut *o)) };
+        if log {
+            let ls = s.ln() + mx;
+            for (oj, &xj) in o.iter_mut().zip(x) {
+                *oj = xj - ls;
+            }
+        } else {
+            unsafe { scale_ps(o, 1.0 / s) };
+        }
     }
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn xent_row<T: ShiftedExp>(x: &[T], label: usize) -> T {
@@ -464,13 +509,32 @@ mod wide_rows {
     pub(super) fn xent_grad_row<T: ShiftedExp>(o: &mut [T], x: &[T], label: usize, scale: T) {
         super::xent_grad_row(o, x, label, scale)
     }
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn xent_row_f32(x: &[f32], label: usize) -> f32 {
+        // SAFETY: this function has the features `simd` needs
+        unsafe {
+            let mx = max_ps(x);
+            mx + exp_sum_ps(x, mx, None).ln() - x[label]
+        }
+    }
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn xent_grad_row_f32(o: &mut [f32], x: &[f32], label: usize, scale: f32) {
+        let o = &mut o[..x.len()];
+        // SAFETY: this function has the features `simd` needs
+        unsafe {
+            let mx = max_ps(x);
+            let s = exp_sum_ps(x, mx, Some(&mut *o));
+            scale_ps(o, scale / s);
+        }
+        o[label] -= scale;
+    }
 }
 
 fn xent_row_any<T: ShiftedExp>(x: &[T], label: usize) -> T {
     #[cfg(target_arch = "x86_64")]
     if super::wide_simd() {
         // SAFETY: the CPU has the features the function is compiled for.
-        return unsafe { wide_rows::xent_row(x, label) };
+        return unsafe { T::xent_row_wide(x, label) };
     }
     xent_row(x, label)
 }
@@ -479,7 +543,7 @@ fn xent_grad_row_any<T: ShiftedExp>(o: &mut [T], x: &[T], label: usize, scale: T
     #[cfg(target_arch = "x86_64")]
     if super::wide_simd() {
         // SAFETY: the CPU has the features the function is compiled for.
-        return unsafe { wide_rows::xent_grad_row(o, x, label, scale) };
+        return unsafe { T::xent_grad_row_wide(o, x, label, scale) };
     }
     xent_grad_row(o, x, label, scale)
 }

@@ -155,3 +155,121 @@ pub(crate) unsafe fn row_stats<T: Lanes>(x: &[T], eps: T) -> (T, T) {
     ) / n;
     (mean, T::ONE / (var + eps).sqrt())
 }
+
+/// float32 `exp(x)` for `x <= 0` on 8 lanes: `2^n exp(r)` with `x = n ln2 + r`, Cephes'
+/// polynomial evaluated with FMA (within about 1 ulp, as the scalar form in `float.rs`).
+/// Below -87.3 the result is 0; NaN stays NaN.
+#[inline(always)]
+pub(crate) unsafe fn exp_le0_ps(x: __m256) -> __m256 {
+    let lo = _mm256_set1_ps(-87.3);
+    // (a NaN lane takes `lo` here and is put back at the end)
+    let c = _mm256_max_ps(x, lo);
+    let n = _mm256_round_ps(
+        _mm256_mul_ps(c, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+    );
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), c);
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
+    let mut y = _mm256_set1_ps(1.987_569_1e-4);
+    for k in [
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        1.666_666_5e-1,
+        0.5,
+    ] {
+        y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(k));
+    }
+    let y = _mm256_add_ps(
+        _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r),
+        _mm256_set1_ps(1.0),
+    );
+    let bits = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
+        23,
+    );
+    let e = _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
+    // 0 where x <= -87.3 (and NaN lanes, restored next)
+    let e = _mm256_and_ps(e, _mm256_cmp_ps(x, lo, _CMP_GT_OQ));
+    _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q))
+}
+
+/// The largest element of a non-empty float32 row (NaNs skipped, as `max8` does).
+#[inline(always)]
+pub(crate) unsafe fn max_ps(x: &[f32]) -> f32 {
+    let n = x.len();
+    let p = x.as_ptr();
+    let mut acc = [_mm256_set1_ps(x[0]); 4];
+    let mut i = 0;
+    while i + 32 <= n {
+        for (k, a) in acc.iter_mut().enumerate() {
+            // (max_ps returns the second operand when the first is NaN)
+            *a = _mm256_max_ps(_mm256_loadu_ps(p.add(i + 8 * k)), *a);
+        }
+        i += 32;
+    }
+    while i + 8 <= n {
+        acc[0] = _mm256_max_ps(_mm256_loadu_ps(p.add(i)), acc[0]);
+        i += 8;
+    }
+    let m = _mm256_max_ps(_mm256_max_ps(acc[0], acc[1]), _mm256_max_ps(acc[2], acc[3]));
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), m);
+    let mut mx = lanes[0];
+    for &v in lanes[1..].iter().chain(&x[i..]) {
+        mx = if v > mx { v } else { mx };
+    }
+    mx
+}
+
+/// `sum(exp(x - shift))` over a float32 row whose elements are at most `shift`, each exp
+/// also written to `out` when given.
+#[inline(always)]
+pub(crate) unsafe fn exp_sum_ps(x: &[f32], shift: f32, mut out: Option<&mut [f32]>) -> f32 {
+    let n = x.len();
+    if let Some(o) = &out {
+        assert!(o.len() >= n);
+    }
+    let p = x.as_ptr();
+    let vs = _mm256_set1_ps(shift);
+    let (mut a, mut b) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut i = 0;
+    while i + 8 <= n {
+        let e = exp_le0_ps(_mm256_sub_ps(_mm256_loadu_ps(p.add(i)), vs));
+        if let Some(o) = &mut out {
+            _mm256_storeu_ps(o.as_mut_ptr().add(i), e);
+        }
+        // two sums, alternating, so consecutive adds do not wait on each other
+        if (i / 8) % 2 == 0 {
+            a = _mm256_add_ps(a, e);
+        } else {
+            b = _mm256_add_ps(b, e);
+        }
+        i += 8;
+    }
+    let mut s = f32::vhsum(_mm256_add_ps(a, b));
+    for j in i..n {
+        let e = super::float::exp_nonpositive_f32(x[j] - shift);
+        if let Some(o) = &mut out {
+            o[j] = e;
+        }
+        s += e;
+    }
+    s
+}
+
+/// `o[i] *= k` over a float32 row.
+#[inline(always)]
+pub(crate) unsafe fn scale_ps(o: &mut [f32], k: f32) {
+    let n = o.len();
+    let p = o.as_mut_ptr();
+    let vk = _mm256_set1_ps(k);
+    let mut i = 0;
+    while i + 8 <= n {
+        _mm256_storeu_ps(p.add(i), _mm256_mul_ps(_mm256_loadu_ps(p.add(i)), vk));
+        i += 8;
+    }
+    for v in &mut o[i..] {
+        *v *= k;
+    }
+}
