@@ -121,6 +121,11 @@ ROWS = {
         1e-6,
     ),
     "matmul": (lambda a, b: a @ b, [uniform(2, 3, 4), uniform(4, 2)], 1e-6),
+    "scaled_dot_product_attention": (
+        lambda q, k, v: fg.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+        [uniform(2, 3, 4), uniform(2, 5, 4), uniform(2, 5, 3)],
+        1e-6,
+    ),
     "to": (lambda x: x.to(other_device(x)).exp().to(x.device) * x, [uniform(3, 2)], 1e-6),
     "reshape": (lambda x: x.T.reshape(6, 1) * 2.0, [uniform(3, 2)], 1e-6),
     "permute": (lambda x: x.permute(2, 0, 1).exp(), [uniform(2, 3, 2)], 1e-6),
@@ -170,6 +175,8 @@ NON_DIFFERENTIABLE = {
     "backward (higher order) writes the same formula with differentiable ops",
     "layer_norm_grad": "layer_norm's first-order kernel; where that backward is itself recorded "
     "(higher order), layer_norm's rule writes the same formula with differentiable ops",
+    "scaled_dot_product_attention_grad": "attention's first-order kernel; a recorded backward "
+    "(higher order) writes the same formulas with differentiable ops",
 }
 
 

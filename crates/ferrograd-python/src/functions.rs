@@ -824,6 +824,31 @@ fn _layer_norm(
         .map(PyTensor::from)
 }
 
+/// Scaled dot-product attention as one fused op (no mask other than `causal`, the same
+/// leading axes for query, key and value). CPU, float32 and float64.
+#[pyfunction]
+fn _attention(
+    py: Python<'_>,
+    query: &Bound<'_, PyAny>,
+    key: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+    scale: f64,
+    causal: bool,
+) -> PyResult<PyTensor> {
+    const OP: &str = "scaled_dot_product_attention";
+    let q = tensor_arg(OP, "query", query)?;
+    let k = tensor_arg(OP, "key", key)?;
+    let v = tensor_arg(OP, "value", value)?;
+    let work = q
+        .numel()
+        .saturating_mul(k.shape().iter().rev().nth(1).copied().unwrap_or(1));
+    compute(py, work, || {
+        q.scaled_dot_product_attention(&k, &v, Some(scale), causal)
+    })
+    .py()
+    .map(PyTensor::from)
+}
+
 #[pyfunction]
 fn _cuda_synchronize(py: Python<'_>, ordinal: &Bound<'_, PyAny>) -> PyResult<()> {
     let ordinal = usize_arg("synchronize", "device", ordinal)?;
@@ -920,6 +945,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_host_memory, m)?)?;
     m.add_function(wrap_pyfunction!(_normalize, m)?)?;
     m.add_function(wrap_pyfunction!(_layer_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(_attention, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_empty_cache_py, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;

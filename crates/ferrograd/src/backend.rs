@@ -181,6 +181,34 @@ pub(crate) trait Backend {
     ) -> Result<Self::Buf> {
         Err(lacks(self.device(), "layer_norm_grad"))
     }
+    /// Scaled dot-product attention of `q [.., l, e]`, `k [.., s, e]`, `v [.., s, ev]` (the
+    /// same leading axes, `s >= 1`); `[.., l, ev]` contiguous.
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        q: (&Self::Buf, &Layout),
+        k: (&Self::Buf, &Layout),
+        v: (&Self::Buf, &Layout),
+        scale: f64,
+        causal: bool,
+    ) -> Result<Self::Buf> {
+        Err(lacks(self.device(), "scaled_dot_product_attention"))
+    }
+    /// [`Backend::attention`]'s gradients from its inputs, output and output gradient:
+    /// `[dq | dk | dv]` in one flat buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_grad(
+        &self,
+        q: (&Self::Buf, &Layout),
+        k: (&Self::Buf, &Layout),
+        v: (&Self::Buf, &Layout),
+        out: (&Self::Buf, &Layout),
+        dout: (&Self::Buf, &Layout),
+        scale: f64,
+        causal: bool,
+    ) -> Result<Self::Buf> {
+        Err(lacks(self.device(), "scaled_dot_product_attention_grad"))
+    }
     /// Mean cross-entropy of `[n, c]` logits against `[n]` int64 labels (in range); one value.
     fn softmax_xent(
         &self,

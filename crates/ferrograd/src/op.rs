@@ -250,6 +250,14 @@ op_family! {
     pub enum LinalgOp {
         /// Matrix product of `[..., m, k]` and `[..., k, n]` with broadcast batch axes.
         MatMul => "matmul",
+        /// `softmax(scale * q k^T) v` of `q [.., l, e]`, `k [.., s, e]`, `v [.., s, ev]`
+        /// (the same leading axes), with `causal` row `i` seeing keys `<= i`: one op whose
+        /// `[l, s]` probabilities never exist whole (computed per block of rows).
+        Attention { scale: f64, causal: bool } => "scaled_dot_product_attention",
+        /// Attention's gradients from `(q, k, v, out, dout)`, `[dq | dk | dv]` flat, in one
+        /// pass that recomputes the probabilities (first order; Attention's rule writes them
+        /// with differentiable ops where its own backward is recorded).
+        AttentionGrad { scale: f64, causal: bool } => "scaled_dot_product_attention_grad" nondiff,
     }
 }
 

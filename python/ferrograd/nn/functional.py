@@ -466,6 +466,19 @@ def scaled_dot_product_attention(
     if attn_mask is not None and is_causal:
         raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
     s = (1.0 / math.sqrt(q.shape[-1])) if scale is None else scale
+    if (
+        attn_mask is None
+        and dropout_p == 0.0
+        and str(q.device) == "cpu"
+        and str(q.dtype) in ("float32", "float64")
+        and q.dtype == k.dtype == v.dtype
+        and q.ndim == k.ndim == v.ndim
+        and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+        and k.shape[-2] > 0
+        and math.isfinite(s)
+    ):
+        # one fused op: the (L, S) probabilities are never stored, forward or backward
+        return _core._attention(q, k, v, float(s), bool(is_causal))
     scores = matmul(q * s, k, transpose_b=True)
     L, S = q.shape[-2], k.shape[-2]
     if is_causal:

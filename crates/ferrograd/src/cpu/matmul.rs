@@ -40,7 +40,7 @@ fn batched<T>(
     mul_add: Option<&dyn Fn(T, T, T) -> T>,
 ) -> Result<Vec<T>>
 where
-    T: Copy + 'static + crate::storage::pool::Pooled,
+    T: Copy + Send + Sync + 'static + crate::storage::pool::Pooled,
 {
     let nd = la.ndim();
     let (m, k, n) = (la.shape()[nd - 2], la.shape()[nd - 1], lb.shape()[nd - 1]);
@@ -63,12 +63,17 @@ where
     let (ars, acs) = (la.strides()[nd - 2], la.strides()[nd - 1]);
     let (brs, bcs) = (lb.strides()[nd - 2], lb.strides()[nd - 1]);
     let bstr = contiguous_strides(batch_shape);
-    let par = if m * n * k >= 96 * 96 * 96 {
+    let big = m * n * k >= 96 * 96 * 96;
+    let threads = rayon::current_num_threads();
+    // many products, each small next to the whole: the batches in parallel, one thread each
+    // (a product of attention's 256 x 64 x 256 splits badly across threads)
+    let across = batches >= 2 * threads && threads > 1 && m * n * k <= 1 << 24;
+    let par = if big && !across {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
     };
-    for bi in 0..batches {
+    let offsets = |bi: usize| {
         // batch multi-index -> offsets into a and b
         let (mut oa, mut ob) = (la.offset() as isize, lb.offset() as isize);
         let mut rem = bi;
@@ -78,16 +83,20 @@ where
             oa += i as isize * la.strides()[d];
             ob += i as isize * lb.strides()[d];
         }
+        (oa, ob)
+    };
+    let product = |bi: usize, dst: *mut T| {
+        let (oa, ob) = offsets(bi);
         // SAFETY: the pointers address elements (0, 0) of views whose every element lies
         // inside `a`, `b` and the output's capacity (layouts are validated when views are
-        // made; the output has room for every batch), and the destination does not alias the
-        // sources.
+        // made; `dst` has room for one batch's m * n), and the destination does not alias
+        // the sources.
         unsafe {
             gemm::gemm(
                 m,
                 n,
                 k,
-                base.add(bi * m * n),
+                dst,
                 1,
                 n as isize,
                 false,
@@ -104,6 +113,18 @@ where
                 false,
                 par,
             );
+        }
+    };
+    if across && batches * m * n * k >= 96 * 96 * 96 {
+        use rayon::prelude::*;
+        out.spare_capacity_mut()[..len]
+            .par_chunks_mut(m * n)
+            .enumerate()
+            .for_each(|(bi, dst)| product(bi, dst.as_mut_ptr().cast::<T>()));
+    } else {
+        for bi in 0..batches {
+            // SAFETY: batch bi's m * n elements lie inside the output's capacity
+            product(bi, unsafe { base.add(bi * m * n) });
         }
     }
     // SAFETY: gemm wrote all `len` elements above

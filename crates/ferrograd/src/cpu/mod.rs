@@ -1,6 +1,7 @@
 //! The CPU backend: kernels take buffers with their layouts and return new contiguous
 //! buffers; shape checks happen before, in the ops. [`Cpu`] implements the backend seam.
 
+mod attention;
 mod conv;
 mod convolution;
 mod elementwise;
@@ -178,6 +179,29 @@ impl Backend for Cpu {
         eps: f64,
     ) -> Result<CpuData> {
         norm::layer_norm_grad(x, lx, w, dy, ldy, eps)
+    }
+    fn attention(
+        &self,
+        q: (&CpuData, &Layout),
+        k: (&CpuData, &Layout),
+        v: (&CpuData, &Layout),
+        scale: f64,
+        causal: bool,
+    ) -> Result<CpuData> {
+        attention::attention(q, k, v, attention::Dims::new(q.1, k.1, v.1, scale, causal))
+    }
+    fn attention_grad(
+        &self,
+        q: (&CpuData, &Layout),
+        k: (&CpuData, &Layout),
+        v: (&CpuData, &Layout),
+        out: (&CpuData, &Layout),
+        dout: (&CpuData, &Layout),
+        scale: f64,
+        causal: bool,
+    ) -> Result<CpuData> {
+        let d = attention::Dims::new(q.1, k.1, v.1, scale, causal);
+        attention::attention_grad(q, k, v, out, dout, d)
     }
     fn softmax_xent(
         &self,

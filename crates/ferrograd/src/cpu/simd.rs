@@ -273,3 +273,35 @@ pub(crate) unsafe fn scale_ps(o: &mut [f32], k: f32) {
         *v *= k;
     }
 }
+
+/// `o[i] = exp(o[i] - shift)` over a float32 row whose elements are at most `shift`; returns
+/// the sum of the exps.
+#[inline(always)]
+pub(crate) unsafe fn exp_sum_inplace_ps(o: &mut [f32], shift: f32) -> f32 {
+    let n = o.len();
+    let p = o.as_mut_ptr();
+    let vs = _mm256_set1_ps(shift);
+    let (mut a, mut b) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut i = 0;
+    while i + 16 <= n {
+        let e0 = exp_le0_ps(_mm256_sub_ps(_mm256_loadu_ps(p.add(i)), vs));
+        let e1 = exp_le0_ps(_mm256_sub_ps(_mm256_loadu_ps(p.add(i + 8)), vs));
+        _mm256_storeu_ps(p.add(i), e0);
+        _mm256_storeu_ps(p.add(i + 8), e1);
+        a = _mm256_add_ps(a, e0);
+        b = _mm256_add_ps(b, e1);
+        i += 16;
+    }
+    if i + 8 <= n {
+        let e0 = exp_le0_ps(_mm256_sub_ps(_mm256_loadu_ps(p.add(i)), vs));
+        _mm256_storeu_ps(p.add(i), e0);
+        a = _mm256_add_ps(a, e0);
+        i += 8;
+    }
+    let mut s = f32::vhsum(_mm256_add_ps(a, b));
+    for v in &mut o[i..] {
+        *v = super::float::exp_nonpositive_f32(*v - shift);
+        s += *v;
+    }
+    s
+}

@@ -14,6 +14,44 @@ impl Family for LinalgOp {
     fn forward(&self, inputs: &[&Tensor]) -> Result<Tensor> {
         match self {
             LinalgOp::MatMul => matmul_forward(inputs),
+            LinalgOp::Attention { scale, causal } => {
+                let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
+                check_attention(q, k, v)?;
+                let d = on_device!(self.name(), inputs, |bk, d| bk.attention(
+                    (d[0], q.layout()),
+                    (d[1], k.layout()),
+                    (d[2], v.layout()),
+                    *scale,
+                    *causal
+                ))?;
+                let mut shape = q.shape().to_vec();
+                *shape.last_mut().unwrap() = v.shape()[v.ndim() - 1];
+                Ok(Tensor::from_storage(d, &shape))
+            }
+            LinalgOp::AttentionGrad { scale, causal } => {
+                let (q, k, v, o, g) = (inputs[0], inputs[1], inputs[2], inputs[3], inputs[4]);
+                check_attention(q, k, v)?;
+                same_dtype(self.name(), inputs)?;
+                if o.shape() != g.shape() {
+                    return Err(Error::shape(
+                        self.name(),
+                        format!("out {:?} and dout {:?} differ", o.shape(), g.shape()),
+                    ));
+                }
+                let d = on_device!(self.name(), inputs, |bk, d| bk.attention_grad(
+                    (d[0], q.layout()),
+                    (d[1], k.layout()),
+                    (d[2], v.layout()),
+                    (d[3], o.layout()),
+                    (d[4], g.layout()),
+                    *scale,
+                    *causal
+                ))?;
+                Ok(Tensor::from_storage(
+                    d,
+                    &[q.numel() + k.numel() + v.numel()],
+                ))
+            }
         }
     }
 
@@ -25,6 +63,15 @@ impl Family for LinalgOp {
                 m.input(0, needs[1]);
                 m.input(1, needs[0]);
             }
+            // the probabilities are recomputed from q and k; the output gives each row's
+            // `dout . out`
+            LinalgOp::Attention { .. } => {
+                for i in 0..3 {
+                    m.input(i, true);
+                }
+                m.outputs = true;
+            }
+            LinalgOp::AttentionGrad { .. } => {}
         }
         m
     }
@@ -57,8 +104,99 @@ impl Family for LinalgOp {
                     sum_to_shape(&a.transpose(-1, -2)?.matmul(dy)?, ctx.shape(1))
                 })?,
             ]),
+            LinalgOp::Attention { scale, causal } => {
+                let (q, k, v) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+                let (dq, dk, dv) =
+                    attention_backward(&q, &k, &v, &ctx.output()?, dy, *scale, *causal)?;
+                Ok(vec![Some(dq), Some(dk), Some(dv)])
+            }
+            LinalgOp::AttentionGrad { .. } => Err(super::not_differentiable(self.name())),
         }
     }
+}
+
+/// The shapes fused attention takes: `q [.., l, e]`, `k [.., s, e]`, `v [.., s, ev]` with the
+/// same leading axes, `s >= 1`, one float dtype.
+fn check_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<()> {
+    const OP: &str = "scaled_dot_product_attention";
+    same_dtype(OP, &[q, k, v])?;
+    if !q.dtype().is_float() {
+        return Err(Error::dtype(
+            OP,
+            format!("needs float tensors, got {}", q.dtype()),
+        ));
+    }
+    let (sq, sk, sv) = (q.shape(), k.shape(), v.shape());
+    let nd = sq.len();
+    if nd < 2
+        || sk.len() != nd
+        || sv.len() != nd
+        || sq[..nd - 2] != sk[..nd - 2]
+        || sq[..nd - 2] != sv[..nd - 2]
+        || sq[nd - 1] != sk[nd - 1]
+        || sk[nd - 2] != sv[nd - 2]
+        || sk[nd - 2] == 0
+    {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "query {sq:?}, key {sk:?} and value {sv:?} must be (..., L, E), (..., S, E) and \
+                 (..., S, Ev) with the same leading axes and S >= 1"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Attention's gradients: one fused op (cut from its flat result), or, where this backward
+/// is itself recorded, the same formulas with differentiable ops:
+/// `P = softmax(scale q k^T)`, `dv = P^T dout`, `dS = P * (dP - rowsum(dP * P))` with
+/// `dP = dout v^T`, `dq = scale dS k`, `dk = scale dS^T q`.
+fn attention_backward(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    out: &Tensor,
+    dy: &Tensor,
+    scale: f64,
+    causal: bool,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    if [q, k, v, out, dy].iter().any(|t| t.is_recorded()) {
+        let mut scores = q.matmul(&k.transpose(-1, -2)?)?.mul_scalar(scale)?;
+        if causal {
+            let (l, s) = (q.shape()[q.ndim() - 2], k.shape()[k.ndim() - 2]);
+            let mask: Vec<f64> = (0..l * s)
+                .map(|i| {
+                    if i % s <= i / s {
+                        0.0
+                    } else {
+                        f64::NEG_INFINITY
+                    }
+                })
+                .collect();
+            let mask = Tensor::from_vec(mask, &[l, s])?
+                .astype(q.dtype())?
+                .to_device(q.device())?;
+            scores = scores.add(&mask)?;
+        }
+        let p = scores.softmax(-1)?;
+        let dv = p.transpose(-1, -2)?.matmul(dy)?;
+        let dp = dy.matmul(&v.transpose(-1, -2)?)?;
+        let ds = p.mul(&dp.sub(&dp.mul(&p)?.sum(Some(&[-1]), true)?)?)?;
+        let dq = ds.matmul(k)?.mul_scalar(scale)?;
+        let dk = ds.transpose(-1, -2)?.matmul(q)?.mul_scalar(scale)?;
+        return Ok((dq, dk, dv));
+    }
+    let flat = apply1(
+        &Op::Linalg(LinalgOp::AttentionGrad { scale, causal }),
+        &[q, k, v, out, dy],
+    )?;
+    let (nq, nk, nv) = (q.numel(), k.numel(), v.numel());
+    Ok((
+        flat.narrow(0, 0, nq)?.reshape(q.shape())?,
+        flat.narrow(0, nq, nk)?.reshape(k.shape())?,
+        flat.narrow(0, nq + nk, nv)?.reshape(v.shape())?,
+    ))
 }
 
 /// Whether a matrix is stored column by column (the transpose of a contiguous matrix).
@@ -105,6 +243,31 @@ fn matmul_forward(inputs: &[&Tensor]) -> Result<Tensor> {
 }
 
 impl Tensor {
+    /// Scaled dot-product attention, `softmax(scale * q k^T) v`, of `q [.., l, e]`,
+    /// `k [.., s, e]` and `v [.., s, ev]` (the same leading axes; `scale` defaults to
+    /// `1 / sqrt(e)`; with `causal`, query `i` sees keys `<= i`), as one op: its `[l, s]`
+    /// probabilities are never stored (CPU, float32 and float64).
+    pub fn scaled_dot_product_attention(
+        &self,
+        key: &Tensor,
+        value: &Tensor,
+        scale: Option<f64>,
+        causal: bool,
+    ) -> Result<Tensor> {
+        check_attention(self, key, value)?;
+        let e = self.shape()[self.ndim() - 1];
+        let scale = scale.unwrap_or(1.0 / (e.max(1) as f64).sqrt());
+        if !scale.is_finite() {
+            return Err(Error::invalid(
+                "scaled_dot_product_attention",
+                format!("scale must be finite, got {scale}"),
+            ));
+        }
+        apply1(
+            &Op::Linalg(LinalgOp::Attention { scale, causal }),
+            &[self, key, value],
+        )
+    }
     /// Matrix product with numpy semantics: 1-D operands are promoted to matrices and the
     /// added axis removed from the result; leading axes broadcast as a batch.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
