@@ -779,3 +779,45 @@ def test_fused_chains_read_broadcast_operands_as_eager_does(bshape):
     traced = fg.trace(f)
     np.testing.assert_array_equal(traced(x, b, xt).numpy(), want)
     assert traced.memory_report()["fused_chains"] >= 1
+
+
+def test_arguments_attached_to_a_grad_manager_get_their_gradients_every_call():
+    # an argument attached to the manager is given its .grad by every run of the graph (not
+    # only by the call that traced it), for new tensors of the same signature, and a .grad
+    # already set accumulates as in eager mode (the trace is redone for it)
+    rng = np.random.default_rng(5)
+    w = fg.tensor(rng.standard_normal((4, 3)))
+
+    def step(x):
+        gm = fg.GradManager().attach([x, w])
+        with gm:
+            loss = ((x @ w).tanh() ** 2).sum()
+            gm.backward(loss)
+        return loss
+
+    traced = fg.trace(step)
+    for k in range(3):
+        a = rng.standard_normal((5, 4))
+        x_eager, x_traced = fg.tensor(a), fg.tensor(a)
+        w.grad = None
+        step(x_eager)
+        gw = w.grad.numpy().copy()
+        w.grad = None
+        traced(x_traced)
+        assert x_traced.grad is not None, f"call {k}: no gradient on the argument"
+        np.testing.assert_allclose(x_traced.grad.numpy(), x_eager.grad.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(w.grad.numpy(), gw, rtol=1e-12)
+    # accumulation into a .grad the argument already has
+    a = rng.standard_normal((5, 4))
+    x_eager, x_traced = fg.tensor(a), fg.tensor(a)
+    x_eager.grad, x_traced.grad = fg.ones(5, 4, dtype="float64"), fg.ones(5, 4, dtype="float64")
+    w.grad = None
+    step(x_eager)
+    w.grad = None
+    traced(x_traced)
+    np.testing.assert_allclose(x_traced.grad.numpy(), x_eager.grad.numpy(), rtol=1e-12)
+    x2 = fg.tensor(a)
+    x2.grad = fg.full((5, 4), 2.0, dtype="float64")
+    w.grad = None
+    traced(x2)
+    np.testing.assert_allclose(x2.grad.numpy(), x_eager.grad.numpy() + 1.0, rtol=1e-12)

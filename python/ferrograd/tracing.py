@@ -288,7 +288,7 @@ class TracedFunction:
         entry = self._cache.get(key)
         if (
             entry is not None
-            and entry.exe.guard_failure() is None
+            and entry.exe.guard_failure(tensors) is None
             and all(map(_place_holds, entry.places))
         ):
             self._cache.move_to_end(key)

@@ -88,7 +88,7 @@ impl PyExecutable {
         let ins = tensor_list("trace", "inputs", inputs)?;
         if graph::keys_recording()
             || ins.iter().any(|t| t.is_recorded())
-            || self.exe.guard_failure().is_some()
+            || self.exe.guard_failure_with(&ins).is_some()
         {
             return Ok(None);
         }
@@ -106,9 +106,15 @@ impl PyExecutable {
             .map(PyTensor::from)
             .collect()
     }
-    /// Why the graph cannot run now (then the function is traced again), or None.
-    fn guard_failure(&self) -> Option<String> {
-        self.exe.guard_failure()
+    /// Why the graph cannot run now on `inputs` (then the function is traced again), or
+    /// None.
+    #[pyo3(signature = (inputs=None))]
+    fn guard_failure(&self, inputs: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+        let ins = match inputs {
+            Some(i) => tensor_list("trace", "inputs", i)?,
+            None => Vec::new(),
+        };
+        Ok(self.exe.guard_failure_with(&ins))
     }
     #[getter]
     fn graph(&self) -> PyGraph {

@@ -109,6 +109,22 @@ impl Executable {
     /// Why the graph cannot run now (a captured tensor's `.grad` is `None` where it was set
     /// when traced, or the other way round), or `None` when it can.
     pub fn guard_failure(&self) -> Option<String> {
+        self.guard_failure_with(&[])
+    }
+
+    /// [`Executor::guard_failure`], also checking the `.grad` of the arguments `inputs` (when
+    /// given) against what the trace read of them.
+    pub fn guard_failure_with(&self, inputs: &[Tensor]) -> Option<String> {
+        for &(i, was_none) in &self.graph.input_grad_guards {
+            let Some(t) = inputs.get(i) else { continue };
+            if t.grad().is_none() != was_none {
+                return Some(format!(
+                    "the .grad of argument {i} was {} when traced and is {} now",
+                    if was_none { "None" } else { "set" },
+                    if was_none { "set" } else { "None" },
+                ));
+            }
+        }
         for &(c, was_none) in &self.graph.grad_guards {
             let t = &self.graph.captures[c];
             if t.grad().is_none() != was_none {
@@ -136,7 +152,7 @@ impl Executable {
                 inputs.len()
             )));
         }
-        if let Some(why) = self.guard_failure() {
+        if let Some(why) = self.guard_failure_with(inputs) {
             return Err(trace_error(why));
         }
         let mut slot = self.arena.lock().unwrap_or_else(|e| e.into_inner());
@@ -172,6 +188,10 @@ impl Executable {
             let grad = v.map(|v| self.handed_out(&vals, v)).transpose()?;
             g.captures[c].set_grad(grad)?;
         }
+        for &(i, v) in &g.input_grads {
+            let grad = v.map(|v| self.handed_out(&vals, v)).transpose()?;
+            inputs[i].set_grad(grad)?;
+        }
         g.outputs
             .iter()
             .map(|&o| self.handed_out(&vals, o))
@@ -205,6 +225,9 @@ impl Executable {
             NodeKind::GradOf(c) => g.captures[*c].grad().ok_or_else(|| {
                 trace_error("a captured tensor's .grad is None at run time".to_string())
             })?,
+            NodeKind::InputGrad(i) => inputs[*i]
+                .grad()
+                .ok_or_else(|| trace_error(format!("argument {i}'s .grad is None at run time")))?,
             NodeKind::Constant(t) => t.clone(),
             NodeKind::Fill(v) => Tensor::fill_raw(&node.shape, *v, node.dtype, node.device)?,
             NodeKind::Op { op, inputs } => {

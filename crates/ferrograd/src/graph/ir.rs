@@ -32,6 +32,8 @@ pub enum NodeKind {
     Capture(usize),
     /// The `.grad` of `captures[i]` when a run starts.
     GradOf(usize),
+    /// The `.grad` of the `i`-th tensor argument when a run starts.
+    InputGrad(usize),
     /// Data made inside the function (a Python scalar or array), kept by value.
     Constant(Tensor),
     /// A new tensor of the node's shape, dtype and device, every element `value`.
@@ -83,6 +85,7 @@ impl Node {
             NodeKind::Input(_)
             | NodeKind::Capture(_)
             | NodeKind::GradOf(_)
+            | NodeKind::InputGrad(_)
             | NodeKind::Constant(_)
             | NodeKind::Fill(_) => &[],
         }
@@ -94,6 +97,7 @@ impl Node {
             NodeKind::Input(_) => "input",
             NodeKind::Capture(_) => "capture",
             NodeKind::GradOf(_) => "grad_of",
+            NodeKind::InputGrad(_) => "input_grad",
             NodeKind::Constant(_) => "constant",
             NodeKind::Fill(_) => "fill",
             NodeKind::Op { op, .. } => op.name(),
@@ -133,6 +137,12 @@ pub struct Graph {
     pub writes: Vec<(usize, NodeId)>,
     /// The `.grad` each captured tensor is left with (`None`: cleared).
     pub grads: Vec<(usize, Option<NodeId>)>,
+    /// The `.grad` each tensor argument the function set one on is left with, by argument
+    /// index (an argument attached to a `GradManager`).
+    pub input_grads: Vec<(usize, Option<NodeId>)>,
+    /// Whether each argument's `.grad` was `None` when traced, for those the function read:
+    /// a run is valid only while that still holds for the tensors it is given.
+    pub input_grad_guards: Vec<(usize, bool)>,
     /// Whether each captured tensor's `.grad` was `None` when it was traced, for those the
     /// function read: a run is valid only while that still holds.
     pub grad_guards: Vec<(usize, bool)>,
@@ -167,7 +177,16 @@ impl Graph {
         let mut roots: Vec<NodeId> = self.outputs.clone();
         roots.extend(self.writes.iter().map(|&(_, n)| n));
         roots.extend(self.grads.iter().filter_map(|&(_, n)| n));
+        roots.extend(self.input_grads.iter().filter_map(|&(_, n)| n));
         roots
+    }
+
+    /// The nodes of every `.grad` left on a captured tensor or an argument (to renumber).
+    pub(crate) fn grad_nodes_mut(&mut self) -> impl Iterator<Item = &mut NodeId> {
+        self.grads
+            .iter_mut()
+            .chain(self.input_grads.iter_mut())
+            .filter_map(|(_, v)| v.as_mut())
     }
 
     /// Graphviz source: one box per node, an edge per input.
@@ -199,7 +218,10 @@ impl fmt::Display for Graph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (id, node) in self.nodes.iter().enumerate() {
             let args: Vec<String> = match &node.kind {
-                NodeKind::Input(i) | NodeKind::Capture(i) | NodeKind::GradOf(i) => {
+                NodeKind::Input(i)
+                | NodeKind::Capture(i)
+                | NodeKind::GradOf(i)
+                | NodeKind::InputGrad(i) => {
                     vec![i.to_string()]
                 }
                 NodeKind::Fill(v) => vec![v.to_string()],
@@ -226,6 +248,12 @@ impl fmt::Display for Graph {
             match n {
                 Some(n) => writeln!(f, "capture {c}.grad <- %{n}")?,
                 None => writeln!(f, "capture {c}.grad <- None")?,
+            }
+        }
+        for &(i, n) in &self.input_grads {
+            match n {
+                Some(n) => writeln!(f, "input {i}.grad <- %{n}")?,
+                None => writeln!(f, "input {i}.grad <- None")?,
             }
         }
         let outs: Vec<String> = self.outputs.iter().map(|o| format!("%{o}")).collect();

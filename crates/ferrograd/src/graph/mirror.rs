@@ -135,7 +135,11 @@ pub(crate) fn decide(
     let is_external = |id: NodeId| {
         matches!(
             g.nodes[id].kind,
-            NodeKind::Input(_) | NodeKind::Capture(_) | NodeKind::Constant(_) | NodeKind::GradOf(_)
+            NodeKind::Input(_)
+                | NodeKind::Capture(_)
+                | NodeKind::Constant(_)
+                | NodeKind::GradOf(_)
+                | NodeKind::InputGrad(_)
         )
     };
     // the views of each storage (recomputed with it: they are free, and a view kept from
@@ -384,10 +388,8 @@ pub(crate) fn apply(g: &Graph, decisions: &[Decision]) -> Graph {
     for (_, v) in out.writes.iter_mut() {
         *v = new_id[*v];
     }
-    for (_, v) in out.grads.iter_mut() {
-        if let Some(v) = v {
-            *v = new_id[*v];
-        }
+    for v in out.grad_nodes_mut() {
+        *v = new_id[*v];
     }
     out
 }

@@ -71,10 +71,8 @@ pub(crate) fn cse(g: &mut Graph) {
     for (_, v) in g.writes.iter_mut() {
         *v = repl[*v];
     }
-    for (_, v) in g.grads.iter_mut() {
-        if let Some(v) = v {
-            *v = repl[*v];
-        }
+    for v in g.grad_nodes_mut() {
+        *v = repl[*v];
     }
 }
 
@@ -142,9 +140,7 @@ pub(crate) fn retain(g: &mut Graph, keep: &[bool]) {
     for (_, v) in g.writes.iter_mut() {
         *v = new_id[*v];
     }
-    for (_, v) in g.grads.iter_mut() {
-        if let Some(v) = v {
-            *v = new_id[*v];
-        }
+    for v in g.grad_nodes_mut() {
+        *v = new_id[*v];
     }
 }

@@ -145,7 +145,11 @@ pub(crate) fn plan(g: &Graph, groups: &[Group], of: &[Option<usize>]) -> Plan {
     let external = |r: NodeId| {
         matches!(
             g.nodes[r].kind,
-            NodeKind::Input(_) | NodeKind::Capture(_) | NodeKind::Constant(_) | NodeKind::GradOf(_)
+            NodeKind::Input(_)
+                | NodeKind::Capture(_)
+                | NodeKind::Constant(_)
+                | NodeKind::GradOf(_)
+                | NodeKind::InputGrad(_)
         )
     };
 
@@ -170,7 +174,7 @@ pub(crate) fn plan(g: &Graph, groups: &[Group], of: &[Option<usize>]) -> Plan {
             }
         }
     }
-    for &(_, v) in &g.grads {
+    for &(_, v) in g.grads.iter().chain(&g.input_grads) {
         if let Some(v) = v {
             at_end[v] = true;
             for &r in &roots[v] {
@@ -359,6 +363,7 @@ fn simulate(
                     | NodeKind::Capture(_)
                     | NodeKind::Constant(_)
                     | NodeKind::GradOf(_)
+                    | NodeKind::InputGrad(_)
             );
         let materialized = of[id].map_or(true, |gi| groups[gi].outputs.contains(&id));
         if !own || !materialized || step_of[id] == usize::MAX {

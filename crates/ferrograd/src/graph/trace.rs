@@ -174,6 +174,18 @@ impl Tracer {
             })
     }
 
+    /// The argument `t` is (the whole of it: the handle the function received, or the
+    /// tensor the caller passed).
+    fn input_of(&self, t: &Tensor) -> Option<usize> {
+        self.by_storage
+            .get(&storage_key(t))?
+            .iter()
+            .find_map(|&n| match self.graph.nodes[n].kind {
+                NodeKind::Input(i) if self.values[n].layout() == t.layout() => Some(i),
+                _ => None,
+            })
+    }
+
     /// Whether `t` shares memory with a captured tensor without being the whole of it.
     fn views_capture(&self, t: &Tensor) -> bool {
         self.by_storage.get(&storage_key(t)).is_some_and(|ns| {
@@ -231,7 +243,8 @@ pub fn begin(inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let h = t.view(t.layout().clone());
+            // (sharing the argument's `.grad`: the function reads and sets the caller's)
+            let h = t.snapshot();
             tracer
                 .input_storage
                 .insert(Arc::as_ptr(t.storage()) as usize, i);
@@ -374,6 +387,20 @@ pub(crate) fn on_get_grad(t: &Tensor, grad: Option<&Tensor>) {
         return;
     }
     with_tracer(|tr| {
+        if let Some(i) = tr.input_of(t) {
+            // an argument's .grad: read from the tensor each run is given
+            if !tr.graph.input_grad_guards.iter().any(|&(g, _)| g == i)
+                && !tr.graph.input_grads.iter().any(|&(g, _)| g == i)
+            {
+                tr.graph.input_grad_guards.push((i, grad.is_none()));
+            }
+            if let Some(g) = grad {
+                if !trace_ref(g).is_some_and(|(id, _)| id == tr.id) {
+                    tr.push(NodeKind::InputGrad(i), g);
+                }
+            }
+            return;
+        }
         let Some(c) = tr.grad_owner(t) else {
             return;
         };
@@ -396,6 +423,12 @@ pub(crate) fn on_set_grad(t: &Tensor, grad: Option<&Tensor>) -> Result<()> {
         return Ok(());
     }
     with_tracer(|tr| {
+        if let Some(i) = tr.input_of(t) {
+            let node = grad.map(|g| tr.node_of(g)).transpose()?;
+            tr.graph.input_grads.retain(|&(g, _)| g != i);
+            tr.graph.input_grads.push((i, node));
+            return Ok(());
+        }
         let Some(c) = tr.grad_owner(t) else {
             return Ok(());
         };
