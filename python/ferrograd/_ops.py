@@ -1260,11 +1260,22 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
 
 
 def _dlpack(self: Tensor, *, stream: Any = None, max_version: Any = None, **kw: Any) -> Any:
-    """The tensor as a DLPack capsule (of a host copy of its data)."""
+    """The tensor as a DLPack capsule. A CPU tensor is shared, not copied, with a consumer
+    that speaks DLPack 1.0 (numpy 2, PyTorch): the capsule is marked read-only (numpy keeps
+    it so; PyTorch ignores the mark, and writes through it bypass autodiff's in-place
+    checks, as with any shared memory). A consumer asking for an older DLPack (which cannot
+    mark memory read-only) and a bfloat16 tensor get a copy. Views keep their strides."""
     if self.device != "cpu":
         raise _core.DeviceError(
             f"__dlpack__: only CPU tensors can be exported here, this one is on {self.device}"
         )
+    if kw.get("copy") is not True and max_version is not None:
+        try:
+            view = np.asarray(self)  # zero-copy, read-only (see Tensor.__array_interface__)
+            if view.base is not None or view.size == 0:
+                return view.__dlpack__(stream=stream, max_version=max_version)
+        except (BufferError, TypeError, ValueError):
+            pass
     arr = self.numpy()
     if max_version is not None:
         try:
