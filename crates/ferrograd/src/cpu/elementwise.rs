@@ -69,25 +69,19 @@ fn zip_assign<T: Copy + Send + Sync>(
                 let start = c * super::PAR_CHUNK;
                 if scalar {
                     let s = src[os];
-                    d.iter_mut().for_each(|x| *x = f(*x, s));
+                    super::assign1(d, &|x| f(x, s));
                 } else {
-                    for (x, &s) in d.iter_mut().zip(&src[os + start..]) {
-                        *x = f(*x, s);
-                    }
+                    super::assign2(d, &src[os + start..], &f);
                 }
             });
         return;
     }
     crate::layout::for_each_run_multi([ld, ls], |[bd, bs], [sd, ss], n| {
         if sd == 1 && ss == 1 {
-            for (d, &s) in dst[bd..bd + n].iter_mut().zip(&src[bs..bs + n]) {
-                *d = f(*d, s);
-            }
+            super::assign2(&mut dst[bd..bd + n], &src[bs..bs + n], &f);
         } else if sd == 1 && ss == 0 {
             let s = src[bs];
-            for d in dst[bd..bd + n].iter_mut() {
-                *d = f(*d, s);
-            }
+            super::assign1(&mut dst[bd..bd + n], &|x| f(x, s));
         } else {
             for i in 0..n {
                 let p = at(bd, sd, i);

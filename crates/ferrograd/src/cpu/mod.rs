@@ -377,6 +377,51 @@ fn fill2<T: Copy, U: Copy, V, F: Fn(T, U) -> V>(
     fill2_body(dst, a, b, f)
 }
 
+#[inline(always)]
+fn assign2_body<T: Copy, U: Copy>(dst: &mut [T], src: &[U], f: &impl Fn(T, U) -> T) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d = f(*d, s);
+    }
+}
+
+/// `dst[i] = f(dst[i], src[i])` over the shorter of the two (an in-place update).
+pub(crate) fn assign2<T: Copy, U: Copy, F: Fn(T, U) -> T>(dst: &mut [T], src: &[U], f: &F) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        fn wide<T: Copy, U: Copy, F: Fn(T, U) -> T>(dst: &mut [T], src: &[U], f: &F) {
+            assign2_body(dst, src, f)
+        }
+        if wide_simd() {
+            // SAFETY: the CPU has the features `wide` is compiled for.
+            return unsafe { wide(dst, src, f) };
+        }
+    }
+    assign2_body(dst, src, f)
+}
+
+/// `dst[i] = f(dst[i])` (an in-place update by a scalar).
+pub(crate) fn assign1<T: Copy, F: Fn(T) -> T>(dst: &mut [T], f: &F) {
+    #[inline(always)]
+    fn body<T: Copy>(dst: &mut [T], f: &impl Fn(T) -> T) {
+        for d in dst.iter_mut() {
+            *d = f(*d);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        fn wide<T: Copy, F: Fn(T) -> T>(dst: &mut [T], f: &F) {
+            body(dst, f)
+        }
+        if wide_simd() {
+            // SAFETY: the CPU has the features `wide` is compiled for.
+            return unsafe { wide(dst, f) };
+        }
+    }
+    body(dst, f)
+}
+
 /// Appends `n` elements written by `fill` to `out` (which has the capacity).
 #[inline(always)]
 fn extend_with<V>(out: &mut Vec<V>, n: usize, fill: impl FnOnce(&mut [MaybeUninit<V>])) {
