@@ -86,14 +86,15 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
         self.head.weight = self.wte.weight  # tied: the same (vocab, d) layout
+        # positions 0..ctx-1, made once (moved by .to() with the model)
+        self.register_buffer("pos", fg.arange(ctx), persistent=False)
         for name, p in self.named_parameters():
             if p.ndim == 2:
                 nn.init.normal_(p, 0.0, 0.02)
 
     def forward(self, idx: fg.Tensor) -> fg.Tensor:
         t = idx.shape[1]
-        pos = fg.arange(t, device=idx.device)
-        x = self.drop(self.wte(idx) + self.wpe(pos))
+        x = self.drop(self.wte(idx) + self.wpe(self.pos[:t]))
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln_f(x))
@@ -186,12 +187,7 @@ def main() -> None:
         return loss
 
     if args.trace:
-        if args.dropout > 0:
-            # random draws cannot be traced yet: they would freeze into the graph
-            print("--trace: dropout is turned off (a traced step cannot draw random masks yet)")
-            for m in model.modules():
-                if isinstance(m, nn.Dropout):
-                    m.p = 0.0
+        # (dropout inside the traced step draws a fresh mask on every run)
         step = fg.trace(step)
 
     t0 = time.perf_counter()

@@ -47,6 +47,10 @@ def test_char_gpt_trains_saves_and_resumes(tmp_path):
     assert losses(resumed) == losses(full)[4:]
     first, last = (float(line.split()[4]) for line in (losses(full)[0], losses(full)[-1]))
     assert last < first
+    # traced, with dropout drawing a fresh mask every step: trains too
+    traced = run("char_gpt.py", *common, "--trace", "--sample", "0")
+    first, last = (float(line.split()[4]) for line in (losses(traced)[0], losses(traced)[-1]))
+    assert last < first
 
 
 def test_resnet_digits_learns(tmp_path):

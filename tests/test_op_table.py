@@ -177,6 +177,7 @@ NON_DIFFERENTIABLE = {
     "(higher order), layer_norm's rule writes the same formula with differentiable ops",
     "scaled_dot_product_attention_grad": "attention's first-order kernel; a recorded backward "
     "(higher order) writes the same formulas with differentiable ops",
+    "random": "random numbers: no input they depend on smoothly (the counter is an int64)",
 }
 
 

@@ -821,3 +821,44 @@ def test_arguments_attached_to_a_grad_manager_get_their_gradients_every_call():
     w.grad = None
     traced(x2)
     np.testing.assert_allclose(x2.grad.numpy(), x_eager.grad.numpy() + 1.0, rtol=1e-12)
+
+
+def test_random_draws_inside_a_trace_are_fresh_every_run_and_seeded():
+    # dropout, rand, randn and bernoulli inside fg.trace draw from the traced generator: a new
+    # mask on every run (not one frozen into the graph), reproducible after manual_seed, with
+    # the right distribution, and dropout's gradient uses the same mask as its forward
+    x = fg.tensor(np.ones((64, 256), dtype=np.float32))
+    w = fg.tensor(np.ones((64, 256), dtype=np.float32))
+
+    def step(x):
+        gm = fg.GradManager().attach([w])
+        with gm:
+            y = fg.nn.functional.dropout(x * w, 0.25, True)
+            gm.backward(y.sum())
+        return y, fg.rand(20000), fg.randn(20000, dtype="float64"), fg.bernoulli(x * 0.3)
+
+    traced = fg.trace(step)
+    fg.manual_seed(7)
+    first = [t.numpy() for t in traced(x)]
+    g1 = w.grad.numpy().copy()
+    w.grad = None
+    second = [t.numpy() for t in traced(x)]
+    assert traced.cache_size == 1
+    for a, b in zip(first, second):
+        assert not np.array_equal(a, b)
+    y, u, z, bern = first
+    assert set(np.unique(y)) <= {0.0, np.float32(1 / 0.75)}
+    assert abs((y == 0).mean() - 0.25) < 0.02
+    np.testing.assert_array_equal(g1, y)  # d sum(dropout(w)) / dw = the mask, scaled
+    assert u.dtype == np.float32 and 0.0 <= u.min() and u.max() < 1.0
+    assert abs(u.mean() - 0.5) < 0.01 and abs(u.var() - 1 / 12) < 0.005
+    assert z.dtype == np.float64 and abs(z.mean()) < 0.03 and abs(z.std() - 1.0) < 0.03
+    assert set(np.unique(bern)) <= {0.0, 1.0} and abs(bern.mean() - 0.3) < 0.02
+    fg.manual_seed(7)
+    w.grad = None
+    again = [t.numpy() for t in traced(x)]
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    # draws the traced generator does not offer still refuse to freeze into the graph
+    with pytest.raises(fg.TraceError, match="random"):
+        fg.trace(lambda x: x + fg.randint(0, 5, (3,)).astype("float32"))(fg.zeros(3))

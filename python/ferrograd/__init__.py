@@ -48,6 +48,8 @@ from .autodiff import (
     vjp,
 )
 from .random import initial_seed, manual_seed
+
+random._ensure_counter("cpu")  # the CPU's traced generator exists before any trace
 from .serialization import load, save
 from .tracing import TracedFunction, TraceWarning, trace
 

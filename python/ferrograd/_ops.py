@@ -17,7 +17,7 @@ from . import _core
 from ._core import DTypeError, ShapeError, Tensor, concat, where
 from ._elementwise import isnan
 from ._tensor import _dtype_name, tensor
-from .random import _numpy_rng
+from .random import _numpy_rng, _traced_draw
 
 __all__ = [
     "all",
@@ -282,6 +282,8 @@ def rand(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """Uniform samples in ``[0, 1)`` from the device's seeded stream (``fg.manual_seed``)."""
     shape = _shape_args("rand", size)
     dev = _device(device)
+    if _core._tracing():
+        return _traced_draw(shape, dev, _float_dtype("rand", dtype), False)
     return _from_numpy(_numpy_rng(dev).random(shape), _float_dtype("rand", dtype), dev)
 
 
@@ -289,6 +291,8 @@ def randn(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """Standard normal samples from the device's seeded stream."""
     shape = _shape_args("randn", size)
     dev = _device(device)
+    if _core._tracing():
+        return _traced_draw(shape, dev, _float_dtype("randn", dtype), True)
     return _from_numpy(_numpy_rng(dev).standard_normal(shape), _float_dtype("randn", dtype), dev)
 
 
@@ -333,6 +337,10 @@ def randperm(n: int, *, dtype: Any = None, device: Any = None) -> Tensor:
 def bernoulli(input: Tensor, p: float | None = None) -> Tensor:
     """1 with probability ``input`` (or ``p``) elementwise, else 0, in ``input``'s dtype."""
     x = _check_tensor("bernoulli", "input", input)
+    if _core._tracing():
+        wide = x.dtype.name if x.dtype.name in ("float32", "float64") else "float64"
+        u = _traced_draw(x.shape, x.device, wide, False)
+        return (u < (x if p is None else float(p))).astype(x.dtype.name)
     probs = x.numpy().astype(np.float64) if p is None else np.full(x.shape, float(p))
     if probs.size and (np.isnan(probs).any() or probs.min() < 0 or probs.max() > 1):
         raise ValueError("bernoulli: probabilities must lie in [0, 1]")

@@ -1,6 +1,13 @@
 """The seeded random number generator behind ``fg.rand``, ``fg.randn``, dropout and
 ``nn.init``: one stream per device, all reseeded by :func:`manual_seed`, reproducible for a
-given seed (the same seed gives the same numbers on every run and machine)."""
+given seed (the same seed gives the same numbers on every run and machine).
+
+Inside ``fg.trace``, ``rand``, ``randn``, ``rand_like``, ``randn_like``, ``bernoulli`` and
+dropout draw from a second, counter-based generator per device instead (the engine's
+``random`` op, keyed by a counter tensor the graph advances): every run of the traced step
+draws fresh numbers, reproducible after :func:`manual_seed` as well, but not the numbers the
+same step draws eagerly. Other draws (``randint``, ``randperm``, ``multinomial``, in-place
+initialisers) raise ``TraceError`` there."""
 
 from __future__ import annotations
 
@@ -10,6 +17,44 @@ __all__ = ["get_rng_state", "initial_seed", "manual_seed", "set_rng_state"]
 
 _seed = 0
 _streams: dict[str, np.random.Generator] = {}
+# the traced generator's counter of each device (int64 scalars made outside any trace, which
+# traced steps capture by reference and advance in place)
+_counters: dict = {}
+_salt = 0
+
+
+def _counter_start(name: str) -> int:
+    """The counter's value after :func:`manual_seed` (52 bits: exact through float)."""
+    ss = np.random.SeedSequence([_seed, *name.encode(), 0x7472616365])
+    return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(12))
+
+
+def _ensure_counter(name: str) -> None:
+    from . import _core
+    from ._tensor import tensor
+
+    if name not in _counters and not _core._tracing():
+        _counters[name] = tensor(np.array(_counter_start(name), dtype=np.int64), device=name)
+
+
+def _traced_draw(shape: tuple, device: object, dtype: str, normal: bool) -> object:
+    """Numbers drawn inside ``fg.trace`` (see the module's text): uniform or normal, in
+    ``dtype`` (a float dtype)."""
+    from . import _core
+
+    global _salt
+    name = str(device) if device is not None else str(_core.get_default_device())
+    counter = _counters.get(name)
+    if counter is None:
+        raise _core.TraceError(
+            f"random numbers on {name} cannot be drawn inside fg.trace: draw one on that "
+            "device outside the trace first (its generator is made there)"
+        )
+    _salt += 1
+    wide = dtype if dtype in ("float32", "float64") else "float32"
+    out = _core._random(counter, list(shape), wide, _salt, normal)
+    counter += 1  # in place: the graph advances it on every run
+    return out if wide == dtype else out.astype(dtype)
 
 
 def manual_seed(seed: int) -> None:
@@ -19,6 +64,9 @@ def manual_seed(seed: int) -> None:
         raise TypeError(f"manual_seed: seed must be an int, got {seed!r}")
     _seed = int(seed) % 2**64
     _streams.clear()
+    for name, c in _counters.items():
+        # in place: traced steps hold these tensors
+        c.copy_(np.array(_counter_start(name), dtype=np.int64))
 
 
 def initial_seed() -> int:
@@ -40,6 +88,7 @@ def _numpy_rng(device: object = None) -> np.random.Generator:
             "step without fg.trace, or with dropout off (p=0 or eval mode)"
         )
     name = str(device) if device is not None else str(_core.get_default_device())
+    _ensure_counter(name)
     g = _streams.get(name)
     if g is None:
         g = np.random.Generator(np.random.PCG64(np.random.SeedSequence([_seed, *name.encode()])))
@@ -60,6 +109,7 @@ def get_rng_state() -> dict:
             "has_uint32": int(st["has_uint32"]),
             "uinteger": int(st["uinteger"]),
         }
+    out["counters"] = {name: str(int(c.item())) for name, c in _counters.items()}
     return out
 
 
@@ -78,7 +128,11 @@ def set_rng_state(state: dict) -> None:
                 "uinteger": int(s["uinteger"]),
             }
             streams[name] = np.random.Generator(bg)
+        counters = {name: int(v) for name, v in state.get("counters", {}).items()}
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"set_rng_state: not a state from get_rng_state ({e})") from None
     _streams.clear()
     _streams.update(streams)
+    for name, v in counters.items():
+        _ensure_counter(name)
+        _counters[name].copy_(np.array(v, dtype=np.int64))

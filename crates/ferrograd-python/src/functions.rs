@@ -849,6 +849,31 @@ fn _attention(
     .map(PyTensor::from)
 }
 
+/// Random numbers of `shape` from the counter-based generator (`random` op): uniform in
+/// `[0, 1)`, or standard normal; the same `counter` value and `salt` give the same numbers.
+#[pyfunction]
+fn _random(
+    py: Python<'_>,
+    counter: &Bound<'_, PyAny>,
+    shape: Vec<usize>,
+    dtype: &Bound<'_, PyAny>,
+    salt: u64,
+    normal: bool,
+) -> PyResult<PyTensor> {
+    let c = tensor_arg("random", "counter", counter)?;
+    let dtype = parse_dtype("random", dtype)?;
+    let op = ferrograd::Op::Elementwise(ferrograd::op::ElementwiseOp::Random {
+        shape: shape.clone(),
+        dtype,
+        salt,
+        normal,
+    });
+    let n = shape.iter().product::<usize>();
+    compute(py, n, || ferrograd::apply1(&op, &[&c]))
+        .py()
+        .map(PyTensor::from)
+}
+
 #[pyfunction]
 fn _cuda_synchronize(py: Python<'_>, ordinal: &Bound<'_, PyAny>) -> PyResult<()> {
     let ordinal = usize_arg("synchronize", "device", ordinal)?;
@@ -946,6 +971,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_normalize, m)?)?;
     m.add_function(wrap_pyfunction!(_layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(_attention, m)?)?;
+    m.add_function(wrap_pyfunction!(_random, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_empty_cache_py, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;

@@ -205,6 +205,11 @@ op_family! {
         Cast(DType) => "astype",
         /// A contiguous copy.
         Copy => "copy",
+        /// Random numbers of `shape` and `dtype` (float32 or float64), uniform in `[0, 1)` or
+        /// standard normal, from a counter-based generator keyed by the value of the input
+        /// (an int64 scalar) and `salt`: the same inputs give the same numbers, so a graph
+        /// that advances the counter draws fresh numbers on every run.
+        Random { shape: Vec<usize>, dtype: DType, salt: u64, normal: bool } => "random" nondiff,
     }
 }
 

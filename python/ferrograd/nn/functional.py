@@ -26,7 +26,7 @@ from .._core import (
 )
 from .._ops import one_hot, pad
 from .._tensor import tensor
-from ..random import _numpy_rng
+from ..random import _numpy_rng, _traced_draw
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -232,8 +232,13 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1.0:
         out = x * 0.0
     else:
-        keep = _numpy_rng(x.device).random(x.shape) >= p
-        out = where(tensor(keep, device=x.device), x * (1.0 / (1.0 - p)), 0.0)
+        if _core._tracing():
+            # the traced generator: a fresh mask on every run of the graph
+            u = _traced_draw(x.shape, x.device, "float32", False)
+            keep = u >= p
+        else:
+            keep = tensor(_numpy_rng(x.device).random(x.shape) >= p, device=x.device)
+        out = where(keep, x * (1.0 / (1.0 - p)), 0.0)
         if out.dtype != x.dtype:
             out = out.astype(x.dtype)
     if inplace:

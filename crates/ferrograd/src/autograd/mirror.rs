@@ -31,9 +31,10 @@ pub fn auto_policy() -> MirrorPolicy {
                 | ElementwiseOp::Where
                 | ElementwiseOp::Cast(_)
                 | ElementwiseOp::Copy => true,
-                ElementwiseOp::TanhGrad | ElementwiseOp::SigmoidGrad | ElementwiseOp::ReluGrad => {
-                    false
-                }
+                ElementwiseOp::TanhGrad
+                | ElementwiseOp::SigmoidGrad
+                | ElementwiseOp::ReluGrad
+                | ElementwiseOp::Random { .. } => false,
             },
             Op::Movement(m) => match m {
                 MovementOp::Reshape(_)

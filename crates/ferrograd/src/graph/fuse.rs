@@ -112,7 +112,7 @@ pub(crate) fn fusible(g: &Graph, n: NodeId) -> bool {
             ElementwiseOp::Where => {
                 g.nodes[inputs[0]].dtype == DType::Bool && inputs[1..].iter().all(same)
             }
-            ElementwiseOp::Cast(_) | ElementwiseOp::Copy => false,
+            ElementwiseOp::Cast(_) | ElementwiseOp::Copy | ElementwiseOp::Random { .. } => false,
         },
         _ => false,
     }

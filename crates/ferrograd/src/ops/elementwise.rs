@@ -22,7 +22,8 @@ impl ElementwiseOp {
             ElementwiseOp::PowScalar(_)
             | ElementwiseOp::Where
             | ElementwiseOp::Cast(_)
-            | ElementwiseOp::Copy => None,
+            | ElementwiseOp::Copy
+            | ElementwiseOp::Random { .. } => None,
         }
     }
 }
@@ -90,6 +91,12 @@ impl Family for ElementwiseOp {
                 on_device!(name, inputs, |b, d| b.cast(d[0], x.layout(), x.dtype()))?,
                 x.layout(),
             ),
+            ElementwiseOp::Random {
+                shape,
+                dtype,
+                salt,
+                normal,
+            } => random(x, shape, *dtype, *salt, *normal)?,
         })
     }
 
@@ -106,7 +113,7 @@ impl Family for ElementwiseOp {
             }
             ElementwiseOp::ReluGrad => m.input(1, needs[0]),
             ElementwiseOp::Where => m.input(0, true),
-            ElementwiseOp::Cast(_) | ElementwiseOp::Copy => {}
+            ElementwiseOp::Cast(_) | ElementwiseOp::Copy | ElementwiseOp::Random { .. } => {}
         }
         m
     }
@@ -165,7 +172,103 @@ impl Family for ElementwiseOp {
             // only float inputs need gradients
             ElementwiseOp::Cast(_) => vec![Some(dy.astype(ctx.in_dtype)?)],
             ElementwiseOp::Copy => vec![Some(dy.clone())],
+            ElementwiseOp::Random { .. } => return Err(super::not_differentiable(self.name())),
         })
+    }
+}
+
+/// SplitMix64's output function: a 64-bit mix whose outputs for consecutive inputs look
+/// independent.
+#[inline(always)]
+fn mix(z: u64) -> u64 {
+    let z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// [`ElementwiseOp::Random`]: element `i` from `mix(key + i)` (and `mix(key + n + i)` for
+/// the second uniform of a normal), generated on the host in parallel and moved to the
+/// counter's device.
+fn random(
+    counter: &Tensor,
+    shape: &[usize],
+    dtype: DType,
+    salt: u64,
+    normal: bool,
+) -> Result<Tensor> {
+    const OP: &str = "random";
+    if counter.dtype() != DType::I64 || counter.numel() != 1 {
+        return Err(Error::dtype(
+            OP,
+            format!(
+                "the counter must be one int64, got {} {:?}",
+                counter.dtype(),
+                counter.shape()
+            ),
+        ));
+    }
+    let n = crate::layout::checked_size(OP, shape, dtype.size_in_bytes())?;
+    let key = mix(counter.to_vec::<i64>()?[0] as u64 ^ mix(salt));
+    let draw = move |i: usize| -> f64 {
+        let unit = |b: u64| (b >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+        let u = unit(mix(key.wrapping_add(i as u64)));
+        if !normal {
+            return u;
+        }
+        // Box-Muller: 1 - u lies in (0, 1], so its log is finite
+        let v = unit(mix(key.wrapping_add((n + i) as u64)));
+        (-2.0 * (1.0 - u).ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    };
+    let fill = |out: &mut [f64], start: usize| {
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = draw(start + k);
+        }
+    };
+    let mut data = vec![0f64; n];
+    const CHUNK: usize = 1 << 14;
+    if n >= 4 * CHUNK && rayon::current_num_threads() > 1 {
+        use rayon::prelude::*;
+        data.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, o)| fill(o, c * CHUNK));
+    } else {
+        fill(&mut data, 0);
+    }
+    // (built directly: inside a trace this is the op's output, not data from Python)
+    let t = match dtype {
+        DType::F64 => Tensor::from_cpu(crate::storage::CpuData::F64(data), shape),
+        DType::F32 => {
+            // (rounded down, so a uniform stays below 1)
+            let v: Vec<f32> = data
+                .into_iter()
+                .map(|x| {
+                    let y = x as f32;
+                    if !normal && y >= 1.0 {
+                        1.0 - f32::EPSILON / 2.0
+                    } else {
+                        y
+                    }
+                })
+                .collect();
+            Tensor::from_cpu(crate::storage::CpuData::F32(v), shape)
+        }
+        d => {
+            return Err(Error::dtype(
+                OP,
+                format!("draws float32 or float64, not {d}"),
+            ))
+        }
+    };
+    match counter.device() {
+        crate::Device::Cpu => Ok(t),
+        to => crate::dispatch::eval(
+            &Op::Movement(crate::op::MovementOp::ToDevice {
+                from: crate::Device::Cpu,
+                to,
+            }),
+            &[&t],
+        ),
     }
 }
 
