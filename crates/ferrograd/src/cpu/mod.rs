@@ -301,125 +301,102 @@ impl Backend for Cpu {
 }
 
 /// Whether the CPU has AVX2 and FMA (the wheel is built for plain x86-64, so the hot
-/// elementwise loops are compiled twice and the wider form is picked at run time).
+/// elementwise loops are compiled twice and the wider form is picked at run time). On other
+/// architectures the loops are compiled for the target's own vectors (NEON on aarch64).
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn wide_simd() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+}
+
+/// Whether the CPU also has AVX-512 (F, BW, VL): the elementwise loops have a third form
+/// for it, with 512-bit vectors.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn widest_simd() -> bool {
+    wide_simd()
+        && std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vl")
 }
 
 use std::mem::MaybeUninit;
 
-#[inline(always)]
-fn fill1_body<T: Copy, U>(dst: &mut [MaybeUninit<U>], a: &[T], f: &impl Fn(T) -> U) {
-    for (o, &x) in dst.iter_mut().zip(a) {
-        o.write(f(x));
+/// Defines `pub(crate) fn $name<generics>($args)` that runs `$body` compiled three times,
+/// for AVX-512, for AVX2+FMA and for the baseline, and picks the widest the CPU has at run
+/// time (the loops inside are plain, so the compiler vectorises each for its features).
+macro_rules! multiversion {
+    (
+        $(#[$m:meta])*
+        fn $name:ident<$($g:ident $(: $b:path)?),*>($($a:ident: $t:ty),*) $body:block
+    ) => {
+        $(#[$m])*
+        pub(crate) fn $name<$($g $(: $b)?),*>($($a: $t),*) {
+            #[inline(always)]
+            fn body<$($g $(: $b)?),*>($($a: $t),*) $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+                fn widest<$($g $(: $b)?),*>($($a: $t),*) {
+                    body($($a),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn wide<$($g $(: $b)?),*>($($a: $t),*) {
+                    body($($a),*)
+                }
+                if widest_simd() {
+                    // SAFETY: the CPU has the features `widest` is compiled for.
+                    return unsafe { widest($($a),*) };
+                }
+                if wide_simd() {
+                    // SAFETY: the CPU has the features `wide` is compiled for.
+                    return unsafe { wide($($a),*) };
+                }
+            }
+            body($($a),*)
+        }
+    };
+}
+
+multiversion! {
+    /// `dst[i] = f(a[i])` over `min(dst, a)` elements.
+    fn fill1<T: Copy, U: Sized, F: Fn(T) -> U>(dst: &mut [MaybeUninit<U>], a: &[T], f: &F) {
+        for (o, &x) in dst.iter_mut().zip(a) {
+            o.write(f(x));
+        }
     }
 }
 
-#[inline(always)]
-fn fill2_body<T: Copy, U: Copy, V>(
-    dst: &mut [MaybeUninit<V>],
-    a: &[T],
-    b: &[U],
-    f: &impl Fn(T, U) -> V,
-) {
-    for ((o, &x), &y) in dst.iter_mut().zip(a).zip(b) {
-        o.write(f(x, y));
+multiversion! {
+    /// `dst[i] = f(a[i], b[i])` over the shortest of the three.
+    fn fill2<T: Copy, U: Copy, V: Sized, F: Fn(T, U) -> V>(
+        dst: &mut [MaybeUninit<V>],
+        a: &[T],
+        b: &[U],
+        f: &F
+    ) {
+        for ((o, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+            o.write(f(x, y));
+        }
     }
 }
 
-/// `dst[i] = f(a[i])` over `min(dst, a)` elements.
-fn fill1<T: Copy, U, F: Fn(T) -> U>(dst: &mut [MaybeUninit<U>], a: &[T], f: &F) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        fn wide<T: Copy, U, F: Fn(T) -> U>(dst: &mut [MaybeUninit<U>], a: &[T], f: &F) {
-            fill1_body(dst, a, f)
+multiversion! {
+    /// `dst[i] = f(dst[i], src[i])` over the shorter of the two (an in-place update).
+    fn assign2<T: Copy, U: Copy, F: Fn(T, U) -> T>(dst: &mut [T], src: &[U], f: &F) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = f(*d, s);
         }
-        if wide_simd() {
-            // SAFETY: the CPU has the features `wide` is compiled for.
-            return unsafe { wide(dst, a, f) };
-        }
-    }
-    fill1_body(dst, a, f)
-}
-
-/// `dst[i] = f(a[i], b[i])` over the shortest of the three.
-fn fill2<T: Copy, U: Copy, V, F: Fn(T, U) -> V>(
-    dst: &mut [MaybeUninit<V>],
-    a: &[T],
-    b: &[U],
-    f: &F,
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        fn wide<T: Copy, U: Copy, V, F: Fn(T, U) -> V>(
-            dst: &mut [MaybeUninit<V>],
-            a: &[T],
-            b: &[U],
-            f: &F,
-        ) {
-            fill2_body(dst, a, b, f)
-        }
-        if wide_simd() {
-            // SAFETY: the CPU has the features `wide` is compiled for.
-            return unsafe { wide(dst, a, b, f) };
-        }
-    }
-    fill2_body(dst, a, b, f)
-}
-
-#[inline(always)]
-fn assign2_body<T: Copy, U: Copy>(dst: &mut [T], src: &[U], f: &impl Fn(T, U) -> T) {
-    for (d, &s) in dst.iter_mut().zip(src) {
-        *d = f(*d, s);
     }
 }
 
-/// `dst[i] = f(dst[i], src[i])` over the shorter of the two (an in-place update).
-pub(crate) fn assign2<T: Copy, U: Copy, F: Fn(T, U) -> T>(dst: &mut [T], src: &[U], f: &F) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        fn wide<T: Copy, U: Copy, F: Fn(T, U) -> T>(dst: &mut [T], src: &[U], f: &F) {
-            assign2_body(dst, src, f)
-        }
-        if wide_simd() {
-            // SAFETY: the CPU has the features `wide` is compiled for.
-            return unsafe { wide(dst, src, f) };
-        }
-    }
-    assign2_body(dst, src, f)
-}
-
-/// `dst[i] = f(dst[i])` (an in-place update by a scalar).
-pub(crate) fn assign1<T: Copy, F: Fn(T) -> T>(dst: &mut [T], f: &F) {
-    #[inline(always)]
-    fn body<T: Copy>(dst: &mut [T], f: &impl Fn(T) -> T) {
+multiversion! {
+    /// `dst[i] = f(dst[i])` (an in-place update by a scalar).
+    fn assign1<T: Copy, F: Fn(T) -> T>(dst: &mut [T], f: &F) {
         for d in dst.iter_mut() {
             *d = f(*d);
         }
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        fn wide<T: Copy, F: Fn(T) -> T>(dst: &mut [T], f: &F) {
-            body(dst, f)
-        }
-        if wide_simd() {
-            // SAFETY: the CPU has the features `wide` is compiled for.
-            return unsafe { wide(dst, f) };
-        }
-    }
-    body(dst, f)
 }
 
 /// Appends `n` elements written by `fill` to `out` (which has the capacity).
