@@ -243,3 +243,33 @@ def test_scheduled_lr_reaches_a_traced_step():
         values.append(float(p.numpy()[0]))
         sched.step()
     np.testing.assert_allclose(values, [0.0, -0.5, -0.75])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: fg.optim.SGD(ps, lr=0.1),
+        lambda ps: fg.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.3, weight_decay=0.01),
+        lambda ps: fg.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, maximize=True),
+        lambda ps: fg.optim.Adam(ps, lr=0.01, weight_decay=0.1, amsgrad=True),
+        lambda ps: fg.optim.AdamW(ps, lr=0.01, betas=(0.8, 0.95), maximize=True),
+    ],
+    ids=["sgd", "sgd-momentum-dampening-wd", "sgd-nesterov-maximize", "adam-amsgrad-wd", "adamw"],
+)
+@pytest.mark.parametrize("shape", [(5, 7), (400, 401)])  # (the second in parallel pieces)
+def test_fused_update_equals_the_composed_one(make, dtype, shape):
+    # a contiguous parameter takes the one-pass Rust update, a transposed view of the same
+    # values the composed tensor ops: six steps agree bit for bit
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(shape).astype(dtype)
+    fused = fg.tensor(a)
+    composed = fg.tensor(np.ascontiguousarray(a.T)).T
+    assert composed.is_contiguous() is False and fg._core._optim_fusable([fused, fused * 1])
+    opts = [make([fused]), make([composed])]
+    for _ in range(6):
+        g = rng.standard_normal(shape).astype(dtype)
+        for p, opt in zip((fused, composed), opts):
+            p.grad = fg.tensor(g)
+            opt.step()
+    np.testing.assert_array_equal(fused.numpy(), composed.numpy())

@@ -874,6 +874,95 @@ fn _random(
         .map(PyTensor::from)
 }
 
+/// Whether the fused optimizer updates can take these tensors (contiguous CPU float32/64 of
+/// one shape and dtype, no shared memory, outside a trace).
+#[pyfunction]
+fn _optim_fusable(tensors: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let ts = tensor_list("optimizer_step", "tensors", tensors)?;
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    Ok(ferrograd::optim::fusable(&refs))
+}
+
+/// One Adam/AdamW step in place, one pass over the parameter and its state.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn _adam_step(
+    py: Python<'_>,
+    p: &Bound<'_, PyAny>,
+    g: &Bound<'_, PyAny>,
+    exp_avg: &Bound<'_, PyAny>,
+    exp_avg_sq: &Bound<'_, PyAny>,
+    max_exp_avg_sq: Option<&Bound<'_, PyAny>>,
+    lr: f64,
+    beta1: f64,
+    beta2: f64,
+    eps: f64,
+    weight_decay: f64,
+    decoupled: bool,
+    bias_correction1: f64,
+    bias_correction2_sqrt: f64,
+) -> PyResult<()> {
+    const OP: &str = "optimizer_step";
+    let p = tensor_arg(OP, "param", p)?;
+    let g = tensor_arg(OP, "grad", g)?;
+    let m = tensor_arg(OP, "exp_avg", exp_avg)?;
+    let v = tensor_arg(OP, "exp_avg_sq", exp_avg_sq)?;
+    let x = max_exp_avg_sq
+        .map(|t| tensor_arg(OP, "max_exp_avg_sq", t))
+        .transpose()?;
+    let h = ferrograd::optim::AdamStep {
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        decoupled,
+        bias_correction1,
+        bias_correction2_sqrt,
+        maximize: false,
+    };
+    compute(py, p.numel(), || {
+        ferrograd::optim::adam_step(&p, &g, &m, &v, x.as_ref(), &h)
+    })
+    .py()
+}
+
+/// One SGD step in place (with its momentum buffer), one pass over the parameter.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn _sgd_step(
+    py: Python<'_>,
+    p: &Bound<'_, PyAny>,
+    g: &Bound<'_, PyAny>,
+    momentum_buffer: Option<&Bound<'_, PyAny>>,
+    lr: f64,
+    momentum: f64,
+    dampening: f64,
+    weight_decay: f64,
+    nesterov: bool,
+    first: bool,
+) -> PyResult<()> {
+    const OP: &str = "optimizer_step";
+    let p = tensor_arg(OP, "param", p)?;
+    let g = tensor_arg(OP, "grad", g)?;
+    let b = momentum_buffer
+        .map(|t| tensor_arg(OP, "momentum_buffer", t))
+        .transpose()?;
+    let h = ferrograd::optim::SgdStep {
+        lr,
+        momentum,
+        dampening,
+        weight_decay,
+        nesterov,
+        first,
+        maximize: false,
+    };
+    compute(py, p.numel(), || {
+        ferrograd::optim::sgd_step(&p, &g, b.as_ref(), &h)
+    })
+    .py()
+}
+
 #[pyfunction]
 fn _cuda_synchronize(py: Python<'_>, ordinal: &Bound<'_, PyAny>) -> PyResult<()> {
     let ordinal = usize_arg("synchronize", "device", ordinal)?;
@@ -972,6 +1061,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(_attention, m)?)?;
     m.add_function(wrap_pyfunction!(_random, m)?)?;
+    m.add_function(wrap_pyfunction!(_optim_fusable, m)?)?;
+    m.add_function(wrap_pyfunction!(_adam_step, m)?)?;
+    m.add_function(wrap_pyfunction!(_sgd_step, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_empty_cache_py, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;

@@ -40,6 +40,7 @@ pub mod layout;
 pub mod memory;
 pub mod op;
 pub mod ops;
+pub mod optim;
 pub mod storage;
 mod sync;
 mod tensor;

@@ -279,6 +279,24 @@ class SGD(Optimizer):
 
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         wd, m = group["weight_decay"], group["momentum"]
+        buf = state["momentum_buffer"] if m else None
+        if _core._optim_fusable([p, g] + ([buf] if m else [])):
+            # one pass in Rust (the same arithmetic as below)
+            first = state["first"] if m else None
+            _core._sgd_step(
+                p,
+                g,
+                buf,
+                float(lr.item()),
+                float(m),
+                float(group["dampening"]),
+                float(wd),
+                bool(group["nesterov"]),
+                bool(first.item() != 0.0) if first is not None else False,
+            )
+            if first is not None:
+                first.zero_()
+            return
         if wd:
             g = g + wd * p
         if m:
@@ -345,6 +363,26 @@ class Adam(Optimizer):
         wd = group["weight_decay"]
         step = state["step"]
         step += 1.0
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        vmax = state["max_exp_avg_sq"] if group["amsgrad"] else None
+        if _core._optim_fusable([p, g, m, v] + ([vmax] if vmax is not None else [])):
+            # one pass in Rust (the same arithmetic as below)
+            _core._adam_step(
+                p,
+                g,
+                m,
+                v,
+                vmax,
+                float(lr.item()),
+                float(b1),
+                float(b2),
+                float(group["eps"]),
+                float(wd),
+                bool(self._decoupled),
+                float((1.0 - b1**step).item()),
+                float((1.0 - b2**step).sqrt().item()),
+            )
+            return
         if wd:
             if self._decoupled:
                 p *= 1.0 - lr * wd

@@ -358,6 +358,9 @@ macro_rules! multiversion {
     };
 }
 
+// (after the macro it uses)
+pub(crate) mod optim;
+
 multiversion! {
     /// `dst[i] = f(a[i])` over `min(dst, a)` elements.
     fn fill1<T: Copy, U: Sized, F: Fn(T) -> U>(dst: &mut [MaybeUninit<U>], a: &[T], f: &F) {
