@@ -120,7 +120,7 @@ def test_dlpack_with_numpy_and_torch():
 def test_dlpack_export_shares_cpu_memory():
     # numpy 2 and torch read a CPU tensor's memory in place (numpy keeps it read-only), views
     # keep their strides; the exported value stays correct after the tensor's name is gone
-    x = fg.tensor(np.arange(12.0).reshape(3, 4))
+    x = fg.tensor(np.arange(12.0).reshape(3, 4), device="cpu")
     addr = fg._core._host_memory(x)[0]
     a = np.from_dlpack(x)
     assert a.ctypes.data == addr and not a.flags.writeable
@@ -130,6 +130,6 @@ def test_dlpack_export_shares_cpu_memory():
     del x
     np.testing.assert_array_equal(a, np.arange(12.0).reshape(3, 4))
     torch = pytest.importorskip("torch")
-    y = fg.tensor(np.arange(6, dtype=np.float32))
+    y = fg.tensor(np.arange(6, dtype=np.float32), device="cpu")
     t = torch.from_dlpack(y)
     assert t.data_ptr() == fg._core._host_memory(y)[0] and t.tolist() == y.tolist()

@@ -263,13 +263,13 @@ def test_fused_update_equals_the_composed_one(make, dtype, shape):
     # values the composed tensor ops: six steps agree bit for bit
     rng = np.random.default_rng(1)
     a = rng.standard_normal(shape).astype(dtype)
-    fused = fg.tensor(a)
-    composed = fg.tensor(np.ascontiguousarray(a.T)).T
+    fused = fg.tensor(a, device="cpu")
+    composed = fg.tensor(np.ascontiguousarray(a.T), device="cpu").T
     assert composed.is_contiguous() is False and fg._core._optim_fusable([fused, fused * 1])
     opts = [make([fused]), make([composed])]
     for _ in range(6):
         g = rng.standard_normal(shape).astype(dtype)
         for p, opt in zip((fused, composed), opts):
-            p.grad = fg.tensor(g)
+            p.grad = fg.tensor(g, device="cpu")
             opt.step()
     np.testing.assert_array_equal(fused.numpy(), composed.numpy())

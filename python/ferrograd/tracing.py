@@ -300,6 +300,12 @@ class TracedFunction:
         return result
 
     def _trace(self, tree: Any, tensors: list[Tensor]) -> tuple[Any, _Entry]:
+        # the traced random generator of each device the step may draw on exists before the
+        # trace starts (it is captured, not made inside)
+        from . import random as _random
+
+        for name in {str(t.device) for t in tensors} | {str(_core.get_default_device())}:
+            _random._ensure_counter(name)
         handles = _core._trace_begin(tensors)
         try:
             args, kwargs = _unflatten(tree, handles)
