@@ -225,7 +225,7 @@ fn random(
             *o = draw(start + k);
         }
     };
-    let mut data = vec![0f64; n];
+    let mut data = crate::storage::pool::filled(n, 0f64)?;
     const CHUNK: usize = 1 << 14;
     if n >= 4 * CHUNK && rayon::current_num_threads() > 1 {
         use rayon::prelude::*;
@@ -240,17 +240,15 @@ fn random(
         DType::F64 => Tensor::from_cpu(crate::storage::CpuData::F64(data), shape),
         DType::F32 => {
             // (rounded down, so a uniform stays below 1)
-            let v: Vec<f32> = data
-                .into_iter()
-                .map(|x| {
-                    let y = x as f32;
-                    if !normal && y >= 1.0 {
-                        1.0 - f32::EPSILON / 2.0
-                    } else {
-                        y
-                    }
-                })
-                .collect();
+            let mut v = crate::storage::pool::take::<f32>(n)?;
+            v.extend(data.into_iter().map(|x| {
+                let y = x as f32;
+                if !normal && y >= 1.0 {
+                    1.0 - f32::EPSILON / 2.0
+                } else {
+                    y
+                }
+            }));
             Tensor::from_cpu(crate::storage::CpuData::F32(v), shape)
         }
         d => {
