@@ -171,3 +171,28 @@ def test_detach_in_place_of_a_computed_tensor():
     y = (h * x).sum()  # gradient reaches x only through the direct factor
     y.backward()
     np.testing.assert_allclose(x.grad.numpy(), [3.0, 6.0])
+
+
+def test_backward_inputs_writes_only_their_grads_as_torch():
+    # backward(inputs=...): only the listed tensors (leaves or computed ones) get .grad, added
+    # to what they had; one the gradient does not reach keeps its .grad (None); others are
+    # untouched; an input that does not require grad raises
+    torch = pytest.importorskip("torch")
+
+    def run(mk):
+        a, b, c = mk([1.0, 2.0]), mk([3.0, 4.0]), mk([5.0, 6.0])
+        ((a * 3 * b).sum() + (a * a).sum()).backward(inputs=[a, c])
+        first = (a.grad.tolist(), b.grad, c.grad)
+        h = a * 3
+        (h * b).sum().backward(inputs=(h, b))
+        return first, h.grad.tolist(), b.grad.tolist(), a.grad.tolist()
+
+    mine = run(lambda v: fg.tensor(v, dtype="float64", requires_grad=True))
+    theirs = run(lambda v: torch.tensor(v, dtype=torch.float64, requires_grad=True))
+    assert mine == theirs
+    x = fg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="inputs"):
+        (x * 2).sum().backward(inputs=[fg.tensor([1.0, 2.0])])
+    # the process goes on: a plain backward still works afterwards
+    (x * 2).sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0]

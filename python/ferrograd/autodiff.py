@@ -760,14 +760,22 @@ def _backward(
 ) -> None:
     """Computes the gradient of this tensor with respect to every tensor that requires grad
     and adds it into their ``.grad`` (PyTorch's ``Tensor.backward``). A non-scalar needs
-    ``gradient``. The recorded graph is freed unless ``retain_graph=True``."""
+    ``gradient``. The recorded graph is freed unless ``retain_graph=True``. ``inputs`` (a
+    tensor or a sequence of them, leaves or computed): only their ``.grad`` is written; one
+    that the gradient does not reach keeps its ``.grad``."""
     if create_graph:
         raise NotImplementedError(
             "backward: create_graph=True is not supported by Tensor.backward; for higher order "
             "gradients nest GradManagers or use fg.grad(..., create_graph=True)"
         )
     if inputs is not None:
-        raise NotImplementedError("backward: inputs= is not supported; use fg.grad")
+        xs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        if not xs or not all(isinstance(x, Tensor) for x in xs):
+            raise TypeError("backward: inputs must be a tensor or a non-empty sequence of tensors")
+        if retain_graph:
+            raise NotImplementedError(
+                "backward: inputs= with retain_graph=True is not supported; use fg.grad"
+            )
     if not _autograd.tracks(self):
         if any(r() is self for r in _autograd.consumed):
             raise RuntimeError(
@@ -790,6 +798,23 @@ def _backward(
     assert key is not None
     if gradient is not None and not isinstance(gradient, Tensor):
         gradient = _core.full(self.shape, gradient, dtype=self.dtype.name, device=self.device)
+    if inputs is not None:
+        for i, x in enumerate(xs):
+            if not _autograd.tracks(x):
+                raise RuntimeError(
+                    f"backward: inputs[{i}] (shape {list(x.shape)}) does not require grad"
+                )
+        try:
+            found = key._grad_reached([self], None if gradient is None else [gradient], xs)
+        finally:
+            _autograd.consumed = [r for r in _autograd.consumed[-7:] if r() is not None]
+            _autograd.consumed.append(weakref.ref(self))
+            _autograd.renew()
+        with no_grad():
+            for x, g in zip(xs, found):
+                if g is not None:
+                    x.grad = g if x.grad is None else x.grad + g
+        return
     if retain_graph:
         key.backward([self], None if gradient is None else [gradient], retain_graph=True)
         return

@@ -239,6 +239,25 @@ impl PyGradKey {
         Ok(gs.into_iter().map(PyTensor::from).collect())
     }
 
+    /// `grad`, with None for an input that no gradient reaches.
+    #[pyo3(signature = (ys, dys, xs))]
+    fn _grad_reached(
+        &self,
+        py: Python<'_>,
+        ys: &Bound<'_, PyAny>,
+        dys: Option<&Bound<'_, PyAny>>,
+        xs: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Option<PyTensor>>> {
+        let ys = one_or_many("backward", "ys", ys)?;
+        let dys = seeds("backward", &ys, dys)?;
+        let xs = one_or_many("backward", "inputs", xs)?;
+        let key = self.key.clone();
+        let gs = py
+            .detach(move || key.grad_reached(&ys, &dys, &xs, false))
+            .py()?;
+        Ok(gs.into_iter().map(|g| g.map(PyTensor::from)).collect())
+    }
+
     #[getter]
     fn name(&self) -> String {
         self.key.name()

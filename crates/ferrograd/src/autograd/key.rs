@@ -545,17 +545,28 @@ impl GradKey {
         xs: &[Tensor],
         create_graph: bool,
     ) -> Result<Vec<Tensor>> {
+        self.grad_reached(ys, dys, xs, create_graph)?
+            .into_iter()
+            .zip(xs)
+            .map(|(g, x)| match g {
+                Some(g) => Ok(g),
+                None => x.zeros_like(),
+            })
+            .collect()
+    }
+
+    /// [`GradKey::grad`], with `None` for an `x` that no gradient reaches (PyTorch's
+    /// `backward(inputs=...)` leaves such a tensor's `.grad` as it was).
+    pub fn grad_reached(
+        &self,
+        ys: &[Tensor],
+        dys: &[Tensor],
+        xs: &[Tensor],
+        create_graph: bool,
+    ) -> Result<Vec<Option<Tensor>>> {
         if crate::graph::is_tracing() {
             // a traced gradient is a graph like any other: it can always be differentiated
-            return self
-                .traced(ys, dys, Some(xs))?
-                .into_iter()
-                .zip(xs)
-                .map(|(g, x)| match g {
-                    Some(g) => Ok(g),
-                    None => x.zeros_like(),
-                })
-                .collect();
+            return self.traced(ys, dys, Some(xs));
         }
         let mut targets = Vec::with_capacity(xs.len());
         for (i, x) in xs.iter().enumerate() {
@@ -574,14 +585,7 @@ impl GradKey {
         }
         let mut found: Vec<Option<Tensor>> = vec![None; xs.len()];
         self.drive(ys, dys, Some((&targets, &mut found)), create_graph, false)?;
-        found
-            .into_iter()
-            .zip(xs)
-            .map(|(g, x)| match g {
-                Some(g) => Ok(g),
-                None => x.zeros_like(),
-            })
-            .collect()
+        Ok(found)
     }
 
     /// Backward inside a trace: the graph gradient pass over the traced ops, to `xs` (handing
