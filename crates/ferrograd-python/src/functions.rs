@@ -919,7 +919,6 @@ fn _adam_step(
         decoupled,
         bias_correction1,
         bias_correction2_sqrt,
-        maximize: false,
     };
     compute(py, p.numel(), || {
         ferrograd::optim::adam_step(&p, &g, &m, &v, x.as_ref(), &h)
@@ -955,7 +954,6 @@ fn _sgd_step(
         weight_decay,
         nesterov,
         first,
-        maximize: false,
     };
     compute(py, p.numel(), || {
         ferrograd::optim::sgd_step(&p, &g, b.as_ref(), &h)

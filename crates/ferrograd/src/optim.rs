@@ -2,9 +2,10 @@
 //! updated in place together, element by element, with the same arithmetic, in the same
 //! order, as the composed tensor-op form (so the two agree to the last bit in float64).
 //!
-//! CPU, float32 and float64, contiguous tensors that share no memory; anything else is the
-//! caller's to do with tensor ops (the Python optimizers fall back to them, and use them
-//! inside `fg.trace`, where the graph fuses the chain itself).
+//! The gradient is used as given (to maximize, pass it negated). CPU, float32 and float64,
+//! contiguous tensors that share no memory; anything else is the caller's to do with tensor
+//! ops (the Python optimizers fall back to them, and use them inside `fg.trace`, where the
+//! graph fuses the chain itself).
 
 use std::sync::RwLockWriteGuard;
 
@@ -28,8 +29,6 @@ pub struct AdamStep {
     /// `1 - beta1^t` and `sqrt(1 - beta2^t)` for this step `t`.
     pub bias_correction1: f64,
     pub bias_correction2_sqrt: f64,
-    /// Step in the direction of the gradient (`maximize`).
-    pub maximize: bool,
 }
 
 /// SGD's hyperparameters for one step.
@@ -43,7 +42,6 @@ pub struct SgdStep {
     /// The momentum buffer has not been written yet (its first step takes the gradient
     /// whole, as PyTorch's).
     pub first: bool,
-    pub maximize: bool,
 }
 
 const OP: &str = "optimizer_step";
