@@ -254,8 +254,28 @@ def test_scheduled_lr_reaches_a_traced_step():
         lambda ps: fg.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, maximize=True),
         lambda ps: fg.optim.Adam(ps, lr=0.01, weight_decay=0.1, amsgrad=True),
         lambda ps: fg.optim.AdamW(ps, lr=0.01, betas=(0.8, 0.95), maximize=True),
+        lambda ps: fg.optim.RMSprop(ps, lr=0.01, weight_decay=0.1),
+        lambda ps: fg.optim.RMSprop(ps, lr=0.01, alpha=0.9, momentum=0.5, centered=True),
+        lambda ps: fg.optim.RMSprop(ps, lr=0.01, momentum=0.7),
+        lambda ps: fg.optim.RMSprop(ps, lr=0.01, centered=True, maximize=True),
+        lambda ps: fg.optim.Adagrad(
+            ps, lr=0.1, lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.2
+        ),
+        lambda ps: fg.optim.Adadelta(ps, lr=0.5, rho=0.8, weight_decay=0.1),
     ],
-    ids=["sgd", "sgd-momentum-dampening-wd", "sgd-nesterov-maximize", "adam-amsgrad-wd", "adamw"],
+    ids=[
+        "sgd",
+        "sgd-momentum-dampening-wd",
+        "sgd-nesterov-maximize",
+        "adam-amsgrad-wd",
+        "adamw",
+        "rmsprop-wd",
+        "rmsprop-centered-momentum",
+        "rmsprop-momentum",
+        "rmsprop-centered-maximize",
+        "adagrad",
+        "adadelta",
+    ],
 )
 @pytest.mark.parametrize("shape", [(5, 7), (400, 401)])  # (the second in parallel pieces)
 def test_fused_update_equals_the_composed_one(make, dtype, shape):

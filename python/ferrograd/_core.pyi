@@ -563,30 +563,11 @@ def _layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor: 
 def _attention(query: Tensor, key: Tensor, value: Tensor, scale: float, causal: bool) -> Tensor: ...
 def _random(counter: Tensor, shape: list[int], dtype: Any, salt: int, normal: bool) -> Tensor: ...
 def _optim_fusable(tensors: list[Tensor]) -> bool: ...
-def _adam_step(
-    p: Tensor,
-    g: Tensor,
-    exp_avg: Tensor,
-    exp_avg_sq: Tensor,
-    max_exp_avg_sq: Tensor | None,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    eps: float,
-    weight_decay: float,
-    decoupled: bool,
-    bias_correction1: float,
-    bias_correction2_sqrt: float,
-) -> None: ...
-def _sgd_step(
-    p: Tensor,
-    g: Tensor,
-    momentum_buffer: Tensor | None,
-    lr: float,
-    momentum: float,
-    dampening: float,
-    weight_decay: float,
-    nesterov: bool,
-    first: bool,
+def _optim_step(
+    kind: str,
+    param: Tensor,
+    grad: Tensor,
+    states: list[Tensor | None],
+    hyper: dict[str, float],
 ) -> None: ...
 def _host_memory(tensor: Tensor, writable: bool = False) -> tuple[int, int, int, list[int]]: ...

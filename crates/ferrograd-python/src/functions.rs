@@ -883,82 +883,115 @@ fn _optim_fusable(tensors: &Bound<'_, PyAny>) -> PyResult<bool> {
     Ok(ferrograd::optim::fusable(&refs))
 }
 
-/// One Adam/AdamW step in place, one pass over the parameter and its state.
+/// One fused optimizer step in place (`kind`: "sgd", "adam", "rmsprop", "adagrad",
+/// "adadelta"): the parameter and its state tensors (in the order `ferrograd::optim`'s step
+/// functions take them, `None` where a state is not kept) updated in one pass, with the
+/// hyperparameters by name.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn _adam_step(
+fn _optim_step(
     py: Python<'_>,
-    p: &Bound<'_, PyAny>,
-    g: &Bound<'_, PyAny>,
-    exp_avg: &Bound<'_, PyAny>,
-    exp_avg_sq: &Bound<'_, PyAny>,
-    max_exp_avg_sq: Option<&Bound<'_, PyAny>>,
-    lr: f64,
-    beta1: f64,
-    beta2: f64,
-    eps: f64,
-    weight_decay: f64,
-    decoupled: bool,
-    bias_correction1: f64,
-    bias_correction2_sqrt: f64,
+    kind: &str,
+    param: &Bound<'_, PyAny>,
+    grad: &Bound<'_, PyAny>,
+    states: Vec<Option<Bound<'_, PyAny>>>,
+    hyper: &Bound<'_, PyDict>,
 ) -> PyResult<()> {
+    use ferrograd::optim as o;
     const OP: &str = "optimizer_step";
-    let p = tensor_arg(OP, "param", p)?;
-    let g = tensor_arg(OP, "grad", g)?;
-    let m = tensor_arg(OP, "exp_avg", exp_avg)?;
-    let v = tensor_arg(OP, "exp_avg_sq", exp_avg_sq)?;
-    let x = max_exp_avg_sq
-        .map(|t| tensor_arg(OP, "max_exp_avg_sq", t))
-        .transpose()?;
-    let h = ferrograd::optim::AdamStep {
-        lr,
-        beta1,
-        beta2,
-        eps,
-        weight_decay,
-        decoupled,
-        bias_correction1,
-        bias_correction2_sqrt,
+    let p = tensor_arg(OP, "param", param)?;
+    let g = tensor_arg(OP, "grad", grad)?;
+    let s = states
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            t.as_ref()
+                .map(|t| tensor_arg(OP, &format!("states[{i}]"), t))
+                .transpose()
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let state = |i: usize| s.get(i).and_then(|t| t.as_ref());
+    let need = |i: usize| {
+        state(i).ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "{OP}: {kind} needs states[{i}], got {} states",
+                s.len()
+            ))
+        })
     };
-    compute(py, p.numel(), || {
-        ferrograd::optim::adam_step(&p, &g, &m, &v, x.as_ref(), &h)
-    })
-    .py()
-}
-
-/// One SGD step in place (with its momentum buffer), one pass over the parameter.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn _sgd_step(
-    py: Python<'_>,
-    p: &Bound<'_, PyAny>,
-    g: &Bound<'_, PyAny>,
-    momentum_buffer: Option<&Bound<'_, PyAny>>,
-    lr: f64,
-    momentum: f64,
-    dampening: f64,
-    weight_decay: f64,
-    nesterov: bool,
-    first: bool,
-) -> PyResult<()> {
-    const OP: &str = "optimizer_step";
-    let p = tensor_arg(OP, "param", p)?;
-    let g = tensor_arg(OP, "grad", g)?;
-    let b = momentum_buffer
-        .map(|t| tensor_arg(OP, "momentum_buffer", t))
-        .transpose()?;
-    let h = ferrograd::optim::SgdStep {
-        lr,
-        momentum,
-        dampening,
-        weight_decay,
-        nesterov,
-        first,
+    let f = |name: &str| -> PyResult<f64> {
+        hyper
+            .get_item(name)?
+            .ok_or_else(|| {
+                pyo3::exceptions::PyKeyError::new_err(format!("{OP}: {kind} needs `{name}`"))
+            })?
+            .extract()
     };
-    compute(py, p.numel(), || {
-        ferrograd::optim::sgd_step(&p, &g, b.as_ref(), &h)
-    })
-    .py()
+    let b = |name: &str| -> PyResult<bool> { Ok(f(name)? != 0.0) };
+    let n = p.numel();
+    match kind {
+        "sgd" => {
+            let h = o::SgdStep {
+                lr: f("lr")?,
+                momentum: f("momentum")?,
+                dampening: f("dampening")?,
+                weight_decay: f("weight_decay")?,
+                nesterov: b("nesterov")?,
+                first: b("first")?,
+            };
+            compute(py, n, || o::sgd_step(&p, &g, state(0), &h)).py()
+        }
+        "adam" => {
+            let h = o::AdamStep {
+                lr: f("lr")?,
+                beta1: f("beta1")?,
+                beta2: f("beta2")?,
+                eps: f("eps")?,
+                weight_decay: f("weight_decay")?,
+                decoupled: b("decoupled")?,
+                bias_correction1: f("bias_correction1")?,
+                bias_correction2_sqrt: f("bias_correction2_sqrt")?,
+            };
+            let (m, v) = (need(0)?, need(1)?);
+            compute(py, n, || o::adam_step(&p, &g, m, v, state(2), &h)).py()
+        }
+        "rmsprop" => {
+            let h = o::RmspropStep {
+                lr: f("lr")?,
+                alpha: f("alpha")?,
+                eps: f("eps")?,
+                weight_decay: f("weight_decay")?,
+                momentum: f("momentum")?,
+                centered: b("centered")?,
+            };
+            let sq = need(0)?;
+            compute(py, n, || {
+                o::rmsprop_step(&p, &g, sq, state(1), state(2), &h)
+            })
+            .py()
+        }
+        "adagrad" => {
+            let h = o::AdagradStep {
+                lr: f("lr")?,
+                eps: f("eps")?,
+                weight_decay: f("weight_decay")?,
+            };
+            let sum = need(0)?;
+            compute(py, n, || o::adagrad_step(&p, &g, sum, &h)).py()
+        }
+        "adadelta" => {
+            let h = o::AdadeltaStep {
+                lr: f("lr")?,
+                rho: f("rho")?,
+                eps: f("eps")?,
+                weight_decay: f("weight_decay")?,
+            };
+            let (sq, acc) = (need(0)?, need(1)?);
+            compute(py, n, || o::adadelta_step(&p, &g, sq, acc, &h)).py()
+        }
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{OP}: unknown kind {other:?} (sgd, adam, rmsprop, adagrad, adadelta)"
+        ))),
+    }
 }
 
 #[pyfunction]
@@ -1060,8 +1093,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_attention, m)?)?;
     m.add_function(wrap_pyfunction!(_random, m)?)?;
     m.add_function(wrap_pyfunction!(_optim_fusable, m)?)?;
-    m.add_function(wrap_pyfunction!(_adam_step, m)?)?;
-    m.add_function(wrap_pyfunction!(_sgd_step, m)?)?;
+    m.add_function(wrap_pyfunction!(_optim_step, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_empty_cache_py, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;

@@ -7,11 +7,14 @@
 //! ops (the Python optimizers fall back to them, and use them inside `fg.trace`, where the
 //! graph fuses the chain itself).
 
-use std::sync::RwLockWriteGuard;
-
-use crate::cpu::optim::{adam_chunk, chunked4, sgd_chunk, AdamConsts, SgdConsts};
+use crate::cpu::float::Float;
+use crate::cpu::fused::FusedFloat;
+use crate::cpu::optim::{
+    adadelta_chunk, adagrad_chunk, adam_chunk, chunked4, rmsprop_chunk, sgd_chunk, AdadeltaConsts,
+    AdagradConsts, AdamConsts, RmspropConsts, SgdConsts,
+};
 use crate::error::{Error, Result};
-use crate::storage::{CpuData, StorageData};
+use crate::storage::StorageData;
 use crate::tensor::Tensor;
 use crate::Device;
 
@@ -46,7 +49,8 @@ pub struct SgdStep {
 
 const OP: &str = "optimizer_step";
 
-/// Whether [`adam_step`] / [`sgd_step`] can take these tensors (else use tensor ops).
+/// Whether the fused steps ([`adam_step`], [`sgd_step`], [`rmsprop_step`], [`adagrad_step`],
+/// [`adadelta_step`]) can take these tensors (else use tensor ops).
 pub fn fusable(tensors: &[&Tensor]) -> bool {
     let Some(first) = tensors.first() else {
         return false;
@@ -79,20 +83,179 @@ fn check(tensors: &[&Tensor]) -> Result<()> {
     }
 }
 
+/// RMSprop's hyperparameters for one step (PyTorch's formulas).
+#[derive(Clone, Copy, Debug)]
+pub struct RmspropStep {
+    pub lr: f64,
+    pub alpha: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// With a momentum buffer when non-zero.
+    pub momentum: f64,
+    /// Divide by the centred second moment (a running mean of the gradient is kept).
+    pub centered: bool,
+}
+
+/// Adagrad's hyperparameters for one step.
+#[derive(Clone, Copy, Debug)]
+pub struct AdagradStep {
+    /// The step's learning rate, decay applied: `lr / (1 + (t - 1) * lr_decay)`.
+    pub lr: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
+/// Adadelta's hyperparameters for one step.
+#[derive(Clone, Copy, Debug)]
+pub struct AdadeltaStep {
+    pub lr: f64,
+    pub rho: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
 /// The elements of a contiguous tensor inside its locked buffer.
 fn span(t: &Tensor) -> std::ops::Range<usize> {
     let o = t.layout().offset();
     o..o + t.numel()
 }
 
-macro_rules! slices {
-    ($guards:expr, $variant:ident) => {
-        match &mut **$guards {
-            StorageData::Cpu(CpuData::$variant(v)) => v,
-            #[allow(unreachable_patterns)]
-            _ => return Err(Error::dtype(OP, "unexpected buffer".to_string())),
+/// One optimizer's element loop over pieces of the parameter, its gradient and up to three
+/// state buffers (an absent state is an empty slice).
+trait Update: Sync {
+    fn run<T: Float>(&self, p: &mut [T], g: &[T], s: [&mut [T]; 3]);
+}
+
+/// Locks the parameter, the gradient and the states, and runs `u` over them in parallel
+/// pieces, in the parameter's dtype.
+fn fused(p: &Tensor, g: &Tensor, states: [Option<&Tensor>; 3], u: &impl Update) -> Result<()> {
+    let mut all = vec![p, g];
+    all.extend(states.iter().flatten());
+    check(&all)?;
+    fn go<T: FusedFloat>(
+        p: &Tensor,
+        g: &Tensor,
+        states: [Option<&Tensor>; 3],
+        u: &impl Update,
+    ) -> Result<()> {
+        let unexpected = || Error::dtype(OP, "unexpected buffer".to_string());
+        fn cpu<T: FusedFloat>(d: &mut StorageData) -> Option<&mut [T]> {
+            match d {
+                StorageData::Cpu(c) => T::slice_mut(c),
+                #[allow(unreachable_patterns)]
+                _ => None,
+            }
         }
-    };
+        let gr = g.storage().read();
+        let gs = match &*gr {
+            StorageData::Cpu(c) => T::slice(c),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        };
+        let gs = &gs.ok_or_else(unexpected)?[span(g)];
+        let mut pw = p.storage().write();
+        let ps = &mut cpu::<T>(&mut pw).ok_or_else(unexpected)?[span(p)];
+        let mut sw = states.map(|t| t.map(|t| (t.storage().write(), t)));
+        let [m, v, x] = sw.each_mut().map(|w| match w {
+            Some((w, t)) => cpu::<T>(w).map(|s| &mut s[span(t)]),
+            None => Some(&mut [][..]),
+        });
+        let (m, v, x) = (
+            m.ok_or_else(unexpected)?,
+            v.ok_or_else(unexpected)?,
+            x.ok_or_else(unexpected)?,
+        );
+        chunked4(ps, gs, m, v, x, |p, g, m, v, x| u.run(p, g, [m, v, x]));
+        Ok(())
+    }
+    match p.dtype() {
+        crate::DType::F32 => go::<f32>(p, g, states, u),
+        _ => go::<f64>(p, g, states, u),
+    }
+}
+
+impl Update for AdamStep {
+    fn run<T: Float>(&self, p: &mut [T], g: &[T], [m, v, x]: [&mut [T]; 3]) {
+        let c = T::from_f64;
+        let k = AdamConsts::<T> {
+            b1: c(self.beta1),
+            b2: c(self.beta2),
+            one_b1: c(1.0 - self.beta1),
+            one_b2: c(1.0 - self.beta2),
+            wd: c(self.weight_decay),
+            decay: c(1.0 - self.lr * self.weight_decay),
+            bc2: c(self.bias_correction2_sqrt),
+            eps: c(self.eps),
+            step: c(self.lr / self.bias_correction1),
+            l2: self.weight_decay != 0.0 && !self.decoupled,
+            decoupled: self.weight_decay != 0.0 && self.decoupled,
+        };
+        adam_chunk(p, g, m, v, (!x.is_empty()).then_some(x), &k)
+    }
+}
+
+impl Update for SgdStep {
+    fn run<T: Float>(&self, p: &mut [T], g: &[T], [b, _, _]: [&mut [T]; 3]) {
+        let c = T::from_f64;
+        let k = SgdConsts::<T> {
+            lr: c(self.lr),
+            wd: c(self.weight_decay),
+            momentum: c(self.momentum),
+            // the composed form's factor on g when adding it to the buffer
+            keep: c((1.0 - self.dampening) + self.dampening * if self.first { 1.0 } else { 0.0 }),
+            dampened: self.dampening != 0.0,
+            l2: self.weight_decay != 0.0,
+            nesterov: self.nesterov,
+        };
+        let b = (self.momentum != 0.0 && !b.is_empty()).then_some(b);
+        sgd_chunk(p, g, b, &k)
+    }
+}
+
+impl Update for RmspropStep {
+    fn run<T: Float>(&self, p: &mut [T], g: &[T], [sq, buf, ga]: [&mut [T]; 3]) {
+        let c = T::from_f64;
+        let k = RmspropConsts::<T> {
+            lr: c(self.lr),
+            alpha: c(self.alpha),
+            one_alpha: c(1.0 - self.alpha),
+            eps: c(self.eps),
+            wd: c(self.weight_decay),
+            momentum: c(self.momentum),
+            l2: self.weight_decay != 0.0,
+        };
+        let buf = (self.momentum != 0.0).then_some(buf);
+        let ga = self.centered.then_some(ga);
+        rmsprop_chunk(p, g, sq, buf, ga, &k)
+    }
+}
+
+impl Update for AdagradStep {
+    fn run<T: Float>(&self, p: &mut [T], g: &[T], [sum, _, _]: [&mut [T]; 3]) {
+        let c = T::from_f64;
+        let k = AdagradConsts::<T> {
+            lr: c(self.lr),
+            eps: c(self.eps),
+            wd: c(self.weight_decay),
+            l2: self.weight_decay != 0.0,
+        };
+        adagrad_chunk(p, g, sum, &k)
+    }
+}
+
+impl Update for AdadeltaStep {
+    fn run<T: Float>(&self, p: &mut [T], g: &[T], [sq, acc, _]: [&mut [T]; 3]) {
+        let c = T::from_f64;
+        let k = AdadeltaConsts::<T> {
+            lr: c(self.lr),
+            rho: c(self.rho),
+            one_rho: c(1.0 - self.rho),
+            eps: c(self.eps),
+            wd: c(self.weight_decay),
+            l2: self.weight_decay != 0.0,
+        };
+        adadelta_chunk(p, g, sq, acc, &k)
+    }
 }
 
 /// One Adam step in place: `p`, `exp_avg`, `exp_avg_sq` (and `max_exp_avg_sq` with AMSGrad)
@@ -105,57 +268,7 @@ pub fn adam_step(
     max_exp_avg_sq: Option<&Tensor>,
     h: &AdamStep,
 ) -> Result<()> {
-    let mut all = vec![p, g, exp_avg, exp_avg_sq];
-    all.extend(max_exp_avg_sq);
-    check(&all)?;
-    let gr = g.storage().read();
-    let mut pw: RwLockWriteGuard<'_, StorageData> = p.storage().write();
-    let mut mw = exp_avg.storage().write();
-    let mut vw = exp_avg_sq.storage().write();
-    let mut xw = max_exp_avg_sq.map(|t| t.storage().write());
-    macro_rules! go {
-        ($t:ty, $variant:ident) => {{
-            let ps = &mut slices!(&mut pw, $variant)[span(p)];
-            let gs = match &*gr {
-                StorageData::Cpu(CpuData::$variant(v)) => &v[span(g)],
-                #[allow(unreachable_patterns)]
-                _ => return Err(Error::dtype(OP, "unexpected buffer".to_string())),
-            };
-            let ms = &mut slices!(&mut mw, $variant)[span(exp_avg)];
-            let vs = &mut slices!(&mut vw, $variant)[span(exp_avg_sq)];
-            let xs = match (&mut xw, max_exp_avg_sq) {
-                (Some(w), Some(t)) => Some(&mut slices!(w, $variant)[span(t)]),
-                _ => None,
-            };
-            let c = |v: f64| v as $t;
-            let k = AdamConsts::<$t> {
-                b1: c(h.beta1),
-                b2: c(h.beta2),
-                one_b1: c(1.0 - h.beta1),
-                one_b2: c(1.0 - h.beta2),
-                wd: c(h.weight_decay),
-                decay: c(1.0 - h.lr * h.weight_decay),
-                bc2: c(h.bias_correction2_sqrt),
-                eps: c(h.eps),
-                step: c(h.lr / h.bias_correction1),
-                l2: h.weight_decay != 0.0 && !h.decoupled,
-                decoupled: h.weight_decay != 0.0 && h.decoupled,
-            };
-            match xs {
-                Some(xs) => chunked4(ps, gs, ms, vs, xs, |p, g, m, v, x| {
-                    adam_chunk(p, g, m, v, Some(x), &k)
-                }),
-                None => chunked4(ps, gs, ms, vs, &mut [], |p, g, m, v, _| {
-                    adam_chunk(p, g, m, v, None, &k)
-                }),
-            }
-        }};
-    }
-    match p.dtype() {
-        crate::DType::F32 => go!(f32, F32),
-        _ => go!(f64, F64),
-    }
-    Ok(())
+    fused(p, g, [Some(exp_avg), Some(exp_avg_sq), max_exp_avg_sq], h)
 }
 
 /// One SGD step in place: `p` (and the momentum buffer when `momentum` is non-zero) from
@@ -166,48 +279,44 @@ pub fn sgd_step(
     momentum_buffer: Option<&Tensor>,
     h: &SgdStep,
 ) -> Result<()> {
-    let mut all = vec![p, g];
-    all.extend(momentum_buffer);
-    check(&all)?;
-    let gr = g.storage().read();
-    let mut pw = p.storage().write();
-    let mut bw = momentum_buffer.map(|t| t.storage().write());
-    macro_rules! go {
-        ($t:ty, $variant:ident) => {{
-            let ps = &mut slices!(&mut pw, $variant)[span(p)];
-            let gs = match &*gr {
-                StorageData::Cpu(CpuData::$variant(v)) => &v[span(g)],
-                #[allow(unreachable_patterns)]
-                _ => return Err(Error::dtype(OP, "unexpected buffer".to_string())),
-            };
-            let bs = match (&mut bw, momentum_buffer) {
-                (Some(w), Some(t)) if h.momentum != 0.0 => Some(&mut slices!(w, $variant)[span(t)]),
-                _ => None,
-            };
-            let c = |v: f64| v as $t;
-            let k = SgdConsts::<$t> {
-                lr: c(h.lr),
-                wd: c(h.weight_decay),
-                momentum: c(h.momentum),
-                // the composed form's factor on g when adding it to the buffer
-                keep: c((1.0 - h.dampening) + h.dampening * if h.first { 1.0 } else { 0.0 }),
-                dampened: h.dampening != 0.0,
-                l2: h.weight_decay != 0.0,
-                nesterov: h.nesterov,
-            };
-            match bs {
-                Some(bs) => chunked4(ps, gs, bs, &mut [], &mut [], |p, g, b, _, _| {
-                    sgd_chunk(p, g, Some(b), &k)
-                }),
-                None => chunked4(ps, gs, &mut [], &mut [], &mut [], |p, g, _, _, _| {
-                    sgd_chunk(p, g, None, &k)
-                }),
-            }
-        }};
+    let b = momentum_buffer.filter(|_| h.momentum != 0.0);
+    fused(p, g, [b, None, None], h)
+}
+
+/// One RMSprop step in place: `p`, `square_avg`, the momentum buffer (needed when
+/// `momentum` is non-zero) and the gradient's running mean (needed when `centered`).
+pub fn rmsprop_step(
+    p: &Tensor,
+    g: &Tensor,
+    square_avg: &Tensor,
+    momentum_buffer: Option<&Tensor>,
+    grad_avg: Option<&Tensor>,
+    h: &RmspropStep,
+) -> Result<()> {
+    let buf = momentum_buffer.filter(|_| h.momentum != 0.0);
+    let ga = grad_avg.filter(|_| h.centered);
+    if (h.momentum != 0.0 && buf.is_none()) || (h.centered && ga.is_none()) {
+        return Err(Error::invalid(
+            OP,
+            "RMSprop with momentum needs momentum_buffer, centred RMSprop needs grad_avg"
+                .to_string(),
+        ));
     }
-    match p.dtype() {
-        crate::DType::F32 => go!(f32, F32),
-        _ => go!(f64, F64),
-    }
-    Ok(())
+    fused(p, g, [Some(square_avg), buf, ga], h)
+}
+
+/// One Adagrad step in place: `p` and the running sum of squared gradients.
+pub fn adagrad_step(p: &Tensor, g: &Tensor, sum: &Tensor, h: &AdagradStep) -> Result<()> {
+    fused(p, g, [Some(sum), None, None], h)
+}
+
+/// One Adadelta step in place: `p`, `square_avg` and `acc_delta`.
+pub fn adadelta_step(
+    p: &Tensor,
+    g: &Tensor,
+    square_avg: &Tensor,
+    acc_delta: &Tensor,
+    h: &AdadeltaStep,
+) -> Result<()> {
+    fused(p, g, [Some(square_avg), Some(acc_delta), None], h)
 }

@@ -283,16 +283,19 @@ class SGD(Optimizer):
         if _core._optim_fusable([p, g] + ([buf] if m else [])):
             # one pass in Rust (the same arithmetic as below)
             first = state["first"] if m else None
-            _core._sgd_step(
+            _core._optim_step(
+                "sgd",
                 p,
                 g,
-                buf,
-                float(lr.item()),
-                float(m),
-                float(group["dampening"]),
-                float(wd),
-                bool(group["nesterov"]),
-                bool(first.item() != 0.0) if first is not None else False,
+                [buf],
+                {
+                    "lr": float(lr.item()),
+                    "momentum": float(m),
+                    "dampening": float(group["dampening"]),
+                    "weight_decay": float(wd),
+                    "nesterov": float(bool(group["nesterov"])),
+                    "first": float(first is not None and first.item() != 0.0),
+                },
             )
             if first is not None:
                 first.zero_()
@@ -367,20 +370,21 @@ class Adam(Optimizer):
         vmax = state["max_exp_avg_sq"] if group["amsgrad"] else None
         if _core._optim_fusable([p, g, m, v] + ([vmax] if vmax is not None else [])):
             # one pass in Rust (the same arithmetic as below)
-            _core._adam_step(
+            _core._optim_step(
+                "adam",
                 p,
                 g,
-                m,
-                v,
-                vmax,
-                float(lr.item()),
-                float(b1),
-                float(b2),
-                float(group["eps"]),
-                float(wd),
-                bool(self._decoupled),
-                float((1.0 - b1**step).item()),
-                float((1.0 - b2**step).sqrt().item()),
+                [m, v, vmax],
+                {
+                    "lr": float(lr.item()),
+                    "beta1": float(b1),
+                    "beta2": float(b2),
+                    "eps": float(group["eps"]),
+                    "weight_decay": float(wd),
+                    "decoupled": float(self._decoupled),
+                    "bias_correction1": float((1.0 - b1**step).item()),
+                    "bias_correction2_sqrt": float((1.0 - b2**step).sqrt().item()),
+                },
             )
             return
         if wd:
@@ -466,6 +470,26 @@ class RMSprop(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         a, wd, eps = group["alpha"], group["weight_decay"], group["eps"]
         state["step"] += 1.0
+        sq = state["square_avg"]
+        buf = state.get("momentum_buffer") if group["momentum"] else None
+        ga = state.get("grad_avg") if group["centered"] else None
+        if _core._optim_fusable([p, g, sq] + [t for t in (buf, ga) if t is not None]):
+            # one pass in Rust (the same arithmetic as below)
+            _core._optim_step(
+                "rmsprop",
+                p,
+                g,
+                [sq, buf, ga],
+                {
+                    "lr": float(lr.item()),
+                    "alpha": float(a),
+                    "eps": float(eps),
+                    "weight_decay": float(wd),
+                    "momentum": float(group["momentum"]),
+                    "centered": float(bool(group["centered"])),
+                },
+            )
+            return
         if wd:
             g = g + wd * p
         sq = state["square_avg"]
@@ -526,10 +550,16 @@ class Adagrad(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         step = state["step"]
         step += 1.0
-        if group["weight_decay"]:
-            g = g + group["weight_decay"] * p
         clr = lr / (1.0 + (step - 1.0) * group["lr_decay"])
         s = state["sum"]
+        if _core._optim_fusable([p, g, s]):
+            # one pass in Rust (the same arithmetic as below)
+            hyper = {"lr": float(clr.item()), "eps": float(group["eps"])}
+            hyper["weight_decay"] = float(group["weight_decay"])
+            _core._optim_step("adagrad", p, g, [s], hyper)
+            return
+        if group["weight_decay"]:
+            g = g + group["weight_decay"] * p
         s += g * g
         p -= clr * (g / (s.sqrt() + group["eps"]))
 
@@ -572,6 +602,13 @@ class Adadelta(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         rho, eps = group["rho"], group["eps"]
         state["step"] += 1.0
+        sq, acc = state["square_avg"], state["acc_delta"]
+        if _core._optim_fusable([p, g, sq, acc]):
+            # one pass in Rust (the same arithmetic as below)
+            hyper = {"lr": float(lr.item()), "rho": float(rho), "eps": float(eps)}
+            hyper["weight_decay"] = float(group["weight_decay"])
+            _core._optim_step("adadelta", p, g, [sq, acc], hyper)
+            return
         if group["weight_decay"]:
             g = g + group["weight_decay"] * p
         sq, acc = state["square_avg"], state["acc_delta"]

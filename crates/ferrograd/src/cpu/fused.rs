@@ -47,10 +47,17 @@ unsafe impl<T: Sync> Sync for Io<T> {}
 /// The element types fused programs run on.
 pub(crate) trait FusedFloat: Float + Send + Sync {
     fn slice(d: &CpuData) -> Option<&[Self]>;
+    fn slice_mut(d: &mut CpuData) -> Option<&mut [Self]>;
     fn wrap(v: Vec<Self>) -> CpuData;
 }
 impl FusedFloat for f32 {
     fn slice(d: &CpuData) -> Option<&[f32]> {
+        match d {
+            CpuData::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+    fn slice_mut(d: &mut CpuData) -> Option<&mut [f32]> {
         match d {
             CpuData::F32(v) => Some(v),
             _ => None,
@@ -62,6 +69,12 @@ impl FusedFloat for f32 {
 }
 impl FusedFloat for f64 {
     fn slice(d: &CpuData) -> Option<&[f64]> {
+        match d {
+            CpuData::F64(v) => Some(v),
+            _ => None,
+        }
+    }
+    fn slice_mut(d: &mut CpuData) -> Option<&mut [f64]> {
         match d {
             CpuData::F64(v) => Some(v),
             _ => None,

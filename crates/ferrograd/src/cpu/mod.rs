@@ -5,7 +5,7 @@ mod attention;
 mod conv;
 mod convolution;
 mod elementwise;
-mod float;
+pub(crate) mod float;
 pub(crate) mod fused;
 mod index;
 mod matmul;

@@ -150,3 +150,141 @@ multiversion! {
         }
     }
 }
+
+/// RMSprop's per-element constants, in the parameter's dtype.
+pub(crate) struct RmspropConsts<T> {
+    pub(crate) lr: T,
+    pub(crate) alpha: T,
+    pub(crate) one_alpha: T,
+    pub(crate) eps: T,
+    pub(crate) wd: T,
+    pub(crate) momentum: T,
+    pub(crate) l2: bool,
+}
+
+multiversion! {
+    /// One piece of an RMSprop step (see `crate::optim::rmsprop_step`): the momentum buffer
+    /// and the gradient's running mean when given.
+    fn rmsprop_chunk<T: Float>(
+        ps: &mut [T],
+        gs: &[T],
+        sq: &mut [T],
+        buf: Option<&mut [T]>,
+        ga: Option<&mut [T]>,
+        k: &RmspropConsts<T>
+    ) {
+        let n = ps.len();
+        let (gs, sq) = (&gs[..n], &mut sq[..n]);
+        // one element: g (with L2 decay), E[g^2] (and E[g]), the denominator, the buffer;
+        // each loop below passes constant `Some`/`None`s, so its body has no branch
+        #[inline(always)]
+        fn one<T: Float>(
+            k: &RmspropConsts<T>,
+            p: &mut T,
+            g: T,
+            sq: &mut T,
+            buf: Option<&mut T>,
+            ga: Option<&mut T>,
+        ) {
+            let g = if k.l2 { g + k.wd * *p } else { g };
+            let s = *sq * k.alpha + k.one_alpha * (g * g);
+            *sq = s;
+            let avg = match ga {
+                Some(ga) => {
+                    let a = *ga * k.alpha + k.one_alpha * g;
+                    *ga = a;
+                    (s - a * a).sqrt() + k.eps
+                }
+                None => s.sqrt() + k.eps,
+            };
+            match buf {
+                Some(b) => {
+                    let m = *b * k.momentum + g / avg;
+                    *b = m;
+                    *p = *p - k.lr * m;
+                }
+                None => *p = *p - k.lr * (g / avg),
+            }
+        }
+        match (buf, ga) {
+            (None, None) => {
+                for i in 0..n {
+                    one(k, &mut ps[i], gs[i], &mut sq[i], None, None);
+                }
+            }
+            (Some(b), None) => {
+                let b = &mut b[..n];
+                for i in 0..n {
+                    one(k, &mut ps[i], gs[i], &mut sq[i], Some(&mut b[i]), None);
+                }
+            }
+            (None, Some(a)) => {
+                let a = &mut a[..n];
+                for i in 0..n {
+                    one(k, &mut ps[i], gs[i], &mut sq[i], None, Some(&mut a[i]));
+                }
+            }
+            (Some(b), Some(a)) => {
+                let (b, a) = (&mut b[..n], &mut a[..n]);
+                for i in 0..n {
+                    one(k, &mut ps[i], gs[i], &mut sq[i], Some(&mut b[i]), Some(&mut a[i]));
+                }
+            }
+        }
+    }
+}
+
+/// Adagrad's per-element constants, in the parameter's dtype.
+pub(crate) struct AdagradConsts<T> {
+    /// The step's decayed learning rate.
+    pub(crate) lr: T,
+    pub(crate) eps: T,
+    pub(crate) wd: T,
+    pub(crate) l2: bool,
+}
+
+multiversion! {
+    /// One piece of an Adagrad step (see `crate::optim::adagrad_step`).
+    fn adagrad_chunk<T: Float>(ps: &mut [T], gs: &[T], sum: &mut [T], k: &AdagradConsts<T>) {
+        let n = ps.len();
+        let (gs, sum) = (&gs[..n], &mut sum[..n]);
+        for i in 0..n {
+            let gi = if k.l2 { gs[i] + k.wd * ps[i] } else { gs[i] };
+            let s = sum[i] + gi * gi;
+            sum[i] = s;
+            ps[i] = ps[i] - k.lr * (gi / (s.sqrt() + k.eps));
+        }
+    }
+}
+
+/// Adadelta's per-element constants, in the parameter's dtype.
+pub(crate) struct AdadeltaConsts<T> {
+    pub(crate) lr: T,
+    pub(crate) rho: T,
+    pub(crate) one_rho: T,
+    pub(crate) eps: T,
+    pub(crate) wd: T,
+    pub(crate) l2: bool,
+}
+
+multiversion! {
+    /// One piece of an Adadelta step (see `crate::optim::adadelta_step`).
+    fn adadelta_chunk<T: Float>(
+        ps: &mut [T],
+        gs: &[T],
+        sq: &mut [T],
+        acc: &mut [T],
+        k: &AdadeltaConsts<T>
+    ) {
+        let n = ps.len();
+        let (gs, sq, acc) = (&gs[..n], &mut sq[..n], &mut acc[..n]);
+        for i in 0..n {
+            let gi = if k.l2 { gs[i] + k.wd * ps[i] } else { gs[i] };
+            let s = sq[i] * k.rho + k.one_rho * (gi * gi);
+            sq[i] = s;
+            let delta = (acc[i] + k.eps).sqrt() / (s + k.eps).sqrt() * gi;
+            acc[i] = acc[i] * k.rho + k.one_rho * (delta * delta);
+            ps[i] = ps[i] - k.lr * delta;
+        }
+    }
+}
