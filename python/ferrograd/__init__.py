@@ -12,6 +12,7 @@
 
 from . import _core, cuda, distributed, nn, optim, random
 from . import _indexing as _indexing  # advanced indexing on Tensor (installed on import)
+from . import autograd as autograd
 from ._core import *  # the engine's ops: the names of _core.__all__
 from ._core import __version__
 from ._elementwise import *  # clamp, isnan, logical ops (see _elementwise.__all__)

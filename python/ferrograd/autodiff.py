@@ -426,7 +426,9 @@ def grad(
     Uses the innermost recording GradKey (or GradManager) that tracks ``y``; that recording is
     consumed. ``xs`` must be attached to it or computed from tensors it tracks. With
     ``create_graph=True``, enclosing managers record the computation, so the result can be
-    differentiated again (gradient penalties, MAML). Gradients that no path reaches are zeros.
+    differentiated again (gradient penalties, MAML); on tensors that require grad (PyTorch
+    style) the same tape records it and keeps the forward, as ``torch.autograd.grad`` does.
+    Gradients that no path reaches are zeros.
     """
     ys = _as_list("grad", y)
     single = isinstance(xs, Tensor)
@@ -462,6 +464,8 @@ def grad(
         for gm in live:
             if not gm.is_recording:
                 gm._consumed_by = "fg.grad"
+        if key == _autograd.key and key.is_finished:
+            _autograd.renew()  # tensors that require grad go on recording
     return gs[0] if single else gs
 
 
@@ -663,6 +667,13 @@ class _Autograd:
                 self.key.attach(t)
         return self.key
 
+    def consume(self, roots: list[Tensor]) -> None:
+        """A backward from ``roots`` freed the recording: a second one gets PyTorch's
+        message, and a new key records from now on."""
+        self.consumed = [r for r in self.consumed[-7:] if r() is not None]
+        self.consumed.extend(weakref.ref(r) for r in roots)
+        self.renew()
+
     def renew(self) -> None:
         old, self.key = self.key, None
         if old is not None and not old.is_finished:
@@ -760,70 +771,86 @@ def _backward(
 ) -> None:
     """Computes the gradient of this tensor with respect to every tensor that requires grad
     and adds it into their ``.grad`` (PyTorch's ``Tensor.backward``). A non-scalar needs
-    ``gradient``. The recorded graph is freed unless ``retain_graph=True``. ``inputs`` (a
-    tensor or a sequence of them, leaves or computed): only their ``.grad`` is written; one
-    that the gradient does not reach keeps its ``.grad``."""
-    if create_graph:
-        raise NotImplementedError(
-            "backward: create_graph=True is not supported by Tensor.backward; for higher order "
-            "gradients nest GradManagers or use fg.grad(..., create_graph=True)"
-        )
+    ``gradient``. The recorded graph is freed unless ``retain_graph=True``. With
+    ``create_graph=True`` (which retains the graph unless ``retain_graph=False`` is given)
+    the backward is recorded too, so the gradients written to ``.grad`` require grad and can
+    be differentiated again. ``inputs`` (a tensor or a sequence of them, leaves or computed):
+    only their ``.grad`` is written; one that the gradient does not reach keeps its
+    ``.grad``."""
+    _run_backward("backward", [self], [gradient], retain_graph, create_graph, inputs)
+
+
+def _run_backward(
+    op: str,
+    roots: list[Tensor],
+    gradients: list[Any],
+    retain_graph: bool | None,
+    create_graph: bool,
+    inputs: Any,
+) -> None:
+    create_graph = bool(create_graph)
+    retain = create_graph if retain_graph is None else bool(retain_graph)
+    if create_graph and not retain:
+        retain = True  # (the recorded backward needs the forward's records)
     if inputs is not None:
         xs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
         if not xs or not all(isinstance(x, Tensor) for x in xs):
-            raise TypeError("backward: inputs must be a tensor or a non-empty sequence of tensors")
-        if retain_graph:
-            raise NotImplementedError(
-                "backward: inputs= with retain_graph=True is not supported; use fg.grad"
-            )
-    if not _autograd.tracks(self):
-        if any(r() is self for r in _autograd.consumed):
+            raise TypeError(f"{op}: inputs must be a tensor or a non-empty sequence of tensors")
+    for i, (root, gradient) in enumerate(zip(roots, gradients)):
+        if not _autograd.tracks(root):
+            if any(r() is root for r in _autograd.consumed):
+                raise RuntimeError(
+                    f"{op}: trying to backward through the graph a second time (the saved "
+                    "tensors were freed by the first backward); specify retain_graph=True the "
+                    "first time to backward twice"
+                )
             raise RuntimeError(
-                "backward: trying to backward through the graph a second time (the saved "
-                "tensors were freed by the first backward); specify retain_graph=True the "
-                "first time to backward twice"
+                f"{op}: element {i} of tensors does not require grad and does not have a "
+                f"grad_fn (shape {list(root.shape)}): make a leaf require grad first "
+                "(x.requires_grad_() or nn.Parameter), or use a GradManager if its tensors are "
+                "attached to one"
             )
-        raise RuntimeError(
-            "backward: element 0 of tensors does not require grad and does not have a grad_fn "
-            f"(shape {list(self.shape)}): make a leaf require grad first "
-            "(x.requires_grad_() or nn.Parameter), or use a GradManager if its tensors are "
-            "attached to one"
-        )
-    if gradient is None and self.numel() != 1:
-        raise RuntimeError(
-            f"backward: grad can be implicitly created only for scalar outputs, got shape "
-            f"{list(self.shape)}; pass gradient="
-        )
+        if gradient is None and root.numel() != 1:
+            raise RuntimeError(
+                f"{op}: grad can be implicitly created only for scalar outputs, got shape "
+                f"{list(root.shape)}; pass gradient="
+            )
     key = _autograd.key
     assert key is not None
-    if gradient is not None and not isinstance(gradient, Tensor):
-        gradient = _core.full(self.shape, gradient, dtype=self.dtype.name, device=self.device)
+    dys = None
+    if any(g is not None for g in gradients):
+        dys = [
+            _core.ones_like(r)
+            if g is None
+            else g
+            if isinstance(g, Tensor)
+            else _core.full(r.shape, g, dtype=r.dtype.name, device=r.device)
+            for r, g in zip(roots, gradients)
+        ]
+
+    def consumed() -> None:
+        if not retain:
+            _autograd.consume(roots)
+
     if inputs is not None:
         for i, x in enumerate(xs):
             if not _autograd.tracks(x):
                 raise RuntimeError(
-                    f"backward: inputs[{i}] (shape {list(x.shape)}) does not require grad"
+                    f"{op}: inputs[{i}] (shape {list(x.shape)}) does not require grad"
                 )
         try:
-            found = key._grad_reached([self], None if gradient is None else [gradient], xs)
+            found = key._grad_reached(roots, dys, xs, retain, create_graph)
         finally:
-            _autograd.consumed = [r for r in _autograd.consumed[-7:] if r() is not None]
-            _autograd.consumed.append(weakref.ref(self))
-            _autograd.renew()
-        with no_grad():
+            consumed()
+        with enable_grad() if create_graph else no_grad():
             for x, g in zip(xs, found):
                 if g is not None:
                     x.grad = g if x.grad is None else x.grad + g
         return
-    if retain_graph:
-        key.backward([self], None if gradient is None else [gradient], retain_graph=True)
-        return
     try:
-        key.backward([self], None if gradient is None else [gradient])
+        key.backward(roots, dys, retain_graph=retain, create_graph=create_graph)
     finally:
-        _autograd.consumed = [r for r in _autograd.consumed[-7:] if r() is not None]
-        _autograd.consumed.append(weakref.ref(self))
-        _autograd.renew()
+        consumed()
 
 
 def _detach_(self: Tensor) -> Tensor:

@@ -146,6 +146,18 @@ fn seeds(op: &str, ys: &[Tensor], dys: Option<&Bound<'_, PyAny>>) -> PyResult<Ve
 
 #[pymethods]
 impl PyGradKey {
+    /// Handles to one key compare equal (and hash alike).
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyGradKey>()
+            .is_ok_and(|o| o.borrow().key == self.key)
+    }
+    fn __hash__(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.key.hash(&mut h);
+        h.finish()
+    }
     /// A new key, recording from now on. With `sibling_of`, it shares that key's level:
     /// neither records the other's backward.
     /// `recompute`: None, "auto" (recompute cheap elementwise chains in backward instead of
@@ -239,21 +251,30 @@ impl PyGradKey {
         Ok(gs.into_iter().map(PyTensor::from).collect())
     }
 
-    /// `grad`, with None for an input that no gradient reaches.
-    #[pyo3(signature = (ys, dys, xs))]
+    /// `grad`, with None for an input that no gradient reaches; `retain_graph` keeps the
+    /// recording, `create_graph` (which retains) records the backward onto this key.
+    #[pyo3(signature = (ys, dys, xs, retain_graph=false, create_graph=false))]
     fn _grad_reached(
         &self,
         py: Python<'_>,
         ys: &Bound<'_, PyAny>,
         dys: Option<&Bound<'_, PyAny>>,
         xs: &Bound<'_, PyAny>,
+        retain_graph: bool,
+        create_graph: bool,
     ) -> PyResult<Vec<Option<PyTensor>>> {
         let ys = one_or_many("backward", "ys", ys)?;
         let dys = seeds("backward", &ys, dys)?;
         let xs = one_or_many("backward", "inputs", xs)?;
         let key = self.key.clone();
         let gs = py
-            .detach(move || key.grad_reached(&ys, &dys, &xs, false))
+            .detach(move || {
+                if retain_graph || create_graph {
+                    key.grad_reached_retain(&ys, &dys, &xs, create_graph)
+                } else {
+                    key.grad_reached(&ys, &dys, &xs, false)
+                }
+            })
             .py()?;
         Ok(gs.into_iter().map(|g| g.map(PyTensor::from)).collect())
     }
@@ -331,10 +352,12 @@ impl PyGradKey {
 
     /// Backpropagates from `ys` with gradients `dys` (ones when omitted), then finishes the
     /// key; with `retain_graph`, the key keeps its recording (and goes on recording), so a
-    /// later backward through the same ops works again.
+    /// later backward through the same ops works again; with `create_graph` (which retains),
+    /// the key also records this backward, so the gradients it delivers can be
+    /// differentiated again by the same key (PyTorch's second order).
     #[pyo3(
-        signature = (ys, dys=None, retain_graph=OptArg::MISSING),
-        text_signature = "($self, ys, dys=None, retain_graph=False)"
+        signature = (ys, dys=None, retain_graph=OptArg::MISSING, create_graph=OptArg::MISSING),
+        text_signature = "($self, ys, dys=None, retain_graph=False, create_graph=False)"
     )]
     fn backward(
         &self,
@@ -342,12 +365,16 @@ impl PyGradKey {
         ys: &Bound<'_, PyAny>,
         dys: Option<&Bound<'_, PyAny>>,
         retain_graph: OptArg<'_>,
+        create_graph: OptArg<'_>,
     ) -> PyResult<()> {
         let retain = retain_graph.or(false, |o| bool_arg("backward", "retain_graph", o))?;
+        let create = create_graph.or(false, |o| bool_arg("backward", "create_graph", o))?;
         let ys = one_or_many("backward", "ys", ys)?;
         let dys = seeds("backward", &ys, dys)?;
         let key = self.key.clone();
-        if retain {
+        if create {
+            py.detach(move || key.backward_create_graph(&ys, &dys)).py()
+        } else if retain {
             py.detach(move || key.backward_retain(&ys, &dys)).py()
         } else {
             py.detach(move || key.backward(&ys, &dys)).py()

@@ -1,16 +1,42 @@
 //! The rules of builtin ops: what a recorded op keeps (its save mask, laid out for the common
 //! case) and the context its family's rule reads in backward.
 
+use std::cell::RefCell;
+
 use smallvec::SmallVec;
 
 use super::key::KeyInner;
 use super::record::Saved;
-use super::GradRule;
+use super::{GradInfo, GradRule};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::op::{for_each_family, Op};
 use crate::ops::Family;
 use crate::tensor::Tensor;
+
+thread_local! {
+    /// While a key records its own backward (PyTorch's `create_graph`): the slot of the record
+    /// whose rule runs, which the saved output the rule reads must carry (the saved output
+    /// never carries it between forward and backward: that would be a cycle).
+    static OWN_SLOT: RefCell<Option<GradInfo>> = const { RefCell::new(None) };
+}
+
+/// Sets the record whose rule runs next in a self-recording backward (until dropped).
+pub(crate) struct OwnSlotGuard(Option<GradInfo>);
+
+impl OwnSlotGuard {
+    pub(crate) fn enter(info: GradInfo) -> OwnSlotGuard {
+        OwnSlotGuard(OWN_SLOT.with(|o| o.borrow_mut().replace(info)))
+    }
+}
+
+impl Drop for OwnSlotGuard {
+    fn drop(&mut self) {
+        let prev = self.0.take();
+        let mine = OWN_SLOT.with(|o| std::mem::replace(&mut *o.borrow_mut(), prev));
+        drop(mine);
+    }
+}
 
 /// Which inputs and outputs a rule keeps, given which inputs need a gradient.
 #[derive(Default)]
@@ -197,7 +223,13 @@ impl RuleCtx<'_> {
             }
         };
         match &rule.output {
-            Some(s) => s.get(self.op.name(), self.out_shape),
+            Some(s) => {
+                let t = s.get(self.op.name(), self.out_shape)?;
+                Ok(match OWN_SLOT.with(|o| o.borrow().clone()) {
+                    Some(own) => t.with_own_slot(own),
+                    None => t,
+                })
+            }
             None => Err(Error::autograd(format!(
                 "{}: output was not saved for backward",
                 self.op.name()

@@ -291,6 +291,20 @@ impl Drop for KeyInner {
 #[derive(Clone)]
 pub struct GradKey(pub(crate) Arc<KeyInner>);
 
+/// Handles to one key are equal.
+impl PartialEq for GradKey {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for GradKey {}
+
+impl std::hash::Hash for GradKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.id.hash(state)
+    }
+}
+
 impl GradKey {
     /// A new key, recording from now on. Keys created later are *inner* to this one.
     pub fn new(name: impl Into<String>) -> GradKey {
@@ -495,19 +509,32 @@ impl GradKey {
         if crate::graph::is_tracing() {
             return self.traced(ys, dys, None).map(|_| ());
         }
-        self.drive(ys, dys, None, true, false).map(|_| ())
+        self.drive(ys, dys, None, true, false, false).map(|_| ())
     }
 
     /// [`GradKey::backward`] that keeps the recording (PyTorch's `retain_graph=True`): the
     /// rules and their saved tensors stay, the key goes on recording, and a later backward
     /// through the same ops works again.
     pub fn backward_retain(&self, ys: &[Tensor], dys: &[Tensor]) -> Result<()> {
+        self.backward_kept(ys, dys, false)
+    }
+
+    /// [`GradKey::backward_retain`] that records the backward onto this key's own tape
+    /// (PyTorch's `create_graph=True`): the gradients delivered to `.grad` and callbacks are
+    /// tracked by this key, so a later backward differentiates them (second order).
+    pub fn backward_create_graph(&self, ys: &[Tensor], dys: &[Tensor]) -> Result<()> {
+        self.backward_kept(ys, dys, true)
+    }
+
+    fn backward_kept(&self, ys: &[Tensor], dys: &[Tensor], record_self: bool) -> Result<()> {
         if crate::graph::is_tracing() {
             return Err(Error::autograd(
-                "backward with retain_graph cannot be traced; use a GradManager in fg.trace",
+                "backward with retain_graph or create_graph cannot be traced; use a \
+                 GradManager in fg.trace",
             ));
         }
-        self.drive(ys, dys, None, true, true).map(|_| ())
+        self.drive(ys, dys, None, true, true, record_self)
+            .map(|_| ())
     }
 
     /// The name of the recorded op of this key that produced `tensor` (None for an attached
@@ -556,13 +583,46 @@ impl GradKey {
     }
 
     /// [`GradKey::grad`], with `None` for an `x` that no gradient reaches (PyTorch's
-    /// `backward(inputs=...)` leaves such a tensor's `.grad` as it was).
+    /// `backward(inputs=...)` leaves such a tensor's `.grad` as it was). On the key behind
+    /// PyTorch-style `requires_grad` (an ambient key), `create_graph` keeps the recording and
+    /// records the backward onto it, as PyTorch does.
     pub fn grad_reached(
         &self,
         ys: &[Tensor],
         dys: &[Tensor],
         xs: &[Tensor],
         create_graph: bool,
+    ) -> Result<Vec<Option<Tensor>>> {
+        let own = create_graph && self.0.ambient;
+        self.collect(ys, dys, xs, create_graph, own, own)
+    }
+
+    /// [`GradKey::grad_reached`] that keeps the recording (PyTorch's `retain_graph=True`);
+    /// with `create_graph` this key records the backward too, onto the same tape, so the
+    /// gradients can be differentiated again by this key.
+    pub fn grad_reached_retain(
+        &self,
+        ys: &[Tensor],
+        dys: &[Tensor],
+        xs: &[Tensor],
+        create_graph: bool,
+    ) -> Result<Vec<Option<Tensor>>> {
+        if crate::graph::is_tracing() {
+            return Err(Error::autograd(
+                "grad with retain_graph cannot be traced; use a GradManager in fg.trace",
+            ));
+        }
+        self.collect(ys, dys, xs, create_graph, true, create_graph)
+    }
+
+    fn collect(
+        &self,
+        ys: &[Tensor],
+        dys: &[Tensor],
+        xs: &[Tensor],
+        record: bool,
+        retain: bool,
+        record_self: bool,
     ) -> Result<Vec<Option<Tensor>>> {
         if crate::graph::is_tracing() {
             // a traced gradient is a graph like any other: it can always be differentiated
@@ -584,7 +644,8 @@ impl GradKey {
             }
         }
         let mut found: Vec<Option<Tensor>> = vec![None; xs.len()];
-        self.drive(ys, dys, Some((&targets, &mut found)), create_graph, false)?;
+        let collect = Some((&targets[..], &mut found));
+        self.drive(ys, dys, collect, record, retain, record_self)?;
         Ok(found)
     }
 
@@ -651,6 +712,10 @@ impl GradKey {
         out.into_iter().map(|(_, _, a)| a).collect()
     }
 
+    /// Runs backward from `ys`. `record`: outer keys record it; `retain`: the recording
+    /// stays for another backward; `record_self` (with `retain`): this key records the
+    /// backward too, onto the same tape, so its results can be differentiated again with this
+    /// key (PyTorch's `create_graph=True`).
     fn drive(
         &self,
         ys: &[Tensor],
@@ -658,7 +723,9 @@ impl GradKey {
         collect: Option<Collect<'_>>,
         record: bool,
         retain: bool,
+        record_self: bool,
     ) -> Result<()> {
+        debug_assert!(retain || !record_self);
         self.refuse_if_finished("backward")?;
         if ys.len() != dys.len() {
             return Err(Error::autograd(format!(
@@ -707,10 +774,11 @@ impl GradKey {
                 )));
             }
         }
-        let (tape, lists) = {
+        let (tape, mut working) = {
             let mut ks = self.0.state();
             if retain {
-                // the producer lists are used up as gradients become final: a copy comes back
+                // the producer lists are used up as gradients become final: this run works
+                // on a copy, the key's own lists stay whole (and take what it records now)
                 (ks.tape.clone(), Some(ks.lists.clone()))
             } else {
                 ks.finished = true;
@@ -718,26 +786,26 @@ impl GradKey {
             }
         };
         let was_recording = self.0.is_recording();
-        self.0.stop_recording();
+        if !record_self {
+            self.0.stop_recording();
+        }
         let result = {
             // keys made during backward (in a callback or a custom rule) record as usual
-            let _ceiling = if record {
-                CeilingGuard::new(self.0.level)
-            } else {
-                CeilingGuard::existing()
+            let _ceiling = match (record, record_self) {
+                (true, true) => CeilingGuard::new(self.0.level + 1),
+                (true, false) => CeilingGuard::new(self.0.level),
+                _ => CeilingGuard::existing(),
             };
             let _backward =
                 BackwardGuard::enter(self.0.level, NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed));
-            self.run(ys, dys, tape, collect, retain)
+            self.run(ys, dys, tape, collect, working.as_mut(), record_self)
         };
-        match lists {
-            Some(lists) => {
-                self.0.state().lists = lists;
-                if was_recording {
-                    self.0.resume_recording();
-                }
+        if retain {
+            if was_recording {
+                self.0.resume_recording();
             }
-            None => self.0.cleanup(),
+        } else {
+            self.0.cleanup();
         }
         result
     }
@@ -748,8 +816,15 @@ impl GradKey {
         dys: &[Tensor],
         tape: Vec<Weak<GradFn>>,
         mut collect: Option<Collect<'_>>,
-        retain: bool,
+        mut working: Option<&mut ProducerLists>,
+        record_self: bool,
     ) -> Result<()> {
+        // a retained run's own copy of the producer lists, or the key's
+        let retain = working.is_some();
+        let mut with_lists = |f: &mut dyn FnMut(&mut ProducerLists)| match working.as_deref_mut() {
+            Some(l) => f(l),
+            None => f(&mut self.0.state().lists),
+        };
         let mut seeded: Vec<(Arc<GradFn>, usize)> = Vec::new();
         for (y, dy) in ys.iter().zip(dys) {
             if let Some(info) = y.grad_info(self.0.id) {
@@ -763,13 +838,21 @@ impl GradKey {
             }
         }
         for (f, idx) in &seeded {
-            if self.0.state().lists.is_empty(f.slot_lists[*idx]) {
+            let mut empty = false;
+            with_lists(&mut |l| empty = l.is_empty(f.slot_lists[*idx]));
+            if empty {
                 fire(f, *idx, &mut collect)?;
             }
         }
         // Keeps every GradFn that may still receive gradients alive until backward ends,
         // even after the ops that referenced it have been cleared.
         let mut keeper: Vec<Arc<GradFn>> = Vec::new();
+        // a retained recording runs again: no gradient may stay behind in its slots (a
+        // leaf's, or one handed over in functional mode), even when a rule fails
+        let mut cleared = ClearSlots(Vec::new());
+        if retain {
+            cleared.0.extend(seeded.iter().map(|(f, _)| f.clone()));
+        }
         for weak in tape.iter().rev() {
             let Some(f) = weak.upgrade() else { continue };
             let (grads, rule, dsts) = {
@@ -780,6 +863,16 @@ impl GradKey {
             };
             let outcome = match &rule {
                 Some(rule) if grads.iter().any(Option::is_some) => {
+                    // recording itself, the key hands the rule its output with this record's
+                    // slot, so the backward it records sees how the output depends on inputs
+                    let _own = record_self.then(|| {
+                        super::builtin::OwnSlotGuard::enter(GradInfo {
+                            key_id: self.0.id,
+                            key_level: self.0.level,
+                            func: f.clone(),
+                            idx: 0,
+                        })
+                    });
                     run_rule(rule.as_ref(), &grads, &dsts)
                 }
                 _ => Ok(()),
@@ -797,14 +890,18 @@ impl GradKey {
                 drop(rule);
             }
             let mut finals = Vec::new();
-            {
-                let mut ks = self.0.state();
+            with_lists(&mut |l| {
                 for d in dsts.iter().flatten() {
-                    ks.lists.unlink(d.node);
-                    if ks.lists.is_empty(d.target.slot_lists[d.idx as usize]) {
+                    l.unlink(d.node);
+                    if l.is_empty(d.target.slot_lists[d.idx as usize]) {
                         finals.push((d.target.clone(), d.idx as usize));
                     }
                 }
+            });
+            if retain {
+                cleared
+                    .0
+                    .extend(dsts.iter().flatten().map(|d| d.target.clone()));
             }
             // (a retained record keeps its destinations, which keep their records alive)
             for d in dsts.into_iter().flatten().filter(|_| !retain) {
@@ -819,6 +916,19 @@ impl GradKey {
         }
         drop(keeper);
         Ok(())
+    }
+}
+
+/// Empties the gradient slots of its records when dropped.
+struct ClearSlots(Vec<Arc<GradFn>>);
+
+impl Drop for ClearSlots {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let grads: Vec<Option<Tensor>> =
+                f.state().slots.iter_mut().map(|s| s.grad.take()).collect();
+            drop(grads);
+        }
     }
 }
 

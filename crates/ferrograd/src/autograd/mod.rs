@@ -216,4 +216,26 @@ impl Tensor {
         }
         Some(copy)
     }
+
+    /// A handle over the same data that carries this tensor's slots plus `own` (a slot of a
+    /// key this handle's data was cut from): what a key that records its own backward hands
+    /// its rules for a saved output, so the recorded backward is differentiable through it.
+    pub(crate) fn with_own_slot(&self, own: GradInfo) -> Tensor {
+        let infos: SmallVec<[GradInfo; 1]> = if self.0.maybe_tracked() {
+            self.0.meta().infos.iter().cloned().collect()
+        } else {
+            SmallVec::new()
+        };
+        let copy = self.detach();
+        for info in infos.into_iter().chain(std::iter::once(own)) {
+            if copy.grad_info(info.key_id).is_some() {
+                continue;
+            }
+            if let Some(key) = info.key().upgrade() {
+                key.track(&copy);
+            }
+            copy.push_info(info);
+        }
+        copy
+    }
 }

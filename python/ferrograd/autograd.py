@@ -1,0 +1,129 @@
+"""PyTorch's ``torch.autograd`` functions on ferrograd's tape: ``grad`` and ``backward`` over
+tensors that require grad (``requires_grad_()``, ``nn.Parameter``), with ``retain_graph``,
+``create_graph`` for second and higher order, ``allow_unused`` and ``inputs``.
+
+They work on the tape behind ``Tensor.backward``, and on the innermost recording
+``GradManager`` when the outputs were computed inside one (``fg.grad`` is MegEngine's
+spelling of the same thing)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import _core
+from ._core import Tensor
+from .autodiff import _as_list, _autograd, _run_backward, no_grad
+
+__all__ = ["backward", "grad"]
+
+
+def _seeds(op: str, outs: list[Tensor], grad_outputs: Any) -> list[Any]:
+    if grad_outputs is None:
+        return [None] * len(outs)
+    gs = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs)
+    if len(gs) != len(outs):
+        raise ValueError(f"{op}: got {len(gs)} gradients for {len(outs)} tensors")
+    return gs
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool | None = None,
+    is_grads_batched: bool = False,
+    materialize_grads: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """The gradients of ``outputs`` with respect to ``inputs``, as a tuple, without touching
+    ``.grad`` (``torch.autograd.grad``). A non-scalar output needs its ``grad_outputs``.
+    The graph is freed unless ``retain_graph`` (default: ``create_graph``). With
+    ``create_graph=True`` the gradient computation is recorded, so the results require grad
+    and can be differentiated again (gradient penalties, Hessian-vector products). An input
+    that the outputs do not depend on is an error unless ``allow_unused=True`` (then its
+    gradient is None, or zeros with ``materialize_grads=True``)."""
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad: is_grads_batched=True is not supported")
+    outs = _as_list("autograd.grad", outputs)
+    ins = _as_list("autograd.grad", inputs)
+    if not outs or not ins:
+        raise ValueError("autograd.grad: outputs and inputs must not be empty")
+    if materialize_grads and allow_unused is False:
+        raise ValueError("autograd.grad: materialize_grads=True needs allow_unused to be True")
+    allow_unused = bool(allow_unused) or materialize_grads
+    seeds = _seeds("autograd.grad", outs, grad_outputs)
+    if _core._tracing():
+        from .autodiff import grad as _graph_grad
+
+        dys = [_core.ones_like(o) if g is None else g for o, g in zip(outs, seeds)]
+        return tuple(_graph_grad(outs, ins, dys, create_graph=True))
+    keys = [k for t in outs for k in _core._tracking_keys(t)]
+    if not keys:
+        raise RuntimeError(
+            "autograd.grad: element 0 of tensors does not require grad and does not have a "
+            "grad_fn: make a leaf require grad first (x.requires_grad_() or nn.Parameter)"
+        )
+    key = max(keys, key=lambda k: k.level)
+    for i, (o, g) in enumerate(zip(outs, seeds)):
+        if g is None and o.numel() != 1:
+            raise RuntimeError(
+                f"autograd.grad: grad can be implicitly created only for scalar outputs, "
+                f"output {i} has shape {list(o.shape)}; pass grad_outputs="
+            )
+    for i, x in enumerate(ins):
+        if not key.is_attached_to(x) and not _core._tracking_keys(x):
+            raise RuntimeError(
+                f"autograd.grad: inputs[{i}] (shape {list(x.shape)}) does not require grad"
+            )
+    dys = None
+    if any(g is not None for g in seeds):
+        dys = [
+            _core.ones_like(o)
+            if g is None
+            else g
+            if isinstance(g, Tensor)
+            else _core.full(o.shape, g, dtype=o.dtype.name, device=o.device)
+            for o, g in zip(outs, seeds)
+        ]
+    ambient = key == _autograd.key
+    create_graph = bool(create_graph)
+    if retain_graph is None:
+        retain_graph = create_graph and ambient
+    try:
+        found = key._grad_reached(outs, dys, ins, bool(retain_graph), create_graph)
+    finally:
+        if ambient and key.is_finished:
+            _autograd.consume(outs)
+    result: list[Tensor | None] = []
+    for i, (x, g) in enumerate(zip(ins, found)):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    f"autograd.grad: inputs[{i}] (shape {list(x.shape)}) appears to not have "
+                    "been used in the graph; set allow_unused=True if this is the desired "
+                    "behavior"
+                )
+            if materialize_grads:
+                with no_grad():
+                    g = _core.zeros_like(x)
+        result.append(g)
+    return tuple(result)
+
+
+def backward(
+    tensors: Tensor | Sequence[Tensor],
+    grad_tensors: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Any = None,
+) -> None:
+    """Adds the gradients of ``tensors`` (seeded with ``grad_tensors``) into ``.grad`` of
+    every tensor that requires grad, or of ``inputs`` only (``torch.autograd.backward``);
+    ``Tensor.backward`` for several tensors at once."""
+    roots = _as_list("autograd.backward", tensors)
+    if not roots:
+        raise ValueError("autograd.backward: tensors must not be empty")
+    seeds = _seeds("autograd.backward", roots, grad_tensors)
+    _run_backward("autograd.backward", roots, seeds, retain_graph, create_graph, inputs)
