@@ -196,3 +196,43 @@ def test_backward_inputs_writes_only_their_grads_as_torch():
     # the process goes on: a plain backward still works afterwards
     (x * 2).sum().backward()
     assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_graphs_beside_each_other_are_independent_as_in_pytorch():
+    torch = pytest.importorskip("torch")
+    a = np.array([0.5, -1.5, 2.0])
+    got = []
+    for lib in (fg, torch):
+        x = lib.tensor(a, requires_grad=True)
+        w = lib.tensor(a[::-1].copy(), requires_grad=True)
+        y1 = (x * w).sum()
+        y2 = (x.exp() * w).sum()  # built before y1's backward
+        hidden = lib.tanh(x * w)  # never differentiated: must not disturb anything
+        y1.backward()
+        assert y2.requires_grad and y2.grad_fn is not None and hidden.requires_grad
+        y2.backward()
+        (g3,) = lib.autograd.grad((hidden * hidden).sum(), x)  # still differentiable
+        got.append((x.grad.numpy().copy(), w.grad.numpy().copy(), g3.numpy()))
+    for f_, t_ in zip(*got):
+        np.testing.assert_allclose(f_, t_, rtol=1e-12)
+
+
+def test_a_freed_shared_part_raises_and_retain_graph_keeps_it():
+    x = fg.tensor([1.0, 2.0], dtype="float64", requires_grad=True)
+    h = x.exp()  # saves its output
+    a, b = (h * 2.0).sum(), (h * 3.0).sum()
+    a.backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        b.backward()
+    x.grad = None
+    h = x.exp()
+    a, b = (h * 2.0).sum(), (h * 3.0).sum()
+    a.backward(retain_graph=True)
+    b.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 5 * np.exp([1.0, 2.0]), rtol=1e-14)
+    with pytest.raises(RuntimeError, match="second time"):
+        b.backward()
+    # the tape goes on recording for new work
+    x.grad = None
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])

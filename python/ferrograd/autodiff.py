@@ -829,7 +829,8 @@ def _run_backward(
         ]
 
     def consumed() -> None:
-        if not retain:
+        # (the autograd key frees only what a backward reached and goes on recording)
+        if key.is_finished:
             _autograd.consume(roots)
 
     if inputs is not None:

@@ -45,6 +45,9 @@ pub(crate) struct GradFnState {
     pub(crate) slots: SmallVec<[GradSlot; 1]>,
     pub(crate) dsts: SmallVec<[Option<Dst>; 2]>,
     pub(crate) rule: Option<Box<dyn GradRule>>,
+    /// A backward that goes on recording (the autograd key's) ran this record's rule and
+    /// freed it: a gradient arriving here later is PyTorch's "backward a second time".
+    pub(crate) consumed: bool,
 }
 
 #[derive(Default)]
@@ -210,6 +213,7 @@ impl KeyInner {
                 slot_lists,
                 kept_alive: AtomicBool::new(false),
                 state: Lock::new(GradFnState {
+                    consumed: false,
                     slots,
                     dsts,
                     rule: Some(rule),
@@ -221,11 +225,12 @@ impl KeyInner {
                     ks.tracked.push(Arc::downgrade(&o.0));
                 }
             }
-            if ks.tape.len() >= ks.prune_at.max(4096) {
+            // (the tracked list too: the autograd key's tape shrinks at each backward)
+            if ks.tape.len().max(ks.tracked.len()) >= ks.prune_at.max(4096) {
                 // records whose outputs are all gone can never receive a gradient
                 ks.tape.retain(|w| w.strong_count() > 0);
                 ks.tracked.retain(|w| w.strong_count() > 0);
-                ks.prune_at = 2 * ks.tape.len();
+                ks.prune_at = 2 * ks.tape.len().max(ks.tracked.len());
             }
             f
         };
@@ -247,6 +252,19 @@ impl KeyInner {
                 });
             }
         }
+    }
+
+    /// Drops the records a partial backward freed (and dead ones) from the tape.
+    fn drop_consumed_from_tape(&self) {
+        let tape = std::mem::take(&mut self.state().tape);
+        // (no key lock here: the last handle on a record may go, and its drop locks the key)
+        let kept: Vec<Weak<GradFn>> = tape
+            .into_iter()
+            .filter(|w| w.upgrade().is_some_and(|f| !f.state().consumed))
+            .collect();
+        let mut ks = self.state();
+        let newer = std::mem::replace(&mut ks.tape, kept);
+        ks.tape.extend(newer);
     }
 
     /// Untracks every tensor this key tracks, which frees its graph.
@@ -447,6 +465,7 @@ impl GradKey {
                 slot_lists: smallvec::smallvec![list],
                 kept_alive: AtomicBool::new(false),
                 state: Lock::new(GradFnState {
+                    consumed: false,
                     slots: smallvec::smallvec![GradSlot {
                         grad: None,
                         attached: Some(Box::new(Attached {
@@ -502,7 +521,10 @@ impl GradKey {
         self.0.cleanup();
     }
 
-    /// Seeds `ys` with `dys`, walks the tape in reverse, and finishes the key.
+    /// Seeds `ys` with `dys`, walks the tape in reverse, and finishes the key. (An ambient
+    /// key, the one behind PyTorch-style `Tensor.backward`, instead frees only the records
+    /// this backward reached and goes on recording: graphs beside them stay differentiable,
+    /// and a gradient reaching a freed record later is an error.)
     /// Inside a trace (see [`crate::graph`]), the graph gradient pass builds the gradients
     /// instead of the tape: callbacks run as each gradient is final, as here.
     pub fn backward(&self, ys: &[Tensor], dys: &[Tensor]) -> Result<()> {
@@ -774,9 +796,12 @@ impl GradKey {
                 )));
             }
         }
+        // the autograd key (PyTorch's tape) frees only what this backward reached: graphs
+        // beside it stay differentiable, and the key goes on recording
+        let partial = !retain && self.0.ambient;
         let (tape, mut working) = {
             let mut ks = self.0.state();
-            if retain {
+            if retain || partial {
                 // the producer lists are used up as gradients become final: this run works
                 // on a copy, the key's own lists stay whole (and take what it records now)
                 (ks.tape.clone(), Some(ks.lists.clone()))
@@ -798,11 +823,19 @@ impl GradKey {
             };
             let _backward =
                 BackwardGuard::enter(self.0.level, NEXT_KEY_ID.fetch_add(1, Ordering::Relaxed));
-            self.run(ys, dys, tape, collect, working.as_mut(), record_self)
+            let mode = RunMode {
+                retain,
+                record_self,
+                partial,
+            };
+            self.run(ys, dys, tape, collect, working.as_mut(), mode)
         };
-        if retain {
+        if retain || partial {
             if was_recording {
                 self.0.resume_recording();
+            }
+            if partial {
+                self.0.drop_consumed_from_tape();
             }
         } else {
             self.0.cleanup();
@@ -817,10 +850,14 @@ impl GradKey {
         tape: Vec<Weak<GradFn>>,
         mut collect: Option<Collect<'_>>,
         mut working: Option<&mut ProducerLists>,
-        record_self: bool,
+        mode: RunMode,
     ) -> Result<()> {
-        // a retained run's own copy of the producer lists, or the key's
-        let retain = working.is_some();
+        let RunMode {
+            retain,
+            record_self,
+            partial,
+        } = mode;
+        // this run's own copy of the producer lists (retained or partial), or the key's
         let mut with_lists = |f: &mut dyn FnMut(&mut ProducerLists)| match working.as_deref_mut() {
             Some(l) => f(l),
             None => f(&mut self.0.state().lists),
@@ -850,7 +887,7 @@ impl GradKey {
         // a retained recording runs again: no gradient may stay behind in its slots (a
         // leaf's, or one handed over in functional mode), even when a rule fails
         let mut cleared = ClearSlots(Vec::new());
-        if retain {
+        if retain || partial {
             cleared.0.extend(seeded.iter().map(|(f, _)| f.clone()));
         }
         for weak in tape.iter().rev() {
@@ -861,8 +898,9 @@ impl GradKey {
                     st.slots.iter_mut().map(|s| s.grad.take()).collect();
                 (grads, st.rule.take(), std::mem::take(&mut st.dsts))
             };
+            let reached = grads.iter().any(Option::is_some);
             let outcome = match &rule {
-                Some(rule) if grads.iter().any(Option::is_some) => {
+                Some(rule) if reached => {
                     // recording itself, the key hands the rule its output with this record's
                     // slot, so the backward it records sees how the output depends on inputs
                     let _own = record_self.then(|| {
@@ -878,9 +916,14 @@ impl GradKey {
                 _ => Ok(()),
             };
             drop(grads);
-            if retain {
-                // kept for the next backward through this record (nodes are unlinked below
-                // in this run's copy of the lists only: the key gets its lists back after)
+            // a retained record, or one a partial backward did not reach, stays for the next
+            // backward through it (its nodes are unlinked below in this run's copy of the
+            // lists only)
+            // (as in PyTorch, a rule that saved no tensor can run again)
+            let keep = retain
+                || (partial
+                    && (!reached || rule.as_ref().is_some_and(|r| r.saved_tensors().is_empty())));
+            if keep {
                 let mut st = f.state();
                 st.rule = rule;
                 st.dsts = dsts.clone();
@@ -888,6 +931,13 @@ impl GradKey {
             } else {
                 // saved tensors go now, not at the end of backward
                 drop(rule);
+                if partial {
+                    f.state().consumed = true;
+                    let mut ks = self.0.state();
+                    for d in dsts.iter().flatten() {
+                        ks.lists.unlink(d.node);
+                    }
+                }
             }
             let mut finals = Vec::new();
             with_lists(&mut |l| {
@@ -898,13 +948,13 @@ impl GradKey {
                     }
                 }
             });
-            if retain {
+            if retain || partial {
                 cleared
                     .0
                     .extend(dsts.iter().flatten().map(|d| d.target.clone()));
             }
-            // (a retained record keeps its destinations, which keep their records alive)
-            for d in dsts.into_iter().flatten().filter(|_| !retain) {
+            // (a kept record keeps its destinations, which keep their records alive)
+            for d in dsts.into_iter().flatten().filter(|_| !keep) {
                 if !d.target.kept_alive.swap(true, Ordering::Relaxed) {
                     keeper.push(d.target);
                 }
@@ -914,9 +964,24 @@ impl GradKey {
                 fire(&target, idx, &mut collect)?;
             }
         }
+        for f in &keeper {
+            // (a record that lives on may be kept alive by a later backward again)
+            f.kept_alive.store(false, Ordering::Relaxed);
+        }
         drop(keeper);
         Ok(())
     }
+}
+
+/// How a backward run treats the records it walks.
+#[derive(Clone, Copy)]
+struct RunMode {
+    /// Every record stays for another backward.
+    retain: bool,
+    /// The key records this backward onto its own tape.
+    record_self: bool,
+    /// Records this backward reaches are freed, the others stay (the autograd key).
+    partial: bool,
 }
 
 /// Empties the gradient slots of its records when dropped.
@@ -955,6 +1020,14 @@ fn run_rule(rule: &dyn GradRule, grads: &[Option<Tensor>], dsts: &[Option<Dst>])
 
 /// Adds `g` into a slot. The sum goes through `apply`, so outer keys record it.
 fn accumulate(f: &Arc<GradFn>, idx: usize, g: Tensor) -> Result<()> {
+    if f.state().consumed {
+        return Err(Error::autograd(format!(
+            "trying to backward through the graph a second time (the saved tensors of \
+             '{}' were freed by an earlier backward); specify retain_graph=True the first \
+             time to backward through it twice",
+            f.name
+        )));
+    }
     let existing = f.state().slots[idx].grad.take();
     let total = match existing {
         None => g,
