@@ -236,3 +236,47 @@ def test_a_freed_shared_part_raises_and_retain_graph_keeps_it():
     x.grad = None
     (x * x).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+
+
+def test_factories_take_requires_grad_and_grad_mode_queries():
+    torch = pytest.importorskip("torch")
+    made = [
+        fg.zeros(2, 3, requires_grad=True),
+        fg.ones((2,), dtype=fg.float64, requires_grad=True),
+        fg.full((2,), 0.5, requires_grad=True),
+        fg.randn(4, requires_grad=True),
+        fg.rand(4, requires_grad=True),
+        fg.arange(3.0, requires_grad=True),
+        fg.linspace(0, 1, 5, requires_grad=True),
+        fg.eye(3, requires_grad=True),
+        fg.zeros_like(fg.ones(2), dtype=fg.float64, requires_grad=True),
+        fg.ones_like(fg.ones(2), requires_grad=True),
+        fg.empty(3, requires_grad=True),
+    ]
+    for t in made:
+        assert t.requires_grad and t.is_leaf
+    assert not fg.zeros(2).requires_grad
+    assert fg.zeros_like(fg.ones(2, dtype=fg.float64)).dtype == fg.float64
+    with pytest.raises(RuntimeError, match="floating point"):
+        fg.arange(3, requires_grad=True)
+    # the same gradient as torch through a factory-made leaf
+    w = fg.ones(3, dtype=fg.float64, requires_grad=True)
+    tw = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    (w * w * 3.0).sum().backward()
+    (tw * tw * 3.0).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy())
+    assert fg.is_grad_enabled()
+    with fg.no_grad():
+        assert not fg.is_grad_enabled()
+        with fg.enable_grad():
+            assert fg.is_grad_enabled()
+    with fg.inference_mode():
+        assert not fg.is_grad_enabled() and not (w * 2).requires_grad
+    with fg.inference_mode(False):
+        assert (w * 2).requires_grad
+
+    @fg.inference_mode()
+    def evaluate(x):
+        return x * 2
+
+    assert not evaluate(w).requires_grad and fg.is_grad_enabled()

@@ -6,6 +6,7 @@ and numpy's (``axis``, ``keepdims``)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import namedtuple
 from collections.abc import Sequence
@@ -48,6 +49,8 @@ __all__ = [
     "norm",
     "normal",
     "one_hot",
+    "ones",
+    "ones_like",
     "pad",
     "prod",
     "rand",
@@ -68,6 +71,8 @@ __all__ = [
     "unflatten",
     "unsqueeze",
     "var",
+    "zeros",
+    "zeros_like",
 ]
 
 _builtin_all, _builtin_any, _builtin_max, _builtin_min = all, any, max, min
@@ -163,6 +168,48 @@ def _dtype_like(out: Tensor, x: Tensor) -> Tensor:
 # --------------------------------------------------------------------------------- creation
 
 
+def _factory(fn: Any) -> Any:
+    """Adds PyTorch's ``requires_grad=False`` keyword to a tensor factory."""
+
+    @functools.wraps(fn)
+    def make(*args: Any, requires_grad: bool = False, **kw: Any) -> Tensor:
+        t = fn(*args, **kw)
+        if requires_grad:
+            t.requires_grad_()
+        return t
+
+    return make
+
+
+@_factory
+def zeros(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """A tensor of zeros (``zeros(2, 3)`` or ``zeros((2, 3))``)."""
+    return _core.zeros(*size, dtype=dtype, device=device)
+
+
+@_factory
+def ones(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """A tensor of ones (``ones(2, 3)`` or ``ones((2, 3))``)."""
+    return _core.ones(*size, dtype=dtype, device=device)
+
+
+@_factory
+def zeros_like(input: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """Zeros with ``input``'s shape (and dtype and device unless given)."""
+    if dtype is None and device is None:
+        return _core.zeros_like(_check_tensor("zeros_like", "input", input))
+    return full_like(input, 0, dtype=dtype, device=device)
+
+
+@_factory
+def ones_like(input: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """Ones with ``input``'s shape (and dtype and device unless given)."""
+    if dtype is None and device is None:
+        return _core.ones_like(_check_tensor("ones_like", "input", input))
+    return full_like(input, 1, dtype=dtype, device=device)
+
+
+@_factory
 def arange(
     start: Any,
     end: Any = None,
@@ -198,6 +245,7 @@ def arange(
     return _from_numpy(arr, name, _device(device))
 
 
+@_factory
 def linspace(
     start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None
 ) -> Tensor:
@@ -209,6 +257,7 @@ def linspace(
     return _from_numpy(np.linspace(start, end, steps), name, _device(device))
 
 
+@_factory
 def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) -> Tensor:
     """The ``n x m`` identity (ones on the diagonal), float32 unless asked."""
     n = _int("eye", "n", n)
@@ -219,6 +268,7 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) 
     return _from_numpy(np.eye(n, m), name, _device(device))
 
 
+@_factory
 def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None, **kw: Any) -> Tensor:
     """A tensor of ``size`` filled with ``fill_value``: the dtype is inferred from the value
     as PyTorch does (bool, int64 for an int, float32 for a float) unless given."""
@@ -234,6 +284,7 @@ def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None, *
     return _core.full(size, fill_value, dtype=dtype, device=device)
 
 
+@_factory
 def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     """A tensor of ``input``'s shape (and dtype and device unless given) filled with
     ``fill_value``."""
@@ -242,12 +293,14 @@ def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, device: Any 
     return _core.full(x.shape, fill_value, dtype=name, device=_device(device, x))
 
 
+@_factory
 def empty(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """A new tensor of ``size`` (its values are zeros here: no uninitialised memory is ever
     handed out)."""
     return _core.zeros(_shape_args("empty", size), dtype=dtype, device=device)
 
 
+@_factory
 def empty_like(input: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
     """:func:`empty` of ``input``'s shape, dtype and device unless given."""
     return full_like(input, 0, dtype=dtype, device=device)
@@ -278,6 +331,7 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
 # ----------------------------------------------------------------------------------- random
 
 
+@_factory
 def rand(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """Uniform samples in ``[0, 1)`` from the device's seeded stream (``fg.manual_seed``)."""
     shape = _shape_args("rand", size)
@@ -287,6 +341,7 @@ def rand(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     return _from_numpy(_numpy_rng(dev).random(shape), _float_dtype("rand", dtype), dev)
 
 
+@_factory
 def randn(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """Standard normal samples from the device's seeded stream."""
     shape = _shape_args("randn", size)
@@ -296,16 +351,19 @@ def randn(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     return _from_numpy(_numpy_rng(dev).standard_normal(shape), _float_dtype("randn", dtype), dev)
 
 
+@_factory
 def rand_like(input: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
     x = _check_tensor("rand_like", "input", input)
     return rand(x.shape, dtype=dtype or x.dtype, device=_device(device, x))
 
 
+@_factory
 def randn_like(input: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
     x = _check_tensor("randn_like", "input", input)
     return randn(x.shape, dtype=dtype or x.dtype, device=_device(device, x))
 
 
+@_factory
 def randint(
     low: int, high: Any = None, size: Any = None, *, dtype: Any = None, device: Any = None
 ) -> Tensor:
@@ -324,6 +382,7 @@ def randint(
     return _from_numpy(_numpy_rng(dev).integers(low, high, shape), name, dev)
 
 
+@_factory
 def randperm(n: int, *, dtype: Any = None, device: Any = None) -> Tensor:
     """A random permutation of ``0..n-1`` (int64)."""
     n = _int("randperm", "n", n)
@@ -348,6 +407,7 @@ def bernoulli(input: Tensor, p: float | None = None) -> Tensor:
     return _from_numpy(u < probs, x.dtype.name, x.device)
 
 
+@_factory
 def normal(
     mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, dtype: Any = None, device: Any = None
 ) -> Tensor:

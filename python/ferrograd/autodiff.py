@@ -901,6 +901,40 @@ class set_grad_enabled:
             self._ctx.__exit__()
 
 
+def is_grad_enabled() -> bool:
+    """Whether ops on tensors that require grad are recorded here (False inside
+    :class:`no_grad`), as ``torch.is_grad_enabled``."""
+    return _core._grad_enabled()
+
+
+class inference_mode:
+    """PyTorch's ``inference_mode``: :class:`no_grad` when ``mode`` is true (the default),
+    nothing otherwise; a context manager and a decorator."""
+
+    def __init__(self, mode: bool = True) -> None:
+        self._mode = bool(mode)
+
+    def __enter__(self) -> Self:
+        if self._mode:
+            _core._push_ceiling(0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._mode:
+            _core._pop_ceiling()
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        mode = self._mode
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+
+        wrapped.__name__ = getattr(fn, "__name__", "wrapped")
+        wrapped.__doc__ = getattr(fn, "__doc__", None)
+        return wrapped
+
+
 def _install_torch_autograd() -> None:
     Tensor.requires_grad = property(_requires_grad, _set_requires_grad)
     Tensor.requires_grad_ = _requires_grad_

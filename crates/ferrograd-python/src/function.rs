@@ -175,6 +175,11 @@ fn _push_ceiling(level: u64) {
 }
 
 #[pyfunction]
+fn _grad_enabled() -> bool {
+    ferrograd::autograd::grad_enabled()
+}
+
+#[pyfunction]
 fn _push_enable() {
     ferrograd::autograd::push_enable()
 }
@@ -292,6 +297,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_tracking_level, m)?)?;
     m.add_function(wrap_pyfunction!(_tracking_keys, m)?)?;
     m.add_function(wrap_pyfunction!(_push_ceiling, m)?)?;
+    m.add_function(wrap_pyfunction!(_grad_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(_pop_ceiling, m)?)?;
     m.add_function(wrap_pyfunction!(_push_enable, m)?)?;
     m.add_function(wrap_pyfunction!(register_grad_rule, m)?)?;

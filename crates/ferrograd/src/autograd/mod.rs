@@ -30,7 +30,9 @@ pub use record::{is_recording_any, record_custom};
 pub(crate) use record::{record_builtin, Saved};
 pub(crate) use registry::lookup as rule_override;
 pub use registry::{register_rule, unregister_rule, RuleOverride};
-pub use scope::{ceiling, no_grad, pop_ceiling, push_ceiling, push_enable, CeilingGuard};
+pub use scope::{
+    ceiling, grad_enabled, no_grad, pop_ceiling, push_ceiling, push_enable, CeilingGuard,
+};
 
 use std::sync::{Arc, Weak};
 

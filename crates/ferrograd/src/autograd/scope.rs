@@ -87,6 +87,12 @@ pub(crate) fn blocked(level: u64) -> bool {
     })
 }
 
+/// Whether a key made now would record on this thread (PyTorch's `is_grad_enabled`): false
+/// inside `no_grad`, true inside `enable_grad`.
+pub fn grad_enabled() -> bool {
+    !blocked(super::key::next_key_id())
+}
+
 /// Lifts every blocked range pushed so far on this thread (`enable_grad` inside `no_grad`),
 /// until the matching [`pop_ceiling`]. Ranges pushed later block again.
 pub fn push_enable() {
