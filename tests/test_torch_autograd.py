@@ -280,3 +280,52 @@ def test_factories_take_requires_grad_and_grad_mode_queries():
         return x * 2
 
     assert not evaluate(w).requires_grad and fg.is_grad_enabled()
+
+
+def test_register_hook_and_retain_grad_match_torch():
+    torch = pytest.importorskip("torch")
+    a = np.array([0.5, -1.0, 2.0])
+    got = []
+    for lib in (fg, torch):
+        x = lib.tensor(a, requires_grad=True)
+        seen = []
+        h = x * 3
+        h.retain_grad()
+        assert h.retains_grad and not h.is_leaf and h.grad_fn is not None
+
+        def reverse(g, seen=seen):  # a gradient reversal layer, as in domain adaptation
+            seen.append(g.detach().numpy().copy())
+            return -g
+
+        handles = [h.register_hook(reverse), x.register_hook(lambda g: g * 10)]
+        x.register_hook(lambda g: None)  # observing only
+        (lib.tanh(h) ** 2).sum().backward()
+        got.append((x.grad.numpy().copy(), h.grad.numpy().copy(), seen[0]))
+        for hd in handles:
+            hd.remove()
+        x.grad = None
+        (lib.tanh(x * 3) ** 2).sum().backward()  # removed hooks do nothing
+        got.append(x.grad.numpy().copy())
+    for f_, t_ in zip(got[:2], got[2:]):
+        for a_, b_ in zip(
+            f_ if isinstance(f_, tuple) else (f_,), t_ if isinstance(t_, tuple) else (t_,)
+        ):
+            np.testing.assert_allclose(a_, b_, rtol=1e-12)
+
+
+def test_hook_errors_are_clear():
+    x = fg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        fg.tensor([1.0]).register_hook(lambda g: g)
+    with pytest.raises(RuntimeError, match="requires_grad=False"):
+        fg.tensor([1.0]).retain_grad()
+    with pytest.raises(TypeError, match="callable"):
+        x.register_hook(3)
+    h = x * 2
+    h.register_hook(lambda g: "not a tensor")
+    with pytest.raises(TypeError, match="expected a Tensor or None"):
+        h.sum().backward()
+    # the process keeps working: a fresh graph differentiates
+    x.grad = None
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])

@@ -647,6 +647,8 @@ class _Autograd:
     def __init__(self) -> None:
         self.key: GradKey | None = None
         self.leaves: dict[int, weakref.ref] = {}
+        # hooks registered on leaves (a new key attaches them again)
+        self.hooks: dict[int, list[Any]] = {}
         # roots of recent backward calls: a second backward from one gets PyTorch's message
         self.consumed: list[weakref.ref] = []
 
@@ -665,6 +667,8 @@ class _Autograd:
             self.key = GradKey("autograd", _ambient=True)
             for t in self.live_leaves():
                 self.key.attach(t)
+                for hook in self.hooks.get(id(t), ()):
+                    self.key._attach(t, hook, True)
         return self.key
 
     def consume(self, roots: list[Tensor]) -> None:
@@ -690,6 +694,7 @@ class _Autograd:
 
     def _gone(self, i: int) -> None:
         self.leaves.pop(i, None)
+        self.hooks.pop(i, None)
         if not self.leaves and self.key is not None:
             # no tensor requires grad any more: no key records (so fg.trace traces again)
             key, self.key = self.key, None
@@ -760,6 +765,71 @@ def _grad_fn(self: Tensor) -> Any:
         return None
     name = _autograd.key._producer_name(self)
     return None if name is None else _GradFnInfo(name)
+
+
+class RemovableHandle:
+    """What ``Tensor.register_hook`` returns: ``remove()`` stops the hook."""
+
+    def __init__(self, hook: _TensorHook) -> None:
+        self._hook = hook
+
+    def remove(self) -> None:
+        self._hook.active = False
+
+
+class _TensorHook:
+    """A ``register_hook`` hook as a key callback: ``hook(grad)`` may return a new gradient,
+    which replaces it (in ``.grad`` and in what flows on to earlier ops)."""
+
+    def __init__(self, hook: Callable[[Tensor], Any]) -> None:
+        self.hook = hook
+        self.active = True
+        self.__qualname__ = _callable_name(hook)
+
+    def __call__(self, _tensor: Tensor, grad: Tensor) -> Any:
+        return self.hook(grad) if self.active else None
+
+
+def _register_hook(self: Tensor, hook: Callable[[Tensor], Any]) -> RemovableHandle:
+    """Registers ``hook(grad) -> Tensor or None``, called with this tensor's gradient each
+    time a backward computes it; a returned tensor replaces the gradient (PyTorch's
+    ``Tensor.register_hook``). Returns a handle whose ``remove()`` stops it."""
+    if not callable(hook):
+        raise TypeError(f"register_hook: hook must be callable, got {type(hook).__name__}")
+    if not _requires_grad(self):
+        raise RuntimeError(
+            "register_hook: cannot register a hook on a tensor that doesn't require gradient "
+            f"(shape {list(self.shape)})"
+        )
+    cb = _TensorHook(hook)
+    key = _autograd.current()
+    leaf = _autograd.is_leaf_tensor(self)
+    # a leaf keeps its gradient in .grad as before; a computed tensor's hook only sees it
+    key._attach(self, cb, leaf)
+    if leaf:
+        _autograd.hooks.setdefault(id(self), []).append(cb)
+    return RemovableHandle(cb)
+
+
+def _retain_grad(self: Tensor) -> None:
+    """Makes ``backward`` fill ``.grad`` of this computed tensor too (a leaf that requires
+    grad always gets it), as PyTorch's ``Tensor.retain_grad``."""
+    if not _requires_grad(self):
+        raise RuntimeError(
+            "retain_grad: can't retain_grad on a tensor that has requires_grad=False "
+            f"(shape {list(self.shape)})"
+        )
+    if _autograd.is_leaf_tensor(self) or _retains_grad(self):
+        return
+    _autograd.current()._attach(self, None, True)
+
+
+def _retains_grad(self: Tensor) -> bool:
+    """Whether :meth:`retain_grad` was called on this (computed) tensor."""
+    if not _autograd.tracks(self) or _autograd.is_leaf_tensor(self):
+        return False
+    key = _autograd.key
+    return key is not None and not key._is_leaf_of(self) and key._accumulates_into(self)
 
 
 def _backward(
@@ -942,6 +1012,9 @@ def _install_torch_autograd() -> None:
     Tensor.grad_fn = property(_grad_fn)
     Tensor.backward = _backward
     Tensor.detach_ = _detach_
+    Tensor.register_hook = _register_hook
+    Tensor.retain_grad = _retain_grad
+    Tensor.retains_grad = property(_retains_grad)
 
 
 _install_torch_autograd()

@@ -395,6 +395,12 @@ impl PyGradKey {
         Ok(())
     }
 
+    /// Whether backward adds `tensor`'s gradient into its `.grad`.
+    fn _accumulates_into(&self, tensor: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let t = tensor_arg("retains_grad", "tensor", tensor)?;
+        Ok(self.key.accumulates_into(&t))
+    }
+
     /// Whether `tensor` is attached to this key (not merely computed from attached ones).
     fn _is_leaf_of(&self, tensor: &Bound<'_, PyAny>) -> PyResult<bool> {
         let t = tensor_arg("is_leaf", "tensor", tensor)?;

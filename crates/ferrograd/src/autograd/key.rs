@@ -83,6 +83,17 @@ impl GradFn {
     }
 }
 
+/// The name of the record `attach` makes for a tensor the key does not track yet (a leaf).
+const ATTACH: &str = "attach";
+
+impl GradFn {
+    /// Whether this is the record of an attached leaf (not of an op; an op's output may be
+    /// attached too, for its callbacks).
+    fn is_attach_record(&self) -> bool {
+        self.name == ATTACH
+    }
+}
+
 thread_local! {
     /// `GradFn`s whose last owner is being dropped, released one at a time: dropping a long
     /// chain recursively would overflow the stack.
@@ -461,7 +472,7 @@ impl GradKey {
             ks.tracked.push(Arc::downgrade(&tensor.0));
             Arc::new(GradFn {
                 key: Arc::downgrade(&self.0),
-                name: Cow::Borrowed("attach"),
+                name: Cow::Borrowed(ATTACH),
                 slot_lists: smallvec::smallvec![list],
                 kept_alive: AtomicBool::new(false),
                 state: Lock::new(GradFnState {
@@ -563,11 +574,7 @@ impl GradKey {
     /// tensor or one this key does not track).
     pub fn producer_name(&self, tensor: &Tensor) -> Option<String> {
         let info = tensor.grad_info(self.0.id)?;
-        let st = info.func.state();
-        if st.slots[info.idx].attached.is_some() {
-            return None;
-        }
-        Some(info.func.name.to_string())
+        (!info.func.is_attach_record()).then(|| info.func.name.to_string())
     }
 
     /// Stops tracking `tensor` (PyTorch's `detach_`): ops on it are no longer recorded by
@@ -576,11 +583,22 @@ impl GradKey {
         drop(tensor.take_info(self.0.id));
     }
 
-    /// Whether `tensor` is attached to this key (not merely computed from attached tensors).
+    /// Whether backward adds `tensor`'s gradient into its `.grad` (an attached leaf, or a
+    /// computed tensor attached with accumulation: PyTorch's `retain_grad`).
+    pub fn accumulates_into(&self, tensor: &Tensor) -> bool {
+        tensor.grad_info(self.0.id).is_some_and(|i| {
+            i.func.state().slots[i.idx]
+                .attached
+                .as_ref()
+                .is_some_and(|a| a.accumulate)
+        })
+    }
+
+    /// Whether `tensor` is a leaf of this key: attached, not computed by a recorded op.
     pub fn is_leaf_of(&self, tensor: &Tensor) -> bool {
         tensor
             .grad_info(self.0.id)
-            .is_some_and(|i| i.func.state().slots[i.idx].attached.is_some())
+            .is_some_and(|i| i.func.is_attach_record())
     }
 
     /// The gradients of `ys` (seeded with `dys`) with respect to `xs`, which this key must
@@ -690,7 +708,7 @@ impl GradKey {
                 let targets: Vec<Tensor> = attached.iter().map(|a| a.target.clone()).collect();
                 crate::graph::gradients(ys, dys, &targets, &mut |i, g| {
                     let a = &attached[i];
-                    deliver(&a.target, g.clone(), &a.callbacks, a.accumulate)
+                    deliver(&a.target, g.clone(), &a.callbacks, a.accumulate).map(|_| ())
                 })
             }
         };
@@ -1048,7 +1066,7 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
         }
         return Ok(());
     }
-    let (grad, callbacks, target, accumulate) = {
+    let (grad, callbacks, target, accumulate, leaf) = {
         let mut st = f.state();
         // an attached leaf's gradient has no further use in the tape once it is final: hand
         // it over, so a callback that consumes it (an optimizer step in backward) frees it
@@ -1065,24 +1083,32 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
                 a.callbacks.clone(),
                 Some(a.target.clone()),
                 a.accumulate,
+                leaf,
             ),
-            None => (grad, Vec::new(), None, false),
+            None => (grad, Vec::new(), None, false, leaf),
         }
     };
     let (Some(g), Some(tensor)) = (grad, target) else {
         return Ok(());
     };
-    deliver(&tensor, g, &callbacks, accumulate)
+    let last = deliver(&tensor, g, &callbacks, accumulate)?;
+    if !leaf && !callbacks.is_empty() {
+        // a computed tensor's callbacks (PyTorch's tensor hooks) change the gradient that
+        // flows on through its producer
+        f.state().slots[idx].grad = Some(last);
+    }
+    Ok(())
 }
 
 /// An attached tensor's gradient `g` is final: its callbacks run in order (each may replace
-/// the gradient), then (when `accumulate`) the result is added into `.grad`.
+/// the gradient), then (when `accumulate`) the result is added into `.grad`. Returns the
+/// gradient the callbacks left.
 fn deliver(
     tensor: &Tensor,
     mut g: Tensor,
     callbacks: &[GradCallback],
     accumulate: bool,
-) -> Result<()> {
+) -> Result<Tensor> {
     for cb in callbacks {
         if let Some(next) = cb(tensor, &g)? {
             let mismatch = || {
@@ -1113,9 +1139,9 @@ fn deliver(
             None if Arc::strong_count(g.storage()) > 1 && !crate::graph::is_tracing() => {
                 g.copy()?
             }
-            None => g,
+            None => g.clone(),
         };
         tensor.set_grad(Some(total))?;
     }
-    Ok(())
+    Ok(g)
 }
