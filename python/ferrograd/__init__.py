@@ -12,6 +12,7 @@
 
 from . import _core, cuda, distributed, nn, optim, random
 from . import _indexing as _indexing  # advanced indexing on Tensor (installed on import)
+from . import _torch_compat as _torch_compat  # PyTorch's names (installs Tensor methods)
 from . import autograd as autograd
 from ._core import *  # the engine's ops: the names of _core.__all__
 from ._core import __version__
@@ -31,6 +32,8 @@ from ._tensor import (
     tensor,
     uint8,
 )
+from ._torch_compat import *  # mm, einsum, sort, topk, ... (see _torch_compat.__all__)
+from ._torch_compat import __all__ as _torch_compat_all
 from .autodiff import (
     Function,
     GradManager,
@@ -103,4 +106,5 @@ __all__ = [
 ]
 __all__ += [name for name in _core.__all__ if name not in __all__]
 __all__ += [name for name in _ops_all if name not in __all__]
+__all__ += [name for name in _torch_compat_all if name not in __all__]
 __all__ += [name for name in _elementwise_all if name not in __all__]

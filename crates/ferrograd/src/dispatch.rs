@@ -69,6 +69,9 @@ fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
 /// PyTorch.
 fn bool_logic(op: &Op, inputs: &[&Tensor]) -> Option<Result<Tensor>> {
     use crate::op::BinaryOp;
+    if let Op::Reduce(r) = op {
+        return bool_reduce(op, r, inputs);
+    }
     let Op::Binary(b) = op else { return None };
     if !matches!(
         b,
@@ -86,6 +89,30 @@ fn bool_logic(op: &Op, inputs: &[&Tensor]) -> Option<Result<Tensor>> {
         let refs: smallvec::SmallVec<[&Tensor; 2]> = wide.iter().collect();
         let out = for_each_family!(op, f => f.forward(&refs))?;
         ElementwiseOp::Cast(crate::DType::Bool).forward(&[&out])
+    };
+    Some(run())
+}
+
+/// PyTorch's reductions of a bool tensor: `sum` counts the true elements (int64), `max` /
+/// `min` are any / all (bool).
+fn bool_reduce(op: &Op, r: &ReduceOp, inputs: &[&Tensor]) -> Option<Result<Tensor>> {
+    let [x] = inputs else { return None };
+    if x.dtype() != crate::DType::Bool {
+        return None;
+    }
+    let back = match r {
+        ReduceOp::Sum { .. } => false,
+        ReduceOp::Max { .. } | ReduceOp::Min { .. } => true,
+        _ => return None,
+    };
+    let run = || {
+        let wide = ElementwiseOp::Cast(crate::DType::I64).forward(&[x])?;
+        let out = for_each_family!(op, f => f.forward(&[&wide]))?;
+        if back {
+            ElementwiseOp::Cast(crate::DType::Bool).forward(&[&out])
+        } else {
+            Ok(out)
+        }
     };
     Some(run())
 }

@@ -950,3 +950,304 @@ def conv_transpose2d(
     wf = _core.index_select(wf, 2, tensor(np.arange(kh - 1, -1, -1), device=w.device))
     wf = _core.index_select(wf, 3, tensor(np.arange(kw - 1, -1, -1), device=w.device))
     return conv2d(x, wf, bias, 1, 0, (dh, dw), groups)
+
+
+# ------------------------------------------------------------- more of PyTorch's functions
+
+
+def softmin(input: Tensor, dim: int = -1) -> Tensor:
+    """``softmax(-input, dim)``."""
+    return softmax(-_float("softmin", "input", input), dim)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """``relu6(x + 3) / 6``."""
+    return relu6(_float("hardsigmoid", "input", input) + 3.0) / 6.0
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * relu6(x + 3) / 6``."""
+    x = _float("hardswish", "input", input)
+    return x * relu6(x + 3.0) / 6.0
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * tanh(softplus(x))``."""
+    x = _float("mish", "input", input)
+    return x * softplus(x).tanh()
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``max(0, x) + min(0, alpha (exp(x / alpha) - 1))``."""
+    x = _float("celu", "input", input)
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0")
+    return x.clamp(min=0.0) + (alpha * ((x / alpha).clamp(max=0.0).exp() - 1.0))
+
+
+def softsign(input: Tensor) -> Tensor:
+    """``x / (1 + |x|)``."""
+    x = _float("softsign", "input", input)
+    return x / (x.abs() + 1.0)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """``x - tanh(x)``."""
+    x = _float("tanhshrink", "input", input)
+    return x - x.tanh()
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """The gated linear unit: the first half of ``dim`` times the sigmoid of the second."""
+    x = _float("glu", "input", input)
+    d = dim % x.ndim if x.ndim else 0
+    if x.ndim == 0 or x.shape[d] % 2:
+        raise ShapeError(f"glu: dim {dim} must have an even size, got shape {list(x.shape)}")
+    a, b = x.chunk(2, d)
+    return a * b.sigmoid()
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """``x1 . x2 / max(|x1| |x2|, eps)`` along ``dim`` (inputs broadcast)."""
+    a = _float("cosine_similarity", "x1", x1)
+    b = _float("cosine_similarity", "x2", x2)
+    na = (a * a).sum(dim)
+    nb = (b * b).sum(dim)
+    return (a * b).sum(dim) / (na * nb).clamp(min=eps * eps).sqrt()
+
+
+def pairwise_distance(
+    x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
+) -> Tensor:
+    """``norm_p(x1 - x2 + eps)`` along the last axis."""
+    a = _float("pairwise_distance", "x1", x1)
+    b = _float("pairwise_distance", "x2", x2)
+    return (a - b + eps).norm(p, -1, keepdim=keepdim)
+
+
+def rms_norm(
+    input: Tensor, normalized_shape: Any, weight: Tensor | None = None, eps: float | None = None
+) -> Tensor:
+    """``x / sqrt(mean(x^2 over the last axes) + eps) * weight`` (``eps`` defaults to the
+    dtype's machine epsilon, as PyTorch)."""
+    x = _float("rms_norm", "input", input)
+    shape = _norm_shape(normalized_shape)
+    if tuple(x.shape[x.ndim - len(shape) :]) != shape:
+        raise ShapeError(
+            f"rms_norm: normalized_shape {list(shape)} does not end the input shape {list(x.shape)}"
+        )
+    if eps is None:
+        eps = float(np.finfo(np.float32 if x.dtype.name != "float64" else np.float64).eps)
+    axes = list(range(x.ndim - len(shape), x.ndim))
+    y = x * ((x * x).mean(axes, keepdims=True) + eps).rsqrt()
+    return y if weight is None else y * weight
+
+
+def _pool1d(op: str, x: Tensor) -> Tensor:
+    x = _float(op, "input", x)
+    if x.ndim not in (2, 3):
+        raise ShapeError(f"{op}: input must be (N, C, L) or (C, L), got {list(x.shape)}")
+    return x
+
+
+def _one(op: str, name: str, v: Any) -> int:
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1:
+            raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {v!r}")
+        v = v[0]
+    return int(v)
+
+
+def max_pool1d(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+) -> Tensor:
+    """1-D max pooling of ``(N, C, L)`` (the 2-D pooling over a height of 1)."""
+    x = _pool1d("max_pool1d", input)
+    k = _one("max_pool1d", "kernel_size", kernel_size)
+    s = k if stride is None else _one("max_pool1d", "stride", stride)
+    p = _one("max_pool1d", "padding", padding)
+    d = _one("max_pool1d", "dilation", dilation)
+    y = max_pool2d(x.unsqueeze(-2), (1, k), (1, s), (0, p), (1, d), ceil_mode)
+    return y.squeeze(-2)
+
+
+def avg_pool1d(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """1-D average pooling of ``(N, C, L)``."""
+    x = _pool1d("avg_pool1d", input)
+    k = _one("avg_pool1d", "kernel_size", kernel_size)
+    s = k if stride is None else _one("avg_pool1d", "stride", stride)
+    p = _one("avg_pool1d", "padding", padding)
+    y = avg_pool2d(x.unsqueeze(-2), (1, k), (1, s), (0, p), ceil_mode, count_include_pad)
+    return y.squeeze(-2)
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
+    """1-D adaptive average pooling of ``(N, C, L)`` to ``output_size`` positions."""
+    x = _pool1d("adaptive_avg_pool1d", input)
+    n = _one("adaptive_avg_pool1d", "output_size", output_size)
+    return adaptive_avg_pool2d(x.unsqueeze(-2), (1, n)).squeeze(-2)
+
+
+def dropout2d(
+    input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+) -> Tensor:
+    """Zeroes whole channels of ``(N, C, H, W)`` (or ``(C, H, W)``) with probability ``p``,
+    scaling the rest by ``1 / (1 - p)``."""
+    x = _float("dropout2d", "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout2d: p must lie in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"dropout2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}")
+    if p == 1.0:
+        return x * 0.0
+    from .. import bernoulli, full
+
+    shape = list(x.shape[:-2]) + [1, 1]
+    keep = bernoulli(full(shape, 1.0 - p, dtype=x.dtype.name, device=x.device))
+    return x * keep / (1.0 - p)
+
+
+def margin_ranking_loss(
+    input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, reduction: str = "mean"
+) -> Tensor:
+    """``max(0, -target (input1 - input2) + margin)``."""
+    a = _float("margin_ranking_loss", "input1", input1)
+    b = _float("margin_ranking_loss", "input2", input2)
+    loss = (-target * (a - b) + margin).clamp(min=0.0)
+    return _reduce("margin_ranking_loss", loss, reduction)
+
+
+def hinge_embedding_loss(
+    input: Tensor, target: Tensor, margin: float = 1.0, reduction: str = "mean"
+) -> Tensor:
+    """``x`` where ``target`` is 1, ``max(0, margin - x)`` where it is -1."""
+    x = _float("hinge_embedding_loss", "input", input)
+    zero = x * 0.0
+    pos = _core.where(target == 1, x, zero)
+    neg = _core.where(target == -1, (margin - x).clamp(min=0.0), zero)
+    return _reduce("hinge_embedding_loss", pos + neg, reduction)
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """``log(1 + exp(-target * input))``."""
+    x = _float("soft_margin_loss", "input", input)
+    _same_shape("soft_margin_loss", x, target)
+    return _reduce("soft_margin_loss", softplus(-target * x), reduction)
+
+
+def cosine_embedding_loss(
+    input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, reduction: str = "mean"
+) -> Tensor:
+    """``1 - cos`` where ``target`` is 1, ``max(0, cos - margin)`` where it is -1 (cosine
+    along the last axis)."""
+    a = _float("cosine_embedding_loss", "input1", input1)
+    b = _float("cosine_embedding_loss", "input2", input2)
+    eps = 1e-12
+    cos = (a * b).sum(-1) / (((a * a).sum(-1) + eps) * ((b * b).sum(-1) + eps)).sqrt()
+    zero = cos * 0.0
+    loss = _core.where(target == 1, 1.0 - cos, zero) + _core.where(
+        target == -1, (cos - margin).clamp(min=0.0), zero
+    )
+    return _reduce("cosine_embedding_loss", loss, reduction)
+
+
+def triplet_margin_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    margin: float = 1.0,
+    p: float = 2.0,
+    eps: float = 1e-6,
+    swap: bool = False,
+    reduction: str = "mean",
+) -> Tensor:
+    """``max(0, d(a, p) - d(a, n) + margin)`` with :func:`pairwise_distance`."""
+    d_ap = pairwise_distance(anchor, positive, p, eps)
+    d_an = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_an = _core.minimum(d_an, pairwise_distance(positive, negative, p, eps))
+    loss = (d_ap - d_an + margin).clamp(min=0.0)
+    return _reduce("triplet_margin_loss", loss, reduction)
+
+
+def gaussian_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    var: Any,
+    full: bool = False,
+    eps: float = 1e-6,
+    reduction: str = "mean",
+) -> Tensor:
+    """``0.5 (log(max(var, eps)) + (input - target)^2 / max(var, eps))`` (plus
+    ``0.5 log(2 pi)`` with ``full``)."""
+    x = _float("gaussian_nll_loss", "input", input)
+    v = var if isinstance(var, Tensor) else _core.full((), float(var), dtype=x.dtype.name)
+    if bool((v < 0).any().item()):
+        raise ValueError("gaussian_nll_loss: var has negative entries")
+    if v.ndim == x.ndim - 1 and v.ndim and tuple(v.shape) == tuple(x.shape[:-1]):
+        v = v.unsqueeze(-1)
+    vc = v.clamp(min=eps)
+    loss = 0.5 * (vc.log() + (x - target) ** 2 / vc)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce("gaussian_nll_loss", loss, reduction)
+
+
+def poisson_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    log_input: bool = True,
+    full: bool = False,
+    eps: float = 1e-8,
+    reduction: str = "mean",
+) -> Tensor:
+    """``exp(input) - target * input`` (``log_input``) or ``input - target log(input +
+    eps)``; with ``full``, Stirling's term for ``target > 1``."""
+    x = _float("poisson_nll_loss", "input", input)
+    loss = x.exp() - target * x if log_input else x - target * (x + eps).log()
+    if full:
+        t = target.astype(x.dtype.name) if target.dtype != x.dtype else target
+        safe = t.clamp(min=1.0)
+        stirling = safe * safe.log() - safe + 0.5 * (2 * math.pi * safe).log()
+        loss = loss + _core.where(t > 1, stirling, t * 0.0)
+    return _reduce("poisson_nll_loss", loss, reduction)
+
+
+__all__ += [
+    "adaptive_avg_pool1d",
+    "avg_pool1d",
+    "celu",
+    "cosine_embedding_loss",
+    "cosine_similarity",
+    "dropout2d",
+    "gaussian_nll_loss",
+    "glu",
+    "hardsigmoid",
+    "hardswish",
+    "hinge_embedding_loss",
+    "margin_ranking_loss",
+    "max_pool1d",
+    "mish",
+    "pairwise_distance",
+    "poisson_nll_loss",
+    "rms_norm",
+    "soft_margin_loss",
+    "softmin",
+    "softsign",
+    "tanhshrink",
+    "triplet_margin_loss",
+]

@@ -1,0 +1,741 @@
+"""PyTorch's names for what ferrograd computes with its own ops: matrix products (``mm``,
+``bmm``, ``addmm``, ``einsum``), sorting (``sort``, ``argsort``, ``topk``), comparisons and
+counting, stacking and axis moves, and the ``Tensor`` methods PyTorch programs call
+(``add_`` and the other in-place forms, ``new_zeros``, ``type``, ...).
+
+Everything differentiable is written with differentiable ops, so gradients (of any order)
+come from the ops' own rules. Sorting orders are computed on the host (the values then go
+through ``gather``, which is differentiable); inside ``fg.trace`` they raise ``TraceError``
+like any value read."""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._core import ShapeError, Tensor
+from ._ops import _check_tensor, _int, gather
+from ._tensor import _dtype_name, tensor
+
+__all__ = [
+    "addcdiv",
+    "addcmul",
+    "addmm",
+    "allclose",
+    "amax",
+    "amin",
+    "argsort",
+    "baddbmm",
+    "bmm",
+    "cdist",
+    "clamp_max",
+    "clamp_min",
+    "count_nonzero",
+    "cross",
+    "diag",
+    "diagonal",
+    "dot",
+    "dstack",
+    "einsum",
+    "hstack",
+    "isclose",
+    "lerp",
+    "meshgrid",
+    "mm",
+    "movedim",
+    "nan_to_num",
+    "nonzero",
+    "numel",
+    "outer",
+    "sort",
+    "swapaxes",
+    "t",
+    "topk",
+    "unique",
+    "vstack",
+]
+
+_SortResult = namedtuple("sort", ["values", "indices"])
+_TopkResult = namedtuple("topk", ["values", "indices"])
+
+
+def _dim(op: str, dim: Any, ndim: int) -> int:
+    d = _int(op, "dim", dim)
+    if not -builtins.max(ndim, 1) <= d < builtins.max(ndim, 1):
+        raise IndexError(f"{op}: dim {d} is out of range for a tensor with {ndim} dimensions")
+    return d % builtins.max(ndim, 1)
+
+
+def _rank(op: str, name: str, x: Tensor, ranks: tuple[int, ...]) -> None:
+    if x.ndim not in ranks:
+        want = " or ".join(f"{r}-D" for r in ranks)
+        raise ShapeError(f"{op}: {name} must be {want}, got shape {list(x.shape)}")
+
+
+# ------------------------------------------------------------------------- matrix products
+
+
+def numel(input: Tensor) -> int:
+    """The number of elements."""
+    return _check_tensor("numel", "input", input).numel()
+
+
+def t(input: Tensor) -> Tensor:
+    """The transpose of a tensor of at most 2 dimensions (a view)."""
+    x = _check_tensor("t", "input", input)
+    _rank("t", "input", x, (0, 1, 2))
+    return x.T if x.ndim == 2 else x
+
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """``input @ mat2`` for two matrices."""
+    a, b = _check_tensor("mm", "input", input), _check_tensor("mm", "mat2", mat2)
+    _rank("mm", "input", a, (2,))
+    _rank("mm", "mat2", b, (2,))
+    return a @ b
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Batched ``input @ mat2`` of ``[b, n, m]`` and ``[b, m, p]``."""
+    a, b = _check_tensor("bmm", "input", input), _check_tensor("bmm", "mat2", mat2)
+    _rank("bmm", "input", a, (3,))
+    _rank("bmm", "mat2", b, (3,))
+    if a.shape[0] != b.shape[0]:
+        raise ShapeError(f"bmm: batch sizes differ, got shapes {list(a.shape)} and {list(b.shape)}")
+    return a @ b
+
+
+def addmm(
+    input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: float = 1
+) -> Tensor:
+    """``beta * input + alpha * (mat1 @ mat2)``."""
+    prod = mm(mat1, mat2)
+    return _scaled_sum(input, prod, beta, alpha)
+
+
+def baddbmm(
+    input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1, alpha: float = 1
+) -> Tensor:
+    """``beta * input + alpha * (batch1 @ batch2)``, batched."""
+    return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)
+
+
+def _scaled_sum(input: Tensor, prod: Tensor, beta: float, alpha: float) -> Tensor:
+    out = prod if alpha == 1 else prod * alpha
+    if beta == 0:  # (input is ignored, NaN included, as PyTorch)
+        return out
+    return out + (input if beta == 1 else input * beta)
+
+
+def dot(input: Tensor, other: Tensor) -> Tensor:
+    """The inner product of two 1-D tensors."""
+    a, b = _check_tensor("dot", "input", input), _check_tensor("dot", "other", other)
+    _rank("dot", "input", a, (1,))
+    _rank("dot", "other", b, (1,))
+    if a.shape != b.shape:
+        raise ShapeError(f"dot: lengths differ, got {a.shape[0]} and {b.shape[0]}")
+    return (a * b).sum()
+
+
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """``input[i] * vec2[j]``."""
+    a, b = _check_tensor("outer", "input", input), _check_tensor("outer", "vec2", vec2)
+    _rank("outer", "input", a, (1,))
+    _rank("outer", "vec2", b, (1,))
+    return a.reshape(-1, 1) * b.reshape(1, -1)
+
+
+def _einsum_parse(equation: str, n: int) -> tuple[list[str], str]:
+    eq = equation.replace(" ", "")
+    if "." in eq:
+        raise NotImplementedError("einsum: ellipsis ('...') is not supported yet")
+    lhs, arrow, out = eq.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != n:
+        raise ValueError(f"einsum: the equation has {len(ins)} operands, got {n} tensors")
+    for s in ins + [out]:
+        if not builtins.all(c.isalpha() for c in s):
+            raise ValueError(f"einsum: subscripts must be letters, got {equation!r}")
+    if not arrow:
+        counts: dict[str, int] = {}
+        for c in lhs.replace(",", ""):
+            counts[c] = counts.get(c, 0) + 1
+        out = "".join(sorted(c for c, k in counts.items() if k == 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"einsum: an output subscript repeats in {equation!r}")
+    for c in out:
+        if c not in lhs:
+            raise ValueError(f"einsum: output subscript {c!r} is not in any input")
+    return ins, out
+
+
+def _einsum_reduce(x: Tensor, subs: str, keep: set[str]) -> tuple[Tensor, str]:
+    """Sums the axes of ``x`` whose subscripts are not in ``keep``."""
+    if len(set(subs)) != len(subs):
+        raise NotImplementedError(
+            f"einsum: a subscript repeated within one operand ({subs!r}, a diagonal) is not "
+            "supported"
+        )
+    drop = [i for i, c in enumerate(subs) if c not in keep]
+    if drop:
+        x = x.sum(drop)
+        subs = "".join(c for c in subs if c in keep)
+    return x, subs
+
+
+def _einsum_pair(a: Tensor, sa: str, b: Tensor, sb: str, keep: set[str]) -> tuple[Tensor, str]:
+    batch = [c for c in sa if c in sb and c in keep]
+    contract = [c for c in sa if c in sb and c not in keep]
+    left = [c for c in sa if c not in sb]
+    right = [c for c in sb if c not in sa]
+    size = {c: a.shape[i] for i, c in enumerate(sa)}
+    for i, c in enumerate(sb):
+        if c in size and size[c] != b.shape[i] and 1 not in (size[c], b.shape[i]):
+            raise ShapeError(
+                f"einsum: subscript {c!r} has size {size[c]} in one operand and {b.shape[i]} "
+                "in another"
+            )
+        size.setdefault(c, b.shape[i])
+
+    def arranged(x: Tensor, s: str, order: list[str], shape: list[int]) -> Tensor:
+        x = x.permute(*[s.index(c) for c in order]) if order else x
+        full = [size[c] for c in order]
+        if list(x.shape) != full:
+            x = x.broadcast_to(*full)
+        return x.reshape(*shape)
+
+    nb = math.prod(size[c] for c in batch)
+    nl = math.prod(size[c] for c in left)
+    nk = math.prod(size[c] for c in contract)
+    nr = math.prod(size[c] for c in right)
+    a3 = arranged(a, sa, batch + left + contract, [nb, nl, nk])
+    b3 = arranged(b, sb, batch + contract + right, [nb, nk, nr])
+    out = (a3 @ b3).reshape(*[size[c] for c in batch + left + right])
+    return out, "".join(batch + left + right)
+
+
+def einsum(equation: str, *operands: Any) -> Tensor:
+    """Einstein summation (``einsum("bij,bjk->bik", a, b)``): operands are contracted
+    pairwise, left to right, each pair as one batched matrix product."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    xs = [_check_tensor("einsum", f"operands[{i}]", x) for i, x in enumerate(operands)]
+    if not xs:
+        raise ValueError("einsum: needs at least one operand")
+    ins, out = _einsum_parse(equation, len(xs))
+    for s, x in zip(ins, xs):
+        if len(s) != x.ndim:
+            raise ShapeError(f"einsum: subscripts {s!r} for an operand of shape {list(x.shape)}")
+    acc, sacc = xs[0], ins[0]
+    for i in range(1, len(xs)):
+        later = set(out).union(*[set(s) for s in ins[i + 1 :]])
+        acc, sacc = _einsum_reduce(acc, sacc, later | set(ins[i]))
+        b, sb = _einsum_reduce(xs[i], ins[i], later | set(sacc))
+        acc, sacc = _einsum_pair(acc, sacc, b, sb, later)
+    acc, sacc = _einsum_reduce(acc, sacc, set(out))
+    if sacc != out:
+        acc = acc.permute(*[sacc.index(c) for c in out])
+    return acc
+
+
+# -------------------------------------------------------------------------------- sorting
+
+
+def _order(x: Tensor, dim: int, descending: bool) -> np.ndarray:
+    # (always stable: equal values keep their order, whatever ``stable`` asks)
+    a = x.detach().numpy()
+    if a.dtype == np.bool_:
+        a = a.astype(np.int8)
+    if descending:
+        # (NaN first, as PyTorch's descending sort; ties keep their order)
+        key = -a if a.dtype.kind != "u" else a.max(initial=0) - a
+        if a.dtype.kind == "f":
+            key = np.where(np.isnan(a), -np.inf, key)
+        return np.argsort(key, axis=dim, kind="stable")
+    return np.argsort(a, axis=dim, kind="stable")
+
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+    """``(values, indices)`` sorted along ``dim`` (NaN last ascending, first descending;
+    equal values keep their order). The values carry gradients, to where they came from."""
+    x = _check_tensor("sort", "input", input)
+    if x.ndim == 0:
+        return _SortResult(x, _core.zeros((), dtype="int64", device=x.device))
+    d = _dim("sort", dim, x.ndim)
+    idx = tensor(_order(x, d, bool(descending)), dtype="int64", device=x.device)
+    return _SortResult(gather(x, d, idx), idx)
+
+
+def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    """The indices that sort ``input`` along ``dim``."""
+    return sort(input, dim, descending, stable).indices
+
+
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
+    """``(values, indices)`` of the ``k`` largest (or smallest) entries along ``dim``."""
+    x = _check_tensor("topk", "input", input)
+    k = _int("topk", "k", k)
+    d = _dim("topk", dim, x.ndim) if x.ndim else 0
+    n = x.shape[d] if x.ndim else 1
+    if not 0 <= k <= n:
+        raise ValueError(
+            f"topk: k ({k}) must lie in [0, {n}] for dim {dim} of shape {list(x.shape)}"
+        )
+    if x.ndim == 0:
+        return _TopkResult(x, _core.zeros((), dtype="int64", device=x.device))
+    order = _order(x, d, bool(largest))
+    idx = tensor(np.take(order, np.arange(k), axis=d), dtype="int64", device=x.device)
+    return _TopkResult(gather(x, d, idx), idx)
+
+
+# -------------------------------------------------------------- comparisons and counting
+
+
+def _dims(dim: Any) -> Any:
+    if dim is None:
+        return None
+    return [dim] if isinstance(dim, int) else list(dim)
+
+
+def amax(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    """The max over ``dim`` (all axes when empty)."""
+    x = _check_tensor("amax", "input", input)
+    d = _dims(dim) or None
+    return _core.max(x, d, keepdim) if d is not None else _core.max(x, None, keepdim)
+
+
+def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    """The min over ``dim`` (all axes when empty)."""
+    x = _check_tensor("amin", "input", input)
+    d = _dims(dim) or None
+    return _core.min(x, d, keepdim) if d is not None else _core.min(x, None, keepdim)
+
+
+def clamp_min(input: Tensor, min: Any) -> Tensor:
+    """``clamp(input, min=min)``."""
+    return _check_tensor("clamp_min", "input", input).clamp(min=min)
+
+
+def clamp_max(input: Tensor, max: Any) -> Tensor:
+    """``clamp(input, max=max)``."""
+    return _check_tensor("clamp_max", "input", input).clamp(max=max)
+
+
+def isclose(
+    input: Tensor, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
+) -> Tensor:
+    """``|input - other| <= atol + rtol * |other|`` elementwise (infinities equal themselves;
+    NaNs equal each other only with ``equal_nan``)."""
+    x = _check_tensor("isclose", "input", input)
+    y = other if isinstance(other, Tensor) else _core.full((), other, dtype=x.dtype.name)
+    a, b = x.detach().numpy(), y.detach().numpy()
+    r = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return tensor(r, dtype="bool", device=x.device)
+
+
+def allclose(
+    input: Tensor, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
+) -> bool:
+    """Whether every element is :func:`isclose`."""
+    return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
+
+
+def nonzero(input: Tensor, *, as_tuple: bool = False) -> Any:
+    """The indices of the non-zero elements: ``[n, ndim]`` int64, or one tensor per axis."""
+    x = _check_tensor("nonzero", "input", input)
+    idx = np.nonzero(x.detach().numpy())
+    if as_tuple:
+        return tuple(tensor(i, dtype="int64", device=x.device) for i in idx)
+    stacked = np.stack(idx, axis=1) if idx else np.zeros((0, 0), np.int64)
+    return tensor(stacked.reshape(-1, x.ndim), dtype="int64", device=x.device)
+
+
+def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
+    """How many elements are non-zero (over ``dim``)."""
+    x = _check_tensor("count_nonzero", "input", input)
+    mask = (x != 0).astype("int64")
+    return mask.sum() if dim is None else mask.sum(_dims(dim))
+
+
+def unique(
+    input: Tensor,
+    sorted: bool = True,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    dim: Any = None,
+) -> Any:
+    """The distinct values, sorted (and the inverse indices and counts when asked)."""
+    x = _check_tensor("unique", "input", input)
+    if dim is not None:
+        raise NotImplementedError("unique: dim= is not supported yet")
+    vals, inv, counts = np.unique(x.detach().numpy(), return_inverse=True, return_counts=True)
+    out = [tensor(vals, dtype=x.dtype.name, device=x.device)]
+    if return_inverse:
+        out.append(tensor(inv.reshape(x.shape), dtype="int64", device=x.device))
+    if return_counts:
+        out.append(tensor(counts, dtype="int64", device=x.device))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def nan_to_num(
+    input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
+) -> Tensor:
+    """NaN, +inf and -inf replaced (by 0 and the dtype's largest and lowest finite values by
+    default); the gradient flows where the value is kept."""
+    x = _check_tensor("nan_to_num", "input", input)
+    if x.dtype.kind != "f":
+        return x
+    info = np.finfo(np.dtype(x.dtype.name) if x.dtype.name != "bfloat16" else np.float32)
+    hi = info.max if posinf is None else posinf
+    lo = info.min if neginf is None else neginf
+    fill = _core.full((), 0.0, dtype=x.dtype.name, device=x.device)
+    out = _core.where(x.isnan(), fill + nan, x)
+    out = _core.where(out == math.inf, fill + hi, out)
+    return _core.where(out == -math.inf, fill + lo, out)
+
+
+# ------------------------------------------------------------------- shapes and stacking
+
+
+def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
+    """Moves axes ``source`` to positions ``destination`` (a view)."""
+    x = _check_tensor("movedim", "input", input)
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: {len(src)} source dims for {len(dst)} destinations")
+    n = x.ndim
+    src = [_dim("movedim", s, n) for s in src]
+    dst = [_dim("movedim", d, n) for d in dst]
+    rest = [i for i in range(n) if i not in src]
+    order = [-1] * n
+    for s, d in zip(src, dst):
+        order[d] = s
+    it = iter(rest)
+    order = [o if o >= 0 else next(it) for o in order]
+    return x.permute(*order)
+
+
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    """Swaps two axes (a view)."""
+    x = _check_tensor("swapaxes", "input", input)
+    return x.transpose(axis0, axis1)
+
+
+def _atleast(x: Tensor, n: int) -> Tensor:
+    if x.ndim >= n:
+        return x
+    if n == 2:
+        return x.reshape(1, -1) if x.ndim == 1 else x.reshape(1, 1)
+    shape = {0: (1, 1, 1), 1: (1, -1, 1), 2: (*x.shape, 1)}[x.ndim]
+    return x.reshape(*shape)
+
+
+def hstack(tensors: Any) -> Tensor:
+    """Concatenates along axis 1 (axis 0 for 1-D tensors)."""
+    ts = [_check_tensor("hstack", f"tensors[{i}]", x) for i, x in enumerate(tensors)]
+    ts = [x.reshape(1) if x.ndim == 0 else x for x in ts]
+    return _core.concat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors: Any) -> Tensor:
+    """Concatenates along axis 0, 1-D tensors as rows."""
+    ts = [_atleast(_check_tensor("vstack", f"tensors[{i}]", x), 2) for i, x in enumerate(tensors)]
+    return _core.concat(ts, 0)
+
+
+def dstack(tensors: Any) -> Tensor:
+    """Concatenates along axis 2."""
+    ts = [_atleast(_check_tensor("dstack", f"tensors[{i}]", x), 3) for i, x in enumerate(tensors)]
+    return _core.concat(ts, 2)
+
+
+def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids of 1-D tensors (``indexing="ij"`` or ``"xy"``)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = [_check_tensor("meshgrid", f"tensors[{i}]", x).reshape(-1) for i, x in enumerate(tensors)]
+    shape = [x.shape[0] for x in ts]
+    out = []
+    for i, x in enumerate(ts):
+        view = [1] * len(ts)
+        view[i] = -1
+        out.append(x.reshape(*view).broadcast_to(*shape))
+    if indexing == "xy" and len(ts) >= 2:
+        out = [o.transpose(0, 1) for o in out]
+    return tuple(out)
+
+
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of the ``(dim1, dim2)`` planes, as the last axis."""
+    x = _check_tensor("diagonal", "input", input)
+    if x.ndim < 2:
+        raise ShapeError(f"diagonal: input needs at least 2 axes, got shape {list(x.shape)}")
+    d1, d2 = _dim("diagonal", dim1, x.ndim), _dim("diagonal", dim2, x.ndim)
+    if d1 == d2:
+        raise ValueError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2}")
+    x = movedim(x, [d1, d2], [-2, -1])
+    n, m = x.shape[-2], x.shape[-1]
+    offset = _int("diagonal", "offset", offset)
+    rows = np.arange(builtins.max(0, -offset), n)
+    rows = rows[rows + offset < m]
+    flat = x.reshape(*x.shape[:-2], n * m)
+    idx = tensor(rows * m + rows + offset, dtype="int64", device=x.device)
+    return flat.index_select(flat.ndim - 1, idx)
+
+
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    """A square matrix with ``input`` (1-D) on a diagonal, or the diagonal of a matrix."""
+    x = _check_tensor("diag", "input", input)
+    _rank("diag", "input", x, (1, 2))
+    k = _int("diag", "diagonal", diagonal)
+    if x.ndim == 2:
+        return globals()["diagonal"](x, k)
+    n = x.shape[0] + abs(k)
+    eye = np.zeros((x.shape[0], n * n))
+    r = np.arange(x.shape[0])
+    eye[r, (r + builtins.max(0, -k)) * n + r + builtins.max(0, k)] = 1.0
+    place = tensor(eye, dtype=x.dtype.name, device=x.device)
+    return (x.reshape(1, -1) @ place).reshape(n, n)
+
+
+def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (the first axis of size 3 by default)."""
+    a, b = _check_tensor("cross", "input", input), _check_tensor("cross", "other", other)
+    if dim is None:
+        dim = next((i for i, s in enumerate(a.shape) if s == 3), -1)
+    d = _dim("cross", dim, a.ndim)
+    if a.shape[d] != 3 or b.shape[d] != 3:
+        raise ShapeError(
+            f"cross: dim {dim} must have size 3, got shapes {list(a.shape)} and {list(b.shape)}"
+        )
+    a0, a1, a2 = (a.narrow(d, i, 1) for i in range(3))
+    b0, b1, b2 = (b.narrow(d, i, 1) for i in range(3))
+    return _core.concat([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], d)
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0) -> Tensor:
+    """The ``p``-norm distances between the rows of ``x1`` ``[..., n, d]`` and ``x2``
+    ``[..., m, d]``: ``[..., n, m]``."""
+    a, b = _check_tensor("cdist", "x1", x1), _check_tensor("cdist", "x2", x2)
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-1]:
+        raise ShapeError(
+            f"cdist: x1 and x2 must be [..., n, d] and [..., m, d], got {list(a.shape)} and "
+            f"{list(b.shape)}"
+        )
+    diff = a.unsqueeze(-2) - b.unsqueeze(-3)
+    return _core_norm(diff, p, -1)
+
+
+def _core_norm(x: Tensor, p: float, dim: int) -> Tensor:
+    from ._ops import norm
+
+    return norm(x, p, dim)
+
+
+def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
+    """``input + weight * (end - input)``."""
+    x = _check_tensor("lerp", "input", input)
+    return x + weight * (end - x)
+
+
+def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1) -> Tensor:
+    """``input + value * tensor1 * tensor2``."""
+    prod = tensor1 * tensor2
+    return input + (prod if value == 1 else value * prod)
+
+
+def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1) -> Tensor:
+    """``input + value * tensor1 / tensor2``."""
+    q = tensor1 / tensor2
+    return input + (q if value == 1 else value * q)
+
+
+# ---------------------------------------------------------------------------- methods
+
+
+def _inplace(compute: Any) -> Any:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        self.copy_(compute(self, *args, **kwargs))
+        return self
+
+    method.__doc__ = f"In place: ``self.copy_({getattr(compute, '__name__', 'op')}(...))``."
+    return method
+
+
+def _add_(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
+    self += other if alpha == 1 else other * alpha
+    return self
+
+
+def _sub_(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
+    self -= other if alpha == 1 else other * alpha
+    return self
+
+
+def _mul_(self: Tensor, other: Any) -> Tensor:
+    self *= other
+    return self
+
+
+def _div_(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+    if rounding_mode is not None:
+        raise NotImplementedError("div_: rounding_mode is not supported")
+    self /= other
+    return self
+
+
+def _new(self: Tensor, fill: float) -> Any:
+    def make(
+        *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    ) -> Tensor:
+        if len(size) == 1 and isinstance(size[0], (list, tuple)):
+            size = tuple(size[0])
+        name = _dtype_name(dtype) if dtype is not None else self.dtype.name
+        t = _core.full(tuple(size), fill, dtype=name, device=device or self.device)
+        return t.requires_grad_() if requires_grad else t
+
+    return make
+
+
+def _new_full(
+    self: Tensor,
+    size: Any,
+    fill_value: Any,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    name = _dtype_name(dtype) if dtype is not None else self.dtype.name
+    t = _core.full(tuple(size), fill_value, dtype=name, device=device or self.device)
+    return t.requires_grad_() if requires_grad else t
+
+
+def _new_tensor(
+    self: Tensor, data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    t = tensor(
+        data, dtype=dtype if dtype is not None else self.dtype.name, device=device or self.device
+    )
+    return t.requires_grad_() if requires_grad else t
+
+
+_TYPE_NAMES = {
+    "torch.FloatTensor": "float32",
+    "torch.DoubleTensor": "float64",
+    "torch.HalfTensor": "float16",
+    "torch.BFloat16Tensor": "bfloat16",
+    "torch.LongTensor": "int64",
+    "torch.IntTensor": "int32",
+    "torch.ByteTensor": "uint8",
+    "torch.CharTensor": "int8",
+    "torch.BoolTensor": "bool",
+}
+
+
+def _type(self: Tensor, dtype: Any = None) -> Any:
+    """Without an argument, PyTorch's type name (``"torch.FloatTensor"``); with a dtype (or
+    such a name), the tensor cast to it."""
+    if dtype is None:
+        for k, v in _TYPE_NAMES.items():
+            if v == self.dtype.name:
+                return k
+        return self.dtype.name
+    if isinstance(dtype, str) and dtype in _TYPE_NAMES:
+        dtype = _TYPE_NAMES[dtype]
+    return self.astype(_dtype_name(dtype))
+
+
+def _repeat_interleave(self: Tensor, repeats: Any, dim: int | None = None) -> Tensor:
+    x = self if dim is not None else self.reshape(-1)
+    d = 0 if dim is None else _dim("repeat_interleave", dim, x.ndim)
+    reps = repeats.detach().numpy() if isinstance(repeats, Tensor) else repeats
+    idx = np.repeat(np.arange(x.shape[d]), reps)
+    return x.index_select(d, tensor(idx, dtype="int64", device=x.device))
+
+
+def _install() -> None:
+    methods: dict[str, Any] = {
+        "sort": sort,
+        "argsort": argsort,
+        "topk": topk,
+        "amax": amax,
+        "amin": amin,
+        "nonzero": nonzero,
+        "unique": unique,
+        "count_nonzero": count_nonzero,
+        "isclose": isclose,
+        "allclose": allclose,
+        "nan_to_num": nan_to_num,
+        "movedim": movedim,
+        "swapaxes": swapaxes,
+        "diagonal": diagonal,
+        "diag": diag,
+        "cross": cross,
+        "lerp": lerp,
+        "addcmul": addcmul,
+        "addcdiv": addcdiv,
+        "mm": mm,
+        "bmm": bmm,
+        "dot": dot,
+        "outer": outer,
+        "clamp_min": clamp_min,
+        "clamp_max": clamp_max,
+        "reshape_as": lambda self, other: self.reshape(*other.shape),
+        "index_select": lambda self, dim, index: _core.index_select(self, dim, index),
+        "repeat_interleave": _repeat_interleave,
+        "type": _type,
+        "new_zeros": None,
+        "new_ones": None,
+        "new_empty": None,
+        "new_full": _new_full,
+        "new_tensor": _new_tensor,
+        "add_": _add_,
+        "sub_": _sub_,
+        "mul_": _mul_,
+        "div_": _div_,
+        "pow_": _inplace(lambda self, e: self**e),
+        "clamp_": _inplace(lambda self, min=None, max=None: self.clamp(min, max)),
+        "clip_": _inplace(lambda self, min=None, max=None: self.clamp(min, max)),
+        "abs_": _inplace(lambda self: self.abs()),
+        "neg_": _inplace(lambda self: -self),
+        "sqrt_": _inplace(lambda self: self.sqrt()),
+        "exp_": _inplace(lambda self: self.exp()),
+        "log_": _inplace(lambda self: self.log()),
+        "sigmoid_": _inplace(lambda self: self.sigmoid()),
+        "tanh_": _inplace(lambda self: self.tanh()),
+        "relu_": _inplace(lambda self: self.relu()),
+        "tril_": _inplace(lambda self, diagonal=0: self.tril(diagonal)),
+        "triu_": _inplace(lambda self, diagonal=0: self.triu(diagonal)),
+        "lerp_": _inplace(lerp),
+        "addcmul_": _inplace(addcmul),
+        "addcdiv_": _inplace(addcdiv),
+        "is_floating_point": lambda self: self.dtype.kind == "f",
+        "ndimension": lambda self: self.ndim,
+        "element_size": lambda self: self.dtype.itemsize,
+    }
+    for name, fn in methods.items():
+        if name in Tensor.__dict__:
+            continue
+        if fn is None:  # new_zeros / new_ones / new_empty
+            fill = 1.0 if name == "new_ones" else 0.0
+
+            def fn(self: Tensor, *size: Any, _fill: float = fill, **kw: Any) -> Tensor:
+                return _new(self, _fill)(*size, **kw)
+
+        setattr(Tensor, name, fn)
+    if "itemsize" not in Tensor.__dict__:
+        Tensor.itemsize = property(lambda self: self.dtype.itemsize)
+    if "nbytes" not in Tensor.__dict__:
+        Tensor.nbytes = property(lambda self: self.dtype.itemsize * self.numel())
+
+
+_install()
