@@ -280,7 +280,7 @@ def test_where_with_non_bool_condition():
         (fg.softmax, "softmax", np.int64),
         (lambda x: x.mean(), "mean", np.int64),
         (lambda x: x - x, "sub", np.bool_),  # (bool + bool is logical or, as PyTorch)
-        (lambda x: x.sum(), "sum", np.bool_),
+        (lambda x: x.mean(), "mean", np.bool_),  # (a bool sum counts, as PyTorch)
         (fg.neg, "neg", np.bool_),
     ],
     ids=lambda v: v if isinstance(v, str) else getattr(v, "__name__", ""),
