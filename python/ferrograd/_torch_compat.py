@@ -662,6 +662,35 @@ def _repeat_interleave(self: Tensor, repeats: Any, dim: int | None = None) -> Te
     return x.index_select(d, tensor(idx, dtype="int64", device=x.device))
 
 
+def _tensor_state(t: Tensor) -> tuple:
+    """What rebuilds ``t`` (pickling): its values (bfloat16 as float32), dtype and device."""
+    data = t.detach()
+    if data.dtype.name == "bfloat16":
+        data = data.astype("float32")
+    return (data.numpy().copy(), t.dtype.name, str(t.device))
+
+
+def _rebuild_tensor(data: Any, dtype: str, device: str, requires_grad: bool) -> Tensor:
+    t = tensor(data, dtype=dtype, device=device)
+    return t.requires_grad_() if requires_grad else t
+
+
+def _reduce(self: Tensor) -> tuple:
+    return (_rebuild_tensor, (*_tensor_state(self), bool(self.requires_grad) and self.is_leaf))
+
+
+def _deepcopy(self: Tensor, memo: dict) -> Tensor:
+    """A copy of the data, a new leaf (requiring grad when this is a leaf that does), with a
+    copy of ``.grad``, as ``copy.deepcopy`` of a PyTorch tensor."""
+    out = self.detach().copy()
+    if self.requires_grad and self.is_leaf:
+        out.requires_grad_()
+    if self.grad is not None:
+        out.grad = self.grad.detach().copy()
+    memo[id(self)] = out
+    return out
+
+
 def _install() -> None:
     methods: dict[str, Any] = {
         "sort": sort,
@@ -721,6 +750,8 @@ def _install() -> None:
         "is_floating_point": lambda self: self.dtype.kind == "f",
         "ndimension": lambda self: self.ndim,
         "element_size": lambda self: self.dtype.itemsize,
+        "__deepcopy__": _deepcopy,
+        "__reduce__": _reduce,
     }
     for name, fn in methods.items():
         if name in Tensor.__dict__:

@@ -48,6 +48,28 @@ class Parameter(Tensor):
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
 
+    def __deepcopy__(self, memo: dict) -> Parameter:
+        p = Parameter(self.detach().copy(), requires_grad=bool(self.requires_grad))
+        if self.grad is not None:
+            p.grad = self.grad.detach().copy()
+        memo[id(self)] = p
+        return p
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild_parameter, (*_tensor_state(self), bool(self.requires_grad)))
+
+
+def _tensor_state(t: Tensor) -> tuple:
+    from .._torch_compat import _tensor_state as state
+
+    return state(t)
+
+
+def _rebuild_parameter(data: Any, dtype: str, device: str, requires_grad: bool) -> Parameter:
+    from .._torch_compat import _rebuild_tensor
+
+    return Parameter(_rebuild_tensor(data, dtype, device, False), requires_grad=requires_grad)
+
 
 _INTERNAL = {"training", "_buffer_names", "_modules", "_parameters"}
 

@@ -1,0 +1,553 @@
+"""More of PyTorch's layers: activations, pooling and padding, normalisation, losses and the
+recurrent layers (``RNN``, ``LSTM``, ``GRU`` and their cells), with PyTorch's parameter names,
+shapes and initialisation, so weights copy across."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .. import _core
+from .._core import ShapeError, Tensor
+from . import functional as F
+from .modules import (
+    Module,
+    _count,
+    _filled_param,
+    _Loss,
+    _uniform_param,
+)
+
+__all__ = [
+    "CELU",
+    "GLU",
+    "GRU",
+    "LSTM",
+    "RNN",
+    "SELU",
+    "AdaptiveAvgPool1d",
+    "AvgPool1d",
+    "ConstantPad1d",
+    "ConstantPad2d",
+    "CosineEmbeddingLoss",
+    "CosineSimilarity",
+    "Dropout1d",
+    "Dropout2d",
+    "GRUCell",
+    "GaussianNLLLoss",
+    "Hardsigmoid",
+    "Hardswish",
+    "HingeEmbeddingLoss",
+    "HuberLoss",
+    "LSTMCell",
+    "LogSigmoid",
+    "MarginRankingLoss",
+    "MaxPool1d",
+    "Mish",
+    "PReLU",
+    "PairwiseDistance",
+    "PixelShuffle",
+    "PixelUnshuffle",
+    "PoissonNLLLoss",
+    "RMSNorm",
+    "RNNCell",
+    "ReLU6",
+    "ReflectionPad1d",
+    "ReflectionPad2d",
+    "ReplicationPad2d",
+    "SoftMarginLoss",
+    "Softmin",
+    "Softsign",
+    "Tanhshrink",
+    "TripletMarginLoss",
+    "Upsample",
+    "ZeroPad2d",
+]
+
+
+def _simple(name: str, fn: Any, fields: tuple[tuple[str, Any], ...] = ()) -> type:
+    """A layer that calls ``fn(x, *fields)``; its constructor takes the fields (with their
+    defaults) by position or name, as PyTorch's."""
+
+    def __init__(self: Module, *args: Any, **kwargs: Any) -> None:
+        Module.__init__(self)
+        if len(args) > len(fields):
+            raise TypeError(f"{name}: takes at most {len(fields)} arguments, got {len(args)}")
+        values = dict(fields)
+        for (k, _), v in zip(fields, args):
+            values[k] = v
+        for k, v in kwargs.items():
+            if k not in values:
+                raise TypeError(f"{name}: unexpected argument {k!r}")
+            values[k] = v
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    def forward(self: Module, *xs: Tensor) -> Tensor:
+        return fn(*xs, **{k: getattr(self, k) for k, _ in fields if k != "inplace"})
+
+    def extra_repr(self: Module) -> str:
+        return ", ".join(f"{k}={getattr(self, k)!r}" for k, _ in fields)
+
+    return type(
+        name,
+        (Module,),
+        {
+            "__init__": __init__,
+            "forward": forward,
+            "extra_repr": extra_repr,
+            "__doc__": f"PyTorch's ``nn.{name}`` (see ``nn.functional``).",
+            "__module__": __name__,
+        },
+    )
+
+
+_INPLACE = (("inplace", False),)
+ReLU6 = _simple("ReLU6", F.relu6, _INPLACE)
+SELU = _simple("SELU", F.selu, _INPLACE)
+Hardswish = _simple("Hardswish", F.hardswish, _INPLACE)
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, _INPLACE)
+Mish = _simple("Mish", F.mish, _INPLACE)
+CELU = _simple("CELU", F.celu, (("alpha", 1.0), *_INPLACE))
+GLU = _simple("GLU", F.glu, (("dim", -1),))
+Softmin = _simple("Softmin", F.softmin, (("dim", None),))
+Softsign = _simple("Softsign", F.softsign)
+Tanhshrink = _simple("Tanhshrink", F.tanhshrink)
+LogSigmoid = _simple("LogSigmoid", F.logsigmoid)
+CosineSimilarity = _simple("CosineSimilarity", F.cosine_similarity, (("dim", 1), ("eps", 1e-8)))
+PairwiseDistance = _simple(
+    "PairwiseDistance", F.pairwise_distance, (("p", 2.0), ("eps", 1e-6), ("keepdim", False))
+)
+MaxPool1d = _simple(
+    "MaxPool1d",
+    F.max_pool1d,
+    (("kernel_size", 1), ("stride", None), ("padding", 0), ("dilation", 1), ("ceil_mode", False)),
+)
+AvgPool1d = _simple(
+    "AvgPool1d",
+    F.avg_pool1d,
+    (
+        ("kernel_size", 1),
+        ("stride", None),
+        ("padding", 0),
+        ("ceil_mode", False),
+        ("count_include_pad", True),
+    ),
+)
+AdaptiveAvgPool1d = _simple("AdaptiveAvgPool1d", F.adaptive_avg_pool1d, (("output_size", 1),))
+PixelShuffle = _simple("PixelShuffle", F.pixel_shuffle, (("upscale_factor", 1),))
+PixelUnshuffle = _simple("PixelUnshuffle", F.pixel_unshuffle, (("downscale_factor", 1),))
+Upsample = _simple(
+    "Upsample",
+    F.interpolate,
+    (("size", None), ("scale_factor", None), ("mode", "nearest"), ("align_corners", None)),
+)
+
+
+def _dropout_nd(name: str) -> type:
+    def forward(self: Module, x: Tensor) -> Tensor:
+        if name == "Dropout1d":
+            if x.ndim not in (2, 3):
+                raise ShapeError(
+                    f"Dropout1d: input must be (N, C, L) or (C, L), got {list(x.shape)}"
+                )
+            return F.dropout2d(x.unsqueeze(-1), self.p, self.training).squeeze(-1)
+        return F.dropout2d(x, self.p, self.training)
+
+    cls = _simple(name, None, (("p", 0.5), *_INPLACE))
+    cls.forward = forward
+    return cls
+
+
+Dropout1d = _dropout_nd("Dropout1d")
+Dropout2d = _dropout_nd("Dropout2d")
+
+
+def _padding(name: str, n: int, mode: str, with_value: bool) -> type:
+    def __init__(self: Module, padding: Any, value: float = 0.0) -> None:
+        Module.__init__(self)
+        self.padding = (
+            tuple(padding) if isinstance(padding, (list, tuple)) else (padding,) * (2 * n)
+        )
+        if len(self.padding) != 2 * n:
+            raise ValueError(f"{name}: padding must be an int or {2 * n} ints, got {padding!r}")
+        self.value = value
+
+    def forward(self: Module, x: Tensor) -> Tensor:
+        if mode == "constant":
+            return F.pad(x, self.padding, "constant", self.value)
+        return F.pad(x, self.padding, mode)
+
+    return type(
+        name,
+        (Module,),
+        {
+            "__init__": __init__,
+            "forward": forward,
+            "extra_repr": lambda self: f"padding={self.padding}",
+            "__doc__": f"PyTorch's ``nn.{name}``.",
+            "__module__": __name__,
+        },
+    )
+
+
+ZeroPad2d = _padding("ZeroPad2d", 2, "constant", False)
+ConstantPad1d = _padding("ConstantPad1d", 1, "constant", True)
+ConstantPad2d = _padding("ConstantPad2d", 2, "constant", True)
+ReflectionPad1d = _padding("ReflectionPad1d", 1, "reflect", False)
+ReflectionPad2d = _padding("ReflectionPad2d", 2, "reflect", False)
+ReplicationPad2d = _padding("ReplicationPad2d", 2, "replicate", False)
+
+
+class PReLU(Module):
+    """``max(0, x) + weight * min(0, x)`` with a learned slope per channel (axis 1) or one
+    for all."""
+
+    def __init__(
+        self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None
+    ) -> None:
+        super().__init__()
+        self.num_parameters = _count("PReLU", "num_parameters", num_parameters, 1)
+        self.weight = _filled_param(init, (self.num_parameters,), dtype, device)
+
+    def forward(self, x: Tensor) -> Tensor:
+        w = self.weight
+        if self.num_parameters > 1:
+            if x.ndim < 2 or x.shape[1] != self.num_parameters:
+                raise ShapeError(
+                    f"PReLU: input axis 1 must have {self.num_parameters} channels, got shape "
+                    f"{list(x.shape)}"
+                )
+            w = w.reshape(1, -1, *([1] * (x.ndim - 2)))
+        return x.clamp(min=0.0) + w * x.clamp(max=0.0)
+
+
+class RMSNorm(Module):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the last ``normalized_shape`` axes."""
+
+    def __init__(
+        self,
+        normalized_shape: Any,
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        self.weight = (
+            _filled_param(1.0, self.normalized_shape, dtype, device) if elementwise_affine else None
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+
+# ----------------------------------------------------------------------------------- losses
+
+
+def _loss(name: str, fn: Any, fields: tuple[tuple[str, Any], ...], n_inputs: int) -> type:
+    def __init__(self: Module, *args: Any, reduction: str = "mean", **kwargs: Any) -> None:
+        _Loss.__init__(self, reduction)
+        values = dict(fields)
+        for (k, _), v in zip(fields, args):
+            values[k] = v
+        for k, v in kwargs.items():
+            if k not in values:
+                raise TypeError(f"{name}: unexpected argument {k!r}")
+            values[k] = v
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    def forward(self: Module, *xs: Tensor) -> Tensor:
+        if len(xs) != n_inputs:
+            raise TypeError(f"{name}: takes {n_inputs} tensors, got {len(xs)}")
+        kw = {k: getattr(self, k) for k, _ in fields}
+        return fn(*xs, **kw, reduction=self.reduction)
+
+    return type(
+        name,
+        (_Loss,),
+        {
+            "__init__": __init__,
+            "forward": forward,
+            "__doc__": f"PyTorch's ``nn.{name}``.",
+            "__module__": __name__,
+        },
+    )
+
+
+HuberLoss = _loss("HuberLoss", F.huber_loss, (("delta", 1.0),), 2)
+MarginRankingLoss = _loss("MarginRankingLoss", F.margin_ranking_loss, (("margin", 0.0),), 3)
+HingeEmbeddingLoss = _loss("HingeEmbeddingLoss", F.hinge_embedding_loss, (("margin", 1.0),), 2)
+SoftMarginLoss = _loss("SoftMarginLoss", F.soft_margin_loss, (), 2)
+CosineEmbeddingLoss = _loss("CosineEmbeddingLoss", F.cosine_embedding_loss, (("margin", 0.0),), 3)
+TripletMarginLoss = _loss(
+    "TripletMarginLoss",
+    F.triplet_margin_loss,
+    (("margin", 1.0), ("p", 2.0), ("eps", 1e-6), ("swap", False)),
+    3,
+)
+GaussianNLLLoss = _loss("GaussianNLLLoss", F.gaussian_nll_loss, (("full", False), ("eps", 1e-6)), 3)
+PoissonNLLLoss = _loss(
+    "PoissonNLLLoss",
+    F.poisson_nll_loss,
+    (("log_input", True), ("full", False), ("eps", 1e-8)),
+    2,
+)
+
+
+# -------------------------------------------------------------------------------- recurrent
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _cell(mode: str, x_w: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor, b_hh: Tensor | None):
+    """One step from the input's projection ``x_w`` (``x @ w_ih.T + b_ih``): the new hidden
+    state (and cell state for an LSTM)."""
+    h_w = F.linear(h, w_hh, b_hh)
+    if mode == "LSTM":
+        i, f, g, o = (x_w + h_w).chunk(4, -1)
+        c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        return o.sigmoid() * c2.tanh(), c2
+    if mode == "GRU":
+        xr, xz, xn = x_w.chunk(3, -1)
+        hr, hz, hn = h_w.chunk(3, -1)
+        r = (xr + hr).sigmoid()
+        z = (xz + hz).sigmoid()
+        n = (xn + r * hn).tanh()
+        return (1.0 - z) * n + z * h, None
+    pre = x_w + h_w
+    return (pre.tanh() if mode == "RNN_TANH" else pre.relu()), None
+
+
+class _RNNBase(Module):
+    _mode = "RNN_TANH"
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        self.input_size = _count(name, "input_size", input_size, 1)
+        self.hidden_size = _count(name, "hidden_size", hidden_size, 1)
+        self.num_layers = _count(name, "num_layers", num_layers, 1)
+        if proj_size:
+            raise NotImplementedError(f"{name}: proj_size is not supported")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{name}: dropout must lie in [0, 1], got {dropout}")
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional = bool(bidirectional)
+        self.proj_size = 0
+        dirs = 2 if self.bidirectional else 1
+        gates = _GATES[self._mode] * self.hidden_size
+        k = 1.0 / math.sqrt(self.hidden_size)
+        for layer in range(self.num_layers):
+            n_in = self.input_size if layer == 0 else self.hidden_size * dirs
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                setattr(
+                    self, "weight_ih" + sfx, _uniform_param(None, k, (gates, n_in), dtype, device)
+                )
+                setattr(
+                    self,
+                    "weight_hh" + sfx,
+                    _uniform_param(None, k, (gates, self.hidden_size), dtype, device),
+                )
+                if bias:
+                    setattr(self, "bias_ih" + sfx, _uniform_param(None, k, (gates,), dtype, device))
+                    setattr(self, "bias_hh" + sfx, _uniform_param(None, k, (gates,), dtype, device))
+
+    def _weights(self, layer: int, d: int) -> tuple[Tensor, Tensor, Any, Any]:
+        sfx = f"_l{layer}" + ("_reverse" if d else "")
+        return (
+            getattr(self, "weight_ih" + sfx),
+            getattr(self, "weight_hh" + sfx),
+            getattr(self, "bias_ih" + sfx, None),
+            getattr(self, "bias_hh" + sfx, None),
+        )
+
+    def forward(self, input: Tensor, hx: Any = None) -> tuple[Tensor, Any]:
+        name = type(self).__name__
+        lstm = self._mode == "LSTM"
+        batched = input.ndim == 3
+        if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
+            raise ShapeError(
+                f"{name}: input must be (L, N, {self.input_size}) (or batch first, or "
+                f"unbatched (L, {self.input_size})), got {list(input.shape)}"
+            )
+        x = input if batched else input.unsqueeze(1)
+        if batched and self.batch_first:
+            x = x.transpose(0, 1)
+        steps, n = x.shape[0], x.shape[1]
+        dirs = 2 if self.bidirectional else 1
+        shape = (self.num_layers * dirs, n, self.hidden_size)
+        h0, c0 = (hx if lstm else (hx, None)) if hx is not None else (None, None)
+        if h0 is not None and not batched:
+            h0 = h0.unsqueeze(1)
+            c0 = c0.unsqueeze(1) if c0 is not None else None
+        for what, t in (("h_0", h0), ("c_0", c0)):
+            if t is not None and tuple(t.shape) != shape:
+                raise ShapeError(
+                    f"{name}: {what} must have shape {list(shape)}, got {list(t.shape)}"
+                )
+        zeros = _core.zeros(shape, dtype=x.dtype.name, device=x.device)
+        h0 = zeros if h0 is None else h0
+        c0 = (zeros if c0 is None else c0) if lstm else None
+        h_n, c_n = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+                xw = F.linear(x, w_ih, b_ih)  # every step's input projection at once
+                h = h0[layer * dirs + d]
+                c = c0[layer * dirs + d] if lstm else None
+                ys = [None] * steps
+                order = range(steps - 1, -1, -1) if d else range(steps)
+                for t in order:
+                    h, c = _cell(self._mode, xw[t], h, c, w_hh, b_hh)
+                    ys[t] = h
+                outs.append(_core.stack(ys, 0))
+                h_n.append(h)
+                if lstm:
+                    c_n.append(c)
+            x = outs[0] if dirs == 1 else _core.concat(outs, 2)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        out = x
+        hn = _core.stack(h_n, 0)
+        cn = _core.stack(c_n, 0) if lstm else None
+        if not batched:
+            out, hn = out.squeeze(1), hn.squeeze(1)
+            cn = cn.squeeze(1) if cn is not None else None
+        elif self.batch_first:
+            out = out.transpose(0, 1)
+        return out, ((hn, cn) if lstm else hn)
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+class RNN(_RNNBase):
+    """Elman RNN, ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)`` (``nonlinearity="relu"``
+    for relu), PyTorch's layout and initialisation."""
+
+    def __init__(self, *args: Any, nonlinearity: str = "tanh", **kwargs: Any) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        super().__init__(*args, **kwargs)
+        self._mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
+        self.nonlinearity = nonlinearity
+
+
+class LSTM(_RNNBase):
+    """Long short-term memory (gates i, f, g, o in that order in the weights), PyTorch's
+    layout and initialisation; returns ``(output, (h_n, c_n))``."""
+
+    _mode = "LSTM"
+
+
+class GRU(_RNNBase):
+    """Gated recurrent unit (gates r, z, n), PyTorch's formulas, layout and initialisation."""
+
+    _mode = "GRU"
+
+
+class _CellBase(Module):
+    _mode = "RNN_TANH"
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        self.input_size = _count(name, "input_size", input_size, 1)
+        self.hidden_size = _count(name, "hidden_size", hidden_size, 1)
+        self.bias = bias
+        gates = _GATES[self._mode] * self.hidden_size
+        k = 1.0 / math.sqrt(self.hidden_size)
+        self.weight_ih = _uniform_param(None, k, (gates, self.input_size), dtype, device)
+        self.weight_hh = _uniform_param(None, k, (gates, self.hidden_size), dtype, device)
+        self.bias_ih = _uniform_param(None, k, (gates,), dtype, device) if bias else None
+        self.bias_hh = _uniform_param(None, k, (gates,), dtype, device) if bias else None
+
+    def forward(self, input: Tensor, hx: Any = None) -> Any:
+        name = type(self).__name__
+        lstm = self._mode == "LSTM"
+        if input.ndim not in (1, 2) or input.shape[-1] != self.input_size:
+            raise ShapeError(
+                f"{name}: input must be (N, {self.input_size}) or ({self.input_size},), got "
+                f"{list(input.shape)}"
+            )
+        batched = input.ndim == 2
+        x = input if batched else input.unsqueeze(0)
+        shape = (x.shape[0], self.hidden_size)
+        zeros = _core.zeros(shape, dtype=x.dtype.name, device=x.device)
+        h, c = (hx if lstm else (hx, None)) if hx is not None else (None, None)
+        if h is not None and not batched:
+            h = h.unsqueeze(0)
+            c = c.unsqueeze(0) if c is not None else None
+        h = zeros if h is None else h
+        c = (zeros if c is None else c) if lstm else None
+        h2, c2 = _cell(
+            self._mode,
+            F.linear(x, self.weight_ih, self.bias_ih),
+            h,
+            c,
+            self.weight_hh,
+            self.bias_hh,
+        )
+        if not batched:
+            h2 = h2.squeeze(0)
+            c2 = c2.squeeze(0) if c2 is not None else None
+        return (h2, c2) if lstm else h2
+
+
+class RNNCell(_CellBase):
+    """One Elman RNN step (``nonlinearity`` "tanh" or "relu")."""
+
+    def __init__(self, *args: Any, nonlinearity: str = "tanh", **kwargs: Any) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(
+                f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}"
+            )
+        super().__init__(*args, **kwargs)
+        self._mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
+        self.nonlinearity = nonlinearity
+
+
+class LSTMCell(_CellBase):
+    """One LSTM step: ``(h', c')`` from ``input`` and ``(h, c)``."""
+
+    _mode = "LSTM"
+
+
+class GRUCell(_CellBase):
+    """One GRU step."""
+
+    _mode = "GRU"

@@ -1,0 +1,244 @@
+"""PyTorch's recurrent and transformer layers and the smaller layers, ported by renaming: the
+same state dict gives the same outputs and gradients as torch.nn (float64); deepcopy and
+pickle of models, as PyTorch programs use them (target networks, EMA, best checkpoints)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+rng = np.random.default_rng(5)
+
+
+def _pair(make):
+    """The same layer in both libraries, torch's weights copied into ferrograd's."""
+    torch.manual_seed(0)
+    t = make(torch.nn).double()
+    f = make(fg.nn)
+    sd = {k: fg.tensor(v.detach().numpy()) for k, v in t.state_dict().items()}
+    assert sorted(sd) == sorted(f.state_dict()), (sorted(sd), sorted(f.state_dict()))
+    f.load_state_dict(sd)
+    f.to(fg.float64)
+    t.eval()
+    f.eval()
+    return f, t
+
+
+def _flat(o):
+    if isinstance(o, (tuple, list)):
+        return [x for v in o for x in _flat(v)]
+    return [o]
+
+
+def _check(f, t, inputs, fm=None, tm=None):
+    """Outputs, input gradients and (for modules ``fm``/``tm``, by default ``f``/``t``)
+    parameter gradients of a weighted sum of the first output agree."""
+    fm = f if fm is None else fm
+    tm = t if tm is None else tm
+    fx = [fg.tensor(a, requires_grad=True) for a in inputs]
+    tx = [torch.tensor(a, requires_grad=True) for a in inputs]
+    fo, to = _flat(f(*fx)), _flat(t(*tx))
+    assert len(fo) == len(to)
+    for a, b in zip(fo, to):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-12)
+    w = rng.standard_normal(tuple(to[0].shape))
+    (fo[0] * fg.tensor(w)).sum().backward()
+    (to[0] * torch.tensor(w)).sum().backward()
+    for a, b in zip(fx, tx):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-9, atol=1e-11)
+    fp = dict(fm.named_parameters())
+    for name, p in tm.named_parameters():
+        if p.grad is None:
+            continue
+        assert fp[name].grad is not None, name
+        np.testing.assert_allclose(fp[name].grad.numpy(), p.grad.numpy(), rtol=1e-9, atol=1e-11)
+
+
+SEQ = rng.standard_normal((5, 2, 3))  # (L, N, H_in)
+
+
+@pytest.mark.parametrize(
+    "make,inputs",
+    [
+        (lambda nn: nn.LSTM(3, 4), (SEQ,)),
+        (lambda nn: nn.LSTM(3, 4, num_layers=2, bidirectional=True), (SEQ,)),
+        (lambda nn: nn.LSTM(3, 4, batch_first=True), (SEQ.transpose(1, 0, 2).copy(),)),
+        (lambda nn: nn.GRU(3, 4, num_layers=2), (SEQ,)),
+        (lambda nn: nn.GRU(3, 4, bidirectional=True, bias=False), (SEQ[:, 0].copy(),)),
+        (lambda nn: nn.RNN(3, 4, nonlinearity="relu"), (SEQ,)),
+        (lambda nn: nn.RNN(3, 4, num_layers=3), (SEQ,)),
+    ],
+    ids=[
+        "lstm",
+        "lstm-2-bidir",
+        "lstm-batch-first",
+        "gru-2",
+        "gru-bidir-unbatched",
+        "rnn-relu",
+        "rnn-3",
+    ],
+)
+def test_recurrent_layers_match_torch(make, inputs):
+    f, t = _pair(make)
+    _check(f, t, inputs)
+
+
+def test_recurrent_initial_state_and_final_states():
+    f, t = _pair(lambda nn: nn.LSTM(3, 4, num_layers=2))
+    h0 = rng.standard_normal((2, 2, 4))
+    c0 = rng.standard_normal((2, 2, 4))
+    fo, (fh, fc) = f(fg.tensor(SEQ), (fg.tensor(h0), fg.tensor(c0)))
+    to, (th, tc) = t(torch.tensor(SEQ), (torch.tensor(h0), torch.tensor(c0)))
+    for a, b in ((fo, to), (fh, th), (fc, tc)):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-10)
+    g, _ = _pair(lambda nn: nn.GRU(3, 4))
+    with pytest.raises(fg.ShapeError, match="h_0 must have shape"):
+        g(fg.tensor(SEQ), fg.zeros(2, 2, 4, dtype="float64"))
+    with pytest.raises(fg.ShapeError, match="GRU: input must be"):
+        g(fg.tensor(SEQ[..., :2].copy()))
+
+
+@pytest.mark.parametrize(
+    "make,inputs",
+    [
+        (lambda nn: nn.LSTMCell(3, 4), (SEQ[0], SEQ[1, :, :].repeat(2, 1)[:, :4].copy())),
+        (lambda nn: nn.GRUCell(3, 4), (SEQ[0], rng.standard_normal((2, 4)))),
+        (lambda nn: nn.RNNCell(3, 4, nonlinearity="relu"), (SEQ[0], rng.standard_normal((2, 4)))),
+    ],
+    ids=["lstm-cell", "gru-cell", "rnn-cell"],
+)
+def test_cells_match_torch(make, inputs):
+    f, t = _pair(make)
+    if isinstance(f, fg.nn.LSTMCell):
+        c = rng.standard_normal((2, 4))
+
+        def run(m, x, h, lib=None):
+            lib = fg if isinstance(m, fg.nn.Module) else torch
+            return m(x, (h, lib.tensor(c)))
+
+        _check(lambda x, h: run(f, x, h), lambda x, h: run(t, x, h), inputs, f, t)
+    else:
+        _check(f, t, inputs)
+
+
+SRC = rng.standard_normal((2, 5, 8))  # (N, S, E) batch first
+TGT = rng.standard_normal((2, 4, 8))
+
+
+@pytest.mark.parametrize(
+    "make,inputs,kw",
+    [
+        (lambda nn: nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True), (SRC,), {}),
+        (
+            lambda nn: nn.TransformerEncoderLayer(
+                8, 2, 16, 0.0, "gelu", batch_first=True, norm_first=True
+            ),
+            (SRC,),
+            {"is_causal": True, "src_mask": "causal"},
+        ),
+        (
+            lambda nn: nn.TransformerEncoder(
+                nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True), 2
+            ),
+            (SRC,),
+            {},
+        ),
+        (lambda nn: nn.TransformerDecoderLayer(8, 2, 16, 0.0, batch_first=True), (TGT, SRC), {}),
+        (
+            lambda nn: nn.Transformer(8, 2, 1, 1, 16, 0.0, batch_first=True),
+            (SRC, TGT),
+            {"tgt_mask": "causal4"},
+        ),
+    ],
+    ids=[
+        "encoder-layer",
+        "encoder-layer-prenorm-causal",
+        "encoder",
+        "decoder-layer",
+        "transformer",
+    ],
+)
+def test_transformer_layers_match_torch(make, inputs, kw):
+    f, t = _pair(make)
+
+    def masks(lib):
+        out = {}
+        for k, v in kw.items():
+            if v == "causal":
+                out[k] = lib.nn.Transformer.generate_square_subsequent_mask(5, dtype=lib.float64)
+            elif v == "causal4":
+                out[k] = lib.nn.Transformer.generate_square_subsequent_mask(4, dtype=lib.float64)
+            else:
+                out[k] = v
+        return out
+
+    fk, tk = masks(fg), masks(torch)
+    _check(lambda *xs: f(*xs, **fk), lambda *xs: t(*xs, **tk), inputs, f, t)
+
+
+@pytest.mark.parametrize(
+    "make,shape",
+    [
+        (lambda nn: nn.ReLU6(), (2, 3)),
+        (lambda nn: nn.Hardswish(), (2, 3)),
+        (lambda nn: nn.Mish(), (2, 3)),
+        (lambda nn: nn.CELU(0.5), (2, 3)),
+        (lambda nn: nn.GLU(), (2, 4)),
+        (lambda nn: nn.Softmin(dim=1), (2, 3)),
+        (lambda nn: nn.PReLU(3), (2, 3, 4)),
+        (lambda nn: nn.RMSNorm(4), (2, 3, 4)),
+        (lambda nn: nn.MaxPool1d(2), (2, 3, 6)),
+        (lambda nn: nn.AvgPool1d(3, 1, 1), (2, 3, 6)),
+        (lambda nn: nn.AdaptiveAvgPool1d(2), (2, 3, 6)),
+        (lambda nn: nn.ZeroPad2d((1, 0, 2, 1)), (1, 2, 3, 3)),
+        (lambda nn: nn.ReflectionPad2d(1), (1, 2, 3, 3)),
+        (lambda nn: nn.PixelShuffle(2), (1, 8, 2, 2)),
+        (lambda nn: nn.Upsample(scale_factor=2, mode="nearest"), (1, 2, 3, 3)),
+    ],
+    ids=lambda v: "" if callable(v) else str(v),
+)
+def test_small_layers_match_torch(make, shape):
+    f, t = _pair(make)
+    _check(f, t, (rng.standard_normal(shape),))
+
+
+def test_loss_modules_match_torch():
+    a, b = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    y = np.where(rng.standard_normal(4) > 0, 1.0, -1.0)
+    for name, args in [
+        ("HuberLoss", (a, b)),
+        ("TripletMarginLoss", (a, b, b[::-1].copy())),
+        ("CosineEmbeddingLoss", (a, b, y)),
+        ("MarginRankingLoss", (a[:, 0].copy(), b[:, 0].copy(), y)),
+        ("SoftMarginLoss", (a[:, 0].copy(), y)),
+    ]:
+        fl = getattr(fg.nn, name)()(*[fg.tensor(v) for v in args])
+        tl = getattr(torch.nn, name)()(*[torch.tensor(v) for v in args])
+        np.testing.assert_allclose(fl.item(), tl.item(), rtol=1e-12, err_msg=name)
+
+
+def test_deepcopy_and_pickle_of_models():
+    net = fg.nn.Sequential(fg.nn.Linear(3, 4), fg.nn.Tanh(), fg.nn.Linear(4, 1))
+    x = fg.randn(5, 3)
+    target = copy.deepcopy(net)  # a target network: same values, separate storage
+    for p, q in zip(net.parameters(), target.parameters()):
+        assert p is not q and isinstance(q, fg.nn.Parameter) and q.requires_grad
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+    with fg.no_grad():
+        for p in target.parameters():
+            p.mul_(0.0)
+    assert float(net(x).abs().sum()) > 0 and float(target(x).abs().sum()) == 0
+    best = copy.deepcopy(net.state_dict())
+    restored = pickle.loads(pickle.dumps(net))
+    np.testing.assert_array_equal(restored(x).numpy(), net(x).numpy())
+    net.load_state_dict(best)
+    loss = net(x).sum()
+    loss.backward()
+    assert all(p.grad is not None for p in net.parameters())
+    t = fg.tensor([1.0, 2.0], dtype="bfloat16")
+    assert pickle.loads(pickle.dumps(t)).dtype == fg.bfloat16
