@@ -14,6 +14,7 @@ from . import _core, cuda, distributed, nn, optim, random
 from . import _indexing as _indexing  # advanced indexing on Tensor (installed on import)
 from . import _torch_compat as _torch_compat  # PyTorch's names (installs Tensor methods)
 from . import autograd as autograd
+from . import utils as utils
 from ._core import *  # the engine's ops: the names of _core.__all__
 from ._core import __version__
 from ._elementwise import *  # clamp, isnan, logical ops (see _elementwise.__all__)
@@ -102,6 +103,7 @@ __all__ = [
     "trace",
     "uint8",
     "unregister_grad_rule",
+    "utils",
     "vjp",
 ]
 __all__ += [name for name in _core.__all__ if name not in __all__]

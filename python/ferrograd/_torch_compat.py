@@ -22,7 +22,8 @@ from ._core import ShapeError, Tensor
 from ._ops import _check_tensor, _int, gather
 from ._tensor import _dtype_name, tensor
 
-__all__ = [
+__all__ = [  # noqa: RUF022 (device first)
+    "device",
     "addcdiv",
     "addcmul",
     "addmm",
@@ -59,6 +60,42 @@ __all__ = [
     "unique",
     "vstack",
 ]
+
+
+class device(str):  # (PyTorch's spelling)
+    """PyTorch's ``torch.device``: ``device("cuda:0")``, ``device("cuda", 1)``,
+    ``device("cpu")``. It is the device's name (a ``str``), so it goes wherever ferrograd
+    takes a device; ``.type`` and ``.index`` as PyTorch's."""
+
+    def __new__(cls, type: Any, index: int | None = None) -> device:  # noqa: PYI034
+        if isinstance(type, device):
+            return type
+        name = str(type)
+        if index is not None:
+            if ":" in name:
+                raise ValueError(f"device: index given twice in {name!r} and {index}")
+            name = f"{name}:{int(index)}"
+        kind, _, idx = name.partition(":")
+        if kind not in ("cpu", "cuda"):
+            raise ValueError(f"device: expected 'cpu' or 'cuda[:index]', got {name!r}")
+        if idx and not idx.isdigit():
+            raise ValueError(f"device: bad index in {name!r}")
+        return super().__new__(cls, name)
+
+    @property
+    def type(self) -> str:
+        return str.__str__(self).partition(":")[0]
+
+    @property
+    def index(self) -> int | None:  # type: ignore[override]
+        idx = str.__str__(self).partition(":")[2]
+        return int(idx) if idx else None
+
+    def __repr__(self) -> str:
+        return f"device(type={self.type!r}" + (
+            f", index={self.index})" if self.index is not None else ")"
+        )
+
 
 _SortResult = namedtuple("sort", ["values", "indices"])
 _TopkResult = namedtuple("topk", ["values", "indices"])

@@ -1,0 +1,360 @@
+"""Datasets and batch loading with PyTorch's names (``torch.utils.data``): ``Dataset``,
+``TensorDataset``, ``Subset``, ``ConcatDataset``, ``random_split``, the samplers and
+``DataLoader`` with ``default_collate``. Loading runs in the calling process
+(``num_workers`` is accepted and ignored); shuffling draws from ``fg.manual_seed``'s
+generator, or from ``generator`` (a ``numpy.random.Generator`` or a seed)."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import _core
+from .._core import Tensor
+from .._tensor import tensor
+from ..random import _numpy_rng
+
+__all__ = [
+    "BatchSampler",
+    "ConcatDataset",
+    "DataLoader",
+    "Dataset",
+    "IterableDataset",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "Subset",
+    "SubsetRandomSampler",
+    "TensorDataset",
+    "default_collate",
+    "random_split",
+]
+
+
+class Dataset:
+    """A map-style dataset: ``__getitem__(index)`` and ``__len__``."""
+
+    def __getitem__(self, index: int) -> Any:
+        raise NotImplementedError
+
+    def __add__(self, other: Dataset) -> ConcatDataset:
+        return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """A dataset read by iterating over it (``__iter__``)."""
+
+    def __iter__(self) -> Iterator[Any]:
+        raise NotImplementedError
+
+
+class TensorDataset(Dataset):
+    """Rows of tensors that share their first dimension: item ``i`` is ``(t[i] for t)``."""
+
+    def __init__(self, *tensors: Tensor) -> None:
+        if not tensors:
+            raise ValueError("TensorDataset: needs at least one tensor")
+        n = tensors[0].shape[0] if tensors[0].ndim else None
+        for i, t in enumerate(tensors):
+            if t.ndim == 0 or t.shape[0] != n:
+                raise ValueError(
+                    f"TensorDataset: every tensor needs the same first dimension ({n}); "
+                    f"tensors[{i}] has shape {list(t.shape)}"
+                )
+        self.tensors = tensors
+
+    def __getitem__(self, index: int) -> tuple[Tensor, ...]:
+        return tuple(t[index] for t in self.tensors)
+
+    def __len__(self) -> int:
+        return self.tensors[0].shape[0]
+
+
+class Subset(Dataset):
+    """The items of ``dataset`` at ``indices``."""
+
+    def __init__(self, dataset: Any, indices: Sequence[int]) -> None:
+        self.dataset, self.indices = dataset, list(indices)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, list):
+            return [self.dataset[self.indices[i]] for i in index]
+        return self.dataset[self.indices[index]]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class ConcatDataset(Dataset):
+    """Several datasets one after another."""
+
+    def __init__(self, datasets: Iterable[Any]) -> None:
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("ConcatDataset: datasets should not be empty")
+        self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]))
+
+    def __len__(self) -> int:
+        return int(self.cumulative_sizes[-1])
+
+    def __getitem__(self, index: int) -> Any:
+        if index < 0:
+            if -index > len(self):
+                raise IndexError(f"ConcatDataset: index {index} out of range for {len(self)}")
+            index += len(self)
+        d = bisect.bisect_right(self.cumulative_sizes, index)
+        start = 0 if d == 0 else int(self.cumulative_sizes[d - 1])
+        return self.datasets[d][index - start]
+
+
+def _rng(generator: Any) -> np.random.Generator:
+    if generator is None:
+        return _numpy_rng("cpu")
+    if isinstance(generator, np.random.Generator):
+        return generator
+    if isinstance(generator, (int, np.integer)):
+        return np.random.default_rng(int(generator))
+    raise TypeError(
+        f"generator must be None, a numpy Generator or a seed, got {type(generator).__name__}"
+    )
+
+
+def random_split(dataset: Any, lengths: Sequence[float], generator: Any = None) -> list[Subset]:
+    """Splits ``dataset`` into non-overlapping random subsets of the given lengths (or
+    fractions summing to 1, remainders handed out round-robin, as PyTorch)."""
+    n = len(dataset)
+    lengths = list(lengths)
+    if (
+        math.isclose(sum(lengths), 1.0)
+        and sum(lengths) <= 1
+        and any(isinstance(x, float) for x in lengths)
+    ):
+        counts = [math.floor(n * f) for f in lengths]
+        for i in range(n - sum(counts)):
+            counts[i % len(counts)] += 1
+        lengths = counts
+    if sum(lengths) != n:
+        raise ValueError(
+            f"random_split: the lengths sum to {sum(lengths)}, the dataset has {n} items"
+        )
+    perm = _rng(generator).permutation(n).tolist()
+    out, start = [], 0
+    for k in lengths:
+        out.append(Subset(dataset, perm[start : start + int(k)]))
+        start += int(k)
+    return out
+
+
+class Sampler:
+    """Yields indices into a dataset."""
+
+    def __iter__(self) -> Iterator[int]:
+        raise NotImplementedError
+
+
+class SequentialSampler(Sampler):
+    def __init__(self, data_source: Any) -> None:
+        self.data_source = data_source
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self.data_source)))
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A random permutation per pass (or ``num_samples`` draws with ``replacement``)."""
+
+    def __init__(
+        self,
+        data_source: Any,
+        replacement: bool = False,
+        num_samples: int | None = None,
+        generator: Any = None,
+    ) -> None:
+        self.data_source, self.replacement = data_source, replacement
+        self._num_samples, self.generator = num_samples, generator
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        g, n = _rng(self.generator), len(self.data_source)
+        if self.replacement:
+            return iter(g.integers(0, n, self.num_samples).tolist())
+        idx: list[int] = []
+        while len(idx) < self.num_samples:
+            idx.extend(g.permutation(n).tolist())
+        return iter(idx[: self.num_samples])
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices, in random order."""
+
+    def __init__(self, indices: Sequence[int], generator: Any = None) -> None:
+        self.indices, self.generator = list(indices), generator
+
+    def __iter__(self) -> Iterator[int]:
+        return iter([self.indices[i] for i in _rng(self.generator).permutation(len(self.indices))])
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class BatchSampler(Sampler):
+    """Groups a sampler's indices into lists of ``batch_size``."""
+
+    def __init__(self, sampler: Iterable[int], batch_size: int, drop_last: bool) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"BatchSampler: batch_size must be a positive int, got {batch_size!r}")
+        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batch: list[int] = []
+        for i in self.sampler:
+            batch.append(i)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self) -> int:
+        n = len(self.sampler)  # type: ignore[arg-type]
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+def default_collate(batch: Sequence[Any]) -> Any:
+    """Stacks a list of samples into a batch: tensors and arrays stacked on a new first axis,
+    numbers into a tensor (int64, float64 or bool), strings kept as a list; tuples, lists and
+    dicts collated field by field."""
+    first = batch[0]
+    if isinstance(first, Tensor):
+        return _core.stack(list(batch), 0)
+    if isinstance(first, np.ndarray):
+        return tensor(np.stack(batch))
+    if isinstance(first, (bool, np.bool_)):
+        return tensor(np.array(batch, dtype=bool))
+    if isinstance(first, (int, np.integer)):
+        return tensor(np.array(batch, dtype=np.int64))
+    if isinstance(first, (float, np.floating)):
+        return tensor(np.array(batch, dtype=np.float64))
+    if isinstance(first, (str, bytes)):
+        return list(batch)
+    if isinstance(first, dict):
+        return {k: default_collate([b[k] for b in batch]) for k in first}
+    if isinstance(first, tuple) and hasattr(first, "_fields"):  # a namedtuple
+        return type(first)(*(default_collate(list(f)) for f in zip(*batch)))
+    if isinstance(first, (tuple, list)):
+        if any(len(b) != len(first) for b in batch):
+            raise RuntimeError("default_collate: each element in the batch must have equal size")
+        return [default_collate(list(f)) for f in zip(*batch)]
+    raise TypeError(f"default_collate: cannot batch samples of type {type(first).__name__}")
+
+
+class DataLoader:
+    """Batches of a dataset: ``batch_size`` samples (``None``: one sample at a time, not
+    collated), ``shuffle`` each pass, ``drop_last``, or a ``sampler`` / ``batch_sampler``;
+    ``collate_fn`` (``default_collate``) builds a batch."""
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Any = None,
+        generator: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        self.dataset = dataset
+        self.batch_size, self.drop_last = batch_size, drop_last
+        self.num_workers = num_workers
+        self.generator = generator
+        self._iterable = isinstance(dataset, IterableDataset)
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None and (
+            batch_size != 1 or shuffle or sampler is not None or drop_last
+        ):
+            raise ValueError(
+                "DataLoader: batch_sampler option is mutually exclusive with batch_size, "
+                "shuffle, sampler, and drop_last"
+            )
+        if self._iterable:
+            if shuffle or sampler is not None or batch_sampler is not None:
+                raise ValueError("DataLoader: an IterableDataset takes no shuffle or sampler")
+            self.sampler = None
+        elif sampler is None:
+            sampler = (
+                RandomSampler(dataset, generator=generator)
+                if shuffle
+                else SequentialSampler(dataset)
+            )
+        self.sampler = sampler
+        if batch_sampler is None and batch_size is not None and not self._iterable:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.batch_sampler = batch_sampler
+        self.collate_fn = (
+            collate_fn
+            if collate_fn is not None
+            else (
+                default_collate
+                if batch_size is not None or batch_sampler is not None
+                else _identity
+            )
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._iterable:
+            yield from self._iter_iterable()
+            return
+        if self.batch_sampler is None:
+            for i in self.sampler:
+                yield self.collate_fn(self.dataset[i])
+            return
+        for idx in self.batch_sampler:
+            yield self.collate_fn([self.dataset[i] for i in idx])
+
+    def _iter_iterable(self) -> Iterator[Any]:
+        if self.batch_size is None:
+            for item in self.dataset:
+                yield self.collate_fn(item)
+            return
+        batch: list[Any] = []
+        for item in self.dataset:
+            batch.append(item)
+            if len(batch) == self.batch_size:
+                yield self.collate_fn(batch)
+                batch = []
+        if batch and not self.drop_last:
+            yield self.collate_fn(batch)
+
+    def __len__(self) -> int:
+        if self._iterable:
+            n = len(self.dataset)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        if self.batch_sampler is None:
+            return len(self.sampler)
+        return len(self.batch_sampler)
+
+
+def _identity(x: Any) -> Any:
+    return x
