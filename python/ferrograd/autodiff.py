@@ -850,6 +850,21 @@ def _backward(
     _run_backward("backward", [self], [gradient], retain_graph, create_graph, inputs)
 
 
+def _seed_gradients(roots: list[Tensor], gradients: list[Any]) -> list[Tensor] | None:
+    """The gradients backward starts from: None for all ones, else one tensor per root (ones
+    where not given, a number filled out)."""
+    if all(g is None for g in gradients):
+        return None
+    return [
+        _core.ones_like(r)
+        if g is None
+        else g
+        if isinstance(g, Tensor)
+        else _core.full(r.shape, g, dtype=r.dtype.name, device=r.device)
+        for r, g in zip(roots, gradients)
+    ]
+
+
 def _run_backward(
     op: str,
     roots: list[Tensor],
@@ -887,16 +902,7 @@ def _run_backward(
             )
     key = _autograd.key
     assert key is not None
-    dys = None
-    if any(g is not None for g in gradients):
-        dys = [
-            _core.ones_like(r)
-            if g is None
-            else g
-            if isinstance(g, Tensor)
-            else _core.full(r.shape, g, dtype=r.dtype.name, device=r.device)
-            for r, g in zip(roots, gradients)
-        ]
+    dys = _seed_gradients(roots, gradients)
 
     def consumed() -> None:
         # (the autograd key frees only what a backward reached and goes on recording)

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import _core
 from ._core import Tensor
-from .autodiff import _as_list, _autograd, _run_backward, no_grad
+from .autodiff import _as_list, _autograd, _run_backward, _seed_gradients, no_grad
 
 __all__ = ["backward", "grad"]
 
@@ -77,16 +77,7 @@ def grad(
             raise RuntimeError(
                 f"autograd.grad: inputs[{i}] (shape {list(x.shape)}) does not require grad"
             )
-    dys = None
-    if any(g is not None for g in seeds):
-        dys = [
-            _core.ones_like(o)
-            if g is None
-            else g
-            if isinstance(g, Tensor)
-            else _core.full(o.shape, g, dtype=o.dtype.name, device=o.device)
-            for o, g in zip(outs, seeds)
-        ]
+    dys = _seed_gradients(outs, seeds)
     ambient = key == _autograd.key
     create_graph = bool(create_graph)
     if retain_graph is None:

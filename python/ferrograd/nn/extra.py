@@ -65,23 +65,31 @@ __all__ = [
 ]
 
 
+def _set_fields(
+    layer: Module, name: str, fields: tuple[tuple[str, Any], ...], args: tuple, kwargs: dict
+) -> None:
+    """Sets a layer's fields from its constructor's arguments (by position or name, with
+    their defaults), as PyTorch's constructors take them."""
+    if len(args) > len(fields):
+        raise TypeError(f"{name}: takes at most {len(fields)} arguments, got {len(args)}")
+    values = dict(fields)
+    for (k, _), v in zip(fields, args):
+        values[k] = v
+    for k, v in kwargs.items():
+        if k not in values:
+            raise TypeError(f"{name}: unexpected argument {k!r}")
+        values[k] = v
+    for k, v in values.items():
+        setattr(layer, k, v)
+
+
 def _simple(name: str, fn: Any, fields: tuple[tuple[str, Any], ...] = ()) -> type:
     """A layer that calls ``fn(x, *fields)``; its constructor takes the fields (with their
     defaults) by position or name, as PyTorch's."""
 
     def __init__(self: Module, *args: Any, **kwargs: Any) -> None:
         Module.__init__(self)
-        if len(args) > len(fields):
-            raise TypeError(f"{name}: takes at most {len(fields)} arguments, got {len(args)}")
-        values = dict(fields)
-        for (k, _), v in zip(fields, args):
-            values[k] = v
-        for k, v in kwargs.items():
-            if k not in values:
-                raise TypeError(f"{name}: unexpected argument {k!r}")
-            values[k] = v
-        for k, v in values.items():
-            setattr(self, k, v)
+        _set_fields(self, name, fields, args, kwargs)
 
     def forward(self: Module, *xs: Tensor) -> Tensor:
         return fn(*xs, **{k: getattr(self, k) for k, _ in fields if k != "inplace"})
@@ -252,15 +260,7 @@ class RMSNorm(Module):
 def _loss(name: str, fn: Any, fields: tuple[tuple[str, Any], ...], n_inputs: int) -> type:
     def __init__(self: Module, *args: Any, reduction: str = "mean", **kwargs: Any) -> None:
         _Loss.__init__(self, reduction)
-        values = dict(fields)
-        for (k, _), v in zip(fields, args):
-            values[k] = v
-        for k, v in kwargs.items():
-            if k not in values:
-                raise TypeError(f"{name}: unexpected argument {k!r}")
-            values[k] = v
-        for k, v in values.items():
-            setattr(self, k, v)
+        _set_fields(self, name, fields, args, kwargs)
 
     def forward(self: Module, *xs: Tensor) -> Tensor:
         if len(xs) != n_inputs:

@@ -33,6 +33,44 @@ def _activation(activation: Any) -> Callable[[Tensor], Tensor]:
     raise ValueError(f"activation must be 'relu', 'gelu' or a callable, got {activation!r}")
 
 
+def _build(
+    layer: Module,
+    d_model: int,
+    nhead: int,
+    dim_feedforward: int,
+    dropout: float,
+    activation: Any,
+    eps: float,
+    batch_first: bool,
+    norm_first: bool,
+    bias: bool,
+    kw: dict,
+    cross: bool,
+) -> None:
+    """The sub-layers of an encoder (or, with ``cross``, decoder) layer, in PyTorch's order
+    and names."""
+    n = 3 if cross else 2
+
+    def attention() -> MultiheadAttention:
+        return MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw
+        )
+
+    layer.self_attn = attention()
+    if cross:
+        layer.multihead_attn = attention()
+    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+    layer.dropout = Dropout(dropout)
+    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
+    layer.norm_first = norm_first
+    for i in range(1, n + 1):
+        setattr(layer, f"norm{i}", LayerNorm(d_model, eps=eps, bias=bias, **kw))
+    for i in range(1, n + 1):
+        setattr(layer, f"dropout{i}", Dropout(dropout))
+    layer.activation = _activation(activation)
+    layer.batch_first = batch_first
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention and a feed-forward block, each with a residual connection and layer
     norm (after, or before with ``norm_first``), as PyTorch's."""
@@ -52,20 +90,20 @@ class TransformerEncoderLayer(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        kw = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(
-            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw
+        _build(
+            self,
+            d_model,
+            nhead,
+            dim_feedforward,
+            dropout,
+            activation,
+            layer_norm_eps,
+            batch_first,
+            norm_first,
+            bias,
+            {"device": device, "dtype": dtype},
+            cross=False,
         )
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.activation = _activation(activation)
-        self.batch_first = batch_first
 
     def _sa_block(self, x: Tensor, mask: Any, key_padding_mask: Any, is_causal: bool) -> Tensor:
         out = self.self_attn(
@@ -116,25 +154,20 @@ class TransformerDecoderLayer(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        kw = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(
-            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw
+        _build(
+            self,
+            d_model,
+            nhead,
+            dim_feedforward,
+            dropout,
+            activation,
+            layer_norm_eps,
+            batch_first,
+            norm_first,
+            bias,
+            {"device": device, "dtype": dtype},
+            cross=True,
         )
-        self.multihead_attn = MultiheadAttention(
-            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw
-        )
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
-        self.activation = _activation(activation)
-        self.batch_first = batch_first
 
     def _sa_block(self, x: Tensor, mask: Any, kpm: Any, is_causal: bool) -> Tensor:
         out = self.self_attn(
