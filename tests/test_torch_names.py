@@ -262,3 +262,36 @@ def test_dropout2d_drops_whole_channels():
     assert np.all((per_channel == 0).all(-1) | (per_channel == 2.0).all(-1))
     assert 0.2 < (per_channel[:, :, 0] == 0).mean() < 0.8
     assert fg.nn.functional.dropout2d(x, 0.5, training=False) is x
+
+
+def test_data_attribute_dtype_aliases_and_small_helpers():
+    p = fg.nn.Parameter(fg.ones(3))
+    p.data -= 0.5  # the classic hand-written update
+    np.testing.assert_array_equal(p.numpy(), [0.5, 0.5, 0.5])
+    p.data.mul_(2.0)
+    np.testing.assert_array_equal(p.numpy(), [1.0, 1.0, 1.0])
+    p.data = fg.zeros(3, dtype=fg.float64)  # same shape: values copied, dtype kept
+    assert p.dtype == fg.float32 and p.numpy().tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(fg.ShapeError, match="same shape"):
+        p.data = fg.zeros(4)
+    y = (p.data * 2.0).sum()
+    assert not y.requires_grad  # .data is off the tape
+    assert (fg.float, fg.double, fg.half, fg.long, fg.int, fg.bool) == (
+        fg.float32,
+        fg.float64,
+        fg.float16,
+        fg.int64,
+        fg.int32,
+        fg.bool_,
+    )
+    assert (
+        fg.ones(2).to(fg.double).dtype == torch.float64
+        or fg.ones(2).to(fg.double).dtype == fg.float64
+    )
+    assert fg.is_tensor(p) and not fg.is_tensor(np.ones(2)) and not fg.ones(1).is_cuda
+    assert fg.from_numpy(np.arange(3)).dtype == fg.int64
+    t = fg.ones(2)
+    assert fg.as_tensor(t) is t and fg.as_tensor(t, dtype=fg.float64).dtype == fg.float64
+    x = fg.ones(3, requires_grad=True)
+    (fg.clone(x) * 2.0).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])

@@ -110,3 +110,11 @@ __all__ += [name for name in _core.__all__ if name not in __all__]
 __all__ += [name for name in _ops_all if name not in __all__]
 __all__ += [name for name in _torch_compat_all if name not in __all__]
 __all__ += [name for name in _elementwise_all if name not in __all__]
+
+# PyTorch's dtype aliases (module attributes, not in __all__: they would shadow builtins)
+float = float32
+double = float64
+half = float16
+long = int64
+int = int32
+bool = bool_

@@ -24,6 +24,10 @@ from ._tensor import _dtype_name, tensor
 
 __all__ = [  # noqa: RUF022 (device first)
     "device",
+    "as_tensor",
+    "clone",
+    "from_numpy",
+    "is_tensor",
     "addcdiv",
     "addcmul",
     "addmm",
@@ -728,6 +732,54 @@ def _deepcopy(self: Tensor, memo: dict) -> Tensor:
     return out
 
 
+def _data_get(self: Tensor) -> Tensor:
+    """The values without the tape (PyTorch's ``.data``): a handle on the same storage, so
+    in-place changes through it change this tensor, unrecorded."""
+    return self.detach()
+
+
+def _data_set(self: Tensor, value: Any) -> None:
+    v = value if isinstance(value, Tensor) else tensor(value)
+    if tuple(v.shape) != tuple(self.shape):
+        raise ShapeError(
+            f"Tensor.data: can only be replaced by values of the same shape {list(self.shape)}, "
+            f"got {list(v.shape)}"
+        )
+    if v.dtype != self.dtype:
+        v = v.astype(self.dtype.name)
+    self.detach().copy_(v)
+
+
+def is_tensor(obj: Any) -> bool:
+    """Whether ``obj`` is a ferrograd Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def from_numpy(ndarray: np.ndarray) -> Tensor:
+    """A tensor with the array's values and dtype (copied)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(ndarray).__name__}")
+    return tensor(ndarray)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """``data`` itself when it is already a tensor of that dtype and device, else a new
+    tensor."""
+    if isinstance(data, Tensor):
+        out = data
+        if dtype is not None and out.dtype != _dtype_name(dtype):
+            out = out.astype(_dtype_name(dtype))
+        if device is not None and str(out.device) != str(device):
+            out = out.to(device)
+        return out
+    return tensor(data, dtype=dtype, device=device)
+
+
+def clone(input: Tensor) -> Tensor:
+    """A copy of ``input`` (differentiable: the gradient passes to ``input``)."""
+    return _check_tensor("clone", "input", input).clone()
+
+
 def _install() -> None:
     methods: dict[str, Any] = {
         "sort": sort,
@@ -800,6 +852,9 @@ def _install() -> None:
                 return _new(self, _fill)(*size, **kw)
 
         setattr(Tensor, name, fn)
+    Tensor.data = property(_data_get, _data_set)
+    if "is_cuda" not in Tensor.__dict__:
+        Tensor.is_cuda = property(lambda self: str(self.device).startswith("cuda"))
     if "itemsize" not in Tensor.__dict__:
         Tensor.itemsize = property(lambda self: self.dtype.itemsize)
     if "nbytes" not in Tensor.__dict__:
