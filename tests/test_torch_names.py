@@ -288,10 +288,41 @@ def test_data_attribute_dtype_aliases_and_small_helpers():
         fg.ones(2).to(fg.double).dtype == torch.float64
         or fg.ones(2).to(fg.double).dtype == fg.float64
     )
-    assert fg.is_tensor(p) and not fg.is_tensor(np.ones(2)) and not fg.ones(1).is_cuda
+    assert fg.is_tensor(p) and not fg.is_tensor(np.ones(2))
+    assert not fg.ones(1, device="cpu").is_cuda
     assert fg.from_numpy(np.arange(3)).dtype == fg.int64
     t = fg.ones(2)
     assert fg.as_tensor(t) is t and fg.as_tensor(t, dtype=fg.float64).dtype == fg.float64
     x = fg.ones(3, requires_grad=True)
     (fg.clone(x) * 2.0).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_set_default_dtype_reaches_tensors_factories_and_layers():
+    assert fg.get_default_dtype() == fg.float32
+    fg.set_default_dtype(fg.float64)
+    try:
+        assert fg.get_default_dtype() == fg.float64
+        made = [
+            fg.tensor([1.0, 2.0]),
+            fg.tensor(3.5),
+            fg.zeros(2),
+            fg.ones(2, 2),
+            fg.empty(3),
+            fg.full((2,), 1.5),
+            fg.rand(2),
+            fg.randn(2),
+            fg.arange(0.0, 1.0, 0.5),
+            fg.linspace(0, 1, 3),
+            fg.eye(2),
+            fg.nn.Linear(2, 3).weight,
+            fg.nn.LayerNorm(3).weight,
+        ]
+        assert all(t.dtype == fg.float64 for t in made), [t.dtype for t in made]
+        assert fg.tensor([1, 2]).dtype == fg.int64 and fg.full((1,), 2).dtype == fg.int64
+        assert fg.tensor(np.ones(2, np.float32)).dtype == fg.float32  # numpy keeps its dtype
+        with pytest.raises(TypeError, match="floating-point"):
+            fg.set_default_dtype(fg.int64)
+    finally:
+        fg.set_default_dtype(fg.float32)
+    assert fg.tensor([1.0]).dtype == fg.float32 and fg.zeros(1).dtype == fg.float32

@@ -17,7 +17,7 @@ import numpy as np
 from . import _core
 from ._core import DTypeError, ShapeError, Tensor, concat, where
 from ._elementwise import isnan
-from ._tensor import _dtype_name, tensor
+from ._tensor import _dtype_name, default_float, tensor
 from .random import _numpy_rng, _traced_draw
 
 __all__ = [
@@ -140,7 +140,7 @@ def _device(device: Any, like: Tensor | None = None) -> str:
 
 
 def _float_dtype(op: str, dtype: Any) -> str:
-    name = _dtype_name(dtype) if dtype is not None else "float32"
+    name = _dtype_name(dtype) if dtype is not None else default_float()
     if name not in ("float32", "float64", "float16", "bfloat16"):
         raise DTypeError(f"{op}: dtype must be a float dtype, got {name}")
     return name
@@ -184,13 +184,13 @@ def _factory(fn: Any) -> Any:
 @_factory
 def zeros(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """A tensor of zeros (``zeros(2, 3)`` or ``zeros((2, 3))``)."""
-    return _core.zeros(*size, dtype=dtype, device=device)
+    return _core.zeros(*size, dtype=default_float() if dtype is None else dtype, device=device)
 
 
 @_factory
 def ones(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """A tensor of ones (``ones(2, 3)`` or ``ones((2, 3))``)."""
-    return _core.ones(*size, dtype=dtype, device=device)
+    return _core.ones(*size, dtype=default_float() if dtype is None else dtype, device=device)
 
 
 @_factory
@@ -236,7 +236,7 @@ def arange(
             f"arange: the range from start {start} to end {end} goes against step {step}"
         )
     ints = _builtin_all(isinstance(v, (int, np.integer)) for v in (start, end, step))
-    name = _dtype_name(dtype) if dtype is not None else ("int64" if ints else "float32")
+    name = _dtype_name(dtype) if dtype is not None else ("int64" if ints else default_float())
     n = _builtin_max(0, math.ceil((end - start) / step))
     if ints:
         arr = start + step * np.arange(n, dtype=np.int64)
@@ -253,7 +253,7 @@ def linspace(
     steps = _int("linspace", "steps", steps)
     if steps < 0:
         raise ValueError(f"linspace: steps must be non-negative, got {steps}")
-    name = _dtype_name(dtype) if dtype is not None else "float32"
+    name = _dtype_name(dtype) if dtype is not None else default_float()
     return _from_numpy(np.linspace(start, end, steps), name, _device(device))
 
 
@@ -264,7 +264,7 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) 
     m = n if m is None else _int("eye", "m", m)
     if n < 0 or m < 0:
         raise ValueError(f"eye: sizes must be non-negative, got {n} x {m}")
-    name = _dtype_name(dtype) if dtype is not None else "float32"
+    name = _dtype_name(dtype) if dtype is not None else default_float()
     return _from_numpy(np.eye(n, m), name, _device(device))
 
 
@@ -281,6 +281,8 @@ def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None, *
             dtype = "bool"
         elif isinstance(fill_value, (int, np.integer)):
             dtype = "int64"
+        elif isinstance(fill_value, (float, np.floating)):
+            dtype = default_float()
     return _core.full(size, fill_value, dtype=dtype, device=device)
 
 
@@ -297,7 +299,9 @@ def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, device: Any 
 def empty(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """A new tensor of ``size`` (its values are zeros here: no uninitialised memory is ever
     handed out)."""
-    return _core.zeros(_shape_args("empty", size), dtype=dtype, device=device)
+    return _core.zeros(
+        _shape_args("empty", size), dtype=default_float() if dtype is None else dtype, device=device
+    )
 
 
 @_factory

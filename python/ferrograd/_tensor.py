@@ -93,12 +93,37 @@ def _dtype_name(dtype: Any) -> str:
     return name
 
 
+# the dtype of Python floats and of float factories without a dtype (set_default_dtype)
+_DEFAULT_FLOAT = ["float32"]
+
+
+def default_float() -> str:
+    """The default float dtype's name (``float32`` unless :func:`set_default_dtype`)."""
+    return _DEFAULT_FLOAT[0]
+
+
+def get_default_dtype() -> np.dtype:
+    """The dtype Python floats and float factories give when no dtype is asked (PyTorch's
+    ``get_default_dtype``; float32 at start)."""
+    return np.dtype(_DEFAULT_FLOAT[0]) if _DEFAULT_FLOAT[0] != "bfloat16" else bfloat16
+
+
+def set_default_dtype(d: Any) -> None:
+    """Sets the dtype of Python floats in ``tensor``, of float factories (``zeros``,
+    ``randn``, ``arange`` with floats, ...) and of new layers' parameters when they are given
+    no dtype: float32, float64, float16 or bfloat16 (PyTorch's ``set_default_dtype``)."""
+    name = _dtype_name(d)
+    if name not in ("float32", "float64", "float16", "bfloat16"):
+        raise TypeError(f"set_default_dtype: only floating-point dtypes are allowed, got {name}")
+    _DEFAULT_FLOAT[0] = name
+
+
 def _default_dtype(arr: np.ndarray, from_python: bool) -> str:
     kind = arr.dtype.kind
     if kind == "f":
-        # Python floats become float32; numpy keeps float16/bfloat16/float32/float64
+        # Python floats take the default float dtype; numpy keeps float16/bfloat16/32/64
         if from_python:
-            return "float32"
+            return _DEFAULT_FLOAT[0]
         return arr.dtype.name if arr.dtype.name in _SUPPORTED else "float64"
     if kind in "iu":
         # numpy keeps int32, int8 and uint8; other integers become int64

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _core
 from .._core import ShapeError, Tensor
-from .._tensor import _dtype_name, tensor
+from .._tensor import _dtype_name, default_float, tensor
 from ..random import _numpy_rng
 from . import functional as F
 
@@ -651,7 +651,7 @@ def _uniform_param(
 ) -> Parameter:
     """A Parameter of uniform samples in ``[-bound, bound]`` from ``rng`` or the seeded
     stream of ``device``."""
-    name = _dtype_name(dtype) if dtype is not None else "float32"
+    name = _dtype_name(dtype) if dtype is not None else default_float()
     dev = str(device) if device is not None else str(_core.get_default_device())
     g = rng if rng is not None else _numpy_rng(dev)
     data = g.uniform(-bound, bound, shape)
@@ -660,7 +660,7 @@ def _uniform_param(
 
 
 def _filled_param(value: float, shape: tuple, dtype: Any, device: Any) -> Parameter:
-    name = _dtype_name(dtype) if dtype is not None else "float32"
+    name = _dtype_name(dtype) if dtype is not None else default_float()
     return Parameter(_core.full(shape, value, dtype=name, device=device))
 
 
@@ -856,7 +856,7 @@ class _BatchNorm(Module):
         c = self.num_features
         self.weight = _filled_param(1.0, (c,), dtype, device) if affine else None
         self.bias = _filled_param(0.0, (c,), dtype, device) if affine else None
-        name = _dtype_name(dtype) if dtype is not None else "float32"
+        name = _dtype_name(dtype) if dtype is not None else default_float()
         if track_running_stats:
             self.register_buffer("running_mean", _core.zeros((c,), dtype=name, device=device))
             self.register_buffer("running_var", _core.ones((c,), dtype=name, device=device))
@@ -992,7 +992,7 @@ class Embedding(Module):
         if _weight is not None:
             self.weight = _weight if isinstance(_weight, Parameter) else Parameter(_weight)
             return
-        name = _dtype_name(dtype) if dtype is not None else "float32"
+        name = _dtype_name(dtype) if dtype is not None else default_float()
         dev = str(device) if device is not None else str(_core.get_default_device())
         w = _numpy_rng(dev).standard_normal((num_embeddings, embedding_dim))
         if padding_idx is not None:

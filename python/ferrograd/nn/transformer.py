@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .._core import Tensor
-from .._tensor import tensor
+from .._tensor import default_float, tensor
 from . import functional as F
 from .modules import Dropout, LayerNorm, Linear, Module, ModuleList, MultiheadAttention
 
@@ -363,4 +363,4 @@ class Transformer(Module):
     def generate_square_subsequent_mask(sz: int, device: Any = None, dtype: Any = None) -> Tensor:
         """A float mask with -inf above the diagonal (0 on and below it)."""
         m = np.triu(np.full((sz, sz), -np.inf), 1)
-        return tensor(m, dtype=dtype or "float32", device=device)
+        return tensor(m, dtype=dtype or default_float(), device=device)
