@@ -242,3 +242,32 @@ def test_deepcopy_and_pickle_of_models():
     assert all(p.grad is not None for p in net.parameters())
     t = fg.tensor([1.0, 2.0], dtype="bfloat16")
     assert pickle.loads(pickle.dumps(t)).dtype == fg.bfloat16
+
+
+def test_forward_hooks_get_parameter_and_parameter_vectors_match_torch():
+    calls = []
+    torch.manual_seed(0)
+    sd = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
+    sd = {k: v.detach().numpy().copy() for k, v in sd.state_dict().items()}
+    for lib in (fg, torch):
+        m = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.Tanh(), lib.nn.Linear(3, 1))
+        m.load_state_dict({k: lib.tensor(v) for k, v in sd.items()})
+        seen = []
+        h1 = m[1].register_forward_hook(
+            lambda mod, args, out, seen=seen: seen.append(out.shape) or out * 2
+        )
+        h2 = m[0].register_forward_pre_hook(lambda mod, args: (args[0] + 1.0,))
+        x = lib.tensor(np.ones((4, 2), np.float32))
+        calls.append((m(x).detach().numpy().copy(), seen[:]))
+        h1.remove()
+        h2.remove()
+        calls.append(m(x).detach().numpy().copy())
+        w = m.get_parameter("2.weight")
+        assert tuple(w.shape) == (1, 3)
+        vec = lib.nn.utils.parameters_to_vector(m.parameters())
+        assert tuple(vec.shape) == (13,)
+        lib.nn.utils.vector_to_parameters(vec * 0.0, m.parameters())
+        assert float(m[0].weight.detach().abs().sum()) == 0.0
+    np.testing.assert_allclose(calls[0][0], calls[2][0], rtol=1e-6)
+    assert [tuple(s) for s in calls[0][1]] == [tuple(s) for s in calls[2][1]]
+    np.testing.assert_allclose(calls[1], calls[3], rtol=1e-6)

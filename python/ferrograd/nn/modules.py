@@ -73,6 +73,24 @@ def _rebuild_parameter(data: Any, dtype: str, device: str, requires_grad: bool) 
 
 _INTERNAL = {"training", "_buffer_names", "_modules", "_parameters"}
 
+
+class _HookHandle:
+    """What ``register_forward_hook`` returns: ``remove()`` drops the hook."""
+
+    _next = 0
+
+    def __init__(self, hooks: dict, hook: Callable[..., Any]) -> None:
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+        _HookHandle._next += 1
+        self.id = _HookHandle._next
+        self._hooks = hooks
+        hooks[self.id] = hook
+
+    def remove(self) -> None:
+        self._hooks.pop(self.id, None)
+
+
 _IncompatibleKeys = namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
@@ -107,7 +125,41 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} defines no forward")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        d = self.__dict__
+        pre = d.get("_forward_pre_hooks")
+        if pre:
+            for hook in list(pre.values()):
+                r = hook(self, args)
+                if r is not None:
+                    args = r if isinstance(r, tuple) else (r,)
+        out = self.forward(*args, **kwargs)
+        post = d.get("_forward_hooks")
+        if post:
+            for hook in list(post.values()):
+                r = hook(self, args, out)
+                if r is not None:
+                    out = r
+        return out
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any]) -> _HookHandle:
+        """``hook(module, args)`` runs before ``forward``; a returned value (a tuple, or one
+        input) replaces the positional inputs. Returns a handle whose ``remove()`` drops it."""
+        return _HookHandle(self.__dict__.setdefault("_forward_pre_hooks", {}), hook)
+
+    def register_forward_hook(self, hook: Callable[..., Any]) -> _HookHandle:
+        """``hook(module, args, output)`` runs after ``forward``; a returned value replaces
+        the output. Returns a handle whose ``remove()`` drops it."""
+        return _HookHandle(self.__dict__.setdefault("_forward_hooks", {}), hook)
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at a dotted path (``"0.weight"``)."""
+        mod, _, name = target.rpartition(".")
+        p = getattr(self.get_submodule(mod), name)
+        if not isinstance(p, Parameter):
+            raise AttributeError(  # noqa: TRY004 (PyTorch raises AttributeError)
+                f"{type(self).__name__}.get_parameter: {target!r} is not a parameter"
+            )
+        return p
 
     def __getattr__(self, name: str) -> Any:
         # items registered by name (containers, add_module) read as attributes, as PyTorch

@@ -1,4 +1,4 @@
-"""PyTorch's ``torch.nn.utils``: gradient clipping."""
+"""PyTorch's ``torch.nn.utils``: gradient clipping, parameters as one vector."""
 
 from __future__ import annotations
 
@@ -6,9 +6,16 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .._core import Tensor
+from .. import _core
+from .._core import ShapeError, Tensor
+from ..autodiff import no_grad
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = [
+    "clip_grad_norm_",
+    "clip_grad_value_",
+    "parameters_to_vector",
+    "vector_to_parameters",
+]
 
 
 def _with_grads(parameters: Any) -> list[Tensor]:
@@ -73,3 +80,27 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -
     with no_grad():
         for p in _with_grads(parameters):
             p.grad = p.grad.clamp(-c, c)
+
+
+def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
+    """The parameters flattened and concatenated into one vector (differentiable)."""
+    ps = [p.reshape(-1) for p in parameters]
+    if not ps:
+        raise ValueError("parameters_to_vector: no parameters")
+    return _core.concat(ps, 0)
+
+
+def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
+    """Copies consecutive slices of ``vec`` into the parameters (in place, unrecorded)."""
+    ps = list(parameters)
+    total = sum(p.numel() for p in ps)
+    if vec.ndim != 1 or vec.shape[0] != total:
+        raise ShapeError(
+            f"vector_to_parameters: vec must be 1-D of length {total}, got shape {list(vec.shape)}"
+        )
+    start = 0
+    with no_grad():
+        for p in ps:
+            n = p.numel()
+            p.detach().copy_(vec[start : start + n].reshape(*p.shape).astype(p.dtype.name))
+            start += n
