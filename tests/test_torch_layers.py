@@ -271,3 +271,53 @@ def test_forward_hooks_get_parameter_and_parameter_vectors_match_torch():
     np.testing.assert_allclose(calls[0][0], calls[2][0], rtol=1e-6)
     assert [tuple(s) for s in calls[0][1]] == [tuple(s) for s in calls[2][1]]
     np.testing.assert_allclose(calls[1], calls[3], rtol=1e-6)
+
+
+IMG = rng.standard_normal((2, 3, 5, 6))
+
+
+@pytest.mark.parametrize(
+    "make,inputs",
+    [
+        (lambda nn: nn.InstanceNorm2d(3), (IMG,)),
+        (lambda nn: nn.InstanceNorm2d(3, affine=True), (IMG,)),
+        (lambda nn: nn.InstanceNorm1d(3, affine=True), (IMG[:, :, 0].copy(),)),
+        (lambda nn: nn.Unfold(2), (IMG,)),
+        (lambda nn: nn.Unfold((2, 3), dilation=1, padding=1, stride=2), (IMG,)),
+        (lambda nn: nn.Fold((5, 6), 2), (rng.standard_normal((2, 12, 20)),)),
+        (
+            lambda nn: nn.Fold((6, 7), (2, 3), padding=1, stride=2),
+            (rng.standard_normal((2, 18, 16)),),
+        ),
+    ],
+    ids=[
+        "instance2d",
+        "instance2d-affine",
+        "instance1d",
+        "unfold",
+        "unfold-pad-stride",
+        "fold",
+        "fold-pad-stride",
+    ],
+)
+def test_instance_norm_unfold_fold_match_torch(make, inputs):
+    f, t = _pair(make)
+    f.train()
+    t.train()
+    _check(f, t, inputs)
+
+
+def test_instance_norm_running_stats_match_torch():
+    f, t = _pair(lambda nn: nn.InstanceNorm2d(3, affine=True, track_running_stats=True))
+    f.train()
+    t.train()
+    for _ in range(2):
+        f(fg.tensor(IMG))
+        t(torch.tensor(IMG))
+    for name in ("running_mean", "running_var"):
+        np.testing.assert_allclose(
+            getattr(f, name).numpy(), getattr(t, name).numpy(), rtol=1e-12, err_msg=name
+        )
+    f.eval()
+    t.eval()
+    _check(f, t, (IMG,))

@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import _core
 from .._core import ShapeError, Tensor
+from .._tensor import _dtype_name, default_float
 from . import functional as F
 from .modules import (
     Module,
@@ -33,12 +34,15 @@ __all__ = [
     "CosineSimilarity",
     "Dropout1d",
     "Dropout2d",
+    "Fold",
     "GRUCell",
     "GaussianNLLLoss",
     "Hardsigmoid",
     "Hardswish",
     "HingeEmbeddingLoss",
     "HuberLoss",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
     "LSTMCell",
     "LogSigmoid",
     "MarginRankingLoss",
@@ -60,6 +64,7 @@ __all__ = [
     "Softsign",
     "Tanhshrink",
     "TripletMarginLoss",
+    "Unfold",
     "Upsample",
     "ZeroPad2d",
 ]
@@ -145,6 +150,16 @@ AvgPool1d = _simple(
 AdaptiveAvgPool1d = _simple("AdaptiveAvgPool1d", F.adaptive_avg_pool1d, (("output_size", 1),))
 PixelShuffle = _simple("PixelShuffle", F.pixel_shuffle, (("upscale_factor", 1),))
 PixelUnshuffle = _simple("PixelUnshuffle", F.pixel_unshuffle, (("downscale_factor", 1),))
+Unfold = _simple(
+    "Unfold",
+    F.unfold,
+    (("kernel_size", 1), ("dilation", 1), ("padding", 0), ("stride", 1)),
+)
+Fold = _simple(
+    "Fold",
+    F.fold,
+    (("output_size", 1), ("kernel_size", 1), ("dilation", 1), ("padding", 0), ("stride", 1)),
+)
 Upsample = _simple(
     "Upsample",
     F.interpolate,
@@ -228,6 +243,81 @@ class PReLU(Module):
                 )
             w = w.reshape(1, -1, *([1] * (x.ndim - 2)))
         return x.clamp(min=0.0) + w * x.clamp(max=0.0)
+
+
+class _InstanceNorm(Module):
+    _dims: tuple = ()
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = False,
+        track_running_stats: bool = False,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        kind = type(self).__name__
+        self.num_features = _count(kind, "num_features", num_features, 1)
+        self.eps, self.momentum = eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        c = self.num_features
+        self.weight = _filled_param(1.0, (c,), dtype, device) if affine else None
+        self.bias = _filled_param(0.0, (c,), dtype, device) if affine else None
+        if track_running_stats:
+            name = default_float() if dtype is None else _dtype_name(dtype)
+            self.register_buffer("running_mean", _core.zeros((c,), dtype=name, device=device))
+            self.register_buffer("running_var", _core.ones((c,), dtype=name, device=device))
+            self.register_buffer(
+                "num_batches_tracked", _core.zeros((), dtype="int64", device=device)
+            )
+        else:
+            self.running_mean = self.running_var = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        kind = type(self).__name__
+        full, unbatched = self._dims
+        if x.ndim not in (full, unbatched):
+            raise ShapeError(
+                f"{kind}: expected {full}-D or {unbatched}-D input, got shape {list(x.shape)}"
+            )
+        batched = x.ndim == full
+        x = x if batched else x.unsqueeze(0)
+        use_input = self.training or not self.track_running_stats
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked += 1
+        y = F.instance_norm(
+            x,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            use_input,
+            self.momentum,
+            self.eps,
+        )
+        return y if batched else y.squeeze(0)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, track_running_stats={self.track_running_stats}"
+        )
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalisation of ``(N, C, L)`` (or ``(C, L)``), PyTorch's defaults (no
+    affine part, no running statistics)."""
+
+    _dims = (3, 2)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalisation of ``(N, C, H, W)`` (or ``(C, H, W)``)."""
+
+    _dims = (4, 3)
 
 
 class RMSNorm(Module):

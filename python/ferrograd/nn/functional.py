@@ -1251,3 +1251,118 @@ __all__ += [
     "tanhshrink",
     "triplet_margin_loss",
 ]
+
+
+def instance_norm(
+    input: Tensor,
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalises each channel of each sample over its spatial axes (``(N, C, ...)``); with
+    running statistics given, updates them (the batch's mean of the per-sample statistics,
+    variance unbiased) or, without ``use_input_stats``, normalises with them."""
+    x = _float("instance_norm", "input", input)
+    if x.ndim < 3:
+        raise ShapeError(f"instance_norm: input must be (N, C, ...), got {list(x.shape)}")
+    n, c = x.shape[0], x.shape[1]
+    cs = _channel_shape(x)
+    if use_input_stats:
+        flat = x.reshape(n, c, -1)
+        mean = flat.mean(axis=2, keepdims=True)
+        centred = flat - mean
+        var = (centred * centred).mean(axis=2, keepdims=True)
+        y = (centred * (var + eps).rsqrt()).reshape(*x.shape)
+        if running_mean is not None and running_var is not None:
+            size = flat.shape[2]
+            with _no_record():
+                m = mean.detach().reshape(n, c).mean(axis=0)
+                v = var.detach().reshape(n, c).mean(axis=0) * (size / max(size - 1, 1))
+                running_mean.copy_(running_mean * (1.0 - momentum) + m * momentum)
+                running_var.copy_(running_var * (1.0 - momentum) + v * momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError(
+                "instance_norm: use_input_stats=False needs running_mean and running_var"
+            )
+        y = (x - running_mean.reshape(*cs)) * (running_var.reshape(*cs) + eps).rsqrt()
+    if weight is not None:
+        y = y * weight.reshape(*cs)
+    if bias is not None:
+        y = y + bias.reshape(*cs)
+    return y
+
+
+def _patch_weight(op: str, c: int, kh: int, kw: int, x: Tensor) -> Tensor:
+    """One-hot kernels ``(c * kh * kw, 1, kh, kw)``: output channel ``(ci, i, j)`` of a
+    ``c``-group convolution picks pixel ``(i, j)`` of input channel ``ci``."""
+    w = np.zeros((c * kh * kw, 1, kh, kw))
+    k = np.arange(kh * kw)
+    for ci in range(c):
+        w[ci * kh * kw + k, 0, k // kw, k % kw] = 1.0
+    return tensor(w, dtype=x.dtype.name, device=x.device)
+
+
+def unfold(
+    input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
+) -> Tensor:
+    """Sliding ``kernel_size`` patches of ``(N, C, H, W)`` as columns: ``(N, C kh kw, L)``
+    (PyTorch's ``unfold``, im2col)."""
+    x = _float("unfold", "input", input)
+    if x.ndim != 4:
+        raise ShapeError(f"unfold: input must be (N, C, H, W), got {list(x.shape)}")
+    kh, kw = (int(v) for v in _pair("unfold", "kernel_size", kernel_size))
+    n, c = x.shape[0], x.shape[1]
+    w = _patch_weight("unfold", c, kh, kw, x)
+    cols = conv2d(
+        x,
+        w,
+        None,
+        _pair("unfold", "stride", stride),
+        _pair("unfold", "padding", padding),
+        _pair("unfold", "dilation", dilation),
+        c,
+    )
+    return cols.reshape(n, c * kh * kw, -1)
+
+
+def fold(
+    input: Tensor,
+    output_size: Any,
+    kernel_size: Any,
+    dilation: Any = 1,
+    padding: Any = 0,
+    stride: Any = 1,
+) -> Tensor:
+    """The adjoint of :func:`unfold`: columns ``(N, C kh kw, L)`` summed back into
+    ``(N, C, H, W)`` (overlaps add)."""
+    x = _float("fold", "input", input)
+    kh, kw = (int(v) for v in _pair("fold", "kernel_size", kernel_size))
+    oh, ow = (int(v) for v in _pair("fold", "output_size", output_size))
+    sh, sw = (int(v) for v in _pair("fold", "stride", stride))
+    ph, pw = (int(v) for v in _pair("fold", "padding", padding))
+    dh, dw = (int(v) for v in _pair("fold", "dilation", dilation))
+    if x.ndim != 3 or x.shape[1] % (kh * kw):
+        raise ShapeError(f"fold: input must be (N, C * {kh * kw}, L), got {list(x.shape)}")
+    bh = (oh + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    bw = (ow + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if bh * bw != x.shape[2]:
+        raise ShapeError(
+            f"fold: {x.shape[2]} blocks given, output_size {[oh, ow]} with these kernel, "
+            f"stride, padding and dilation makes {bh * bw}"
+        )
+    n, c = x.shape[0], x.shape[1] // (kh * kw)
+    w = _patch_weight("fold", c, kh, kw, x)
+    y = conv_transpose2d(
+        x.reshape(n, c * kh * kw, bh, bw), w, None, (sh, sw), (ph, pw), 0, c, (dh, dw)
+    )
+    # (the transposed convolution ends where the last block ends: pad to output_size)
+    eh, ew = oh - y.shape[2], ow - y.shape[3]
+    return pad(y, (0, ew, 0, eh)) if eh or ew else y
+
+
+__all__ += ["fold", "instance_norm", "unfold"]
