@@ -321,3 +321,38 @@ def test_instance_norm_running_stats_match_torch():
     f.eval()
     t.eval()
     _check(f, t, (IMG,))
+
+
+@pytest.mark.parametrize(
+    "make,inputs",
+    [
+        (
+            lambda nn: nn.ConvTranspose1d(3, 4, 3, stride=2, padding=1, output_padding=1),
+            (IMG[:, :, 0].copy(),),
+        ),
+        (
+            lambda nn: nn.ConvTranspose1d(4, 4, 2, groups=2, dilation=2),
+            (rng.standard_normal((2, 4, 5)),),
+        ),
+        (lambda nn: nn.AdaptiveMaxPool2d((2, 3)), (IMG[:, :, :4].copy(),)),
+        (lambda nn: nn.AdaptiveMaxPool2d((3, 4)), (IMG,)),
+        (lambda nn: nn.AdaptiveMaxPool1d(4), (IMG[:, :, 0].copy(),)),
+        (
+            lambda nn: nn.Bilinear(3, 4, 5),
+            (rng.standard_normal((6, 3)), rng.standard_normal((6, 4))),
+        ),
+        (lambda nn: nn.ChannelShuffle(2), (rng.standard_normal((2, 4, 3, 3)),)),
+    ],
+    ids=[
+        "convT1d",
+        "convT1d-groups-dilation",
+        "adaptive-max-even",
+        "adaptive-max-uneven",
+        "adaptive-max-1d",
+        "bilinear",
+        "channel-shuffle",
+    ],
+)
+def test_more_layers_match_torch(make, inputs):
+    f, t = _pair(make)
+    _check(f, t, inputs)

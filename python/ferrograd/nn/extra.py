@@ -9,10 +9,11 @@ from typing import Any
 
 from .. import _core
 from .._core import ShapeError, Tensor
-from .._tensor import _dtype_name, default_float
 from . import functional as F
 from .modules import (
+    ConvTranspose2d,
     Module,
+    _BatchNorm,
     _count,
     _filled_param,
     _Loss,
@@ -27,9 +28,14 @@ __all__ = [
     "RNN",
     "SELU",
     "AdaptiveAvgPool1d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
     "AvgPool1d",
+    "Bilinear",
+    "ChannelShuffle",
     "ConstantPad1d",
     "ConstantPad2d",
+    "ConvTranspose1d",
     "CosineEmbeddingLoss",
     "CosineSimilarity",
     "Dropout1d",
@@ -148,6 +154,8 @@ AvgPool1d = _simple(
     ),
 )
 AdaptiveAvgPool1d = _simple("AdaptiveAvgPool1d", F.adaptive_avg_pool1d, (("output_size", 1),))
+AdaptiveMaxPool1d = _simple("AdaptiveMaxPool1d", F.adaptive_max_pool1d, (("output_size", 1),))
+AdaptiveMaxPool2d = _simple("AdaptiveMaxPool2d", F.adaptive_max_pool2d, (("output_size", 1),))
 PixelShuffle = _simple("PixelShuffle", F.pixel_shuffle, (("upscale_factor", 1),))
 PixelUnshuffle = _simple("PixelUnshuffle", F.pixel_unshuffle, (("downscale_factor", 1),))
 Unfold = _simple(
@@ -222,6 +230,95 @@ ReflectionPad2d = _padding("ReflectionPad2d", 2, "reflect", False)
 ReplicationPad2d = _padding("ReplicationPad2d", 2, "replicate", False)
 
 
+class ConvTranspose1d(ConvTranspose2d):
+    """The transpose of :class:`Conv1d` (weights ``(in, out / groups, k)``)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        output_padding: Any = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: Any = 1,
+        device: Any = None,
+        dtype: Any = None,
+        rng: Any = None,
+    ) -> None:
+        Module.__init__(self)
+        k = tuple(kernel_size) if isinstance(kernel_size, (tuple, list)) else (kernel_size,)
+        self._setup(
+            "ConvTranspose1d",
+            in_channels,
+            out_channels,
+            k,
+            groups,
+            bias,
+            device,
+            dtype,
+            rng,
+            transposed=True,
+        )
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.output_padding = output_padding
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv_transpose1d(
+            x,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self.output_padding,
+            self.groups,
+            self.dilation,
+        )
+
+
+class Bilinear(Module):
+    """``y = x1^T W x2 + b`` per output feature, PyTorch's layout and initialisation."""
+
+    def __init__(
+        self,
+        in1_features: int,
+        in2_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        self.in1_features = _count("Bilinear", "in1_features", in1_features, 1)
+        self.in2_features = _count("Bilinear", "in2_features", in2_features, 1)
+        self.out_features = _count("Bilinear", "out_features", out_features, 1)
+        k = 1.0 / math.sqrt(self.in1_features)
+        shape = (self.out_features, self.in1_features, self.in2_features)
+        self.weight = _uniform_param(None, k, shape, dtype, device)
+        self.bias = _uniform_param(None, k, (self.out_features,), dtype, device) if bias else None
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+
+class ChannelShuffle(Module):
+    """Interleaves ``groups`` groups of channels (axis 1), as ShuffleNet."""
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = _count("ChannelShuffle", "groups", groups, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        n, c = x.shape[0], x.shape[1]
+        if c % self.groups:
+            raise ShapeError(f"ChannelShuffle: {c} channels do not split into {self.groups} groups")
+        rest = list(x.shape[2:])
+        y = x.reshape(n, self.groups, c // self.groups, *rest).transpose(1, 2)
+        return y.reshape(n, c, *rest)
+
+
 class PReLU(Module):
     """``max(0, x) + weight * min(0, x)`` with a learned slope per channel (axis 1) or one
     for all."""
@@ -245,7 +342,10 @@ class PReLU(Module):
         return x.clamp(min=0.0) + w * x.clamp(max=0.0)
 
 
-class _InstanceNorm(Module):
+class _InstanceNorm(_BatchNorm):
+    """Instance norm layers: batch norm's parameters and buffers, PyTorch's defaults for
+    instance norm (no affine part, no running statistics)."""
+
     _dims: tuple = ()
 
     def __init__(
@@ -258,23 +358,7 @@ class _InstanceNorm(Module):
         device: Any = None,
         dtype: Any = None,
     ) -> None:
-        super().__init__()
-        kind = type(self).__name__
-        self.num_features = _count(kind, "num_features", num_features, 1)
-        self.eps, self.momentum = eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        c = self.num_features
-        self.weight = _filled_param(1.0, (c,), dtype, device) if affine else None
-        self.bias = _filled_param(0.0, (c,), dtype, device) if affine else None
-        if track_running_stats:
-            name = default_float() if dtype is None else _dtype_name(dtype)
-            self.register_buffer("running_mean", _core.zeros((c,), dtype=name, device=device))
-            self.register_buffer("running_var", _core.ones((c,), dtype=name, device=device))
-            self.register_buffer(
-                "num_batches_tracked", _core.zeros((), dtype="int64", device=device)
-            )
-        else:
-            self.running_mean = self.running_var = None
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         kind = type(self).__name__

@@ -1366,3 +1366,104 @@ def fold(
 
 
 __all__ += ["fold", "instance_norm", "unfold"]
+
+
+def conv_transpose1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    output_padding: Any = 0,
+    groups: int = 1,
+    dilation: Any = 1,
+) -> Tensor:
+    """The transpose of :func:`conv1d`: ``(N, C_in, L)`` with weights ``(C_in, C_out /
+    groups, k)`` (the 2-D transposed convolution over a height of 1)."""
+    x = _t("conv_transpose1d", "input", input)
+    w = _t("conv_transpose1d", "weight", weight)
+    if x.ndim != 3 or w.ndim != 3:
+        raise ShapeError(
+            f"conv_transpose1d: input (N, C_in, L) and weight (C_in, C_out/groups, k) expected, "
+            f"got {list(x.shape)} and {list(w.shape)}"
+        )
+    op = "conv_transpose1d"
+    y = conv_transpose2d(
+        x.unsqueeze(2),
+        w.unsqueeze(2),
+        bias,
+        (1, _one(op, "stride", stride)),
+        (0, _one(op, "padding", padding)),
+        (0, _one(op, "output_padding", output_padding)),
+        groups,
+        (1, _one(op, "dilation", dilation)),
+    )
+    return y.squeeze(2)
+
+
+def _adaptive_windows(n_in: int, n_out: int) -> list[tuple[int, int]]:
+    return [((i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)) for i in range(n_out)]
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
+    """The max over PyTorch's adaptive windows of ``(N, C, H, W)`` (or ``(C, H, W)``): window
+    ``i`` spans ``[floor(i H / oh), ceil((i + 1) H / oh))``."""
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool2d: return_indices is not supported")
+    x = _float("adaptive_max_pool2d", "input", input)
+    if x.ndim not in (3, 4):
+        raise ShapeError(
+            f"adaptive_max_pool2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}"
+        )
+    oh, ow = _pair("adaptive_max_pool2d", "output_size", output_size)
+    h, w = x.shape[-2], x.shape[-1]
+    oh, ow = int(h if oh is None else oh), int(w if ow is None else ow)
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"adaptive_max_pool2d: output_size must be positive, got {(oh, ow)}")
+    if h % oh == 0 and w % ow == 0:  # equal windows: one reshape and one max
+        lead = list(x.shape[:-2])
+        return x.reshape(*lead, oh, h // oh, ow, w // ow).max([x.ndim - 1, x.ndim + 1])
+    rows = []
+    for hs, he in _adaptive_windows(h, oh):
+        cells = [
+            x[..., hs:he, ws:we].max([x.ndim - 2, x.ndim - 1])
+            for ws, we in _adaptive_windows(w, ow)
+        ]
+        rows.append(_core.stack(cells, -1))
+    return _core.stack(rows, -2)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
+    """1-D :func:`adaptive_max_pool2d` of ``(N, C, L)``."""
+    x = _float("adaptive_max_pool1d", "input", input)
+    if x.ndim not in (2, 3):
+        raise ShapeError(
+            f"adaptive_max_pool1d: input must be (N, C, L) or (C, L), got {list(x.shape)}"
+        )
+    n = _one("adaptive_max_pool1d", "output_size", output_size)
+    return adaptive_max_pool2d(x.unsqueeze(-2), (1, n), return_indices).squeeze(-2)
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``y_o = x1^T W_o x2 + b_o`` with ``weight`` ``(out, in1, in2)``."""
+    a = _float("bilinear", "input1", input1)
+    b = _float("bilinear", "input2", input2)
+    w = _t("bilinear", "weight", weight)
+    if w.ndim != 3 or a.shape[-1] != w.shape[1] or b.shape[-1] != w.shape[2]:
+        raise ShapeError(
+            f"bilinear: weight (out, in1, in2) must match inputs [..., in1] and [..., in2], got "
+            f"{list(w.shape)}, {list(a.shape)} and {list(b.shape)}"
+        )
+    lead = list(a.shape[:-1])
+    a2 = a.reshape(-1, a.shape[-1])
+    b2 = b.reshape(-1, b.shape[-1])
+    o, i1, i2 = w.shape
+    # (x1 W) per output: (n, out, in2), then the dot with x2
+    t = (a2 @ w.permute(1, 0, 2).reshape(i1, o * i2)).reshape(-1, o, i2)
+    y = (t * b2.reshape(-1, 1, i2)).sum(-1)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*lead, o)
+
+
+__all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "bilinear", "conv_transpose1d"]
