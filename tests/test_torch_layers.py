@@ -356,3 +356,47 @@ def test_instance_norm_running_stats_match_torch():
 def test_more_layers_match_torch(make, inputs):
     f, t = _pair(make)
     _check(f, t, inputs)
+
+
+def test_padding_and_packing_sequences_match_torch():
+    seqs = [rng.standard_normal((n, 3)) for n in (4, 2, 5)]
+    for batch_first in (False, True):
+        fp = fg.nn.utils.rnn.pad_sequence([fg.tensor(s) for s in seqs], batch_first, -1.0)
+        tp = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first, -1.0)
+        np.testing.assert_array_equal(fp.numpy(), tp.numpy())
+    padded = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs]).numpy()
+    fpk = fg.nn.utils.rnn.pack_padded_sequence(fg.tensor(padded), [4, 2, 5], enforce_sorted=False)
+    tpk = torch.nn.utils.rnn.pack_padded_sequence(
+        torch.tensor(padded), [4, 2, 5], enforce_sorted=False
+    )
+    np.testing.assert_array_equal(fpk.data.numpy(), tpk.data.numpy())
+    np.testing.assert_array_equal(fpk.batch_sizes.numpy(), tpk.batch_sizes.numpy())
+    np.testing.assert_array_equal(fpk.sorted_indices.numpy(), tpk.sorted_indices.numpy())
+    back, lens = fg.nn.utils.rnn.pad_packed_sequence(fpk, batch_first=True)
+    tback, tlens = torch.nn.utils.rnn.pad_packed_sequence(tpk, batch_first=True)
+    np.testing.assert_array_equal(back.numpy(), tback.numpy())
+    np.testing.assert_array_equal(lens.numpy(), tlens.numpy())
+    with pytest.raises(RuntimeError, match="decreasing"):
+        fg.nn.utils.rnn.pack_padded_sequence(fg.tensor(padded), [4, 2, 5])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda nn: nn.LSTM(3, 4, num_layers=2, bidirectional=True), lambda nn: nn.GRU(3, 4)],
+    ids=["lstm-2-bidir", "gru"],
+)
+def test_recurrent_layers_on_packed_sequences_match_torch(make):
+    f, t = _pair(make)
+    seqs = [rng.standard_normal((n, 3)) for n in (4, 2, 5)]
+    outs = []
+    for lib, m in ((fg, f), (torch, t)):
+        xs = [lib.tensor(s, requires_grad=True) for s in seqs]
+        pk = lib.nn.utils.rnn.pack_sequence(xs, enforce_sorted=False)
+        out, hid = m(pk)
+        padded, lens = lib.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
+        h = hid[0] if isinstance(hid, tuple) else hid
+        (padded.sum() + (h * h).sum()).backward()
+        grads = [x.grad for x in xs] + [p.grad for _, p in m.named_parameters()]
+        outs.append([padded, h, lens, *grads])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-9, atol=1e-11)

@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import _core
 from .._core import ShapeError, Tensor
+from .._tensor import tensor
 from . import functional as F
 from .modules import (
     ConvTranspose2d,
@@ -19,6 +20,7 @@ from .modules import (
     _Loss,
     _uniform_param,
 )
+from .utils.rnn import PackedSequence, pad_packed_sequence
 
 __all__ = [
     "CELU",
@@ -554,9 +556,24 @@ class _RNNBase(Module):
             getattr(self, "bias_hh" + sfx, None),
         )
 
-    def forward(self, input: Tensor, hx: Any = None) -> tuple[Tensor, Any]:
+    def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
         name = type(self).__name__
         lstm = self._mode == "LSTM"
+        packed = input if isinstance(input, PackedSequence) else None
+        lengths = None
+        if packed is not None:
+            # run on the padded batch (longest first), each sequence stopping at its length
+            input, lens = pad_packed_sequence(
+                packed._replace(sorted_indices=None, unsorted_indices=None)
+            )
+            lengths = lens.numpy()
+            if hx is not None and packed.sorted_indices is not None:
+                order = packed.sorted_indices
+                hx = (
+                    tuple(h.index_select(1, order) for h in hx)
+                    if lstm
+                    else hx.index_select(1, order)
+                )
         batched = input.ndim == 3
         if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
             raise ShapeError(
@@ -564,7 +581,7 @@ class _RNNBase(Module):
                 f"unbatched (L, {self.input_size})), got {list(input.shape)}"
             )
         x = input if batched else input.unsqueeze(1)
-        if batched and self.batch_first:
+        if batched and self.batch_first and packed is None:
             x = x.transpose(0, 1)
         steps, n = x.shape[0], x.shape[1]
         dirs = 2 if self.bidirectional else 1
@@ -592,7 +609,13 @@ class _RNNBase(Module):
                 ys = [None] * steps
                 order = range(steps - 1, -1, -1) if d else range(steps)
                 for t in order:
-                    h, c = _cell(self._mode, xw[t], h, c, w_hh, b_hh)
+                    h2, c2 = _cell(self._mode, xw[t], h, c, w_hh, b_hh)
+                    if lengths is None:
+                        h, c = h2, c2
+                    else:  # sequences already ended keep their state
+                        live = tensor((lengths > t).reshape(-1, 1), dtype="bool", device=x.device)
+                        h = _core.where(live, h2, h)
+                        c = _core.where(live, c2, c) if lstm else None
                     ys[t] = h
                 outs.append(_core.stack(ys, 0))
                 h_n.append(h)
@@ -604,6 +627,14 @@ class _RNNBase(Module):
         out = x
         hn = _core.stack(h_n, 0)
         cn = _core.stack(c_n, 0) if lstm else None
+        if packed is not None:
+            sizes = packed.batch_sizes.numpy()
+            data = _core.concat([out[t, : int(k)] for t, k in enumerate(sizes)], 0)
+            if packed.unsorted_indices is not None:
+                back = packed.unsorted_indices.to(hn.device)
+                hn = hn.index_select(1, back)
+                cn = cn.index_select(1, back) if cn is not None else None
+            return packed._replace(data=data), ((hn, cn) if lstm else hn)
         if not batched:
             out, hn = out.squeeze(1), hn.squeeze(1)
             cn = cn.squeeze(1) if cn is not None else None

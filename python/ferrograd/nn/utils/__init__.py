@@ -1,4 +1,5 @@
-"""PyTorch's ``torch.nn.utils``: gradient clipping, parameters as one vector."""
+"""PyTorch's ``torch.nn.utils``: gradient clipping, parameters as one vector, and
+:mod:`.rnn` (padding and packing sequences)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .. import _core
-from .._core import ShapeError, Tensor
-from ..autodiff import no_grad
+from ... import _core
+from ..._core import ShapeError, Tensor
+from ...autodiff import no_grad
+from . import rnn
 
 __all__ = [
     "clip_grad_norm_",
     "clip_grad_value_",
     "parameters_to_vector",
+    "rnn",
     "vector_to_parameters",
 ]
 
