@@ -155,6 +155,11 @@ SCHEDULES = {
     "LinearLR": ({"start_factor": 0.25, "total_iters": 4}, {}),
     "OneCycleLR": ({"max_lr": 1.0, "total_steps": 12}, {"momentum": 0.9}),
     "OneCycleLR_adam": ({"max_lr": 0.1, "total_steps": 12, "anneal_strategy": "linear"}, None),
+    "MultiplicativeLR": ({"lr_lambda": lambda e: 0.9 if e % 2 else 0.95}, {}),
+    "ConstantLR": ({"factor": 0.5, "total_iters": 3}, {}),
+    "PolynomialLR": ({"total_iters": 6, "power": 2.0}, {}),
+    "CosineAnnealingWarmRestarts": ({"T_0": 3, "T_mult": 2, "eta_min": 0.001}, {}),
+    "CosineAnnealingWarmRestarts_one": ({"T_0": 4}, {}),
 }
 
 
@@ -172,7 +177,7 @@ def test_schedules_match_torch(name):
     )
     fs = getattr(fg.optim.lr_scheduler, cls)(fopt, **kw)
     ts = getattr(torch.optim.lr_scheduler, cls)(topt, **kw)
-    for _ in range(11):
+    for _ in range(11 if cls != "CosineAnnealingWarmRestarts" else 25):
         assert fs.get_last_lr() == pytest.approx(ts.get_last_lr(), rel=1e-12)
         fg_m = fopt.param_groups[0].get("betas", (fopt.param_groups[0].get("momentum"),))[0]
         t_m = topt.param_groups[0].get("betas", (topt.param_groups[0].get("momentum"),))[0]
@@ -181,6 +186,33 @@ def test_schedules_match_torch(name):
         topt.step()
         fs.step()
         ts.step()
+
+
+def test_warm_restarts_with_fractional_epochs_and_chained_match_torch():
+    torch = pytest.importorskip("torch")
+    fopt = fg.optim.SGD([fg.nn.Parameter(fg.ones(1))], lr=0.1)
+    topt = torch.optim.SGD([torch.ones(1, requires_grad=True)], lr=0.1)
+    fs = fg.optim.lr_scheduler.CosineAnnealingWarmRestarts(fopt, 2, 3, 0.01)
+    ts = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(topt, 2, 3, 0.01)
+    for epoch in (0.5, 1.25, 2.0, 3.7, 9.1, 20.0):
+        fs.step(epoch)
+        ts.step(epoch)
+        assert fs.get_last_lr() == pytest.approx(ts.get_last_lr(), rel=1e-12)
+    libs = []
+    for lib, opt in ((fg, fg.optim.SGD), (torch, torch.optim.SGD)):
+        p = lib.ones(1, requires_grad=True) if lib is torch else fg.nn.Parameter(fg.ones(1))
+        o = opt([p], lr=1.0)
+        sch = lib.optim.lr_scheduler
+        chained = sch.ChainedScheduler(
+            [sch.ConstantLR(o, factor=0.5, total_iters=2), sch.ExponentialLR(o, gamma=0.9)]
+        )
+        lrs = []
+        for _ in range(5):
+            o.step()
+            chained.step()
+            lrs.append(chained.get_last_lr()[0])
+        libs.append(lrs)
+    assert libs[0] == pytest.approx(libs[1], rel=1e-12)
 
 
 def test_sequential_and_plateau_match_torch():

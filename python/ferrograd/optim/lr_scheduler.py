@@ -8,13 +8,18 @@ import math
 from typing import Any
 
 __all__ = [
+    "ChainedScheduler",
+    "ConstantLR",
     "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts",
     "ExponentialLR",
     "LRScheduler",
     "LambdaLR",
     "LinearLR",
     "MultiStepLR",
+    "MultiplicativeLR",
     "OneCycleLR",
+    "PolynomialLR",
     "ReduceLROnPlateau",
     "SequentialLR",
     "StepLR",
@@ -54,9 +59,19 @@ class LRScheduler:
     def get_last_lr(self) -> list[float]:
         return list(self._last_lr)
 
+    def _chain_lr(self) -> list[float] | None:
+        """PyTorch's step-to-step ("chainable") form, from the groups' current rates: what a
+        plain ``step()`` uses, so schedulers stepped together compose as in PyTorch. None:
+        this scheduler has only the closed form."""
+        return None
+
+    def _lrs(self) -> list[float]:
+        return [g["lr"] for g in self.optimizer.param_groups]
+
     def step(self, epoch: int | None = None) -> None:
         self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
-        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+        chained = self._chain_lr() if epoch is None else None
+        for g, lr in zip(self.optimizer.param_groups, chained or self.get_lr()):
             g["lr"] = lr
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
@@ -84,6 +99,11 @@ class StepLR(LRScheduler):
     def get_lr(self) -> list[float]:
         return [b * self.gamma ** (self.last_epoch // self.step_size) for b in self.base_lrs]
 
+    def _chain_lr(self) -> list[float]:
+        e = self.last_epoch
+        f = self.gamma if e != 0 and e % self.step_size == 0 else 1.0
+        return [lr * f for lr in self._lrs()]
+
 
 class MultiStepLR(LRScheduler):
     """``base_lr * gamma ** (number of milestones passed)``."""
@@ -98,6 +118,10 @@ class MultiStepLR(LRScheduler):
         k = bisect.bisect_right(self.milestones, self.last_epoch)
         return [b * self.gamma**k for b in self.base_lrs]
 
+    def _chain_lr(self) -> list[float]:
+        k = self.milestones.count(self.last_epoch)
+        return [lr * self.gamma**k for lr in self._lrs()]
+
 
 class ExponentialLR(LRScheduler):
     """``base_lr * gamma ** epoch``."""
@@ -108,6 +132,10 @@ class ExponentialLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         return [b * self.gamma**self.last_epoch for b in self.base_lrs]
+
+    def _chain_lr(self) -> list[float]:
+        f = self.gamma if self.last_epoch != 0 else 1.0
+        return [lr * f for lr in self._lrs()]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -170,6 +198,16 @@ class LinearLR(LRScheduler):
         t = min(self.last_epoch, self.total_iters)
         f = self.start_factor + (self.end_factor - self.start_factor) * t / self.total_iters
         return [b * f for b in self.base_lrs]
+
+    def _chain_lr(self) -> list[float]:
+        e, n = self.last_epoch, self.total_iters
+        if e == 0:
+            return [lr * self.start_factor for lr in self._lrs()]
+        if e > n:
+            return self._lrs()
+        d = self.end_factor - self.start_factor
+        f = 1.0 + d / (n * self.start_factor + (e - 1) * d)
+        return [lr * f for lr in self._lrs()]
 
 
 class OneCycleLR(LRScheduler):
@@ -373,3 +411,154 @@ class ReduceLROnPlateau:
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.__dict__.update(state_dict)
+
+
+class MultiplicativeLR(LRScheduler):
+    """Each step multiplies the rate by ``lr_lambda(epoch)`` (one function, or one per
+    group)."""
+
+    def __init__(self, optimizer: Any, lr_lambda: Any, last_epoch: int = -1) -> None:
+        n = len(optimizer.param_groups)
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != n:
+                raise ValueError(f"MultiplicativeLR: expected {n} lr_lambdas, got {len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        else:
+            self.lr_lambdas = [lr_lambda] * n
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        if self.last_epoch <= 0:
+            return [g["lr"] for g in groups]
+        return [g["lr"] * f(self.last_epoch) for g, f in zip(groups, self.lr_lambdas)]
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+
+
+class ConstantLR(LRScheduler):
+    """``base_lr * factor`` for the first ``total_iters`` steps, then ``base_lr``."""
+
+    def __init__(
+        self, optimizer: Any, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
+    ) -> None:
+        if not 0.0 <= factor <= 1.0:
+            raise ValueError(f"ConstantLR: factor must lie in [0, 1], got {factor}")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        f = self.factor if self.last_epoch < self.total_iters else 1.0
+        return [b * f for b in self.base_lrs]
+
+    def _chain_lr(self) -> list[float] | None:
+        if self.factor == 0:
+            return None  # (the closed form; the step form would divide by 0)
+        e = self.last_epoch
+        f = self.factor if e == 0 else (1.0 / self.factor if e == self.total_iters else 1.0)
+        return [lr * f for lr in self._lrs()]
+
+
+class PolynomialLR(LRScheduler):
+    """``base_lr * (1 - min(epoch, total_iters) / total_iters) ** power``."""
+
+    def __init__(
+        self, optimizer: Any, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1
+    ) -> None:
+        if total_iters <= 0:
+            raise ValueError(f"PolynomialLR: total_iters must be positive, got {total_iters}")
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        t = min(self.last_epoch, self.total_iters)
+        f = (1.0 - t / self.total_iters) ** self.power
+        return [b * f for b in self.base_lrs]
+
+    def _chain_lr(self) -> list[float]:
+        e, n = self.last_epoch, self.total_iters
+        if e == 0 or e > n:
+            return self._lrs()
+        f = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
+        return [lr * f for lr in self._lrs()]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR: cosine annealing from ``base_lr`` to ``eta_min`` over ``T_i`` epochs, restarted
+    with ``T_{i+1} = T_i * T_mult`` (``step(epoch)`` takes fractional epochs too)."""
+
+    def __init__(
+        self,
+        optimizer: Any,
+        T_0: int,
+        T_mult: int = 1,
+        eta_min: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
+        if not isinstance(T_0, int) or T_0 <= 0:
+            raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be a positive int, got {T_0}")
+        if not isinstance(T_mult, int) or T_mult < 1:
+            raise ValueError(
+                f"CosineAnnealingWarmRestarts: T_mult must be an int >= 1, got {T_mult}"
+            )
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        c = (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+
+    def step(self, epoch: float | None = None) -> None:
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur - self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"CosineAnnealingWarmRestarts: epoch must be >= 0, got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult**n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            g["lr"] = lr
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+
+class ChainedScheduler:
+    """Steps several schedulers together (their effects compose)."""
+
+    def __init__(self, schedulers: Any, optimizer: Any = None) -> None:
+        self._schedulers = list(schedulers)
+        if not self._schedulers:
+            raise ValueError("ChainedScheduler: needs at least one scheduler")
+        self.optimizer = optimizer if optimizer is not None else self._schedulers[0].optimizer
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def step(self) -> None:
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self) -> list[float]:
+        return list(self._last_lr)
+
+    def state_dict(self) -> dict:
+        return {"_schedulers": [s.state_dict() for s in self._schedulers]}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        for s, sd in zip(self._schedulers, state_dict["_schedulers"]):
+            s.load_state_dict(sd)
