@@ -326,3 +326,22 @@ def test_set_default_dtype_reaches_tensors_factories_and_layers():
     finally:
         fg.set_default_dtype(fg.float32)
     assert fg.tensor([1.0]).dtype == fg.float32 and fg.zeros(1).dtype == fg.float32
+
+
+def test_inplace_scatter_index_methods_and_random_fills_match_torch():
+    a = np.arange(12.0).reshape(3, 4)
+    got = []
+    for lib in (fg, torch):
+        x = lib.tensor(a.copy())
+        x.scatter_(1, lib.tensor([[0], [1], [2]]), lib.tensor(np.full((3, 1), -1.0)))
+        x.index_fill_(0, lib.tensor([2]), 7.0)
+        x.index_add_(1, lib.tensor([3, 3]), lib.tensor(np.ones((3, 2))), alpha=2.0)
+        x.scatter_add_(0, lib.tensor([[1, 0, 0, 0]]), lib.tensor(np.full((1, 4), 5.0)))
+        got.append(x.numpy().copy())
+    np.testing.assert_array_equal(got[0], got[1])
+    _compare(lambda L, x: x.index_fill(1, L.tensor([0, 2]), -3.0), a)
+    fg.manual_seed(0)
+    assert float(fg.zeros(50, dtype=fg.float64).exponential_(2.0).min()) > 0
+    r = fg.zeros(50, dtype="int64").random_(2, 5).numpy()
+    assert r.min() >= 2 and r.max() < 5
+    assert float(fg.zeros(50).log_normal_().min()) > 0

@@ -24,6 +24,7 @@ from ._tensor import _dtype_name, tensor
 
 __all__ = [  # noqa: RUF022 (device first)
     "device",
+    "index_fill",
     "as_tensor",
     "clone",
     "from_numpy",
@@ -780,8 +781,62 @@ def clone(input: Tensor) -> Tensor:
     return _check_tensor("clone", "input", input).clone()
 
 
+def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
+    """``input`` with the entries ``index`` (1-D) along ``dim`` set to ``value``
+    (differentiable in ``input``; the filled entries get no gradient)."""
+    from ._ops import _dim as _ops_dim
+
+    x = _check_tensor("index_fill", "input", input)
+    d = _ops_dim("index_fill", x, dim)
+    idx = index.detach().numpy() if isinstance(index, Tensor) else np.asarray(index)
+    idx = idx.astype(np.int64).reshape(-1)
+    n = x.shape[d] if x.ndim else 1
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise IndexError(f"index_fill: index out of range for dim {dim} of size {n}")
+    keep = np.ones(n, dtype=bool)
+    keep[idx % n if n else idx] = False
+    shape = [1] * x.ndim
+    if x.ndim:
+        shape[d] = n
+    mask = tensor(keep.reshape(shape), dtype="bool", device=x.device)
+    fill = _core.full((), value, dtype=x.dtype.name, device=x.device)
+    return _core.where(mask, x, fill)
+
+
+def _random_fill(draw: Any) -> Any:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        from .random import _numpy_rng
+
+        values = draw(_numpy_rng(self.device), tuple(self.shape), *args, **kwargs)
+        self.copy_(tensor(np.asarray(values), dtype=self.dtype.name, device=self.device))
+        return self
+
+    method.__doc__ = "Fills the tensor in place with samples (``fg.manual_seed``'s generator)."
+    return method
+
+
+def _random_ints(g: np.random.Generator, shape: tuple, low: int = 0, high: Any = None) -> Any:
+    if high is None:
+        low, high = 0, low if low else 2**24
+    return g.integers(low, high, shape)
+
+
 def _install() -> None:
+    from ._ops import index_add, scatter, scatter_add
+
     methods: dict[str, Any] = {
+        "scatter_": _inplace(scatter),
+        "scatter_add_": _inplace(scatter_add),
+        "index_add_": _inplace(index_add),
+        "index_fill": index_fill,
+        "index_fill_": _inplace(index_fill),
+        "exponential_": _random_fill(lambda g, s, lambd=1.0: g.exponential(1.0 / lambd, s)),
+        "log_normal_": _random_fill(lambda g, s, mean=1.0, std=2.0: g.lognormal(mean, std, s)),
+        "cauchy_": _random_fill(
+            lambda g, s, median=0.0, sigma=1.0: median + sigma * g.standard_cauchy(s)
+        ),
+        "geometric_": _random_fill(lambda g, s, p: g.geometric(p, s)),
+        "random_": _random_fill(_random_ints),
         "sort": sort,
         "argsort": argsort,
         "topk": topk,
