@@ -21,6 +21,11 @@ OPTIMIZERS = {
     "RMSprop_centered_momentum": {"centered": True, "momentum": 0.5},
     "Adagrad": {"lr_decay": 0.01, "initial_accumulator_value": 0.1},
     "Adadelta": {"weight_decay": 0.01},
+    "Adamax": {"weight_decay": 0.01},
+    "NAdam": {"weight_decay": 0.01},
+    "NAdam_decoupled": {"weight_decay": 0.1, "decoupled_weight_decay": True},
+    "RAdam": {"weight_decay": 0.01},
+    "RAdam_decoupled": {"weight_decay": 0.1, "decoupled_weight_decay": True, "betas": (0.9, 0.9)},
 }
 
 

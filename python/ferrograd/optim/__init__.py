@@ -12,14 +12,28 @@ reaches the traced step too.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any, Callable
 
 from .. import _core
 from .._core import Tensor, maximum
+from .._tensor import default_float
 from ..autodiff import no_grad
 
-__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "lr_scheduler"]
+__all__ = [
+    "SGD",
+    "Adadelta",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "NAdam",
+    "Optimizer",
+    "RAdam",
+    "RMSprop",
+    "lr_scheduler",
+]
 
 
 class _Group(dict):
@@ -618,6 +632,182 @@ class Adadelta(Optimizer):
         acc *= rho
         acc += (1.0 - rho) * (delta * delta)
         p -= lr * delta
+
+
+class _AdamFamily(Optimizer):
+    """Shared arguments and checks of Adamax, NAdam and RAdam (composed tensor ops)."""
+
+    def __init__(self, params: Iterable[Any], defaults: dict) -> None:
+        defaults["betas"] = tuple(defaults["betas"])
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict) -> None:
+        name = type(self).__name__
+        b1, b2 = group["betas"]
+        _unit(name, "betas[0]", b1)
+        _unit(name, "betas[1]", b2)
+        _positive(name, "eps", group["eps"])
+        _nonneg(name, "weight_decay", group["weight_decay"])
+
+    def _decay(self, p: Tensor, g: Tensor, group: dict, lr: float) -> Tensor:
+        wd = group["weight_decay"]
+        if not wd:
+            return g
+        if group.get("decoupled_weight_decay"):
+            p *= 1.0 - lr * wd
+            return g
+        return g + wd * p
+
+
+class Adamax(_AdamFamily):
+    """Adamax (Adam with the infinity norm), PyTorch's formulas."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 2e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
+        super().__init__(params, {**defaults, "maximize": maximize})
+
+    def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        return {
+            "step": _step_tensor(p),
+            "exp_avg": _core.zeros_like(p),
+            "exp_inf": _core.zeros_like(p),
+        }
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        b1, b2 = group["betas"]
+        state["step"] += 1.0
+        t = float(state["step"].item())
+        g = self._decay(p, g, group, float(lr.item()))
+        m, u = state["exp_avg"], state["exp_inf"]
+        m *= b1
+        m += (1.0 - b1) * g
+        u.copy_(maximum(u * b2, g.abs() + group["eps"]))
+        p -= (lr / (1.0 - b1**t)) * (m / u)
+
+
+class NAdam(_AdamFamily):
+    """Adam with Nesterov momentum (Dozat), with PyTorch's momentum decay schedule."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 2e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        momentum_decay: float = 4e-3,
+        decoupled_weight_decay: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "betas": betas,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "momentum_decay": momentum_decay,
+            "decoupled_weight_decay": decoupled_weight_decay,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict) -> None:
+        super()._validate(group)
+        _nonneg("NAdam", "momentum_decay", group["momentum_decay"])
+
+    def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        return {
+            "step": _step_tensor(p),
+            # (PyTorch keeps this product in the default float dtype: float32 unless changed)
+            "mu_product": _core.ones((), dtype=default_float(), device=p.device),
+            "exp_avg": _core.zeros_like(p),
+            "exp_avg_sq": _core.zeros_like(p),
+        }
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        b1, b2 = group["betas"]
+        state["step"] += 1.0
+        t = float(state["step"].item())
+        lr_f = float(lr.item())
+        g = self._decay(p, g, group, lr_f)
+        md = group["momentum_decay"]
+        mu = b1 * (1.0 - 0.5 * 0.96 ** (t * md))
+        mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1.0) * md))
+        state["mu_product"] *= mu
+        prod = float(state["mu_product"].item())
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m *= b1
+        m += (1.0 - b1) * g
+        v *= b2
+        v += (1.0 - b2) * (g * g)
+        denom = (v / (1.0 - b2**t)).sqrt() + group["eps"]
+        p -= (lr_f * (1.0 - mu) / (1.0 - prod)) * (g / denom)
+        p -= (lr_f * mu_next / (1.0 - prod * mu_next)) * (m / denom)
+
+
+class RAdam(_AdamFamily):
+    """Rectified Adam (Liu et al.): plain momentum SGD until the variance estimate is
+    reliable (``rho_t > 5``), then Adam with the rectification term, PyTorch's formulas."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        decoupled_weight_decay: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "betas": betas,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "decoupled_weight_decay": decoupled_weight_decay,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+
+    def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        return {
+            "step": _step_tensor(p),
+            "exp_avg": _core.zeros_like(p),
+            "exp_avg_sq": _core.zeros_like(p),
+        }
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        b1, b2 = group["betas"]
+        state["step"] += 1.0
+        t = float(state["step"].item())
+        lr_f = float(lr.item())
+        g = self._decay(p, g, group, lr_f)
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m *= b1
+        m += (1.0 - b1) * g
+        v *= b2
+        v += (1.0 - b2) * (g * g)
+        bc1, bc2 = 1.0 - b1**t, 1.0 - b2**t
+        rho_inf = 2.0 / (1.0 - b2) - 1.0
+        rho_t = rho_inf - 2.0 * t * b2**t / bc2
+        if rho_t > 5.0:
+            rect = math.sqrt(
+                (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
+            )
+            adaptive = math.sqrt(bc2) / (v.sqrt() + group["eps"])
+            p -= (m / bc1) * (lr_f * rect) * adaptive
+        else:
+            p -= (m / bc1) * lr_f
 
 
 from . import lr_scheduler
