@@ -27,13 +27,14 @@ def snapshot():
 
 
 def check_no_leak(step, n=N):
-    """Runs step() once to warm up, then n times; step returns weakrefs to its temporaries.
+    """Runs step() to warm up (caches and allocator pools fill over the first hundred or so
+    iterations), then n times; step returns weakrefs to its temporaries.
 
     Afterwards the engine's live tensor and byte counts are back where they were, every
     temporary is dead, and the number of gc-tracked Python objects has not grown with n.
     """
-    step()
-    step()
+    for _ in range(100):
+        step()
     refs = [None] * n  # preallocated: the list does not grow during the loop
     tensors0, bytes0, objs0, blocks0 = snapshot()
     for i in range(n):

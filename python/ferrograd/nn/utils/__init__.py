@@ -35,8 +35,6 @@ def clip_grad_norm_(
 ) -> Tensor:
     """Scales the gradients in place so that their joint ``norm_type``-norm is at most
     ``max_norm``; returns the total norm before clipping (a 0-d float tensor)."""
-    from .. import _core
-    from ..autodiff import no_grad
 
     params = _with_grads(parameters)
     grads = [p.grad for p in params]
@@ -77,7 +75,6 @@ def clip_grad_norm_(
 
 def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -> None:
     """Clamps every gradient in place to ``[-clip_value, clip_value]``."""
-    from ..autodiff import no_grad
 
     c = float(clip_value)
     with no_grad():
