@@ -400,3 +400,41 @@ def test_recurrent_layers_on_packed_sequences_match_torch(make):
         outs.append([padded, h, lens, *grads])
     for a, b in zip(*outs):
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_matches_torch(mode, padding_mode, align_corners):
+    x = rng.standard_normal((2, 3, 5, 6))
+    grid = rng.uniform(-1.2, 1.2, (2, 4, 7, 2))  # some points outside the image
+    got = []
+    for lib in (fg, torch):
+        xt, gt = lib.tensor(x, requires_grad=True), lib.tensor(grid, requires_grad=True)
+        y = lib.nn.functional.grid_sample(xt, gt, mode, padding_mode, align_corners)
+        w = lib.tensor(np.cos(np.arange(y.numel())).reshape(tuple(y.shape)))
+        (y * w).sum().backward()
+        gg = gt.grad.numpy() if gt.grad is not None else np.zeros(grid.shape)
+        got.append((y.detach().numpy(), xt.grad.numpy(), gg))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_spatial_transformer_affine_grid_matches_torch():
+    # the spatial transformer tutorial's sampler: affine_grid then grid_sample
+    x = rng.standard_normal((2, 3, 5, 6))
+    theta = np.array([[[0.9, 0.2, 0.1], [-0.1, 1.1, 0.05]], [[1.2, 0, -0.2], [0.3, 0.8, 0.1]]])
+    got = []
+    for lib in (fg, torch):
+        xt, tt = lib.tensor(x, requires_grad=True), lib.tensor(theta, requires_grad=True)
+        grid = lib.nn.functional.affine_grid(tt, (2, 3, 4, 7), align_corners=False)
+        y = lib.nn.functional.grid_sample(xt, grid, align_corners=False)
+        (y * y).sum().backward()
+        got.append((grid.detach().numpy(), y.detach().numpy(), xt.grad.numpy(), tt.grad.numpy()))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    g = fg.nn.functional.affine_grid(fg.tensor(theta), (2, 3, 4, 7), align_corners=True)
+    tg = torch.nn.functional.affine_grid(torch.tensor(theta), (2, 3, 4, 7), align_corners=True)
+    np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-12, atol=1e-14)
+    with pytest.raises(fg.ShapeError, match="affine_grid"):
+        fg.nn.functional.affine_grid(fg.tensor(theta), (3, 3, 4, 7))

@@ -24,7 +24,7 @@ from .._core import (
     softmax,
     where,
 )
-from .._ops import one_hot, pad
+from .._ops import gather, one_hot, pad
 from .._tensor import tensor
 from ..random import _numpy_rng, _traced_draw
 
@@ -1467,3 +1467,91 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
 
 __all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "bilinear", "conv_transpose1d"]
+
+
+def affine_grid(theta: Tensor, size: Any, align_corners: bool = False) -> Tensor:
+    """Sampling coordinates ``(N, H, W, 2)`` in ``[-1, 1]`` for 2-D affine maps ``theta``
+    ``(N, 2, 3)`` over an output of ``size`` ``(N, C, H, W)``, as PyTorch's."""
+    t = _float("affine_grid", "theta", theta)
+    if len(size) != 4 or t.ndim != 3 or tuple(t.shape[1:]) != (2, 3) or t.shape[0] != size[0]:
+        raise ShapeError(
+            f"affine_grid: theta (N, 2, 3) and size (N, C, H, W) expected, got "
+            f"{list(t.shape)} and {list(size)}"
+        )
+    n, _, h, w = (int(v) for v in size)
+
+    def line(k: int) -> np.ndarray:
+        if k == 1:
+            return np.zeros(1)
+        v = np.linspace(-1.0, 1.0, k)
+        return v if align_corners else v * (k - 1) / k
+
+    ys, xs = np.meshgrid(line(h), line(w), indexing="ij")
+    base = np.stack([xs, ys, np.ones_like(xs)], -1).reshape(1, h * w, 3)
+    b = tensor(base, dtype=t.dtype.name, device=t.device)
+    return (b @ t.transpose(1, 2)).reshape(n, h, w, 2)
+
+
+def grid_sample(
+    input: Tensor,
+    grid: Tensor,
+    mode: str = "bilinear",
+    padding_mode: str = "zeros",
+    align_corners: bool | None = None,
+) -> Tensor:
+    """Samples ``input`` ``(N, C, H, W)`` at ``grid`` ``(N, Ho, Wo, 2)`` (x, y in ``[-1,
+    1]``): bilinear or nearest, zeros or border padding, as PyTorch's. Differentiable in the
+    input and (bilinear) in the grid."""
+    x = _float("grid_sample", "input", input)
+    g = _float("grid_sample", "grid", grid)
+    if mode not in ("bilinear", "nearest"):
+        raise ValueError(f"grid_sample: mode must be 'bilinear' or 'nearest', got {mode!r}")
+    if padding_mode not in ("zeros", "border"):
+        raise ValueError(
+            f"grid_sample: padding_mode must be 'zeros' or 'border', got {padding_mode!r}"
+        )
+    if x.ndim != 4 or g.ndim != 4 or g.shape[-1] != 2 or g.shape[0] != x.shape[0]:
+        raise ShapeError(
+            f"grid_sample: input (N, C, H, W) and grid (N, Ho, Wo, 2) expected, got "
+            f"{list(x.shape)} and {list(g.shape)}"
+        )
+    n, c, h, w = x.shape
+    ho, wo = g.shape[1], g.shape[2]
+    gx, gy = g[..., 0], g[..., 1]
+    if align_corners:
+        fx, fy = (gx + 1.0) * ((w - 1) / 2.0), (gy + 1.0) * ((h - 1) / 2.0)
+    else:
+        fx, fy = ((gx + 1.0) * w - 1.0) / 2.0, ((gy + 1.0) * h - 1.0) / 2.0
+    if padding_mode == "border":
+        fx, fy = fx.clamp(0.0, w - 1.0), fy.clamp(0.0, h - 1.0)
+    flat = x.reshape(n, c, h * w)
+
+    def tap(ix: Tensor, iy: Tensor) -> Tensor:
+        # values at integer positions (N, Ho, Wo), zero outside the image
+        inside = (ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1)
+        cx = ix.clamp(0.0, w - 1.0)
+        cy = iy.clamp(0.0, h - 1.0)
+        idx = (cy * w + cx).astype("int64").reshape(n, 1, ho * wo)
+        idx = idx.broadcast_to(n, c, ho * wo)
+        v = gather(flat, 2, idx).reshape(n, c, ho, wo)
+        return v * inside.astype(x.dtype.name).reshape(n, 1, ho, wo)
+
+    if mode == "nearest":
+        # (round half to even, as PyTorch's nearbyint)
+        return tap(fx.detach().round(), fy.detach().round())
+    x0, y0 = fx.detach().floor(), fy.detach().floor()
+    wx1, wy1 = fx - x0, fy - y0
+    wx0, wy0 = 1.0 - wx1, 1.0 - wy1
+
+    def wgt(t: Tensor) -> Tensor:
+        return t.reshape(n, 1, ho, wo)
+
+    return (
+        tap(x0, y0) * wgt(wx0 * wy0)
+        + tap(x0 + 1.0, y0) * wgt(wx1 * wy0)
+        + tap(x0, y0 + 1.0) * wgt(wx0 * wy1)
+        + tap(x0 + 1.0, y0 + 1.0) * wgt(wx1 * wy1)
+    )
+
+
+__all__ += ["affine_grid", "grid_sample"]
