@@ -247,6 +247,25 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
+def _check_adam_group(name: str, group: dict) -> None:
+    """The checks of every Adam-like group: betas in [0, 1), eps > 0, weight_decay >= 0."""
+    b1, b2 = group["betas"]
+    _unit(name, "betas[0]", b1)
+    _unit(name, "betas[1]", b2)
+    _positive(name, "eps", group["eps"])
+    _nonneg(name, "weight_decay", group["weight_decay"])
+
+
+def _adam_moments(m: Tensor, v: Tensor | None, g: Tensor, b1: float, b2: float) -> None:
+    """Adam's running moments in place: ``m = b1 m + (1 - b1) g`` and (unless ``v`` is None)
+    ``v = b2 v + (1 - b2) g^2`` (the fused step's arithmetic, in its order)."""
+    m *= b1
+    m += (1.0 - b1) * g
+    if v is not None:
+        v *= b2
+        v += (1.0 - b2) * (g * g)
+
+
 def _step_tensor(p: Tensor) -> Tensor:
     return _core.zeros((), dtype="float64", device=p.device)
 
@@ -353,12 +372,7 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _validate(self, group: dict) -> None:
-        name = type(self).__name__
-        b1, b2 = group["betas"]
-        _unit(name, "betas[0]", b1)
-        _unit(name, "betas[1]", b2)
-        _positive(name, "eps", group["eps"])
-        _nonneg(name, "weight_decay", group["weight_decay"])
+        _check_adam_group(type(self).__name__, group)
 
     def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
         s = {
@@ -407,10 +421,7 @@ class Adam(Optimizer):
             else:
                 g = g + wd * p
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m *= b1
-        m += (1.0 - b1) * g
-        v *= b2
-        v += (1.0 - b2) * (g * g)
+        _adam_moments(m, v, g, b1, b2)
         bc1 = 1.0 - b1**step
         bc2_sqrt = (1.0 - b2**step).sqrt()
         if group["amsgrad"]:
@@ -642,12 +653,7 @@ class _AdamFamily(Optimizer):
         super().__init__(params, defaults)
 
     def _validate(self, group: dict) -> None:
-        name = type(self).__name__
-        b1, b2 = group["betas"]
-        _unit(name, "betas[0]", b1)
-        _unit(name, "betas[1]", b2)
-        _positive(name, "eps", group["eps"])
-        _nonneg(name, "weight_decay", group["weight_decay"])
+        _check_adam_group(type(self).__name__, group)
 
     def _decay(self, p: Tensor, g: Tensor, group: dict, lr: float) -> Tensor:
         wd = group["weight_decay"]
@@ -688,8 +694,7 @@ class Adamax(_AdamFamily):
         t = float(state["step"].item())
         g = self._decay(p, g, group, float(lr.item()))
         m, u = state["exp_avg"], state["exp_inf"]
-        m *= b1
-        m += (1.0 - b1) * g
+        _adam_moments(m, None, g, b1, b2)
         u.copy_(maximum(u * b2, g.abs() + group["eps"]))
         p -= (lr / (1.0 - b1**t)) * (m / u)
 
@@ -745,10 +750,7 @@ class NAdam(_AdamFamily):
         state["mu_product"] *= mu
         prod = float(state["mu_product"].item())
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m *= b1
-        m += (1.0 - b1) * g
-        v *= b2
-        v += (1.0 - b2) * (g * g)
+        _adam_moments(m, v, g, b1, b2)
         denom = (v / (1.0 - b2**t)).sqrt() + group["eps"]
         p -= (lr_f * (1.0 - mu) / (1.0 - prod)) * (g / denom)
         p -= (lr_f * mu_next / (1.0 - prod * mu_next)) * (m / denom)
@@ -793,10 +795,7 @@ class RAdam(_AdamFamily):
         lr_f = float(lr.item())
         g = self._decay(p, g, group, lr_f)
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m *= b1
-        m += (1.0 - b1) * g
-        v *= b2
-        v += (1.0 - b2) * (g * g)
+        _adam_moments(m, v, g, b1, b2)
         bc1, bc2 = 1.0 - b1**t, 1.0 - b2**t
         rho_inf = 2.0 / (1.0 - b2) - 1.0
         rho_t = rho_inf - 2.0 * t * b2**t / bc2

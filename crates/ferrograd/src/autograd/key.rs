@@ -1038,15 +1038,19 @@ fn run_rule(rule: &dyn GradRule, grads: &[Option<Tensor>], dsts: &[Option<Dst>])
 
 /// Adds `g` into a slot. The sum goes through `apply`, so outer keys record it.
 fn accumulate(f: &Arc<GradFn>, idx: usize, g: Tensor) -> Result<()> {
-    if f.state().consumed {
-        return Err(Error::autograd(format!(
-            "trying to backward through the graph a second time (the saved tensors of \
-             '{}' were freed by an earlier backward); specify retain_graph=True the first \
-             time to backward through it twice",
-            f.name
-        )));
-    }
-    let existing = f.state().slots[idx].grad.take();
+    let existing = {
+        // (one lock for the check and the take: this runs for every gradient)
+        let mut st = f.state();
+        if st.consumed {
+            return Err(Error::autograd(format!(
+                "trying to backward through the graph a second time (the saved tensors of \
+                 '{}' were freed by an earlier backward); specify retain_graph=True the \
+                 first time to backward through it twice",
+                f.name
+            )));
+        }
+        st.slots[idx].grad.take()
+    };
     let total = match existing {
         None => g,
         Some(e) => e.add(&g)?,
