@@ -329,3 +329,93 @@ def test_hook_errors_are_clear():
     x.grad = None
     (x * x).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+
+
+# --------------------------------------------------------------- in-place writes and views
+
+
+def test_inplace_on_a_leaf_that_requires_grad_raises_and_leaves_it_unchanged():
+    w = fg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    for write in (
+        lambda: w.add_(1),
+        lambda: w.mul_(2),
+        lambda: w.__setitem__(0, 5.0),
+        lambda: w[0:2].mul_(2),  # a view of the leaf
+        lambda: w.copy_(fg.zeros(3)),
+    ):
+        with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+            write()
+        np.testing.assert_array_equal(w.numpy(), [1.0, 2.0, 3.0])
+    # allowed where nothing records, as in PyTorch; the leaf still trains
+    with fg.no_grad():
+        w.add_(1)
+        w[0] = 0.0
+    (w * w).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [0.0, 6.0, 8.0])
+    assert w.is_leaf
+
+
+def _view_write_grad(lib, make_view):
+    x = lib.tensor([1.0, 2.0, 3.0, 4.0], dtype=lib.float64, requires_grad=True)
+    y = x * 1.0
+    make_view(y)
+    (y * y).sum().backward()
+    return np.asarray(x.grad.tolist())
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda y: y[0:2].__imul__(3.0),  # `y[0:2] *= 3` without the write-back
+        lambda y: y.view(2, 2)[1].add_(1.0),
+        lambda y: y[1:3].zero_(),
+    ],
+    ids=["slice-imul", "view-row-add", "slice-zero"],
+)
+def test_inplace_through_a_view_never_gives_a_silently_wrong_gradient(write):
+    """PyTorch follows a write through a view into the tensor it views; ferrograd refuses to
+    differentiate the stale tensor instead of missing the write."""
+    torch = pytest.importorskip("torch")
+    expect = _view_write_grad(torch, write)
+    try:
+        got = _view_write_grad(fg, write)
+    except RuntimeError as e:
+        assert "changed in place through a view" in str(e)
+    else:
+        np.testing.assert_allclose(got, expect, rtol=1e-12)
+
+
+@pytest.mark.parametrize("idx", [slice(0, 2), (slice(1, 3),), 2])
+def test_augmented_assignment_into_an_index_differentiates_as_torch(idx):
+    torch = pytest.importorskip("torch")
+    grads = []
+    for lib in (torch, fg):
+        x = lib.tensor([1.0, 2.0, 3.0, 4.0], dtype=lib.float64, requires_grad=True)
+        y = x * 2.0
+        y[idx] *= 3.0
+        y[idx] += x[idx] if not isinstance(idx, int) else x[2]
+        (y * y).sum().backward()
+        grads.append(np.asarray(x.grad.tolist()))
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
+
+
+def test_augmented_assignment_into_an_index_under_a_grad_manager():
+    gm = fg.GradManager()
+    w = fg.tensor([1.0, 2.0, 3.0, 4.0], dtype=fg.float64)
+    gm.attach(w)
+    with gm:
+        y = w * 1.0
+        y[1:3] *= 3.0
+        gm.backward((y * y).sum())
+    np.testing.assert_allclose(w.grad.numpy(), [2.0, 36.0, 54.0, 8.0])
+
+
+def test_a_view_made_before_an_inplace_update_of_its_base_is_refused():
+    x = fg.ones(4, requires_grad=True)
+    y = x * 2.0
+    v = y.reshape(2, 2)
+    y.mul_(3.0)
+    with pytest.raises(RuntimeError, match="changed in place"):
+        v.sum()
+    y.sum().backward()  # the updated tensor itself is fine
+    np.testing.assert_allclose(x.grad.numpy(), [6.0] * 4)

@@ -147,6 +147,11 @@ impl PyTensor {
         if raw_write(x, v) {
             return x.slice(specs).py()?.assign_(v).py();
         }
+        let part = {
+            let _g = ferrograd::autograd::no_grad();
+            x.slice(specs).py()?.layout().clone()
+        };
+        let x = x.written_back(v, &part);
         let result = x.set_slice(specs, v).py()?;
         self.rebind(x.update_("setitem", &result).py()?);
         Ok(())

@@ -31,6 +31,8 @@ pub(crate) struct TensorImpl {
     /// Whether `meta.infos` may be non-empty: lets recording skip the lock of untracked
     /// inputs. Set while the lock is held, whenever a slot is added or the last one removed.
     tracked: AtomicBool,
+    /// The storage's count of recorded in-place writes when this handle was made.
+    seen_writes: u64,
 }
 
 /// Where `.grad` lives. Shared by a tensor, the snapshot a key takes when it is attached, and
@@ -67,12 +69,20 @@ impl TensorImpl {
     pub(crate) fn meta(&self) -> crate::sync::LockGuard<'_, Meta> {
         self.meta.lock()
     }
+
+    /// False when a recorded in-place write went into this handle's buffer through another
+    /// handle (a view of it, or the tensor it views) after this one was made.
+    pub(crate) fn is_current(&self) -> bool {
+        self.seen_writes == self.storage.tape_writes()
+    }
 }
 
 impl Tensor {
     pub(crate) fn from_parts(storage: Arc<Storage>, layout: Layout) -> Tensor {
         memory::on_tensor(storage.device(), 1);
+        let seen_writes = storage.tape_writes();
         Tensor(Arc::new(TensorImpl {
+            seen_writes,
             storage,
             layout,
             meta: crate::sync::Lock::new(Meta::default()),

@@ -496,6 +496,9 @@ impl GradKey {
             func: f,
             idx: 0,
         });
+        if self.0.ambient {
+            tensor.storage().set_leaf_key(self.0.id);
+        }
         Ok(())
     }
 

@@ -39,6 +39,7 @@ use std::sync::{Arc, Weak};
 use smallvec::SmallVec;
 
 use crate::error::Result;
+use crate::layout::Layout;
 use crate::tensor::Tensor;
 
 /// A grad rule: given the gradients of an op's outputs (`None` where nothing arrived), return
@@ -124,6 +125,39 @@ impl Tensor {
         };
         self.0.meta().infos.iter().any(|i| {
             (!scope.blocks(i.key_level) || allowed == Some(i.key_id))
+                && i.key().upgrade().is_some_and(|k| k.is_recording())
+        })
+    }
+
+    /// False when a recorded in-place write went into this tensor's memory through another
+    /// handle (a view of it, or the tensor it views) after this handle was made: ops on it
+    /// are refused while a tape records them.
+    pub fn is_current(&self) -> bool {
+        self.0.is_current()
+    }
+
+    /// This tensor, current again after `view` (a view of its own memory, updated in place)
+    /// is written back over the part it views: `x[idx] *= c` in Python updates the view
+    /// `x[idx]`, then assigns it to `x[idx]`, which records the write for `x`.
+    pub fn written_back(&self, view: &Tensor, part: &Layout) -> Tensor {
+        if self.is_current()
+            || !Arc::ptr_eq(view.storage(), self.storage())
+            || view.layout() != part
+        {
+            return self.clone();
+        }
+        self.continued_as(self)
+    }
+
+    /// Whether the key `key_id` would record an op on this tensor now.
+    pub(crate) fn is_recorded_by(&self, key_id: u64) -> bool {
+        if !self.0.maybe_tracked() {
+            return false;
+        }
+        let scope = scope::snapshot();
+        self.0.meta().infos.iter().any(|i| {
+            i.key_id == key_id
+                && !scope.blocks(i.key_level)
                 && i.key().upgrade().is_some_and(|k| k.is_recording())
         })
     }

@@ -125,6 +125,18 @@ fn mark_hidden(inputs: &[&Tensor], outputs: &[Tensor], mark: u64) {
     }
 }
 
+/// The error for a tracked input whose buffer a recorded in-place write changed through
+/// another handle after this one was made: differentiating it would miss that write.
+fn stale_input(op: &str, t: &Tensor) -> Error {
+    Error::autograd(format!(
+        "{op}: an input of shape {:?} was changed in place through a view of the same memory \
+             (or through the tensor it views) after it was computed, so its gradient would \
+             miss that write; write through the tensor itself (x[idx] = ..., x[idx] *= ...) \
+             or clone() the view before changing it in place",
+        t.shape()
+    ))
+}
+
 fn record_with(
     scope: Snapshot,
     name: Cow<'static, str>,
@@ -160,6 +172,9 @@ fn record_with(
             if float {
                 slots.push((i, info.key_id, Some((info.func.clone(), info.idx))));
             }
+        }
+        if !t.0.is_current() && slots.iter().any(|s| s.0 == i) {
+            return Err(stale_input(&name, t));
         }
     }
     if keys.len() > 1 {

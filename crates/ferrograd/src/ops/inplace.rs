@@ -92,6 +92,24 @@ impl Tensor {
         Ok(())
     }
 
+    /// PyTorch refuses a recorded in-place write into a leaf that requires grad (or a view of
+    /// one): the leaf's gradient would be taken at a value it no longer holds.
+    fn refuse_leaf_write(&self, op: &str) -> Result<()> {
+        let leaf_key = self.storage().leaf_key();
+        if leaf_key == 0 {
+            return Ok(());
+        }
+        if self.is_recorded_by(leaf_key) {
+            return Err(Error::autograd(format!(
+                "{op}: a leaf tensor that requires grad (or a view of one), of shape {:?}, is \
+                 being used in an in-place operation; update it under `with no_grad():` or \
+                 through `.data`",
+                self.shape()
+            )));
+        }
+        Ok(())
+    }
+
     /// `value` cast to this dtype, on this device, in a buffer of its own when it shares this
     /// tensor's (reading and writing one buffer at once could read half-written data).
     fn write_source(&self, value: &Tensor) -> Result<Tensor> {
@@ -172,13 +190,20 @@ impl Tensor {
             ));
         }
         self.check_write(op, result)?;
+        self.refuse_leaf_write(op)?;
         crate::graph::trace::on_update(op, self, result)?;
         let src = self.write_source(result)?;
         in_place!(op, self, &[&src], |b, dst, d| {
             b.write(dst, self.layout(), d[0], src.layout())
         })?;
-        if !self.is_tracked() && !result.is_tracked() && !crate::graph::is_tracing() {
+        let tracked = self.is_tracked() || result.is_tracked();
+        if !tracked && !crate::graph::is_tracing() {
             return Ok(self.clone());
+        }
+        if tracked {
+            // other tracked handles over this buffer (views of it, the tensor it views) no
+            // longer stand for what it holds
+            self.storage().note_tape_write();
         }
         Ok(self.continued_as(result))
     }

@@ -80,6 +80,13 @@ pub enum StorageData {
 pub struct Storage {
     data: RwLock<StorageData>,
     version: AtomicU64,
+    /// How many in-place writes a gradient tape recorded into this buffer: a tracked handle
+    /// made before the last one no longer stands for what the buffer holds (see
+    /// [`crate::Tensor::check_current`]).
+    tape_writes: AtomicU64,
+    /// The id of the ambient key (PyTorch's `requires_grad`) that has a leaf over this buffer
+    /// (0: none): recorded in-place writes into it are refused, as PyTorch refuses them.
+    leaf_key: AtomicU64,
     device: Device,
     dtype: DType,
     bytes: usize,
@@ -93,6 +100,8 @@ impl Storage {
         Storage {
             data: RwLock::new(StorageData::Cpu(data)),
             version: AtomicU64::new(0),
+            tape_writes: AtomicU64::new(0),
+            leaf_key: AtomicU64::new(0),
             device: Device::Cpu,
             dtype,
             bytes,
@@ -112,6 +121,8 @@ impl Storage {
                 Storage {
                     data: RwLock::new(StorageData::Cuda(d)),
                     version: AtomicU64::new(0),
+                    tape_writes: AtomicU64::new(0),
+                    leaf_key: AtomicU64::new(0),
                     device,
                     dtype,
                     bytes,
@@ -145,6 +156,23 @@ impl Storage {
     /// How many times this buffer has been written in place.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
+    }
+
+    /// How many in-place writes into this buffer a gradient tape recorded.
+    pub(crate) fn tape_writes(&self) -> u64 {
+        self.tape_writes.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn note_tape_write(&self) {
+        self.tape_writes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn leaf_key(&self) -> u64 {
+        self.leaf_key.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_leaf_key(&self, key_id: u64) {
+        self.leaf_key.store(key_id, Ordering::Release);
     }
 }
 
