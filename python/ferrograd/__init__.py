@@ -14,6 +14,8 @@ from . import _core, cuda, distributed, nn, optim, random
 from . import _indexing as _indexing  # advanced indexing on Tensor (installed on import)
 from . import _torch_compat as _torch_compat  # PyTorch's names (installs Tensor methods)
 from . import autograd as autograd
+from . import linalg as linalg
+from . import special as special
 from . import utils as utils
 from ._core import *  # the engine's ops: the names of _core.__all__
 from ._core import __version__
@@ -37,6 +39,8 @@ from ._tensor import (
 )
 from ._torch_compat import *  # mm, einsum, sort, topk, ... (see _torch_compat.__all__)
 from ._torch_compat import __all__ as _torch_compat_all
+from ._torch_more import *  # remainder, median, unbind, ... (see _torch_more.__all__)
+from ._torch_more import __all__ as _torch_more_all
 from .autodiff import (
     Function,
     GradManager,
@@ -93,6 +97,7 @@ __all__ = [
     "int64",
     "is_grad_enabled",
     "jvp",
+    "linalg",
     "load",
     "manual_seed",
     "nn",
@@ -103,6 +108,7 @@ __all__ = [
     "save",
     "set_default_dtype",
     "set_grad_enabled",
+    "special",
     "tensor",
     "trace",
     "uint8",
@@ -114,6 +120,7 @@ __all__ += [name for name in _core.__all__ if name not in __all__]
 __all__ += [name for name in _ops_all if name not in __all__]
 __all__ += [name for name in _torch_compat_all if name not in __all__]
 __all__ += [name for name in _elementwise_all if name not in __all__]
+__all__ += [name for name in _torch_more_all if name not in __all__]
 
 # PyTorch's dtype aliases (module attributes, not in __all__: they would shadow builtins)
 float = float32

@@ -1178,6 +1178,16 @@ def _extreme_method(kind: str, engine: Any, result: type, pairwise: Any) -> Any:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
         if args and isinstance(args[0], Tensor):  # x.max(other): elementwise
             return pairwise(self, args[0])
+        if args and isinstance(args[0], (int, np.integer)) and not isinstance(args[0], bool):
+            # PyTorch's x.max(1) / x.max(1, True): values and indices, as with dim=
+            if "dim" in kwargs:
+                raise TypeError(f"{kind}: got dim twice")
+            kwargs["dim"] = args[0]
+            if len(args) > 1:
+                kwargs["keepdim"] = args[1]
+            if len(args) > 2:
+                raise TypeError(f"{kind}: too many arguments {args}")
+            args = ()
         if "dim" in kwargs:
             dim = kwargs.pop("dim")
             keepdim = kwargs.pop("keepdim", kwargs.pop("keepdims", False))
@@ -1191,9 +1201,11 @@ def _extreme_method(kind: str, engine: Any, result: type, pairwise: Any) -> Any:
 
     method.__name__ = kind
     method.__doc__ = (
-        f"The {kind} over ``axis`` (all axes by default), or ``{kind}(dim=d)``: PyTorch's "
-        f"``(values, indices)``; ``{kind}(other)`` is elementwise."
+        f"The {kind} over ``axis=`` (all axes by default), or ``{kind}(d)`` / "
+        f"``{kind}(dim=d)``: PyTorch's ``(values, indices)``; ``{kind}(other)`` is "
+        "elementwise."
     )
+    method._engine = engine
     return method
 
 
@@ -1297,16 +1309,27 @@ def _install() -> None:
 _install()
 
 
+def _extreme_function(kind: str, input: Tensor, args: tuple, kwargs: dict) -> Any:
+    x = _check_tensor(kind, "input", input)
+    method = getattr(Tensor, kind)
+    if args and not isinstance(args[0], Tensor) and "dim" not in kwargs:
+        # MegEngine's max(x, axis, keepdims): the values only
+        return method._engine(x, *args, **kwargs)
+    return method(x, *args, **kwargs)
+
+
 def max(input: Tensor, *args: Any, **kwargs: Any) -> Any:
-    """The max over ``axis`` (all axes by default); ``max(x, dim=d)`` is PyTorch's
-    ``(values, indices)``; ``max(x, other)`` is elementwise."""
-    return Tensor.max(_check_tensor("max", "input", input), *args, **kwargs)
+    """The max over ``axis`` (all axes by default; ``max(x, 1)`` is MegEngine's, the
+    values); ``max(x, dim=d)`` is PyTorch's ``(values, indices)``; ``max(x, other)`` is
+    elementwise."""
+    return _extreme_function("max", input, args, kwargs)
 
 
 def min(input: Tensor, *args: Any, **kwargs: Any) -> Any:
-    """The min over ``axis`` (all axes by default); ``min(x, dim=d)`` is PyTorch's
-    ``(values, indices)``; ``min(x, other)`` is elementwise."""
-    return Tensor.min(_check_tensor("min", "input", input), *args, **kwargs)
+    """The min over ``axis`` (all axes by default; ``min(x, 1)`` is MegEngine's, the
+    values); ``min(x, dim=d)`` is PyTorch's ``(values, indices)``; ``min(x, other)`` is
+    elementwise."""
+    return _extreme_function("min", input, args, kwargs)
 
 
 __all__ += ["max", "min"]

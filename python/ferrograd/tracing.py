@@ -360,7 +360,12 @@ def trace(
     once (everything it holds: parameters, optimizer state, inputs, activations), recomputing
     the least that gets there; below what any plan reaches, the first call raises
     ``ValueError`` naming the smallest feasible budget.
+
+    Given a matrix instead of a function, ``fg.trace(m)`` is PyTorch's ``torch.trace``: the
+    sum of its main diagonal.
     """
+    if isinstance(fn, Tensor):
+        return fn.trace()
     _check_options(mirror, memory_budget)
     if fn is None:
         return lambda f: TracedFunction(f, mirror=mirror, memory_budget=memory_budget)

@@ -1,0 +1,1099 @@
+"""More of PyTorch's functions, written with ferrograd's differentiable ops: integer-style
+division (``remainder``, ``fmod``, ``floor_divide``, ``div(rounding_mode=)``, ``%``, ``//``),
+inverse hyperbolic and other elementwise functions (``logaddexp``, ``xlogy``, ``logit``,
+``hypot``, ``sinc``, ...), order statistics (``median``, ``kthvalue``, ``quantile``),
+NaN-aware and paired reductions, shape helpers (``unbind``, ``diff``, ``rot90``, ``kron``,
+``tensordot``, ...), searching and counting (``searchsorted``, ``bucketize``, ``bincount``,
+``histc``) and the ``Tensor`` methods PyTorch programs call on the way (``cuda()``,
+``stride()``, ``sum(dtype=)``, ...).
+
+Gradients come from the ops' own rules. Where a formula has a removable singularity (``sinc``
+at 0, ``xlogy`` at x = 0, ``asinh`` through 0) the composition is arranged so that the
+gradient there is the limit PyTorch gives, not NaN."""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._core import ShapeError, Tensor
+from ._ops import _check_tensor, _dim, _int, _values_indices, gather
+from ._tensor import _dtype_name, tensor
+from ._torch_compat import sort
+
+__all__ = [
+    "absolute",
+    "acosh",
+    "aminmax",
+    "arccos",
+    "arccosh",
+    "arcsin",
+    "arcsinh",
+    "arctan",
+    "arctan2",
+    "arctanh",
+    "asinh",
+    "atanh",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "bincount",
+    "block_diag",
+    "bucketize",
+    "cartesian_prod",
+    "column_stack",
+    "copysign",
+    "cummax",
+    "cummin",
+    "deg2rad",
+    "diff",
+    "div",
+    "divide",
+    "eq",
+    "fix",
+    "fliplr",
+    "flipud",
+    "float_power",
+    "floor_divide",
+    "fmax",
+    "fmin",
+    "fmod",
+    "frac",
+    "ge",
+    "gt",
+    "heaviside",
+    "histc",
+    "hypot",
+    "inner",
+    "kron",
+    "kthvalue",
+    "le",
+    "logaddexp",
+    "logaddexp2",
+    "logit",
+    "lt",
+    "median",
+    "multiply",
+    "nanmean",
+    "nansum",
+    "ne",
+    "negative",
+    "quantile",
+    "rad2deg",
+    "remainder",
+    "rot90",
+    "row_stack",
+    "searchsorted",
+    "sinc",
+    "std_mean",
+    "subtract",
+    "take",
+    "tensordot",
+    "tril_indices",
+    "triu_indices",
+    "true_divide",
+    "unbind",
+    "var_mean",
+    "xlogy",
+]
+
+_as_builtin_float = builtins.float
+
+
+def _pair(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
+    """``a`` and ``b`` as tensors (a Python number takes the other's dtype and device)."""
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError(
+            f"{op}: expected at least one tensor, got {type(a).__name__} and {type(b).__name__}"
+        )
+    like = a if isinstance(a, Tensor) else b
+    if not isinstance(a, Tensor):
+        a = tensor(a, dtype=_scalar_dtype(a, like), device=like.device)
+    if not isinstance(b, Tensor):
+        b = tensor(b, dtype=_scalar_dtype(b, like), device=like.device)
+    return a, b
+
+
+def _scalar_dtype(v: Any, like: Tensor) -> str:
+    if isinstance(v, builtins.float) and like.dtype.kind != "f":
+        return _dtype_name(_core_default_float())
+    return _dtype_name(like.dtype)
+
+
+def _core_default_float() -> Any:
+    from ._tensor import default_float
+
+    return default_float()
+
+
+def _is_int(t: Tensor) -> bool:
+    return t.dtype.kind in "iu"
+
+
+def _quotient(op: str, a: Any, b: Any, rounding: str) -> tuple[Tensor, Tensor, Tensor]:
+    """``(a, b, q)`` where ``q`` is ``a / b`` rounded by ``rounding`` (no gradient): integer
+    operands are divided exactly (as int64 on the host side of float64 rounding is not)."""
+    a, b = _pair(op, a, b)
+    if _is_int(a) and _is_int(b):
+        an, bn = a.numpy().astype(np.int64), b.numpy().astype(np.int64)
+        if np.any(bn == 0):
+            raise ZeroDivisionError(f"{op}: integer division by zero")
+        q = np.floor_divide(an, bn)
+        if rounding == "trunc":
+            q = np.where((q < 0) & (q * bn != an), q + 1, q)
+        dt = np.result_type(a.numpy().dtype, b.numpy().dtype)
+        return a, b, tensor(q.astype(dt), device=a.device)
+    with _no_grad():
+        ratio = a.detach() / b.detach()
+        q = ratio.floor() if rounding == "floor" else ratio.trunc()
+    return a, b, q
+
+
+def _no_grad() -> Any:
+    from .autodiff import no_grad
+
+    return no_grad()
+
+
+def floor_divide(input: Any, other: Any) -> Tensor:
+    """``input / other`` rounded toward minus infinity (Python's ``//``); integers stay
+    integers. No gradient flows through the rounding."""
+    return _quotient("floor_divide", input, other, "floor")[2]
+
+
+def remainder(input: Any, other: Any) -> Tensor:
+    """``input - floor(input / other) * other``: Python's ``%`` (the sign of ``other``).
+    Differentiable in both (``d/d other = -floor(input / other)``)."""
+    a, b, q = _quotient("remainder", input, other, "floor")
+    if _is_int(a) and _is_int(b):
+        return tensor(np.mod(a.numpy(), b.numpy()), device=a.device)
+    return a - q * b
+
+
+def fmod(input: Any, other: Any) -> Tensor:
+    """``input - trunc(input / other) * other``: C's ``fmod`` (the sign of ``input``)."""
+    a, b, q = _quotient("fmod", input, other, "trunc")
+    if _is_int(a) and _is_int(b):
+        return tensor(np.fmod(a.numpy(), b.numpy()), device=a.device)
+    return a - q * b
+
+
+def true_divide(input: Any, other: Any) -> Tensor:
+    """``input / other`` in floating point."""
+    a, b = _pair("true_divide", input, other)
+    return a / b
+
+
+def _div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """``input / other``; ``rounding_mode="trunc"`` or ``"floor"`` rounds the quotient
+    (integers stay integers)."""
+    if rounding_mode is None:
+        a, b = _pair("div", input, other)
+        return a / b
+    if rounding_mode not in ("trunc", "floor"):
+        raise ValueError(
+            f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}"
+        )
+    return _quotient("div", input, other, rounding_mode)[2]
+
+
+divide = div = _div
+
+
+def multiply(input: Any, other: Any) -> Tensor:
+    a, b = _pair("multiply", input, other)
+    return a * b
+
+
+def subtract(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    a, b = _pair("subtract", input, other)
+    return a - (b if alpha == 1 else b * alpha)
+
+
+def negative(input: Tensor) -> Tensor:
+    return -_check_tensor("negative", "input", input)
+
+
+def absolute(input: Tensor) -> Tensor:
+    return _check_tensor("absolute", "input", input).abs()
+
+
+def _compare(name: str, method: str) -> Any:
+    def fn(input: Tensor, other: Any) -> Tensor:
+        return getattr(_check_tensor(name, "input", input), method)(other)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise ``input {method} other`` as a bool tensor."
+    return fn
+
+
+eq = _compare("eq", "__eq__")
+ne = _compare("ne", "__ne__")
+lt = _compare("lt", "__lt__")
+le = _compare("le", "__le__")
+gt = _compare("gt", "__gt__")
+ge = _compare("ge", "__ge__")
+
+
+# ------------------------------------------------------------------------ elementwise
+
+
+def _float(op: str, x: Any) -> Tensor:
+    x = _check_tensor(op, "input", x)
+    if x.dtype.kind != "f":
+        x = x.astype(_dtype_name(_core_default_float()))
+    return x
+
+
+def asinh(input: Tensor) -> Tensor:
+    """Inverse hyperbolic sine, accurate near 0 and for large ``|x|``."""
+    x = _float("asinh", input)
+    a = _core.where(x < 0, -x, x)  # |x|, with gradient +-1 on each side of 0
+    v = (a + a * a / (1.0 + (a * a + 1.0).sqrt())).log1p()
+    return _core.where(x < 0, -v, v)
+
+
+def acosh(input: Tensor) -> Tensor:
+    """Inverse hyperbolic cosine (NaN below 1)."""
+    x = _float("acosh", input)
+    return (x + (x * x - 1.0).sqrt()).log()
+
+
+def atanh(input: Tensor) -> Tensor:
+    """Inverse hyperbolic tangent (+-inf at +-1, NaN beyond)."""
+    x = _float("atanh", input)
+    return 0.5 * (2.0 * x / (1.0 - x)).log1p()
+
+
+arcsinh, arccosh, arctanh = asinh, acosh, atanh
+
+
+def arcsin(input: Tensor) -> Tensor:
+    return _check_tensor("arcsin", "input", input).asin()
+
+
+def arccos(input: Tensor) -> Tensor:
+    return _check_tensor("arccos", "input", input).acos()
+
+
+def arctan(input: Tensor) -> Tensor:
+    return _check_tensor("arctan", "input", input).atan()
+
+
+def arctan2(input: Tensor, other: Tensor) -> Tensor:
+    return _core.atan2(input, other)
+
+
+def frac(input: Tensor) -> Tensor:
+    """``x - trunc(x)`` (gradient 1)."""
+    x = _check_tensor("frac", "input", input)
+    return x - x.detach().trunc()
+
+
+def fix(input: Tensor) -> Tensor:
+    return _check_tensor("fix", "input", input).trunc()
+
+
+def deg2rad(input: Tensor) -> Tensor:
+    return _float("deg2rad", input) * (math.pi / 180.0)
+
+
+def rad2deg(input: Tensor) -> Tensor:
+    return _float("rad2deg", input) * (180.0 / math.pi)
+
+
+def logaddexp(input: Tensor, other: Tensor) -> Tensor:
+    """``log(exp(input) + exp(other))`` without overflow."""
+    a, b = _pair("logaddexp", input, other)
+    shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    both = _core.stack([a.broadcast_to(*shape), b.broadcast_to(*shape)], 0)
+    return both.logsumexp(0)
+
+
+def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
+    """``log2(2**input + 2**other)`` without overflow."""
+    ln2 = math.log(2.0)
+    a, b = _pair("logaddexp2", input, other)
+    return logaddexp(a * ln2, b * ln2) / ln2
+
+
+def hypot(input: Tensor, other: Tensor) -> Tensor:
+    """``sqrt(input**2 + other**2)``."""
+    a, b = _pair("hypot", input, other)
+    return (a * a + b * b).sqrt()
+
+
+def xlogy(input: Any, other: Any) -> Tensor:
+    """``input * log(other)``, 0 where ``input`` is 0 (also where ``other`` is 0 or inf;
+    NaN ``other`` gives NaN). The gradient in ``input`` is ``log(other)``, as PyTorch's."""
+    x, y = _pair("xlogy", input, other)
+    blow_up = (x == 0) & ((y == 0) | y.isinf())
+    safe = _core.where(blow_up, _core.ones_like(y), y)
+    return x * safe.log()
+
+
+def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    """``log(p / (1 - p))``; with ``eps``, ``p`` is first clamped to ``[eps, 1 - eps]``."""
+    p = _float("logit", input)
+    if eps is not None:
+        p = p.clamp(eps, 1.0 - eps)
+    return (p / (1.0 - p)).log()
+
+
+def sinc(input: Tensor) -> Tensor:
+    """``sin(pi x) / (pi x)``, 1 at 0 (gradient 0 there)."""
+    x = _float("sinc", input)
+    zero = x == 0
+    safe = _core.where(zero, _core.ones_like(x), x) * math.pi
+    return _core.where(zero, _core.ones_like(x), safe.sin() / safe)
+
+
+def heaviside(input: Tensor, values: Any) -> Tensor:
+    """0 where ``input < 0``, 1 where ``> 0``, ``values`` where 0 (no gradient)."""
+    x, v = _pair("heaviside", input, values)
+    step = (x > 0).astype(_dtype_name(x.dtype))
+    return _core.where(x == 0, v.astype(_dtype_name(x.dtype)), step).detach()
+
+
+def copysign(input: Any, other: Any) -> Tensor:
+    """``|input|`` with the sign of ``other`` (``-0.0`` counts as negative)."""
+    a, b = _pair("copysign", input, other)
+    a = _float("copysign", a)
+    bd = b.detach()
+    neg = (bd < 0) | ((bd == 0) & ((1.0 / bd.astype(_dtype_name(a.dtype))) < 0))
+    mag = _core.where(a < 0, -a, a)
+    return _core.where(neg, -mag, mag)
+
+
+def float_power(input: Any, exponent: Any) -> Tensor:
+    """``input ** exponent`` in float64."""
+    a, b = _pair("float_power", input, exponent)
+    return a.astype("float64") ** b.astype("float64")
+
+
+def fmax(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise maximum that ignores a NaN (NaN only where both are)."""
+    a, b = _pair("fmax", input, other)
+    m = _core.maximum(a, b)
+    return _core.where(a.isnan(), b + 0 * m, _core.where(b.isnan(), a + 0 * m, m))
+
+
+def fmin(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise minimum that ignores a NaN (NaN only where both are)."""
+    a, b = _pair("fmin", input, other)
+    m = _core.minimum(a, b)
+    return _core.where(a.isnan(), b + 0 * m, _core.where(b.isnan(), a + 0 * m, m))
+
+
+# ------------------------------------------------------------------------ reductions
+
+
+_KthResult = _values_indices("kthvalue")
+_MedianResult = _values_indices("median")
+_CumMaxResult = _values_indices("cummax")
+_CumMinResult = _values_indices("cummin")
+
+
+def _pick_sorted(op: str, x: Tensor, dim: int, k: int, keepdim: bool, result: type) -> Any:
+    """Entry ``k`` (0-based) of ``x`` sorted along ``dim``: ``(values, indices)``."""
+    s = sort(x, dim)
+    idx = s.indices.narrow(dim, k, 1)
+    values = gather(x, dim, idx)
+    if not keepdim:
+        values, idx = values.squeeze(dim), idx.squeeze(dim)
+    return result(values, idx)
+
+
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Any:
+    """``(values, indices)`` of the ``k``-th smallest entry (1-based) along ``dim``."""
+    x = _check_tensor("kthvalue", "input", input)
+    k = _int("kthvalue", "k", k)
+    if x.ndim == 0:
+        x1 = x.reshape(1)
+        if k != 1:
+            raise IndexError(f"kthvalue: k={k} out of range for a 0-d tensor")
+        r = _pick_sorted("kthvalue", x1, 0, 0, False, _KthResult)
+        return _KthResult(r.values.reshape(), r.indices.reshape())
+    d = _dim("kthvalue", x, dim)
+    n = x.shape[d]
+    if not 1 <= k <= n:
+        raise IndexError(f"kthvalue: k={k} is out of range for dim {d} of size {n}")
+    return _pick_sorted("kthvalue", x, d, k - 1, bool(keepdim), _KthResult)
+
+
+def median(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    """The median (the lower of the two middle entries for an even count, as PyTorch);
+    with ``dim``, ``(values, indices)``. The gradient goes to the chosen entry."""
+    x = _check_tensor("median", "input", input)
+    if dim is None:
+        flat = x.reshape(-1)
+        if flat.shape[0] == 0:
+            raise ValueError("median: the input is empty")
+        if bool(flat.detach().isnan().any()):
+            return flat[int(np.argmax(np.isnan(flat.numpy())))]
+        return _pick_sorted("median", flat, 0, (flat.shape[0] - 1) // 2, False, _MedianResult)[0]
+    if x.ndim == 0:
+        return _MedianResult(x, _core.zeros((), dtype="int64", device=x.device))
+    d = _dim("median", x, dim)
+    n = x.shape[d]
+    if n == 0:
+        raise ValueError(f"median: dim {d} is empty")
+    return _pick_sorted("median", x, d, (n - 1) // 2, bool(keepdim), _MedianResult)
+
+
+def quantile(
+    input: Tensor,
+    q: Any,
+    dim: Any = None,
+    keepdim: bool = False,
+    *,
+    interpolation: str = "linear",
+) -> Tensor:
+    """The ``q``-quantiles (a number or a 1-D tensor in [0, 1]) along ``dim`` (of the
+    flattened input by default); ``interpolation``: linear, lower, higher, midpoint,
+    nearest. A 1-D ``q`` adds a leading axis."""
+    x = _float("quantile", input)
+    qs = q.numpy() if isinstance(q, Tensor) else np.asarray(q, dtype=np.float64)
+    if qs.ndim > 1:
+        raise ShapeError(f"quantile: q must be a number or 1-D, got shape {list(qs.shape)}")
+    if np.any((qs < 0) | (qs > 1)) or np.any(np.isnan(qs)):
+        raise ValueError(f"quantile: q must be in [0, 1], got {qs.tolist()}")
+    modes = ("linear", "lower", "higher", "midpoint", "nearest")
+    if interpolation not in modes:
+        raise ValueError(f"quantile: interpolation must be one of {modes}, got {interpolation!r}")
+    if dim is None:
+        x, d = x.reshape(-1), 0
+    else:
+        d = _dim("quantile", x, dim)
+    n = x.shape[d]
+    if n == 0:
+        raise ValueError("quantile: the input is empty along dim")
+    s = sort(x, d).values
+    out = []
+    for qi in np.atleast_1d(qs):
+        pos = qi * (n - 1)
+        lo = math.floor(pos)
+        hi = builtins.min(lo + 1, n - 1)
+        frac_ = pos - lo
+        if interpolation == "lower":
+            hi, frac_ = lo, 0.0
+        elif interpolation == "higher":
+            lo = hi = math.ceil(pos)
+            frac_ = 0.0
+        elif interpolation == "nearest":
+            lo = hi = int(np.round(pos))  # half to even, as PyTorch
+            frac_ = 0.0
+        elif interpolation == "midpoint":
+            frac_ = 0.5 if hi != lo and frac_ > 0 else 0.0
+        a = s.narrow(d, lo, 1)
+        v = a if frac_ == 0.0 else a + (s.narrow(d, hi, 1) - a) * frac_
+        if dim is None:
+            v = v.reshape(*([1] * input.ndim)) if keepdim else v.reshape(())
+        elif not keepdim:
+            v = v.squeeze(d)
+        out.append(v)
+    if qs.ndim == 0:
+        return out[0]
+    return _core.stack(out, 0)
+
+
+def nansum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """The sum with NaN counted as zero."""
+    x = _check_tensor("nansum", "input", input)
+    if dtype is not None:
+        x = x.astype(_dtype_name(dtype))
+    if x.dtype.kind == "f":
+        x = _core.where(x.isnan(), _core.zeros_like(x), x)
+    return x.sum(dim=dim, keepdim=keepdim) if dim is not None else x.sum()
+
+
+def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """The mean of the entries that are not NaN (NaN where all are)."""
+    x = _float("nanmean", input)
+    if dtype is not None:
+        x = x.astype(_dtype_name(dtype))
+    keep = ~x.isnan()
+    total = nansum(x, dim, keepdim)
+    count = keep.astype(_dtype_name(x.dtype))
+    count = count.sum(dim=dim, keepdim=keepdim) if dim is not None else count.sum()
+    return total / count
+
+
+def _std_var_mean(op: str, stat: str, input: Tensor, args: tuple, kwargs: dict) -> tuple:
+    x = _check_tensor(op, "input", input)
+    s = getattr(x, stat)(*args, **kwargs)
+    dim = kwargs.get("dim", args[0] if args else None)
+    keepdim = kwargs.get("keepdim", False)
+    m = x.mean(dim=dim, keepdim=keepdim) if dim is not None else x.mean()
+    if dim is None and keepdim:
+        m = m.reshape(*([1] * x.ndim))
+    return s, m
+
+
+def std_mean(input: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+    """``(std, mean)`` over the same axes (``std``'s arguments)."""
+    return _std_var_mean("std_mean", "std", input, args, kwargs)
+
+
+def var_mean(input: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+    """``(var, mean)`` over the same axes (``var``'s arguments)."""
+    return _std_var_mean("var_mean", "var", input, args, kwargs)
+
+
+_AminmaxResult = namedtuple("aminmax", ["min", "max"])
+
+
+def aminmax(input: Tensor, *, dim: Any = None, keepdim: bool = False) -> Any:
+    """``(min, max)`` over ``dim`` (all entries by default)."""
+    x = _check_tensor("aminmax", "input", input)
+    if dim is None:
+        lo, hi = x.min(), x.max()
+        if keepdim:
+            lo, hi = lo.reshape(*([1] * x.ndim)), hi.reshape(*([1] * x.ndim))
+        return _AminmaxResult(lo, hi)
+    d = _dim("aminmax", x, dim)
+    return _AminmaxResult(x.amin(d, keepdim), x.amax(d, keepdim))
+
+
+def _cum_extreme(op: str, input: Tensor, dim: int, largest: bool, result: type) -> Any:
+    x = _check_tensor(op, "input", input)
+    if x.ndim == 0:
+        return result(x, _core.zeros((), dtype="int64", device=x.device))
+    d = _dim(op, x, dim)
+    a = np.moveaxis(x.numpy(), d, -1)
+    n = a.shape[-1]
+    idx = np.zeros(a.shape, dtype=np.int64)
+    if n:
+        best = a[..., 0].copy()
+        cur = np.zeros(a.shape[:-1], dtype=np.int64)
+        for i in range(n):
+            v = a[..., i]
+            # ties take the later index, NaN wins and stays (as PyTorch)
+            better = (v >= best) if largest else (v <= best)
+            better |= np.isnan(v)
+            better &= ~(np.isnan(best) & ~np.isnan(v))
+            cur = np.where(better, i, cur)
+            best = np.where(better, v, best)
+            idx[..., i] = cur
+    index = tensor(np.moveaxis(idx, -1, d), dtype="int64", device=x.device)
+    return result(gather(x, d, index), index)
+
+
+def cummax(input: Tensor, dim: int) -> Any:
+    """``(values, indices)`` of the running maximum along ``dim``."""
+    return _cum_extreme("cummax", input, dim, True, _CumMaxResult)
+
+
+def cummin(input: Tensor, dim: int) -> Any:
+    """``(values, indices)`` of the running minimum along ``dim``."""
+    return _cum_extreme("cummin", input, dim, False, _CumMinResult)
+
+
+# ------------------------------------------------------------------------ shapes
+
+
+def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along ``dim``, as a tuple (each without that axis)."""
+    x = _check_tensor("unbind", "input", input)
+    if x.ndim == 0:
+        raise ShapeError("unbind: a 0-d tensor has no axis to unbind")
+    d = _dim("unbind", x, dim)
+    return tuple(x.narrow(d, i, 1).squeeze(d) for i in range(x.shape[d]))
+
+
+def diff(
+    input: Tensor, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None
+) -> Tensor:
+    """The ``n``-th forward difference along ``dim`` (after joining ``prepend``/``append``)."""
+    x = _check_tensor("diff", "input", input)
+    if x.ndim == 0:
+        raise ShapeError("diff: expected a tensor of at least 1 dimension")
+    d = _dim("diff", x, dim)
+    n = _int("diff", "n", n)
+    if n < 0:
+        raise ValueError(f"diff: n must be non-negative, got {n}")
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        parts = [
+            p if isinstance(p, Tensor) else tensor(p, dtype=_dtype_name(x.dtype), device=x.device)
+            for p in parts
+        ]
+        x = _core.concat(parts, d)
+    for _ in range(n):
+        m = x.shape[d]
+        if m == 0:
+            break
+        hi, lo = x.narrow(d, 1, m - 1), x.narrow(d, 0, m - 1)
+        x = (hi != lo) if x.dtype.kind == "b" else hi - lo
+    return x
+
+
+def _atleast(op: str, k: int, tensors: tuple) -> Any:
+    ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+    out = []
+    for t in ts:
+        t = _check_tensor(op, "tensors", t)
+        if t.ndim < k:
+            if k == 3 and t.ndim == 2:
+                t = t.reshape(*t.shape, 1)
+            elif k == 3 and t.ndim == 1:
+                t = t.reshape(1, t.shape[0], 1)
+            else:
+                t = t.reshape(*([1] * (k - t.ndim)), *t.shape)
+        out.append(t)
+    if len(tensors) == 1 and not isinstance(tensors[0], (list, tuple)):
+        return out[0]
+    return tuple(out)
+
+
+def atleast_1d(*tensors: Any) -> Any:
+    return _atleast("atleast_1d", 1, tensors)
+
+
+def atleast_2d(*tensors: Any) -> Any:
+    return _atleast("atleast_2d", 2, tensors)
+
+
+def atleast_3d(*tensors: Any) -> Any:
+    return _atleast("atleast_3d", 3, tensors)
+
+
+def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
+    """Rotates by 90 degrees ``k`` times in the plane of ``dims`` (from the first axis
+    toward the second)."""
+    x = _check_tensor("rot90", "input", input)
+    if len(dims) != 2:
+        raise ValueError(f"rot90: dims must name two axes, got {list(dims)}")
+    a, b = (_dim("rot90", x, d, "dims") for d in dims)
+    if a == b:
+        raise ValueError(f"rot90: dims must be different axes, got {list(dims)}")
+    k = _int("rot90", "k", k) % 4
+    if k == 1:
+        return x.flip(b).swapaxes(a, b)
+    if k == 2:
+        return x.flip(a).flip(b)
+    if k == 3:
+        return x.swapaxes(a, b).flip(b)
+    return x
+
+
+def fliplr(input: Tensor) -> Tensor:
+    x = _check_tensor("fliplr", "input", input)
+    if x.ndim < 2:
+        raise ShapeError(f"fliplr: input must be at least 2-D, got shape {list(x.shape)}")
+    return x.flip(1)
+
+
+def flipud(input: Tensor) -> Tensor:
+    x = _check_tensor("flipud", "input", input)
+    if x.ndim < 1:
+        raise ShapeError("flipud: input must be at least 1-D")
+    return x.flip(0)
+
+
+def _tri_indices(op: str, row: int, col: int, offset: int, upper: bool, device: Any) -> Tensor:
+    r, c = (np.triu_indices if upper else np.tril_indices)(
+        _int(op, "row", row), _int(op, "offset", offset), _int(op, "col", col)
+    )
+    return tensor(np.stack([r, c]).astype(np.int64), device=device)
+
+
+def tril_indices(
+    row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """The ``(2, N)`` coordinates of the lower triangle of a ``row x col`` matrix."""
+    out = _tri_indices("tril_indices", row, col, offset, False, device)
+    return out if dtype is None else out.astype(_dtype_name(dtype))
+
+
+def triu_indices(
+    row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """The ``(2, N)`` coordinates of the upper triangle of a ``row x col`` matrix."""
+    out = _tri_indices("triu_indices", row, col, offset, True, device)
+    return out if dtype is None else out.astype(_dtype_name(dtype))
+
+
+def block_diag(*tensors: Tensor) -> Tensor:
+    """The block-diagonal matrix of the given 0-, 1- or 2-D tensors."""
+    if not tensors:
+        raise ValueError("block_diag: expected at least one tensor")
+    mats = []
+    for t in tensors:
+        t = _check_tensor("block_diag", "tensors", t)
+        if t.ndim > 2:
+            raise ShapeError(f"block_diag: tensors must be at most 2-D, got {list(t.shape)}")
+        mats.append(t.reshape(*([1] * (2 - t.ndim)), *t.shape))
+    total = builtins.sum(m.shape[1] for m in mats)
+    rows, left = [], 0
+    for m in mats:
+        w = m.shape[1]
+        h = m.shape[0]
+        parts = [
+            _core.zeros((h, left), dtype=_dtype_name(m.dtype), device=m.device),
+            m,
+            _core.zeros((h, total - left - w), dtype=_dtype_name(m.dtype), device=m.device),
+        ]
+        rows.append(_core.concat(parts, 1))
+        left += w
+    return _core.concat(rows, 0)
+
+
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    """The Kronecker product (the shorter shape padded with leading 1s)."""
+    a = _check_tensor("kron", "input", input)
+    b = _check_tensor("kron", "other", other)
+    n = builtins.max(a.ndim, b.ndim)
+    a = a.reshape(*([1] * (n - a.ndim)), *a.shape)
+    b = b.reshape(*([1] * (n - b.ndim)), *b.shape)
+    ea = a.reshape(*[s for d in a.shape for s in (d, 1)])
+    eb = b.reshape(*[s for d in b.shape for s in (1, d)])
+    out = ea * eb
+    return out.reshape(*[x * y for x, y in zip(a.shape, b.shape)])
+
+
+def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
+    """Contracts the last ``dims`` axes of ``a`` with the first of ``b``, or the axis lists
+    ``dims = (axes_a, axes_b)``."""
+    a = _check_tensor("tensordot", "a", a)
+    b = _check_tensor("tensordot", "b", b)
+    if isinstance(dims, (int, np.integer)):
+        k = _int("tensordot", "dims", dims)
+        if k < 0 or k > builtins.min(a.ndim, b.ndim):
+            raise ValueError(
+                f"tensordot: dims={k} is out of range for shapes {list(a.shape)} "
+                f"and {list(b.shape)}"
+            )
+        ax_a, ax_b = list(range(a.ndim - k, a.ndim)), list(range(k))
+    else:
+        da, db = dims
+        ax_a = [_dim("tensordot", a, d, "dims") for d in np.atleast_1d(da).tolist()]
+        ax_b = [_dim("tensordot", b, d, "dims") for d in np.atleast_1d(db).tolist()]
+        if len(ax_a) != len(ax_b):
+            raise ValueError(f"tensordot: {len(ax_a)} axes of a against {len(ax_b)} of b")
+    for i, j in zip(ax_a, ax_b):
+        if a.shape[i] != b.shape[j]:
+            raise ShapeError(
+                f"tensordot: axis {i} of a (size {a.shape[i]}) does not match "
+                f"axis {j} of b (size {b.shape[j]})"
+            )
+    free_a = [i for i in range(a.ndim) if i not in ax_a]
+    free_b = [j for j in range(b.ndim) if j not in ax_b]
+    k = int(np.prod([a.shape[i] for i in ax_a])) if ax_a else 1
+    am = a.permute(*free_a, *ax_a).reshape(-1, k)
+    bm = b.permute(*ax_b, *free_b).reshape(k, -1)
+    out_shape = [a.shape[i] for i in free_a] + [b.shape[j] for j in free_b]
+    return (am @ bm).reshape(*out_shape)
+
+
+def inner(input: Tensor, other: Tensor) -> Tensor:
+    """Sums over the last axis of both (a product for 0-d operands)."""
+    a = _check_tensor("inner", "input", input)
+    b = _check_tensor("inner", "other", other)
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    return tensordot(a, b, ([a.ndim - 1], [b.ndim - 1]))
+
+
+def take(input: Tensor, index: Tensor) -> Tensor:
+    """Entries of the flattened ``input`` at ``index`` (its shape)."""
+    x = _check_tensor("take", "input", input)
+    idx = _check_tensor("take", "index", index)
+    flat = x.reshape(-1)
+    n = flat.shape[0]
+    ii = idx.numpy().astype(np.int64)
+    if ii.size and (ii.min() < -n or ii.max() >= n):
+        raise IndexError(f"take: an index is out of range for {n} entries")
+    ii = np.where(ii < 0, ii + n, ii)
+    pos = tensor(ii.reshape(-1), dtype="int64", device=x.device)
+    return _core.index_select(flat, 0, pos).reshape(*ii.shape)
+
+
+def column_stack(tensors: Sequence[Tensor]) -> Tensor:
+    """Stacks 0-/1-D tensors as columns (and 2-D ones side by side)."""
+    cols = []
+    for t in tensors:
+        t = _check_tensor("column_stack", "tensors", t)
+        cols.append(t.reshape(-1, 1) if t.ndim <= 1 else t)
+    return _core.concat(cols, 1)
+
+
+def row_stack(tensors: Sequence[Tensor]) -> Tensor:
+    from ._torch_compat import vstack
+
+    return vstack(tensors)
+
+
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    """Every combination of entries of the given 1-D tensors, one per row."""
+    from ._torch_compat import meshgrid
+
+    ts = [_check_tensor("cartesian_prod", "tensors", t) for t in tensors]
+    for t in ts:
+        if t.ndim != 1:
+            raise ShapeError(f"cartesian_prod: tensors must be 1-D, got {list(t.shape)}")
+    if len(ts) == 1:
+        return ts[0]
+    grids = meshgrid(*ts, indexing="ij")
+    return _core.stack([g.reshape(-1) for g in grids], 1)
+
+
+# ------------------------------------------------------------------------ search and count
+
+
+def searchsorted(
+    sorted_sequence: Tensor,
+    values: Any,
+    *,
+    out_int32: bool = False,
+    right: bool = False,
+    side: str | None = None,
+    sorter: Any = None,
+) -> Tensor:
+    """Where each of ``values`` would go in ``sorted_sequence`` (the last axis; leading axes
+    pair up) to keep it sorted: the first such place, or the last with ``right=True`` /
+    ``side="right"``. int64 (int32 with ``out_int32``), no gradient."""
+    seq = _check_tensor("searchsorted", "sorted_sequence", sorted_sequence)
+    if side is not None:
+        if side not in ("left", "right"):
+            raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+        if right and side == "left":
+            raise ValueError("searchsorted: right=True contradicts side='left'")
+        right = side == "right"
+    scalar = not isinstance(values, Tensor)
+    v = values.numpy() if isinstance(values, Tensor) else np.asarray(values)
+    s = seq.numpy()
+    if sorter is not None:
+        order = sorter.numpy() if isinstance(sorter, Tensor) else np.asarray(sorter)
+        s = np.take_along_axis(s, order.astype(np.int64), -1)
+    how = "right" if right else "left"
+    if s.ndim == 1:
+        out = np.searchsorted(s, v, side=how)
+    else:
+        if v.shape[:-1] != s.shape[:-1]:
+            raise ShapeError(
+                f"searchsorted: the leading axes of values {list(v.shape)} must match those "
+                f"of sorted_sequence {list(s.shape)}"
+            )
+        rows_s = s.reshape(-1, s.shape[-1])
+        rows_v = v.reshape(-1, v.shape[-1])
+        out = np.stack([np.searchsorted(a, b, side=how) for a, b in zip(rows_s, rows_v)])
+        out = out.reshape(v.shape)
+    out = np.asarray(out, dtype=np.int32 if out_int32 else np.int64)
+    if scalar and out.ndim == 0:
+        return tensor(out, device=seq.device)
+    return tensor(out, device=seq.device)
+
+
+def bucketize(
+    input: Any, boundaries: Tensor, *, out_int32: bool = False, right: bool = False
+) -> Tensor:
+    """The bucket of each entry of ``input`` among the sorted 1-D ``boundaries``
+    (``boundaries[i-1] < x <= boundaries[i]``, or ``<=``/``<`` with ``right=True``)."""
+    b = _check_tensor("bucketize", "boundaries", boundaries)
+    if b.ndim != 1:
+        raise ShapeError(f"bucketize: boundaries must be 1-D, got shape {list(b.shape)}")
+    v = input.numpy() if isinstance(input, Tensor) else np.asarray(input)
+    out = np.searchsorted(b.numpy(), v, side="right" if right else "left")
+    return tensor(np.asarray(out, dtype=np.int32 if out_int32 else np.int64), device=b.device)
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """Counts of each non-negative integer in the 1-D ``input`` (sums of ``weights`` when
+    given; no gradient)."""
+    x = _check_tensor("bincount", "input", input)
+    if x.ndim != 1 or x.dtype.kind not in "iu":
+        raise ShapeError(
+            f"bincount: input must be a 1-D integer tensor, got {x.dtype} of shape {list(x.shape)}"
+        )
+    xs = x.numpy()
+    if xs.size and xs.min() < 0:
+        raise ValueError("bincount: input must be non-negative")
+    w = None if weights is None else _check_tensor("bincount", "weights", weights).numpy()
+    out = np.bincount(xs, weights=w, minlength=_int("bincount", "minlength", minlength))
+    if weights is None:
+        return tensor(out.astype(np.int64), device=x.device)
+    return tensor(out.astype(weights.numpy().dtype), device=x.device)
+
+
+def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
+    """A histogram of ``bins`` equal bins over ``[min, max]`` (the data's range when both
+    are 0); entries outside are ignored. No gradient."""
+    x = _float("histc", input)
+    bins = _int("histc", "bins", bins)
+    if bins <= 0:
+        raise ValueError(f"histc: bins must be positive, got {bins}")
+    a = x.numpy().reshape(-1)
+    lo, hi = _as_builtin_float(min), _as_builtin_float(max)
+    if lo == 0 and hi == 0 and a.size:
+        lo, hi = _as_builtin_float(a.min()), _as_builtin_float(a.max())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if lo > hi:
+        raise ValueError(f"histc: max ({hi}) must be at least min ({lo})")
+    counts, _ = np.histogram(a, bins=bins, range=(lo, hi))
+    return tensor(counts.astype(a.dtype), device=x.device)
+
+
+# ------------------------------------------------------------------------ Tensor methods
+
+
+def _cuda(self: Tensor, device: Any = None, non_blocking: bool = False, **_: Any) -> Tensor:
+    """This tensor on a CUDA device (``cuda:0`` by default)."""
+    if device is None:
+        name = "cuda"
+    elif isinstance(device, (int, np.integer)):
+        name = f"cuda:{int(device)}"
+    else:
+        name = str(device)
+    return self.to(name)
+
+
+def _stride(self: Tensor, dim: Any = None) -> Any:
+    """The step in elements between neighbours along each axis (or along ``dim``)."""
+    strides = tuple(self._data_key[3])
+    if dim is None:
+        return strides
+    return strides[_dim("stride", self, dim)]
+
+
+def _trace_method(self: Tensor) -> Tensor:
+    """The sum of the main diagonal of a matrix."""
+    if self.ndim != 2:
+        raise ShapeError(f"trace: expected a matrix, got shape {list(self.shape)}")
+    return self.diagonal().sum()
+
+
+def _with_dtype(name: str, engine: Any) -> Any:
+    def method(self: Tensor, *args: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
+        if dtype is not None:
+            self = self.astype(_dtype_name(dtype))
+        return engine(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = engine.__doc__
+    return method
+
+
+def _round(engine: Any) -> Any:
+    def method(self: Tensor, *args: Any, decimals: int = 0) -> Tensor:
+        if args:
+            decimals = args[0]
+        decimals = _int("round", "decimals", decimals)
+        if decimals == 0:
+            return engine(self)
+        scale = 10.0**decimals
+        return engine(self * scale) / scale
+
+    method.__name__ = "round"
+    method.__doc__ = "Rounds half to even, to ``decimals`` decimal places (0 by default)."
+    return method
+
+
+def _where_method(self: Tensor, condition: Any, y: Any) -> Tensor:
+    """``self`` where ``condition`` holds, else ``y``."""
+    return _core.where(condition, self, y)
+
+
+def _bitwise(name: str, op: Any) -> Any:
+    def method(self: Tensor, other: Any) -> Tensor:
+        if self.dtype.kind != "b" or (isinstance(other, Tensor) and other.dtype.kind != "b"):
+            raise TypeError(f"{name}: only bool tensors are supported, got {self.dtype}")
+        return op(self, other)
+
+    method.__name__ = name
+    return method
+
+
+def _install() -> None:
+    methods: dict[str, Any] = {
+        "__mod__": remainder,
+        "__rmod__": lambda self, other: remainder(other, self),
+        "__floordiv__": floor_divide,
+        "__rfloordiv__": lambda self, other: floor_divide(other, self),
+        "remainder": remainder,
+        "fmod": fmod,
+        "floor_divide": floor_divide,
+        "true_divide": true_divide,
+        "divide": _div,
+        "multiply": multiply,
+        "subtract": subtract,
+        "negative": negative,
+        "absolute": absolute,
+        "asinh": asinh,
+        "acosh": acosh,
+        "atanh": atanh,
+        "arcsinh": asinh,
+        "arccosh": acosh,
+        "arctanh": atanh,
+        "arcsin": arcsin,
+        "arccos": arccos,
+        "arctan": arctan,
+        "arctan2": arctan2,
+        "frac": frac,
+        "fix": fix,
+        "deg2rad": deg2rad,
+        "rad2deg": rad2deg,
+        "logaddexp": logaddexp,
+        "logaddexp2": logaddexp2,
+        "hypot": hypot,
+        "xlogy": xlogy,
+        "logit": logit,
+        "sinc": sinc,
+        "heaviside": heaviside,
+        "copysign": copysign,
+        "float_power": float_power,
+        "fmax": fmax,
+        "fmin": fmin,
+        "kthvalue": kthvalue,
+        "median": median,
+        "quantile": quantile,
+        "nansum": nansum,
+        "nanmean": nanmean,
+        "aminmax": aminmax,
+        "cummax": cummax,
+        "cummin": cummin,
+        "unbind": unbind,
+        "diff": diff,
+        "rot90": rot90,
+        "fliplr": fliplr,
+        "flipud": flipud,
+        "kron": kron,
+        "inner": inner,
+        "take": take,
+        "bincount": bincount,
+        "histc": histc,
+        "cuda": _cuda,
+        "stride": _stride,
+        "trace": _trace_method,
+        "where": _where_method,
+        "pin_memory": lambda self, *a, **k: self,
+        "is_pinned": lambda self, *a, **k: False,
+        "share_memory_": lambda self: self,
+        "is_shared": lambda self: False,
+        "bitwise_and": _bitwise("bitwise_and", lambda a, b: a & b),
+        "bitwise_or": _bitwise("bitwise_or", lambda a, b: a | b),
+        "bitwise_xor": _bitwise("bitwise_xor", lambda a, b: a ^ b),
+        "bitwise_not": lambda self: _bitwise("bitwise_not", lambda a, b: ~a)(self, self),
+        "eq_": None,
+    }
+    for name, fn in methods.items():
+        if fn is None or name in Tensor.__dict__:
+            continue
+        setattr(Tensor, name, fn)
+    # arguments PyTorch programs pass to methods the engine defines
+    Tensor.div = _div
+    Tensor.sum = _with_dtype("sum", Tensor.sum)
+    Tensor.mean = _with_dtype("mean", Tensor.mean)
+    Tensor.cumsum = _with_dtype("cumsum", Tensor.cumsum)
+    Tensor.prod = _with_dtype("prod", Tensor.prod)
+    Tensor.round = _round(Tensor.round)
+
+
+_install()

@@ -1,0 +1,113 @@
+"""``torch.linalg``'s norms and products (``fg.linalg``): ``vector_norm``, ``matrix_norm``
+(Frobenius, 1, -1, inf, -inf), ``norm``, ``vecdot``, ``cross``, ``matmul``, ``diagonal``.
+Differentiable through ferrograd's ops. Decompositions (the nuclear and spectral norms,
+``inv``, ``solve``, ``svd``, ...) are not provided."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._core import ShapeError, Tensor
+from ._ops import _check_tensor, _dim
+from ._ops import norm as _norm
+from ._tensor import _dtype_name
+from ._torch_compat import cross as _cross
+from ._torch_compat import diagonal as _diagonal
+
+__all__ = ["cross", "diagonal", "matmul", "matrix_norm", "norm", "vecdot", "vector_norm"]
+
+
+def vector_norm(
+    x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
+) -> Tensor:
+    """The vector ``ord``-norm over ``dim`` (every entry by default): any real ``ord``,
+    ``inf``, ``-inf`` or 0 (the count of nonzeros)."""
+    x = _check_tensor("vector_norm", "x", x)
+    if isinstance(ord, str):
+        raise TypeError(f"vector_norm: ord must be a number, got {ord!r}")
+    if dtype is not None:
+        x = x.astype(_dtype_name(dtype))
+    if ord == -math.inf:
+        a = x.abs()
+        if dim is None:
+            out = a.min()
+            return out.reshape(*([1] * x.ndim)) if keepdim else out
+        return a.amin(dim, keepdim)
+    return _norm(x, ord, dim, keepdim)
+
+
+def _matrix_dims(op: str, a: Tensor, dim: Any) -> tuple[int, int]:
+    if a.ndim < 2:
+        raise ShapeError(f"{op}: expected a matrix (or a batch of them), got shape {list(a.shape)}")
+    if len(dim) != 2:
+        raise ValueError(f"{op}: dim must name two axes, got {dim}")
+    r, c = (_dim(op, a, d) for d in dim)
+    if r == c:
+        raise ValueError(f"{op}: dim must name two different axes, got {dim}")
+    return r, c
+
+
+def matrix_norm(
+    A: Tensor, ord: Any = "fro", dim: Any = (-2, -1), keepdim: bool = False, *, dtype: Any = None
+) -> Tensor:
+    """The matrix norm over the axes ``dim``: ``"fro"``, 1 / -1 (the largest / smallest
+    column sum of absolute values), ``inf`` / ``-inf`` (row sums)."""
+    A = _check_tensor("matrix_norm", "A", A)
+    if dtype is not None:
+        A = A.astype(_dtype_name(dtype))
+    r, c = _matrix_dims("matrix_norm", A, tuple(dim))
+    if ord == "fro":
+        out = (A * A).sum(dim=(r, c), keepdim=True).sqrt()
+    elif ord in (1, -1, math.inf, -math.inf):
+        over, then = (r, c) if ord in (1, -1) else (c, r)
+        sums = A.abs().sum(dim=over, keepdim=True)
+        out = sums.amax(then, True) if ord in (1, math.inf) else sums.amin(then, True)
+    elif ord in ("nuc", 2, -2):
+        raise NotImplementedError(
+            f"matrix_norm: ord={ord!r} needs singular values, which ferrograd does not compute"
+        )
+    else:
+        raise ValueError(f"matrix_norm: ord must be 'fro', 1, -1, inf or -inf, got {ord!r}")
+    return out if keepdim else out.squeeze((r, c))
+
+
+def norm(
+    A: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
+) -> Tensor:
+    """``vector_norm`` or ``matrix_norm`` as ``torch.linalg.norm`` picks: a matrix norm when
+    ``dim`` names two axes (or, with ``ord`` given and no ``dim``, for a 2-D input); the
+    2-norm of every entry when neither is given."""
+    A = _check_tensor("norm", "A", A)
+    if isinstance(dim, int):
+        dim = (dim,)
+    if dim is not None and len(dim) == 2:
+        return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
+    if dim is None and ord is not None:
+        if A.ndim == 2:
+            return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+        if A.ndim != 1:
+            raise ShapeError(
+                f"norm: with ord and no dim the input must be 1-D or 2-D, got shape {list(A.shape)}"
+            )
+    return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+
+
+def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
+    """The dot product of ``x`` and ``y`` along ``dim`` (broadcast)."""
+    x, y = _check_tensor("vecdot", "x", x), _check_tensor("vecdot", "y", y)
+    return (x * y).sum(dim=dim)
+
+
+def cross(input: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (the last axis by default)."""
+    return _cross(input, other, dim)
+
+
+def matmul(input: Tensor, other: Tensor) -> Tensor:
+    return _check_tensor("matmul", "input", input) @ other
+
+
+def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """The diagonals of the matrices in ``A`` (the last two axes by default)."""
+    return _diagonal(A, offset, dim1, dim2)
