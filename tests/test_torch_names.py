@@ -345,3 +345,24 @@ def test_inplace_scatter_index_methods_and_random_fills_match_torch():
     r = fg.zeros(50, dtype="int64").random_(2, 5).numpy()
     assert r.min() >= 2 and r.max() < 5
     assert float(fg.zeros(50).log_normal_().min()) > 0
+
+
+@pytest.mark.parametrize(
+    "eq,shapes",
+    [
+        ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+        ("...ij,...jk", [(1, 3, 4), (6, 4, 5)]),
+        ("bi...,bj...->bij...", [(2, 3, 4), (2, 5, 4)]),
+        ("ii->i", [(3, 3)]),
+        ("ii", [(3, 3)]),
+        ("...ii->...i", [(2, 3, 3)]),
+        ("i...->...", [(3, 2, 2)]),
+        ("ij,j...->i...", [(3, 4), (4,)]),
+        ("bii,bjk->bijk", [(2, 3, 3), (2, 2, 2)]),
+        ("...,...->...", [(3,), (2, 3)]),
+        ("iij,kk->j", [(2, 2, 3), (4, 4)]),
+    ],
+)
+def test_einsum_ellipsis_and_diagonals(eq, shapes):
+    arrays = [rng.standard_normal(s) for s in shapes]
+    _compare(lambda m, *xs: m.einsum(eq, *xs), *arrays)

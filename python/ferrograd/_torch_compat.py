@@ -192,37 +192,74 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
     return a.reshape(-1, 1) * b.reshape(1, -1)
 
 
-def _einsum_parse(equation: str, n: int) -> tuple[list[str], str]:
+def _einsum_parse(equation: str, xs: list[Tensor]) -> tuple[list[str], str]:
+    """The subscripts of each operand and of the output, with ``...`` replaced by capital
+    letters (the broadcast axes, aligned on the right as numpy and PyTorch align them)."""
     eq = equation.replace(" ", "")
-    if "." in eq:
-        raise NotImplementedError("einsum: ellipsis ('...') is not supported yet")
     lhs, arrow, out = eq.partition("->")
     ins = lhs.split(",")
-    if len(ins) != n:
-        raise ValueError(f"einsum: the equation has {len(ins)} operands, got {n} tensors")
+    if len(ins) != len(xs):
+        raise ValueError(f"einsum: the equation has {len(ins)} operands, got {len(xs)} tensors")
     for s in ins + [out]:
-        if not builtins.all(c.isalpha() for c in s):
-            raise ValueError(f"einsum: subscripts must be letters, got {equation!r}")
-    if not arrow:
+        rest = s.replace("...", "", 1)
+        if not builtins.all(c.isalpha() for c in rest):
+            raise ValueError(
+                f"einsum: subscripts must be letters (and one '...'), got {equation!r}"
+            )
+    used = set(eq)
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used]
+    widest = 0
+    for i, (s, x) in enumerate(zip(ins, xs)):
+        if "..." in s:
+            k = x.ndim - (len(s) - 3)
+            if k < 0:
+                raise ShapeError(
+                    f"einsum: subscripts {s!r} name more axes than operand {i} of shape "
+                    f"{list(x.shape)} has"
+                )
+            widest = builtins.max(widest, k)
+    if widest > len(spare):
+        raise ValueError("einsum: too many axes under '...'")
+    lead = spare[:widest]
+    for i, (s, x) in enumerate(zip(ins, xs)):
+        if "..." in s:
+            k = x.ndim - (len(s) - 3)
+            ins[i] = s.replace("...", "".join(lead[widest - k :]))
+    if arrow:
+        out = out.replace("...", "".join(lead))
+    else:
         counts: dict[str, int] = {}
-        for c in lhs.replace(",", ""):
+        for c in "".join(ins):
             counts[c] = counts.get(c, 0) + 1
-        out = "".join(sorted(c for c, k in counts.items() if k == 1))
+        out = "".join(lead) + "".join(
+            sorted(c for c, k in counts.items() if k == 1 and c not in lead)
+        )
     if len(set(out)) != len(out):
         raise ValueError(f"einsum: an output subscript repeats in {equation!r}")
     for c in out:
-        if c not in lhs:
+        if not any(c in s for s in ins):
             raise ValueError(f"einsum: output subscript {c!r} is not in any input")
     return ins, out
 
 
+def _einsum_diagonals(x: Tensor, subs: str) -> tuple[Tensor, str]:
+    """Takes the diagonal for each subscript repeated within one operand (``"ii->i"``)."""
+    while len(set(subs)) != len(subs):
+        c = next(c for c in subs if subs.count(c) > 1)
+        i = subs.index(c)
+        j = subs.index(c, i + 1)
+        if x.shape[i] != x.shape[j]:
+            raise ShapeError(
+                f"einsum: subscript {c!r} repeats in {subs!r} over axes of sizes {x.shape[i]} "
+                f"and {x.shape[j]}"
+            )
+        x = diagonal(x, 0, i, j)
+        subs = "".join(ch for k, ch in enumerate(subs) if k not in (i, j)) + c
+    return x, subs
+
+
 def _einsum_reduce(x: Tensor, subs: str, keep: set[str]) -> tuple[Tensor, str]:
     """Sums the axes of ``x`` whose subscripts are not in ``keep``."""
-    if len(set(subs)) != len(subs):
-        raise NotImplementedError(
-            f"einsum: a subscript repeated within one operand ({subs!r}, a diagonal) is not "
-            "supported"
-        )
     drop = [i for i, c in enumerate(subs) if c not in keep]
     if drop:
         x = x.sum(drop)
@@ -242,7 +279,8 @@ def _einsum_pair(a: Tensor, sa: str, b: Tensor, sb: str, keep: set[str]) -> tupl
                 f"einsum: subscript {c!r} has size {size[c]} in one operand and {b.shape[i]} "
                 "in another"
             )
-        size.setdefault(c, b.shape[i])
+        if size.get(c, 1) == 1:
+            size[c] = b.shape[i]  # (a size-1 axis broadcasts)
 
     def arranged(x: Tensor, s: str, order: list[str], shape: list[int]) -> Tensor:
         x = x.permute(*[s.index(c) for c in order]) if order else x
@@ -262,17 +300,19 @@ def _einsum_pair(a: Tensor, sa: str, b: Tensor, sb: str, keep: set[str]) -> tupl
 
 
 def einsum(equation: str, *operands: Any) -> Tensor:
-    """Einstein summation (``einsum("bij,bjk->bik", a, b)``): operands are contracted
+    """Einstein summation (``einsum("bij,bjk->bik", a, b)``, with ``...`` for broadcast axes
+    and repeated subscripts for diagonals): operands are contracted
     pairwise, left to right, each pair as one batched matrix product."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     xs = [_check_tensor("einsum", f"operands[{i}]", x) for i, x in enumerate(operands)]
     if not xs:
         raise ValueError("einsum: needs at least one operand")
-    ins, out = _einsum_parse(equation, len(xs))
-    for s, x in zip(ins, xs):
+    ins, out = _einsum_parse(equation, xs)
+    for i, (s, x) in enumerate(zip(ins, xs)):
         if len(s) != x.ndim:
             raise ShapeError(f"einsum: subscripts {s!r} for an operand of shape {list(x.shape)}")
+        xs[i], ins[i] = _einsum_diagonals(x, s)
     acc, sacc = xs[0], ins[0]
     for i in range(1, len(xs)):
         later = set(out).union(*[set(s) for s in ins[i + 1 :]])
