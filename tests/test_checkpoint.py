@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 from collections import OrderedDict
 
@@ -133,3 +134,66 @@ def test_dlpack_export_shares_cpu_memory():
     y = fg.tensor(np.arange(6, dtype=np.float32), device="cpu")
     t = torch.from_dlpack(y)
     assert t.data_ptr() == fg._core._host_memory(y)[0] and t.tolist() == y.tolist()
+
+
+def test_dlpack_and_from_numpy_import_share_cpu_memory():
+    torch = pytest.importorskip("torch")
+    # PyTorch: a strided view, shared both ways, kept alive by the tensor
+    base = torch.arange(12, dtype=torch.float64).reshape(3, 4)
+    view = base[:, 1::2]
+    z = fg.from_dlpack(view)
+    assert fg._core._host_memory(z)[0] == view.data_ptr() and z.shape == (3, 2)
+    np.testing.assert_array_equal(z.numpy(), view.numpy())
+    base[0, 1] = -1.0
+    assert z[0, 0].item() == -1.0
+    z.mul_(2.0)
+    np.testing.assert_array_equal(view.numpy(), z.numpy())
+    del base, view
+    gc.collect()
+    assert z.sum().item() == 2 * (-1 + 3 + 5 + 7 + 9 + 11)
+    # numpy: from_numpy and as_tensor share (negative strides too); tensor() copies
+    a = np.arange(6, dtype=np.float32)[::-1]
+    for make in (fg.from_numpy, fg.as_tensor, fg.from_dlpack):
+        t = make(a)
+        a[0] += 10.0
+        assert t[0].item() == a[0]
+    c = fg.tensor(a)
+    a[0] = 0.0
+    assert c[0].item() != 0.0
+    # gradients flow through a shared tensor like any other
+    w = fg.from_numpy(np.array([1.0, 2.0])).requires_grad_()
+    (w * w).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [2.0, 4.0])
+
+
+def test_read_only_memory_is_imported_without_copy_and_refuses_writes():
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    t = fg.from_numpy(a)
+    assert fg._core._host_memory(t)[0] == a.ctypes.data
+    with pytest.raises(ValueError, match="read-only memory"):
+        t.add_(1.0)
+    with pytest.raises(ValueError, match="read-only memory"):
+        t[0] = 5.0
+    np.testing.assert_array_equal(t.numpy(), [0.0, 1.0, 2.0, 3.0])
+    u = t.clone()
+    u.add_(1.0)  # a copy is writable
+    np.testing.assert_array_equal((t * 2).numpy(), [0.0, 2.0, 4.0, 6.0])
+    jnp = pytest.importorskip("jax.numpy")
+    j = jnp.arange(3.0)
+    f = fg.from_dlpack(j)
+    assert f.tolist() == [0.0, 1.0, 2.0]
+    assert fg._core._host_memory(f)[0] == np.from_dlpack(j).ctypes.data
+    with pytest.raises(ValueError, match="read-only"):
+        f.mul_(2.0)
+
+
+def test_memory_that_cannot_be_shared_is_copied():
+    for a in (
+        np.array([True, False]),
+        np.arange(4, dtype=">f8"),  # byte-swapped
+        np.zeros((0, 3), dtype=np.float32),
+        np.arange(3, dtype=np.int16),
+    ):
+        t = fg.from_numpy(a)
+        np.testing.assert_array_equal(t.numpy(), a)

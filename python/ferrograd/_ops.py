@@ -1338,11 +1338,22 @@ __all__ += ["max", "min"]
 # ------------------------------------------------------------------------------------ DLPack
 
 
+def _shared(arr: np.ndarray) -> Tensor:
+    """A CPU tensor over ``arr``'s own memory (writes on either side show on the other; a
+    read-only array gives a tensor that refuses writes), or a copy where the memory cannot
+    be shared (bool, misaligned, byte-swapped or empty arrays, dtypes ferrograd does not
+    store)."""
+    t = _core._share_numpy(arr)
+    return t if t is not None else tensor(arr, device="cpu")
+
+
 def from_dlpack(ext_tensor: Any) -> Tensor:
-    """A tensor holding the data of any object with ``__dlpack__`` (a numpy array, a
-    PyTorch or JAX CPU tensor). The data is copied into ferrograd's storage."""
+    """A tensor over the memory of any CPU object with ``__dlpack__`` (a numpy array, a
+    PyTorch or JAX CPU tensor), without a copy: writes on either side are seen by the other
+    (read-only memory, such as a JAX array's, gives a tensor that refuses writes). Data
+    that cannot be shared (bool, bfloat16 from a producer numpy cannot read) is copied."""
     if isinstance(ext_tensor, Tensor):
-        return ext_tensor
+        return ext_tensor.detach()
     if not hasattr(ext_tensor, "__dlpack__"):
         raise TypeError(f"from_dlpack: {type(ext_tensor).__name__} has no __dlpack__")
     dev = getattr(ext_tensor, "__dlpack_device__", lambda: (1, 0))()
@@ -1350,8 +1361,14 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
         raise _core.DeviceError(
             f"from_dlpack: only CPU data can be exchanged here, got DLPack device {tuple(dev)}"
         )
-    arr = np.from_dlpack(ext_tensor)
-    return tensor(arr, device="cpu")
+    try:
+        arr = np.from_dlpack(ext_tensor)
+    except (BufferError, TypeError, ValueError, RuntimeError) as e:
+        try:
+            return tensor(ext_tensor, device="cpu")
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"from_dlpack: cannot import {type(ext_tensor).__name__}: {e}") from e
+    return _shared(arr)
 
 
 def _dlpack(self: Tensor, *, stream: Any = None, max_version: Any = None, **kw: Any) -> Any:

@@ -797,15 +797,21 @@ def is_tensor(obj: Any) -> bool:
 
 
 def from_numpy(ndarray: np.ndarray) -> Tensor:
-    """A tensor with the array's values and dtype (copied)."""
+    """A CPU tensor over the array's own memory, as PyTorch's: writes on either side are
+    seen by the other, and the tensor keeps the array alive (a read-only array gives a
+    tensor that refuses writes). Arrays whose memory cannot be shared (bool, byte-swapped,
+    misaligned or empty ones) are copied."""
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(ndarray).__name__}")
-    return tensor(ndarray)
+    from ._ops import _shared
+
+    return _shared(ndarray)
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """``data`` itself when it is already a tensor of that dtype and device, else a new
-    tensor."""
+    """``data`` itself when it is already a tensor of that dtype and device; a numpy array's
+    own memory when neither dtype nor device asks for a change (as ``from_numpy``); else a
+    new tensor."""
     if isinstance(data, Tensor):
         out = data
         if dtype is not None and out.dtype != _dtype_name(dtype):
@@ -813,6 +819,14 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
         if device is not None and str(out.device) != str(device):
             out = out.to(device)
         return out
+    if (
+        isinstance(data, np.ndarray)
+        and (dtype is None or _dtype_name(dtype) == str(data.dtype))
+        and (device is None or str(device) == "cpu")
+    ):
+        from ._ops import _shared
+
+        return _shared(data)
     return tensor(data, dtype=dtype, device=device)
 
 

@@ -742,6 +742,84 @@ fn no_cuda(op: &str) -> PyErr {
     })
 }
 
+/// A tensor over a numpy array's own memory (zero-copy: writes on either side are seen by
+/// the other; the tensor keeps the array alive; a read-only array gives a tensor that refuses
+/// writes), or None when the array cannot be shared (misaligned, byte-swapped, empty, bool,
+/// or a dtype ferrograd does not store), for the caller to copy instead.
+#[pyfunction]
+fn _share_numpy(array: &Bound<'_, PyAny>) -> PyResult<Option<PyTensor>> {
+    use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+    let Ok(arr) = array.cast::<PyUntypedArray>() else {
+        return Ok(None);
+    };
+    let dtype = arr.dtype();
+    if dtype.is_native_byteorder() == Some(false) {
+        return Ok(None);
+    }
+    let item = dtype.itemsize();
+    let shape: Vec<usize> = arr.shape().to_vec();
+    let raw = arr.as_array_ptr();
+    // SAFETY: `arr` is a live ndarray (the GIL is held); these are its header fields
+    let (data, flags) = unsafe { ((*raw).fields.data as *mut u8, (*raw).fields.flags) };
+    let flag = |f: std::os::raw::c_int| flags & f != 0;
+    let read_only = !flag(numpy::npyffi::flags::NPY_ARRAY_WRITEABLE);
+    if !flag(numpy::npyffi::flags::NPY_ARRAY_ALIGNED)
+        || shape.contains(&0)
+        || data.is_null()
+        || (data as usize) % item != 0
+    {
+        return Ok(None);
+    }
+    let mut strides = Vec::with_capacity(shape.len());
+    let mut low = 0isize; // the lowest byte the view touches, from `data`
+    let mut high = 0isize;
+    for (&n, &s) in shape.iter().zip(arr.strides()) {
+        if s % item as isize != 0 {
+            return Ok(None);
+        }
+        strides.push(s / item as isize);
+        let ext = (n as isize - 1) * s;
+        if ext < 0 {
+            low += ext;
+        } else {
+            high += ext;
+        }
+    }
+    let offset = (-low) as usize / item;
+    let len = (high - low) as usize / item + 1;
+    // SAFETY: `low` is the view's lowest byte, inside the array's memory
+    let base = unsafe { data.offset(low) };
+    let owner = ferrograd::storage::Owner(Box::new(array.clone().unbind()));
+    macro_rules! share {
+        ($t:ty) => {
+            // SAFETY: numpy guarantees `len` aligned elements of this dtype from `base`
+            // (checked above), alive while the array is, which `owner` keeps
+            unsafe {
+                Tensor::from_borrowed(
+                    base as *mut $t,
+                    len,
+                    &shape,
+                    &strides,
+                    offset,
+                    owner,
+                    read_only,
+                )
+            }
+        };
+    }
+    let t = match (dtype.kind(), item) {
+        (b'f', 4) => share!(f32),
+        (b'f', 8) => share!(f64),
+        (b'f', 2) => share!(half::f16),
+        (b'i', 8) => share!(i64),
+        (b'i', 4) => share!(i32),
+        (b'i', 1) => share!(i8),
+        (b'u', 1) => share!(u8),
+        _ => return Ok(None),
+    };
+    t.py().map(|t| Some(PyTensor::from(t)))
+}
+
 /// Where a CPU tensor's elements lie in memory, so a library that works on raw memory (numpy,
 /// MPI through mpi4py) reads or writes them in place, without a copy:
 /// `(address, nbytes, offset, strides)`: the span of memory the view touches, the byte offset
@@ -775,7 +853,7 @@ fn _host_memory(
         _ => None,
     };
     let addr = if writable {
-        base(&storage.write())
+        base(&*storage.write("_host_memory").py()?)
     } else {
         base(&storage.read())
     };
@@ -1088,6 +1166,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(_host_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(_share_numpy, m)?)?;
     m.add_function(wrap_pyfunction!(_normalize, m)?)?;
     m.add_function(wrap_pyfunction!(_layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(_attention, m)?)?;

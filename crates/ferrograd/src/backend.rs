@@ -518,6 +518,6 @@ pub(crate) fn run_mut<B: Backend>(
         .map(|g| b.view(g))
         .collect::<Result<smallvec::SmallVec<[_; 2]>>>()?;
     let bufs: smallvec::SmallVec<[&B::Buf; 2]> = held.iter().map(|h| &**h).collect();
-    let mut w = dst.storage().write();
+    let mut w = dst.storage().write(op)?;
     f(b, b.view_mut(&mut w)?, &bufs).map_err(|e| named(op, e))
 }

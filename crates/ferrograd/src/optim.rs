@@ -153,9 +153,14 @@ fn fused(p: &Tensor, g: &Tensor, states: [Option<&Tensor>; 3], u: &impl Update) 
             _ => None,
         };
         let gs = &gs.ok_or_else(unexpected)?[span(g)];
-        let mut pw = p.storage().write();
+        let mut pw = p.storage().write(OP)?;
         let ps = &mut cpu::<T>(&mut pw).ok_or_else(unexpected)?[span(p)];
-        let mut sw = states.map(|t| t.map(|t| (t.storage().write(), t)));
+        let mut sw = [None, None, None];
+        for (w, t) in sw.iter_mut().zip(states) {
+            if let Some(t) = t {
+                *w = Some((t.storage().write(OP)?, t));
+            }
+        }
         let [m, v, x] = sw.each_mut().map(|w| match w {
             Some((w, t)) => cpu::<T>(w).map(|s| &mut s[span(t)]),
             None => Some(&mut [][..]),

@@ -91,6 +91,41 @@ impl Tensor {
         }))
     }
 
+    /// A CPU tensor over `len` elements at `ptr` that another library owns (zero-copy
+    /// import), viewed through `shape`, `strides` and `offset` (in elements); `owner` keeps
+    /// the memory alive and is dropped with the last view. Writes go to that memory, or are
+    /// refused when `read_only`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point to `len` initialised elements of `T` (for `bool`, each 0 or 1),
+    /// aligned for `T`, valid until `owner` is dropped; ferrograd never frees or moves them.
+    pub unsafe fn from_borrowed<T: crate::storage::IntoCpuData>(
+        ptr: *mut T,
+        len: usize,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+        owner: crate::storage::Owner,
+        read_only: bool,
+    ) -> Result<Tensor> {
+        let layout = Layout::new(shape, strides, offset);
+        let (_, end) = layout.storage_span();
+        if shape.len() != strides.len() || ptr.is_null() || len == 0 || end > len {
+            return Err(Error::invalid(
+                "from_borrowed",
+                format!(
+                    "a view of shape {shape:?}, strides {strides:?} and offset {offset} does \
+                     not fit in {len} elements"
+                ),
+            ));
+        }
+        // SAFETY: the caller's contract; the storage never frees or grows this Vec
+        let v = unsafe { Vec::from_raw_parts(ptr, len, len) };
+        let storage = unsafe { Storage::cpu_borrowed(T::into_cpu_data(v), owner, read_only) };
+        Ok(Tensor::from_parts(Arc::new(storage), layout))
+    }
+
     /// A contiguous tensor of `shape` over a new buffer.
     pub(crate) fn from_storage(storage: Storage, shape: &[usize]) -> Tensor {
         Tensor::from_parts(Arc::new(storage), Layout::contiguous(shape))

@@ -138,13 +138,13 @@ fn run_typed<T: FusedFloat>(
     let mut guards: Vec<Guard<'_>> = storages
         .iter()
         .map(|(s, w)| {
-            if *w {
-                Guard::W(s.write())
+            Ok(if *w {
+                Guard::W(s.write("fused")?)
             } else {
                 Guard::R(s.read())
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     // base pointers of each storage's elements
     let mut bases: Vec<(*const u8, usize)> = Vec::with_capacity(guards.len());
     for g in guards.iter_mut() {

@@ -209,10 +209,10 @@ pub(crate) fn run(
     let mut write_guards: Vec<Option<std::sync::RwLockWriteGuard<'_, StorageData>>> = targets
         .iter()
         .map(|t| match t {
-            Some(t) if input_of(t).is_none() => Some(t.storage().write()),
-            _ => None,
+            Some(t) if input_of(t).is_none() => t.storage().write("fused").map(Some),
+            _ => Ok(None),
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let mut fresh: Vec<Option<CudaData>> = targets
         .iter()
         .map(|t| match t {

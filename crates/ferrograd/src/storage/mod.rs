@@ -75,10 +75,26 @@ pub enum StorageData {
     Cuda(Box<crate::cuda::CudaData>),
 }
 
+/// What keeps memory ferrograd does not own alive (a numpy array, a DLPack producer's
+/// tensor): a [`Storage`] over it holds this until it is dropped.
+pub struct Owner(pub Box<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Owner(..)")
+    }
+}
+
 /// A buffer shared by every view of it.
 #[derive(Debug)]
 pub struct Storage {
     data: RwLock<StorageData>,
+    /// Set on a buffer over memory another library owns: its `Vec` is never freed,
+    /// reallocated or given to the pool, and this is dropped after it is forgotten.
+    owner: Option<Owner>,
+    /// Memory its owner made read-only (a JAX array, a read-only numpy array): writes are
+    /// refused.
+    read_only: bool,
     version: AtomicU64,
     /// How many in-place writes a gradient tape recorded into this buffer: a tracked handle
     /// made before the last one no longer stands for what the buffer holds (see
@@ -99,6 +115,8 @@ impl Storage {
         memory::on_alloc(Device::Cpu, bytes);
         Storage {
             data: RwLock::new(StorageData::Cpu(data)),
+            owner: None,
+            read_only: false,
             version: AtomicU64::new(0),
             tape_writes: AtomicU64::new(0),
             leaf_key: AtomicU64::new(0),
@@ -120,6 +138,8 @@ impl Storage {
                 memory::on_alloc(device, bytes);
                 Storage {
                     data: RwLock::new(StorageData::Cuda(d)),
+                    owner: None,
+                    read_only: false,
                     version: AtomicU64::new(0),
                     tape_writes: AtomicU64::new(0),
                     leaf_key: AtomicU64::new(0),
@@ -129,6 +149,35 @@ impl Storage {
                 }
             }
         }
+    }
+
+    /// A CPU buffer over memory that `owner` keeps alive (zero-copy import from numpy or
+    /// DLPack). It is not counted as memory ferrograd allocated.
+    ///
+    /// # Safety
+    ///
+    /// `data`'s `Vec` must point to `len` initialised elements (for `bool`, each 0 or 1),
+    /// aligned for its type, that stay valid until `owner` is dropped. It need not come from
+    /// Rust's allocator: this storage never frees, grows or moves it.
+    pub unsafe fn cpu_borrowed(data: CpuData, owner: Owner, read_only: bool) -> Storage {
+        let dtype = data.dtype();
+        let bytes = data.len() * dtype.size_in_bytes();
+        Storage {
+            data: RwLock::new(StorageData::Cpu(data)),
+            owner: Some(owner),
+            read_only,
+            version: AtomicU64::new(0),
+            tape_writes: AtomicU64::new(0),
+            leaf_key: AtomicU64::new(0),
+            device: Device::Cpu,
+            dtype,
+            bytes,
+        }
+    }
+
+    /// Whether this buffer is memory another library owns (see [`Storage::cpu_borrowed`]).
+    pub fn is_borrowed(&self) -> bool {
+        self.owner.is_some()
     }
 
     pub fn device(&self) -> Device {
@@ -147,10 +196,23 @@ impl Storage {
         self.data.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Write access for in-place ops; bumps the version counter.
-    pub fn write(&self) -> RwLockWriteGuard<'_, StorageData> {
+    /// Write access for in-place ops (`op` names the one asking); bumps the version counter.
+    /// Refused for read-only memory another library owns.
+    pub fn write(&self, op: &str) -> crate::error::Result<RwLockWriteGuard<'_, StorageData>> {
+        if self.read_only {
+            return Err(crate::error::Error::invalid(
+                op,
+                "this tensor shares read-only memory with another library (a JAX array or a \
+                 read-only numpy array): clone() it before writing",
+            ));
+        }
         self.version.fetch_add(1, Ordering::AcqRel);
-        self.data.write().unwrap_or_else(|e| e.into_inner())
+        Ok(self.data.write().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Whether writes into this buffer are refused (see [`Storage::write`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// How many times this buffer has been written in place.
@@ -178,12 +240,20 @@ impl Storage {
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        memory::on_free(self.device, self.bytes);
         let data = self.data.get_mut().unwrap_or_else(|e| e.into_inner());
+        let data = std::mem::replace(data, StorageData::Cpu(CpuData::Bool(Vec::new())));
+        if let Some(owner) = self.owner.take() {
+            // memory another library owns: forgotten, then released by its owner
+            #[allow(irrefutable_let_patterns)]
+            if let StorageData::Cpu(d) = data {
+                crate::with_cpu_vec!(d, |v| std::mem::forget(v));
+            }
+            drop(owner);
+            return;
+        }
+        memory::on_free(self.device, self.bytes);
         #[allow(irrefutable_let_patterns)]
-        if let StorageData::Cpu(d) =
-            std::mem::replace(data, StorageData::Cpu(CpuData::Bool(Vec::new())))
-        {
+        if let StorageData::Cpu(d) = data {
             pool::give(d);
         }
     }
