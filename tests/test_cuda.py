@@ -90,6 +90,14 @@ OPS = {
     "cross_entropy": lambda a, b: fg.cross_entropy(
         a, fg.tensor([0, 1, 2, 3, 0, 1], device=a.device)
     ),
+    "cross_entropy_strided": lambda a, b: fg.cross_entropy(
+        a.T[:, :5] * b.T[:, 1:], fg.tensor([0, 4, 2, 3], device=a.device)
+    ),
+    "layer_norm": lambda a, b: fg.nn.functional.layer_norm(a, (4,), b[0], b[1]),
+    "layer_norm_plain": lambda a, b: fg.nn.functional.layer_norm(a.T[:, 1:] + b[1:].T, (5,)),
+    "layer_norm_2d": lambda a, b: fg.nn.functional.layer_norm(
+        a.reshape(3, 2, 4), (2, 4), b.reshape(3, 2, 4)[0], None
+    ),
 }
 
 
@@ -224,3 +232,32 @@ def test_module_to_moves_parameters_and_keeps_sharing():
     with gm:
         gm.backward(model(fg.tensor(np.ones((4, 3), "f4"), device="cuda")).sum())
     assert all(p.grad is not None and p.grad.device == "cuda:0" for p in params)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cuda_fused_layer_norm_and_cross_entropy_run_as_one_op(dtype):
+    """On CUDA as on the CPU, layer norm and softmax cross-entropy are single fused ops
+    (the tape records one op each), with the CPU's values and gradients."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(7, 33)).astype(dtype)
+    w = rng.normal(size=(33,)).astype(dtype)
+    labels = rng.integers(0, 33, size=7)
+    tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == "float32" else {"rtol": 1e-10, "atol": 1e-12}
+    results = []
+    for device in ("cpu", "cuda"):
+        xt, wt = fg.tensor(x, device=device), fg.tensor(w, device=device)
+        bt = fg.tensor(w[::-1].copy(), device=device)
+        key = fg.GradKey("fused")
+        for t in (xt, wt, bt):
+            key.attach(t)
+        y = fg.nn.functional.layer_norm(xt, (33,), wt, bt)
+        loss = fg.cross_entropy(y, fg.tensor(labels, device=device))
+        assert [n for n, _ in key.saved_tensors_report()] == [
+            "layer_norm",
+            "softmax_cross_entropy",
+        ]
+        key.backward(loss)
+        results.append([loss.numpy(), y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
+    for c, g in zip(*results):
+        np.testing.assert_allclose(g, c, **tol)

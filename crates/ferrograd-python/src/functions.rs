@@ -875,7 +875,7 @@ fn _host_memory(
 }
 
 /// `(x - mean) / sqrt(var + eps)` over the last axis in one fused op (layer norm's core; the
-/// affine part is ordinary ops). CPU, float32 and float64.
+/// affine part is ordinary ops). CPU and CUDA, float32 and float64.
 #[pyfunction]
 fn _normalize(py: Python<'_>, x: &Bound<'_, PyAny>, eps: f64) -> PyResult<PyTensor> {
     let t = tensor_arg("layer_norm", "input", x)?;
@@ -885,7 +885,7 @@ fn _normalize(py: Python<'_>, x: &Bound<'_, PyAny>, eps: f64) -> PyResult<PyTens
 }
 
 /// Layer norm with its affine part over the last axis in one fused op (weight and bias of
-/// the last axis's length). CPU, float32 and float64.
+/// the last axis's length). CPU and CUDA, float32 and float64.
 #[pyfunction]
 fn _layer_norm(
     py: Python<'_>,

@@ -273,16 +273,25 @@ def layer_norm(
             f"layer_norm: normalized_shape {list(shape)} does not match the trailing axes of "
             f"input of shape {list(x.shape)}"
         )
-    if str(x.device) == "cpu" and str(x.dtype) in ("float32", "float64"):
+    if str(x.dtype) in ("float32", "float64"):
         # one fused op (forward one pass, backward one pass for every gradient)
         rows = x.reshape(*x.shape[: x.ndim - k], -1) if k > 1 else x
         affine = [t for t in (weight, bias) if t is not None]
+        dev = str(x.device)
         if affine and all(
-            isinstance(t, Tensor) and t.dtype == x.dtype and str(t.device) == "cpu" for t in affine
+            isinstance(t, Tensor) and t.dtype == x.dtype and str(t.device) == dev for t in affine
         ):
             cols = rows.shape[-1]
-            w = weight.reshape(cols) if weight is not None else _core.ones(cols, dtype=x.dtype)
-            b = bias.reshape(cols) if bias is not None else _core.zeros(cols, dtype=x.dtype)
+            w = (
+                weight.reshape(cols)
+                if weight is not None
+                else _core.ones(cols, dtype=x.dtype, device=x.device)
+            )
+            b = (
+                bias.reshape(cols)
+                if bias is not None
+                else _core.zeros(cols, dtype=x.dtype, device=x.device)
+            )
             y = _core._layer_norm(rows, w, b, float(eps))
             weight = bias = None
         else:

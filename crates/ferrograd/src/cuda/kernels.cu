@@ -466,6 +466,137 @@ SOFTMAX_ROWS(softmax_rows_f64, double, 0, F64_INF)
 SOFTMAX_ROWS(log_softmax_rows_f32, float, 1, F32_INF)
 SOFTMAX_ROWS(log_softmax_rows_f64, double, 1, F64_INF)
 
+// Layer norm of each row of a contiguous [rows, cols] buffer: (x - mean) / sqrt(var + eps)
+// (biased variance, from a second pass over the row), then * w + b when `affine` (w and b
+// are otherwise not read): layer_norm_rows_<dtype>.
+#define LAYER_NORM_ROWS(NAME, T)                                                              \
+    extern "C" __global__ void NAME(const T* x, const T* w, const T* b, T* out, long long rows, \
+                                    long long cols, double eps, int affine) {                 \
+        __shared__ T partial[32];                                                             \
+        for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
+            const T* xr = x + r * cols;                                                       \
+            T* yr = out + r * cols;                                                           \
+            T s = T(0);                                                                       \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];            \
+            T mean = block_reduce(SumOp(), s, T(0), partial) / T(cols);                       \
+            T q = T(0);                                                                       \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) {                      \
+                T d = xr[c] - mean;                                                           \
+                q += d * d;                                                                   \
+            }                                                                                 \
+            T rstd = T(1) / sqrt(block_reduce(SumOp(), q, T(0), partial) / T(cols) + T(eps)); \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) {                      \
+                T v = (xr[c] - mean) * rstd;                                                  \
+                yr[c] = affine ? v * w[c] + b[c] : v;                                         \
+            }                                                                                 \
+        }                                                                                     \
+    }
+LAYER_NORM_ROWS(layer_norm_rows_f32, float)
+LAYER_NORM_ROWS(layer_norm_rows_f64, double)
+
+// Layer norm's input gradient per row, dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+// with g = dy * w (dy without `affine`), into out[0, rows * cols); with `affine`, each row's
+// mean and rstd go to stats[2r], stats[2r + 1] for layer_norm_wgrad: layer_norm_grad_rows_<dtype>.
+#define LAYER_NORM_GRAD_ROWS(NAME, T)                                                         \
+    extern "C" __global__ void NAME(const T* x, const T* w, const T* dy, T* out, T* stats,    \
+                                    long long rows, long long cols, double eps, int affine) { \
+        __shared__ T partial[32];                                                             \
+        for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
+            const T* xr = x + r * cols;                                                       \
+            const T* gr = dy + r * cols;                                                      \
+            T s = T(0);                                                                       \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];            \
+            T mean = block_reduce(SumOp(), s, T(0), partial) / T(cols);                       \
+            T q = T(0);                                                                       \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) {                      \
+                T d = xr[c] - mean;                                                           \
+                q += d * d;                                                                   \
+            }                                                                                 \
+            T rstd = T(1) / sqrt(block_reduce(SumOp(), q, T(0), partial) / T(cols) + T(eps)); \
+            T sg = T(0), sgx = T(0);                                                          \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) {                      \
+                T g = affine ? gr[c] * w[c] : gr[c];                                          \
+                sg += g;                                                                      \
+                sgx += g * (xr[c] - mean) * rstd;                                             \
+            }                                                                                 \
+            T mg = block_reduce(SumOp(), sg, T(0), partial) / T(cols);                        \
+            T mgx = block_reduce(SumOp(), sgx, T(0), partial) / T(cols);                      \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) {                      \
+                T g = affine ? gr[c] * w[c] : gr[c];                                          \
+                T xh = (xr[c] - mean) * rstd;                                                 \
+                out[r * cols + c] = rstd * (g - mg - xh * mgx);                               \
+            }                                                                                 \
+            if (affine && threadIdx.x == 0) {                                                 \
+                stats[2 * r] = mean;                                                          \
+                stats[2 * r + 1] = rstd;                                                      \
+            }                                                                                 \
+        }                                                                                     \
+    }
+LAYER_NORM_GRAD_ROWS(layer_norm_grad_rows_f32, float)
+LAYER_NORM_GRAD_ROWS(layer_norm_grad_rows_f64, double)
+
+// Layer norm's weight and bias gradients, one thread per column summing over the rows:
+// out[at + c] = sum_r dy * xhat, out[at + cols + c] = sum_r dy: layer_norm_wgrad_<dtype>.
+#define LAYER_NORM_WGRAD(NAME, T)                                                             \
+    extern "C" __global__ void NAME(const T* x, const T* dy, const T* stats, T* out,          \
+                                    long long rows, long long cols, long long at) {           \
+        GRID_LOOP(c, cols) {                                                                  \
+            T gw = T(0), gb = T(0);                                                           \
+            for (long long r = 0; r < rows; ++r) {                                            \
+                T d = dy[r * cols + c];                                                       \
+                gw += d * (x[r * cols + c] - stats[2 * r]) * stats[2 * r + 1];                \
+                gb += d;                                                                      \
+            }                                                                                 \
+            out[at + c] = gw;                                                                 \
+            out[at + cols + c] = gb;                                                          \
+        }                                                                                     \
+    }
+LAYER_NORM_WGRAD(layer_norm_wgrad_f32, float)
+LAYER_NORM_WGRAD(layer_norm_wgrad_f64, double)
+
+// Cross-entropy of each row of contiguous [rows, cols] logits against its int64 label (in
+// range): loss[r] = logsumexp(x_r) - x_r[label_r]: xent_rows_<dtype>.
+#define XENT_ROWS(NAME, T, INF)                                                               \
+    extern "C" __global__ void NAME(const T* x, const long long* labels, T* loss,             \
+                                    long long rows, long long cols) {                         \
+        __shared__ T partial[32];                                                             \
+        for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
+            const T* xr = x + r * cols;                                                       \
+            T m = -(INF);                                                                     \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) m = MaxOp()(m, xr[c]); \
+            m = block_reduce(MaxOp(), m, (T)(-(INF)), partial);                               \
+            T s = T(0);                                                                       \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += exp(xr[c] - m);   \
+            s = block_reduce(SumOp(), s, T(0), partial);                                      \
+            if (threadIdx.x == 0) loss[r] = m + log(s) - xr[labels[r]];                       \
+        }                                                                                     \
+    }
+XENT_ROWS(xent_rows_f32, float, F32_INF)
+XENT_ROWS(xent_rows_f64, double, F64_INF)
+
+// The logits gradient of the mean cross-entropy, (softmax(x_r) - onehot(label_r)) * dy / rows,
+// with dy the element dy[dy_at]: xent_grad_rows_<dtype>.
+#define XENT_GRAD_ROWS(NAME, T, INF)                                                          \
+    extern "C" __global__ void NAME(const T* x, const long long* labels, const T* dy,         \
+                                    long long dy_at, T* out, long long rows, long long cols) { \
+        __shared__ T partial[32];                                                             \
+        T scale = dy[dy_at] / T(rows);                                                        \
+        for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
+            const T* xr = x + r * cols;                                                       \
+            T m = -(INF);                                                                     \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) m = MaxOp()(m, xr[c]); \
+            m = block_reduce(MaxOp(), m, (T)(-(INF)), partial);                               \
+            T s = T(0);                                                                       \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += exp(xr[c] - m);   \
+            T inv = T(1) / block_reduce(SumOp(), s, T(0), partial);                           \
+            long long label = labels[r];                                                      \
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x)                        \
+                out[r * cols + c] = (exp(xr[c] - m) * inv - (c == label ? T(1) : T(0))) * scale; \
+        }                                                                                     \
+    }
+XENT_GRAD_ROWS(xent_grad_rows_f32, float, F32_INF)
+XENT_GRAD_ROWS(xent_grad_rows_f64, double, F64_INF)
+
 // Position in `target` of output element i (row-major over `li`'s shape) with `axis`
 // replaced by the index value j.
 __device__ __forceinline__ long long along(const Strided& li, const Strided& target, int axis,

@@ -13,6 +13,7 @@ mod index;
 mod launch;
 mod linalg;
 mod memory;
+mod norm;
 mod reduce;
 mod window;
 
@@ -445,6 +446,46 @@ impl Backend for Gpu {
     }
     fn softmax(&self, x: &CudaData, l: &Layout, axis: usize, log: bool) -> Result<CudaData> {
         reduce::softmax(self, x, l, axis, log)
+    }
+    fn normalize(
+        &self,
+        x: &CudaData,
+        l: &Layout,
+        wb: Option<(&CudaData, &Layout, &CudaData, &Layout)>,
+        eps: f64,
+    ) -> Result<CudaData> {
+        norm::layer_norm(self, x, l, wb, eps)
+    }
+    fn normalize_grad(
+        &self,
+        x: &CudaData,
+        lx: &Layout,
+        w: Option<(&CudaData, &Layout)>,
+        dy: &CudaData,
+        ldy: &Layout,
+        eps: f64,
+    ) -> Result<CudaData> {
+        norm::layer_norm_grad(self, x, lx, w, dy, ldy, eps)
+    }
+    fn softmax_xent(
+        &self,
+        x: &CudaData,
+        lx: &Layout,
+        labels: &CudaData,
+        ll: &Layout,
+    ) -> Result<CudaData> {
+        norm::softmax_xent(self, x, lx, labels, ll)
+    }
+    fn softmax_xent_grad(
+        &self,
+        x: &CudaData,
+        lx: &Layout,
+        labels: &CudaData,
+        ll: &Layout,
+        dy: &CudaData,
+        ldy: &Layout,
+    ) -> Result<CudaData> {
+        norm::softmax_xent_grad(self, x, lx, labels, ll, dy, ldy)
     }
     fn matmul(&self, a: &CudaData, la: &Layout, b: &CudaData, lb: &Layout) -> Result<CudaData> {
         linalg::matmul(self, a, la, b, lb)

@@ -423,7 +423,7 @@ pub fn cross_entropy(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
     }
     let labels = labels.to_device(logits.device())?;
     let fused_dtype = matches!(logits.dtype(), DType::F32 | DType::F64);
-    if ls.len() == 2 && logits.device() == crate::Device::Cpu && fused_dtype && ls[0] * ls[1] > 0 {
+    if ls.len() == 2 && fused_dtype && ls[0] * ls[1] > 0 {
         // one pass forward, one backward
         return apply1(
             &Op::Reduce(ReduceOp::SoftmaxCrossEntropy),
