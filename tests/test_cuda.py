@@ -98,6 +98,15 @@ OPS = {
     "layer_norm_2d": lambda a, b: fg.nn.functional.layer_norm(
         a.reshape(3, 2, 4), (2, 4), b.reshape(3, 2, 4)[0], None
     ),
+    "attention": lambda a, b: fg.nn.functional.scaled_dot_product_attention(
+        a.reshape(2, 3, 4), b.reshape(2, 3, 4), (a * b).reshape(2, 3, 4)
+    ),
+    "attention_causal_strided": lambda a, b: fg.nn.functional.scaled_dot_product_attention(
+        a.T.reshape(2, 2, 6)[:, :, :5],
+        b.T.reshape(2, 2, 6)[:, :, 1:],
+        a.reshape(2, 2, 6),
+        is_causal=True,
+    ),
 }
 
 
@@ -261,3 +270,22 @@ def test_cuda_fused_layer_norm_and_cross_entropy_run_as_one_op(dtype):
         results.append([loss.numpy(), y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
     for c, g in zip(*results):
         np.testing.assert_allclose(g, c, **tol)
+
+
+@needs_gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_cuda_fused_attention_runs_as_one_op(causal):
+    rng = np.random.default_rng(9)
+    q, k, v = (rng.normal(size=(2, 3, n, 8)) for n in (5, 7, 7))
+    results = []
+    for device in ("cpu", "cuda"):
+        ts = [fg.tensor(a, device=device) for a in (q, k, v)]
+        key = fg.GradKey("attention")
+        for t in ts:
+            key.attach(t)
+        out = fg.nn.functional.scaled_dot_product_attention(*ts, is_causal=causal)
+        assert [n for n, _ in key.saved_tensors_report()] == ["scaled_dot_product_attention"]
+        key.backward((out * out).sum())
+        results.append([out.numpy()] + [t.grad.numpy() for t in ts])
+    for c, g in zip(*results):
+        np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12)

@@ -903,7 +903,7 @@ fn _layer_norm(
 }
 
 /// Scaled dot-product attention as one fused op (no mask other than `causal`, the same
-/// leading axes for query, key and value). CPU, float32 and float64.
+/// leading axes for query, key and value). CPU and CUDA, float32 and float64.
 #[pyfunction]
 fn _attention(
     py: Python<'_>,

@@ -483,7 +483,7 @@ def scaled_dot_product_attention(
     if (
         attn_mask is None
         and dropout_p == 0.0
-        and str(q.device) == "cpu"
+        and str(q.device) == str(k.device) == str(v.device)
         and str(q.dtype) in ("float32", "float64")
         and q.dtype == k.dtype == v.dtype
         and q.ndim == k.ndim == v.ndim

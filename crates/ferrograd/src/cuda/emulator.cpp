@@ -251,7 +251,7 @@ static const std::map<std::string, Entry>& table() {
 // kernels that use block barriers or warp shuffles
 static bool synchronises(const std::string& name) {
     for (const char* prefix : {"reduce_", "softmax_rows", "log_softmax_rows", "layer_norm_rows",
-                               "layer_norm_grad_rows", "xent_"})
+                               "layer_norm_grad_rows", "xent_", "attn_"})
         if (name.rfind(prefix, 0) == 0) return true;
     return false;
 }

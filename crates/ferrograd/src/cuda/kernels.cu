@@ -597,6 +597,51 @@ XENT_ROWS(xent_rows_f64, double, F64_INF)
 XENT_GRAD_ROWS(xent_grad_rows_f32, float, F32_INF)
 XENT_GRAD_ROWS(xent_grad_rows_f64, double, F64_INF)
 
+// Attention probabilities in place: row r of a contiguous [rows, s] score buffer (query row
+// i = r % l of its head) becomes softmax(scale * row), over the first min(i + 1, s) keys
+// with `causal` (zeros after them): attn_softmax_rows_<dtype>.
+#define ATTN_SOFTMAX_ROWS(NAME, T, INF)                                                       \
+    extern "C" __global__ void NAME(T* p, long long rows, long long l, long long s,           \
+                                    double scale, int causal) {                               \
+        __shared__ T partial[32];                                                             \
+        for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
+            T* pr = p + r * s;                                                                \
+            long long i = r % l;                                                              \
+            long long n = causal ? (i + 1 < s ? i + 1 : s) : s;                               \
+            T sc = T(scale);                                                                  \
+            T m = -(INF);                                                                     \
+            for (long long c = threadIdx.x; c < n; c += blockDim.x) m = MaxOp()(m, pr[c] * sc); \
+            m = block_reduce(MaxOp(), m, (T)(-(INF)), partial);                               \
+            if (m == -(INF)) m = T(0);                                                        \
+            T sum = T(0);                                                                     \
+            for (long long c = threadIdx.x; c < n; c += blockDim.x) sum += exp(pr[c] * sc - m); \
+            T inv = T(1) / block_reduce(SumOp(), sum, T(0), partial);                         \
+            for (long long c = threadIdx.x; c < s; c += blockDim.x)                           \
+                pr[c] = c < n ? exp(pr[c] * sc - m) * inv : T(0);                             \
+        }                                                                                     \
+    }
+ATTN_SOFTMAX_ROWS(attn_softmax_rows_f32, float, F32_INF)
+ATTN_SOFTMAX_ROWS(attn_softmax_rows_f64, double, F64_INF)
+
+// The scores' gradient from the probabilities p and their gradient dp, in place in dp:
+// dp = p * (dp - sum(p * dp)) * scale, row by row: attn_grad_rows_<dtype>.
+#define ATTN_GRAD_ROWS(NAME, T)                                                               \
+    extern "C" __global__ void NAME(const T* p, T* dp, long long rows, long long s,           \
+                                    double scale) {                                           \
+        __shared__ T partial[32];                                                             \
+        for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
+            const T* pr = p + r * s;                                                          \
+            T* gr = dp + r * s;                                                               \
+            T d = T(0);                                                                       \
+            for (long long c = threadIdx.x; c < s; c += blockDim.x) d += pr[c] * gr[c];       \
+            d = block_reduce(SumOp(), d, T(0), partial);                                      \
+            for (long long c = threadIdx.x; c < s; c += blockDim.x)                           \
+                gr[c] = pr[c] * (gr[c] - d) * T(scale);                                       \
+        }                                                                                     \
+    }
+ATTN_GRAD_ROWS(attn_grad_rows_f32, float)
+ATTN_GRAD_ROWS(attn_grad_rows_f64, double)
+
 // Position in `target` of output element i (row-major over `li`'s shape) with `axis`
 // replaced by the index value j.
 __device__ __forceinline__ long long along(const Strided& li, const Strided& target, int axis,

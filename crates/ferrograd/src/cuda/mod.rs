@@ -5,6 +5,7 @@
 //!
 //! One stream per device: work is queued and only a read by the host synchronises.
 
+mod attention;
 mod elementwise;
 #[cfg(feature = "cuda-emulator")]
 pub(crate) mod emulator;
@@ -466,6 +467,28 @@ impl Backend for Gpu {
         eps: f64,
     ) -> Result<CudaData> {
         norm::layer_norm_grad(self, x, lx, w, dy, ldy, eps)
+    }
+    fn attention(
+        &self,
+        q: (&CudaData, &Layout),
+        k: (&CudaData, &Layout),
+        v: (&CudaData, &Layout),
+        scale: f64,
+        causal: bool,
+    ) -> Result<CudaData> {
+        attention::attention(self, q, k, v, scale, causal)
+    }
+    fn attention_grad(
+        &self,
+        q: (&CudaData, &Layout),
+        k: (&CudaData, &Layout),
+        v: (&CudaData, &Layout),
+        _out: (&CudaData, &Layout),
+        dout: (&CudaData, &Layout),
+        scale: f64,
+        causal: bool,
+    ) -> Result<CudaData> {
+        attention::attention_grad(self, q, k, v, dout, scale, causal)
     }
     fn softmax_xent(
         &self,
