@@ -438,3 +438,153 @@ def test_spatial_transformer_affine_grid_matches_torch():
     np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-12, atol=1e-14)
     with pytest.raises(fg.ShapeError, match="affine_grid"):
         fg.nn.functional.affine_grid(fg.tensor(theta), (3, 3, 4, 7))
+
+
+IMG5 = rng.standard_normal((2, 5, 4, 4))
+LOGITS = rng.standard_normal((4, 6))
+
+
+class _Fn:
+    """A functional as a (parameterless) module for ``_pair``/``_check``."""
+
+    def __init__(self, lib, fn):
+        self.lib, self.fn = lib, fn
+
+    def __call__(self, *xs):
+        return self.fn(self.lib, *xs)
+
+    def named_parameters(self):
+        return iter(())
+
+
+@pytest.mark.parametrize(
+    "make,inputs",
+    [
+        (lambda nn: nn.Threshold(0.1, -2.0), (IMG5,)),
+        (lambda nn: nn.Hardshrink(0.3), (IMG5,)),
+        (lambda nn: nn.Softshrink(0.3), (IMG5,)),
+        (lambda nn: nn.LocalResponseNorm(3, alpha=0.1, beta=0.6, k=2.0), (IMG5,)),
+        (lambda nn: nn.LocalResponseNorm(2), (IMG5[:, :, :, 0].copy(),)),
+        (lambda nn: nn.UpsamplingNearest2d(scale_factor=2), (IMG5,)),
+        (lambda nn: nn.UpsamplingBilinear2d(size=(7, 6)), (IMG5,)),
+        (lambda nn: nn.Softmax2d(), (IMG5,)),
+        (lambda nn: nn.CircularPad2d((1, 2, 0, 1)), (IMG5,)),
+        (lambda nn: nn.CircularPad1d(2), (IMG5[:, :, 0].copy(),)),
+        (lambda nn: nn.ReplicationPad1d((1, 3)), (IMG5[:, :, 0].copy(),)),
+        (lambda nn: nn.ZeroPad1d(2), (IMG5[:, :, 0].copy(),)),
+    ],
+)
+def test_threshold_shrink_norm_and_padding_layers_match_torch(make, inputs):
+    f, t = _pair(make)
+    _check(f, t, inputs)
+
+
+@pytest.mark.parametrize(
+    "fn,inputs",
+    [
+        (lambda m, x, w: m.nn.functional.prelu(x, w), (IMG5, rng.standard_normal(5))),
+        (lambda m, x, w: m.nn.functional.prelu(x, w[:1]), (IMG5, rng.standard_normal(5))),
+        (lambda m, x: m.nn.functional.pdist(x), (LOGITS,)),
+        (lambda m, x: m.nn.functional.pdist(x, p=1.5), (LOGITS,)),
+        (
+            lambda m, x: m.nn.functional.multi_margin_loss(x, m.tensor([0, 5, 2, 2])),
+            (LOGITS,),
+        ),
+        (
+            lambda m, x: m.nn.functional.multi_margin_loss(
+                x,
+                m.tensor([1, 0, 3, 2]),
+                p=2,
+                margin=0.5,
+                weight=m.tensor(np.linspace(0.5, 1.5, 6)),
+                reduction="sum",
+            ),
+            (LOGITS,),
+        ),
+        (
+            lambda m, x: m.nn.functional.multilabel_soft_margin_loss(
+                x, (x.detach() > 0).to(x.dtype)
+            ),
+            (LOGITS,),
+        ),
+        (lambda m, x: m.nn.functional.interpolate(x, scale_factor=2, mode="nearest"), (IMG5,)),
+        (lambda m, x: m.nn.functional.threshold(x, 0.2, 7.0), (IMG5,)),
+    ],
+)
+def test_more_functionals_match_torch(fn, inputs):
+    _check(_Fn(fg, fn), _Fn(torch, fn), inputs)
+
+
+def test_inplace_functionals_write_their_input():
+    for name in ("relu_", "elu_", "selu_", "celu_", "leaky_relu_", "hardtanh_"):
+        a = rng.standard_normal(6)
+        x, tx = fg.tensor(a), torch.tensor(a)
+        out = getattr(fg.nn.functional, name)(x)
+        getattr(torch.nn.functional, name)(tx)
+        assert out is x, name
+        np.testing.assert_allclose(x.numpy(), tx.numpy(), rtol=1e-12, err_msg=name)
+
+
+def test_gumbel_softmax_and_alpha_dropout_statistics():
+    fg.manual_seed(0)
+    x = fg.zeros(20000, 3)
+    y = fg.nn.functional.gumbel_softmax(x, tau=0.5)
+    np.testing.assert_allclose(y.sum(-1).numpy(), 1.0, rtol=1e-6)
+    # with equal logits every class wins about a third of the time
+    hard = fg.nn.functional.gumbel_softmax(x, hard=True)
+    assert set(np.unique(hard.numpy())) <= {0.0, 1.0}
+    np.testing.assert_allclose(hard.numpy().mean(0), 1 / 3, atol=0.02)
+    # straight-through: the hard sample's gradient is the soft sample's
+    logits = fg.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    (
+        fg.nn.functional.gumbel_softmax(logits, hard=True) * fg.tensor([1.0, 2.0, 3.0])
+    ).sum().backward()
+    assert logits.grad is not None and np.abs(logits.grad.numpy()).sum() > 0
+    # alpha dropout keeps zero mean, unit variance of standard normal inputs
+    z = fg.randn(200000)
+    d = fg.nn.functional.alpha_dropout(z, 0.3, training=True)
+    assert abs(d.mean().item()) < 0.02 and abs(d.std().item() - 1.0) < 0.02
+    assert fg.nn.AlphaDropout(0.3).eval()(z) is not None
+
+
+def test_rprop_and_cyclic_lr_match_torch():
+    a = rng.standard_normal(5)
+    results = []
+    for lib in (fg, torch):
+        p = lib.tensor(a.copy(), requires_grad=True)
+        opt = lib.optim.Rprop([p], lr=0.05, etas=(0.4, 1.3), step_sizes=(1e-3, 0.2))
+        for i in range(12):
+            opt.zero_grad()
+            ((p - 0.3) ** 2 * (1 + i % 3)).sum().backward()
+            opt.step()
+        results.append(p.detach().numpy().copy())
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-12)
+    for mode in ("triangular", "triangular2", "exp_range"):
+        seqs = []
+        for lib in (fg, torch):
+            p = lib.tensor(a.copy(), requires_grad=True)
+            opt = lib.optim.SGD([p], lr=0.1, momentum=0.9)
+            sch = lib.optim.lr_scheduler.CyclicLR(
+                opt, 0.01, 0.1, step_size_up=3, step_size_down=2, mode=mode, gamma=0.9
+            )
+            seq = []
+            for _ in range(14):
+                seq.append((opt.param_groups[0]["lr"], opt.param_groups[0]["momentum"]))
+                opt.step()
+                sch.step()
+            seqs.append(seq)
+        np.testing.assert_allclose(seqs[0], seqs[1], rtol=1e-12, err_msg=mode)
+
+
+def test_total_norm_and_clipping_with_it_match_torch():
+    grads = [rng.standard_normal((3, 4)), rng.standard_normal(5)]
+    out = []
+    for lib in (fg, torch):
+        ps = [lib.tensor(np.zeros_like(g), requires_grad=True) for g in grads]
+        for p, g in zip(ps, grads):
+            p.grad = lib.tensor(g)
+        total = lib.nn.utils.get_total_norm([p.grad for p in ps], 3.0)
+        lib.nn.utils.clip_grads_with_norm_(ps, 0.5, total)
+        out.append([float(total)] + [p.grad.numpy().copy() for p in ps])
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-10)

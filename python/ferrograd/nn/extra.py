@@ -32,9 +32,12 @@ __all__ = [
     "AdaptiveAvgPool1d",
     "AdaptiveMaxPool1d",
     "AdaptiveMaxPool2d",
+    "AlphaDropout",
     "AvgPool1d",
     "Bilinear",
     "ChannelShuffle",
+    "CircularPad1d",
+    "CircularPad2d",
     "ConstantPad1d",
     "ConstantPad2d",
     "ConvTranspose1d",
@@ -45,6 +48,7 @@ __all__ = [
     "Fold",
     "GRUCell",
     "GaussianNLLLoss",
+    "Hardshrink",
     "Hardsigmoid",
     "Hardswish",
     "HingeEmbeddingLoss",
@@ -52,10 +56,13 @@ __all__ = [
     "InstanceNorm1d",
     "InstanceNorm2d",
     "LSTMCell",
+    "LocalResponseNorm",
     "LogSigmoid",
     "MarginRankingLoss",
     "MaxPool1d",
     "Mish",
+    "MultiLabelSoftMarginLoss",
+    "MultiMarginLoss",
     "PReLU",
     "PairwiseDistance",
     "PixelShuffle",
@@ -66,14 +73,21 @@ __all__ = [
     "ReLU6",
     "ReflectionPad1d",
     "ReflectionPad2d",
+    "ReplicationPad1d",
     "ReplicationPad2d",
     "SoftMarginLoss",
+    "Softmax2d",
     "Softmin",
+    "Softshrink",
     "Softsign",
     "Tanhshrink",
+    "Threshold",
     "TripletMarginLoss",
     "Unfold",
     "Upsample",
+    "UpsamplingBilinear2d",
+    "UpsamplingNearest2d",
+    "ZeroPad1d",
     "ZeroPad2d",
 ]
 
@@ -170,6 +184,48 @@ Fold = _simple(
     F.fold,
     (("output_size", 1), ("kernel_size", 1), ("dilation", 1), ("padding", 0), ("stride", 1)),
 )
+Threshold = _simple("Threshold", F.threshold, (("threshold", 0.0), ("value", 0.0), *_INPLACE))
+Hardshrink = _simple("Hardshrink", F.hardshrink, (("lambd", 0.5),))
+Softshrink = _simple("Softshrink", F.softshrink, (("lambd", 0.5),))
+LocalResponseNorm = _simple(
+    "LocalResponseNorm",
+    F.local_response_norm,
+    (("size", 1), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)),
+)
+UpsamplingNearest2d = _simple(
+    "UpsamplingNearest2d", F.upsample_nearest, (("size", None), ("scale_factor", None))
+)
+UpsamplingBilinear2d = _simple(
+    "UpsamplingBilinear2d", F.upsample_bilinear, (("size", None), ("scale_factor", None))
+)
+
+
+def _softmax2d(x: Tensor) -> Tensor:
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"Softmax2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}")
+    return F.softmax(x, -3)
+
+
+Softmax2d = _simple("Softmax2d", _softmax2d)
+
+
+class AlphaDropout(Module):
+    """Dropout for SELU networks (see ``F.alpha_dropout``); the identity in eval mode."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"AlphaDropout: p must lie in [0, 1], got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.alpha_dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
 Upsample = _simple(
     "Upsample",
     F.interpolate,
@@ -230,6 +286,10 @@ ConstantPad2d = _padding("ConstantPad2d", 2, "constant", True)
 ReflectionPad1d = _padding("ReflectionPad1d", 1, "reflect", False)
 ReflectionPad2d = _padding("ReflectionPad2d", 2, "reflect", False)
 ReplicationPad2d = _padding("ReplicationPad2d", 2, "replicate", False)
+ZeroPad1d = _padding("ZeroPad1d", 1, "constant", False)
+ReplicationPad1d = _padding("ReplicationPad1d", 1, "replicate", False)
+CircularPad1d = _padding("CircularPad1d", 1, "circular", False)
+CircularPad2d = _padding("CircularPad2d", 2, "circular", False)
 
 
 class ConvTranspose1d(ConvTranspose2d):
@@ -460,6 +520,12 @@ HuberLoss = _loss("HuberLoss", F.huber_loss, (("delta", 1.0),), 2)
 MarginRankingLoss = _loss("MarginRankingLoss", F.margin_ranking_loss, (("margin", 0.0),), 3)
 HingeEmbeddingLoss = _loss("HingeEmbeddingLoss", F.hinge_embedding_loss, (("margin", 1.0),), 2)
 SoftMarginLoss = _loss("SoftMarginLoss", F.soft_margin_loss, (), 2)
+MultiLabelSoftMarginLoss = _loss(
+    "MultiLabelSoftMarginLoss", F.multilabel_soft_margin_loss, (("weight", None),), 2
+)
+MultiMarginLoss = _loss(
+    "MultiMarginLoss", F.multi_margin_loss, (("p", 1), ("margin", 1.0), ("weight", None)), 2
+)
 CosineEmbeddingLoss = _loss("CosineEmbeddingLoss", F.cosine_embedding_loss, (("margin", 0.0),), 3)
 TripletMarginLoss = _loss(
     "TripletMarginLoss",

@@ -1564,3 +1564,243 @@ def grid_sample(
 
 
 __all__ += ["affine_grid", "grid_sample"]
+
+
+# ------------------------------------------- thresholds, shrinkage, in-place forms, extras
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """``input`` where it is above ``threshold``, else ``value``."""
+    x = _float("threshold", "input", input)
+    return _core.where(x > threshold, x, x * 0.0 + value)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``input`` where ``|input| > lambd``, else 0."""
+    x = _float("hardshrink", "input", input)
+    return _core.where((x > lambd) | (x < -lambd), x, x * 0.0)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``input`` moved toward 0 by ``lambd`` (0 within ``[-lambd, lambd]``)."""
+    x = _float("softshrink", "input", input)
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
+    return _core.where(x > lambd, x - lambd, _core.where(x < -lambd, x + lambd, x * 0.0))
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``max(0, x) + weight * min(0, x)``, ``weight`` one value or one per channel (axis 1)."""
+    x = _float("prelu", "input", input)
+    w = _float("prelu", "weight", weight)
+    if w.numel() != 1:
+        if x.ndim < 2 or x.shape[1] != w.numel():
+            raise ShapeError(
+                f"prelu: weight of {w.numel()} values for input of shape {list(x.shape)} "
+                "(expected one per channel on axis 1)"
+            )
+        w = w.reshape(1, w.numel(), *([1] * (x.ndim - 2)))
+    return _core.where(x >= 0, x, w * x)
+
+
+def _inplace_form(fn: Any, name: str) -> Any:
+    def method(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        kwargs.pop("inplace", None)
+        input.copy_(fn(input, *args, **kwargs))
+        return input
+
+    method.__name__ = name
+    method.__doc__ = f"``{fn.__name__}`` written into ``input``; returns ``input``."
+    return method
+
+
+relu_ = _inplace_form(relu, "relu_")
+elu_ = _inplace_form(elu, "elu_")
+selu_ = _inplace_form(selu, "selu_")
+celu_ = _inplace_form(celu, "celu_")
+leaky_relu_ = _inplace_form(leaky_relu, "leaky_relu_")
+hardtanh_ = _inplace_form(hardtanh, "hardtanh_")
+threshold_ = _inplace_form(threshold, "threshold_")
+
+
+def gumbel_softmax(
+    logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1
+) -> Tensor:
+    """A sample of the Gumbel-softmax distribution over ``dim``; with ``hard``, one-hot
+    samples whose gradient is the soft sample's (straight-through)."""
+    x = _float("gumbel_softmax", "logits", logits)
+    if tau <= 0:
+        raise ValueError(f"gumbel_softmax: tau must be positive, got {tau}")
+    from .. import rand_like
+
+    u = rand_like(x)
+    g = -(-(u + eps).log() + eps).log()
+    y = softmax((x + g) / tau, dim)
+    if not hard:
+        return y
+    d = dim % x.ndim
+    idx = y.detach().argmax(d, True)
+    y_hard = _core.zeros_like(y.detach()).scatter(d, idx, 1.0)
+    return y_hard - y.detach() + y
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """The ``p``-norm distances between every pair of rows ``i < j`` of an ``(N, M)`` input,
+    row-major (``N (N - 1) / 2`` values)."""
+    x = _float("pdist", "input", input)
+    if x.ndim != 2:
+        raise ShapeError(f"pdist: input must be (N, M), got {list(x.shape)}")
+    n = x.shape[0]
+    i, j = np.triu_indices(n, 1)
+    if i.size == 0:
+        return _core.zeros((0,), dtype=x.dtype.name, device=x.device)
+    a = _core.index_select(x, 0, tensor(i.astype(np.int64), device=x.device))
+    b = _core.index_select(x, 0, tensor(j.astype(np.int64), device=x.device))
+    from .._ops import norm
+
+    return norm(a - b, p, 1)
+
+
+def upsample(
+    input: Tensor,
+    size: Any = None,
+    scale_factor: Any = None,
+    mode: str = "nearest",
+    align_corners: Any = None,
+) -> Tensor:
+    """``interpolate`` (PyTorch's older name)."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    return interpolate(input, size, scale_factor, "nearest")
+
+
+def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """Bilinear upsampling with ``align_corners=True``, as PyTorch's ``upsample_bilinear``."""
+    return interpolate(input, size, scale_factor, "bilinear", True)
+
+
+def dropout1d(
+    input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+) -> Tensor:
+    """Zeroes whole channels of ``(N, C, L)`` (or ``(C, L)``) with probability ``p``."""
+    x = _float("dropout1d", "input", input)
+    if x.ndim not in (2, 3):
+        raise ShapeError(f"dropout1d: input must be (N, C, L) or (C, L), got {list(x.shape)}")
+    return dropout2d(x.unsqueeze(-1), p, training).squeeze(-1)
+
+
+_SELU_ALPHA_PRIME = -1.7580993408473766  # -scale * alpha of SELU
+
+
+def alpha_dropout(
+    input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False
+) -> Tensor:
+    """Dropout that keeps SELU's zero mean and unit variance: dropped entries take SELU's
+    negative saturation value, then an affine map restores the moments."""
+    x = _float("alpha_dropout", "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"alpha_dropout: p must lie in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    from .. import bernoulli, full
+
+    keep = bernoulli(full(list(x.shape), 1.0 - p, dtype=x.dtype.name, device=x.device))
+    a = ((1.0 - p) * (1.0 + p * _SELU_ALPHA_PRIME**2)) ** -0.5
+    b = -a * _SELU_ALPHA_PRIME * p
+    return (x * keep + (1.0 - keep) * _SELU_ALPHA_PRIME) * a + b
+
+
+def local_response_norm(
+    input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0
+) -> Tensor:
+    """Normalises each channel by the squares of its ``size`` neighbouring channels:
+    ``x / (k + alpha / size * sum x^2) ** beta``."""
+    x = _float("local_response_norm", "input", input)
+    if x.ndim < 3:
+        raise ShapeError(
+            f"local_response_norm: input must be (N, C, ...), got shape {list(x.shape)}"
+        )
+    if size < 1:
+        raise ValueError(f"local_response_norm: size must be positive, got {size}")
+    c = x.shape[1]
+    sq = x * x
+    lo, hi = size // 2, (size - 1) // 2
+    zeros = [
+        _core.zeros((x.shape[0], n, *x.shape[2:]), dtype=x.dtype.name, device=x.device)
+        for n in (lo, hi)
+    ]
+    padded = _core.concat([t for t in (zeros[0], sq, zeros[1]) if t.shape[1] > 0], 1)
+    total = padded.narrow(1, 0, c)
+    for s in range(1, size):
+        total = total + padded.narrow(1, s, c)
+    return x / (total * (alpha / size) + k) ** beta
+
+
+def multilabel_soft_margin_loss(
+    input: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean"
+) -> Tensor:
+    """Per-class logistic loss averaged over the classes (the last axis)."""
+    x = _float("multilabel_soft_margin_loss", "input", input)
+    t = target.astype(x.dtype.name) if target.dtype != x.dtype else target
+    loss = -(t * logsigmoid(x) + (1.0 - t) * logsigmoid(-x))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce("multilabel_soft_margin_loss", loss.mean(axis=-1), reduction)
+
+
+def multi_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    p: int = 1,
+    margin: float = 1.0,
+    weight: Tensor | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """Multi-class hinge loss: ``sum_{i != y} max(0, margin - x[y] + x[i]) ** p / C`` per
+    sample (``p`` 1 or 2), the term scaled by ``weight[y]`` when given."""
+    x = _float("multi_margin_loss", "input", input)
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: p must be 1 or 2, got {p}")
+    x2 = x.reshape(1, -1) if x.ndim == 1 else x
+    y = target.reshape(-1, 1).astype("int64")
+    picked = gather(x2, 1, y)
+    terms = (x2 - picked + margin).clamp(min=0.0)
+    if p == 2:
+        terms = terms * terms
+    if weight is not None:
+        terms = terms * gather(weight.reshape(1, -1), 1, y.reshape(1, -1)).reshape(-1, 1)
+    classes = tensor(np.arange(x2.shape[1]).reshape(1, -1), device=x.device)
+    terms = _core.where(classes == y, terms * 0.0, terms)
+    loss = terms.sum(axis=1) / x2.shape[1]
+    if x.ndim == 1:
+        loss = loss.reshape(())
+    return _reduce("multi_margin_loss", loss, reduction)
+
+
+__all__ += [
+    "alpha_dropout",
+    "celu_",
+    "dropout1d",
+    "elu_",
+    "gumbel_softmax",
+    "hardshrink",
+    "hardtanh_",
+    "leaky_relu_",
+    "local_response_norm",
+    "multi_margin_loss",
+    "multilabel_soft_margin_loss",
+    "pdist",
+    "prelu",
+    "relu_",
+    "selu_",
+    "softshrink",
+    "threshold",
+    "threshold_",
+    "upsample",
+    "upsample_bilinear",
+    "upsample_nearest",
+]

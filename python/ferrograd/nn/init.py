@@ -194,3 +194,16 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Ten
     if rows < cols:
         q = q.T
     return _write(tensor, gain * q)
+
+
+# PyTorch's deprecated spellings without the trailing underscore
+constant = constant_
+normal = normal_
+uniform = uniform_
+xavier_normal = xavier_normal_
+xavier_uniform = xavier_uniform_
+kaiming_normal = kaiming_normal_
+kaiming_uniform = kaiming_uniform_
+orthogonal = orthogonal_
+dirac = dirac_
+eye = eye_

@@ -32,6 +32,7 @@ __all__ = [
     "Optimizer",
     "RAdam",
     "RMSprop",
+    "Rprop",
     "lr_scheduler",
 ]
 
@@ -810,3 +811,59 @@ class RAdam(_AdamFamily):
 
 
 from . import lr_scheduler
+
+
+class Rprop(Optimizer):
+    """Resilient backpropagation: each entry's step size grows by ``etas[1]`` while its
+    gradient keeps its sign and shrinks by ``etas[0]`` when it flips (that step is then
+    skipped), within ``step_sizes``; the update is ``-sign(grad) * step_size``. PyTorch's
+    formulas."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-2,
+        etas: tuple[float, float] = (0.5, 1.2),
+        step_sizes: tuple[float, float] = (1e-6, 50.0),
+        *,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "etas": tuple(etas),
+            "step_sizes": tuple(step_sizes),
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict) -> None:
+        minus, plus = group["etas"]
+        if not 0.0 < minus < 1.0 < plus:
+            raise ValueError(
+                f"Rprop: etas must satisfy 0 < etaminus < 1 < etaplus, got {group['etas']}"
+            )
+        lo, hi = group["step_sizes"]
+        if not 0.0 <= lo <= hi:
+            raise ValueError(
+                f"Rprop: step_sizes must satisfy 0 <= min <= max, got {group['step_sizes']}"
+            )
+
+    def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        return {
+            "step": _step_tensor(p),
+            "prev": _core.zeros_like(p),
+            "step_size": _core.zeros_like(p) + float(group["lr"]),
+        }
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        minus, plus = group["etas"]
+        lo, hi = group["step_sizes"]
+        state["step"] += 1.0
+        prev, size = state["prev"], state["step_size"]
+        s = (g * prev).sign()
+        one = _core.ones_like(g)
+        factor = _core.where(s > 0, one * plus, _core.where(s < 0, one * minus, one))
+        size.copy_((size * factor).clamp(lo, hi))
+        g = _core.where(s < 0, g * 0.0, g)
+        p -= g.sign() * size
+        prev.copy_(g)

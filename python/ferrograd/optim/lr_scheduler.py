@@ -12,6 +12,7 @@ __all__ = [
     "ConstantLR",
     "CosineAnnealingLR",
     "CosineAnnealingWarmRestarts",
+    "CyclicLR",
     "ExponentialLR",
     "LRScheduler",
     "LambdaLR",
@@ -562,3 +563,102 @@ class ChainedScheduler:
     def load_state_dict(self, state_dict: dict) -> None:
         for s, sd in zip(self._schedulers, state_dict["_schedulers"]):
             s.load_state_dict(sd)
+
+
+class CyclicLR(LRScheduler):
+    """The cyclical learning-rate policy (Smith): the rate goes from ``base_lr`` to
+    ``max_lr`` over ``step_size_up`` steps and back over ``step_size_down``; the amplitude is
+    kept (``triangular``), halved each cycle (``triangular2``), or scaled by
+    ``gamma ** step`` (``exp_range``), or by ``scale_fn``. Momentum (or Adam's ``beta1``)
+    cycles the other way when ``cycle_momentum``. Stepped once per batch."""
+
+    def __init__(
+        self,
+        optimizer: Any,
+        base_lr: Any,
+        max_lr: Any,
+        step_size_up: int = 2000,
+        step_size_down: int | None = None,
+        mode: str = "triangular",
+        gamma: float = 1.0,
+        scale_fn: Any = None,
+        scale_mode: str = "cycle",
+        cycle_momentum: bool = True,
+        base_momentum: Any = 0.8,
+        max_momentum: Any = 0.9,
+        last_epoch: int = -1,
+    ) -> None:
+        groups = optimizer.param_groups
+
+        def per_group(name: str, v: Any) -> list[float]:
+            vs = list(v) if isinstance(v, (list, tuple)) else [v] * len(groups)
+            if len(vs) != len(groups):
+                raise ValueError(f"CyclicLR: {len(vs)} values of {name} for {len(groups)} groups")
+            return [float(x) for x in vs]
+
+        base_lrs = per_group("base_lr", base_lr)
+        if last_epoch == -1:
+            for g, lr in zip(groups, base_lrs):
+                g["lr"] = lr
+                g["initial_lr"] = lr
+        self.max_lrs = per_group("max_lr", max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        if up <= 0 or down <= 0:
+            raise ValueError("CyclicLR: step sizes must be positive")
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError(
+                f"CyclicLR: mode must be triangular, triangular2 or exp_range, got {mode!r}"
+            )
+        self.mode, self.gamma = mode, gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = (
+            scale_mode
+            if scale_fn is not None
+            else ("iterations" if mode == "exp_range" else "cycle")
+        )
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if not all("momentum" in g or "betas" in g for g in groups):
+                raise ValueError(
+                    "CyclicLR: optimizer must support momentum or beta1 with cycle_momentum enabled"
+                )
+            self.base_momentums = per_group("base_momentum", base_momentum)
+            self.max_momentums = per_group("max_momentum", max_momentum)
+            if last_epoch == -1:
+                for g, m in zip(groups, self.max_momentums):
+                    OneCycleLR._set_momentum(g, m)
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _scale(self, x: float) -> float:
+        if self._scale_fn_custom is not None:
+            return float(self._scale_fn_custom(x))
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1.0 / (2.0 ** (x - 1))
+        return self.gamma**x
+
+    def get_lr(self) -> list[float]:
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale_factor = x / self.step_ratio
+        else:
+            scale_factor = (x - 1) / (self.step_ratio - 1)
+        arg = cycle if self.scale_mode == "cycle" else self.last_epoch
+        lrs = []
+        base_lrs = getattr(self, "base_lrs", [g["initial_lr"] for g in self.optimizer.param_groups])
+        for base, top in zip(base_lrs, self.max_lrs):
+            height = (top - base) * scale_factor
+            lrs.append(base + height * self._scale(arg))
+        if self.cycle_momentum:
+            for g, lo, hi in zip(
+                self.optimizer.param_groups, self.base_momentums, self.max_momentums
+            ):
+                height = (hi - lo) * scale_factor
+                OneCycleLR._set_momentum(g, hi - height * self._scale(arg))
+        return lrs

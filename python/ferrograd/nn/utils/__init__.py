@@ -15,6 +15,8 @@ from . import rnn
 __all__ = [
     "clip_grad_norm_",
     "clip_grad_value_",
+    "clip_grads_with_norm_",
+    "get_total_norm",
     "parameters_to_vector",
     "rnn",
     "vector_to_parameters",
@@ -26,32 +28,28 @@ def _with_grads(parameters: Any) -> list[Tensor]:
     return [p for p in ps if p.grad is not None]
 
 
-def clip_grad_norm_(
-    parameters: Iterable[Tensor] | Tensor,
-    max_norm: float,
+def get_total_norm(
+    tensors: Iterable[Tensor] | Tensor,
     norm_type: float = 2.0,
     error_if_nonfinite: bool = False,
     foreach: Any = None,
 ) -> Tensor:
-    """Scales the gradients in place so that their joint ``norm_type``-norm is at most
-    ``max_norm``; returns the total norm before clipping (a 0-d float tensor)."""
-
-    params = _with_grads(parameters)
-    grads = [p.grad for p in params]
-    max_norm = float(max_norm)
+    """The joint ``norm_type``-norm of ``tensors`` (typically gradients) as if they were one
+    vector, accumulated in float64; a 0-d tensor of the first one's dtype and device."""
+    ts = [tensors] if isinstance(tensors, Tensor) else [t for t in tensors if t is not None]
     norm_type = float(norm_type)
     with no_grad():
-        if not grads:
+        if not ts:
             return _core.zeros(())
-        dev = grads[0].device
+        dev = ts[0].device
         if norm_type == math.inf:
-            parts = [g.abs().max().astype("float64").to(dev) for g in grads]
+            parts = [g.abs().max().astype("float64").to(dev) for g in ts]
             total = parts[0]
             for p in parts[1:]:
                 total = _core.maximum(total, p)
         else:
             total = None
-            for g in grads:
+            for g in ts:
                 a = g.astype("float64") if g.dtype.name != "float64" else g
                 s = (a.abs() ** norm_type).sum() if norm_type != 2.0 else (a * a).sum()
                 s = s.to(dev)
@@ -64,13 +62,46 @@ def clip_grad_norm_(
                     f"clip_grad_norm_: the total norm of order {norm_type} of the gradients "
                     f"is {value}; set error_if_nonfinite=False to clip anyway"
                 )
+    return total.astype(ts[0].dtype)
+
+
+def clip_grads_with_norm_(
+    parameters: Iterable[Tensor] | Tensor,
+    max_norm: float,
+    total_norm: Tensor,
+    foreach: Any = None,
+) -> None:
+    """Scales the gradients by ``min(1, max_norm / (total_norm + 1e-6))`` (``total_norm``
+    from :func:`get_total_norm`)."""
+    params = _with_grads(parameters)
+    with no_grad():
         # min(1, max_norm / (total + 1e-6)) as a tensor: no read of the norm (traceable)
-        coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
+        total = total_norm.astype("float64") if total_norm.dtype.name != "float64" else total_norm
+        coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
         # new gradient tensors (not writes into the old ones): a traced step may keep
         # reading .grad through other handles
-        for p, g in zip(params, grads):
-            p.grad = g * (coef.astype(g.dtype) if g.dtype != coef.dtype else coef)
-    return total.astype(grads[0].dtype)
+        for p in params:
+            g = p.grad
+            c = coef.to(g.device) if str(coef.device) != str(g.device) else coef
+            p.grad = g * (c.astype(g.dtype) if g.dtype != c.dtype else c)
+
+
+def clip_grad_norm_(
+    parameters: Iterable[Tensor] | Tensor,
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: Any = None,
+) -> Tensor:
+    """Scales the gradients in place so that their joint ``norm_type``-norm is at most
+    ``max_norm``; returns the total norm before clipping (a 0-d float tensor)."""
+    params = _with_grads(parameters)
+    grads = [p.grad for p in params]
+    if not grads:
+        return _core.zeros(())
+    total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    clip_grads_with_norm_(params, max_norm, total)
+    return total
 
 
 def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -> None:
