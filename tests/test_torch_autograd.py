@@ -419,3 +419,17 @@ def test_a_view_made_before_an_inplace_update_of_its_base_is_refused():
         v.sum()
     y.sum().backward()  # the updated tensor itself is fine
     np.testing.assert_allclose(x.grad.numpy(), [6.0] * 4)
+
+
+def test_tensor_hooks_run_inside_autograd_grad_as_in_torch():
+    torch = pytest.importorskip("torch")
+    out = []
+    for lib in (fg, torch):
+        w = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        seen = []
+        w.register_hook(lambda g, seen=seen: seen.append(("w", g.tolist())) or g * 2)
+        h = w * 3
+        h.register_hook(lambda g, seen=seen: seen.append(("h", g.tolist())) or g + 1)
+        (g,) = lib.autograd.grad((h * h).sum(), [w])
+        out.append((g.tolist(), seen, w.grad is None))
+    assert out[0] == out[1]

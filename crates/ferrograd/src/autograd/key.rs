@@ -687,7 +687,7 @@ impl GradKey {
             }
         }
         let mut found: Vec<Option<Tensor>> = vec![None; xs.len()];
-        let collect = Some((&targets[..], &mut found));
+        let collect = Some((&targets[..], &mut found, self.0.ambient));
         self.drive(ys, dys, collect, record, retain, record_self)?;
         Ok(found)
     }
@@ -1018,8 +1018,14 @@ impl Drop for ClearSlots {
     }
 }
 
-/// Functional mode: the slots whose final gradients are wanted, and where they go.
-type Collect<'a> = (&'a [(Arc<GradFn>, usize)], &'a mut Vec<Option<Tensor>>);
+/// Functional mode: where `grad` hands the gradients of its inputs: the records' slots it wants, where their
+/// gradients go, and whether tensor hooks (the callbacks on the key behind PyTorch's
+/// `requires_grad`) run on the way, as `torch.autograd.grad` runs them.
+type Collect<'a> = (
+    &'a [(Arc<GradFn>, usize)],
+    &'a mut Vec<Option<Tensor>>,
+    bool,
+);
 
 fn run_rule(rule: &dyn GradRule, grads: &[Option<Tensor>], dsts: &[Option<Dst>]) -> Result<()> {
     let in_grads = rule.backward(grads)?;
@@ -1065,10 +1071,28 @@ fn accumulate(f: &Arc<GradFn>, idx: usize, g: Tensor) -> Result<()> {
 /// A slot's gradient is final: run its callbacks and add the result into `.grad` (or, in
 /// functional mode, hand it over instead).
 fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Result<()> {
-    if let Some((targets, found)) = collect {
+    if let Some((targets, found, hooks)) = collect {
+        let mut grad = f.state().slots[idx].grad.clone();
+        if *hooks {
+            let hooked = {
+                let st = f.state();
+                st.slots[idx]
+                    .attached
+                    .as_ref()
+                    .filter(|a| !a.callbacks.is_empty())
+                    .map(|a| (a.callbacks.clone(), a.target.clone()))
+            };
+            if let (Some((callbacks, tensor)), Some(g)) = (hooked, grad.clone()) {
+                // the hooks see the gradient and may replace it, for what flows on too;
+                // nothing is added into `.grad`
+                let last = deliver(&tensor, g, &callbacks, false)?;
+                f.state().slots[idx].grad = Some(last.clone());
+                grad = Some(last);
+            }
+        }
         for (i, (tf, ti)) in targets.iter().enumerate() {
             if Arc::ptr_eq(tf, f) && *ti == idx {
-                found[i] = f.state().slots[idx].grad.clone();
+                found[i] = grad.clone();
             }
         }
         return Ok(());
