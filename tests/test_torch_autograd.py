@@ -433,3 +433,26 @@ def test_tensor_hooks_run_inside_autograd_grad_as_in_torch():
         (g,) = lib.autograd.grad((h * h).sum(), [w])
         out.append((g.tolist(), seen, w.grad is None))
     assert out[0] == out[1]
+
+
+def test_inplace_on_one_view_leaves_views_of_other_memory_usable():
+    """``q, k, v = qkv[0], qkv[1], qkv[2]; q *= s``: the write touches only q's memory, so k
+    and v (made before it) stay usable, and the gradients are PyTorch's."""
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(3).standard_normal((3, 2, 4))
+    grads = []
+    for lib in (fg, torch):
+        x = lib.tensor(a, requires_grad=True)
+        qkv = x * 1.0
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        q *= 0.5
+        ((q @ k.T) @ v).sum().backward()
+        grads.append(np.asarray(x.grad.tolist()))
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)
+    # the tensor they view is stale in the written part: using it is refused
+    x = fg.tensor(a, requires_grad=True)
+    qkv = x * 1.0
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    q *= 0.5
+    with pytest.raises(RuntimeError, match="changed in place"):
+        qkv.sum()

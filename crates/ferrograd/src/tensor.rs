@@ -70,10 +70,11 @@ impl TensorImpl {
         self.meta.lock()
     }
 
-    /// False when a recorded in-place write went into this handle's buffer through another
+    /// False when a recorded in-place write went into this handle's elements through another
     /// handle (a view of it, or the tensor it views) after this one was made.
     pub(crate) fn is_current(&self) -> bool {
-        self.seen_writes == self.storage.tape_writes()
+        let (lo, hi) = self.layout.storage_span();
+        !self.storage.written_since(self.seen_writes, lo, hi)
     }
 }
 

@@ -10,6 +10,9 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::memory;
 
+/// How many recorded in-place writes a buffer remembers the place of.
+const TAPE_LOG: usize = 32;
+
 /// A CPU buffer of one dtype.
 #[derive(Debug, Clone)]
 pub enum CpuData {
@@ -100,6 +103,9 @@ pub struct Storage {
     /// made before the last one no longer stands for what the buffer holds (see
     /// [`crate::Tensor::check_current`]).
     tape_writes: AtomicU64,
+    /// The element span `[lo, hi)` of each recent recorded in-place write, with the count it
+    /// took `tape_writes` to (the last [`TAPE_LOG`] of them).
+    tape_log: std::sync::Mutex<Vec<(u64, usize, usize)>>,
     /// The id of the ambient key (PyTorch's `requires_grad`) that has a leaf over this buffer
     /// (0: none): recorded in-place writes into it are refused, as PyTorch refuses them.
     leaf_key: AtomicU64,
@@ -119,6 +125,7 @@ impl Storage {
             read_only: false,
             version: AtomicU64::new(0),
             tape_writes: AtomicU64::new(0),
+            tape_log: std::sync::Mutex::new(Vec::new()),
             leaf_key: AtomicU64::new(0),
             device: Device::Cpu,
             dtype,
@@ -142,6 +149,7 @@ impl Storage {
                     read_only: false,
                     version: AtomicU64::new(0),
                     tape_writes: AtomicU64::new(0),
+                    tape_log: std::sync::Mutex::new(Vec::new()),
                     leaf_key: AtomicU64::new(0),
                     device,
                     dtype,
@@ -168,6 +176,7 @@ impl Storage {
             read_only,
             version: AtomicU64::new(0),
             tape_writes: AtomicU64::new(0),
+            tape_log: std::sync::Mutex::new(Vec::new()),
             leaf_key: AtomicU64::new(0),
             device: Device::Cpu,
             dtype,
@@ -225,8 +234,29 @@ impl Storage {
         self.tape_writes.load(Ordering::Acquire)
     }
 
-    pub(crate) fn note_tape_write(&self) {
-        self.tape_writes.fetch_add(1, Ordering::AcqRel);
+    /// Notes a recorded in-place write into the elements `[lo, hi)`.
+    pub(crate) fn note_tape_write(&self, lo: usize, hi: usize) {
+        let mut log = self.tape_log.lock().unwrap_or_else(|e| e.into_inner());
+        let count = self.tape_writes.fetch_add(1, Ordering::AcqRel) + 1;
+        if log.len() == TAPE_LOG {
+            log.remove(0);
+        }
+        log.push((count, lo, hi));
+    }
+
+    /// Whether a recorded in-place write after the `seen`-th one touched the elements
+    /// `[lo, hi)` (true as well when the log no longer reaches back that far).
+    pub(crate) fn written_since(&self, seen: u64, lo: usize, hi: usize) -> bool {
+        if self.tape_writes() == seen {
+            return false;
+        }
+        let log = self.tape_log.lock().unwrap_or_else(|e| e.into_inner());
+        match log.first() {
+            Some(&(first, _, _)) if first <= seen + 1 => {
+                log.iter().any(|&(c, a, b)| c > seen && a < hi && lo < b)
+            }
+            _ => true,
+        }
     }
 
     pub(crate) fn leaf_key(&self) -> u64 {
