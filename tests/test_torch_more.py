@@ -247,6 +247,7 @@ def test_pytorch_idioms_port_by_renaming():
     assert q.shape == k.shape == v.shape == (2, 4)
     assert fg.eq(x, x).all().item() and not fg.ne(x, x).any().item()
     assert (fg.gt(x, 0) == (x > 0)).all().item()
+    assert fg.Size([3, 5]) == x.shape and fg.Size([3, 5]).numel() == 15
     np.testing.assert_array_equal(
         fg.cartesian_prod(fg.tensor([1, 2]), fg.tensor([3, 4])).numpy(),
         [[1, 3], [1, 4], [2, 3], [2, 4]],

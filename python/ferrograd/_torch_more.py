@@ -28,6 +28,7 @@ from ._tensor import _dtype_name, tensor
 from ._torch_compat import sort
 
 __all__ = [
+    "Size",
     "absolute",
     "acosh",
     "aminmax",
@@ -104,6 +105,20 @@ __all__ = [
 ]
 
 _as_builtin_float = builtins.float
+
+
+class Size(tuple):
+    """A shape, as PyTorch's ``torch.Size``: a tuple of ints (``x.shape`` compares equal to
+    one) with ``numel()``."""
+
+    def __new__(cls, sizes: Any = ()) -> Size:
+        return super().__new__(cls, (int(n) for n in sizes))
+
+    def numel(self) -> int:
+        return math.prod(self)
+
+    def __repr__(self) -> str:
+        return f"Size({list(self)})"
 
 
 def _pair(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
