@@ -111,7 +111,7 @@ class Size(tuple):
     """A shape, as PyTorch's ``torch.Size``: a tuple of ints (``x.shape`` compares equal to
     one) with ``numel()``."""
 
-    def __new__(cls, sizes: Any = ()) -> Size:
+    def __new__(cls, sizes: Any = ()) -> Size:  # noqa: PYI034
         return super().__new__(cls, (int(n) for n in sizes))
 
     def numel(self) -> int:
