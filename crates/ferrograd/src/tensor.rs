@@ -73,6 +73,9 @@ impl TensorImpl {
     /// False when a recorded in-place write went into this handle's elements through another
     /// handle (a view of it, or the tensor it views) after this one was made.
     pub(crate) fn is_current(&self) -> bool {
+        if self.storage.tape_writes() == self.seen_writes {
+            return true;
+        }
         let (lo, hi) = self.layout.storage_span();
         !self.storage.written_since(self.seen_writes, lo, hi)
     }
