@@ -456,3 +456,17 @@ def test_inplace_on_one_view_leaves_views_of_other_memory_usable():
     q *= 0.5
     with pytest.raises(RuntimeError, match="changed in place"):
         qkv.sum()
+
+
+def test_inplace_on_interleaved_views_matches_torch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(4).standard_normal((3, 6))
+    grads = []
+    for lib in (fg, torch):
+        x = lib.tensor(a, requires_grad=True)
+        y = x * 1.0
+        even, odd = y[:, 0::2], y[:, 1::2]
+        even *= 3.0
+        (odd * odd + even).sum().backward()
+        grads.append(np.asarray(x.grad.tolist()))
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)

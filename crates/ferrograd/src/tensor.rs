@@ -76,8 +76,8 @@ impl TensorImpl {
         if self.storage.tape_writes() == self.seen_writes {
             return true;
         }
-        let (lo, hi) = self.layout.storage_span();
-        !self.storage.written_since(self.seen_writes, lo, hi)
+        let at = crate::storage::Footprint::of(&self.layout);
+        !self.storage.written_since(self.seen_writes, &at)
     }
 }
 

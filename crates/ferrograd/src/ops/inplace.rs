@@ -203,8 +203,8 @@ impl Tensor {
         if tracked {
             // other tracked handles over this buffer (views of it, the tensor it views) no
             // longer stand for what it holds
-            let (lo, hi) = self.layout().storage_span();
-            self.storage().note_tape_write(lo, hi);
+            let at = crate::storage::Footprint::of(self.layout());
+            self.storage().note_tape_write(at);
         }
         Ok(self.continued_as(result))
     }

@@ -10,6 +10,51 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::memory;
 
+/// The elements a view of a buffer covers, coarsely: its span `[lo, hi)`, its offset, and the
+/// gcd of its strides (every element sits at `offset + k * step`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Footprint {
+    lo: usize,
+    hi: usize,
+    offset: usize,
+    step: usize,
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+impl Footprint {
+    pub(crate) fn of(layout: &crate::layout::Layout) -> Footprint {
+        let (lo, hi) = layout.storage_span();
+        let step = layout
+            .shape()
+            .iter()
+            .zip(layout.strides())
+            .filter(|(&n, _)| n > 1)
+            .fold(0, |g, (_, &s)| gcd(g, s.unsigned_abs()));
+        Footprint {
+            lo,
+            hi,
+            offset: layout.offset(),
+            step,
+        }
+    }
+
+    /// False only when the two views cannot share an element: disjoint spans, or offsets
+    /// that no common step joins (interleaved views such as `x[:, 0::2]` and `x[:, 1::2]`).
+    fn may_overlap(&self, other: &Footprint) -> bool {
+        if self.lo >= other.hi || other.lo >= self.hi {
+            return false;
+        }
+        let g = gcd(self.step, other.step);
+        g == 0 || self.offset.abs_diff(other.offset) % g == 0
+    }
+}
+
 /// How many recorded in-place writes a buffer remembers the place of.
 const TAPE_LOG: usize = 32;
 
@@ -103,9 +148,9 @@ pub struct Storage {
     /// made before the last one no longer stands for what the buffer holds (see
     /// [`crate::Tensor::check_current`]).
     tape_writes: AtomicU64,
-    /// The element span `[lo, hi)` of each recent recorded in-place write, with the count it
-    /// took `tape_writes` to (the last [`TAPE_LOG`] of them).
-    tape_log: std::sync::Mutex<Vec<(u64, usize, usize)>>,
+    /// Where each recent recorded in-place write went, with the count it took `tape_writes`
+    /// to (the last [`TAPE_LOG`] of them).
+    tape_log: std::sync::Mutex<Vec<(u64, Footprint)>>,
     /// The id of the ambient key (PyTorch's `requires_grad`) that has a leaf over this buffer
     /// (0: none): recorded in-place writes into it are refused, as PyTorch refuses them.
     leaf_key: AtomicU64,
@@ -234,26 +279,26 @@ impl Storage {
         self.tape_writes.load(Ordering::Acquire)
     }
 
-    /// Notes a recorded in-place write into the elements `[lo, hi)`.
-    pub(crate) fn note_tape_write(&self, lo: usize, hi: usize) {
+    /// Notes a recorded in-place write into the elements `at` covers.
+    pub(crate) fn note_tape_write(&self, at: Footprint) {
         let mut log = self.tape_log.lock().unwrap_or_else(|e| e.into_inner());
         let count = self.tape_writes.fetch_add(1, Ordering::AcqRel) + 1;
         if log.len() == TAPE_LOG {
             log.remove(0);
         }
-        log.push((count, lo, hi));
+        log.push((count, at));
     }
 
-    /// Whether a recorded in-place write after the `seen`-th one touched the elements
-    /// `[lo, hi)` (true as well when the log no longer reaches back that far).
-    pub(crate) fn written_since(&self, seen: u64, lo: usize, hi: usize) -> bool {
+    /// Whether a recorded in-place write after the `seen`-th one may have touched the
+    /// elements `at` covers (true as well when the log no longer reaches back that far).
+    pub(crate) fn written_since(&self, seen: u64, at: &Footprint) -> bool {
         if self.tape_writes() == seen {
             return false;
         }
         let log = self.tape_log.lock().unwrap_or_else(|e| e.into_inner());
         match log.first() {
-            Some(&(first, _, _)) if first <= seen + 1 => {
-                log.iter().any(|&(c, a, b)| c > seen && a < hi && lo < b)
+            Some(&(first, _)) if first <= seen + 1 => {
+                log.iter().any(|(c, w)| *c > seen && w.may_overlap(at))
             }
             _ => true,
         }
