@@ -314,3 +314,70 @@ def test_linalg_refuses_what_it_cannot_compute():
     with pytest.raises(fg.ShapeError, match="matrix_norm"):
         fg.linalg.matrix_norm(fg.tensor(M[0, 0]))
     np.testing.assert_array_equal(fg.special.entr(fg.tensor([-1.0, 0.0])).numpy(), [-np.inf, 0.0])
+
+
+V4 = rng.standard_normal(4)
+MORE_METHODS = {
+    "mv": (lambda m, a, v: a[:, :4].mv(v), X, V4),
+    "addmv": (lambda m, a, v: a[:, 0].addmv(a[:, :4], v, beta=0.5, alpha=2.0), X, V4),
+    "addr": (lambda m, a, v: a[:, :4].addr(a[:, 0], v, alpha=3.0), X, V4),
+    "addbmm": (
+        lambda m, a, v: a[:2, :2].addbmm(a.reshape(3, 5, 1)[:, :2], a.reshape(3, 1, 5)[:, :, :2]),
+        X,
+        V4,
+    ),
+    "addmm_method": (lambda m, a, v: a[:, :3].addmm(a[:, :4], a[:, :4].T[:, :3]), X, V4),
+    "ger": (lambda m, a, v: a[0].ger(v), X, V4),
+    "dist": (lambda m, a, v: a[0, :4].dist(v, 3.0), X, V4),
+    "tensor_split": (lambda m, a, v: a.tensor_split(3, dim=1), X, V4),
+    "tensor_split_at": (lambda m, a, v: a.tensor_split([1, 4], dim=1), X, V4),
+    "unfold": (lambda m, a, v: a.unfold(1, 2, 2), X, V4),
+    "unfold_overlap": (lambda m, a, v: a.unfold(0, 2, 1), X, V4),
+    "select": (lambda m, a, v: a.select(1, -2), X, V4),
+    "index_copy": (
+        lambda m, a, v: a.index_copy(1, m.tensor([3, 0]), a[:, 1:3] * 5),
+        X,
+        V4,
+    ),
+    "masked_scatter": (
+        lambda m, a, v: a.masked_scatter(m.tensor(np.arange(15).reshape(3, 5) % 3 == 0), a * 2),
+        X,
+        V4,
+    ),
+    "sum_to_size": (lambda m, a, v: a.sum_to_size(1, 5), X, V4),
+    "take_along_dim": (lambda m, a, v: a.take_along_dim(m.tensor([[0], [4], [2]]), dim=1), X, V4),
+    "msort": (lambda m, a, v: a.msort(), X, V4),
+    "ravel_moveaxis": (lambda m, a, v: a.reshape(3, 5, 1).moveaxis(0, 2).ravel(), X, V4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE_METHODS))
+def test_more_methods_against_torch(name):
+    f, a, v = MORE_METHODS[name]
+    _compare(f, a, v)
+
+
+def test_more_predicates_against_torch():
+    a = np.array([-np.inf, -1.0, -0.0, 0.0, 2.0, np.inf, np.nan])
+    fa, ta = fg.tensor(a), torch.tensor(a)
+    for name in ("isposinf", "isneginf", "signbit", "isreal"):
+        np.testing.assert_array_equal(
+            getattr(fa, name)().numpy(), getattr(ta, name)().numpy(), err_msg=name
+        )
+    assert fa.equal(fa.clone()) is False  # NaN != NaN, as torch.equal
+    assert fg.tensor([1, 2]).equal(fg.tensor([1, 2])) is True
+    assert fg.tensor([0.0]).is_nonzero() is False and fg.tensor(3).is_nonzero() is True
+    with pytest.raises(RuntimeError, match="is_nonzero"):
+        fg.tensor([1, 2]).is_nonzero()
+    assert fg.tensor(a, device="cpu").get_device() == -1 and not fa.is_complex()
+    u = fg.tensor([1, 1, 2, 2, 2, 3, 1])
+    tu = torch.tensor([1, 1, 2, 2, 2, 3, 1])
+    for ours, theirs in zip(
+        u.unique_consecutive(return_inverse=True, return_counts=True),
+        tu.unique_consecutive(return_inverse=True, return_counts=True),
+    ):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    np.testing.assert_array_equal(
+        fg.tensor([[0, 1], [2, 0]]).argwhere().numpy(),
+        torch.tensor([[0, 1], [2, 0]]).argwhere().numpy(),
+    )

@@ -31,6 +31,9 @@ __all__ = [
     "Size",
     "absolute",
     "acosh",
+    "addbmm",
+    "addmv",
+    "addr",
     "aminmax",
     "arccos",
     "arccosh",
@@ -54,6 +57,7 @@ __all__ = [
     "cummin",
     "deg2rad",
     "diff",
+    "dist",
     "div",
     "divide",
     "eq",
@@ -71,6 +75,7 @@ __all__ = [
     "heaviside",
     "histc",
     "hypot",
+    "index_copy",
     "inner",
     "kron",
     "kthvalue",
@@ -79,8 +84,10 @@ __all__ = [
     "logaddexp2",
     "logit",
     "lt",
+    "masked_scatter",
     "median",
     "multiply",
+    "mv",
     "nanmean",
     "nansum",
     "ne",
@@ -91,15 +98,18 @@ __all__ = [
     "rot90",
     "row_stack",
     "searchsorted",
+    "select",
     "sinc",
     "std_mean",
     "subtract",
     "take",
+    "tensor_split",
     "tensordot",
     "tril_indices",
     "triu_indices",
     "true_divide",
     "unbind",
+    "unique_consecutive",
     "var_mean",
     "xlogy",
 ]
@@ -956,6 +966,186 @@ def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
     return tensor(counts.astype(a.dtype), device=x.device)
 
 
+# ------------------------------------------------------------------------ more products
+
+
+def mv(input: Tensor, vec: Tensor) -> Tensor:
+    """The product of a matrix and a vector."""
+    a, v = _check_tensor("mv", "input", input), _check_tensor("mv", "vec", vec)
+    if a.ndim != 2 or v.ndim != 1:
+        raise ShapeError(
+            f"mv: expected a matrix and a vector, got {list(a.shape)} and {list(v.shape)}"
+        )
+    return a @ v
+
+
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """``beta * input + alpha * (mat @ vec)``."""
+    from ._torch_compat import _scaled_sum
+
+    return _scaled_sum(input, mv(mat, vec), beta, alpha)
+
+
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    from ._torch_compat import _scaled_sum, outer
+
+    return _scaled_sum(input, outer(vec1, vec2), beta, alpha)
+
+
+def addbmm(
+    input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1, alpha: float = 1
+) -> Tensor:
+    """``beta * input + alpha * sum_b (batch1[b] @ batch2[b])``."""
+    from ._torch_compat import _scaled_sum, bmm
+
+    return _scaled_sum(input, bmm(batch1, batch2).sum(axis=0), beta, alpha)
+
+
+def dist(input: Tensor, other: Tensor, p: float = 2.0) -> Tensor:
+    """The ``p``-norm of ``input - other`` (broadcast)."""
+    from ._ops import norm
+
+    a, b = _pair("dist", input, other)
+    return norm(a - b, p)
+
+
+def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """Splits along ``dim`` into ``n`` nearly equal parts (the first ``size % n`` one longer)
+    or at the given indices, as numpy's ``array_split``."""
+    x = _check_tensor("tensor_split", "input", input)
+    d = _dim("tensor_split", x, dim)
+    size = x.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, (int, np.integer)):
+        n = _int("tensor_split", "sections", indices_or_sections)
+        if n <= 0:
+            raise ValueError(f"tensor_split: sections must be positive, got {n}")
+        q, r = divmod(size, n)
+        bounds, at = [], 0
+        for i in range(n):
+            at += q + (1 if i < r else 0)
+            bounds.append(at)
+        cuts = bounds[:-1]
+    else:
+        cuts = [
+            builtins.min(builtins.max(int(i) + (size if int(i) < 0 else 0), 0), size)
+            for i in indices_or_sections
+        ]
+    out, start = [], 0
+    for c in [*cuts, size]:
+        c = builtins.max(c, start)
+        out.append(x.narrow(d, start, c - start))
+        start = c
+    return tuple(out)
+
+
+def unfold_windows(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """PyTorch's ``Tensor.unfold``: every window of ``size`` entries along ``dimension``,
+    ``step`` apart, as a new last axis (that dimension becomes the window count)."""
+    x = _check_tensor("unfold", "input", x)
+    d = _dim("unfold", x, dimension, "dimension")
+    size, step = _int("unfold", "size", size), _int("unfold", "step", step)
+    n = x.shape[d] if x.ndim else 1
+    if size < 0 or size > n:
+        raise ValueError(f"unfold: size {size} does not fit dimension {d} of size {n}")
+    if step <= 0:
+        raise ValueError(f"unfold: step must be positive, got {step}")
+    count = (n - size) // step + 1
+    idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    picked = _core.index_select(x, d, tensor(idx.astype(np.int64), device=x.device))
+    shape = list(x.shape)
+    shape[d : d + 1] = [count, size]
+    return picked.reshape(*shape).movedim(d + 1, -1)
+
+
+def select(input: Tensor, dim: int, index: int) -> Tensor:
+    """The slice at ``index`` along ``dim``, without that axis."""
+    x = _check_tensor("select", "input", input)
+    d = _dim("select", x, dim)
+    n = x.shape[d]
+    i = _int("select", "index", index)
+    if not -n <= i < n:
+        raise IndexError(f"select: index {i} is out of range for dim {d} of size {n}")
+    return x.narrow(d, i % n, 1).squeeze(d)
+
+
+def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """``input`` with the slices ``index`` (1-D) along ``dim`` replaced by ``source``'s
+    (differentiable in both; the replaced slices get no gradient)."""
+    from ._torch_compat import index_fill
+
+    x = _check_tensor("index_copy", "input", input)
+    d = _dim("index_copy", x, dim)
+    idx = index if isinstance(index, Tensor) else tensor(np.asarray(index), device=x.device)
+    cleared = index_fill(x, d, idx, 0.0)
+    from ._ops import index_add
+
+    return index_add(cleared, d, idx, source)
+
+
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """``input`` with the entries where ``mask`` (broadcast) holds taken, in order, from the
+    first entries of ``source``."""
+    x = _check_tensor("masked_scatter", "input", input)
+    m = np.broadcast_to(
+        mask.numpy() if isinstance(mask, Tensor) else np.asarray(mask), tuple(x.shape)
+    ).astype(bool)
+    k = int(m.sum())
+    src = _check_tensor("masked_scatter", "source", source).reshape(-1)
+    if src.shape[0] < k:
+        raise ValueError(f"masked_scatter: source has {src.shape[0]} entries, mask selects {k}")
+    pos = np.flatnonzero(m.reshape(-1))
+    flat = x.reshape(-1)
+    taken = src.narrow(0, 0, k)
+    from ._ops import index_add
+    from ._torch_compat import index_fill
+
+    dev = x.device
+    p = tensor(pos.astype(np.int64), device=dev)
+    out = index_add(index_fill(flat, 0, p, 0.0), 0, p, taken.astype(_dtype_name(x.dtype)))
+    return out.reshape(*x.shape)
+
+
+def sum_to_size(input: Tensor, *size: Any) -> Tensor:
+    """Sums ``input`` down to ``size`` (to which it must broadcast)."""
+    x = _check_tensor("sum_to_size", "input", input)
+    shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else size
+    shape = tuple(int(n) for n in shape)
+    if np.broadcast_shapes(shape, tuple(x.shape)) != tuple(x.shape):
+        raise ShapeError(f"sum_to_size: size {list(shape)} is not expandable to {list(x.shape)}")
+    lead = x.ndim - len(shape)
+    axes = list(range(lead)) + [
+        lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1
+    ]
+    out = x.sum(axis=tuple(axes), keepdims=True) if axes else x
+    return out.reshape(*shape)
+
+
+def unique_consecutive(
+    input: Tensor, return_inverse: bool = False, return_counts: bool = False, dim: Any = None
+) -> Any:
+    """The entries with consecutive repeats collapsed (of the flattened input)."""
+    if dim is not None:
+        raise NotImplementedError("unique_consecutive: dim is not supported")
+    x = _check_tensor("unique_consecutive", "input", input)
+    a = x.numpy().reshape(-1)
+    if a.size == 0:
+        keep = np.zeros(0, dtype=bool)
+    else:
+        keep = np.concatenate([[True], a[1:] != a[:-1]])
+    out = [tensor(a[keep], device=x.device)]
+    if return_inverse:
+        out.append(
+            tensor((np.cumsum(keep) - 1).reshape(tuple(x.shape)).astype(np.int64), device=x.device)
+        )
+    if return_counts:
+        starts = np.flatnonzero(keep)
+        out.append(tensor(np.diff(np.append(starts, a.size)).astype(np.int64), device=x.device))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 # ------------------------------------------------------------------------ Tensor methods
 
 
@@ -1024,6 +1214,67 @@ def _bitwise(name: str, op: Any) -> Any:
 
     method.__name__ = name
     return method
+
+
+def _tc() -> Any:
+    from . import _torch_compat
+
+    return _torch_compat
+
+
+def _F() -> Any:
+    from .nn import functional
+
+    return functional
+
+
+def _ops_multinomial(x: Tensor, n: int, replacement: bool) -> Tensor:
+    from ._ops import multinomial
+
+    return multinomial(x, n, replacement)
+
+
+def _device_index(t: Tensor) -> int:
+    name = str(t.device)
+    return int(name.split(":")[1]) if ":" in name else 0
+
+
+def _equal(self: Tensor, other: Tensor) -> bool:
+    """PyTorch's ``Tensor.equal``: the same shape and the same values (NaN equals nothing)."""
+    if not isinstance(other, Tensor) or tuple(self.shape) != tuple(other.shape):
+        return False
+    return bool((self == other).all().item())
+
+
+def _is_nonzero(self: Tensor) -> bool:
+    if self.numel() != 1:
+        raise RuntimeError(
+            f"is_nonzero: a tensor with {self.numel()} values is ambiguous (expected one value)"
+        )
+    return bool(self.reshape(()).item() != 0)
+
+
+def _signbit(self: Tensor) -> Tensor:
+    """True where the sign bit is set (negative numbers, ``-0.0``)."""
+    a = self.detach().numpy()
+    return tensor(np.signbit(a), device=self.device)
+
+
+def _take_along_dim(x: Tensor, indices: Tensor, dim: Any) -> Tensor:
+    if dim is None:
+        return take(x, indices.reshape(-1))
+    idx = indices
+    shape = list(
+        np.broadcast_shapes(
+            tuple(s if i != (dim % x.ndim) else 1 for i, s in enumerate(x.shape)),
+            tuple(s if i != (dim % x.ndim) else 1 for i, s in enumerate(idx.shape)),
+        )
+    )
+    xs = list(shape)
+    xs[dim % x.ndim] = x.shape[dim % x.ndim]
+    js = list(shape)
+    js[dim % x.ndim] = idx.shape[dim % x.ndim]
+    return _core.take_along_axis(x.broadcast_to(*xs), idx.broadcast_to(*js), dim % x.ndim)
 
 
 def _install() -> None:
@@ -1096,7 +1347,52 @@ def _install() -> None:
         "bitwise_or": _bitwise("bitwise_or", lambda a, b: a | b),
         "bitwise_xor": _bitwise("bitwise_xor", lambda a, b: a ^ b),
         "bitwise_not": lambda self: _bitwise("bitwise_not", lambda a, b: ~a)(self, self),
-        "eq_": None,
+        "mv": mv,
+        "addmv": addmv,
+        "addr": addr,
+        "addbmm": addbmm,
+        "addmm": lambda self, mat1, mat2, **kw: _tc().addmm(self, mat1, mat2, **kw),
+        "baddbmm": lambda self, b1, b2, **kw: _tc().baddbmm(self, b1, b2, **kw),
+        "ger": lambda self, vec2: _tc().outer(self, vec2),
+        "dist": dist,
+        "tensor_split": tensor_split,
+        "unfold": unfold_windows,
+        "select": select,
+        "index_copy": index_copy,
+        "index_copy_": lambda self, dim, index, source: self.copy_(
+            index_copy(self, dim, index, source)
+        ),
+        "masked_scatter": masked_scatter,
+        "masked_scatter_": lambda self, mask, source: self.copy_(
+            masked_scatter(self, mask, source)
+        ),
+        "sum_to_size": sum_to_size,
+        "unique_consecutive": unique_consecutive,
+        "argwhere": lambda self: _tc().nonzero(self),
+        "equal": _equal,
+        "greater": lambda self, other: self > other,
+        "greater_equal": lambda self, other: self >= other,
+        "less": lambda self, other: self < other,
+        "less_equal": lambda self, other: self <= other,
+        "not_equal": lambda self, other: self != other,
+        "isposinf": lambda self: self.isinf() & (self > 0),
+        "isneginf": lambda self: self.isinf() & (self < 0),
+        "isreal": lambda self: _core.ones_like(self).astype("bool"),
+        "is_complex": lambda self: False,
+        "is_nonzero": _is_nonzero,
+        "signbit": _signbit,
+        "sgn": lambda self: self.sign(),
+        "positive": lambda self: self,
+        "ravel": lambda self: self.reshape(-1),
+        "moveaxis": lambda self, source, destination: self.movedim(source, destination),
+        "swapdims": lambda self, d0, d1: self.swapaxes(d0, d1),
+        "take_along_dim": lambda self, indices, dim=None: _take_along_dim(self, indices, dim),
+        "msort": lambda self: sort(self, 0).values,
+        "multinomial": lambda self, num_samples, replacement=False, **kw: _ops_multinomial(
+            self, num_samples, replacement
+        ),
+        "get_device": lambda self: -1 if str(self.device) == "cpu" else _device_index(self),
+        "hardshrink": lambda self, lambd=0.5: _F().hardshrink(self, lambd),
     }
     for name, fn in methods.items():
         if fn is None or name in Tensor.__dict__:
