@@ -5,7 +5,8 @@
 
 use super::launch::not_for;
 use super::linalg::matmul;
-use super::memory::{cast, write};
+use super::memory::write;
+use super::reduce::rows_of as heads;
 use super::{CudaData, Gpu};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -32,20 +33,6 @@ impl Dims {
             ev: sv[nd - 1],
         }
     }
-}
-
-/// `x` as a contiguous `[heads, rows, cols]` buffer: itself when it is one already, else a
-/// copy kept in `copy`.
-fn heads<'a>(
-    g: &Gpu,
-    x: &'a CudaData,
-    l: &Layout,
-    copy: &'a mut Option<CudaData>,
-) -> Result<&'a CudaData> {
-    if l.offset() == 0 && l.is_contiguous() {
-        return Ok(x);
-    }
-    Ok(copy.insert(cast(g, x, l, x.dtype())?))
 }
 
 fn kernel(op: &'static str, base: &str, dt: DType) -> Result<&'static str> {

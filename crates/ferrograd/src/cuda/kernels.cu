@@ -466,6 +466,22 @@ SOFTMAX_ROWS(softmax_rows_f64, double, 0, F64_INF)
 SOFTMAX_ROWS(log_softmax_rows_f32, float, 1, F32_INF)
 SOFTMAX_ROWS(log_softmax_rows_f64, double, 1, F64_INF)
 
+// The mean and 1 / sqrt(var + eps) (biased variance, from a second pass) of one row, for the
+// whole block.
+template <typename T>
+__device__ void row_stats(const T* xr, long long cols, double eps, T* partial, T* mean, T* rstd) {
+    T s = T(0);
+    for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];
+    T m = block_reduce(SumOp(), s, T(0), partial) / T(cols);
+    T q = T(0);
+    for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
+        T d = xr[c] - m;
+        q += d * d;
+    }
+    *mean = m;
+    *rstd = T(1) / sqrt(block_reduce(SumOp(), q, T(0), partial) / T(cols) + T(eps));
+}
+
 // Layer norm of each row of a contiguous [rows, cols] buffer: (x - mean) / sqrt(var + eps)
 // (biased variance, from a second pass over the row), then * w + b when `affine` (w and b
 // are otherwise not read): layer_norm_rows_<dtype>.
@@ -476,15 +492,8 @@ SOFTMAX_ROWS(log_softmax_rows_f64, double, 1, F64_INF)
         for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
             const T* xr = x + r * cols;                                                       \
             T* yr = out + r * cols;                                                           \
-            T s = T(0);                                                                       \
-            for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];            \
-            T mean = block_reduce(SumOp(), s, T(0), partial) / T(cols);                       \
-            T q = T(0);                                                                       \
-            for (long long c = threadIdx.x; c < cols; c += blockDim.x) {                      \
-                T d = xr[c] - mean;                                                           \
-                q += d * d;                                                                   \
-            }                                                                                 \
-            T rstd = T(1) / sqrt(block_reduce(SumOp(), q, T(0), partial) / T(cols) + T(eps)); \
+            T mean, rstd;                                                                     \
+            row_stats(xr, cols, eps, partial, &mean, &rstd);                                  \
             for (long long c = threadIdx.x; c < cols; c += blockDim.x) {                      \
                 T v = (xr[c] - mean) * rstd;                                                  \
                 yr[c] = affine ? v * w[c] + b[c] : v;                                         \
@@ -504,15 +513,8 @@ LAYER_NORM_ROWS(layer_norm_rows_f64, double)
         for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
             const T* xr = x + r * cols;                                                       \
             const T* gr = dy + r * cols;                                                      \
-            T s = T(0);                                                                       \
-            for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];            \
-            T mean = block_reduce(SumOp(), s, T(0), partial) / T(cols);                       \
-            T q = T(0);                                                                       \
-            for (long long c = threadIdx.x; c < cols; c += blockDim.x) {                      \
-                T d = xr[c] - mean;                                                           \
-                q += d * d;                                                                   \
-            }                                                                                 \
-            T rstd = T(1) / sqrt(block_reduce(SumOp(), q, T(0), partial) / T(cols) + T(eps)); \
+            T mean, rstd;                                                                     \
+            row_stats(xr, cols, eps, partial, &mean, &rstd);                                  \
             T sg = T(0), sgx = T(0);                                                          \
             for (long long c = threadIdx.x; c < cols; c += blockDim.x) {                      \
                 T g = affine ? gr[c] * w[c] : gr[c];                                          \

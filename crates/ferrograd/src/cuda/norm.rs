@@ -3,26 +3,12 @@
 //! backward (the statistics are recomputed from the input, as on the CPU).
 
 use super::launch::not_for;
-use super::memory::cast;
-use super::reduce::reduce;
+use super::reduce::{reduce, rows_of as packed};
 use super::{CudaData, Gpu};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::layout::Layout;
 use crate::op::ReduceKind;
-
-/// The buffer itself when `l` reads it from its start in row-major order, else a copy.
-fn packed<'a>(
-    g: &Gpu,
-    x: &'a CudaData,
-    l: &Layout,
-    copy: &'a mut Option<CudaData>,
-) -> Result<&'a CudaData> {
-    if l.offset() == 0 && l.is_contiguous() {
-        return Ok(x);
-    }
-    Ok(copy.insert(cast(g, x, l, x.dtype())?))
-}
 
 fn kernel(op: &'static str, base: &str, dt: DType) -> Result<&'static str> {
     Ok(match (base, dt) {

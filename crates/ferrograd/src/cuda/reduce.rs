@@ -11,7 +11,7 @@ use crate::layout::Layout;
 use crate::op::{BinaryOp, ReduceKind};
 
 /// The buffer itself when `l` reads it from its start in row-major order, else a copy.
-fn rows_of<'a>(
+pub(crate) fn rows_of<'a>(
     g: &Gpu,
     x: &'a CudaData,
     l: &Layout,
