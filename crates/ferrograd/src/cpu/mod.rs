@@ -1,7 +1,7 @@
 //! The CPU backend: kernels take buffers with their layouts and return new contiguous
 //! buffers; shape checks happen before, in the ops. [`Cpu`] implements the backend seam.
 
-mod attention;
+pub(crate) mod attention;
 mod conv;
 mod convolution;
 mod elementwise;

@@ -8,32 +8,10 @@ use super::linalg::matmul;
 use super::memory::write;
 use super::reduce::rows_of as heads;
 use super::{CudaData, Gpu};
+use crate::cpu::attention::Dims;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::layout::Layout;
-
-/// The problem's sizes: `heads` independent `[l, e] x [s, e] -> [l, ev]` products.
-struct Dims {
-    heads: usize,
-    l: usize,
-    s: usize,
-    e: usize,
-    ev: usize,
-}
-
-impl Dims {
-    fn new(lq: &Layout, lk: &Layout, lv: &Layout) -> Dims {
-        let (sq, sk, sv) = (lq.shape(), lk.shape(), lv.shape());
-        let nd = sq.len();
-        Dims {
-            heads: sq[..nd - 2].iter().product(),
-            l: sq[nd - 2],
-            s: sk[nd - 2],
-            e: sq[nd - 1],
-            ev: sv[nd - 1],
-        }
-    }
-}
 
 fn kernel(op: &'static str, base: &str, dt: DType) -> Result<&'static str> {
     Ok(match (base, dt) {
@@ -96,7 +74,7 @@ pub(crate) fn attention(
     causal: bool,
 ) -> Result<CudaData> {
     const OP: &str = "scaled_dot_product_attention";
-    let d = Dims::new(q.1, k.1, v.1);
+    let d = Dims::new(q.1, k.1, v.1, scale, causal);
     let (mut cq, mut ck, mut cv) = (None, None, None);
     let qc = heads(g, q.0, q.1, &mut cq)?;
     let kc = heads(g, k.0, k.1, &mut ck)?;
@@ -123,7 +101,7 @@ pub(crate) fn attention_grad(
     causal: bool,
 ) -> Result<CudaData> {
     const OP: &str = "scaled_dot_product_attention_grad";
-    let d = Dims::new(q.1, k.1, v.1);
+    let d = Dims::new(q.1, k.1, v.1, scale, causal);
     let (mut cq, mut ck, mut cv, mut cd) = (None, None, None, None);
     let qc = heads(g, q.0, q.1, &mut cq)?;
     let kc = heads(g, k.0, k.1, &mut ck)?;
