@@ -658,7 +658,14 @@ impl PyTensor {
         item_of(py, "item", &self.t())
     }
     fn tolist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_numpy(py, &self.t())?.call_method0("tolist")
+        let t = self.t();
+        if t.dtype() == DType::BF16 {
+            // numpy has no bfloat16 of its own: every bfloat16 is exactly a float32, so the
+            // Python floats are the same without ml_dtypes.
+            ferrograd::graph::check_read(&t, "tolist").py()?;
+            return to_numpy(py, &t.astype(DType::F32).py()?)?.call_method0("tolist");
+        }
+        to_numpy(py, &t)?.call_method0("tolist")
     }
     #[pyo3(signature = (dtype=None, copy=None))]
     fn __array__<'py>(
