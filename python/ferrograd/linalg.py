@@ -1,7 +1,8 @@
-"""``torch.linalg``'s norms and products (``fg.linalg``): ``vector_norm``, ``matrix_norm``
-(Frobenius, 1, -1, inf, -inf), ``norm``, ``vecdot``, ``cross``, ``matmul``, ``diagonal``.
-Differentiable through ferrograd's ops. Decompositions (the nuclear and spectral norms,
-``inv``, ``solve``, ``svd``, ...) are not provided."""
+"""``torch.linalg`` (``fg.linalg``): norms and products (``vector_norm``, ``matrix_norm``,
+``norm``, ``vecdot``, ``cross``, ``matmul``, ``multi_dot``, ``diagonal``), differentiable
+through ferrograd's ops; solves and decompositions (``inv``, ``solve``, ``solve_triangular``,
+``det``, ``slogdet``, ``cholesky``, ``qr``, ``eigh``, ``svd``, ``pinv``, ...), computed by
+LAPACK on the host with gradients of any order (see ``_decomp``)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,74 @@ import math
 from typing import Any
 
 from ._core import ShapeError, Tensor
+from ._decomp import (
+    EighResult,
+    LinAlgError,
+    LstsqResult,
+    QrResult,
+    SlogdetResult,
+    SvdResult,
+    cholesky,
+    cholesky_ex,
+    det,
+    eigh,
+    eigvalsh,
+    inv,
+    inv_ex,
+    logdet,
+    lstsq,
+    matrix_power,
+    matrix_rank,
+    multi_dot,
+    pinv,
+    qr,
+    slogdet,
+    solve,
+    solve_triangular,
+    svd,
+    svdvals,
+)
 from ._ops import _check_tensor, _dim
 from ._ops import norm as _norm
 from ._tensor import _dtype_name
 from ._torch_compat import cross as _cross
 from ._torch_compat import diagonal as _diagonal
 
-__all__ = ["cross", "diagonal", "matmul", "matrix_norm", "norm", "vecdot", "vector_norm"]
+__all__ = [
+    "EighResult",
+    "LinAlgError",
+    "LstsqResult",
+    "QrResult",
+    "SlogdetResult",
+    "SvdResult",
+    "cholesky",
+    "cholesky_ex",
+    "cond",
+    "cross",
+    "det",
+    "diagonal",
+    "eigh",
+    "eigvalsh",
+    "inv",
+    "inv_ex",
+    "logdet",
+    "lstsq",
+    "matmul",
+    "matrix_norm",
+    "matrix_power",
+    "matrix_rank",
+    "multi_dot",
+    "norm",
+    "pinv",
+    "qr",
+    "slogdet",
+    "solve",
+    "solve_triangular",
+    "svd",
+    "svdvals",
+    "vecdot",
+    "vector_norm",
+]
 
 
 def vector_norm(
@@ -64,11 +126,15 @@ def matrix_norm(
         sums = A.abs().sum(dim=over, keepdim=True)
         out = sums.amax(then, True) if ord in (1, math.inf) else sums.amin(then, True)
     elif ord in ("nuc", 2, -2):
-        raise NotImplementedError(
-            f"matrix_norm: ord={ord!r} needs singular values, which ferrograd does not compute"
-        )
+        # singular values of the matrices (r, c) moved last
+        rest = [i for i in range(A.ndim) if i not in (r, c)]
+        S = svdvals(A.permute(*rest, r, c))
+        red = S.sum(-1) if ord == "nuc" else S.amax(-1) if ord == 2 else S.amin(-1)
+        out = red.unsqueeze(min(r, c)).unsqueeze(max(r, c))
     else:
-        raise ValueError(f"matrix_norm: ord must be 'fro', 1, -1, inf or -inf, got {ord!r}")
+        raise ValueError(
+            f"matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}"
+        )
     return out if keepdim else out.squeeze((r, c))
 
 
@@ -106,6 +172,17 @@ def cross(input: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _check_tensor("matmul", "input", input) @ other
+
+
+def cond(A: Tensor, p: Any = None) -> Tensor:
+    """The condition number in the ``p`` norm (2 by default: largest over smallest singular
+    value)."""
+    A = _check_tensor("cond", "A", A)
+    if p in (None, 2, -2):
+        S = svdvals(A)
+        ratio = S.amax(-1) / S.amin(-1)
+        return ratio if p != -2 else 1.0 / ratio
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
 
 
 def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:

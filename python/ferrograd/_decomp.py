@@ -1,0 +1,702 @@
+"""Matrix decompositions and solves for ``fg.linalg`` (``inv``, ``solve``, ``det``, ``slogdet``,
+``cholesky``, ``qr``, ``eigh``, ``svd`` and what is built on them).
+
+The factorisations run on the host through numpy's LAPACK (a CUDA tensor is copied over and
+the results copied back): they are custom ops whose backward is written with differentiable
+ferrograd ops and with these functions themselves, so gradients of any order work, through
+nested GradManagers and ``create_graph=True`` alike. Inside ``fg.trace`` they raise
+``TraceError`` (their values would be fixed at trace time).
+
+Gradient conventions follow PyTorch: ``eigh`` and ``cholesky`` read one triangle and give a
+symmetric gradient; ``svd``/``eigh`` gradients assume distinct singular values/eigenvalues
+(they are infinite otherwise) and a loss that does not depend on the sign of each vector.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import _core
+from ._core import ShapeError, Tensor
+from ._ops import _check_tensor, eye, full_like, tril
+from ._tensor import tensor
+from .autodiff import Function
+
+
+class LinAlgError(RuntimeError):
+    """A matrix the operation cannot handle: singular (``inv``, ``solve``) or not positive
+    definite (``cholesky``). ``torch.linalg.LinAlgError``'s counterpart."""
+
+
+def _float_input(op: str, name: str, A: Any, min_ndim: int = 2, square: bool = True) -> Tensor:
+    A = _check_tensor(op, name, A)
+    if A.dtype not in ("float32", "float64"):
+        raise _core.DTypeError(
+            f"linalg.{op}: {name} must be float32 or float64, got {A.dtype} (convert with "
+            f".float() or .double())"
+        )
+    if A.ndim < min_ndim:
+        raise ShapeError(
+            f"linalg.{op}: {name} must be a matrix or a batch of matrices, got shape "
+            f"{list(A.shape)}"
+        )
+    if square and A.shape[-1] != A.shape[-2]:
+        raise ShapeError(
+            f"linalg.{op}: {name} must be square in its last two axes, got shape {list(A.shape)}"
+        )
+    return A
+
+
+def _host(op: str, x: Tensor) -> np.ndarray:
+    if _core._tracing():
+        raise _core.TraceError(
+            f"linalg.{op}: the factorisation runs on the host (LAPACK) and cannot be part of a "
+            f"traced function: its result would be fixed at trace time; call it outside fg.trace"
+        )
+    return x.numpy()
+
+
+def _back(arr: Any, like: Tensor) -> Tensor:
+    a = np.array(arr, dtype=like.dtype, order="C")
+    return tensor(a, device=like.device)
+
+
+def _lapack(op: str, fn: Any, *args: Any) -> Any:
+    try:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    except np.linalg.LinAlgError as e:
+        raise LinAlgError(f"linalg.{op}: {e}") from None
+
+
+def _mT(x: Tensor) -> Tensor:
+    return x.transpose(-2, -1)
+
+
+def _sum_to(g: Tensor, shape: tuple) -> Tensor:
+    """``g`` summed over the leading axes that broadcasting added to ``shape``."""
+    shape = tuple(shape)
+    if tuple(g.shape) == shape:
+        return g
+    lead = g.ndim - len(shape)
+    if lead:
+        g = g.sum(dim=tuple(range(lead)))
+    axes = tuple(i for i, (a, b) in enumerate(zip(g.shape, shape)) if a != b)
+    return g.sum(dim=axes, keepdim=True) if axes else g
+
+
+def _eye_like(n: int, like: Tensor) -> Tensor:
+    return eye(n, dtype=like.dtype, device=like.device)
+
+
+# ------------------------------------------------------------------------------------ ops
+
+
+class _Inv(Function):
+    def forward(self, A: Tensor) -> Tensor:
+        self.A = A
+        return _back(_lapack("inv", np.linalg.inv, _host("inv", A)), A)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None
+        Yt = _mT(inv(self.A))
+        return -(Yt @ g @ Yt)
+
+
+def inv(A: Tensor) -> Tensor:
+    """The inverse of a square matrix (or of each in a batch). Raises ``LinAlgError`` when
+    one is singular."""
+    A = _float_input("inv", "A", A)
+    return _Inv()(A)
+
+
+def _as_matrix_rhs(op: str, A: Tensor, B: Tensor) -> bool:
+    """Whether ``B`` is a (batch of) vector(s), as ``torch.linalg.solve`` decides."""
+    return B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+
+
+class _Solve(Function):
+    def forward(self, A: Tensor, B: Tensor) -> Tensor:
+        self.A, self.B = A, B
+        a, b = _broadcast_solve_args(_host("solve", A), _host("solve", B))
+        return _back(_lapack("solve", np.linalg.solve, a, b), A)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None, None
+        A, B = self.A, self.B
+        gB = solve(_mT(A), g)
+        X = solve(A, B)
+        gA = -(gB @ _mT(X))
+        return _sum_to(gA, A.shape), _sum_to(gB, B.shape)
+
+
+def _broadcast_solve_args(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    return (
+        np.broadcast_to(A, batch + A.shape[-2:]),
+        np.broadcast_to(B, batch + B.shape[-2:]),
+    )
+
+
+def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
+    """The solution ``X`` of ``A @ X = B`` (``X @ A = B`` with ``left=False``); batch axes
+    broadcast, and ``B`` of shape ``A.shape[:-1]`` is a (batch of) vector(s)."""
+    A = _float_input("solve", "A", A)
+    B = _check_tensor("solve", "B", B)
+    if B.dtype != A.dtype:
+        raise _core.DTypeError(f"linalg.solve: A is {A.dtype} but B is {B.dtype}")
+    if not left:
+        return _mT(solve(_mT(A), _mT(B)))
+    vector = _as_matrix_rhs("solve", A, B)
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.ndim < 2 or Bm.shape[-2] != A.shape[-1]:
+        raise ShapeError(
+            f"linalg.solve: B of shape {list(B.shape)} does not match A of shape "
+            f"{list(A.shape)} (B needs {A.shape[-1]} rows)"
+        )
+    try:
+        np.broadcast_shapes(tuple(A.shape[:-2]), tuple(Bm.shape[:-2]))
+    except ValueError:
+        raise ShapeError(
+            f"linalg.solve: the batch axes of A {list(A.shape)} and B {list(B.shape)} do not "
+            f"broadcast"
+        ) from None
+    X = _Solve()(A, Bm)
+    return X.squeeze(-1) if vector else X
+
+
+class _Slogdet(Function):
+    def forward(self, A: Tensor) -> tuple[Tensor, Tensor]:
+        self.A = A
+        sign, logabs = _lapack("slogdet", np.linalg.slogdet, _host("slogdet", A))
+        return _back(sign, A), _back(logabs, A)
+
+    def backward(self, gsign: Tensor | None, glog: Tensor | None) -> Any:
+        if glog is None:
+            return None
+        return glog.unsqueeze(-1).unsqueeze(-1) * _mT(inv(self.A))
+
+
+class SlogdetResult(NamedTuple):
+    sign: Tensor
+    logabsdet: Tensor
+
+
+def slogdet(A: Tensor) -> SlogdetResult:
+    """``(sign, logabsdet)`` of the determinant(s); ``sign`` has no gradient, ``logabsdet``'s
+    is ``inv(A)^T`` (a singular matrix has ``logabsdet = -inf`` and no gradient)."""
+    A = _float_input("slogdet", "A", A)
+    sign, logabs = _Slogdet()(A)
+    return SlogdetResult(sign.detach(), logabs)
+
+
+class _Det(Function):
+    def forward(self, A: Tensor) -> Tensor:
+        self.A = A
+        return _back(_lapack("det", np.linalg.det, _host("det", A)), A)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None
+        A = self.A
+        d = det(A)
+        if bool((d.detach() == 0).any()):
+            raise LinAlgError(
+                "linalg.det: the gradient at a singular matrix is not supported (det is 0)"
+            )
+        return (g * d).unsqueeze(-1).unsqueeze(-1) * _mT(inv(A))
+
+
+def det(A: Tensor) -> Tensor:
+    """The determinant(s); the gradient is ``det(A) * inv(A)^T``."""
+    A = _float_input("det", "A", A)
+    return _Det()(A)
+
+
+def logdet(A: Tensor) -> Tensor:
+    """``log(det(A))``: NaN where the determinant is negative, ``-inf`` where it is 0."""
+    sign, logabs = slogdet(A)
+    return logabs + sign.log()
+
+
+class _Cholesky(Function):
+    def forward(self, A: Tensor) -> Tensor:
+        self.A = A
+        a = _host("cholesky", A)
+        # LAPACK reads the lower triangle, as PyTorch does
+        low = np.tril(a)
+        sym = low + np.swapaxes(np.tril(a, -1), -1, -2)
+        try:
+            with np.errstate(all="ignore"):
+                L = np.linalg.cholesky(sym)
+        except np.linalg.LinAlgError:
+            raise LinAlgError(
+                "linalg.cholesky: the input is not positive-definite (the factorisation failed)"
+            ) from None
+        return _back(L, A)
+
+    def backward(self, gL: Tensor | None) -> Any:
+        if gL is None:
+            return None
+        L = cholesky(self.A)
+        P = tril(_mT(L) @ gL)
+        S = 0.5 * (P + _mT(tril(P, -1)))
+        Linv = inv(L)
+        return _mT(Linv) @ S @ Linv
+
+
+def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
+    """The Cholesky factor of a symmetric positive-definite matrix: lower ``L`` with
+    ``A = L @ L.mT`` (``upper=True``: ``U = L.mT``). Only the lower triangle of ``A`` is read.
+    Raises ``LinAlgError`` when ``A`` is not positive-definite."""
+    A = _float_input("cholesky", "A", A)
+    L = _Cholesky()(A)
+    return _mT(L) if upper else L
+
+
+class _Eigh(Function):
+    def __init__(self, uplo: str) -> None:
+        self.uplo = uplo
+
+    def forward(self, A: Tensor) -> tuple[Tensor, Tensor]:
+        self.A = A
+        w, V = _lapack("eigh", np.linalg.eigh, _host("eigh", A), self.uplo)
+        return _back(w, A), _back(V, A)
+
+    def backward(self, gw: Tensor | None, gV: Tensor | None) -> Any:
+        if gw is None and gV is None:
+            return None
+        w, V = eigh(self.A, self.uplo)
+        inner = None
+        if gV is not None:
+            n = w.shape[-1]
+            diff = w.unsqueeze(-2) - w.unsqueeze(-1)  # [i, j] = w_j - w_i
+            I = _eye_like(n, w)
+            F = (1 - I) / (diff + I)
+            inner = F * (_mT(V) @ gV)
+        if gw is not None:
+            D = gw.unsqueeze(-2) * _eye_like(w.shape[-1], w)
+            inner = D if inner is None else inner + D
+        G = V @ inner @ _mT(V)
+        return 0.5 * (G + _mT(G))  # symmetric, as PyTorch's
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
+    """Eigenvalues (ascending) and orthonormal eigenvectors (columns) of a symmetric matrix,
+    reading the ``UPLO`` triangle."""
+    A = _float_input("eigh", "A", A)
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    w, V = _Eigh(UPLO)(A)
+    return EighResult(w, V)
+
+
+def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
+    """The eigenvalues (ascending) of a symmetric matrix."""
+    return eigh(A, UPLO).eigenvalues
+
+
+class _Svd(Function):
+    def forward(self, A: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        self.A = A
+        U, S, Vh = _lapack("svd", np.linalg.svd, _host("svd", A), False)
+        return _back(U, A), _back(S, A), _back(Vh, A)
+
+    def backward(self, gU: Tensor | None, gS: Tensor | None, gVh: Tensor | None) -> Any:
+        if gU is None and gS is None and gVh is None:
+            return None
+        A = self.A
+        U, S, Vh = svd(A, full_matrices=False)
+        V = _mT(Vh)
+        m, n = A.shape[-2], A.shape[-1]
+        k = S.shape[-1]
+        I = _eye_like(k, S)
+        inner = None
+        if gS is not None:
+            inner = gS.unsqueeze(-2) * I
+        if gU is not None or gVh is not None:
+            s2 = S * S
+            diff = s2.unsqueeze(-2) - s2.unsqueeze(-1)  # [i, j] = s_j^2 - s_i^2
+            F = (1 - I) / (diff + I)
+            Sr = S.unsqueeze(-2)  # scales columns
+            Sc = S.unsqueeze(-1)  # scales rows
+            if gU is not None:
+                UtgU = _mT(U) @ gU
+                t = (F * (UtgU - _mT(UtgU))) * Sr
+                inner = t if inner is None else inner + t
+            if gVh is not None:
+                gV = _mT(gVh)
+                VtgV = _mT(V) @ gV
+                t = Sc * (F * (VtgV - _mT(VtgV)))
+                inner = t if inner is None else inner + t
+        gA = U @ inner @ Vh
+        if gU is not None and m > k:
+            proj = gU - U @ (_mT(U) @ gU)
+            gA = gA + (proj / S.unsqueeze(-2)) @ Vh
+        if gVh is not None and n > k:
+            gV = _mT(gVh)
+            proj = gV - V @ (_mT(V) @ gV)
+            gA = gA + U @ _mT(proj / S.unsqueeze(-2))
+        return gA
+
+
+class SvdResult(NamedTuple):
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+
+def svd(A: Tensor, full_matrices: bool = True) -> SvdResult:
+    """``A = U @ diag(S) @ Vh`` with singular values descending. Gradients flow through the
+    reduced factors (``full_matrices=False``, or a square ``A``); with ``full_matrices=True``
+    on a non-square matrix the extra columns of ``U``/``Vh`` carry no gradient (PyTorch
+    raises there)."""
+    A = _float_input("svd", "A", A, square=False)
+    U, S, Vh = _Svd()(A)
+    m, n, k = A.shape[-2], A.shape[-1], S.shape[-1]
+    if full_matrices and m != n:
+        # the columns beyond min(m, n) complete the bases; as in PyTorch no gradient flows
+        # through them
+        Uf, _, Vhf = _lapack("svd", np.linalg.svd, _host("svd", A), True)
+        if m > k:
+            U = _core.concat([U, _back(Uf[..., :, k:], A)], U.ndim - 1)
+        if n > k:
+            Vh = _core.concat([Vh, _back(Vhf[..., k:, :], A)], Vh.ndim - 2)
+    return SvdResult(U, S, Vh)
+
+
+def svdvals(A: Tensor) -> Tensor:
+    """The singular values, descending (gradient ``U @ diag(g) @ Vh``)."""
+    A = _float_input("svdvals", "A", A, square=False)
+    return _Svd()(A)[1]
+
+
+class _Qr(Function):
+    def forward(self, A: Tensor) -> tuple[Tensor, Tensor]:
+        self.A = A
+        Q, R = _lapack("qr", np.linalg.qr, _host("qr", A), "reduced")
+        return _back(Q, A), _back(R, A)
+
+    def backward(self, gQ: Tensor | None, gR: Tensor | None) -> Any:
+        if gQ is None and gR is None:
+            return None
+        A = self.A
+        if A.shape[-2] < A.shape[-1]:
+            raise _core.GradError(
+                f"linalg.qr: gradients need at least as many rows as columns, got shape "
+                f"{list(A.shape)}"
+            )
+        Q, R = qr(A)
+        M = 0
+        if gR is not None:
+            M = R @ _mT(gR)
+        if gQ is not None:
+            M = M - _mT(gQ) @ Q
+        Ml = tril(M, -1)
+        sym = Ml + _mT(Ml) + M * _eye_like(M.shape[-1], M)
+        lhs = Q @ sym if gQ is None else gQ + Q @ sym
+        # lhs @ R^-T
+        return _mT(solve(R, _mT(lhs)))
+
+
+class QrResult(NamedTuple):
+    Q: Tensor
+    R: Tensor
+
+
+def qr(A: Tensor, mode: str = "reduced") -> QrResult:
+    """``A = Q @ R`` with orthonormal columns in ``Q`` and upper-triangular ``R``; ``mode``
+    ``"reduced"``, ``"complete"`` or ``"r"`` (``Q`` empty). Differentiable in reduced mode."""
+    A = _float_input("qr", "A", A, square=False)
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+    m, n = A.shape[-2], A.shape[-1]
+    if mode == "complete" and m > n:
+        Q, R = _lapack("qr", np.linalg.qr, _host("qr", A), "complete")
+        if _core._tracking_keys(A):
+            raise _core.GradError(
+                "linalg.qr: mode='complete' with more rows than columns is not differentiable"
+            )
+        return QrResult(_back(Q, A), _back(R, A))
+    Q, R = _Qr()(A)
+    if mode == "r":
+        return QrResult(_core.zeros((0,), dtype=A.dtype, device=A.device), R)
+    return QrResult(Q, R)
+
+
+def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> Tensor:
+    """The Moore-Penrose pseudo-inverse through the SVD: singular values at or below
+    ``max(atol, rtol * largest)`` are dropped (``rtol`` defaults to ``eps * max(m, n)``)."""
+    A = _float_input("pinv", "A", A, square=False)
+    U, S, Vh = svd(A, full_matrices=False)
+    m, n = A.shape[-2], A.shape[-1]
+    if rtol is None:
+        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A.dtype).eps * max(m, n)
+    largest = S.detach().amax(-1, True) if S.shape[-1] else S.detach()
+    cut = largest * float(rtol)
+    if atol is not None:
+        cut = cut.clamp(min=float(atol))
+    keep = S.detach() > cut
+    Sinv = (1.0 / S.where(keep, _core.ones_like(S))).where(keep, _core.zeros_like(S))
+    return _mT(Vh) @ (Sinv.unsqueeze(-1) * _mT(U))
+
+
+def matrix_rank(
+    A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
+) -> Tensor:
+    """The number of singular values above the tolerance (as ``pinv``), int64."""
+    A = _float_input("matrix_rank", "A", A, square=False)
+    S = svdvals(A).detach()
+    m, n = A.shape[-2], A.shape[-1]
+    if rtol is None:
+        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A.dtype).eps * max(m, n)
+    cut = (S.amax(-1, True) if S.shape[-1] else S) * float(rtol)
+    if atol is not None:
+        cut = cut.clamp(min=float(atol))
+    return (S > cut).sum(-1)
+
+
+def matrix_power(A: Tensor, n: int) -> Tensor:
+    """``A`` multiplied by itself ``n`` times (by squaring); ``n = 0`` gives the identity and a
+    negative ``n`` powers the inverse."""
+    A = _float_input("matrix_power", "A", A)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"linalg.matrix_power: n must be an int, got {type(n).__name__}")
+    n = int(n)
+    if n == 0:
+        return _core.zeros_like(A) + _eye_like(A.shape[-1], A)
+    if n < 0:
+        A, n = inv(A), -n
+    result = None
+    base = A
+    while n:
+        if n & 1:
+            result = base if result is None else result @ base
+        n >>= 1
+        if n:
+            base = base @ base
+    return result
+
+
+def multi_dot(tensors: Any) -> Tensor:
+    """The product of a list of matrices (the first may be a vector, as may the last),
+    multiplied in the cheapest order."""
+    ts = list(tensors)
+    if len(ts) < 2:
+        raise ValueError(f"linalg.multi_dot: expected at least 2 tensors, got {len(ts)}")
+    for i, t in enumerate(ts):
+        _check_tensor("multi_dot", f"tensors[{i}]", t)
+        want = (1, 2) if i in (0, len(ts) - 1) else (2,)
+        if t.ndim not in want:
+            raise ShapeError(
+                f"linalg.multi_dot: tensors[{i}] must be {' or '.join(map(str, want))}-D, got "
+                f"shape {list(t.shape)}"
+            )
+    first_vec, last_vec = ts[0].ndim == 1, ts[-1].ndim == 1
+    ms = [ts[0].unsqueeze(0) if first_vec else ts[0]] + ts[1:-1]
+    ms.append(ts[-1].unsqueeze(-1) if last_vec else ts[-1])
+    dims = [ms[0].shape[0]] + [m.shape[1] for m in ms]
+    for i in range(len(ms) - 1):
+        if ms[i].shape[1] != ms[i + 1].shape[0]:
+            raise ShapeError(
+                f"linalg.multi_dot: tensors[{i}] {list(ts[i].shape)} and tensors[{i + 1}] "
+                f"{list(ts[i + 1].shape)} cannot be multiplied"
+            )
+    # the classic matrix-chain order
+    k = len(ms)
+    cost = [[0] * k for _ in range(k)]
+    split = [[0] * k for _ in range(k)]
+    for length in range(1, k):
+        for i in range(k - length):
+            j = i + length
+            cost[i][j] = -1
+            for s in range(i, j):
+                c = cost[i][s] + cost[s + 1][j] + dims[i] * dims[s + 1] * dims[j + 1]
+                if cost[i][j] < 0 or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, s
+
+    def chain(i: int, j: int) -> Tensor:
+        if i == j:
+            return ms[i]
+        s = split[i][j]
+        return chain(i, s) @ chain(s + 1, j)
+
+    out = chain(0, k - 1)
+    if first_vec:
+        out = out.squeeze(0)
+    if last_vec:
+        out = out.squeeze(-1)
+    return out
+
+
+def solve_triangular(
+    A: Tensor, B: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False
+) -> Tensor:
+    """The solution of ``A @ X = B`` (``X @ A = B`` with ``left=False``) reading only the
+    ``upper`` (or lower) triangle of ``A`` (and taking its diagonal as ones with
+    ``unitriangular=True``)."""
+    A = _float_input("solve_triangular", "A", A)
+    B = _check_tensor("solve_triangular", "B", B)
+    if B.ndim < 2:
+        raise ShapeError(
+            f"linalg.solve_triangular: B must be a matrix or a batch of them, got shape "
+            f"{list(B.shape)}"
+        )
+    n = A.shape[-1]
+    T = A.triu() if upper else A.tril()
+    if unitriangular:
+        I = _eye_like(n, A)
+        T = T * (1 - I) + I
+    return solve(T, B, left=left)
+
+
+class _InvEx(NamedTuple):
+    inverse: Tensor
+    info: Tensor
+
+
+def inv_ex(A: Tensor, *, check_errors: bool = False) -> _InvEx:
+    """``inv`` that reports a singular matrix in ``info`` (nonzero) instead of raising."""
+    A = _float_input("inv_ex", "A", A)
+    try:
+        return _InvEx(inv(A), _core.zeros(tuple(A.shape[:-2]), dtype="int32", device=A.device))
+    except LinAlgError:
+        if check_errors:
+            raise
+        nan = full_like(A, float("nan"))
+        return _InvEx(nan, _core.ones(tuple(A.shape[:-2]), dtype="int32", device=A.device))
+
+
+class _CholEx(NamedTuple):
+    L: Tensor
+    info: Tensor
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -> _CholEx:
+    """``cholesky`` that reports a matrix that is not positive-definite in ``info``."""
+    A = _float_input("cholesky_ex", "A", A)
+    try:
+        L = cholesky(A, upper=upper)
+        return _CholEx(L, _core.zeros(tuple(A.shape[:-2]), dtype="int32", device=A.device))
+    except LinAlgError:
+        if check_errors:
+            raise
+        nan = full_like(A, float("nan"))
+        return _CholEx(nan, _core.ones(tuple(A.shape[:-2]), dtype="int32", device=A.device))
+
+
+class LstsqResult(NamedTuple):
+    solution: Tensor
+    residuals: Tensor
+    rank: Tensor
+    singular_values: Tensor
+
+
+def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: Any = None) -> LstsqResult:
+    """The least-squares solution of ``A @ X = B`` (minimum norm where ``A`` is
+    rank-deficient), through the pseudo-inverse. ``residuals`` (squared, per column of ``B``)
+    is filled when ``A`` has more rows than columns and full rank, as PyTorch does."""
+    A = _float_input("lstsq", "A", A, square=False)
+    B = _check_tensor("lstsq", "B", B)
+    vector = B.ndim == A.ndim - 1
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.shape[-2] != A.shape[-2]:
+        raise ShapeError(
+            f"linalg.lstsq: B of shape {list(B.shape)} does not match A of shape "
+            f"{list(A.shape)} (B needs {A.shape[-2]} rows)"
+        )
+    X = pinv(A, rtol=rcond) @ Bm
+    m, n = A.shape[-2], A.shape[-1]
+    rank = matrix_rank(A, rtol=rcond)
+    empty = _core.zeros((0,), dtype=A.dtype, device=A.device)
+    residuals = empty
+    if m > n and bool((rank == n).all()):
+        residuals = ((A @ X - Bm) ** 2).sum(-2)
+    return LstsqResult(X.squeeze(-1) if vector else X, residuals, rank, empty)
+
+
+# -- PyTorch's top-level names and Tensor methods ------------------------------------------
+
+
+def inverse(input: Tensor) -> Tensor:
+    """``torch.inverse``: ``linalg.inv``."""
+    return inv(input)
+
+
+def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
+    """``torch.pinverse``: ``linalg.pinv`` with a relative cutoff ``rcond``."""
+    return pinv(input, rtol=rcond)
+
+
+class _SvdUSV(NamedTuple):
+    U: Tensor
+    S: Tensor
+    V: Tensor
+
+
+def _torch_svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> _SvdUSV:
+    """``torch.svd``: ``(U, S, V)`` with ``A = U diag(S) V^T`` (``V``, not ``Vh``); reduced
+    unless ``some=False``."""
+    U, S, Vh = svd(input, full_matrices=not some)
+    if not compute_uv:
+        return _SvdUSV(_core.zeros_like(U), S, _core.zeros_like(_mT(Vh)))
+    return _SvdUSV(U, S, _mT(Vh))
+
+
+def _torch_qr(input: Tensor, some: bool = True) -> QrResult:
+    """``torch.qr``: reduced unless ``some=False``."""
+    return qr(input, "reduced" if some else "complete")
+
+
+def _torch_cholesky(input: Tensor, upper: bool = False) -> Tensor:
+    """``torch.cholesky``: ``linalg.cholesky``."""
+    return cholesky(input, upper=upper)
+
+
+def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
+    """The solution of ``A @ X = B`` given the Cholesky factor ``L`` of ``A`` (``U`` with
+    ``upper=True``)."""
+    L = _float_input("cholesky_solve", "L", L)
+    Lo = _mT(L) if upper else L
+    Y = solve_triangular(Lo, B, upper=False)
+    return solve_triangular(_mT(Lo), Y, upper=True)
+
+
+def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
+    """The inverse of ``A`` from its Cholesky factor."""
+    L = _float_input("cholesky_inverse", "L", L)
+    Li = inv(_mT(L) if upper else L)
+    return _mT(Li) @ Li
+
+
+TORCH_NAMES = {
+    "inverse": inverse,
+    "det": det,
+    "logdet": logdet,
+    "slogdet": slogdet,
+    "pinverse": pinverse,
+    "matrix_power": matrix_power,
+    "svd": _torch_svd,
+    "qr": _torch_qr,
+    "cholesky": _torch_cholesky,
+    "cholesky_solve": cholesky_solve,
+    "cholesky_inverse": cholesky_inverse,
+}
+
+
+def _install() -> None:
+    for name, fn in TORCH_NAMES.items():
+        if name not in Tensor.__dict__:
+            setattr(Tensor, name, fn)
+
+
+_install()
