@@ -20,6 +20,8 @@ from . import utils as utils
 from ._core import *  # the engine's ops: the names of _core.__all__
 from ._core import __version__
 from ._decomp import TORCH_NAMES as _decomp_names
+from ._torch_extra import *  # more torch.* names (see _torch_extra.__all__)
+from ._torch_extra import __all__ as _torch_extra_all
 from ._elementwise import *  # clamp, isnan, logical ops (see _elementwise.__all__)
 from ._elementwise import __all__ as _elementwise_all
 from ._ops import *  # ops written in Python (see _ops.__all__)
@@ -124,6 +126,7 @@ __all__ += [name for name in _elementwise_all if name not in __all__]
 __all__ += [name for name in _torch_more_all if name not in __all__]
 globals().update(_decomp_names)  # inverse, det, slogdet, svd, qr, cholesky, ... as torch.*
 __all__ += [name for name in _decomp_names if name not in __all__]
+__all__ += [name for name in _torch_extra_all if name not in __all__]
 
 # PyTorch's dtype aliases (module attributes, not in __all__: they would shadow builtins)
 float = float32
