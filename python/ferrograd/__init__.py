@@ -20,8 +20,6 @@ from . import utils as utils
 from ._core import *  # the engine's ops: the names of _core.__all__
 from ._core import __version__
 from ._decomp import TORCH_NAMES as _decomp_names
-from ._torch_extra import *  # more torch.* names (see _torch_extra.__all__)
-from ._torch_extra import __all__ as _torch_extra_all
 from ._elementwise import *  # clamp, isnan, logical ops (see _elementwise.__all__)
 from ._elementwise import __all__ as _elementwise_all
 from ._ops import *  # ops written in Python (see _ops.__all__)
@@ -42,6 +40,8 @@ from ._tensor import (
 )
 from ._torch_compat import *  # mm, einsum, sort, topk, ... (see _torch_compat.__all__)
 from ._torch_compat import __all__ as _torch_compat_all
+from ._torch_extra import *  # more torch.* names (see _torch_extra.__all__)
+from ._torch_extra import __all__ as _torch_extra_all
 from ._torch_more import *  # remainder, median, unbind, ... (see _torch_more.__all__)
 from ._torch_more import __all__ as _torch_more_all
 from .autodiff import (
