@@ -130,3 +130,124 @@ def test_device_objects():
     assert c == "cuda:1" and c.type == "cuda" and c.index == 1 and "index=1" in repr(c)
     with pytest.raises(ValueError, match="expected 'cpu' or 'cuda"):
         fg.device("tpu")
+
+
+# -- worker threads (num_workers > 0) ----------------------------------------------------
+
+
+class SlowSquares(Dataset):
+    """Each item sleeps a little (releasing the GIL, as file reads do) and records which
+    worker loaded it."""
+
+    def __init__(self, n=24, delay=0.01):
+        self.n, self.delay = n, delay
+        self.loaded_by = {}
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import time
+
+        time.sleep(self.delay)
+        info = fg.utils.data.get_worker_info()
+        self.loaded_by[i] = None if info is None else info.id
+        return np.array([float(i * i)]), i
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_workers_give_the_same_batches_in_order_as_the_main_process(workers):
+    ds = SlowSquares(n=23, delay=0.0)
+    fg.manual_seed(5)
+    ref = [(b[0].numpy().copy(), b[1].numpy().copy()) for b in DataLoader(ds, 4, shuffle=True)]
+    fg.manual_seed(5)
+    got = [
+        (b[0].numpy().copy(), b[1].numpy().copy())
+        for b in DataLoader(ds, 4, shuffle=True, num_workers=workers, prefetch_factor=3)
+    ]
+    assert len(got) == len(ref) == 6
+    for (xa, ya), (xb, yb) in zip(ref, got):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
+    assert set(ds.loaded_by.values()) <= set(range(workers))
+    assert fg.utils.data.get_worker_info() is None
+
+
+def test_workers_load_ahead_concurrently():
+    import time
+
+    ds = SlowSquares(n=16, delay=0.02)
+    t0 = time.perf_counter()
+    assert len(list(DataLoader(ds, 2))) == 8
+    serial = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    assert len(list(DataLoader(ds, 2, num_workers=4))) == 8
+    threaded = time.perf_counter() - t0
+    assert threaded < 0.6 * serial, (serial, threaded)
+    assert len(set(ds.loaded_by.values())) > 1
+
+
+def test_worker_init_fn_errors_timeout_and_persistent_workers():
+    seen = []
+    loader = DataLoader(
+        SlowSquares(6, 0.0), 2, num_workers=2, worker_init_fn=seen.append, persistent_workers=True
+    )
+    assert [int(b[1][0].item()) for b in loader] == [0, 2, 4]
+    assert [int(b[1][0].item()) for b in loader] == [0, 2, 4]  # the same threads again
+    assert sorted(seen) == [0, 1]
+
+    class Bad(Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            if i == 2:
+                raise KeyError("broken sample 2")
+            return np.zeros(1)
+
+    with pytest.raises(KeyError, match="broken sample 2"):
+        list(DataLoader(Bad(), 1, num_workers=2))
+    with pytest.raises(RuntimeError, match="timed out"):
+        list(DataLoader(SlowSquares(4, 0.5), 1, num_workers=1, timeout=0.05))
+    with pytest.raises(ValueError, match="num_workers"):
+        DataLoader(SlowSquares(), num_workers=-1)
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        DataLoader(SlowSquares(), prefetch_factor=2)
+    with pytest.raises(ValueError, match="persistent_workers"):
+        DataLoader(SlowSquares(), persistent_workers=True)
+    # stopping early leaves nothing running that breaks the next pass
+    loader = DataLoader(SlowSquares(20, 0.0), 2, num_workers=2)
+    for _ in zip(range(2), loader):
+        pass
+    assert len(list(loader)) == 10
+
+
+class ShardedStream(IterableDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        info = fg.utils.data.get_worker_info()
+        if info is None:
+            return iter(range(self.n))
+        return iter(range(info.id, self.n, info.num_workers))
+
+
+def test_iterable_dataset_runs_once_per_worker_and_can_shard():
+    got = sorted(int(v) for b in DataLoader(ShardedStream(11), 2, num_workers=3) for v in b)
+    assert got == list(range(11))
+    # an unsharded stream is replicated in every worker, as in PyTorch
+    got = sorted(int(v) for b in DataLoader(Stream(), 5, num_workers=2) for v in b)
+    assert got == sorted(list(range(5)) * 2)
+
+
+def test_worker_batches_match_torch_workers():
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader as TorchLoader
+    from torch.utils.data import TensorDataset as TorchTensorDataset
+
+    ours = DataLoader(TensorDataset(fg.tensor(X), fg.tensor(Y)), 3, num_workers=2)
+    theirs = TorchLoader(TorchTensorDataset(torch.tensor(X), torch.tensor(Y)), 3, num_workers=2)
+    for (a, b), (c, d) in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(a.numpy(), c.numpy())
+        np.testing.assert_array_equal(b.numpy(), d.numpy())

@@ -1,13 +1,25 @@
 """Datasets and batch loading with PyTorch's names (``torch.utils.data``): ``Dataset``,
 ``TensorDataset``, ``Subset``, ``ConcatDataset``, ``random_split``, the samplers and
-``DataLoader`` with ``default_collate``. Loading runs in the calling process
-(``num_workers`` is accepted and ignored); shuffling draws from ``fg.manual_seed``'s
-generator, or from ``generator`` (a ``numpy.random.Generator`` or a seed)."""
+``DataLoader`` with ``default_collate``; shuffling draws from ``fg.manual_seed``'s
+generator, or from ``generator`` (a ``numpy.random.Generator`` or a seed).
+
+``num_workers > 0`` loads batches ahead in that many worker *threads* of the calling process
+(not processes, as PyTorch uses): ``prefetch_factor`` batches per worker are in flight, batches
+come out in sampler order, ``worker_init_fn(worker_id)`` runs in each worker and
+``get_worker_info()`` tells a dataset which worker it runs in (an ``IterableDataset`` is
+iterated once per worker, as PyTorch does, so it should shard itself). Threads overlap
+loading with training where the loading releases the GIL (file reads, numpy, ferrograd ops);
+pure-Python loading code still runs one thread at a time."""
 
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
+import itertools
 import math
+import queue
+import threading
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable
 
@@ -31,8 +43,29 @@ __all__ = [
     "SubsetRandomSampler",
     "TensorDataset",
     "default_collate",
+    "get_worker_info",
     "random_split",
 ]
+
+
+class WorkerInfo:
+    """What ``get_worker_info()`` returns inside a loading worker: ``id``, ``num_workers``,
+    ``seed`` and the ``dataset``."""
+
+    def __init__(self, id: int, num_workers: int, seed: int, dataset: Any) -> None:
+        self.id, self.num_workers, self.seed, self.dataset = id, num_workers, seed, dataset
+
+    def __repr__(self) -> str:
+        return f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed})"
+
+
+_worker = threading.local()
+
+
+def get_worker_info() -> WorkerInfo | None:
+    """The ``WorkerInfo`` of the DataLoader worker this code runs in; ``None`` in the main
+    thread (``num_workers=0``)."""
+    return getattr(_worker, "info", None)
 
 
 class Dataset:
@@ -284,7 +317,42 @@ class DataLoader:
     ) -> None:
         self.dataset = dataset
         self.batch_size, self.drop_last = batch_size, drop_last
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError(
+                f"DataLoader: num_workers option should be a non-negative integer, got "
+                f"{num_workers!r}"
+            )
+        prefetch_factor = kwargs.pop("prefetch_factor", None)
+        persistent_workers = bool(kwargs.pop("persistent_workers", False))
+        for ignored in ("multiprocessing_context", "pin_memory_device", "in_order"):
+            kwargs.pop(ignored, None)
+        if kwargs:
+            raise TypeError(f"DataLoader: unexpected argument(s) {sorted(kwargs)}")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError(
+                "DataLoader: prefetch_factor option could only be specified with num_workers > 0"
+            )
+        if num_workers == 0 and persistent_workers:
+            raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+        if prefetch_factor is None:
+            prefetch_factor = 2
+        if (
+            isinstance(prefetch_factor, bool)
+            or not isinstance(prefetch_factor, int)
+            or (prefetch_factor < 1)
+        ):
+            raise ValueError(
+                f"DataLoader: prefetch_factor must be a positive integer, got {prefetch_factor!r}"
+            )
+        if timeout < 0:
+            raise ValueError(f"DataLoader: timeout option should be non-negative, got {timeout}")
         self.num_workers = num_workers
+        self.prefetch_factor = prefetch_factor
+        self.persistent_workers = persistent_workers
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.pin_memory = pin_memory
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.generator = generator
         self._iterable = isinstance(dataset, IterableDataset)
         if sampler is not None and shuffle:
@@ -321,6 +389,15 @@ class DataLoader:
         )
 
     def __iter__(self) -> Iterator[Any]:
+        # every pass draws the workers' base seed (with or without workers, as PyTorch), so
+        # the shuffle order does not depend on num_workers
+        self._seed = self._base_seed()
+        if self.num_workers > 0:
+            if self._iterable:
+                yield from self._iter_iterable_workers()
+            else:
+                yield from self._iter_workers()
+            return
         if self._iterable:
             yield from self._iter_iterable()
             return
@@ -344,6 +421,117 @@ class DataLoader:
                 batch = []
         if batch and not self.drop_last:
             yield self.collate_fn(batch)
+
+    # -- worker threads ------------------------------------------------------------------
+
+    def _base_seed(self) -> int:
+        return int(_numpy_rng("cpu").integers(0, 2**62))
+
+    def _fetch(self, idx: Any) -> Any:
+        if self.batch_sampler is None:
+            return self.collate_fn(self.dataset[idx])
+        return self.collate_fn([self.dataset[i] for i in idx])
+
+    def _wait(self, fut: concurrent.futures.Future) -> Any:
+        try:
+            return fut.result(timeout=self.timeout or None)
+        except concurrent.futures.TimeoutError:
+            raise RuntimeError(
+                f"DataLoader timed out after {self.timeout} seconds waiting for a batch"
+            ) from None
+
+    def _start_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is not None:
+            return self._pool
+        ids = itertools.count()
+        lock = threading.Lock()
+        seed = self._seed
+
+        def init() -> None:
+            with lock:
+                wid = next(ids)
+            _worker.info = WorkerInfo(wid, self.num_workers, seed + wid, self.dataset)
+            if self.worker_init_fn is not None:
+                self.worker_init_fn(wid)
+
+        pool = concurrent.futures.ThreadPoolExecutor(
+            self.num_workers, thread_name_prefix="ferrograd-loader", initializer=init
+        )
+        if self.persistent_workers:
+            self._pool = pool
+        return pool
+
+    def _iter_workers(self) -> Iterator[Any]:
+        pool = self._start_pool()
+        tasks = iter(self.sampler if self.batch_sampler is None else self.batch_sampler)
+        pending: deque[concurrent.futures.Future] = deque()
+        try:
+            for idx in itertools.islice(tasks, self.num_workers * self.prefetch_factor):
+                pending.append(pool.submit(self._fetch, idx))
+            while pending:
+                batch = self._wait(pending.popleft())
+                for idx in itertools.islice(tasks, 1):
+                    pending.append(pool.submit(self._fetch, idx))
+                yield batch
+        finally:
+            for fut in pending:
+                fut.cancel()
+            if pool is not self._pool:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    def _iter_iterable_workers(self) -> Iterator[Any]:
+        n, seed = self.num_workers, self._seed
+        done = object()
+        stop = threading.Event()
+        queues = [queue.Queue(maxsize=self.prefetch_factor) for _ in range(n)]
+
+        def put(q: queue.Queue, item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def work(wid: int) -> None:
+            q = queues[wid]
+            _worker.info = WorkerInfo(wid, n, seed + wid, self.dataset)
+            try:
+                if self.worker_init_fn is not None:
+                    self.worker_init_fn(wid)
+                for batch in self._iter_iterable():
+                    if not put(q, (True, batch)):
+                        return
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread, raised there
+                put(q, (False, e))
+                return
+            put(q, (True, done))
+
+        threads = [
+            threading.Thread(target=work, args=(i,), name=f"ferrograd-loader-{i}", daemon=True)
+            for i in range(n)
+        ]
+        for t in threads:
+            t.start()
+        live = list(range(n))
+        try:
+            while live:
+                for wid in list(live):
+                    try:
+                        ok, item = queues[wid].get(timeout=self.timeout or None)
+                    except queue.Empty:
+                        raise RuntimeError(
+                            f"DataLoader timed out after {self.timeout} seconds waiting for a batch"
+                        ) from None
+                    if not ok:
+                        raise item
+                    if item is done:
+                        live.remove(wid)
+                        continue
+                    yield item
+        finally:
+            stop.set()
 
     def __len__(self) -> int:
         if self._iterable:
