@@ -70,6 +70,12 @@ ROWS = {
     "log1p": (lambda x: x.log1p(), [uniform(3, 2, lo=-0.7, hi=2.0)], 1e-6),
     "sqrt": (lambda x: x.sqrt(), [positive(3, 2)], 1e-6),
     "abs": (lambda x: x.abs(), [away(3, 2)], 1e-6),
+    # piecewise constant: a zero gradient away from the jumps, as PyTorch
+    "sign": (lambda x: x.sign() * x, [away(3, 2)], 1e-6),
+    "floor": (lambda x: x.floor() * x, [uniform(3, 2, lo=0.1, hi=0.9)], 1e-6),
+    "ceil": (lambda x: x.ceil() * x, [uniform(3, 2, lo=0.1, hi=0.9)], 1e-6),
+    "round": (lambda x: x.round() * x, [uniform(3, 2, lo=0.6, hi=1.4)], 1e-6),
+    "trunc": (lambda x: x.trunc() * x, [uniform(3, 2, lo=1.1, hi=1.9)], 1e-6),
     "tanh": (lambda x: x.tanh(), [uniform(3, 2)], 1e-6),
     "sin": (lambda x: x.sin(), [uniform(3, 2)], 1e-6),
     "cos": (lambda x: x.cos(), [uniform(3, 2)], 1e-6),
@@ -159,11 +165,6 @@ ROWS = {
 
 # ops without a gradient, and how each is refused or cannot be reached
 NON_DIFFERENTIABLE = {
-    "sign": "float result: a gradient through it is a GradError",
-    "floor": "piecewise constant: a gradient through it is a GradError",
-    "ceil": "piecewise constant: a gradient through it is a GradError",
-    "round": "piecewise constant: a gradient through it is a GradError",
-    "trunc": "piecewise constant: a gradient through it is a GradError",
     "equal": "bool result",
     "not_equal": "bool result",
     "less": "bool result",
@@ -171,6 +172,7 @@ NON_DIFFERENTIABLE = {
     "greater": "bool result",
     "greater_equal": "bool result",
     "pool_argmax": "int64 result",
+    "argsort": "int64 result (the sorted values are a gather, which has its rows)",
     "softmax_cross_entropy_grad": "softmax_cross_entropy's first-order kernel; a recorded "
     "backward (higher order) writes the same formula with differentiable ops",
     "layer_norm_grad": "layer_norm's first-order kernel; where that backward is itself recorded "

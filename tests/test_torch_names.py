@@ -366,3 +366,27 @@ def test_inplace_scatter_index_methods_and_random_fills_match_torch():
 def test_einsum_ellipsis_and_diagonals(eq, shapes):
     arrays = [rng.standard_normal(s) for s in shapes]
     _compare(lambda m, *xs: m.einsum(eq, *xs), *arrays)
+
+
+def test_sort_orders_nan_inf_and_ties_as_pytorch_on_any_device():
+    torch = pytest.importorskip("torch")
+    nan, inf = float("nan"), float("inf")
+    a = np.array(
+        [[inf, nan, 1.0, -inf, 1.0, nan, -0.0, 0.0], [2.0, 2.0, 2.0, -1.0, inf, inf, nan, 3.0]]
+    )
+    for desc in (False, True):
+        for dim in (0, 1, -1):
+            v, i = fg.sort(fg.tensor(a), dim=dim, descending=desc)
+            tv, ti = torch.sort(torch.tensor(a), dim=dim, descending=desc, stable=True)
+            np.testing.assert_array_equal(i.numpy(), ti.numpy())
+            np.testing.assert_array_equal(v.numpy(), tv.numpy())
+            assert str(i.device) == str(fg.tensor(a).device)
+    big = np.array([2**62 + 1, 2**62, -5, 2**62 + 3], dtype=np.int64)
+    np.testing.assert_array_equal(
+        fg.argsort(fg.tensor(big)).numpy(), np.argsort(big, kind="stable")
+    )
+    f32 = a.astype(np.float32).T  # a non-contiguous view
+    np.testing.assert_array_equal(
+        fg.topk(fg.tensor(f32), 3, dim=0).indices.numpy(),
+        torch.topk(torch.tensor(f32), 3, dim=0).indices.numpy(),
+    )

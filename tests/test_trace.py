@@ -862,3 +862,38 @@ def test_random_draws_inside_a_trace_are_fresh_every_run_and_seeded():
     # draws the traced generator does not offer still refuse to freeze into the graph
     with pytest.raises(fg.TraceError, match="random"):
         fg.trace(lambda x: x + fg.randint(0, 5, (3,)).astype("float32"))(fg.zeros(3))
+
+
+def test_sort_and_topk_inside_a_trace_follow_the_values_of_every_call():
+    # the order is an op of the graph (argsort), not a constant fixed at trace time
+    w = fg.tensor(np.array([3.0, 1.0, 2.0, 0.5]))
+    gm = fg.GradManager().attach([w])
+    weights = np.array([1.0, 2.0, 3.0, 4.0])
+
+    @fg.trace
+    def step(x):
+        with gm:
+            v, i = fg.sort(w * x, descending=True)
+            top = fg.topk(w * x, 2, largest=False)
+            loss = (v * fg.tensor(weights)).sum() + top.values.sum()
+            gm.backward(loss)
+        return v, i, top.indices, loss
+
+    for values in ([3.0, 1.0, 2.0, 0.5], [0.0, 5.0, -1.0, 2.0], [2.0, 2.0, -3.0, 7.0]):
+        w.copy_(fg.tensor(np.array(values)))
+        w.grad = None
+        x = np.array([1.0, 1.0, 1.0, 1.0])
+        v, i, ti, loss = step(fg.tensor(x))
+        a = np.array(values)
+        np.testing.assert_allclose(
+            loss.item(), (np.sort(a)[::-1] * weights).sum() + np.sort(a)[:2].sum()
+        )
+        order = np.argsort(-a, kind="stable")
+        np.testing.assert_array_equal(i.numpy(), order)
+        np.testing.assert_array_equal(v.numpy(), a[order])
+        np.testing.assert_array_equal(ti.numpy(), np.argsort(a, kind="stable")[:2])
+        g = np.zeros(4)
+        g[order] += weights
+        g[np.argsort(a, kind="stable")[:2]] += 1.0
+        np.testing.assert_array_equal(w.grad.numpy(), g)
+    assert step.cache_size == 1

@@ -328,18 +328,10 @@ def einsum(equation: str, *operands: Any) -> Tensor:
 # -------------------------------------------------------------------------------- sorting
 
 
-def _order(x: Tensor, dim: int, descending: bool) -> np.ndarray:
-    # (always stable: equal values keep their order, whatever ``stable`` asks)
-    a = x.detach().numpy()
-    if a.dtype == np.bool_:
-        a = a.astype(np.int8)
-    if descending:
-        # (NaN first, as PyTorch's descending sort; ties keep their order)
-        key = -a if a.dtype.kind != "u" else a.max(initial=0) - a
-        if a.dtype.kind == "f":
-            key = np.where(np.isnan(a), -np.inf, key)
-        return np.argsort(key, axis=dim, kind="stable")
-    return np.argsort(a, axis=dim, kind="stable")
+def _order(x: Tensor, dim: int, descending: bool) -> Tensor:
+    # the engine's argsort op: stable (equal values keep their order, whatever ``stable``
+    # asks), NaN above every number, on the tensor's device, and traceable
+    return _core._argsort(x.detach(), dim, descending)
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
@@ -349,7 +341,7 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
     if x.ndim == 0:
         return _SortResult(x, _core.zeros((), dtype="int64", device=x.device))
     d = _dim("sort", dim, x.ndim)
-    idx = tensor(_order(x, d, bool(descending)), dtype="int64", device=x.device)
+    idx = _order(x, d, bool(descending))
     return _SortResult(gather(x, d, idx), idx)
 
 
@@ -370,8 +362,7 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
         )
     if x.ndim == 0:
         return _TopkResult(x, _core.zeros((), dtype="int64", device=x.device))
-    order = _order(x, d, bool(largest))
-    idx = tensor(np.take(order, np.arange(k), axis=d), dtype="int64", device=x.device)
+    idx = _order(x, d, bool(largest)).narrow(d, 0, k)
     return _TopkResult(gather(x, d, idx), idx)
 
 

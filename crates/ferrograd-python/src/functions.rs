@@ -329,6 +329,22 @@ fn _scatter_add(
         .map(PyTensor::from)
 }
 
+/// The int64 positions that sort `x` along `axis` (stable; NaN above every number, so last
+/// ascending and first descending): an op, so it is traced and runs on any device.
+#[pyfunction]
+fn _argsort(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    axis: &Bound<'_, PyAny>,
+    descending: bool,
+) -> PyResult<PyTensor> {
+    let axis = axis_arg("argsort", "axis", axis)?;
+    let t = arg("argsort", "x", x, None)?;
+    compute(py, t.numel() * 8, || t.argsort(axis, descending))
+        .py()
+        .map(PyTensor::from)
+}
+
 /// What a factory fills with: a float (cast to the dtype) or an int kept exact for int64.
 #[derive(Clone, Copy)]
 enum Fill {
@@ -1202,6 +1218,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         take_along_axis,
         index_select,
         _scatter_add,
+        _argsort,
         zeros,
         ones,
         full,

@@ -287,6 +287,10 @@ op_family! {
         Gather(usize) => "gather",
         /// Zeros of `shape`, then `src` added at `idx` along `axis`: gather's gradient.
         ScatterAdd { axis: usize, shape: Vec<usize> } => "scatter_add",
+        /// The int64 positions that sort each line along `axis` (stable: equal values keep
+        /// their order; NaN sorts above every number, so last ascending and first
+        /// descending). Computed on the host; the result goes to the input's device.
+        Argsort { axis: usize, descending: bool } => "argsort" nondiff,
     }
 }
 
@@ -450,7 +454,8 @@ mod tests {
         ] {
             assert!(names.contains(&n), "{n} missing from {names:?}");
         }
-        assert!(!Op::Unary(UnaryOp::Sign).is_differentiable());
+        assert!(Op::Unary(UnaryOp::Sign).is_differentiable());
+        assert!(!Op::Compare(CmpOp::Lt).is_differentiable());
         assert!(!Op::Window(WindowOp::PoolArgmax(Box::new(Window {
             kernel: (1, 1),
             stride: (1, 1),

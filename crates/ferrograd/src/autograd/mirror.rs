@@ -46,7 +46,8 @@ pub fn auto_policy() -> MirrorPolicy {
                 | MovementOp::SetSlice(_)
                 | MovementOp::Concat(_)
                 | MovementOp::Gather(_)
-                | MovementOp::ScatterAdd { .. } => false,
+                | MovementOp::ScatterAdd { .. }
+                | MovementOp::Argsort { .. } => false,
             },
             Op::Compare(_) | Op::Reduce(_) | Op::Linalg(_) | Op::Window(_) => false,
         })

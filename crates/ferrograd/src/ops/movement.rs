@@ -166,6 +166,7 @@ impl Family for MovementOp {
                     shape,
                 )
             }
+            MovementOp::Argsort { axis, descending } => argsort(x, *axis, *descending)?,
         })
     }
 
@@ -182,7 +183,8 @@ impl Family for MovementOp {
             | MovementOp::Slice(_)
             | MovementOp::SliceGrad { .. }
             | MovementOp::SetSlice(_)
-            | MovementOp::Concat(_) => {}
+            | MovementOp::Concat(_)
+            | MovementOp::Argsort { .. } => {}
         }
         m
     }
@@ -258,8 +260,101 @@ impl Family for MovementOp {
                 let idx = &ctx.input(1)?;
                 vec![Some(movement(MovementOp::Gather(*axis), &[dy, idx])?), None]
             }
+            MovementOp::Argsort { .. } => return Err(super::not_differentiable(self.name())),
         })
     }
+}
+
+/// [`MovementOp::Argsort`]: each line along `axis` sorted on the host, stably, with NaN
+/// above every number; int64 positions moved to the input's device.
+fn argsort(x: &Tensor, axis: usize, descending: bool) -> Result<Tensor> {
+    use std::cmp::Ordering;
+    const OP: &str = "argsort";
+    if axis >= x.ndim().max(1) {
+        return Err(Error::index(
+            OP,
+            format!("axis {axis} is out of range for shape {:?}", x.shape()),
+        ));
+    }
+    let shape = x.shape().to_vec();
+    let (outer, n, inner) = if shape.is_empty() {
+        (1, 1, 1)
+    } else {
+        (
+            shape[..axis].iter().product::<usize>(),
+            shape[axis],
+            shape[axis + 1..].iter().product::<usize>(),
+        )
+    };
+    // (int64 keys compared as integers: above 2^53 a float64 would merge neighbours)
+    fn lines<K: Copy + Send + Sync>(
+        keys: &[K],
+        outer: usize,
+        n: usize,
+        inner: usize,
+        cmp: impl Fn(K, K) -> Ordering + Sync,
+    ) -> Vec<i64> {
+        let mut out = vec![0i64; outer * n * inner];
+        let sort_line = |line: usize, order: &mut Vec<usize>| {
+            let (o, i) = (line / inner.max(1), line % inner.max(1));
+            let base = o * n * inner + i;
+            order.clear();
+            order.extend(0..n);
+            order.sort_by(|&a, &b| cmp(keys[base + a * inner], keys[base + b * inner]));
+            order.iter().map(|&k| k as i64).collect::<Vec<i64>>()
+        };
+        let n_lines = outer * inner;
+        let sorted: Vec<Vec<i64>> = if n_lines * n >= 1 << 15 && n_lines > 1 {
+            use rayon::prelude::*;
+            (0..n_lines)
+                .into_par_iter()
+                .map_init(Vec::new, |order, line| sort_line(line, order))
+                .collect()
+        } else {
+            let mut order = Vec::new();
+            (0..n_lines)
+                .map(|line| sort_line(line, &mut order))
+                .collect()
+        };
+        for (line, pos) in sorted.iter().enumerate() {
+            let (o, i) = (line / inner.max(1), line % inner.max(1));
+            let base = o * n * inner + i;
+            for (j, &p) in pos.iter().enumerate() {
+                out[base + j * inner] = p;
+            }
+        }
+        out
+    }
+    let idx = if x.dtype() == DType::I64 {
+        let keys = {
+            let _g = crate::autograd::no_grad();
+            x.detach().to_vec::<i64>()?
+        };
+        lines(&keys, outer, n, inner, |a: i64, b: i64| {
+            if descending {
+                b.cmp(&a)
+            } else {
+                a.cmp(&b)
+            }
+        })
+    } else {
+        let keys = x.to_vec_f64()?;
+        // NaN above everything; -0.0 equals 0.0
+        let up = |a: f64, b: f64| match (a.is_nan(), b.is_nan()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+        };
+        lines(&keys, outer, n, inner, |a: f64, b: f64| {
+            if descending {
+                up(b, a)
+            } else {
+                up(a, b)
+            }
+        })
+    };
+    Tensor::from_cpu(crate::storage::CpuData::I64(idx), &shape).to_device(x.device())
 }
 
 /// `idx` with negative entries counted from the end of an axis of length `n`; an `IndexError`
@@ -537,6 +632,20 @@ impl Tensor {
     pub fn gather(&self, idx: &Tensor, axis: isize) -> Result<Tensor> {
         let axis = normalize_axis("gather", axis, self.ndim())?;
         apply1(&Op::Movement(MovementOp::Gather(axis)), &[self, idx])
+    }
+
+    /// The int64 positions that sort this tensor along `axis`, stably (equal values keep
+    /// their order), NaN above every number: last ascending, first descending. The values in
+    /// order are `self.gather(&idx, axis)`, which carries the gradient.
+    pub fn argsort(&self, axis: isize, descending: bool) -> Result<Tensor> {
+        let a = normalize_axis("argsort", axis, self.ndim().max(1))?;
+        apply1(
+            &Op::Movement(MovementOp::Argsort {
+                axis: a,
+                descending,
+            }),
+            &[self],
+        )
     }
 
     /// [`Tensor::gather`] with negative indices counted from the end and every index checked

@@ -2,7 +2,7 @@
 //! layer reads its part from (the op's enum and name in `op.rs`, the CPU kernels, the CUDA
 //! kernel names, the rule and save mask below, the `Tensor` methods, the Python bindings).
 
-use super::{not_differentiable, Family, Grads};
+use super::{Family, Grads};
 use crate::autograd::{RuleCtx, SaveMask};
 use crate::backend::on_device;
 use crate::dispatch::apply1;
@@ -39,7 +39,8 @@ macro_rules! unary_ops {
             Tanh     tanh     (|v| v.tanh())        ()                        (|dy, out| act_grad(ElementwiseOp::TanhGrad, dy, &out)?),
             Sigmoid  sigmoid  (|v| v.sigmoid())     ()                        (|dy, out| act_grad(ElementwiseOp::SigmoidGrad, dy, &out)?),
             Relu     relu     (|v| v.relu())        (|v| v.max(0))            (|dy, out| act_grad(ElementwiseOp::ReluGrad, dy, &out)?),
-            Sign     sign     (|v| v.sign())        (|v| v.signum())          nondiff,
+            // piecewise constant: zero slope (where defined), as PyTorch, JAX and MegEngine
+            Sign     sign     (|v| v.sign())        (|v| v.signum())          (|dy| dy.zeros_like()?),
             Sin      sin      (|v| v.sin())         ()                        (|dy, x| dy.mul(&x.cos()?)?),
             Cos      cos      (|v| v.cos())         ()                        (|dy, x| dy.mul(&x.sin()?.neg()?)?),
             // 1 + tan^2
@@ -64,11 +65,11 @@ macro_rules! unary_ops {
             Softplus softplus (|v| v.softplus())    ()                        (|dy, x| dy.mul(&x.sigmoid()?)?),
             // v * sigmoid(v); slope s * (1 + v * (1 - s))
             Silu     silu     (|v| v * v.sigmoid()) ()                        (|dy, x| dy.mul(&silu_slope(&x)?)?),
-            Floor    floor    (|v| v.floor())       (|v| v)                   nondiff,
-            Ceil     ceil     (|v| v.ceil())        (|v| v)                   nondiff,
+            Floor    floor    (|v| v.floor())       (|v| v)                   (|dy| dy.zeros_like()?),
+            Ceil     ceil     (|v| v.ceil())        (|v| v)                   (|dy| dy.zeros_like()?),
             // halves to even, as numpy and PyTorch
-            Round    round    (|v| v.round_ties_even()) (|v| v)               nondiff,
-            Trunc    trunc    (|v| v.trunc())       (|v| v)                   nondiff,
+            Round    round    (|v| v.round_ties_even()) (|v| v)               (|dy| dy.zeros_like()?),
+            Trunc    trunc    (|v| v.trunc())       (|v| v)                   (|dy| dy.zeros_like()?),
         }
     };
 }
@@ -146,7 +147,7 @@ macro_rules! unary_family {
     (@keep $m:ident, x) => { $m.input(0, true) };
     (@keep $m:ident, out) => { $m.outputs = true };
     (@grad $op:ident, $ctx:ident, $dy_in:ident, nondiff) => {
-        Err(not_differentiable($op.name()))
+        Err(super::not_differentiable($op.name()))
     };
     (@grad $op:ident, $ctx:ident, $dy_in:ident, (|$dy:ident $(, $saved:ident)*| $g:expr)) => {{
         let $dy = $dy_in;
