@@ -22,6 +22,8 @@ from .._tensor import default_float
 from ..autodiff import no_grad
 
 __all__ = [
+    "ASGD",
+    "LBFGS",
     "SGD",
     "Adadelta",
     "Adagrad",
@@ -867,3 +869,6 @@ class Rprop(Optimizer):
         g = _core.where(s < 0, g * 0.0, g)
         p -= g.sign() * size
         prev.copy_(g)
+
+
+from .extra import *  # LBFGS, ASGD
