@@ -828,3 +828,22 @@ def test_storage_offset_data_ptr_mh():
     close(T(b).mH, torch.tensor(b).mH)
     with pytest.raises(fg.ShapeError, match="H"):
         T(b).H  # noqa: B018
+
+
+def test_bitwise_operators_and_methods_on_integer_tensors():
+    a = np.array([5, 3, -8, 0], dtype=np.int64)
+    b = np.array([3, 1, 7, -1], dtype=np.int64)
+    x, y = fg.tensor(a), fg.tensor(b)
+    np.testing.assert_array_equal((x & y).numpy(), a & b)
+    np.testing.assert_array_equal((x | y).numpy(), a | b)
+    np.testing.assert_array_equal((x ^ y).numpy(), a ^ b)
+    np.testing.assert_array_equal((~x).numpy(), ~a)
+    np.testing.assert_array_equal((x & 6).numpy(), a & 6)
+    np.testing.assert_array_equal((6 | x).numpy(), 6 | a)
+    np.testing.assert_array_equal(x.bitwise_xor(y).numpy(), a ^ b)
+    np.testing.assert_array_equal(x.bitwise_not().numpy(), ~a)
+    m = fg.tensor([True, False])
+    np.testing.assert_array_equal((m & fg.tensor([True, True])).numpy(), [True, False])
+    np.testing.assert_array_equal((~m).numpy(), [False, True])
+    with pytest.raises(fg.DTypeError, match="__and__"):
+        fg.tensor([1.0]) & fg.tensor([1.0])

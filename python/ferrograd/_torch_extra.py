@@ -1592,6 +1592,40 @@ def _install() -> None:
     for name, getter in (("mH", _mH), ("H", _H)):
         if name not in Tensor.__dict__:
             setattr(Tensor, name, property(getter))
+    _install_bitwise()
+
+
+def _install_bitwise() -> None:
+    """``&``, ``|``, ``^``, ``~`` and the ``bitwise_*`` methods on integer tensors too (bool
+    tensors keep the engine's logical ops); float tensors still raise as in PyTorch."""
+    for sym, fn in (("and", bitwise_and), ("or", bitwise_or), ("xor", bitwise_xor)):
+        bool_op = Tensor.__dict__[f"__{sym}__"]
+
+        def op(self: Tensor, other: Any, fn: Any = fn, bool_op: Any = bool_op) -> Any:
+            if self.dtype.kind in "iu" and (
+                (isinstance(other, Tensor) and other.dtype.kind in "biu")
+                or (isinstance(other, (int, np.integer)) and not isinstance(other, bool))
+            ):
+                return fn(self, other)
+            return bool_op(self, other)
+
+        def rop(self: Tensor, other: Any, fn: Any = fn, bool_op: Any = bool_op) -> Any:
+            if self.dtype.kind in "iu" and isinstance(other, (int, np.integer)):
+                return fn(self, other)
+            return bool_op(self, other)
+
+        op.__name__ = f"__{sym}__"
+        rop.__name__ = f"__r{sym}__"
+        setattr(Tensor, f"__{sym}__", op)
+        setattr(Tensor, f"__r{sym}__", rop)
+        setattr(Tensor, f"bitwise_{sym}", fn)
+    invert = Tensor.__dict__["__invert__"]
+
+    def __invert__(self: Tensor) -> Tensor:
+        return bitwise_not(self) if self.dtype.kind in "iu" else invert(self)
+
+    Tensor.__invert__ = __invert__
+    Tensor.bitwise_not = bitwise_not
 
 
 _install()
