@@ -6,6 +6,8 @@ from .extra import *
 from .extra import __all__ as _extra_all
 from .modules import *
 from .modules import __all__ as _modules_all
+from .more import *
+from .more import __all__ as _more_all
 from .transformer import *
 from .transformer import __all__ as _transformer_all
 
@@ -16,4 +18,5 @@ __all__ = [  # noqa: PLE0604
     *_modules_all,
     *_extra_all,
     *_transformer_all,
+    *_more_all,
 ]

@@ -20,10 +20,10 @@ from .._core import (
     conv2d,
     log_softmax,
     matmul,
-    max_pool2d,
     softmax,
     where,
 )
+from .._core import max_pool2d as _max_pool2d
 from .._ops import gather, one_hot, pad
 from .._tensor import tensor
 from ..random import _numpy_rng, _traced_draw
@@ -1074,14 +1074,21 @@ def max_pool1d(
     padding: Any = 0,
     dilation: Any = 1,
     ceil_mode: bool = False,
-) -> Tensor:
-    """1-D max pooling of ``(N, C, L)`` (the 2-D pooling over a height of 1)."""
+    return_indices: bool = False,
+) -> Any:
+    """1-D max pooling of ``(N, C, L)`` (the 2-D pooling over a height of 1); with
+    ``return_indices``, also the position of each maximum along ``L``."""
     x = _pool1d("max_pool1d", input)
     k = _one("max_pool1d", "kernel_size", kernel_size)
     s = k if stride is None else _one("max_pool1d", "stride", stride)
     p = _one("max_pool1d", "padding", padding)
     d = _one("max_pool1d", "dilation", dilation)
-    y = max_pool2d(x.unsqueeze(-2), (1, k), (1, s), (0, p), (1, d), ceil_mode)
+    if return_indices:
+        y, idx = _max_pool_indices(
+            "max_pool1d", x.unsqueeze(-2), (1, k), (1, s), (0, p), (1, d), ceil_mode
+        )
+        return y.squeeze(-2), idx.squeeze(-2)
+    y = _max_pool2d(x.unsqueeze(-2), (1, k), (1, s), (0, p), (1, d), ceil_mode)
     return y.squeeze(-2)
 
 
@@ -1417,8 +1424,6 @@ def _adaptive_windows(n_in: int, n_out: int) -> list[tuple[int, int]]:
 def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
     """The max over PyTorch's adaptive windows of ``(N, C, H, W)`` (or ``(C, H, W)``): window
     ``i`` spans ``[floor(i H / oh), ceil((i + 1) H / oh))``."""
-    if return_indices:
-        raise NotImplementedError("adaptive_max_pool2d: return_indices is not supported")
     x = _float("adaptive_max_pool2d", "input", input)
     if x.ndim not in (3, 4):
         raise ShapeError(
@@ -1429,6 +1434,17 @@ def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = 
     oh, ow = int(h if oh is None else oh), int(w if ow is None else ow)
     if oh <= 0 or ow <= 0:
         raise ValueError(f"adaptive_max_pool2d: output_size must be positive, got {(oh, ow)}")
+    if return_indices:
+        wh, ww = _adaptive_windows(h, oh), _adaptive_windows(w, ow)
+        kh = max(e - b for b, e in wh)
+        kw = max(e - b for b, e in ww)
+        rows = np.full((oh, kh), -1, dtype=np.int64)
+        cols = np.full((ow, kw), -1, dtype=np.int64)
+        for i, (b, e) in enumerate(wh):
+            rows[i, : e - b] = np.arange(b, e)
+        for i, (b, e) in enumerate(ww):
+            cols[i, : e - b] = np.arange(b, e)
+        return _window_max(x, rows, cols)
     if h % oh == 0 and w % ow == 0:  # equal windows: one reshape and one max
         lead = list(x.shape[:-2])
         return x.reshape(*lead, oh, h // oh, ow, w // ow).max([x.ndim - 1, x.ndim + 1])
@@ -1450,7 +1466,10 @@ def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = 
             f"adaptive_max_pool1d: input must be (N, C, L) or (C, L), got {list(x.shape)}"
         )
     n = _one("adaptive_max_pool1d", "output_size", output_size)
-    return adaptive_max_pool2d(x.unsqueeze(-2), (1, n), return_indices).squeeze(-2)
+    if return_indices:
+        y, idx = adaptive_max_pool2d(x.unsqueeze(-2), (1, n), True)
+        return y.squeeze(-2), idx.squeeze(-2)
+    return adaptive_max_pool2d(x.unsqueeze(-2), (1, n)).squeeze(-2)
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -1803,4 +1822,563 @@ __all__ += [
     "upsample",
     "upsample_bilinear",
     "upsample_nearest",
+]
+
+
+# ------------------------------------------------------- pooling with indices and unpooling
+
+
+def _window_max(x: Tensor, rows: np.ndarray, cols: np.ndarray) -> tuple[Tensor, Tensor]:
+    """The max of ``x`` (``(..., H, W)``) over separable windows, with its flat position
+    ``h * W + w`` (int64). ``rows`` ``(OH, KH)`` and ``cols`` ``(OW, KW)`` list the input rows
+    and columns of each window, -1 for padding. The value is gathered at that position, so
+    its gradient reaches that one input, as PyTorch's."""
+    h, w = x.shape[-2], x.shape[-1]
+    lead = list(x.shape[:-2])
+    oh, ow = rows.shape[0], cols.shape[0]
+    k = rows.shape[1] * cols.shape[1]
+    table = rows[:, None, :, None] * w + cols[None, :, None, :]
+    table[(rows[:, None, :, None] < 0) | (cols[None, :, None, :] < 0)] = h * w
+    table = table.reshape(oh * ow, k)
+    b = int(np.prod(lead)) if lead else 1
+    flat = x.reshape(b, h * w)
+    sentinel = _core.full((b, 1), -math.inf, dtype=x.dtype.name, device=x.device)
+    padded = _core.concat([flat.detach(), sentinel], 1)
+    t = tensor(table.reshape(-1), device=x.device)
+    win = _core.index_select(padded, 1, t).reshape(b, oh * ow, k)
+    kstar = win.argmax(2)  # the first maximum of each window
+    base = tensor((np.arange(oh * ow, dtype=np.int64) * k).reshape(1, -1), device=x.device)
+    idx = _core.index_select(t, 0, (kstar + base).reshape(-1)).reshape(b, oh * ow)
+    y = flat.gather(1, idx)
+    return y.reshape(*lead, oh, ow), idx.reshape(*lead, oh, ow)
+
+
+def _pool_axis(op: str, n: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> np.ndarray:
+    """The ``(n_out, k)`` input positions of each window along one axis (-1 for padding)."""
+    if k <= 0 or s <= 0 or d <= 0 or p < 0:
+        raise ValueError(
+            f"{op}: kernel_size, stride and dilation must be positive and padding non-negative, "
+            f"got kernel_size {k}, stride {s}, padding {p}, dilation {d}"
+        )
+    if p > k // 2:
+        raise ValueError(f"{op}: padding {p} must be at most half of kernel_size {k}")
+    span = n + 2 * p - d * (k - 1) - 1
+    if span < 0:
+        raise ShapeError(
+            f"{op}: an input of size {n} is smaller than the kernel ({k}, dilation {d})"
+        )
+    n_out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (n_out - 1) * s >= n + p:
+        n_out -= 1
+    pos = np.arange(n_out)[:, None] * s - p + np.arange(k)[None, :] * d
+    pos[(pos < 0) | (pos >= n)] = -1
+    return pos.astype(np.int64)
+
+
+def _max_pool_indices(
+    op: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool
+) -> tuple[Tensor, Tensor]:
+    kh, kw = (int(v) for v in _pair(op, "kernel_size", kernel_size))
+    if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0):
+        sh, sw = kh, kw
+    else:
+        sh, sw = (int(v) for v in _pair(op, "stride", stride))
+    ph, pw = (int(v) for v in _pair(op, "padding", padding))
+    dh, dw = (int(v) for v in _pair(op, "dilation", dilation))
+    rows = _pool_axis(op, x.shape[-2], kh, sh, ph, dh, ceil_mode)
+    cols = _pool_axis(op, x.shape[-1], kw, sw, pw, dw, ceil_mode)
+    return _window_max(x, rows, cols)
+
+
+def max_pool2d_with_indices(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """2-D max pooling of ``(N, C, H, W)`` (or ``(C, H, W)``) and the flat position
+    ``h * W + w`` (int64) of each maximum within its channel."""
+    x = _float("max_pool2d", "input", input)
+    if x.ndim not in (3, 4):
+        raise ShapeError(
+            f"max_pool2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}"
+        )
+    return _max_pool_indices("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def max_pool2d(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> Any:
+    """2-D max pooling of ``(N, C, H, W)`` (or ``(C, H, W)``); with ``return_indices``, the
+    pair ``(output, indices)`` of :func:`max_pool2d_with_indices`."""
+    x = _float("max_pool2d", "input", input)
+    if return_indices:
+        return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)
+    if x.ndim == 3:
+        return _max_pool2d(x.unsqueeze(0), kernel_size, stride, padding, dilation, ceil_mode)[0]
+    return _max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def max_pool1d_with_indices(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """1-D max pooling of ``(N, C, L)`` and the position of each maximum along ``L``."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def _unpool_size(
+    op: str, in_size: list[int], k: list[int], s: list[int], p: list[int], output_size: Any
+) -> list[int]:
+    default = [(n - 1) * si - 2 * pi + ki for n, ki, si, pi in zip(in_size, k, s, p)]
+    if output_size is None:
+        return default
+    size = [int(v) for v in output_size]
+    nd = len(k)
+    if len(size) in (nd + 1, nd + 2):
+        size = size[-nd:]
+    if len(size) != nd:
+        raise ValueError(
+            f"{op}: output_size must have {nd} (or {nd + 1} or {nd + 2}) entries, got "
+            f"{list(output_size)}"
+        )
+    for d in range(nd):
+        if not default[d] - s[d] < size[d] < default[d] + s[d]:
+            raise ValueError(
+                f"{op}: output_size {size} is out of range: each size must lie strictly "
+                f"between {[a - b for a, b in zip(default, s)]} and "
+                f"{[a + b for a, b in zip(default, s)]}"
+            )
+    return size
+
+
+def _unpool(
+    op: str,
+    input: Tensor,
+    indices: Tensor,
+    nd: int,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    output_size: Any,
+) -> Tensor:
+    x = _float(op, "input", input)
+    idx = _t(op, "indices", indices)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: indices must be an int tensor, got {idx.dtype}")
+    if tuple(idx.shape) != tuple(x.shape):
+        raise ShapeError(
+            f"{op}: indices of shape {list(idx.shape)} and input of shape {list(x.shape)} differ"
+        )
+    if x.ndim not in (nd + 1, nd + 2):
+        dims = "(N, C, L) or (C, L)" if nd == 1 else "(N, C, H, W) or (C, H, W)"
+        raise ShapeError(f"{op}: input must be {dims}, got {list(x.shape)}")
+
+    def tup(name: str, v: Any) -> list[int]:
+        if nd == 1:
+            return [_one(op, name, v)]
+        return [int(a) for a in _pair(op, name, v)]
+
+    k = tup("kernel_size", kernel_size)
+    s = k if stride is None else tup("stride", stride)
+    p = tup("padding", padding)
+    size = _unpool_size(op, list(x.shape[-nd:]), k, s, p, output_size)
+    total = int(np.prod(size))
+    lead = list(x.shape[:-nd])
+    b = int(np.prod(lead))
+    flat_idx = idx.reshape(b, -1)
+    if flat_idx.dtype.name != "int64":
+        flat_idx = flat_idx.astype("int64")
+    if idx.device != x.device:
+        flat_idx = flat_idx.to(x.device)
+    if not _core._tracing() and flat_idx.numel():
+        lo, hi = int(flat_idx.min().item()), int(flat_idx.max().item())
+        if lo < 0 or hi >= total:
+            raise IndexError(
+                f"{op}: indices must lie in [0, {total}) for an output of size {size}, got "
+                f"values in [{lo}, {hi}]"
+            )
+    out = _core.zeros((b, total), dtype=x.dtype.name, device=x.device)
+    out = out.scatter(1, flat_idx, x.reshape(b, -1))
+    return out.reshape(*lead, *size)
+
+
+def max_unpool2d(
+    input: Tensor,
+    indices: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    output_size: Any = None,
+) -> Tensor:
+    """The partial inverse of :func:`max_pool2d`: each value of ``input`` written at its flat
+    position ``indices`` (per channel) of a zero ``(N, C, H_out, W_out)`` output, whose size
+    is ``(H - 1) * stride - 2 * padding + kernel_size`` unless ``output_size`` is given."""
+    return _unpool("max_unpool2d", input, indices, 2, kernel_size, stride, padding, output_size)
+
+
+def max_unpool1d(
+    input: Tensor,
+    indices: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    output_size: Any = None,
+) -> Tensor:
+    """The partial inverse of :func:`max_pool1d` (see :func:`max_unpool2d`)."""
+    return _unpool("max_unpool1d", input, indices, 1, kernel_size, stride, padding, output_size)
+
+
+__all__ += [
+    "max_pool1d_with_indices",
+    "max_pool2d_with_indices",
+    "max_unpool1d",
+    "max_unpool2d",
+]
+
+
+# ------------------------------------------------------------------ more layers' functions
+
+
+def rrelu(
+    input: Tensor,
+    lower: float = 1.0 / 8.0,
+    upper: float = 1.0 / 3.0,
+    training: bool = False,
+    inplace: bool = False,
+) -> Tensor:
+    """Randomised leaky ReLU: negative entries are scaled by a slope drawn uniformly from
+    ``[lower, upper]`` per entry while ``training`` (from ``fg.manual_seed``'s stream), by
+    ``(lower + upper) / 2`` otherwise."""
+    x = _float("rrelu", "input", input)
+    lower, upper = float(lower), float(upper)
+    if not lower <= upper:
+        raise ValueError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
+    if training:
+        if _core._tracing():
+            u = _traced_draw(x.shape, x.device, x.dtype.name, False)
+            slope = u * (upper - lower) + lower
+        else:
+            draw = _numpy_rng(x.device).uniform(lower, upper, x.shape)
+            slope = tensor(draw, device=x.device).astype(x.dtype.name)
+        out = where(x >= 0, x, x * slope)
+    else:
+        out = where(x >= 0, x, x * ((lower + upper) / 2.0))
+    if inplace:
+        x.copy_(out)
+        return x
+    return out
+
+
+def rrelu_(
+    input: Tensor, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0, training: bool = False
+) -> Tensor:
+    """:func:`rrelu` written into ``input``; returns ``input``."""
+    return rrelu(input, lower, upper, training, True)
+
+
+def lp_pool2d(
+    input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
+) -> Tensor:
+    """Power-average pooling: ``(sum over the window of x ** norm_type) ** (1 / norm_type)``
+    over ``(N, C, H, W)`` (or ``(C, H, W)``)."""
+    x = _float("lp_pool2d", "input", input)
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"lp_pool2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}")
+    p = float(norm_type)
+    if p == 0.0 or not math.isfinite(p):
+        raise ValueError(f"lp_pool2d: norm_type must be finite and non-zero, got {norm_type}")
+    kh, kw = (int(v) for v in _pair("lp_pool2d", "kernel_size", kernel_size))
+    s = (kh, kw) if stride is None else _pair("lp_pool2d", "stride", stride)
+    x4 = x.unsqueeze(0) if x.ndim == 3 else x
+    y = avg_pool2d(x4**p, (kh, kw), s, 0, ceil_mode) * float(kh * kw)
+    y = y ** (1.0 / p)
+    return y[0] if x.ndim == 3 else y
+
+
+def lp_pool1d(
+    input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
+) -> Tensor:
+    """1-D :func:`lp_pool2d` of ``(N, C, L)`` (or ``(C, L)``)."""
+    x = _pool1d("lp_pool1d", input)
+    k = _one("lp_pool1d", "kernel_size", kernel_size)
+    s = k if stride is None else _one("lp_pool1d", "stride", stride)
+    return lp_pool2d(x.unsqueeze(-2), norm_type, (1, k), (1, s), ceil_mode).squeeze(-2)
+
+
+def embedding_bag(
+    input: Tensor,
+    weight: Tensor,
+    offsets: Tensor | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2,
+    scale_grad_by_freq: bool = False,
+    mode: str = "mean",
+    sparse: bool = False,
+    per_sample_weights: Tensor | None = None,
+    include_last_offset: bool = False,
+    padding_idx: int | None = None,
+) -> Tensor:
+    """Sums, means or maxes of bags of rows of ``weight``: bags are the rows of a 2-D
+    ``input``, or the runs of a 1-D ``input`` that start at ``offsets``. Entries equal to
+    ``padding_idx`` are left out; an empty bag gives zeros. ``per_sample_weights`` (mode
+    ``"sum"`` only) scales each looked-up row. The bags are laid out on the host, so the
+    index values are read (no tracing)."""
+    op = "embedding_bag"
+    idx = _t(op, "input", input)
+    w = _float(op, "weight", weight)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: input must hold int indices, got {idx.dtype}")
+    if w.ndim != 2:
+        raise ShapeError(f"{op}: weight must be 2-D, got shape {list(w.shape)}")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"{op}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if max_norm is not None:
+        raise NotImplementedError(f"{op}: max_norm is not supported")
+    if scale_grad_by_freq:
+        raise NotImplementedError(f"{op}: scale_grad_by_freq is not supported")
+    if per_sample_weights is not None:
+        _float(op, "per_sample_weights", per_sample_weights)
+        if mode != "sum":
+            raise ValueError(
+                f"{op}: per_sample_weights is only supported for mode 'sum', got {mode!r}"
+            )
+        if tuple(per_sample_weights.shape) != tuple(idx.shape):
+            raise ShapeError(
+                f"{op}: per_sample_weights of shape {list(per_sample_weights.shape)} must match "
+                f"input of shape {list(idx.shape)}"
+            )
+    num, dim = w.shape
+    ids = np.asarray(idx.numpy(), dtype=np.int64)
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{op}: offsets must be None when input is 2-D (one bag per row)")
+        b, length = ids.shape
+        starts = np.arange(b, dtype=np.int64) * length
+        ends = starts + length
+        ids = ids.reshape(-1)
+    elif idx.ndim == 1:
+        if offsets is None:
+            raise ValueError(f"{op}: offsets is required when input is 1-D")
+        off = _t(op, "offsets", offsets)
+        if off.dtype.kind not in "iu" or off.ndim != 1:
+            raise ShapeError(
+                f"{op}: offsets must be a 1-D int tensor, got {off.dtype} {list(off.shape)}"
+            )
+        o = np.asarray(off.numpy(), dtype=np.int64)
+        if o.size and o[0] != 0:
+            raise ValueError(f"{op}: offsets[0] must be 0, got {int(o[0])}")
+        if np.any(np.diff(o) < 0) or (o.size and o[-1] > ids.size):
+            raise ValueError(
+                f"{op}: offsets must be non-decreasing and at most {ids.size}, got {o.tolist()}"
+            )
+        if include_last_offset:
+            if o.size == 0 or o[-1] != ids.size:
+                raise ValueError(
+                    f"{op}: with include_last_offset, the last offset must be the input's "
+                    f"length {ids.size}, got offsets {o.tolist()}"
+                )
+            starts, ends = o[:-1], o[1:]
+        else:
+            starts, ends = o, np.append(o[1:], ids.size)
+    else:
+        raise ShapeError(f"{op}: input must be 1-D (with offsets) or 2-D, got {list(idx.shape)}")
+    if ids.size and (ids.min() < -num or ids.max() >= num):
+        raise IndexError(
+            f"{op}: indices must lie in [0, {num}), got values in [{ids.min()}, {ids.max()}]"
+        )
+    pad_i = None if padding_idx is None else int(padding_idx) % num
+    b = len(starts)
+    lengths = ends - starts
+    width = max(int(lengths.max()) if b else 0, 1)
+    # table[bag, j]: the position in the flat input of the bag's j-th entry, or ids.size
+    table = np.full((b, width), ids.size, dtype=np.int64)
+    for i in range(b):
+        pos = np.arange(starts[i], ends[i])
+        if pad_i is not None:
+            pos = pos[ids[pos] % num != pad_i]
+        table[i, : pos.size] = pos
+    valid = table < ids.size
+    counts = valid.sum(1)
+    dev = w.device
+    rows_idx = np.append(ids % num, 0)[table]  # the weight row of each entry (0 when none)
+    rows = _core.index_select(w, 0, tensor(rows_idx.reshape(-1), device=dev))
+    rows = rows.reshape(b, width, dim)
+    mask = tensor(valid[:, :, None], device=dev)
+    if mode == "max":
+        neg = _core.full((1,), -math.inf, dtype=w.dtype.name, device=dev)
+        out = where(mask, rows, neg).max([1])
+        nonempty = tensor((counts[:, None] > 0).astype(np.float64), device=dev)
+        return where(nonempty > 0, out, _core.zeros_like(out.detach()))
+    scale = valid.astype(np.float64)
+    if mode == "mean":
+        scale = scale / np.maximum(counts, 1)[:, None]
+    coef = tensor(scale[:, :, None], device=dev).astype(w.dtype.name)
+    if per_sample_weights is not None:
+        psw = per_sample_weights.reshape(-1)
+        zero = _core.zeros((1,), dtype=psw.dtype.name, device=psw.device)
+        flat = _core.concat([psw, zero], 0)
+        picked = _core.index_select(flat, 0, tensor(table.reshape(-1), device=psw.device))
+        coef = coef * picked.reshape(b, width, 1).to(dev)
+    return (rows * coef).sum(1)
+
+
+def dropout3d(
+    input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+) -> Tensor:
+    """Zeroes whole channels of ``(N, C, D, H, W)`` (or ``(C, D, H, W)``) with probability
+    ``p``, scaling the rest by ``1 / (1 - p)``."""
+    x = _float("dropout3d", "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout3d: p must lie in [0, 1], got {p}")
+    if x.ndim not in (4, 5):
+        raise ShapeError(
+            f"dropout3d: input must be (N, C, D, H, W) or (C, D, H, W), got {list(x.shape)}"
+        )
+    if not training or p == 0.0:
+        return x
+    lead = list(x.shape[:-3])
+    out = dropout2d(x.reshape(*lead, -1, 1), p, True).reshape(*x.shape)
+    if inplace:
+        x.copy_(out)
+        return x
+    return out
+
+
+def feature_alpha_dropout(
+    input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False
+) -> Tensor:
+    """:func:`alpha_dropout` of whole channels (axis 1 of an ``(N, C, ...)`` input): a
+    dropped channel takes SELU's negative saturation value, then the affine map restores
+    zero mean and unit variance."""
+    x = _float("feature_alpha_dropout", "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"feature_alpha_dropout: p must lie in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if x.ndim < 2:
+        raise ShapeError(f"feature_alpha_dropout: input must be (N, C, ...), got {list(x.shape)}")
+    if p == 1.0:
+        return x * 0.0
+    from .. import bernoulli, full
+
+    shape = list(x.shape[:2]) + [1] * (x.ndim - 2)
+    keep = bernoulli(full(shape, 1.0 - p, dtype=x.dtype.name, device=x.device))
+    a = ((1.0 - p) * (1.0 + p * _SELU_ALPHA_PRIME**2)) ** -0.5
+    b = -a * _SELU_ALPHA_PRIME * p
+    out = (x * keep + (1.0 - keep) * _SELU_ALPHA_PRIME) * a + b
+    if inplace:
+        x.copy_(out)
+        return x
+    return out
+
+
+def multilabel_margin_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Multi-label hinge loss: ``sum_{j in y, i not in y} max(0, 1 - (x[j] - x[i])) / C``
+    per sample, the labels ``y`` of a row being the entries of ``target`` before its first
+    -1 (``input`` and ``target`` of shape ``(C,)`` or ``(N, C)``)."""
+    op = "multilabel_margin_loss"
+    x = _float(op, "input", input)
+    t = _t(op, "target", target)
+    if t.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: target must hold int class indices, got {t.dtype}")
+    if x.ndim not in (1, 2) or tuple(t.shape) != tuple(x.shape):
+        raise ShapeError(
+            f"{op}: input and target must both be (C,) or (N, C), got {list(x.shape)} and "
+            f"{list(t.shape)}"
+        )
+    c = x.shape[-1]
+    x2 = x.reshape(1, -1) if x.ndim == 1 else x
+    t2 = t.reshape(1, -1) if t.ndim == 1 else t
+    if t2.dtype.name != "int64":
+        t2 = t2.astype("int64")
+    if t2.device != x.device:
+        t2 = t2.to(x.device)
+    before = (t2 < 0).astype("int64").cumsum(1) == 0  # entries before the first -1
+    if not _core._tracing() and t2.numel():
+        bad = _core.where(before, t2, 0)
+        lo, hi = int(bad.min().item()), int(bad.max().item())
+        if lo < 0 or hi >= c:
+            raise IndexError(f"{op}: target labels must lie in [0, {c}) or be -1, got {lo}..{hi}")
+    safe = _core.where(before, t2, 0)
+    zeros = _core.zeros(tuple(x2.shape), dtype=x.dtype.name, device=x.device)
+    counts = zeros.scatter_add(1, safe, before.astype(x.dtype.name))  # times each class is a label
+    others = (counts == 0).astype(x.dtype.name)
+    # hinge[n, j, i] = max(0, 1 - x[n, j] + x[n, i])
+    hinge = (1.0 - x2.unsqueeze(2) + x2.unsqueeze(1)).clamp(min=0.0)
+    loss = (hinge * counts.unsqueeze(2) * others.unsqueeze(1)).sum([1, 2]) / c
+    if x.ndim == 1:
+        loss = loss.reshape(())
+    return _reduce(op, loss, reduction)
+
+
+def triplet_margin_with_distance_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    *,
+    distance_function: Any = None,
+    margin: float = 1.0,
+    swap: bool = False,
+    reduction: str = "mean",
+) -> Tensor:
+    """``max(0, d(a, p) - d(a, n) + margin)`` with a given distance (default
+    :func:`pairwise_distance`); with ``swap``, ``d(a, n)`` is ``min(d(a, n), d(p, n))``."""
+    op = "triplet_margin_with_distance_loss"
+    for name, v in (("anchor", anchor), ("positive", positive), ("negative", negative)):
+        _t(op, name, v)
+    if margin <= 0:
+        raise ValueError(f"{op}: margin must be positive, got {margin}")
+    if distance_function is not None and not callable(distance_function):
+        raise TypeError(
+            f"{op}: distance_function must be callable, got {type(distance_function).__name__}"
+        )
+    dist = pairwise_distance if distance_function is None else distance_function
+    d_ap = dist(anchor, positive)
+    d_an = dist(anchor, negative)
+    if swap:
+        d_an = _core.minimum(d_an, dist(positive, negative))
+    loss = (d_ap - d_an + margin).clamp(min=0.0)
+    return _reduce(op, loss, reduction)
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """Interleaves ``groups`` groups of the channels (axis 1) of ``(N, C, ...)``."""
+    x = _t("channel_shuffle", "input", input)
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"channel_shuffle: groups must be a positive int, got {groups!r}")
+    if x.ndim < 3:
+        raise ShapeError(f"channel_shuffle: input must be (N, C, *), got {list(x.shape)}")
+    n, c = x.shape[0], x.shape[1]
+    if c % groups:
+        raise ShapeError(f"channel_shuffle: {c} channels do not split into {groups} groups")
+    rest = list(x.shape[2:])
+    return x.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
+
+
+__all__ += [
+    "channel_shuffle",
+    "dropout3d",
+    "embedding_bag",
+    "feature_alpha_dropout",
+    "lp_pool1d",
+    "lp_pool2d",
+    "multilabel_margin_loss",
+    "rrelu",
+    "rrelu_",
+    "triplet_margin_with_distance_loss",
 ]

@@ -11,8 +11,11 @@ from ... import _core
 from ..._core import ShapeError, Tensor
 from ...autodiff import no_grad
 from . import rnn
+from ._norms import *
+from ._norms import __all__ as _norms_all
 
-__all__ = [
+__all__ = [  # noqa: PLE0604
+    *_norms_all,
     "clip_grad_norm_",
     "clip_grad_value_",
     "clip_grads_with_norm_",
