@@ -1017,6 +1017,29 @@ class GroupNorm(Module):
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
 
+def _padding_index(op: str, padding_idx: int | None, num_embeddings: int) -> int | None:
+    """``padding_idx`` checked against the table and counted from the start."""
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(
+            f"{op}: padding_idx {padding_idx} is out of range for {num_embeddings} embeddings"
+        )
+    return padding_idx % num_embeddings
+
+
+def _embedding_weight(
+    num_embeddings: int, embedding_dim: int, padding_idx: int | None, device: Any, dtype: Any
+) -> Parameter:
+    """A table drawn from N(0, 1) (fg.manual_seed's stream), the ``padding_idx`` row zero."""
+    name = _dtype_name(dtype) if dtype is not None else default_float()
+    dev = str(device) if device is not None else str(_core.get_default_device())
+    w = _numpy_rng(dev).standard_normal((num_embeddings, embedding_dim))
+    if padding_idx is not None:
+        w[padding_idx] = 0.0
+    return Parameter(tensor(w, device=dev).astype(name))
+
+
 class Embedding(Module):
     """A lookup table of ``num_embeddings`` rows of ``embedding_dim``, initialised from
     N(0, 1) (the ``padding_idx`` row zero)."""
@@ -1033,23 +1056,11 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings = _count("Embedding", "num_embeddings", num_embeddings, 1)
         self.embedding_dim = _count("Embedding", "embedding_dim", embedding_dim, 1)
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(
-                    f"Embedding: padding_idx {padding_idx} is out of range for "
-                    f"{num_embeddings} embeddings"
-                )
-            padding_idx %= num_embeddings
-        self.padding_idx = padding_idx
+        self.padding_idx = padding_idx = _padding_index("Embedding", padding_idx, num_embeddings)
         if _weight is not None:
             self.weight = _weight if isinstance(_weight, Parameter) else Parameter(_weight)
             return
-        name = _dtype_name(dtype) if dtype is not None else default_float()
-        dev = str(device) if device is not None else str(_core.get_default_device())
-        w = _numpy_rng(dev).standard_normal((num_embeddings, embedding_dim))
-        if padding_idx is not None:
-            w[padding_idx] = 0.0
-        self.weight = Parameter(tensor(w, device=dev).astype(name))
+        self.weight = _embedding_weight(num_embeddings, embedding_dim, padding_idx, device, dtype)
 
     @classmethod
     def from_pretrained(

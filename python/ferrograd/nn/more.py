@@ -10,12 +10,21 @@ from typing import Any
 
 from .. import _core
 from .._core import ShapeError, Tensor
-from .._tensor import _dtype_name, default_float, tensor
-from ..random import _numpy_rng
+from .._tensor import _dtype_name, default_float
 from . import functional as F
 from . import modules as _modules
 from .extra import _INPLACE, _loss, _simple
-from .modules import Linear, Module, Parameter, _BatchNorm, _count, _Loss, _uniform_param
+from .modules import (
+    Linear,
+    Module,
+    Parameter,
+    _BatchNorm,
+    _count,
+    _embedding_weight,
+    _Loss,
+    _padding_index,
+    _uniform_param,
+)
 
 __all__ = [
     "Dropout3d",
@@ -213,13 +222,7 @@ class EmbeddingBag(Module):
         self.embedding_dim = _count("EmbeddingBag", "embedding_dim", embedding_dim, 1)
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"EmbeddingBag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(
-                    f"EmbeddingBag: padding_idx {padding_idx} is out of range for "
-                    f"{num_embeddings} embeddings"
-                )
-            padding_idx %= num_embeddings
+        padding_idx = _padding_index("EmbeddingBag", padding_idx, num_embeddings)
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.mode, self.sparse = scale_grad_by_freq, mode, sparse
         self.include_last_offset, self.padding_idx = include_last_offset, padding_idx
@@ -231,12 +234,7 @@ class EmbeddingBag(Module):
                 )
             self.weight = _weight if isinstance(_weight, Parameter) else Parameter(_weight)
             return
-        name = _dtype_name(dtype) if dtype is not None else default_float()
-        dev = str(device) if device is not None else str(_core.get_default_device())
-        w = _numpy_rng(dev).standard_normal((num_embeddings, embedding_dim))
-        if padding_idx is not None:
-            w[padding_idx] = 0.0
-        self.weight = Parameter(tensor(w, device=dev).astype(name))
+        self.weight = _embedding_weight(num_embeddings, embedding_dim, padding_idx, device, dtype)
 
     @classmethod
     def from_pretrained(

@@ -187,11 +187,8 @@ class Optimizer:
         """``{"state": {index: {name: tensor}}, "param_groups": [{..., "params": [index]}]}``
         with parameters numbered across groups, as PyTorch (state tensors are copies)."""
         index = {id(p): i for i, p in enumerate(self.params)}
-        state = {}
-        for p, s in self.state.items():
-            state[index[id(p)]] = {
-                k: (v.detach().copy() if isinstance(v, Tensor) else v) for k, v in s.items()
-            }
+        # (parameters without state are left out, as PyTorch does)
+        state = {index[id(p)]: _copy_state(s) for p, s in self.state.items() if s}
         groups = []
         for g in self.param_groups:
             d = {k: v for k, v in g.items() if k != "params"}
@@ -248,6 +245,19 @@ class Optimizer:
                 if k != "params":
                     lines.append(f"    {k}: {g[k]}")
         return "\n".join(lines + [")"])
+
+
+def _copy_state(s: dict) -> dict:
+    """One parameter's state with its tensors (also inside lists) copied."""
+
+    def cp(v: Any) -> Any:
+        if isinstance(v, Tensor):
+            return v.detach().copy()
+        if isinstance(v, list):
+            return [cp(w) for w in v]
+        return v
+
+    return {k: cp(v) for k, v in s.items()}
 
 
 def _check_adam_group(name: str, group: dict) -> None:

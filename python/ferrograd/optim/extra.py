@@ -414,17 +414,6 @@ class LBFGS(Optimizer):
     def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
         return {}
 
-    def state_dict(self) -> dict:
-        """PyTorch's layout: the global state under parameter 0 (tensors and lists copied)."""
-        index = {id(p): i for i, p in enumerate(self.params)}
-        state = {index[id(p)]: _copy_state(s) for p, s in self.state.items() if s}
-        groups = []
-        for g in self.param_groups:
-            d = {k: v for k, v in g.items() if k != "params"}
-            d["params"] = [index[id(p)] for p in g["params"]]
-            groups.append(d)
-        return {"state": state, "param_groups": groups}
-
     def load_state_dict(self, state_dict: dict) -> None:
         groups = state_dict["param_groups"]
         if len(groups) != 1 or len(groups[0]["params"]) != len(self._params):
@@ -469,17 +458,6 @@ def _check_count(name: str, value: Any) -> None:
 
 def _scalar(v: Any) -> Any:
     return float(v.item()) if isinstance(v, Tensor) else v
-
-
-def _copy_state(s: dict) -> dict:
-    def cp(v: Any) -> Any:
-        if isinstance(v, Tensor):
-            return v.detach().copy()
-        if isinstance(v, list):
-            return [cp(w) for w in v]
-        return v
-
-    return {k: cp(v) for k, v in s.items()}
 
 
 # ----------------------------------------------------------------------------- ASGD
