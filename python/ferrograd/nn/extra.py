@@ -156,7 +156,14 @@ PairwiseDistance = _simple(
 MaxPool1d = _simple(
     "MaxPool1d",
     F.max_pool1d,
-    (("kernel_size", 1), ("stride", None), ("padding", 0), ("dilation", 1), ("ceil_mode", False)),
+    (
+        ("kernel_size", 1),
+        ("stride", None),
+        ("padding", 0),
+        ("dilation", 1),
+        ("return_indices", False),
+        ("ceil_mode", False),
+    ),
 )
 AvgPool1d = _simple(
     "AvgPool1d",
@@ -170,8 +177,12 @@ AvgPool1d = _simple(
     ),
 )
 AdaptiveAvgPool1d = _simple("AdaptiveAvgPool1d", F.adaptive_avg_pool1d, (("output_size", 1),))
-AdaptiveMaxPool1d = _simple("AdaptiveMaxPool1d", F.adaptive_max_pool1d, (("output_size", 1),))
-AdaptiveMaxPool2d = _simple("AdaptiveMaxPool2d", F.adaptive_max_pool2d, (("output_size", 1),))
+AdaptiveMaxPool1d = _simple(
+    "AdaptiveMaxPool1d", F.adaptive_max_pool1d, (("output_size", 1), ("return_indices", False))
+)
+AdaptiveMaxPool2d = _simple(
+    "AdaptiveMaxPool2d", F.adaptive_max_pool2d, (("output_size", 1), ("return_indices", False))
+)
 PixelShuffle = _simple("PixelShuffle", F.pixel_shuffle, (("upscale_factor", 1),))
 PixelUnshuffle = _simple("PixelUnshuffle", F.pixel_unshuffle, (("downscale_factor", 1),))
 Unfold = _simple(

@@ -1215,14 +1215,20 @@ class MaxPool2d(Module):
         ceil_mode: bool = False,
     ) -> None:
         super().__init__()
-        if return_indices:
-            raise NotImplementedError("MaxPool2d: return_indices is not supported")
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.dilation, self.ceil_mode = dilation, ceil_mode
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Any:
+        """The pooled tensor; with ``return_indices``, ``(output, indices)`` (the flat
+        per-channel positions ``MaxUnpool2d`` takes)."""
         return F.max_pool2d(
-            x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.ceil_mode,
+            self.return_indices,
         )
 
 

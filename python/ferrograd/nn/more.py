@@ -12,7 +12,6 @@ from .. import _core
 from .._core import ShapeError, Tensor
 from .._tensor import _dtype_name, default_float
 from . import functional as F
-from . import modules as _modules
 from .extra import _INPLACE, _loss, _simple
 from .modules import (
     Linear,
@@ -33,8 +32,6 @@ __all__ = [
     "LPPool1d",
     "LPPool2d",
     "LazyLinear",
-    "MaxPool1d",
-    "MaxPool2d",
     "MaxUnpool1d",
     "MaxUnpool2d",
     "MultiLabelMarginLoss",
@@ -42,58 +39,6 @@ __all__ = [
     "SyncBatchNorm",
     "TripletMarginWithDistanceLoss",
 ]
-
-
-class MaxPool2d(_modules.MaxPool2d):
-    """2-D max pooling; with ``return_indices``, ``forward`` returns ``(output, indices)``
-    (the flat per-channel positions :class:`MaxUnpool2d` takes)."""
-
-    def __init__(
-        self,
-        kernel_size: Any,
-        stride: Any = None,
-        padding: Any = 0,
-        dilation: Any = 1,
-        return_indices: bool = False,
-        ceil_mode: bool = False,
-    ) -> None:
-        Module.__init__(self)
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.dilation = padding, dilation
-        self.return_indices, self.ceil_mode = return_indices, ceil_mode
-
-    def forward(self, x: Tensor) -> Any:
-        return F.max_pool2d(
-            x,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.dilation,
-            self.ceil_mode,
-            self.return_indices,
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-            f"dilation={self.dilation}, ceil_mode={self.ceil_mode}"
-        )
-
-
-class MaxPool1d(MaxPool2d):
-    """1-D max pooling of ``(N, C, L)``; with ``return_indices``, also the positions."""
-
-    def forward(self, x: Tensor) -> Any:
-        return F.max_pool1d(
-            x,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.dilation,
-            self.ceil_mode,
-            self.return_indices,
-        )
 
 
 class MaxUnpool2d(Module):

@@ -401,12 +401,8 @@ class DataLoader:
         if self._iterable:
             yield from self._iter_iterable()
             return
-        if self.batch_sampler is None:
-            for i in self.sampler:
-                yield self.collate_fn(self.dataset[i])
-            return
-        for idx in self.batch_sampler:
-            yield self.collate_fn([self.dataset[i] for i in idx])
+        for idx in self.sampler if self.batch_sampler is None else self.batch_sampler:
+            yield self._fetch(idx)
 
     def _iter_iterable(self) -> Iterator[Any]:
         if self.batch_size is None:
