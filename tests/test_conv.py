@@ -330,3 +330,28 @@ def test_pools_ceil_mode_and_divisor_override(shape):
     assert m(fg.tensor(x)).shape[2:] == (-(-shape[2] // 2), -(-shape[3] // 2))
     with pytest.raises(ValueError, match="avg_pool2d"):
         fg.avg_pool2d(fg.tensor(x), 2, divisor_override=0)
+
+
+@pytest.mark.parametrize(
+    "case", CASES + [{"stride": (3, 2), "padding": (2, 0), "dilation": (2, 3), "groups": 1}]
+)
+def test_conv2d_input_gradient_is_the_same_every_run_and_on_every_device(case):
+    # the input gradient sums the windows over each input position (fold) in a fixed order,
+    # not with atomics: two runs agree to the bit (the devices' matrix products differ in
+    # rounding, so the CPU is a reference to float32 accuracy)
+    rng = np.random.default_rng(5)
+    c, o = 4, 6
+    x = rng.normal(size=(2, c, 9, 8)).astype(np.float32)
+    w = rng.normal(size=(o, c // case["groups"], 3, 3)).astype(np.float32)
+
+    def input_grad(device):
+        xt = fg.tensor(x, device=device)
+        gm = fg.GradManager().attach([xt])
+        with gm:
+            y = fg.conv2d(xt, fg.tensor(w, device=device), **case)
+            gm.backward((y * y).sum())
+        return xt.grad.numpy()
+
+    first = input_grad(None)
+    np.testing.assert_array_equal(first, input_grad(None))
+    np.testing.assert_allclose(first, input_grad("cpu"), rtol=1e-4, atol=1e-4)

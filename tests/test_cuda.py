@@ -289,3 +289,45 @@ def test_cuda_fused_attention_runs_as_one_op(causal):
         results.append([out.numpy()] + [t.grad.numpy() for t in ts])
     for c, g in zip(*results):
         np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12)
+
+
+class _CudaArray:
+    """A stand-in for another library's GPU array: DLPack says CUDA, and it hands out a host
+    copy only when asked for one (as PyTorch and CuPy do for ``dl_device=(kDLCPU, 0)``)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if dl_device is None or int(dl_device[0]) != 1 or copy is False:
+            raise BufferError("the data lives on the GPU")
+        return self.a.copy().__dlpack__(max_version=max_version)
+
+
+@needs_gpu
+def test_from_dlpack_imports_cuda_data_onto_the_same_device():
+    a = np.arange(6.0).reshape(2, 3)
+    t = fg.from_dlpack(_CudaArray(a))
+    assert t.device == "cuda:0" and t.dtype == "float64"
+    np.testing.assert_array_equal(t.numpy(), a)
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        src = torch.arange(5, dtype=torch.float32, device="cuda") * 2
+        u = fg.from_dlpack(src)
+        assert u.device == "cuda:0" and u.dtype == "float32"
+        np.testing.assert_array_equal(u.numpy(), src.cpu().numpy())
+
+
+def test_from_dlpack_names_a_device_it_cannot_import():
+    class Elsewhere:
+        def __dlpack_device__(self):
+            return (4, 0)  # kDLOpenCL
+
+        def __dlpack__(self, **kw):
+            raise BufferError("no")
+
+    with pytest.raises(fg.DeviceError, match=r"from_dlpack: only CPU and CUDA .*\(4, 0\)"):
+        fg.from_dlpack(Elsewhere())

@@ -37,7 +37,12 @@ def _compare(f, *arrays, grad=True):
         return
     w = rng.standard_normal(tuple(to[0].shape))
     (fo[0] * fg.tensor(w)).sum().backward()
-    (to[0] * torch.tensor(w)).sum().backward()
+    try:
+        (to[0] * torch.tensor(w)).sum().backward()
+    except RuntimeError as e:  # an older PyTorch without this derivative (aminmax before 2.1x)
+        if "not implemented" not in str(e):
+            raise
+        pytest.skip(f"this PyTorch ({torch.__version__}) has no gradient to compare: {e}")
     for a, b in zip(fs, ts):
         ga = np.zeros(a.shape) if a.grad is None else a.grad.numpy()
         gb = np.zeros(tuple(b.shape)) if b.grad is None else b.grad.numpy()

@@ -1351,15 +1351,19 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
     """A tensor over the memory of any CPU object with ``__dlpack__`` (a numpy array, a
     PyTorch or JAX CPU tensor), without a copy: writes on either side are seen by the other
     (read-only memory, such as a JAX array's, gives a tensor that refuses writes). Data
-    that cannot be shared (bool, bfloat16 from a producer numpy cannot read) is copied."""
+    that cannot be shared (bool, bfloat16 from a producer numpy cannot read) is copied.
+    CUDA data (a PyTorch, JAX or CuPy GPU array) gives a tensor on the same CUDA device, a
+    copy made through the host: changes on one side are not seen by the other."""
     if isinstance(ext_tensor, Tensor):
         return ext_tensor.detach()
     if not hasattr(ext_tensor, "__dlpack__"):
         raise TypeError(f"from_dlpack: {type(ext_tensor).__name__} has no __dlpack__")
     dev = getattr(ext_tensor, "__dlpack_device__", lambda: (1, 0))()
-    if int(dev[0]) != 1:  # kDLCPU
+    if int(dev[0]) in (2, 13):  # kDLCUDA, kDLCUDAManaged: copied through the host
+        return tensor(_cuda_to_host("from_dlpack", ext_tensor), device=f"cuda:{int(dev[1])}")
+    if int(dev[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost (pinned host memory)
         raise _core.DeviceError(
-            f"from_dlpack: only CPU data can be exchanged here, got DLPack device {tuple(dev)}"
+            f"from_dlpack: only CPU and CUDA data can be imported, got DLPack device {tuple(dev)}"
         )
     try:
         arr = np.from_dlpack(ext_tensor)
@@ -1369,6 +1373,26 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
         except (TypeError, ValueError, RuntimeError):
             raise TypeError(f"from_dlpack: cannot import {type(ext_tensor).__name__}: {e}") from e
     return _shared(arr)
+
+
+def _cuda_to_host(op: str, x: Any) -> np.ndarray:
+    """A host copy of a CUDA array from another library: through DLPack (the producer copies
+    to the CPU, numpy 2.1+), else through its own ``cpu()`` or ``__array__``."""
+    errors = []
+    try:
+        return np.from_dlpack(x, device="cpu", copy=True)
+    except (BufferError, TypeError, ValueError, RuntimeError, AttributeError) as e:
+        errors.append(e)
+    for get in (lambda: x.detach().cpu().numpy(), lambda: x.cpu().numpy(), lambda: np.asarray(x)):
+        try:
+            arr = get()
+            if isinstance(arr, np.ndarray) and arr.dtype != object:
+                return arr
+        except Exception as e:  # noqa: BLE001 - each way is tried in turn
+            errors.append(e)
+    raise _core.DeviceError(
+        f"{op}: cannot copy the CUDA data of {type(x).__name__} to the host ({errors[0]})"
+    )
 
 
 def _dlpack(self: Tensor, *, stream: Any = None, max_version: Any = None, **kw: Any) -> Any:

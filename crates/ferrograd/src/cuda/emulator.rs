@@ -284,6 +284,12 @@ pub mod driver {
         pub fn new(_ordinal: usize) -> Result<Arc<Self>, EmulatorError> {
             Ok(Arc::new(CudaContext))
         }
+        /// cudarc's switch for per-buffer events (the emulator has one stream and none).
+        ///
+        /// # Safety
+        /// Always safe here; unsafe to match cudarc's signature.
+        pub unsafe fn disable_event_tracking(&self) {}
+
         pub fn default_stream(&self) -> Arc<CudaStream> {
             Arc::new(CudaStream)
         }

@@ -31,7 +31,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::nvrtc::CompileOptions;
 use rt::cublas::CudaBlas;
 use rt::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
 
@@ -98,14 +97,26 @@ pub(crate) fn err(op: &str, e: impl std::fmt::Debug) -> Error {
 }
 
 /// Runs `f`, turning a panic (cudarc panics when a CUDA library cannot be loaded) into an
-/// error, without printing the panic.
+/// error, without printing the panic. Nests: a `guarded` call inside another on the same
+/// thread (the first use of a device compiles its kernels) runs under the outer one's silent
+/// hook instead of waiting for the lock the outer one holds.
 fn guarded<R>(op: &str, f: impl FnOnce() -> R) -> Result<R> {
+    use std::cell::Cell;
+    thread_local!(static DEPTH: Cell<u32> = const { Cell::new(0) });
     static HOOK: Mutex<()> = Mutex::new(());
-    let _one_at_a_time = HOOK.lock().unwrap_or_else(|e| e.into_inner());
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    let outermost = DEPTH.with(|d| d.get()) == 0;
+    let _one_at_a_time = outermost.then(|| HOOK.lock().unwrap_or_else(|e| e.into_inner()));
+    let previous = outermost.then(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        previous
+    });
+    DEPTH.with(|d| d.set(d.get() + 1));
     let out = catch_unwind(AssertUnwindSafe(f));
-    std::panic::set_hook(previous);
+    DEPTH.with(|d| d.set(d.get() - 1));
+    if let Some(previous) = previous {
+        std::panic::set_hook(previous);
+    }
     out.map_err(|p| {
         let msg = p
             .downcast_ref::<String>()
@@ -160,6 +171,11 @@ pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
     crate::Device::Cuda(ordinal).check_available(op)?;
     let g = guarded(op, || -> Result<Gpu> {
         let ctx = CudaContext::new(ordinal).map_err(|e| err(op, e))?;
+        // SAFETY: every buffer of this device is made, used and freed on its one stream,
+        // in order, so cudarc's per-buffer events (two made per allocation, recorded per
+        // launch, for work spread over several streams) would only add driver calls to
+        // every op.
+        unsafe { ctx.disable_event_tracking() };
         let module = load_kernels(op, &ctx)?;
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(|e| err(op, e))?;
@@ -179,12 +195,23 @@ pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
     Ok(g)
 }
 
-/// The kernels, compiled for the device's architecture.
+/// The kernels, compiled for the device's architecture (machine code, so the driver loads
+/// them without compiling again).
 #[cfg(not(feature = "cuda-emulator"))]
 fn load_kernels(op: &str, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
     let (major, minor) = ctx.compute_capability().map_err(|e| err(op, e))?;
-    let ptx = compile_cached(&format!("sm_{major}{minor}"))?;
-    ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+    let image = compile_cached(KERNEL_SOURCE, &format!("sm_{major}{minor}"))?;
+    load_image(op, ctx, &image)
+}
+
+/// Loads a module image (CUBIN, or PTX ending in a NUL byte) into `ctx`.
+#[cfg(not(feature = "cuda-emulator"))]
+pub(crate) fn load_image(
+    op: &str,
+    ctx: &Arc<CudaContext>,
+    image: &[u8],
+) -> Result<Arc<CudaModule>> {
+    ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image.to_vec()))
         .map_err(|e| err(op, e))
 }
 
@@ -207,56 +234,109 @@ impl Gpu {
     }
 }
 
-fn compile_options(arch: &str) -> CompileOptions {
-    CompileOptions {
-        arch: Some(Box::leak(arch.to_string().into_boxed_str())),
-        options: vec!["--std=c++14".to_string()],
-        ..Default::default()
-    }
-}
-
 /// The names of the kernels the op tables refer to (`unary_exp_f32`, `binary_add_i64`, ...):
 /// each must be defined in `kernels.cu`.
 pub fn table_kernel_names() -> Vec<&'static str> {
     elementwise::table_kernels()
 }
 
-/// Compiles every kernel for `arch` (e.g. `"sm_90"`) with NVRTC and returns the PTX.
-pub fn compile_kernels(arch: &str) -> Result<String> {
+/// What NVRTC made of a source for one architecture: the PTX and, for a real architecture
+/// (`sm_XY`), the machine code the driver loads as it is.
+struct Built {
+    ptx: String,
+    cubin: Option<Vec<u8>>,
+}
+
+fn check_arch(what: &str, arch: &str) -> Result<()> {
     if arch.is_empty() || !arch.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(Error::invalid(
-            "compile_kernels",
+            what,
             format!("arch must be an architecture name such as \"sm_90\", got {arch:?}"),
         ));
     }
-    guarded("nvrtc", || {
-        cudarc::nvrtc::compile_ptx_with_opts(KERNEL_SOURCE, compile_options(arch))
-            .map(|p| p.to_src())
-            .map_err(|e| {
-                Error::device("nvrtc", format!("kernels do not compile for {arch}: {e:?}"))
-            })
+    Ok(())
+}
+
+/// The options every kernel is compiled with. `--split-compile=0` spreads the optimisation
+/// over the host's cores (NVRTC 12.1 and later; an older NVRTC compiles without it).
+fn nvrtc_options(arch: &str, split: bool) -> Vec<String> {
+    let mut o = vec![
+        format!("--gpu-architecture={arch}"),
+        "--std=c++14".to_string(),
+    ];
+    if split {
+        o.push("--split-compile=0".to_string());
+    }
+    o
+}
+
+/// Compiles `source` for `arch` with NVRTC; `what` names the source in errors.
+fn nvrtc_build(source: &str, arch: &str, what: &str) -> Result<Built> {
+    use cudarc::nvrtc::{result, sys};
+    let c_src = std::ffi::CString::new(source)
+        .map_err(|_| Error::invalid("nvrtc", format!("{what}: the source holds a NUL byte")))?;
+    let attempt = |split: bool| -> std::result::Result<Built, (sys::nvrtcResult, String)> {
+        let prog = result::create_program(&c_src, None).map_err(|e| (e.0, String::new()))?;
+        // SAFETY: `prog` was created above and is destroyed once, after its last use.
+        unsafe {
+            let out = (|| {
+                if let Err(e) = result::compile_program(prog, &nvrtc_options(arch, split)) {
+                    let log = result::get_program_log(prog)
+                        .map(|l| {
+                            let bytes: Vec<u8> = l.iter().map(|&c| c as u8).collect();
+                            String::from_utf8_lossy(&bytes)
+                                .trim_end_matches('\0')
+                                .to_string()
+                        })
+                        .unwrap_or_default();
+                    return Err((e.0, log));
+                }
+                let ptx = result::get_ptx(prog).map_err(|e| (e.0, String::new()))?;
+                let ptx: Vec<u8> = ptx.iter().map(|&c| c as u8).collect();
+                let ptx = String::from_utf8_lossy(&ptx)
+                    .trim_end_matches('\0')
+                    .to_string();
+                let mut size = 0usize;
+                let cubin = if sys::nvrtcGetCUBINSize(prog, &mut size)
+                    == sys::nvrtcResult::NVRTC_SUCCESS
+                    && size > 0
+                {
+                    let mut buf = vec![0u8; size];
+                    (sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast())
+                        == sys::nvrtcResult::NVRTC_SUCCESS)
+                        .then_some(buf)
+                } else {
+                    None
+                };
+                Ok(Built { ptx, cubin })
+            })();
+            let _ = result::destroy_program(prog);
+            out
+        }
+    };
+    guarded("nvrtc", || match attempt(true) {
+        Err((sys::nvrtcResult::NVRTC_ERROR_INVALID_OPTION, _)) => attempt(false),
+        other => other,
     })?
+    .map_err(|(code, log)| {
+        Error::device(
+            "nvrtc",
+            format!("{what} do not compile for {arch}: {code:?}\n{log}"),
+        )
+    })
+}
+
+/// Compiles every kernel for `arch` (e.g. `"sm_90"`) with NVRTC and returns the PTX.
+pub fn compile_kernels(arch: &str) -> Result<String> {
+    check_arch("compile_kernels", arch)?;
+    nvrtc_build(KERNEL_SOURCE, arch, "the kernels").map(|b| b.ptx)
 }
 
 /// Compiles `source` (CUDA C, e.g. a generated fused kernel) for `arch` with the options of
 /// the engine's kernels; returns the PTX.
 pub fn compile_source(source: &str, arch: &str) -> Result<String> {
-    if arch.is_empty() || !arch.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(Error::invalid(
-            "compile_source",
-            format!("arch must be an architecture name such as \"sm_90\", got {arch:?}"),
-        ));
-    }
-    guarded("nvrtc", || {
-        cudarc::nvrtc::compile_ptx_with_opts(source, compile_options(arch))
-            .map(|p| p.to_src())
-            .map_err(|e| {
-                Error::device(
-                    "nvrtc",
-                    format!("a kernel does not compile for {arch}: {e:?}"),
-                )
-            })
-    })?
+    check_arch("compile_source", arch)?;
+    nvrtc_build(source, arch, "a generated kernel").map(|b| b.ptx)
 }
 
 fn cache_dir() -> Option<PathBuf> {
@@ -275,39 +355,55 @@ fn cache_dir() -> Option<PathBuf> {
 }
 
 #[cfg_attr(feature = "cuda-emulator", allow(dead_code))]
-/// PTX for `arch`, from memory, then the disk cache (keyed by source, options and
-/// architecture), then NVRTC.
-fn compile_cached(arch: &str) -> Result<String> {
-    static MEMORY: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+/// The module image of `source` for `arch` (CUBIN for a real architecture, else NUL-ended
+/// PTX), from memory, then the disk cache (keyed by source, options, architecture and NVRTC
+/// version), then NVRTC. The first process on a machine pays the compilation; later ones
+/// load the file.
+pub(crate) fn compile_cached(source: &str, arch: &str) -> Result<Arc<Vec<u8>>> {
+    type Images = HashMap<(u64, String), Arc<Vec<u8>>>;
+    static MEMORY: OnceLock<Mutex<Images>> = OnceLock::new();
+    check_arch("compile", arch)?;
+    let mut h = DefaultHasher::new();
+    source.hash(&mut h);
+    let key = (h.finish(), arch.to_string());
     let mem = MEMORY.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(p) = mem.lock().unwrap_or_else(|e| e.into_inner()).get(arch) {
+    if let Some(p) = mem.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(p.clone());
     }
-    let mut h = DefaultHasher::new();
-    KERNEL_SOURCE.hash(&mut h);
-    format!("{:?}", compile_options(arch).options).hash(&mut h);
-    arch.hash(&mut h);
-    let file = cache_dir().map(|d| d.join(format!("{arch}-{:016x}.ptx", h.finish())));
-    let ptx = match file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()) {
-        Some(p) => p,
-        None => {
-            let p = compile_kernels(arch)?;
+    let version = guarded("nvrtc", || {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: two plain out-parameters.
+        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+        (major, minor)
+    })?;
+    format!("{:?} {version:?}", nvrtc_options(arch, true)).hash(&mut h);
+    let file = cache_dir().map(|d| d.join(format!("{arch}-{:016x}.bin", h.finish())));
+    let image = match file.as_ref().and_then(|f| std::fs::read(f).ok()) {
+        Some(p) if !p.is_empty() => p,
+        _ => {
+            let built = nvrtc_build(source, arch, "the kernels")?;
+            let image = built.cubin.unwrap_or_else(|| {
+                let mut p = built.ptx.into_bytes();
+                p.push(0);
+                p
+            });
             if let Some(f) = &file {
                 if let Some(dir) = f.parent() {
                     let _ = std::fs::create_dir_all(dir);
                 }
                 let tmp = f.with_extension(format!("tmp{}", std::process::id()));
-                if std::fs::write(&tmp, &p).is_ok() {
+                if std::fs::write(&tmp, &image).is_ok() {
                     let _ = std::fs::rename(&tmp, f);
                 }
             }
-            p
+            image
         }
     };
+    let image = Arc::new(image);
     mem.lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(arch.to_string(), ptx.clone());
-    Ok(ptx)
+        .insert(key, image.clone());
+    Ok(image)
 }
 
 /// Waits for all queued work on `cuda:ordinal`.
@@ -548,5 +644,29 @@ impl Backend for Gpu {
     }
     fn pool_argmax(&self, x: &CudaData, l: &Layout, win: &Window) -> Result<CudaData> {
         window::pool_argmax(self, x, l, win)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first use of a device compiles its kernels from inside `guarded`, which guards the
+    /// compilation too: a nested call must run, not wait for the outer call's lock.
+    #[test]
+    fn guarded_calls_nest_and_still_catch_panics() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let inner = guarded("outer", || guarded("inner", || 7).unwrap()).unwrap();
+            let caught = guarded("outer", || guarded("inner", || panic!("no library")));
+            tx.send((inner, caught.map(|r| r.is_err()))).unwrap();
+        });
+        let (inner, caught) = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a nested guarded call deadlocked");
+        assert_eq!(inner, 7);
+        assert!(caught.unwrap());
+        // the hook was restored: later guarded calls work
+        assert_eq!(guarded("again", || 1).unwrap(), 1);
     }
 }

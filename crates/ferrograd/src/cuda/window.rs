@@ -94,10 +94,11 @@ pub(crate) fn fold(
     let s = l.shape();
     let args = window_args(win, s[2], size.0, size.1);
     let contiguous = cast(g, cols, l, cols.dtype())?;
-    let n = l.numel();
+    // one thread per output element, each writing its own
+    let n = s[0] * s[2] * size.0 * size.1;
     let len = n as i64;
     let f = g.function(kernel_name!("fold", cols.dtype()))?;
-    let mut out = g.zeros(cols.dtype(), s[0] * s[2] * size.0 * size.1)?;
+    let mut out = g.alloc(cols.dtype(), n)?;
     g.launch(&f, "fold")
         .buf(&contiguous)
         .arg(&args)
