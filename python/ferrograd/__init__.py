@@ -10,6 +10,7 @@
 [2.0, 4.0, 6.0]
 """
 
+from . import _blas as _blas  # numpy's OpenBLAS for large CPU products (see _blas)
 from . import _core, cuda, distributed, nn, optim, random
 from . import _indexing as _indexing  # advanced indexing on Tensor (installed on import)
 from . import _torch_compat as _torch_compat  # PyTorch's names (installs Tensor methods)

@@ -1134,6 +1134,15 @@ fn _cuda_compile_kernels(py: Python<'_>, arch: &Bound<'_, PyAny>) -> PyResult<us
     }
 }
 
+/// Loads the OpenBLAS at `path` (numpy's bundled one) for large CPU matrix products where it
+/// is the faster; whether it loaded, and whether products use it on this CPU.
+#[pyfunction]
+fn _set_blas_library(path: &Bound<'_, PyAny>) -> PyResult<(bool, bool)> {
+    let path = str_arg("set_blas_library", "path", path)?;
+    let loaded = ferrograd::blas::set_library(&path);
+    Ok((loaded, ferrograd::blas::in_use()))
+}
+
 /// The safetensors bytes of `(name, tensor)` pairs with optional string metadata
 /// (`fg.save` writes them).
 #[pyfunction]
@@ -1191,6 +1200,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_optim_step, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_empty_cache_py, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_compile_kernels, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_blas_library, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;
     m.add_function(wrap_pyfunction!(max_pool2d, m)?)?;
     m.add_function(wrap_pyfunction!(avg_pool2d, m)?)?;

@@ -28,6 +28,8 @@
 pub mod autograd;
 mod backend;
 mod cpu;
+/// The optional OpenBLAS for large CPU matrix products.
+pub use cpu::blas;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod device;

@@ -85,8 +85,28 @@ where
         }
         (oa, ob)
     };
+    // one large product at a time: the loaded OpenBLAS where it is the faster (cpu/blas.rs)
+    let blas = matches!(par, gemm::Parallelism::Rayon(_)) && super::blas::in_use();
     let product = |bi: usize, dst: *mut T| {
         let (oa, ob) = offsets(bi);
+        // SAFETY: as for gemm below
+        if blas
+            && unsafe {
+                super::blas::product(
+                    m,
+                    n,
+                    k,
+                    dst,
+                    a.as_ptr().offset(oa),
+                    (ars, acs),
+                    b.as_ptr().offset(ob),
+                    (brs, bcs),
+                    threads,
+                )
+            }
+        {
+            return;
+        }
         // SAFETY: the pointers address elements (0, 0) of views whose every element lies
         // inside `a`, `b` and the output's capacity (layouts are validated when views are
         // made; `dst` has room for one batch's m * n), and the destination does not alias

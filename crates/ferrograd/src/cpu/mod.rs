@@ -2,6 +2,7 @@
 //! buffers; shape checks happen before, in the ops. [`Cpu`] implements the backend seam.
 
 pub(crate) mod attention;
+pub mod blas;
 mod conv;
 mod convolution;
 mod elementwise;
