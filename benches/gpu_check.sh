@@ -5,7 +5,12 @@
 #
 #     bash benches/gpu_check.sh [PKG_DIR] [OUT_DIR] [STEPS]
 #
-# PKG_DIR holds an installed ferrograd (the default: the importable one); OUT_DIR receives one
+# PKG_DIR holds an installed ferrograd (the default: the importable one), e.g. a copy of
+# python/ferrograd with target/release/lib_core.so as ferrograd/_core.abi3.so, built by
+# `cargo build --release -p ferrograd-python --features pyo3/extension-module` (without that
+# feature the library links libpython and imports only where the same Python is installed),
+# or a wheel from `maturin build --release` installed with `pip install --target`.
+# OUT_DIR receives one
 # log per step and summary.txt; STEPS is a comma-separated subset of
 # env,cuda_tests,digits,bench,suite (all by default); T_ENV, T_CUDA_TESTS, T_DIGITS, T_BENCH and
 # T_SUITE set their time limits in seconds. Extra pytest arguments for the suite

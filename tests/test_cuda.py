@@ -331,3 +331,21 @@ def test_from_dlpack_names_a_device_it_cannot_import():
 
     with pytest.raises(fg.DeviceError, match=r"from_dlpack: only CPU and CUDA .*\(4, 0\)"):
         fg.from_dlpack(Elsewhere())
+
+
+@needs_gpu
+def test_a_tensor_freed_on_another_thread_is_freed_without_an_error():
+    """Buffers freed on a thread that never used the device (a data-loading thread, a
+    finaliser) are returned to the device, and no error surfaces at a later call."""
+    import threading
+
+    fg.cuda.synchronize()
+    before = fg.memory_stats("cuda")["live_bytes"]
+    box = [fg.ones(1 << 20, device="cuda")]
+    assert fg.memory_stats("cuda")["live_bytes"] >= before + (4 << 20)
+    t = threading.Thread(target=box.clear)
+    t.start()
+    t.join()
+    fg.cuda.synchronize()
+    assert fg.memory_stats("cuda")["live_bytes"] <= before
+    assert (fg.ones(3, device="cuda") * 2).tolist() == [2.0, 2.0, 2.0]

@@ -1126,3 +1126,19 @@ def test_gradients_through_promotion_come_back_in_each_inputs_dtype():
     assert w.grad.dtype == fg.float32 and x.grad.dtype == fg.float64
     np.testing.assert_allclose(w.grad.numpy(), [1.5, 1.25])
     np.testing.assert_allclose(x.grad.numpy(), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("cols", [1, 255, 1023, 1024, 1025, 3 * 1024 + 7])
+def test_row_reductions_of_every_width_match_numpy(cols):
+    # widths below, at and past the ones a thread's unrolled loop covers, on the test device
+    r = np.random.default_rng(cols)
+    a = r.normal(size=(5, cols))
+    a[1, cols // 2] = np.inf
+    a[2, cols - 1] = -np.inf
+    a[3, 0] = np.nan
+    t = fg.tensor(a)
+    np.testing.assert_allclose(t.sum(axis=1).numpy()[[0, 4]], a.sum(axis=1)[[0, 4]], rtol=1e-12)
+    np.testing.assert_array_equal(t.max(axis=1).numpy(), a.max(axis=1))
+    np.testing.assert_array_equal(t.min(axis=1).numpy(), a.min(axis=1))
+    f = fg.tensor(a[[0, 4]].astype(np.float32))
+    np.testing.assert_allclose(f.sum(axis=1).numpy(), a[[0, 4]].sum(axis=1), rtol=1e-5)

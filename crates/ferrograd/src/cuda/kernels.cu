@@ -412,14 +412,25 @@ template <typename T, typename Op> __device__ T block_reduce(Op op, T v, T init,
     return r;
 }
 
-// One block per row of a contiguous [rows, cols] buffer: reduce_<sum|max|min>_<dtype>.
+// One block per row of a contiguous [rows, cols] buffer: reduce_<sum|max|min>_<dtype>. Each
+// thread keeps four accumulators over coalesced columns, so four loads are in flight at once
+// (one accumulator left a single load per thread waiting); the order is fixed.
 #define REDUCE_ROWS(NAME, T, OP, INIT)                                                        \
     extern "C" __global__ void NAME(const T* x, T* out, long long rows, long long cols) {     \
         __shared__ T partial[32];                                                             \
+        const long long step = blockDim.x;                                                    \
         for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                            \
-            T acc = (INIT);                                                                   \
-            for (long long c = threadIdx.x; c < cols; c += blockDim.x)                        \
-                acc = OP()(acc, x[r * cols + c]);                                             \
+            const T* row = x + r * cols;                                                      \
+            T a0 = (INIT), a1 = (INIT), a2 = (INIT), a3 = (INIT);                             \
+            long long c = threadIdx.x;                                                        \
+            for (; c + 3 * step < cols; c += 4 * step) {                                      \
+                a0 = OP()(a0, row[c]);                                                        \
+                a1 = OP()(a1, row[c + step]);                                                 \
+                a2 = OP()(a2, row[c + 2 * step]);                                             \
+                a3 = OP()(a3, row[c + 3 * step]);                                             \
+            }                                                                                 \
+            for (; c < cols; c += step) a0 = OP()(a0, row[c]);                                \
+            T acc = OP()(OP()(a0, a1), OP()(a2, a3));                                         \
             acc = block_reduce(OP(), acc, (T)(INIT), partial);                                \
             if (threadIdx.x == 0) out[r] = acc;                                               \
         }                                                                                     \

@@ -61,6 +61,31 @@ pub enum CudaData {
     U8(CudaSlice<u8>),
 }
 
+/// cudarc frees a buffer (`cuMemFreeAsync`) without making its context current first: on a
+/// thread that never used the device (a data-loading thread, a finaliser run elsewhere) the
+/// free fails with `CUDA_ERROR_INVALID_CONTEXT`, the memory leaks and the error is reported
+/// by a later, unrelated call. So the context is made current before the buffer goes.
+impl Drop for CudaData {
+    fn drop(&mut self) {
+        #[cfg(not(feature = "cuda-emulator"))]
+        {
+            let ctx = match self {
+                CudaData::F32(s) => s.stream().context(),
+                CudaData::F64(s) => s.stream().context(),
+                CudaData::I64(s) => s.stream().context(),
+                CudaData::Bool(s) | CudaData::U8(s) => s.stream().context(),
+                CudaData::F16(s) | CudaData::BF16(s) => s.stream().context(),
+                CudaData::I32(s) => s.stream().context(),
+                CudaData::I8(s) => s.stream().context(),
+            };
+            // an error already recorded is put back for the next call to report
+            if let Err(e) = ctx.bind_to_thread() {
+                ctx.record_err::<()>(Err(e));
+            }
+        }
+    }
+}
+
 impl CudaData {
     pub fn dtype(&self) -> DType {
         match self {
