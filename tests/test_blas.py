@@ -27,7 +27,7 @@ def _views(a):
 @pytest.mark.parametrize("la", ["row", "col", "ld", "strided"])
 @pytest.mark.parametrize("lb", ["row", "col", "ld"])
 def test_large_products_match_numpy_for_every_layout(dtype, la, lb):
-    m, k, n = 130, 97, 111  # above the size that goes to one threaded product
+    m, k, n = 520, 401, 333  # above the size that goes to BLAS (2^26 multiply-adds)
     a = rng.normal(size=(m, k)).astype(dtype)
     b = rng.normal(size=(k, n)).astype(dtype)
     got = (_views(a)[la] @ _views(b)[lb]).numpy()
@@ -52,7 +52,7 @@ def test_both_backends_agree():
     # the same products with the choice forced each way, in fresh processes
     code = (
         "import ferrograd as fg, numpy as np; r = np.random.default_rng(3); "
-        "a = r.normal(size=(200, 150)); b = r.normal(size=(150, 170)); "
+        "a = r.normal(size=(450, 400)); b = r.normal(size=(400, 380)); "
         "t = fg.tensor(a, device='cpu'); u = fg.tensor(b, device='cpu'); "
         "print(repr(float(np.abs((t @ u).numpy() - a @ b).max())), repr(float((t.T.T @ u).sum().item())),"
         " fg._blas.blas_info()['in_use'])"

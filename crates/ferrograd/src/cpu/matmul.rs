@@ -85,8 +85,12 @@ where
         }
         (oa, ob)
     };
-    // one large product at a time: the loaded OpenBLAS where it is the faster (cpu/blas.rs)
-    let blas = matches!(par, gemm::Parallelism::Rayon(_)) && super::blas::in_use();
+    // one large product at a time: the loaded OpenBLAS where it is the faster (cpu/blas.rs).
+    // Only for products of 2^26 multiply-adds and more: after each call OpenBLAS's threads
+    // spin for a while, which slowed the work between smaller products (a conv step with a
+    // 64 x 1568 x 10 linear layer ran 1.5x slower on 2 cores) more than BLAS gained.
+    let blas =
+        matches!(par, gemm::Parallelism::Rayon(_)) && m * n * k >= 1 << 26 && super::blas::in_use();
     let product = |bi: usize, dst: *mut T| {
         let (oa, ob) = offsets(bi);
         // SAFETY: as for gemm below
