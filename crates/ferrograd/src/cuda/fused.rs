@@ -158,7 +158,8 @@ impl Gpu {
     fn load_generated(&self, name: &str, src: &str) -> Result<CudaFunction> {
         let ctx = self.stream.context();
         let (major, minor) = ctx.compute_capability().map_err(|e| err("fused", e))?;
-        let image = super::compile_cached(src, &format!("sm_{major}{minor}"))?;
+        let image =
+            super::compile_cached(src, &format!("sm_{major}{minor}"), "a generated kernel")?;
         let module = super::load_image("fused", ctx, &image)?;
         module.load_function(name).map_err(|e| err("fused", e))
     }

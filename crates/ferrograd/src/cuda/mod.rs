@@ -78,9 +78,14 @@ impl Drop for CudaData {
                 CudaData::I32(s) => s.stream().context(),
                 CudaData::I8(s) => s.stream().context(),
             };
-            // an error already recorded is put back for the next call to report
-            if let Err(e) = ctx.bind_to_thread() {
-                ctx.record_err::<()>(Err(e));
+            // not `bind_to_thread`: it reports (and clears) an error recorded earlier instead
+            // of binding, which would leave this free failing too
+            use cudarc::driver::result::ctx as current;
+            if current::get_current().ok().flatten() != Some(ctx.cu_ctx()) {
+                // SAFETY: the context is alive: the buffer's stream holds it
+                if let Err(e) = unsafe { current::set_current(ctx.cu_ctx()) } {
+                    ctx.record_err::<()>(Err(e));
+                }
             }
         }
     }
@@ -225,7 +230,7 @@ pub(crate) fn gpu(op: &str, ordinal: usize) -> Result<Arc<Gpu>> {
 #[cfg(not(feature = "cuda-emulator"))]
 fn load_kernels(op: &str, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>> {
     let (major, minor) = ctx.compute_capability().map_err(|e| err(op, e))?;
-    let image = compile_cached(KERNEL_SOURCE, &format!("sm_{major}{minor}"))?;
+    let image = compile_cached(KERNEL_SOURCE, &format!("sm_{major}{minor}"), "the kernels")?;
     load_image(op, ctx, &image)
 }
 
@@ -300,27 +305,23 @@ fn nvrtc_build(source: &str, arch: &str, what: &str) -> Result<Built> {
     use cudarc::nvrtc::{result, sys};
     let c_src = std::ffi::CString::new(source)
         .map_err(|_| Error::invalid("nvrtc", format!("{what}: the source holds a NUL byte")))?;
+    // NVRTC's NUL-ended text (PTX, the log) as a String
+    let text = |t: Vec<std::ffi::c_char>| {
+        let bytes: Vec<u8> = t.iter().map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes)
+            .trim_end_matches('\0')
+            .to_string()
+    };
     let attempt = |split: bool| -> std::result::Result<Built, (sys::nvrtcResult, String)> {
         let prog = result::create_program(&c_src, None).map_err(|e| (e.0, String::new()))?;
         // SAFETY: `prog` was created above and is destroyed once, after its last use.
         unsafe {
             let out = (|| {
                 if let Err(e) = result::compile_program(prog, &nvrtc_options(arch, split)) {
-                    let log = result::get_program_log(prog)
-                        .map(|l| {
-                            let bytes: Vec<u8> = l.iter().map(|&c| c as u8).collect();
-                            String::from_utf8_lossy(&bytes)
-                                .trim_end_matches('\0')
-                                .to_string()
-                        })
-                        .unwrap_or_default();
+                    let log = result::get_program_log(prog).map(text).unwrap_or_default();
                     return Err((e.0, log));
                 }
-                let ptx = result::get_ptx(prog).map_err(|e| (e.0, String::new()))?;
-                let ptx: Vec<u8> = ptx.iter().map(|&c| c as u8).collect();
-                let ptx = String::from_utf8_lossy(&ptx)
-                    .trim_end_matches('\0')
-                    .to_string();
+                let ptx = text(result::get_ptx(prog).map_err(|e| (e.0, String::new()))?);
                 let mut size = 0usize;
                 let cubin = if sys::nvrtcGetCUBINSize(prog, &mut size)
                     == sys::nvrtcResult::NVRTC_SUCCESS
@@ -346,7 +347,7 @@ fn nvrtc_build(source: &str, arch: &str, what: &str) -> Result<Built> {
     .map_err(|(code, log)| {
         Error::device(
             "nvrtc",
-            format!("{what} do not compile for {arch}: {code:?}\n{log}"),
+            format!("{what} failed to compile for {arch}: {code:?}\n{log}"),
         )
     })
 }
@@ -382,9 +383,9 @@ fn cache_dir() -> Option<PathBuf> {
 #[cfg_attr(feature = "cuda-emulator", allow(dead_code))]
 /// The module image of `source` for `arch` (CUBIN for a real architecture, else NUL-ended
 /// PTX), from memory, then the disk cache (keyed by source, options, architecture and NVRTC
-/// version), then NVRTC. The first process on a machine pays the compilation; later ones
-/// load the file.
-pub(crate) fn compile_cached(source: &str, arch: &str) -> Result<Arc<Vec<u8>>> {
+/// version), then NVRTC (`what` names the source in errors). The first process on a machine
+/// pays the compilation; later ones load the file.
+pub(crate) fn compile_cached(source: &str, arch: &str, what: &str) -> Result<Arc<Vec<u8>>> {
     type Images = HashMap<(u64, String), Arc<Vec<u8>>>;
     static MEMORY: OnceLock<Mutex<Images>> = OnceLock::new();
     check_arch("compile", arch)?;
@@ -406,7 +407,7 @@ pub(crate) fn compile_cached(source: &str, arch: &str) -> Result<Arc<Vec<u8>>> {
     let image = match file.as_ref().and_then(|f| std::fs::read(f).ok()) {
         Some(p) if !p.is_empty() => p,
         _ => {
-            let built = nvrtc_build(source, arch, "the kernels")?;
+            let built = nvrtc_build(source, arch, what)?;
             let image = built.cubin.unwrap_or_else(|| {
                 let mut p = built.ptx.into_bytes();
                 p.push(0);
