@@ -529,6 +529,29 @@ def test_a_traced_step_on_a_cuda_device_equals_the_eager_step():
     assert "cuda" in str(traced.graph)
 
 
+@pytest.mark.skipif(not fg.cuda.is_available(), reason="needs a CUDA device (or the emulator)")
+def test_python_scalars_of_a_cuda_step_move_to_the_device_once_and_returned_ones_stay():
+    # a fused CUDA kernel reads every input from device memory: the Python numbers of a
+    # step (made as CPU scalars) are moved to the device when the step is compiled
+    x0 = np.array([1.0, 2.0, 3.0, -4.0])
+
+    @fg.trace
+    def f(x):
+        return (x * 2.5 + 1.0 < 4.0) * (x - 1.0) + (x > 0.5) * x**2, fg.tensor(7.0)
+
+    x = fg.tensor(x0, device="cuda")
+    for _ in range(3):
+        out, seven = f(x)
+        want = (x0 * 2.5 + 1.0 < 4.0) * (x0 - 1.0) + (x0 > 0.5) * x0**2
+        np.testing.assert_array_equal(out.numpy(), want)
+        assert out.device == x.device
+        assert seven.device == fg.device("cpu") and float(seven) == 7.0
+    consts = [line for line in str(f.graph).splitlines() if "constant()" in line]
+    moved = [line for line in consts if line.endswith("float64 cuda:0")]
+    kept = [line for line in consts if line.endswith("float32")]  # the returned one
+    assert len(moved) >= 3 and len(kept) == 1 and len(moved) + len(kept) == len(consts), consts
+
+
 # -- mirroring and the memory budget -------------------------------------------------------------
 
 GELU_C = 0.7978845608

@@ -173,12 +173,12 @@ impl Gpu {
     }
 }
 
-/// Whether fused groups run on CUDA devices: generated kernels are opt-in
-/// (`FERROGRAD_CUDA_FUSION=1`) until they have been checked on a GPU; the emulator cannot run
-/// them.
+/// Whether fused groups run on CUDA devices: yes, unless `FERROGRAD_CUDA_FUSION=0` turns the
+/// generated kernels off (every op then runs its own kernel); never on the emulator, which
+/// runs only the kernels compiled into it.
 pub(crate) fn enabled() -> bool {
     !cfg!(feature = "cuda-emulator")
-        && std::env::var("FERROGRAD_CUDA_FUSION").is_ok_and(|v| v == "1")
+        && std::env::var("FERROGRAD_CUDA_FUSION").map_or(true, |v| v != "0")
 }
 
 /// Runs `group` on its CUDA device (see `cpu::fused::run` for `targets`).
@@ -191,7 +191,13 @@ pub(crate) fn run(
         return Err(Error::device("fused", "a CUDA group on another device"));
     };
     let g = super::gpu("fused", ordinal)?;
-    let f = g.fused_function(group)?;
+    let f = match group.cuda_kernel.get() {
+        Some(f) => f.clone(),
+        None => {
+            let f = g.fused_function(group)?;
+            group.cuda_kernel.get_or_init(|| f.clone()).clone()
+        }
+    };
     let n: usize = group.shape.iter().product();
     let layouts = inputs
         .iter()

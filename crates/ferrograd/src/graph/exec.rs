@@ -62,6 +62,7 @@ impl Executable {
     pub fn compile(mut graph: Graph, opts: &Options) -> Result<Executable> {
         passes::cse(&mut graph);
         passes::dce(&mut graph);
+        passes::scalar_constants_to_device(&mut graph)?;
         let graph = choose_mirroring(graph, opts)?;
         let (groups, of) = fuse::groups(&graph, opts.fuse);
         let plan = plan::plan(&graph, &groups, &of);

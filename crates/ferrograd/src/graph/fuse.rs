@@ -73,6 +73,10 @@ pub(crate) struct Group {
     pub(crate) device: Device,
     pub(crate) program: Vec<Instr>,
     pub(crate) registers: usize,
+    /// The group's CUDA kernel once made (so later runs neither generate its source nor look
+    /// it up).
+    #[cfg(feature = "cuda")]
+    pub(crate) cuda_kernel: std::sync::OnceLock<crate::cuda::rt::driver::CudaFunction>,
 }
 
 impl Group {
@@ -306,5 +310,7 @@ fn build(g: &Graph, members: Vec<NodeId>, of: &[Option<usize>], read_outside: &[
         outputs,
         program,
         registers,
+        #[cfg(feature = "cuda")]
+        cuda_kernel: std::sync::OnceLock::new(),
     }
 }

@@ -144,3 +144,54 @@ pub(crate) fn retain(g: &mut Graph, keep: &[bool]) {
         *v = new_id[*v];
     }
 }
+
+/// Moves scalar constants (Python numbers, made on the CPU) to the accelerator whose
+/// elementwise ops read them: once, when the step is compiled, so that every run reads them
+/// where the op runs (a fused kernel reads its inputs from device memory) and no run copies
+/// them over again. A constant is moved only when every reader is an elementwise op (which
+/// takes a 0-d tensor of its own device as it takes a CPU scalar) on one device, and the
+/// step does not return or store the constant itself (those keep their CPU tensor).
+pub(crate) fn scalar_constants_to_device(g: &mut Graph) -> crate::Result<()> {
+    use crate::op::{ElementwiseOp, Op};
+    use crate::Device;
+    let n = g.nodes.len();
+    // per constant: None (no reader seen yet), Some(Some(device)) (move there), Some(None)
+    let mut to: Vec<Option<Option<Device>>> = vec![None; n];
+    for node in &g.nodes {
+        let elementwise = match &node.kind {
+            NodeKind::Op { op, .. } => match op {
+                Op::Unary(_) | Op::Binary(_) | Op::Compare(_) => true,
+                Op::Elementwise(e) => !matches!(e, ElementwiseOp::Random { .. }),
+                _ => false,
+            },
+            _ => false,
+        };
+        for &i in node.inputs() {
+            let c = &g.nodes[i];
+            if !matches!(&c.kind, NodeKind::Constant(t) if t.numel() == 1) {
+                continue;
+            }
+            let want = (elementwise && c.device == Device::Cpu && node.device != Device::Cpu)
+                .then_some(node.device);
+            to[i] = match to[i] {
+                None => Some(want),
+                Some(prev) if prev == want => Some(prev),
+                Some(_) => Some(None),
+            };
+        }
+    }
+    for r in g.roots() {
+        to[r] = Some(None);
+    }
+    for (id, target) in to.into_iter().enumerate() {
+        let Some(Some(device)) = target else {
+            continue;
+        };
+        let node = &mut g.nodes[id];
+        if let NodeKind::Constant(t) = &mut node.kind {
+            *t = t.to_device(device)?;
+            node.device = device;
+        }
+    }
+    Ok(())
+}
