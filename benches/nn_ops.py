@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The transformer's NN ops, forward + backward, ferrograd against PyTorch in one run.
 
-    python benches/nn_ops.py [--threads N] [--repeats R] [--batch 32 --seq 256 --width 512]
+    python benches/nn_ops.py [--device cpu|cuda] [--threads N] [--repeats R]
+                             [--batch 32 --seq 256 --width 512]
 
   layer_norm      F.layer_norm over the last axis of (batch, seq, width), weight and bias;
                   backward from a fixed upstream gradient into input, weight and bias
@@ -12,7 +13,8 @@
 
 Times are milliseconds per forward+backward (median and best of the repeats); the ratio is
 ferrograd's median over PyTorch's (below 1: ferrograd is faster). The CPU model and its
-instruction sets are printed with the figures: compare only runs on the same machine.
+instruction sets are printed with the figures: compare only runs on the same machine. With
+`--device cuda` both engines run on the GPU and each repeat ends with a device sync.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def cpu_flags() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
@@ -52,13 +55,16 @@ def main() -> None:
     np = eng.np
     fg = eng.fg
     torch = eng.torch
+    if args.device == "cuda" and torch is not None and not torch.cuda.is_available():
+        print("note: this PyTorch has no CUDA: ferrograd only")
+        torch = None
     F = fg.nn.functional
     C.print_header(
         "NN ops, forward + backward",
         eng,
         args.threads,
         note,
-        "cpu",
+        args.device,
         {"instruction sets": cpu_flags(), "shape": f"{args.batch}x{args.seq}x{args.width}"},
     )
     B, S, W = args.batch, args.seq, args.width
@@ -72,11 +78,26 @@ def main() -> None:
     x, dy, w, b = arr(B, S, W), arr(B, S, W), arr(W), arr(W)
     logits, labels = arr(B * S, W), rng.integers(0, W, B * S)
     q, k, v, do = (arr(B, H, S, W // H) for _ in range(4))
+    dev = args.device
+
+    def fgt(a):
+        return fg.tensor(a, device=dev)
+
+    def tht(a, grad=False):
+        return torch.tensor(a, device=dev).requires_grad_(grad)
+
+    def fg_sync():
+        if dev == "cuda":
+            fg.cuda.synchronize()
+
+    def torch_sync():
+        if dev == "cuda":
+            torch.cuda.synchronize()
 
     def fg_case(name):
         if name == "layer_norm":
-            xs = [fg.tensor(a) for a in (x, w, b)]
-            up = fg.tensor(dy)
+            xs = [fgt(a) for a in (x, w, b)]
+            up = fgt(dy)
 
             def run():
                 key = fg.GradKey()
@@ -86,20 +107,22 @@ def main() -> None:
                 key.backward(y, up)
                 for t in xs:
                     t.grad = None
+                fg_sync()
 
         elif name == "softmax_ce":
-            xs = [fg.tensor(logits)]
-            lab = fg.tensor(labels)
+            xs = [fgt(logits)]
+            lab = fgt(labels)
 
             def run():
                 key = fg.GradKey()
                 key.attach(xs[0])
                 key.backward(F.cross_entropy(xs[0], lab))
                 xs[0].grad = None
+                fg_sync()
 
         else:
-            xs = [fg.tensor(a) for a in (q, k, v)]
-            up = fg.tensor(do)
+            xs = [fgt(a) for a in (q, k, v)]
+            up = fgt(do)
 
             def run():
                 key = fg.GradKey()
@@ -109,36 +132,40 @@ def main() -> None:
                 key.backward(y, up)
                 for t in xs:
                     t.grad = None
+                fg_sync()
 
         return run
 
     def torch_case(name):
         T = torch.nn.functional
         if name == "layer_norm":
-            xs = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
-            up = torch.tensor(dy)
+            xs = [tht(a, True) for a in (x, w, b)]
+            up = tht(dy)
 
             def run():
                 T.layer_norm(xs[0], (W,), xs[1], xs[2]).backward(up)
                 for t in xs:
                     t.grad = None
+                torch_sync()
 
         elif name == "softmax_ce":
-            xs = [torch.tensor(logits, requires_grad=True)]
-            lab = torch.tensor(labels)
+            xs = [tht(logits, True)]
+            lab = tht(labels)
 
             def run():
                 T.cross_entropy(xs[0], lab).backward()
                 xs[0].grad = None
+                torch_sync()
 
         else:
-            xs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
-            up = torch.tensor(do)
+            xs = [tht(a, True) for a in (q, k, v)]
+            up = tht(do)
 
             def run():
                 T.scaled_dot_product_attention(*xs, is_causal=True).backward(up)
                 for t in xs:
                     t.grad = None
+                torch_sync()
 
         return run
 

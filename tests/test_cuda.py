@@ -349,3 +349,57 @@ def test_a_tensor_freed_on_another_thread_is_freed_without_an_error():
     fg.cuda.synchronize()
     assert fg.memory_stats("cuda")["live_bytes"] <= before
     assert (fg.ones(3, device="cuda") * 2).tolist() == [2.0, 2.0, 2.0]
+
+
+@needs_gpu
+@pytest.mark.parametrize(
+    "dtype",
+    ["float32", "float64", "int64", "bool", "float16", "bfloat16", "int32", "int8", "uint8"],
+)
+def test_copies_of_contiguous_runs_and_strided_views_on_cuda(dtype):
+    # contiguous runs (whole tensors, rows, slices at an offset) take the driver's copy,
+    # strided views the copy kernel: both give exactly the source's values
+    a = (np.arange(60) % 7).reshape(6, 10)
+    src = fg.tensor(a).astype(dtype).to("cuda")
+    want = src.cpu().numpy()
+    for view, ref in [
+        (src, want),
+        (src[2:5], want[2:5]),
+        (src[3], want[3]),
+        (src.reshape(-1)[7:41], want.reshape(-1)[7:41]),
+        (src[:, 1:4], want[:, 1:4]),
+        (src.T, want.T),
+    ]:
+        c = view.copy()
+        assert c.device == src.device and c.dtype == src.dtype
+        np.testing.assert_array_equal(c.cpu().numpy(), ref)
+        c.reshape(-1)[:1] = 0  # a copy, not an alias
+        np.testing.assert_array_equal(view.cpu().numpy(), ref)
+    e = src[2:2].copy()
+    assert e.shape == (0, 10)
+
+
+@needs_gpu
+@pytest.mark.parametrize("shape", [(1000, 300), (64, 3), (33, 257), (0, 5)])
+def test_cuda_layer_norm_weight_and_bias_gradients_over_many_rows(shape):
+    # the weight and bias gradients are column sums over every row, taken in chunks of rows
+    # and then over the chunks: many chunks, several column blocks, and no rows at all
+    rng = np.random.default_rng(3)
+    x, dy = rng.normal(size=shape), rng.normal(size=shape)
+    w, b = rng.normal(size=shape[1:]), rng.normal(size=shape[1:])
+    grads = []
+    for device in ("cpu", "cuda"):
+        ts = [fg.tensor(a, device=device) for a in (x, w, b)]
+        key = fg.GradKey()
+        for t in ts:
+            key.attach(t)
+        key.backward(
+            fg.nn.functional.layer_norm(ts[0], shape[1:], ts[1], ts[2]),
+            fg.tensor(dy, device=device),
+        )
+        grads.append([t.grad.numpy() for t in ts])
+    for c, g in zip(*grads):
+        np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-10)
+    xhat = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(grads[1][1], (dy * xhat).sum(0), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(grads[1][2], dy.sum(0), rtol=1e-10, atol=1e-10)

@@ -550,24 +550,41 @@ LAYER_NORM_ROWS(layer_norm_rows_f64, double)
 LAYER_NORM_GRAD_ROWS(layer_norm_grad_rows_f32, float)
 LAYER_NORM_GRAD_ROWS(layer_norm_grad_rows_f64, double)
 
-// Layer norm's weight and bias gradients, one thread per column summing over the rows:
-// out[at + c] = sum_r dy * xhat, out[at + cols + c] = sum_r dy: layer_norm_wgrad_<dtype>.
-#define LAYER_NORM_WGRAD(NAME, T)                                                             \
-    extern "C" __global__ void NAME(const T* x, const T* dy, const T* stats, T* out,          \
-                                    long long rows, long long cols, long long at) {           \
-        GRID_LOOP(c, cols) {                                                                  \
+// Layer norm's weight and bias gradients in two steps, each summing in a fixed order (the
+// same result on every run, no atomics): block b of the first takes chunk k of `chunk` rows
+// for 256 columns, one thread a column, into part[k * 2 * cols + c] (sum of dy * xhat) and
+// part[k * 2 * cols + cols + c] (sum of dy): layer_norm_wgrad_part_<dtype>; the second sums
+// the chunks in order, one thread per entry, into out[at + j]: layer_norm_wgrad_sum_<dtype>.
+#define LAYER_NORM_WGRAD(PART, SUM, T)                                                        \
+    extern "C" __global__ void PART(const T* x, const T* dy, const T* stats, T* part,         \
+                                    long long rows, long long cols, long long chunk) {        \
+        const long long col_blocks = (cols + blockDim.x - 1) / blockDim.x;                    \
+        const long long blocks = col_blocks * ((rows + chunk - 1) / chunk);                   \
+        for (long long b = blockIdx.x; b < blocks; b += gridDim.x) {                          \
+            const long long k = b / col_blocks;                                               \
+            const long long c = (b - k * col_blocks) * blockDim.x + threadIdx.x;              \
+            if (c >= cols) continue;                                                          \
+            const long long r0 = k * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;       \
             T gw = T(0), gb = T(0);                                                           \
-            for (long long r = 0; r < rows; ++r) {                                            \
+            for (long long r = r0; r < r1; ++r) {                                             \
                 T d = dy[r * cols + c];                                                       \
                 gw += d * (x[r * cols + c] - stats[2 * r]) * stats[2 * r + 1];                \
                 gb += d;                                                                      \
             }                                                                                 \
-            out[at + c] = gw;                                                                 \
-            out[at + cols + c] = gb;                                                          \
+            part[k * 2 * cols + c] = gw;                                                      \
+            part[k * 2 * cols + cols + c] = gb;                                               \
+        }                                                                                     \
+    }                                                                                         \
+    extern "C" __global__ void SUM(const T* part, T* out, long long chunks, long long cols,   \
+                                   long long at) {                                            \
+        GRID_LOOP(j, 2 * cols) {                                                              \
+            T s = T(0);                                                                       \
+            for (long long k = 0; k < chunks; ++k) s += part[k * 2 * cols + j];               \
+            out[at + j] = s;                                                                  \
         }                                                                                     \
     }
-LAYER_NORM_WGRAD(layer_norm_wgrad_f32, float)
-LAYER_NORM_WGRAD(layer_norm_wgrad_f64, double)
+LAYER_NORM_WGRAD(layer_norm_wgrad_part_f32, layer_norm_wgrad_sum_f32, float)
+LAYER_NORM_WGRAD(layer_norm_wgrad_part_f64, layer_norm_wgrad_sum_f64, double)
 
 // Cross-entropy of each row of contiguous [rows, cols] logits against its int64 label (in
 // range): loss[r] = logsumexp(x_r) - x_r[label_r]: xent_rows_<dtype>.

@@ -16,8 +16,10 @@ fn kernel(op: &'static str, base: &str, dt: DType) -> Result<&'static str> {
         ("layer_norm_rows", DType::F64) => "layer_norm_rows_f64",
         ("layer_norm_grad_rows", DType::F32) => "layer_norm_grad_rows_f32",
         ("layer_norm_grad_rows", DType::F64) => "layer_norm_grad_rows_f64",
-        ("layer_norm_wgrad", DType::F32) => "layer_norm_wgrad_f32",
-        ("layer_norm_wgrad", DType::F64) => "layer_norm_wgrad_f64",
+        ("layer_norm_wgrad_part", DType::F32) => "layer_norm_wgrad_part_f32",
+        ("layer_norm_wgrad_part", DType::F64) => "layer_norm_wgrad_part_f64",
+        ("layer_norm_wgrad_sum", DType::F32) => "layer_norm_wgrad_sum_f32",
+        ("layer_norm_wgrad_sum", DType::F64) => "layer_norm_wgrad_sum_f64",
         ("xent_rows", DType::F32) => "xent_rows_f32",
         ("xent_rows", DType::F64) => "xent_rows_f64",
         ("xent_grad_rows", DType::F32) => "xent_grad_rows_f32",
@@ -87,7 +89,13 @@ pub(crate) fn layer_norm_grad(
         Some((w, lw)) => (packed(g, w, lw, &mut cw)?, 1i32),
         None => (xs, 0i32),
     };
-    let mut out = g.alloc(dt, if affine == 1 { n + 2 * cols } else { n })?;
+    let len = if affine == 1 { n + 2 * cols } else { n };
+    // no rows: the weight and bias gradients are sums of nothing
+    let mut out = if rows == 0 {
+        g.zeros(dt, len)?
+    } else {
+        g.alloc(dt, len)?
+    };
     let mut stats = g.alloc(dt, if affine == 1 { 2 * rows.max(1) } else { 1 })?;
     let (r, c) = (rows as i64, cols as i64);
     g.launch(&f, OP)
@@ -101,18 +109,31 @@ pub(crate) fn layer_norm_grad(
         .arg(&eps)
         .arg(&affine)
         .rows(rows)?;
-    if affine == 1 {
-        let fw = g.function(kernel(OP, "layer_norm_wgrad", dt)?)?;
-        let at = n as i64;
-        g.launch(&fw, OP)
+    if affine == 1 && rows > 0 {
+        // chunks of at least 32 rows, at most 512 chunks: enough blocks to fill the device,
+        // a partial buffer of at most 1024 rows
+        let chunk = rows.div_ceil(512).max(32);
+        let chunks = rows.div_ceil(chunk);
+        let mut part = g.alloc(dt, chunks * 2 * cols)?;
+        let fp = g.function(kernel(OP, "layer_norm_wgrad_part", dt)?)?;
+        let (ch, nch, at) = (chunk as i64, chunks as i64, n as i64);
+        g.launch(&fp, OP)
             .buf(xs)
             .buf(dys)
             .buf(&stats)
-            .buf_mut(&mut out)
+            .buf_mut(&mut part)
             .arg(&r)
             .arg(&c)
+            .arg(&ch)
+            .grid(chunks * cols.div_ceil(256) * 256)?;
+        let fs = g.function(kernel(OP, "layer_norm_wgrad_sum", dt)?)?;
+        g.launch(&fs, OP)
+            .buf(&part)
+            .buf_mut(&mut out)
+            .arg(&nch)
+            .arg(&c)
             .arg(&at)
-            .grid(cols)?;
+            .grid(2 * cols)?;
     }
     Ok(out)
 }
