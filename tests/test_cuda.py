@@ -403,3 +403,26 @@ def test_cuda_layer_norm_weight_and_bias_gradients_over_many_rows(shape):
     xhat = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(grads[1][1], (dy * xhat).sum(0), rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(grads[1][2], dy.sum(0), rtol=1e-10, atol=1e-10)
+
+
+def test_import_without_a_driver_does_not_load_the_cuda_libraries():
+    # cuBLAS and NVRTC (hundreds of MB) are loaded at import only where a driver can use them
+    import ctypes
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("needs Linux's /proc")
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("an NVIDIA driver is installed here")
+    except OSError:
+        pass
+    code = (
+        "import ferrograd, sys; maps = open('/proc/self/maps').read(); "
+        "sys.exit('libcublas' in maps or 'libnvrtc' in maps)"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    env.pop("FERROGRAD_PRELOAD_CUDA_LIBS", None)
+    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0

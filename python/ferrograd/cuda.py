@@ -17,8 +17,22 @@ from . import _core
 _LIBS = ("nvrtc", "nvrtc-builtins", "cublasLt", "cublas")
 
 
-def _preload_pypi_libraries() -> None:
-    """Loads NVIDIA libraries installed as Python packages, so the engine finds them by name."""
+def _driver_present() -> bool:
+    """Whether the NVIDIA driver library loads (without it no GPU can be used, and the
+    libraries below would only slow the import down: cuBLAS alone is hundreds of MB)."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def _preload_pypi_libraries(force: bool = False) -> None:
+    """Loads NVIDIA libraries installed as Python packages, so the engine finds them by name:
+    where a driver is present, or where FERROGRAD_PRELOAD_CUDA_LIBS=1 asks for them (NVRTC
+    compiles kernels without a GPU: `compile_kernels` passes ``force``)."""
+    if not (force or _driver_present() or os.environ.get("FERROGRAD_PRELOAD_CUDA_LIBS") == "1"):
+        return
     for entry in sys.path:
         for sub in ("cu13", "cu12", "cuda_nvrtc", "cublas"):
             lib_dir = os.path.join(entry, "nvidia", sub, "lib")
@@ -73,4 +87,5 @@ def empty_cache(device: str | int | None = None) -> None:
 def compile_kernels(arch: str = "sm_90") -> int:
     """Compiles every kernel with NVRTC for ``arch`` (needs NVRTC, not a GPU); returns the
     size of the PTX produced. Raises ``DeviceError`` when NVRTC cannot be loaded."""
+    _preload_pypi_libraries(force=True)
     return _core._cuda_compile_kernels(arch)
