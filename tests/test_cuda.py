@@ -425,4 +425,4 @@ def test_import_without_a_driver_does_not_load_the_cuda_libraries():
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     env.pop("FERROGRAD_PRELOAD_CUDA_LIBS", None)
-    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code], check=False, env=env).returncode == 0
