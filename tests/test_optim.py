@@ -318,15 +318,129 @@ def test_scheduled_lr_reaches_a_traced_step():
 def test_fused_update_equals_the_composed_one(make, dtype, shape):
     # a contiguous parameter takes the one-pass Rust update, a transposed view of the same
     # values the composed tensor ops: six steps agree bit for bit
+    device = "cpu"
     rng = np.random.default_rng(1)
     a = rng.standard_normal(shape).astype(dtype)
-    fused = fg.tensor(a, device="cpu")
-    composed = fg.tensor(np.ascontiguousarray(a.T), device="cpu").T
+    fused = fg.tensor(a, device=device)
+    composed = fg.tensor(np.ascontiguousarray(a.T), device=device).T
     assert composed.is_contiguous() is False and fg._core._optim_fusable([fused, fused * 1])
     opts = [make([fused]), make([composed])]
     for _ in range(6):
         g = rng.standard_normal(shape).astype(dtype)
         for p, opt in zip((fused, composed), opts):
-            p.grad = fg.tensor(g, device="cpu")
+            p.grad = fg.tensor(g, device=device)
             opt.step()
     np.testing.assert_array_equal(fused.numpy(), composed.numpy())
+
+
+@pytest.mark.skipif(not fg.cuda.is_available(), reason="needs a CUDA device (or the emulator)")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "kind, states, hyper, make",
+    [
+        (
+            "sgd",
+            ["buf"],
+            {"lr": 0.1, "momentum": 0.9, "dampening": 0.3, "weight_decay": 0.01, "nesterov": 0.0},
+            lambda ps: fg.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.3, weight_decay=0.01),
+        ),
+        (
+            "sgd",
+            ["buf"],
+            {"lr": 0.1, "momentum": 0.9, "dampening": 0.0, "weight_decay": 0.0, "nesterov": 1.0},
+            lambda ps: fg.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+        ),
+        (
+            "adam",
+            ["m", "v", "vmax"],
+            {
+                "lr": 0.01,
+                "beta1": 0.9,
+                "beta2": 0.999,
+                "eps": 1e-8,
+                "weight_decay": 0.1,
+                "decoupled": 0.0,
+            },
+            lambda ps: fg.optim.Adam(ps, lr=0.01, weight_decay=0.1, amsgrad=True),
+        ),
+        (
+            "adam",
+            ["m", "v", None],
+            {
+                "lr": 0.01,
+                "beta1": 0.8,
+                "beta2": 0.95,
+                "eps": 1e-8,
+                "weight_decay": 0.01,
+                "decoupled": 1.0,
+            },
+            lambda ps: fg.optim.AdamW(ps, lr=0.01, betas=(0.8, 0.95)),
+        ),
+        (
+            "rmsprop",
+            ["sq", "buf", "ga"],
+            {
+                "lr": 0.01,
+                "alpha": 0.9,
+                "eps": 1e-8,
+                "weight_decay": 0.1,
+                "momentum": 0.5,
+                "centered": 1.0,
+            },
+            lambda ps: fg.optim.RMSprop(
+                ps, lr=0.01, alpha=0.9, momentum=0.5, centered=True, weight_decay=0.1
+            ),
+        ),
+        (
+            "adagrad",
+            ["sum"],
+            {"lr": 0.1, "eps": 1e-10, "weight_decay": 0.1},
+            lambda ps: fg.optim.Adagrad(ps, lr=0.1, weight_decay=0.1),
+        ),
+        (
+            "adadelta",
+            ["sq", "acc"],
+            {"lr": 0.5, "rho": 0.8, "eps": 1e-6, "weight_decay": 0.1},
+            lambda ps: fg.optim.Adadelta(ps, lr=0.5, rho=0.8, weight_decay=0.1),
+        ),
+    ],
+    ids=[
+        "sgd-dampening-wd",
+        "sgd-nesterov",
+        "adam-amsgrad-wd",
+        "adamw",
+        "rmsprop",
+        "adagrad",
+        "adadelta",
+    ],
+)
+def test_fused_cuda_update_equals_the_composed_cuda_update(kind, states, hyper, make, dtype):
+    # the fused step on a CUDA tensor (one kernel; the optimizers themselves keep the composed
+    # form there) gives what the composed optimizer gives on the same device, bit for bit:
+    # the kernel rounds every product and sum as the separate ops do
+    rng = np.random.default_rng(4)
+    shape = (300, 7)
+    a = rng.standard_normal(shape).astype(dtype)
+    fused = fg.tensor(a, device="cuda")
+    ref = fg.tensor(a, device="cuda")
+    assert not fg._core._optim_fusable([fused, fused * 1])  # the optimizer composes on CUDA
+    opt = make([ref])
+    st = {n: fg.zeros(shape, dtype=dtype, device="cuda") for n in states if n}
+    if kind == "adagrad":
+        st["sum"] = fg.zeros(shape, dtype=dtype, device="cuda")
+    for t in range(1, 7):
+        g = rng.standard_normal(shape).astype(dtype)
+        ref.grad = fg.tensor(g, device="cuda")
+        opt.step()
+        h = dict(hyper)
+        if kind == "adam":  # as the optimizer computes them, from its step tensor
+            step = fg.tensor(float(t), dtype="float64", device="cuda")
+            h["bias_correction1"] = float((1.0 - h["beta1"] ** step).item())
+            h["bias_correction2_sqrt"] = float((1.0 - h["beta2"] ** step).sqrt().item())
+        if kind == "sgd":
+            h["first"] = float(t == 1)
+        fg._core._optim_step(
+            kind, fused, fg.tensor(g, device="cuda"), [st[n] if n else None for n in states], h
+        )
+    assert str(fused.device).startswith("cuda")
+    np.testing.assert_array_equal(fused.numpy(), ref.numpy())

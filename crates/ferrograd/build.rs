@@ -50,6 +50,7 @@ fn emulator() {
         .include("src/cuda")
         .include(&out)
         .opt_level(2)
+        .flag_if_supported("-ffp-contract=off")
         .warnings(false)
         .compile("ferrograd_cuda_emulator");
 }

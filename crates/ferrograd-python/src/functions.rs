@@ -968,13 +968,17 @@ fn _random(
         .map(PyTensor::from)
 }
 
-/// Whether the fused optimizer updates can take these tensors (contiguous CPU float32/64 of
-/// one shape and dtype, no shared memory, outside a trace).
+/// Whether the Python optimizers take the fused update for these tensors: contiguous CPU
+/// float32/64 of one shape and dtype, no shared memory, outside a trace. (`_optim_step`
+/// also runs on one CUDA device, but there the optimizers keep their composed form: it reads
+/// the learning rate and step count where they live, on the device, while the fused call
+/// takes them as numbers, one device-to-host read each per parameter.)
 #[pyfunction]
 fn _optim_fusable(tensors: &Bound<'_, PyAny>) -> PyResult<bool> {
     let ts = tensor_list("optimizer_step", "tensors", tensors)?;
     let refs: Vec<&Tensor> = ts.iter().collect();
-    Ok(ferrograd::optim::fusable(&refs))
+    Ok(refs.iter().all(|t| t.device() == ferrograd::Device::Cpu)
+        && ferrograd::optim::fusable(&refs))
 }
 
 /// One fused optimizer step in place (`kind`: "sgd", "adam", "rmsprop", "adagrad",

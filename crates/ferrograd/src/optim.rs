@@ -2,10 +2,11 @@
 //! updated in place together, element by element, with the same arithmetic, in the same
 //! order, as the composed tensor-op form (so the two agree to the last bit in float64).
 //!
-//! The gradient is used as given (to maximize, pass it negated). CPU, float32 and float64,
-//! contiguous tensors that share no memory; anything else is the caller's to do with tensor
-//! ops (the Python optimizers fall back to them, and use them inside `fg.trace`, where the
-//! graph fuses the chain itself).
+//! The gradient is used as given (to maximize, pass it negated). float32 and float64
+//! contiguous tensors on one device (the CPU, or one CUDA device: one kernel there) that
+//! share no memory; anything else is the caller's to do with tensor ops (the Python
+//! optimizers fall back to them, and use them inside `fg.trace`, where the graph fuses the
+//! chain itself).
 
 use crate::cpu::float::Float;
 use crate::cpu::fused::FusedFloat;
@@ -61,7 +62,8 @@ pub fn fusable(tensors: &[&Tensor]) -> bool {
         let fresh = !seen.contains(&key);
         seen.push(key);
         fresh
-            && t.device() == Device::Cpu
+            && on_fused_device(t.device())
+            && t.device() == first.device()
             && t.dtype() == first.dtype()
             && matches!(t.dtype(), crate::DType::F32 | crate::DType::F64)
             && t.shape() == first.shape()
@@ -70,14 +72,19 @@ pub fn fusable(tensors: &[&Tensor]) -> bool {
     })
 }
 
+/// Devices with a fused update: the CPU, and CUDA devices in builds with CUDA.
+fn on_fused_device(d: Device) -> bool {
+    d == Device::Cpu || cfg!(feature = "cuda")
+}
+
 fn check(tensors: &[&Tensor]) -> Result<()> {
     if fusable(tensors) {
         Ok(())
     } else {
         Err(Error::invalid(
             OP,
-            "needs contiguous CPU float32/float64 tensors of one shape and dtype, sharing no \
-             memory, outside fg.trace"
+            "needs contiguous float32/float64 tensors of one shape, dtype and device, sharing \
+             no memory, outside fg.trace"
                 .to_string(),
         ))
     }
@@ -124,6 +131,43 @@ fn span(t: &Tensor) -> std::ops::Range<usize> {
 /// state buffers (an absent state is an empty slice).
 trait Update: Sync {
     fn run<T: Float>(&self, p: &mut [T], g: &[T], s: [&mut [T]; 3]);
+    /// The CUDA kernel's arguments for this step, given which states are present.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    fn gpu(&self, present: [bool; 3]) -> GpuStep;
+}
+
+/// What the CUDA kernel is told of a step (`struct OptimArgs` in kernels.cu): the optimizer,
+/// its switches and up to ten constants, computed in float64 as on the CPU.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+struct GpuStep {
+    kind: i32,
+    flags: i32,
+    c: Vec<f64>,
+}
+
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+mod gpu_flag {
+    pub(super) const ADAM: i32 = 0;
+    pub(super) const SGD: i32 = 1;
+    pub(super) const RMSPROP: i32 = 2;
+    pub(super) const ADAGRAD: i32 = 3;
+    pub(super) const ADADELTA: i32 = 4;
+    pub(super) const L2: i32 = 1;
+    pub(super) const DECOUPLED: i32 = 2;
+    pub(super) const AMSGRAD: i32 = 4;
+    pub(super) const DAMPENED: i32 = 8;
+    pub(super) const NESTEROV: i32 = 16;
+    pub(super) const BUFFER: i32 = 32;
+    pub(super) const CENTERED: i32 = 64;
+}
+
+/// `flag` when `on`.
+fn flag(on: bool, flag: i32) -> i32 {
+    if on {
+        flag
+    } else {
+        0
+    }
 }
 
 /// Locks the parameter, the gradient and the states, and runs `u` over them in parallel
@@ -132,6 +176,18 @@ fn fused(p: &Tensor, g: &Tensor, states: [Option<&Tensor>; 3], u: &impl Update) 
     let mut all = vec![p, g];
     all.extend(states.iter().flatten());
     check(&all)?;
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(_) = p.device() {
+        let s = u.gpu(states.map(|s| s.is_some()));
+        let mut c = [0.0; 10];
+        c[..s.c.len()].copy_from_slice(&s.c);
+        let args = crate::cuda::optim::OptimArgs {
+            kind: s.kind,
+            flags: s.flags,
+            c,
+        };
+        return crate::cuda::optim::step(p, g, states, &args);
+    }
     fn go<T: FusedFloat>(
         p: &Tensor,
         g: &Tensor,
@@ -197,6 +253,26 @@ impl Update for AdamStep {
         };
         adam_chunk(p, g, m, v, (!x.is_empty()).then_some(x), &k)
     }
+    fn gpu(&self, [_, _, amsgrad]: [bool; 3]) -> GpuStep {
+        use gpu_flag::*;
+        GpuStep {
+            kind: ADAM,
+            flags: flag(self.weight_decay != 0.0 && !self.decoupled, L2)
+                | flag(self.weight_decay != 0.0 && self.decoupled, DECOUPLED)
+                | flag(amsgrad, AMSGRAD),
+            c: vec![
+                self.beta1,
+                self.beta2,
+                1.0 - self.beta1,
+                1.0 - self.beta2,
+                self.weight_decay,
+                1.0 - self.lr * self.weight_decay,
+                self.bias_correction2_sqrt,
+                self.eps,
+                self.lr / self.bias_correction1,
+            ],
+        }
+    }
 }
 
 impl Update for SgdStep {
@@ -214,6 +290,22 @@ impl Update for SgdStep {
         };
         let b = (self.momentum != 0.0 && !b.is_empty()).then_some(b);
         sgd_chunk(p, g, b, &k)
+    }
+    fn gpu(&self, [buffer, _, _]: [bool; 3]) -> GpuStep {
+        use gpu_flag::*;
+        GpuStep {
+            kind: SGD,
+            flags: flag(self.weight_decay != 0.0, L2)
+                | flag(self.dampening != 0.0, DAMPENED)
+                | flag(self.nesterov, NESTEROV)
+                | flag(self.momentum != 0.0 && buffer, BUFFER),
+            c: vec![
+                self.lr,
+                self.weight_decay,
+                self.momentum,
+                (1.0 - self.dampening) + self.dampening * if self.first { 1.0 } else { 0.0 },
+            ],
+        }
     }
 }
 
@@ -233,6 +325,23 @@ impl Update for RmspropStep {
         let ga = self.centered.then_some(ga);
         rmsprop_chunk(p, g, sq, buf, ga, &k)
     }
+    fn gpu(&self, _: [bool; 3]) -> GpuStep {
+        use gpu_flag::*;
+        GpuStep {
+            kind: RMSPROP,
+            flags: flag(self.weight_decay != 0.0, L2)
+                | flag(self.momentum != 0.0, BUFFER)
+                | flag(self.centered, CENTERED),
+            c: vec![
+                self.lr,
+                self.alpha,
+                1.0 - self.alpha,
+                self.eps,
+                self.weight_decay,
+                self.momentum,
+            ],
+        }
+    }
 }
 
 impl Update for AdagradStep {
@@ -245,6 +354,13 @@ impl Update for AdagradStep {
             l2: self.weight_decay != 0.0,
         };
         adagrad_chunk(p, g, sum, &k)
+    }
+    fn gpu(&self, _: [bool; 3]) -> GpuStep {
+        GpuStep {
+            kind: gpu_flag::ADAGRAD,
+            flags: flag(self.weight_decay != 0.0, gpu_flag::L2),
+            c: vec![self.lr, self.eps, self.weight_decay],
+        }
     }
 }
 
@@ -260,6 +376,19 @@ impl Update for AdadeltaStep {
             l2: self.weight_decay != 0.0,
         };
         adadelta_chunk(p, g, sq, acc, &k)
+    }
+    fn gpu(&self, _: [bool; 3]) -> GpuStep {
+        GpuStep {
+            kind: gpu_flag::ADADELTA,
+            flags: flag(self.weight_decay != 0.0, gpu_flag::L2),
+            c: vec![
+                self.lr,
+                self.rho,
+                1.0 - self.rho,
+                self.eps,
+                self.weight_decay,
+            ],
+        }
     }
 }
 

@@ -78,6 +78,14 @@ static dim3 blockDim{1, 1, 1};
 static dim3 gridDim{1, 1, 1};
 
 #define __global__
+// arithmetic rounded once per operation (the emulator is built with -ffp-contract=off, so
+// plain operators already are)
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
 #define __device__
 #define __forceinline__ inline
 // one launch at a time and one block at a time: a static array is the block's shared memory

@@ -839,3 +839,117 @@ extern "C" __global__ void matmul_i64(const long long* a, long long sa, const lo
         c[i] = acc;
     }
 }
+
+// ---- fused optimizer steps (`crate::optim`): the parameter and up to three state buffers
+// ---- updated in place in one pass, with the CPU's arithmetic in the CPU's order. Products,
+// ---- sums and differences are rounded one at a time (never contracted into a fused
+// ---- multiply-add), as the composed update's separate ops and the CPU round them.
+
+__device__ __forceinline__ float r_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double r_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float r_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double r_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float r_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double r_sub(double a, double b) { return __dsub_rn(a, b); }
+
+// which optimizer (OptimArgs.kind), its switches (flags) and its constants (c, in float64,
+// rounded to the parameter's dtype as on the CPU); must match `crate::optim::GpuStep`
+struct OptimArgs {
+    int kind;
+    int flags;
+    double c[10];
+};
+#define OPT_ADAM 0
+#define OPT_SGD 1
+#define OPT_RMSPROP 2
+#define OPT_ADAGRAD 3
+#define OPT_ADADELTA 4
+#define OPT_L2 1
+#define OPT_DECOUPLED 2
+#define OPT_AMSGRAD 4
+#define OPT_DAMPENED 8
+#define OPT_NESTEROV 16
+#define OPT_BUFFER 32
+#define OPT_CENTERED 64
+
+template <typename T>
+__device__ __forceinline__ void optim_one(T* p, const T* g, T* s0, T* s1, T* s2, long long i,
+                                          const OptimArgs& a) {
+    const int f = a.flags;
+    T pi = p[i], gi = g[i];
+    if (a.kind == OPT_ADAM) {
+        // c: beta1, beta2, 1 - beta1, 1 - beta2, weight decay, 1 - lr * wd,
+        // sqrt(1 - beta2^t), eps, lr / (1 - beta1^t)
+        if (f & OPT_DECOUPLED) pi = r_mul(pi, T(a.c[5]));
+        if (f & OPT_L2) gi = r_add(gi, r_mul(T(a.c[4]), pi));
+        T m = r_add(r_mul(s0[i], T(a.c[0])), r_mul(T(a.c[2]), gi));
+        T v = r_add(r_mul(s1[i], T(a.c[1])), r_mul(T(a.c[3]), r_mul(gi, gi)));
+        s0[i] = m;
+        s1[i] = v;
+        if (f & OPT_AMSGRAD) {
+            T x = s2[i];
+            v = (v > x || v != v) ? v : x;  // (NaN wins, as `maximum`)
+            s2[i] = v;
+        }
+        p[i] = r_sub(pi, r_mul(T(a.c[8]), m / r_add(sqrt(v) / T(a.c[6]), T(a.c[7]))));
+    } else if (a.kind == OPT_SGD) {
+        // c: lr, weight decay, momentum, the factor on g added to the buffer
+        if (f & OPT_L2) gi = r_add(gi, r_mul(T(a.c[1]), pi));
+        if (f & OPT_BUFFER) {
+            T add = (f & OPT_DAMPENED) ? r_mul(gi, T(a.c[3])) : gi;
+            T b = r_add(r_mul(s0[i], T(a.c[2])), add);
+            s0[i] = b;
+            T d = (f & OPT_NESTEROV) ? r_add(gi, r_mul(T(a.c[2]), b)) : b;
+            p[i] = r_sub(pi, r_mul(T(a.c[0]), d));
+        } else {
+            p[i] = r_sub(pi, r_mul(T(a.c[0]), gi));
+        }
+    } else if (a.kind == OPT_RMSPROP) {
+        // c: lr, alpha, 1 - alpha, eps, weight decay, momentum; s0 = E[g^2], s1 = the
+        // momentum buffer, s2 = E[g]
+        if (f & OPT_L2) gi = r_add(gi, r_mul(T(a.c[4]), pi));
+        T s = r_add(r_mul(s0[i], T(a.c[1])), r_mul(T(a.c[2]), r_mul(gi, gi)));
+        s0[i] = s;
+        T avg;
+        if (f & OPT_CENTERED) {
+            T m = r_add(r_mul(s2[i], T(a.c[1])), r_mul(T(a.c[2]), gi));
+            s2[i] = m;
+            avg = r_add(sqrt(r_sub(s, r_mul(m, m))), T(a.c[3]));
+        } else {
+            avg = r_add(sqrt(s), T(a.c[3]));
+        }
+        if (f & OPT_BUFFER) {
+            T b = r_add(r_mul(s1[i], T(a.c[5])), gi / avg);
+            s1[i] = b;
+            p[i] = r_sub(pi, r_mul(T(a.c[0]), b));
+        } else {
+            p[i] = r_sub(pi, r_mul(T(a.c[0]), gi / avg));
+        }
+    } else if (a.kind == OPT_ADAGRAD) {
+        // c: the step's lr, eps, weight decay; s0 = the sum of squares
+        if (f & OPT_L2) gi = r_add(gi, r_mul(T(a.c[2]), pi));
+        T s = r_add(s0[i], r_mul(gi, gi));
+        s0[i] = s;
+        p[i] = r_sub(pi, r_mul(T(a.c[0]), gi / r_add(sqrt(s), T(a.c[1]))));
+    } else {
+        // Adadelta; c: lr, rho, 1 - rho, eps, weight decay; s0 = E[g^2], s1 = E[dx^2]
+        if (f & OPT_L2) gi = r_add(gi, r_mul(T(a.c[4]), pi));
+        T s = r_add(r_mul(s0[i], T(a.c[1])), r_mul(T(a.c[2]), r_mul(gi, gi)));
+        s0[i] = s;
+        T acc = s1[i];
+        T delta = r_mul(sqrt(r_add(acc, T(a.c[3]))) / sqrt(r_add(s, T(a.c[3]))), gi);
+        s1[i] = r_add(r_mul(acc, T(a.c[1])), r_mul(T(a.c[2]), r_mul(delta, delta)));
+        p[i] = r_sub(pi, r_mul(T(a.c[0]), delta));
+    }
+}
+
+// One optimizer step over n elements; each buffer from its own offset (an absent state's
+// pointer is never read): optim_step_<dtype>.
+#define OPTIM_STEP(NAME, T)                                                                   \
+    extern "C" __global__ void NAME(T* p, long long op, const T* g, long long og, T* s0,     \
+                                    long long o0, T* s1, long long o1, T* s2, long long o2,   \
+                                    long long n, OptimArgs a) {                               \
+        GRID_LOOP(i, n) { optim_one(p + op, g + og, s0 + o0, s1 + o1, s2 + o2, i, a); }       \
+    }
+OPTIM_STEP(optim_step_f32, float)
+OPTIM_STEP(optim_step_f64, double)

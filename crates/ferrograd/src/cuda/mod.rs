@@ -15,6 +15,7 @@ mod launch;
 mod linalg;
 mod memory;
 mod norm;
+pub(crate) mod optim;
 mod reduce;
 mod window;
 
