@@ -968,24 +968,31 @@ fn _random(
         .map(PyTensor::from)
 }
 
-/// Whether the Python optimizers take the fused update for these tensors: contiguous CPU
-/// float32/64 of one shape and dtype, no shared memory, outside a trace. (`_optim_step`
-/// also runs on one CUDA device, but there the optimizers keep their composed form: it reads
-/// the learning rate and step count where they live, on the device, while the fused call
-/// takes them as numbers, one device-to-host read each per parameter.)
+/// Whether the fused update takes these tensors: contiguous float32/64 of one shape, dtype
+/// and device, no shared memory, outside a trace; on the CPU only, unless `device_scalars`
+/// (the caller passes the learning rate and step count as device tensors: a CUDA step then
+/// reads nothing back to the host).
 #[pyfunction]
-fn _optim_fusable(tensors: &Bound<'_, PyAny>) -> PyResult<bool> {
+#[pyo3(signature = (tensors, device_scalars=false))]
+fn _optim_fusable(tensors: &Bound<'_, PyAny>, device_scalars: bool) -> PyResult<bool> {
     let ts = tensor_list("optimizer_step", "tensors", tensors)?;
     let refs: Vec<&Tensor> = ts.iter().collect();
-    Ok(refs.iter().all(|t| t.device() == ferrograd::Device::Cpu)
-        && ferrograd::optim::fusable(&refs))
+    Ok(
+        (device_scalars || refs.iter().all(|t| t.device() == ferrograd::Device::Cpu))
+            && ferrograd::optim::fusable(&refs),
+    )
 }
 
 /// One fused optimizer step in place (`kind`: "sgd", "adam", "rmsprop", "adagrad",
 /// "adadelta"): the parameter and its state tensors (in the order `ferrograd::optim`'s step
 /// functions take them, `None` where a state is not kept) updated in one pass, with the
-/// hyperparameters by name.
+/// hyperparameters by name. With `lr` (and `aux`: the step count, or SGD's first-step flag)
+/// as float64 one-element tensors on the parameter's CUDA device, the kernel reads them there
+/// (`ferrograd::optim::step_with_device_scalars`) and the hyperparameters that derive from
+/// them (`lr`, `bias_correction*`, `first`) may be left out.
 #[pyfunction]
+#[pyo3(signature = (kind, param, grad, states, hyper, lr=None, aux=None, lr_decay=0.0))]
+#[allow(clippy::too_many_arguments)]
 fn _optim_step(
     py: Python<'_>,
     kind: &str,
@@ -993,11 +1000,17 @@ fn _optim_step(
     grad: &Bound<'_, PyAny>,
     states: Vec<Option<Bound<'_, PyAny>>>,
     hyper: &Bound<'_, PyDict>,
+    lr: Option<&Bound<'_, PyAny>>,
+    aux: Option<&Bound<'_, PyAny>>,
+    lr_decay: f64,
 ) -> PyResult<()> {
     use ferrograd::optim as o;
     const OP: &str = "optimizer_step";
     let p = tensor_arg(OP, "param", param)?;
     let g = tensor_arg(OP, "grad", grad)?;
+    let lr_t = lr.map(|t| tensor_arg(OP, "lr", t)).transpose()?;
+    let aux_t = aux.map(|t| tensor_arg(OP, "aux", t)).transpose()?;
+    let on_device = lr_t.is_some();
     let s = states
         .iter()
         .enumerate()
@@ -1017,13 +1030,25 @@ fn _optim_step(
         })
     };
     let f = |name: &str| -> PyResult<f64> {
-        hyper
-            .get_item(name)?
-            .ok_or_else(|| {
-                pyo3::exceptions::PyKeyError::new_err(format!("{OP}: {kind} needs `{name}`"))
-            })?
-            .extract()
+        let derived = matches!(
+            name,
+            "lr" | "first" | "bias_correction1" | "bias_correction2_sqrt"
+        );
+        match hyper.get_item(name)? {
+            Some(v) => v.extract(),
+            // read on the device instead
+            None if on_device && derived => Ok(1.0),
+            None => Err(pyo3::exceptions::PyKeyError::new_err(format!(
+                "{OP}: {kind} needs `{name}`"
+            ))),
+        }
     };
+    let scalars = lr_t.as_ref().map(|lr| o::DeviceScalars {
+        lr,
+        aux: aux_t.as_ref(),
+        lr_decay,
+    });
+    let st = |i: usize| s.get(i).and_then(|t| t.as_ref());
     let b = |name: &str| -> PyResult<bool> { Ok(f(name)? != 0.0) };
     let n = p.numel();
     match kind {
@@ -1036,6 +1061,13 @@ fn _optim_step(
                 nesterov: b("nesterov")?,
                 first: b("first")?,
             };
+            if let Some(sc) = &scalars {
+                let states = [st(0), None, None];
+                return compute(py, n, || {
+                    o::step_with_device_scalars(o::Hyper::Sgd(&h), &p, &g, states, sc)
+                })
+                .py();
+            }
             compute(py, n, || o::sgd_step(&p, &g, state(0), &h)).py()
         }
         "adam" => {
@@ -1050,6 +1082,13 @@ fn _optim_step(
                 bias_correction2_sqrt: f("bias_correction2_sqrt")?,
             };
             let (m, v) = (need(0)?, need(1)?);
+            if let Some(sc) = &scalars {
+                let states = [Some(m), Some(v), st(2)];
+                return compute(py, n, || {
+                    o::step_with_device_scalars(o::Hyper::Adam(&h), &p, &g, states, sc)
+                })
+                .py();
+            }
             compute(py, n, || o::adam_step(&p, &g, m, v, state(2), &h)).py()
         }
         "rmsprop" => {
@@ -1062,6 +1101,13 @@ fn _optim_step(
                 centered: b("centered")?,
             };
             let sq = need(0)?;
+            if let Some(sc) = &scalars {
+                let states = [Some(sq), st(1), st(2)];
+                return compute(py, n, || {
+                    o::step_with_device_scalars(o::Hyper::Rmsprop(&h), &p, &g, states, sc)
+                })
+                .py();
+            }
             compute(py, n, || {
                 o::rmsprop_step(&p, &g, sq, state(1), state(2), &h)
             })
@@ -1074,6 +1120,13 @@ fn _optim_step(
                 weight_decay: f("weight_decay")?,
             };
             let sum = need(0)?;
+            if let Some(sc) = &scalars {
+                let states = [Some(sum), None, None];
+                return compute(py, n, || {
+                    o::step_with_device_scalars(o::Hyper::Adagrad(&h), &p, &g, states, sc)
+                })
+                .py();
+            }
             compute(py, n, || o::adagrad_step(&p, &g, sum, &h)).py()
         }
         "adadelta" => {
@@ -1084,6 +1137,13 @@ fn _optim_step(
                 weight_decay: f("weight_decay")?,
             };
             let (sq, acc) = (need(0)?, need(1)?);
+            if let Some(sc) = &scalars {
+                let states = [Some(sq), Some(acc), None];
+                return compute(py, n, || {
+                    o::step_with_device_scalars(o::Hyper::Adadelta(&h), &p, &g, states, sc)
+                })
+                .py();
+            }
             compute(py, n, || o::adadelta_step(&p, &g, sq, acc, &h)).py()
         }
         other => Err(pyo3::exceptions::PyValueError::new_err(format!(

@@ -159,6 +159,88 @@ mod gpu_flag {
     pub(super) const NESTEROV: i32 = 16;
     pub(super) const BUFFER: i32 = 32;
     pub(super) const CENTERED: i32 = 64;
+    pub(super) const DEVICE: i32 = 128;
+}
+
+/// The step's learning rate, and its step count (Adam, Adagrad) or first-step flag (SGD with
+/// momentum: 1 before the buffer's first write, else 0), as float64 one-element tensors on
+/// the parameter's CUDA device, read there by the kernel: a step that needs no value from
+/// the device on the host, so it queues without waiting. The step struct's fields that derive
+/// from them (`lr`, Adam's bias corrections, SGD's `first`) are then not read; the
+/// derived values are computed from these in float64 with the composed form's operations.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceScalars<'a> {
+    pub lr: &'a Tensor,
+    pub aux: Option<&'a Tensor>,
+    /// Adagrad's learning-rate decay (the step's rate is `lr / (1 + (t - 1) * lr_decay)`).
+    pub lr_decay: f64,
+}
+
+/// The step's hyperparameters, for [`step_with_device_scalars`].
+#[derive(Clone, Copy, Debug)]
+pub enum Hyper<'a> {
+    Sgd(&'a SgdStep),
+    Adam(&'a AdamStep),
+    Rmsprop(&'a RmspropStep),
+    Adagrad(&'a AdagradStep),
+    Adadelta(&'a AdadeltaStep),
+}
+
+/// One fused step on a CUDA parameter with the learning rate and step count read on the
+/// device ([`DeviceScalars`]); `states` as the step functions take them (SGD: the momentum
+/// buffer; Adam: exp_avg, exp_avg_sq, max_exp_avg_sq; RMSprop: square_avg, momentum_buffer,
+/// grad_avg; Adagrad: sum; Adadelta: square_avg, acc_delta).
+pub fn step_with_device_scalars(
+    h: Hyper<'_>,
+    p: &Tensor,
+    g: &Tensor,
+    states: [Option<&Tensor>; 3],
+    scalars: &DeviceScalars<'_>,
+) -> Result<()> {
+    let missing = |what: &str| Error::invalid(OP, format!("this step needs {what}"));
+    match h {
+        Hyper::Sgd(h) => {
+            let b = states[0].filter(|_| h.momentum != 0.0);
+            if b.is_some() && scalars.aux.is_none() {
+                return Err(missing("SGD's first-step flag as `aux`"));
+            }
+            fused_with(p, g, [b, None, None], h, Some(scalars))
+        }
+        Hyper::Adam(h) => {
+            if states[0].is_none() || states[1].is_none() {
+                return Err(missing("exp_avg and exp_avg_sq"));
+            }
+            if scalars.aux.is_none() {
+                return Err(missing("the step count as `aux`"));
+            }
+            fused_with(p, g, states, h, Some(scalars))
+        }
+        Hyper::Rmsprop(h) => {
+            let buf = states[1].filter(|_| h.momentum != 0.0);
+            let ga = states[2].filter(|_| h.centered);
+            if states[0].is_none()
+                || (h.momentum != 0.0 && buf.is_none())
+                || (h.centered && ga.is_none())
+            {
+                return Err(missing(
+                    "square_avg (and momentum_buffer, grad_avg as configured)",
+                ));
+            }
+            fused_with(p, g, [states[0], buf, ga], h, Some(scalars))
+        }
+        Hyper::Adagrad(h) => {
+            if states[0].is_none() || scalars.aux.is_none() {
+                return Err(missing("sum and the step count as `aux`"));
+            }
+            fused_with(p, g, [states[0], None, None], h, Some(scalars))
+        }
+        Hyper::Adadelta(h) => {
+            if states[0].is_none() || states[1].is_none() {
+                return Err(missing("square_avg and acc_delta"));
+            }
+            fused_with(p, g, [states[0], states[1], None], h, Some(scalars))
+        }
+    }
 }
 
 /// `flag` when `on`.
@@ -173,20 +255,49 @@ fn flag(on: bool, flag: i32) -> i32 {
 /// Locks the parameter, the gradient and the states, and runs `u` over them in parallel
 /// pieces, in the parameter's dtype.
 fn fused(p: &Tensor, g: &Tensor, states: [Option<&Tensor>; 3], u: &impl Update) -> Result<()> {
+    fused_with(p, g, states, u, None)
+}
+
+/// [`fused`], with the learning rate and step count read on the device when `scalars` is
+/// given (CUDA only).
+fn fused_with(
+    p: &Tensor,
+    g: &Tensor,
+    states: [Option<&Tensor>; 3],
+    u: &impl Update,
+    scalars: Option<&DeviceScalars<'_>>,
+) -> Result<()> {
     let mut all = vec![p, g];
     all.extend(states.iter().flatten());
     check(&all)?;
+    if let Some(sc) = scalars {
+        let ok = |t: &Tensor| {
+            t.device() == p.device() && t.dtype() == crate::DType::F64 && t.numel() == 1
+        };
+        if p.device() == Device::Cpu || !ok(sc.lr) || !sc.aux.map_or(true, ok) {
+            return Err(Error::invalid(
+                OP,
+                "device scalars are float64 one-element tensors on the parameter's CUDA device"
+                    .to_string(),
+            ));
+        }
+    }
     #[cfg(feature = "cuda")]
     if let Device::Cuda(_) = p.device() {
         let s = u.gpu(states.map(|s| s.is_some()));
         let mut c = [0.0; 10];
         c[..s.c.len()].copy_from_slice(&s.c);
+        let mut flags = s.flags;
+        if let Some(sc) = scalars {
+            flags |= gpu_flag::DEVICE;
+            c[9] = sc.lr_decay;
+        }
         let args = crate::cuda::optim::OptimArgs {
             kind: s.kind,
-            flags: s.flags,
+            flags,
             c,
         };
-        return crate::cuda::optim::step(p, g, states, &args);
+        return crate::cuda::optim::step(p, g, states, &args, scalars.map(|s| (s.lr, s.aux)));
     }
     fn go<T: FusedFloat>(
         p: &Tensor,
@@ -304,6 +415,8 @@ impl Update for SgdStep {
                 self.weight_decay,
                 self.momentum,
                 (1.0 - self.dampening) + self.dampening * if self.first { 1.0 } else { 0.0 },
+                self.dampening,
+                1.0 - self.dampening,
             ],
         }
     }

@@ -283,6 +283,32 @@ def _step_tensor(p: Tensor) -> Tensor:
     return _core.zeros((), dtype="float64", device=p.device)
 
 
+def _fusable(tensors: list[Tensor]) -> bool:
+    """Whether the one-pass update takes these tensors (contiguous, one dtype and device,
+    outside a trace; on the CPU or a CUDA device)."""
+    return _core._optim_fusable(tensors, True)
+
+
+def _fused_step(
+    kind: str,
+    p: Tensor,
+    g: Tensor,
+    states: list[Tensor | None],
+    hyper: dict[str, float],
+    host: Any,
+    lr: Tensor,
+    aux: Tensor | None = None,
+    lr_decay: float = 0.0,
+) -> None:
+    """One fused update: on the CPU a Rust loop, given the numbers ``host()`` reads from the
+    learning-rate and step tensors; on a GPU one kernel, which reads those tensors itself
+    (so the step queues without waiting for the device)."""
+    if str(p.device) == "cpu":
+        _core._optim_step(kind, p, g, states, {**hyper, **host()})
+    else:
+        _core._optim_step(kind, p, g, states, hyper, lr, aux, lr_decay)
+
+
 class SGD(Optimizer):
     """Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight
     decay, PyTorch's formulas (the first step's momentum buffer is the gradient)."""
@@ -326,22 +352,26 @@ class SGD(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         wd, m = group["weight_decay"], group["momentum"]
         buf = state["momentum_buffer"] if m else None
-        if _core._optim_fusable([p, g] + ([buf] if m else [])):
-            # one pass in Rust (the same arithmetic as below)
+        if _fusable([p, g] + ([buf] if m else [])):
+            # one pass (the same arithmetic as below)
             first = state["first"] if m else None
-            _core._optim_step(
+            _fused_step(
                 "sgd",
                 p,
                 g,
                 [buf],
                 {
-                    "lr": float(lr.item()),
                     "momentum": float(m),
                     "dampening": float(group["dampening"]),
                     "weight_decay": float(wd),
                     "nesterov": float(bool(group["nesterov"])),
+                },
+                lambda: {
+                    "lr": float(lr.item()),
                     "first": float(first is not None and first.item() != 0.0),
                 },
+                lr,
+                first,
             )
             if first is not None:
                 first.zero_()
@@ -409,23 +439,27 @@ class Adam(Optimizer):
         step += 1.0
         m, v = state["exp_avg"], state["exp_avg_sq"]
         vmax = state["max_exp_avg_sq"] if group["amsgrad"] else None
-        if _core._optim_fusable([p, g, m, v] + ([vmax] if vmax is not None else [])):
-            # one pass in Rust (the same arithmetic as below)
-            _core._optim_step(
+        if _fusable([p, g, m, v] + ([vmax] if vmax is not None else [])):
+            # one pass (the same arithmetic as below)
+            _fused_step(
                 "adam",
                 p,
                 g,
                 [m, v, vmax],
                 {
-                    "lr": float(lr.item()),
                     "beta1": float(b1),
                     "beta2": float(b2),
                     "eps": float(group["eps"]),
                     "weight_decay": float(wd),
                     "decoupled": float(self._decoupled),
+                },
+                lambda: {
+                    "lr": float(lr.item()),
                     "bias_correction1": float((1.0 - b1**step).item()),
                     "bias_correction2_sqrt": float((1.0 - b2**step).sqrt().item()),
                 },
+                lr,
+                step,
             )
             return
         if wd:
@@ -511,21 +545,22 @@ class RMSprop(Optimizer):
         sq = state["square_avg"]
         buf = state.get("momentum_buffer") if group["momentum"] else None
         ga = state.get("grad_avg") if group["centered"] else None
-        if _core._optim_fusable([p, g, sq] + [t for t in (buf, ga) if t is not None]):
-            # one pass in Rust (the same arithmetic as below)
-            _core._optim_step(
+        if _fusable([p, g, sq] + [t for t in (buf, ga) if t is not None]):
+            # one pass (the same arithmetic as below)
+            _fused_step(
                 "rmsprop",
                 p,
                 g,
                 [sq, buf, ga],
                 {
-                    "lr": float(lr.item()),
                     "alpha": float(a),
                     "eps": float(eps),
                     "weight_decay": float(wd),
                     "momentum": float(group["momentum"]),
                     "centered": float(bool(group["centered"])),
                 },
+                lambda: {"lr": float(lr.item())},
+                lr,
             )
             return
         if wd:
@@ -588,14 +623,24 @@ class Adagrad(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         step = state["step"]
         step += 1.0
-        clr = lr / (1.0 + (step - 1.0) * group["lr_decay"])
+        decay = float(group["lr_decay"])
         s = state["sum"]
-        if _core._optim_fusable([p, g, s]):
-            # one pass in Rust (the same arithmetic as below)
-            hyper = {"lr": float(clr.item()), "eps": float(group["eps"])}
-            hyper["weight_decay"] = float(group["weight_decay"])
-            _core._optim_step("adagrad", p, g, [s], hyper)
+        if _fusable([p, g, s]):
+            # one pass (the same arithmetic as below; on a GPU the kernel computes the step's
+            # rate from lr and step)
+            _fused_step(
+                "adagrad",
+                p,
+                g,
+                [s],
+                {"eps": float(group["eps"]), "weight_decay": float(group["weight_decay"])},
+                lambda: {"lr": float((lr / (1.0 + (step - 1.0) * decay)).item())},
+                lr,
+                step,
+                decay,
+            )
             return
+        clr = lr / (1.0 + (step - 1.0) * group["lr_decay"])
         if group["weight_decay"]:
             g = g + group["weight_decay"] * p
         s += g * g
@@ -641,11 +686,11 @@ class Adadelta(Optimizer):
         rho, eps = group["rho"], group["eps"]
         state["step"] += 1.0
         sq, acc = state["square_avg"], state["acc_delta"]
-        if _core._optim_fusable([p, g, sq, acc]):
-            # one pass in Rust (the same arithmetic as below)
-            hyper = {"lr": float(lr.item()), "rho": float(rho), "eps": float(eps)}
+        if _fusable([p, g, sq, acc]):
+            # one pass (the same arithmetic as below)
+            hyper = {"rho": float(rho), "eps": float(eps)}
             hyper["weight_decay"] = float(group["weight_decay"])
-            _core._optim_step("adadelta", p, g, [sq, acc], hyper)
+            _fused_step("adadelta", p, g, [sq, acc], hyper, lambda: {"lr": float(lr.item())}, lr)
             return
         if group["weight_decay"]:
             g = g + group["weight_decay"] * p

@@ -871,6 +871,27 @@ struct OptimArgs {
 #define OPT_NESTEROV 16
 #define OPT_BUFFER 32
 #define OPT_CENTERED 64
+#define OPT_DEVICE 128
+
+// With OPT_DEVICE the constants that derive from the learning rate `l` and the step count
+// (or SGD's first-step flag) `s` are made here from those device values, in float64 with the
+// composed update's operations: Adam's 1 - lr * wd, sqrt(1 - beta2^t) and lr / (1 - beta1^t);
+// SGD's lr and (1 - dampening) + dampening * first; Adagrad's lr / (1 + (t - 1) * lr_decay)
+// (lr_decay in c[9]); the others' lr.
+__device__ __forceinline__ void optim_device_constants(OptimArgs& a, double l, double s) {
+    if (a.kind == OPT_ADAM) {
+        a.c[5] = r_sub(1.0, r_mul(l, a.c[4]));
+        a.c[6] = sqrt(r_sub(1.0, pow(a.c[1], s)));
+        a.c[8] = l / r_sub(1.0, pow(a.c[0], s));
+    } else if (a.kind == OPT_SGD) {
+        a.c[0] = l;
+        a.c[3] = r_add(a.c[5], r_mul(a.c[4], s));
+    } else if (a.kind == OPT_ADAGRAD) {
+        a.c[0] = l / r_add(1.0, r_mul(r_sub(s, 1.0), a.c[9]));
+    } else {
+        a.c[0] = l;
+    }
+}
 
 template <typename T>
 __device__ __forceinline__ void optim_one(T* p, const T* g, T* s0, T* s1, T* s2, long long i,
@@ -944,11 +965,19 @@ __device__ __forceinline__ void optim_one(T* p, const T* g, T* s0, T* s1, T* s2,
 }
 
 // One optimizer step over n elements; each buffer from its own offset (an absent state's
-// pointer is never read): optim_step_<dtype>.
+// pointer is never read); lr and aux (float64 scalars) are read with OPT_DEVICE only, aux
+// only where the optimizer has one: optim_step_<dtype>.
 #define OPTIM_STEP(NAME, T)                                                                   \
     extern "C" __global__ void NAME(T* p, long long op, const T* g, long long og, T* s0,     \
                                     long long o0, T* s1, long long o1, T* s2, long long o2,   \
-                                    long long n, OptimArgs a) {                               \
+                                    const void* lr, long long lro, const void* aux,           \
+                                    long long auxo, long long n, OptimArgs a) {               \
+        if (a.flags & OPT_DEVICE) {                                                           \
+            const bool has_aux = a.kind == OPT_ADAM || a.kind == OPT_ADAGRAD ||               \
+                                 (a.kind == OPT_SGD && (a.flags & OPT_BUFFER));               \
+            optim_device_constants(a, ((const double*)lr)[lro],                               \
+                                   has_aux ? ((const double*)aux)[auxo] : 0.0);               \
+        }                                                                                     \
         GRID_LOOP(i, n) { optim_one(p + op, g + og, s0 + o0, s1 + o1, s2 + o2, i, a); }       \
     }
 OPTIM_STEP(optim_step_f32, float)

@@ -22,12 +22,15 @@ unsafe impl DeviceRepr for OptimArgs {}
 const OP: &str = "optimizer_step";
 
 /// Runs the step on the parameter's device: `p` and the present `states` written, `g` read
-/// (all contiguous, one dtype and shape, distinct buffers: `crate::optim::fusable`).
+/// (all contiguous, one dtype and shape, distinct buffers: `crate::optim::fusable`); with
+/// `scalars` (the learning rate and the step count or first-step flag, float64 one-element
+/// tensors on the device) the kernel reads those there.
 pub(crate) fn step(
     p: &Tensor,
     g: &Tensor,
     states: [Option<&Tensor>; 3],
     args: &OptimArgs,
+    scalars: Option<(&Tensor, Option<&Tensor>)>,
 ) -> Result<()> {
     let crate::Device::Cuda(ordinal) = p.device() else {
         return Err(Error::device(
@@ -60,6 +63,24 @@ pub(crate) fn step(
         }
     }
     let (po, go) = (p.layout().offset() as i64, g.layout().offset() as i64);
+    // the device scalars (read locks; absent ones are given the gradient's pointer)
+    let lr_guard = scalars.map(|(lr, _)| (lr.storage().read(), lr.layout().offset() as i64));
+    let aux_guard = scalars
+        .and_then(|(_, aux)| aux)
+        .map(|t| (t.storage().read(), t.layout().offset() as i64));
+    fn scalar_buf<'a>(
+        guard: &'a Option<(std::sync::RwLockReadGuard<'_, StorageData>, i64)>,
+    ) -> Result<Option<(&'a CudaData, i64)>> {
+        match guard {
+            Some((d, off)) => match &**d {
+                StorageData::Cuda(d) => Ok(Some((&**d, *off))),
+                _ => Err(Error::device(OP, "a CPU buffer reached a CUDA kernel")),
+            },
+            None => Ok(None),
+        }
+    }
+    let lr_buf = scalar_buf(&lr_guard)?;
+    let aux_buf = scalar_buf(&aux_guard)?;
     let zero = 0i64;
     let mut launch = gpu.launch(&f, OP);
     launch.buf_mut(pd).arg(&po).buf(gd).arg(&go);
@@ -76,6 +97,12 @@ pub(crate) fn step(
                 launch.buf(gd).arg(&zero);
             }
         }
+    }
+    for b in [&lr_buf, &aux_buf] {
+        match b {
+            Some((d, off)) => launch.buf(d).arg(off),
+            None => launch.buf(gd).arg(&zero),
+        };
     }
     launch.arg(&len).arg(args).grid(n)
 }
