@@ -12,13 +12,13 @@
 # or a wheel from `maturin build --release` installed with `pip install --target`.
 # OUT_DIR receives one
 # log per step and summary.txt; STEPS is a comma-separated subset of
-# env,cuda_tests,digits,bench,suite (all by default); T_ENV, T_CUDA_TESTS, T_DIGITS, T_BENCH and
-# T_SUITE set their time limits in seconds. Extra pytest arguments for the suite
+# env,cuda_tests,digits,bench,nn_ops,optim,suite (all by default); T_ENV, T_CUDA_TESTS,
+# T_DIGITS, T_BENCH, T_NN_OPS, T_OPTIM and T_SUITE set their time limits in seconds. Extra pytest arguments for the suite
 # step come from $SUITE_ARGS (for instance a -k expression to rerun what failed).
 set -u
 PKG=${1:-}
 OUTDIR=${2:-${OUT:-/tmp/gpu_check}}
-STEPS=${3:-env,cuda_tests,digits,bench,suite}
+STEPS=${3:-env,cuda_tests,digits,bench,nn_ops,optim,suite}
 mkdir -p "$OUTDIR"
 [ -n "$PKG" ] && export PYTHONPATH="$PKG"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -55,6 +55,8 @@ EOF"
 step cuda_tests "${T_CUDA_TESTS:-90}" "$PY" -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py
 step digits "${T_DIGITS:-60}" "$PY" examples/train_digits.py --device cuda --epochs 5
 step bench "${T_BENCH:-200}" "$PY" benches/run.py --device cuda --json "$OUTDIR/cuda.json"
+step nn_ops "${T_NN_OPS:-60}" "$PY" benches/nn_ops.py --device cuda
+step optim "${T_OPTIM:-90}" "$PY" benches/optim.py --device cuda --tensors 64
 # shellcheck disable=SC2086
 step suite "${T_SUITE:-300}" env FERROGRAD_TEST_DEVICE=cuda "$PY" -m pytest -q -p no:cacheprovider \
     -n "${WORKERS:-12}" --timeout 60 --tb=short -rf ${SUITE_ARGS:-} tests
