@@ -449,3 +449,20 @@ def test_fused_cuda_update_equals_the_composed_cuda_update(kind, states, hyper, 
         )
     assert str(fused.device).startswith("cuda")
     np.testing.assert_array_equal(fused.numpy(), ref.numpy())
+
+
+@pytest.mark.skipif(not fg.cuda.is_available(), reason="needs a CUDA device (or the emulator)")
+def test_a_cuda_update_whose_step_count_was_put_on_the_cpu_still_steps_right():
+    # the fused CUDA update reads the step count on the device; a state replaced by hand with
+    # a CPU scalar takes the composed form instead of failing
+    rng = np.random.default_rng(8)
+    a, g = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    ps = [fg.tensor(a, device="cuda") for _ in range(2)]
+    opts = [fg.optim.Adam([p], lr=0.1) for p in ps]
+    for _ in range(2):
+        for p, opt in zip(ps, opts):
+            p.grad = fg.tensor(g, device="cuda")
+            opt.step()
+        opts[1].state[ps[1]]["step"] = fg.tensor(float(opts[1].t), dtype="float64")
+    np.testing.assert_allclose(ps[1].numpy(), ps[0].numpy(), rtol=1e-12, atol=0)
+    assert opts[1].t == opts[0].t == 2

@@ -283,10 +283,17 @@ def _step_tensor(p: Tensor) -> Tensor:
     return _core.zeros((), dtype="float64", device=p.device)
 
 
-def _fusable(tensors: list[Tensor]) -> bool:
+def _fusable(tensors: list[Tensor], scalars: tuple[Tensor | None, ...] = ()) -> bool:
     """Whether the one-pass update takes these tensors (contiguous, one dtype and device,
-    outside a trace; on the CPU or a CUDA device)."""
-    return _core._optim_fusable(tensors, True)
+    outside a trace; on the CPU, or on a CUDA device where the learning-rate and step
+    tensors in ``scalars`` are float64 scalars on that device, as the optimizer makes them)."""
+    if not _core._optim_fusable(tensors, True):
+        return False
+    dev = str(tensors[0].device)
+    return dev == "cpu" or all(
+        t is None or (t.dtype.name == "float64" and t.numel() == 1 and str(t.device) == dev)
+        for t in scalars
+    )
 
 
 def _fused_step(
@@ -352,9 +359,9 @@ class SGD(Optimizer):
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         wd, m = group["weight_decay"], group["momentum"]
         buf = state["momentum_buffer"] if m else None
-        if _fusable([p, g] + ([buf] if m else [])):
+        first = state["first"] if m else None
+        if _fusable([p, g] + ([buf] if m else []), (lr, first)):
             # one pass (the same arithmetic as below)
-            first = state["first"] if m else None
             _fused_step(
                 "sgd",
                 p,
@@ -439,7 +446,7 @@ class Adam(Optimizer):
         step += 1.0
         m, v = state["exp_avg"], state["exp_avg_sq"]
         vmax = state["max_exp_avg_sq"] if group["amsgrad"] else None
-        if _fusable([p, g, m, v] + ([vmax] if vmax is not None else [])):
+        if _fusable([p, g, m, v] + ([vmax] if vmax is not None else []), (lr, step)):
             # one pass (the same arithmetic as below)
             _fused_step(
                 "adam",
@@ -545,7 +552,7 @@ class RMSprop(Optimizer):
         sq = state["square_avg"]
         buf = state.get("momentum_buffer") if group["momentum"] else None
         ga = state.get("grad_avg") if group["centered"] else None
-        if _fusable([p, g, sq] + [t for t in (buf, ga) if t is not None]):
+        if _fusable([p, g, sq] + [t for t in (buf, ga) if t is not None], (lr,)):
             # one pass (the same arithmetic as below)
             _fused_step(
                 "rmsprop",
@@ -625,7 +632,7 @@ class Adagrad(Optimizer):
         step += 1.0
         decay = float(group["lr_decay"])
         s = state["sum"]
-        if _fusable([p, g, s]):
+        if _fusable([p, g, s], (lr, step)):
             # one pass (the same arithmetic as below; on a GPU the kernel computes the step's
             # rate from lr and step)
             _fused_step(
@@ -686,7 +693,7 @@ class Adadelta(Optimizer):
         rho, eps = group["rho"], group["eps"]
         state["step"] += 1.0
         sq, acc = state["square_avg"], state["acc_delta"]
-        if _fusable([p, g, sq, acc]):
+        if _fusable([p, g, sq, acc], (lr,)):
             # one pass (the same arithmetic as below)
             hyper = {"rho": float(rho), "eps": float(eps)}
             hyper["weight_decay"] = float(group["weight_decay"])
