@@ -1048,10 +1048,8 @@ fn _optim_step(
         aux: aux_t.as_ref(),
         lr_decay,
     });
-    let st = |i: usize| s.get(i).and_then(|t| t.as_ref());
     let b = |name: &str| -> PyResult<bool> { Ok(f(name)? != 0.0) };
-    let n = p.numel();
-    match kind {
+    let (h, states) = match kind {
         "sgd" => {
             let h = o::SgdStep {
                 lr: f("lr")?,
@@ -1061,14 +1059,7 @@ fn _optim_step(
                 nesterov: b("nesterov")?,
                 first: b("first")?,
             };
-            if let Some(sc) = &scalars {
-                let states = [st(0), None, None];
-                return compute(py, n, || {
-                    o::step_with_device_scalars(o::Hyper::Sgd(&h), &p, &g, states, sc)
-                })
-                .py();
-            }
-            compute(py, n, || o::sgd_step(&p, &g, state(0), &h)).py()
+            (o::Hyper::Sgd(h), [state(0), None, None])
         }
         "adam" => {
             let h = o::AdamStep {
@@ -1081,15 +1072,10 @@ fn _optim_step(
                 bias_correction1: f("bias_correction1")?,
                 bias_correction2_sqrt: f("bias_correction2_sqrt")?,
             };
-            let (m, v) = (need(0)?, need(1)?);
-            if let Some(sc) = &scalars {
-                let states = [Some(m), Some(v), st(2)];
-                return compute(py, n, || {
-                    o::step_with_device_scalars(o::Hyper::Adam(&h), &p, &g, states, sc)
-                })
-                .py();
-            }
-            compute(py, n, || o::adam_step(&p, &g, m, v, state(2), &h)).py()
+            (
+                o::Hyper::Adam(h),
+                [Some(need(0)?), Some(need(1)?), state(2)],
+            )
         }
         "rmsprop" => {
             let h = o::RmspropStep {
@@ -1100,18 +1086,7 @@ fn _optim_step(
                 momentum: f("momentum")?,
                 centered: b("centered")?,
             };
-            let sq = need(0)?;
-            if let Some(sc) = &scalars {
-                let states = [Some(sq), st(1), st(2)];
-                return compute(py, n, || {
-                    o::step_with_device_scalars(o::Hyper::Rmsprop(&h), &p, &g, states, sc)
-                })
-                .py();
-            }
-            compute(py, n, || {
-                o::rmsprop_step(&p, &g, sq, state(1), state(2), &h)
-            })
-            .py()
+            (o::Hyper::Rmsprop(h), [Some(need(0)?), state(1), state(2)])
         }
         "adagrad" => {
             let h = o::AdagradStep {
@@ -1119,15 +1094,7 @@ fn _optim_step(
                 eps: f("eps")?,
                 weight_decay: f("weight_decay")?,
             };
-            let sum = need(0)?;
-            if let Some(sc) = &scalars {
-                let states = [Some(sum), None, None];
-                return compute(py, n, || {
-                    o::step_with_device_scalars(o::Hyper::Adagrad(&h), &p, &g, states, sc)
-                })
-                .py();
-            }
-            compute(py, n, || o::adagrad_step(&p, &g, sum, &h)).py()
+            (o::Hyper::Adagrad(h), [Some(need(0)?), None, None])
         }
         "adadelta" => {
             let h = o::AdadeltaStep {
@@ -1136,20 +1103,19 @@ fn _optim_step(
                 eps: f("eps")?,
                 weight_decay: f("weight_decay")?,
             };
-            let (sq, acc) = (need(0)?, need(1)?);
-            if let Some(sc) = &scalars {
-                let states = [Some(sq), Some(acc), None];
-                return compute(py, n, || {
-                    o::step_with_device_scalars(o::Hyper::Adadelta(&h), &p, &g, states, sc)
-                })
-                .py();
-            }
-            compute(py, n, || o::adadelta_step(&p, &g, sq, acc, &h)).py()
+            (
+                o::Hyper::Adadelta(h),
+                [Some(need(0)?), Some(need(1)?), None],
+            )
         }
-        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "{OP}: unknown kind {other:?} (sgd, adam, rmsprop, adagrad, adadelta)"
-        ))),
-    }
+        other => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "{OP}: unknown kind {other:?} (sgd, adam, rmsprop, adagrad, adadelta)"
+            )))
+        }
+    };
+    let n = p.numel();
+    compute(py, n, || o::step(&h, &p, &g, states, scalars.as_ref())).py()
 }
 
 #[pyfunction]

@@ -142,7 +142,15 @@ trait Update: Sync {
 struct GpuStep {
     kind: i32,
     flags: i32,
-    c: Vec<f64>,
+    c: [f64; 10],
+}
+
+/// A step's constants in the kernel's ten slots (the rest zero).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn consts(v: &[f64]) -> [f64; 10] {
+    let mut c = [0.0; 10];
+    c[..v.len()].copy_from_slice(v);
+    c
 }
 
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
@@ -176,69 +184,76 @@ pub struct DeviceScalars<'a> {
     pub lr_decay: f64,
 }
 
-/// The step's hyperparameters, for [`step_with_device_scalars`].
+/// One optimizer's hyperparameters for a step, for [`step`].
 #[derive(Clone, Copy, Debug)]
-pub enum Hyper<'a> {
-    Sgd(&'a SgdStep),
-    Adam(&'a AdamStep),
-    Rmsprop(&'a RmspropStep),
-    Adagrad(&'a AdagradStep),
-    Adadelta(&'a AdadeltaStep),
+pub enum Hyper {
+    Sgd(SgdStep),
+    Adam(AdamStep),
+    Rmsprop(RmspropStep),
+    Adagrad(AdagradStep),
+    Adadelta(AdadeltaStep),
 }
 
-/// One fused step on a CUDA parameter with the learning rate and step count read on the
-/// device ([`DeviceScalars`]); `states` as the step functions take them (SGD: the momentum
-/// buffer; Adam: exp_avg, exp_avg_sq, max_exp_avg_sq; RMSprop: square_avg, momentum_buffer,
-/// grad_avg; Adagrad: sum; Adadelta: square_avg, acc_delta).
-pub fn step_with_device_scalars(
-    h: Hyper<'_>,
+/// One fused step of any of the optimizers: `states` in the order its step function takes
+/// them (SGD: the momentum buffer; Adam: exp_avg, exp_avg_sq, max_exp_avg_sq; RMSprop:
+/// square_avg, momentum_buffer, grad_avg; Adagrad: sum; Adadelta: square_avg, acc_delta),
+/// `None` where a state is not kept. With `scalars` (a CUDA parameter only) the learning rate
+/// and step count are read on the device ([`DeviceScalars`]).
+pub fn step(
+    h: &Hyper,
     p: &Tensor,
     g: &Tensor,
     states: [Option<&Tensor>; 3],
-    scalars: &DeviceScalars<'_>,
+    scalars: Option<&DeviceScalars<'_>>,
 ) -> Result<()> {
     let missing = |what: &str| Error::invalid(OP, format!("this step needs {what}"));
+    let no_aux = scalars.is_some_and(|s| s.aux.is_none());
     match h {
         Hyper::Sgd(h) => {
             let b = states[0].filter(|_| h.momentum != 0.0);
-            if b.is_some() && scalars.aux.is_none() {
+            if b.is_some() && no_aux {
                 return Err(missing("SGD's first-step flag as `aux`"));
             }
-            fused_with(p, g, [b, None, None], h, Some(scalars))
+            fused_with(p, g, [b, None, None], h, scalars)
         }
         Hyper::Adam(h) => {
             if states[0].is_none() || states[1].is_none() {
                 return Err(missing("exp_avg and exp_avg_sq"));
             }
-            if scalars.aux.is_none() {
+            if no_aux {
                 return Err(missing("the step count as `aux`"));
             }
-            fused_with(p, g, states, h, Some(scalars))
+            fused_with(p, g, states, h, scalars)
         }
         Hyper::Rmsprop(h) => {
             let buf = states[1].filter(|_| h.momentum != 0.0);
             let ga = states[2].filter(|_| h.centered);
-            if states[0].is_none()
-                || (h.momentum != 0.0 && buf.is_none())
-                || (h.centered && ga.is_none())
-            {
-                return Err(missing(
-                    "square_avg (and momentum_buffer, grad_avg as configured)",
+            if states[0].is_none() {
+                return Err(missing("square_avg"));
+            }
+            if (h.momentum != 0.0 && buf.is_none()) || (h.centered && ga.is_none()) {
+                return Err(Error::invalid(
+                    OP,
+                    "RMSprop with momentum needs momentum_buffer, centred RMSprop needs grad_avg"
+                        .to_string(),
                 ));
             }
-            fused_with(p, g, [states[0], buf, ga], h, Some(scalars))
+            fused_with(p, g, [states[0], buf, ga], h, scalars)
         }
         Hyper::Adagrad(h) => {
-            if states[0].is_none() || scalars.aux.is_none() {
-                return Err(missing("sum and the step count as `aux`"));
+            if states[0].is_none() {
+                return Err(missing("sum"));
             }
-            fused_with(p, g, [states[0], None, None], h, Some(scalars))
+            if no_aux {
+                return Err(missing("the step count as `aux`"));
+            }
+            fused_with(p, g, [states[0], None, None], h, scalars)
         }
         Hyper::Adadelta(h) => {
             if states[0].is_none() || states[1].is_none() {
                 return Err(missing("square_avg and acc_delta"));
             }
-            fused_with(p, g, [states[0], states[1], None], h, Some(scalars))
+            fused_with(p, g, [states[0], states[1], None], h, scalars)
         }
     }
 }
@@ -252,14 +267,9 @@ fn flag(on: bool, flag: i32) -> i32 {
     }
 }
 
-/// Locks the parameter, the gradient and the states, and runs `u` over them in parallel
-/// pieces, in the parameter's dtype.
-fn fused(p: &Tensor, g: &Tensor, states: [Option<&Tensor>; 3], u: &impl Update) -> Result<()> {
-    fused_with(p, g, states, u, None)
-}
-
-/// [`fused`], with the learning rate and step count read on the device when `scalars` is
-/// given (CUDA only).
+/// Locks the parameter, the gradient and the states, and runs `u` over them: in parallel
+/// pieces on the CPU, in the parameter's dtype; as one kernel on CUDA (reading the learning
+/// rate and step count there when `scalars` is given).
 fn fused_with(
     p: &Tensor,
     g: &Tensor,
@@ -285,9 +295,7 @@ fn fused_with(
     #[cfg(feature = "cuda")]
     if let Device::Cuda(_) = p.device() {
         let s = u.gpu(states.map(|s| s.is_some()));
-        let mut c = [0.0; 10];
-        c[..s.c.len()].copy_from_slice(&s.c);
-        let mut flags = s.flags;
+        let (mut c, mut flags) = (s.c, s.flags);
         if let Some(sc) = scalars {
             flags |= gpu_flag::DEVICE;
             c[9] = sc.lr_decay;
@@ -371,7 +379,7 @@ impl Update for AdamStep {
             flags: flag(self.weight_decay != 0.0 && !self.decoupled, L2)
                 | flag(self.weight_decay != 0.0 && self.decoupled, DECOUPLED)
                 | flag(amsgrad, AMSGRAD),
-            c: vec![
+            c: consts(&[
                 self.beta1,
                 self.beta2,
                 1.0 - self.beta1,
@@ -381,7 +389,7 @@ impl Update for AdamStep {
                 self.bias_correction2_sqrt,
                 self.eps,
                 self.lr / self.bias_correction1,
-            ],
+            ]),
         }
     }
 }
@@ -410,14 +418,14 @@ impl Update for SgdStep {
                 | flag(self.dampening != 0.0, DAMPENED)
                 | flag(self.nesterov, NESTEROV)
                 | flag(self.momentum != 0.0 && buffer, BUFFER),
-            c: vec![
+            c: consts(&[
                 self.lr,
                 self.weight_decay,
                 self.momentum,
                 (1.0 - self.dampening) + self.dampening * if self.first { 1.0 } else { 0.0 },
                 self.dampening,
                 1.0 - self.dampening,
-            ],
+            ]),
         }
     }
 }
@@ -445,14 +453,14 @@ impl Update for RmspropStep {
             flags: flag(self.weight_decay != 0.0, L2)
                 | flag(self.momentum != 0.0, BUFFER)
                 | flag(self.centered, CENTERED),
-            c: vec![
+            c: consts(&[
                 self.lr,
                 self.alpha,
                 1.0 - self.alpha,
                 self.eps,
                 self.weight_decay,
                 self.momentum,
-            ],
+            ]),
         }
     }
 }
@@ -472,7 +480,7 @@ impl Update for AdagradStep {
         GpuStep {
             kind: gpu_flag::ADAGRAD,
             flags: flag(self.weight_decay != 0.0, gpu_flag::L2),
-            c: vec![self.lr, self.eps, self.weight_decay],
+            c: consts(&[self.lr, self.eps, self.weight_decay]),
         }
     }
 }
@@ -494,13 +502,13 @@ impl Update for AdadeltaStep {
         GpuStep {
             kind: gpu_flag::ADADELTA,
             flags: flag(self.weight_decay != 0.0, gpu_flag::L2),
-            c: vec![
+            c: consts(&[
                 self.lr,
                 self.rho,
                 1.0 - self.rho,
                 self.eps,
                 self.weight_decay,
-            ],
+            ]),
         }
     }
 }
@@ -515,7 +523,8 @@ pub fn adam_step(
     max_exp_avg_sq: Option<&Tensor>,
     h: &AdamStep,
 ) -> Result<()> {
-    fused(p, g, [Some(exp_avg), Some(exp_avg_sq), max_exp_avg_sq], h)
+    let states = [Some(exp_avg), Some(exp_avg_sq), max_exp_avg_sq];
+    step(&Hyper::Adam(*h), p, g, states, None)
 }
 
 /// One SGD step in place: `p` (and the momentum buffer when `momentum` is non-zero) from
@@ -526,8 +535,7 @@ pub fn sgd_step(
     momentum_buffer: Option<&Tensor>,
     h: &SgdStep,
 ) -> Result<()> {
-    let b = momentum_buffer.filter(|_| h.momentum != 0.0);
-    fused(p, g, [b, None, None], h)
+    step(&Hyper::Sgd(*h), p, g, [momentum_buffer, None, None], None)
 }
 
 /// One RMSprop step in place: `p`, `square_avg`, the momentum buffer (needed when
@@ -540,21 +548,13 @@ pub fn rmsprop_step(
     grad_avg: Option<&Tensor>,
     h: &RmspropStep,
 ) -> Result<()> {
-    let buf = momentum_buffer.filter(|_| h.momentum != 0.0);
-    let ga = grad_avg.filter(|_| h.centered);
-    if (h.momentum != 0.0 && buf.is_none()) || (h.centered && ga.is_none()) {
-        return Err(Error::invalid(
-            OP,
-            "RMSprop with momentum needs momentum_buffer, centred RMSprop needs grad_avg"
-                .to_string(),
-        ));
-    }
-    fused(p, g, [Some(square_avg), buf, ga], h)
+    let states = [Some(square_avg), momentum_buffer, grad_avg];
+    step(&Hyper::Rmsprop(*h), p, g, states, None)
 }
 
 /// One Adagrad step in place: `p` and the running sum of squared gradients.
 pub fn adagrad_step(p: &Tensor, g: &Tensor, sum: &Tensor, h: &AdagradStep) -> Result<()> {
-    fused(p, g, [Some(sum), None, None], h)
+    step(&Hyper::Adagrad(*h), p, g, [Some(sum), None, None], None)
 }
 
 /// One Adadelta step in place: `p`, `square_avg` and `acc_delta`.
@@ -565,5 +565,11 @@ pub fn adadelta_step(
     acc_delta: &Tensor,
     h: &AdadeltaStep,
 ) -> Result<()> {
-    fused(p, g, [Some(square_avg), Some(acc_delta), None], h)
+    step(
+        &Hyper::Adadelta(*h),
+        p,
+        g,
+        [Some(square_avg), Some(acc_delta), None],
+        None,
+    )
 }
