@@ -1,7 +1,9 @@
 //! Runs a fused elementwise group's program on the CPU: the output is cut into blocks; per
-//! block each instruction runs over a register file small enough to stay in cache, inputs are
-//! loaded (broadcast) into registers at their first read and outputs stored from them. Large
-//! outputs are split over the thread pool, each thread with its own registers.
+//! block each instruction runs over a register file small enough to stay in cache. A
+//! contiguous input is read where it lies (a register then points into it), a broadcast or
+//! strided one is gathered into its register, a one-element one stays a scalar; an
+//! instruction whose result goes straight out writes it into the output. Large outputs are
+//! split over the thread pool, each thread with its own registers.
 
 use std::sync::Arc;
 
@@ -242,18 +244,20 @@ fn run_typed<T: FusedFloat>(
         inputs: srcs,
         outputs: outs,
     };
+    let plan = BlockPlan::new(group, &input_at, &target_at);
     let blocks = numel.div_ceil(BLOCK);
     let work = |range: std::ops::Range<usize>| {
         let mut regs = vec![T::ZERO; group.registers.max(1) * BLOCK];
+        let mut vals = vec![Val::Scalar(T::ZERO); group.registers.max(1)];
         for b in range {
             let start = b * BLOCK;
             let len = BLOCK.min(numel - start);
-            // SAFETY: see `Io`
-            unsafe { run_block(&group.program, &io, &group.shape, start, len, &mut regs) };
+            // SAFETY: see `Io` and `BlockPlan`
+            unsafe { run_block(&group.program, &io, &plan, start, len, &mut regs, &mut vals) };
         }
     };
-    if numel >= PARALLEL_MIN {
-        let threads = rayon::current_num_threads().max(1);
+    let threads = rayon::current_num_threads().max(1);
+    if numel >= PARALLEL_MIN && threads > 1 {
         let per = blocks.div_ceil(threads * 4).max(1);
         (0..blocks.div_ceil(per))
             .into_par_iter()
@@ -361,26 +365,99 @@ unsafe fn gather<E: Copy, T: Copy>(
     }
 }
 
-/// Register `r` of the file, as a block of `len`.
-fn reg<T>(regs: &[T], r: usize, len: usize) -> &[T] {
-    &regs[r * BLOCK..r * BLOCK + len]
+/// What a register holds in the current block.
+#[derive(Clone, Copy)]
+enum Val<T> {
+    /// `len` elements from here: the register's own slot, an input where it lies, or the
+    /// output it was written into.
+    At(*const T),
+    /// One value for every element (a one-element input, or ops on such).
+    Scalar(T),
 }
 
-/// The destination register and the source registers of one instruction (the destination is
-/// never one of its sources: registers are allocated before the sources are freed).
-fn split<T, const N: usize>(
-    regs: &mut [T],
-    dst: usize,
-    srcs: [usize; N],
-    len: usize,
-) -> ([&[T]; N], &mut [T]) {
-    debug_assert!(srcs.iter().all(|&s| s != dst));
-    let ptr = regs.as_mut_ptr();
-    // SAFETY: registers are disjoint ranges of the file, and `dst` is none of `srcs`
-    unsafe {
-        let d = std::slice::from_raw_parts_mut(ptr.add(dst * BLOCK), len);
-        let s = srcs.map(|r| std::slice::from_raw_parts(ptr.add(r * BLOCK) as *const T, len));
-        (s, d)
+/// Per run of a group: which inputs are read where they lie, and which instructions write
+/// their result straight into an output.
+struct BlockPlan {
+    in_place: Vec<bool>,
+    direct: Vec<Option<usize>>,
+}
+
+impl BlockPlan {
+    /// `input_at[k]` / `target_at[o]`: the storage (index) of input `k` and of output `o`'s
+    /// target, where the group writes over an existing tensor.
+    fn new(group: &Group, input_at: &[usize], target_at: &[Option<usize>]) -> BlockPlan {
+        let prog = &group.program;
+        let aliased_out = |o: usize| target_at[o].is_some_and(|t| input_at.contains(&t));
+        let store_at = |o: usize| {
+            prog.iter()
+                .position(|ins| matches!(ins, Instr::Store { output, .. } if *output == o))
+        };
+        // an input sharing its storage with a target is read where it lies only if every read
+        // of its register comes before the stores into that storage
+        let in_place = (0..group.inputs.len())
+            .map(|k| {
+                let Some(l) = group.load_at(k) else {
+                    return true;
+                };
+                let Instr::Load { dst: r, .. } = prog[l] else {
+                    unreachable!("load_at finds a load")
+                };
+                let mut last = l;
+                for (j, ins) in prog.iter().enumerate().skip(l + 1) {
+                    if reads(ins).contains(&Some(r)) {
+                        last = j;
+                    }
+                    if writes(ins) == Some(r) {
+                        break;
+                    }
+                }
+                (0..target_at.len())
+                    .filter(|&o| target_at[o] == Some(input_at[k]))
+                    .all(|o| store_at(o).is_some_and(|s| last < s))
+            })
+            .collect();
+        // a result stored by the next instruction goes straight to its output, unless the
+        // output's memory is also read as an input
+        let direct = (0..prog.len())
+            .map(|i| {
+                let d = writes(&prog[i])?;
+                if matches!(prog[i], Instr::Load { .. }) {
+                    return None;
+                }
+                match prog.get(i + 1) {
+                    Some(&Instr::Store { src, output }) if src == d && !aliased_out(output) => {
+                        Some(output)
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        BlockPlan { in_place, direct }
+    }
+}
+
+/// The registers an instruction reads.
+fn reads(ins: &Instr) -> [Option<usize>; 3] {
+    match *ins {
+        Instr::Load { .. } => [None; 3],
+        Instr::Unary { x, .. } | Instr::Pow { x, .. } => [Some(x), None, None],
+        Instr::Binary { a, b, .. } => [Some(a), Some(b), None],
+        Instr::ActGrad { dy, y, .. } => [Some(dy), Some(y), None],
+        Instr::Where { c, a, b, .. } => [Some(c), Some(a), Some(b)],
+        Instr::Store { src, .. } => [Some(src), None, None],
+    }
+}
+
+/// The register an instruction writes.
+fn writes(ins: &Instr) -> Option<usize> {
+    match *ins {
+        Instr::Load { dst, .. }
+        | Instr::Unary { dst, .. }
+        | Instr::Pow { dst, .. }
+        | Instr::Binary { dst, .. }
+        | Instr::ActGrad { dst, .. }
+        | Instr::Where { dst, .. } => Some(dst),
+        Instr::Store { .. } => None,
     }
 }
 
@@ -388,59 +465,136 @@ fn split<T, const N: usize>(
 ///
 /// # Safety
 /// The pointers of `io` must be valid for the group's shape; no other thread writes elements
-/// `start..start + len` of the outputs.
+/// `start..start + len` of the outputs; `plan` was made for this group and these buffers
+/// (so no output written directly is read as an input, and an input read where it lies is
+/// not overwritten before its last read).
 unsafe fn run_block<T: FusedFloat>(
     program: &[Instr],
     io: &Io<T>,
-    shape: &[usize],
+    plan: &BlockPlan,
     start: usize,
     len: usize,
     regs: &mut [T],
+    vals: &mut [Val<T>],
 ) {
-    for ins in program {
+    let file = regs.as_mut_ptr();
+    let slot = |r: usize| file.add(r * BLOCK);
+    let src = |p: *const T| std::slice::from_raw_parts(p, len);
+    // a register as a block (a scalar is spread over its own slot first)
+    let block = |vals: &mut [Val<T>], r: usize| -> *const T {
+        match vals[r] {
+            Val::At(p) => p,
+            Val::Scalar(v) => {
+                std::slice::from_raw_parts_mut(slot(r), len).fill(v);
+                vals[r] = Val::At(slot(r));
+                slot(r)
+            }
+        }
+    };
+    for (i, ins) in program.iter().enumerate() {
+        // where an instruction's result goes: its register's slot, or straight to the output
+        let out = |dst: usize| match plan.direct[i] {
+            Some(o) => io.outputs[o].add(start),
+            None => slot(dst),
+        };
+        let dst_slice = |p: *mut T| std::slice::from_raw_parts_mut(p, len);
         match *ins {
             Instr::Load { input, dst } => {
-                let d = &mut regs[dst * BLOCK..dst * BLOCK + len];
-                match &io.inputs[input] {
+                vals[dst] = match &io.inputs[input] {
+                    Src::Contig(p) if plan.in_place[input] => Val::At(p.add(start)),
                     Src::Contig(p) => {
-                        std::ptr::copy_nonoverlapping(p.add(start), d.as_mut_ptr(), len)
+                        std::ptr::copy_nonoverlapping(p.add(start), slot(dst), len);
+                        Val::At(slot(dst))
                     }
-                    Src::Scalar(v) => d.fill(*v),
-                    Src::Strided(p, l) => gather(*p, l, start, d, |v: T| v),
+                    Src::Scalar(v) => Val::Scalar(*v),
+                    Src::Strided(p, l) => {
+                        gather(*p, l, start, dst_slice(slot(dst)), |v: T| v);
+                        Val::At(slot(dst))
+                    }
                     Src::BoolContig(p) => {
-                        for (i, x) in d.iter_mut().enumerate() {
-                            *x = if *p.add(start + i) { T::ONE } else { T::ZERO };
+                        for (k, x) in dst_slice(slot(dst)).iter_mut().enumerate() {
+                            *x = if *p.add(start + k) { T::ONE } else { T::ZERO };
                         }
+                        Val::At(slot(dst))
                     }
                     Src::BoolStrided(p, l) => {
-                        gather(*p, l, start, d, |v: bool| if v { T::ONE } else { T::ZERO })
+                        let d = dst_slice(slot(dst));
+                        gather(*p, l, start, d, |v: bool| if v { T::ONE } else { T::ZERO });
+                        Val::At(slot(dst))
                     }
-                }
-                let _ = shape;
+                };
             }
             Instr::Unary { op, x, dst } => {
-                let ([x], d) = split(regs, dst, [x], len);
-                block::unary(op, x, d);
+                vals[dst] = match vals[x] {
+                    Val::Scalar(v) => {
+                        let mut o = [T::ZERO];
+                        block::unary(op, &[v], &mut o);
+                        Val::Scalar(o[0])
+                    }
+                    Val::At(p) => {
+                        let o = out(dst);
+                        block::unary(op, src(p), dst_slice(o));
+                        Val::At(o)
+                    }
+                };
             }
             Instr::Binary { op, a, b, dst } => {
-                let ([a, b], d) = split(regs, dst, [a, b], len);
-                block::binary(op, a, b, d);
+                vals[dst] = match (vals[a], vals[b]) {
+                    (Val::Scalar(x), Val::Scalar(y)) => {
+                        let mut o = [T::ZERO];
+                        block::binary(op, &[x], &[y], &mut o);
+                        Val::Scalar(o[0])
+                    }
+                    (Val::At(p), Val::Scalar(y)) => {
+                        let o = out(dst);
+                        block::binary_vs(op, src(p), y, dst_slice(o));
+                        Val::At(o)
+                    }
+                    (Val::Scalar(x), Val::At(q)) => {
+                        let o = out(dst);
+                        block::binary_sv(op, x, src(q), dst_slice(o));
+                        Val::At(o)
+                    }
+                    (Val::At(p), Val::At(q)) => {
+                        let o = out(dst);
+                        block::binary(op, src(p), src(q), dst_slice(o));
+                        Val::At(o)
+                    }
+                };
             }
             Instr::Pow { p, x, dst } => {
-                let ([x], d) = split(regs, dst, [x], len);
-                block::pow(p, x, d);
+                vals[dst] = match vals[x] {
+                    Val::Scalar(v) => {
+                        let mut o = [T::ZERO];
+                        block::pow(p, &[v], &mut o);
+                        Val::Scalar(o[0])
+                    }
+                    Val::At(q) => {
+                        let o = out(dst);
+                        block::pow(p, src(q), dst_slice(o));
+                        Val::At(o)
+                    }
+                };
             }
             Instr::ActGrad { act, dy, y, dst } => {
-                let ([dy, y], d) = split(regs, dst, [dy, y], len);
-                block::act_grad(act, dy, y, d);
+                let (g, v) = (block(vals, dy), block(vals, y));
+                let o = out(dst);
+                block::act_grad(act, src(g), src(v), dst_slice(o));
+                vals[dst] = Val::At(o);
             }
             Instr::Where { c, a, b, dst } => {
-                let ([c, a, b], d) = split(regs, dst, [c, a, b], len);
-                block::select(c, a, b, d);
+                let (c, a, b) = (block(vals, c), block(vals, a), block(vals, b));
+                let o = out(dst);
+                block::select(src(c), src(a), src(b), dst_slice(o));
+                vals[dst] = Val::At(o);
             }
-            Instr::Store { src, output } => {
-                let s = reg(regs, src, len);
-                std::ptr::copy_nonoverlapping(s.as_ptr(), io.outputs[output].add(start), len);
+            Instr::Store { src: r, output } => {
+                let o = io.outputs[output].add(start);
+                match vals[r] {
+                    Val::Scalar(v) => std::slice::from_raw_parts_mut(o, len).fill(v),
+                    Val::At(p) if std::ptr::eq(p, o) => {}
+                    Val::At(p) => std::ptr::copy_nonoverlapping(p, o, len),
+                }
             }
         }
     }

@@ -5,9 +5,7 @@ pub(crate) mod attention;
 pub mod blas;
 mod conv;
 mod convolution;
-mod elementwise;
 pub(crate) mod float;
-pub(crate) mod fused;
 mod index;
 mod matmul;
 mod norm;
@@ -359,7 +357,9 @@ macro_rules! multiversion {
     };
 }
 
-// (after the macro it uses)
+// (after the macro they use)
+mod elementwise;
+pub(crate) mod fused;
 pub(crate) mod optim;
 
 multiversion! {
