@@ -924,9 +924,7 @@ def test_sort_and_topk_inside_a_trace_follow_the_values_of_every_call():
 
 @pytest.mark.parametrize("n", [1000, 300_001])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_a_fused_update_of_a_captured_tensor_reads_its_old_value_wherever_the_chain_does(
-    n, dtype
-):
+def test_a_fused_update_of_a_captured_tensor_reads_its_old_value_wherever_the_chain_does(n, dtype):
     # the group writes the new value over the captured tensor while later members of the
     # same chain still read the old one; inputs are read where they lie only when safe
     rng = np.random.default_rng(11)

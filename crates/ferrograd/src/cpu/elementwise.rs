@@ -452,28 +452,25 @@ pub(crate) fn act_grad(
 
 /// Kernels over one block of contiguous elements, for fused elementwise chains (`graph`):
 /// each applies the same element function as the op's own kernel above (so a fused chain
-/// computes bit for bit what the ops one by one compute), over slices of equal length.
+/// computes bit for bit what the ops one by one compute), over slices of equal length. They
+/// are inlined into the fused block loop (`cpu::fused`), which is compiled for the widest
+/// vectors the CPU has.
 pub(crate) mod block {
-    //! The fused programs' block kernels (`cpu::fused`), each compiled for the widest vectors
-    //! the CPU has.
     use super::{relu_grad, sigmoid_grad, tanh_grad};
     use crate::cpu::float::Float;
-    #[cfg(target_arch = "x86_64")]
-    use crate::cpu::{wide_simd, widest_simd};
     use crate::op::{Activation, BinaryOp, UnaryOp};
 
     macro_rules! unary_blocks {
         ($($op:ident $name:ident (|$v:ident| $f:expr) $int:tt $grad:tt),* $(,)?) => {
-            multiversion! {
-                /// `out[i] = op(x[i])`.
-                fn unary<T: Float>(op: UnaryOp, x: &[T], out: &mut [T]) {
-                    match op {
-                        $( UnaryOp::$op => {
-                            for (o, &$v) in out.iter_mut().zip(x) {
-                                *o = $f;
-                            }
-                        } )*
-                    }
+            /// `out[i] = op(x[i])`.
+            #[inline(always)]
+            pub(crate) fn unary<T: Float>(op: UnaryOp, x: &[T], out: &mut [T]) {
+                match op {
+                    $( UnaryOp::$op => {
+                        for (o, &$v) in out.iter_mut().zip(x) {
+                            *o = $f;
+                        }
+                    } )*
                 }
             }
         };
@@ -482,89 +479,83 @@ pub(crate) mod block {
 
     macro_rules! binary_blocks {
         ($($op:ident $name:ident (|$p:ident, $q:ident| $f:expr) $int:tt $da:tt $db:tt),* $(,)?) => {
-            multiversion! {
-                /// `out[i] = op(a[i], b[i])`.
-                fn binary<T: Float>(op: BinaryOp, a: &[T], b: &[T], out: &mut [T]) {
-                    match op {
-                        $( BinaryOp::$op => {
-                            for ((o, &$p), &$q) in out.iter_mut().zip(a).zip(b) {
-                                *o = $f;
-                            }
-                        } )*
-                    }
+            /// `out[i] = op(a[i], b[i])`.
+            #[inline(always)]
+            pub(crate) fn binary<T: Float>(op: BinaryOp, a: &[T], b: &[T], out: &mut [T]) {
+                match op {
+                    $( BinaryOp::$op => {
+                        for ((o, &$p), &$q) in out.iter_mut().zip(a).zip(b) {
+                            *o = $f;
+                        }
+                    } )*
                 }
             }
 
-            multiversion! {
-                /// `out[i] = op(a[i], s)`.
-                fn binary_vs<T: Float>(op: BinaryOp, a: &[T], s: T, out: &mut [T]) {
-                    match op {
-                        $( BinaryOp::$op => {
-                            let $q = s;
-                            for (o, &$p) in out.iter_mut().zip(a) {
-                                *o = $f;
-                            }
-                        } )*
-                    }
+            /// `out[i] = op(a[i], s)`.
+            #[inline(always)]
+            pub(crate) fn binary_vs<T: Float>(op: BinaryOp, a: &[T], s: T, out: &mut [T]) {
+                match op {
+                    $( BinaryOp::$op => {
+                        let $q = s;
+                        for (o, &$p) in out.iter_mut().zip(a) {
+                            *o = $f;
+                        }
+                    } )*
                 }
             }
 
-            multiversion! {
-                /// `out[i] = op(s, b[i])`.
-                fn binary_sv<T: Float>(op: BinaryOp, s: T, b: &[T], out: &mut [T]) {
-                    match op {
-                        $( BinaryOp::$op => {
-                            let $p = s;
-                            for (o, &$q) in out.iter_mut().zip(b) {
-                                *o = $f;
-                            }
-                        } )*
-                    }
+            /// `out[i] = op(s, b[i])`.
+            #[inline(always)]
+            pub(crate) fn binary_sv<T: Float>(op: BinaryOp, s: T, b: &[T], out: &mut [T]) {
+                match op {
+                    $( BinaryOp::$op => {
+                        let $p = s;
+                        for (o, &$q) in out.iter_mut().zip(b) {
+                            *o = $f;
+                        }
+                    } )*
                 }
             }
         };
     }
     crate::binary_ops!(binary_blocks);
 
-    multiversion! {
-        /// `out[i] = x[i] ** p`.
-        fn pow<T: Float>(p: f64, x: &[T], out: &mut [T]) {
-            macro_rules! run {
-                ($x:expr, $out:expr, $f:expr) => {{
-                    let f = $f;
-                    for (o, &v) in $out.iter_mut().zip($x) {
-                        *o = f(v);
-                    }
-                }};
-            }
-            with_pow!(T, p, run!(x, out))
+    /// `out[i] = x[i] ** p`.
+    #[inline(always)]
+    pub(crate) fn pow<T: Float>(p: f64, x: &[T], out: &mut [T]) {
+        macro_rules! run {
+            ($x:expr, $out:expr, $f:expr) => {{
+                let f = $f;
+                for (o, &v) in $out.iter_mut().zip($x) {
+                    *o = f(v);
+                }
+            }};
+        }
+        with_pow!(T, p, run!(x, out))
+    }
+
+    /// The activation's backward from its output: `out[i] = grad(dy[i], y[i])`.
+    #[inline(always)]
+    pub(crate) fn act_grad<T: Float>(act: Activation, dy: &[T], y: &[T], out: &mut [T]) {
+        macro_rules! run {
+            ($f:expr) => {
+                for ((o, &g), &v) in out.iter_mut().zip(dy).zip(y) {
+                    *o = $f(g, v);
+                }
+            };
+        }
+        match act {
+            Activation::Tanh => run!(tanh_grad),
+            Activation::Sigmoid => run!(sigmoid_grad),
+            Activation::Relu => run!(relu_grad),
         }
     }
 
-    multiversion! {
-        /// The activation's backward from its output: `out[i] = grad(dy[i], y[i])`.
-        fn act_grad<T: Float>(act: Activation, dy: &[T], y: &[T], out: &mut [T]) {
-            macro_rules! run {
-                ($f:expr) => {
-                    for ((o, &g), &v) in out.iter_mut().zip(dy).zip(y) {
-                        *o = $f(g, v);
-                    }
-                };
-            }
-            match act {
-                Activation::Tanh => run!(tanh_grad),
-                Activation::Sigmoid => run!(sigmoid_grad),
-                Activation::Relu => run!(relu_grad),
-            }
-        }
-    }
-
-    multiversion! {
-        /// `out[i] = c[i] != 0 ? a[i] : b[i]` (the condition loaded as 0 or 1).
-        fn select<T: Float>(c: &[T], a: &[T], b: &[T], out: &mut [T]) {
-            for (((o, &c), &a), &b) in out.iter_mut().zip(c).zip(a).zip(b) {
-                *o = if c != T::ZERO { a } else { b };
-            }
+    /// `out[i] = c[i] != 0 ? a[i] : b[i]` (the condition loaded as 0 or 1).
+    #[inline(always)]
+    pub(crate) fn select<T: Float>(c: &[T], a: &[T], b: &[T], out: &mut [T]) {
+        for (((o, &c), &a), &b) in out.iter_mut().zip(c).zip(a).zip(b) {
+            *o = if c != T::ZERO { a } else { b };
         }
     }
 }

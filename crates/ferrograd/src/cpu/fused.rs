@@ -11,6 +11,8 @@ use rayon::prelude::*;
 
 use super::elementwise::block;
 use super::float::Float;
+#[cfg(target_arch = "x86_64")]
+use super::{wide_simd, widest_simd};
 use crate::error::{Error, Result};
 use crate::graph::fuse::{Group, Instr};
 use crate::layout::Layout;
@@ -37,7 +39,7 @@ enum Src<T> {
 
 /// Raw pointers shared by the threads of one run: every thread reads the inputs and writes
 /// its own disjoint blocks of the outputs.
-struct Io<T> {
+pub(crate) struct Io<T> {
     inputs: Vec<Src<T>>,
     outputs: Vec<*mut T>,
 }
@@ -249,12 +251,14 @@ fn run_typed<T: FusedFloat>(
     let work = |range: std::ops::Range<usize>| {
         let mut regs = vec![T::ZERO; group.registers.max(1) * BLOCK];
         let mut vals = vec![Val::Scalar(T::ZERO); group.registers.max(1)];
-        for b in range {
-            let start = b * BLOCK;
-            let len = BLOCK.min(numel - start);
-            // SAFETY: see `Io` and `BlockPlan`
-            unsafe { run_block(&group.program, &io, &plan, start, len, &mut regs, &mut vals) };
-        }
+        let blocks = Blocks {
+            program: &group.program,
+            stored_next: &group.stored_next,
+            io: &io,
+            plan: &plan,
+            numel,
+        };
+        run_blocks(&blocks, range.start, range.end, &mut regs, &mut vals);
     };
     let threads = rayon::current_num_threads().max(1);
     if numel >= PARALLEL_MIN && threads > 1 {
@@ -367,7 +371,7 @@ unsafe fn gather<E: Copy, T: Copy>(
 
 /// What a register holds in the current block.
 #[derive(Clone, Copy)]
-enum Val<T> {
+pub(crate) enum Val<T> {
     /// `len` elements from here: the register's own slot, an input where it lies, or the
     /// output it was written into.
     At(*const T),
@@ -375,89 +379,65 @@ enum Val<T> {
     Scalar(T),
 }
 
-/// Per run of a group: which inputs are read where they lie, and which instructions write
-/// their result straight into an output.
-struct BlockPlan {
+/// Per run of a group: which inputs are read where they lie, and which outputs may be written
+/// straight from the instruction computing them.
+pub(crate) struct BlockPlan {
     in_place: Vec<bool>,
-    direct: Vec<Option<usize>>,
+    direct_ok: Vec<bool>,
 }
 
 impl BlockPlan {
     /// `input_at[k]` / `target_at[o]`: the storage (index) of input `k` and of output `o`'s
     /// target, where the group writes over an existing tensor.
     fn new(group: &Group, input_at: &[usize], target_at: &[Option<usize>]) -> BlockPlan {
-        let prog = &group.program;
-        let aliased_out = |o: usize| target_at[o].is_some_and(|t| input_at.contains(&t));
-        let store_at = |o: usize| {
-            prog.iter()
-                .position(|ins| matches!(ins, Instr::Store { output, .. } if *output == o))
-        };
         // an input sharing its storage with a target is read where it lies only if every read
         // of its register comes before the stores into that storage
         let in_place = (0..group.inputs.len())
             .map(|k| {
-                let Some(l) = group.load_at(k) else {
-                    return true;
-                };
-                let Instr::Load { dst: r, .. } = prog[l] else {
-                    unreachable!("load_at finds a load")
-                };
-                let mut last = l;
-                for (j, ins) in prog.iter().enumerate().skip(l + 1) {
-                    if reads(ins).contains(&Some(r)) {
-                        last = j;
-                    }
-                    if writes(ins) == Some(r) {
-                        break;
-                    }
-                }
+                let (_, last) = group.input_reads[k];
                 (0..target_at.len())
                     .filter(|&o| target_at[o] == Some(input_at[k]))
-                    .all(|o| store_at(o).is_some_and(|s| last < s))
+                    .all(|o| last < group.store_pos[o])
             })
             .collect();
-        // a result stored by the next instruction goes straight to its output, unless the
-        // output's memory is also read as an input
-        let direct = (0..prog.len())
-            .map(|i| {
-                let d = writes(&prog[i])?;
-                if matches!(prog[i], Instr::Load { .. }) {
-                    return None;
-                }
-                match prog.get(i + 1) {
-                    Some(&Instr::Store { src, output }) if src == d && !aliased_out(output) => {
-                        Some(output)
-                    }
-                    _ => None,
-                }
-            })
+        // a result goes straight to its output unless the output's memory is also an input
+        let direct_ok = target_at
+            .iter()
+            .map(|t| !t.is_some_and(|t| input_at.contains(&t)))
             .collect();
-        BlockPlan { in_place, direct }
+        BlockPlan {
+            in_place,
+            direct_ok,
+        }
     }
 }
 
-/// The registers an instruction reads.
-fn reads(ins: &Instr) -> [Option<usize>; 3] {
-    match *ins {
-        Instr::Load { .. } => [None; 3],
-        Instr::Unary { x, .. } | Instr::Pow { x, .. } => [Some(x), None, None],
-        Instr::Binary { a, b, .. } => [Some(a), Some(b), None],
-        Instr::ActGrad { dy, y, .. } => [Some(dy), Some(y), None],
-        Instr::Where { c, a, b, .. } => [Some(c), Some(a), Some(b)],
-        Instr::Store { src, .. } => [Some(src), None, None],
-    }
+/// What every block of one run shares: the program, its buffers and the plan made for them.
+pub(crate) struct Blocks<'a, T> {
+    program: &'a [Instr],
+    stored_next: &'a [Option<usize>],
+    io: &'a Io<T>,
+    plan: &'a BlockPlan,
+    numel: usize,
 }
 
-/// The register an instruction writes.
-fn writes(ins: &Instr) -> Option<usize> {
-    match *ins {
-        Instr::Load { dst, .. }
-        | Instr::Unary { dst, .. }
-        | Instr::Pow { dst, .. }
-        | Instr::Binary { dst, .. }
-        | Instr::ActGrad { dst, .. }
-        | Instr::Where { dst, .. } => Some(dst),
-        Instr::Store { .. } => None,
+multiversion! {
+    /// Blocks `first..last` of a run, with this thread's registers (the block kernels are
+    /// inlined here, so each is compiled for the widest vectors the CPU has).
+    fn run_blocks<T: FusedFloat>(
+        b: &Blocks<'_, T>,
+        first: usize,
+        last: usize,
+        regs: &mut [T],
+        vals: &mut [Val<T>]
+    ) {
+        for k in first..last {
+            let start = k * BLOCK;
+            let len = BLOCK.min(b.numel - start);
+            // SAFETY: `run_typed` made `b.io` from buffers it holds locked for the whole run
+            // and `b.plan` for them; the threads get disjoint block ranges.
+            unsafe { run_block(b, start, len, regs, vals) };
+        }
     }
 }
 
@@ -468,15 +448,15 @@ fn writes(ins: &Instr) -> Option<usize> {
 /// `start..start + len` of the outputs; `plan` was made for this group and these buffers
 /// (so no output written directly is read as an input, and an input read where it lies is
 /// not overwritten before its last read).
+#[inline(always)]
 unsafe fn run_block<T: FusedFloat>(
-    program: &[Instr],
-    io: &Io<T>,
-    plan: &BlockPlan,
+    b: &Blocks<'_, T>,
     start: usize,
     len: usize,
     regs: &mut [T],
     vals: &mut [Val<T>],
 ) {
+    let (io, plan) = (b.io, b.plan);
     let file = regs.as_mut_ptr();
     let slot = |r: usize| file.add(r * BLOCK);
     let src = |p: *const T| std::slice::from_raw_parts(p, len);
@@ -491,11 +471,11 @@ unsafe fn run_block<T: FusedFloat>(
             }
         }
     };
-    for (i, ins) in program.iter().enumerate() {
+    for (ins, &next) in b.program.iter().zip(b.stored_next) {
         // where an instruction's result goes: its register's slot, or straight to the output
-        let out = |dst: usize| match plan.direct[i] {
-            Some(o) => io.outputs[o].add(start),
-            None => slot(dst),
+        let out = |dst: usize| match next {
+            Some(o) if plan.direct_ok[o] => io.outputs[o].add(start),
+            _ => slot(dst),
         };
         let dst_slice = |p: *mut T| std::slice::from_raw_parts_mut(p, len);
         match *ins {

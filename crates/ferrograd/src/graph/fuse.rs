@@ -58,6 +58,33 @@ pub(crate) enum Instr {
     },
 }
 
+impl Instr {
+    /// The registers the instruction reads.
+    pub(crate) fn reads(&self) -> [Option<Reg>; 3] {
+        match *self {
+            Instr::Load { .. } => [None; 3],
+            Instr::Unary { x, .. } | Instr::Pow { x, .. } => [Some(x), None, None],
+            Instr::Binary { a, b, .. } => [Some(a), Some(b), None],
+            Instr::ActGrad { dy, y, .. } => [Some(dy), Some(y), None],
+            Instr::Where { c, a, b, .. } => [Some(c), Some(a), Some(b)],
+            Instr::Store { src, .. } => [Some(src), None, None],
+        }
+    }
+
+    /// The register the instruction writes.
+    pub(crate) fn writes(&self) -> Option<Reg> {
+        match *self {
+            Instr::Load { dst, .. }
+            | Instr::Unary { dst, .. }
+            | Instr::Pow { dst, .. }
+            | Instr::Binary { dst, .. }
+            | Instr::ActGrad { dst, .. }
+            | Instr::Where { dst, .. } => Some(dst),
+            Instr::Store { .. } => None,
+        }
+    }
+}
+
 /// A fused group: its members (in schedule order), the values it reads from outside, the
 /// members it writes out, and the program that computes them.
 #[derive(Clone, Debug)]
@@ -73,6 +100,14 @@ pub(crate) struct Group {
     pub(crate) device: Device,
     pub(crate) program: Vec<Instr>,
     pub(crate) registers: usize,
+    /// Per instruction: the output its result is stored to by the next instruction (a CPU
+    /// run may write it there directly).
+    pub(crate) stored_next: Vec<Option<usize>>,
+    /// Per input: the position of its load and of the last read of the register it is
+    /// loaded into (before the register is reused).
+    pub(crate) input_reads: Vec<(usize, usize)>,
+    /// Per output: the position of its store.
+    pub(crate) store_pos: Vec<usize>,
     /// The group's CUDA kernel once made (so later runs neither generate its source nor look
     /// it up).
     #[cfg(feature = "cuda")]
@@ -300,7 +335,42 @@ fn build(g: &Graph, members: Vec<NodeId>, of: &[Option<usize>], read_outside: &[
             }
         }
     }
+    let stored_next = (0..program.len())
+        .map(|i| {
+            let d = program[i].writes()?;
+            if matches!(program[i], Instr::Load { .. }) {
+                return None;
+            }
+            match program.get(i + 1) {
+                Some(&Instr::Store { src, output }) if src == d => Some(output),
+                _ => None,
+            }
+        })
+        .collect();
+    let mut input_reads = vec![(0, 0); inputs.len()];
+    let mut store_pos = vec![0; outputs.len()];
+    for (l, ins) in program.iter().enumerate() {
+        match *ins {
+            Instr::Load { input, dst } => {
+                let mut last = l;
+                for (j, later) in program.iter().enumerate().skip(l + 1) {
+                    if later.reads().contains(&Some(dst)) {
+                        last = j;
+                    }
+                    if later.writes() == Some(dst) {
+                        break;
+                    }
+                }
+                input_reads[input] = (l, last);
+            }
+            Instr::Store { output, .. } => store_pos[output] = l,
+            _ => {}
+        }
+    }
     Group {
+        stored_next,
+        input_reads,
+        store_pos,
         input_dtypes: inputs.iter().map(|&i| g.nodes[i].dtype).collect(),
         shape: first.shape.clone(),
         dtype: first.dtype,
