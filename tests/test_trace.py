@@ -12,6 +12,8 @@ import ferrograd as fg
 import numpy as np
 import pytest
 from conftest import TEST_DEVICE, numeric_grad, weights_for
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_op_table import ROWS
 
 pytestmark = pytest.mark.skipif(TEST_DEVICE != "cpu", reason="graph mode is tested on the CPU")
@@ -952,3 +954,62 @@ def test_a_fused_update_of_a_captured_tensor_reads_its_old_value_wherever_the_ch
             assert g.numpy().tobytes() == e.numpy().tobytes()
         assert w_t.numpy().tobytes() == w_e.numpy().tobytes()
     assert traced.memory_report()["fused_nodes"] >= 6
+
+
+_CHAIN_OPS = ("add", "sub", "mul", "div", "maximum", "tanh", "sigmoid", "relu", "square", "where")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.sampled_from([7, 512, 1500, 70_000]),
+    dtype=st.sampled_from(["float32", "float64"]),
+    steps=st.lists(
+        st.tuples(st.sampled_from(_CHAIN_OPS), st.integers(0, 5), st.booleans()),
+        min_size=2,
+        max_size=10,
+    ),
+    update_at=st.integers(-1, 9),
+)
+def test_random_fused_chains_compute_what_the_ops_compute_bitwise(n, dtype, steps, update_at):
+    # operands of every kind a fused group meets: contiguous, one-element (0-d and broadcast
+    # (1,)), a strided view, earlier values of the chain, and a captured tensor that the
+    # chain overwrites part way (later steps read its new value, earlier values stay)
+    rng = np.random.default_rng(n + len(steps))
+    w0 = rng.standard_normal(n)
+    w_t, w_e = fg.tensor(w0, dtype=dtype), fg.tensor(w0, dtype=dtype)
+
+    def chain(w):
+        def f(x, s, b, big):
+            with fg.no_grad():
+                vals = [x, s, b, big[::2], w]
+                h = x
+                for i, (op, k, left) in enumerate(steps):
+                    o = vals[k % len(vals)]
+                    a, c = (h, o) if left else (o, h)
+                    if op == "where":
+                        h = fg.where(a > 0, c, h)
+                    elif op in ("tanh", "sigmoid", "relu"):
+                        h = getattr(a * 0.5 + c, op)()
+                    elif op == "square":
+                        h = (a - c) ** 2
+                    elif op == "div":
+                        h = a / (c.abs() + 1.0)
+                    else:
+                        h = getattr(fg, op)(a, c)
+                    vals.append(h)
+                    if i == update_at:
+                        w.copy_(h * 0.5 + w)
+                return h, vals[len(vals) // 2]
+
+        return f
+
+    traced, eager = fg.trace(chain(w_t)), chain(w_e)
+    for _ in range(2):
+        x = fg.tensor(rng.standard_normal(n), dtype=dtype)
+        s = fg.tensor(rng.standard_normal(()), dtype=dtype)
+        b = fg.tensor(rng.standard_normal(1), dtype=dtype)
+        big = fg.tensor(rng.standard_normal(2 * n), dtype=dtype)
+        got, want = traced(x, s, b, big), eager(x, s, b, big)
+        for g, e in zip(got, want):
+            assert g.numpy().tobytes() == e.numpy().tobytes()
+        assert w_t.numpy().tobytes() == w_e.numpy().tobytes()

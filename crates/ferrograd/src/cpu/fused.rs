@@ -478,6 +478,25 @@ unsafe fn run_block<T: FusedFloat>(
             _ => slot(dst),
         };
         let dst_slice = |p: *mut T| std::slice::from_raw_parts_mut(p, len);
+        // a one-input kernel `$f(x, out)` on register value `$v`: a scalar stays a scalar
+        macro_rules! map1 {
+            ($v:expr, $dst:expr, |$x:ident, $o:ident| $f:expr) => {
+                match $v {
+                    Val::Scalar(v) => {
+                        let mut one = [T::ZERO];
+                        let ($x, $o): (&[T], &mut [T]) = (&[v], &mut one);
+                        $f;
+                        Val::Scalar(one[0])
+                    }
+                    Val::At(p) => {
+                        let to = out($dst);
+                        let ($x, $o) = (src(p), dst_slice(to));
+                        $f;
+                        Val::At(to)
+                    }
+                }
+            };
+        }
         match *ins {
             Instr::Load { input, dst } => {
                 vals[dst] = match &io.inputs[input] {
@@ -505,18 +524,7 @@ unsafe fn run_block<T: FusedFloat>(
                 };
             }
             Instr::Unary { op, x, dst } => {
-                vals[dst] = match vals[x] {
-                    Val::Scalar(v) => {
-                        let mut o = [T::ZERO];
-                        block::unary(op, &[v], &mut o);
-                        Val::Scalar(o[0])
-                    }
-                    Val::At(p) => {
-                        let o = out(dst);
-                        block::unary(op, src(p), dst_slice(o));
-                        Val::At(o)
-                    }
-                };
+                vals[dst] = map1!(vals[x], dst, |x, o| block::unary(op, x, o));
             }
             Instr::Binary { op, a, b, dst } => {
                 vals[dst] = match (vals[a], vals[b]) {
@@ -543,18 +551,7 @@ unsafe fn run_block<T: FusedFloat>(
                 };
             }
             Instr::Pow { p, x, dst } => {
-                vals[dst] = match vals[x] {
-                    Val::Scalar(v) => {
-                        let mut o = [T::ZERO];
-                        block::pow(p, &[v], &mut o);
-                        Val::Scalar(o[0])
-                    }
-                    Val::At(q) => {
-                        let o = out(dst);
-                        block::pow(p, src(q), dst_slice(o));
-                        Val::At(o)
-                    }
-                };
+                vals[dst] = map1!(vals[x], dst, |x, o| block::pow(p, x, o));
             }
             Instr::ActGrad { act, dy, y, dst } => {
                 let (g, v) = (block(vals, dy), block(vals, y));
