@@ -932,20 +932,23 @@ def test_a_fused_update_of_a_captured_tensor_reads_its_old_value_wherever_the_ch
     rng = np.random.default_rng(11)
     w0 = rng.standard_normal(n)
     w_t, w_e = fg.tensor(w0, dtype=dtype), fg.tensor(w0, dtype=dtype)
+    v_t, v_e = fg.tensor(-w0, dtype=dtype), fg.tensor(-w0, dtype=dtype)
 
-    def body(w):
+    def body(w, w2):
         def step(x, s):
             with fg.no_grad():
                 new = w * 0.5 + x
                 before = (w - new).tanh() * 2.0
                 w.copy_(new)
                 after = (w + x) * s
+                # old value read early in the chain, the new one written from its last op
+                w2.copy_((w2 * 0.9).tanh() + x)
                 scalars = ((s * 2.0 + 1.0).exp() ** 2) * x - fg.where(x > 0, s, x)
             return before, after, scalars
 
         return step
 
-    traced, eager = fg.trace(body(w_t)), body(w_e)
+    traced, eager = fg.trace(body(w_t, v_t)), body(w_e, v_e)
     for i in range(3):
         x = fg.tensor(rng.standard_normal(n), dtype=dtype)
         s = fg.tensor(0.25 * (i + 1), dtype=dtype)
@@ -953,6 +956,7 @@ def test_a_fused_update_of_a_captured_tensor_reads_its_old_value_wherever_the_ch
         for g, e in zip(got, want):
             assert g.numpy().tobytes() == e.numpy().tobytes()
         assert w_t.numpy().tobytes() == w_e.numpy().tobytes()
+        assert v_t.numpy().tobytes() == v_e.numpy().tobytes()
     assert traced.memory_report()["fused_nodes"] >= 6
 
 

@@ -392,7 +392,7 @@ impl BlockPlan {
     fn new(group: &Group, input_at: &[usize], target_at: &[Option<usize>]) -> BlockPlan {
         // an input sharing its storage with a target is read where it lies only if every read
         // of its register comes before the stores into that storage
-        let in_place = (0..group.inputs.len())
+        let in_place: Vec<bool> = (0..group.inputs.len())
             .map(|k| {
                 let (_, last) = group.input_reads[k];
                 (0..target_at.len())
@@ -400,10 +400,19 @@ impl BlockPlan {
                     .all(|o| last < group.store_pos[o])
             })
             .collect();
-        // a result goes straight to its output unless the output's memory is also an input
-        let direct_ok = target_at
-            .iter()
-            .map(|t| !t.is_some_and(|t| input_at.contains(&t)))
+        // a result goes straight to its output from the instruction computing it (the one
+        // before the store) when every input in the output's memory was loaded before that
+        // instruction and, if read where it lies, is no longer read from there on
+        let direct_ok = (0..target_at.len())
+            .map(|o| {
+                let at = group.store_pos[o].saturating_sub(1);
+                (0..input_at.len())
+                    .filter(|&k| target_at[o] == Some(input_at[k]))
+                    .all(|k| {
+                        let (load, last) = group.input_reads[k];
+                        load < at && (!in_place[k] || last < at)
+                    })
+            })
             .collect();
         BlockPlan {
             in_place,
