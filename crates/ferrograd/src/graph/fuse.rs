@@ -180,25 +180,44 @@ pub(crate) fn groups(g: &Graph, enabled: bool) -> (Vec<Group>, Vec<Option<usize>
             let mut joined = None;
             if fusible(g, id) {
                 let node = &g.nodes[id];
-                // the most recent open group of an input, of this node's shape and dtype
-                let mut best: Option<usize> = None;
+                // the open groups of its inputs, of this node's shape and dtype: the node
+                // joins them, merged into one (none of their members was read outside yet,
+                // and a group runs at its last member, so all of them can run here)
+                let mut joins: Vec<usize> = Vec::new();
                 for &i in inputs {
                     if let Some(gi) = of[i] {
                         let first = &g.nodes[members[gi][0]];
                         if open[gi]
                             && first.shape == node.shape
                             && first.dtype == node.dtype
-                            && best.map_or(true, |b| members[gi][0] > members[b][0])
+                            && !joins.contains(&gi)
                         {
-                            best = Some(gi);
+                            joins.push(gi);
                         }
                     }
                 }
-                let gi = best.unwrap_or_else(|| {
-                    members.push(Vec::new());
-                    open.push(true);
-                    members.len() - 1
-                });
+                let gi = match joins.iter().copied().min() {
+                    Some(gi) => {
+                        for &other in &joins {
+                            if other != gi {
+                                let moved = std::mem::take(&mut members[other]);
+                                for &m in &moved {
+                                    of[m] = Some(gi);
+                                }
+                                members[gi].extend(moved);
+                                open[other] = false;
+                            }
+                        }
+                        // members in schedule order
+                        members[gi].sort_unstable();
+                        gi
+                    }
+                    None => {
+                        members.push(Vec::new());
+                        open.push(true);
+                        members.len() - 1
+                    }
+                };
                 members[gi].push(id);
                 of[id] = Some(gi);
                 joined = Some(gi);
@@ -225,7 +244,21 @@ pub(crate) fn groups(g: &Graph, enabled: bool) -> (Vec<Group>, Vec<Option<usize>
     for r in g.roots() {
         read_outside[r] = true;
     }
-    let groups = members
+    // groups merged into others are empty: number the rest densely
+    let mut index = vec![usize::MAX; members.len()];
+    let mut kept = Vec::new();
+    for (gi, m) in members.into_iter().enumerate() {
+        if !m.is_empty() {
+            index[gi] = kept.len();
+            kept.push(m);
+        }
+    }
+    for o in of.iter_mut() {
+        if let Some(gi) = *o {
+            *o = Some(index[gi]);
+        }
+    }
+    let groups = kept
         .into_iter()
         .map(|m| build(g, m, &of, &read_outside))
         .collect();
