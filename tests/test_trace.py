@@ -1017,3 +1017,31 @@ def test_random_fused_chains_compute_what_the_ops_compute_bitwise(n, dtype, step
         for g, e in zip(got, want):
             assert g.numpy().tobytes() == e.numpy().tobytes()
         assert w_t.numpy().tobytes() == w_e.numpy().tobytes()
+
+
+def test_a_moment_update_fuses_whole_without_intermediate_buffers():
+    # m * b1 + g * (1 - b1): the two products start separate chains that the sum merges, so
+    # nothing between them is written out
+    rng = np.random.default_rng(12)
+    m0, v0 = rng.standard_normal(5000), rng.random(5000)
+    mt, vt = fg.tensor(m0, dtype="float32"), fg.tensor(v0, dtype="float32")
+    me, ve = fg.tensor(m0, dtype="float32"), fg.tensor(v0, dtype="float32")
+
+    def moments(m, v):
+        def step(g):
+            with fg.no_grad():
+                m.copy_(m * 0.9 + g * 0.1)
+                v.copy_(v * 0.999 + g * g * 0.001)
+
+        return step
+
+    traced, eager = fg.trace(moments(mt, vt)), moments(me, ve)
+    for _ in range(3):
+        g = fg.tensor(rng.standard_normal(5000), dtype="float32")
+        traced(g)
+        eager(g)
+        assert mt.numpy().tobytes() == me.numpy().tobytes()
+        assert vt.numpy().tobytes() == ve.numpy().tobytes()
+    r = traced.memory_report()
+    assert r["fused_chains"] == 2 and r["fused_nodes"] == 7
+    assert r["buffers"] == 0
