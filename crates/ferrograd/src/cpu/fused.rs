@@ -382,7 +382,7 @@ pub(crate) enum Val<T> {
 /// Per run of a group: which inputs are read where they lie, and which outputs may be written
 /// straight from the instruction computing them.
 pub(crate) struct BlockPlan {
-    in_place: Vec<bool>,
+    zero_copy: Vec<bool>,
     direct_ok: Vec<bool>,
 }
 
@@ -392,7 +392,7 @@ impl BlockPlan {
     fn new(group: &Group, input_at: &[usize], target_at: &[Option<usize>]) -> BlockPlan {
         // an input sharing its storage with a target is read where it lies only if every read
         // of its register comes before the stores into that storage
-        let in_place: Vec<bool> = (0..group.inputs.len())
+        let zero_copy: Vec<bool> = (0..group.inputs.len())
             .map(|k| {
                 let (_, last) = group.input_reads[k];
                 (0..target_at.len())
@@ -410,12 +410,12 @@ impl BlockPlan {
                     .filter(|&k| target_at[o] == Some(input_at[k]))
                     .all(|k| {
                         let (load, last) = group.input_reads[k];
-                        load < at && (!in_place[k] || last < at)
+                        load < at && (!zero_copy[k] || last < at)
                     })
             })
             .collect();
         BlockPlan {
-            in_place,
+            zero_copy,
             direct_ok,
         }
     }
@@ -509,7 +509,7 @@ unsafe fn run_block<T: FusedFloat>(
         match *ins {
             Instr::Load { input, dst } => {
                 vals[dst] = match &io.inputs[input] {
-                    Src::Contig(p) if plan.in_place[input] => Val::At(p.add(start)),
+                    Src::Contig(p) if plan.zero_copy[input] => Val::At(p.add(start)),
                     Src::Contig(p) => {
                         std::ptr::copy_nonoverlapping(p.add(start), slot(dst), len);
                         Val::At(slot(dst))

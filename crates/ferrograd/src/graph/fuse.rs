@@ -117,16 +117,12 @@ pub(crate) struct Group {
 impl Group {
     /// The position in the program of input `i`'s load (its first read of the block).
     pub(crate) fn load_at(&self, i: usize) -> Option<usize> {
-        self.program
-            .iter()
-            .position(|ins| matches!(ins, Instr::Load { input, .. } if *input == i))
+        self.input_reads.get(i).map(|&(load, _)| load)
     }
 
     /// The position in the program of output `o`'s store.
     pub(crate) fn store_at(&self, o: usize) -> Option<usize> {
-        self.program
-            .iter()
-            .position(|ins| matches!(ins, Instr::Store { output, .. } if *output == o))
+        self.store_pos.get(o).copied()
     }
 }
 
