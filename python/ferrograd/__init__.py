@@ -67,6 +67,7 @@ from .autodiff import (
 from .random import initial_seed, manual_seed
 
 random._ensure_counter("cpu")  # the CPU's traced generator exists before any trace
+from . import distributions as distributions
 from .serialization import load, save
 from .tracing import TracedFunction, TraceWarning, trace
 
@@ -87,6 +88,7 @@ __all__ = [
     "checkpoint_sequential",
     "cuda",
     "distributed",
+    "distributions",
     "enable_grad",
     "float16",
     "float32",

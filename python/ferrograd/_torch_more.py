@@ -49,6 +49,7 @@ __all__ = [
     "atleast_3d",
     "bincount",
     "block_diag",
+    "broadcast_shapes",
     "bucketize",
     "cartesian_prod",
     "column_stack",
@@ -61,6 +62,7 @@ __all__ = [
     "div",
     "divide",
     "eq",
+    "finfo",
     "fix",
     "fliplr",
     "flipud",
@@ -75,6 +77,7 @@ __all__ = [
     "heaviside",
     "histc",
     "hypot",
+    "iinfo",
     "index_copy",
     "inner",
     "kron",
@@ -1408,3 +1411,82 @@ def _install() -> None:
 
 
 _install()
+
+
+def broadcast_shapes(*shapes: Any) -> Size:
+    """The shape that tensors of ``shapes`` broadcast to (as ``torch.broadcast_shapes``);
+    ``ShapeError`` names the pair that does not broadcast."""
+    out: list[int] = []
+    for shape in shapes:
+        if isinstance(shape, (int, np.integer)):
+            shape = (shape,)
+        try:
+            dims = [int(d) for d in shape]
+        except TypeError:
+            raise TypeError(
+                f"broadcast_shapes: each shape must be an int or a sequence of ints, got {shape!r}"
+            ) from None
+        if any(d < 0 for d in dims):
+            raise ValueError(f"broadcast_shapes: negative dimension in {tuple(dims)}")
+        if len(dims) > len(out):
+            out = [1] * (len(dims) - len(out)) + out
+        for i, d in enumerate(dims):
+            j = len(out) - len(dims) + i
+            if out[j] == 1:
+                out[j] = d
+            elif d != 1 and d != out[j]:
+                raise ShapeError(
+                    f"broadcast_shapes: shape {tuple(dims)} does not broadcast with "
+                    f"{tuple(out)} (dimension {i}: {d} vs {out[j]})"
+                )
+    return Size(out)
+
+
+class finfo:
+    """Limits of a floating dtype (``torch.finfo``): ``bits eps max min tiny
+    smallest_normal resolution dtype``; ``finfo()`` describes the default float dtype."""
+
+    def __init__(self, type: Any = None) -> None:
+        from ._tensor import default_float
+
+        name = default_float() if type is None else _dtype_name(type)
+        if name == "bfloat16":
+            self.bits, self.eps, self.resolution = 16, 2.0**-7, 0.01
+            self.max = 3.3895313892515355e38
+            self.tiny = 2.0**-126
+        elif name in ("float16", "float32", "float64"):
+            f = np.finfo(name)
+            self.bits, self.eps = f.bits, builtins.float(f.eps)
+            self.resolution = 10.0**-f.precision
+            self.max, self.tiny = builtins.float(f.max), builtins.float(f.tiny)
+        else:
+            raise TypeError(f"finfo: {name} is not a floating point dtype (use iinfo)")
+        self.min = -self.max
+        self.smallest_normal = self.tiny
+        self.dtype = name
+
+    def __repr__(self) -> str:
+        return (
+            f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, "
+            f"eps={self.eps:g}, smallest_normal={self.tiny:g}, tiny={self.tiny:g}, "
+            f"dtype={self.dtype})"
+        )
+
+
+class iinfo:
+    """Limits of an integer dtype (``torch.iinfo``): ``bits max min dtype``."""
+
+    def __init__(self, type: Any) -> None:
+        name = _dtype_name(type)
+        if name == "bool" or not np.issubdtype(np.dtype(name), np.integer):
+            raise TypeError(f"iinfo: {name} is not an integer dtype (use finfo)")
+        i = np.iinfo(name)
+        self.bits, self.max, self.min, self.dtype = (
+            i.bits,
+            builtins.int(i.max),
+            builtins.int(i.min),
+            name,
+        )
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
