@@ -64,7 +64,7 @@ from .autodiff import (
     unregister_grad_rule,
     vjp,
 )
-from .random import initial_seed, manual_seed
+from .random import Generator, default_generator, initial_seed, manual_seed
 
 random._ensure_counter("cpu")  # the CPU's traced generator exists before any trace
 from . import distributions as distributions
@@ -75,6 +75,7 @@ from .tracing import TracedFunction, TraceWarning, trace
 # package's own
 __all__ = [
     "Function",
+    "Generator",
     "GradManager",
     "GradManagerGroup",
     "GradRuleFallback",
@@ -87,6 +88,7 @@ __all__ = [
     "checkpoint",
     "checkpoint_sequential",
     "cuda",
+    "default_generator",
     "distributed",
     "distributions",
     "enable_grad",

@@ -18,7 +18,7 @@ from . import _core
 from ._core import DTypeError, ShapeError, Tensor, concat, where
 from ._elementwise import isnan
 from ._tensor import _dtype_name, default_float, tensor
-from .random import _numpy_rng, _traced_draw
+from .random import _rng_for, _traced_draw
 
 __all__ = [
     "all",
@@ -336,23 +336,26 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
 
 
 @_factory
-def rand(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """Uniform samples in ``[0, 1)`` from the device's seeded stream (``fg.manual_seed``)."""
+def rand(*size: Any, dtype: Any = None, device: Any = None, generator: Any = None) -> Tensor:
+    """Uniform samples in ``[0, 1)`` from the device's seeded stream (``fg.manual_seed``)
+    or from ``generator`` (an ``fg.Generator``)."""
     shape = _shape_args("rand", size)
     dev = _device(device)
-    if _core._tracing():
+    if _core._tracing() and generator is None:
         return _traced_draw(shape, dev, _float_dtype("rand", dtype), False)
-    return _from_numpy(_numpy_rng(dev).random(shape), _float_dtype("rand", dtype), dev)
+    rng = _rng_for("rand", generator, dev)
+    return _from_numpy(rng.random(shape), _float_dtype("rand", dtype), dev)
 
 
 @_factory
-def randn(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """Standard normal samples from the device's seeded stream."""
+def randn(*size: Any, dtype: Any = None, device: Any = None, generator: Any = None) -> Tensor:
+    """Standard normal samples from the device's seeded stream (or ``generator``'s)."""
     shape = _shape_args("randn", size)
     dev = _device(device)
-    if _core._tracing():
+    if _core._tracing() and generator is None:
         return _traced_draw(shape, dev, _float_dtype("randn", dtype), True)
-    return _from_numpy(_numpy_rng(dev).standard_normal(shape), _float_dtype("randn", dtype), dev)
+    rng = _rng_for("randn", generator, dev)
+    return _from_numpy(rng.standard_normal(shape), _float_dtype("randn", dtype), dev)
 
 
 @_factory
@@ -369,7 +372,13 @@ def randn_like(input: Tensor, *, dtype: Any = None, device: Any = None) -> Tenso
 
 @_factory
 def randint(
-    low: int, high: Any = None, size: Any = None, *, dtype: Any = None, device: Any = None
+    low: int,
+    high: Any = None,
+    size: Any = None,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    device: Any = None,
 ) -> Tensor:
     """Integers in ``[low, high)`` (``randint(high, size)`` starts at 0), int64."""
     if size is None:  # randint(high, size)
@@ -383,37 +392,43 @@ def randint(
     shape = _shape_args("randint", (size,))
     dev = _device(device)
     name = _dtype_name(dtype) if dtype is not None else "int64"
-    return _from_numpy(_numpy_rng(dev).integers(low, high, shape), name, dev)
+    return _from_numpy(_rng_for("randint", generator, dev).integers(low, high, shape), name, dev)
 
 
 @_factory
-def randperm(n: int, *, dtype: Any = None, device: Any = None) -> Tensor:
+def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = None) -> Tensor:
     """A random permutation of ``0..n-1`` (int64)."""
     n = _int("randperm", "n", n)
     if n < 0:
         raise ValueError(f"randperm: n must be non-negative, got {n}")
     dev = _device(device)
     name = _dtype_name(dtype) if dtype is not None else "int64"
-    return _from_numpy(_numpy_rng(dev).permutation(n), name, dev)
+    return _from_numpy(_rng_for("randperm", generator, dev).permutation(n), name, dev)
 
 
-def bernoulli(input: Tensor, p: float | None = None) -> Tensor:
+def bernoulli(input: Tensor, p: float | None = None, *, generator: Any = None) -> Tensor:
     """1 with probability ``input`` (or ``p``) elementwise, else 0, in ``input``'s dtype."""
     x = _check_tensor("bernoulli", "input", input)
-    if _core._tracing():
+    if _core._tracing() and generator is None:
         wide = x.dtype.name if x.dtype.name in ("float32", "float64") else "float64"
         u = _traced_draw(x.shape, x.device, wide, False)
         return (u < (x if p is None else float(p))).astype(x.dtype.name)
     probs = x.numpy().astype(np.float64) if p is None else np.full(x.shape, float(p))
     if probs.size and (np.isnan(probs).any() or probs.min() < 0 or probs.max() > 1):
         raise ValueError("bernoulli: probabilities must lie in [0, 1]")
-    u = _numpy_rng(x.device).random(x.shape)
+    u = _rng_for("bernoulli", generator, x.device).random(x.shape)
     return _from_numpy(u < probs, x.dtype.name, x.device)
 
 
 @_factory
 def normal(
-    mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, dtype: Any = None, device: Any = None
+    mean: Any = 0.0,
+    std: Any = 1.0,
+    size: Any = None,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    device: Any = None,
 ) -> Tensor:
     """Normal samples: ``mean`` and ``std`` numbers (then ``size`` is required) or tensors
     (broadcast together)."""
@@ -433,11 +448,13 @@ def normal(
     name = _float_dtype(
         "normal", dtype if dtype is not None else (like.dtype if like is not None else None)
     )
-    z = _numpy_rng(dev).standard_normal(shape)
+    z = _rng_for("normal", generator, dev).standard_normal(shape)
     return _from_numpy(m + s * z, name, dev)
 
 
-def multinomial(input: Tensor, num_samples: int, replacement: bool = False) -> Tensor:
+def multinomial(
+    input: Tensor, num_samples: int, replacement: bool = False, *, generator: Any = None
+) -> Tensor:
     """Indices drawn from the rows of ``input`` (non-negative weights, 1-D or 2-D), int64."""
     x = _check_tensor("multinomial", "input", input)
     k = _int("multinomial", "num_samples", num_samples)
@@ -446,7 +463,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False) -> T
     w = x.numpy().astype(np.float64).reshape(-1, x.shape[-1])
     if not np.isfinite(w).all() or (w < 0).any():
         raise ValueError("multinomial: weights must be finite and non-negative")
-    rng = _numpy_rng(x.device)
+    rng = _rng_for("multinomial", generator, x.device)
     rows = []
     for row in w:
         total = row.sum()
@@ -462,22 +479,22 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False) -> T
     return tensor(out, device=x.device)
 
 
-def _uniform_(self: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+def _uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:
     """Fills ``self`` in place with uniform samples in ``[a, b)``."""
-    u = _numpy_rng(self.device).uniform(a, b, self.shape)
+    u = _rng_for("uniform_", generator, self.device).uniform(a, b, self.shape)
     self.copy_(_from_numpy(u, self.dtype.name, self.device))
     return self
 
 
-def _normal_(self: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+def _normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
     """Fills ``self`` in place with normal samples."""
-    z = _numpy_rng(self.device).normal(mean, std, self.shape)
+    z = _rng_for("normal_", generator, self.device).normal(mean, std, self.shape)
     self.copy_(_from_numpy(z, self.dtype.name, self.device))
     return self
 
 
-def _bernoulli_(self: Tensor, p: float = 0.5) -> Tensor:
-    u = _numpy_rng(self.device).random(self.shape) < p
+def _bernoulli_(self: Tensor, p: float = 0.5, *, generator: Any = None) -> Tensor:
+    u = _rng_for("bernoulli_", generator, self.device).random(self.shape) < p
     self.copy_(_from_numpy(u, self.dtype.name, self.device))
     return self
 

@@ -849,10 +849,11 @@ def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
 
 
 def _random_fill(draw: Any) -> Any:
-    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        from .random import _numpy_rng
+    def method(self: Tensor, *args: Any, generator: Any = None, **kwargs: Any) -> Tensor:
+        from .random import _rng_for
 
-        values = draw(_numpy_rng(self.device), tuple(self.shape), *args, **kwargs)
+        rng = _rng_for(getattr(draw, "__name__", "fill"), generator, self.device)
+        values = draw(rng, tuple(self.shape), *args, **kwargs)
         self.copy_(tensor(np.asarray(values), dtype=self.dtype.name, device=self.device))
         return self
 

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["get_rng_state", "initial_seed", "manual_seed", "set_rng_state"]
+__all__ = [
+    "Generator",
+    "default_generator",
+    "get_rng_state",
+    "initial_seed",
+    "manual_seed",
+    "set_rng_state",
+]
 
 _seed = 0
 _streams: dict[str, np.random.Generator] = {}
@@ -136,3 +143,157 @@ def set_rng_state(state: dict) -> None:
     for name, v in counters.items():
         _ensure_counter(name)
         _counters[name].copy_(np.array(v, dtype=np.int64))
+
+
+class Generator:
+    """An independent random stream (``torch.Generator``): give it as ``generator=`` to
+    ``rand``, ``randn``, ``randint``, ``randperm``, ``normal``, ``bernoulli``,
+    ``multinomial``, the in-place fills (``uniform_``, ``normal_``, ...), ``nn.init`` and
+    ``utils.data`` (``random_split``, samplers, ``DataLoader``) so those draws neither use
+    nor advance the global stream of :func:`manual_seed`.
+
+    ``Generator(device="cpu")``; ``g.manual_seed(n)`` (returns ``g``), ``g.seed()``,
+    ``g.initial_seed()``, ``g.get_state()`` / ``g.set_state(state)`` (a uint8 tensor).
+    Draws inside ``fg.trace`` raise ``TraceError`` (they would be frozen into the graph)."""
+
+    _DEFAULT_SEED = 67280421310721  # torch.Generator's initial seed
+
+    def __init__(self, device: object = "cpu") -> None:
+        self._device = str(device if device is not None else "cpu")
+        self._seed = self._DEFAULT_SEED
+        self._reset()
+
+    def _reset(self) -> None:
+        seq = np.random.SeedSequence([self._seed, *b"fg.Generator"])
+        self._np = np.random.Generator(np.random.PCG64(seq))
+
+    @property
+    def device(self) -> object:
+        from ._torch_compat import device as _device_type
+
+        return _device_type(self._device)
+
+    def manual_seed(self, seed: int) -> Generator:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"Generator.manual_seed: seed must be an int, got {seed!r}")
+        self._seed = int(seed) % 2**64
+        self._reset()
+        return self
+
+    def seed(self) -> int:
+        """Reseeds from the operating system's entropy; returns the new seed."""
+        s = int(np.random.SeedSequence().entropy) % 2**63
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self) -> object:
+        import json
+
+        from ._tensor import tensor
+
+        st = self._np.bit_generator.state
+        blob = json.dumps(
+            {
+                "seed": str(self._seed),
+                "state": str(st["state"]["state"]),
+                "inc": str(st["state"]["inc"]),
+                "has_uint32": int(st["has_uint32"]),
+                "uinteger": int(st["uinteger"]),
+            }
+        ).encode()
+        return tensor(np.frombuffer(blob, dtype=np.uint8).copy(), dtype="uint8")
+
+    def set_state(self, new_state: object) -> Generator:
+        import json
+
+        try:
+            arr = np.asarray(new_state.numpy() if hasattr(new_state, "numpy") else new_state)
+            d = json.loads(arr.astype(np.uint8).tobytes().decode())
+            bg = np.random.PCG64()
+            bg.state = {
+                "bit_generator": "PCG64",
+                "state": {"state": int(d["state"]), "inc": int(d["inc"])},
+                "has_uint32": int(d["has_uint32"]),
+                "uinteger": int(d["uinteger"]),
+            }
+            seed = int(d["seed"])
+        except (KeyError, TypeError, ValueError, UnicodeDecodeError, AttributeError) as e:
+            raise ValueError(
+                f"Generator.set_state: not a state from Generator.get_state ({e})"
+            ) from None
+        self._seed = seed
+        self._np = np.random.Generator(bg)
+        return self
+
+    def _stream(self) -> np.random.Generator:
+        from . import _core
+
+        if _core._tracing():
+            raise _core.TraceError(
+                "a draw from an fg.Generator cannot run inside fg.trace: it would become a "
+                "constant of the graph; draw it outside the traced step"
+            )
+        return self._np
+
+    def __repr__(self) -> str:
+        return f"<ferrograd.Generator device={self.device} seed={self._seed}>"
+
+
+class _DefaultGenerator(Generator):
+    """``fg.default_generator``: the global stream of :func:`manual_seed`, as a Generator."""
+
+    def __init__(self) -> None:
+        self._device = "cpu"
+
+    def manual_seed(self, seed: int) -> Generator:
+        manual_seed(seed)
+        return self
+
+    def initial_seed(self) -> int:
+        return initial_seed()
+
+    def get_state(self) -> object:
+        import json
+
+        from ._tensor import tensor
+
+        blob = json.dumps(get_rng_state()).encode()
+        return tensor(np.frombuffer(blob, dtype=np.uint8).copy(), dtype="uint8")
+
+    def set_state(self, new_state: object) -> Generator:
+        import json
+
+        arr = np.asarray(new_state.numpy() if hasattr(new_state, "numpy") else new_state)
+        try:
+            state = json.loads(arr.astype(np.uint8).tobytes().decode())
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ValueError(f"Generator.set_state: not a state from get_state ({e})") from None
+        set_rng_state(state)
+        return self
+
+    def _stream(self) -> np.random.Generator:
+        return _numpy_rng("cpu")
+
+    def __repr__(self) -> str:
+        return "<ferrograd.default_generator (the stream of fg.manual_seed)>"
+
+
+default_generator = _DefaultGenerator()
+
+
+def _rng_for(op: str, generator: object, device: object = None) -> np.random.Generator:
+    """The stream a draw of ``op`` uses: ``generator``'s (an :class:`Generator` or a numpy
+    Generator) or, when it is None, the device's global stream."""
+    if generator is None:
+        return _numpy_rng(device)
+    if isinstance(generator, Generator):
+        return generator._stream()
+    if isinstance(generator, np.random.Generator):
+        return generator
+    raise TypeError(
+        f"{op}: generator must be an fg.Generator (or a numpy Generator), got "
+        f"{type(generator).__name__}"
+    )

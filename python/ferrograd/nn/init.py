@@ -10,7 +10,6 @@ import numpy as np
 
 from .._core import Tensor
 from .._tensor import tensor
-from ..random import _numpy_rng
 
 __all__ = [
     "calculate_gain",
@@ -42,7 +41,9 @@ def _write(t: Tensor, values: np.ndarray) -> Tensor:
 
 
 def _rng(t: Tensor, generator: Any = None) -> np.random.Generator:
-    return generator if generator is not None else _numpy_rng(t.device)
+    from ..random import _rng_for
+
+    return _rng_for("nn.init", generator, t.device)
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:

@@ -145,14 +145,19 @@ class ConcatDataset(Dataset):
 
 
 def _rng(generator: Any) -> np.random.Generator:
+    from ..random import Generator
+
     if generator is None:
         return _numpy_rng("cpu")
+    if isinstance(generator, Generator):
+        return generator._stream()
     if isinstance(generator, np.random.Generator):
         return generator
     if isinstance(generator, (int, np.integer)):
         return np.random.default_rng(int(generator))
     raise TypeError(
-        f"generator must be None, a numpy Generator or a seed, got {type(generator).__name__}"
+        "generator must be None, an fg.Generator, a numpy Generator or a seed, got "
+        f"{type(generator).__name__}"
     )
 
 
@@ -421,7 +426,7 @@ class DataLoader:
     # -- worker threads ------------------------------------------------------------------
 
     def _base_seed(self) -> int:
-        return int(_numpy_rng("cpu").integers(0, 2**62))
+        return int(_rng(self.generator).integers(0, 2**62))
 
     def _fetch(self, idx: Any) -> Any:
         if self.batch_sampler is None:
