@@ -67,7 +67,12 @@ from .autodiff import (
 from .random import Generator, default_generator, initial_seed, manual_seed
 
 random._ensure_counter("cpu")  # the CPU's traced generator exists before any trace
+# PyTorch's process-level names (typed tensors, fg.compile, thread settings, ...)
+from . import accelerator as accelerator
+from . import backends as backends
 from . import distributions as distributions
+from ._porting import *
+from ._porting import __all__ as _porting_all
 from .serialization import load, save
 from .tracing import TracedFunction, TraceWarning, trace
 
@@ -132,6 +137,8 @@ __all__ += [name for name in _torch_more_all if name not in __all__]
 globals().update(_decomp_names)  # inverse, det, slogdet, svd, qr, cholesky, ... as torch.*
 __all__ += [name for name in _decomp_names if name not in __all__]
 __all__ += [name for name in _torch_extra_all if name not in __all__]
+__all__ += [name for name in _porting_all if name not in __all__]
+__all__ += ["accelerator", "backends"]
 
 # PyTorch's dtype aliases (module attributes, not in __all__: they would shadow builtins)
 float = float32

@@ -29,7 +29,8 @@ def _as_index(k: Any) -> Any:
     if isinstance(k, Tensor):
         if k.dtype.kind not in "bi":
             raise IndexError(
-                f"getitem: an index tensor must be int64 or bool, got {k.dtype} of shape {k.shape}"
+                f"getitem: an index tensor must hold signed integers or bools, got {k.dtype} "
+                f"of shape {k.shape}"
             )
         return k.numpy()
     if isinstance(k, (list, np.ndarray)):
@@ -53,10 +54,10 @@ def _needs_numpy(key: Any) -> bool:
     if len(arrays) > 1 or any(isinstance(k, (int, np.integer)) for k in items):
         return True
     a = arrays[0]
-    if isinstance(a, Tensor):
-        return a.ndim != 1 or a.dtype.kind == "b"
-    a = np.asarray(a)
-    return a.ndim != 1 or a.dtype.kind == "b"
+    if not isinstance(a, Tensor):
+        a = np.asarray(a)
+    # the engine takes one 1-D int64 array; int8/int16/int32/uint8 arrays go through numpy
+    return a.ndim != 1 or a.dtype != np.int64
 
 
 def _is_scalar_bool(k: Any) -> bool:

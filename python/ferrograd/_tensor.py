@@ -73,6 +73,8 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 def _dtype_name(dtype: Any) -> str:
     if isinstance(dtype, _BFloat16):
         return "bfloat16"
+    if isinstance(dtype, type) and hasattr(dtype, "_torch_name"):  # fg.FloatTensor, ...
+        return dtype.dtype
     try:
         name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     except TypeError:

@@ -38,7 +38,16 @@ def unregister_grad_rule(op_name: str) -> bool:
 
 
 class no_grad:
-    """Context manager (and decorator) in which no GradKey records."""
+    """Context manager (and decorator, ``@no_grad()`` or ``@no_grad``) in which no GradKey
+    records."""
+
+    def __new__(cls, orig_func: Callable[..., Any] | None = None) -> Any:
+        self = super().__new__(cls)
+        if orig_func is not None:
+            if not callable(orig_func):
+                raise TypeError(f"no_grad: expected a function, got {type(orig_func).__name__}")
+            return self(orig_func)
+        return self
 
     def __enter__(self) -> Self:
         _core._push_ceiling(0)
@@ -555,22 +564,38 @@ def hvp(
 # -- recomputation ---------------------------------------------------------------------------
 
 
-def checkpoint(fn: Callable[..., Any], *args: Any) -> Any:
+def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = True) -> Any:
     """Runs ``fn(*args)`` keeping only its inputs for backward; ``fn`` is rerun there.
 
     Gradients reach the tensor arguments and every tracked tensor ``fn`` reads (layer weights
     it closes over), exactly as without checkpointing. ``fn`` must return a Tensor or a tuple
-    of Tensors and must not modify its inputs in place.
+    of Tensors and must not modify its inputs in place. With ``preserve_rng_state`` (the
+    default, as PyTorch's) the rerun draws the same random numbers as the first run (the
+    same dropout masks) from ``fg.manual_seed``'s streams, and leaves them where they were.
     """
+    from . import random as _random
+
     positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     tensors = [args[i] for i in positions]
     shape: dict = {}
+    keep_rng = preserve_rng_state and not _core._tracing()
+    first_streams = _random._capture_streams() if keep_rng else None
+    runs = [0]
 
     def segment(*ts: Tensor) -> tuple[Tensor, ...]:
         call_args = list(args)
         for i, t in zip(positions, ts):
             call_args[i] = t
-        out = fn(*call_args)
+        runs[0] += 1
+        if keep_rng and runs[0] > 1:
+            now = _random._capture_streams()
+            _random._restore_streams(first_streams)
+            try:
+                out = fn(*call_args)
+            finally:
+                _random._restore_streams(now)
+        else:
+            out = fn(*call_args)
         single = isinstance(out, Tensor)
         outs = (out,) if single else out
         if not isinstance(outs, (tuple, list)) or not all(isinstance(o, Tensor) for o in outs):
@@ -695,10 +720,6 @@ class _Autograd:
     def _gone(self, i: int) -> None:
         self.leaves.pop(i, None)
         self.hooks.pop(i, None)
-        if not self.leaves and self.key is not None:
-            # no tensor requires grad any more: no key records (so fg.trace traces again)
-            key, self.key = self.key, None
-            key.finish()
 
     def remove(self, t: Tensor) -> None:
         if self.leaves.pop(id(t), None) is not None:
@@ -923,11 +944,33 @@ def _run_backward(
             for x, g in zip(xs, found):
                 if g is not None:
                     x.grad = g if x.grad is None else x.grad + g
+        if _anomaly["on"]:
+            _check_anomaly(op, xs)
         return
     try:
         key.backward(roots, dys, retain_graph=retain, create_graph=create_graph)
     finally:
         consumed()
+    if _anomaly["on"]:
+        _check_anomaly(op, _autograd.live_leaves())
+
+
+# anomaly detection (torch.autograd.set_detect_anomaly): after each backward, a NaN in a
+# gradient it produced raises instead of reaching the optimizer
+_anomaly = {"on": False}
+
+
+def _check_anomaly(op: str, leaves: list[Tensor]) -> None:
+    import numpy as np
+
+    for t in leaves:
+        g = t.grad
+        if g is not None and g.dtype.kind == "f" and bool(np.isnan(g.detach().numpy()).any()):
+            raise RuntimeError(
+                f"{op}: anomaly detection found NaN in the gradient of a tensor of shape "
+                f"{list(t.shape)} ({t.dtype}); run the forward with finite inputs, or look for "
+                "0/0, log of negatives and sqrt at 0 on the way"
+            )
 
 
 def _detach_(self: Tensor) -> Tensor:
@@ -940,7 +983,16 @@ def _detach_(self: Tensor) -> Tensor:
 
 
 class enable_grad:
-    """Context manager (and decorator) that lets keys record again inside ``no_grad``."""
+    """Context manager (and decorator, with or without parentheses) that lets keys record
+    again inside ``no_grad``."""
+
+    def __new__(cls, orig_func: Callable[..., Any] | None = None) -> Any:
+        self = super().__new__(cls)
+        if orig_func is not None:
+            if not callable(orig_func):
+                raise TypeError(f"enable_grad: expected a function, got {type(orig_func).__name__}")
+            return self(orig_func)
+        return self
 
     def __enter__(self) -> Self:
         _core._push_enable()
@@ -986,6 +1038,13 @@ def is_grad_enabled() -> bool:
 class inference_mode:
     """PyTorch's ``inference_mode``: :class:`no_grad` when ``mode`` is true (the default),
     nothing otherwise; a context manager and a decorator."""
+
+    def __new__(cls, mode: Any = True) -> Any:
+        self = super().__new__(cls)
+        if callable(mode) and not isinstance(mode, bool):  # @inference_mode without ()
+            self._mode = True
+            return self(mode)
+        return self
 
     def __init__(self, mode: bool = True) -> None:
         self._mode = bool(mode)

@@ -15,7 +15,14 @@ from . import _core
 from ._core import Tensor
 from .autodiff import _as_list, _autograd, _run_backward, _seed_gradients, no_grad
 
-__all__ = ["backward", "grad"]
+__all__ = [
+    "Variable",
+    "backward",
+    "detect_anomaly",
+    "grad",
+    "is_anomaly_enabled",
+    "set_detect_anomaly",
+]
 
 
 def _seeds(op: str, outs: list[Tensor], grad_outputs: Any) -> list[Any]:
@@ -118,3 +125,49 @@ def backward(
         raise ValueError("autograd.backward: tensors must not be empty")
     seeds = _seeds("autograd.backward", roots, grad_tensors)
     _run_backward("autograd.backward", roots, seeds, retain_graph, create_graph, inputs)
+
+
+def Variable(data: Any, requires_grad: bool = False, volatile: bool = False) -> Tensor:
+    """PyTorch's legacy ``Variable(t)``: the same data as a tensor (a view sharing memory,
+    detached from any recording), requiring grad when asked."""
+    from ._tensor import tensor
+
+    t = data.detach() if isinstance(data, Tensor) else tensor(data)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def is_anomaly_enabled() -> bool:
+    from .autodiff import _anomaly
+
+    return _anomaly["on"]
+
+
+class set_detect_anomaly:
+    """Turns anomaly detection on or off (a plain call, or a context manager restoring the
+    previous mode): after each ``backward`` / ``autograd.grad`` a NaN in a gradient it
+    produced raises ``RuntimeError`` naming the tensor's shape, instead of reaching the
+    optimizer. (PyTorch names the backward function that made it; ferrograd checks the
+    results.)"""
+
+    def __init__(self, mode: bool, check_nan: bool = True) -> None:
+        from .autodiff import _anomaly
+
+        self._prev = _anomaly["on"]
+        _anomaly["on"] = bool(mode) and bool(check_nan)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from .autodiff import _anomaly
+
+        _anomaly["on"] = self._prev
+
+
+class detect_anomaly(set_detect_anomaly):
+    """Context manager with anomaly detection on (see :class:`set_detect_anomaly`)."""
+
+    def __init__(self, check_nan: bool = True) -> None:
+        super().__init__(True, check_nan)

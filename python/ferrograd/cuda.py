@@ -89,3 +89,47 @@ def compile_kernels(arch: str = "sm_90") -> int:
     size of the PTX produced. Raises ``DeviceError`` when NVRTC cannot be loaded."""
     _preload_pypi_libraries(force=True)
     return _core._cuda_compile_kernels(arch)
+
+
+# ------------------------------------------------------------- PyTorch's torch.cuda names
+
+
+def current_device() -> int:
+    """The index of the current CUDA device (ferrograd uses device 0 unless a tensor names
+    another)."""
+    return 0
+
+
+def memory_allocated(device: str | int | None = None) -> int:
+    """Bytes of device memory held by live tensors (the engine's count)."""
+    return int(_core.memory_stats(f"cuda:{_ordinal(device)}")["live_bytes"])
+
+
+def max_memory_allocated(device: str | int | None = None) -> int:
+    """The peak of :func:`memory_allocated` since the start or
+    :func:`reset_peak_memory_stats`."""
+    return int(_core.memory_stats(f"cuda:{_ordinal(device)}")["peak_bytes"])
+
+
+def reset_peak_memory_stats(device: str | int | None = None) -> None:
+    _core.reset_peak_memory_stats(f"cuda:{_ordinal(device)}")
+
+
+def manual_seed(seed: int) -> None:
+    """Reseeds the random streams of CUDA devices only (``fg.manual_seed`` reseeds every
+    device's)."""
+    from . import random
+
+    random._seed_devices("cuda", seed)
+
+
+def manual_seed_all(seed: int) -> None:
+    """As :func:`manual_seed` (every CUDA device)."""
+    manual_seed(seed)
+
+
+def seed_all() -> None:
+    """Reseeds the CUDA streams from the operating system's entropy."""
+    import numpy as np
+
+    manual_seed(int(np.random.SeedSequence().entropy) % 2**63)

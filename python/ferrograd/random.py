@@ -28,11 +28,18 @@ _streams: dict[str, np.random.Generator] = {}
 # traced steps capture by reference and advance in place)
 _counters: dict = {}
 _salt = 0
+# seeds given to one kind of device only (fg.cuda.manual_seed): kind -> seed
+_device_seeds: dict[str, int] = {}
+
+
+def _seed_for(name: str) -> int:
+    kind = name.partition(":")[0]
+    return _device_seeds.get(kind, _seed)
 
 
 def _counter_start(name: str) -> int:
     """The counter's value after :func:`manual_seed` (52 bits: exact through float)."""
-    ss = np.random.SeedSequence([_seed, *name.encode(), 0x7472616365])
+    ss = np.random.SeedSequence([_seed_for(name), *name.encode(), 0x7472616365])
     return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(12))
 
 
@@ -64,16 +71,32 @@ def _traced_draw(shape: tuple, device: object, dtype: str, normal: bool) -> obje
     return out if wide == dtype else out.astype(dtype)
 
 
-def manual_seed(seed: int) -> None:
-    """Reseeds every device's stream (as ``torch.manual_seed``)."""
+def manual_seed(seed: int) -> Generator:
+    """Reseeds every device's stream (as ``torch.manual_seed``); returns
+    :data:`default_generator`."""
     global _seed
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"manual_seed: seed must be an int, got {seed!r}")
     _seed = int(seed) % 2**64
+    _device_seeds.clear()
     _streams.clear()
     for name, c in _counters.items():
         # in place: traced steps hold these tensors
         c.copy_(np.array(_counter_start(name), dtype=np.int64))
+    return default_generator
+
+
+def _seed_devices(kind: str, seed: int) -> None:
+    """Reseeds the streams of every device of ``kind`` ("cuda") only."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"manual_seed: seed must be an int, got {seed!r}")
+    _device_seeds[kind] = int(seed) % 2**64
+    for name in list(_streams):
+        if name.partition(":")[0] == kind:
+            del _streams[name]
+    for name, c in _counters.items():
+        if name.partition(":")[0] == kind:
+            c.copy_(np.array(_counter_start(name), dtype=np.int64))
 
 
 def initial_seed() -> int:
@@ -98,7 +121,8 @@ def _numpy_rng(device: object = None) -> np.random.Generator:
     _ensure_counter(name)
     g = _streams.get(name)
     if g is None:
-        g = np.random.Generator(np.random.PCG64(np.random.SeedSequence([_seed, *name.encode()])))
+        seq = np.random.SeedSequence([_seed_for(name), *name.encode()])
+        g = np.random.Generator(np.random.PCG64(seq))
         _streams[name] = g
     return g
 
@@ -117,6 +141,7 @@ def get_rng_state() -> dict:
             "uinteger": int(st["uinteger"]),
         }
     out["counters"] = {name: str(int(c.item())) for name, c in _counters.items()}
+    out["device_seeds"] = {k: str(v) for k, v in _device_seeds.items()}
     return out
 
 
@@ -136,10 +161,13 @@ def set_rng_state(state: dict) -> None:
             }
             streams[name] = np.random.Generator(bg)
         counters = {name: int(v) for name, v in state.get("counters", {}).items()}
+        device_seeds = {k: int(v) for k, v in state.get("device_seeds", {}).items()}
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"set_rng_state: not a state from get_rng_state ({e})") from None
     _streams.clear()
     _streams.update(streams)
+    _device_seeds.clear()
+    _device_seeds.update(device_seeds)
     for name, v in counters.items():
         _ensure_counter(name)
         _counters[name].copy_(np.array(v, dtype=np.int64))
@@ -297,3 +325,21 @@ def _rng_for(op: str, generator: object, device: object = None) -> np.random.Gen
         f"{op}: generator must be an fg.Generator (or a numpy Generator), got "
         f"{type(generator).__name__}"
     )
+
+
+def _capture_streams() -> dict:
+    """The exact position of every device's eager stream (cheap: no serialization), for
+    :func:`_restore_streams` (checkpointed segments redraw the same numbers when rerun)."""
+    return {name: g.bit_generator.state for name, g in _streams.items()}
+
+
+def _restore_streams(captured: dict) -> None:
+    for name in list(_streams):
+        if name not in captured:
+            del _streams[name]  # made after the capture: it starts afresh from the seed
+    for name, st in captured.items():
+        g = _streams.get(name)
+        if g is None:
+            g = np.random.Generator(np.random.PCG64())
+            _streams[name] = g
+        g.bit_generator.state = st

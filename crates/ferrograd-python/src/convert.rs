@@ -352,6 +352,11 @@ pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
         // every ndarray has `__index__`; only a 0-d integer one stands for an int
         return a.ndim() == 0 && matches!(a.dtype().kind(), b'i' | b'u');
     }
+    if let Ok(t) = obj.cast::<PyTensor>() {
+        // a tensor has `__index__` too (PyTorch's); only a 0-d integer one stands for an int
+        let t = t.get().tensor();
+        return t.ndim() == 0 && !t.dtype().is_float() && t.dtype() != DType::Bool;
+    }
     !obj.is_instance_of::<PyFloat>()
         && !obj.is_instance_of::<PyString>()
         && obj.hasattr("__index__").unwrap_or(false)

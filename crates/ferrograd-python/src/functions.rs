@@ -1164,6 +1164,18 @@ fn _cuda_compile_kernels(py: Python<'_>, arch: &Bound<'_, PyAny>) -> PyResult<us
     }
 }
 
+/// How many threads CPU kernels use.
+#[pyfunction]
+fn _num_threads() -> usize {
+    ferrograd::num_threads()
+}
+
+/// Sizes the CPU worker pool (before its first use); returns its size after the call.
+#[pyfunction]
+fn _set_num_threads(n: usize) -> usize {
+    ferrograd::set_num_threads(n)
+}
+
 /// Loads the OpenBLAS at `path` (numpy's bundled one) for large CPU matrix products where it
 /// is the faster; whether it loaded, and whether products use it on this CPU.
 #[pyfunction]
@@ -1231,6 +1243,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_empty_cache_py, m)?)?;
     m.add_function(wrap_pyfunction!(_cuda_compile_kernels, m)?)?;
     m.add_function(wrap_pyfunction!(_set_blas_library, m)?)?;
+    m.add_function(wrap_pyfunction!(_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;
     m.add_function(wrap_pyfunction!(max_pool2d, m)?)?;
     m.add_function(wrap_pyfunction!(avg_pool2d, m)?)?;

@@ -1,7 +1,7 @@
 """Neural-network building blocks: layers (:mod:`.modules`), their functions
 (:mod:`.functional`), initialisations (:mod:`.init`) and utilities (:mod:`.utils`)."""
 
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .extra import *
 from .extra import __all__ as _extra_all
 from .modules import *
@@ -14,9 +14,37 @@ from .transformer import __all__ as _transformer_all
 __all__ = [  # noqa: PLE0604
     "functional",
     "init",
+    "parallel",
     "utils",
     *_modules_all,
     *_extra_all,
     *_transformer_all,
     *_more_all,
 ]
+
+
+def _legacy_loss_arguments() -> None:
+    """Loss modules take PyTorch's deprecated ``size_average=`` / ``reduce=`` too."""
+    import functools
+
+    from .functional import _legacy_reduction
+    from .modules import _Loss
+
+    def wrap(init: object) -> object:
+        @functools.wraps(init)
+        def __init__(self, *args, size_average=None, reduce=None, **kwargs):
+            if size_average is not None or reduce is not None:
+                kwargs["reduction"] = _legacy_reduction(size_average, reduce)
+            init(self, *args, **kwargs)
+
+        return __init__
+
+    for name in __all__:
+        cls = globals().get(name)
+        if isinstance(cls, type) and issubclass(cls, _Loss) and "__init__" in cls.__dict__:
+            cls.__init__ = wrap(cls.__dict__["__init__"])
+    if "__init__" in _Loss.__dict__:
+        _Loss.__init__ = wrap(_Loss.__dict__["__init__"])
+
+
+_legacy_loss_arguments()

@@ -580,6 +580,11 @@ def _cell(mode: str, x_w: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor, b_h
 class _RNNBase(Module):
     _mode = "RNN_TANH"
 
+    def flatten_parameters(self) -> None:
+        """PyTorch packs cuDNN's weights here; ferrograd's recurrent kernels read the
+        parameters where they are, so there is nothing to do."""
+        return
+
     def __init__(
         self,
         input_size: int,

@@ -107,6 +107,62 @@ def _same_shape(op: str, input: Tensor, target: Tensor) -> None:
         )
 
 
+def _broadcast_pair(op: str, input: Tensor, target: Any) -> tuple[Tensor, Tensor]:
+    """``input`` and ``target`` of one shape: as PyTorch's pointwise losses, shapes that
+    differ are broadcast together with a ``UserWarning`` (they are rarely meant to);
+    ``ShapeError`` where they do not broadcast."""
+    import warnings
+
+    from .. import broadcast_shapes
+
+    target = _t(op, "target", target)
+    if tuple(input.shape) == tuple(target.shape):
+        return input, target
+    try:
+        shape = broadcast_shapes(input.shape, target.shape)
+    except ValueError:
+        raise ShapeError(
+            f"{op}: input of shape {list(input.shape)} and target of shape "
+            f"{list(target.shape)} do not broadcast"
+        ) from None
+    warnings.warn(
+        f"{op}: using a target size ({list(target.shape)}) that is different to the input "
+        f"size ({list(input.shape)}); they are broadcast to {list(shape)}, which is likely "
+        "not intended. Please ensure they have the same size.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return input.expand(*shape), target.expand(*shape)
+
+
+def _legacy_reduction(size_average: Any, reduce: Any) -> str:
+    """PyTorch's deprecated ``size_average`` / ``reduce`` arguments as a ``reduction``."""
+    import warnings
+
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    out = "mean" if size_average and reduce else ("sum" if reduce else "none")
+    warnings.warn(
+        f"size_average and reduce args will be deprecated, please use reduction='{out}' instead.",
+        UserWarning,
+        stacklevel=4,
+    )
+    return out
+
+
+def _accepts_legacy_reduction(fn: Any) -> Any:
+    """Lets a loss take PyTorch's deprecated ``size_average=`` / ``reduce=`` keywords."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, size_average: Any = None, reduce: Any = None, **kwargs: Any) -> Any:
+        if size_average is not None or reduce is not None:
+            kwargs["reduction"] = _legacy_reduction(size_average, reduce)
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
 # ------------------------------------------------------------------------------ activations
 
 
@@ -502,7 +558,12 @@ def scaled_dot_product_attention(
             scores = where(attn_mask, scores, -math.inf)
         else:
             scores = scores + attn_mask
-    p = softmax(scores, -1)
+        # a query whose every key is masked out attends to nothing: zeros, as PyTorch, not
+        # the NaN of softmax over -inf (kept out of the softmax so no NaN reaches the grads)
+        dead = (scores == -math.inf).all(-1, keepdim=True)
+        p = where(dead, 0.0, softmax(where(dead, 0.0, scores), -1))
+    else:
+        p = softmax(scores, -1)
     if dropout_p > 0.0:
         p = dropout(p, dropout_p, True)
     return p @ v
@@ -629,14 +690,14 @@ def cross_entropy(
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     x = _float("mse_loss", "input", input)
-    _same_shape("mse_loss", x, _t("mse_loss", "target", target))
+    x, target = _broadcast_pair("mse_loss", x, target)
     d = x - target
     return _reduce("mse_loss", d * d, reduction)
 
 
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     x = _float("l1_loss", "input", input)
-    _same_shape("l1_loss", x, _t("l1_loss", "target", target))
+    x, target = _broadcast_pair("l1_loss", x, target)
     return _reduce("l1_loss", (x - target).abs(), reduction)
 
 
@@ -645,7 +706,7 @@ def smooth_l1_loss(
 ) -> Tensor:
     """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
     x = _float("smooth_l1_loss", "input", input)
-    _same_shape("smooth_l1_loss", x, _t("smooth_l1_loss", "target", target))
+    x, target = _broadcast_pair("smooth_l1_loss", x, target)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     d = (x - target).abs()
@@ -660,7 +721,7 @@ def huber_loss(
 ) -> Tensor:
     """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
     x = _float("huber_loss", "input", input)
-    _same_shape("huber_loss", x, _t("huber_loss", "target", target))
+    x, target = _broadcast_pair("huber_loss", x, target)
     d = (x - target).abs()
     loss = where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
     return _reduce("huber_loss", loss, reduction)
@@ -2382,3 +2443,25 @@ __all__ += [
     "rrelu_",
     "triplet_margin_with_distance_loss",
 ]
+
+for _name in (
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "cosine_embedding_loss",
+    "cross_entropy",
+    "hinge_embedding_loss",
+    "kl_div",
+    "l1_loss",
+    "margin_ranking_loss",
+    "mse_loss",
+    "multi_margin_loss",
+    "multilabel_margin_loss",
+    "multilabel_soft_margin_loss",
+    "nll_loss",
+    "poisson_nll_loss",
+    "smooth_l1_loss",
+    "soft_margin_loss",
+    "triplet_margin_loss",
+):
+    globals()[_name] = _accepts_legacy_reduction(globals()[_name])
+del _name

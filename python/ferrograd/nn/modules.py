@@ -112,6 +112,23 @@ def _walk(value: Any, prefix: str, out: list, seen: set) -> None:
             _walk(v, f"{prefix}.{k}" if prefix else str(k), out, seen)
 
 
+class _Listing(list):
+    """A list that is also an iterator over itself (``next()`` walks it once, as a
+    generator would); ``for`` loops and ``len`` see every element each time."""
+
+    __slots__ = ("_pos",)
+
+    def __init__(self, items: Iterable = ()) -> None:
+        super().__init__(items)
+        self._pos = 0
+
+    def __next__(self) -> Any:
+        if self._pos >= len(self):
+            raise StopIteration
+        self._pos += 1
+        return self[self._pos - 1]
+
+
 class Module:
     """Base class: subclasses set Parameters, buffers and sub-Modules as attributes and
     define ``forward``."""
@@ -261,10 +278,12 @@ class Module:
                     seen.add(id(v))
                     yield (f"{mname}.{name}" if mname else name), v
 
-    def parameters(self, recurse: bool = True) -> list[Parameter]:
+    def parameters(self, recurse: bool = True) -> _Listing:
         """Every Parameter of this module and its sub-modules, each once, in definition
-        order (a list, so it can be iterated more than once)."""
-        return [p for _, p in self.named_parameters(recurse=recurse)]
+        order: a list that is also an iterator, so it can be iterated more than once, sized,
+        indexed (MegEngine's use) and stepped with ``next()`` (PyTorch's generator use, as in
+        ``next(model.parameters()).device``)."""
+        return _Listing(p for _, p in self.named_parameters(recurse=recurse))
 
     def _own_buffers(self) -> Iterator[tuple[str, Tensor, bool]]:
         for name, persistent in self.__dict__.get("_buffer_names", {}).items():
@@ -284,8 +303,9 @@ class Module:
                 seen.add(id(t))
                 yield (f"{mname}.{name}" if mname else name), t
 
-    def buffers(self, recurse: bool = True) -> list[Tensor]:
-        return [t for _, t in self.named_buffers(recurse=recurse)]
+    def buffers(self, recurse: bool = True) -> _Listing:
+        """Every buffer, each once (a list that is also an iterator, as :meth:`parameters`)."""
+        return _Listing(t for _, t in self.named_buffers(recurse=recurse))
 
     # ----------------------------------------------------------------------- state dicts
 
@@ -405,6 +425,31 @@ class Module:
 
     def half(self) -> Module:
         return self.to(dtype="float16")
+
+    def bfloat16(self) -> Module:
+        return self.to(dtype="bfloat16")
+
+    def type(self, dst_type: Any) -> Module:
+        """Casts every floating parameter and buffer to ``dst_type`` (a dtype, a typed
+        tensor class such as ``fg.DoubleTensor``, or its name ``"torch.DoubleTensor"``)."""
+        from .._torch_compat import _TYPE_NAMES
+
+        name = getattr(dst_type, "_torch_name", None)
+        if name is not None:
+            dst_type = dst_type.dtype
+        elif isinstance(dst_type, str) and dst_type in _TYPE_NAMES:
+            dst_type = _TYPE_NAMES[dst_type]
+        return self.to(dtype=_dtype_name(dst_type))
+
+    def share_memory(self) -> Module:
+        """Returns self: ferrograd's data-loading workers are threads of this process, so
+        parameters need no shared-memory copy to be seen by them."""
+        return self
+
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """``torch.nn.Module.compile``'s spelling: the module keeps running eagerly, with the
+        same results (use :func:`ferrograd.trace` to compile a whole training step)."""
+        return
 
     def extra_repr(self) -> str:
         return ""

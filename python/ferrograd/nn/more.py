@@ -26,6 +26,7 @@ from .modules import (
 )
 
 __all__ = [
+    "DataParallel",
     "Dropout3d",
     "EmbeddingBag",
     "FeatureAlphaDropout",
@@ -303,3 +304,25 @@ class SyncBatchNorm(_BatchNorm):
     ) -> None:
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
         self.process_group = process_group
+
+
+class DataParallel(Module):
+    """``torch.nn.DataParallel``'s spelling for scripts that wrap their model in it: the
+    wrapped module runs in this process, on the device its parameters are on (PyTorch's
+    behaviour with one device). ``.module`` is the wrapped module, and state dicts carry
+    its ``module.`` prefix as PyTorch's do. For training on several processes or GPUs use
+    :mod:`ferrograd.distributed` (MPI, NCCL)."""
+
+    def __init__(
+        self, module: Module, device_ids: Any = None, output_device: Any = None, dim: int = 0
+    ) -> None:
+        super().__init__()
+        if not isinstance(module, Module):
+            raise TypeError(f"DataParallel: expected a Module, got {type(module).__name__}")
+        self.module = module
+        self.device_ids = list(device_ids) if device_ids is not None else []
+        self.output_device = output_device
+        self.dim = dim
+
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        return self.module(*inputs, **kwargs)

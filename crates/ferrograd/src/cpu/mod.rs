@@ -3,6 +3,20 @@
 
 pub(crate) mod attention;
 pub mod blas;
+
+/// How many threads CPU kernels use (the size of the worker pool).
+pub fn num_threads() -> usize {
+    rayon::current_num_threads()
+}
+
+/// Sizes the worker pool CPU kernels use to `n` threads, where it is not made yet (it is
+/// made on first use); returns the size it has after the call.
+pub fn set_num_threads(n: usize) -> usize {
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(n.max(1))
+        .build_global();
+    rayon::current_num_threads()
+}
 mod conv;
 mod convolution;
 pub(crate) mod float;

@@ -25,10 +25,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import _core
-from .._core import Tensor
-from .._tensor import tensor
-from ..random import _numpy_rng
+from ... import _core
+from ..._core import Tensor
+from ..._tensor import tensor
+from ...random import _numpy_rng
 
 __all__ = [
     "BatchSampler",
@@ -42,6 +42,7 @@ __all__ = [
     "Subset",
     "SubsetRandomSampler",
     "TensorDataset",
+    "WeightedRandomSampler",
     "default_collate",
     "get_worker_info",
     "random_split",
@@ -145,7 +146,7 @@ class ConcatDataset(Dataset):
 
 
 def _rng(generator: Any) -> np.random.Generator:
-    from ..random import Generator
+    from ...random import Generator
 
     if generator is None:
         return _numpy_rng("cpu")
@@ -246,6 +247,49 @@ class SubsetRandomSampler(Sampler):
 
     def __len__(self) -> int:
         return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices drawn with probabilities proportional to ``weights`` (with
+    ``replacement``, or without: each index at most once)."""
+
+    def __init__(
+        self,
+        weights: Sequence[float],
+        num_samples: int,
+        replacement: bool = True,
+        generator: Any = None,
+    ) -> None:
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
+            raise ValueError(
+                f"WeightedRandomSampler: num_samples must be a positive int, got {num_samples!r}"
+            )
+        if not isinstance(replacement, bool):
+            raise ValueError(  # noqa: TRY004  (PyTorch's exception type)
+                f"WeightedRandomSampler: replacement must be a bool, got {replacement!r}"
+            )
+        w = weights.detach().numpy() if isinstance(weights, Tensor) else weights
+        w = np.asarray(w, dtype=np.float64).reshape(-1)
+        if w.size == 0 or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise ValueError(
+                "WeightedRandomSampler: weights must be finite, non-negative and not all zero"
+            )
+        if not replacement and num_samples > np.count_nonzero(w):
+            raise ValueError(
+                f"WeightedRandomSampler: cannot draw {num_samples} samples without "
+                f"replacement from {np.count_nonzero(w)} indices of nonzero weight"
+            )
+        self.weights, self.num_samples = w, num_samples
+        self.replacement, self.generator = replacement, generator
+
+    def __iter__(self) -> Iterator[int]:
+        g = _rng(self.generator)
+        p = self.weights / self.weights.sum()
+        idx = g.choice(p.size, size=self.num_samples, replace=self.replacement, p=p)
+        return iter(idx.tolist())
+
+    def __len__(self) -> int:
+        return self.num_samples
 
 
 class BatchSampler(Sampler):

@@ -1,0 +1,246 @@
+"""What PyTorch scripts reach for besides ops and layers, so they port by renaming:
+``Tensor.device`` as a ``device`` object, ``Tensor.__index__`` / ``__format__``, the typed
+tensor constructors (``fg.FloatTensor``, ...), ``fg.accelerator``, ``fg.compile``, thread and
+determinism settings, ``Tensor.apply_`` / ``map_``."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _core
+from ._core import Tensor
+from ._torch_compat import device
+
+__all__ = [
+    "BFloat16Tensor",
+    "BoolTensor",
+    "ByteTensor",
+    "CharTensor",
+    "DoubleTensor",
+    "FloatTensor",
+    "HalfTensor",
+    "IntTensor",
+    "LongTensor",
+    "are_deterministic_algorithms_enabled",
+    "compile",
+    "get_num_threads",
+    "set_num_threads",
+    "set_printoptions",
+    "use_deterministic_algorithms",
+]
+
+# ------------------------------------------------------------------------ Tensor.device
+
+_rust_device = Tensor.device  # the engine's getter: the device's name
+_devices: dict[str, device] = {}
+
+
+def _device_of(self: Tensor) -> device:
+    name = _rust_device.__get__(self)
+    d = _devices.get(name)
+    if d is None:
+        d = _devices[name] = device(name)
+    return d
+
+
+# ------------------------------------------------------------------ __index__, __format__
+
+
+def _index(self: Tensor) -> int:
+    """A one-element integer tensor used as a Python index (``lst[t]``, ``range(t)``)."""
+    if self.dtype.kind not in "iu" or self.numel() != 1:
+        raise TypeError(
+            "only integer tensors of a single element can be converted to an index, got "
+            f"a {self.dtype} tensor of shape {tuple(self.shape)}"
+        )
+    return int(self.item())
+
+
+def _format(self: Tensor, spec: str) -> str:
+    """``f"{t:.4f}"``: a 0-d tensor formats as its number (as PyTorch's); others as their
+    ``str`` (only an empty spec)."""
+    if self.ndim == 0:
+        return format(self.item(), spec)
+    return object.__format__(self, spec)
+
+
+# ------------------------------------------------------------------- typed constructors
+
+
+def _typed(name: str, dtype: str) -> type:
+    def new(cls: type, *args: Any, device: Any = None) -> Tensor:
+        from ._ops import zeros
+        from ._tensor import tensor
+
+        if not args:
+            return zeros(0, dtype=dtype, device=device)
+        if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+            return zeros(*[int(a) for a in args], dtype=dtype, device=device)
+        if len(args) == 1:
+            data = args[0]
+            if isinstance(data, Tensor):
+                return data.astype(dtype)
+            return tensor(data, dtype=dtype, device=device)
+        raise TypeError(f"{name}: expected sizes (ints) or one sequence of data, got {args!r}")
+
+    doc = (
+        f"PyTorch's legacy ``torch.{name}``: ``{name}(data)`` is ``fg.tensor(data, "
+        f"dtype={dtype})``, ``{name}(*sizes)`` a zero-filled tensor of that shape; also the "
+        f"argument of ``x.type({name})``. ``isinstance(t, {name})`` is true for {dtype} tensors."
+    )
+
+    class _Meta(type):
+        def __instancecheck__(cls, obj: Any) -> bool:
+            return isinstance(obj, Tensor) and obj.dtype == dtype
+
+    return _Meta(name, (), {"__new__": new, "__doc__": doc, "dtype": dtype, "_torch_name": name})
+
+
+FloatTensor = _typed("FloatTensor", "float32")
+DoubleTensor = _typed("DoubleTensor", "float64")
+HalfTensor = _typed("HalfTensor", "float16")
+BFloat16Tensor = _typed("BFloat16Tensor", "bfloat16")
+LongTensor = _typed("LongTensor", "int64")
+IntTensor = _typed("IntTensor", "int32")
+CharTensor = _typed("CharTensor", "int8")
+ByteTensor = _typed("ByteTensor", "uint8")
+BoolTensor = _typed("BoolTensor", "bool")
+
+
+# --------------------------------------------------------------------- apply_, map_
+
+
+def _apply_(self: Tensor, callable: Callable[[Any], Any]) -> Tensor:
+    """Replaces every element ``v`` by ``callable(v)`` in place (a Python call per element,
+    CPU tensors only, as PyTorch's)."""
+    if str(self.device) != "cpu":
+        raise TypeError("apply_: only CPU tensors (PyTorch's rule)")
+    vals = self.detach().numpy()
+    out = np.vectorize(callable, otypes=[vals.dtype])(vals) if vals.size else vals
+    from ._tensor import tensor
+
+    self.copy_(tensor(np.asarray(out, dtype=vals.dtype), dtype=self.dtype.name))
+    return self
+
+
+def _map_(self: Tensor, other: Tensor, callable: Callable[[Any, Any], Any]) -> Tensor:
+    """``self[i] = callable(self[i], other[i])`` in place (``other`` broadcast to ``self``;
+    CPU tensors only)."""
+    if str(self.device) != "cpu":
+        raise TypeError("map_: only CPU tensors (PyTorch's rule)")
+    a = self.detach().numpy()
+    b = np.broadcast_to(
+        other.detach().numpy() if isinstance(other, Tensor) else np.asarray(other), a.shape
+    )
+    out = np.vectorize(callable, otypes=[a.dtype])(a, b) if a.size else a
+    from ._tensor import tensor
+
+    self.copy_(tensor(np.asarray(out, dtype=a.dtype), dtype=self.dtype.name))
+    return self
+
+
+# ------------------------------------------------------------------ process settings
+
+_deterministic = {"on": False, "warn_only": False}
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """Accepted for PyTorch scripts. ferrograd's kernels are deterministic already: the same
+    inputs give the same bits on every run (fixed reduction orders, no atomics in CUDA
+    gradients), so there is nothing to switch."""
+    _deterministic["on"] = bool(mode)
+    _deterministic["warn_only"] = bool(warn_only)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    return _deterministic["on"]
+
+
+def get_num_threads() -> int:
+    """How many threads CPU kernels use."""
+    return int(_core._num_threads())
+
+
+def set_num_threads(n: int) -> None:
+    """Sets how many threads CPU kernels use (``n >= 1``): the engine's worker pool, which
+    the BLAS library behind large products follows. The pool is made on first use, so this
+    sizes it when called before any computation (at the top of a script); afterwards the
+    pool keeps its size and a ``UserWarning`` says so."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"set_num_threads: n must be a positive int, got {n!r}")
+    got = int(_core._set_num_threads(int(n)))
+    if got != n:
+        warnings.warn(
+            f"set_num_threads: the worker pool was already made with {got} threads, so "
+            f"{n} cannot be set now (call set_num_threads before any computation)",
+            UserWarning,
+            stacklevel=2,
+        )
+
+
+def set_printoptions(
+    precision: int | None = None,
+    threshold: int | None = None,
+    edgeitems: int | None = None,
+    linewidth: int | None = None,
+    profile: str | None = None,
+    sci_mode: bool | None = None,
+) -> None:
+    """How tensors print (numpy's print options underneath, which ``repr`` uses)."""
+    opts: dict = {}
+    if profile == "default":
+        opts.update(precision=4, threshold=1000, edgeitems=3, linewidth=80)
+    elif profile == "short":
+        opts.update(precision=2, threshold=1000, edgeitems=2, linewidth=80)
+    elif profile == "full":
+        opts.update(precision=4, threshold=np.inf, edgeitems=3, linewidth=80)
+    elif profile is not None:
+        raise ValueError(f"set_printoptions: unknown profile {profile!r}")
+    for k, v in (
+        ("precision", precision),
+        ("threshold", threshold),
+        ("edgeitems", edgeitems),
+        ("linewidth", linewidth),
+    ):
+        if v is not None:
+            opts[k] = v
+    if sci_mode is not None:
+        opts["suppress"] = not sci_mode
+    np.set_printoptions(**opts)
+
+
+def compile(model: Any = None, **kwargs: Any) -> Any:
+    """``torch.compile``'s spelling: returns ``model`` (a module or function) unchanged, so
+    it runs eagerly with the same results; for a whole training step compiled into one graph
+    run in Rust, use :func:`ferrograd.trace`. Usable as ``@fg.compile`` and
+    ``@fg.compile(mode=...)``."""
+    if model is None:
+        return lambda m: m
+    if not callable(model):
+        raise TypeError(f"compile: expected a module or a function, got {type(model).__name__}")
+    return model
+
+
+_rust_numpy = Tensor.numpy
+
+
+def _numpy(self: Tensor, *, force: bool = False) -> np.ndarray:
+    """A writable numpy copy of the values (``force`` is accepted for PyTorch scripts: the
+    copy is made from any device and whether or not the tensor requires grad)."""
+    return _rust_numpy(self)
+
+
+def _install() -> None:
+    Tensor.numpy = _numpy
+    Tensor.device = property(_device_of, doc="The device the tensor lives on (``fg.device``).")
+    Tensor.__index__ = _index
+    Tensor.__format__ = _format
+    Tensor.apply_ = _apply_
+    Tensor.map_ = _map_
+    Tensor.is_cpu = property(lambda self: _rust_device.__get__(self) == "cpu")
+
+
+_install()

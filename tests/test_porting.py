@@ -1,0 +1,255 @@
+"""What real PyTorch programs use besides ops and layers (found by porting pytorch/examples'
+mnist, vae, regression, dcgan, reinforce, word_language_model and the tutorials): each test
+is a line such a program runs, with PyTorch's result."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import ferrograd as fg
+import ferrograd.nn.functional as F
+import numpy as np
+import pytest
+import torch
+
+
+def test_a_one_element_integer_tensor_is_a_python_index():
+    classes = ["zero", "one", "two"]
+    pred = fg.tensor([[0.1, 0.7, 0.2]])
+    assert classes[pred[0].argmax(0)] == "one"  # the Quickstart's line
+    assert list(range(fg.tensor(3))) == [0, 1, 2]
+    with pytest.raises(TypeError, match="integer tensors of a single element"):
+        classes[fg.tensor(1.0)]
+    with pytest.raises(TypeError, match="integer tensors of a single element"):
+        classes[fg.tensor([1, 2])]
+
+
+def test_format_specs_apply_to_zero_dim_tensors_as_numbers():
+    loss = fg.tensor(1.23456)
+    assert f"{loss:.4f}" == f"{torch.tensor(1.23456):.4f}" == "1.2346"
+    assert f"{fg.tensor(-0.5):+.2f} x^{2} " == "-0.50 x^2 "
+    assert f"{fg.tensor(7)}" == "7"
+    with pytest.raises(TypeError):
+        f"{fg.ones(2):.2f}"
+
+
+def test_parameters_is_a_generator_and_a_list():
+    m = fg.nn.Sequential(fg.nn.Linear(2, 3), fg.nn.Linear(3, 1))
+    first = next(m.parameters())
+    assert first is m[0].weight  # word_language_model's init_hidden idiom
+    ps = m.parameters()
+    assert len(ps) == 4 and len(list(ps)) == 4 and len(list(ps)) == 4
+    it = m.parameters()
+    assert [next(it) for _ in range(4)] == list(m.parameters())
+    with pytest.raises(StopIteration):
+        next(it)
+    bn = fg.nn.BatchNorm1d(3)
+    assert next(bn.buffers()).shape == (3,)
+
+
+def test_tensor_device_is_a_device_object():
+    x = fg.ones(2)
+    assert x.device.type == "cpu" and x.device.index is None
+    assert x.device == "cpu" and x.device == fg.device("cpu")
+    assert repr(x.device) == repr(torch.ones(2).device)
+    assert x.is_cpu and not x.is_cuda
+    assert fg.zeros(1, device=x.device).device == "cpu"
+
+
+def test_backends_and_accelerator_answer_as_on_a_machine_without_those_backends():
+    fg.backends.cudnn.benchmark = True
+    fg.backends.cudnn.deterministic = True
+    assert fg.backends.cudnn.is_available() is False
+    assert fg.backends.mps.is_available() is False
+    from ferrograd.backends import cudnn
+
+    assert cudnn.benchmark is True
+    cudnn.benchmark = False
+    assert fg.accelerator.is_available() == fg.cuda.is_available()
+    acc = fg.accelerator.current_accelerator()
+    assert (acc is None) == (not fg.cuda.is_available())
+    if acc is not None:
+        assert acc.type == "cuda"
+
+
+def test_typed_tensor_constructors_follow_pytorch():
+    a = fg.FloatTensor([1, 2])
+    assert a.dtype == fg.float32 and a.tolist() == [1.0, 2.0]
+    z = fg.LongTensor(2, 3)
+    assert z.dtype == fg.int64 and z.shape == (2, 3)
+    assert fg.FloatTensor().shape == (0,)
+    x = fg.tensor([1.5, 2.5])
+    assert x.type(fg.DoubleTensor).dtype == fg.float64
+    assert x.type(fg.LongTensor).tolist() == [1, 2]
+    assert isinstance(x, fg.FloatTensor) and not isinstance(x, fg.DoubleTensor)
+    assert fg.nn.Linear(2, 2).type(fg.DoubleTensor).weight.dtype == fg.float64
+
+
+def test_bare_no_grad_and_inference_mode_decorators():
+    x = fg.ones(2, requires_grad=True)
+
+    @fg.no_grad
+    def f(t):
+        return t * 2
+
+    @fg.inference_mode
+    def g(t):
+        return t * 2
+
+    @fg.enable_grad
+    def h(t):
+        return t * 2
+
+    assert not f(x).requires_grad and not g(x).requires_grad
+    with fg.no_grad():
+        assert h(x).requires_grad
+    assert (x * 2).requires_grad
+
+
+def test_a_cast_of_a_dropped_leaf_still_backpropagates():
+    """``w = torch.randn(3, requires_grad=True).double()`` in a fresh process (no other
+    tensor requires grad): the leaf is gone, but the computed tensor still records."""
+    code = (
+        "import ferrograd as fg\n"
+        "w = fg.randn(3, requires_grad=True).double()\n"
+        "assert w.requires_grad and not w.is_leaf\n"
+        "v = fg.ones(3, dtype=fg.float64, requires_grad=True)\n"
+        "(w * w * v).sum().backward()\n"
+        "assert abs(v.grad.numpy() - w.detach().numpy() ** 2).max() < 1e-12\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_checkpoint_reruns_with_the_same_dropout_mask():
+    fg.manual_seed(0)
+    x = fg.randn(2000, requires_grad=True)
+    y = fg.checkpoint(lambda h: F.dropout(h, 0.5, training=True) * 3, x)
+    after_forward = fg.random.get_rng_state()
+    y.sum().backward()
+    kept = y.detach().numpy() != 0
+    # the gradient is 3 / (1 - p) exactly where the forward kept the element, 0 elsewhere
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(kept, 6.0, 0.0))
+    # and the rerun left the stream where the forward had
+    assert fg.random.get_rng_state() == after_forward
+    from ferrograd.utils.checkpoint import checkpoint
+
+    x.grad = None
+    y = checkpoint(lambda h: F.dropout(h, 0.5, training=True), x, use_reentrant=False)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy() != 0, y.detach().numpy() != 0)
+
+
+def test_pointwise_losses_broadcast_with_a_warning_like_torch():
+    pairs = [(np.zeros((1, 1)), np.array([1.0])), (np.ones((3, 1)), np.arange(4.0))]
+    for name in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"):
+        for a, b in pairs:
+            with pytest.warns(UserWarning, match="target size"):
+                ours = getattr(F, name)(fg.tensor(a), fg.tensor(b))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                theirs = getattr(torch.nn.functional, name)(torch.tensor(a), torch.tensor(b))
+            assert abs(ours.item() - theirs.item()) < 1e-12
+    with pytest.raises(fg.ShapeError, match="do not broadcast"):
+        F.mse_loss(fg.zeros(2, 3), fg.zeros(4))
+    with pytest.raises(ValueError):
+        F.binary_cross_entropy(fg.full((2, 1), 0.5), fg.ones(2))
+
+
+def test_legacy_size_average_and_reduce_arguments():
+    a, b = np.arange(6.0).reshape(2, 3), np.ones((2, 3))
+    for kw in ({"size_average": False}, {"reduce": False}, {"size_average": True}):
+        with pytest.warns(UserWarning, match="deprecated"):
+            ours = F.mse_loss(fg.tensor(a), fg.tensor(b), **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = torch.nn.functional.mse_loss(torch.tensor(a), torch.tensor(b), **kw)
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy())
+    with pytest.warns(UserWarning):
+        m = fg.nn.CrossEntropyLoss(size_average=False)
+    assert m.reduction == "sum"
+
+
+def test_anomaly_detection_raises_on_a_nan_gradient():
+    x = fg.tensor([0.0, 4.0], requires_grad=True)
+    with fg.autograd.detect_anomaly():
+        with pytest.raises(RuntimeError, match="NaN"):
+            (x.sqrt() * 0).sum().backward()
+        x.grad = None
+        (x * 2).sum().backward()  # a finite gradient passes
+    assert not fg.autograd.is_anomaly_enabled()
+    x.grad = None
+    (x.sqrt() * 0).sum().backward()  # off again: the NaN reaches .grad, as in PyTorch
+    assert np.isnan(x.grad.numpy()[0])
+
+
+def test_samplers_and_data_parallel_follow_pytorch():
+    from ferrograd.utils.data import WeightedRandomSampler
+    from ferrograd.utils.data.distributed import DistributedSampler
+    from torch.utils.data.distributed import DistributedSampler as TorchDS
+
+    for drop_last in (False, True):
+        for n in (10, 12):
+            ours = [
+                list(DistributedSampler(range(n), 3, r, False, drop_last=drop_last))
+                for r in range(3)
+            ]
+            theirs = [list(TorchDS(range(n), 3, r, False, drop_last=drop_last)) for r in range(3)]
+            assert ours == theirs
+    s = DistributedSampler(range(10), 2, 0, shuffle=True)
+    s.set_epoch(1)
+    e1 = list(s)
+    s.set_epoch(2)
+    assert sorted(e1 + list(DistributedSampler(range(10), 2, 1, shuffle=True, seed=0))) != []
+    assert e1 != list(s)
+    w = WeightedRandomSampler([0.0, 1.0, 3.0], 4000, generator=fg.Generator().manual_seed(0))
+    counts = np.bincount(list(w), minlength=3)
+    assert counts[0] == 0 and abs(counts[2] / counts[1] - 3) < 0.4
+    dp = fg.nn.DataParallel(fg.nn.Linear(2, 2))
+    assert list(dp.state_dict()) == ["module.weight", "module.bias"]
+    assert dp(fg.ones(1, 2)).shape == (1, 2)
+
+
+def test_thread_settings_and_other_process_level_names():
+    assert fg.get_num_threads() >= 1
+    code = "import ferrograd as fg\nfg.set_num_threads(1)\nprint(fg.get_num_threads())\n"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1"
+    with pytest.raises(ValueError):
+        fg.set_num_threads(0)
+    fg.use_deterministic_algorithms(True)
+    assert fg.are_deterministic_algorithms_enabled()
+    fg.use_deterministic_algorithms(False)
+    m = fg.nn.Linear(2, 2)
+    assert fg.compile(m) is m
+    assert fg.compile()(m) is m
+    assert fg.manual_seed(3) is fg.default_generator
+    t = fg.tensor([1.0, 2.0])
+    assert t.apply_(lambda v: v * 10).tolist() == [10.0, 20.0]
+    assert t.map_(fg.tensor([1.0, 1.0]), lambda a, b: a + b).tolist() == [11.0, 21.0]
+    assert t.numpy(force=True).tolist() == [11.0, 21.0]
+    v = fg.autograd.Variable(fg.ones(2), requires_grad=True)
+    assert v.requires_grad and v.is_leaf
+    fg.nn.LSTM(2, 3).flatten_parameters()
+
+
+def test_cuda_manual_seed_reseeds_only_cuda_streams():
+    fg.manual_seed(4)
+    cpu_draw = fg.rand(3).numpy()
+    fg.manual_seed(4)
+    fg.cuda.manual_seed(99)
+    assert np.array_equal(fg.rand(3).numpy(), cpu_draw)
+    if fg.cuda.is_available():
+        a = fg.rand(3, device="cuda").numpy()
+        fg.cuda.manual_seed_all(99)
+        assert np.array_equal(fg.rand(3, device="cuda").numpy(), a)
+        assert fg.cuda.memory_allocated() >= 0
