@@ -253,3 +253,72 @@ def test_cuda_manual_seed_reseeds_only_cuda_streams():
         fg.cuda.manual_seed_all(99)
         assert np.array_equal(fg.rand(3, device="cuda").numpy(), a)
         assert fg.cuda.memory_allocated() >= 0
+
+
+def test_load_reads_files_written_by_torch_save(tmp_path):
+    from collections import OrderedDict
+
+    sd = OrderedDict(
+        w=torch.randn(2, 3, dtype=torch.float64),
+        b=torch.arange(3),
+        t=torch.randn(4, 5).t(),  # a strided view: saved with its storage
+        h=torch.randn(3).to(torch.bfloat16),
+        f16=torch.randn(2).half(),
+        i8=torch.tensor([1, -2], dtype=torch.int8),
+        p=torch.nn.Parameter(torch.ones(2)),
+    )
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": sd, "epoch": 3, "lr": 0.1, "shape": torch.Size([2, 3])}, path)
+    out = fg.load(path)
+    assert out["epoch"] == 3 and out["lr"] == 0.1 and tuple(out["shape"]) == (2, 3)
+    for k, v in sd.items():
+        got = out["model"][k]
+        want = v.detach().float() if v.dtype == torch.bfloat16 else v.detach()
+        assert got.dtype.name == str(v.dtype).replace("torch.", "")
+        assert np.array_equal(got.astype("float64").numpy(), want.double().numpy()), k
+    assert isinstance(out["model"]["p"], fg.nn.Parameter)
+    # a state dict saved by torch loads into the same ferrograd module
+    lin = torch.nn.Linear(3, 2)
+    torch.save(lin.state_dict(), path)
+    mine = fg.nn.Linear(3, 2)
+    mine.load_state_dict(fg.load(path))
+    x = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
+    np.testing.assert_allclose(
+        mine(fg.tensor(x)).detach().numpy(), lin(torch.tensor(x)).detach().numpy(), rtol=1e-6
+    )
+    # a whole torch module cannot be rebuilt without torch: refused with a clear message
+    torch.save(lin, path)
+    import pickle
+
+    with pytest.raises(pickle.UnpicklingError, match="weights_only=False"):
+        fg.load(path)
+    # a corrupt zip is a ValueError
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(ValueError, match="load"):
+        fg.load(path)
+
+
+def test_save_keeps_arrays_and_pickles_other_objects_for_weights_only_false(tmp_path):
+    import argparse
+    import pickle
+
+    path = tmp_path / "all.pt"
+    model = fg.nn.Linear(2, 2)
+    obj = {
+        "array": np.arange(6.0).reshape(2, 3),
+        "ints": np.array([1, 2], dtype=np.int32),
+        "model": model,
+        "args": argparse.Namespace(lr=0.1, epochs=2),
+    }
+    fg.save(obj, path)
+    with pytest.raises(pickle.UnpicklingError, match="weights_only=False"):
+        fg.load(path)
+    out = fg.load(path, weights_only=False)
+    assert isinstance(out["array"], np.ndarray) and np.array_equal(out["array"], obj["array"])
+    assert out["ints"].dtype == np.int32
+    assert out["args"].lr == 0.1
+    x = fg.ones(1, 2)
+    assert np.array_equal(out["model"](x).detach().numpy(), model(x).detach().numpy())
+    # arrays alone stay loadable with the default weights_only=True
+    fg.save({"a": np.ones(3)}, path)
+    assert np.array_equal(fg.load(path)["a"], np.ones(3))

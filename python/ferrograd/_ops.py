@@ -1330,7 +1330,12 @@ def _extreme_function(kind: str, input: Tensor, args: tuple, kwargs: dict) -> An
     x = _check_tensor(kind, "input", input)
     method = getattr(Tensor, kind)
     if args and not isinstance(args[0], Tensor) and "dim" not in kwargs:
-        # MegEngine's max(x, axis, keepdims): the values only
+        # MegEngine's max(x, axis, keepdims): the values only (PyTorch's keepdim= spelling
+        # is taken too)
+        if "keepdim" in kwargs:
+            if "keepdims" in kwargs:
+                raise TypeError(f"{kind}: keepdim and keepdims given together")
+            kwargs["keepdims"] = kwargs.pop("keepdim")
         return method._engine(x, *args, **kwargs)
     return method(x, *args, **kwargs)
 

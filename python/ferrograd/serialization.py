@@ -6,16 +6,23 @@ in ``obj`` is a named tensor of the file, so PyTorch's, JAX's and Hugging Face's
 (``"layer.weight"``); tensors deeper in nested dicts, lists and tuples are named by their
 path (``"state.0.exp_avg"``). The structure around the tensors (dicts, lists, tuples,
 numbers, strings, booleans, None) is kept as JSON in the file's metadata, so ``load`` gives
-back the same kind of object. A file written elsewhere (no structure) loads as a dict of
-name to tensor.
+back the same kind of object. numpy arrays are stored as tensors and load as arrays. Any
+other object (a whole module, an ``argparse.Namespace``, a set) is pickled into the file;
+``load`` unpickles it only with ``weights_only=False`` (as PyTorch's ``torch.load``, since
+unpickling runs code from the file). A safetensors file written elsewhere (no structure)
+loads as a dict of name to tensor, and a file written by ``torch.save`` (PyTorch's zip
+format) loads its tensors, state dicts and plain values without PyTorch.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 from collections import OrderedDict
 from typing import Any
+
+import numpy as np
 
 from . import _core
 from ._core import Tensor
@@ -28,15 +35,13 @@ _FORMAT = 1
 
 def _encode(obj: Any, path: str, tensors: list, names: set) -> Any:
     if isinstance(obj, Tensor):
-        name = path or "tensor"
-        if name in names:
-            i = 1
-            while f"{name}#{i}" in names:
-                i += 1
-            name = f"{name}#{i}"
-        names.add(name)
+        name = _unique(path or "tensor", names)
         tensors.append((name, obj.detach()))
-        return {"tensor": name, "device": obj.device, "param": type(obj).__name__ == "Parameter"}
+        return {
+            "tensor": name,
+            "device": str(obj.device),
+            "param": type(obj).__name__ == "Parameter",
+        }
     if isinstance(obj, dict):
         items = []
         for k, v in obj.items():
@@ -52,12 +57,39 @@ def _encode(obj: Any, path: str, tensors: list, names: set) -> Any:
         return {"tuple" if isinstance(obj, tuple) else "list": out}
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"value": obj}
-    if hasattr(obj, "item") and hasattr(obj, "dtype") and getattr(obj, "ndim", 1) == 0:
+    if isinstance(obj, np.generic) and obj.ndim == 0 and obj.dtype.kind in "biuf":
         return {"value": obj.item()}  # a numpy scalar
-    raise TypeError(
-        f"save: cannot store a {type(obj).__name__} at {path or 'the top level'!r}; checkpoints "
-        "hold tensors, numbers, strings, None and dicts, lists and tuples of them"
-    )
+    if isinstance(obj, np.ndarray) and obj.dtype.kind in "biuf":
+        from ._tensor import _SUPPORTED, tensor
+
+        if obj.dtype.name in _SUPPORTED:
+            name = _unique(f"{path or 'array'}", names)
+            tensors.append((name, tensor(np.ascontiguousarray(obj), device="cpu")))
+            return {"ndarray": name}
+    # anything else is pickled into the file (loaded back with weights_only=False only)
+    try:
+        blob = pickle.dumps(obj, protocol=4)
+    except Exception as e:  # noqa: BLE001  (any pickling failure is reported the same way)
+        raise TypeError(
+            f"save: cannot store a {type(obj).__name__} at {path or 'the top level'!r}: it is "
+            f"not a tensor, array, number, string or container of them, and pickling it "
+            f"failed ({e})"
+        ) from None
+    from ._tensor import tensor
+
+    name = _unique(f"{path or 'object'}.pickle", names)
+    tensors.append((name, tensor(np.frombuffer(blob, dtype=np.uint8).copy(), device="cpu")))
+    return {"pickle": name, "type": f"{type(obj).__module__}.{type(obj).__qualname__}"}
+
+
+def _unique(name: str, names: set) -> str:
+    if name in names:
+        i = 1
+        while f"{name}#{i}" in names:
+            i += 1
+        name = f"{name}#{i}"
+    names.add(name)
+    return name
 
 
 def save(obj: Any, f: Any) -> None:
@@ -87,9 +119,23 @@ def _device_for(saved: str, map_location: Any) -> str:
     return str(map_location)
 
 
-def _decode(node: Any, tensors: dict, map_location: Any) -> Any:
+def _decode(node: Any, tensors: dict, map_location: Any, weights_only: bool = True) -> Any:
     if not isinstance(node, dict):
         raise ValueError("load: the checkpoint's structure is corrupt")  # noqa: TRY004
+    if "ndarray" in node or "pickle" in node:
+        name = node.get("ndarray", node.get("pickle"))
+        if name not in tensors:
+            raise ValueError(f"load: the checkpoint lists an entry {name!r} that it does not hold")
+        arr = tensors[name].numpy()
+        if "ndarray" in node:
+            return arr
+        if weights_only:
+            raise pickle.UnpicklingError(
+                f"load: the checkpoint holds a pickled {node.get('type', 'object')}; "
+                "unpickling runs code from the file, so it is refused with weights_only=True "
+                "(the default). Pass weights_only=False for a file you trust."
+            )
+        return pickle.loads(arr.tobytes())
     if "tensor" in node:
         name = node["tensor"]
         if name not in tensors:
@@ -105,11 +151,11 @@ def _decode(node: Any, tensors: dict, map_location: Any) -> Any:
         return t
     if "dict" in node:
         cls = OrderedDict if node.get("ordered") else dict
-        return cls((k, _decode(v, tensors, map_location)) for k, v in node["dict"])
+        return cls((k, _decode(v, tensors, map_location, weights_only)) for k, v in node["dict"])
     if "list" in node:
-        return [_decode(v, tensors, map_location) for v in node["list"]]
+        return [_decode(v, tensors, map_location, weights_only) for v in node["list"]]
     if "tuple" in node:
-        return tuple(_decode(v, tensors, map_location) for v in node["tuple"])
+        return tuple(_decode(v, tensors, map_location, weights_only) for v in node["tuple"])
     if "value" in node:
         return node["value"]
     raise ValueError("load: the checkpoint's structure is corrupt")
@@ -117,14 +163,25 @@ def _decode(node: Any, tensors: dict, map_location: Any) -> Any:
 
 def load(f: Any, map_location: Any = None, weights_only: bool = True) -> Any:
     """Reads a checkpoint written by :func:`save` (or any safetensors file: then a dict of
-    name to tensor). Tensors go back to the device they were saved from, or to
-    ``map_location`` (a device, a dict from saved to new device, or a function of the saved
-    device). A truncated or corrupt file raises ``ValueError``."""
+    name to tensor, or a file written by ``torch.save``). Tensors go back to the device they
+    were saved from, or to ``map_location`` (a device, a dict from saved to new device, or a
+    function of the saved device). Pickled objects load only with ``weights_only=False``
+    (``pickle.UnpicklingError`` otherwise). A truncated or corrupt file raises
+    ``ValueError``."""
     if hasattr(f, "read"):
         data = f.read()
     else:
         with open(os.fspath(f), "rb") as fh:
             data = fh.read()
+    if data[:4] == b"PK\x03\x04":
+        from ._torch_files import load_torch_zip
+
+        return load_torch_zip(data, map_location, weights_only)
+    if data[:2] == b"\x80\x02" and b"\x19\x10" in data[:16]:
+        raise ValueError(
+            "load: a file in PyTorch's legacy (before 1.6) format; re-save it with "
+            "torch.save(obj, path) from a current PyTorch (its zip format loads here)"
+        )
     pairs, meta = _core._from_safetensors(data)
     tensors = dict(pairs)
     if not meta or _KEY not in meta:
@@ -136,4 +193,4 @@ def load(f: Any, map_location: Any = None, weights_only: bool = True) -> Any:
         raise ValueError(f"load: the checkpoint's structure is corrupt ({e})") from None
     if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
         raise ValueError(f"load: unknown checkpoint format {doc.get('format')!r}")
-    return _decode(doc["root"], tensors, map_location)
+    return _decode(doc["root"], tensors, map_location, weights_only)
