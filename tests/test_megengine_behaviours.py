@@ -82,3 +82,80 @@ def test_narrow_dtypes_flow_through_gradients():
     u8 = fg.tensor(np.array([1, 0, 1], "uint8"))
     x = fg.tensor(np.array([1.0, 2.0, 3.0], "f4"))
     np.testing.assert_array_equal(grad_of(lambda t: t * u8, x), [1, 0, 1])
+
+
+def test_sin_first_and_second_derivative():
+    a = np.random.default_rng(5).uniform(-3, 3, 10).astype("f4")
+    x = fg.tensor(a)
+    np.testing.assert_allclose(grad_of(fg.sin, x), np.cos(a), rtol=1e-6, atol=1e-7)
+    x = fg.tensor(a)
+    outer, inner = fg.GradManager().attach([x]), fg.GradManager().attach([x])
+    with outer:
+        with inner:
+            inner.backward(fg.sin(x), fg.ones_like(x))
+        dx = x.grad
+        x.grad = None
+        outer.backward(dx, fg.ones_like(dx))
+    np.testing.assert_allclose(x.grad.numpy(), -np.sin(a), rtol=1e-5, atol=1e-6)
+
+
+def test_batch_norm_training_gradient_and_running_statistics():
+    # MegEngine's BatchNorm2d test: batch statistics per channel, running statistics with
+    # momentum (MegEngine's momentum 0.9 is PyTorch's 0.1), the closed-form input gradient
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((4, 3, 2, 5)).astype("f4")
+    dy = rng.standard_normal(a.shape).astype("f4")
+    mean = a.mean((0, 2, 3), keepdims=True)
+    var = a.var((0, 2, 3), keepdims=True)
+    inv = 1 / np.sqrt(var + 1e-5)
+    xhat = (a - mean) * inv
+    x = fg.tensor(a)
+    rm, rv = fg.zeros(3), fg.ones(3)
+    gm = fg.GradManager().attach([x])
+    with gm:
+        y = F.batch_norm(x, rm, rv, training=True, momentum=0.1)
+        gm.backward(y, fg.tensor(dy))
+    np.testing.assert_allclose(y.numpy(), xhat, rtol=1e-4, atol=1e-5)
+    m = a.size // 3
+    dx = (
+        inv
+        / m
+        * (
+            m * dy
+            - dy.sum((0, 2, 3), keepdims=True)
+            - xhat * (dy * xhat).sum((0, 2, 3), keepdims=True)
+        )
+    )
+    np.testing.assert_allclose(x.grad.numpy(), dx, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(rm.numpy(), 0.1 * mean.reshape(3), rtol=1e-5, atol=1e-7)
+    unbiased = var.reshape(3) * m / (m - 1)
+    np.testing.assert_allclose(rv.numpy(), 0.9 + 0.1 * unbiased, rtol=1e-5)
+    # eval mode normalises with the running statistics: the gradient is dy / sqrt(rv + eps)
+    x.grad = None
+    g = grad_of(lambda t: F.batch_norm(t, rm, rv, training=False), x)
+    np.testing.assert_allclose(
+        g, np.broadcast_to(1 / np.sqrt(rv.numpy() + 1e-5)[:, None, None], a.shape), rtol=1e-6
+    )
+
+
+def test_int8_storage_casts_arithmetic_and_indices():
+    a = np.array([100, -7, 3, -128], np.int8)
+    t = fg.tensor(a)
+    assert t.dtype == fg.int8
+    np.testing.assert_array_equal((t + t).numpy(), a + a)  # wraps around as numpy
+    assert (t + t).dtype == np.int8
+    assert (t * fg.tensor(np.float32(1.5))).dtype == np.float32  # int with float: the float
+    f = fg.tensor(np.array([-2.7, 2.7, 127.9], "f4"))
+    np.testing.assert_array_equal(f.astype("int8").numpy(), [-2, 2, 127])  # toward zero
+    np.testing.assert_array_equal(t.astype("float32").numpy(), a.astype("f4"))
+    # int8 indices pick rows and send the gradient back to them
+    w = fg.tensor(np.arange(12.0, dtype="f4").reshape(4, 3))
+    idx = fg.tensor(np.array([3, -1, 0], np.int8))
+    np.testing.assert_array_equal(w[idx].numpy(), np.arange(12.0).reshape(4, 3)[[3, -1, 0]])
+    g = grad_of(lambda t: t[idx] * 2, w)
+    np.testing.assert_array_equal(g, [[2, 2, 2], [0, 0, 0], [0, 0, 0], [4, 4, 4]])
+    # an int8 mask-like factor: the gradient is the factor
+    x = fg.tensor(np.array([1.0, 2.0, 3.0], "f4"))
+    np.testing.assert_array_equal(
+        grad_of(lambda t: t * fg.tensor(np.array([1, 0, -1], np.int8)), x), [1, 0, -1]
+    )

@@ -39,6 +39,9 @@ def _as_index(k: Any) -> Any:
             raise IndexError(
                 f"getitem: an index array must hold integers or booleans, got {a.dtype}"
             )
+        if a.dtype.kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
+            # (as int64 it would wrap around to a negative index)
+            raise IndexError(f"getitem: index {a.max()} is out of bounds (above int64's range)")
         return a.astype(np.int64) if a.dtype.kind == "u" or not a.size else a
     return k
 

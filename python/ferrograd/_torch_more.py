@@ -106,6 +106,7 @@ __all__ = [
     "std_mean",
     "subtract",
     "take",
+    "take_along_axis",
     "tensor_split",
     "tensordot",
     "tril_indices",
@@ -1261,6 +1262,38 @@ def _signbit(self: Tensor) -> Tensor:
     """True where the sign bit is set (negative numbers, ``-0.0``)."""
     a = self.detach().numpy()
     return tensor(np.signbit(a), device=self.device)
+
+
+def take_along_axis(input: Tensor, indices: Any, axis: Any) -> Tensor:
+    """numpy's ``take_along_axis``: ``out[..., i, ...] = input[..., indices[..., i, ...],
+    ...]`` along ``axis``; on the other axes a length-1 axis of either broadcasts to the
+    other's length (``axis=None``: ``input`` flattened, ``indices`` 1-D). Differentiable
+    in ``input``."""
+    x = _check_tensor("take_along_axis", "input", input)
+    idx = indices if isinstance(indices, Tensor) else tensor(np.asarray(indices), device=x.device)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"take_along_axis: indices must be integers, got {idx.dtype}")
+    if axis is None:
+        if idx.ndim != 1:
+            raise ShapeError(
+                f"take_along_axis: with axis=None indices must be 1-D, got shape {list(idx.shape)}"
+            )
+        return take(x, idx)
+    if idx.ndim != x.ndim:
+        raise ShapeError(
+            f"take_along_axis: indices (shape {list(idx.shape)}) and input (shape "
+            f"{list(x.shape)}) must have the same number of dimensions"
+        )
+    d = _dim("take_along_axis", x, axis, "axis")
+    try:
+        return _take_along_dim(x, idx.astype("int64"), d)
+    except ValueError as e:
+        if isinstance(e, ShapeError):
+            raise
+        raise ShapeError(
+            f"take_along_axis: indices of shape {list(idx.shape)} do not broadcast with input "
+            f"of shape {list(x.shape)} outside axis {d}"
+        ) from None
 
 
 def _take_along_dim(x: Tensor, indices: Tensor, dim: Any) -> Tensor:

@@ -410,6 +410,7 @@ class Adam(Optimizer):
         amsgrad: bool = False,
         *,
         maximize: bool = False,
+        decoupled_weight_decay: bool = False,
     ) -> None:
         defaults = {
             "lr": lr,
@@ -418,6 +419,8 @@ class Adam(Optimizer):
             "weight_decay": weight_decay,
             "amsgrad": amsgrad,
             "maximize": maximize,
+            # True: AdamW's decay (``p *= 1 - lr * wd``), as PyTorch's Adam option
+            "decoupled_weight_decay": bool(decoupled_weight_decay) or self._decoupled,
         }
         super().__init__(params, defaults)
 
@@ -458,7 +461,7 @@ class Adam(Optimizer):
                     "beta2": float(b2),
                     "eps": float(group["eps"]),
                     "weight_decay": float(wd),
-                    "decoupled": float(self._decoupled),
+                    "decoupled": float(bool(group.get("decoupled_weight_decay", self._decoupled))),
                 },
                 lambda: {
                     "lr": float(lr.item()),
@@ -470,7 +473,7 @@ class Adam(Optimizer):
             )
             return
         if wd:
-            if self._decoupled:
+            if group.get("decoupled_weight_decay", self._decoupled):
                 p *= 1.0 - lr * wd
             else:
                 g = g + wd * p
@@ -934,3 +937,78 @@ class Rprop(Optimizer):
 
 
 from .extra import *  # LBFGS, ASGD
+
+
+def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:
+    """PyTorch's implementation switches (``foreach``, ``fused``, ``capturable``) are taken
+    and kept in the defaults: every update here is one fused pass per parameter already.
+    ``differentiable=True`` (a step recorded for autodiff) is refused."""
+    import functools
+
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(
+        self: Any,
+        *args: Any,
+        foreach: bool | None = None,
+        fused: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if differentiable:
+            raise NotImplementedError(
+                f"{cls.__name__}: differentiable=True (recording the step for autodiff) is "
+                "not supported"
+            )
+        if fused and "fused" not in names:
+            raise TypeError(f"{cls.__name__}: there is no fused implementation to ask for")
+        init(self, *args, **kwargs)
+        given = {
+            "foreach": foreach,
+            "fused": fused,
+            "capturable": capturable,
+            "differentiable": differentiable,
+        }
+        flags = {k: given[k] for k in names}
+        self.defaults.update(flags)
+        for group in self.param_groups:
+            group.update(flags)
+
+    import inspect
+
+    sig = inspect.signature(init)
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+        for name, default in (
+            ("foreach", None),
+            ("fused", None),
+            ("capturable", False),
+            ("differentiable", False),
+        )
+        if name not in sig.parameters
+    ]
+    params = list(sig.parameters.values())
+    kw = [i for i, q in enumerate(params) if q.kind == inspect.Parameter.VAR_KEYWORD]
+    at = kw[0] if kw else len(params)
+    __init__.__signature__ = sig.replace(parameters=params[:at] + extra + params[at:])
+    cls.__init__ = __init__
+
+
+# the switches each PyTorch optimizer has (its param groups carry them)
+for _cls, _names in (
+    (SGD, ("foreach", "differentiable", "fused")),
+    (Adam, ("foreach", "capturable", "differentiable", "fused")),
+    (AdamW, ("foreach", "capturable", "differentiable", "fused")),
+    (Adagrad, ("foreach", "differentiable", "fused")),
+    (RMSprop, ("foreach", "capturable", "differentiable")),
+    (Adadelta, ("foreach", "capturable", "differentiable")),
+    (Adamax, ("foreach", "capturable", "differentiable")),
+    (NAdam, ("foreach", "capturable", "differentiable")),
+    (RAdam, ("foreach", "capturable", "differentiable")),
+    (Rprop, ("foreach", "capturable", "differentiable")),
+    (ASGD, ("foreach", "capturable", "differentiable")),
+):
+    _accept_implementation_flags(_cls, _names)
+del _cls, _names
