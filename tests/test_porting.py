@@ -50,7 +50,7 @@ def test_parameters_is_a_generator_and_a_list():
 
 
 def test_tensor_device_is_a_device_object():
-    x = fg.ones(2)
+    x = fg.ones(2, device="cpu")
     assert x.device.type == "cpu" and x.device.index is None
     assert x.device == "cpu" and x.device == fg.device("cpu")
     assert repr(x.device) == repr(torch.ones(2).device)
@@ -233,7 +233,7 @@ def test_thread_settings_and_other_process_level_names():
     assert fg.compile(m) is m
     assert fg.compile()(m) is m
     assert fg.manual_seed(3) is fg.default_generator
-    t = fg.tensor([1.0, 2.0])
+    t = fg.tensor([1.0, 2.0], device="cpu")
     assert t.apply_(lambda v: v * 10).tolist() == [10.0, 20.0]
     assert t.map_(fg.tensor([1.0, 1.0]), lambda a, b: a + b).tolist() == [11.0, 21.0]
     assert t.numpy(force=True).tolist() == [11.0, 21.0]
@@ -244,10 +244,10 @@ def test_thread_settings_and_other_process_level_names():
 
 def test_cuda_manual_seed_reseeds_only_cuda_streams():
     fg.manual_seed(4)
-    cpu_draw = fg.rand(3).numpy()
+    cpu_draw = fg.rand(3, device="cpu").numpy()
     fg.manual_seed(4)
     fg.cuda.manual_seed(99)
-    assert np.array_equal(fg.rand(3).numpy(), cpu_draw)
+    assert np.array_equal(fg.rand(3, device="cpu").numpy(), cpu_draw)
     if fg.cuda.is_available():
         a = fg.rand(3, device="cuda").numpy()
         fg.cuda.manual_seed_all(99)

@@ -147,3 +147,11 @@ half = float16
 long = int64
 int = int32
 bool = bool_
+
+# mixed precision: autocast wraps the products and the float32 ops (after everything above)
+from . import amp as amp
+from . import cpu as cpu
+from .amp import autocast as autocast
+
+amp._install()
+__all__ += ["amp", "autocast", "cpu"]

@@ -133,3 +133,37 @@ def seed_all() -> None:
     import numpy as np
 
     manual_seed(int(np.random.SeedSequence().entropy) % 2**63)
+
+
+class _CudaAmp:
+    """``torch.cuda.amp``'s spellings: ``autocast(enabled=True, dtype=float16)`` and
+    ``GradScaler(...)`` for the CUDA device (see :mod:`ferrograd.amp`)."""
+
+    @staticmethod
+    def autocast(enabled: bool = True, dtype: object = "float16", cache_enabled: bool = True):
+        from .amp import autocast
+
+        return autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    @staticmethod
+    def GradScaler(
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+    ):
+        from .amp import GradScaler
+
+        return GradScaler(
+            "cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled
+        )
+
+
+amp = _CudaAmp()
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """Whether CUDA tensors can be bfloat16 (ferrograd stores and computes them on every
+    CUDA device it runs on)."""
+    return is_available()
