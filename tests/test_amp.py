@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-
 DEV = str(fg.ones(1).device).partition(":")[0]  # the device the suite runs on
 
 
