@@ -222,6 +222,46 @@ def traced():
     assert step.cache_size == 1
 
 
+def ddp():
+    """PyTorch's DistributedDataParallel spelling: gradients after loss.backward() equal one
+    process's on the whole batch, no_sync accumulates locally, parameters stay identical."""
+    from ferrograd.nn.parallel import DistributedDataParallel as DDP
+
+    r, n = dist.get_rank(), dist.get_world_size()
+    fg.manual_seed(r)  # different weights on purpose: DDP takes rank 0's
+    model = mlp().to(fg.float64)
+    net = DDP(model, bucket_cap_mb=0.001)  # several buckets
+    params = list(model.parameters())
+    per = 4
+    x, y = data("mlp", per * n, seed=11)
+    # the reference: the unwrapped model on the whole batch (no averaging: not through DDP)
+    F.cross_entropy(model(fg.tensor(x)), fg.tensor(y)).backward()
+    want = [p.grad.numpy().copy() for p in params]
+    for p in params:
+        p.grad = None
+    mine = slice(r * per, (r + 1) * per)
+    xm, ym = x[mine], y[mine]
+    F.cross_entropy(net(fg.tensor(xm)), fg.tensor(ym)).backward()
+    for i, (p, w) in enumerate(zip(params, want)):
+        close(p.grad.numpy(), w, f"ddp gradient of parameter {i}")
+    # no_sync: the first half stays local, the synced backward averages the sum
+    for p in params:
+        p.grad = None
+    h = per // 2
+    with net.no_sync():
+        F.cross_entropy(net(fg.tensor(xm[:h])), fg.tensor(ym[:h])).backward()
+    F.cross_entropy(net(fg.tensor(xm[h:])), fg.tensor(ym[h:])).backward()
+    for i, (p, w) in enumerate(zip(params, want)):
+        close(p.grad.numpy(), 2 * w, f"ddp no_sync gradient of parameter {i}")
+    opt = fg.optim.SGD(net.parameters(), lr=0.1)
+    opt.step()
+    for p in params:
+        lo, hi = p.detach().clone(), p.detach().clone()
+        dist.all_reduce(lo, op="min")
+        dist.all_reduce(hi, op="max")
+        close(lo.numpy(), hi.numpy(), "ddp parameters across ranks")
+
+
 def raises():
     """Rank 1 fails mid-training while rank 0 waits in a collective: the job must end."""
     if dist.get_rank() == 1:
@@ -242,6 +282,7 @@ if __name__ == "__main__":
         "collectives": collectives,
         "traced": traced,
         "raises": raises,
+        "ddp": ddp,
     }
     for name in sys.argv[1:]:
         scenarios[name]()

@@ -82,6 +82,13 @@ def test_two_ranks_gradients_parameters_unused_and_overlap():
 
 @on_cpu
 @needs_mpi
+def test_distributed_data_parallel_two_ranks():
+    rc, out = launch(2, "ddp")
+    assert rc == 0 and "ok" in out, out
+
+
+@on_cpu
+@needs_mpi
 def test_three_ranks_oversubscribed():
     rc, out = launch(3, "collectives", "mlp", "cnn", "steps", "unused", "traced")
     assert rc == 0 and "ok" in out, out

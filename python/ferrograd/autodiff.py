@@ -953,6 +953,12 @@ def _run_backward(
         consumed()
     if _anomaly["on"]:
         _check_anomaly(op, _autograd.live_leaves())
+    for listener in list(_after_backward):
+        listener._after_backward()
+
+
+# objects told when a Tensor.backward() has filled .grad (DistributedDataParallel's reducer)
+_after_backward: weakref.WeakSet = weakref.WeakSet()
 
 
 # anomaly detection (torch.autograd.set_detect_anomaly): after each backward, a NaN in a
