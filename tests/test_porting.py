@@ -322,3 +322,15 @@ def test_save_keeps_arrays_and_pickles_other_objects_for_weights_only_false(tmp_
     # arrays alone stay loadable with the default weights_only=True
     fg.save({"a": np.ones(3)}, path)
     assert np.array_equal(fg.load(path)["a"], np.ones(3))
+
+
+def test_one_argument_where_and_argwhere_are_nonzero():
+    a = np.array([[1.0, -2.0, 3.0], [0.0, 5.0, -6.0]])
+    ours = fg.where(fg.tensor(a) > 0)
+    theirs = torch.where(torch.tensor(a) > 0)
+    assert len(ours) == 2
+    for o, t in zip(ours, theirs):
+        assert o.tolist() == t.tolist()
+    assert fg.argwhere(fg.tensor(a)).tolist() == torch.argwhere(torch.tensor(a)).tolist()
+    with pytest.raises(TypeError, match="both"):
+        fg.where(fg.tensor(a) > 0, fg.tensor(a))

@@ -42,6 +42,7 @@ __all__ = [
     "arctan",
     "arctan2",
     "arctanh",
+    "argwhere",
     "asinh",
     "atanh",
     "atleast_1d",
@@ -115,6 +116,7 @@ __all__ = [
     "unbind",
     "unique_consecutive",
     "var_mean",
+    "where",
     "xlogy",
 ]
 
@@ -1523,3 +1525,23 @@ class iinfo:
 
     def __repr__(self) -> str:
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+def where(condition: Any, input: Any = None, other: Any = None) -> Any:
+    """``where(condition, input, other)``: elementwise choice, broadcast (numbers allowed);
+    ``where(condition)`` alone: the indices of its true elements, one tensor per axis (as
+    ``nonzero(as_tuple=True)``, PyTorch's and numpy's one-argument form)."""
+    if input is None and other is None:
+        from ._torch_compat import nonzero
+
+        return nonzero(condition, as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where: give both input and other, or neither")
+    return _core.where(condition, input, other)
+
+
+def argwhere(input: Tensor) -> Tensor:
+    """The indices of the non-zero elements, ``[n, ndim]`` int64 (``nonzero``)."""
+    from ._torch_compat import nonzero
+
+    return nonzero(_check_tensor("argwhere", "input", input))
