@@ -137,7 +137,12 @@ def test_broadcast_to_incompatible():
 
 
 def test_squeeze_non_unit_axis():
-    expect(fg.ShapeError, lambda: f64(2, 3).squeeze(0), "squeeze", shapes=[(2, 3)])
+    # PyTorch's rule: a named axis of another length stays (no error); a bad axis raises
+    assert f64(2, 3).squeeze(0).shape == (2, 3)
+    assert f64(2, 1, 3).squeeze((0, 1)).shape == (2, 3)
+    with pytest.raises((IndexError, ValueError), match="squeeze"):
+        f64(2, 3).squeeze(5)
+    still_works()
 
 
 def test_cross_entropy_wrong_label_shape():

@@ -334,3 +334,207 @@ def test_one_argument_where_and_argwhere_are_nonzero():
     assert fg.argwhere(fg.tensor(a)).tolist() == torch.argwhere(torch.tensor(a)).tolist()
     with pytest.raises(TypeError, match="both"):
         fg.where(fg.tensor(a) > 0, fg.tensor(a))
+
+
+# ------------------------------------------------- second round: nanoGPT, minGPT, tutorials
+
+
+def test_random_sampler_with_replacement_is_lazy():
+    from ferrograd.utils.data import RandomSampler
+
+    s = RandomSampler(list(range(5)), replacement=True, num_samples=int(1e10))
+    it = iter(s)
+    draws = [next(it) for _ in range(3000)]
+    assert len(s) == int(1e10) and set(draws) == set(range(5))
+
+
+def test_half_parameters_train_with_adamw_weight_decay():
+    w = np.random.default_rng(0).normal(size=(2, 3))
+    for dtype in ("bfloat16", "float16"):
+        p = fg.nn.Parameter(fg.tensor(w).astype(dtype))
+        p.grad = fg.ones(2, 3, dtype=dtype)
+        fg.optim.AdamW([p], lr=1e-2).step()
+        tp = torch.nn.Parameter(torch.tensor(w).to(getattr(torch, dtype)))
+        tp.grad = torch.ones(2, 3, dtype=getattr(torch, dtype))
+        torch.optim.AdamW([tp], lr=1e-2).step()
+        assert p.dtype == dtype
+        np.testing.assert_allclose(
+            p.float().detach().numpy(), tp.float().detach().numpy(), atol=1e-2
+        )
+        # in place with a float64 scalar tensor: computed in float32, rounded once (PyTorch's)
+        q = fg.tensor([1.0, 3.0, 7.0]).astype(dtype)
+        q *= fg.tensor(0.123456789, dtype=fg.float64)
+        tq = torch.tensor([1.0, 3.0, 7.0]).to(getattr(torch, dtype))
+        tq *= torch.tensor(0.123456789, dtype=torch.float64)
+        assert q.float().tolist() == tq.float().tolist()
+
+
+def test_legacy_tensor_constructor_sizes_and_data():
+    assert fg.Tensor(4, 3).shape == (4, 3) and fg.Tensor(4, 3).dtype == fg.float32
+    assert fg.Tensor().shape == (0,)
+    assert fg.nn.Parameter(fg.Tensor(3, 2)).shape == (3, 2)
+    assert fg.Tensor([1.0, 2.0]).tolist() == [1.0, 2.0]
+    assert fg.Tensor([1, 2], fg.float64).dtype == fg.float64  # MegEngine's (data, dtype)
+
+
+def test_sequential_slices_keep_child_names():
+    from collections import OrderedDict
+
+    def build(lib):
+        return lib.nn.Sequential(
+            OrderedDict(conv=lib.nn.Linear(2, 2), act=lib.nn.ReLU(), out=lib.nn.Linear(2, 1))
+        )
+
+    assert list(build(fg)[:2].state_dict()) == list(build(torch)[:2].state_dict())
+    assert [n for n, _ in build(fg)[1:].named_children()] == ["act", "out"]
+
+
+def test_range_keys_and_squeeze_of_a_longer_axis_follow_torch():
+    a = np.arange(12.0).reshape(3, 4)
+    y = [1, 0, 3]
+    assert fg.tensor(a)[range(3), fg.tensor(y)].tolist() == a[range(3), y].tolist()
+    x = fg.tensor(a, requires_grad=True)
+    x[range(3), fg.tensor(y)].sum().backward()
+    want = np.zeros_like(a)
+    want[range(3), y] = 1
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    assert fg.ones(2, 1, 3).squeeze(0).shape == torch.ones(2, 1, 3).squeeze(0).shape
+    assert fg.ones(2, 1, 3).squeeze((0, 1)).shape == torch.ones(2, 1, 3).squeeze((0, 1)).shape
+
+
+def test_loss_backward_inside_a_trace_equals_eager():
+    x = fg.randn(5, 3, dtype=fg.float64)
+    y = fg.tensor([0, 1, 1, 0, 1])
+    results = []
+    for traced in (False, True):
+        fg.manual_seed(0)
+        m = fg.nn.Sequential(fg.nn.Linear(3, 8), fg.nn.Tanh(), fg.nn.Linear(8, 2)).double()
+        opt = fg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y, m=m, opt=opt):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = fg.trace(step) if traced else step
+        losses = [f(x, y).item() for _ in range(4)]
+        results.append((losses, [p.detach().numpy().copy() for p in m.parameters()]))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-12)
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
+
+
+def test_strict_load_state_dict_raises_runtime_error_as_torch():
+    m = fg.nn.Linear(2, 2)
+    with pytest.raises(RuntimeError, match="missing keys"):
+        m.load_state_dict({"weight": fg.zeros(2, 2)})
+    with pytest.raises(KeyError):
+        m.load_state_dict({"weight": fg.zeros(2, 2)})
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_and_argmax_equal_torch_on_large_rows(largest):
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(6, 5000)).astype(np.float32)
+    a[2, 17] = np.nan
+    for k in (1, 7, 200):
+        ours = fg.topk(fg.tensor(a), k, dim=1, largest=largest)
+        theirs = torch.topk(torch.tensor(a), k, dim=1, largest=largest)
+        np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
+        np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
+    t = fg.tensor(a)
+    for fn in ("argmax", "argmin"):
+        for dim in (0, 1):
+            assert (
+                getattr(fg, fn)(t, dim).tolist()
+                == getattr(torch, fn)(torch.tensor(a), dim).tolist()
+            )
+        assert (
+            getattr(fg, fn)(t.t(), 0).tolist()
+            == getattr(torch, fn)(torch.tensor(a).t(), 0).tolist()
+        )
+    ties = fg.tensor([[2.0, 5.0, 5.0], [1.0, 1.0, 0.0]])
+    assert fg.argmax(ties, 1).tolist() == [1, 0] and fg.argmin(ties, 1).tolist() == [0, 2]
+    x = fg.tensor(a[:2, :50], requires_grad=True)
+    fg.topk(x, 3, dim=1).values.sum().backward()
+    assert x.grad.numpy().sum() == 6
+
+
+def test_megengine_script_spellings():
+    import ferrograd.functional as MF
+    import ferrograd.module as M
+    import ferrograd.optimizer as optim
+    from ferrograd.jit import trace
+
+    fg.manual_seed(0)
+    m = M.Sequential(M.Linear(4, 8), M.ReLU(), M.Linear(8, 3))
+    gm = fg.GradManager().attach(m.parameters())
+    opt = optim.SGD(m.parameters(), lr=0.1)
+    x, y = fg.randn(6, 4), fg.tensor([0, 1, 2, 0, 1, 2])
+
+    @trace(symbolic=True)
+    def step(x, y):
+        with gm:
+            loss = MF.nn.cross_entropy(m(x), y, axis=1, label_smooth=0.1)
+            gm.backward(loss)
+        opt.step().clear_grad()
+        return loss
+
+    losses = [step(x, y).item() for _ in range(3)]
+    assert losses[2] < losses[0]
+    assert all(p.grad is None for p in m.parameters())
+    logits = m(x).detach()
+    tl, ty = torch.tensor(logits.numpy()), torch.tensor(y.numpy())
+    np.testing.assert_allclose(
+        MF.nn.cross_entropy(logits, y, label_smooth=0.2).item(),
+        torch.nn.functional.cross_entropy(tl, ty, label_smoothing=0.2).item(),
+        rtol=1e-6,
+    )
+    np.testing.assert_allclose(
+        MF.nn.cross_entropy(fg.softmax(logits, 1), y, with_logits=False).item(),
+        torch.nn.functional.cross_entropy(tl, ty).item(),
+        rtol=1e-5,
+    )
+    np.testing.assert_allclose(  # classes on the last axis
+        MF.nn.cross_entropy(logits[None].transpose(1, 2), y[None], axis=1).item(),
+        MF.nn.cross_entropy(logits[None], y[None], axis=2).item(),
+        rtol=1e-6,
+    )
+    acc1, acc3 = MF.topk_accuracy(logits, y, topk=(1, 3))
+    assert acc3.item() == 1.0
+    assert abs(acc1.item() - (logits.numpy().argmax(1) == y.numpy()).mean()) < 1e-6
+    assert MF.logsoftmax(logits, axis=1).shape == logits.shape
+    # MegEngine's numpy-like meanings where its keywords are used
+    v = fg.tensor([[0.0, 1.0, 2.0]])
+    assert abs(fg.var(v, axis=1).item() - np.var([0, 1, 2])) < 1e-6
+    assert abs(fg.var(v, dim=1).item() - 1.0) < 1e-6  # PyTorch's unbiased default
+    assert fg.topk(fg.tensor([3.0, 1.0, 2.0]), 2, descending=False).values.tolist() == [1.0, 2.0]
+    assert [p.tolist() for p in fg.split(fg.arange(7), 3, axis=0)] == [
+        a.tolist() for a in np.array_split(np.arange(7), 3)
+    ]
+    assert [p.tolist() for p in fg.split(fg.arange(7), [2, 5], axis=0)] == [
+        a.tolist() for a in np.split(np.arange(7), [2, 5])
+    ]
+    assert [p.tolist() for p in fg.split(fg.arange(7), 3)] == [[0, 1, 2], [3, 4, 5], [6]]
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_equals_torch_with_gradients(padding_mode, mode, align_corners):
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, 3, 5, 7))
+    g = rng.uniform(-1.6, 1.6, size=(2, 4, 6, 2))  # reaches well outside the image
+    fx, fgr = fg.tensor(x, requires_grad=True), fg.tensor(g, requires_grad=True)
+    tx, tgr = torch.tensor(x, requires_grad=True), torch.tensor(g, requires_grad=True)
+    ours = F.grid_sample(fx, fgr, mode, padding_mode, align_corners)
+    theirs = torch.nn.functional.grid_sample(tx, tgr, mode, padding_mode, align_corners)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), atol=1e-12)
+    w = rng.normal(size=theirs.shape)
+    (ours * fg.tensor(w)).sum().backward()
+    (theirs * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(fx.grad.numpy(), tx.grad.numpy(), atol=1e-12)
+    if mode == "bilinear":
+        np.testing.assert_allclose(fgr.grad.numpy(), tgr.grad.numpy(), atol=1e-10)

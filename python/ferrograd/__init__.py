@@ -155,3 +155,11 @@ from .amp import autocast as autocast
 
 amp._install()
 __all__ += ["amp", "autocast", "cpu"]
+
+# MegEngine's module names: functional, module, optimizer, jit
+from . import functional as functional
+from . import jit as jit
+from . import module as module
+from . import optimizer as optimizer
+
+__all__ += ["functional", "jit", "module", "optimizer"]

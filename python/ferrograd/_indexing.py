@@ -93,7 +93,17 @@ def _positions(shape: tuple, key: Any, op: str) -> np.ndarray:
     return np.ascontiguousarray(flat)
 
 
+def _no_ranges(key: Any) -> Any:
+    """``range`` keys (``x[range(n), y]``) as the integer arrays they stand for."""
+    if isinstance(key, range):
+        return np.arange(key.start, key.stop, key.step, dtype=np.int64)
+    if isinstance(key, tuple) and any(isinstance(k, range) for k in key):
+        return tuple(_no_ranges(k) if isinstance(k, range) else k for k in key)
+    return key
+
+
 def getitem(x: Tensor, key: Any) -> Tensor:
+    key = _no_ranges(key)
     if not _needs_numpy(key):
         return _basic_getitem(x, key)
     pos = _positions(x.shape, key, "getitem")
@@ -102,6 +112,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 
 
 def setitem(x: Tensor, key: Any, value: Any) -> None:
+    key = _no_ranges(key)
     items = key if isinstance(key, tuple) else (key,)
     if not any(isinstance(k, (Tensor, np.ndarray, list)) and not _is_scalar_bool(k) for k in items):
         return _basic_setitem(x, key, value)

@@ -564,10 +564,28 @@ def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     return _narrow(x, d, start, length)
 
 
-def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+def split(
+    tensor: Tensor, split_size_or_sections: Any, dim: int = 0, *, axis: Any = None
+) -> tuple[Tensor, ...]:
     """Pieces along ``dim``: of ``split_size`` each (the last may be shorter), or of the
-    listed sizes (which must add up to the length)."""
+    listed sizes (which must add up to the length), as PyTorch's. With MegEngine's (and
+    numpy's) ``axis=`` keyword, MegEngine's meaning: an int is the number of pieces (equal
+    sizes, as ``numpy.array_split``), a list the positions to cut at."""
     x = _check_tensor("split", "tensor", tensor)
+    if axis is not None:
+        d = _dim("split", x, axis, "axis")
+        n = x.shape[d]
+        if isinstance(split_size_or_sections, (list, tuple)):
+            cuts = [_int("split", "nsplits_or_sections", c) for c in split_size_or_sections]
+            if cuts != sorted(cuts) or (cuts and (cuts[0] < 0 or cuts[-1] > n)):
+                raise ValueError(f"split: cut positions {cuts} must rise within [0, {n}]")
+            bounds = [0, *cuts, n]
+        else:
+            k = _int("split", "nsplits_or_sections", split_size_or_sections)
+            if k <= 0:
+                raise ValueError(f"split: the number of pieces must be positive, got {k}")
+            bounds = [i * (n // k) + _builtin_min(i, n % k) for i in range(k + 1)]
+        return tuple(_narrow(x, d, a, b - a) for a, b in zip(bounds[:-1], bounds[1:]))
     d = _dim("split", x, dim)
     n = x.shape[d]
     if isinstance(split_size_or_sections, (list, tuple)):
@@ -1009,7 +1027,8 @@ def var(
     ddof: Any = None,
 ) -> Tensor:
     """The variance over ``dim``: ``sum((x - mean)**2) / (N - correction)``, ``correction``
-    1 by default (``unbiased=False`` or numpy's ``ddof=0`` is 0)."""
+    1 by default, as PyTorch's (``unbiased=False`` or numpy's ``ddof=0`` is 0). Spelled with
+    numpy's and MegEngine's ``axis=``, the default is theirs: 0 (the population variance)."""
     x = _check_tensor("var", "input", input)
     if isinstance(dim, bool) and unbiased is None:  # var(x, False): torch's old signature
         dim, unbiased = None, dim
@@ -1017,7 +1036,8 @@ def var(
     given = [c for c in (unbiased, correction, ddof) if c is not None]
     if len(given) > 1:
         raise TypeError("var: give one of unbiased=, correction= and ddof=")
-    c = 1 if not given else (int(unbiased) if unbiased is not None else given[0])
+    default = 0 if axis is not None else 1  # numpy's / MegEngine's axis=: ddof 0
+    c = default if not given else (int(unbiased) if unbiased is not None else given[0])
     if x.dtype.kind != "f":
         raise DTypeError(f"var: input must be a float tensor, got {x.dtype}")
     dims = _reduce_dims("var", x, dim, axis)
@@ -1123,6 +1143,9 @@ def logsumexp(
     return s if keepdim else s.squeeze(dims)
 
 
+_HOST_ARG_DTYPES = ("float32", "float64", "float16", "int64", "int32", "int8", "uint8")
+
+
 def _arg_extreme(op: str, x: Tensor, dim: Any, keepdim: bool, largest: bool) -> Tensor:
     x = _check_tensor(op, "input", x)
     if x.dtype.kind == "b":
@@ -1138,6 +1161,16 @@ def _arg_extreme(op: str, x: Tensor, dim: Any, keepdim: bool, largest: bool) -> 
     n = x.shape[d]
     if n == 0:
         raise ValueError(f"{op}: dim {d} of shape {list(x.shape)} is empty")
+    if str(x.device) == "cpu" and x.dtype.name in _HOST_ARG_DTYPES and not _core._tracing():
+        # numpy's loop reads the memory once (first index on ties, NaN the extreme: the
+        # same answer as the composed form below, which takes eight passes)
+        a = np.asarray(x)
+        out = (
+            np.argmax(a, axis=d, keepdims=keepdim)
+            if largest
+            else np.argmin(a, axis=d, keepdims=keepdim)
+        )
+        return _index(np.array(out, dtype=np.int64), x.device)
     best = x.max(axis=d, keepdims=True) if largest else x.min(axis=d, keepdims=True)
     hit = x == best
     if x.dtype.kind == "f":  # NaN counts as the extreme, as in PyTorch

@@ -26,6 +26,13 @@ __all__ = [
     "LongTensor",
     "are_deterministic_algorithms_enabled",
     "compile",
+    "e",
+    "get_float32_matmul_precision",
+    "inf",
+    "nan",
+    "newaxis",
+    "pi",
+    "set_float32_matmul_precision",
     "get_num_threads",
     "set_num_threads",
     "set_printoptions",
@@ -68,6 +75,36 @@ def _format(self: Tensor, spec: str) -> str:
 
 
 # ------------------------------------------------------------------- typed constructors
+
+
+def _legacy_tensor(args: tuple, dtype: Any, device: Any) -> Tensor:
+    """What ``fg.Tensor(*args, dtype=None, device=None)`` builds: MegEngine's
+    ``Tensor(data, dtype, device)`` (as ``fg.tensor``), PyTorch's ``Tensor(d0, d1, ...)``
+    (two or more sizes: zeros of the default float dtype) or ``Tensor()`` (empty)."""
+    from ._ops import zeros
+    from ._tensor import default_float, tensor
+
+    def is_size(a: Any) -> bool:
+        return isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+
+    if not args:
+        return zeros(0, dtype=dtype or default_float(), device=device)
+    if len(args) >= 2 and all(is_size(a) for a in args):
+        return zeros(*[int(a) for a in args], dtype=dtype or default_float(), device=device)
+    if len(args) > 3:
+        raise TypeError(
+            f"Tensor: expected (data, dtype=None, device=None) or sizes, got {len(args)} arguments"
+        )
+    data = args[0]
+    if len(args) > 1:
+        if dtype is not None:
+            raise TypeError("Tensor: dtype given twice")
+        dtype = args[1]
+    if len(args) > 2:
+        if device is not None:
+            raise TypeError("Tensor: device given twice")
+        device = args[2]
+    return tensor(data, dtype=dtype, device=device)
 
 
 def _typed(name: str, dtype: str) -> type:
@@ -143,6 +180,30 @@ def _map_(self: Tensor, other: Tensor, callable: Callable[[Any, Any], Any]) -> T
 
 
 # ------------------------------------------------------------------ process settings
+
+inf = float("inf")
+nan = float("nan")
+pi = 3.141592653589793
+e = 2.718281828459045
+newaxis = None
+
+_matmul_precision = ["highest"]
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """Accepted for PyTorch scripts ("highest", "high", "medium"): ferrograd's float32
+    products always compute in float32 (never TF32 or bfloat16 passes)."""
+    if precision not in ("highest", "high", "medium"):
+        raise ValueError(
+            f"set_float32_matmul_precision: expected 'highest', 'high' or 'medium', got "
+            f"{precision!r}"
+        )
+    _matmul_precision[0] = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _matmul_precision[0]
+
 
 _deterministic = {"on": False, "warn_only": False}
 

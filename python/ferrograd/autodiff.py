@@ -902,6 +902,9 @@ def _run_backward(
         xs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
         if not xs or not all(isinstance(x, Tensor) for x in xs):
             raise TypeError(f"{op}: inputs must be a tensor or a non-empty sequence of tensors")
+    if _core._tracing():
+        _traced_backward(op, roots, gradients, xs if inputs is not None else None)
+        return
     for i, (root, gradient) in enumerate(zip(roots, gradients)):
         if not _autograd.tracks(root):
             if any(r() is root for r in _autograd.consumed):
@@ -955,6 +958,36 @@ def _run_backward(
         _check_anomaly(op, _autograd.live_leaves())
     for listener in list(_after_backward):
         listener._after_backward()
+
+
+def _traced_backward(
+    op: str, roots: list[Tensor], gradients: list[Any], inputs: list[Tensor] | None
+) -> None:
+    """``loss.backward()`` inside ``fg.trace``: the graph gradient pass from ``roots`` to the
+    tensors that require grad (or ``inputs``), added into their ``.grad`` as in eager mode."""
+    from ._tensor import tensor
+
+    xs = inputs if inputs is not None else _autograd.live_leaves()
+    if not xs:
+        raise _core.TraceError(
+            f"{op} inside fg.trace: no tensor requires grad (make the parameters require grad, "
+            "e.g. nn.Parameter, or attach them to a GradManager and call gm.backward)"
+        )
+    dys = []
+    for root, g in zip(roots, gradients):
+        if g is None:
+            if root.numel() != 1:
+                raise RuntimeError(
+                    f"{op}: grad can be implicitly created only for scalar outputs, got shape "
+                    f"{list(root.shape)}; pass gradient="
+                )
+            dys.append(_core.ones_like(root))
+        else:
+            dys.append(g if isinstance(g, Tensor) else tensor(g, dtype=root.dtype.name))
+    found = _core._trace_gradients(roots, dys, xs)
+    for x, g in zip(xs, found):
+        if g is not None:
+            x.grad = g if x.grad is None else x.grad + g
 
 
 # objects told when a Tensor.backward() has filled .grad (DistributedDataParallel's reducer)

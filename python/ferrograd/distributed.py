@@ -50,6 +50,7 @@ __all__ = [
     "get_rank",
     "get_world_size",
     "init_process_group",
+    "is_available",
     "is_initialized",
     "make_allreduce_cb",
     "reduce_scatter",
@@ -94,8 +95,30 @@ def _mpi() -> Any:
     return MPI
 
 
-def init_process_group(backend: str | None = None) -> None:
-    """Joins the ranks started by ``mpiexec``. ``backend``: ``"mpi"``; ``None`` picks it.
+def is_available() -> bool:
+    """Whether distributed training can be used here (``mpi4py`` imports)."""
+    try:
+        _mpi()
+    except Exception:  # noqa: BLE001  (any failure to load MPI means no)
+        return False
+    return True
+
+
+def init_process_group(
+    backend: str | None = None,
+    init_method: str | None = None,
+    timeout: Any = None,
+    world_size: int = -1,
+    rank: int = -1,
+    store: Any = None,
+    group_name: str = "",
+    pg_options: Any = None,
+    device_id: Any = None,
+) -> None:
+    """Joins the ranks started by ``mpiexec``. ``backend``: ``"mpi"``; ``None`` picks it;
+    ``"gloo"`` (PyTorch's CPU backend) is taken as MPI. ``init_method``, ``timeout`` and the
+    other PyTorch arguments are accepted: MPI knows the ranks, so ``world_size`` and ``rank``,
+    when given, must agree with it (a single process is a world of one).
 
     ``"nccl"`` is not available in this build: CUDA tensors are reduced over MPI through a
     host copy, which ``None`` selects."""
@@ -110,8 +133,12 @@ def init_process_group(backend: str | None = None) -> None:
             "init_process_group: the NCCL backend is not available in this build; use "
             'backend="mpi" (CUDA tensors are reduced through a host copy)'
         )
+    if name == "gloo":
+        name = "mpi"
     if name != "mpi":
-        raise ValueError(f'init_process_group: backend must be "mpi" or None, got {backend!r}')
+        raise ValueError(
+            f'init_process_group: backend must be "mpi", "gloo" or None, got {backend!r}'
+        )
     if _group is not None:
         raise RuntimeError(
             "init_process_group: the default process group is already initialized; "
@@ -125,7 +152,17 @@ def init_process_group(backend: str | None = None) -> None:
             "init_process_group: the MPI library was initialised without MPI_THREAD_MULTIPLE, "
             "which the progress thread needs (do not set mpi4py.rc.thread_level lower)"
         )
-    _group = _Group("mpi", MPI.COMM_WORLD.Dup(), MPI)
+    comm = MPI.COMM_WORLD
+    if world_size not in (-1, None) and int(world_size) != comm.Get_size():
+        raise ValueError(
+            f"init_process_group: world_size={world_size}, but mpiexec started "
+            f"{comm.Get_size()} rank(s)"
+        )
+    if rank not in (-1, None) and int(rank) != comm.Get_rank():
+        raise ValueError(
+            f"init_process_group: rank={rank}, but MPI gives this process rank {comm.Get_rank()}"
+        )
+    _group = _Group("mpi", comm.Dup(), MPI)
 
 
 def _require(op: str) -> _Group:

@@ -340,6 +340,8 @@ def trace(
     *,
     mirror: str | Policy | None = None,
     memory_budget: int | None = None,
+    symbolic: bool = True,
+    capture_as_const: bool = False,
 ) -> Any:
     """Traces ``fn`` into a graph run whole in Rust (``@fg.trace`` or
     ``@fg.trace(mirror="auto")``).
@@ -363,6 +365,10 @@ def trace(
 
     Given a matrix instead of a function, ``fg.trace(m)`` is PyTorch's ``torch.trace``: the
     sum of its main diagonal.
+
+    MegEngine's ``symbolic`` and ``capture_as_const`` are accepted: the traced graph is
+    always symbolic (run whole by the engine), and captured tensors are always read by
+    reference (so parameters keep training).
     """
     if isinstance(fn, Tensor):
         return fn.trace()

@@ -526,16 +526,19 @@ impl PyTensorIter {
 
 #[pymethods]
 impl PyTensor {
+    /// `Tensor(data, dtype=None, device=None)` (MegEngine's constructor: `fg.tensor`), or
+    /// PyTorch's legacy `Tensor(d0, d1, ...)` (two or more sizes: zeros of the default float
+    /// dtype) and `Tensor()` (an empty one).
     #[new]
-    #[pyo3(signature = (data, dtype=None, device=None))]
+    #[pyo3(signature = (*args, dtype=None, device=None))]
     fn py_new(
         py: Python<'_>,
-        data: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
         dtype: Option<&Bound<'_, PyAny>>,
         device: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyTensor> {
-        let f = py.import("ferrograd")?.getattr("tensor")?;
-        let t = f.call1((data, dtype, device))?;
+        let f = py.import("ferrograd._porting")?.getattr("_legacy_tensor")?;
+        let t = f.call1((args, dtype, device))?;
         Ok(PyTensor::from(t.cast::<PyTensor>()?.get().tensor()))
     }
 

@@ -1581,6 +1581,20 @@ def affine_grid(theta: Tensor, size: Any, align_corners: bool = False) -> Tensor
     return (b @ t.transpose(1, 2)).reshape(n, h, w, 2)
 
 
+def _reflect_coordinates(t: Tensor, twice_low: float, twice_high: float) -> Tensor:
+    """PyTorch's reflection of coordinates into ``[twice_low / 2, twice_high / 2]`` (the
+    gradient flips sign on the mirrored stretches)."""
+    if twice_low == twice_high:
+        return t * 0.0
+    low = twice_low / 2.0
+    span = (twice_high - twice_low) / 2.0
+    d = (t - low).abs()
+    flips = (d.detach() / span).floor()
+    extra = d - flips * span
+    odd = (flips - 2.0 * (flips / 2.0).floor()) != 0
+    return _core.where(odd, (span - extra) + low, extra + low)
+
+
 def grid_sample(
     input: Tensor,
     grid: Tensor,
@@ -1589,15 +1603,16 @@ def grid_sample(
     align_corners: bool | None = None,
 ) -> Tensor:
     """Samples ``input`` ``(N, C, H, W)`` at ``grid`` ``(N, Ho, Wo, 2)`` (x, y in ``[-1,
-    1]``): bilinear or nearest, zeros or border padding, as PyTorch's. Differentiable in the
-    input and (bilinear) in the grid."""
+    1]``): bilinear or nearest, zeros, border or reflection padding, as PyTorch's.
+    Differentiable in the input and (bilinear) in the grid."""
     x = _float("grid_sample", "input", input)
     g = _float("grid_sample", "grid", grid)
     if mode not in ("bilinear", "nearest"):
         raise ValueError(f"grid_sample: mode must be 'bilinear' or 'nearest', got {mode!r}")
-    if padding_mode not in ("zeros", "border"):
+    if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(
-            f"grid_sample: padding_mode must be 'zeros' or 'border', got {padding_mode!r}"
+            "grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got "
+            f"{padding_mode!r}"
         )
     if x.ndim != 4 or g.ndim != 4 or g.shape[-1] != 2 or g.shape[0] != x.shape[0]:
         raise ShapeError(
@@ -1613,33 +1628,43 @@ def grid_sample(
         fx, fy = ((gx + 1.0) * w - 1.0) / 2.0, ((gy + 1.0) * h - 1.0) / 2.0
     if padding_mode == "border":
         fx, fy = fx.clamp(0.0, w - 1.0), fy.clamp(0.0, h - 1.0)
-    flat = x.reshape(n, c, h * w)
+    elif padding_mode == "reflection":
+        if align_corners:
+            fx = _reflect_coordinates(fx, 0.0, 2.0 * (w - 1))
+            fy = _reflect_coordinates(fy, 0.0, 2.0 * (h - 1))
+        else:
+            fx = _reflect_coordinates(fx, -1.0, 2.0 * w - 1)
+            fy = _reflect_coordinates(fy, -1.0, 2.0 * h - 1)
+        fx, fy = fx.clamp(0.0, w - 1.0), fy.clamp(0.0, h - 1.0)
+    m = ho * wo
+    # one row of C values per pixel (N*H*W, C): every tap reads a whole row at once
+    rows = x.permute(0, 2, 3, 1).reshape(n * h * w, c)
+    base = tensor(np.arange(0, n * h * w, h * w, dtype=np.int64).reshape(n, 1), device=x.device)
 
-    def tap(ix: Tensor, iy: Tensor) -> Tensor:
-        # values at integer positions (N, Ho, Wo), zero outside the image
+    def sample(ixs: list[Tensor], iys: list[Tensor], weights: list[Tensor]) -> Tensor:
+        # every tap in one row selection: positions (N, taps * Ho * Wo), zero weight outside
+        ix = _core.concat([t.reshape(n, m) for t in ixs], 1)
+        iy = _core.concat([t.reshape(n, m) for t in iys], 1)
+        wt = _core.concat([t.reshape(n, m) for t in weights], 1)
         inside = (ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1)
-        cx = ix.clamp(0.0, w - 1.0)
-        cy = iy.clamp(0.0, h - 1.0)
-        idx = (cy * w + cx).astype("int64").reshape(n, 1, ho * wo)
-        idx = idx.broadcast_to(n, c, ho * wo)
-        v = gather(flat, 2, idx).reshape(n, c, ho, wo)
-        return v * inside.astype(x.dtype.name).reshape(n, 1, ho, wo)
+        pos = (iy.clamp(0.0, h - 1.0) * w + ix.clamp(0.0, w - 1.0)).astype("int64") + base
+        k = len(ixs)
+        v = _core.index_select(rows, 0, pos.reshape(-1))  # (N * k * m, C)
+        wt = (wt * inside.astype(wt.dtype.name)).astype(x.dtype.name)
+        out = (v * wt.reshape(n * k * m, 1)).reshape(n, k, m, c).sum(1)
+        return out.permute(0, 2, 1).reshape(n, c, ho, wo)
 
     if mode == "nearest":
         # (round half to even, as PyTorch's nearbyint)
-        return tap(fx.detach().round(), fy.detach().round())
+        one = _core.ones_like(fx.detach())
+        return sample([fx.detach().round()], [fy.detach().round()], [one])
     x0, y0 = fx.detach().floor(), fy.detach().floor()
     wx1, wy1 = fx - x0, fy - y0
     wx0, wy0 = 1.0 - wx1, 1.0 - wy1
-
-    def wgt(t: Tensor) -> Tensor:
-        return t.reshape(n, 1, ho, wo)
-
-    return (
-        tap(x0, y0) * wgt(wx0 * wy0)
-        + tap(x0 + 1.0, y0) * wgt(wx1 * wy0)
-        + tap(x0, y0 + 1.0) * wgt(wx0 * wy1)
-        + tap(x0 + 1.0, y0 + 1.0) * wgt(wx1 * wy1)
+    return sample(
+        [x0, x0 + 1.0, x0, x0 + 1.0],
+        [y0, y0, y0 + 1.0, y0 + 1.0],
+        [wx0 * wy0, wx1 * wy0, wx0 * wy1, wx1 * wy1],
     )
 
 

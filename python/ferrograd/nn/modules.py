@@ -112,6 +112,14 @@ def _walk(value: Any, prefix: str, out: list, seen: set) -> None:
             _walk(v, f"{prefix}.{k}" if prefix else str(k), out, seen)
 
 
+class _StateDictKeyError(KeyError, RuntimeError):
+    """Missing or unexpected state-dict keys: a ``KeyError``, and a ``RuntimeError`` as
+    PyTorch raises."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class _Listing(list):
     """A list that is also an iterator over itself (``next()`` walks it once, as a
     generator would); ``for`` loops and ``len`` see every element each time."""
@@ -338,7 +346,8 @@ class Module:
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
         """Copies the values of ``state_dict`` (tensors, numpy arrays or anything
         ``fg.tensor`` reads) into this module's parameters and buffers, in place. With
-        ``strict``, missing and unexpected keys raise ``KeyError``; a shape mismatch always
+        ``strict``, missing and unexpected keys raise ``KeyError`` (also a ``RuntimeError``,
+        PyTorch's type); a shape mismatch always
         raises ``ShapeError``. Returns ``(missing_keys, unexpected_keys)``."""
         from ..autodiff import no_grad
 
@@ -347,7 +356,7 @@ class Module:
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
-            raise KeyError(
+            raise _StateDictKeyError(
                 f"load_state_dict: missing keys {missing}, unexpected keys {unexpected} "
                 f"(strict=True)"
             )
@@ -561,9 +570,10 @@ class Sequential(Module):
         return x
 
     def __getitem__(self, i: int | slice) -> Any:
-        mods = list(self._modules.values())
         if isinstance(i, slice):
-            return Sequential(*mods[i])
+            # the children keep their names, as PyTorch's slices do
+            return Sequential(OrderedDict(list(self._modules.items())[i]))
+        mods = list(self._modules.values())
         return mods[i]
 
     def __len__(self) -> int:

@@ -165,7 +165,16 @@ class Optimizer:
             else:
                 p.grad = _core.zeros_like(p.grad)
 
+    def clear_grad(self) -> Optimizer:
+        """MegEngine's spelling of ``zero_grad()``: every gradient becomes None. Returns
+        self."""
+        self.zero_grad(set_to_none=True)
+        return self
+
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """One update of every parameter with a gradient. Returns the closure's loss when
+        given one (PyTorch), else the optimizer itself, so MegEngine's
+        ``opt.step().clear_grad()`` chains."""
         loss = closure() if closure is not None else None
         with no_grad():
             for group in self.param_groups:
@@ -176,7 +185,7 @@ class Optimizer:
                     if group.get("maximize"):
                         g = -g
                     self._update(p, g, group, self.state[p], group._lr_on(p.device))
-        return loss
+        return loss if closure is not None else self
 
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         raise NotImplementedError

@@ -158,7 +158,19 @@ impl Tensor {
             // once and written back
             let result = {
                 let _g = no_grad();
-                crate::dispatch::apply1(&crate::op::Op::Binary(op), &[self, &other])?
+                // a wider operand (a float64 scalar) meets this tensor in the dtype the
+                // storage-only dtypes compute in, as PyTorch's half kernels do
+                let other = if other.dtype() != self.dtype() && other.dtype().is_float() {
+                    other.astype(DType::F32)?
+                } else {
+                    other.clone()
+                };
+                let wide = if other.dtype() == DType::F32 {
+                    self.astype(DType::F32)?
+                } else {
+                    self.clone()
+                };
+                crate::dispatch::apply1(&crate::op::Op::Binary(op), &[&wide, &other])?
                     .astype(self.dtype())?
             };
             return in_place!(op.name(), self, &[&result], |b, dst, d| {

@@ -532,24 +532,16 @@ impl Tensor {
         self.reshape(&shape)
     }
 
-    /// Removes size-1 axes: those listed, or all of them.
+    /// Removes size-1 axes: those listed (a listed axis of another size stays, as in
+    /// PyTorch), or all of them.
     pub fn squeeze(&self, axes: Option<&[isize]>) -> Result<Tensor> {
         let shape = self.shape();
         let remove: Vec<usize> = match axes {
             None => (0..shape.len()).filter(|&d| shape[d] == 1).collect(),
-            Some(list) => {
-                let axes = normalize_axes("squeeze", Some(list), shape.len())?;
-                if let Some(&d) = axes.iter().find(|&&d| shape[d] != 1) {
-                    return Err(Error::shape(
-                        "squeeze",
-                        format!(
-                            "cannot squeeze axis {d} of size {} (shape {shape:?})",
-                            shape[d]
-                        ),
-                    ));
-                }
-                axes
-            }
+            Some(list) => normalize_axes("squeeze", Some(list), shape.len())?
+                .into_iter()
+                .filter(|&d| shape[d] == 1)
+                .collect(),
         };
         let new: Vec<usize> = (0..shape.len())
             .filter(|d| !remove.contains(d))

@@ -35,6 +35,7 @@ __all__ = [
     "ConcatDataset",
     "DataLoader",
     "Dataset",
+    "DistributedSampler",
     "IterableDataset",
     "RandomSampler",
     "Sampler",
@@ -226,7 +227,7 @@ class RandomSampler(Sampler):
     def __iter__(self) -> Iterator[int]:
         g, n = _rng(self.generator), len(self.data_source)
         if self.replacement:
-            return iter(g.integers(0, n, self.num_samples).tolist())
+            return self._with_replacement(g, n)
         idx: list[int] = []
         while len(idx) < self.num_samples:
             idx.extend(g.permutation(n).tolist())
@@ -234,6 +235,14 @@ class RandomSampler(Sampler):
 
     def __len__(self) -> int:
         return self.num_samples
+
+    def _with_replacement(self, g: np.random.Generator, n: int) -> Iterator[int]:
+        # drawn a chunk at a time, so num_samples can be huge (an endless loader)
+        left = self.num_samples
+        while left > 0:
+            k = min(left, 1024)
+            yield from g.integers(0, n, k).tolist()
+            left -= k
 
 
 class SubsetRandomSampler(Sampler):
@@ -591,3 +600,12 @@ class DataLoader:
 
 def _identity(x: Any) -> Any:
     return x
+
+
+def __getattr__(name: str) -> Any:
+    # torch.utils.data.DistributedSampler (defined in .distributed, imported on first use)
+    if name == "DistributedSampler":
+        from .distributed import DistributedSampler
+
+        return DistributedSampler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
