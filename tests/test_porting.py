@@ -538,3 +538,183 @@ def test_grid_sample_equals_torch_with_gradients(padding_mode, mode, align_corne
     np.testing.assert_allclose(fx.grad.numpy(), tx.grad.numpy(), atol=1e-12)
     if mode == "bilinear":
         np.testing.assert_allclose(fgr.grad.numpy(), tgr.grad.numpy(), atol=1e-10)
+
+
+# ---------------------------------------- third round: GPT-2, DDPM, WGAN-GP, PPO, SimCLR
+
+
+def test_all_targets_ignored_gives_nan_loss_and_zero_gradients_as_torch():
+    for ls in (0.0, 0.1):
+        for w in (None, [1.0, 2.0, 3.0]):
+            x = fg.ones(2, 3, requires_grad=True)
+            tx = torch.ones(2, 3, requires_grad=True)
+            loss = F.cross_entropy(
+                x, fg.tensor([-100, -100]), None if w is None else fg.tensor(w), label_smoothing=ls
+            )
+            tloss = torch.nn.functional.cross_entropy(
+                tx,
+                torch.tensor([-100, -100]),
+                None if w is None else torch.tensor(w),
+                label_smoothing=ls,
+            )
+            loss.backward()
+            tloss.backward()
+            assert np.isnan(loss.item()) and np.isnan(tloss.item())
+            np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())  # zeros, not NaN
+    # one counted target still gives the usual mean
+    x = fg.tensor([[1.0, 2.0, 0.5], [0.0, 1.0, 3.0]], requires_grad=True)
+    loss = F.cross_entropy(x, fg.tensor([2, -100]))
+    assert (
+        abs(
+            loss.item()
+            - torch.nn.functional.cross_entropy(
+                torch.tensor(x.detach().numpy()), torch.tensor([2, -100])
+            ).item()
+        )
+        < 1e-6
+    )
+
+
+def test_a_list_of_one_element_tensors_is_a_vector_as_torch():
+    vals = [fg.ones(1) * i for i in range(3)]
+    v = fg.tensor(vals)
+    assert v.shape == (3,) and v.tolist() == [0.0, 1.0, 2.0]
+    assert fg.tensor([fg.ones(1, dtype=fg.float64)] * 2).dtype == fg.float64
+    assert fg.tensor([fg.ones(2), fg.ones(2)]).shape == (2, 2)
+
+
+def test_legacy_tensor_of_float_data_is_float32():
+    assert fg.Tensor(np.random.default_rng(0).normal(size=(2, 3))).dtype == fg.float32
+    assert fg.Tensor([0.5, 1.5]).dtype == fg.float32
+    assert fg.Tensor([1, 2]).dtype == fg.int64  # MegEngine keeps integer data integer
+
+
+def test_max_with_dim_sends_the_gradient_to_the_returned_index_as_torch():
+    a = np.array([[3.0, 1.0, 3.0], [2.0, 2.0, 0.0]])
+    for name in ("max", "min"):
+        x, tx = fg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        getattr(x, name)(1)[0].sum().backward()
+        getattr(tx, name)(1)[0].sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    x = fg.tensor(a, requires_grad=True)
+    fg.amax(x, 1).sum().backward()  # amax shares ties out evenly, as PyTorch's
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.5, 0, 0.5], [0.5, 0.5, 0]])
+    v = fg.tensor(3.0).max(0)
+    assert v.values.item() == 3.0 and v.indices.item() == 0
+
+
+def test_integer_powers_stay_integer_as_torch():
+    t, tt = fg.arange(5), torch.arange(5)
+    assert (t**2).dtype == fg.int64 and (t**2).tolist() == (tt**2).tolist()
+    assert t.pow(3).tolist() == tt.pow(3).tolist() and (t**0).tolist() == [1] * 5
+    big = fg.tensor([3], dtype=fg.int32) ** 41  # wraps around as torch's int32 does
+    assert big.tolist() == (torch.tensor([3], dtype=torch.int32) ** 41).tolist()
+    assert (t**0.5).dtype == fg.float32
+    y = fg.arange(10.0)
+    assert y[fg.arange(3) ** 2].tolist() == [0.0, 1.0, 4.0]
+    with pytest.raises(ValueError, match="negative"):
+        t**-1
+
+
+def test_torch_style_autograd_function_with_ctx_and_apply():
+    def make(lib):
+        class Exp(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, i, scale=2.0):
+                r = i.exp() * scale
+                ctx.save_for_backward(r)
+                return r
+
+            @staticmethod
+            def backward(ctx, g):
+                (r,) = ctx.saved_tensors
+                assert ctx.needs_input_grad[0] and not ctx.needs_input_grad[1]
+                return g * r, None
+
+        class Clip(lib.autograd.Function):
+            @staticmethod
+            def forward(x, lo):
+                return x.clamp(min=lo)
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                ctx.save_for_backward(inputs[0])
+                ctx.lo = inputs[1]
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * (x > ctx.lo).to(g.dtype), None
+
+        return Exp, Clip
+
+    a = np.array([0.5, -1.0, 2.0])
+    out = {}
+    for lib in (fg, torch):
+        exp, clip = make(lib)
+        x = lib.tensor(a, requires_grad=True)
+        y = (exp.apply(x, 3.0) * clip.apply(x, 0.0)).sum()
+        y.backward()
+        out[lib.__name__] = (y.item(), x.grad.numpy().copy())
+    assert abs(out["ferrograd"][0] - out["torch"][0]) < 1e-12
+    np.testing.assert_allclose(out["ferrograd"][1], out["torch"][1], rtol=1e-12)
+    # with a GradManager, inside fg.trace
+    exp, _ = make(fg)
+    w = fg.tensor(a)
+    gm = fg.GradManager().attach([w])
+
+    @fg.trace
+    def step():
+        with gm:
+            loss = exp.apply(w, 3.0).sum()
+            gm.backward(loss)
+        return loss
+
+    step()
+    np.testing.assert_allclose(w.grad.numpy(), 3.0 * np.exp(a), rtol=1e-12)
+
+
+def test_small_pytorch_spellings_of_the_third_round():
+    x = fg.randn(2, 3)
+    assert F.softmax(x, dim=-1, dtype=fg.float64).dtype == fg.float64
+    assert x.log_softmax(-1, dtype=fg.float64).dtype == fg.float64
+    assert fg.cat([fg.ones(2), fg.ones(2, dtype=fg.float64)]).dtype == fg.float64
+    a = fg.zeros(3, 2)
+    a[0] = fg.ones(1, 2)  # leading length-1 axes dropped, as PyTorch
+    assert a.tolist() == [[1, 1], [0, 0], [0, 0]]
+    assert x.new(2, 2).shape == (2, 2) and x.new([1, 2]).dtype == x.dtype
+    xr = fg.randn(3, requires_grad=True)
+    (g,) = fg.autograd.grad((xr * 2).sum(), xr, only_inputs=True)
+    assert g.tolist() == [2.0, 2.0, 2.0]
+    assert fg.index_select(fg.arange(5.0), 0, fg.tensor([1, 3], dtype=fg.int32)).tolist() == [1, 3]
+    mask = fg.zeros(2, 3, dtype=fg.bool).scatter(1, fg.tensor([[0], [2]]), True)
+    want = torch.zeros(2, 3, dtype=torch.bool).scatter(1, torch.tensor([[0], [2]]), True)
+    assert mask.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"max_norm": 1.0},
+        {"max_norm": 2.0, "norm_type": 1.0},
+        {"scale_grad_by_freq": True},
+        {"padding_idx": 2, "scale_grad_by_freq": True, "max_norm": 1.5},
+    ],
+)
+def test_embedding_max_norm_and_scale_grad_by_freq_as_torch(kw):
+    w0 = np.random.default_rng(0).normal(size=(5, 3)) * 3
+    idx = np.array([[0, 2, 2], [4, 0, 1]])
+    ours = fg.nn.Embedding(5, 3, **kw).double()
+    theirs = torch.nn.Embedding(5, 3, **kw).double()
+    ours.weight = fg.nn.Parameter(fg.tensor(w0))
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(w0))
+    g = np.random.default_rng(1).normal(size=(2, 3, 3))
+    a, b = ours(fg.tensor(idx)), theirs(torch.tensor(idx))
+    (a * fg.tensor(g)).sum().backward()
+    (b * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(
+        ours.weight.detach().numpy(), theirs.weight.detach().numpy(), atol=1e-12
+    )
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), atol=1e-12)

@@ -544,8 +544,19 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 
 
 def cat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None = None) -> Tensor:
-    """:func:`concat` with PyTorch's name and ``dim``."""
-    return concat(tensors, _pick("cat", dim, axis, 0))
+    """:func:`concat` with PyTorch's name and ``dim``; tensors of different dtypes are
+    promoted to a common one first, as PyTorch's ``cat`` (``concat`` takes one dtype)."""
+    ts = list(tensors) if isinstance(tensors, (list, tuple)) else tensors
+    if isinstance(ts, list) and len(ts) > 1 and _builtin_all(isinstance(t, Tensor) for t in ts):
+        names = {t.dtype.name for t in ts}
+        if len(names) > 1:
+            target = ts[0]
+            for t in ts[1:]:
+                target = _core.zeros((), dtype=target.dtype.name) + _core.zeros(
+                    (), dtype=t.dtype.name
+                )
+            ts = [t if t.dtype == target.dtype else t.astype(target.dtype.name) for t in ts]
+    return concat(ts, _pick("cat", dim, axis, 0))
 
 
 def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
@@ -770,7 +781,10 @@ def scatter(
     hits = _core._scatter_add(
         _core.ones(idx.shape, dtype="int64", device=x.device), idx, d, tuple(x.shape)
     )
-    written = _core._scatter_add(s, idx, d, tuple(x.shape))
+    if s.dtype.name == "bool":  # (no bool sums: written as int8, read back as bool)
+        written = _core._scatter_add(s.astype("int8"), idx, d, tuple(x.shape)) != 0
+    else:
+        written = _core._scatter_add(s, idx, d, tuple(x.shape))
     return _dtype_like(where(hits > 0, written, x), x)
 
 
@@ -1244,9 +1258,15 @@ def _extreme_method(kind: str, engine: Any, result: type, pairwise: Any) -> Any:
             if args or kwargs:
                 raise TypeError(f"{kind}: with dim= give only keepdim=, got {args} {kwargs}")
             d = _dim(kind, self, dim)
-            values = engine(self, d, keepdim)
-            indices = _arg_extreme(f"arg{kind}", self, d, keepdim, largest)
-            return result(values, indices)
+            if self.ndim == 0:  # (PyTorch: the value itself at index 0)
+                return result(self * 1, _core.zeros((), dtype="int64", device=self.device))
+            # the values are read at the indices, so the gradient goes to that one entry of
+            # each tie (PyTorch's max(dim)/min(dim); the reductions amax/amin share it out)
+            idx = _arg_extreme(f"arg{kind}", self, d, True, largest)
+            values = gather(self, d, idx)
+            if not keepdim:
+                values, idx = values.squeeze(d), idx.squeeze(d)
+            return result(values, idx)
         return engine(self, *args, **kwargs)
 
     method.__name__ = kind

@@ -28,12 +28,12 @@ __all__ = [
     "compile",
     "e",
     "get_float32_matmul_precision",
+    "get_num_threads",
     "inf",
     "nan",
     "newaxis",
     "pi",
     "set_float32_matmul_precision",
-    "get_num_threads",
     "set_num_threads",
     "set_printoptions",
     "use_deterministic_algorithms",
@@ -104,7 +104,12 @@ def _legacy_tensor(args: tuple, dtype: Any, device: Any) -> Tensor:
         if device is not None:
             raise TypeError("Tensor: device given twice")
         device = args[2]
-    return tensor(data, dtype=dtype, device=device)
+    t = tensor(data, dtype=dtype, device=device)
+    if dtype is None and not isinstance(data, Tensor) and t.dtype.name == "float64":
+        # float data becomes the default float dtype (PyTorch's and MegEngine's
+        # constructors both make float64 arrays float32); integers keep MegEngine's int
+        t = t.astype(default_float())
+    return t
 
 
 def _typed(name: str, dtype: str) -> type:
@@ -294,7 +299,83 @@ def _numpy(self: Tensor, *, force: bool = False) -> np.ndarray:
     return _rust_numpy(self)
 
 
+def _accepts_dtype(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``softmax(x, dim, dtype=...)``: the input cast to ``dtype`` first (PyTorch's)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, dtype: Any = None, **kwargs: Any) -> Any:
+        if dtype is not None and args and isinstance(args[0], Tensor):
+            from ._tensor import _dtype_name
+
+            args = (args[0].astype(_dtype_name(dtype)), *args[1:])
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _setitem_drop_leading_ones(setitem: Callable[..., Any]) -> Callable[..., Any]:
+    """``a[i] = v`` where ``v`` has extra leading length-1 axes (``(1, n)`` into ``(n,)``):
+    PyTorch drops them."""
+
+    def __setitem__(self: Tensor, key: Any, value: Any) -> None:
+        if isinstance(value, Tensor) and value.ndim and value.shape[0] == 1:
+            target_ndim = self[key].ndim if not isinstance(key, Tensor) else None
+            if target_ndim is not None and value.ndim > target_ndim:
+                extra = value.ndim - target_ndim
+                if all(n == 1 for n in value.shape[:extra]):
+                    value = value.reshape(*value.shape[extra:])
+        setitem(self, key, value)
+
+    return __setitem__
+
+
+def _new(self: Tensor, *args: Any) -> Tensor:
+    """PyTorch's legacy ``x.new(...)``: ``new(d0, d1, ...)`` zeros of this dtype and device,
+    ``new(data)`` the data as this dtype on this device, ``new()`` an empty one."""
+    from ._ops import zeros
+    from ._tensor import tensor
+
+    if not args:
+        return zeros(0, dtype=self.dtype.name, device=self.device)
+    if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+        return zeros(*[int(a) for a in args], dtype=self.dtype.name, device=self.device)
+    if len(args) == 1:
+        return tensor(args[0], dtype=self.dtype.name, device=self.device)
+    raise TypeError(f"new: expected sizes or one sequence of data, got {args!r}")
+
+
+def _int64_index(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``index_select(x, dim, index)`` with an int32/int8/uint8 index (PyTorch takes any
+    integer index)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(input: Any, dim: Any, index: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(index, Tensor) and index.dtype.kind in "iu" and index.dtype != "int64":
+            index = index.astype("int64")
+        return fn(input, dim, index, *args, **kwargs)
+
+    return wrapped
+
+
 def _install() -> None:
+    import ferrograd
+
+    from .nn import functional as F
+
+    for name in ("softmax", "log_softmax"):
+        for ns in (ferrograd, F):
+            fn = getattr(ns, name, None)
+            if callable(fn):
+                setattr(ns, name, _accepts_dtype(fn))
+        method = Tensor.__dict__.get(name)
+        if callable(method):
+            setattr(Tensor, name, _accepts_dtype(method))
+    ferrograd.index_select = _int64_index(ferrograd.index_select)
+    Tensor.index_select = _int64_index(Tensor.index_select)
+    Tensor.__setitem__ = _setitem_drop_leading_ones(Tensor.__setitem__)
+    Tensor.new = _new
     Tensor.numpy = _numpy
     Tensor.device = property(_device_of, doc="The device the tensor lives on (``fg.device``).")
     Tensor.__index__ = _index

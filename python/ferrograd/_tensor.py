@@ -216,6 +216,23 @@ def _tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
     non-numeric data raise ``TypeError``.
     """
     name = _dtype_name(dtype) if dtype is not None else None
+    if (
+        isinstance(data, (list, tuple))
+        and data
+        and all(isinstance(e, Tensor) for e in data)
+        and all(e.numel() == 1 for e in data)
+        and any(e.ndim > 0 for e in data)
+    ):
+        # PyTorch reads one-element tensors in a list as numbers: [t1, t2] (each of shape
+        # (1,)) gives shape (2,), not numpy's (2, 1)
+        data = np.stack(
+            [
+                np.asarray(
+                    e.detach().float().numpy() if e.dtype.name == "bfloat16" else e.detach().numpy()
+                ).reshape(())
+                for e in data
+            ]
+        )
     if isinstance(data, Tensor) and "bfloat16" in (name, data.dtype.name):
         # (numpy may have no bfloat16): a copy made by the engine
         out = data.detach().astype(name or "bfloat16").copy()

@@ -16,6 +16,8 @@ from ._core import Tensor
 from .autodiff import _as_list, _autograd, _run_backward, _seed_gradients, no_grad
 
 __all__ = [
+    "Function",
+    "FunctionCtx",
     "Variable",
     "backward",
     "detect_anomaly",
@@ -43,6 +45,7 @@ def grad(
     allow_unused: bool | None = None,
     is_grads_batched: bool = False,
     materialize_grads: bool = False,
+    only_inputs: bool = True,
 ) -> tuple[Tensor | None, ...]:
     """The gradients of ``outputs`` with respect to ``inputs``, as a tuple, without touching
     ``.grad`` (``torch.autograd.grad``). A non-scalar output needs its ``grad_outputs``.
@@ -171,3 +174,126 @@ class detect_anomaly(set_detect_anomaly):
 
     def __init__(self, check_nan: bool = True) -> None:
         super().__init__(True, check_nan)
+
+
+# ------------------------------------------------------------- PyTorch's autograd.Function
+
+
+class FunctionCtx:
+    """The ``ctx`` of a PyTorch-style :class:`Function`: ``save_for_backward`` /
+    ``saved_tensors``, ``needs_input_grad``, ``set_materialize_grads``, and any attribute
+    ``forward`` stores for ``backward``."""
+
+    def __init__(self) -> None:
+        self.saved_tensors: tuple = ()
+        self.needs_input_grad: tuple = ()
+        self.materialize_grads = True
+        self.non_differentiable: tuple = ()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self.saved_tensors = tuple(tensors)
+
+    @property
+    def saved_variables(self) -> tuple:
+        return self.saved_tensors
+
+    def mark_non_differentiable(self, *outputs: Tensor) -> None:
+        self.non_differentiable = tuple(outputs)
+
+    def mark_dirty(self, *tensors: Tensor) -> None:
+        """Accepted: in-place changes of inputs need no bookkeeping here."""
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = bool(value)
+
+
+class Function:
+    """PyTorch's ``torch.autograd.Function``: subclass it with static ``forward(ctx, *args)``
+    and ``backward(ctx, *grad_outputs)`` (or ``forward(*args)`` plus
+    ``setup_context(ctx, inputs, output)``), and call ``MyFn.apply(*args)``. ``backward``
+    returns one gradient per argument of ``forward`` (``None`` for non-tensors and inputs
+    without a gradient); outputs that got no gradient come as zeros unless
+    ``ctx.set_materialize_grads(False)``. It runs on the same tape as every op, with
+    ``loss.backward()``, GradManagers and inside ``fg.trace``. (``fg.Function`` is
+    MegEngine's form of the same thing.)"""
+
+    @staticmethod
+    def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("Function.forward must be overridden")
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        raise NotImplementedError("Function.backward must be overridden")
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        from . import _core as core
+        from .autodiff import Function as EngineFunction
+
+        name = cls.__name__
+        ctx = FunctionCtx()
+        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        ctx.needs_input_grad = tuple(
+            isinstance(a, Tensor)
+            and (bool(a.requires_grad) or core._tracking_level([a]) is not None)
+            for a in args
+        )
+        separate_setup = cls.setup_context is not Function.setup_context
+        outer = cls
+        shapes: list = []
+
+        class _Op(EngineFunction):
+            def forward(self, *tensors: Tensor) -> Any:
+                full = list(args)
+                for i, t in zip(positions, tensors):
+                    full[i] = t
+                if separate_setup:
+                    out = outer.forward(*full, **kwargs)
+                    outer.setup_context(ctx, tuple(full), out)
+                else:
+                    out = outer.forward(ctx, *full, **kwargs)
+                outs = (out,) if isinstance(out, Tensor) else tuple(out)
+                shapes.extend((o.shape, o.dtype.name, o.device) for o in outs)
+                return out
+
+            def backward(self, *grads: Tensor | None) -> Any:
+                if ctx.materialize_grads:
+                    grads = tuple(
+                        g if g is not None else core.zeros(sh, dtype=dt, device=dev)
+                        for g, (sh, dt, dev) in zip(grads, shapes)
+                    )
+                r = outer.backward(ctx, *grads)
+                rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+                if len(rs) > len(args) and any(g is not None for g in rs[len(args) :]):
+                    raise RuntimeError(
+                        f"{name}.backward returned {len(rs)} gradients for {len(args)} "
+                        "arguments of forward"
+                    )
+                return tuple(rs[i] if i < len(rs) else None for i in positions)
+
+        _Op.__name__ = name
+        _Op.__qualname__ = name
+        if not positions:
+            # no tensor argument: nothing to differentiate
+            return (
+                cls.forward(*args, **kwargs)
+                if separate_setup
+                else cls.forward(ctx, *args, **kwargs)
+            )
+        return _Op()(*[args[i] for i in positions])
+
+
+def once_differentiable(fn: Any) -> Any:
+    """PyTorch's decorator for a ``backward`` that is not itself differentiable (accepted:
+    it changes nothing here)."""
+    return fn
+
+
+class function:
+    Function = Function
+    FunctionCtx = FunctionCtx
+    once_differentiable = staticmethod(once_differentiable)

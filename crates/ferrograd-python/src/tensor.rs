@@ -218,7 +218,36 @@ pub fn pow_impl(
                 .map(PyTensor::from);
         }
     }
+    let integer = |d: DType| !d.is_float() && d != DType::Bool;
+    if integer(x.dtype()) && e.cast::<PyTensor>().is_err() && is_int(e) {
+        // an integer tensor to a non-negative integer power stays integer (PyTorch's):
+        // exact products by repeated squaring, wrapping around as integer arithmetic does
+        let p: i64 = e.extract()?;
+        if p < 0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "pow: integers to negative integer powers are not allowed",
+            ));
+        }
+        return compute(py, x.numel(), || int_pow(x, p as u64))
+            .py()
+            .map(PyTensor::from);
+    }
     binary(py, "pow", x, e, name, false, Tensor::pow)
+}
+
+fn int_pow(x: &Tensor, mut p: u64) -> ferrograd::Result<Tensor> {
+    let mut result = x.ones_like()?;
+    let mut base = x.clone();
+    while p > 0 {
+        if p & 1 == 1 {
+            result = result.mul(&base)?;
+        }
+        p >>= 1;
+        if p > 0 {
+            base = base.mul(&base)?;
+        }
+    }
+    Ok(result)
 }
 
 pub fn reduce_impl(

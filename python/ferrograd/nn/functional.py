@@ -481,28 +481,58 @@ def embedding(
     weight: Tensor,
     padding_idx: int | None = None,
     max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
 ) -> Tensor:
     """Rows of ``weight`` picked by the int64 indices ``input`` (any shape): the result has
-    shape ``input.shape + (embedding_dim,)``. The row ``padding_idx`` gets no gradient."""
+    shape ``input.shape + (embedding_dim,)``. The row ``padding_idx`` gets no gradient.
+    ``max_norm``: the picked rows whose ``norm_type``-norm exceeds it are scaled down to it
+    in ``weight`` itself first (in place, as PyTorch's); ``scale_grad_by_freq``: each
+    row's gradient is divided by how often the batch picks it; ``sparse`` is accepted (the
+    gradient is the same values, stored dense)."""
     idx = _t("embedding", "input", input)
     w = _t("embedding", "weight", weight)
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"embedding: input must hold int indices, got {idx.dtype}")
     if w.ndim != 2:
         raise ShapeError(f"embedding: weight must be 2-D, got shape {list(w.shape)}")
-    if max_norm is not None:
-        raise NotImplementedError("embedding: max_norm is not supported")
     flat = idx.reshape(-1)
     if flat.dtype.name != "int64":
         flat = flat.astype("int64")
     if idx.device != w.device:
         flat = flat.to(w.device)
+    if max_norm is not None:
+        _renorm_rows_(w, flat, float(max_norm), float(norm_type))
     out = _core.index_select(w, 0, flat)
+    if scale_grad_by_freq and flat.numel():
+        ids = flat.numpy()
+        _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+        scale = tensor((1.0 / counts[inverse]).reshape(-1, 1), dtype=w.dtype.name, device=w.device)
+        out = out * scale + (out * (1.0 - scale)).detach()
     if padding_idx is not None:
         pi = padding_idx + w.shape[0] if padding_idx < 0 else padding_idx
         keep = (flat != pi).reshape(-1, 1)
         out = where(keep, out, out.detach())
     return out.reshape(*idx.shape, w.shape[1])
+
+
+def _renorm_rows_(w: Tensor, flat: Tensor, max_norm: float, norm_type: float) -> None:
+    """Scales the rows of ``w`` that ``flat`` picks down to norm ``max_norm`` (in place, not
+    recorded: PyTorch's ``embedding_renorm_``)."""
+    from ..autodiff import no_grad
+
+    if not flat.numel():
+        return
+    rows = tensor(np.unique(flat.numpy()), device=w.device)
+    with no_grad():
+        picked = _core.index_select(w, 0, rows)
+        if norm_type == float("inf"):
+            norms = picked.abs().max(axis=1, keepdims=True)
+        else:
+            norms = (picked.abs() ** norm_type).sum(axis=1, keepdims=True) ** (1.0 / norm_type)
+        scale = where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(w.dtype.name)
+        w[rows] = picked * scale
 
 
 # -------------------------------------------------------------------------------- attention
@@ -618,8 +648,16 @@ def nll_loss(
         w = valid.astype(x.dtype)
     loss = -picked * w
     if reduction == "mean":
-        return loss.sum() / w.sum()
+        return _mean_over_weight(loss.sum(), w.sum())
     return _reduce("nll_loss", loss, reduction)
+
+
+def _mean_over_weight(total: Tensor, weight: Tensor) -> Tensor:
+    """``total / weight``; where no target counts (``weight == 0``: every target ignored)
+    NaN, as PyTorch's value, with zero gradients (not NaN ones that would spread through
+    clipping and the optimizer)."""
+    ok = weight != 0
+    return where(ok, total / where(ok, weight, 1.0), float("nan"))
 
 
 def cross_entropy(
@@ -682,7 +720,7 @@ def cross_entropy(
             denom = wt.sum()
         else:
             denom = valid.astype(x.dtype).sum()
-        smooth = smooth.sum() / denom
+        smooth = _mean_over_weight(smooth.sum(), denom)
     else:
         smooth = _reduce("cross_entropy", smooth, reduction)
     return nll * (1 - label_smoothing) + smooth * label_smoothing

@@ -1104,29 +1104,63 @@ class Embedding(Module):
         num_embeddings: int,
         embedding_dim: int,
         padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight: Tensor | None = None,
+        _freeze: bool = False,
         device: Any = None,
         dtype: Any = None,
-        _weight: Tensor | None = None,
     ) -> None:
         super().__init__()
         self.num_embeddings = _count("Embedding", "num_embeddings", num_embeddings, 1)
         self.embedding_dim = _count("Embedding", "embedding_dim", embedding_dim, 1)
         self.padding_idx = padding_idx = _padding_index("Embedding", padding_idx, num_embeddings)
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if _weight is not None:
-            self.weight = _weight if isinstance(_weight, Parameter) else Parameter(_weight)
+            self.weight = (
+                _weight
+                if isinstance(_weight, Parameter)
+                else Parameter(_weight, requires_grad=not _freeze)
+            )
             return
         self.weight = _embedding_weight(num_embeddings, embedding_dim, padding_idx, device, dtype)
 
     @classmethod
     def from_pretrained(
-        cls, embeddings: Tensor, freeze: bool = True, padding_idx: int | None = None
+        cls,
+        embeddings: Tensor,
+        freeze: bool = True,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
     ) -> Embedding:
         n, d = embeddings.shape
-        m = cls(n, d, padding_idx, _weight=Parameter(embeddings, requires_grad=not freeze))
-        return m
+        return cls(
+            n,
+            d,
+            padding_idx,
+            max_norm,
+            norm_type,
+            scale_grad_by_freq,
+            sparse,
+            _weight=Parameter(embeddings, requires_grad=not freeze),
+        )
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.embedding(x, self.weight, self.padding_idx)
+        return F.embedding(
+            x,
+            self.weight,
+            self.padding_idx,
+            self.max_norm,
+            self.norm_type,
+            self.scale_grad_by_freq,
+            self.sparse,
+        )
 
 
 class Dropout(Module):
