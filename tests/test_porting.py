@@ -718,3 +718,87 @@ def test_embedding_max_norm_and_scale_grad_by_freq_as_torch(kw):
         ours.weight.detach().numpy(), theirs.weight.detach().numpy(), atol=1e-12
     )
     np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("padding", [1, (2, 1), "same"])
+def test_conv_padding_modes_equal_torch(mode, padding):
+    x = np.random.default_rng(0).normal(size=(2, 3, 7, 6))
+    ours = fg.nn.Conv2d(3, 4, 3, padding=padding, padding_mode=mode).double()
+    theirs = torch.nn.Conv2d(3, 4, 3, padding=padding, padding_mode=mode).double()
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(ours.weight.detach().numpy()))
+        theirs.bias.copy_(torch.tensor(ours.bias.detach().numpy()))
+    fx, tx = fg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    a, b = ours(fx), theirs(tx)
+    a.sum().backward()
+    b.sum().backward()
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(fx.grad.numpy(), tx.grad.numpy(), atol=1e-12)
+    with pytest.raises(ValueError, match="padding_mode"):
+        fg.nn.Conv2d(3, 4, 3, padding_mode="mirror")
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"size": (4, 3), "mode": "area"},
+        {"scale_factor": 0.5, "mode": "area"},
+        {"size": (11, 9), "mode": "nearest-exact"},
+        {"scale_factor": 1.7, "mode": "nearest-exact"},
+        {"scale_factor": 1.7, "mode": "nearest", "recompute_scale_factor": True},
+        {
+            "scale_factor": 1.5,
+            "mode": "bilinear",
+            "recompute_scale_factor": True,
+            "align_corners": False,
+        },
+    ],
+)
+def test_interpolate_area_and_nearest_exact_equal_torch(kw):
+    x = np.random.default_rng(0).normal(size=(2, 3, 7, 6))
+    fx, tx = fg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    a, b = F.interpolate(fx, **kw), torch.nn.functional.interpolate(tx, **kw)
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=1e-12)
+    w = np.random.default_rng(1).normal(size=b.shape)
+    (a * fg.tensor(w)).sum().backward()
+    (b * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(fx.grad.numpy(), tx.grad.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("ema", [False, True])
+def test_averaged_model_and_update_bn_equal_torch(ema):
+    from ferrograd.optim import swa_utils as fsu
+    from torch.optim import swa_utils as tsu
+
+    def make(lib):
+        return lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.BatchNorm1d(4), lib.nn.Linear(4, 1))
+
+    ours, theirs = make(fg).double(), make(torch).double()
+    for (_, a), (_, b) in zip(ours.named_parameters(), theirs.named_parameters()):
+        with torch.no_grad():
+            b.copy_(torch.tensor(a.detach().numpy()))
+    fa = fsu.AveragedModel(ours, multi_avg_fn=fsu.get_ema_multi_avg_fn(0.9) if ema else None)
+    ta = tsu.AveragedModel(theirs, multi_avg_fn=tsu.get_ema_multi_avg_fn(0.9) if ema else None)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        for (_, a), (_, b) in zip(ours.named_parameters(), theirs.named_parameters()):
+            d = rng.normal(size=a.shape)
+            with fg.no_grad():
+                a.add_(fg.tensor(d))
+            with torch.no_grad():
+                b.add_(torch.tensor(d))
+        fa.update_parameters(ours)
+        ta.update_parameters(theirs)
+    for a, b in zip(fa.parameters(), ta.parameters()):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=1e-12)
+    assert int(fa.n_averaged.item()) == 4
+    x = rng.normal(size=(8, 3))
+    fsu.update_bn([fg.tensor(x[:4]), fg.tensor(x[4:])], fa)
+    tsu.update_bn([torch.tensor(x[:4]), torch.tensor(x[4:])], ta)
+    np.testing.assert_allclose(
+        fa.module[1].running_var.numpy(), ta.module[1].running_var.numpy(), atol=1e-12
+    )
+    np.testing.assert_allclose(
+        fa(fg.tensor(x)).detach().numpy(), ta(torch.tensor(x)).detach().numpy(), atol=1e-12
+    )

@@ -893,9 +893,10 @@ def _linear_matrix(n_in: int, n_out: int, align_corners: bool, scale: float | No
     return m
 
 
-def _nearest_index(n_in: int, n_out: int, scale: float | None) -> np.ndarray:
+def _nearest_index(n_in: int, n_out: int, scale: float | None, exact: bool = False) -> np.ndarray:
     ratio = (1.0 / scale) if scale else n_in / n_out
-    return np.minimum(np.floor(np.arange(n_out) * ratio).astype(np.int64), n_in - 1)
+    pos = np.arange(n_out) + (0.5 if exact else 0.0)
+    return np.minimum(np.floor(pos * ratio).astype(np.int64), n_in - 1)
 
 
 def interpolate(
@@ -904,11 +905,37 @@ def interpolate(
     scale_factor: Any = None,
     mode: str = "nearest",
     align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
 ) -> Tensor:
     """Resizes the spatial axes of ``(N, C, L)`` or ``(N, C, H, W)``: ``mode`` ``"nearest"``,
-    ``"linear"`` (3-D) or ``"bilinear"`` (4-D), as PyTorch's (``align_corners`` for the
-    linear modes)."""
+    ``"nearest-exact"``, ``"linear"`` (3-D), ``"bilinear"`` (4-D) or ``"area"`` (adaptive
+    average pooling), as PyTorch's (``align_corners`` for the linear modes;
+    ``recompute_scale_factor=True`` computes from the output size instead of the given
+    factor)."""
     x = _float("interpolate", "input", input)
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if mode == "area":
+        if x.ndim not in (3, 4):
+            raise ShapeError(f"interpolate: input must be 3-D or 4-D, got shape {list(x.shape)}")
+        k = x.ndim - 2
+        if (size is None) == (scale_factor is None):
+            raise ValueError("interpolate: give exactly one of size and scale_factor")
+        if size is not None:
+            out = [int(v) for v in (size if isinstance(size, (list, tuple)) else [size] * k)]
+        else:
+            sf = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
+            out = [math.floor(n * f) for n, f in zip(x.shape[2:], sf)]
+        if k == 2:
+            return adaptive_avg_pool2d(x, out)
+        return adaptive_avg_pool2d(x.reshape(*x.shape, 1), (out[0], 1)).reshape(
+            *x.shape[:2], out[0]
+        )
+    if recompute_scale_factor and scale_factor is not None:
+        k = x.ndim - 2
+        sf = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
+        size, scale_factor = [math.floor(n * f) for n, f in zip(x.shape[2:], sf)], None
     if x.ndim not in (3, 4):
         raise ShapeError(f"interpolate: input must be 3-D or 4-D, got shape {list(x.shape)}")
     k = x.ndim - 2
@@ -925,16 +952,17 @@ def interpolate(
         sizes = [math.floor(n * s) for n, s in zip(in_sizes, scales)]
     if len(sizes) != k or min(sizes) <= 0:
         raise ValueError(f"interpolate: bad output size {sizes} for input {list(x.shape)}")
-    if mode == "nearest":
+    if mode in ("nearest", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("interpolate: align_corners only goes with the linear modes")
         for d in range(k):
-            idx = _nearest_index(in_sizes[d], sizes[d], scales[d])
+            idx = _nearest_index(in_sizes[d], sizes[d], scales[d], mode == "nearest-exact")
             x = _core.index_select(x, 2 + d, tensor(idx, device=x.device))
         return x
     if mode not in ("linear", "bilinear"):
         raise ValueError(
-            f"interpolate: mode must be 'nearest', 'linear' or 'bilinear', got {mode!r}"
+            "interpolate: mode must be 'nearest', 'nearest-exact', 'linear', 'bilinear' or "
+            f"'area', got {mode!r}"
         )
     if (mode == "linear") != (k == 1):
         raise ShapeError(f"interpolate: mode {mode!r} does not fit a {x.ndim}-D input")

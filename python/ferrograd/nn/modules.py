@@ -830,6 +830,7 @@ class _ConvNd(Module):
         dilation: int | tuple = 1,
         groups: int = 1,
         bias: bool = True,
+        padding_mode: str = "zeros",
         device: Any = None,
         dtype: Any = None,
         rng: Any = None,
@@ -837,8 +838,33 @@ class _ConvNd(Module):
         super().__init__()
         k = _tuple(kernel_size, self._nd)
         kind = type(self).__name__
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(
+                f"{kind}: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', "
+                f"got {padding_mode!r}"
+            )
         self._setup(kind, in_channels, out_channels, k, groups, bias, device, dtype, rng)
         self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.padding_mode = padding_mode
+
+    def _explicit_padding(self) -> list[int]:
+        """F.pad's amounts (last axis first) for a padding_mode other than zeros."""
+        nd = self._nd
+        dil = _tuple(self.dilation, nd)
+        if isinstance(self.padding, str):
+            if self.padding == "valid":
+                per = [(0, 0)] * nd
+            else:  # "same"
+                per = []
+                for k, d in zip(self.kernel_size, dil):
+                    total = d * (k - 1)
+                    per.append((total // 2, total - total // 2))
+        else:
+            per = [(p, p) for p in _tuple(self.padding, nd)]
+        out: list[int] = []
+        for lo, hi in reversed(per):
+            out += [lo, hi]
+        return out
 
     def _setup(
         self,
@@ -875,6 +901,12 @@ class _ConvNd(Module):
         )
 
     def forward(self, x: Tensor) -> Tensor:
+        mode = getattr(self, "padding_mode", "zeros")
+        if mode != "zeros":
+            x = F.pad(x, self._explicit_padding(), mode=mode)
+            return type(self)._conv(
+                x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups
+            )
         return type(self)._conv(
             x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
         )

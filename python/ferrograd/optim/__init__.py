@@ -36,6 +36,7 @@ __all__ = [
     "RMSprop",
     "Rprop",
     "lr_scheduler",
+    "swa_utils",
 ]
 
 
@@ -1021,3 +1022,5 @@ for _cls, _names in (
 ):
     _accept_implementation_flags(_cls, _names)
 del _cls, _names
+
+from . import swa_utils
