@@ -449,3 +449,41 @@ def test_broadcast_shapes_equals_torch_and_names_the_mismatch():
         assert tuple(fg.broadcast_shapes(*shapes)) == tuple(torch.broadcast_shapes(*shapes))
     with pytest.raises(fg.ShapeError, match=r"\(3,\)"):
         fg.broadcast_shapes((2, 4), (3,))
+
+
+@pytest.mark.parametrize(
+    "make, value",
+    [
+        (lambda L: [L.TanhTransform()], [0.5, -0.9]),
+        (lambda L: [L.AffineTransform(1.0, 2.0), L.ExpTransform()], [0.6, 1.4]),
+        (lambda L: [L.SigmoidTransform()], [0.3, 0.8]),
+        (
+            lambda L: [L.ComposeTransform([L.AffineTransform(0.5, 3.0), L.TanhTransform()])],
+            [0.2, -0.7],
+        ),
+    ],
+)
+def test_transformed_distribution_log_prob_and_gradient_equal_torch(make, value):
+    mu, sd = real(2), pos(2)
+    fm, tm = fgt(mu), tt(mu)
+    ours = D.TransformedDistribution(D.Normal(fm, fgt(sd, False)), make(D))
+    theirs = TD.TransformedDistribution(TD.Normal(tm, tt(sd, False)), make(TD))
+    v = np.array(value, dtype=np.float64)
+    a, b = ours.log_prob(fg.tensor(v)), theirs.log_prob(torch.tensor(v))
+    close(a, b, 1e-12)
+    a.sum().backward()
+    b.sum().backward()
+    close(fm.grad, tm.grad, 1e-12)
+
+
+def test_tanh_squashed_gaussian_samples_with_a_cache():
+    """SAC's policy: rsample through TanhTransform(cache_size=1), log_prob of the sample."""
+    fg.manual_seed(0)
+    mu, sd = fgt([0.0, 3.0]), fgt([1.0, 0.5])
+    d = D.TransformedDistribution(D.Normal(mu, sd), [D.TanhTransform(cache_size=1)])
+    y = d.rsample((5,))
+    assert tuple(y.shape) == (5, 2) and (y.detach().numpy() < 1).all()
+    lp = d.log_prob(y)
+    assert np.isfinite(lp.detach().numpy()).all()
+    lp.sum().backward()
+    assert mu.grad is not None and np.isfinite(mu.grad.numpy()).all()

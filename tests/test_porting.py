@@ -802,3 +802,27 @@ def test_averaged_model_and_update_bn_equal_torch(ema):
     np.testing.assert_allclose(
         fa(fg.tensor(x)).detach().numpy(), ta(torch.tensor(x)).detach().numpy(), atol=1e-12
     )
+
+
+def test_conv_transpose_output_size_and_foreach_ops():
+    x = np.random.default_rng(0).normal(size=(1, 3, 5, 5))
+    ours = fg.nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1).double()
+    theirs = torch.nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1).double()
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(ours.weight.detach().numpy()))
+        theirs.bias.copy_(torch.tensor(ours.bias.detach().numpy()))
+    for size in [(9, 9), (10, 10), (1, 2, 10, 9)]:
+        a, b = ours(fg.tensor(x), output_size=size), theirs(torch.tensor(x), output_size=size)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=1e-12)
+    with pytest.raises(ValueError, match="output size"):
+        ours(fg.tensor(x), output_size=(12, 12))
+    # torch._foreach_* (EMA code)
+    mine = [fg.ones(2), fg.ones(3)]
+    ref = [torch.ones(2), torch.ones(3)]
+    other = [[3.0, 3.0], [5.0, 5.0, 5.0]]
+    for lib, ts in ((fg, mine), (torch, ref)):
+        lib._foreach_mul_(ts, 0.5)
+        lib._foreach_add_(ts, [lib.tensor(o) for o in other], alpha=2)
+        lib._foreach_lerp_(ts, [lib.tensor(o) for o in other], 0.25)
+    for a, b in zip(mine, ref):
+        np.testing.assert_allclose(a.numpy(), b.numpy())

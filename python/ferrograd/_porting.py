@@ -386,3 +386,99 @@ def _install() -> None:
 
 
 _install()
+
+
+# ---------------------------------------------------------------- torch._foreach_* ops
+
+
+def _foreach_args(op: str, tensors: Any, other: Any) -> tuple[list, list]:
+    ts = list(tensors)
+    if isinstance(other, (list, tuple)):
+        others = list(other)
+        if len(others) != len(ts):
+            raise ValueError(f"{op}: {len(ts)} tensors but {len(others)} operands")
+    else:
+        others = [other] * len(ts)
+    return ts, others
+
+
+def _make_foreach_binary(name: str, fn: Callable[[Any, Any], Any]) -> tuple:
+    def out_of_place(tensors: Any, other: Any, *, alpha: Any = 1) -> list:
+        ts, os_ = _foreach_args(f"_foreach_{name}", tensors, other)
+        return [fn(t, o if alpha == 1 else o * alpha) for t, o in zip(ts, os_)]
+
+    def in_place(tensors: Any, other: Any, *, alpha: Any = 1) -> None:
+        ts, os_ = _foreach_args(f"_foreach_{name}_", tensors, other)
+        for t, o in zip(ts, os_):
+            t.copy_(fn(t, o if alpha == 1 else o * alpha))
+
+    out_of_place.__name__, in_place.__name__ = f"_foreach_{name}", f"_foreach_{name}_"
+    doc = f"PyTorch's ``torch._foreach_{name}``: ``{name}`` of each tensor of a list"
+    out_of_place.__doc__ = doc + " (new tensors)."
+    in_place.__doc__ = doc + " (in place)."
+    return out_of_place, in_place
+
+
+def _make_foreach_unary(name: str) -> tuple:
+    def out_of_place(tensors: Any) -> list:
+        return [getattr(t, name)() for t in tensors]
+
+    def in_place(tensors: Any) -> None:
+        for t in tensors:
+            t.copy_(getattr(t, name)())
+
+    out_of_place.__name__, in_place.__name__ = f"_foreach_{name}", f"_foreach_{name}_"
+    return out_of_place, in_place
+
+
+_foreach_add, _foreach_add_ = _make_foreach_binary("add", lambda a, b: a + b)
+_foreach_sub, _foreach_sub_ = _make_foreach_binary("sub", lambda a, b: a - b)
+_foreach_mul, _foreach_mul_ = _make_foreach_binary("mul", lambda a, b: a * b)
+_foreach_div, _foreach_div_ = _make_foreach_binary("div", lambda a, b: a / b)
+_foreach_sqrt, _foreach_sqrt_ = _make_foreach_unary("sqrt")
+_foreach_neg, _foreach_neg_ = _make_foreach_unary("neg")
+_foreach_abs, _foreach_abs_ = _make_foreach_unary("abs")
+_foreach_exp, _foreach_exp_ = _make_foreach_unary("exp")
+
+
+def _foreach_lerp_(tensors: Any, ends: Any, weight: Any) -> None:
+    """``t += weight * (end - t)`` for each pair, in place (``torch._foreach_lerp_``)."""
+    ts, es = _foreach_args("_foreach_lerp_", tensors, ends)
+    ws = list(weight) if isinstance(weight, (list, tuple)) else [weight] * len(ts)
+    for t, e, w in zip(ts, es, ws):
+        t.copy_(t + (e - t) * w)
+
+
+def _foreach_lerp(tensors: Any, ends: Any, weight: Any) -> list:
+    ts, es = _foreach_args("_foreach_lerp", tensors, ends)
+    ws = list(weight) if isinstance(weight, (list, tuple)) else [weight] * len(ts)
+    return [t + (e - t) * w for t, e, w in zip(ts, es, ws)]
+
+
+def _foreach_addcmul_(tensors: Any, t1: Any, t2: Any, value: Any = 1) -> None:
+    for t, a, b in zip(tensors, t1, t2):
+        t.copy_(t + value * a * b)
+
+
+def _foreach_addcdiv_(tensors: Any, t1: Any, t2: Any, value: Any = 1) -> None:
+    for t, a, b in zip(tensors, t1, t2):
+        t.copy_(t + value * a / b)
+
+
+def _foreach_zero_(tensors: Any) -> None:
+    for t in tensors:
+        t.zero_()
+
+
+def _foreach_copy_(tensors: Any, src: Any) -> None:
+    for t, s in zip(tensors, src):
+        t.copy_(s)
+
+
+def _foreach_norm(tensors: Any, ord: Any = 2) -> list:
+    from .linalg import vector_norm
+
+    return [vector_norm(t, ord) for t in tensors]
+
+
+__all__ += [name for name in list(globals()) if name.startswith("_foreach_")]

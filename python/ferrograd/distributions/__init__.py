@@ -9,7 +9,7 @@ Draws come from ``fg.manual_seed``'s generator. ``Gamma``, ``Beta``, ``Dirichlet
 
 from __future__ import annotations
 
-from . import constraints
+from . import constraints, transforms
 from .distribution import Distribution
 from .families import (
     Bernoulli,
@@ -30,14 +30,26 @@ from .families import (
     Uniform,
 )
 from .kl import kl_divergence, register_kl
+from .transforms import (
+    AffineTransform,
+    ComposeTransform,
+    ExpTransform,
+    SigmoidTransform,
+    TanhTransform,
+    Transform,
+    TransformedDistribution,
+)
 
 __all__ = [
+    "AffineTransform",
     "Bernoulli",
     "Beta",
     "Binomial",
     "Categorical",
+    "ComposeTransform",
     "Dirichlet",
     "Distribution",
+    "ExpTransform",
     "Exponential",
     "Gamma",
     "Geometric",
@@ -48,8 +60,13 @@ __all__ = [
     "Normal",
     "OneHotCategorical",
     "Poisson",
+    "SigmoidTransform",
+    "TanhTransform",
+    "Transform",
+    "TransformedDistribution",
     "Uniform",
     "constraints",
     "kl_divergence",
     "register_kl",
+    "transforms",
 ]

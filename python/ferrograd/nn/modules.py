@@ -940,11 +940,17 @@ class ConvTranspose2d(_ConvNd):
         groups: int = 1,
         bias: bool = True,
         dilation: int | tuple = 1,
+        padding_mode: str = "zeros",
         device: Any = None,
         dtype: Any = None,
         rng: Any = None,
     ) -> None:
         Module.__init__(self)
+        if padding_mode != "zeros":
+            raise ValueError(
+                f'ConvTranspose2d: only "zeros" padding_mode is supported, got {padding_mode!r}'
+            )
+        self.padding_mode = padding_mode
         k = _tuple(kernel_size, 2)
         self._setup(
             "ConvTranspose2d",
@@ -961,17 +967,35 @@ class ConvTranspose2d(_ConvNd):
         self.stride, self.padding, self.dilation = stride, padding, dilation
         self.output_padding = output_padding
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
+        """``output_size`` (the spatial size, or a full NCHW shape) picks the
+        ``output_padding`` that gives it, as PyTorch's."""
+        op = self.output_padding
+        if output_size is not None:
+            op = self._output_padding(x, list(output_size))
         return F.conv_transpose2d(
-            x,
-            self.weight,
-            self.bias,
-            self.stride,
-            self.padding,
-            self.output_padding,
-            self.groups,
-            self.dilation,
+            x, self.weight, self.bias, self.stride, self.padding, op, self.groups, self.dilation
         )
+
+    def _output_padding(self, x: Tensor, size: list) -> tuple:
+        if len(size) == 4:
+            size = size[2:]
+        if len(size) != 2:
+            raise ValueError(
+                f"ConvTranspose2d: output_size must have 2 or 4 entries, got {len(size)}"
+            )
+        st, pd, dl = _tuple(self.stride, 2), _tuple(self.padding, 2), _tuple(self.dilation, 2)
+        out = []
+        for d in range(2):
+            lo = (x.shape[2 + d] - 1) * st[d] - 2 * pd[d] + dl[d] * (self.kernel_size[d] - 1) + 1
+            hi = lo + max(st[d], dl[d]) - 1
+            if not lo <= int(size[d]) <= hi:
+                raise ValueError(
+                    f"ConvTranspose2d: requested an output size of {list(size)}, but valid "
+                    f"sizes range from {lo} to {hi} (for an input of {list(x.shape[2:])})"
+                )
+            out.append(int(size[d]) - lo)
+        return tuple(out)
 
 
 class _BatchNorm(Module):
