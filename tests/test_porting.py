@@ -506,18 +506,22 @@ def test_megengine_script_spellings():
     assert acc3.item() == 1.0
     assert abs(acc1.item() - (logits.numpy().argmax(1) == y.numpy()).mean()) < 1e-6
     assert MF.logsoftmax(logits, axis=1).shape == logits.shape
-    # MegEngine's numpy-like meanings where its keywords are used
+    # MegEngine's meanings in its namespace; the package's names keep PyTorch's, axis= and
+    # dim= being spellings of one argument
     v = fg.tensor([[0.0, 1.0, 2.0]])
-    assert abs(fg.var(v, axis=1).item() - np.var([0, 1, 2])) < 1e-6
-    assert abs(fg.var(v, dim=1).item() - 1.0) < 1e-6  # PyTorch's unbiased default
+    assert abs(MF.var(v, axis=1).item() - np.var([0, 1, 2])) < 1e-6
+    assert abs(MF.std(v, axis=1).item() - np.std([0, 1, 2])) < 1e-6
+    assert abs(fg.var(v, axis=1).item() - 1.0) < 1e-6 and abs(fg.var(v, dim=1).item() - 1.0) < 1e-6
+    assert MF.topk(fg.tensor([3.0, 1.0, 2.0]), 2)[0].tolist() == [1.0, 2.0]
     assert fg.topk(fg.tensor([3.0, 1.0, 2.0]), 2, descending=False).values.tolist() == [1.0, 2.0]
-    assert [p.tolist() for p in fg.split(fg.arange(7), 3, axis=0)] == [
+    assert [p.tolist() for p in MF.split(fg.arange(7), 3, axis=0)] == [
         a.tolist() for a in np.array_split(np.arange(7), 3)
     ]
-    assert [p.tolist() for p in fg.split(fg.arange(7), [2, 5], axis=0)] == [
+    assert [p.tolist() for p in MF.split(fg.arange(7), [2, 5], axis=0)] == [
         a.tolist() for a in np.split(np.arange(7), [2, 5])
     ]
     assert [p.tolist() for p in fg.split(fg.arange(7), 3)] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert [p.tolist() for p in fg.split(fg.arange(7), 3, axis=0)] == [[0, 1, 2], [3, 4, 5], [6]]
 
 
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])

@@ -578,27 +578,36 @@ def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
 def split(
     tensor: Tensor, split_size_or_sections: Any, dim: int = 0, *, axis: Any = None
 ) -> tuple[Tensor, ...]:
-    """Pieces along ``dim``: of ``split_size`` each (the last may be shorter), or of the
-    listed sizes (which must add up to the length), as PyTorch's. With MegEngine's (and
-    numpy's) ``axis=`` keyword, MegEngine's meaning: an int is the number of pieces (equal
-    sizes, as ``numpy.array_split``), a list the positions to cut at."""
+    """Pieces along ``dim`` (or ``axis``): of ``split_size`` each (the last may be shorter),
+    or of the listed sizes (which must add up to the length), as PyTorch's. MegEngine's
+    meaning (a number of pieces, or cut positions) is ``ferrograd.functional.split``."""
     x = _check_tensor("split", "tensor", tensor)
     if axis is not None:
-        d = _dim("split", x, axis, "axis")
-        n = x.shape[d]
-        if isinstance(split_size_or_sections, (list, tuple)):
-            cuts = [_int("split", "nsplits_or_sections", c) for c in split_size_or_sections]
-            if cuts != sorted(cuts) or (cuts and (cuts[0] < 0 or cuts[-1] > n)):
-                raise ValueError(f"split: cut positions {cuts} must rise within [0, {n}]")
-            bounds = [0, *cuts, n]
-        else:
-            k = _int("split", "nsplits_or_sections", split_size_or_sections)
-            if k <= 0:
-                raise ValueError(f"split: the number of pieces must be positive, got {k}")
-            bounds = [i * (n // k) + _builtin_min(i, n % k) for i in range(k + 1)]
-        return tuple(_narrow(x, d, a, b - a) for a, b in zip(bounds[:-1], bounds[1:]))
+        dim = axis
     d = _dim("split", x, dim)
     n = x.shape[d]
+    return _split_sizes(x, d, n, split_size_or_sections)
+
+
+def _split_pieces(x: Tensor, axis: Any, nsplits_or_sections: Any) -> tuple[Tensor, ...]:
+    """MegEngine's split: an int is the number of pieces (equal sizes, as
+    ``numpy.array_split``), a list the positions to cut at."""
+    d = _dim("split", x, axis, "axis")
+    n = x.shape[d]
+    if isinstance(nsplits_or_sections, (list, tuple)):
+        cuts = [_int("split", "nsplits_or_sections", c) for c in nsplits_or_sections]
+        if cuts != sorted(cuts) or (cuts and (cuts[0] < 0 or cuts[-1] > n)):
+            raise ValueError(f"split: cut positions {cuts} must rise within [0, {n}]")
+        bounds = [0, *cuts, n]
+    else:
+        k = _int("split", "nsplits_or_sections", nsplits_or_sections)
+        if k <= 0:
+            raise ValueError(f"split: the number of pieces must be positive, got {k}")
+        bounds = [i * (n // k) + _builtin_min(i, n % k) for i in range(k + 1)]
+    return tuple(_narrow(x, d, a, b - a) for a, b in zip(bounds[:-1], bounds[1:]))
+
+
+def _split_sizes(x: Tensor, d: int, n: int, split_size_or_sections: Any) -> tuple[Tensor, ...]:
     if isinstance(split_size_or_sections, (list, tuple)):
         sizes = [_int("split", "split_size_or_sections", s) for s in split_size_or_sections]
         if sum(sizes) != n or _builtin_any(s < 0 for s in sizes):
@@ -1040,9 +1049,9 @@ def var(
     keepdims: bool | None = None,
     ddof: Any = None,
 ) -> Tensor:
-    """The variance over ``dim``: ``sum((x - mean)**2) / (N - correction)``, ``correction``
-    1 by default, as PyTorch's (``unbiased=False`` or numpy's ``ddof=0`` is 0). Spelled with
-    numpy's and MegEngine's ``axis=``, the default is theirs: 0 (the population variance)."""
+    """The variance over ``dim`` (or ``axis``): ``sum((x - mean)**2) / (N - correction)``,
+    ``correction`` 1 by default, as PyTorch's (``unbiased=False`` or numpy's ``ddof=0`` is
+    0). MegEngine's population variance is ``ferrograd.functional.var``."""
     x = _check_tensor("var", "input", input)
     if isinstance(dim, bool) and unbiased is None:  # var(x, False): torch's old signature
         dim, unbiased = None, dim
@@ -1050,8 +1059,7 @@ def var(
     given = [c for c in (unbiased, correction, ddof) if c is not None]
     if len(given) > 1:
         raise TypeError("var: give one of unbiased=, correction= and ddof=")
-    default = 0 if axis is not None else 1  # numpy's / MegEngine's axis=: ddof 0
-    c = default if not given else (int(unbiased) if unbiased is not None else given[0])
+    c = 1 if not given else (int(unbiased) if unbiased is not None else given[0])
     if x.dtype.kind != "f":
         raise DTypeError(f"var: input must be a float tensor, got {x.dtype}")
     dims = _reduce_dims("var", x, dim, axis)

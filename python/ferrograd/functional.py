@@ -13,7 +13,16 @@ from typing import Any
 
 from ._core import Tensor
 
-__all__ = ["cross_entropy", "logsoftmax", "nn", "topk_accuracy"]
+__all__ = [
+    "cross_entropy",
+    "logsoftmax",
+    "nn",
+    "split",
+    "std",
+    "topk",
+    "topk_accuracy",
+    "var",
+]
 
 # MegEngine's functional.nn (and functional.loss): the NN functions, filled below
 nn = types.ModuleType(f"{__name__}.nn", "MegEngine's functional.nn: the NN functions.")
@@ -54,6 +63,43 @@ def cross_entropy(
     elif reduction == "sum":
         uniform = uniform.sum()
     return nll * (1 - label_smooth) + uniform * label_smooth
+
+
+def var(inp: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
+    """MegEngine's ``var``: the population variance (divided by N) over ``axis``."""
+    import ferrograd as fg
+
+    return fg.var(inp, axis=axis, keepdims=keepdims, correction=0)
+
+
+def std(inp: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
+    """MegEngine's ``std``: the population standard deviation over ``axis``."""
+    import ferrograd as fg
+
+    return fg.std(inp, axis=axis, keepdims=keepdims, correction=0)
+
+
+def split(inp: Tensor, nsplits_or_sections: Any, axis: int = 0) -> tuple:
+    """MegEngine's ``split``: an int is the number of pieces (equal sizes, the first ones a
+    row longer when it does not divide), a list the positions to cut at."""
+    from ._ops import _check_tensor, _split_pieces
+
+    return _split_pieces(_check_tensor("split", "inp", inp), axis, nsplits_or_sections)
+
+
+def topk(
+    inp: Tensor,
+    k: int,
+    descending: bool = False,
+    kth_only: bool = False,
+    no_sort: bool = False,
+) -> Any:
+    """MegEngine's ``topk``: the ``k`` smallest entries of the last axis (the largest with
+    ``descending``), as ``(values, indices)``; ``kth_only``: the k-th only."""
+    import ferrograd as fg
+
+    r = fg.topk(inp, k, dim=-1, descending=descending, kth_only=kth_only)
+    return r.values, r.indices
 
 
 def logsoftmax(inp: Tensor, axis: int | None = None) -> Tensor:
