@@ -547,15 +547,15 @@ def cat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None =
     """:func:`concat` with PyTorch's name and ``dim``; tensors of different dtypes are
     promoted to a common one first, as PyTorch's ``cat`` (``concat`` takes one dtype)."""
     ts = list(tensors) if isinstance(tensors, (list, tuple)) else tensors
-    if isinstance(ts, list) and len(ts) > 1 and _builtin_all(isinstance(t, Tensor) for t in ts):
-        names = {t.dtype.name for t in ts}
-        if len(names) > 1:
-            target = ts[0]
-            for t in ts[1:]:
-                target = _core.zeros((), dtype=target.dtype.name) + _core.zeros(
-                    (), dtype=t.dtype.name
-                )
-            ts = [t if t.dtype == target.dtype else t.astype(target.dtype.name) for t in ts]
+    tensors_only = isinstance(ts, list) and _builtin_all(isinstance(t, Tensor) for t in ts)
+    if tensors_only and len({t.dtype.name for t in ts}) > 1:
+        from ._torch_extra import result_type
+
+        target = ts[0]
+        for t in ts[1:]:
+            target = _core.zeros((), dtype=_dtype_name(result_type(target, t)))
+        name = target.dtype.name
+        ts = [t if t.dtype.name == name else t.astype(name) for t in ts]
     return concat(ts, _pick("cat", dim, axis, 0))
 
 

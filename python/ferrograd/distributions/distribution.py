@@ -232,35 +232,19 @@ class Distribution:
         return f"{type(self).__name__}({', '.join(parts)})"
 
 
-def _finfo_eps(dtype: Any) -> float:
-    import numpy as np
+def _fg() -> Any:
+    """The ``ferrograd`` package (imported by the time a distribution is used)."""
+    import sys
 
-    name = getattr(dtype, "name", str(dtype))
-    if name == "bfloat16":
-        return 2.0**-7
-    return float(np.finfo(name).eps)
+    return sys.modules["ferrograd"]
 
 
-def _finfo_tiny(dtype: Any) -> float:
-    import numpy as np
-
-    name = getattr(dtype, "name", str(dtype))
-    if name == "bfloat16":
-        return 2.0**-126
-    return float(np.finfo(name).tiny)
-
-
-def _finfo_min(dtype: Any) -> float:
-    import numpy as np
-
-    name = getattr(dtype, "name", str(dtype))
-    if name == "bfloat16":
-        return -3.3895313892515355e38
-    return float(np.finfo(name).min)
+def _finfo(dtype: Any) -> Any:
+    return _fg().finfo(dtype)
 
 
 def clamp_probs(probs: Tensor) -> Tensor:
-    eps = _finfo_eps(probs.dtype)
+    eps = _finfo(probs.dtype).eps
     return probs.clamp(min=eps, max=1 - eps)
 
 

@@ -13,9 +13,8 @@ from . import constraints
 from .distribution import (
     _LOG_SQRT_2PI,
     Distribution,
-    _finfo_eps,
-    _finfo_min,
-    _finfo_tiny,
+    _fg,
+    _finfo,
     _size,
     _sum_rightmost,
     broadcast_all,
@@ -42,13 +41,6 @@ __all__ = [
     "Poisson",
     "Uniform",
 ]
-
-
-def _fg() -> Any:
-    """The ``ferrograd`` package (imported by the time a distribution is made)."""
-    import sys
-
-    return sys.modules["ferrograd"]
 
 
 def _numpy_draw(device: Any, draw: Any, dtype: Any) -> Tensor:
@@ -319,7 +311,7 @@ class Laplace(Distribution):
     def rsample(self, sample_shape: Any = ()) -> Tensor:
         fg = _fg()
         shape = self._extended_shape(sample_shape)
-        eps = _finfo_eps(self.loc.dtype)
+        eps = _finfo(self.loc.dtype).eps
         u = fg.rand(*shape, dtype=self.loc.dtype, device=self.loc.device) * (2 - eps) + (eps - 1)
         return self.loc - self.scale * u.sign() * (-u.abs()).log1p()
 
@@ -372,7 +364,7 @@ class Gamma(Distribution):
         shape = tuple(self._extended_shape(sample_shape))
         a = np.broadcast_to(_host(self.concentration), shape)
         r = np.broadcast_to(_host(self.rate), shape)
-        tiny = _finfo_tiny(self.rate.dtype)
+        tiny = _finfo(self.rate.dtype).tiny
         return _numpy_draw(
             self.rate.device,
             lambda g: np.maximum(g.standard_gamma(a) / r, tiny),
@@ -660,7 +652,7 @@ class Geometric(Distribution):
     def sample(self, sample_shape: Any = ()) -> Tensor:
         fg = _fg()
         shape = self._extended_shape(sample_shape)
-        tiny = _finfo_tiny(self.probs.dtype)
+        tiny = _finfo(self.probs.dtype).tiny
         with no_grad():
             u = fg.rand(*shape, dtype=self.probs.dtype, device=self.probs.device).clamp(min=tiny)
             return (u.log() / (-self.probs).log1p()).floor()
@@ -763,7 +755,7 @@ class Categorical(Distribution):
         return log_pmf.gather(-1, value).squeeze(-1)
 
     def entropy(self) -> Tensor:
-        logits = self.logits.clamp(min=_finfo_min(self.logits.dtype))
+        logits = self.logits.clamp(min=_finfo(self.logits.dtype).min)
         return -(logits * self.probs).sum(-1)
 
     def enumerate_support(self, expand: bool = True) -> Tensor:

@@ -4,10 +4,10 @@ closed form for the pairs registered with :func:`register_kl` (PyTorch's API).""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 from .._core import Tensor
-from .distribution import Distribution, _sum_rightmost
+from .distribution import Distribution, _fg, _sum_rightmost
 from .families import (
     Bernoulli,
     Beta,
@@ -65,12 +65,6 @@ def kl_divergence(p: Distribution, q: Distribution) -> Tensor:
             f"{type(q).__name__}"
         )
     return fn(p, q)
-
-
-def _fg() -> Any:
-    import sys
-
-    return sys.modules["ferrograd"]
 
 
 def _inf_where(cond: Tensor, value: Tensor) -> Tensor:

@@ -11,7 +11,7 @@ from typing import Any
 
 from .._core import Tensor
 from . import constraints
-from .distribution import Distribution, _sum_rightmost
+from .distribution import Distribution, _fg, _finfo, _sum_rightmost
 
 __all__ = [
     "AffineTransform",
@@ -22,12 +22,6 @@ __all__ = [
     "Transform",
     "TransformedDistribution",
 ]
-
-
-def _fg() -> Any:
-    import sys
-
-    return sys.modules["ferrograd"]
 
 
 class Transform:
@@ -114,15 +108,11 @@ class SigmoidTransform(Transform):
     codomain = constraints.unit_interval
 
     def _call(self, x: Tensor) -> Tensor:
-        from .distribution import _finfo_eps
-
-        eps = _finfo_eps(x.dtype)
+        eps = _finfo(x.dtype).eps
         return x.sigmoid().clamp(min=eps, max=1 - eps)
 
     def _inverse(self, y: Tensor) -> Tensor:
-        from .distribution import _finfo_eps
-
-        eps = _finfo_eps(y.dtype)
+        eps = _finfo(y.dtype).eps
         y = y.clamp(min=eps, max=1 - eps)
         return y.log() - (-y).log1p()
 
