@@ -1,5 +1,6 @@
-"""PyTorch's ``torch.nn.utils``: gradient clipping, parameters as one vector, and
-:mod:`.rnn` (padding and packing sequences)."""
+"""PyTorch's ``torch.nn.utils``: gradient clipping, parameters as one vector,
+:mod:`.rnn` (padding and packing sequences), :mod:`.parametrize` and
+:mod:`.parametrizations` (weight and spectral norm as parametrizations)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from ... import _core
 from ..._core import ShapeError, Tensor
 from ...autodiff import no_grad
-from . import rnn
+from . import parametrizations, parametrize, rnn
 from ._norms import *
 from ._norms import __all__ as _norms_all
 
@@ -21,6 +22,8 @@ __all__ = [  # noqa: PLE0604
     "clip_grads_with_norm_",
     "get_total_norm",
     "parameters_to_vector",
+    "parametrizations",
+    "parametrize",
     "rnn",
     "vector_to_parameters",
 ]

@@ -1,0 +1,301 @@
+"""PyTorch's ``torch.nn.utils.parametrize``: a tensor of a module computed by a small module
+(a *parametrization*) from the tensors that are actually trained.
+
+After ``register_parametrization(m, "weight", P())``, ``m.weight`` is ``P()(original)``,
+recomputed at each read (or once per :func:`cached` block); the trained tensor lives at
+``m.parametrizations.weight.original`` (``original0``, ``original1``, ... when
+``P.right_inverse`` returns several), which is where ``state_dict`` keys, optimizers and
+gradients see it. Assigning ``m.weight = value`` stores ``P.right_inverse(value)``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..._core import Tensor
+from ...autodiff import no_grad
+from ..modules import Module, ModuleDict, ModuleList, Parameter
+
+__all__ = [
+    "ParametrizationList",
+    "cached",
+    "is_parametrized",
+    "register_parametrization",
+    "remove_parametrizations",
+    "type_before_parametrizations",
+]
+
+_cache_depth = 0
+_cache: dict[tuple[int, str], Tensor] = {}
+
+
+@contextlib.contextmanager
+def cached() -> Iterator[None]:
+    """Inside this block each parametrized tensor is computed once, at its first read, and
+    reused (for a recurrent network reading the same weight at every step)."""
+    global _cache_depth
+    _cache_depth += 1
+    try:
+        yield
+    finally:
+        _cache_depth -= 1
+        if not _cache_depth:
+            _cache.clear()
+
+
+def _is_buffer(module: Module, name: str) -> bool:
+    return name in module.__dict__.get("_buffer_names", {})
+
+
+def _register(module: Module, name: str, value: Tensor, as_buffer: bool) -> None:
+    if as_buffer:
+        module.register_buffer(name, value)
+    else:
+        module.register_parameter(
+            name, value if isinstance(value, Parameter) else Parameter(value, False)
+        )
+
+
+class ParametrizationList(ModuleList):
+    """The parametrizations of one tensor, applied in order, with the trained tensor(s):
+    ``original`` (or ``original0``, ``original1``, ... when the first parametrization's
+    ``right_inverse`` returns a sequence). Calling it computes the parametrized tensor."""
+
+    def __init__(self, modules: Sequence[Module], original: Tensor, unsafe: bool = False) -> None:
+        as_buffer = not isinstance(original, Parameter)
+        new: Any = original
+        with no_grad():
+            for m in reversed(list(modules)):
+                inv = getattr(m, "right_inverse", None)
+                if inv is not None:
+                    new = inv(new)
+        if not isinstance(new, (Tensor, Sequence)) or isinstance(new, str):
+            raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
+                "register_parametrization: right_inverse must return a Tensor or a sequence "
+                f"of Tensors, got {type(new).__name__}"
+            )
+        self.__dict__["unsafe"] = bool(unsafe)
+        self.__dict__["is_tensor"] = isinstance(new, Tensor)
+        self.__dict__["_as_buffer"] = as_buffer
+        grad = bool(getattr(original, "requires_grad", False))
+        if isinstance(new, Tensor):
+            if not unsafe and (new.shape != original.shape or new.dtype != original.dtype):
+                raise ValueError(
+                    "register_parametrization: right_inverse changed the tensor from "
+                    f"shape {tuple(original.shape)} {original.dtype} to "
+                    f"{tuple(new.shape)} {new.dtype}; pass unsafe=True to allow it"
+                )
+            self.__dict__["ntensors"] = 1
+            if new is not original:
+                if new.shape == original.shape and new.dtype == original.dtype:
+                    with no_grad():
+                        original.copy_(new)
+                else:
+                    original = Parameter(new.detach(), grad) if not as_buffer else new.detach()
+            _register(self, "original", original, as_buffer)
+        else:
+            self.__dict__["ntensors"] = len(new)
+            for i, t in enumerate(new):
+                if not isinstance(t, Tensor):
+                    raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
+                        "register_parametrization: right_inverse must return Tensors, got "
+                        f"{type(t).__name__} at position {i}"
+                    )
+                v: Tensor = t.detach().copy()
+                if not as_buffer:
+                    v = Parameter(v, grad)
+                _register(self, f"original{i}", v, as_buffer)
+        super().__init__(modules)
+        if not unsafe:
+            z = self()
+            if not isinstance(z, Tensor):
+                raise ValueError(
+                    "register_parametrization: a parametrization must return a Tensor, got "
+                    f"{type(z).__name__}"
+                )
+            if z.shape != original.shape or z.dtype != original.dtype:
+                raise ValueError(
+                    "register_parametrization: the parametrization changes the tensor from "
+                    f"shape {tuple(original.shape)} {original.dtype} to {tuple(z.shape)} "
+                    f"{z.dtype}; pass unsafe=True to allow it"
+                )
+
+    def right_inverse(self, value: Tensor) -> None:
+        """Stores ``value`` as the parametrized tensor: each ``right_inverse`` in reverse
+        order, the result copied into the originals."""
+        with no_grad():
+            for m in reversed(self._list()):
+                inv = getattr(m, "right_inverse", None)
+                if inv is None:
+                    raise RuntimeError(
+                        f"parametrization {type(m).__name__} has no right_inverse, so the "
+                        "parametrized tensor cannot be assigned"
+                    )
+                value = inv(value)
+            if self.is_tensor:
+                if not isinstance(value, Tensor):
+                    raise ValueError(
+                        f"right_inverse must return a Tensor, got {type(value).__name__}"
+                    )
+                _copy_into(self.original, value, "original")
+            else:
+                if not isinstance(value, Sequence) or len(value) != self.ntensors:
+                    raise ValueError(
+                        f"right_inverse must return a sequence of {self.ntensors} Tensors"
+                    )
+                for i, t in enumerate(value):
+                    _copy_into(getattr(self, f"original{i}"), t, f"original{i}")
+
+    def forward(self) -> Tensor:  # type: ignore[override]
+        mods = self._list()
+        if self.is_tensor:
+            x = mods[0](self.original)
+        else:
+            x = mods[0](*(getattr(self, f"original{i}") for i in range(self.ntensors)))
+        for m in mods[1:]:
+            x = m(x)
+        return x
+
+
+def _copy_into(dst: Tensor, src: Tensor, name: str) -> None:
+    if tuple(dst.shape) != tuple(src.shape) or dst.dtype != src.dtype:
+        raise ValueError(
+            f"right_inverse: {name} has shape {tuple(dst.shape)} {dst.dtype}, the new value "
+            f"{tuple(src.shape)} {src.dtype}"
+        )
+    dst.copy_(src)
+
+
+def _inject_class(module: Module) -> None:
+    """Gives ``module`` a class of its own (a subclass of its class) to hold the properties
+    of its parametrized tensors, so other instances are untouched."""
+    cls = type(module)
+    if "_class_before_parametrizations" in cls.__dict__:
+        return
+    module.__class__ = type(
+        f"Parametrized{cls.__name__}", (cls,), {"_class_before_parametrizations": cls}
+    )
+
+
+def _inject_property(module: Module, name: str) -> None:
+    def get(self: Module) -> Tensor:
+        plist = self.parametrizations[name]
+        if _cache_depth:
+            key = (id(self), name)
+            t = _cache.get(key)
+            if t is None:
+                t = _cache[key] = plist()
+            return t
+        return plist()
+
+    def set_(self: Module, value: Tensor) -> None:
+        self.parametrizations[name].right_inverse(value)
+
+    setattr(type(module), name, property(get, set_))
+
+
+def type_before_parametrizations(module: Module) -> type:
+    """The module's class as it was before any parametrization was registered."""
+    return type(module).__dict__.get("_class_before_parametrizations", type(module))
+
+
+def is_parametrized(module: Module, tensor_name: str | None = None) -> bool:
+    """Whether ``module`` has a parametrization (on ``tensor_name`` when given)."""
+    plists = module.__dict__.get("parametrizations")
+    if not isinstance(plists, ModuleDict):
+        return False
+    return len(plists) > 0 if tensor_name is None else tensor_name in plists
+
+
+def register_parametrization(
+    module: Module, tensor_name: str, parametrization: Module, *, unsafe: bool = False
+) -> Module:
+    """``module.<tensor_name>`` becomes ``parametrization(original)``; registering a second
+    parametrization on the same tensor composes it after the first. Returns ``module``."""
+    op = "register_parametrization"
+    if not isinstance(parametrization, Module):
+        raise TypeError(
+            f"{op}: the parametrization must be a Module, got {type(parametrization).__name__}"
+        )
+    if is_parametrized(module, tensor_name):
+        plist = module.parametrizations[tensor_name]
+        if not unsafe:
+            y = getattr(module, tensor_name)
+            z = parametrization(y)
+            if not isinstance(z, Tensor) or z.shape != y.shape or z.dtype != y.dtype:
+                raise ValueError(
+                    f"{op}: the new parametrization changes {tensor_name!r} from shape "
+                    f"{tuple(y.shape)} {y.dtype}; pass unsafe=True to allow it"
+                )
+        plist.append(parametrization)
+        plist.__dict__["unsafe"] = plist.unsafe or unsafe
+        _cache.clear()
+        return module
+    d = module.__dict__
+    original = d.get(tensor_name)
+    if original is None:
+        original = d.get("_parameters", {}).get(tensor_name)
+    if not isinstance(original, Tensor):
+        raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
+            f"{op}: module {type(module).__name__} has no parameter, buffer or parametrized "
+            f"element named {tensor_name!r}"
+        )
+    if not isinstance(original, Parameter) and not _is_buffer(module, tensor_name):
+        raise ValueError(
+            f"{op}: {tensor_name!r} of {type(module).__name__} is neither a parameter nor a buffer"
+        )
+    plist = ParametrizationList([parametrization], original, unsafe=unsafe)
+    if tensor_name in d:
+        del d[tensor_name]
+    else:
+        del d["_parameters"][tensor_name]
+    d.get("_buffer_names", {}).pop(tensor_name, None)
+    if not isinstance(d.get("parametrizations"), ModuleDict):
+        d["parametrizations"] = ModuleDict()
+    module.parametrizations[tensor_name] = plist
+    _inject_class(module)
+    _inject_property(module, tensor_name)
+    return module
+
+
+def remove_parametrizations(
+    module: Module, tensor_name: str, leave_parametrized: bool = True
+) -> Module:
+    """Undoes :func:`register_parametrization` on ``tensor_name``: it becomes a plain
+    parameter (or buffer) again holding the current parametrized value
+    (``leave_parametrized=True``) or the original. Returns ``module``."""
+    op = "remove_parametrizations"
+    if not is_parametrized(module, tensor_name):
+        raise ValueError(f"{op}: {type(module).__name__} has no parametrization on {tensor_name!r}")
+    plist = module.parametrizations[tensor_name]
+    as_buffer = plist._as_buffer
+    if plist.is_tensor:
+        original = plist.original
+        if leave_parametrized:
+            with no_grad():
+                t = getattr(module, tensor_name)
+            if t.shape == original.shape and t.dtype == original.dtype:
+                with no_grad():
+                    original.copy_(t)
+            else:
+                grad = bool(getattr(original, "requires_grad", False))
+                original = t.detach() if as_buffer else Parameter(t.detach(), grad)
+    else:
+        if not leave_parametrized:
+            raise ValueError(
+                f"{op}: {tensor_name!r} is computed from several tensors, so it cannot be "
+                "left unparametrized; use leave_parametrized=True"
+            )
+        with no_grad():
+            t = getattr(module, tensor_name).detach().copy()
+        grad = bool(plist.original0.requires_grad)
+        original = t if as_buffer else Parameter(t, grad)
+    delattr(type(module), tensor_name)
+    del module.parametrizations[tensor_name]
+    _cache.clear()
+    _register(module, tensor_name, original, as_buffer)
+    if not is_parametrized(module):
+        del module.__dict__["parametrizations"]
+        module.__class__ = type_before_parametrizations(module)
+    return module
