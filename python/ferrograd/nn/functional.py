@@ -893,6 +893,30 @@ def _linear_matrix(n_in: int, n_out: int, align_corners: bool, scale: float | No
     return m
 
 
+def _cubic_matrix(n_in: int, n_out: int, align_corners: bool, scale: float | None) -> np.ndarray:
+    """PyTorch's bicubic weights (Keys' kernel, a = -0.75) along one axis; taps beyond the
+    edge read the edge element."""
+    a = -0.75
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        if align_corners:
+            src = i * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        else:
+            ratio = (1.0 / scale) if scale else n_in / n_out
+            src = (i + 0.5) * ratio - 0.5
+        lo = math.floor(src)
+        t = src - lo
+        w = (
+            ((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
+            ((a + 2) * t - (a + 3)) * t * t + 1,
+            ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
+            ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a,
+        )
+        for k, wk in enumerate(w):
+            m[i, min(max(lo - 1 + k, 0), n_in - 1)] += wk
+    return m
+
+
 def _nearest_index(n_in: int, n_out: int, scale: float | None, exact: bool = False) -> np.ndarray:
     ratio = (1.0 / scale) if scale else n_in / n_out
     pos = np.arange(n_out) + (0.5 if exact else 0.0)
@@ -908,9 +932,10 @@ def interpolate(
     recompute_scale_factor: bool | None = None,
     antialias: bool = False,
 ) -> Tensor:
-    """Resizes the spatial axes of ``(N, C, L)`` or ``(N, C, H, W)``: ``mode`` ``"nearest"``,
-    ``"nearest-exact"``, ``"linear"`` (3-D), ``"bilinear"`` (4-D) or ``"area"`` (adaptive
-    average pooling), as PyTorch's (``align_corners`` for the linear modes;
+    """Resizes the spatial axes of ``(N, C, L)``, ``(N, C, H, W)`` or ``(N, C, D, H, W)``:
+    ``mode`` ``"nearest"``, ``"nearest-exact"``, ``"linear"`` (3-D), ``"bilinear"`` or
+    ``"bicubic"`` (4-D), ``"trilinear"`` (5-D) or ``"area"`` (adaptive average pooling,
+    3-D/4-D), as PyTorch's (``align_corners`` for the linear modes;
     ``recompute_scale_factor=True`` computes from the output size instead of the given
     factor)."""
     x = _float("interpolate", "input", input)
@@ -936,8 +961,8 @@ def interpolate(
         k = x.ndim - 2
         sf = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
         size, scale_factor = [math.floor(n * f) for n, f in zip(x.shape[2:], sf)], None
-    if x.ndim not in (3, 4):
-        raise ShapeError(f"interpolate: input must be 3-D or 4-D, got shape {list(x.shape)}")
+    if x.ndim not in (3, 4, 5):
+        raise ShapeError(f"interpolate: input must be 3-D, 4-D or 5-D, got shape {list(x.shape)}")
     k = x.ndim - 2
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
@@ -959,17 +984,25 @@ def interpolate(
             idx = _nearest_index(in_sizes[d], sizes[d], scales[d], mode == "nearest-exact")
             x = _core.index_select(x, 2 + d, tensor(idx, device=x.device))
         return x
-    if mode not in ("linear", "bilinear"):
+    dims = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+    if mode not in dims:
         raise ValueError(
-            "interpolate: mode must be 'nearest', 'nearest-exact', 'linear', 'bilinear' or "
-            f"'area', got {mode!r}"
+            "interpolate: mode must be 'nearest', 'nearest-exact', 'linear', 'bilinear', "
+            f"'bicubic', 'trilinear' or 'area', got {mode!r}"
         )
-    if (mode == "linear") != (k == 1):
+    if dims[mode] != k:
         raise ShapeError(f"interpolate: mode {mode!r} does not fit a {x.ndim}-D input")
     ac = bool(align_corners)
-    mats = [_linear_matrix(in_sizes[d], sizes[d], ac, scales[d]) for d in range(k)]
+    build = _cubic_matrix if mode == "bicubic" else _linear_matrix
+    mats = [build(in_sizes[d], sizes[d], ac, scales[d]) for d in range(k)]
     if k == 1:
         return matmul(x, tensor(mats[0], device=x.device).astype(x.dtype), transpose_b=True)
+    if k == 3:
+        # depth first: (N, C, D, H*W) -> (N, C, D', H*W), then height and width
+        n, c, d, h, w = x.shape
+        md = tensor(mats[0], device=x.device).astype(x.dtype)
+        x = matmul(md, x.reshape(n, c, d, h * w)).reshape(n, c * sizes[0], h, w)
+        return _separable(x, mats[1], mats[2]).reshape(n, c, sizes[0], sizes[1], sizes[2])
     return _separable(x, mats[0], mats[1])
 
 
