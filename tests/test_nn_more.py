@@ -734,3 +734,19 @@ def test_skip_init_and_clip_grad_norm():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         nn.utils.clip_grad_norm_(p, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("shape", "out"), [((1, 1, 4, 4), 2), ((2, 3, 7, 5), (3, 2)), ((3, 7, 5), (4, 3))]
+)
+def test_adaptive_max_pool_sends_a_tied_windows_gradient_to_its_first_maximum(shape, out):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).integers(0, 3, shape).astype(np.float64)  # many ties
+    fx, tx = fg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    fy = fg.nn.functional.adaptive_max_pool2d(fx, out)
+    ty = torch.nn.functional.adaptive_max_pool2d(tx, out)
+    g = np.random.default_rng(1).standard_normal(tuple(ty.shape))
+    (fy * fg.tensor(g)).sum().backward()
+    (ty * torch.tensor(g)).sum().backward()
+    np.testing.assert_array_equal(fy.numpy(), ty.detach().numpy())
+    np.testing.assert_allclose(fx.grad.numpy(), tx.grad.numpy(), rtol=1e-12)

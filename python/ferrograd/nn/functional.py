@@ -1594,28 +1594,21 @@ def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = 
     oh, ow = int(h if oh is None else oh), int(w if ow is None else ow)
     if oh <= 0 or ow <= 0:
         raise ValueError(f"adaptive_max_pool2d: output_size must be positive, got {(oh, ow)}")
-    if return_indices:
-        wh, ww = _adaptive_windows(h, oh), _adaptive_windows(w, ow)
-        kh = max(e - b for b, e in wh)
-        kw = max(e - b for b, e in ww)
-        rows = np.full((oh, kh), -1, dtype=np.int64)
-        cols = np.full((ow, kw), -1, dtype=np.int64)
-        for i, (b, e) in enumerate(wh):
-            rows[i, : e - b] = np.arange(b, e)
-        for i, (b, e) in enumerate(ww):
-            cols[i, : e - b] = np.arange(b, e)
-        return _window_max(x, rows, cols)
-    if h % oh == 0 and w % ow == 0:  # equal windows: one reshape and one max
-        lead = list(x.shape[:-2])
-        return x.reshape(*lead, oh, h // oh, ow, w // ow).max([x.ndim - 1, x.ndim + 1])
-    rows = []
-    for hs, he in _adaptive_windows(h, oh):
-        cells = [
-            x[..., hs:he, ws:we].max([x.ndim - 2, x.ndim - 1])
-            for ws, we in _adaptive_windows(w, ow)
-        ]
-        rows.append(_core.stack(cells, -1))
-    return _core.stack(rows, -2)
+    if not return_indices and h % oh == 0 and w % ow == 0:  # equal windows: a plain pool
+        return max_pool2d(x, (h // oh, w // ow))
+    # the value of each window is gathered at its first maximum, so its gradient goes
+    # there alone, as PyTorch's
+    wh, ww = _adaptive_windows(h, oh), _adaptive_windows(w, ow)
+    kh = max(e - b for b, e in wh)
+    kw = max(e - b for b, e in ww)
+    rows = np.full((oh, kh), -1, dtype=np.int64)
+    cols = np.full((ow, kw), -1, dtype=np.int64)
+    for i, (b, e) in enumerate(wh):
+        rows[i, : e - b] = np.arange(b, e)
+    for i, (b, e) in enumerate(ww):
+        cols[i, : e - b] = np.arange(b, e)
+    y, idx = _window_max(x, rows, cols)
+    return (y, idx) if return_indices else y
 
 
 def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
