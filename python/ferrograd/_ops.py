@@ -112,15 +112,17 @@ def _pick(op: str, dim: Any, axis: Any, default: Any = None) -> Any:
 
 
 def _dims(op: str, x: Tensor, dim: Any) -> tuple[int, ...]:
-    """``dim`` (None: every axis; an int or a sequence of ints) as sorted axes."""
+    """``dim`` (None: every axis; an int or a sequence of ints) as sorted axes (a 0-d
+    tensor takes 0 and -1, which name no axis)."""
     if dim is None:
         return tuple(range(x.ndim))
     if isinstance(dim, (list, tuple)):
         out = sorted({_dim(op, x, d) for d in dim})
         if len(out) != len(dim):
             raise ValueError(f"{op}: dim {tuple(dim)} repeats an axis")
-        return tuple(out)
-    return (_dim(op, x, dim),)
+        return tuple(out) if x.ndim else ()
+    d = _dim(op, x, dim)
+    return (d,) if x.ndim else ()
 
 
 def _shape_args(op: str, size: tuple) -> tuple[int, ...]:
@@ -149,7 +151,9 @@ def _float_dtype(op: str, dtype: Any) -> str:
 def _from_numpy(arr: np.ndarray, dtype: str, device: str) -> Tensor:
     if dtype == "bfloat16":
         return tensor(arr.astype(np.float32), device=device).astype("bfloat16")
-    return tensor(np.ascontiguousarray(arr.astype(dtype, copy=False)), device=device)
+    a = arr.astype(dtype, copy=False)
+    # (ascontiguousarray makes a 0-d array 1-d: the reshape keeps the shape)
+    return tensor(np.ascontiguousarray(a).reshape(a.shape), device=device)
 
 
 def _index(values: Any, device: str) -> Tensor:
@@ -761,7 +765,7 @@ def scatter(
 ) -> Tensor:
     """``input`` with ``src[p]`` (or ``value``) written at ``p with dim replaced by
     index[p]``; ``reduce="add"``/``"multiply"`` combines instead. Where an index repeats,
-    which write wins is unspecified (as in PyTorch)."""
+    the last write wins, as with PyTorch on the CPU (which leaves it unspecified)."""
     x = _check_tensor("scatter", "input", input)
     if src is None:
         src = value
@@ -774,7 +778,7 @@ def scatter(
     s = _scatter_src("scatter", x, idx, d, src)
     if reduce not in (None, "multiply"):
         raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
-    rank = _repeat_rank(idx.numpy(), d, tuple(x.shape))
+    rank = _repeat_rank(idx.numpy(), d, tuple(x.shape), from_end=reduce is None)
     if reduce == "multiply":
         # one round per repeat level: each round's targets are distinct
         out = x
@@ -784,7 +788,8 @@ def scatter(
             factor = _core._scatter_add(where(sel, s, 0), idx, d, tuple(x.shape))
             out = where(hit_r, out * factor, out)
         return _dtype_like(out, x)
-    # a repeated target takes its first write (PyTorch leaves which one unspecified)
+    # a repeated target takes its last write, as PyTorch's CPU kernel (which documents the
+    # choice as unspecified)
     if rank.size and rank.max() > 0:
         s = where(tensor(rank == 0, device=x.device), s, 0)
     hits = _core._scatter_add(
@@ -797,9 +802,10 @@ def scatter(
     return _dtype_like(where(hits > 0, written, x), x)
 
 
-def _repeat_rank(pos: np.ndarray, d: int, shape: tuple) -> np.ndarray:
+def _repeat_rank(pos: np.ndarray, d: int, shape: tuple, from_end: bool = False) -> np.ndarray:
     """For each index entry, how many earlier entries (in row-major order) hit the same
-    target: 0 for the first write to each target."""
+    target: 0 for the first write to each target (``from_end``: how many later ones, 0 for
+    the last write)."""
     if pos.size == 0:
         return np.zeros(pos.shape, np.int64)
     pos = np.where(pos < 0, pos + shape[d], pos)
@@ -809,9 +815,11 @@ def _repeat_rank(pos: np.ndarray, d: int, shape: tuple) -> np.ndarray:
     order = np.argsort(flat, kind="stable")
     sorted_flat = flat[order]
     starts = np.r_[0, np.flatnonzero(np.diff(sorted_flat)) + 1]
-    run_start = np.repeat(starts, np.diff(np.r_[starts, flat.size]))
+    lengths = np.diff(np.r_[starts, flat.size])
+    run_start = np.repeat(starts, lengths)
     rank = np.empty(flat.size, np.int64)
-    rank[order] = np.arange(flat.size) - run_start
+    within = np.arange(flat.size) - run_start
+    rank[order] = np.repeat(lengths, lengths) - 1 - within if from_end else within
     return rank.reshape(pos.shape)
 
 
@@ -1067,7 +1075,13 @@ def var(
     mean = x.mean(axis=dims, keepdims=True) if dims else x
     dev = x - mean
     s = (dev * dev).sum(axis=dims, keepdims=keepdim) if dims else dev * dev
-    return s / float(_builtin_max(n - c, 0))  # no degrees of freedom: inf/NaN, as PyTorch
+    dof = n - c
+    if dof >= 0:
+        return s / float(dof)  # no degrees of freedom: inf/NaN, as PyTorch
+    # fewer than none: the value is inf/NaN and the gradient still divides by N - correction,
+    # as PyTorch's
+    t = s / float(dof)
+    return (s / 0.0).detach() + (t - t.detach())
 
 
 def std(
@@ -1081,17 +1095,20 @@ def std(
     keepdims: bool | None = None,
     ddof: Any = None,
 ) -> Tensor:
-    """The standard deviation: ``sqrt`` of :func:`var` with the same arguments."""
-    return var(
-        input,
-        dim,
-        unbiased,
-        keepdim,
-        correction=correction,
-        axis=axis,
-        keepdims=keepdims,
-        ddof=ddof,
-    ).sqrt()
+    """The standard deviation: ``sqrt`` of :func:`var` with the same arguments; its
+    gradient is 0 where every value is equal, as PyTorch's."""
+    return _safe_sqrt(
+        var(
+            input,
+            dim,
+            unbiased,
+            keepdim,
+            correction=correction,
+            axis=axis,
+            keepdims=keepdims,
+            ddof=ddof,
+        )
+    )
 
 
 def _safe_sqrt(s: Tensor) -> Tensor:

@@ -396,10 +396,14 @@ def copysign(input: Any, other: Any) -> Tensor:
     """``|input|`` with the sign of ``other`` (``-0.0`` counts as negative)."""
     a, b = _pair("copysign", input, other)
     a = _float("copysign", a)
-    bd = b.detach()
+    bd, ad = b.detach(), a.detach()
     neg = (bd < 0) | ((bd == 0) & ((1.0 / bd.astype(_dtype_name(a.dtype))) < 0))
-    mag = _core.where(a < 0, -a, a)
-    return _core.where(neg, -mag, mag)
+    mag = ad.abs()
+    out = _core.where(neg, -mag, mag)
+    # the gradient is the sign factor out / input (+-1), 0 where the input is zero, as
+    # PyTorch's; zeros and infinities take their value from `out` (-0.0 stays -0.0)
+    ratio = _core.where((ad == 0) | (ad == math.inf) | (ad == -math.inf), 0.0, out / ad)
+    return _core.where(ratio != 0, a * ratio, out)
 
 
 def float_power(input: Any, exponent: Any) -> Tensor:
@@ -559,8 +563,10 @@ def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any
 def _std_var_mean(op: str, stat: str, input: Tensor, args: tuple, kwargs: dict) -> tuple:
     x = _check_tensor(op, "input", input)
     s = getattr(x, stat)(*args, **kwargs)
-    dim = kwargs.get("dim", args[0] if args else None)
-    keepdim = kwargs.get("keepdim", False)
+    dim = kwargs.get("dim", kwargs.get("axis", args[0] if args else None))
+    if isinstance(dim, bool):  # std_mean(x, False): the old (input, unbiased) signature
+        dim = None
+    keepdim = kwargs.get("keepdim", kwargs.get("keepdims", args[2] if len(args) > 2 else False))
     m = x.mean(dim=dim, keepdim=keepdim) if dim is not None else x.mean()
     if dim is None and keepdim:
         m = m.reshape(*([1] * x.ndim))

@@ -64,7 +64,9 @@ def _encode(obj: Any, path: str, tensors: list, names: set) -> Any:
 
         if obj.dtype.name in _SUPPORTED:
             name = _unique(f"{path or 'array'}", names)
-            tensors.append((name, tensor(np.ascontiguousarray(obj), device="cpu")))
+            tensors.append(
+                (name, tensor(np.ascontiguousarray(obj).reshape(obj.shape), device="cpu"))
+            )
             return {"ndarray": name}
     # anything else is pickled into the file (loaded back with weights_only=False only)
     try:

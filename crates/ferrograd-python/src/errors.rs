@@ -18,6 +18,7 @@ static DEVICE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static GRAD_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static INPLACE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static TRACE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static AXIS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn make_type<'py>(
     py: Python<'py>,
@@ -48,7 +49,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         &'a str,
         Vec<Bound<'py, PyType>>,
     );
-    let specs: [Spec<'_, '_>; 6] = [
+    let index = py.get_type::<PyIndexError>();
+    let specs: [Spec<'_, '_>; 7] = [
         (
             &SHAPE_ERROR,
             "ShapeError",
@@ -85,6 +87,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
             "What a traced function cannot do: read the value of a tensor computed inside it, \
              write in place where the graph cannot follow.",
             vec![runtime.clone()],
+        ),
+        (
+            &AXIS_ERROR,
+            "AxisError",
+            "An axis out of range for a tensor's rank: an IndexError, as PyTorch raises, and a \
+             ValueError, as numpy's AxisError is.",
+            vec![index.clone(), value.clone()],
         ),
     ];
     for (cell, name, doc, bases) in specs {
@@ -131,6 +140,7 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::Device { .. } => raise(&DEVICE_ERROR, PyRuntimeError::new_err, msg),
         Error::Invalid { .. } => PyValueError::new_err(msg),
         Error::Index { .. } => PyIndexError::new_err(msg),
+        Error::Axis { .. } => raise(&AXIS_ERROR, PyIndexError::new_err, msg),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
         Error::Autograd { .. } => raise(&GRAD_ERROR, PyRuntimeError::new_err, msg),
         Error::Version { .. } => raise(&INPLACE_ERROR, PyRuntimeError::new_err, msg),

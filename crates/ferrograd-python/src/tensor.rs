@@ -232,7 +232,48 @@ pub fn pow_impl(
             .py()
             .map(PyTensor::from);
     }
+    if integer(x.dtype()) {
+        if let Ok(t) = e.cast::<PyTensor>() {
+            let et = t.borrow().t().clone();
+            if integer(et.dtype()) {
+                // integer ** integer tensor stays integer, as PyTorch's
+                let work = x.numel().max(et.numel());
+                return compute(py, work, || int_pow_tensor(x, &et))
+                    .py()
+                    .map(PyTensor::from);
+            }
+        }
+    }
     binary(py, "pow", x, e, name, false, Tensor::pow)
+}
+
+/// Elementwise `x ** e` of integer tensors (broadcast, PyTorch's promotion), wrapping
+/// around as integer arithmetic does; computed on the host.
+fn int_pow_tensor(x: &Tensor, e: &Tensor) -> ferrograd::Result<Tensor> {
+    let like = x.mul(e)?; // the result's shape and dtype
+    let shape = like.shape().to_vec();
+    let host = |t: &Tensor| -> ferrograd::Result<Vec<i64>> {
+        t.detach()
+            .astype(DType::I64)?
+            .broadcast_to(&shape)?
+            .copy()?
+            .to_device(Device::Cpu)?
+            .to_vec::<i64>()
+    };
+    let (xs, es) = (host(x)?, host(e)?);
+    let mut out = Vec::with_capacity(xs.len());
+    for (&b, &p) in xs.iter().zip(&es) {
+        if p < 0 {
+            return Err(ferrograd::Error::Invalid {
+                op: "pow".to_string(),
+                msg: format!("integers to negative integer powers are not allowed (exponent {p})"),
+            });
+        }
+        out.push(b.wrapping_pow(p.min(u32::MAX as i64) as u32));
+    }
+    Tensor::from_vec(out, &shape)?
+        .astype(like.dtype())?
+        .to_device(like.device())
 }
 
 fn int_pow(x: &Tensor, mut p: u64) -> ferrograd::Result<Tensor> {
@@ -1043,7 +1084,17 @@ impl PyTensor {
         modulo: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyTensor> {
         let _ = modulo;
-        binary(py, "pow", &self.t(), b, "other", true, Tensor::pow)
+        let x = self.t();
+        if !x.dtype().is_float() && x.dtype() != DType::Bool && is_int(b) {
+            // an integer base to integer tensor powers stays integer, as PyTorch's
+            let base = arg("pow", "other", b, Some(&x))?;
+            if !base.dtype().is_float() {
+                return compute(py, x.numel(), || int_pow_tensor(&base, &x))
+                    .py()
+                    .map(PyTensor::from);
+            }
+        }
+        binary(py, "pow", &x, b, "other", true, Tensor::pow)
     }
     fn __matmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         binary(py, "matmul", &self.t(), o, "other", false, Tensor::matmul)

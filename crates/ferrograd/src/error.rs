@@ -24,6 +24,10 @@ pub enum Error {
     /// An index out of bounds.
     #[error("{op}: {msg}")]
     Index { op: String, msg: String },
+    /// An axis out of range for a tensor's rank (Python: both an `IndexError`, as PyTorch
+    /// raises, and a `ValueError`, as numpy's `AxisError` is).
+    #[error("{op}: {msg}")]
+    Axis { op: String, msg: String },
     /// Misuse of a `GradKey`: a finished key, a bad seed, a rule returning the wrong count.
     #[error("{msg}")]
     Autograd { msg: String },
@@ -78,6 +82,12 @@ impl Error {
     }
     pub(crate) fn index(op: &str, msg: impl Into<String>) -> Self {
         Error::Index {
+            op: op.to_string(),
+            msg: msg.into(),
+        }
+    }
+    pub(crate) fn axis(op: &str, msg: impl Into<String>) -> Self {
+        Error::Axis {
             op: op.to_string(),
             msg: msg.into(),
         }

@@ -125,7 +125,7 @@ pub fn normalize_axis(op: &str, axis: isize, ndim: usize) -> Result<usize> {
     let n = ndim as isize;
     let a = if axis < 0 { axis + n } else { axis };
     if a < 0 || a >= n {
-        return Err(Error::invalid(
+        return Err(Error::axis(
             op,
             format!("axis {axis} is out of range for a tensor of {ndim} dimension(s)"),
         ));
@@ -134,7 +134,21 @@ pub fn normalize_axis(op: &str, axis: isize, ndim: usize) -> Result<usize> {
 }
 
 /// Normalises a list of axes (`None` means all), sorted, without repeats.
+/// A 0-d tensor takes axis 0 and -1, as PyTorch's (reducing over them reduces nothing).
 pub fn normalize_axes(op: &str, axes: Option<&[isize]>, ndim: usize) -> Result<Vec<usize>> {
+    if ndim == 0 {
+        if let Some(&bad) = axes
+            .unwrap_or_default()
+            .iter()
+            .find(|&&a| a != 0 && a != -1)
+        {
+            return Err(Error::axis(
+                op,
+                format!("axis {bad} is out of range for a 0-d tensor (expected 0 or -1)"),
+            ));
+        }
+        return Ok(Vec::new());
+    }
     let mut out: Vec<usize> = match axes {
         None => (0..ndim).collect(),
         Some(list) => list

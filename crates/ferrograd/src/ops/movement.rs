@@ -488,6 +488,9 @@ impl Tensor {
     /// Swaps two axes (a view).
     pub fn transpose(&self, a: isize, b: isize) -> Result<Tensor> {
         let n = self.ndim();
+        if n == 0 && [a, b].iter().all(|&x| x == 0 || x == -1) {
+            return self.permute(&[]); // a 0-d tensor takes axes 0 and -1, as PyTorch's
+        }
         let (a, b) = (
             normalize_axis("transpose", a, n)?,
             normalize_axis("transpose", b, n)?,

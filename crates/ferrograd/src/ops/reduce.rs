@@ -165,11 +165,18 @@ impl Family for ReduceOp {
             }
             ReduceOp::Max { axes, .. } | ReduceOp::Min { axes, .. } => {
                 let (x, y) = (ctx.input(0)?, ctx.output()?);
-                // masks of detached values: their own gradient is zero almost everywhere
-                let mask = x
-                    .detach()
+                // masks of detached values: their own gradient is zero almost everywhere. A
+                // NaN extremum came from the NaNs of its window (the reduction propagates
+                // them), so they share its gradient, as PyTorch's.
+                let xd = x.detach();
+                let mask = xd
                     .eq(&y.detach().reshape(&kept_shape(shape, axes))?)?
                     .astype(x.dtype())?;
+                let mask = if x.dtype().is_float() {
+                    mask.add(&xd.ne(&xd)?.astype(x.dtype())?)?
+                } else {
+                    mask
+                };
                 let iaxes: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
                 let count = mask.sum(Some(&iaxes), true)?;
                 spread(axes)?.mul(&mask)?.div(&count)?
@@ -305,6 +312,9 @@ impl Tensor {
     }
     /// Softmax along `axis`.
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
+        if self.ndim() == 0 && (axis == 0 || axis == -1) {
+            return self.reshape(&[1])?.softmax(0)?.reshape(&[]);
+        }
         let axis = normalize_axis("softmax", axis, self.ndim())?;
         apply1(&Op::Reduce(ReduceOp::Softmax(axis)), &[self])
     }
@@ -365,6 +375,9 @@ impl Tensor {
     }
     /// Log-softmax along `axis`.
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
+        if self.ndim() == 0 && (axis == 0 || axis == -1) {
+            return self.reshape(&[1])?.log_softmax(0)?.reshape(&[]);
+        }
         let axis = normalize_axis("log_softmax", axis, self.ndim())?;
         apply1(&Op::Reduce(ReduceOp::LogSoftmax(axis)), &[self])
     }
