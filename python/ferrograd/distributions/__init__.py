@@ -5,11 +5,17 @@ gradients reach the parameters (policy gradients through ``Categorical.log_prob`
 through ``Normal.rsample`` and ``kl_divergence``).
 
 Draws come from ``fg.manual_seed``'s generator. ``Gamma``, ``Beta``, ``Dirichlet``,
-``Poisson`` and ``Binomial`` sample with the host generator and have no ``rsample``."""
+``Poisson`` and ``Binomial`` sample with the host generator and have no ``rsample``;
+``Chi2``, ``StudentT``, ``FisherSnedecor`` and ``InverseGamma`` draw gammas the same way and
+do have ``rsample`` (PyTorch's gradient of a gamma draw with respect to its shape)."""
 
 from __future__ import annotations
 
-from . import constraints, transforms
+from . import (
+    constraints,
+    kl_more,  # noqa: F401  (registers the KL pairs of the families in .more)
+    transforms,
+)
 from .distribution import Distribution
 from .families import (
     Bernoulli,
@@ -30,6 +36,33 @@ from .families import (
     Uniform,
 )
 from .kl import kl_divergence, register_kl
+from .more import (
+    AbsTransform,
+    Cauchy,
+    Chi2,
+    ContinuousBernoulli,
+    FisherSnedecor,
+    GeneralizedPareto,
+    Gumbel,
+    HalfCauchy,
+    HalfNormal,
+    InverseGamma,
+    Kumaraswamy,
+    LogisticNormal,
+    LowRankMultivariateNormal,
+    MixtureSameFamily,
+    Multinomial,
+    NegativeBinomial,
+    OneHotCategoricalStraightThrough,
+    Pareto,
+    PowerTransform,
+    RelaxedBernoulli,
+    RelaxedOneHotCategorical,
+    StickBreakingTransform,
+    StudentT,
+    VonMises,
+    Weibull,
+)
 from .transforms import (
     AffineTransform,
     ComposeTransform,
@@ -41,30 +74,55 @@ from .transforms import (
 )
 
 __all__ = [
+    "AbsTransform",
     "AffineTransform",
     "Bernoulli",
     "Beta",
     "Binomial",
     "Categorical",
+    "Cauchy",
+    "Chi2",
     "ComposeTransform",
+    "ContinuousBernoulli",
     "Dirichlet",
     "Distribution",
     "ExpTransform",
     "Exponential",
+    "FisherSnedecor",
     "Gamma",
+    "GeneralizedPareto",
     "Geometric",
+    "Gumbel",
+    "HalfCauchy",
+    "HalfNormal",
     "Independent",
+    "InverseGamma",
+    "Kumaraswamy",
     "Laplace",
     "LogNormal",
+    "LogisticNormal",
+    "LowRankMultivariateNormal",
+    "MixtureSameFamily",
+    "Multinomial",
     "MultivariateNormal",
+    "NegativeBinomial",
     "Normal",
     "OneHotCategorical",
+    "OneHotCategoricalStraightThrough",
+    "Pareto",
     "Poisson",
+    "PowerTransform",
+    "RelaxedBernoulli",
+    "RelaxedOneHotCategorical",
     "SigmoidTransform",
+    "StickBreakingTransform",
+    "StudentT",
     "TanhTransform",
     "Transform",
     "TransformedDistribution",
     "Uniform",
+    "VonMises",
+    "Weibull",
     "constraints",
     "kl_divergence",
     "register_kl",

@@ -717,6 +717,12 @@ class Categorical(Distribution):
     def param_shape(self) -> tuple:
         return tuple(self._param.shape)
 
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Distribution:
+        new = super().expand(batch_shape, _instance)
+        param = new.__dict__.get("probs", new.__dict__.get("logits"))
+        new._param = param
+        return new
+
     @property
     def support(self) -> Any:
         return constraints.integer_interval(0, self._num_events - 1)
@@ -926,6 +932,19 @@ class Binomial(Distribution):
     def variance(self) -> Tensor:
         return self.total_count * self.probs * (1 - self.probs)
 
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        """``0..total_count`` along a new first axis (one ``total_count`` for the batch)."""
+        fg = _fg()
+        n = self.total_count
+        top = int(n.max().item())
+        if int(n.min().item()) != top:
+            raise NotImplementedError(
+                "Inhomogeneous total count not supported by `enumerate_support`."
+            )
+        values = fg.arange(top + 1, dtype=n.dtype, device=n.device)
+        values = values.reshape(-1, *([1] * len(self._batch_shape)))
+        return values.expand(-1, *self._batch_shape) if expand else values
+
     def sample(self, sample_shape: Any = ()) -> Tensor:
         shape = tuple(self._extended_shape(sample_shape))
         n = np.broadcast_to(_host(self.total_count).astype(np.int64), shape)
@@ -1099,6 +1118,14 @@ class Independent(Distribution):
         super().__init__(
             shape[: len(shape) - event_dim], shape[len(shape) - event_dim :], validate_args
         )
+
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Distribution:
+        """The base distribution expanded to ``batch_shape`` plus the reinterpreted axes."""
+        batch_shape = tuple(int(b) for b in batch_shape)
+        n = self.reinterpreted_batch_ndims
+        inner = tuple(self.base_dist.batch_shape)[len(self.base_dist.batch_shape) - n :]
+        base = self.base_dist.expand(batch_shape + inner)
+        return Independent(base, n, validate_args=False)
 
     @property
     def has_rsample(self) -> bool:  # type: ignore[override]

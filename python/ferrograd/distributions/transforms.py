@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from .._core import Tensor
+from ..autodiff import no_grad
 from . import constraints
 from .distribution import Distribution, _fg, _finfo, _sum_rightmost
 
@@ -218,9 +219,11 @@ class TransformedDistribution(Distribution):
         return self.transforms[-1].codomain if self.transforms else self.base_dist.support
 
     def sample(self, sample_shape: Any = ()) -> Tensor:
-        x = self.base_dist.sample(sample_shape)
-        for t in self.transforms:
-            x = t(x)
+        # (no gradient reaches learnable transforms from a sample, as PyTorch's)
+        with no_grad():
+            x = self.base_dist.sample(sample_shape)
+            for t in self.transforms:
+                x = t(x)
         return x
 
     def rsample(self, sample_shape: Any = ()) -> Tensor:
@@ -243,3 +246,12 @@ class TransformedDistribution(Distribution):
 
     def __repr__(self) -> str:
         return f"TransformedDistribution({self.base_dist!r}, {self.transforms!r})"
+
+
+def __getattr__(name: str) -> Any:
+    # the transforms defined with the families that need them, under this module's name too
+    if name in ("AbsTransform", "PowerTransform", "StickBreakingTransform"):
+        from . import more
+
+        return getattr(more, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
