@@ -1045,3 +1045,29 @@ def test_a_moment_update_fuses_whole_without_intermediate_buffers():
     r = traced.memory_report()
     assert r["fused_chains"] == 2 and r["fused_nodes"] == 7
     assert r["buffers"] == 0
+
+
+def test_a_traced_optimizer_step_updates_0d_parameters_as_eager():
+    # (the float64 learning rate times a 0-d float32 gradient is float64: the in-place
+    # update casts it back, as PyTorch's in-place ops do)
+    def run(traced):
+        p = fg.nn.Parameter(np.float32(1.25))
+        w = fg.nn.Parameter(np.ones(3, np.float32))
+        opt = fg.optim.SGD([p, w], lr=0.01, momentum=0.9)
+        gm = fg.GradManager().attach([p, w])
+
+        def step(x):
+            with gm:
+                gm.backward((x * p * w).sum())
+            opt.step()
+            opt.zero_grad()
+
+        f = fg.trace(step) if traced else step
+        for _ in range(3):
+            f(fg.tensor(np.arange(3, dtype=np.float32)))
+        return p.numpy(), w.numpy()
+
+    (pe, we), (pt, wt) = run(False), run(True)
+    assert pt.shape == () and pt.dtype == np.float32
+    np.testing.assert_allclose(pt, pe, rtol=1e-6)
+    np.testing.assert_allclose(wt, we, rtol=1e-6)

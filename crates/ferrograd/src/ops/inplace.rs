@@ -189,6 +189,23 @@ impl Tensor {
     /// a gradient tape tracks either, that handle carries `result`'s tape state (so later ops
     /// differentiate through the update) and shares this tensor's `.grad`.
     pub fn update_(&self, op: &str, result: &Tensor) -> Result<Tensor> {
+        // a wider result of the same kind (float64 into float32, int64 into int32) is cast to
+        // this tensor's dtype, as PyTorch's in-place ops do
+        let category = |d: DType| {
+            if d.is_float() {
+                2
+            } else if d == DType::Bool {
+                0
+            } else {
+                1
+            }
+        };
+        if result.shape() == self.shape()
+            && result.dtype() != self.dtype()
+            && category(result.dtype()) == category(self.dtype())
+        {
+            return self.update_(op, &result.astype(self.dtype())?);
+        }
         if result.shape() != self.shape() || result.dtype() != self.dtype() {
             return Err(Error::shape(
                 op,
