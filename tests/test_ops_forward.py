@@ -395,7 +395,7 @@ def test_binary_forward(name, dtype, sh, seed):
 
 
 COMPARE = {
-    "equal": (fg.equal, np.equal, lambda a, b: a == b),
+    "equal": (fg.eq, np.equal, lambda a, b: a == b),
     "not_equal": (fg.not_equal, np.not_equal, lambda a, b: a != b),
     "less": (fg.less, np.less, lambda a, b: a < b),
     "less_equal": (fg.less_equal, np.less_equal, lambda a, b: a <= b),

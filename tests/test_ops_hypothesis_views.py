@@ -304,7 +304,7 @@ BINARY = {
         (uniform(), uniform(-2.0, 0.0)),
         True,
     ),
-    "equal": (fg.equal, np.equal, (ints(-1, 2), ints(-1, 2)), False),
+    "equal": (fg.eq, np.equal, (ints(-1, 2), ints(-1, 2)), False),
     "less": (lambda a, b: a < b, np.less, (ints(-1, 2), ints(-1, 2)), False),
     "greater_equal": (fg.greater_equal, np.greater_equal, (ints(-1, 2), ints(-1, 2)), False),
     "logical_and": (fg.logical_and, np.logical_and, (ints(-1, 2), ints(-1, 2)), False),

@@ -135,3 +135,107 @@ def test_draws_and_saved_arrays_of_no_axes_are_0d(tmp_path):
     fg.save({"x": np.array(2.5)}, p)
     back = fg.load(p, weights_only=False)["x"]
     assert np.shape(back) == () and math.isclose(float(back), 2.5)
+
+
+def test_equal_is_one_bool_and_eq_is_elementwise():
+    a = fg.ones(2, 2)
+    assert fg.equal(a, a) is True
+    assert fg.equal(a, fg.ones(3)) is False
+    assert fg.equal(fg.tensor([float("nan")]), fg.tensor([float("nan")])) is False
+    assert fg.eq(a, a).dtype.name == "bool" and fg.eq(a, a).shape == (2, 2)
+
+
+def test_memory_formats_are_accepted_and_change_nothing():
+    x = fg.ones(1, 2, 3, 3)
+    assert fg.channels_last is not fg.contiguous_format
+    y = x.to(memory_format=fg.channels_last)
+    np.testing.assert_array_equal(y.numpy(), x.numpy())
+    assert x.contiguous(memory_format=fg.channels_last) is x
+    assert x.is_contiguous(memory_format=fg.channels_last)
+    m = fg.nn.Conv2d(2, 2, 1).to(memory_format=fg.channels_last)
+    assert m(x).shape == (1, 2, 3, 3)
+
+
+def test_nonzero_of_a_0d_tensor():
+    for v in (5, 0):
+        got, want = fg.tensor(v).nonzero(), torch.tensor(v).nonzero()
+        assert got.shape == tuple(want.shape)
+        (gt,), (wt,) = fg.tensor(v).nonzero(as_tuple=True), torch.tensor(v).nonzero(as_tuple=True)
+        np.testing.assert_array_equal(gt.numpy(), wt.numpy())
+
+
+def test_amax_amin_take_axis():
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(fg.tensor(x).amax(axis=1).numpy(), x.max(1))
+    assert fg.amin(fg.tensor(x), axis=0, keepdims=True).shape == (1, 3)
+
+
+def test_batch_norm_stops_tracking_when_switched_off_after_construction():
+    for lib in (fg, torch):
+        bn = lib.nn.BatchNorm2d(3)
+        bn.track_running_stats = False
+        bn(lib.tensor(np.random.default_rng(0).standard_normal((4, 3, 2, 2)), dtype=lib.float32))
+        np.testing.assert_array_equal(bn.running_var.numpy(), np.ones(3, np.float32))
+    fbn = fg.nn.BatchNorm2d(3).eval()
+    fbn.track_running_stats = False
+    x = np.full((1, 3, 1, 1), 2.0, np.float32)
+    np.testing.assert_allclose(  # eval mode still uses the (kept) running statistics
+        fbn(fg.tensor(x)).numpy().ravel(), 2.0 / np.sqrt(1 + 1e-5), rtol=1e-6
+    )
+
+
+def test_load_accepts_mmap(tmp_path):
+    p = tmp_path / "w.pt"
+    fg.save({"w": fg.ones(2)}, p)
+    np.testing.assert_array_equal(fg.load(p, mmap=True, weights_only=True)["w"].numpy(), [1, 1])
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "m.tensor(a) << m.tensor(b)",
+        "m.tensor(a) >> m.tensor(b)",
+        "m.tensor(a) << 2",
+        "3 << m.tensor(b)",
+        "m.bitwise_right_shift(m.tensor(a, dtype=m.int32), 1)",
+        "m.bitwise_left_shift(m.tensor(a), m.tensor(b))",
+    ],
+)
+def test_integer_shifts(expr):
+    a, b = [1, -5, 7, 100], [1, 1, 3, 2]
+    got, want = eval(expr, {"m": fg, "a": a, "b": b}), eval(expr, {"m": torch, "a": a, "b": b})
+    assert got.dtype.name == str(want.dtype).removeprefix("torch.")
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    x = fg.tensor([1, 2])
+    x <<= 1
+    np.testing.assert_array_equal(x.numpy(), [2, 4])
+    with pytest.raises(TypeError, match="integer"):
+        fg.tensor([1.0]) << 1
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pad", [(3, -3, 0, -3), (-1, 2, 2, -1), (2, -1, 0, 0)])
+def test_pad_with_negative_amounts_crops_as_torch(mode, pad):
+    x = np.random.default_rng(0).standard_normal((1, 1, 5, 6))
+    fx, tx = fg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    fy = fg.nn.functional.pad(fx, pad, mode=mode)
+    ty = torch.nn.functional.pad(tx, pad, mode=mode)
+    np.testing.assert_array_equal(fy.numpy(), ty.detach().numpy())
+    (fy * fy).sum().backward()
+    (ty * ty).sum().backward()
+    np.testing.assert_allclose(fx.grad.numpy(), tx.grad.numpy())
+
+
+def test_einsum_promotes_split_takes_split_size_and_attention_groups_heads():
+    y = fg.einsum("bld,dn->bldn", fg.ones(1, 2, 3, dtype=fg.float64), fg.ones(3, 4))
+    assert y.dtype.name == "float64"
+    assert [t.shape for t in fg.ones(2, 6).split(split_size=[2, 4], dim=-1)] == [(2, 2), (2, 4)]
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal(s) for s in ((2, 8, 5, 4), (2, 2, 5, 4), (2, 2, 5, 4)))
+    got = fg.nn.functional.scaled_dot_product_attention(
+        fg.tensor(q), fg.tensor(k), fg.tensor(v), is_causal=True, enable_gqa=True
+    )
+    want = torch.nn.functional.scaled_dot_product_attention(
+        torch.tensor(q), torch.tensor(k), torch.tensor(v), is_causal=True, enable_gqa=True
+    )
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10)

@@ -580,12 +580,23 @@ def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
 
 
 def split(
-    tensor: Tensor, split_size_or_sections: Any, dim: int = 0, *, axis: Any = None
+    tensor: Tensor,
+    split_size_or_sections: Any = None,
+    dim: int = 0,
+    *,
+    axis: Any = None,
+    split_size: Any = None,
 ) -> tuple[Tensor, ...]:
     """Pieces along ``dim`` (or ``axis``): of ``split_size`` each (the last may be shorter),
     or of the listed sizes (which must add up to the length), as PyTorch's. MegEngine's
     meaning (a number of pieces, or cut positions) is ``ferrograd.functional.split``."""
     x = _check_tensor("split", "tensor", tensor)
+    if split_size is not None:  # (the method's keyword in PyTorch)
+        if split_size_or_sections is not None:
+            raise TypeError("split: give split_size_or_sections or split_size, not both")
+        split_size_or_sections = split_size
+    if split_size_or_sections is None:
+        raise TypeError("split: missing split_size_or_sections")
     if axis is not None:
         dim = axis
     d = _dim("split", x, dim)
@@ -928,25 +939,30 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
             if lo or hi:
                 x = concat([parts[0], x, parts[1]], d)
             continue
-        if lo < 0 or hi < 0:
-            raise ValueError(f"pad: {mode} padding must be non-negative, got {pads}")
+        # the source of each output position (a negative pad crops that side)
+        pos = np.arange(-lo, n + hi)
+        if pos.size == 0 or n + lo + hi < 0:
+            raise ValueError(f"pad: cropping removes more than the length of axis {d}")
         if mode == "reflect":
             if lo >= n or hi >= n:
                 raise ValueError(
                     f"pad: reflect padding ({lo}, {hi}) must be less than the length {n} of "
                     f"axis {d}"
                 )
-            src = np.r_[np.arange(lo, 0, -1), np.arange(n), np.arange(n - 2, n - 2 - hi, -1)]
+            src = np.where(pos < 0, -pos, np.where(pos >= n, 2 * (n - 1) - pos, pos))
         elif mode == "replicate":
             if n == 0:
                 raise ValueError(f"pad: cannot replicate-pad the empty axis {d}")
-            src = np.clip(np.arange(-lo, n + hi), 0, n - 1)
+            src = np.clip(pos, 0, n - 1)
         else:
-            if lo > n or hi > n:
+            # negative pads crop first; the wrap-around comes from what remains (PyTorch's)
+            keep = np.arange(_builtin_max(-lo, 0), n - _builtin_max(-hi, 0))
+            m, lo, hi = keep.size, _builtin_max(lo, 0), _builtin_max(hi, 0)
+            if lo > m or hi > m:
                 raise ValueError(
-                    f"pad: circular padding ({lo}, {hi}) must not exceed the length {n}"
+                    f"pad: circular padding ({lo}, {hi}) must not exceed the length {m}"
                 )
-            src = np.arange(-lo, n + hi) % n
+            src = keep[np.arange(-lo, m + hi) % m]
         x = _core.index_select(x, d, _index(src, x.device))
     return x
 
@@ -1312,8 +1328,10 @@ def _view(self: Tensor, *shape: Any) -> Tensor:
     return self.reshape(*shape)
 
 
-def _contiguous(self: Tensor) -> Tensor:
-    """``self`` when its entries are in row-major order, else a row-major copy."""
+def _contiguous(self: Tensor, memory_format: Any = None) -> Tensor:
+    """``self`` when its entries are in row-major order, else a row-major copy
+    (``memory_format`` is accepted for PyTorch code: ferrograd keeps every tensor
+    row-major)."""
     _, _, shape, strides = self._data_key
     expect = 1
     for s, st in zip(reversed(shape), reversed(strides)):
@@ -1323,7 +1341,7 @@ def _contiguous(self: Tensor) -> Tensor:
     return self
 
 
-def _is_contiguous(self: Tensor) -> bool:
+def _is_contiguous(self: Tensor, memory_format: Any = None) -> bool:
     return _contiguous(self) is self
 
 

@@ -308,6 +308,13 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     xs = [_check_tensor("einsum", f"operands[{i}]", x) for i, x in enumerate(operands)]
     if not xs:
         raise ValueError("einsum: needs at least one operand")
+    if len({x.dtype.name for x in xs}) > 1:  # mixed dtypes meet in the promoted one
+        from ._torch_extra import result_type
+
+        common = xs[0].dtype
+        for x in xs[1:]:
+            common = result_type(_core.zeros((1,), dtype=common.name), x)
+        xs = [x.astype(common.name if hasattr(common, "name") else str(common)) for x in xs]
     ins, out = _einsum_parse(equation, xs)
     for i, (s, x) in enumerate(zip(ins, xs)):
         if len(s) != x.ndim:
@@ -437,16 +444,22 @@ def _dims(dim: Any) -> Any:
     return [dim] if isinstance(dim, int) else list(dim)
 
 
-def amax(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
-    """The max over ``dim`` (all axes when empty)."""
+def amax(
+    input: Tensor, dim: Any = (), keepdim: bool = False, *, axis: Any = None, keepdims: Any = None
+) -> Tensor:
+    """The max over ``dim`` (or ``axis``; all axes when empty)."""
     x = _check_tensor("amax", "input", input)
+    dim, keepdim = (axis if axis is not None else dim), (keepdim if keepdims is None else keepdims)
     d = _dims(dim) or None
     return _core.max(x, d, keepdim) if d is not None else _core.max(x, None, keepdim)
 
 
-def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
-    """The min over ``dim`` (all axes when empty)."""
+def amin(
+    input: Tensor, dim: Any = (), keepdim: bool = False, *, axis: Any = None, keepdims: Any = None
+) -> Tensor:
+    """The min over ``dim`` (or ``axis``; all axes when empty)."""
     x = _check_tensor("amin", "input", input)
+    dim, keepdim = (axis if axis is not None else dim), (keepdim if keepdims is None else keepdims)
     d = _dims(dim) or None
     return _core.min(x, d, keepdim) if d is not None else _core.min(x, None, keepdim)
 
@@ -483,6 +496,11 @@ def allclose(
 def nonzero(input: Tensor, *, as_tuple: bool = False) -> Any:
     """The indices of the non-zero elements: ``[n, ndim]`` int64, or one tensor per axis."""
     x = _check_tensor("nonzero", "input", input)
+    if x.ndim == 0:  # as PyTorch: one hit with no coordinates, or none
+        hit = int(bool(x.detach().numpy()))
+        if as_tuple:
+            return (_core.zeros((hit,), dtype="int64", device=x.device),)
+        return _core.zeros((hit, 0), dtype="int64", device=x.device)
     idx = np.nonzero(x.detach().numpy())
     if as_tuple:
         return tuple(tensor(i, dtype="int64", device=x.device) for i in idx)

@@ -27,8 +27,10 @@ from ._torch_more import _pair, tensor_split
 
 __all__ = [
     "bitwise_and",
+    "bitwise_left_shift",
     "bitwise_not",
     "bitwise_or",
+    "bitwise_right_shift",
     "bitwise_xor",
     "broadcast_tensors",
     "can_cast",
@@ -1035,6 +1037,60 @@ def _bitwise_top(name: str, fn: Any) -> Any:
 bitwise_and = _bitwise_top("bitwise_and", lambda a, b: a & b)
 bitwise_or = _bitwise_top("bitwise_or", lambda a, b: a | b)
 bitwise_xor = _bitwise_top("bitwise_xor", lambda a, b: a ^ b)
+
+
+def _shift(name: str, left: bool) -> Any:
+    def op(input: Any, other: Any) -> Tensor:
+        a, b = _integer_pair(name, input, other, "iu")
+        an, bn = _host(a), _host(b)
+        dt = np.result_type(an.dtype, bn.dtype)
+        # shifts by the width or more give 0 (left) or the sign (right), as PyTorch's
+        width = np.iinfo(dt).bits
+        k = np.clip(bn.astype(np.int64), 0, width - 1)
+        x = an.astype(dt)
+        with np.errstate(over="ignore"):
+            out = np.left_shift(x, k.astype(dt)) if left else np.right_shift(x, k.astype(dt))
+            big = bn.astype(np.int64) >= width
+            if big.any():
+                out = np.where(big, 0 if left else np.where(x < 0, -1, 0), out)
+        return tensor(np.asarray(out, dtype=dt), device=a.device)
+
+    op.__name__ = name
+    op.__qualname__ = name
+    op.__doc__ = (
+        f"``input {'<<' if left else '>>'} other`` of integer tensors "
+        f"({'multiplying by' if left else 'floor-dividing by'} 2 ** other)."
+    )
+    return op
+
+
+bitwise_left_shift = _shift("bitwise_left_shift", True)
+bitwise_right_shift = _shift("bitwise_right_shift", False)
+
+
+def _install_shifts() -> None:
+    def reflected(fn: Any) -> Any:
+        return lambda self, other: fn(other, self)
+
+    def inplace(fn: Any) -> Any:
+        return lambda self, other: self.copy_(fn(self, other))
+
+    for name, fn in (
+        ("__lshift__", bitwise_left_shift),
+        ("__rshift__", bitwise_right_shift),
+        ("bitwise_left_shift", bitwise_left_shift),
+        ("bitwise_right_shift", bitwise_right_shift),
+    ):
+        setattr(Tensor, name, fn)
+    Tensor.__rlshift__ = reflected(bitwise_left_shift)
+    Tensor.__rrshift__ = reflected(bitwise_right_shift)
+    Tensor.__ilshift__ = inplace(bitwise_left_shift)
+    Tensor.__irshift__ = inplace(bitwise_right_shift)
+    Tensor.bitwise_left_shift_ = inplace(bitwise_left_shift)
+    Tensor.bitwise_right_shift_ = inplace(bitwise_right_shift)
+
+
+_install_shifts()
 
 
 def bitwise_not(input: Tensor) -> Tensor:

@@ -53,7 +53,10 @@ __all__ = [
     "broadcast_shapes",
     "bucketize",
     "cartesian_prod",
+    "channels_last",
+    "channels_last_3d",
     "column_stack",
+    "contiguous_format",
     "copysign",
     "cummax",
     "cummin",
@@ -63,6 +66,7 @@ __all__ = [
     "div",
     "divide",
     "eq",
+    "equal",
     "finfo",
     "fix",
     "fliplr",
@@ -90,12 +94,14 @@ __all__ = [
     "lt",
     "masked_scatter",
     "median",
+    "memory_format",
     "multiply",
     "mv",
     "nanmean",
     "nansum",
     "ne",
     "negative",
+    "preserve_format",
     "quantile",
     "rad2deg",
     "remainder",
@@ -1249,6 +1255,31 @@ def _ops_multinomial(x: Tensor, n: int, replacement: bool) -> Tensor:
 def _device_index(t: Tensor) -> int:
     name = str(t.device)
     return int(name.split(":")[1]) if ":" in name else 0
+
+
+class memory_format:
+    """PyTorch's memory layouts (``fg.channels_last``, ...), accepted where PyTorch takes a
+    ``memory_format``: ferrograd keeps every tensor row-major, so they change nothing."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return f"ferrograd.{self._name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+preserve_format = memory_format("preserve_format")
+
+
+def equal(input: Tensor, other: Tensor) -> bool:
+    """PyTorch's ``torch.equal``: True when both have the same shape and the same values
+    (a Python bool; NaN equals nothing). The elementwise comparison is :func:`eq`."""
+    _check_tensor("equal", "input", input)
+    _check_tensor("equal", "other", other)
+    return _equal(input, other)
 
 
 def _equal(self: Tensor, other: Tensor) -> bool:

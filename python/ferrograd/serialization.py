@@ -163,13 +163,16 @@ def _decode(node: Any, tensors: dict, map_location: Any, weights_only: bool = Tr
     raise ValueError("load: the checkpoint's structure is corrupt")
 
 
-def load(f: Any, map_location: Any = None, weights_only: bool = True) -> Any:
+def load(
+    f: Any, map_location: Any = None, weights_only: bool = True, *, mmap: Any = None, **_: Any
+) -> Any:
     """Reads a checkpoint written by :func:`save` (or any safetensors file: then a dict of
     name to tensor, or a file written by ``torch.save``). Tensors go back to the device they
     were saved from, or to ``map_location`` (a device, a dict from saved to new device, or a
     function of the saved device). Pickled objects load only with ``weights_only=False``
     (``pickle.UnpicklingError`` otherwise). A truncated or corrupt file raises
-    ``ValueError``."""
+    ``ValueError``. ``mmap`` (PyTorch's memory-mapped loading) is accepted; the tensors are
+    read into memory."""
     if hasattr(f, "read"):
         data = f.read()
     else:

@@ -850,7 +850,7 @@ impl PyTensor {
     /// PyTorch's `to`: `to(device)`, `to(dtype)`, `to(device, dtype)`, `to(other)` (its
     /// device and dtype), or the keywords; `copy=True` always copies. The same tensor when
     /// nothing changes; a dtype change is differentiable between float dtypes.
-    #[pyo3(signature = (*args, device=None, dtype=None, non_blocking=false, copy=false))]
+    #[pyo3(signature = (*args, device=None, dtype=None, non_blocking=false, copy=false, memory_format=None))]
     fn to(
         &self,
         py: Python<'_>,
@@ -859,8 +859,10 @@ impl PyTensor {
         dtype: Option<&Bound<'_, PyAny>>,
         non_blocking: bool,
         copy: bool,
+        memory_format: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyTensor> {
         let _ = non_blocking; // transfers are ordered on the stream either way
+        let _ = memory_format; // every tensor is row-major
         let (mut dev, mut dt) = (None, None);
         if let Some(d) = device.filter(|d| !d.is_none()) {
             dev = Some(parse_device("to", Some(d))?);

@@ -10,6 +10,8 @@ from .more import *
 from .more import __all__ as _more_all
 from .transformer import *
 from .transformer import __all__ as _transformer_all
+from .volumetric import *
+from .volumetric import __all__ as _volumetric_all
 
 __all__ = [  # noqa: PLE0604
     "functional",
@@ -20,6 +22,7 @@ __all__ = [  # noqa: PLE0604
     *_extra_all,
     *_transformer_all,
     *_more_all,
+    *_volumetric_all,
 ]
 
 

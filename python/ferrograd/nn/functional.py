@@ -546,13 +546,25 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     is_causal: bool = False,
     scale: float | None = None,
+    enable_gqa: bool = False,
 ) -> Tensor:
     """``softmax(query @ key^T * scale + mask) @ value`` over the last two axes
     (``(..., L, E)``, ``(..., S, E)``, ``(..., S, Ev)``). ``attn_mask``: bool (True takes
-    part) or float (added); ``is_causal``: position ``i`` sees keys ``<= i``."""
+    part) or float (added); ``is_causal``: position ``i`` sees keys ``<= i``;
+    ``enable_gqa``: key and value may have fewer heads (axis -3) than query, each shared by
+    a group of query heads (grouped-query attention)."""
     q = _float("scaled_dot_product_attention", "query", query)
     k = _float("scaled_dot_product_attention", "key", key)
     v = _float("scaled_dot_product_attention", "value", value)
+    if enable_gqa and q.ndim >= 3 and k.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        hq, hk = q.shape[-3], k.shape[-3]
+        if hk == 0 or hq % hk or v.shape[-3] != hk:
+            raise ShapeError(
+                f"scaled_dot_product_attention: with enable_gqa the query's heads ({hq}) must "
+                f"be a multiple of the key's and value's ({hk}, {v.shape[-3]})"
+            )
+        k = k.repeat_interleave(hq // hk, dim=-3)
+        v = v.repeat_interleave(hq // hk, dim=-3)
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2 or q.shape[-1] != k.shape[-1]:
         raise ShapeError(
             f"scaled_dot_product_attention: query {list(q.shape)} and key {list(k.shape)} "

@@ -476,6 +476,7 @@ def _to_args(args: tuple, kwargs: dict) -> tuple[str | None, str | None]:
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
     kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)  # (every tensor is row-major)
     if kwargs:
         raise TypeError(f"Module.to: unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
@@ -1041,16 +1042,20 @@ class _BatchNorm(Module):
                 f"{type(self).__name__}: expected {' or '.join(f'{d}-D' for d in self._dims)} "
                 f"input, got shape {list(x.shape)}"
             )
-        use_batch = self.training or not self.track_running_stats
+        # as PyTorch: batch statistics in training (and without running statistics); the
+        # running ones are updated only while tracked (track_running_stats may be switched
+        # off after construction: then they are kept as they are, and used in eval mode)
+        use_batch = self.training or (self.running_mean is None and self.running_var is None)
         momentum = self.momentum
-        if self.training and self.track_running_stats:
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked += 1
             if momentum is None:  # cumulative moving average
                 momentum = 1.0 / int(self.num_batches_tracked.item())
+        update = not self.training or self.track_running_stats
         return F.batch_norm(
             x,
-            self.running_mean if not use_batch or self.training else None,
-            self.running_var if not use_batch or self.training else None,
+            self.running_mean if update else None,
+            self.running_var if update else None,
             self.weight,
             self.bias,
             use_batch,
