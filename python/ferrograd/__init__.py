@@ -161,5 +161,6 @@ from . import functional as functional
 from . import jit as jit
 from . import module as module
 from . import optimizer as optimizer
+from .nn import Parameter as Parameter  # MegEngine's megengine.Parameter
 
-__all__ += ["functional", "jit", "module", "optimizer"]
+__all__ += ["Parameter", "functional", "jit", "module", "optimizer"]

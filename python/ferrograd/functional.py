@@ -1,7 +1,13 @@
-"""MegEngine's ``megengine.functional`` spellings: the package's ops by their names,
-``functional.nn`` (the NN functions; ``nn.cross_entropy`` with MegEngine's ``axis``,
-``with_logits`` and ``label_smooth``), ``logsoftmax`` and ``topk_accuracy``, so a MegEngine
-script ports by changing ``megengine`` to ``ferrograd``. (``ferrograd.module``,
+"""MegEngine's ``megengine.functional`` spellings: the package's ops by their names, with
+MegEngine 1.x's arguments, defaults and conventions where they differ from PyTorch's
+(``softmax``'s default axis, ``round`` half away from zero, ``repeat`` as numpy's,
+``arange`` in float32, ``norm(ord, axis)``, ``clip(lower, upper)``, shapes given as
+Tensors, ...); ``functional.nn`` (the NN functions: ``batch_norm`` with MegEngine's
+momentum, ``avg_pool2d`` excluding padding, ``interpolate`` bilinear, ``binary_cross_entropy``
+on logits, ``pad`` with ``((before, after), ...)``, ``cross_entropy`` with ``axis``,
+``with_logits`` and ``label_smooth``), ``functional.vision`` (``interpolate``, ``flip``,
+``rot90``, ``nms``), ``logsoftmax`` and ``topk_accuracy``, so a MegEngine script ports by
+changing ``megengine`` to ``ferrograd``. (``ferrograd.module``,
 ``ferrograd.optimizer`` and ``ferrograd.jit`` are MegEngine's names of ``nn``, ``optim``
 and ``trace``.)"""
 
@@ -11,7 +17,11 @@ import sys
 import types
 from typing import Any
 
+import numpy as np
+
 from ._core import Tensor
+from ._megengine import functional as _mge
+from ._megengine.functional import logsoftmax, split, std, var, vision
 
 __all__ = [
     "cross_entropy",
@@ -22,6 +32,7 @@ __all__ = [
     "topk",
     "topk_accuracy",
     "var",
+    "vision",
 ]
 
 # MegEngine's functional.nn (and functional.loss): the NN functions, filled below
@@ -51,6 +62,9 @@ def cross_entropy(
     a = axis % pred.ndim
     if a != 1 and pred.ndim > 1:
         pred = pred.movedim(a, 1)
+    label = _mge._t(label)
+    if label.dtype != np.int64 and not label.is_floating_point():
+        label = label.astype("int64")  # MegEngine's labels are int32
     if with_logits:
         return F.cross_entropy(pred, label, reduction=reduction, label_smoothing=label_smooth)
     logp = pred.clamp(min=fg.finfo(pred.dtype).tiny).log()
@@ -63,28 +77,6 @@ def cross_entropy(
     elif reduction == "sum":
         uniform = uniform.sum()
     return nll * (1 - label_smooth) + uniform * label_smooth
-
-
-def var(inp: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-    """MegEngine's ``var``: the population variance (divided by N) over ``axis``."""
-    import ferrograd as fg
-
-    return fg.var(inp, axis=axis, keepdims=keepdims, correction=0)
-
-
-def std(inp: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-    """MegEngine's ``std``: the population standard deviation over ``axis``."""
-    import ferrograd as fg
-
-    return fg.std(inp, axis=axis, keepdims=keepdims, correction=0)
-
-
-def split(inp: Tensor, nsplits_or_sections: Any, axis: int = 0) -> tuple:
-    """MegEngine's ``split``: an int is the number of pieces (equal sizes, the first ones a
-    row longer when it does not divide), a list the positions to cut at."""
-    from ._ops import _check_tensor, _split_pieces
-
-    return _split_pieces(_check_tensor("split", "inp", inp), axis, nsplits_or_sections)
 
 
 def topk(
@@ -100,13 +92,6 @@ def topk(
 
     r = fg.topk(inp, k, dim=-1, descending=descending, kth_only=kth_only)
     return r.values, r.indices
-
-
-def logsoftmax(inp: Tensor, axis: int | None = None) -> Tensor:
-    """MegEngine's ``logsoftmax`` (``log_softmax`` along ``axis``, the last by default)."""
-    from .nn import functional as F
-
-    return F.log_softmax(inp, -1 if axis is None else axis)
 
 
 def topk_accuracy(logits: Tensor, target: Tensor, topk: int | tuple = 1) -> Any:
@@ -136,11 +121,15 @@ def _build() -> None:
         is_function = callable(value) and not isinstance(value, (type, types.ModuleType))
         if is_function and not hasattr(me, name):
             setattr(me, name, value)
+    for name in _mge.TOP_NAMES:
+        setattr(me, name, getattr(_mge, name))
     for name in dir(F):
         if not name.startswith("_"):
             setattr(nn, name, getattr(F, name))
+    for name in _mge.NN_NAMES:
+        setattr(nn, name, getattr(_mge, name))
     nn.cross_entropy = cross_entropy
-    nn.logsoftmax = logsoftmax
+    sys.modules[f"{__name__}.vision"] = _mge.vision
     sys.modules[f"{__name__}.nn"] = nn
     sys.modules[f"{__name__}.loss"] = nn  # megengine.functional.loss.cross_entropy
 

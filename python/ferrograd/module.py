@@ -1,7 +1,32 @@
 """MegEngine's ``megengine.module`` spelling of :mod:`ferrograd.nn` (``Module``,
-``Linear``, ``Conv2d``, ...)."""
+``Linear``, ``Conv2d``, ...), with MegEngine 1.x's classes where they differ from
+PyTorch's: ``BatchNorm1d``/``BatchNorm2d``/``SyncBatchNorm`` (momentum 0.9 weighing the old
+running value, ``freeze``, ``(1, C, 1, 1)`` parameters), ``AvgPool2d`` (``mode``, padding
+not counted by default), ``Dropout(drop_prob)``, ``Softmax(axis)``, ``LayerNorm``/
+``GroupNorm`` (``affine``), ``InstanceNorm``, ``PReLU``, ``Elemwise``; ``module.init`` has
+MegEngine's initialisers (``fill_``, ``calculate_fan_in_and_fan_out``, ``msra_uniform_``,
+...)."""
 
 from __future__ import annotations
 
+from ._megengine import module as _mge
 from .nn import *
-from .nn import __all__  # noqa: F401
+from .nn import __all__ as _nn_all
+
+# MegEngine's classes, replacing nn's of the same name
+AvgPool2d = _mge.AvgPool2d
+BatchNorm1d = _mge.BatchNorm1d
+BatchNorm2d = _mge.BatchNorm2d
+Dropout = _mge.Dropout
+Elemwise = _mge.Elemwise
+GroupNorm = _mge.GroupNorm
+InstanceNorm = _mge.InstanceNorm
+LayerNorm = _mge.LayerNorm
+PReLU = _mge.PReLU
+Softmax = _mge.Softmax
+SyncBatchNorm = _mge.SyncBatchNorm
+
+init = _mge.make_init(f"{__name__}.init")
+
+__all__ = ["Elemwise", "InstanceNorm"]
+__all__ += [name for name in _nn_all if name not in __all__]
