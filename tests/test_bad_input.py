@@ -603,12 +603,14 @@ def test_unavailable_device(fn):
 
 
 def test_unknown_device_string():
-    for dev in ["tpu", "cuda:abc", "", "gpu0"]:
+    for dev in ["tpu", "cuda:abc", "", "npu0", "cudax", "cpu:a"]:
         with pytest.raises((ValueError, fg.DeviceError)) as info:
             f64(2).to(dev)
         assert "device" in str(info.value)
     assert f64(2).to("cpu").device == "cpu"
     assert f64(2).cpu().device == "cpu"
+    for dev in ["cpu:0", "cpu0", "cpux"]:  # PyTorch's and MegEngine's names of the CPU
+        assert f64(2).to(dev).device == "cpu"
     still_works()
 
 

@@ -137,3 +137,30 @@ def test_index_tensors_inside_a_trace_are_refused_not_fixed():
 
     with pytest.raises(fg.TraceError):
         f(fg.tensor(A[0]), fg.tensor([0, 1]), fg.tensor([2, 3]))
+
+
+@pytest.mark.parametrize("key", ["[(((0,),),)]", "[(0, 1, 1), :]", "[[0, 1, 1], 2]"])
+def test_a_tuple_inside_the_key_is_an_index_sequence(key):
+    x = np.arange(2 * 5 * 6 * 7.0).reshape(2, 5, 6, 7)
+    fx = fg.tensor(x, requires_grad=True)
+    got = eval("fx" + key, {"fx": fx})
+    want = eval(
+        "x"
+        + key.replace("(((0,),),)", "(np.array([[0]]),)").replace(
+            "(0, 1, 1), :", "np.array([0, 1, 1]), :"
+        ),
+        {"x": x, "np": np},
+    )
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want)
+    got.sum().backward()  # a repeated row gets its gradient twice
+    assert fx.grad.numpy().sum() == got.numel()
+
+
+def test_assignment_through_a_tuple_of_rows_and_into_bools():
+    a = fg.zeros(5, 3)
+    a[(0, 4, 2), :] = fg.ones(3, 3)
+    np.testing.assert_array_equal(a.numpy().sum(1), [3, 0, 3, 0, 3])
+    m = fg.tensor([True, True, False])
+    m[fg.tensor([True, False, False])] = False
+    np.testing.assert_array_equal(m.numpy(), [False, True, False])

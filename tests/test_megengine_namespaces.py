@@ -366,3 +366,35 @@ def test_optimizer_clip_and_multistep():
         sched.step()
     np.testing.assert_allclose(lrs, [0.1, 0.1, 0.05, 0.05, 0.025, 0.025])
     assert issubclass(O.MultiStepLR, O.LRScheduler)
+
+
+def test_megengine_random_functions_are_seeded_and_shaped():
+    from ferrograd import random as R
+
+    R.seed(3)
+    a = R.normal(1.0, 2.0, (2000,))
+    R.seed(3)
+    b = R.normal(1.0, 2.0, (2000,))
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert a.dtype.name == "float32"
+    assert abs(float(a.mean()) - 1.0) < 0.2 and abs(float(a.std()) - 2.0) < 0.2
+    u = R.uniform(2.0, 3.0, (500,)).numpy()
+    assert u.min() >= 2.0 and u.max() < 3.0
+    assert R.gamma(2.0, 1.0, (3,)).shape == (3,) and R.beta(2.0, 3.0, (2,)).shape == (2,)
+    assert sorted(R.permutation(5).numpy().tolist()) == [0, 1, 2, 3, 4]
+    x = fg.arange(6.0).reshape(3, 2)
+    R.shuffle(x)
+    assert sorted(x.numpy()[:, 0].tolist()) == [0.0, 2.0, 4.0]
+    assert isinstance(R.seed(), int)  # PyTorch's torch.random.seed(): a fresh seed
+
+
+def test_grad_manager_backward_broadcasts_dy_and_takes_a_number():
+    x = fg.tensor([1.0, -2.0, 3.0])
+    gm = fg.GradManager().attach(x)
+    with gm:
+        gm.backward(F.relu(x), fg.tensor([3.0]))
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 0.0, 3.0])
+    x.grad = None
+    with gm:
+        gm.backward(x * 2, 0.5)
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0, 1.0])

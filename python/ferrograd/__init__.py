@@ -164,3 +164,17 @@ from . import optimizer as optimizer
 from .nn import Parameter as Parameter  # MegEngine's megengine.Parameter
 
 __all__ += ["Parameter", "functional", "jit", "module", "optimizer"]
+
+
+def _register_einops() -> None:
+    # einops' functions take ferrograd tensors when einops is installed (a few ms to import)
+    import importlib.util
+
+    if importlib.util.find_spec("einops") is not None:
+        from ._einops import register
+
+        register()
+
+
+_register_einops()
+del _register_einops

@@ -1,6 +1,8 @@
 """numpy's advanced indexing on tensors, get and set, differentiable: several index arrays
-(broadcast together), index arrays of any rank, boolean masks, and integers, slices, ``None``
-and ``...`` mixed with them in any position.
+(broadcast together), index arrays of any rank (a tuple or list inside the key is one),
+boolean masks, and integers, slices, ``None`` and ``...`` mixed with them in any position.
+(numpy's placement of the result's axes, which the ops issue asks for: an integer next to an
+index array joins its broadcast group, where PyTorch would select with it first.)
 
 The engine indexes basic keys (integers, slices, ``None``, ``...``, one 1-D integer array)
 itself. Other keys come here: numpy works out, for each element of the result, its
@@ -33,7 +35,7 @@ def _as_index(k: Any) -> Any:
                 f"of shape {k.shape}"
             )
         return k.numpy()
-    if isinstance(k, (list, np.ndarray)):
+    if isinstance(k, (list, tuple, np.ndarray)):
         a = np.asarray(k)
         if a.dtype.kind not in "biu" and a.size:
             raise IndexError(
@@ -49,9 +51,7 @@ def _as_index(k: Any) -> Any:
 def _needs_numpy(key: Any) -> bool:
     """Whether the engine's basic indexing cannot take `key` as numpy would."""
     items = key if isinstance(key, tuple) else (key,)
-    arrays = [
-        k for k in items if isinstance(k, (Tensor, np.ndarray, list)) and not _is_scalar_bool(k)
-    ]
+    arrays = [k for k in items if _is_array(k)]
     if not arrays:
         return False
     if len(arrays) > 1 or any(isinstance(k, (int, np.integer)) for k in items):
@@ -65,6 +65,10 @@ def _needs_numpy(key: Any) -> bool:
 
 def _is_scalar_bool(k: Any) -> bool:
     return isinstance(k, (bool, np.bool_))
+
+
+def _is_array(k: Any) -> bool:
+    return isinstance(k, (Tensor, np.ndarray, list, tuple)) and not _is_scalar_bool(k)
 
 
 def _positions(shape: tuple, key: Any, op: str) -> np.ndarray:
@@ -114,7 +118,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 def setitem(x: Tensor, key: Any, value: Any) -> None:
     key = _no_ranges(key)
     items = key if isinstance(key, tuple) else (key,)
-    if not any(isinstance(k, (Tensor, np.ndarray, list)) and not _is_scalar_bool(k) for k in items):
+    if not any(_is_array(k) for k in items):
         return _basic_setitem(x, key, value)
     pos = _positions(x.shape, key, "setitem")
     rshape = pos.shape
@@ -147,7 +151,10 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
         pos = pos[keep]
     hit = np.zeros(n, dtype=bool)
     hit[pos] = True
-    scattered = _core._scatter_add(v, tensor(pos, device=dev), 0, (n,))
+    if v.dtype.name == "bool":  # (no bool sums: scattered as int8, read back as bool)
+        scattered = _core._scatter_add(v.astype("int8"), tensor(pos, device=dev), 0, (n,)) != 0
+    else:
+        scattered = _core._scatter_add(v, tensor(pos, device=dev), 0, (n,))
     new = _core.where(tensor(hit, device=dev), scattered, x.reshape(-1))
     x.copy_(new.reshape(*x.shape))
     return None

@@ -282,6 +282,9 @@ class GradManager:
                 dys = list(dy)
             else:
                 dys = [dy]
+            if dys is not None:
+                # MegEngine's: a number, or a gradient that broadcasts to its output's shape
+                dys = [_broadcast_dy(t, g) for t, g in zip(ys, dys)] + dys[len(ys) :]
             hooks = self._backward_hooks()
             for cb, tensors in hooks:
                 cb._backward_begin(tensors)
@@ -988,6 +991,22 @@ def _traced_backward(
     for x, g in zip(xs, found):
         if g is not None:
             x.grad = g if x.grad is None else x.grad + g
+
+
+def _broadcast_dy(y: Any, dy: Any) -> Any:
+    """``dy`` as ``y``'s gradient seed: a Python number filled to ``y``'s shape, a tensor
+    broadcast to it (as MegEngine's GradManager does); anything else unchanged (the key
+    reports it)."""
+    if not isinstance(y, Tensor):
+        return dy
+    if isinstance(dy, (int, float)) and not isinstance(dy, bool):
+        return _core.full(tuple(y.shape), float(dy), dtype=y.dtype.name, device=y.device)
+    if isinstance(dy, Tensor) and tuple(dy.shape) != tuple(y.shape):
+        try:
+            return dy.broadcast_to(*y.shape)
+        except (ValueError, RuntimeError):
+            return dy
+    return dy
 
 
 # objects told when a Tensor.backward() has filled .grad (DistributedDataParallel's reducer)

@@ -15,11 +15,19 @@ import numpy as np
 
 __all__ = [
     "Generator",
+    "beta",
     "default_generator",
+    "gamma",
     "get_rng_state",
     "initial_seed",
     "manual_seed",
+    "normal",
+    "permutation",
+    "poisson",
+    "seed",
     "set_rng_state",
+    "shuffle",
+    "uniform",
 ]
 
 _seed = 0
@@ -343,3 +351,89 @@ def _restore_streams(captured: dict) -> None:
             g = np.random.Generator(np.random.PCG64())
             _streams[name] = g
         g.bit_generator.state = st
+
+
+# ----------------------------------------------------------------- MegEngine's spellings
+# (``megengine.random``: functions of a size, the same seeded streams)
+
+
+def seed(seed: int | None = None) -> int:
+    """MegEngine's ``random.seed(seed)``: :func:`manual_seed`; without a seed, PyTorch's
+    ``torch.random.seed()``: a fresh nondeterministic seed, set and returned."""
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**63))
+    manual_seed(int(seed))
+    return int(seed)
+
+
+def _size(size: object) -> tuple:
+    if size is None:
+        return ()
+    if isinstance(size, (int, np.integer)):
+        return (int(size),)
+    return tuple(int(s) for s in size)  # type: ignore[union-attr]
+
+
+def normal(mean: float = 0.0, std: float = 1.0, size: object = None) -> object:
+    """MegEngine's ``random.normal``: float32 draws of ``N(mean, std^2)`` of shape ``size``."""
+    import ferrograd as fg
+
+    return fg.randn(*_size(size)) * float(std) + float(mean)
+
+
+def uniform(low: float = 0.0, high: float = 1.0, size: object = None) -> object:
+    """MegEngine's ``random.uniform``: float32 draws from ``[low, high)`` of shape ``size``."""
+    import ferrograd as fg
+
+    return fg.rand(*_size(size)) * (float(high) - float(low)) + float(low)
+
+
+def _host_draw(name: str, size: object, draw: object) -> object:
+    import ferrograd as fg
+
+    arr = draw(_numpy_rng(), _size(size))  # type: ignore[operator]
+    return fg.tensor(np.asarray(arr, dtype=np.float32))
+
+
+def gamma(shape: object, scale: object = 1, size: object = None) -> object:
+    """MegEngine's ``random.gamma`` (float32)."""
+    s, c = np.asarray(_value(shape)), np.asarray(_value(scale))
+    full = _size(size) + np.broadcast_shapes(s.shape, c.shape)
+    return _host_draw("gamma", None, lambda r, _: r.gamma(s, c, size=full))
+
+
+def beta(alpha: object, beta: object, size: object = None) -> object:
+    """MegEngine's ``random.beta`` (float32)."""
+    a, b = np.asarray(_value(alpha)), np.asarray(_value(beta))
+    full = _size(size) + np.broadcast_shapes(a.shape, b.shape)
+    return _host_draw("beta", None, lambda r, _: r.beta(a, b, size=full))
+
+
+def poisson(lam: object, size: object = None) -> object:
+    """MegEngine's ``random.poisson`` (float32 counts)."""
+    lm = np.asarray(_value(lam))
+    full = _size(size) + lm.shape
+    return _host_draw("poisson", None, lambda r, _: r.poisson(lm, size=full))
+
+
+def permutation(n: object, *, dtype: str = "int32") -> object:
+    """MegEngine's ``random.permutation``: a permutation of ``range(n)`` (of ``dtype``), or
+    of the rows of a tensor ``n``."""
+    import ferrograd as fg
+
+    if isinstance(n, fg.Tensor):
+        return n[fg.randperm(n.shape[0])]
+    return fg.randperm(int(n)).astype(dtype)  # type: ignore[call-overload]
+
+
+def shuffle(inp: object) -> None:
+    """MegEngine's ``random.shuffle``: permutes the rows of ``inp`` in place."""
+    import ferrograd as fg
+
+    inp.copy_(inp[fg.randperm(inp.shape[0])])  # type: ignore[union-attr]
+
+
+def _value(x: object) -> object:
+    import ferrograd as fg
+
+    return x.numpy() if isinstance(x, fg.Tensor) else x

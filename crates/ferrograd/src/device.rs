@@ -20,17 +20,39 @@ impl Device {
     /// [`Device::parse`], with errors naming `op`. CUDA ordinals are C ints.
     pub fn parse_for(op: &str, s: &str) -> Result<Device> {
         let t = s.trim();
-        if t == "cpu" {
-            return Ok(Device::Cpu);
+        // "cuda", "cuda:N"; PyTorch's "cpu:N"; MegEngine's "cpuN", "cpux", "gpuN", "gpux" and
+        // "xpuN"/"xpux" (a GPU when one is present, else the CPU)
+        let index = |rest: &str| -> Option<usize> {
+            let rest = rest.strip_prefix(':').unwrap_or(rest);
+            match rest {
+                "" | "x" => Some(0),
+                n => n
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&i| i <= i32::MAX as u32)
+                    .map(|i| i as usize),
+            }
+        };
+        if let Some(rest) = t.strip_prefix("cpu") {
+            if index(rest).is_some() {
+                return Ok(Device::Cpu);
+            }
         }
-        if t == "cuda" || t == "gpu" {
-            return Ok(Device::Cuda(0));
-        }
-        if let Some(n) = t.strip_prefix("cuda:") {
-            if let Ok(i) = n.parse::<u32>() {
-                if i <= i32::MAX as u32 {
-                    return Ok(Device::Cuda(i as usize));
+        for prefix in ["cuda", "gpu"] {
+            if let Some(rest) = t.strip_prefix(prefix) {
+                if let Some(i) = index(rest).filter(|_| !(prefix == "cuda" && rest == "x")) {
+                    return Ok(Device::Cuda(i));
                 }
+            }
+        }
+        if let Some(rest) = t.strip_prefix("xpu") {
+            if let Some(i) = index(rest) {
+                let gpu = Device::Cuda(i);
+                return Ok(if gpu.check_available(op).is_ok() {
+                    gpu
+                } else {
+                    Device::Cpu
+                });
             }
         }
         Err(Error::invalid(
