@@ -305,3 +305,29 @@ def test_linear_weight_gradient_is_contiguous_and_right():
     (tm(torch.tensor(x)) ** 2).sum().backward()
     np.testing.assert_allclose(m.weight.grad.numpy(), tm.weight.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(m.bias.grad.numpy(), tm.bias.grad.numpy(), rtol=1e-12)
+
+
+def test_printing_a_model_reads_as_pytorch():
+    torch = pytest.importorskip("torch")
+
+    def build(nn):
+        return nn.Sequential(
+            nn.Conv2d(3, 8, 3, stride=2, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(8, 2),
+            nn.Dropout(0.1),
+            nn.Embedding(5, 3, padding_idx=0),
+            nn.ConvTranspose2d(2, 3, 2, stride=2, output_padding=1),
+            nn.GELU(),
+            nn.LeakyReLU(0.2),
+            nn.AvgPool2d(2),
+            nn.Conv1d(2, 3, 3, bias=False, dilation=2),
+            nn.Conv3d(2, 4, 3, padding="same"),
+            nn.Softmax(dim=1),
+        )
+
+    assert str(build(fg.nn)) == str(build(torch.nn))

@@ -51,3 +51,12 @@ def _legacy_loss_arguments() -> None:
 
 
 _legacy_loss_arguments()
+
+
+def _install_reprs() -> None:
+    from ._reprs import install
+
+    install()
+
+
+_install_reprs()
