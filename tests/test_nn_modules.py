@@ -331,3 +331,21 @@ def test_printing_a_model_reads_as_pytorch():
         )
 
     assert str(build(fg.nn)) == str(build(torch.nn))
+
+
+def test_a_linear_weight_gradient_is_contiguous_for_inputs_of_any_rank():
+    # (B, T, K) inputs: the batch axes merge into one product, whose result has the weight's
+    # own layout, so optimizers take their one-pass update; values as torch's
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    for shape in [(6, 4), (2, 3, 4), (2, 2, 3, 4)]:
+        x = rng.standard_normal(shape)
+        lin = nn.Linear(4, 5, dtype="float64")
+        tl = torch.nn.Linear(4, 5).double()
+        tl.load_state_dict({k: torch.tensor(v.numpy()) for k, v in lin.state_dict().items()})
+        g = rng.standard_normal((*shape[:-1], 5))
+        (lin(fg.tensor(x)) * fg.tensor(g)).sum().backward()
+        (tl(torch.tensor(x)) * torch.tensor(g)).sum().backward()
+        assert lin.weight.grad.is_contiguous()
+        np.testing.assert_allclose(lin.weight.grad.numpy(), tl.weight.grad.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(lin.bias.grad.numpy(), tl.bias.grad.numpy(), rtol=1e-12)

@@ -95,13 +95,25 @@ impl Family for LinalgOp {
                 ctx.need(1, || {
                     let a = ctx.input(0)?;
                     let b_cols = ctx.input(1).is_ok_and(|b| column_major(&b));
+                    let (a, dy) =
+                        if ctx.shape(1).len() == 2 && a.ndim() > 2 && dy.ndim() == a.ndim() {
+                            // a stack of rows times one matrix (a Linear layer on (B, T, K)): the
+                            // batch axes merge into the rows, so B's gradient is one product, not
+                            // a batched product summed over the batch
+                            let k = a.shape()[a.ndim() - 1];
+                            let n = dy.shape()[dy.ndim() - 1];
+                            let rows: usize = a.shape()[..a.ndim() - 1].iter().product();
+                            (a.reshape(&[rows, k])?, dy.reshape(&[rows, n])?)
+                        } else {
+                            (a, dy.clone())
+                        };
                     if b_cols && a.ndim() == 2 && dy.ndim() == 2 {
                         // B is a transposed view (a Linear weight used as W^T): (dY^T A)^T has
                         // B's own strides, so the gradient reaching the weight through the
                         // transpose is contiguous, as PyTorch arranges it
                         return dy.transpose(-1, -2)?.matmul(&a)?.transpose(-1, -2);
                     }
-                    sum_to_shape(&a.transpose(-1, -2)?.matmul(dy)?, ctx.shape(1))
+                    sum_to_shape(&a.transpose(-1, -2)?.matmul(&dy)?, ctx.shape(1))
                 })?,
             ]),
             LinalgOp::Attention { scale, causal } => {
