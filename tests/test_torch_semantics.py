@@ -239,3 +239,13 @@ def test_einsum_promotes_split_takes_split_size_and_attention_groups_heads():
         torch.tensor(q), torch.tensor(k), torch.tensor(v), is_causal=True, enable_gqa=True
     )
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10)
+
+
+def test_stack_and_cat_promote_mixed_dtypes():
+    for fn in ("stack", "cat"):
+        got = getattr(fg, fn)([fg.tensor([1, 2]), fg.tensor([1.5, 2.5])])
+        want = getattr(torch, fn)([torch.tensor([1, 2]), torch.tensor([1.5, 2.5])])
+        assert got.dtype.name == "float32" and want.dtype == torch.float32
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert fg.stack([fg.ones(2)] * 3, dim=1).shape == (2, 3)
+    assert fg.stack([fg.ones(2)] * 3, axis=-1).shape == (2, 3)

@@ -64,6 +64,7 @@ __all__ = [
     "scatter",
     "scatter_add",
     "split",
+    "stack",
     "std",
     "tile",
     "tril",
@@ -547,9 +548,9 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
     return x.expand_dims(d % n)
 
 
-def cat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None = None) -> Tensor:
-    """:func:`concat` with PyTorch's name and ``dim``; tensors of different dtypes are
-    promoted to a common one first, as PyTorch's ``cat`` (``concat`` takes one dtype)."""
+def _promoted(tensors: Any) -> Any:
+    """The tensors of a sequence in one dtype (PyTorch's promotion of them all), else the
+    sequence as it is."""
     ts = list(tensors) if isinstance(tensors, (list, tuple)) else tensors
     tensors_only = isinstance(ts, list) and _builtin_all(isinstance(t, Tensor) for t in ts)
     if tensors_only and len({t.dtype.name for t in ts}) > 1:
@@ -560,7 +561,26 @@ def cat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None =
             target = _core.zeros((), dtype=_dtype_name(result_type(target, t)))
         name = target.dtype.name
         ts = [t if t.dtype.name == name else t.astype(name) for t in ts]
-    return concat(ts, _pick("cat", dim, axis, 0))
+    return ts
+
+
+def cat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None = None) -> Tensor:
+    """:func:`concat` with PyTorch's name and ``dim``; tensors of different dtypes are
+    promoted to a common one first, as PyTorch's ``cat`` (``concat`` takes one dtype)."""
+    return concat(_promoted(tensors), _pick("cat", dim, axis, 0))
+
+
+def stack(
+    tensors: Sequence[Tensor], axis: Any = None, *, dim: Any = None, out: Any = None
+) -> Tensor:
+    """The tensors (of one shape) joined along a new axis ``axis`` (or ``dim``); different
+    dtypes are promoted to a common one first, as PyTorch's."""
+    ts = _promoted(tensors)
+    r = _core.stack(ts, _pick("stack", dim, axis, 0))
+    if out is not None:
+        out.copy_(r)
+        return out
+    return r
 
 
 def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
