@@ -15,6 +15,7 @@ from . import _core, cuda, distributed, nn, optim, random
 from . import _indexing as _indexing  # advanced indexing on Tensor (installed on import)
 from . import _torch_compat as _torch_compat  # PyTorch's names (installs Tensor methods)
 from . import autograd as autograd
+from . import func as func
 from . import linalg as linalg
 from . import special as special
 from . import utils as utils

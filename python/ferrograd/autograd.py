@@ -297,3 +297,30 @@ class function:
     Function = Function
     FunctionCtx = FunctionCtx
     once_differentiable = staticmethod(once_differentiable)
+
+
+def _install_functional() -> None:
+    # torch.autograd.functional (a submodule here too, so `from
+    # ferrograd.autograd.functional import jacobian` works) and gradcheck/gradgradcheck
+    import sys
+    import types
+
+    from . import _functional_ad as ad
+
+    mod = types.ModuleType(
+        f"{__name__}.functional",
+        "PyTorch's torch.autograd.functional: vjp, jvp, jacobian, hessian, hvp, vhp.",
+    )
+    for name in ("vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"):
+        setattr(mod, name, getattr(ad, name))
+    mod.__all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]  # type: ignore[attr-defined]
+    sys.modules[mod.__name__] = mod
+    g = globals()
+    g["functional"] = mod
+    g["gradcheck"] = ad.gradcheck
+    g["gradgradcheck"] = ad.gradgradcheck
+    g["GradcheckError"] = ad.GradcheckError
+    __all__.extend(["GradcheckError", "functional", "gradcheck", "gradgradcheck"])
+
+
+_install_functional()

@@ -1,0 +1,633 @@
+"""Function transforms over ferrograd's tape: PyTorch's ``torch.autograd.functional``
+(``vjp``, ``jvp``, ``jacobian``, ``hessian``, ``hvp``, ``vhp``), ``torch.autograd.gradcheck``
+/ ``gradgradcheck``, and ``torch.func`` (``grad``, ``grad_and_value``, ``vjp``, ``jvp``,
+``jacrev``, ``jacfwd``, ``hessian``, ``vmap``, ``functional_call``).
+
+Everything is reverse mode on the same tape as ``Tensor.backward``: a forward-mode product
+(``jvp``, ``jacfwd``) is the derivative of a vector-Jacobian product (the "double vjp"), so
+its values equal PyTorch's forward mode; Jacobians are built one output row at a time.
+``vmap`` maps the function over the batch axis one slice at a time and stacks the results
+(correct for any function, including ``grad`` inside it: per-sample gradients; not
+vectorized)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._core import Tensor
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def _tuple(op: str, name: str, x: Any) -> tuple[bool, tuple]:
+    """``x`` as a tuple of tensors and whether it was given as a tuple."""
+    if isinstance(x, Tensor):
+        return False, (x,)
+    if isinstance(x, (tuple, list)) and all(isinstance(t, Tensor) for t in x):
+        return True, tuple(x)
+    raise TypeError(f"{op}: {name} must be a Tensor or a tuple of Tensors, got {type(x).__name__}")
+
+
+def _prepare(inputs: tuple, create_graph: bool) -> tuple:
+    """Inputs that require grad: differentiable continuations of the originals when a graph
+    is wanted and they are tracked, else fresh detached leaves."""
+    out = []
+    for t in inputs:
+        if create_graph and t.requires_grad:
+            out.append(t * 1)  # (a new node on the tape: gradients still reach the original)
+        else:
+            out.append(t.detach().requires_grad_(True))
+    return tuple(out)
+
+
+def _grads(
+    outputs: tuple, inputs: tuple, grad_outputs: tuple, create_graph: bool, retain: bool = True
+) -> tuple:
+    """d(sum <outputs, grad_outputs>)/d inputs, zeros for inputs the outputs do not reach."""
+    from .autograd import grad
+
+    pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
+    if not pairs:
+        return tuple(_core.zeros_like(x) for x in inputs)
+    got = grad(
+        [o for o, _ in pairs],
+        list(inputs),
+        grad_outputs=[g for _, g in pairs],
+        retain_graph=retain or create_graph,
+        create_graph=create_graph,
+        allow_unused=True,
+    )
+    return tuple(_core.zeros_like(x) if g is None else g for g, x in zip(got, inputs))
+
+
+def _finish(ts: tuple, create_graph: bool) -> tuple:
+    return ts if create_graph else tuple(t.detach() for t in ts)
+
+
+def _call(op: str, func: Callable, inputs: tuple) -> tuple[bool, tuple]:
+    out = func(*inputs)
+    return _tuple(op, "the function's output", out)
+
+
+def _ones_like_scalar(op: str, outs: tuple) -> tuple:
+    for o in outs:
+        if o.numel() != 1:
+            raise RuntimeError(
+                f"{op}: the function returns a tensor of shape {list(o.shape)}, not a single "
+                "element: give v"
+            )
+    return tuple(_core.ones_like(o) for o in outs)
+
+
+# ------------------------------------------------------------- torch.autograd.functional
+
+
+def vjp(
+    func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> tuple[Any, Any]:
+    """``(func(*inputs), v^T J)``: the vector-Jacobian product at ``inputs``."""
+    in_tuple, xs = _tuple("vjp", "inputs", inputs)
+    xs = _prepare(xs, create_graph)
+    out_tuple, ys = _call("vjp", func, xs)
+    vs = _ones_like_scalar("vjp", ys) if v is None else _tuple("vjp", "v", v)[1]
+    g = _finish(_grads(ys, xs, vs, create_graph), create_graph)
+    ys = _finish(ys, create_graph)
+    return (ys if out_tuple else ys[0]), (g if in_tuple else g[0])
+
+
+def jvp(
+    func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> tuple[Any, Any]:
+    """``(func(*inputs), J v)``: the Jacobian-vector product at ``inputs`` (the derivative
+    of ``u -> u^T J`` along ``v``)."""
+    _in_tuple, xs = _tuple("jvp", "inputs", inputs)
+    if v is None:
+        if any(x.numel() != 1 for x in xs):
+            raise RuntimeError("jvp: the inputs are not single elements: give v")
+        vs = tuple(_core.ones_like(x) for x in xs)
+    else:
+        vs = _tuple("jvp", "v", v)[1]
+    xs = _prepare(xs, create_graph)
+    out_tuple, ys = _call("jvp", func, xs)
+    us = tuple(_core.zeros_like(y).requires_grad_(True) for y in ys)
+    gx = _grads(ys, xs, us, True)  # u^T J, linear in u
+    jv = _grads(gx, us, vs, create_graph)
+    return (_finish(ys, create_graph) if out_tuple else _finish(ys, create_graph)[0]), (
+        _finish(jv, create_graph) if out_tuple else _finish(jv, create_graph)[0]
+    )
+
+
+def jacobian(
+    func: Callable,
+    inputs: Any,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    strategy: str = "reverse-mode",
+) -> Any:
+    """The Jacobian of ``func`` at ``inputs``: for each output and input, a tensor of shape
+    ``output.shape + input.shape`` (nested tuples as PyTorch's when either is a tuple)."""
+    if strategy not in ("reverse-mode", "forward-mode"):
+        raise ValueError(
+            f"jacobian: strategy must be 'reverse-mode' or 'forward-mode', got {strategy!r}"
+        )
+    in_tuple, xs = _tuple("jacobian", "inputs", inputs)
+    xs = _prepare(xs, create_graph)
+    out_tuple, ys = _call("jacobian", func, xs)
+    per_output = []
+    for y in ys:
+        rows: list[list[Tensor]] = [[] for _ in xs]
+        flat = y.reshape(-1)
+        n = flat.numel()
+        for i in range(n):
+            seed = np.zeros(n, dtype=np.float64)
+            seed[i] = 1.0
+            s = _from_numpy(seed.reshape(y.shape), y)
+            gs = _grads((y,), xs, (s,), create_graph)
+            for k, g in enumerate(gs):
+                rows[k].append(g)
+        blocks = []
+        for k, x in enumerate(xs):
+            if n:
+                j = _core.stack(rows[k], 0).reshape(*y.shape, *x.shape)
+            else:
+                j = _core.zeros((*y.shape, *x.shape), dtype=x.dtype.name, device=x.device)
+            blocks.append(j if create_graph else j.detach())
+        per_output.append(tuple(blocks) if in_tuple else blocks[0])
+    return tuple(per_output) if out_tuple else per_output[0]
+
+
+def _from_numpy(a: np.ndarray, like: Tensor) -> Tensor:
+    from ._tensor import tensor
+
+    return tensor(a, device=like.device).astype(like.dtype.name)
+
+
+def hessian(
+    func: Callable,
+    inputs: Any,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    outer_jacobian_strategy: str = "reverse-mode",
+) -> Any:
+    """The Hessian of a function returning one element: ``jacobian`` of its gradient."""
+    in_tuple, xs = _tuple("hessian", "inputs", inputs)
+
+    def gradient(*args: Tensor) -> Any:
+        _, ys = _call("hessian", func, args)
+        if len(ys) != 1 or ys[0].numel() != 1:
+            raise RuntimeError("hessian: the function must return a single-element tensor")
+        g = _grads(ys, args, (_core.ones_like(ys[0]),), True)
+        return g if in_tuple else g[0]
+
+    return jacobian(gradient, xs if in_tuple else xs[0], create_graph=create_graph)
+
+
+def vhp(
+    func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> tuple[Any, Any]:
+    """``(func(*inputs), v^T H)`` for a function returning one element."""
+    in_tuple, xs = _tuple("vhp", "inputs", inputs)
+    if v is None:
+        if any(x.numel() != 1 for x in xs):
+            raise RuntimeError("vhp: the inputs are not single elements: give v")
+        vs = tuple(_core.ones_like(x) for x in xs)
+    else:
+        vs = _tuple("vhp", "v", v)[1]
+    xs = _prepare(xs, create_graph)
+    _, ys = _call("vhp", func, xs)
+    if len(ys) != 1 or ys[0].numel() != 1:
+        raise RuntimeError("vhp: the function must return a single-element tensor")
+    g = _grads(ys, xs, (_core.ones_like(ys[0]),), True)
+    hv = _grads(g, xs, vs, create_graph)
+    y = ys[0] if create_graph else ys[0].detach()
+    hv = _finish(hv, create_graph)
+    return y, (hv if in_tuple else hv[0])
+
+
+def hvp(
+    func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> tuple[Any, Any]:
+    """``(func(*inputs), H v)`` for a function returning one element (the Hessian is
+    symmetric, so this is :func:`vhp`'s product)."""
+    return vhp(func, inputs, v, create_graph, strict)
+
+
+# ------------------------------------------------------------------------------ gradcheck
+
+
+class GradcheckError(RuntimeError):
+    """An analytical gradient that differs from its finite-difference estimate."""
+
+
+def _numerical_jacobian(func: Callable, xs: tuple, eps: float) -> list[list[np.ndarray]]:
+    from .autodiff import no_grad
+
+    def outputs() -> list[np.ndarray]:
+        # (recorded: the function may differentiate inside, as gradgradcheck's does)
+        _, ys = _call("gradcheck", func, xs)
+        return [y.detach().numpy().astype(np.float64).ravel() for y in ys]
+
+    base = outputs()
+    jac = [[np.zeros((y.size, x.numel())) for x in xs] for y in base]
+    for k, x in enumerate(xs):
+        flat = x.detach().numpy().astype(np.float64).ravel().copy()
+        for i in range(flat.size):
+            for sign in (1.0, -1.0):
+                f = flat.copy()
+                f[i] += sign * eps
+                with no_grad():
+                    x.copy_(_from_numpy(f.reshape(x.shape), x))
+                out = outputs()
+                for j, o in enumerate(out):
+                    jac[j][k][:, i] += sign * o / (2 * eps)
+            with no_grad():
+                x.copy_(_from_numpy(flat.reshape(x.shape), x))
+    return jac
+
+
+def gradcheck(
+    func: Callable,
+    inputs: Any,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    nondet_tol: float = 0.0,
+    check_undefined_grad: bool = True,
+    check_grad_dtypes: bool = False,
+    check_batched_grad: bool = False,
+    check_batched_forward_grad: bool = False,
+    check_forward_ad: bool = False,
+    check_backward_ad: bool = True,
+    fast_mode: bool = False,
+    masked: bool | None = None,
+) -> bool:
+    """Compares the Jacobian of ``func`` at ``inputs`` from backward passes with central
+    finite differences (use float64 inputs). True when they agree to
+    ``|analytical - numerical| <= atol + rtol * |numerical|``; else raises
+    :class:`GradcheckError` (or returns False with ``raise_exception=False``)."""
+    _, xs = _tuple("gradcheck", "inputs", inputs)
+    xs = tuple(x for x in xs)
+    diff = [x for x in xs if x.requires_grad]
+    if not diff:
+        raise ValueError("gradcheck: at least one input must require grad")
+    for x in diff:
+        if x.dtype.name != "float64":
+            import warnings
+
+            warnings.warn(
+                f"gradcheck: an input is {x.dtype}, not float64: finite differences will be "
+                "inaccurate",
+                stacklevel=2,
+            )
+
+    def as_tuple(*a: Tensor) -> tuple:
+        return _call("gradcheck", func, a)[1]
+
+    analytical = jacobian(as_tuple, tuple(xs))  # [output][input]
+    numerical = _numerical_jacobian(func, xs, eps)
+    for j, row in enumerate(analytical):
+        for k, x in enumerate(xs):
+            if not x.requires_grad:
+                continue
+            a = row[k].numpy().astype(np.float64).reshape(-1, x.numel())
+            n = numerical[j][k]
+            if not np.allclose(a, n, rtol=rtol, atol=atol):
+                msg = (
+                    f"gradcheck: Jacobian mismatch for output {j} with respect to input {k}:\n"
+                    f"numerical:\n{n}\nanalytical:\n{a}"
+                )
+                if raise_exception:
+                    raise GradcheckError(msg)
+                return False
+    return True
+
+
+def gradgradcheck(
+    func: Callable,
+    inputs: Any,
+    grad_outputs: Any = None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    gen_non_contig_grad_outputs: bool = False,
+    raise_exception: bool = True,
+    **_: Any,
+) -> bool:
+    """:func:`gradcheck` of the vector-Jacobian product of ``func`` (second derivatives),
+    with random ``grad_outputs`` when none are given."""
+    _, xs = _tuple("gradgradcheck", "inputs", inputs)
+    _, ys = _call("gradgradcheck", func, xs)
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        gos = tuple(_from_numpy(rng.standard_normal(y.shape), y).requires_grad_(True) for y in ys)
+    else:
+        gos = _tuple("gradgradcheck", "grad_outputs", grad_outputs)[1]
+    n_in = len(xs)
+
+    def first_order(*args: Tensor) -> tuple:
+        a, g = args[:n_in], args[n_in:]
+        _, out = _call("gradgradcheck", func, a)
+        return _grads(out, a, g, True)
+
+    return gradcheck(
+        first_order,
+        (*xs, *gos),
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        raise_exception=raise_exception,
+    )
+
+
+# ------------------------------------------------------------------------------ torch.func
+
+
+def _argnums(op: str, argnums: Any, n: int) -> tuple[bool, tuple[int, ...]]:
+    if isinstance(argnums, int):
+        if not -n <= argnums < n:
+            raise ValueError(f"{op}: argnums {argnums} is out of range for {n} arguments")
+        return False, (argnums % n,)
+    nums = tuple(int(a) % n for a in argnums)
+    return True, nums
+
+
+def _leaves(tree: Any) -> list[Tensor]:
+    """The tensors of a pytree (a tensor, or dicts, lists and tuples of them), in order."""
+    if isinstance(tree, Tensor):
+        return [tree]
+    if isinstance(tree, dict):
+        return [t for v in tree.values() for t in _leaves(v)]
+    if isinstance(tree, (list, tuple)):
+        return [t for v in tree for t in _leaves(v)]
+    return []
+
+
+def _rebuild(tree: Any, leaves: Iterator[Tensor]) -> Any:
+    """``tree`` with its tensors replaced, in order, by ``leaves``."""
+    if isinstance(tree, Tensor):
+        return next(leaves)
+    if isinstance(tree, dict):
+        return type(tree)((k, _rebuild(v, leaves)) for k, v in tree.items())
+    if isinstance(tree, (list, tuple)):
+        items = [_rebuild(v, leaves) for v in tree]
+        return type(tree)(items) if not hasattr(tree, "_fields") else type(tree)(*items)
+    return tree
+
+
+def _tracked(t: Tensor) -> Tensor:
+    # a new node on the tape (gradients of enclosing transforms still flow through)
+    return t * 1 if t.requires_grad else t.detach().requires_grad_(True)
+
+
+def grad_and_value(func: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
+    """``torch.func.grad_and_value``: a function returning ``(gradient, value)`` of ``func``
+    (which returns one element, or ``(element, aux)`` with ``has_aux``) with respect to the
+    arguments ``argnums``."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        many, nums = _argnums("grad", argnums, len(args))
+        args = list(args)
+        leaves: list[list[Tensor]] = []
+        for i in nums:
+            found = [_tracked(t) for t in _leaves(args[i])]
+            if not found:
+                raise TypeError(
+                    f"grad: argument {i} must be a Tensor or a dict/list/tuple of Tensors, got "
+                    f"{type(args[i]).__name__}"
+                )
+            leaves.append(found)
+            args[i] = _rebuild(args[i], iter(found))
+        out = func(*args, **kwargs)
+        aux = None
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise RuntimeError("grad: with has_aux=True the function must return (output, aux)")
+            out, aux = out
+        if not isinstance(out, Tensor) or out.numel() != 1:
+            raise RuntimeError(
+                "grad: the function must return a single-element tensor, got "
+                + (f"shape {list(out.shape)}" if isinstance(out, Tensor) else type(out).__name__)
+            )
+        flat = tuple(t for group in leaves for t in group)
+        gs = iter(_grads((out,), flat, (_core.ones_like(out),), True))
+        per_arg = tuple(_rebuild(args[i], gs) for i in nums)
+        g = per_arg if many else per_arg[0]
+        return (g, (out, aux)) if has_aux else (g, out)
+
+    return wrapper
+
+
+def grad(func: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
+    """``torch.func.grad``: the gradient function of ``func`` (composable: ``grad(grad(f))``
+    gives second derivatives; ``vmap(grad(f))`` per-sample gradients)."""
+    gv = grad_and_value(func, argnums, has_aux)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        g, v = gv(*args, **kwargs)
+        return (g, v[1]) if has_aux else g
+
+    return wrapper
+
+
+def func_vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+    """``torch.func.vjp``: ``(func(*primals), vjp_fn)`` where ``vjp_fn(cotangents)`` returns
+    one gradient per primal (``(output, vjp_fn, aux)`` with ``has_aux``)."""
+    xs = tuple(t * 1 if t.requires_grad else t.detach().requires_grad_(True) for t in primals)
+    out = func(*xs)
+    aux = None
+    if has_aux:
+        out, aux = out
+    _out_tuple, ys = _tuple("vjp", "the function's output", out)
+
+    def vjp_fn(*cotangents: Any) -> tuple:
+        cs = (
+            cotangents[0]
+            if len(cotangents) == 1 and isinstance(cotangents[0], tuple)
+            else cotangents
+        )
+        cs = tuple(cs)
+        if len(cs) != len(ys):
+            raise ValueError(f"vjp: expected {len(ys)} cotangents, got {len(cs)}")
+        return _grads(ys, xs, cs, True)
+
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def func_jvp(func: Callable, primals: Any, tangents: Any, *, has_aux: bool = False) -> tuple:
+    """``torch.func.jvp``: ``(func(*primals), J tangents)``."""
+    ps, ts = tuple(primals), tuple(tangents)
+    if len(ps) != len(ts):
+        raise ValueError(f"jvp: {len(ps)} primals but {len(ts)} tangents")
+    aux_box: list = []
+
+    def f(*a: Tensor) -> Any:
+        out = func(*a)
+        if has_aux:
+            out, aux = out
+            aux_box.append(aux)
+        return out
+
+    out, jv = jvp(f, ps, ts, create_graph=True)
+    return (out, jv, aux_box[0]) if has_aux else (out, jv)
+
+
+def jacrev(
+    func: Callable, argnums: Any = 0, *, has_aux: bool = False, chunk_size: Any = None
+) -> Callable:
+    """``torch.func.jacrev``: the Jacobian function of ``func`` with respect to the
+    arguments ``argnums`` (output shape + argument shape)."""
+
+    def wrapper(*args: Any) -> Any:
+        many, nums = _argnums("jacrev", argnums, len(args))
+        aux_box: list = []
+
+        def f(*xs: Tensor) -> Any:
+            full = list(args)
+            for i, x in zip(nums, xs):
+                full[i] = x
+            out = func(*full)
+            if has_aux:
+                out, aux = out
+                aux_box.append(aux)
+            return out
+
+        chosen = tuple(args[i] for i in nums)
+        j = jacobian(f, chosen if many else chosen[0], create_graph=True)
+        return (j, aux_box[0]) if has_aux else j
+
+    return wrapper
+
+
+jacfwd = jacrev
+
+
+def func_hessian(func: Callable, argnums: Any = 0) -> Callable:
+    """``torch.func.hessian``: the Hessian function of ``func`` (one-element output)."""
+    return jacrev(jacrev(func, argnums), argnums)
+
+
+def _slice(x: Any, dim: Any, i: int) -> Any:
+    if dim is None:
+        return x
+    return _rebuild(x, iter([t.select(dim, i) for t in _leaves(x)]))
+
+
+def _batch_size(args: tuple, in_dims: tuple) -> int:
+    sizes = {t.shape[d] for a, d in zip(args, in_dims) if d is not None for t in _leaves(a)}
+    if len(sizes) != 1:
+        raise ValueError(f"vmap: the mapped axes must all have one size, got {sorted(sizes)}")
+    return sizes.pop()
+
+
+def _stack_tree(outs: list, out_dims: Any) -> Any:
+    first = outs[0]
+    if isinstance(first, Tensor):
+        return _core.stack(outs, out_dims if isinstance(out_dims, int) else 0)
+    if isinstance(first, (tuple, list)):
+        dims = out_dims if isinstance(out_dims, (tuple, list)) else [out_dims] * len(first)
+        return type(first)(_stack_tree([o[k] for o in outs], dims[k]) for k in range(len(first)))
+    if isinstance(first, dict):
+        return {k: _stack_tree([o[k] for o in outs], out_dims) for k in first}
+    if isinstance(first, (int, float)):
+        return _core.stack([_from_numpy(np.asarray(o, np.float64), _core.zeros(())) for o in outs])
+    raise TypeError(f"vmap: cannot stack outputs of type {type(first).__name__}")
+
+
+def vmap(
+    func: Callable,
+    in_dims: Any = 0,
+    out_dims: Any = 0,
+    randomness: str = "error",
+    *,
+    chunk_size: Any = None,
+) -> Callable:
+    """``torch.func.vmap``: ``func`` mapped over axis ``in_dims`` of its arguments (an int
+    for all, or one entry per argument, ``None`` for an unmapped one), the results stacked
+    along ``out_dims``. Runs ``func`` once per slice (correct for any function, including
+    ``grad`` inside it; not vectorized)."""
+
+    def wrapper(*args: Any) -> Any:
+        dims = tuple(in_dims) if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
+        if len(dims) != len(args):
+            raise ValueError(f"vmap: in_dims has {len(dims)} entries for {len(args)} arguments")
+        n = _batch_size(args, dims)
+        outs = [func(*(_slice(a, d, i) for a, d in zip(args, dims))) for i in range(n)]
+        return _stack_tree(outs, out_dims)
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def _swapped(module: Any, values: dict) -> Iterator[None]:
+    saved = []
+    try:
+        for name, value in values.items():
+            owner_name, _, attr = name.rpartition(".")
+            owner = module.get_submodule(owner_name) if owner_name else module
+            d = owner.__dict__
+            store = (
+                d.get("_parameters") if attr not in d and attr in d.get("_parameters", {}) else None
+            )
+            old = store[attr] if store is not None else d.get(attr, _MISSING)
+            saved.append((owner, attr, store, old))
+            if store is not None:
+                store[attr] = value
+            else:
+                object.__setattr__(owner, attr, value)
+        yield
+    finally:
+        for owner, attr, store, old in reversed(saved):
+            if store is not None:
+                store[attr] = old
+            elif old is _MISSING:
+                owner.__dict__.pop(attr, None)
+            else:
+                object.__setattr__(owner, attr, old)
+
+
+_MISSING = object()
+
+
+def functional_call(
+    module: Any,
+    parameter_and_buffer_dicts: Any,
+    args: Any = None,
+    kwargs: dict | None = None,
+    *,
+    tie_weights: bool = True,
+    strict: bool = False,
+) -> Any:
+    """``torch.func.functional_call``: calls ``module`` with the given tensors in place of
+    its parameters and buffers (by their ``named_parameters`` names), the module itself
+    unchanged afterwards: gradients reach the given tensors."""
+    dicts = (
+        [parameter_and_buffer_dicts]
+        if isinstance(parameter_and_buffer_dicts, dict)
+        else list(parameter_and_buffer_dicts)
+    )
+    values: dict = {}
+    for d in dicts:
+        values.update(d)
+    if strict:
+        known = {n for n, _ in module.named_parameters()} | {n for n, _ in module.named_buffers()}
+        missing, extra = known - set(values), set(values) - known
+        if missing or extra:
+            raise RuntimeError(
+                f"functional_call: missing keys {sorted(missing)}, unexpected keys {sorted(extra)}"
+            )
+    if args is None:
+        args = ()
+    elif not isinstance(args, tuple):
+        args = (args,)
+    with _swapped(module, values):
+        return module(*args, **(kwargs or {}))

@@ -1,0 +1,35 @@
+"""PyTorch's ``torch.func`` (functorch) transforms on ferrograd's tape: ``grad``,
+``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap`` and
+``functional_call``. See :mod:`ferrograd._functional_ad` for how each is computed."""
+
+from __future__ import annotations
+
+from ._functional_ad import (
+    func_hessian as hessian,
+)
+from ._functional_ad import (
+    func_jvp as jvp,
+)
+from ._functional_ad import (
+    func_vjp as vjp,
+)
+from ._functional_ad import (
+    functional_call,
+    grad,
+    grad_and_value,
+    jacfwd,
+    jacrev,
+    vmap,
+)
+
+__all__ = [
+    "functional_call",
+    "grad",
+    "grad_and_value",
+    "hessian",
+    "jacfwd",
+    "jacrev",
+    "jvp",
+    "vjp",
+    "vmap",
+]
