@@ -157,6 +157,12 @@ from .amp import autocast as autocast
 amp._install()
 __all__ += ["amp", "autocast", "cpu"]
 
+# complex numbers as pairs of real tensors (polar, view_as_complex, view_as_real)
+from ._complex import *
+from ._complex import __all__ as _complex_all
+
+__all__ += [name for name in _complex_all if name not in __all__]
+
 # MegEngine's module names: functional, module, optimizer, jit
 from . import functional as functional
 from . import jit as jit
