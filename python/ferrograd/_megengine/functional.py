@@ -84,6 +84,13 @@ def equal(x: Any, y: Any) -> Tensor:
     return fg.eq(x, y)
 
 
+def polar(abs: Any, angle: Any) -> Any:
+    """MegEngine's ``polar``: the complex tensor ``abs * exp(i angle)``."""
+    import ferrograd as fg
+
+    return fg.polar(_t(abs), _t(angle))
+
+
 def floor_div(x: Any, y: Any) -> Tensor:
     """``floor(x / y)`` elementwise (integer inputs stay integer)."""
     if not isinstance(x, Tensor):
@@ -764,6 +771,39 @@ def conv_transpose2d(
     )  # fmt: skip
 
 
+def conv3d(
+    inp: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+    conv_mode: str = "cross_correlation",
+) -> Tensor:
+    """3-D convolution (cross-correlation); ``bias`` of shape ``(1, OC, 1, 1, 1)`` or
+    ``(OC,)``."""
+    return _F.conv3d(inp, weight, _bias1(bias), stride, padding, dilation, groups)
+
+
+def conv_transpose3d(
+    inp: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    output_padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Tensor:
+    """3-D transposed convolution (MegEngine's argument order: ``dilation`` before
+    ``groups``)."""
+    return _F.conv_transpose3d(
+        inp, weight, _bias1(bias), stride=stride, padding=padding,
+        output_padding=output_padding, groups=groups, dilation=dilation,
+    )  # fmt: skip
+
+
 def layer_norm(
     inp: Tensor,
     normalized_shape: Any,
@@ -1003,6 +1043,8 @@ for _name in ("interpolate", "flip", "rot90", "nms"):
 
 # the names MegEngine's functional.nn adds (also at the top of functional)
 NN_NAMES = [
+    "conv3d",
+    "conv_transpose3d",
     "adaptive_avg_pool2d",
     "adaptive_max_pool2d",
     "avg_pool2d",
@@ -1044,6 +1086,9 @@ NN_NAMES = [
 # the names that replace the package's functions at the top of functional
 TOP_NAMES = [
     "equal",
+    "conv3d",
+    "conv_transpose3d",
+    "polar",
     "adaptive_avg_pool2d",
     "adaptive_max_pool2d",
     "arange",
