@@ -575,8 +575,10 @@ def stack(
 ) -> Tensor:
     """The tensors (of one shape) joined along a new axis ``axis`` (or ``dim``); different
     dtypes are promoted to a common one first, as PyTorch's."""
+    if dim is not None and axis is not None:
+        raise TypeError("stack: got both axis and dim, which are two names of one argument")
     ts = _promoted(tensors)
-    r = _core.stack(ts, _pick("stack", dim, axis, 0))
+    r = _core.stack(ts, dim if dim is not None else (axis if axis is not None else 0))
     if out is not None:
         out.copy_(r)
         return out
