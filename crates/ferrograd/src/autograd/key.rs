@@ -849,7 +849,14 @@ impl GradKey {
                 record_self,
                 partial,
             };
-            self.run(ys, dys, tape, collect, working.as_mut(), mode)
+            // every record of the tape lives until the run ends: one dropped meanwhile (its
+            // last owner released by a callback, or by Python's cycle collector running in
+            // a custom rule) would unlink its producer nodes from the key's lists but not from
+            // this run's copy, and the gradients waiting on it would never become final
+            let alive: Vec<Arc<GradFn>> = tape.iter().filter_map(Weak::upgrade).collect();
+            let r = self.run(ys, dys, tape, collect, working.as_mut(), mode);
+            drop(alive);
+            r
         };
         if retain || partial {
             if was_recording {
