@@ -499,3 +499,12 @@ def test_records_dropped_during_a_backward_do_not_lose_leaf_gradients():
         want_c = (1.5 * (5 * u * u - 1)).sum().item()
         assert abs(c.grad.item() - want_c) < 1e-3 * max(1.0, abs(want_c))
         c.grad = d.grad = None
+
+
+def test_autograd_grad_takes_any_iterable_of_inputs():
+    m = fg.nn.Linear(2, 1)
+    loss = m(fg.ones(3, 2)).sum()
+    g = fg.autograd.grad(loss, dict(m.named_parameters()).values(), create_graph=True)
+    assert len(g) == 2 and g[0].shape == (1, 2)
+    loss = m(fg.ones(3, 2)).sum()
+    assert len(fg.autograd.grad(loss, (p for p in m.parameters()))) == 2

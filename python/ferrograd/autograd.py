@@ -36,6 +36,14 @@ def _seeds(op: str, outs: list[Tensor], grad_outputs: Any) -> list[Any]:
     return gs
 
 
+def _sequence(x: Any) -> Any:
+    """Any iterable of tensors (``params.values()``, a generator) as a list, as PyTorch
+    takes them; a tensor or a list as it is."""
+    if isinstance(x, (Tensor, list, tuple)) or not hasattr(x, "__iter__"):
+        return x
+    return list(x)
+
+
 def grad(
     outputs: Tensor | Sequence[Tensor],
     inputs: Tensor | Sequence[Tensor],
@@ -56,8 +64,8 @@ def grad(
     gradient is None, or zeros with ``materialize_grads=True``)."""
     if is_grads_batched:
         raise NotImplementedError("autograd.grad: is_grads_batched=True is not supported")
-    outs = _as_list("autograd.grad", outputs)
-    ins = _as_list("autograd.grad", inputs)
+    outs = _as_list("autograd.grad", _sequence(outputs))
+    ins = _as_list("autograd.grad", _sequence(inputs))
     if not outs or not ins:
         raise ValueError("autograd.grad: outputs and inputs must not be empty")
     if materialize_grads and allow_unused is False:
