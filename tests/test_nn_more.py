@@ -522,6 +522,7 @@ def test_lazy_linear_gradient():
     def fn(x):
         m = nn.LazyLinear(3, bias=False, dtype="float64")
         m(x.detach())
+        del m.weight  # (a parameter slot takes only a Parameter, as in PyTorch)
         m.weight = fg.tensor(w)
         return m(x)
 

@@ -41,7 +41,12 @@ class Parameter(Tensor):
         p = super().__new__(cls, data, dtype, device)
         if requires_grad and p.dtype.kind == "f":
             p.requires_grad_(True)  # as PyTorch: loss.backward() fills p.grad
-        elif not requires_grad:
+        elif requires_grad:
+            raise RuntimeError(
+                f"Parameter: only tensors of floating point dtype can require gradients, got "
+                f"{p.dtype} (pass requires_grad=False for an integer parameter)"
+            )
+        else:
             p.__dict__["_requires_grad"] = False
         return p
 
@@ -49,9 +54,8 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     def __deepcopy__(self, memo: dict) -> Parameter:
+        # (the gradient is not copied, as PyTorch's)
         p = Parameter(self.detach().copy(), requires_grad=bool(self.requires_grad))
-        if self.grad is not None:
-            p.grad = self.grad.detach().copy()
         memo[id(self)] = p
         return p
 
@@ -89,6 +93,53 @@ class _HookHandle:
 
     def remove(self) -> None:
         self._hooks.pop(self.id, None)
+        for extra in getattr(self, "_extra", ()):
+            extra.pop(self.id, None)
+
+    def __enter__(self) -> _HookHandle:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def _register_hook(
+    module: Any, store: str, hook: Callable[..., Any], prepend: bool, flags: dict[str, bool]
+) -> _HookHandle:
+    """Adds ``hook`` to ``module.<store>`` (first with ``prepend``), its options in the
+    ``<store>_<flag>`` dicts."""
+    d = module.__dict__
+    hooks = d.setdefault(store, {})
+    handle = _HookHandle(hooks, hook)
+    if prepend:
+        d[store] = {handle.id: hook, **{k: v for k, v in hooks.items() if k != handle.id}}
+        handle._hooks = d[store]
+    extras = []
+    for flag, on in flags.items():
+        if on:
+            table = d.setdefault(f"{store}_{flag}", {})
+            table[handle.id] = True
+            extras.append(table)
+    handle._extra = extras
+    return handle
+
+
+# global hooks (torch.nn.modules.module.register_module_forward_hook and friends): run for
+# every module call, before the module's own
+_global_forward_pre_hooks: dict = {}
+_global_forward_hooks: dict = {}
+
+
+def register_module_forward_pre_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """``hook(module, args)`` runs before every module's ``forward`` (a returned value
+    replaces the inputs). Returns a handle whose ``remove()`` drops it."""
+    return _HookHandle(_global_forward_pre_hooks, hook)
+
+
+def register_module_forward_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """``hook(module, args, output)`` runs after every module's ``forward`` (a returned
+    value replaces the output). Returns a handle whose ``remove()`` drops it."""
+    return _HookHandle(_global_forward_hooks, hook)
 
 
 _IncompatibleKeys = namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -152,29 +203,76 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         d = self.__dict__
         pre = d.get("_forward_pre_hooks")
-        if pre:
-            for hook in list(pre.values()):
+        post = d.get("_forward_hooks")
+        if not (pre or post or _global_forward_pre_hooks or _global_forward_hooks):
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(args, kwargs, pre, post)
+
+    def _call_with_hooks(self, args: tuple, kwargs: dict, pre: Any, post: Any) -> Any:
+        d = self.__dict__
+        pre_kw = d.get("_forward_pre_hooks_with_kwargs", {})
+        post_kw = d.get("_forward_hooks_with_kwargs", {})
+        always = d.get("_forward_hooks_always_call", {})
+        for key, hook in [*_global_forward_pre_hooks.items(), *(pre or {}).items()]:
+            if key in pre_kw:
+                r = hook(self, args, kwargs)
+                if r is not None:
+                    if not (isinstance(r, tuple) and len(r) == 2):
+                        raise RuntimeError(
+                            "forward pre-hook with kwargs must return None or (args, kwargs), "
+                            f"got {type(r).__name__}"
+                        )
+                    args, kwargs = r
+            else:
                 r = hook(self, args)
                 if r is not None:
                     args = r if isinstance(r, tuple) else (r,)
-        out = self.forward(*args, **kwargs)
-        post = d.get("_forward_hooks")
-        if post:
-            for hook in list(post.values()):
-                r = hook(self, args, out)
-                if r is not None:
-                    out = r
+        try:
+            out = self.forward(*args, **kwargs)
+        except BaseException:
+            for key, hook in (post or {}).items():
+                if key in always:
+                    try:
+                        hook(self, args, kwargs, None) if key in post_kw else hook(self, args, None)
+                    except Exception:  # noqa: BLE001, S110 (the forward's own error is raised)
+                        pass
+            raise
+        for key, hook in [*_global_forward_hooks.items(), *(post or {}).items()]:
+            r = hook(self, args, kwargs, out) if key in post_kw else hook(self, args, out)
+            if r is not None:
+                out = r
         return out
 
-    def register_forward_pre_hook(self, hook: Callable[..., Any]) -> _HookHandle:
+    def register_forward_pre_hook(
+        self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False
+    ) -> _HookHandle:
         """``hook(module, args)`` runs before ``forward``; a returned value (a tuple, or one
-        input) replaces the positional inputs. Returns a handle whose ``remove()`` drops it."""
-        return _HookHandle(self.__dict__.setdefault("_forward_pre_hooks", {}), hook)
+        input) replaces the positional inputs. With ``with_kwargs``, ``hook(module, args,
+        kwargs)`` may return ``(args, kwargs)``; ``prepend`` runs it before the others.
+        Returns a handle whose ``remove()`` drops it (also a context manager)."""
+        return _register_hook(
+            self, "_forward_pre_hooks", hook, prepend, {"with_kwargs": with_kwargs}
+        )
 
-    def register_forward_hook(self, hook: Callable[..., Any]) -> _HookHandle:
+    def register_forward_hook(
+        self,
+        hook: Callable[..., Any],
+        *,
+        prepend: bool = False,
+        with_kwargs: bool = False,
+        always_call: bool = False,
+    ) -> _HookHandle:
         """``hook(module, args, output)`` runs after ``forward``; a returned value replaces
-        the output. Returns a handle whose ``remove()`` drops it."""
-        return _HookHandle(self.__dict__.setdefault("_forward_hooks", {}), hook)
+        the output. With ``with_kwargs``, ``hook(module, args, kwargs, output)``;
+        ``prepend`` runs it before the others; ``always_call`` runs it (with output None)
+        when ``forward`` raises. Returns a handle whose ``remove()`` drops it."""
+        return _register_hook(
+            self,
+            "_forward_hooks",
+            hook,
+            prepend,
+            {"with_kwargs": with_kwargs, "always_call": always_call},
+        )
 
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at a dotted path (``"0.weight"``)."""
@@ -185,6 +283,52 @@ class Module:
                 f"{type(self).__name__}.get_parameter: {target!r} is not a parameter"
             )
         return p
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # PyTorch's registration rules: a parameter slot takes a Parameter or None, a buffer
+        # slot a Tensor or None, and a Parameter given to a buffer's name becomes a parameter
+        d = self.__dict__
+        if (
+            isinstance(value, (Parameter, Module))
+            and "training" not in d
+            and type(self) is not Module
+        ):
+            kind = "parameters" if isinstance(value, Parameter) else "submodules"
+            raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
+        bufs = d.get("_buffer_names")
+        if isinstance(value, Parameter):
+            if bufs and name in bufs:
+                del bufs[name]
+        elif value is not None:
+            cur = d.get(name)
+            if isinstance(cur, Parameter) and not isinstance(value, Parameter):
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                    "(nn.Parameter or None expected)"
+                )
+            if bufs and name in bufs and not isinstance(value, Tensor):
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                    "(Tensor or None expected)"
+                )
+        for store in ("_parameters", "_modules"):
+            items = d.get(store)
+            if items is not None and name in items:
+                items[name] = value
+                return
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        d = self.__dict__
+        for store in ("_parameters", "_modules"):
+            items = d.get(store)
+            if items is not None and name in items:
+                del items[name]
+                return
+        bufs = d.get("_buffer_names")
+        if bufs and name in bufs:
+            del bufs[name]
+        object.__delattr__(self, name)
 
     def __getattr__(self, name: str) -> Any:
         # items registered by name (containers, add_module) read as attributes, as PyTorch
@@ -230,6 +374,12 @@ class Module:
         object.__setattr__(self, name, tensor)
 
     def add_module(self, name: str, module: Module | None) -> None:
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {type(module).__name__} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"add_module: module name must be a string, got {type(name).__name__}")
+        if "." in name or name == "":
+            raise KeyError(f'add_module: module name can\'t contain "." or be empty, got {name!r}')
         if "_modules" not in self.__dict__:
             self.__dict__["_modules"] = OrderedDict()
         self.__dict__["_modules"][name] = module
@@ -240,7 +390,27 @@ class Module:
         m: Any = self
         for part in target.split(".") if target else []:
             m = m[int(part)] if isinstance(m, (list, tuple)) else getattr(m, part)
+        if not isinstance(m, Module):
+            raise AttributeError(f"get_submodule: {target!r} is not an nn.Module")  # noqa: TRY004
         return m
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at a dotted path (``"bn.running_mean"``)."""
+        mod, _, name = target.rpartition(".")
+        owner = self.get_submodule(mod)
+        if name not in owner.__dict__.get("_buffer_names", {}):
+            raise AttributeError(f"get_buffer: {target!r} is not a buffer")
+        return owner.__dict__[name]
+
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Replaces (or adds) the sub-module at a dotted path."""
+        if not isinstance(module, Module):
+            raise TypeError(f"set_submodule: expected a Module, got {type(module).__name__}")
+        parent, _, name = target.rpartition(".")
+        owner = self.get_submodule(parent)
+        if strict and not hasattr(owner, name):
+            raise AttributeError(f"set_submodule: {target!r} does not exist")
+        setattr(owner, name, module)
 
     # ------------------------------------------------------------------------ traversal
 
@@ -277,7 +447,11 @@ class Module:
         self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
     ) -> Iterator[tuple[str, Parameter]]:
         seen: set = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        mods = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
         for mname, m in mods:
             for name, v in m._items():
                 if isinstance(v, Parameter):
@@ -303,7 +477,11 @@ class Module:
         self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
     ) -> Iterator[tuple[str, Tensor]]:
         seen: set = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        mods = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
         for mname, m in mods:
             for name, t, _ in m._own_buffers():
                 if remove_duplicate and id(t) in seen:
@@ -321,15 +499,17 @@ class Module:
         if id(self) in path:
             return
         path = path | {id(self)}
-        for name, v in self._items():
-            key = prefix + name
+        # PyTorch's order: this module's parameters, its buffers, then each sub-module
+        items = self._items()
+        for name, v in items:
             if isinstance(v, Parameter):
-                out[key] = v
-            else:
-                v._state_items(key + ".", out, path)
+                out[prefix + name] = v
         for name, t, persistent in self._own_buffers():
             if persistent:
                 out[prefix + name] = t
+        for name, v in items:
+            if not isinstance(v, Parameter):
+                v._state_items(prefix + name + ".", out, path)
 
     def state_dict(
         self, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
@@ -389,7 +569,9 @@ class Module:
         return self
 
     def train(self, mode: bool = True) -> Module:
-        self.training = bool(mode)
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")  # noqa: TRY004 (PyTorch's)
+        self.training = mode
         for c in self.children():
             c.train(mode)
         return self
@@ -402,7 +584,10 @@ class Module:
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
-                p.grad = _core.zeros_like(p.grad)
+                try:
+                    p.grad.detach().zero_()  # in place, as PyTorch
+                except (RuntimeError, ValueError, TypeError):
+                    p.grad = _core.zeros_like(p.grad)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         for p in self.parameters():
@@ -587,6 +772,52 @@ class Sequential(Module):
         self.add_module(str(len(self._modules)), module)
         return self
 
+    def _renumber(self, mods: list) -> None:
+        self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(mods))
+
+    def __setitem__(self, i: int, module: Module) -> None:
+        if not isinstance(module, Module):
+            raise TypeError(f"Sequential: {type(module).__name__} is not a Module subclass")
+        key = list(self._modules)[i]
+        self._modules[key] = module
+
+    def __delitem__(self, i: int | slice) -> None:
+        keys = list(self._modules)
+        for k in keys[i] if isinstance(i, slice) else [keys[i]]:
+            del self._modules[k]
+        self._renumber(list(self._modules.values()))  # numbering kept, as PyTorch's
+
+    def insert(self, index: int, module: Module) -> Sequential:
+        if not isinstance(module, Module):
+            raise TypeError(f"Sequential: {type(module).__name__} is not a Module subclass")
+        mods = list(self._modules.values())
+        n = len(mods)
+        if not -n <= index <= n:
+            raise IndexError(f"Sequential.insert: index {index} is out of range")
+        mods.insert(index % (n + 1) if index < 0 else index, module)
+        self._renumber(mods)
+        return self
+
+    def extend(self, sequential: Iterable[Module]) -> Sequential:
+        for m in sequential:
+            self.append(m)
+        return self
+
+    def pop(self, key: int | slice) -> Module:
+        v = self[key]
+        del self[key]
+        return v
+
+    def __add__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
+                f"add operator supports only objects of Sequential class, got {type(other).__name__}"
+            )
+        return Sequential(*self, *other)
+
+    def __iadd__(self, other: Sequential) -> Sequential:  # noqa: PYI034
+        return self.extend(other)
+
 
 class ModuleList(Module):
     """A list of modules, each registered (named by index)."""
@@ -620,8 +851,26 @@ class ModuleList(Module):
         return self._list()[i]
 
     def __setitem__(self, i: int, module: Module) -> None:
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList: {type(module).__name__} is not a Module subclass")
         key = str(range(len(self._modules))[i])
         self._modules[key] = module
+
+    def __delitem__(self, i: int | slice) -> None:
+        mods = self._list()
+        del mods[i]
+        self.__dict__["_modules"] = OrderedDict((str(k), m) for k, m in enumerate(mods))
+
+    def pop(self, key: int | slice) -> Module:
+        v = self[key]
+        del self[key]
+        return v
+
+    def __add__(self, other: Iterable[Module]) -> ModuleList:
+        return ModuleList([*self._list(), *other])
+
+    def __iadd__(self, other: Iterable[Module]) -> ModuleList:  # noqa: PYI034
+        return self.extend(other)
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -640,9 +889,17 @@ class ModuleDict(Module):
             self.update(modules)
 
     def update(self, modules: Any) -> None:
-        items = modules.items() if isinstance(modules, dict) else modules
+        items = modules.items() if hasattr(modules, "items") else modules
         for k, m in items:
             self.add_module(str(k), m)
+
+    def pop(self, key: str) -> Module:
+        v = self._modules[key]
+        del self._modules[key]
+        return v
+
+    def clear(self) -> None:
+        self._modules.clear()
 
     def __getitem__(self, key: str) -> Module:
         return self._modules[key]
@@ -691,12 +948,22 @@ class ParameterList(Module):
             self.append(v)
         return self
 
-    def __getitem__(self, i: int) -> Parameter:
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return ParameterList(list(self._parameters.values())[i])
         return list(self._parameters.values())[i]
 
     def __setitem__(self, i: int, value: Any) -> None:
         key = str(range(len(self._parameters))[i])
         self._parameters[key] = value if isinstance(value, Parameter) else Parameter(value)
+
+    def __delitem__(self, i: int | slice) -> None:
+        ps = list(self._parameters.values())
+        del ps[i]
+        self.__dict__["_parameters"] = OrderedDict((str(k), p) for k, p in enumerate(ps))
+
+    def __iadd__(self, values: Iterable[Any]) -> ParameterList:  # noqa: PYI034
+        return self.extend(values)
 
     def __len__(self) -> int:
         return len(self._parameters)
@@ -722,8 +989,44 @@ class ParameterDict(Module):
     def __setitem__(self, key: str, value: Any) -> None:
         self._parameters[str(key)] = value if isinstance(value, Parameter) else Parameter(value)
 
+    def __delitem__(self, key: str) -> None:
+        del self._parameters[key]
+
     def __contains__(self, key: str) -> bool:
         return key in self._parameters
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._parameters.get(key, default)
+
+    def pop(self, key: str) -> Parameter:
+        return self._parameters.pop(key)
+
+    def popitem(self) -> tuple[str, Parameter]:
+        return self._parameters.popitem()
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self._parameters:
+            self[key] = default
+        return self._parameters[key]
+
+    def update(self, parameters: Any) -> None:
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for k, v in items:
+            self[k] = v
+
+    def clear(self) -> None:
+        self._parameters.clear()
+
+    def copy(self) -> ParameterDict:
+        return ParameterDict(OrderedDict(self._parameters))
+
+    def fromkeys(self, keys: Iterable[str], default: Any = None) -> ParameterDict:
+        return ParameterDict({k: default for k in keys})
+
+    def __or__(self, other: Any) -> ParameterDict:
+        out = self.copy()
+        out.update(other)
+        return out
 
     def __len__(self) -> int:
         return len(self._parameters)
@@ -1675,3 +1978,15 @@ __all__ = [
     "Unflatten",
     "mlp",
 ]
+
+
+def _install_module_alias() -> None:
+    # torch.nn.modules.module: this module under that name too (its global hooks)
+    import sys
+
+    me = sys.modules[__name__]
+    me.module = me  # type: ignore[attr-defined]
+    sys.modules[__name__ + ".module"] = me
+
+
+_install_module_alias()

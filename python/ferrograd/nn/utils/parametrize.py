@@ -63,6 +63,7 @@ class ParametrizationList(ModuleList):
     ``right_inverse`` returns a sequence). Calling it computes the parametrized tensor."""
 
     def __init__(self, modules: Sequence[Module], original: Tensor, unsafe: bool = False) -> None:
+        Module.__init__(self)
         as_buffer = not isinstance(original, Parameter)
         new: Any = original
         with no_grad():
