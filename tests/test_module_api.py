@@ -167,3 +167,40 @@ def test_global_forward_hooks_see_every_module_call():
     fg.nn.ReLU()(fg.ones(1))
     assert len(seen) == 3
     np.testing.assert_array_equal(fg.nn.ReLU()(fg.tensor([-1.0])).numpy(), [0.0])
+
+
+@pytest.mark.parametrize("T", LIBS)
+def test_full_backward_hooks_see_and_replace_gradients(T):
+    import warnings
+
+    lin = T.nn.Linear(3, 2)
+    lin.load_state_dict(
+        {"weight": T.tensor(np.arange(6.0).reshape(2, 3) / 10), "bias": T.tensor([0.1, -0.2])}
+    )
+    log = []
+
+    def rounded(gs):
+        return [
+            None if g is None else np.round(g.numpy().astype(np.float64), 4).tolist() for g in gs
+        ]
+
+    lin.register_full_backward_pre_hook(lambda m, go: log.append(("pre", rounded(go))))
+    h = lin.register_full_backward_hook(
+        lambda m, gi, go: log.append(("full", rounded(gi), rounded(go)))
+    )
+    x = T.tensor(np.ones((1, 3)), requires_grad=True, dtype=T.float32)
+    (lin(x) * T.tensor([[1.0, 2.0]])).sum().backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns that no input needs a gradient
+        lin(T.ones(1, 3)).sum().backward()
+    assert log == [
+        ("pre", [[[1.0, 2.0]]]),
+        ("full", [[[0.6, 0.9, 1.2]]], [[[1.0, 2.0]]]),
+        ("pre", [[[1.0, 1.0]]]),
+        ("full", [None], [[[1.0, 1.0]]]),
+    ]
+    h.remove()
+    lin.register_full_backward_hook(lambda m, gi, go: (gi[0] * 0,))
+    x2 = T.tensor(np.ones((1, 3)), requires_grad=True, dtype=T.float32)
+    lin(x2).sum().backward()
+    np.testing.assert_array_equal(x2.grad.numpy(), np.zeros((1, 3)))

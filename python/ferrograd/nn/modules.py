@@ -204,7 +204,14 @@ class Module:
         d = self.__dict__
         pre = d.get("_forward_pre_hooks")
         post = d.get("_forward_hooks")
-        if not (pre or post or _global_forward_pre_hooks or _global_forward_hooks):
+        if not (
+            pre
+            or post
+            or _global_forward_pre_hooks
+            or _global_forward_hooks
+            or d.get("_backward_hooks")
+            or d.get("_backward_pre_hooks")
+        ):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs, pre, post)
 
@@ -227,8 +234,15 @@ class Module:
                 r = hook(self, args)
                 if r is not None:
                     args = r if isinstance(r, tuple) else (r,)
+        backward_hooks = d.get("_backward_hooks") or d.get("_backward_pre_hooks")
+        if backward_hooks:
+            from ._backward_hooks import wrap_inputs, wrap_outputs
+
+            args, bw_state = wrap_inputs(self, args)
         try:
             out = self.forward(*args, **kwargs)
+            if backward_hooks:
+                out = wrap_outputs(bw_state, out)
         except BaseException:
             for key, hook in (post or {}).items():
                 if key in always:
@@ -273,6 +287,25 @@ class Module:
             prepend,
             {"with_kwargs": with_kwargs, "always_call": always_call},
         )
+
+    def register_full_backward_hook(
+        self, hook: Callable[..., Any], prepend: bool = False
+    ) -> _HookHandle:
+        """``hook(module, grad_input, grad_output)`` runs when the gradients of this
+        module's inputs are computed (``None`` for inputs that need none); a returned tuple
+        replaces ``grad_input``. Returns a handle whose ``remove()`` drops it."""
+        return _register_hook(self, "_backward_hooks", hook, prepend, {})
+
+    def register_full_backward_pre_hook(
+        self, hook: Callable[..., Any], prepend: bool = False
+    ) -> _HookHandle:
+        """``hook(module, grad_output)`` runs before this module's backward; a returned
+        tuple replaces ``grad_output``. Returns a handle whose ``remove()`` drops it."""
+        return _register_hook(self, "_backward_pre_hooks", hook, prepend, {})
+
+    def register_backward_hook(self, hook: Callable[..., Any]) -> _HookHandle:
+        """PyTorch's deprecated form: :meth:`register_full_backward_hook`."""
+        return self.register_full_backward_hook(hook)
 
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at a dotted path (``"0.weight"``)."""
