@@ -204,3 +204,46 @@ def test_full_backward_hooks_see_and_replace_gradients(T):
     x2 = T.tensor(np.ones((1, 3)), requires_grad=True, dtype=T.float32)
     lin(x2).sum().backward()
     np.testing.assert_array_equal(x2.grad.numpy(), np.zeros((1, 3)))
+
+
+@pytest.mark.parametrize("T", LIBS)
+def test_state_dict_hooks_and_extra_state(T):
+    seen = []
+
+    class WithExtra(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = T.nn.Linear(1, 1)
+            self.step = 3
+
+        def get_extra_state(self):
+            return {"step": self.step}
+
+        def set_extra_state(self, state):
+            self.step = state["step"]
+
+    m = WithExtra()
+    m.lin.register_state_dict_pre_hook(lambda mod, prefix, keep_vars: seen.append(("pre", prefix)))
+
+    def post(mod, sd, prefix, meta):
+        seen.append(("post", prefix))
+        sd[prefix + "note"] = 1
+
+    m.lin.register_state_dict_post_hook(post)
+    sd = m.state_dict()
+    assert sd["_extra_state"] == {"step": 3} and sd["lin.note"] == 1
+    assert seen == [("pre", "lin."), ("post", "lin.")]
+
+    def rename(mod, state_dict, prefix, meta, strict, missing, unexpected, errors):
+        if prefix + "old_weight" in state_dict:
+            state_dict[prefix + "weight"] = state_dict.pop(prefix + "old_weight")
+
+    m2 = WithExtra()
+    m2.lin.register_load_state_dict_pre_hook(rename)
+    post_seen = []
+    m2.register_load_state_dict_post_hook(
+        lambda mod, keys: post_seen.append(list(keys.missing_keys))
+    )
+    sd = {"lin.old_weight": T.ones(1, 1), "lin.bias": T.zeros(1), "_extra_state": {"step": 7}}
+    m2.load_state_dict(sd)
+    assert m2.step == 7 and float(m2.lin.weight.sum()) == 1.0 and post_seen == [[]]

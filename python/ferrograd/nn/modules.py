@@ -528,10 +528,15 @@ class Module:
 
     # ----------------------------------------------------------------------- state dicts
 
-    def _state_items(self, prefix: str, out: OrderedDict, path: set) -> None:
+    def _state_items(
+        self, prefix: str, out: OrderedDict, path: set, keep_vars: bool = False
+    ) -> None:
         if id(self) in path:
             return
         path = path | {id(self)}
+        d = self.__dict__
+        for hook in list(d.get("_state_dict_pre_hooks", {}).values()):
+            hook(self, prefix, keep_vars)
         # PyTorch's order: this module's parameters, its buffers, then each sub-module
         items = self._items()
         for name, v in items:
@@ -540,9 +545,16 @@ class Module:
         for name, t, persistent in self._own_buffers():
             if persistent:
                 out[prefix + name] = t
+        if type(self).get_extra_state is not Module.get_extra_state:
+            out[prefix + "_extra_state"] = self.get_extra_state()
         for name, v in items:
             if not isinstance(v, Parameter):
-                v._state_items(prefix + name + ".", out, path)
+                v._state_items(prefix + name + ".", out, path, keep_vars)
+        for hook in list(d.get("_state_dict_hooks", {}).values()):
+            r = hook(self, out, prefix, {})
+            if r is not None and r is not out:
+                out.clear()
+                out.update(r)
 
     def state_dict(
         self, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
@@ -550,11 +562,51 @@ class Module:
         """Parameters and persistent buffers by name (``"layer.weight"``); the tensors
         share storage with the module's (``detach``ed unless ``keep_vars``)."""
         items: OrderedDict = OrderedDict()
-        self._state_items(prefix, items, set())
+        self._state_items(prefix, items, set(), keep_vars)
         out = destination if destination is not None else OrderedDict()
         for k, v in items.items():
-            out[k] = v if keep_vars else v.detach()
+            out[k] = v if keep_vars or not isinstance(v, Tensor) else v.detach()
         return out
+
+    # --------------------------------------------------------------- state-dict hooks
+
+    def get_extra_state(self) -> Any:
+        """State beyond parameters and buffers, saved under ``<prefix>_extra_state`` when a
+        subclass overrides this (and :meth:`set_extra_state`), as PyTorch's."""
+        raise RuntimeError("get_extra_state: override it to save extra state")
+
+    def set_extra_state(self, state: Any) -> None:
+        raise RuntimeError("set_extra_state: override it to load extra state")
+
+    def register_state_dict_pre_hook(self, hook: Callable[..., Any]) -> _HookHandle:
+        """``hook(module, prefix, keep_vars)`` runs before this module's state is
+        collected."""
+        return _HookHandle(self.__dict__.setdefault("_state_dict_pre_hooks", {}), hook)
+
+    def register_state_dict_post_hook(self, hook: Callable[..., Any]) -> _HookHandle:
+        """``hook(module, state_dict, prefix, local_metadata)`` runs after this module's
+        state is collected (it may change ``state_dict`` in place)."""
+        return _HookHandle(self.__dict__.setdefault("_state_dict_hooks", {}), hook)
+
+    _register_state_dict_hook = register_state_dict_post_hook
+
+    def register_load_state_dict_pre_hook(self, hook: Callable[..., Any]) -> _HookHandle:
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` runs before loading (it may rename keys in
+        ``state_dict``)."""
+        return _HookHandle(self.__dict__.setdefault("_load_state_dict_pre_hooks", {}), hook)
+
+    def _register_load_state_dict_pre_hook(
+        self, hook: Callable[..., Any], with_module: bool = False
+    ) -> _HookHandle:
+        if with_module:
+            return self.register_load_state_dict_pre_hook(hook)
+        return self.register_load_state_dict_pre_hook(lambda m, *rest: hook(*rest))
+
+    def register_load_state_dict_post_hook(self, hook: Callable[..., Any]) -> _HookHandle:
+        """``hook(module, incompatible_keys)`` runs after loading; it may change the
+        missing and unexpected key lists (which strict loading then checks)."""
+        return _HookHandle(self.__dict__.setdefault("_load_state_dict_post_hooks", {}), hook)
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
         """Copies the values of ``state_dict`` (tensors, numpy arrays or anything
@@ -564,17 +616,39 @@ class Module:
         raises ``ShapeError``. Returns ``(missing_keys, unexpected_keys)``."""
         from ..autodiff import no_grad
 
+        if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
+            raise TypeError(
+                f"load_state_dict: expected state_dict to be dict-like, got {type(state_dict)}"
+            )
+        mods = list(self.named_modules())
+        if any(m.__dict__.get("_load_state_dict_pre_hooks") for _, m in mods):
+            state_dict = OrderedDict(state_dict)  # (the hooks may rename keys)
+            for name, m in mods:
+                for hook in list(m.__dict__.get("_load_state_dict_pre_hooks", {}).values()):
+                    hook(m, state_dict, name + "." if name else "", {}, strict, [], [], [])
         own: OrderedDict = OrderedDict()
-        self._state_items("", own, set())
+        self._state_items("", own, set(), True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
+        result = _IncompatibleKeys(missing, unexpected)
+        for _, m in mods:
+            for hook in list(m.__dict__.get("_load_state_dict_post_hooks", {}).values()):
+                hook(m, result)
         if strict and (missing or unexpected):
             raise _StateDictKeyError(
                 f"load_state_dict: missing keys {missing}, unexpected keys {unexpected} "
                 f"(strict=True)"
             )
+        extra = {
+            (name + "." if name else "") + "_extra_state": m
+            for name, m in mods
+            if type(m).set_extra_state is not Module.set_extra_state
+        }
         for k, target in own.items():
             if k not in state_dict:
+                continue
+            if k in extra:
+                extra[k].set_extra_state(state_dict[k])
                 continue
             v = state_dict[k]
             if not isinstance(v, Tensor):
@@ -590,7 +664,7 @@ class Module:
                 v = v.astype(target.dtype)
             with no_grad():
                 target.copy_(v)
-        return _IncompatibleKeys(missing, unexpected)
+        return result
 
     # ---------------------------------------------------------------------------- modes
 
