@@ -851,6 +851,7 @@ impl PyTensor {
     /// device and dtype), or the keywords; `copy=True` always copies. The same tensor when
     /// nothing changes; a dtype change is differentiable between float dtypes.
     #[pyo3(signature = (*args, device=None, dtype=None, non_blocking=false, copy=false, memory_format=None))]
+    #[allow(clippy::too_many_arguments)] // (PyTorch's keywords)
     fn to(
         &self,
         py: Python<'_>,
