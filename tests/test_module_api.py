@@ -247,3 +247,28 @@ def test_state_dict_hooks_and_extra_state(T):
     sd = {"lin.old_weight": T.ones(1, 1), "lin.bias": T.zeros(1), "_extra_state": {"step": 7}}
     m2.load_state_dict(sd)
     assert m2.step == 7 and float(m2.lin.weight.sum()) == 1.0 and post_seen == [[]]
+
+
+@pytest.mark.parametrize("T", LIBS)
+@pytest.mark.parametrize("name", ["SGD", "Adam", "LBFGS"])
+def test_optimizer_step_hooks_run_once_around_each_step(T, name):
+    p = T.nn.Parameter(T.ones(2))
+    opt = getattr(T.optim, name)([p], lr=0.1)
+    seen = []
+    h = opt.register_step_pre_hook(lambda o, a, kw: seen.append(("pre", float(p.detach()[0]))))
+    opt.register_step_post_hook(lambda o, a, kw: seen.append(("post", float(p.detach()[0]))))
+
+    def closure():
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        return loss
+
+    closure()
+    opt.step(closure)
+    assert [k for k, _ in seen] == ["pre", "post"] and seen[0][1] == 1.0 and seen[1][1] < 1.0
+    h.remove()
+    seen.clear()
+    closure()
+    opt.step(closure)
+    assert [k for k, _ in seen] == ["post"]

@@ -191,6 +191,27 @@ class Optimizer:
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         raise NotImplementedError
 
+    # ---------------------------------------------------------------------- step hooks
+
+    def register_step_pre_hook(self, hook: Callable[..., Any]) -> Any:
+        """``hook(optimizer, args, kwargs)`` runs before each ``step`` (a returned
+        ``(args, kwargs)`` replaces them). Returns a handle whose ``remove()`` drops it."""
+        from ..nn.modules import _HookHandle
+
+        return _HookHandle(self.__dict__.setdefault("_step_pre_hooks", {}), hook)
+
+    def register_step_post_hook(self, hook: Callable[..., Any]) -> Any:
+        """``hook(optimizer, args, kwargs)`` runs after each ``step``. Returns a handle whose
+        ``remove()`` drops it."""
+        from ..nn.modules import _HookHandle
+
+        return _HookHandle(self.__dict__.setdefault("_step_post_hooks", {}), hook)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = _with_step_hooks(cls.__dict__["step"])  # type: ignore[method-assign]
+
     # ------------------------------------------------------------------ state dicts
 
     def state_dict(self) -> dict:
@@ -255,6 +276,36 @@ class Optimizer:
                 if k != "params":
                     lines.append(f"    {k}: {g[k]}")
         return "\n".join(lines + [")"])
+
+
+def _with_step_hooks(step: Callable[..., Any]) -> Callable[..., Any]:
+    """``step`` running the optimizer's step hooks around it (once, also when a subclass's
+    step calls its base's)."""
+    import functools
+
+    @functools.wraps(step)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        d = self.__dict__
+        pre, post = d.get("_step_pre_hooks"), d.get("_step_post_hooks")
+        if not (pre or post) or d.get("_in_step_hooks"):
+            return step(self, *args, **kwargs)
+        d["_in_step_hooks"] = True
+        try:
+            for hook in list((pre or {}).values()):
+                r = hook(self, args, kwargs)
+                if r is not None:
+                    args, kwargs = r
+            out = step(self, *args, **kwargs)
+            for hook in list((post or {}).values()):
+                hook(self, args, kwargs)
+            return out
+        finally:
+            d["_in_step_hooks"] = False
+
+    return wrapped
+
+
+Optimizer.step = _with_step_hooks(Optimizer.step)  # type: ignore[method-assign]
 
 
 def _copy_state(s: dict) -> dict:
