@@ -160,7 +160,15 @@ impl PyTensor {
     /// The engine tensor this object currently stands for.
     pub fn tensor(&self) -> Tensor {
         // SAFETY: the GIL is held (see `inner`) and no `&mut` into the cell exists now.
-        unsafe { (*self.inner.get()).clone() }
+        let t = unsafe { (*self.inner.get()).clone() };
+        if t.is_rebased() {
+            // an in-place write through another view of this memory: follow it (see
+            // `Tensor::current`)
+            let t = t.current();
+            self.rebind(t.clone());
+            return t;
+        }
+        t
     }
     fn t(&self) -> Tensor {
         self.tensor()

@@ -24,6 +24,16 @@ pub fn apply1(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
         }
         crate::graph::trace::on_op(op, inputs, &out)?;
     }
+    if matches!(op, Op::Movement(_))
+        && !inputs.is_empty()
+        && std::sync::Arc::ptr_eq(out.storage(), inputs[0].storage())
+        && !out.same(inputs[0])
+        && out.dtype().is_float()
+    {
+        // a view: a recorded in-place write through it (or through what it views) rebases
+        // the other (see `autograd::rebase`)
+        out.storage().register_views(&[inputs[0], &out]);
+    }
     record_builtin(op, inputs, std::slice::from_ref(&out))?;
     Ok(out)
 }

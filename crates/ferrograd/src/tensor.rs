@@ -31,6 +31,9 @@ pub(crate) struct TensorImpl {
     /// Whether `meta.infos` may be non-empty: lets recording skip the lock of untracked
     /// inputs. Set while the lock is held, whenever a slot is added or the last one removed.
     tracked: AtomicBool,
+    /// Set once `meta.successor` is: a recorded in-place write through another view of this
+    /// memory rebased this handle (see [`Tensor::current`]).
+    rebased: AtomicBool,
     /// The storage's count of recorded in-place writes when this handle was made.
     seen_writes: u64,
 }
@@ -48,6 +51,9 @@ pub(crate) struct Meta {
     pub(crate) recipe: Option<Arc<crate::autograd::Recipe>>,
     /// This tensor's node in an active trace (see `graph::trace`).
     pub(crate) trace: Option<crate::graph::trace::TraceRef>,
+    /// The handle this one continues as after a recorded in-place write through another
+    /// view of its memory (see [`Tensor::current`]).
+    pub(crate) successor: Option<Tensor>,
 }
 
 impl Drop for TensorImpl {
@@ -92,6 +98,7 @@ impl Tensor {
             meta: crate::sync::Lock::new(Meta::default()),
             hidden_from: AtomicU64::new(u64::MAX),
             tracked: AtomicBool::new(false),
+            rebased: AtomicBool::new(false),
         }))
     }
 
@@ -240,6 +247,33 @@ impl Tensor {
     /// A stable identity for the life of the tensor.
     pub fn id(&self) -> usize {
         Arc::as_ptr(&self.0) as usize
+    }
+
+    /// The handle that stands for this tensor now: itself, or, after a recorded in-place
+    /// write through another view of the same memory (`v = x[:2]; v.mul_(3)` rebases `x`;
+    /// `x.mul_(3)` rebases `v`), the handle it continues as, whose tape state includes that
+    /// write, as PyTorch's views follow their base. The Python binding follows it on every
+    /// access; Rust code holding a handle across such a write calls this before using it.
+    pub fn current(&self) -> Tensor {
+        let mut t = self.clone();
+        while t.0.rebased.load(Ordering::Acquire) {
+            let next = t.0.meta().successor.clone();
+            match next {
+                Some(n) => t = n,
+                None => break,
+            }
+        }
+        t
+    }
+
+    /// Whether [`Tensor::current`] is another handle.
+    pub fn is_rebased(&self) -> bool {
+        self.0.rebased.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_successor(&self, next: Tensor) {
+        self.0.meta().successor = Some(next);
+        self.0.rebased.store(true, Ordering::Release);
     }
 
     /// A new tensor over the same storage with another layout and no autodiff state.

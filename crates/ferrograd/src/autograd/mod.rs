@@ -16,6 +16,7 @@ mod checkpoint;
 mod key;
 mod mirror;
 mod producer;
+pub(crate) mod rebase;
 pub(crate) mod record;
 mod registry;
 mod scope;

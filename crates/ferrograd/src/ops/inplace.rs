@@ -235,6 +235,10 @@ impl Tensor {
             let at = crate::storage::Footprint::of(self.layout());
             self.storage().note_tape_write(at);
         }
-        Ok(self.continued_as(result))
+        let next = self.continued_as(result);
+        if tracked && !crate::graph::is_tracing() {
+            crate::autograd::rebase::rebase_views(self, &next)?;
+        }
+        Ok(next)
     }
 }

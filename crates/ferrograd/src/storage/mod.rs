@@ -46,7 +46,7 @@ impl Footprint {
 
     /// False only when the two views cannot share an element: disjoint spans, or offsets
     /// that no common step joins (interleaved views such as `x[:, 0::2]` and `x[:, 1::2]`).
-    fn may_overlap(&self, other: &Footprint) -> bool {
+    pub(crate) fn may_overlap(&self, other: &Footprint) -> bool {
         if self.lo >= other.hi || other.lo >= self.hi {
             return false;
         }
@@ -151,6 +151,12 @@ pub struct Storage {
     /// Where each recent recorded in-place write went, with the count it took `tape_writes`
     /// to (the last [`TAPE_LOG`] of them).
     tape_log: std::sync::Mutex<Vec<(u64, Footprint)>>,
+    /// Handles over this buffer that view ops made or viewed (and the handles they continue
+    /// as): what a recorded in-place write through one of them rebases (see
+    /// [`crate::autograd::rebase`]). Weak, so a dropped view is no longer followed.
+    views: std::sync::Mutex<Vec<std::sync::Weak<crate::tensor::TensorImpl>>>,
+    /// Whether `views` was ever non-empty: lets writes into buffers without views skip it.
+    viewed: std::sync::atomic::AtomicBool,
     /// The id of the ambient key (PyTorch's `requires_grad`) that has a leaf over this buffer
     /// (0: none): recorded in-place writes into it are refused, as PyTorch refuses them.
     leaf_key: AtomicU64,
@@ -171,6 +177,8 @@ impl Storage {
             version: AtomicU64::new(0),
             tape_writes: AtomicU64::new(0),
             tape_log: std::sync::Mutex::new(Vec::new()),
+            views: std::sync::Mutex::new(Vec::new()),
+            viewed: std::sync::atomic::AtomicBool::new(false),
             leaf_key: AtomicU64::new(0),
             device: Device::Cpu,
             dtype,
@@ -195,6 +203,8 @@ impl Storage {
                     version: AtomicU64::new(0),
                     tape_writes: AtomicU64::new(0),
                     tape_log: std::sync::Mutex::new(Vec::new()),
+                    views: std::sync::Mutex::new(Vec::new()),
+                    viewed: std::sync::atomic::AtomicBool::new(false),
                     leaf_key: AtomicU64::new(0),
                     device,
                     dtype,
@@ -222,6 +232,8 @@ impl Storage {
             version: AtomicU64::new(0),
             tape_writes: AtomicU64::new(0),
             tape_log: std::sync::Mutex::new(Vec::new()),
+            views: std::sync::Mutex::new(Vec::new()),
+            viewed: std::sync::atomic::AtomicBool::new(false),
             leaf_key: AtomicU64::new(0),
             device: Device::Cpu,
             dtype,
@@ -302,6 +314,36 @@ impl Storage {
             }
             _ => true,
         }
+    }
+
+    /// Remembers `handles` (views over this buffer, or the tensors they view) for
+    /// [`crate::autograd::rebase`].
+    pub(crate) fn register_views(&self, handles: &[&crate::Tensor]) {
+        let mut views = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        if views.len() >= 16 && views.len().is_power_of_two() {
+            views.retain(|w| w.strong_count() > 0);
+        }
+        for h in handles {
+            let weak = std::sync::Arc::downgrade(&h.0);
+            if !views.iter().any(|w| w.ptr_eq(&weak)) {
+                views.push(weak);
+            }
+        }
+        self.viewed.store(true, Ordering::Release);
+    }
+
+    /// Whether view ops ever made a view of this buffer.
+    pub(crate) fn has_views(&self) -> bool {
+        self.viewed.load(Ordering::Acquire)
+    }
+
+    /// The registered handles that are still alive.
+    pub(crate) fn views(&self) -> Vec<crate::Tensor> {
+        let views = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        views
+            .iter()
+            .filter_map(|w| w.upgrade().map(crate::Tensor))
+            .collect()
     }
 
     pub(crate) fn leaf_key(&self) -> u64 {
