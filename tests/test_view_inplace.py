@@ -2,10 +2,9 @@
 view taken before its base was written follows that write, as in PyTorch. Every case runs
 on torch and on ferrograd from the same float64 values; values and gradients must agree."""
 
+import ferrograd as fg
 import numpy as np
 import pytest
-
-import ferrograd as fg
 
 torch = pytest.importorskip("torch")
 
