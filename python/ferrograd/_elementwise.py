@@ -45,7 +45,10 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     elif max is not None:
         out = where(out >= max, max, out)
     if out.dtype != x.dtype and not isinstance(min, Tensor) and not isinstance(max, Tensor):
-        out = out.astype(x.dtype)
+        # a float bound makes an integer tensor's result float (PyTorch's promotion)
+        float_bound = any(isinstance(b, float) for b in (min, max))
+        if x.dtype.kind == "f" or not float_bound:
+            out = out.astype(x.dtype)
     return out
 
 

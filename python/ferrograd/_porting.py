@@ -314,6 +314,31 @@ def _accepts_dtype(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+def _implicit_dim(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``F.softmax(x)`` without ``dim``: PyTorch's deprecated implicit choice (axis 0 for 0-,
+    1- and 3-D inputs, else axis 1), with its warning."""
+    import functools
+    import warnings
+
+    @functools.wraps(fn)
+    def wrapped(
+        input: Any, dim: Any = None, _stacklevel: int = 3, dtype: Any = None, **kwargs: Any
+    ) -> Any:
+        if dim is None and "axis" not in kwargs and isinstance(input, Tensor):
+            warnings.warn(
+                f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                "to include dim=X as an argument.",
+                UserWarning,
+                stacklevel=2,
+            )
+            dim = 0 if input.ndim in (0, 1, 3) else 1
+        if dim is not None:
+            kwargs["dim"] = dim
+        return fn(input, dtype=dtype, **kwargs)
+
+    return wrapped
+
+
 def _setitem_drop_leading_ones(setitem: Callable[..., Any]) -> Callable[..., Any]:
     """``a[i] = v`` where ``v`` has extra leading length-1 axes (``(1, n)`` into ``(n,)``):
     PyTorch drops them."""
@@ -372,6 +397,7 @@ def _install() -> None:
         method = Tensor.__dict__.get(name)
         if callable(method):
             setattr(Tensor, name, _accepts_dtype(method))
+        setattr(F, name, _implicit_dim(getattr(F, name), name))
     ferrograd.index_select = _int64_index(ferrograd.index_select)
     Tensor.index_select = _int64_index(Tensor.index_select)
     Tensor.__setitem__ = _setitem_drop_leading_ones(Tensor.__setitem__)

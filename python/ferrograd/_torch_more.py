@@ -154,12 +154,22 @@ def _pair(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
         a = tensor(a, dtype=_scalar_dtype(a, like), device=like.device)
     if not isinstance(b, Tensor):
         b = tensor(b, dtype=_scalar_dtype(b, like), device=like.device)
+    if a.dtype != b.dtype:
+        # PyTorch's promotion (a 0-d tensor does not widen a tensor of its kind)
+        from ._torch_extra import result_type
+
+        dt = _dtype_name(result_type(a, b))
+        a, b = a.astype(dt), b.astype(dt)
     return a, b
 
 
 def _scalar_dtype(v: Any, like: Tensor) -> str:
+    """The dtype a Python number takes next to ``like`` (PyTorch's rule: a float with an
+    integer or bool tensor is the default float, an int with a bool tensor is int64)."""
     if isinstance(v, builtins.float) and like.dtype.kind != "f":
         return _dtype_name(_core_default_float())
+    if isinstance(v, builtins.int) and not isinstance(v, builtins.bool) and like.dtype == "bool":
+        return "int64"
     return _dtype_name(like.dtype)
 
 
@@ -170,7 +180,7 @@ def _core_default_float() -> Any:
 
 
 def _is_int(t: Tensor) -> bool:
-    return t.dtype.kind in "iu"
+    return t.dtype.kind in "iub"
 
 
 def _quotient(op: str, a: Any, b: Any, rounding: str) -> tuple[Tensor, Tensor, Tensor]:
@@ -184,8 +194,7 @@ def _quotient(op: str, a: Any, b: Any, rounding: str) -> tuple[Tensor, Tensor, T
         q = np.floor_divide(an, bn)
         if rounding == "trunc":
             q = np.where((q < 0) & (q * bn != an), q + 1, q)
-        dt = np.result_type(a.numpy().dtype, b.numpy().dtype)
-        return a, b, tensor(q.astype(dt), device=a.device)
+        return a, b, tensor(q.astype(np.dtype(_dtype_name(a.dtype))), device=a.device)
     with _no_grad():
         ratio = a.detach() / b.detach()
         q = ratio.floor() if rounding == "floor" else ratio.trunc()
@@ -422,14 +431,16 @@ def fmax(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise maximum that ignores a NaN (NaN only where both are)."""
     a, b = _pair("fmax", input, other)
     m = _core.maximum(a, b)
-    return _core.where(a.isnan(), b + 0 * m, _core.where(b.isnan(), a + 0 * m, m))
+    a, b = a.broadcast_to(*m.shape), b.broadcast_to(*m.shape)
+    return _core.where(a.isnan(), b, _core.where(b.isnan(), a, m))
 
 
 def fmin(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise minimum that ignores a NaN (NaN only where both are)."""
     a, b = _pair("fmin", input, other)
     m = _core.minimum(a, b)
-    return _core.where(a.isnan(), b + 0 * m, _core.where(b.isnan(), a + 0 * m, m))
+    a, b = a.broadcast_to(*m.shape), b.broadcast_to(*m.shape)
+    return _core.where(a.isnan(), b, _core.where(b.isnan(), a, m))
 
 
 # ------------------------------------------------------------------------ reductions

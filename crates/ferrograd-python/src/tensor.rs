@@ -227,6 +227,15 @@ pub fn pow_impl(
         }
     }
     let integer = |d: DType| !d.is_float() && d != DType::Bool;
+    if x.dtype() == DType::Bool
+        && (is_int(e)
+            || e.cast::<PyTensor>()
+                .is_ok_and(|t| integer(t.borrow().t().dtype())))
+    {
+        // a bool base with an integer exponent computes in int64, as PyTorch's
+        let x = compute(py, x.numel(), || x.astype(DType::I64)).py()?;
+        return pow_impl(py, &x, e, name);
+    }
     if integer(x.dtype()) && e.cast::<PyTensor>().is_err() && is_int(e) {
         // an integer tensor to a non-negative integer power stays integer (PyTorch's):
         // exact products by repeated squaring, wrapping around as integer arithmetic does
@@ -243,7 +252,7 @@ pub fn pow_impl(
     if integer(x.dtype()) {
         if let Ok(t) = e.cast::<PyTensor>() {
             let et = t.borrow().t().clone();
-            if integer(et.dtype()) {
+            if !et.dtype().is_float() {
                 // integer ** integer tensor stays integer, as PyTorch's
                 let work = x.numel().max(et.numel());
                 return compute(py, work, || int_pow_tensor(x, &et))
@@ -1096,7 +1105,7 @@ impl PyTensor {
     ) -> PyResult<PyTensor> {
         let _ = modulo;
         let x = self.t();
-        if !x.dtype().is_float() && x.dtype() != DType::Bool && is_int(b) {
+        if !x.dtype().is_float() && is_int(b) {
             // an integer base to integer tensor powers stays integer, as PyTorch's
             let base = arg("pow", "other", b, Some(&x))?;
             if !base.dtype().is_float() {

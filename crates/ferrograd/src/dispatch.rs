@@ -82,6 +82,22 @@ fn bool_logic(op: &Op, inputs: &[&Tensor]) -> Option<Result<Tensor>> {
     if let Op::Reduce(r) = op {
         return bool_reduce(op, r, inputs);
     }
+    if let (Op::Unary(u), [x]) = (op, inputs) {
+        use crate::op::UnaryOp;
+        if x.dtype() != crate::DType::Bool {
+            return None;
+        }
+        // PyTorch's: the sign and magnitude of a bool are itself; its square is int64
+        return match u {
+            UnaryOp::Sign | UnaryOp::Abs => Some(x.copy()),
+            UnaryOp::Square => Some(
+                ElementwiseOp::Cast(crate::DType::I64)
+                    .forward(&[x])
+                    .and_then(|w| u.forward(&[&w])),
+            ),
+            _ => None,
+        };
+    }
     let Op::Binary(b) = op else { return None };
     if !matches!(
         b,

@@ -1388,7 +1388,9 @@ def gaussian_nll_loss(
         raise ValueError("gaussian_nll_loss: var has negative entries")
     if v.ndim == x.ndim - 1 and v.ndim and tuple(v.shape) == tuple(x.shape[:-1]):
         v = v.unsqueeze(-1)
-    vc = v.clamp(min=eps)
+    # clamped without a gradient of its own, as PyTorch (the gradient passes straight through
+    # where var < eps)
+    vc = v + (v.clamp(min=eps) - v).detach()
     loss = 0.5 * (vc.log() + (x - target) ** 2 / vc)
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
@@ -1545,12 +1547,13 @@ def fold(
         )
     n, c = x.shape[0], x.shape[1] // (kh * kw)
     w = _patch_weight("fold", c, kh, kw, x)
-    y = conv_transpose2d(
-        x.reshape(n, c * kh * kw, bh, bw), w, None, (sh, sw), (ph, pw), 0, c, (dh, dw)
+    # the transposed convolution ends where the last block ends, short of the padded output
+    # by the stride's remainder: extend it there (before the padding is cut from both ends)
+    rh = (oh + 2 * ph - dh * (kh - 1) - 1) % sh
+    rw = (ow + 2 * pw - dw * (kw - 1) - 1) % sw
+    return conv_transpose2d(
+        x.reshape(n, c * kh * kw, bh, bw), w, None, (sh, sw), (ph, pw), (rh, rw), c, (dh, dw)
     )
-    # (the transposed convolution ends where the last block ends: pad to output_size)
-    eh, ew = oh - y.shape[2], ow - y.shape[3]
-    return pad(y, (0, ew, 0, eh)) if eh or ew else y
 
 
 __all__ += ["fold", "instance_norm", "unfold"]
@@ -2594,3 +2597,7 @@ for _name in (
 ):
     globals()[_name] = _accepts_legacy_reduction(globals()[_name])
 del _name
+
+from ._ctc import ctc_loss
+
+__all__ += ["ctc_loss"]

@@ -332,6 +332,15 @@ class Transformer(Module):
             LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw),
         )
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        """Xavier-uniform for every parameter of more than one axis, as PyTorch's."""
+        from . import init
+
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p)
 
     def forward(
         self,

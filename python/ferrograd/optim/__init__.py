@@ -16,6 +16,8 @@ import math
 from collections.abc import Iterable
 from typing import Any, Callable
 
+import numpy as np
+
 from .. import _core
 from .._core import Tensor, maximum
 from .._tensor import default_float
@@ -95,6 +97,9 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.param_groups: list[_Group] = []
         self.state: dict[Tensor, dict[str, Any]] = {}
+        # parameters a step updated (or a loaded state dict covered): PyTorch makes state on
+        # a parameter's first step, so only these appear in `state_dict`
+        self._stepped: set[int] = set()
         items = list(params) if not isinstance(params, Tensor) else [params]
         if not items:
             raise ValueError(f"{type(self).__name__}: optimizer got an empty parameter list")
@@ -138,6 +143,14 @@ class Optimizer:
 
     def _validate(self, group: dict) -> None:
         pass
+
+    # PyTorch makes a parameter's state on its first step (Adagrad: at construction)
+    _lazy_state = True
+    # state kept for the fused kernels only, not part of PyTorch's state dict
+    _internal: tuple[str, ...] = ()
+
+    def _loading(self, p: Tensor, saved: dict) -> None:
+        """Called with each parameter's saved state before it is restored."""
 
     def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
         return {}
@@ -185,6 +198,7 @@ class Optimizer:
                         continue
                     if group.get("maximize"):
                         g = -g
+                    self._stepped.add(id(p))
                     self._update(p, g, group, self.state[p], group._lr_on(p.device))
         return loss if closure is not None else self
 
@@ -218,8 +232,13 @@ class Optimizer:
         """``{"state": {index: {name: tensor}}, "param_groups": [{..., "params": [index]}]}``
         with parameters numbered across groups, as PyTorch (state tensors are copies)."""
         index = {id(p): i for i, p in enumerate(self.params)}
-        # (parameters without state are left out, as PyTorch does)
-        state = {index[id(p)]: _copy_state(s) for p, s in self.state.items() if s}
+        # (parameters without state, or not stepped yet, are left out, as PyTorch does)
+        stepped = self.__dict__.get("_stepped", set())
+        state = {
+            index[id(p)]: _copy_state({k: v for k, v in s.items() if k not in self._internal})
+            for p, s in self.state.items()
+            if s and (not self._lazy_state or id(p) in stepped)
+        }
         groups = []
         for g in self.param_groups:
             d = {k: v for k, v in g.items() if k != "params"}
@@ -254,10 +273,18 @@ class Optimizer:
                 s = saved.get(i, saved.get(str(i)))
                 if s is None:
                     continue
+                self.__dict__.setdefault("_stepped", set()).add(id(p))
+                self._loading(p, s)
                 for k, v in s.items():
                     cur = self.state[p].get(k)
+                    if isinstance(cur, Tensor) and v is None:
+                        continue
                     if isinstance(cur, Tensor):
-                        src = v if isinstance(v, Tensor) else _core.full((), float(v))
+                        src = (
+                            v
+                            if isinstance(v, Tensor)
+                            else Tensor._from_numpy(np.ascontiguousarray(np.asarray(v)))
+                        )
                         if tuple(src.shape) != tuple(cur.shape):
                             raise ValueError(
                                 f"{type(self).__name__}.load_state_dict: state {k!r} of "
@@ -407,6 +434,14 @@ class SGD(Optimizer):
         _nonneg("SGD", "weight_decay", group["weight_decay"])
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
+
+    _internal = ("first",)
+
+    def _loading(self, p: Tensor, saved: dict) -> None:
+        # PyTorch's state has no `first`: a saved momentum buffer means a step was taken
+        first = self.state[p].get("first")
+        if first is not None and "first" not in saved:
+            first.fill_(0.0 if saved.get("momentum_buffer") is not None else 1.0)
 
     def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
         if not group["momentum"]:
@@ -657,6 +692,8 @@ class RMSprop(Optimizer):
 
 class Adagrad(Optimizer):
     """Adagrad with learning-rate decay, PyTorch's formulas."""
+
+    _lazy_state = False
 
     def __init__(
         self,

@@ -180,6 +180,8 @@ class LBFGS(Optimizer):
     parameter (``state_dict`` has PyTorch's keys; its scalars are Python floats).
     """
 
+    _lazy_state = False
+
     def __init__(
         self,
         params: Iterable[Any],

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import bisect
+import collections
 import math
+import types
 from typing import Any
 
 __all__ = [
@@ -52,7 +54,20 @@ class LRScheduler:
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._last_lr: list[float] = [g["lr"] for g in optimizer.param_groups]
-        self.step()
+        self._get_lr_called_within_step = False
+        self._step_count = 0
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
+
+    # PyTorch's schedulers whose first step (in the constructor) keeps the groups' rates: a
+    # scheduler made with ``last_epoch`` of a resumed run does not move them a step ahead
+    _initial_keeps_lr = False
+
+    def _keeps_initial_lr(self) -> bool:
+        return self._initial_keeps_lr
 
     def get_lr(self) -> list[float]:
         raise NotImplementedError
@@ -70,7 +85,11 @@ class LRScheduler:
         return [g["lr"] for g in self.optimizer.param_groups]
 
     def step(self, epoch: int | None = None) -> None:
+        self._step_count = getattr(self, "_step_count", 0) + 1
         self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
+        if getattr(self, "_is_initial", False) and self._keeps_initial_lr():
+            self._last_lr = self._lrs()
+            return
         chained = self._chain_lr() if epoch is None else None
         for g, lr in zip(self.optimizer.param_groups, chained or self.get_lr()):
             g["lr"] = lr
@@ -84,6 +103,26 @@ class LRScheduler:
 
 
 _LRScheduler = LRScheduler
+
+
+def _lambdas_state(s: LRScheduler) -> dict:
+    """PyTorch's state of a scheduler with ``lr_lambdas``: None for each function, the
+    attributes of each callable object."""
+    state = {k: v for k, v in s.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+    state["lr_lambdas"] = [
+        None if isinstance(f, types.FunctionType) else dict(getattr(f, "__dict__", {}))
+        for f in s.lr_lambdas
+    ]
+    return state
+
+
+def _load_lambdas_state(s: LRScheduler, state_dict: dict) -> None:
+    state = dict(state_dict)
+    lambdas = state.pop("lr_lambdas", None) or []
+    s.__dict__.update(state)
+    for f, saved in zip(s.lr_lambdas, lambdas):
+        if saved is not None:
+            f.__dict__.update(saved)
 
 
 class StepLR(LRScheduler):
@@ -112,20 +151,28 @@ class MultiStepLR(LRScheduler):
     def __init__(
         self, optimizer: Any, milestones: list[int], gamma: float = 0.1, last_epoch: int = -1
     ) -> None:
-        self.milestones, self.gamma = sorted(int(m) for m in milestones), gamma
+        # a Counter, as PyTorch keeps it (so state dicts load across)
+        self.milestones, self.gamma = collections.Counter(int(m) for m in milestones), gamma
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
-        k = bisect.bisect_right(self.milestones, self.last_epoch)
+        k = bisect.bisect_right(sorted(self.milestones.elements()), self.last_epoch)
         return [b * self.gamma**k for b in self.base_lrs]
 
     def _chain_lr(self) -> list[float]:
-        k = self.milestones.count(self.last_epoch)
+        k = self.milestones[self.last_epoch]
         return [lr * self.gamma**k for lr in self._lrs()]
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        if not isinstance(self.milestones, collections.Counter):
+            self.milestones = collections.Counter(int(m) for m in self.milestones)
 
 
 class ExponentialLR(LRScheduler):
     """``base_lr * gamma ** epoch``."""
+
+    _initial_keeps_lr = True
 
     def __init__(self, optimizer: Any, gamma: float, last_epoch: int = -1) -> None:
         self.gamma = gamma
@@ -142,6 +189,8 @@ class ExponentialLR(LRScheduler):
 class CosineAnnealingLR(LRScheduler):
     """``eta_min + (base_lr - eta_min) (1 + cos(pi epoch / T_max)) / 2``."""
 
+    _initial_keeps_lr = True
+
     def __init__(
         self, optimizer: Any, T_max: int, eta_min: float = 0.0, last_epoch: int = -1
     ) -> None:
@@ -153,6 +202,20 @@ class CosineAnnealingLR(LRScheduler):
     def get_lr(self) -> list[float]:
         c = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+
+    def _chain_lr(self) -> list[float]:
+        # PyTorch's recursive form (it differs from the closed form once the rates were
+        # changed by anything else, or after a resume)
+        e, t, lo = self.last_epoch, self.T_max, self.eta_min
+        if e == 0:
+            return self._lrs()
+        if self._step_count == 1 and e > 0:
+            return self.get_lr()
+        if (e - 1 - t) % (2 * t) == 0:
+            f = (1 - math.cos(math.pi / t)) / 2
+            return [lr + (b - lo) * f for lr, b in zip(self._lrs(), self.base_lrs)]
+        r = (1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t))
+        return [r * (lr - lo) + lo for lr in self._lrs()]
 
 
 class LambdaLR(LRScheduler):
@@ -172,12 +235,19 @@ class LambdaLR(LRScheduler):
         return [b * f(self.last_epoch) for b, f in zip(self.base_lrs, self.lr_lambdas)]
 
     def state_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        return _lambdas_state(self)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        _load_lambdas_state(self, state_dict)
 
 
 class LinearLR(LRScheduler):
     """A factor going linearly from ``start_factor`` to ``end_factor`` over
     ``total_iters`` steps, then staying."""
+
+    def _keeps_initial_lr(self) -> bool:
+        # (a new schedule starts at base_lr * start_factor)
+        return self.last_epoch != 0
 
     def __init__(
         self,
@@ -340,6 +410,18 @@ class SequentialLR(LRScheduler):
             s.step()
         self._last_lr = s.get_last_lr()
 
+    def state_dict(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state = dict(state_dict)
+        inner = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, sd in zip(self._schedulers, inner):
+            s.load_state_dict(sd)
+
 
 class ReduceLROnPlateau:
     """Multiplies the rates by ``factor`` when ``step(metric)`` has not improved for
@@ -418,6 +500,8 @@ class MultiplicativeLR(LRScheduler):
     """Each step multiplies the rate by ``lr_lambda(epoch)`` (one function, or one per
     group)."""
 
+    _initial_keeps_lr = True
+
     def __init__(self, optimizer: Any, lr_lambda: Any, last_epoch: int = -1) -> None:
         n = len(optimizer.param_groups)
         if isinstance(lr_lambda, (list, tuple)):
@@ -435,7 +519,10 @@ class MultiplicativeLR(LRScheduler):
         return [g["lr"] * f(self.last_epoch) for g, f in zip(groups, self.lr_lambdas)]
 
     def state_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        return _lambdas_state(self)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        _load_lambdas_state(self, state_dict)
 
 
 class ConstantLR(LRScheduler):
@@ -463,6 +550,8 @@ class ConstantLR(LRScheduler):
 
 class PolynomialLR(LRScheduler):
     """``base_lr * (1 - min(epoch, total_iters) / total_iters) ** power``."""
+
+    _initial_keeps_lr = True
 
     def __init__(
         self, optimizer: Any, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1

@@ -61,13 +61,15 @@ pub(crate) trait Float:
         }
     }
 
-    /// -1, 0 or 1 (a signed zero and NaN are kept, as numpy's `sign`).
+    /// -1, 0 or 1 (a signed zero is kept; NaN gives 0, as PyTorch's `sign`).
     #[inline(always)]
     fn sign(self) -> Self {
         if self > Self::ZERO {
             Self::ONE
         } else if self < Self::ZERO {
             -Self::ONE
+        } else if self.is_nan() {
+            Self::ZERO
         } else {
             self * Self::ZERO
         }

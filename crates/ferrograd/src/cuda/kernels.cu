@@ -36,7 +36,7 @@ __device__ __forceinline__ long long pos(const Strided& l, long long i) {
 typedef unsigned char u8;
 
 template <typename T> __device__ __forceinline__ T sgn(T v) {
-    return v > T(0) ? T(1) : (v < T(0) ? T(-1) : v * T(0));
+    return v > T(0) ? T(1) : (v < T(0) ? T(-1) : (v == v ? v * T(0) : T(0)));
 }
 
 // ---- unary ops: one line per op of the engine's unary table (`ops/unary.rs`), a kernel per
