@@ -270,10 +270,15 @@ def test_data_attribute_dtype_aliases_and_small_helpers():
     np.testing.assert_array_equal(p.numpy(), [0.5, 0.5, 0.5])
     p.data.mul_(2.0)
     np.testing.assert_array_equal(p.numpy(), [1.0, 1.0, 1.0])
-    p.data = fg.zeros(3, dtype=fg.float64)  # same shape: values copied, dtype kept
-    assert p.dtype == fg.float32 and p.numpy().tolist() == [0.0, 0.0, 0.0]
-    with pytest.raises(fg.ShapeError, match="same shape"):
-        p.data = fg.zeros(4)
+    # PyTorch's: the object now holds the new data, of any dtype and shape, and stays a leaf
+    # that requires grad
+    p.data = fg.zeros(3, dtype=fg.float64)
+    assert p.dtype == fg.float64 and p.numpy().tolist() == [0.0, 0.0, 0.0]
+    p.data = fg.ones(4)
+    assert p.shape == (4,) and p.requires_grad and p.is_leaf
+    (p * 3.0).sum().backward()
+    np.testing.assert_array_equal(p.grad.numpy(), [3.0] * 4)
+    p.grad = None
     y = (p.data * 2.0).sum()
     assert not y.requires_grad  # .data is off the tape
     assert (fg.float, fg.double, fg.half, fg.long, fg.int, fg.bool) == (

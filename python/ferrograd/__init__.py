@@ -155,6 +155,15 @@ from . import cpu as cpu
 from .amp import autocast as autocast
 
 amp._install()
+
+from . import _torch_keywords
+
+_torch_keywords.install()
+
+from . import _torch_inplace
+from . import hub as hub
+
+_torch_inplace.install()
 __all__ += ["amp", "autocast", "cpu"]
 
 # complex numbers as pairs of real tensors (polar, view_as_complex, view_as_real)

@@ -386,7 +386,9 @@ def randint(
     device: Any = None,
 ) -> Tensor:
     """Integers in ``[low, high)`` (``randint(high, size)`` starts at 0), int64."""
-    if size is None:  # randint(high, size)
+    if high is None and size is not None:  # randint(high, size=...)
+        low, high = 0, low
+    elif size is None:  # randint(high, size)
         low, high, size = 0, low, high
     if size is None:
         raise TypeError("randint: size is required")
@@ -688,8 +690,10 @@ def tile(input: Tensor, dims: Sequence[int]) -> Tensor:
     target = []
     for r, s in zip(reps, shape):
         target += [r, s]
-    y = y.broadcast_to(*target)
-    return y.reshape(*[r * s for r, s in zip(reps, shape)])
+    y = y.broadcast_to(*target).reshape(*[r * s for r, s in zip(reps, shape)])
+    # always new memory, as PyTorch's repeat and tile (a view would alias the input and
+    # refuse in-place writes)
+    return y.clone() if x.numel() and y.data_ptr() == x.data_ptr() else y
 
 
 def repeat(input: Tensor, *sizes: Any) -> Tensor:
@@ -1214,6 +1218,11 @@ def logsumexp(
     dims = _reduce_dims("logsumexp", x, dim, axis)
     if x.ndim == 0:
         return x
+    ds = dims if isinstance(dims, (list, tuple)) else range(x.ndim) if dims is None else [dims]
+    if _builtin_any(x.shape[d] == 0 for d in ds):
+        # the log of an empty sum: -inf (PyTorch's)
+        s = (x.exp().sum(axis=dims, keepdims=True) + 0.0).log()
+        return s if keepdim else s.squeeze(dims)
     m = x.detach().max(axis=dims, keepdims=True)
     m = where(m.abs() == math.inf, 0.0, m)
     s = (x - m).exp().sum(axis=dims, keepdims=True).log() + m

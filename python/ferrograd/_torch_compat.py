@@ -851,15 +851,15 @@ def _data_get(self: Tensor) -> Tensor:
 
 
 def _data_set(self: Tensor, value: Any) -> None:
+    """``t.data = value``: ``t`` now holds ``value``'s data (PyTorch's: any shape, dtype or
+    device; the object, its ``requires_grad`` and ``.grad`` stay)."""
     v = value if isinstance(value, Tensor) else tensor(value)
-    if tuple(v.shape) != tuple(self.shape):
-        raise ShapeError(
-            f"Tensor.data: can only be replaced by values of the same shape {list(self.shape)}, "
-            f"got {list(v.shape)}"
-        )
-    if v.dtype != self.dtype:
-        v = v.astype(self.dtype.name)
-    self.detach().copy_(v)
+    if tuple(v.shape) == tuple(self.shape) and v.dtype == self.dtype and v.device == self.device:
+        self.detach().copy_(v)
+        return
+    from .nn.modules import _replace_data
+
+    _replace_data(self, v.detach())
 
 
 def is_tensor(obj: Any) -> bool:

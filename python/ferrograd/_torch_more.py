@@ -489,7 +489,13 @@ def median(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
             raise ValueError("median: the input is empty")
         if bool(flat.detach().isnan().any()):
             return flat[int(np.argmax(np.isnan(flat.numpy())))]
-        return _pick_sorted("median", flat, 0, (flat.shape[0] - 1) // 2, False, _MedianResult)[0]
+        v = _pick_sorted("median", flat, 0, (flat.shape[0] - 1) // 2, False, _MedianResult)[0]
+        if x.dtype.kind != "f":
+            return v
+        # the gradient is shared by every entry equal to the median, as PyTorch's
+        vd = v.detach()
+        ties = (flat.detach() == vd).astype(x.dtype.name)
+        return vd + ((flat - vd) * ties).sum() / ties.sum()
     if x.ndim == 0:
         return _MedianResult(x, _core.zeros((), dtype="int64", device=x.device))
     d = _dim("median", x, dim)

@@ -167,3 +167,16 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     """Whether CUDA tensors can be bfloat16 (ferrograd stores and computes them on every
     CUDA device it runs on)."""
     return is_available()
+
+
+def set_device(device: object) -> None:
+    """Makes ``device`` (an index, ``"cuda:N"`` or a device) the current one. ferrograd uses
+    one GPU per process (``cuda:0``); any other index is refused."""
+    index = device if isinstance(device, int) else getattr(device, "index", None)
+    if index is None and isinstance(device, str):
+        index = int(device.split(":")[1]) if ":" in device else 0
+    index = 0 if index is None else int(index)
+    if index < 0 or index >= max(device_count(), 1):
+        raise ValueError(
+            f"set_device: device {index} does not exist ({device_count()} CUDA device(s))"
+        )

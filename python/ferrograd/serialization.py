@@ -27,7 +27,14 @@ import numpy as np
 from . import _core
 from ._core import Tensor
 
-__all__ = ["load", "save"]
+__all__ = [
+    "add_safe_globals",
+    "clear_safe_globals",
+    "get_safe_globals",
+    "load",
+    "safe_globals",
+    "save",
+]
 
 _KEY = "ferrograd.structure"
 _FORMAT = 1
@@ -121,6 +128,97 @@ def _device_for(saved: str, map_location: Any) -> str:
     return str(map_location)
 
 
+# classes and functions a weights_only load may build (PyTorch's safe globals)
+_SAFE: dict[tuple[str, str], Any] = {}
+
+
+def _key(obj: Any) -> tuple[str, str]:
+    if isinstance(obj, tuple):  # (obj, "module.name") as PyTorch accepts
+        obj, name = obj
+        mod, _, qual = name.rpartition(".")
+        return (mod, qual)
+    return (obj.__module__, obj.__qualname__)
+
+
+def add_safe_globals(safe_globals: list) -> None:
+    """Lets ``load(weights_only=True)`` build these classes and functions (a pickled whole
+    model, a config object), as ``torch.serialization.add_safe_globals``."""
+    for g in safe_globals:
+        obj = g[0] if isinstance(g, tuple) else g
+        _SAFE[_key(g)] = obj
+
+
+def get_safe_globals() -> list:
+    return list(_SAFE.values())
+
+
+def clear_safe_globals() -> None:
+    _SAFE.clear()
+
+
+class safe_globals:
+    """Context manager: :func:`add_safe_globals` for the block only."""
+
+    def __init__(self, safe_globals: list) -> None:
+        self._globals = list(safe_globals)
+
+    def __enter__(self) -> safe_globals:  # noqa: PYI034
+        self._saved = dict(_SAFE)
+        add_safe_globals(self._globals)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _SAFE.clear()
+        _SAFE.update(self._saved)
+
+
+def _restricted_loads(blob: bytes, what: str) -> Any:
+    """Unpickles ``blob`` building only plain values, tensors and the safe globals."""
+    import collections
+    import copyreg
+    import io
+
+    from . import _torch_compat
+    from .nn import modules as _modules
+
+    allowed: dict[tuple[str, str], Any] = {
+        ("collections", "OrderedDict"): collections.OrderedDict,
+        ("builtins", "set"): set,
+        ("builtins", "frozenset"): frozenset,
+        ("builtins", "slice"): slice,
+        ("builtins", "complex"): complex,
+        ("builtins", "bytearray"): bytearray,
+        ("builtins", "object"): object,
+        ("copyreg", "_reconstructor"): copyreg._reconstructor,
+        ("ferrograd._torch_compat", "_rebuild_tensor"): _torch_compat._rebuild_tensor,
+        ("ferrograd.nn.modules", "_rebuild_parameter"): _modules._rebuild_parameter,
+        # the arrays inside tensors' pickled state
+        ("numpy", "ndarray"): np.ndarray,
+        ("numpy", "dtype"): np.dtype,
+    }
+    for mod in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        allowed[mod, "_reconstruct"] = np._core.multiarray._reconstruct
+        allowed[mod, "scalar"] = np._core.multiarray.scalar
+    for dt in ("Float32DType", "Float64DType", "Int64DType", "Int32DType", "BoolDType"):
+        if hasattr(np.dtypes, dt):
+            allowed["numpy.dtypes", dt] = getattr(np.dtypes, dt)
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if (module, name) in allowed:
+                return allowed[module, name]
+            if (module, name) in _SAFE:
+                return _SAFE[module, name]
+            raise pickle.UnpicklingError(
+                f"load: the checkpoint holds a pickled {what} that needs {module}.{name}; "
+                "unpickling runs code from the file, so with weights_only=True (the default) "
+                f"only allow-listed globals are built: fg.serialization.add_safe_globals([{name}]) "
+                "if you trust it, or pass weights_only=False for a file you trust"
+            )
+
+    return Unpickler(io.BytesIO(blob)).load()
+
+
 def _decode(node: Any, tensors: dict, map_location: Any, weights_only: bool = True) -> Any:
     if not isinstance(node, dict):
         raise ValueError("load: the checkpoint's structure is corrupt")  # noqa: TRY004
@@ -132,11 +230,7 @@ def _decode(node: Any, tensors: dict, map_location: Any, weights_only: bool = Tr
         if "ndarray" in node:
             return arr
         if weights_only:
-            raise pickle.UnpicklingError(
-                f"load: the checkpoint holds a pickled {node.get('type', 'object')}; "
-                "unpickling runs code from the file, so it is refused with weights_only=True "
-                "(the default). Pass weights_only=False for a file you trust."
-            )
+            return _restricted_loads(arr.tobytes(), node.get("type", "object"))
         return pickle.loads(arr.tobytes())
     if "tensor" in node:
         name = node["tensor"]

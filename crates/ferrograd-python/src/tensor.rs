@@ -1208,6 +1208,19 @@ impl PyTensor {
         self.inplace(py, "itruediv", o, Tensor::div)
     }
 
+    /// Makes this object stand for `value`'s data (detached: no tape state, no `.grad`), of
+    /// any shape, dtype and device: PyTorch's `p.data = value` and `Module.to(dtype)`, which
+    /// keep the Python object (so optimizers holding it keep training it).
+    fn _replace_data(&self, value: PyRef<'_, PyTensor>) {
+        self.rebind(value.tensor().detach());
+    }
+
+    /// Makes this object stand for `value` itself, tape state included: the in-place
+    /// spellings of view ops (`x.unsqueeze_(0)` is `x = x.unsqueeze(0)` on the same object).
+    fn _replace_view(&self, value: PyRef<'_, PyTensor>) {
+        self.rebind(value.tensor());
+    }
+
     /// Copies `src` (broadcast, cast to this dtype) into this tensor, in place; returns self.
     fn copy_<'py>(slf: &Bound<'py, Self>, src: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
         let this = slf.get();

@@ -2,6 +2,7 @@
 (:mod:`.functional`), initialisations (:mod:`.init`) and utilities (:mod:`.utils`)."""
 
 from . import functional, init, parallel, utils
+from ._ctc import CTCLoss
 from .extra import *
 from .extra import __all__ as _extra_all
 from .modules import *
@@ -18,6 +19,7 @@ __all__ = [  # noqa: PLE0604
     "init",
     "parallel",
     "utils",
+    "CTCLoss",
     *_modules_all,
     *_extra_all,
     *_transformer_all,
@@ -60,3 +62,12 @@ def _install_reprs() -> None:
 
 
 _install_reprs()
+
+
+def _install_module_paths() -> None:
+    from ._module_paths import install
+
+    install()
+
+
+_install_module_paths()

@@ -5,7 +5,10 @@ shapes and initialisation, so weights copy across."""
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
+
+import numpy as np
 
 from .. import _core
 from .._core import ShapeError, Tensor
@@ -14,6 +17,7 @@ from . import functional as F
 from .modules import (
     ConvTranspose2d,
     Module,
+    Parameter,
     _BatchNorm,
     _count,
     _filled_param,
@@ -38,8 +42,10 @@ __all__ = [
     "ChannelShuffle",
     "CircularPad1d",
     "CircularPad2d",
+    "CircularPad3d",
     "ConstantPad1d",
     "ConstantPad2d",
+    "ConstantPad3d",
     "ConvTranspose1d",
     "CosineEmbeddingLoss",
     "CosineSimilarity",
@@ -55,6 +61,7 @@ __all__ = [
     "HuberLoss",
     "InstanceNorm1d",
     "InstanceNorm2d",
+    "InstanceNorm3d",
     "LSTMCell",
     "LocalResponseNorm",
     "LogSigmoid",
@@ -69,12 +76,16 @@ __all__ = [
     "PixelUnshuffle",
     "PoissonNLLLoss",
     "RMSNorm",
+    "RNNBase",
     "RNNCell",
+    "RNNCellBase",
     "ReLU6",
     "ReflectionPad1d",
     "ReflectionPad2d",
+    "ReflectionPad3d",
     "ReplicationPad1d",
     "ReplicationPad2d",
+    "ReplicationPad3d",
     "SoftMarginLoss",
     "Softmax2d",
     "Softmin",
@@ -89,6 +100,7 @@ __all__ = [
     "UpsamplingNearest2d",
     "ZeroPad1d",
     "ZeroPad2d",
+    "ZeroPad3d",
 ]
 
 
@@ -240,7 +252,13 @@ class AlphaDropout(Module):
 Upsample = _simple(
     "Upsample",
     F.interpolate,
-    (("size", None), ("scale_factor", None), ("mode", "nearest"), ("align_corners", None)),
+    (
+        ("size", None),
+        ("scale_factor", None),
+        ("mode", "nearest"),
+        ("align_corners", None),
+        ("recompute_scale_factor", None),
+    ),
 )
 
 
@@ -301,6 +319,11 @@ ZeroPad1d = _padding("ZeroPad1d", 1, "constant", False)
 ReplicationPad1d = _padding("ReplicationPad1d", 1, "replicate", False)
 CircularPad1d = _padding("CircularPad1d", 1, "circular", False)
 CircularPad2d = _padding("CircularPad2d", 2, "circular", False)
+ZeroPad3d = _padding("ZeroPad3d", 3, "constant", False)
+ConstantPad3d = _padding("ConstantPad3d", 3, "constant", True)
+ReflectionPad3d = _padding("ReflectionPad3d", 3, "reflect", False)
+ReplicationPad3d = _padding("ReplicationPad3d", 3, "replicate", False)
+CircularPad3d = _padding("CircularPad3d", 3, "circular", False)
 
 
 class ConvTranspose1d(ConvTranspose2d):
@@ -417,7 +440,9 @@ class PReLU(Module):
 
 class _InstanceNorm(_BatchNorm):
     """Instance norm layers: batch norm's parameters and buffers, PyTorch's defaults for
-    instance norm (no affine part, no running statistics)."""
+    instance norm (no affine part, no running statistics). As PyTorch's, the running
+    statistics (when tracked) move by ``momentum`` (``None`` counts as 0: they stay as they
+    are) and ``num_batches_tracked`` is never counted."""
 
     _dims: tuple = ()
 
@@ -425,34 +450,49 @@ class _InstanceNorm(_BatchNorm):
         self,
         num_features: int,
         eps: float = 1e-5,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         affine: bool = False,
         track_running_stats: bool = False,
         device: Any = None,
         dtype: Any = None,
+        *,
+        bias: bool = True,
     ) -> None:
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        if affine and not bias:
+            self.bias = None
 
     def forward(self, x: Tensor) -> Tensor:
         kind = type(self).__name__
         full, unbatched = self._dims
-        if x.ndim not in (full, unbatched):
+        if not isinstance(x, Tensor) or x.ndim not in (full, unbatched):
             raise ShapeError(
-                f"{kind}: expected {full}-D or {unbatched}-D input, got shape {list(x.shape)}"
+                f"{kind}: expected {full}-D or {unbatched}-D input, got "
+                f"{list(x.shape) if isinstance(x, Tensor) else type(x).__name__}"
+            )
+        channels = x.shape[x.ndim - unbatched]
+        if channels != self.num_features:
+            if self.affine:
+                raise ShapeError(
+                    f"{kind}: expected {self.num_features} channels (num_features) at axis "
+                    f"{x.ndim - unbatched}, got input of shape {list(x.shape)}"
+                )
+            warnings.warn(
+                f"{kind}: input's size at dim={x.ndim - unbatched} does not match "
+                "num_features. You can silence this warning by not passing in num_features, "
+                "which is not used because affine=False",
+                stacklevel=2,
             )
         batched = x.ndim == full
         x = x if batched else x.unsqueeze(0)
-        use_input = self.training or not self.track_running_stats
-        if self.training and self.track_running_stats:
-            self.num_batches_tracked += 1
         y = F.instance_norm(
             x,
             self.running_mean,
             self.running_var,
             self.weight,
             self.bias,
-            use_input,
-            self.momentum,
+            self.training or not self.track_running_stats,
+            self.momentum if self.momentum is not None else 0.0,
             self.eps,
         )
         return y if batched else y.squeeze(0)
@@ -475,6 +515,12 @@ class InstanceNorm2d(_InstanceNorm):
     """Instance normalisation of ``(N, C, H, W)`` (or ``(C, H, W)``)."""
 
     _dims = (4, 3)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalisation of ``(N, C, D, H, W)`` (or ``(C, D, H, W)``)."""
+
+    _dims = (5, 4)
 
 
 class RMSNorm(Module):
@@ -508,6 +554,10 @@ def _loss(name: str, fn: Any, fields: tuple[tuple[str, Any], ...], n_inputs: int
     def __init__(self: Module, *args: Any, reduction: str = "mean", **kwargs: Any) -> None:
         _Loss.__init__(self, reduction)
         _set_fields(self, name, fields, args, kwargs)
+        # class weights are buffers (in state_dict, moved by to()), as PyTorch's
+        for k, _ in fields:
+            if k == "weight":
+                self.register_buffer(k, self.__dict__.pop(k, None))
 
     def forward(self: Module, *xs: Tensor) -> Tensor:
         if len(xs) != n_inputs:
@@ -558,14 +608,23 @@ PoissonNLLLoss = _loss(
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-def _cell(mode: str, x_w: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor, b_hh: Tensor | None):
+def _cell(
+    mode: str,
+    x_w: Tensor,
+    h: Tensor,
+    c: Tensor | None,
+    w_hh: Tensor,
+    b_hh: Tensor | None,
+    w_hr: Tensor | None = None,
+):
     """One step from the input's projection ``x_w`` (``x @ w_ih.T + b_ih``): the new hidden
-    state (and cell state for an LSTM)."""
+    state (and cell state for an LSTM, whose hidden state ``w_hr`` projects when given)."""
     h_w = F.linear(h, w_hh, b_hh)
     if mode == "LSTM":
         i, f, g, o = (x_w + h_w).chunk(4, -1)
         c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
-        return o.sigmoid() * c2.tanh(), c2
+        h2 = o.sigmoid() * c2.tanh()
+        return (h2 if w_hr is None else F.linear(h2, w_hr)), c2
     if mode == "GRU":
         xr, xz, xn = x_w.chunk(3, -1)
         hr, hz, hn = h_w.chunk(3, -1)
@@ -577,16 +636,23 @@ def _cell(mode: str, x_w: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor, b_h
     return (pre.tanh() if mode == "RNN_TANH" else pre.relu()), None
 
 
-class _RNNBase(Module):
-    _mode = "RNN_TANH"
+def _flag(name: str, arg: str, value: object) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: {arg} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
 
-    def flatten_parameters(self) -> None:
-        """PyTorch packs cuDNN's weights here; ferrograd's recurrent kernels read the
-        parameters where they are, so there is nothing to do."""
-        return
+
+class RNNBase(Module):
+    """PyTorch's base of :class:`RNN`, :class:`LSTM` and :class:`GRU`: ``mode`` is
+    ``"RNN_TANH"``, ``"RNN_RELU"``, ``"LSTM"`` or ``"GRU"``. Per layer ``k`` (and direction,
+    ``_reverse``): ``weight_ih_l{k}``, ``weight_hh_l{k}``, ``bias_ih_l{k}``, ``bias_hh_l{k}``
+    and, for an LSTM with ``proj_size > 0``, ``weight_hr_l{k}`` ``(proj_size, hidden_size)``
+    (the hidden state, and so ``h_0``, ``h_n`` and the output, then has ``proj_size``
+    features), all drawn from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
 
     def __init__(
         self,
+        mode: str,
         input_size: int,
         hidden_size: int,
         num_layers: int = 1,
@@ -599,43 +665,67 @@ class _RNNBase(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
+        if mode not in _GATES:
+            raise ValueError(
+                f"RNNBase: mode must be 'RNN_TANH', 'RNN_RELU', 'LSTM' or 'GRU', got {mode!r}"
+            )
         name = type(self).__name__
+        self.mode = self._mode = mode
         self.input_size = _count(name, "input_size", input_size, 1)
         self.hidden_size = _count(name, "hidden_size", hidden_size, 1)
         self.num_layers = _count(name, "num_layers", num_layers, 1)
-        if proj_size:
-            raise NotImplementedError(f"{name}: proj_size is not supported")
-        if not 0.0 <= dropout <= 1.0:
+        self.proj_size = _count(name, "proj_size", proj_size, 0)
+        if self.proj_size and mode != "LSTM":
+            raise ValueError(f"{name}: proj_size is only supported for LSTM, got mode {mode!r}")
+        if self.proj_size >= self.hidden_size:
+            raise ValueError(
+                f"{name}: proj_size ({proj_size}) must be smaller than hidden_size ({hidden_size})"
+            )
+        if isinstance(dropout, bool) or not 0.0 <= dropout <= 1.0:
             raise ValueError(f"{name}: dropout must lie in [0, 1], got {dropout}")
-        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bias = _flag(name, "bias", bias)
+        self.batch_first = _flag(name, "batch_first", batch_first)
+        self.dropout = float(dropout)
         self.bidirectional = bool(bidirectional)
-        self.proj_size = 0
         dirs = 2 if self.bidirectional else 1
-        gates = _GATES[self._mode] * self.hidden_size
+        gates = _GATES[mode] * self.hidden_size
+        real = self.proj_size or self.hidden_size
         k = 1.0 / math.sqrt(self.hidden_size)
+        self._flat_weights_names: list[str] = []
+        self._all_weights: list[list[str]] = []
         for layer in range(self.num_layers):
-            n_in = self.input_size if layer == 0 else self.hidden_size * dirs
+            n_in = self.input_size if layer == 0 else real * dirs
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                setattr(
-                    self, "weight_ih" + sfx, _uniform_param(None, k, (gates, n_in), dtype, device)
-                )
-                setattr(
-                    self,
-                    "weight_hh" + sfx,
-                    _uniform_param(None, k, (gates, self.hidden_size), dtype, device),
-                )
+                shapes = {"weight_ih": (gates, n_in), "weight_hh": (gates, real)}
                 if bias:
-                    setattr(self, "bias_ih" + sfx, _uniform_param(None, k, (gates,), dtype, device))
-                    setattr(self, "bias_hh" + sfx, _uniform_param(None, k, (gates,), dtype, device))
+                    shapes.update(bias_ih=(gates,), bias_hh=(gates,))
+                if self.proj_size:
+                    shapes["weight_hr"] = (self.proj_size, self.hidden_size)
+                for what, shape in shapes.items():
+                    setattr(self, what + sfx, _uniform_param(None, k, shape, dtype, device))
+                names = [what + sfx for what in shapes]
+                self._flat_weights_names.extend(names)
+                self._all_weights.append(names)
 
-    def _weights(self, layer: int, d: int) -> tuple[Tensor, Tensor, Any, Any]:
+    def flatten_parameters(self) -> None:
+        """PyTorch packs cuDNN's weights here; ferrograd's recurrent kernels read the
+        parameters where they are, so there is nothing to do."""
+        return
+
+    @property
+    def all_weights(self) -> list[list[Parameter]]:
+        """The parameters of each layer and direction, in PyTorch's order."""
+        return [[getattr(self, n) for n in names] for names in self._all_weights]
+
+    def _weights(self, layer: int, d: int) -> tuple[Tensor, Tensor, Any, Any, Any]:
         sfx = f"_l{layer}" + ("_reverse" if d else "")
         return (
             getattr(self, "weight_ih" + sfx),
             getattr(self, "weight_hh" + sfx),
             getattr(self, "bias_ih" + sfx, None),
             getattr(self, "bias_hh" + sfx, None),
+            getattr(self, "weight_hr" + sfx, None),
         )
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
@@ -667,31 +757,33 @@ class _RNNBase(Module):
             x = x.transpose(0, 1)
         steps, n = x.shape[0], x.shape[1]
         dirs = 2 if self.bidirectional else 1
-        shape = (self.num_layers * dirs, n, self.hidden_size)
+        h_shape = (self.num_layers * dirs, n, self.proj_size or self.hidden_size)
+        c_shape = (self.num_layers * dirs, n, self.hidden_size)
         h0, c0 = (hx if lstm else (hx, None)) if hx is not None else (None, None)
         if h0 is not None and not batched:
             h0 = h0.unsqueeze(1)
             c0 = c0.unsqueeze(1) if c0 is not None else None
-        for what, t in (("h_0", h0), ("c_0", c0)):
+        for what, t, shape in (("h_0", h0, h_shape), ("c_0", c0, c_shape)):
             if t is not None and tuple(t.shape) != shape:
                 raise ShapeError(
                     f"{name}: {what} must have shape {list(shape)}, got {list(t.shape)}"
                 )
-        zeros = _core.zeros(shape, dtype=x.dtype.name, device=x.device)
-        h0 = zeros if h0 is None else h0
-        c0 = (zeros if c0 is None else c0) if lstm else None
+        if h0 is None:
+            h0 = _core.zeros(h_shape, dtype=x.dtype.name, device=x.device)
+        if lstm and c0 is None:
+            c0 = _core.zeros(c_shape, dtype=x.dtype.name, device=x.device)
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
             for d in range(dirs):
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
                 xw = F.linear(x, w_ih, b_ih)  # every step's input projection at once
                 h = h0[layer * dirs + d]
                 c = c0[layer * dirs + d] if lstm else None
                 ys = [None] * steps
                 order = range(steps - 1, -1, -1) if d else range(steps)
                 for t in order:
-                    h2, c2 = _cell(self._mode, xw[t], h, c, w_hh, b_hh)
+                    h2, c2 = _cell(self._mode, xw[t], h, c, w_hh, b_hh, w_hr)
                     if lengths is None:
                         h, c = h2, c2
                     else:  # sequences already ended keep their state
@@ -726,41 +818,101 @@ class _RNNBase(Module):
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
         if self.batch_first:
             s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
         return s
 
 
-class RNN(_RNNBase):
+_RNNBase = RNNBase
+
+
+def _no_projection(name: str, kwargs: dict) -> None:
+    if kwargs.get("proj_size"):
+        raise ValueError(f"{name}: proj_size is only supported for LSTM, not RNN or GRU")
+    kwargs.pop("proj_size", None)
+
+
+class RNN(RNNBase):
     """Elman RNN, ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)`` (``nonlinearity="relu"``
     for relu), PyTorch's layout and initialisation."""
 
-    def __init__(self, *args: Any, nonlinearity: str = "tanh", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # PyTorch's signature: (input_size, hidden_size, num_layers=1, nonlinearity="tanh",
+        # bias=True, batch_first=False, dropout=0.0, bidirectional=False, device, dtype)
+        _no_projection("RNN", kwargs)
+        if len(args) > 3:
+            nonlinearity, args = args[3], args[:3] + args[4:]
+        else:
+            nonlinearity = kwargs.pop("nonlinearity", "tanh")
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
-        super().__init__(*args, **kwargs)
-        self._mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
         self.nonlinearity = nonlinearity
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", *args, **kwargs)
 
 
-class LSTM(_RNNBase):
+class LSTM(RNNBase):
     """Long short-term memory (gates i, f, g, o in that order in the weights), PyTorch's
-    layout and initialisation; returns ``(output, (h_n, c_n))``."""
+    layout and initialisation; returns ``(output, (h_n, c_n))``. With ``proj_size > 0`` the
+    hidden state is projected by ``weight_hr_l{k}`` to ``proj_size`` features."""
 
-    _mode = "LSTM"
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__("LSTM", *args, **kwargs)
 
 
-class GRU(_RNNBase):
+class GRU(RNNBase):
     """Gated recurrent unit (gates r, z, n), PyTorch's formulas, layout and initialisation."""
 
-    _mode = "GRU"
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _no_projection("GRU", kwargs)
+        super().__init__("GRU", *args, **kwargs)
 
 
-class _CellBase(Module):
+class RNNCellBase(Module):
+    """PyTorch's base of the cells: ``weight_ih`` ``(num_chunks * hidden_size,
+    input_size)``, ``weight_hh`` ``(num_chunks * hidden_size, hidden_size)``, ``bias_ih``,
+    ``bias_hh``, drawn from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool,
+        num_chunks: int,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        self.input_size = _count(name, "input_size", input_size, 1)
+        self.hidden_size = _count(name, "hidden_size", hidden_size, 1)
+        self.bias = _flag(name, "bias", bias)
+        gates = _count(name, "num_chunks", num_chunks, 1) * self.hidden_size
+        k = 1.0 / math.sqrt(self.hidden_size)
+        self.weight_ih = _uniform_param(None, k, (gates, self.input_size), dtype, device)
+        self.weight_hh = _uniform_param(None, k, (gates, self.hidden_size), dtype, device)
+        self.bias_ih = _uniform_param(None, k, (gates,), dtype, device) if bias else None
+        self.bias_hh = _uniform_param(None, k, (gates,), dtype, device) if bias else None
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
+
+
+class _CellBase(RNNCellBase):
     _mode = "RNN_TANH"
 
     def __init__(
@@ -771,17 +923,7 @@ class _CellBase(Module):
         device: Any = None,
         dtype: Any = None,
     ) -> None:
-        super().__init__()
-        name = type(self).__name__
-        self.input_size = _count(name, "input_size", input_size, 1)
-        self.hidden_size = _count(name, "hidden_size", hidden_size, 1)
-        self.bias = bias
-        gates = _GATES[self._mode] * self.hidden_size
-        k = 1.0 / math.sqrt(self.hidden_size)
-        self.weight_ih = _uniform_param(None, k, (gates, self.input_size), dtype, device)
-        self.weight_hh = _uniform_param(None, k, (gates, self.hidden_size), dtype, device)
-        self.bias_ih = _uniform_param(None, k, (gates,), dtype, device) if bias else None
-        self.bias_hh = _uniform_param(None, k, (gates,), dtype, device) if bias else None
+        super().__init__(input_size, hidden_size, bias, _GATES[self._mode], device, dtype)
 
     def forward(self, input: Tensor, hx: Any = None) -> Any:
         name = type(self).__name__
@@ -818,13 +960,21 @@ class _CellBase(Module):
 class RNNCell(_CellBase):
     """One Elman RNN step (``nonlinearity`` "tanh" or "relu")."""
 
-    def __init__(self, *args: Any, nonlinearity: str = "tanh", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(
                 f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}"
             )
-        super().__init__(*args, **kwargs)
         self._mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
+        super().__init__(input_size, hidden_size, bias, device, dtype)
         self.nonlinearity = nonlinearity
 
 

@@ -502,6 +502,12 @@ def embedding(
         flat = flat.astype("int64")
     if idx.device != w.device:
         flat = flat.to(w.device)
+    if flat.numel() and not _core._tracing() and bool(((flat < 0) | (flat >= w.shape[0])).any()):
+        bad = flat.numpy()
+        bad = bad[(bad < 0) | (bad >= w.shape[0])][0]
+        raise IndexError(
+            f"embedding: index {int(bad)} is out of range for a weight of {w.shape[0]} rows"
+        )
     if max_norm is not None:
         _renorm_rows_(w, flat, float(max_norm), float(norm_type))
     out = _core.index_select(w, 0, flat)
@@ -685,6 +691,19 @@ def cross_entropy(
     with the uniform distribution as PyTorch."""
     x = _float("cross_entropy", "input", input)
     target = _t("cross_entropy", "target", target)
+    loss = _cross_entropy(x, target, weight, ignore_index, reduction, label_smoothing)
+    # an unbatched input (C,) has a 0-d loss per sample, as PyTorch's
+    return loss.reshape(()) if x.ndim == 1 and reduction == "none" else loss
+
+
+def _cross_entropy(
+    x: Tensor,
+    target: Tensor,
+    weight: Tensor | None,
+    ignore_index: int,
+    reduction: str,
+    label_smoothing: float,
+) -> Tensor:
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(
             f"cross_entropy: label_smoothing must lie in [0, 1], got {label_smoothing}"
@@ -787,12 +806,41 @@ def binary_cross_entropy(
     pv = p.detach().numpy()
     if pv.size and (np.isnan(pv).any() or pv.min() < 0 or pv.max() > 1):
         raise ValueError("binary_cross_entropy: input must hold probabilities in [0, 1]")
-    logp = p.log().clamp(min=-100.0)
-    log1mp = (1 - p).log().clamp(min=-100.0)
-    loss = -(target * logp + (1 - target) * log1mp)
+    t = target if isinstance(target, Tensor) else tensor(target, dtype=p.dtype)
+    if t.dtype != p.dtype:
+        t = t.astype(p.dtype)
+    loss = _bce_function().apply(p, t)
     if weight is not None:
         loss = loss * weight
     return _reduce("binary_cross_entropy", loss, reduction)
+
+
+_BCE: Any = None
+
+
+def _bce_function() -> Any:
+    """PyTorch's binary cross-entropy: logs clamped at -100, and a gradient
+    ``(p - t) / max(p (1 - p), 1e-12)`` that stays finite where a probability is exactly 0 or
+    1 (a saturated sigmoid), where the clamped formula's own slope would be 0 / 0."""
+    global _BCE
+    if _BCE is None:
+        from ..autograd import Function
+
+        class BinaryCrossEntropy(Function):
+            @staticmethod
+            def forward(ctx: Any, p: Tensor, t: Tensor) -> Tensor:
+                ctx.save_for_backward(p, t)
+                return -(t * p.log().clamp(min=-100.0) + (1 - t) * (1 - p).log().clamp(min=-100.0))
+
+            @staticmethod
+            def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+                p, t = ctx.saved_tensors
+                gp = g * (p - t) / ((1 - p) * p).clamp(min=1e-12)
+                gt = g * ((1 - p).log().clamp(min=-100.0) - p.log().clamp(min=-100.0))
+                return gp, gt
+
+        _BCE = BinaryCrossEntropy
+    return _BCE
 
 
 def binary_cross_entropy_with_logits(
@@ -1298,13 +1346,23 @@ def dropout2d(
         raise ValueError(f"dropout2d: p must lie in [0, 1], got {p}")
     if not training or p == 0.0:
         return x
-    if x.ndim not in (3, 4):
+    if x.ndim not in (2, 3, 4):
         raise ShapeError(f"dropout2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}")
+    if x.ndim == 2:
+        import warnings
+
+        # PyTorch's: a 2-D input is taken as (C, L) without a batch axis (whole rows drop)
+        warnings.warn(
+            "dropout2d: received a 2-D input; it is taken as (C, L): each row is a channel "
+            "(use dropout1d for (N, C) features)",
+            UserWarning,
+            stacklevel=2,
+        )
     if p == 1.0:
         return x * 0.0
     from .. import bernoulli, full
 
-    shape = list(x.shape[:-2]) + [1, 1]
+    shape = list(x.shape[:-1]) + [1] if x.ndim == 2 else list(x.shape[:-2]) + [1, 1]
     keep = bernoulli(full(shape, 1.0 - p, dtype=x.dtype.name, device=x.device))
     return x * keep / (1.0 - p)
 
@@ -2598,6 +2656,47 @@ for _name in (
     globals()[_name] = _accepts_legacy_reduction(globals()[_name])
 del _name
 
+
+def _accepts_unbatched(fn: Any, batched_ndim: int) -> Any:
+    """``fn`` also taking an input without the batch axis (one axis fewer), as PyTorch's
+    convolutions and pools do: run as a batch of one, the batch axis removed again."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(input: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(input, Tensor) and input.ndim == batched_ndim - 1:
+            out = fn(input.unsqueeze(0), *args, **kwargs)
+            if isinstance(out, tuple):
+                return type(out)(o.squeeze(0) for o in out)
+            return out.squeeze(0)
+        return fn(input, *args, **kwargs)
+
+    return wrapped
+
+
+for _name, _nd in (
+    ("conv1d", 3),
+    ("conv2d", 4),
+    ("conv_transpose1d", 3),
+    ("conv_transpose2d", 4),
+    ("max_pool1d", 3),
+    ("max_pool2d", 4),
+    ("avg_pool1d", 3),
+    ("avg_pool2d", 4),
+    ("adaptive_avg_pool1d", 3),
+    ("adaptive_avg_pool2d", 4),
+    ("adaptive_max_pool1d", 3),
+    ("adaptive_max_pool2d", 4),
+    ("lp_pool1d", 3),
+    ("lp_pool2d", 4),
+    ("fold", 3),
+    ("unfold", 4),
+):
+    if _name in globals():
+        globals()[_name] = _accepts_unbatched(globals()[_name], _nd)
+del _name, _nd
+
+# (at the end: _ctc imports .modules, which takes the functions above)
 from ._ctc import ctc_loss
 
 __all__ += ["ctc_loss"]

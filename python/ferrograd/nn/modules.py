@@ -705,9 +705,9 @@ class Module:
     def to(self, *args: Any, **kwargs: Any) -> Module:
         """Puts every parameter and buffer on a device and/or dtype (``to("cuda")``,
         ``to(fg.float64)``, ``to(device=..., dtype=...)``) and returns self. Floating
-        parameters change dtype; integer buffers keep theirs. Parameters that move are new
-        objects (one per shared Parameter): attach them to GradManagers and optimizers after
-        moving the model, as with PyTorch."""
+        parameters change dtype; integer buffers keep theirs. Parameters stay the same
+        objects (optimizers made before keep training them, as PyTorch's); attach them to
+        GradManagers after moving the model."""
         device, dtype = _to_args(args, kwargs)
         _map_tensors(self, lambda t: _moved(t, device, dtype), {}, set())
         return self
@@ -796,8 +796,28 @@ def _moved(t: Tensor, device: str | None, dtype: str | None) -> Tensor:
     if device is not None and v.device != device:
         v = v.to(device)
     if isinstance(t, Parameter):
-        return type(t)(v, requires_grad=bool(t.requires_grad))
+        # the same object over the converted data (and gradient), as PyTorch's: optimizers
+        # and references made before the move keep working
+        _replace_data(t, v.copy() if v._data_key[0] == t._data_key[0] else v)
+        return t
     return v.copy() if v._data_key[0] == t._data_key[0] else v
+
+
+def _replace_data(t: Tensor, v: Tensor) -> None:
+    """``t`` (a leaf) now holds ``v``'s data, keeping its ``requires_grad`` and converting its
+    ``.grad`` to the new dtype and device."""
+    rg = bool(t.requires_grad) and t.is_leaf
+    grad = t.grad
+    if rg:
+        t.requires_grad_(False)
+    t._replace_data(v)
+    if rg:
+        t.requires_grad_(True)
+    if grad is not None:
+        g = grad.detach()
+        if g.dtype != v.dtype and v.dtype.kind == "f":
+            g = g.astype(v.dtype.name)
+        t.grad = g.to(v.device) if g.device != v.device else g
 
 
 def _map_tensors(m: Module, fn: Callable[[Tensor], Tensor], memo: dict, done: set) -> None:
@@ -1732,7 +1752,7 @@ class Softmax(Module):
         self.dim = dim
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.softmax(x, -1 if self.dim is None else self.dim)
+        return F.softmax(x, self.dim)
 
 
 class LogSoftmax(Module):
@@ -1741,7 +1761,7 @@ class LogSoftmax(Module):
         self.dim = dim
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.log_softmax(x, -1 if self.dim is None else self.dim)
+        return F.log_softmax(x, self.dim)
 
 
 class Flatten(Module):
@@ -1828,105 +1848,6 @@ class AdaptiveAvgPool2d(Module):
         return F.adaptive_avg_pool2d(x, self.output_size)
 
 
-class MultiheadAttention(Module):
-    """PyTorch's multi-head attention: ``in_proj_weight`` ``(3E, E)``, ``in_proj_bias``,
-    ``out_proj`` (a Linear); inputs ``(L, N, E)`` (``(N, L, E)`` with ``batch_first``).
-    Returns ``(output, weights)``, the weights averaged over heads unless
-    ``average_attn_weights=False``, None without ``need_weights``."""
-
-    def __init__(
-        self,
-        embed_dim: int,
-        num_heads: int,
-        dropout: float = 0.0,
-        bias: bool = True,
-        batch_first: bool = False,
-        device: Any = None,
-        dtype: Any = None,
-    ) -> None:
-        super().__init__()
-        self.embed_dim = _count("MultiheadAttention", "embed_dim", embed_dim, 1)
-        self.num_heads = _count("MultiheadAttention", "num_heads", num_heads, 1)
-        if embed_dim % num_heads:
-            raise ValueError(
-                f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
-                f"({num_heads})"
-            )
-        self.head_dim = embed_dim // num_heads
-        self.dropout, self.batch_first = dropout, batch_first
-        e = embed_dim
-        # xavier_uniform_ on the (3E, E) projection, as PyTorch
-        bound = math.sqrt(6.0 / (e + 3 * e))
-        self.in_proj_weight = _uniform_param(None, bound, (3 * e, e), dtype, device)
-        self.in_proj_bias = _filled_param(0.0, (3 * e,), dtype, device) if bias else None
-        self.out_proj = Linear(e, e, bias=bias, device=device, dtype=dtype)
-        if bias:
-            self.out_proj.bias = _filled_param(0.0, (e,), dtype, device)
-
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
-        key_padding_mask: Tensor | None = None,
-        need_weights: bool = True,
-        attn_mask: Tensor | None = None,
-        average_attn_weights: bool = True,
-        is_causal: bool = False,
-    ) -> tuple[Tensor, Tensor | None]:
-        batched = query.ndim == 3
-        if not batched:
-            query, key, value = (t.expand_dims(1) for t in (query, key, value))
-        elif self.batch_first:
-            query, key, value = (t.transpose(1, 0, 2) for t in (query, key, value))
-        L, N, E = query.shape
-        S = key.shape[0]
-        h, d = self.num_heads, self.head_dim
-        w, b = self.in_proj_weight, self.in_proj_bias
-        q = F.linear(query, w[:E], b[:E] if b is not None else None)
-        k = F.linear(key, w[E : 2 * E], b[E : 2 * E] if b is not None else None)
-        v = F.linear(value, w[2 * E :], b[2 * E :] if b is not None else None)
-
-        def heads(t: Tensor, n: int) -> Tensor:  # (n, N, E) -> (N, h, n, d)
-            return t.reshape(n, N, h, d).permute(1, 2, 0, 3)
-
-        q, k, v = heads(q, L), heads(k, S), heads(v, S)
-        scores = (q * (1.0 / math.sqrt(d))) @ k.mT  # (N, h, L, S)
-        if is_causal and attn_mask is None:
-            attn_mask = tensor(~np.tri(L, S, 0, dtype=bool), device=query.device)
-        if attn_mask is not None:
-            m = attn_mask
-            if m.ndim == 3:  # (N * h, L, S)
-                m = m.reshape(N, h, L, S)
-            scores = _apply_mask(scores, m)
-        if key_padding_mask is not None:
-            kp = key_padding_mask.reshape(N, 1, 1, S)
-            scores = _apply_mask(scores, kp)
-        p = F.softmax(scores, -1)
-        if self.dropout > 0.0 and self.training:
-            p = F.dropout(p, self.dropout, True)
-        out = (p @ v).permute(2, 0, 1, 3).reshape(L, N, E)
-        out = self.out_proj(out)
-        if not batched:
-            out = out.squeeze(1)
-        elif self.batch_first:
-            out = out.transpose(1, 0, 2)
-        if not need_weights:
-            return out, None
-        weights = p.mean(axis=1) if average_attn_weights else p
-        if not batched:
-            weights = weights.squeeze(0)
-        return out, weights
-
-
-def _apply_mask(scores: Tensor, mask: Tensor) -> Tensor:
-    """PyTorch's convention for nn.MultiheadAttention: a bool mask is True where attention
-    is *not* allowed; a float mask is added."""
-    if mask.dtype.kind == "b":
-        return _core.where(mask, -math.inf, scores)
-    return scores + mask
-
-
 # ----------------------------------------------------------------------------------- losses
 
 
@@ -1941,7 +1862,16 @@ class _Loss(Module):
         self.reduction = reduction
 
 
-class CrossEntropyLoss(_Loss):
+class _WeightedLoss(_Loss):
+    """A loss with class weights: ``weight`` is a buffer (in ``state_dict``, moved by
+    ``to``), as PyTorch's."""
+
+    def __init__(self, weight: Tensor | None = None, reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        self.register_buffer("weight", weight)
+
+
+class CrossEntropyLoss(_WeightedLoss):
     def __init__(
         self,
         weight: Tensor | None = None,
@@ -1949,8 +1879,8 @@ class CrossEntropyLoss(_Loss):
         reduction: str = "mean",
         label_smoothing: float = 0.0,
     ) -> None:
-        super().__init__(reduction)
-        self.weight, self.ignore_index, self.label_smoothing = weight, ignore_index, label_smoothing
+        super().__init__(weight, reduction)
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.cross_entropy(
@@ -1958,12 +1888,12 @@ class CrossEntropyLoss(_Loss):
         )
 
 
-class NLLLoss(_Loss):
+class NLLLoss(_WeightedLoss):
     def __init__(
         self, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean"
     ) -> None:
-        super().__init__(reduction)
-        self.weight, self.ignore_index = weight, ignore_index
+        super().__init__(weight, reduction)
+        self.ignore_index = ignore_index
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
@@ -1988,11 +1918,7 @@ class SmoothL1Loss(_Loss):
         return F.smooth_l1_loss(input, target, self.reduction, self.beta)
 
 
-class BCELoss(_Loss):
-    def __init__(self, weight: Tensor | None = None, reduction: str = "mean") -> None:
-        super().__init__(reduction)
-        self.weight = weight
-
+class BCELoss(_WeightedLoss):
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.binary_cross_entropy(input, target, self.weight, self.reduction)
 
@@ -2005,7 +1931,8 @@ class BCEWithLogitsLoss(_Loss):
         pos_weight: Tensor | None = None,
     ) -> None:
         super().__init__(reduction)
-        self.weight, self.pos_weight = weight, pos_weight
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.binary_cross_entropy_with_logits(
@@ -2097,3 +2024,6 @@ def _install_module_alias() -> None:
 
 
 _install_module_alias()
+
+# (defined in .attention, which builds on the layers above)
+from .attention import MultiheadAttention

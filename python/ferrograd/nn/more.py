@@ -1,37 +1,70 @@
 """Still more of PyTorch's layers: max pooling with indices and unpooling, ``RReLU``,
-``LPPool``, ``EmbeddingBag``, ``Dropout3d``, ``FeatureAlphaDropout``, two more losses,
-``LazyLinear`` and a single-process ``SyncBatchNorm``, with PyTorch's arguments and parameter
-names."""
+``LPPool``, ``EmbeddingBag``, ``Dropout3d``, ``FeatureAlphaDropout``, two more losses, the lazy
+layers (``LazyLinear``, ``LazyConv*``, ``LazyConvTranspose*``, ``LazyBatchNorm*``,
+``LazyInstanceNorm*``), a single-process ``SyncBatchNorm`` and ``nn.Buffer``, with PyTorch's
+arguments and parameter names."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
+
 from .. import _core
 from .._core import ShapeError, Tensor
 from .._tensor import _dtype_name, default_float
 from . import functional as F
-from .extra import _INPLACE, _loss, _simple
+from .extra import (
+    _INPLACE,
+    ConvTranspose1d,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    _InstanceNorm,
+    _loss,
+    _simple,
+)
 from .modules import (
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv1d,
+    Conv2d,
+    ConvTranspose2d,
     Linear,
     Module,
     Parameter,
     _BatchNorm,
+    _ConvNd,
     _count,
     _embedding_weight,
+    _filled_param,
     _Loss,
     _padding_index,
     _uniform_param,
 )
+from .volumetric import BatchNorm3d, Conv3d, ConvTranspose3d
 
 __all__ = [
+    "Buffer",
     "DataParallel",
     "Dropout3d",
     "EmbeddingBag",
     "FeatureAlphaDropout",
     "LPPool1d",
     "LPPool2d",
+    "LazyBatchNorm1d",
+    "LazyBatchNorm2d",
+    "LazyBatchNorm3d",
+    "LazyConv1d",
+    "LazyConv2d",
+    "LazyConv3d",
+    "LazyConvTranspose1d",
+    "LazyConvTranspose2d",
+    "LazyConvTranspose3d",
+    "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
     "LazyLinear",
     "MaxUnpool1d",
     "MaxUnpool2d",
@@ -216,29 +249,163 @@ class EmbeddingBag(Module):
     def forward(
         self, input: Tensor, offsets: Tensor | None = None, per_sample_weights: Tensor | None = None
     ) -> Tensor:
+        """Bags are the rows of a 2-D ``input``, or the runs of a 1-D ``input`` that start at
+        ``offsets``. With ``include_last_offset`` ``offsets`` has one more entry, at most
+        ``len(input)``, that PyTorch reads only as a bound: the last bag runs to the end of
+        ``input``. With ``max_norm``, the looked-up rows of ``weight`` whose
+        ``norm_type``-norm exceeds it are first scaled down to it in place, as PyTorch's."""
+        if not isinstance(input, Tensor):
+            raise TypeError(f"EmbeddingBag: input must be a Tensor, got {type(input).__name__}")
+        if self.include_last_offset and input.ndim == 1 and offsets is not None:
+            offsets = self._bag_starts(input, offsets)
+        if self.max_norm is not None:
+            self._renorm(input)
         return F.embedding_bag(
             input,
             self.weight,
             offsets,
-            self.max_norm,
+            None,
             self.norm_type,
             self.scale_grad_by_freq,
             self.mode,
             self.sparse,
             per_sample_weights,
-            self.include_last_offset,
+            False,
             self.padding_idx,
         )
+
+    @staticmethod
+    def _bag_starts(input: Tensor, offsets: Tensor) -> Tensor:
+        """``offsets`` without its last entry (checked to be at most ``len(input)``)."""
+        if not isinstance(offsets, Tensor) or offsets.ndim != 1 or offsets.dtype.kind not in "iu":
+            got = (
+                f"{offsets.dtype} {list(offsets.shape)}"
+                if isinstance(offsets, Tensor)
+                else type(offsets).__name__
+            )
+            raise ShapeError(f"EmbeddingBag: offsets must be a 1-D int tensor, got {got}")
+        o = offsets.numpy()
+        if o.size < 2:
+            raise ValueError(
+                "EmbeddingBag: with include_last_offset, offsets must hold each bag's start "
+                f"and one more entry (at least 2 entries), got {o.tolist()}"
+            )
+        if int(o[-1]) > input.shape[0]:
+            raise ValueError(
+                f"EmbeddingBag: offsets[-1] can not be greater than input's length "
+                f"{input.shape[0]}, got {int(o[-1])}"
+            )
+        return offsets[:-1]
+
+    def _renorm(self, input: Tensor) -> None:
+        """PyTorch's ``embedding_renorm_`` of the rows ``input`` looks up (indices out of
+        range are left to ``F.embedding_bag`` to report)."""
+        if input.dtype.kind not in "iu":
+            return
+        ids = input.reshape(-1)
+        values = ids.numpy()
+        if values.size and (values.min() < 0 or values.max() >= self.num_embeddings):
+            return
+        F._renorm_rows_(self.weight, ids, float(self.max_norm), float(self.norm_type))
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
         return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
 
 
-class LazyLinear(Linear):
+# ------------------------------------------------------------------------------------ lazy
+
+
+def _placeholder(dtype: Any, device: Any) -> Tensor:
+    """An empty stand-in (PyTorch's uninitialised parameter or buffer): it takes the
+    module's ``.to()`` / ``.double()`` like any tensor, and the real one gets its dtype and
+    device."""
+    name = _dtype_name(dtype) if dtype is not None else default_float()
+    return _core.zeros((0,), dtype=name, device=device)
+
+
+def _lazy_load_hook(module: Module, state_dict: Any, prefix: str, *rest: Any) -> None:
+    """Sizes a lazy module from the state dict being loaded (before the shapes are
+    checked), as PyTorch's."""
+    if not isinstance(module, _LazyMixin):
+        return
+    size = module._size_from_state(state_dict, prefix)
+    if size is not None:
+        module._materialize(size)
+
+
+def _shape_of(state_dict: Any, key: str) -> tuple | None:
+    if not hasattr(state_dict, "get"):
+        return None
+    v = state_dict.get(key)
+    if v is None:
+        return None
+    shape = tuple(int(s) for s in getattr(v, "shape", np.shape(v)))
+    return shape if shape != (0,) else None
+
+
+class _LazyMixin:
+    """PyTorch's lazy modules: the size a layer needs (``in_features``, ``in_channels``,
+    ``num_features``) is read from its first input, when its parameters and buffers,
+    empty placeholders until then, are made and initialised as the plain layer's
+    (``cls_to_become``), which the module then becomes. Make optimizers after the first
+    call. Loading a state dict first sizes the module from the tensors in it."""
+
+    cls_to_become: type = Module
+    _lazy_names: tuple[str, ...] = ("weight", "bias")  # (the placeholders)
+
+    def _lazy_setup(self) -> None:
+        Module.register_load_state_dict_pre_hook(self, _lazy_load_hook)
+
+    def has_uninitialized_params(self) -> bool:
+        return True
+
+    def initialize_parameters(self, input: Any, *args: Any, **kwargs: Any) -> None:
+        """Makes the parameters (and buffers) for ``input`` (or, given an int, that size)."""
+        size = int(input) if isinstance(input, (int, np.integer)) else self._size_from(input)
+        self._materialize(size)
+
+    def _size_from(self, input: Any) -> int:
+        raise NotImplementedError
+
+    def _size_from_state(self, state_dict: Any, prefix: str) -> int | None:
+        raise NotImplementedError
+
+    def _make(self, size: int, dtype: str, device: Any) -> None:
+        raise NotImplementedError
+
+    def _materialize(self, size: int) -> None:
+        first = next(
+            (t for t in (getattr(self, n, None) for n in self._lazy_names) if t is not None),
+            None,
+        )
+        if first is not None:
+            dtype, device = first.dtype.name, first.device
+        else:
+            dtype, device = self.__dict__.get("_lazy_factory", (None, None))
+        self._make(size, dtype, device)
+        hooks = self.__dict__.get("_load_state_dict_pre_hooks", {})
+        for key in [k for k, h in hooks.items() if h is _lazy_load_hook]:
+            del hooks[key]
+        self.__dict__.pop("_lazy_factory", None)
+        self.__class__ = self.cls_to_become
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if not args or not isinstance(args[0], Tensor):
+            raise TypeError(
+                f"{type(self).__name__}: the first input must be a Tensor, got "
+                f"{type(args[0]).__name__ if args else 'nothing'}"
+            )
+        self.initialize_parameters(args[0])
+        return self.forward(*args, **kwargs)  # (now the plain layer's forward)
+
+
+class LazyLinear(_LazyMixin, Linear):
     """A :class:`Linear` whose ``in_features`` is the last axis of its first input: until
     then ``weight`` and ``bias`` are empty placeholders (make optimizers after the first
     call), and loading a state dict sizes them. It then becomes a plain ``Linear``."""
+
+    cls_to_become = Linear
 
     def __init__(
         self, out_features: int, bias: bool = True, device: Any = None, dtype: Any = None
@@ -246,42 +413,306 @@ class LazyLinear(Linear):
         Module.__init__(self)
         self.in_features = 0
         self.out_features = _count("LazyLinear", "out_features", out_features, 0)
-        self._factory = (device, dtype)
-        name = _dtype_name(dtype) if dtype is not None else default_float()
-        self.weight = Parameter(_core.zeros((0,), dtype=name, device=device))
-        self.bias = Parameter(_core.zeros((0,), dtype=name, device=device)) if bias else None
+        self.weight = Parameter(_placeholder(dtype, device))
+        self.bias = Parameter(_placeholder(dtype, device)) if bias else None
+        self._lazy_setup()
 
-    def has_uninitialized_params(self) -> bool:
-        return True
+    def _size_from(self, x: Any) -> int:
+        if x.ndim == 0:
+            raise ShapeError(
+                f"LazyLinear: input must be a Tensor of at least 1 axis, got {list(x.shape)}"
+            )
+        return x.shape[-1]
 
-    def initialize_parameters(self, in_features: int) -> None:
-        """Sizes and initialises ``weight`` (and ``bias``) as ``Linear``'s, then turns this
-        module into a ``Linear``."""
-        device, dtype = self.__dict__.pop("_factory")
-        self.in_features = _count("LazyLinear", "in_features", in_features, 0)
-        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
-        self.weight = _uniform_param(None, bound, (self.out_features, in_features), dtype, device)
+    def _size_from_state(self, state_dict: Any, prefix: str) -> int | None:
+        shape = _shape_of(state_dict, prefix + "weight")
+        return shape[1] if shape is not None and len(shape) == 2 else None
+
+    def _make(self, size: int, dtype: str, device: Any) -> None:
+        self.in_features = _count("LazyLinear", "in_features", size, 0)
+        bound = 1.0 / math.sqrt(size) if size > 0 else 0.0
+        self.weight = _uniform_param(None, bound, (self.out_features, size), dtype, device)
         if self.bias is not None:
             self.bias = _uniform_param(None, bound, (self.out_features,), dtype, device)
-        self.__class__ = Linear
-
-    def forward(self, x: Tensor) -> Tensor:
-        if not isinstance(x, Tensor) or x.ndim == 0:
-            raise ShapeError(
-                f"LazyLinear: input must be a Tensor of at least 1 axis, got "
-                f"{list(x.shape) if isinstance(x, Tensor) else type(x).__name__}"
-            )
-        self.initialize_parameters(x.shape[-1])
-        return F.linear(x, self.weight, self.bias)
-
-    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
-        w = state_dict.get("weight") if hasattr(state_dict, "get") else None
-        if w is not None and len(getattr(w, "shape", ())) == 2:
-            self.initialize_parameters(int(w.shape[1]))
-        return Linear.load_state_dict(self, state_dict, strict, assign)
 
     def extra_repr(self) -> str:
         return f"in_features=0 (uninitialized), out_features={self.out_features}"
+
+
+def _lazy_groups(kind: str, out_channels: int, groups: int) -> None:
+    _count(kind, "out_channels", out_channels, 1)
+    _count(kind, "groups", groups, 1)
+    if out_channels % groups:
+        raise ValueError(
+            f"{kind}: out_channels ({out_channels}) must be divisible by groups ({groups})"
+        )
+
+
+class _LazyConv(_LazyMixin):
+    """The lazy convolutions: ``in_channels`` is axis 1 of the first input (axis 0 when
+    unbatched). Each subclass sets ``_nd`` (its spatial axes)."""
+
+    _transposed = False
+
+    def _lazy_conv(self, bias: bool, padding_mode: str, device: Any, dtype: Any) -> None:
+        self.padding_mode = padding_mode
+        self.in_channels = 0
+        self.weight = Parameter(_placeholder(dtype, device))
+        self.bias = Parameter(_placeholder(dtype, device)) if bias else None
+        self._lazy_setup()
+
+    def _size_from(self, x: Tensor) -> int:
+        nd = self._nd
+        if x.ndim not in (nd + 1, nd + 2):
+            raise ShapeError(
+                f"{type(self).__name__}: expected {nd + 1}-D (unbatched) or {nd + 2}-D "
+                f"(batched) input, got shape {list(x.shape)}"
+            )
+        return x.shape[1] if x.ndim == nd + 2 else x.shape[0]
+
+    def _size_from_state(self, state_dict: Any, prefix: str) -> int | None:
+        shape = _shape_of(state_dict, prefix + "weight")
+        if shape is None or len(shape) != self._nd + 2:
+            return None
+        return shape[0] if self._transposed else shape[1] * self.groups
+
+    def _make(self, size: int, dtype: str, device: Any) -> None:
+        kind = type(self).__name__
+        if size % self.groups:
+            raise ValueError(
+                f"{kind}: in_channels ({size}) must be divisible by groups ({self.groups})"
+            )
+        _ConvNd._setup(
+            self,  # type: ignore[arg-type]
+            kind,
+            size,
+            self.out_channels,
+            self.kernel_size,
+            self.groups,
+            self.bias is not None,
+            device,
+            dtype,
+            None,
+            transposed=self._transposed,
+        )
+
+
+def _scratch() -> np.random.Generator:
+    """A throwaway generator for the stand-in weights a lazy layer's constructor discards
+    (so building one draws nothing from fg.manual_seed's stream)."""
+    return np.random.default_rng(0)
+
+
+class _LazyConvNd(_LazyConv):
+    def __init__(
+        self,
+        out_channels: int,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        _lazy_groups(type(self).__name__, out_channels, groups)
+        self.cls_to_become.__init__(
+            self,
+            groups,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            False,
+            padding_mode,
+            rng=_scratch(),
+        )
+        self._lazy_conv(bias, padding_mode, device, dtype)
+
+
+class _LazyConvTransposeNd(_LazyConv):
+    _transposed = True
+
+    def __init__(
+        self,
+        out_channels: int,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        output_padding: Any = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: Any = 1,
+        padding_mode: str = "zeros",
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        kind = type(self).__name__
+        if padding_mode != "zeros":
+            raise ValueError(
+                f'{kind}: only "zeros" padding_mode is supported, got {padding_mode!r}'
+            )
+        _lazy_groups(kind, out_channels, groups)
+        self.cls_to_become.__init__(
+            self,
+            groups,
+            out_channels,
+            kernel_size,
+            stride=stride,
+            padding=padding,
+            output_padding=output_padding,
+            groups=groups,
+            bias=False,
+            dilation=dilation,
+            rng=_scratch(),
+        )
+        self._lazy_conv(bias, padding_mode, device, dtype)
+
+
+class LazyConv1d(_LazyConvNd, Conv1d):
+    """A :class:`Conv1d` whose ``in_channels`` is read from its first input."""
+
+    _nd = 1
+    cls_to_become = Conv1d
+
+
+class LazyConv2d(_LazyConvNd, Conv2d):
+    """A :class:`Conv2d` whose ``in_channels`` is read from its first input."""
+
+    _nd = 2
+    cls_to_become = Conv2d
+
+
+class LazyConv3d(_LazyConvNd, Conv3d):
+    """A :class:`Conv3d` whose ``in_channels`` is read from its first input."""
+
+    _nd = 3
+    cls_to_become = Conv3d
+
+
+class LazyConvTranspose1d(_LazyConvTransposeNd, ConvTranspose1d):
+    """A :class:`ConvTranspose1d` whose ``in_channels`` is read from its first input."""
+
+    _nd = 1
+    cls_to_become = ConvTranspose1d
+
+
+class LazyConvTranspose2d(_LazyConvTransposeNd, ConvTranspose2d):
+    """A :class:`ConvTranspose2d` whose ``in_channels`` is read from its first input."""
+
+    _nd = 2
+    cls_to_become = ConvTranspose2d
+
+
+class LazyConvTranspose3d(_LazyConvTransposeNd, ConvTranspose3d):
+    """A :class:`ConvTranspose3d` whose ``in_channels`` is read from its first input."""
+
+    _nd = 3
+    cls_to_become = ConvTranspose3d
+
+
+class _LazyNorm(_LazyMixin):
+    """The lazy batch and instance norms: ``num_features`` is the channel axis of the
+    first input; ``weight``, ``bias``, ``running_mean`` and ``running_var`` are placeholders
+    until then (``num_batches_tracked`` is made at once), PyTorch's defaults (affine, with
+    running statistics)."""
+
+    _lazy_names = ("weight", "bias", "running_mean", "running_var")
+
+    def __init__(
+        self,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+        *,
+        bias: bool = True,
+    ) -> None:
+        self.cls_to_become.__init__(
+            self, 1, eps, momentum, affine, track_running_stats, device=device, dtype=dtype
+        )
+        self.num_features = 0
+        if affine:
+            self.weight = Parameter(_placeholder(dtype, device))
+            self.bias = Parameter(_placeholder(dtype, device)) if bias else None
+        if track_running_stats:
+            self.running_mean = _placeholder(dtype, device)
+            self.running_var = _placeholder(dtype, device)
+        self.__dict__["_lazy_factory"] = (dtype, device)
+        self._lazy_setup()
+
+    def _size_from(self, x: Tensor) -> int:
+        dims = self._dims
+        if x.ndim not in dims:
+            raise ShapeError(
+                f"{type(self).__name__}: expected {' or '.join(f'{d}-D' for d in dims)} "
+                f"input, got shape {list(x.shape)}"
+            )
+        # (an instance norm's unbatched input has its channels first)
+        unbatched = issubclass(self.cls_to_become, _InstanceNorm) and x.ndim == min(dims)
+        return x.shape[0] if unbatched else x.shape[1]
+
+    def _size_from_state(self, state_dict: Any, prefix: str) -> int | None:
+        for name in self._lazy_names:
+            shape = _shape_of(state_dict, prefix + name)
+            if shape is not None and len(shape) == 1:
+                return shape[0]
+        return None
+
+    def _make(self, size: int, dtype: str, device: Any) -> None:
+        self.num_features = _count(type(self).__name__, "num_features", size, 1)
+        c = self.num_features
+        if self.weight is not None:
+            self.weight = _filled_param(1.0, (c,), dtype, device)
+        if self.bias is not None:
+            self.bias = _filled_param(0.0, (c,), dtype, device)
+        if self.running_mean is not None:
+            name = _dtype_name(dtype) if dtype is not None else default_float()
+            self.running_mean = _core.zeros((c,), dtype=name, device=device)
+            self.running_var = _core.ones((c,), dtype=name, device=device)
+
+
+class LazyBatchNorm1d(_LazyNorm, BatchNorm1d):
+    """A :class:`BatchNorm1d` whose ``num_features`` is read from its first input."""
+
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyNorm, BatchNorm2d):
+    """A :class:`BatchNorm2d` whose ``num_features`` is read from its first input."""
+
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyNorm, BatchNorm3d):
+    """A :class:`BatchNorm3d` whose ``num_features`` is read from its first input."""
+
+    cls_to_become = BatchNorm3d
+
+
+class LazyInstanceNorm1d(_LazyNorm, InstanceNorm1d):
+    """An :class:`InstanceNorm1d` whose ``num_features`` is read from its first input
+    (PyTorch's lazy defaults: affine, with running statistics)."""
+
+    cls_to_become = InstanceNorm1d
+
+
+class LazyInstanceNorm2d(_LazyNorm, InstanceNorm2d):
+    """An :class:`InstanceNorm2d` whose ``num_features`` is read from its first input."""
+
+    cls_to_become = InstanceNorm2d
+
+
+class LazyInstanceNorm3d(_LazyNorm, InstanceNorm3d):
+    """An :class:`InstanceNorm3d` whose ``num_features`` is read from its first input."""
+
+    cls_to_become = InstanceNorm3d
 
 
 class SyncBatchNorm(_BatchNorm):
@@ -326,3 +757,57 @@ class DataParallel(Module):
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         return self.module(*inputs, **kwargs)
+
+
+# ---------------------------------------------------------------------------------- Buffer
+
+
+class Buffer(Tensor):
+    """PyTorch's ``nn.Buffer``: a tensor that a :class:`Module` registers as a buffer when
+    it is assigned as an attribute (``self.mask = nn.Buffer(t)``), in :meth:`state_dict`
+    unless ``persistent=False``. ``Buffer(data)`` copies ``data`` (default: an empty
+    float tensor), keeping its dtype, device and ``requires_grad``."""
+
+    def __new__(cls, data: Any = None, *, persistent: bool = True) -> Buffer:  # noqa: PYI034
+        if data is None:
+            data = _core.zeros((0,), dtype=default_float())
+        requires_grad = bool(getattr(data, "requires_grad", False))
+        dtype = device = None
+        if isinstance(data, Tensor):
+            data = data.detach()
+            dtype, device = data.dtype.name, data.device
+        b = super().__new__(cls, data, dtype, device)
+        b.persistent = bool(persistent)
+        if requires_grad:
+            b.requires_grad_(True)
+        return b
+
+
+def _install_buffer_assignment() -> None:
+    """``module.name = nn.Buffer(t)`` registers a buffer, as PyTorch's ``Module`` does."""
+    plain = Module.__setattr__
+    if getattr(plain, "_registers_buffers", False):
+        return
+
+    def __setattr__(self: Module, name: str, value: Any) -> None:
+        if not isinstance(value, Buffer):
+            plain(self, name, value)
+            return
+        d = self.__dict__
+        cur = d.get(name)
+        for store in ("_parameters", "_modules"):
+            items = d.get(store)
+            if items is not None and name in items:
+                cur = items[name]
+        if isinstance(cur, (Parameter, Module)):
+            kind = "parameter" if isinstance(cur, Parameter) else "child module"
+            raise TypeError(
+                f"cannot assign 'Buffer' as {kind} '{name}' (nn.Parameter, Module or None expected)"
+            )
+        self.register_buffer(name, value, value.persistent)
+
+    __setattr__._registers_buffers = True  # type: ignore[attr-defined]
+    Module.__setattr__ = __setattr__  # type: ignore[method-assign]
+
+
+_install_buffer_assignment()

@@ -1,0 +1,258 @@
+"""PyTorch's in-place spellings of out-of-place ops (``x.floor_()``, ``x.clamp_min_(0)``,
+``x.eq_(y)``, ``x.unsqueeze_(0)``, ...): each computes the op and writes the result into
+``x`` (cast to ``x``'s dtype, as PyTorch's), so a tape differentiates through it as through
+``x.copy_(op(x))``; shape-changing ones (``squeeze_``, ``unsqueeze_``, ``transpose_``,
+``t_``) make ``x`` stand for the new view. A few tensor methods and namespace aliases PyTorch
+programs use are here too."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ._core import Tensor
+
+# in-place name -> the out-of-place method it writes back
+_WRITE_BACK = [
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "frac",
+    "clamp_min",
+    "clamp_max",
+    "cumsum",
+    "cumprod",
+    "addmm",
+    "baddbmm",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "remainder",
+    "fmod",
+    "erf",
+    "erfinv",
+    "reciprocal",
+    "rsqrt",
+    "sign",
+    "sin",
+    "cos",
+    "tan",
+    "square",
+    "nan_to_num",
+    "log1p",
+    "expm1",
+    "atan2",
+    "hypot",
+    "log2",
+    "log10",
+    "exp2",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "deg2rad",
+    "rad2deg",
+    "xlogy",
+    "logit",
+    "digamma",
+    "lgamma",
+    "copysign",
+    "heaviside",
+    "float_power",
+    "true_divide",
+    "floor_divide",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+    "renorm",
+    "scatter_reduce",
+]
+
+_RESHAPING = ("squeeze", "unsqueeze", "transpose", "t", "swapaxes", "swapdims")
+
+
+def _write_back(name: str) -> Callable[..., Tensor]:
+    def inplace(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        # a tracked tensor is computed from a copy, so the op's saved operand is not the
+        # memory the write changes
+        src = self.clone() if self.requires_grad else self
+        out = getattr(src, name)(*args, **kwargs)
+        if tuple(out.shape) != tuple(self.shape):
+            raise RuntimeError(
+                f"{name}_: the result has shape {list(out.shape)}, which cannot be written "
+                f"into a tensor of shape {list(self.shape)}"
+            )
+        return self.copy_(out)
+
+    inplace.__name__ = name + "_"
+    inplace.__doc__ = f"In-place :meth:`{name}` (the result written into this tensor)."
+    return inplace
+
+
+def _rebinding(name: str) -> Callable[..., Tensor]:
+    def inplace(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        self._replace_view(getattr(self, name)(*args, **kwargs))
+        return self
+
+    inplace.__name__ = name + "_"
+    inplace.__doc__ = f"In-place :meth:`{name}`: this tensor now stands for the result."
+    return inplace
+
+
+def _is_signed(self: Tensor) -> bool:
+    return self.dtype.kind in "fi"
+
+
+def _short(self: Tensor) -> Tensor:
+    """``int16`` has no dtype here: ``int32`` (the narrowest signed integer above int8)."""
+    return self.astype("int32")
+
+
+def _split_with_sizes(self: Tensor, split_sizes: Any, dim: int = 0) -> tuple:
+    return self.split(list(split_sizes), dim)
+
+
+def install() -> None:
+    import ferrograd as fg
+
+    for name in _WRITE_BACK:
+        if hasattr(Tensor, name) and not hasattr(Tensor, name + "_"):
+            setattr(Tensor, name + "_", _write_back(name))
+    for name in _RESHAPING:
+        if hasattr(Tensor, name) and not hasattr(Tensor, name + "_"):
+            setattr(Tensor, name + "_", _rebinding(name))
+    for flag in (
+        "is_xpu",
+        "is_mps",
+        "is_meta",
+        "is_sparse",
+        "is_quantized",
+        "is_mkldnn",
+        "is_nested",
+        "is_vulkan",
+        "is_ipu",
+        "is_sparse_csr",
+    ):
+        if not hasattr(Tensor, flag):
+            setattr(Tensor, flag, property(lambda self: False))
+    Tensor.is_signed = _is_signed
+    if not hasattr(Tensor, "short"):
+        Tensor.short = _short
+    if not hasattr(Tensor, "split_with_sizes"):
+        Tensor.split_with_sizes = _split_with_sizes
+
+    from . import random as _random
+    from .nn import functional as F
+
+    def alias(name: str, target: Any) -> None:
+        if not hasattr(fg, name) and target is not None:
+            setattr(fg, name, target)
+
+    for name in (
+        "conv1d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "layer_norm",
+        "batch_norm",
+        "group_norm",
+        "instance_norm",
+        "embedding",
+        "dropout",
+        "cosine_similarity",
+        "pairwise_distance",
+        "pixel_shuffle",
+        "pixel_unshuffle",
+        "prelu",
+        "selu",
+        "celu",
+        "rrelu",
+        "threshold",
+        "alpha_dropout",
+        "feature_alpha_dropout",
+        "bilinear",
+        "hardshrink",
+    ):
+        alias(name, getattr(F, name, None))
+    alias("get_rng_state", getattr(_random, "get_rng_state", None))
+    alias("set_rng_state", getattr(_random, "set_rng_state", None))
+    alias("seed", getattr(_random, "seed", None))
+    alias("vmap", getattr(fg.func, "vmap", None))
+    alias("concatenate", fg.cat)
+    alias("moveaxis", getattr(fg, "movedim", None))
+    alias("swapdims", fg.transpose)
+    alias("asarray", _asarray)
+    alias("ravel", lambda input: input.reshape(-1))
+    alias("msort", lambda input: fg.sort(input, 0)[0])
+    alias("positive", lambda input: input)
+    alias("detach", lambda input: input.detach())
+    alias("isposinf", lambda input: input == float("inf"))
+    alias("isneginf", lambda input: input == float("-inf"))
+    alias("isreal", lambda input: fg.ones_like(input, dtype="bool"))
+    alias(
+        "scalar_tensor",
+        lambda s, dtype=None, device=None: fg.tensor(
+            float(s), dtype=dtype or "float32", device=device
+        ),
+    )
+
+    from . import special
+
+    for name, target in (
+        ("gammaln", "lgamma"),
+        ("psi", "digamma"),
+        ("digamma", "digamma"),
+        ("polygamma", "polygamma"),
+        ("erfinv", "erfinv"),
+        ("i0", "i0"),
+        ("multigammaln", "mvlgamma"),
+    ):
+        if not hasattr(special, name) and hasattr(fg, target):
+            setattr(special, name, getattr(fg, target))
+
+
+def _asarray(
+    obj: Any,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    copy: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """``torch.asarray``: a tensor over ``obj`` (shared when it already is one of the dtype
+    and device, else converted)."""
+    import ferrograd as fg
+
+    if isinstance(obj, Tensor):
+        out = obj
+        if dtype is not None and out.dtype != dtype:
+            out = out.astype(dtype)
+        if device is not None and out.device != str(device):
+            out = out.to(device)
+        if copy and out is obj:
+            out = out.clone()
+    elif isinstance(obj, np.ndarray) and copy is not True and dtype is None:
+        out = fg.from_numpy(obj) if device is None else fg.tensor(obj, device=device)
+    else:
+        out = fg.tensor(obj, dtype=dtype, device=device)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out

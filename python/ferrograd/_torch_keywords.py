@@ -1,0 +1,155 @@
+"""PyTorch's keyword spellings for functions and methods whose engine signatures name their
+arguments differently (``x.squeeze(dim=0)``, ``x.transpose(dim0=, dim1=)``,
+``torch.add(x, y, alpha=2)``, ``torch.zeros(size=(2,))``, ``x.sum(dtype=...)``): each
+wrapper turns those keywords into the engine's arguments and calls it; calls without
+keywords go straight through."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from ._core import Tensor
+
+
+def _positional(fn: Callable[..., Any], names: tuple[str, ...], method: bool) -> Any:
+    """``fn`` accepting its leading arguments ``names`` by keyword too (PyTorch's names)."""
+    first = 1 if method else 0
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args = list(args)
+            for i, name in enumerate(names):
+                if name in kwargs and len(args) == i + first:
+                    args.append(kwargs.pop(name))
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _renamed(fn: Callable[..., Any], renames: dict[str, str]) -> Any:
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            for a, b in renames.items():
+                if a in kwargs:
+                    kwargs[b] = kwargs.pop(a)
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _alpha(fn: Callable[..., Any], method: bool) -> Any:
+    """``add(input, other, alpha=a)``: ``input + a * other`` (PyTorch's)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args = list(args)
+            for i, name in enumerate(("input", "other")[1 if method else 0 :]):
+                if name in kwargs and len(args) == i + (1 if method else 0):
+                    args.append(kwargs.pop(name))
+            alpha = kwargs.pop("alpha", 1)
+            if alpha != 1 and len(args) >= 2:
+                args[1] = args[1] * alpha
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _sized(fn: Callable[..., Any]) -> Any:
+    """``zeros(size=(2, 3))`` as ``zeros(2, 3)``."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if "size" in kwargs and not args:
+            size = kwargs.pop("size")
+            args = tuple(size) if isinstance(size, (list, tuple)) else (size,)
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _with_dtype(fn: Callable[..., Any], method: bool) -> Any:
+    """``sum(x, dtype=d)``: ``x`` cast to ``d`` first (PyTorch's)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        dtype = kwargs.pop("dtype", None) if kwargs else None
+        if kwargs and not method and "input" in kwargs and not args:
+            args = (kwargs.pop("input"),)
+        if dtype is not None and args and isinstance(args[0], Tensor):
+            from ._tensor import _dtype_name
+
+            args = (args[0].astype(_dtype_name(dtype)), *args[1:])
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _dropping(fn: Callable[..., Any], names: tuple[str, ...]) -> Any:
+    """``fn`` ignoring keywords that only choose a layout (``memory_format``)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        for n in names:
+            kwargs.pop(n, None)
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _round(fn: Callable[..., Any]) -> Any:
+    """``round(x, decimals=d)`` as ``x.round(decimals=d)``."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            x = args[0] if args else kwargs.pop("input")
+            return x.round(**kwargs)
+        return fn(*args)
+
+    return wrapped
+
+
+def install() -> None:
+    import ferrograd as fg
+
+    def fn(name: str, wrap: Callable[[Any], Any]) -> None:
+        f = getattr(fg, name, None)
+        if callable(f):
+            setattr(fg, name, wrap(f))
+
+    def method(name: str, wrap: Callable[[Any], Any]) -> None:
+        f = getattr(Tensor, name, None)
+        if callable(f):
+            setattr(Tensor, name, wrap(f))
+
+    fn("squeeze", lambda f: _renamed(_positional(f, ("input",), False), {"dim": "axis"}))
+    method("squeeze", lambda f: _renamed(f, {"dim": "axis"}))
+    for name in ("transpose", "swapaxes", "swapdims"):
+        fn(name, lambda f: _positional(f, ("input", "dim0", "dim1"), False))
+        method(name, lambda f: _positional(f, ("dim0", "dim1"), True))
+    fn("permute", lambda f: _positional(f, ("input", "dims"), False))
+    method("permute", lambda f: _positional(f, ("dims",), True))
+    fn("reshape", lambda f: _positional(f, ("input", "shape"), False))
+    method("reshape", lambda f: _positional(f, ("shape",), True))
+    method("view", lambda f: _positional(f, ("size",), True))
+    method("expand", lambda f: _positional(f, ("size",), True))
+    for name in ("matmul", "mm", "bmm", "mul", "multiply", "div", "divide", "true_divide"):
+        fn(name, lambda f: _positional(f, ("input", "other"), False))
+    for name in ("matmul", "mm", "bmm", "mul", "multiply"):
+        method(name, lambda f: _positional(f, ("other",), True))
+    fn("pow", lambda f: _positional(f, ("input", "exponent"), False))
+    method("pow", lambda f: _positional(f, ("exponent",), True))
+    for name in ("add", "sub", "subtract"):
+        fn(name, lambda f: _alpha(f, False))
+        method(name, lambda f: _alpha(f, True))
+    for name in ("zeros", "ones", "empty", "rand", "randn"):
+        fn(name, _sized)
+    for name in ("sum", "mean", "prod", "cumsum", "cumprod", "nansum", "nanmean"):
+        fn(name, lambda f: _with_dtype(f, False))
+    fn("round", _round)
+    fn("clone", lambda f: _dropping(f, ("memory_format",)))
+    method("clone", lambda f: _dropping(f, ("memory_format",)))

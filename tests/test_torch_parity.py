@@ -1,0 +1,520 @@
+"""Cases where ferrograd disagreed with PyTorch (found by differential sweeps of the
+functional API, nn layers and optimizers against torch); each runs both and compares."""
+
+import itertools
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+F = fg.nn.functional
+TF = torch.nn.functional
+
+
+@pytest.mark.parametrize(
+    ("size", "k", "p", "s", "d"),
+    [
+        c
+        for c in itertools.product([(7, 7), (8, 8), (5, 9)], [2, 3], [0, 1, 2], [1, 2, 3], [1, 2])
+        if (c[0][0] + 2 * c[2] - c[4] * (c[1] - 1) - 1) >= 0
+        and (c[0][1] + 2 * c[2] - c[4] * (c[1] - 1) - 1) >= 0
+    ],
+)
+def test_fold_matches_torch_for_any_padding_and_stride(size, k, p, s, d):
+    h, w = size
+    bh = (h + 2 * p - d * (k - 1) - 1) // s + 1
+    bw = (w + 2 * p - d * (k - 1) - 1) // s + 1
+    a = np.random.default_rng(0).standard_normal((2, 2 * k * k, bh * bw))
+    expect = TF.fold(torch.tensor(a, requires_grad=True), size, k, d, p, s)
+    x = fg.tensor(a, requires_grad=True)
+    got = F.fold(x, size, k, d, p, s)
+    np.testing.assert_allclose(got.numpy(), expect.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
+def _both(expr):
+    out = []
+    for lib in (torch, fg):
+        b = lib.tensor([True, False])
+        i = lib.tensor([3, -4])
+        f = lib.tensor([1.5, -2.0])
+        nan = float("nan")
+        r = eval(expr, {"lib": lib, "b": b, "i": i, "f": f, "nan": nan})
+        out.append((np.asarray(r.tolist()), str(r.dtype).replace("torch.", "")))
+    return out
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "lib.div(b, 2)",
+        "b.div(2)",
+        "lib.true_divide(b, 2)",
+        "lib.xlogy(b, 2)",
+        "lib.fmod(b, 2)",
+        "lib.remainder(b, 2)",
+        "lib.floor_divide(b, 2)",
+        "b // 2",
+        "b % 2",
+        "b ** 2",
+        "lib.pow(b, 2)",
+        "2 ** b",
+        "i ** b",
+        "lib.square(b)",
+        "lib.sign(b)",
+        "lib.clamp(i, 0.5, 2.5)",
+        "lib.clamp(i, max=2.5)",
+        "lib.clamp(i, 0, 2)",
+        "lib.copysign(f, f.double())",
+        "lib.xlogy(f, lib.tensor(2.0, dtype=lib.float64))",
+        "lib.hypot(f, f.double())",
+        "i.int() // lib.tensor(2)",
+        "lib.logaddexp(f, f.double())",
+        "lib.fmax(lib.tensor([1.0, nan, nan]), lib.tensor([nan, 2.0, nan]))",
+        "lib.fmin(lib.tensor([1.0, nan, nan]), lib.tensor([nan, 2.0, nan]))",
+        "lib.fmax(lib.tensor([[1.0], [nan]]), lib.tensor([nan, 2.0]))",
+        "lib.sign(lib.tensor([nan, -1.0, 0.0, 3.0]))",
+    ],
+)
+def test_dtype_promotion_and_values_of_mixed_operands(expr):
+    (tv, td), (fv, fd) = _both(expr)
+    assert fd == td
+    np.testing.assert_allclose(fv, tv, rtol=1e-6, equal_nan=True)
+
+
+def test_sign_nan_gives_zero_and_abs_gradient_there_is_zero():
+    x = fg.tensor([float("nan"), -2.0, 3.0], dtype=fg.float64, requires_grad=True)
+    (g,) = fg.autograd.grad(x.abs().sum(), x)
+    tx = torch.tensor([float("nan"), -2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    (tg,) = torch.autograd.grad(tx.abs().sum(), tx)
+    np.testing.assert_array_equal(g.numpy(), tg.numpy())
+
+
+@pytest.mark.parametrize("shape", [(4,), (2, 3), (2, 3, 4), (2, 3, 4, 5)])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_without_dim_takes_torchs_implicit_axis(shape, name):
+    a = np.random.default_rng(0).standard_normal(shape)
+    with pytest.warns(UserWarning), np.errstate(all="ignore"):
+        got = getattr(F, name)(fg.tensor(a)).numpy()
+    with pytest.warns(UserWarning):
+        expect = getattr(TF, name)(torch.tensor(a)).numpy()
+    np.testing.assert_allclose(got, expect, rtol=1e-12)
+    module = fg.nn.Softmax if name == "softmax" else fg.nn.LogSoftmax
+    tmodule = torch.nn.Softmax if name == "softmax" else torch.nn.LogSoftmax
+    with pytest.warns(UserWarning):
+        np.testing.assert_allclose(
+            module()(fg.tensor(a)).numpy(), tmodule()(torch.tensor(a)).numpy(), rtol=1e-12
+        )
+
+
+def test_gaussian_nll_gradient_passes_through_the_clamp_of_var():
+    x, t, v = np.array([[0.3], [1.2]]), np.array([[0.0], [1.0]]), np.array([[0.1], [1.0]])
+    got = []
+    for lib in (torch, fg):
+        xs, vs = lib.tensor(x, requires_grad=True), lib.tensor(v, requires_grad=True)
+        loss = lib.nn.functional.gaussian_nll_loss(xs, lib.tensor(t), vs, eps=0.5)
+        loss.backward()
+        got.append((loss.item(), np.asarray(vs.grad.tolist()), np.asarray(xs.grad.tolist())))
+    for a, b in zip(got[0], got[1]):
+        np.testing.assert_allclose(b, a, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("name", "keys"),
+    [
+        ("CrossEntropyLoss", ["weight"]),
+        ("NLLLoss", ["weight"]),
+        ("BCELoss", ["weight"]),
+        ("BCEWithLogitsLoss", ["weight", "pos_weight"]),
+    ],
+)
+def test_loss_weights_are_buffers(name, keys):
+    m = getattr(fg.nn, name)(**{k: fg.tensor([1.0, 2.0, 3.0]) for k in keys})
+    tm = getattr(torch.nn, name)(**{k: torch.tensor([1.0, 2.0, 3.0]) for k in keys})
+    assert list(m.state_dict()) == list(tm.state_dict()) == keys
+    m = m.double()
+    assert all(getattr(m, k).dtype == fg.float64 for k in keys)
+    assert list(getattr(fg.nn, name)().state_dict()) == []
+
+
+def test_transformer_initialises_matrices_xavier_uniform():
+    fg.manual_seed(0)
+    m = fg.nn.Transformer(64, 4, 1, 1, 128)
+    w = m.encoder.layers[0].linear2.weight.numpy()
+    bound = np.sqrt(6.0 / (64 + 128))
+    assert np.abs(w).max() <= bound
+    np.testing.assert_allclose(w.std(), bound / np.sqrt(3), rtol=0.05)
+
+
+def _lrs(lib, name, last_epoch, steps=8, **kw):
+    p = [lib.nn.Parameter(lib.zeros(2))]
+    opt = lib.optim.SGD(p, lr=0.1)
+    if last_epoch != -1:
+        for g in opt.param_groups:
+            g["initial_lr"] = 0.1
+    sched = getattr(lib.optim.lr_scheduler, name)(opt, last_epoch=last_epoch, **kw)
+    seq = [opt.param_groups[0]["lr"]]
+    for _ in range(steps):
+        opt.step()
+        sched.step()
+        seq.append(opt.param_groups[0]["lr"])
+    return seq, sched
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("last_epoch", [-1, 7])
+@pytest.mark.parametrize(
+    ("name", "kw"),
+    [
+        ("ExponentialLR", {"gamma": 0.9}),
+        ("CosineAnnealingLR", {"T_max": 10}),
+        ("StepLR", {"step_size": 3}),
+        ("MultiStepLR", {"milestones": [2, 5, 5]}),
+        ("LinearLR", {}),
+        ("PolynomialLR", {"total_iters": 12}),
+        ("MultiplicativeLR", {"lr_lambda": lambda e: 0.95}),
+        ("ConstantLR", {}),
+    ],
+)
+def test_schedulers_made_with_last_epoch_match_torch(name, kw, last_epoch):
+    expect, tsched = _lrs(torch, name, last_epoch, **kw)
+    got, sched = _lrs(fg, name, last_epoch, **kw)
+    np.testing.assert_allclose(got, expect, rtol=1e-12)
+    assert set(sched.state_dict()) == set(tsched.state_dict())
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_sequential_lr_resumes_from_its_state_dict():
+    import io
+
+    def run(lib, resume):
+        sch = lib.optim.lr_scheduler
+
+        def make(opt):
+            return sch.SequentialLR(
+                opt,
+                [sch.LinearLR(opt, 0.1, total_iters=3), sch.ExponentialLR(opt, 0.9)],
+                milestones=[3],
+            )
+
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.zeros(2))], lr=0.1)
+        s = make(opt)
+        out = []
+        for i in range(8):
+            opt.step()
+            s.step()
+            out.append(opt.param_groups[0]["lr"])
+            if resume and i == 3:
+                sd, osd = s.state_dict(), opt.state_dict()
+                if lib is fg:
+                    f = io.BytesIO()
+                    fg.save(sd, f)
+                    f.seek(0)
+                    sd = fg.load(f)
+                opt = lib.optim.SGD([lib.nn.Parameter(lib.zeros(2))], lr=0.1)
+                opt.load_state_dict(osd)
+                s = make(opt)
+                s.load_state_dict(sd)
+        return out
+
+    for resume in (False, True):
+        np.testing.assert_allclose(run(fg, resume), run(torch, resume), rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_multistep_lr_state_dicts_load_across():
+    p = [torch.nn.Parameter(torch.zeros(2))]
+    o = torch.optim.SGD(p, lr=0.1)
+    s = torch.optim.lr_scheduler.MultiStepLR(o, [2, 4, 4])
+    q = [fg.nn.Parameter(fg.zeros(2))]
+    o2 = fg.optim.SGD(q, lr=0.1)
+    for _ in range(3):
+        o.step()
+        s.step()
+    o2.load_state_dict(o.state_dict())
+    s2 = fg.optim.lr_scheduler.MultiStepLR(o2, [1])
+    s2.load_state_dict(s.state_dict())
+    for _ in range(3):
+        o.step()
+        s.step()
+        o2.step()
+        s2.step()
+        assert o2.param_groups[0]["lr"] == pytest.approx(o.param_groups[0]["lr"], rel=1e-12)
+    s3 = torch.optim.lr_scheduler.MultiStepLR(o, [1])
+    s3.load_state_dict(s2.state_dict())
+    assert s3.milestones == s.milestones
+
+
+@pytest.mark.parametrize(
+    ("name", "kw"),
+    [
+        ("SGD", {"lr": 0.1}),
+        ("SGD", {"lr": 0.1, "momentum": 0.9, "dampening": 0.5}),
+        ("Adam", {"lr": 0.1}),
+        ("AdamW", {"lr": 0.1, "amsgrad": True}),
+        ("RMSprop", {"lr": 0.1, "momentum": 0.5}),
+        ("Adagrad", {"lr": 0.1}),
+        ("Adadelta", {}),
+        ("NAdam", {}),
+        ("RAdam", {}),
+        ("Adamax", {}),
+        ("Rprop", {}),
+        ("ASGD", {}),
+    ],
+)
+def test_optimizer_state_covers_stepped_parameters_only(name, kw):
+    def run(lib):
+        ps = [lib.nn.Parameter(lib.tensor(np.arange(3.0) + i, dtype=lib.float64)) for i in range(3)]
+        opt = getattr(lib.optim, name)(ps, **kw)
+        keys = []
+        for s in range(4):
+            for i, p in enumerate(ps):
+                late = i == 2 and s < 2
+                g = np.sin(np.arange(3.0) * (s + 1) + i)
+                p.grad = None if late else lib.tensor(g, dtype=lib.float64)
+            opt.step()
+            sd = opt.state_dict()["state"]
+            keys.append({k: sorted(v) for k, v in sd.items()})
+        return [np.asarray(p.tolist()) for p in ps], keys
+
+    (tp, tk), (fp, fk) = run(torch), run(fg)
+    assert fk == tk
+    for a, b in zip(tp, fp):
+        np.testing.assert_allclose(b, a, rtol=1e-12)
+
+
+def test_sgd_resumes_from_torchs_state_dict_with_dampening():
+    ps = [torch.nn.Parameter(torch.ones(3, dtype=torch.float64))]
+    o = torch.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5)
+    ps[0].grad = torch.ones(3, dtype=torch.float64)
+    o.step()
+    q = [fg.nn.Parameter(fg.tensor(ps[0].detach().numpy()))]
+    o2 = fg.optim.SGD(q, lr=0.1, momentum=0.9, dampening=0.5)
+    o2.load_state_dict(o.state_dict())
+    q[0].grad = fg.ones(3, dtype=fg.float64)
+    o.step()
+    o2.step()
+    np.testing.assert_allclose(q[0].numpy(), ps[0].detach().numpy(), rtol=1e-14)
+
+
+def test_bce_gradient_stays_finite_at_saturated_probabilities():
+    got = []
+    for lib in (torch, fg):
+        p = lib.tensor([1.0, 0.0, 1.0, 0.0, 0.3], dtype=lib.float64, requires_grad=True)
+        y = lib.tensor([0.0, 1.0, 1.0, 0.0, 1.0], dtype=lib.float64)
+        loss = lib.nn.functional.binary_cross_entropy(p, y)
+        loss.backward()
+        x = lib.tensor([40.0, -200.0, 0.3], requires_grad=True)
+        lib.nn.BCELoss()(lib.sigmoid(x), lib.tensor([0.0, 1.0, 1.0])).backward()
+        got.append((loss.item(), np.asarray(p.grad.tolist()), np.asarray(x.grad.tolist())))
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-12)
+    # (PyTorch's float64 kernel takes its 1e-12 floor in float32: 4e-9 apart at p = 0, 1)
+    np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-8)
+    np.testing.assert_allclose(got[1][2], got[0][2], rtol=1e-5, atol=1e-7)
+    assert np.isfinite(got[1][1]).all()
+
+
+@pytest.mark.parametrize("reps", [(2, 1), (1, 1), (1, 3), (2, 2, 1)])
+def test_repeat_and_tile_make_new_memory(reps):
+    a = fg.ones(1, 3)
+    b = a.repeat(*reps)
+    c = fg.tile(a, reps)
+    a.add_(1.0)
+    assert (b == 1.0).all().item() and (c == 1.0).all().item()
+    b.div_(2.0)  # writable: not a broadcast view
+    assert (b == 0.5).all().item()
+
+
+def test_module_dtype_casts_keep_the_parameter_objects():
+    fg.manual_seed(0)
+    m = fg.nn.Linear(3, 1)
+    w = m.weight
+    opt = fg.optim.SGD(m.parameters(), lr=0.1)
+    m(fg.ones(1, 3)).sum().backward()
+    m.double()
+    assert m.weight is w and w.dtype == fg.float64 and w.grad.dtype == fg.float64
+    assert w.requires_grad and w.is_leaf
+    x = fg.ones(4, 3, dtype=fg.float64)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = ((m(x) - 1.0) ** 2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[2] < losses[1] < losses[0]
+
+
+def test_cross_entropy_of_an_unbatched_input_is_0d_per_sample():
+    x = fg.randn(5)
+    assert F.cross_entropy(x, fg.tensor(2), reduction="none").shape == ()
+    assert F.cross_entropy(x, fg.tensor(2)).shape == ()
+
+
+def test_embedding_refuses_out_of_range_indices():
+    w = fg.randn(3, 2)
+    for bad in (-1, 3):
+        with pytest.raises(IndexError, match="out of range"):
+            F.embedding(fg.tensor([0, bad]), w)
+
+
+def test_median_shares_the_gradient_between_ties():
+    got = []
+    for lib in (torch, fg):
+        a = lib.tensor([1.0, 2.0, 2.0, 3.0, 2.0], dtype=lib.float64, requires_grad=True)
+        m = a.median()
+        m.backward()
+        got.append((m.item(), np.asarray(a.grad.tolist())))
+    assert got[1][0] == got[0][0]
+    np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "x.squeeze(dim=0)",
+        "lib.squeeze(x, dim=0)",
+        "x.transpose(dim0=1, dim1=2)",
+        "lib.transpose(x, dim0=1, dim1=2)",
+        "x.permute(dims=(2, 1, 0))",
+        "lib.permute(x, dims=(2, 1, 0))",
+        "x.reshape(shape=(6,))",
+        "lib.reshape(x, shape=(6,))",
+        "lib.matmul(input=x[0], other=y[0].T)",
+        "x.matmul(other=y[0].T)",
+        "lib.mul(x, other=2)",
+        "x.mul(other=2)",
+        "lib.pow(x, exponent=2)",
+        "x.pow(exponent=2)",
+        "lib.zeros(size=(2,))",
+        "lib.ones(size=(2, 1))",
+        "lib.add(x, y, alpha=2)",
+        "x.add(y, alpha=2)",
+        "lib.sub(x, y, alpha=2)",
+        "x.sub(y, alpha=2)",
+        "lib.sum(x, dtype=lib.float32)",
+        "lib.mean(x, 1, dtype=lib.float32)",
+        "lib.round(x / 7, decimals=2)",
+        "lib.logsumexp(lib.ones(2, 0), dim=1)",
+        "x.expand(size=(2, 2, 3))",
+        "lib.clone(x, memory_format=lib.contiguous_format)",
+        "lib.randint(5, size=(3,)).shape[0] + 0 * lib.ones(1)",
+    ],
+)
+def test_pytorch_keyword_spellings(expr):
+    out = []
+    for lib in (torch, fg):
+        x = lib.tensor(np.arange(6.0).reshape(1, 2, 3))
+        y = lib.tensor(np.ones((1, 2, 3)))
+        r = eval(expr, {"lib": lib, "x": x, "y": y})
+        out.append((np.asarray(r.tolist()), str(r.dtype).replace("torch.", "")))
+    assert out[1][1] == out[0][1]
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "args"),
+    [
+        ("conv1d", (3, 10), ((4, 3, 3),)),
+        ("conv2d", (3, 8, 8), ((4, 3, 3, 3),)),
+        ("conv_transpose2d", (3, 5, 5), ((3, 2, 2, 2),)),
+        ("max_pool2d", (3, 8, 8), (2,)),
+        ("avg_pool1d", (3, 8), (2,)),
+        ("adaptive_avg_pool2d", (3, 8, 8), (3,)),
+        ("fold", (8, 12), ((4, 5), 2)),
+    ],
+)
+def test_unbatched_inputs_to_convolutions_and_pools(name, shape, args):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape)
+    ws = [rng.standard_normal(s) if isinstance(s, tuple) and len(s) > 2 else s for s in args]
+    got = getattr(F, name)(
+        fg.tensor(a), *[fg.tensor(w) if isinstance(w, np.ndarray) else w for w in ws]
+    )
+    expect = getattr(TF, name)(
+        torch.tensor(a), *[torch.tensor(w) if isinstance(w, np.ndarray) else w for w in ws]
+    )
+    np.testing.assert_allclose(got.numpy(), expect.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("method", "args"),
+    [
+        ("floor_", ()),
+        ("ceil_", ()),
+        ("trunc_", ()),
+        ("clamp_min_", (0.1,)),
+        ("clamp_max_", (0.1,)),
+        ("sin_", ()),
+        ("square_", ()),
+        ("reciprocal_", ()),
+        ("cumsum_", (0,)),
+        ("atan2_", ("y",)),
+    ],
+)
+def test_inplace_spellings_write_the_result_and_differentiate(method, args):
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(5), rng.standard_normal(5)
+    got = []
+    for lib in (torch, fg):
+        x = lib.tensor(a, requires_grad=True)
+        y = lib.tensor(b)
+        z = x * 1.0
+        r = getattr(z, method)(*[y if v == "y" else v for v in args])
+        assert r is z
+        (z * lib.tensor(b)).sum().backward()
+        got.append((np.asarray(z.tolist()), np.asarray(x.grad.tolist())))
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-12)
+    np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-12, atol=1e-15)
+
+
+def test_inplace_view_spellings():
+    x = fg.ones(2, 3)
+    assert x.unsqueeze_(0) is x and x.shape == (1, 2, 3)
+    assert x.squeeze_(0).shape == (2, 3)
+    assert x.t_().shape == (3, 2)
+    assert x.transpose_(0, 1).shape == (2, 3)
+
+
+def test_whole_model_loads_with_safe_globals_only():
+    import io
+    import pickle
+
+    m = fg.nn.Sequential(fg.nn.Linear(2, 3), fg.nn.ReLU())
+    f = io.BytesIO()
+    fg.save(m, f)
+    f.seek(0)
+    with pytest.raises(pickle.UnpicklingError, match="add_safe_globals"):
+        fg.load(f)
+    with fg.serialization.safe_globals([fg.nn.Sequential, fg.nn.Linear, fg.nn.ReLU]):
+        f.seek(0)
+        m2 = fg.load(f)
+    np.testing.assert_array_equal(m2[0].weight.numpy(), m[0].weight.numpy())
+    assert fg.serialization.get_safe_globals() == []
+
+
+def test_module_paths_hub_and_device_helpers():
+    import importlib
+
+    assert importlib.import_module("ferrograd.nn.modules.linear").Linear is fg.nn.Linear
+    from ferrograd.nn.modules.rnn import LSTM
+
+    assert LSTM is fg.nn.LSTM
+    assert fg.nn.modules.sparse.Embedding is fg.nn.Embedding
+    assert list(fg.hub.tqdm(range(3))) == [0, 1, 2]
+    x = fg.ones(2)
+    assert not (x.is_xpu or x.is_mps or x.is_meta or x.is_sparse)
+    with pytest.raises(ValueError, match="does not exist"):
+        fg.cuda.set_device(7)
+    with pytest.raises(RuntimeError, match="does not download"):
+        fg.hub.load_state_dict_from_url("https://example.invalid/w.pth", model_dir="/nonexistent")
+
+
+def test_inplace_comparisons_write_in_the_tensors_dtype():
+    for lib in (torch, fg):
+        y = lib.tensor([1.0, 2.0, 3.0])
+        y.eq_(lib.tensor([1.0, 0.0, 3.0]))
+        assert y.tolist() == [1.0, 0.0, 1.0] and str(y.dtype).endswith("float32")
+        z = lib.tensor([-1.0, 2.0])
+        z.lt_(0.0)
+        assert z.tolist() == [1.0, 0.0]
