@@ -518,3 +518,97 @@ def test_inplace_comparisons_write_in_the_tensors_dtype():
         z = lib.tensor([-1.0, 2.0])
         z.lt_(0.0)
         assert z.tolist() == [1.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("name", "kw"),
+    [
+        ("ReLU", {"inplace": True}),
+        ("ReLU", {}),
+        ("LeakyReLU", {"negative_slope": 0.2, "inplace": True}),
+        ("ReLU6", {"inplace": True}),
+        ("SiLU", {"inplace": True}),
+        ("ELU", {"inplace": True}),
+        ("Hardswish", {"inplace": True}),
+        ("Mish", {"inplace": True}),
+        ("Upsample", {"scale_factor": 2}),
+        ("Upsample", {"size": (4, 5), "mode": "bilinear"}),
+    ],
+)
+def test_activation_and_upsample_reprs(name, kw):
+    assert repr(getattr(fg.nn, name)(**kw)) == repr(getattr(torch.nn, name)(**kw))
+
+
+def test_view_of_a_layout_that_needs_a_copy_raises_as_torch():
+    x = fg.ones(2, 3)
+    assert x.view(3, 2).shape == (3, 2)
+    assert x[:, :2].view(2, 2, 1).shape == (2, 2, 1)
+    with pytest.raises(RuntimeError, match="reshape"):
+        x.t().view(-1)
+    with pytest.raises(RuntimeError):
+        torch.ones(2, 3).t().view(-1)
+    assert x.t().reshape(-1).shape == (6,)
+
+
+def test_contains():
+    for lib in (torch, fg):
+        x = lib.tensor([[1.0, 2.0], [3.0, 4.0]])
+        assert x[0, 0] in x and 3 in x and 5 not in x
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_unique_along_a_dim(dim):
+    a = np.array([[1, 2], [3, 4], [1, 2], [0, 9]])
+    got = fg.unique(fg.tensor(a), dim=dim, return_inverse=True, return_counts=True)
+    expect = torch.unique(torch.tensor(a), dim=dim, return_inverse=True, return_counts=True)
+    for g, e in zip(got, expect):
+        assert g.tolist() == e.tolist()
+
+
+@pytest.mark.parametrize(
+    "name", ["hann_window", "hamming_window", "bartlett_window", "blackman_window"]
+)
+@pytest.mark.parametrize("periodic", [True, False])
+@pytest.mark.parametrize("n", [0, 1, 5, 8])
+def test_window_functions(name, periodic, n):
+    got = getattr(fg, name)(n, periodic, dtype=fg.float64).numpy()
+    expect = getattr(torch, name)(n, periodic, dtype=torch.float64).numpy()
+    np.testing.assert_allclose(got, expect, atol=1e-12)
+
+
+def test_as_strided_sliding_windows_and_gradient():
+    a = np.arange(12.0)
+    x = fg.tensor(a, requires_grad=True)
+    tx = torch.tensor(a, requires_grad=True)
+    y = x.as_strided((4, 4), (2, 1), 1)
+    ty = tx.as_strided((4, 4), (2, 1), 1)
+    np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+    w = np.random.default_rng(0).standard_normal((4, 4))
+    (y * fg.tensor(w)).sum().backward()
+    (ty * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+def test_poisson_and_binomial_samples():
+    fg.manual_seed(0)
+    rates = fg.full((20000,), 3.0)
+    s = fg.poisson(rates)
+    assert abs(s.mean().item() - 3.0) < 0.1 and (s >= 0).all().item()
+    b = fg.binomial(fg.full((20000,), 10.0), fg.full((20000,), 0.3))
+    assert abs(b.mean().item() - 3.0) < 0.1 and (b <= 10).all().item()
+
+
+def test_dropout2d_of_a_2d_input_drops_whole_rows():
+    fg.manual_seed(0)
+    with pytest.warns(UserWarning):
+        y = F.dropout2d(fg.ones(64, 8), 0.5).numpy()
+    assert set(np.unique(y)) <= {0.0, 2.0}
+    assert all(len(set(row)) == 1 for row in y)
+    assert 0 < (y[:, 0] == 0).sum() < 64
+
+
+def test_onnx_module_imports_and_export_says_it_cannot():
+    import ferrograd.onnx as onnx
+
+    with pytest.raises(NotImplementedError, match="ONNX"):
+        onnx.export(fg.nn.Linear(2, 2), fg.ones(1, 2), "m.onnx")

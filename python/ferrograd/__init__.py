@@ -164,6 +164,10 @@ from . import _torch_inplace
 from . import hub as hub
 
 _torch_inplace.install()
+
+from . import _torch_misc  # noqa: E402
+
+_torch_misc.install()
 __all__ += ["amp", "autocast", "cpu"]
 
 # complex numbers as pairs of real tensors (polar, view_as_complex, view_as_real)

@@ -1355,8 +1355,17 @@ def _extreme_method(kind: str, engine: Any, result: type, pairwise: Any) -> Any:
 
 
 def _view(self: Tensor, *shape: Any) -> Tensor:
-    """PyTorch's ``view``: :meth:`reshape` (a view whenever the layout allows)."""
-    return self.reshape(*shape)
+    """PyTorch's ``view``: the same memory seen with another shape; a layout that cannot be
+    seen that way (a transposed tensor flattened) raises ``RuntimeError``, as PyTorch's
+    (:meth:`reshape` copies instead)."""
+    out = self.reshape(*shape)
+    if self.numel() and not _core._tracing() and out.data_ptr() != self.data_ptr():
+        raise RuntimeError(
+            f"view: a tensor of shape {list(self.shape)} and strides {list(self.stride())} "
+            f"cannot be viewed as {list(out.shape)} without a copy (at least one dimension "
+            "spans across two contiguous subspaces); use .reshape(...) instead"
+        )
+    return out
 
 
 def _contiguous(self: Tensor, memory_format: Any = None) -> Tensor:

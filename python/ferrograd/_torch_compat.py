@@ -515,6 +515,13 @@ def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
     return mask.sum() if dim is None else mask.sum(_dims(dim))
 
 
+def _dim_index(op: str, x: Tensor, dim: Any) -> int:
+    d = int(dim)
+    if not -x.ndim <= d < x.ndim:
+        raise IndexError(f"{op}: dim {d} is out of range for a tensor of {x.ndim} axes")
+    return d % x.ndim
+
+
 def unique(
     input: Tensor,
     sorted: bool = True,
@@ -525,7 +532,17 @@ def unique(
     """The distinct values, sorted (and the inverse indices and counts when asked)."""
     x = _check_tensor("unique", "input", input)
     if dim is not None:
-        raise NotImplementedError("unique: dim= is not supported yet")
+        # the distinct slices along `dim`, sorted lexicographically (PyTorch's)
+        d = _dim_index("unique", x, dim)
+        vals, inv, counts = np.unique(
+            x.detach().numpy(), return_inverse=True, return_counts=True, axis=d
+        )
+        out = [tensor(vals, dtype=x.dtype.name, device=x.device)]
+        if return_inverse:
+            out.append(tensor(inv.reshape(-1), dtype="int64", device=x.device))
+        if return_counts:
+            out.append(tensor(counts, dtype="int64", device=x.device))
+        return out[0] if len(out) == 1 else tuple(out)
     vals, inv, counts = np.unique(x.detach().numpy(), return_inverse=True, return_counts=True)
     out = [tensor(vals, dtype=x.dtype.name, device=x.device)]
     if return_inverse:

@@ -121,6 +121,17 @@ def _is_signed(self: Tensor) -> bool:
     return self.dtype.kind in "fi"
 
 
+def _contains(self: Tensor, element: Any) -> bool:
+    """``element in t``: whether any entry equals ``element`` (a number or a tensor that
+    broadcasts), as PyTorch's."""
+    if not isinstance(element, (Tensor, int, float, bool)):
+        raise RuntimeError(
+            f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+            f"{type(element).__name__}"
+        )
+    return bool((self == element).any().item())
+
+
 def _short(self: Tensor) -> Tensor:
     """``int16`` has no dtype here: ``int32`` (the narrowest signed integer above int8)."""
     return self.astype("int32")
@@ -154,6 +165,7 @@ def install() -> None:
         if not hasattr(Tensor, flag):
             setattr(Tensor, flag, property(lambda self: False))
     Tensor.is_signed = _is_signed
+    Tensor.__contains__ = _contains
     if not hasattr(Tensor, "short"):
         Tensor.short = _short
     if not hasattr(Tensor, "split_with_sizes"):

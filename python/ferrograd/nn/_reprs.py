@@ -80,6 +80,29 @@ def _fields(*names: str) -> Any:
     return extra_repr
 
 
+def _upsample(self: Any) -> str:
+    sf = self.scale_factor
+    if sf is not None:
+        head = "scale_factor=" + repr(
+            tuple(float(v) for v in sf) if isinstance(sf, (list, tuple)) else float(sf)
+        )
+    else:
+        head = "size=" + repr(self.size)
+    return f"{head}, mode={self.mode!r}"
+
+
+def _inplace_flag(base: Any) -> Any:
+    """PyTorch's activations: ``inplace=True`` shown only when set."""
+
+    def extra_repr(self: Any) -> str:
+        head = base(self) if base is not None else ""
+        if getattr(self, "inplace", False):
+            return f"{head}, inplace=True" if head else "inplace=True"
+        return head
+
+    return extra_repr
+
+
 def install() -> None:
     from ferrograd import nn
 
@@ -114,10 +137,18 @@ def install() -> None:
         "Dropout3d": _fields("p", "inplace"),
         "AlphaDropout": _fields("p", "inplace"),
         "GELU": _fields("approximate"),
-        "LeakyReLU": _fields("negative_slope"),
-        "ELU": _fields("alpha"),
-        "CELU": _fields("alpha"),
-        "Hardtanh": _fields("min_val", "max_val"),
+        "LeakyReLU": _inplace_flag(_fields("negative_slope")),
+        "ELU": _inplace_flag(_fields("alpha")),
+        "CELU": _inplace_flag(_fields("alpha")),
+        "Hardtanh": _inplace_flag(_fields("min_val", "max_val")),
+        "Upsample": _upsample,
+        "ReLU": _inplace_flag(None),
+        "ReLU6": _inplace_flag(None),
+        "SiLU": _inplace_flag(None),
+        "SELU": _inplace_flag(None),
+        "Mish": _inplace_flag(None),
+        "Hardswish": lambda self: "",
+        "Hardsigmoid": lambda self: "",
         "Softmax": _fields("dim"),
         "LogSoftmax": _fields("dim"),
         "Softmin": _fields("dim"),

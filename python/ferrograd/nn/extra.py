@@ -136,6 +136,8 @@ def _simple(name: str, fn: Any, fields: tuple[tuple[str, Any], ...] = ()) -> typ
     def extra_repr(self: Module) -> str:
         return ", ".join(f"{k}={getattr(self, k)!r}" for k, _ in fields)
 
+    extra_repr._generic = True  # type: ignore[attr-defined]
+
     return type(
         name,
         (Module,),

@@ -1,0 +1,182 @@
+"""Smaller PyTorch functions programs use: window functions, ``poisson`` / ``binomial``
+sampling, ``nextafter`` and ``Tensor.as_strided``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ._core import Tensor
+
+
+def _window(name: str, n: int, periodic: bool, dtype: Any, device: Any, fn: Any) -> Tensor:
+    from ._tensor import default_float, tensor
+
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"{name}: window_length must be a non-negative int, got {n!r}")
+    if n == 0:
+        w = np.zeros(0)
+    elif n == 1:
+        w = np.ones(1)
+    else:
+        m = n + 1 if periodic else n
+        w = fn(np.arange(m, dtype=np.float64), m)[:n]
+    return tensor(w, dtype=dtype or default_float(), device=device)
+
+
+def hann_window(
+    window_length: int, periodic: bool = True, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """``0.5 - 0.5 cos(2 pi k / (N - 1))`` (``N + 1`` points, the last dropped, when
+    ``periodic``), as PyTorch's."""
+    return _window(
+        "hann_window",
+        window_length,
+        periodic,
+        dtype,
+        device,
+        lambda k, m: 0.5 - 0.5 * np.cos(2 * math.pi * k / (m - 1)),
+    )
+
+
+def hamming_window(
+    window_length: int,
+    periodic: bool = True,
+    alpha: float = 0.54,
+    beta: float = 0.46,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+) -> Tensor:
+    """``alpha - beta cos(2 pi k / (N - 1))``, as PyTorch's."""
+    return _window(
+        "hamming_window",
+        window_length,
+        periodic,
+        dtype,
+        device,
+        lambda k, m: alpha - beta * np.cos(2 * math.pi * k / (m - 1)),
+    )
+
+
+def bartlett_window(
+    window_length: int, periodic: bool = True, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """The triangular window ``1 - |2 k / (N - 1) - 1|``, as PyTorch's."""
+    return _window(
+        "bartlett_window",
+        window_length,
+        periodic,
+        dtype,
+        device,
+        lambda k, m: 1 - np.abs(2 * k / (m - 1) - 1),
+    )
+
+
+def blackman_window(
+    window_length: int, periodic: bool = True, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """``0.42 - 0.5 cos(2 pi k / (N - 1)) + 0.08 cos(4 pi k / (N - 1))``, as PyTorch's."""
+    return _window(
+        "blackman_window",
+        window_length,
+        periodic,
+        dtype,
+        device,
+        lambda k, m: (
+            0.42
+            - 0.5 * np.cos(2 * math.pi * k / (m - 1))
+            + 0.08 * np.cos(4 * math.pi * k / (m - 1))
+        ),
+    )
+
+
+def poisson(input: Tensor, generator: Any = None) -> Tensor:
+    """A Poisson sample with each entry of ``input`` as its rate (no gradient)."""
+    from ._tensor import tensor
+    from .random import _rng_for
+
+    rates = input.detach().numpy()
+    if np.any(rates < 0) or np.any(np.isnan(rates)):
+        raise ValueError("poisson: rates must be non-negative")
+    draw = _rng_for("poisson", generator, input.device).poisson(rates)
+    return tensor(draw.astype(rates.dtype), device=input.device)
+
+
+def binomial(count: Tensor, prob: Tensor, generator: Any = None) -> Tensor:
+    """A binomial sample of ``count`` trials with success probability ``prob`` per entry
+    (broadcast; no gradient)."""
+    from ._tensor import tensor
+    from .random import _rng_for
+
+    n = count.detach().numpy()
+    p = prob.detach().numpy()
+    if np.any((p < 0) | (p > 1)):
+        raise ValueError("binomial: prob must lie in [0, 1]")
+    if np.any(n < 0):
+        raise ValueError("binomial: count must be non-negative")
+    draw = _rng_for("binomial", generator, count.device).binomial(n.astype(np.int64), p)
+    return tensor(draw.astype(np.result_type(n.dtype, p.dtype)), device=count.device)
+
+
+def nextafter(input: Tensor, other: Tensor) -> Tensor:
+    """The next representable value after ``input`` towards ``other`` (no gradient)."""
+    from ._tensor import tensor
+
+    a, b = input.detach().numpy(), other.detach().numpy()
+    return tensor(np.nextafter(a, b.astype(a.dtype)), device=input.device)
+
+
+def as_strided(input: Tensor, size: Any, stride: Any, storage_offset: int | None = None) -> Tensor:
+    """The entries at ``storage_offset + sum(i_k stride_k)`` of a contiguous tensor's memory,
+    shaped ``size`` (PyTorch's ``as_strided``; sliding windows, for instance). Here the
+    result is a copy (differentiable: overlapping windows add their gradients), not a view:
+    writes to it do not reach ``input``."""
+    x = input
+    if not x.is_contiguous():
+        raise RuntimeError(
+            "as_strided: only a contiguous tensor is supported here (call .contiguous())"
+        )
+    size = [int(s) for s in size]
+    stride = [int(s) for s in stride]
+    if len(size) != len(stride):
+        raise ValueError(f"as_strided: {len(size)} sizes but {len(stride)} strides")
+    off = x.storage_offset() if storage_offset is None else int(storage_offset)
+    base = off - x.storage_offset()
+    idx = np.full(size, base, dtype=np.int64) if size else np.array(base, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * s).reshape(shape)
+    if idx.size and (idx.min() < 0 or idx.max() >= x.numel()):
+        raise RuntimeError(
+            f"as_strided: size {size}, stride {stride} and offset {off} reach outside the "
+            f"tensor's {x.numel()} elements"
+        )
+    from ._core import index_select
+    from ._tensor import tensor
+
+    flat = x.reshape(-1)
+    picked = index_select(flat, 0, tensor(idx.reshape(-1), dtype="int64", device=x.device))
+    return picked.reshape(*size)
+
+
+def install() -> None:
+    import ferrograd as fg
+
+    for f in (
+        hann_window,
+        hamming_window,
+        bartlett_window,
+        blackman_window,
+        poisson,
+        binomial,
+        nextafter,
+        as_strided,
+    ):
+        if not hasattr(fg, f.__name__):
+            setattr(fg, f.__name__, f)
+    if not hasattr(Tensor, "as_strided"):
+        Tensor.as_strided = as_strided
