@@ -165,9 +165,12 @@ from . import hub as hub
 
 _torch_inplace.install()
 
-from . import _torch_misc  # noqa: E402
+from . import _torch_misc
 
 _torch_misc.install()
+
+# MegEngine's name for it
+is_cuda_available = cuda.is_available
 __all__ += ["amp", "autocast", "cpu"]
 
 # complex numbers as pairs of real tensors (polar, view_as_complex, view_as_real)

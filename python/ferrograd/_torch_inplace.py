@@ -125,7 +125,7 @@ def _contains(self: Tensor, element: Any) -> bool:
     """``element in t``: whether any entry equals ``element`` (a number or a tensor that
     broadcasts), as PyTorch's."""
     if not isinstance(element, (Tensor, int, float, bool)):
-        raise RuntimeError(
+        raise RuntimeError(  # noqa: TRY004 (PyTorch's exception type)
             f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
             f"{type(element).__name__}"
         )

@@ -1038,7 +1038,12 @@ def nms(boxes: Tensor, scores: Tensor, iou_thresh: float, max_output: Any = None
 vision = types.ModuleType(
     "ferrograd.functional.vision", "MegEngine's functional.vision: image functions."
 )
-for _name in ("interpolate", "flip", "rot90", "nms"):
+
+from . import warp as _warp
+
+remap, warp_affine, warp_perspective = _warp.remap, _warp.warp_affine, _warp.warp_perspective
+
+for _name in ("interpolate", "flip", "rot90", "nms", "remap", "warp_affine", "warp_perspective"):
     setattr(vision, _name, globals()[_name])
 
 # the names MegEngine's functional.nn adds (also at the top of functional)
@@ -1085,6 +1090,9 @@ NN_NAMES = [
 
 # the names that replace the package's functions at the top of functional
 TOP_NAMES = [
+    "remap",
+    "warp_affine",
+    "warp_perspective",
     "equal",
     "conv3d",
     "conv_transpose3d",
