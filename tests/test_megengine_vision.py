@@ -92,3 +92,90 @@ def test_warp_affine_and_perspective_gradients_agree():
         gm.backward([ya, yp], [dy, dy])
     np.testing.assert_allclose(xa.grad.numpy(), xp.grad.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ma.grad.numpy(), mp.grad.numpy()[:, :2], rtol=1e-5, atol=1e-5)
+
+
+def _bilinear_ref(img, y, x):
+    """Detectron2's RoIAlign bilinear sample of one (C, H, W) image (scalar loops)."""
+    _, h, w = img.shape
+    if y < -1.0 or y > h or x < -1.0 or x > w:
+        return np.zeros(img.shape[0])
+    y, x = max(y, 0.0), max(x, 0.0)
+    y0, x0 = int(np.floor(y)), int(np.floor(x))
+    if y0 >= h - 1:
+        y0 = y1 = h - 1
+        y = float(y0)
+    else:
+        y1 = y0 + 1
+    if x0 >= w - 1:
+        x0 = x1 = w - 1
+        x = float(x0)
+    else:
+        x1 = x0 + 1
+    ly, lx = y - y0, x - x0
+    return (
+        (1 - ly) * (1 - lx) * img[:, y0, x0]
+        + (1 - ly) * lx * img[:, y0, x1]
+        + ly * (1 - lx) * img[:, y1, x0]
+        + ly * lx * img[:, y1, x1]
+    )
+
+
+def _roi_align_ref(inp, rois, ph, pw, scale, samples, aligned, mode):
+    out = np.zeros((len(rois), inp.shape[1], ph, pw))
+    off = 0.5 if aligned else 0.0
+    for k, (b, x1, y1, x2, y2) in enumerate(rois):
+        sx, sy = x1 * scale - off, y1 * scale - off
+        rw, rh = x2 * scale - off - sx, y2 * scale - off - sy
+        if not aligned:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / ph, rw / pw
+        for i in range(ph):
+            for j in range(pw):
+                vals = [
+                    _bilinear_ref(
+                        inp[int(b)],
+                        sy + i * bh + (iy + 0.5) * bh / samples,
+                        sx + j * bw + (ix + 0.5) * bw / samples,
+                    )
+                    for iy in range(samples)
+                    for ix in range(samples)
+                ]
+                out[k, :, i, j] = np.mean(vals, 0) if mode == "average" else np.max(vals, 0)
+    return out
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("mode", ["average", "max"])
+def test_roi_align_matches_a_loop_reference(aligned, mode):
+    rng = np.random.default_rng(2)
+    inp = rng.standard_normal((2, 3, 12, 10))
+    rois = np.array(
+        [[0, 1.0, 2.0, 30.0, 40.0], [1, -6.0, 3.0, 20.0, 60.0], [1, 10.0, 10.0, 11.0, 12.0]]
+    )
+    got = F.vision.roi_align(
+        fg.tensor(inp), fg.tensor(rois), (3, 4), mode, 0.25, 2, aligned
+    ).numpy()
+    np.testing.assert_allclose(
+        got, _roi_align_ref(inp, rois, 3, 4, 0.25, 2, aligned, mode), atol=1e-12
+    )
+
+
+def test_roi_align_gradient_and_empty_inputs():
+    rng = np.random.default_rng(3)
+    inp = fg.tensor(rng.standard_normal((1, 2, 6, 6)), requires_grad=True)
+    rois = fg.tensor(np.array([[0, 0.3, 0.7, 17.1, 13.9]]))
+    assert fg.autograd.gradcheck(
+        lambda x: F.vision.roi_align(x, rois, (2, 2), spatial_scale=0.25), (inp,)
+    )
+    empty = F.vision.roi_align(fg.randn(2, 3, 8, 8), fg.zeros(0, 5), (7, 7), spatial_scale=0.25)
+    assert empty.shape == (0, 3, 7, 7)
+    assert F.vision.roi_align(fg.randn(2, 0, 8, 8), fg.rand(4, 5), (7, 7)).shape == (4, 0, 7, 7)
+
+
+def test_roi_pooling_takes_the_max_of_each_bin():
+    inp = fg.tensor(np.arange(64, dtype=np.float64).reshape(1, 1, 8, 8), requires_grad=True)
+    rois = fg.tensor(np.array([[0, 0.0, 0.0, 7.0, 7.0]]))
+    out = F.vision.roi_pooling(inp, rois, (2, 2), scale=1.0)
+    np.testing.assert_array_equal(out.numpy(), [[[[27.0, 31.0], [59.0, 63.0]]]])
+    out.sum().backward()
+    assert inp.grad.numpy().sum() == 4.0

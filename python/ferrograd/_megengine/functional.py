@@ -1042,8 +1042,19 @@ vision = types.ModuleType(
 from . import warp as _warp
 
 remap, warp_affine, warp_perspective = _warp.remap, _warp.warp_affine, _warp.warp_perspective
+roi_align, roi_pooling = _warp.roi_align, _warp.roi_pooling
 
-for _name in ("interpolate", "flip", "rot90", "nms", "remap", "warp_affine", "warp_perspective"):
+for _name in (
+    "interpolate",
+    "flip",
+    "rot90",
+    "nms",
+    "remap",
+    "warp_affine",
+    "warp_perspective",
+    "roi_align",
+    "roi_pooling",
+):
     setattr(vision, _name, globals()[_name])
 
 # the names MegEngine's functional.nn adds (also at the top of functional)
@@ -1090,6 +1101,8 @@ NN_NAMES = [
 
 # the names that replace the package's functions at the top of functional
 TOP_NAMES = [
+    "roi_align",
+    "roi_pooling",
     "remap",
     "warp_affine",
     "warp_perspective",

@@ -207,3 +207,124 @@ def warp_affine(
     out = _sample("warp_affine", img, sx, sy, border_mode, border_val, interp_mode, quantize=True)
     out = _back(out, kind)
     return out if format == "NCHW" else out.permute(0, 2, 3, 1)
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    if isinstance(v, int):
+        return v, v
+    a, b = (int(x) for x in v)
+    return a, b
+
+
+def roi_align(
+    inp: Tensor,
+    rois: Tensor,
+    output_shape: Any,
+    mode: str = "average",
+    spatial_scale: float = 1.0,
+    sample_points: Any = 2,
+    aligned: bool = True,
+) -> Tensor:
+    """RoIAlign (Mask R-CNN): each ``(idx, x1, y1, x2, y2)`` box of ``rois`` (K, 5), scaled
+    by ``spatial_scale`` (and shifted by half a pixel when ``aligned``), split into
+    ``output_shape`` bins, each the average (or max) of ``sample_points`` bilinear samples per
+    axis: (K, C, PH, PW). Differentiable in ``inp``; built from tensor ops, so it traces."""
+    mode = mode.lower()
+    if mode not in ("average", "max"):
+        raise ValueError(f"roi_align: mode must be 'average' or 'max', got {mode!r}")
+    if inp.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 5:
+        raise fg.ShapeError(
+            f"roi_align: inp must be (N, C, H, W) and rois (K, 5), got {list(inp.shape)} and "
+            f"{list(rois.shape)}"
+        )
+    ph, pw = _pair(output_shape)
+    gh, gw = _pair(sample_points)
+    if gh <= 0 or gw <= 0:
+        raise ValueError(
+            "roi_align: sample_points must be positive here (adaptive 0 is not supported)"
+        )
+    x = inp if inp.dtype.kind == "f" else inp.astype("float32")
+    n, c, h, w = x.shape
+    k = rois.shape[0]
+    r = rois.detach().astype(x.dtype.name)
+    off = 0.5 if aligned else 0.0
+    x1 = r[:, 1] * spatial_scale - off
+    y1 = r[:, 2] * spatial_scale - off
+    rw = r[:, 3] * spatial_scale - off - x1
+    rh = r[:, 4] * spatial_scale - off - y1
+    if not aligned:
+        rw, rh = rw.clamp(min=1.0), rh.clamp(min=1.0)
+    ty = np.repeat(np.arange(ph), gh) + np.tile((np.arange(gh) + 0.5) / gh, ph)
+    tx = np.repeat(np.arange(pw), gw) + np.tile((np.arange(gw) + 0.5) / gw, pw)
+    const = lambda a: fg.tensor(a, dtype=x.dtype.name, device=x.device)
+    ys = y1.reshape(k, 1) + (rh / ph).reshape(k, 1) * const(ty).reshape(1, -1)
+    xs = x1.reshape(k, 1) + (rw / pw).reshape(k, 1) * const(tx).reshape(1, -1)
+
+    def axis(v: Tensor, size: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        valid = (v >= -1.0) & (v <= float(size))
+        v = v.clamp(min=0.0)
+        low = v.floor()
+        edge = low >= float(size - 1)
+        low = fg.where(edge, float(size - 1), low)
+        high = fg.where(edge, float(size - 1), low + 1.0)
+        v = fg.where(edge, low, v)
+        frac = v - low
+        return low.astype("int64"), high.astype("int64"), frac, valid
+
+    y0, y1i, fy, vy = axis(ys, h)
+    x0, x1i, fx, vx = axis(xs, w)
+    b = r[:, 0].astype("int64")
+    sel = fg.index_select(x.reshape(n, c, h * w), 0, b)  # (K, C, H*W)
+    ny, nx = ys.shape[1], xs.shape[1]
+    out = None
+    for yi, wy in ((y0, 1.0 - fy), (y1i, fy)):
+        for xi, wx in ((x0, 1.0 - fx), (x1i, fx)):
+            idx = (yi.reshape(k, ny, 1) * w + xi.reshape(k, 1, nx)).reshape(k, 1, ny * nx)
+            v = fg.gather(sel, 2, idx.broadcast_to(k, c, ny * nx)).reshape(k, c, ny, nx)
+            term = v * (wy.reshape(k, 1, ny, 1) * wx.reshape(k, 1, 1, nx))
+            out = term if out is None else out + term
+    assert out is not None
+    valid = (vy.reshape(k, 1, ny, 1) & vx.reshape(k, 1, 1, nx)).astype(x.dtype.name)
+    out = (out * valid).reshape(k, c, ph, gh, pw, gw)
+    if mode == "average":
+        return out.mean(axis=(3, 5))
+    return out.amax(axis=(3, 5))
+
+
+def roi_pooling(
+    inp: Tensor, rois: Tensor, output_shape: Any, mode: str = "max", scale: float = 1.0
+) -> Tensor:
+    """RoI pooling (Fast R-CNN): each ``(idx, x1, y1, x2, y2)`` box, scaled by ``scale`` and
+    rounded to pixels, split into ``output_shape`` bins, each the max (or average) of its
+    pixels (an empty bin gives 0): (K, C, PH, PW). Differentiable in ``inp``."""
+    mode = mode.lower()
+    if mode not in ("max", "average"):
+        raise ValueError(f"roi_pooling: mode must be 'max' or 'average', got {mode!r}")
+    ph, pw = _pair(output_shape)
+    x = inp if inp.dtype.kind == "f" else inp.astype("float32")
+    _, c, h, w = x.shape
+    r = rois.detach().numpy().astype(np.float64)
+    rows = []
+    for box in r:
+        img = x[int(box[0])]
+        # (rounded half away from zero, as C's round)
+        xs, ys, xe, ye = (int(np.floor(v * scale + 0.5)) for v in box[1:])
+        bw, bh = max(xe - xs + 1, 1) / pw, max(ye - ys + 1, 1) / ph
+        cells = []
+        for i in range(ph):
+            hs = min(max(int(np.floor(i * bh)) + ys, 0), h)
+            he = min(max(int(np.ceil((i + 1) * bh)) + ys, 0), h)
+            for j in range(pw):
+                ws = min(max(int(np.floor(j * bw)) + xs, 0), w)
+                we = min(max(int(np.ceil((j + 1) * bw)) + xs, 0), w)
+                if he <= hs or we <= ws:
+                    cells.append(fg.zeros(c, dtype=x.dtype.name, device=x.device))
+                    continue
+                region = img[:, hs:he, ws:we]
+                cells.append(
+                    region.amax(axis=(1, 2)) if mode == "max" else region.mean(axis=(1, 2))
+                )
+        rows.append(fg.stack(cells, 1).reshape(c, ph, pw))
+    if not rows:
+        return fg.zeros(0, c, ph, pw, dtype=x.dtype.name, device=x.device)
+    return fg.stack(rows, 0)
