@@ -214,7 +214,9 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     approximation (``approximate="tanh"``)."""
     x = _t("gelu", "input", input)
     if approximate == "none":
-        return x * 0.5 * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
+        if x.dtype.kind != "f":
+            x = x.astype("float32")
+        return x.gelu()  # one fused pass (its gradient one more)
     if approximate == "tanh":
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
         return 0.5 * x * (1.0 + inner.tanh())

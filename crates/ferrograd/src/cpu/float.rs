@@ -40,6 +40,24 @@ pub(crate) trait Float:
         }
     }
 
+    /// `v * Phi(v)` with the normal CDF `Phi(v) = (1 + erf(v / sqrt 2)) / 2` (PyTorch's
+    /// exact GELU).
+    #[inline(always)]
+    fn gelu(self) -> Self {
+        let half = Self::from_f64(0.5);
+        half * self * (Self::ONE + (self * Self::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf())
+    }
+
+    /// The slope of [`Float::gelu`]: `Phi(v) + v * phi(v)`, `phi` the normal density.
+    #[inline(always)]
+    fn gelu_slope(self) -> Self {
+        let half = Self::from_f64(0.5);
+        let cdf =
+            half * (Self::ONE + (self * Self::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf());
+        let pdf = (-half * self * self).exp() * Self::from_f64(0.398_942_280_401_432_7);
+        cdf + self * pdf
+    }
+
     /// `max(v, 0)`; NaN stays NaN (as PyTorch's relu).
     #[inline(always)]
     fn relu(self) -> Self {

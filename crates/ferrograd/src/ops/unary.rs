@@ -65,6 +65,10 @@ macro_rules! unary_ops {
             Softplus softplus (|v| v.softplus())    ()                        (|dy, x| dy.mul(&x.sigmoid()?)?),
             // v * sigmoid(v); slope s * (1 + v * (1 - s))
             Silu     silu     (|v| v * v.sigmoid()) ()                        (|dy, x| dy.mul(&silu_slope(&x)?)?),
+            // x Phi(x) (exact GELU) in one pass; its slope is one more op
+            Gelu     gelu     (|v| v.gelu())        ()                        (|dy, x| dy.mul(&x.gelu_slope()?)?),
+            // Phi(x) + x phi(x); its own slope phi(x) (2 - x^2)
+            GeluSlope gelu_slope (|v| v.gelu_slope()) ()                      (|dy, x| dy.mul(&gelu_curvature(&x)?)?),
             Floor    floor    (|v| v.floor())       (|v| v)                   (|dy| dy.zeros_like()?),
             Ceil     ceil     (|v| v.ceil())        (|v| v)                   (|dy| dy.zeros_like()?),
             // halves to even, as numpy and PyTorch
@@ -91,6 +95,16 @@ fn erf_slope(x: &Tensor) -> Result<Tensor> {
 fn silu_slope(x: &Tensor) -> Result<Tensor> {
     let s = x.sigmoid()?;
     s.mul(&x.mul(&s.neg()?.add_scalar(1.0)?)?.add_scalar(1.0)?)
+}
+
+/// The second derivative of the exact GELU: `phi(x) (2 - x^2)`.
+fn gelu_curvature(x: &Tensor) -> Result<Tensor> {
+    let x2 = x.mul(x)?;
+    let pdf = x2
+        .mul_scalar(-0.5)?
+        .exp()?
+        .mul_scalar(0.398_942_280_401_432_7)?;
+    pdf.mul(&x2.neg()?.add_scalar(2.0)?)
 }
 
 /// The backward of an activation from its output, in one pass.
