@@ -96,6 +96,8 @@ ROWS = {
     "square": (lambda x: x.square(), [uniform(3, 2)], 1e-6),
     "softplus": (lambda x: x.softplus(), [uniform(3, 2, lo=-5.0, hi=5.0)], 1e-6),
     "silu": (lambda x: x.silu(), [uniform(3, 2, lo=-5.0, hi=5.0)], 1e-6),
+    "gelu": (lambda x: x.gelu(), [uniform(3, 2, lo=-5.0, hi=5.0)], 1e-6),
+    "gelu_slope": (lambda x: x.gelu_slope(), [uniform(3, 2, lo=-5.0, hi=5.0)], 1e-6),
     "atan2": (lambda a, b: fg.atan2(a, b), [uniform(2, 3), uniform(3, lo=0.5, hi=2.0)], 1e-6),
     "sigmoid": (lambda x: x.sigmoid(), [uniform(3, 2)], 1e-6),
     "relu": (lambda x: x.relu(), [away(3, 2)], 1e-6),

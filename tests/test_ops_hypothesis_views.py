@@ -600,7 +600,13 @@ def _mv_unflatten(draw, shape):
 def _mv_view(draw, shape):
     n = int(np.prod(shape))
     target = draw(st.sampled_from([(-1,), (n,), (shape[-1], -1), (1, -1, 1), (-1, shape[0])]))
-    return (lambda x: x.view(*target)), (lambda a: a.reshape(target)), []
+    # (a layout that needs a copy raises, as PyTorch's view: made contiguous first here;
+    # tests/test_torch_parity.py checks the error)
+    return (
+        (lambda x: (x if x.is_contiguous() else x.contiguous()).view(*target)),
+        (lambda a: a.reshape(target)),
+        [],
+    )
 
 
 def _mv_contiguous(draw, shape):

@@ -1198,6 +1198,10 @@ def norm(
     if p == 0:
         return (x != 0).astype(x.dtype).sum(**kw)
     s = (a**p).sum(**kw)
+    if p > 1:
+        # a zero norm has gradient 0 (PyTorch's subgradient), not 0 * inf
+        zero = s == 0
+        return where(zero, 0.0, where(zero, 1.0, s) ** (1.0 / p))
     return s ** (1.0 / p)
 
 

@@ -163,8 +163,67 @@ def as_strided(input: Tensor, size: Any, stride: Any, storage_offset: int | None
     return picked.reshape(*size)
 
 
+def _assert(condition: Any, message: str) -> None:
+    """``torch._assert``: raises ``AssertionError(message)`` when ``condition`` is false."""
+    if not condition:
+        raise AssertionError(message)
+
+
+def _deprecated_alpha_first(fn: Any) -> Any:
+    """``x.add_(alpha, other)``: PyTorch's old argument order (still accepted there)."""
+    import functools
+    import warnings
+
+    @functools.wraps(fn)
+    def wrapped(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 2 and isinstance(args[0], (int, float)) and isinstance(args[1], Tensor):
+            warnings.warn(
+                f"{fn.__name__}(Number alpha, Tensor other) is deprecated; use "
+                f"{fn.__name__}(Tensor other, *, Number alpha)",
+                UserWarning,
+                stacklevel=2,
+            )
+            return fn(self, args[1], alpha=args[0], **kwargs)
+        return fn(self, *args, **kwargs)
+
+    return wrapped
+
+
+def _install_data_modules() -> None:
+    """``torch.utils.data.dataset`` / ``.sampler`` / ``.dataloader``: module objects with the
+    classes PyTorch keeps there (``from torch.utils.data import dataset``)."""
+    import sys
+    import types
+
+    from .utils import data
+
+    files = {
+        "dataset": "Dataset IterableDataset TensorDataset ConcatDataset Subset random_split",
+        "sampler": "Sampler SequentialSampler RandomSampler SubsetRandomSampler "
+        "WeightedRandomSampler BatchSampler",
+        "dataloader": "DataLoader default_collate get_worker_info",
+        "distributed": "DistributedSampler",
+    }
+    for file, names in files.items():
+        name = f"{data.__name__}.{file}"
+        mod = sys.modules.get(name) or types.ModuleType(name)
+        for n in names.split():
+            if hasattr(data, n):
+                setattr(mod, n, getattr(data, n))
+        if not hasattr(data, file) or isinstance(getattr(data, file), types.ModuleType):
+            setattr(data, file, mod)
+        sys.modules[name] = mod
+
+
 def install() -> None:
     import ferrograd as fg
+
+    fg._assert = _assert
+    for name in ("add_", "sub_", "add", "sub"):
+        f = getattr(Tensor, name, None)
+        if callable(f):
+            setattr(Tensor, name, _deprecated_alpha_first(f))
+    _install_data_modules()
 
     for f in (
         hann_window,

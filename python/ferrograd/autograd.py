@@ -193,23 +193,40 @@ class FunctionCtx:
     ``forward`` stores for ``backward``."""
 
     def __init__(self) -> None:
-        self.saved_tensors: tuple = ()
+        self._saved: tuple = ()
+        # forward's own output objects -> the outputs apply() returned (on the tape)
+        self._outputs: dict[int, Tensor] = {}
         self.needs_input_grad: tuple = ()
         self.materialize_grads = True
         self.non_differentiable: tuple = ()
+        self.dirty: tuple = ()
 
     def save_for_backward(self, *tensors: Any) -> None:
-        self.saved_tensors = tuple(tensors)
+        self._saved = tuple(tensors)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        """What ``save_for_backward`` kept; a saved output of ``forward`` comes back as the
+        output ``apply`` returned (on the tape), so a backward that uses it is
+        differentiated through the function again (double backward), as PyTorch's."""
+        return tuple(self._outputs.get(id(t), t) for t in self._saved)
+
+    @saved_tensors.setter
+    def saved_tensors(self, value: tuple) -> None:
+        self._saved = tuple(value)
 
     @property
     def saved_variables(self) -> tuple:
         return self.saved_tensors
 
     def mark_non_differentiable(self, *outputs: Tensor) -> None:
+        """These outputs get no gradient: ``apply`` returns them not requiring grad."""
         self.non_differentiable = tuple(outputs)
 
     def mark_dirty(self, *tensors: Tensor) -> None:
-        """Accepted: in-place changes of inputs need no bookkeeping here."""
+        """These inputs were changed in place by ``forward`` (and returned): ``apply``
+        returns the input objects themselves, now standing for the function's outputs."""
+        self.dirty = tuple(tensors)
 
     def set_materialize_grads(self, value: bool) -> None:
         self.materialize_grads = bool(value)
@@ -253,6 +270,7 @@ class Function:
         separate_setup = cls.setup_context is not Function.setup_context
         outer = cls
         shapes: list = []
+        raw_outs: list = []
 
         class _Op(EngineFunction):
             def forward(self, *tensors: Tensor) -> Any:
@@ -265,7 +283,14 @@ class Function:
                 else:
                     out = outer.forward(ctx, *full, **kwargs)
                 outs = (out,) if isinstance(out, Tensor) else tuple(out)
+                for d in ctx.dirty:
+                    if isinstance(d, Tensor) and d.requires_grad and d.is_leaf:
+                        raise RuntimeError(
+                            f"{name}: a leaf Variable that requires grad is being used in an "
+                            "in-place operation (mark_dirty)"
+                        )
                 shapes.extend((o.shape, o.dtype.name, o.device) for o in outs)
+                raw_outs.extend(outs)
                 return out
 
             def backward(self, *grads: Tensor | None) -> Any:
@@ -292,7 +317,24 @@ class Function:
                 if separate_setup
                 else cls.forward(ctx, *args, **kwargs)
             )
-        return _Op()(*[args[i] for i in positions])
+        result = _Op()(*[args[i] for i in positions])
+        recorded = (result,) if isinstance(result, Tensor) else tuple(result)
+        ctx._outputs = {id(raw): rec for raw, rec in zip(raw_outs, recorded)}
+        if not (ctx.dirty or ctx.non_differentiable):
+            return result
+        dirty = {id(t) for t in ctx.dirty}
+        frozen = {id(t) for t in ctx.non_differentiable}
+        final = []
+        for raw, rec in zip(raw_outs, recorded):
+            if id(raw) in dirty:
+                # the input object itself now stands for the output (PyTorch's mark_dirty):
+                # recorded as a write of the output into it, so a tensor it views follows
+                raw.copy_(rec)
+                rec = raw
+            if id(raw) in frozen:
+                rec = rec.detach()
+            final.append(rec)
+        return final[0] if isinstance(result, Tensor) else tuple(final)
 
 
 def once_differentiable(fn: Any) -> Any:

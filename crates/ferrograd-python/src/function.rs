@@ -174,6 +174,13 @@ fn _push_ceiling(level: u64) {
     ferrograd::autograd::push_ceiling(level)
 }
 
+/// Keeps the ops that follow out of a checkpointed segment's bookkeeping (returns the
+/// previous setting; see `ferrograd::autograd::set_capture_paused`).
+#[pyfunction]
+fn _set_capture_paused(paused: bool) -> bool {
+    ferrograd::autograd::set_capture_paused(paused)
+}
+
 #[pyfunction]
 fn _grad_enabled() -> bool {
     ferrograd::autograd::grad_enabled()
@@ -298,6 +305,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_tracking_keys, m)?)?;
     m.add_function(wrap_pyfunction!(_push_ceiling, m)?)?;
     m.add_function(wrap_pyfunction!(_grad_enabled, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_capture_paused, m)?)?;
     m.add_function(wrap_pyfunction!(_pop_ceiling, m)?)?;
     m.add_function(wrap_pyfunction!(_push_enable, m)?)?;
     m.add_function(wrap_pyfunction!(register_grad_rule, m)?)?;

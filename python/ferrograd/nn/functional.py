@@ -187,11 +187,15 @@ def tanh(input: Tensor) -> Tensor:
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
-    out = _t("silu", "input", input).silu()
+    x = _t("silu", "input", input)
     if inplace:
+        # computed from a copy when a tape records it: silu's gradient needs the input the
+        # write replaces
+        tracked = x.requires_grad or _core._tracking_level([x]) is not None
+        out = (x.clone() if tracked else x).silu()
         input.copy_(out)
         return input
-    return out
+    return x.silu()
 
 
 def logsigmoid(input: Tensor) -> Tensor:
@@ -434,10 +438,21 @@ def batch_norm(
     return y
 
 
-def _no_record() -> Any:
-    from ..autodiff import no_grad
+class _no_record:
+    """``no_grad``, and out of a checkpointed segment's view: the running statistics a
+    normalisation updates in place are bookkeeping its output does not depend on (updated
+    again when the segment is recomputed, as PyTorch's)."""
 
-    return no_grad()
+    def __enter__(self) -> None:
+        from ..autodiff import no_grad
+
+        self._ng = no_grad()
+        self._ng.__enter__()
+        self._paused = _core._set_capture_paused(True)
+
+    def __exit__(self, *exc: object) -> None:
+        _core._set_capture_paused(self._paused)
+        self._ng.__exit__(*exc)
 
 
 def group_norm(

@@ -349,6 +349,12 @@ class Module:
             if items is not None and name in items:
                 items[name] = value
                 return
+        mods = d.get("_modules")
+        if mods is not None and isinstance(value, Module) and name not in d:
+            # a container (a Sequential subclass that sets `self.act = ReLU()`): the module
+            # joins the others in order, as PyTorch's `_modules`
+            mods[name] = value
+            return
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
@@ -870,6 +876,7 @@ class Sequential(Module):
 
     def __init__(self, *args: Any) -> None:
         super().__init__()
+        self.__dict__["_modules"] = OrderedDict()
         if len(args) == 1 and isinstance(args[0], OrderedDict):
             for k, m in args[0].items():
                 self.add_module(k, m)

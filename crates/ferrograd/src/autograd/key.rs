@@ -1169,6 +1169,20 @@ fn deliver(
     }
     if accumulate {
         let total = match tensor.grad() {
+            // PyTorch's: without a recorded backward, the sum goes into the existing `.grad`
+            // in place, so a reference taken to it earlier sees it
+            Some(old)
+                if !g.is_tracked()
+                    && !old.is_tracked()
+                    && old.dtype() == g.dtype()
+                    && old.shape() == g.shape()
+                    && old.device() == g.device()
+                    && !old.storage().is_read_only()
+                    && !crate::graph::is_tracing() =>
+            {
+                old.binary_assign_(crate::op::BinaryOp::Add, &g)?;
+                old
+            }
             Some(old) => old.add(&g)?,
             // a gradient that shares storage with another tensor (a seed, a view) is copied,
             // so later in-place updates of `.grad` cannot reach that tensor

@@ -32,7 +32,8 @@ pub(crate) use record::{record_builtin, Saved};
 pub(crate) use registry::lookup as rule_override;
 pub use registry::{register_rule, unregister_rule, RuleOverride};
 pub use scope::{
-    ceiling, grad_enabled, no_grad, pop_ceiling, push_ceiling, push_enable, CeilingGuard,
+    ceiling, grad_enabled, no_grad, pop_ceiling, push_ceiling, push_enable, set_capture_paused,
+    CeilingGuard,
 };
 
 use std::sync::{Arc, Weak};

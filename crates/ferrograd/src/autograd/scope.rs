@@ -180,6 +180,15 @@ impl Drop for BackwardGuard {
 thread_local! {
     static CAPTURES: RefCell<Vec<Capture>> = const { RefCell::new(Vec::new()) };
     static PROXY: RefCell<Vec<Proxy>> = const { RefCell::new(Vec::new()) };
+    static CAPTURE_PAUSED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Keeps the ops that run until it is set back from the checkpoint's view (returns the
+/// previous setting): bookkeeping a checkpointed segment does on the side, which its outputs
+/// do not depend on (a batch norm's running statistics, updated in place in training and
+/// again when the segment is recomputed, as PyTorch's).
+pub fn set_capture_paused(paused: bool) -> bool {
+    CAPTURE_PAUSED.with(|p| p.replace(paused))
 }
 
 /// What a checkpointed function reads while it runs forward (with every key blocked).
@@ -214,6 +223,9 @@ pub(crate) fn capturing() -> bool {
 /// Notes what an op inside a checkpointed function reads: the buffers it did not make, and
 /// the slots of keys that track its inputs but were kept from recording.
 pub(crate) fn capture(inputs: &[&crate::Tensor], outputs: &[crate::Tensor]) {
+    if CAPTURE_PAUSED.with(|p| p.get()) {
+        return;
+    }
     let scope = snapshot();
     CAPTURES.with(|c| {
         let mut c = c.borrow_mut();

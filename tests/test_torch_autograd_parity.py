@@ -1,0 +1,217 @@
+"""Autograd behaviours from PyTorch's own autograd tests and ported programs, run on torch and
+on ferrograd: custom Functions (saved outputs in double backward, mark_dirty,
+mark_non_differentiable), subgradients, in-place accumulation into .grad, checkpointed batch
+norm, container registration."""
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def _square(lib):
+    class Square(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x**2
+            ctx.save_for_backward(x, y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            return g * 2 * y / x
+
+    return Square
+
+
+def _exp(lib):
+    class Exp(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            (y,) = ctx.saved_tensors
+            return g * y
+
+    return Exp
+
+
+@pytest.mark.parametrize("make", [_square, _exp])
+def test_a_saved_output_is_differentiated_in_double_backward(make):
+    got = []
+    for lib in (torch, fg):
+        x = lib.tensor(0.5, dtype=lib.float64, requires_grad=True)
+        (g,) = lib.autograd.grad(make(lib).apply(x), x, create_graph=True)
+        (gg,) = lib.autograd.grad(g, x)
+        got.append((g.item(), gg.item()))
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-12)
+
+
+def _marked(lib):
+    class Split(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            a, b = x * 2, (x > 0).to(x.dtype)
+            ctx.mark_non_differentiable(b)
+            return a, b
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            return ga * 2
+
+    return Split
+
+
+def test_mark_non_differentiable_outputs_do_not_require_grad():
+    for lib in (torch, fg):
+        x = lib.tensor([1.0, -2.0], requires_grad=True)
+        a, b = _marked(lib).apply(x)
+        assert a.requires_grad and not b.requires_grad
+        (a.sum() + b.sum()).backward()
+        assert x.grad.tolist() == [2.0, 2.0]
+
+
+def _inc(lib):
+    class Inc(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            x.add_(y)
+            ctx.mark_dirty(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g
+
+    return Inc
+
+
+def test_mark_dirty_returns_the_input_and_a_viewed_base_follows():
+    results = []
+    for lib in (torch, fg):
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        b = lib.tensor([3.0, 4.0], requires_grad=True)
+        x = a * 1
+        out = _inc(lib).apply(x, b)
+        assert out is x
+        (out * out).sum().backward()
+        base = lib.arange(8.0, dtype=lib.float64).reshape(2, 4)
+        c = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        view = base[:, 1]
+        _inc(lib).apply(view, c)
+        (base * base).sum().backward()
+        results.append((a.grad.tolist(), b.grad.tolist(), base.tolist(), c.grad.tolist()))
+    assert results[1] == results[0]
+    with pytest.raises(RuntimeError, match="leaf"):
+        leaf = fg.tensor([1.0], requires_grad=True)
+        _inc(fg).apply(leaf, fg.tensor([1.0]))
+
+
+@pytest.mark.parametrize("p", [3, 1.5])
+def test_norm_at_zero_has_zero_gradient(p):
+    for lib in (torch, fg):
+        x = lib.zeros(3, dtype=lib.float64, requires_grad=True)
+        x.norm(p).backward()
+        assert x.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_backward_accumulates_into_the_existing_grad_in_place():
+    for lib in (torch, fg):
+        x = lib.ones(2, dtype=lib.float64, requires_grad=True)
+        (x * 1).sum().backward()
+        g = x.grad
+        (x * 3).sum().backward()
+        assert g.tolist() == [4.0, 4.0] and x.grad.tolist() == [4.0, 4.0]
+
+
+def _block(lib, mixed):
+    class Block(lib.nn.Sequential):
+        def __init__(self):
+            if mixed:
+                super().__init__(lib.nn.Linear(3, 3))
+            else:
+                super().__init__()
+            self.act = lib.nn.ReLU()
+            self.lin2 = lib.nn.Linear(3, 2)
+
+    return Block()
+
+
+def test_sequential_subclass_registers_attribute_modules_in_order():
+    out = []
+    for lib in (torch, fg):
+        for mixed in (False, True):
+            m = _block(lib, mixed)
+            out.append((len(m), list(m.state_dict()), [type(c).__name__ for c in m]))
+            assert m(lib.ones(4, 3)).shape == (4, 2)
+    assert out[:2] == out[2:]
+
+
+def test_silu_inplace_differentiates():
+    a = np.linspace(-3, 3, 6)
+    got = []
+    for lib in (torch, fg):
+        x = lib.tensor(a, requires_grad=True)
+        y = x * 2.0
+        lib.nn.SiLU(inplace=True)(y)
+        (y * y).sum().backward()
+        got.append(np.asarray(x.grad.tolist()))
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-12)
+
+
+def _checkpointed_bn(lib, x, weights):
+    lib.manual_seed(0)
+    bn = lib.nn.BatchNorm2d(3).double()
+    conv = lib.nn.Conv2d(3, 2, 1).double()
+    conv.load_state_dict({k: lib.tensor(v) for k, v in weights.items()})
+    xi = lib.tensor(x, requires_grad=True)
+
+    def segment(a):
+        return conv(lib.relu(bn(a)))
+
+    y = lib.utils.checkpoint.checkpoint(segment, xi, use_reentrant=False)
+    y.sum().backward()
+    return (
+        np.asarray(xi.grad.tolist()),
+        np.asarray(conv.weight.grad.tolist()),
+        np.asarray(bn.running_mean.tolist()),
+        int(bn.num_batches_tracked),
+    )
+
+
+def test_checkpoint_over_a_training_batch_norm():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 3, 5, 5))
+    weights = {"weight": rng.standard_normal((2, 3, 1, 1)), "bias": rng.standard_normal(2)}
+    expect = _checkpointed_bn(torch, x, weights)
+    got = _checkpointed_bn(fg, x, weights)
+    for a, b in zip(expect, got):
+        np.testing.assert_allclose(b, a, rtol=1e-10)
+
+
+def test_torchscript_and_fx_names_leave_code_as_python():
+    import ferrograd.fx
+    from ferrograd.utils.data import dataloader, dataset, sampler
+
+    assert fg.jit.unused(len) is len and fg.jit.ignore(len) is len and fg.jit.ignore()(len) is len
+    assert not fg.jit.is_scripting() and fg.jit.annotate(int, 3) == 3
+    assert ferrograd.fx.wrap("f") == "f"
+    assert dataset.TensorDataset is fg.utils.data.TensorDataset
+    assert sampler.RandomSampler is fg.utils.data.RandomSampler
+    assert dataloader.DataLoader is fg.utils.data.DataLoader
+    with pytest.raises(AssertionError, match="nope"):
+        fg._assert(False, "nope")
+
+
+def test_add_with_alpha_first_is_pytorchs_old_order():
+    for lib in (torch, fg):
+        x = lib.ones(3)
+        with pytest.warns(UserWarning):
+            x.add_(-0.5, lib.ones(3))
+        assert x.tolist() == [0.5, 0.5, 0.5]
