@@ -215,3 +215,57 @@ def test_add_with_alpha_first_is_pytorchs_old_order():
         with pytest.warns(UserWarning):
             x.add_(-0.5, lib.ones(3))
         assert x.tolist() == [0.5, 0.5, 0.5]
+
+
+def test_an_alias_of_the_same_tensor_follows_an_inplace_write():
+    for lib in (torch, fg):
+        a = lib.ones(3, 1, dtype=lib.float64, requires_grad=True)
+        b = a * 2
+        c = b.view_as(b)
+        c.mul_(2)
+        b.sum().backward()
+        assert a.grad.tolist() == [[4.0], [4.0], [4.0]]
+
+
+def test_no_grad_on_a_generator_applies_while_it_runs():
+    for lib in (torch, fg):
+
+        @lib.no_grad()
+        def gen(n):
+            for _ in range(n):
+                yield lib.is_grad_enabled()
+
+        assert list(gen(3)) == [False] * 3 and lib.is_grad_enabled()
+
+
+def test_set_grad_enabled_as_a_decorator():
+    for lib in (torch, fg):
+
+        @lib.set_grad_enabled(False)
+        def f(x):
+            return (x * 2).requires_grad
+
+        assert lib.is_grad_enabled()
+        assert f(lib.ones(1, requires_grad=True)) is False
+        assert lib.is_grad_enabled()
+
+
+def test_del_grad_inference_mode_query_and_put():
+    for lib in (torch, fg):
+        x = lib.ones(2, requires_grad=True)
+        (x * 2).sum().backward()
+        del x.grad
+        assert x.grad is None
+        with lib.inference_mode():
+            assert lib.is_inference_mode_enabled()
+        assert not lib.is_inference_mode_enabled()
+        t = lib.zeros(2, 3)
+        t.put_(lib.tensor([1, 4, -1]), lib.tensor([9.0, 8.0, 7.0]))
+        u = lib.zeros(4)
+        u.put_(lib.tensor([1, 1]), lib.tensor([1.0, 2.0]), accumulate=True)
+        assert t.tolist() == [[0.0, 9.0, 0.0], [0.0, 8.0, 7.0]] and u.tolist() == [
+            0.0,
+            3.0,
+            0.0,
+            0.0,
+        ]

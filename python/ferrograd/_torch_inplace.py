@@ -132,6 +132,23 @@ def _contains(self: Tensor, element: Any) -> bool:
     return bool((self == element).any().item())
 
 
+def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """Writes ``source`` at the flat positions ``index`` of this (contiguous) tensor, adding
+    when ``accumulate``; returns self, as PyTorch's ``put_``."""
+    if not self.is_contiguous():
+        raise RuntimeError("put_: the tensor must be contiguous here")
+    flat = self.reshape(-1)
+    idx = index.reshape(-1).astype("int64")
+    n = flat.shape[0]
+    idx = idx + (idx < 0).astype("int64") * n
+    src = source.reshape(-1).astype(self.dtype.name)
+    if accumulate:
+        flat.index_add_(0, idx, src)
+    else:
+        flat[idx] = src
+    return self
+
+
 def _short(self: Tensor) -> Tensor:
     """``int16`` has no dtype here: ``int32`` (the narrowest signed integer above int8)."""
     return self.astype("int32")
@@ -165,6 +182,19 @@ def install() -> None:
         if not hasattr(Tensor, flag):
             setattr(Tensor, flag, property(lambda self: False))
     Tensor.is_signed = _is_signed
+    getset = Tensor.__dict__.get("grad")
+    if getset is not None and not isinstance(getset, property):
+        Tensor.grad = property(
+            getset.__get__,
+            getset.__set__,
+            lambda self: getset.__set__(self, None),
+            getset.__doc__,
+        )
+    if not hasattr(Tensor, "put_"):
+        Tensor.put_ = _put_
+    from .autodiff import is_inference_mode_enabled
+
+    fg.is_inference_mode_enabled = is_inference_mode_enabled
     Tensor.__contains__ = _contains
     if not hasattr(Tensor, "short"):
         Tensor.short = _short

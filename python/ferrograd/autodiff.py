@@ -57,13 +57,41 @@ class no_grad:
         _core._pop_ceiling()
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            with no_grad():
-                return fn(*args, **kwargs)
+        return _wrap_in(no_grad, fn)
 
-        wrapped.__name__ = getattr(fn, "__name__", "wrapped")
-        wrapped.__doc__ = getattr(fn, "__doc__", None)
-        return wrapped
+
+def _wrap_in(ctx: Callable[[], Any], fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run inside ``ctx()``; a generator function's body runs inside it at every step
+    (not only while the generator is made), as PyTorch's decorators."""
+    import functools
+    import inspect
+
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def gen(*args: Any, **kwargs: Any) -> Any:
+            with ctx():
+                it = fn(*args, **kwargs)
+                value = next(it, _DONE)
+            while value is not _DONE:
+                sent = yield value
+                with ctx():
+                    try:
+                        value = it.send(sent)
+                    except StopIteration:
+                        return
+
+        return gen
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with ctx():
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
+_DONE = object()
 
 
 def _as_list(name: str, x: Any) -> list[Tensor]:
@@ -1074,6 +1102,7 @@ class set_grad_enabled:
     a context manager, or a plain call for the rest of the thread's work."""
 
     def __init__(self, mode: bool) -> None:
+        self._mode = bool(mode)
         self._ctx = enable_grad() if mode else no_grad()
         self._ctx.__enter__()
         self._entered = True
@@ -1085,6 +1114,18 @@ class set_grad_enabled:
         if self._entered:
             self._entered = False
             self._ctx.__exit__()
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """As a decorator (``@set_grad_enabled(False)``): the mode applies while ``fn`` runs
+        only (the setting made when this object was created is undone)."""
+        self.__exit__()
+        mode = self._mode
+        return _wrap_in(lambda: enable_grad() if mode else no_grad(), fn)
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether an :class:`inference_mode` block is active (``torch.is_inference_mode_enabled``)."""
+    return inference_mode._depth > 0
 
 
 def is_grad_enabled() -> bool:
@@ -1107,14 +1148,18 @@ class inference_mode:
     def __init__(self, mode: bool = True) -> None:
         self._mode = bool(mode)
 
+    _depth = 0
+
     def __enter__(self) -> Self:
         if self._mode:
             _core._push_ceiling(0)
+            inference_mode._depth += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._mode:
             _core._pop_ceiling()
+            inference_mode._depth -= 1
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         mode = self._mode

@@ -237,6 +237,8 @@ impl Tensor {
         }
         let next = self.continued_as(result);
         if tracked && !crate::graph::is_tracing() {
+            // other holders of this very handle (an alias such as `b.view_as(b)`) follow too
+            self.set_successor(next.clone());
             crate::autograd::rebase::rebase_views(self, &next)?;
         }
         Ok(next)
