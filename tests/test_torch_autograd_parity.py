@@ -231,7 +231,7 @@ def test_no_grad_on_a_generator_applies_while_it_runs():
     for lib in (torch, fg):
 
         @lib.no_grad()
-        def gen(n):
+        def gen(n, lib=lib):
             for _ in range(n):
                 yield lib.is_grad_enabled()
 
