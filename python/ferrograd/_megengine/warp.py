@@ -145,6 +145,52 @@ def _grid(n: int, oh: int, ow: int, like: Tensor) -> tuple[Tensor, Tensor]:
     return t(gx), t(gy)
 
 
+def _warp(
+    op: str,
+    inp: Tensor,
+    mat: Tensor,
+    rows: int,
+    out_shape: Any,
+    mat_idx: Any,
+    format: str,
+    border_mode: str,
+    border_val: float,
+    interp_mode: str,
+    quantize: bool,
+) -> Tensor:
+    """Samples ``inp`` where ``mat`` (B, ``rows``, 3) sends each output pixel ``(w, h, 1)``
+    (divided by the third row when ``rows`` is 3)."""
+    img = inp if format == "NCHW" else inp.permute(0, 3, 1, 2)
+    img, kind = _as_float(op, img)
+    if mat.ndim != 3 or tuple(mat.shape[1:]) != (rows, 3):
+        raise fg.ShapeError(f"{op}: mat must be (B, {rows}, 3), got {list(mat.shape)}")
+    if mat_idx is not None:
+        idx = mat_idx.tolist() if isinstance(mat_idx, Tensor) else list(mat_idx)
+        img = fg.index_select(img, 0, fg.tensor(np.asarray(idx, dtype=np.int64), device=img.device))
+    if img.shape[0] != mat.shape[0]:
+        raise fg.ShapeError(
+            f"{op}: {mat.shape[0]} matrices for {img.shape[0]} images"
+            + (" (use mat_idx)" if rows == 3 else "")
+        )
+    oh, ow = _out_hw(op, out_shape)
+    m = (mat if mat.dtype.kind == "f" else mat.astype("float32")).astype(img.dtype.name)
+    gx, gy = _grid(img.shape[0], oh, ow, img)
+
+    def row(i: int) -> Tensor:
+        return (
+            m[:, i, 0].reshape(-1, 1, 1) * gx
+            + m[:, i, 1].reshape(-1, 1, 1) * gy
+            + m[:, i, 2].reshape(-1, 1, 1)
+        )
+
+    sx, sy = row(0), row(1)
+    if rows == 3:
+        d = row(2)
+        sx, sy = sx / d, sy / d
+    out = _back(_sample(op, img, sx, sy, border_mode, border_val, interp_mode, quantize), kind)
+    return out if format == "NCHW" else out.permute(0, 2, 3, 1)
+
+
 def warp_perspective(
     inp: Tensor,
     mat: Tensor,
@@ -158,27 +204,19 @@ def warp_perspective(
     """``out(n, c, h, w) = inp(n, c, (M00 w + M01 h + M02) / d, (M10 w + M11 h + M12) / d)``
     with ``d = M20 w + M21 h + M22`` (``mat`` (B, 3, 3); ``mat_idx`` picks each matrix's
     image): MegEngine's ``warp_perspective``, differentiable in ``inp`` and ``mat``."""
-    img = inp if format == "NCHW" else inp.permute(0, 3, 1, 2)
-    img, kind = _as_float("warp_perspective", img)
-    if mat.ndim != 3 or tuple(mat.shape[1:]) != (3, 3):
-        raise fg.ShapeError(f"warp_perspective: mat must be (B, 3, 3), got {list(mat.shape)}")
-    if mat_idx is not None:
-        idx = mat_idx.tolist() if isinstance(mat_idx, Tensor) else list(mat_idx)
-        img = fg.index_select(img, 0, fg.tensor(np.asarray(idx, dtype=np.int64), device=img.device))
-    if img.shape[0] != mat.shape[0]:
-        raise fg.ShapeError(
-            f"warp_perspective: {mat.shape[0]} matrices for {img.shape[0]} images (use mat_idx)"
-        )
-    oh, ow = _out_hw("warp_perspective", out_shape)
-    m = (mat if mat.dtype.kind == "f" else mat.astype("float32")).astype(img.dtype.name)
-    gx, gy = _grid(img.shape[0], oh, ow, img)
-    e = lambda i, j: m[:, i, j].reshape(-1, 1, 1)
-    d = e(2, 0) * gx + e(2, 1) * gy + e(2, 2)
-    sx = (e(0, 0) * gx + e(0, 1) * gy + e(0, 2)) / d
-    sy = (e(1, 0) * gx + e(1, 1) * gy + e(1, 2)) / d
-    out = _sample("warp_perspective", img, sx, sy, border_mode, border_val, interp_mode)
-    out = _back(out, kind)
-    return out if format == "NCHW" else out.permute(0, 2, 3, 1)
+    return _warp(
+        "warp_perspective",
+        inp,
+        mat,
+        3,
+        out_shape,
+        mat_idx,
+        format,
+        border_mode,
+        border_val,
+        interp_mode,
+        False,
+    )
 
 
 def warp_affine(
@@ -192,21 +230,19 @@ def warp_affine(
 ) -> Tensor:
     """``out(n, h, w) = inp(n, M10 w + M11 h + M12, M00 w + M01 h + M02)`` (``mat``
     (N, 2, 3); interpolation weights in OpenCV's 1/32 steps): MegEngine's ``warp_affine``."""
-    img = inp if format == "NCHW" else inp.permute(0, 3, 1, 2)
-    img, kind = _as_float("warp_affine", img)
-    if mat.ndim != 3 or tuple(mat.shape[1:]) != (2, 3) or mat.shape[0] != img.shape[0]:
-        raise fg.ShapeError(
-            f"warp_affine: mat must be (N, 2, 3) with N = {img.shape[0]}, got {list(mat.shape)}"
-        )
-    oh, ow = _out_hw("warp_affine", out_shape)
-    m = (mat if mat.dtype.kind == "f" else mat.astype("float32")).astype(img.dtype.name)
-    gx, gy = _grid(img.shape[0], oh, ow, img)
-    e = lambda i, j: m[:, i, j].reshape(-1, 1, 1)
-    sx = e(0, 0) * gx + e(0, 1) * gy + e(0, 2)
-    sy = e(1, 0) * gx + e(1, 1) * gy + e(1, 2)
-    out = _sample("warp_affine", img, sx, sy, border_mode, border_val, interp_mode, quantize=True)
-    out = _back(out, kind)
-    return out if format == "NCHW" else out.permute(0, 2, 3, 1)
+    return _warp(
+        "warp_affine",
+        inp,
+        mat,
+        2,
+        out_shape,
+        None,
+        format,
+        border_mode,
+        border_val,
+        interp_mode,
+        True,
+    )
 
 
 def _pair(v: Any) -> tuple[int, int]:
