@@ -612,3 +612,40 @@ def test_onnx_module_imports_and_export_says_it_cannot():
 
     with pytest.raises(NotImplementedError, match="ONNX"):
         onnx.export(fg.nn.Linear(2, 2), fg.ones(1, 2), "m.onnx")
+
+
+def test_view_of_strided_layouts_matches_torch():
+    """PyTorch's view rule: axes contiguous among themselves may be split or merged (a slice
+    of the last axis split in two, nanoGPT's q/k/v heads); a view that needs a copy raises."""
+    rng = np.random.default_rng(5)
+    for _ in range(400):
+        nd = int(rng.integers(1, 5))
+        shape = [int(rng.integers(1, 5)) for _ in range(nd)]
+        doubled = [bool(rng.random() < 0.4) for _ in range(nd)]
+        big = np.arange(int(np.prod([s * 2 if d else s for s, d in zip(shape, doubled)]))).astype(
+            float
+        )
+        big = big.reshape([s * 2 if d else s for s, d in zip(shape, doubled)])
+        sl = tuple(slice(None, None, 2) if d else slice(None) for d in doubled)
+        perm = [int(p) for p in rng.permutation(nd)]
+        t, f = torch.tensor(big)[sl].permute(*perm), fg.tensor(big)[sl].permute(*perm)
+        numel, target = int(np.prod(shape)), []
+        rest = numel
+        while rest > 1 and len(target) < 4:
+            d = int(rng.choice([k for k in range(1, rest + 1) if rest % k == 0]))
+            target.append(d)
+            rest //= d
+        target = (target + [rest]) if rest > 1 else (target or [1])
+        try:
+            tv = t.view(*target)
+        except RuntimeError:
+            with pytest.raises(RuntimeError, match="reshape"):
+                f.view(*target)
+            continue
+        fv = f.view(*target)
+        assert fv.data_ptr() == f.data_ptr()
+        np.testing.assert_array_equal(fv.numpy(), tv.numpy())
+    # nanoGPT: a slice of the last axis split into heads is a view
+    x = fg.zeros(8, 64, 384)
+    k = x.split(128, dim=2)[1]
+    assert k.view(8, 64, 4, 32).data_ptr() == k.data_ptr()

@@ -244,15 +244,48 @@ impl Layout {
     /// A view of the same elements with another shape, where that needs no copy.
     /// Returns `None` when the data must be copied first.
     pub fn reshape(&self, shape: &[usize]) -> Option<Layout> {
-        if self.is_contiguous() {
-            Some(Layout {
+        if self.is_contiguous() || self.numel() == 0 {
+            return Some(Layout {
                 shape: Dims::from_slice(shape),
                 strides: contiguous_strides(shape),
                 offset: self.offset,
-            })
-        } else {
-            None
+            });
         }
+        // PyTorch's rule: each run of axes that is contiguous within itself (a "chunk") may be
+        // split or merged into new axes, as long as no new axis spans two chunks
+        let (old, olds) = (&self.shape[..], &self.strides[..]);
+        let mut strides: Strides = smallvec::smallvec![0; shape.len()];
+        let mut view_d = shape.len() as isize - 1;
+        let mut base = *olds.last()?;
+        let (mut tensor_numel, mut view_numel) = (1usize, 1usize);
+        for d in (0..old.len()).rev() {
+            tensor_numel *= old[d];
+            let chunk_ends =
+                d == 0 || (old[d - 1] != 1 && olds[d - 1] != tensor_numel as isize * base);
+            if chunk_ends {
+                while view_d >= 0 && (view_numel < tensor_numel || shape[view_d as usize] == 1) {
+                    strides[view_d as usize] = view_numel as isize * base;
+                    view_numel *= shape[view_d as usize];
+                    view_d -= 1;
+                }
+                if view_numel != tensor_numel {
+                    return None;
+                }
+                if d > 0 {
+                    base = olds[d - 1];
+                    tensor_numel = 1;
+                    view_numel = 1;
+                }
+            }
+        }
+        if view_d != -1 {
+            return None;
+        }
+        Some(Layout {
+            shape: Dims::from_slice(shape),
+            strides,
+            offset: self.offset,
+        })
     }
 
     /// Reorders the axes.
