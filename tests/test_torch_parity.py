@@ -649,3 +649,25 @@ def test_view_of_strided_layouts_matches_torch():
     x = fg.zeros(8, 64, 384)
     k = x.split(128, dim=2)[1]
     assert k.view(8, 64, 4, 32).data_ptr() == k.data_ptr()
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ([[0.0, 0.0, 0.0]], [[1.0, 2.0, 3.0]]),
+        ([[1e-9, 0.0, 0.0]], [[1.0, 2.0, 3.0]]),
+        ([[1.0, -2.0, 0.5], [0.3, 0.2, -0.1]], [[2.0, 1.0, 0.5]]),
+    ],
+)
+def test_cosine_similarity_floors_each_norm_as_torch(a, b):
+    got = []
+    for lib in (torch, fg):
+        x = lib.tensor(a, dtype=lib.float64, requires_grad=True)
+        y = lib.tensor(b, dtype=lib.float64, requires_grad=True)
+        c = lib.nn.functional.cosine_similarity(x, y)
+        (c * c).sum().backward()
+        got.append(
+            [np.asarray(c.tolist()), np.asarray(x.grad.tolist()), np.asarray(y.grad.tolist())]
+        )
+    for e, g in zip(*got):
+        np.testing.assert_allclose(g, e, rtol=1e-10)

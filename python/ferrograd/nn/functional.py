@@ -1254,12 +1254,17 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
-    """``x1 . x2 / max(|x1| |x2|, eps)`` along ``dim`` (inputs broadcast)."""
+    """``(x1 / max(|x1|, eps)) . (x2 / max(|x2|, eps))`` along ``dim`` (inputs broadcast;
+    PyTorch's: each norm floored at ``eps`` on its own)."""
     a = _float("cosine_similarity", "x1", x1)
     b = _float("cosine_similarity", "x2", x2)
-    na = (a * a).sum(dim)
-    nb = (b * b).sum(dim)
-    return (a * b).sum(dim) / (na * nb).clamp(min=eps * eps).sqrt()
+
+    def floored_norm(x: Tensor) -> Tensor:
+        # floored without a gradient of its own, as PyTorch's (clamped under no_grad)
+        n = x.norm(2, dim, keepdim=True)
+        return n + (n.clamp(min=eps) - n).detach()
+
+    return ((a / floored_norm(a)) * (b / floored_norm(b))).sum(dim)
 
 
 def pairwise_distance(
