@@ -269,3 +269,18 @@ def test_del_grad_inference_mode_query_and_put():
             0.0,
             0.0,
         ]
+
+
+@pytest.mark.parametrize(
+    ("method", "args"), [("pow_", (2,)), ("sqrt_", ()), ("exp_", ()), ("abs_", ())]
+)
+def test_inplace_math_on_a_tracked_tensor_differentiates(method, args):
+    a = np.random.default_rng(4).random((3, 3)) + 0.5
+    got = []
+    for lib in (torch, fg):
+        x = lib.tensor(a, requires_grad=True)
+        z = x * 1
+        getattr(z, method)(*args)
+        (z * z).sum().backward()
+        got.append(np.asarray(x.grad.tolist()))
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-12)
