@@ -284,3 +284,45 @@ def test_inplace_math_on_a_tracked_tensor_differentiates(method, args):
         (z * z).sum().backward()
         got.append(np.asarray(x.grad.tolist()))
     np.testing.assert_allclose(got[1], got[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("op", ["imul", "itruediv", "ipow"])
+def test_inplace_into_an_untracked_tensor_from_a_tracked_operand(op):
+    got = []
+    for lib in (torch, fg):
+        w = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        buf = lib.ones(3, dtype=lib.float64) * 2
+        if op == "imul":
+            buf *= w
+        elif op == "itruediv":
+            buf /= w
+        else:
+            buf **= w
+        (buf * buf).sum().backward()
+        got.append(np.asarray(w.grad.tolist()))
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-12)
+
+
+def test_views_and_aliases_following_writes_do_not_leak():
+    import gc
+
+    w = fg.ones(1000, requires_grad=True)
+
+    def step():
+        buf = fg.zeros(1000)
+        buf *= w
+        y = buf * 1
+        z = y.view(-1)
+        y.add_(w)
+        y[:10].mul_(3)
+        c = y.view_as(y)
+        c.add_(1)
+        (z.sum() + buf.sum() + y.sum()).backward()
+
+    step()
+    gc.collect()
+    before = fg._core.memory_stats("cpu")["live_tensors"]
+    for _ in range(20):
+        step()
+    gc.collect()
+    assert fg._core.memory_stats("cpu")["live_tensors"] == before

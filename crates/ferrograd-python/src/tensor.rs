@@ -123,10 +123,11 @@ impl PyTensor {
                 return compute(py, work, || x.binary_assign_(bop, &y)).py();
             }
         }
-        let tracked = x.is_recorded();
-        // a tracked destination is forked, so a rule that saves it keeps the value before the
-        // write; so is an operand over the same storage (`y *= y`, `y *= y[::-1]`), which the
-        // write would change as well (the same fork when it is the destination itself)
+        // the destination is forked when the update is recorded (it or the operand is
+        // tracked: `buf *= w`), so a rule that saves it keeps the value before the write; so
+        // is an operand over the same storage (`y *= y`, `y *= y[::-1]`), which the write
+        // would change as well (the same fork when it is the destination itself)
+        let tracked = x.is_recorded() || y.is_recorded();
         let src = if tracked { x.fork().py()? } else { x.clone() };
         let y = if y.same(&x) {
             src.clone()
