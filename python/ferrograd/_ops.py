@@ -693,7 +693,7 @@ def tile(input: Tensor, dims: Sequence[int]) -> Tensor:
     y = y.broadcast_to(*target).reshape(*[r * s for r, s in zip(reps, shape)])
     # always new memory, as PyTorch's repeat and tile (a view would alias the input and
     # refuse in-place writes)
-    return y.clone() if x.numel() and y.data_ptr() == x.data_ptr() else y
+    return y.clone() if x.numel() and y._data_key[0] == x._data_key[0] else y
 
 
 def repeat(input: Tensor, *sizes: Any) -> Tensor:
@@ -1363,7 +1363,7 @@ def _view(self: Tensor, *shape: Any) -> Tensor:
     seen that way (a transposed tensor flattened) raises ``RuntimeError``, as PyTorch's
     (:meth:`reshape` copies instead)."""
     out = self.reshape(*shape)
-    if self.numel() and not _core._tracing() and out.data_ptr() != self.data_ptr():
+    if self.numel() and not _core._tracing() and out._data_key[0] != self._data_key[0]:
         raise RuntimeError(
             f"view: a tensor of shape {list(self.shape)} and strides {list(self.stride())} "
             f"cannot be viewed as {list(out.shape)} without a copy (at least one dimension "
