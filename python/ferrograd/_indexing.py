@@ -112,7 +112,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         return _basic_getitem(x, key)
     pos = _positions(x.shape, key, "getitem")
     idx = tensor(pos.reshape(-1), device=x.device)
-    return _core.index_select(x.reshape(-1), 0, idx).reshape(*pos.shape)
+    return _core.index_select(x.reshape(-1), 0, idx, op="getitem").reshape(*pos.shape)
 
 
 def setitem(x: Tensor, key: Any, value: Any) -> None:

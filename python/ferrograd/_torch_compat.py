@@ -733,10 +733,7 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1
 
 def _inplace(compute: Any) -> Any:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        # a tracked tensor is computed from a copy, so what the op saves for backward is
-        # not the memory the write changes (PyTorch keeps the original value too)
-        tracked = self.requires_grad or _core._tracking_level([self]) is not None
-        self.copy_(compute(self.clone() if tracked else self, *args, **kwargs))
+        self.copy_(compute(self._write_source(), *args, **kwargs))
         return self
 
     method.__doc__ = f"In place: ``self.copy_({getattr(compute, '__name__', 'op')}(...))``."

@@ -91,10 +91,7 @@ _RESHAPING = ("squeeze", "unsqueeze", "transpose", "t", "swapaxes", "swapdims")
 
 def _write_back(name: str) -> Callable[..., Tensor]:
     def inplace(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        # a tracked tensor is computed from a copy, so the op's saved operand is not the
-        # memory the write changes
-        src = self.clone() if self.requires_grad else self
-        out = getattr(src, name)(*args, **kwargs)
+        out = getattr(self._write_source(), name)(*args, **kwargs)
         if tuple(out.shape) != tuple(self.shape):
             raise RuntimeError(
                 f"{name}_: the result has shape {list(out.shape)}, which cannot be written "

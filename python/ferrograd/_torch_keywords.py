@@ -41,10 +41,15 @@ def _renamed(fn: Callable[..., Any], renames: dict[str, str]) -> Any:
 
 
 def _alpha(fn: Callable[..., Any], method: bool) -> Any:
-    """``add(input, other, alpha=a)``: ``input + a * other`` (PyTorch's)."""
+    """``add(input, other, alpha=a)``: ``input + a * other`` (PyTorch's); as a method also
+    the old order ``x.add(alpha, other)`` (deprecated in PyTorch, still accepted there)."""
 
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if method and len(args) == 3:
+            from ._torch_misc import _alpha_first
+
+            args = _alpha_first(fn.__name__, args)
         if kwargs:
             args = list(args)
             for i, name in enumerate(("input", "other")[1 if method else 0 :]):

@@ -169,21 +169,30 @@ def _assert(condition: Any, message: str) -> None:
         raise AssertionError(message)
 
 
+def _alpha_first(name: str, args: tuple) -> tuple:
+    """``(self, alpha, other)`` in PyTorch's old argument order as ``(self, alpha * other)``,
+    with PyTorch's deprecation warning; other argument lists unchanged."""
+    import warnings
+
+    if isinstance(args[1], (int, float)) and isinstance(args[2], Tensor):
+        warnings.warn(
+            f"{name}(Number alpha, Tensor other) is deprecated; use "
+            f"{name}(Tensor other, *, Number alpha)",
+            UserWarning,
+            stacklevel=3,
+        )
+        return (args[0], args[2] * args[1])
+    return args
+
+
 def _deprecated_alpha_first(fn: Any) -> Any:
     """``x.add_(alpha, other)``: PyTorch's old argument order (still accepted there)."""
     import functools
-    import warnings
 
     @functools.wraps(fn)
     def wrapped(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-        if len(args) == 2 and isinstance(args[0], (int, float)) and isinstance(args[1], Tensor):
-            warnings.warn(
-                f"{fn.__name__}(Number alpha, Tensor other) is deprecated; use "
-                f"{fn.__name__}(Tensor other, *, Number alpha)",
-                UserWarning,
-                stacklevel=2,
-            )
-            return fn(self, args[1], alpha=args[0], **kwargs)
+        if len(args) == 2:
+            args = _alpha_first(fn.__name__, (self, *args))[1:]
         return fn(self, *args, **kwargs)
 
     return wrapped
@@ -219,7 +228,7 @@ def install() -> None:
     import ferrograd as fg
 
     fg._assert = _assert
-    for name in ("add_", "sub_", "add", "sub"):
+    for name in ("add_", "sub_"):  # (add and sub take the old order in _torch_keywords)
         f = getattr(Tensor, name, None)
         if callable(f):
             setattr(Tensor, name, _deprecated_alpha_first(f))

@@ -294,18 +294,23 @@ fn take_along_axis(
         .map(PyTensor::from)
 }
 
-/// The entries `index` (1-D int64) of `x` along `axis`, as `torch.index_select(x, dim, index)`.
+/// The entries `index` (1-D int64) of `x` along `axis`, as `torch.index_select(x, dim, index)`;
+/// negative entries count from the end unless `negative=False` (then they are an
+/// `IndexError`); errors name `op`.
 #[pyfunction]
+#[pyo3(signature = (x, axis, index, *, negative = true, op = "index_select"))]
 fn index_select(
     py: Python<'_>,
     x: &Bound<'_, PyAny>,
     axis: &Bound<'_, PyAny>,
     index: &Bound<'_, PyAny>,
+    negative: bool,
+    op: &str,
 ) -> PyResult<PyTensor> {
-    let axis = axis_arg("index_select", "axis", axis)?;
-    let t = arg("index_select", "x", x, None)?;
-    let i = arg("index_select", "index", index, None)?;
-    compute(py, i.numel(), || t.index_select(axis, &i))
+    let axis = axis_arg(op, "axis", axis)?;
+    let t = arg(op, "x", x, None)?;
+    let i = arg(op, "index", index, None)?;
+    compute(py, i.numel(), || t.select_indices(op, axis, &i, negative))
         .py()
         .map(PyTensor::from)
 }

@@ -388,7 +388,7 @@ fn getitem(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Tensor> {
         }
     }
     if let Some((axis, idx)) = e.advanced {
-        out = out.index_select(axis as isize, &idx).py()?;
+        out = out.select_indices("getitem", axis as isize, &idx, true).py()?;
     }
     Ok(out)
 }
@@ -1220,6 +1220,20 @@ impl PyTensor {
     /// spellings of view ops (`x.unsqueeze_(0)` is `x = x.unsqueeze(0)` on the same object).
     fn _replace_view(&self, value: PyRef<'_, PyTensor>) {
         self.rebind(value.tensor());
+    }
+
+    /// What an in-place op computes from before writing its result here: a copy carrying
+    /// this tensor's tape state when a tape records the write (so a grad rule that saves its
+    /// input keeps the value before the write), this tensor itself otherwise. The one rule
+    /// for every in-place spelling composed in Python (`x.sin_()`, `F.silu(x, inplace=True)`);
+    /// the binary ones (`x += y`) apply it here.
+    fn _write_source(&self) -> PyResult<PyTensor> {
+        let x = self.t();
+        Ok(PyTensor::from(if x.is_recorded() {
+            x.fork().py()?
+        } else {
+            x
+        }))
     }
 
     /// Copies `src` (broadcast, cast to this dtype) into this tensor, in place; returns self.

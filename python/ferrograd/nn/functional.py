@@ -189,11 +189,7 @@ def tanh(input: Tensor) -> Tensor:
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     x = _t("silu", "input", input)
     if inplace:
-        # computed from a copy when a tape records it: silu's gradient needs the input the
-        # write replaces
-        tracked = x.requires_grad or _core._tracking_level([x]) is not None
-        out = (x.clone() if tracked else x).silu()
-        input.copy_(out)
+        input.copy_(x._write_source().silu())
         return input
     return x.silu()
 
@@ -519,15 +515,9 @@ def embedding(
         flat = flat.astype("int64")
     if idx.device != w.device:
         flat = flat.to(w.device)
-    if flat.numel() and not _core._tracing() and bool(((flat < 0) | (flat >= w.shape[0])).any()):
-        bad = flat.numpy()
-        bad = bad[(bad < 0) | (bad >= w.shape[0])][0]
-        raise IndexError(
-            f"embedding: index {int(bad)} is out of range for a weight of {w.shape[0]} rows"
-        )
     if max_norm is not None:
         _renorm_rows_(w, flat, float(max_norm), float(norm_type))
-    out = _core.index_select(w, 0, flat)
+    out = _core.index_select(w, 0, flat, negative=False, op="embedding")
     if scale_grad_by_freq and flat.numel():
         ids = flat.numpy()
         _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
@@ -549,7 +539,7 @@ def _renorm_rows_(w: Tensor, flat: Tensor, max_norm: float, norm_type: float) ->
         return
     rows = tensor(np.unique(flat.numpy()), device=w.device)
     with no_grad():
-        picked = _core.index_select(w, 0, rows)
+        picked = _core.index_select(w, 0, rows, negative=False, op="embedding")
         if norm_type == float("inf"):
             norms = picked.abs().max(axis=1, keepdims=True)
         else:

@@ -78,7 +78,7 @@ pub(crate) struct Dst {
 }
 
 impl GradFn {
-    fn state(&self) -> LockGuard<'_, GradFnState> {
+    pub(crate) fn state(&self) -> LockGuard<'_, GradFnState> {
         self.state.lock()
     }
 }
@@ -89,7 +89,7 @@ const ATTACH: &str = "attach";
 impl GradFn {
     /// Whether this is the record of an attached leaf (not of an op; an op's output may be
     /// attached too, for its callbacks).
-    fn is_attach_record(&self) -> bool {
+    pub(crate) fn is_attach_record(&self) -> bool {
         self.name == ATTACH
     }
 }

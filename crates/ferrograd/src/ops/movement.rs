@@ -689,12 +689,26 @@ impl Tensor {
         )
     }
 
-    /// Selects entries `idx` (a 1-D int64 tensor) along `axis` (integer-array indexing).
+    /// Selects entries `idx` (a 1-D int64 tensor) along `axis` (integer-array indexing);
+    /// negative entries count from the end.
     pub fn index_select(&self, axis: isize, idx: &Tensor) -> Result<Tensor> {
-        let a = normalize_axis("index_select", axis, self.ndim())?;
+        self.select_indices("index_select", axis, idx, true)
+    }
+
+    /// [`Tensor::index_select`] with errors naming `op`; `negative: false` refuses negative
+    /// entries (an embedding lookup) instead of counting them from the end. The one host
+    /// read of the indices is this bounds check.
+    pub fn select_indices(
+        &self,
+        op: &str,
+        axis: isize,
+        idx: &Tensor,
+        negative: bool,
+    ) -> Result<Tensor> {
+        let a = normalize_axis(op, axis, self.ndim())?;
         if idx.ndim() != 1 || idx.dtype() != DType::I64 {
             return Err(Error::index(
-                "index_select",
+                op,
                 format!(
                     "indices must be a 1-D int64 tensor, got {} {:?}",
                     idx.dtype(),
@@ -703,14 +717,21 @@ impl Tensor {
             ));
         }
         let n = self.shape()[a] as i64;
-        if let Some(&bad) = idx.to_vec::<i64>()?.iter().find(|&&v| v < -n || v >= n) {
-            return Err(Error::index(
-                "getitem",
+        let low = if negative { -n } else { 0 };
+        if let Some(&bad) = idx.to_vec::<i64>()?.iter().find(|&&v| v < low || v >= n) {
+            let msg = if negative {
                 format!(
                     "index {bad} is out of bounds for axis {a} with size {n} (shape {:?})",
                     self.shape()
-                ),
-            ));
+                )
+            } else {
+                format!(
+                    "index {bad} is out of range for {n} rows (shape {:?}; indices must be \
+                     in 0..{n})",
+                    self.shape()
+                )
+            };
+            return Err(Error::index(op, msg));
         }
         let mut ishape = vec![1usize; self.ndim()];
         ishape[a] = idx.numel();
