@@ -326,3 +326,34 @@ def test_views_and_aliases_following_writes_do_not_leak():
         step()
     gc.collect()
     assert fg._core.memory_stats("cpu")["live_tensors"] == before
+
+
+def _retained_after_writes(lib):
+    x = lib.ones(3, dtype=lib.float64, requires_grad=True)
+    w = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64)
+    out = []
+    y = x * 2
+    y.retain_grad()
+    y.add_(1)
+    y.mul_(w)  # the retained gradient is that of the newest value
+    (y * w).sum().backward()
+    out += [y.grad, x.grad]
+    x.grad = None
+    y = x * 2
+    y.retain_grad()
+    y[0].mul_(5)  # a write through a view makes a new value of y too
+    (y * w).sum().backward()
+    out += [y.grad, x.grad]
+    x.grad = None
+    y = x * 2
+    seen = []
+    y.register_hook(seen.append)  # a hook stays with the value it was registered on
+    y.mul_(3)
+    (y * w).sum().backward()
+    out += [seen[0], x.grad, lib.tensor(float(y.retains_grad), dtype=lib.float64)]
+    return [t.detach().numpy() for t in out]
+
+
+def test_retain_grad_follows_in_place_writes_and_hooks_stay():
+    for got, want in zip(_retained_after_writes(fg), _retained_after_writes(torch)):
+        np.testing.assert_array_equal(got, want)

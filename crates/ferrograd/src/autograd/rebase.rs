@@ -12,6 +12,7 @@
 //! Handles not made by view ops (`detach()`) are not followed: using them on a tape after such
 //! a write is refused, as before.
 
+use super::key::GradKey;
 use crate::error::Result;
 use crate::layout::for_each_run;
 use crate::ops::where_cond;
@@ -94,8 +95,38 @@ pub(crate) fn rebase_views(written: &Tensor, next: &Tensor) -> Result<()> {
             where_cond(&mask, &taken, &old)?
         };
         let succ = h.continued_as(&value);
+        move_retained(&h, &succ)?;
         storage.register_views(&[&succ]);
         h.set_successor(succ);
+    }
+    Ok(())
+}
+
+/// Moves `retain_grad` from `old` to `next`, the value an in-place write through `old`
+/// continues as: PyTorch's retained `.grad` is the gradient of the newest value of the
+/// tensor. Callbacks (tensor hooks) stay with the value they were registered on.
+pub(crate) fn move_retained(old: &Tensor, next: &Tensor) -> Result<()> {
+    if !old.0.maybe_tracked() {
+        return Ok(());
+    }
+    let infos = old.0.meta().infos.to_vec();
+    for info in infos {
+        if info.func.is_attach_record() {
+            continue;
+        }
+        let retained = {
+            let mut st = info.func.state();
+            match st.slots[info.idx].attached.as_mut() {
+                Some(a) if a.accumulate => {
+                    a.accumulate = false;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if let (true, Some(key)) = (retained, info.key().upgrade()) {
+            GradKey(key).attach_with(next, None, true)?;
+        }
     }
     Ok(())
 }

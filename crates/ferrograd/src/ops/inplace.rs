@@ -240,6 +240,7 @@ impl Tensor {
             // other holders of this very handle (an alias such as `b.view_as(b)`) follow too
             self.set_successor(next.clone());
             crate::autograd::rebase::rebase_views(self, &next)?;
+            crate::autograd::rebase::move_retained(self, &next)?;
         }
         Ok(next)
     }
