@@ -357,3 +357,27 @@ def _retained_after_writes(lib):
 def test_retain_grad_follows_in_place_writes_and_hooks_stay():
     for got, want in zip(_retained_after_writes(fg), _retained_after_writes(torch)):
         np.testing.assert_array_equal(got, want)
+
+
+def _non_tensor_outputs(lib):
+    class Scale(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            ctx.k = k
+            return x * k, k + 1, None, x * 2
+
+        @staticmethod
+        def backward(ctx, g, g_int, g_none, g2):
+            assert g_int is None and g_none is None
+            return g * ctx.k + g2 * 2, None
+
+    x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    y, n, nothing, z = Scale.apply(x, 3)
+    assert n == 4 and nothing is None and isinstance(n, int)
+    (y * y + z).sum().backward()
+    return [y.detach().numpy(), z.detach().numpy(), x.grad.numpy()]
+
+
+def test_function_outputs_may_include_non_tensors():
+    for got, want in zip(_non_tensor_outputs(fg), _non_tensor_outputs(torch)):
+        np.testing.assert_array_equal(got, want)

@@ -271,6 +271,10 @@ class Function:
         outer = cls
         shapes: list = []
         raw_outs: list = []
+        # forward's outputs as returned (a tensor, or a tuple that may hold non-tensors,
+        # which pass through untouched and get None as gradient) and where its tensors are
+        returned: list = []
+        at: list = []
 
         class _Op(EngineFunction):
             def forward(self, *tensors: Tensor) -> Any:
@@ -283,6 +287,15 @@ class Function:
                 else:
                     out = outer.forward(ctx, *full, **kwargs)
                 outs = (out,) if isinstance(out, Tensor) else tuple(out)
+                at.extend(i for i, o in enumerate(outs) if isinstance(o, Tensor))
+                returned.append(out)
+                if not isinstance(out, Tensor):
+                    if not at:
+                        raise TypeError(
+                            f"{name}.forward returned no tensor (got "
+                            f"{type(out).__name__}); a Function needs at least one tensor output"
+                        )
+                    outs = tuple(outs[i] for i in at)
                 for d in ctx.dirty:
                     if isinstance(d, Tensor) and d.requires_grad and d.is_leaf:
                         raise RuntimeError(
@@ -291,7 +304,7 @@ class Function:
                         )
                 shapes.extend((o.shape, o.dtype.name, o.device) for o in outs)
                 raw_outs.extend(outs)
-                return out
+                return out if isinstance(out, Tensor) else outs
 
             def backward(self, *grads: Tensor | None) -> Any:
                 if ctx.materialize_grads:
@@ -299,6 +312,11 @@ class Function:
                         g if g is not None else core.zeros(sh, dtype=dt, device=dev)
                         for g, (sh, dt, dev) in zip(grads, shapes)
                     )
+                if not isinstance(returned[0], Tensor):
+                    full: list = [None] * len(returned[0])
+                    for i, g in zip(at, grads):
+                        full[i] = g
+                    grads = tuple(full)
                 r = outer.backward(ctx, *grads)
                 rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
                 if len(rs) > len(args) and any(g is not None for g in rs[len(args) :]):
@@ -321,7 +339,7 @@ class Function:
         recorded = (result,) if isinstance(result, Tensor) else tuple(result)
         ctx._outputs = {id(raw): rec for raw, rec in zip(raw_outs, recorded)}
         if not (ctx.dirty or ctx.non_differentiable):
-            return result
+            return _with_non_tensors(result, returned[0], at)
         dirty = {id(t) for t in ctx.dirty}
         frozen = {id(t) for t in ctx.non_differentiable}
         final = []
@@ -334,7 +352,20 @@ class Function:
             if id(raw) in frozen:
                 rec = rec.detach()
             final.append(rec)
-        return final[0] if isinstance(result, Tensor) else tuple(final)
+        return _with_non_tensors(
+            final[0] if isinstance(result, Tensor) else tuple(final), returned[0], at
+        )
+
+
+def _with_non_tensors(result: Any, returned: Any, at: list) -> Any:
+    """``apply``'s result: the recorded tensors put back where ``forward`` returned them,
+    between its non-tensor outputs."""
+    if isinstance(returned, Tensor):
+        return result
+    full = list(returned)
+    for i, t in zip(at, (result,) if isinstance(result, Tensor) else result):
+        full[i] = t
+    return tuple(full)
 
 
 def once_differentiable(fn: Any) -> Any:
