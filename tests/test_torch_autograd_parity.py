@@ -381,3 +381,37 @@ def _non_tensor_outputs(lib):
 def test_function_outputs_may_include_non_tensors():
     for got, want in zip(_non_tensor_outputs(fg), _non_tensor_outputs(torch)):
         np.testing.assert_array_equal(got, want)
+
+
+def _reentrant_checkpoint(lib):
+    w = lib.tensor([[1.0, 2.0], [3.0, -4.0]], dtype=lib.float64, requires_grad=True)
+
+    def f(x):
+        return (x @ w).tanh()
+
+    class Recompute(lib.autograd.Function):
+        # reentrant checkpointing: forward keeps no graph, backward runs f again under
+        # enable_grad and a backward of its own through it
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            with lib.no_grad():
+                return f(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            x = x.detach().requires_grad_()
+            with lib.enable_grad():
+                y = f(x)
+            lib.autograd.backward(y, g)
+            return x.grad
+
+    x = lib.tensor([[0.1, 0.2], [0.3, -0.1]], dtype=lib.float64, requires_grad=True)
+    (Recompute.apply(x * 2) * x).sum().backward()
+    return [x.grad.numpy(), w.grad.numpy()]
+
+
+def test_a_custom_backward_may_run_a_backward_of_its_own_under_enable_grad():
+    for got, want in zip(_reentrant_checkpoint(fg), _reentrant_checkpoint(torch)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)

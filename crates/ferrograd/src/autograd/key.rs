@@ -832,7 +832,10 @@ impl GradKey {
             }
         };
         let was_recording = self.0.is_recording();
-        if !record_self {
+        // the autograd key stays switched on and only this thread's ceiling keeps it from
+        // recording the rules, as PyTorch's grad mode: `enable_grad()` inside a custom rule
+        // records again (a reentrant backward, as checkpointing does)
+        if !record_self && !partial {
             self.0.stop_recording();
         }
         let result = {
