@@ -184,3 +184,16 @@ def test_views_not_written_stay_untouched_and_untracked_writes_need_nothing():
         z = fg.zeros(4)
         z[:2].add_(1.0)
     assert z.tolist() == [1.0, 1.0, 0.0, 0.0] and not z.requires_grad
+
+
+def test_a_write_through_data_or_detach_leaves_the_tensor_a_leaf():
+    # PyTorch's `w.data.copy_(src)` (weights copied between modules before a forward): w
+    # stays the leaf it was, holding the new values; src gets no gradient through it
+    for alias in (lambda w: w.data, lambda w: w.detach()):
+        src = fg.tensor([[1.0, -2.0, 3.0]], dtype="float64", requires_grad=True)
+        w = fg.nn.Parameter(fg.zeros(1, 3, dtype="float64"))
+        alias(w).copy_(src * 2)
+        assert w.is_leaf and w.grad_fn is None
+        (w * w).sum().backward()
+        np.testing.assert_array_equal(w.grad.numpy(), [[4.0, -8.0, 12.0]])
+        assert src.grad is None

@@ -130,3 +130,12 @@ pub(crate) fn move_retained(old: &Tensor, next: &Tensor) -> Result<()> {
     }
     Ok(())
 }
+
+impl Tensor {
+    /// Whether a view op made this handle or took a view of it (so writes through it rebase
+    /// the other handles over its memory).
+    pub(crate) fn is_registered_view(&self) -> bool {
+        let storage = self.storage();
+        storage.has_views() && storage.views().iter().any(|h| h.same(self))
+    }
+}

@@ -229,7 +229,12 @@ impl Tensor {
         if !tracked && !crate::graph::is_tracing() {
             return Ok(self.clone());
         }
-        if tracked {
+        // a write through an untracked alias no view op made (`w.detach()`, `w.data`) is
+        // PyTorch's write behind autograd's back: the alias takes the recorded value, the
+        // tensors over the same memory keep their tape state (a saved value it changed is
+        // still refused at backward, by the version check)
+        let behind = tracked && !self.is_tracked() && !self.is_registered_view();
+        if tracked && !behind {
             // other tracked handles over this buffer (views of it, the tensor it views) no
             // longer stand for what it holds
             let at = crate::storage::Footprint::of(self.layout());
@@ -239,7 +244,9 @@ impl Tensor {
         if tracked && !crate::graph::is_tracing() {
             // other holders of this very handle (an alias such as `b.view_as(b)`) follow too
             self.set_successor(next.clone());
-            crate::autograd::rebase::rebase_views(self, &next)?;
+            if !behind {
+                crate::autograd::rebase::rebase_views(self, &next)?;
+            }
             crate::autograd::rebase::move_retained(self, &next)?;
         }
         Ok(next)
