@@ -671,3 +671,28 @@ def test_cosine_similarity_floors_each_norm_as_torch(a, b):
         )
     for e, g in zip(*got):
         np.testing.assert_allclose(g, e, rtol=1e-10)
+
+
+@pytest.mark.parametrize("default", ["float64", "float32"])
+def test_ints_meeting_floats_take_the_default_dtype(default):
+    # (denoising-diffusion's sinusoidal embedding: arange(n) * -scale under float64)
+    cases = [
+        lambda T: T.arange(4) * -0.5,
+        lambda T: T.arange(4) / 2,
+        lambda T: T.tensor([1, 2]) / T.tensor([2, 4]),
+        lambda T: T.arange(4) + 1.5,
+        lambda T: T.sqrt(T.arange(4)),
+        lambda T: T.arange(4).sin(),
+        lambda T: T.tensor([True, False]) * 0.25,
+    ]
+    old_t, old_f = torch.get_default_dtype(), fg.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, default))
+    fg.set_default_dtype(default)
+    try:
+        for case in cases:
+            want, got = case(torch), case(fg)
+            assert got.dtype.name == str(want.dtype).replace("torch.", "")
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    finally:
+        torch.set_default_dtype(old_t)
+        fg.set_default_dtype(old_f)

@@ -118,6 +118,7 @@ def set_default_dtype(d: Any) -> None:
     if name not in ("float32", "float64", "float16", "bfloat16"):
         raise TypeError(f"set_default_dtype: only floating-point dtypes are allowed, got {name}")
     _DEFAULT_FLOAT[0] = name
+    _core._set_default_float(name)  # (ints meeting floats in ops, int true division, sin(int))
 
 
 def _default_dtype(arr: np.ndarray, from_python: bool) -> str:

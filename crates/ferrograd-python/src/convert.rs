@@ -578,11 +578,11 @@ pub fn scalar(
     }
     if obj.is_instance_of::<PyFloat>() {
         let v: f64 = obj.extract()?;
-        // a float with an int64 or bool tensor is float32 (the default float dtype), and the op
-        // promotes the tensor to it, as PyTorch
+        // a float with an int or bool tensor has the default float dtype, and the op promotes
+        // the tensor to it, as PyTorch
         return Ok(Some(match dtype {
             Some(d) if d.is_float() => Tensor::scalar_of(v, d),
-            _ => Tensor::scalar(v as f32),
+            _ => Tensor::scalar_of(v, ferrograd::dtype::default_float()),
         }));
     }
     Ok(None)

@@ -186,6 +186,18 @@ fn _grad_enabled() -> bool {
     ferrograd::autograd::grad_enabled()
 }
 
+/// Sets the float dtype ints become where an op needs a float (`set_default_dtype`).
+#[pyfunction]
+fn _set_default_float(name: &str) -> PyResult<()> {
+    ferrograd::DType::parse(name)
+        .and_then(ferrograd::dtype::set_default_float)
+        .ok_or_else(|| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "set_default_dtype: only floating-point dtypes are allowed, got {name}"
+            ))
+        })
+}
+
 #[pyfunction]
 fn _push_enable() {
     ferrograd::autograd::push_enable()
@@ -308,6 +320,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_set_capture_paused, m)?)?;
     m.add_function(wrap_pyfunction!(_pop_ceiling, m)?)?;
     m.add_function(wrap_pyfunction!(_push_enable, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_default_float, m)?)?;
     m.add_function(wrap_pyfunction!(register_grad_rule, m)?)?;
     m.add_function(wrap_pyfunction!(unregister_grad_rule, m)?)?;
     m.add("OP_NAMES", Op::names().to_vec())?;

@@ -388,7 +388,9 @@ fn getitem(x: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Tensor> {
         }
     }
     if let Some((axis, idx)) = e.advanced {
-        out = out.select_indices("getitem", axis as isize, &idx, true).py()?;
+        out = out
+            .select_indices("getitem", axis as isize, &idx, true)
+            .py()?;
     }
     Ok(out)
 }

@@ -19,6 +19,35 @@ pub enum DType {
     U8,
 }
 
+/// The float dtype an integer or bool operand becomes where an op needs a float (a Python
+/// float meeting an int tensor, true division, `sin` of ints): PyTorch's default dtype,
+/// float32 unless [`set_default_float`] changed it.
+static DEFAULT_FLOAT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The default float dtype (see [`set_default_float`]).
+pub fn default_float() -> DType {
+    match DEFAULT_FLOAT.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => DType::F64,
+        2 => DType::F16,
+        3 => DType::BF16,
+        _ => DType::F32,
+    }
+}
+
+/// Sets the default float dtype (PyTorch's `set_default_dtype`); `None` for a dtype that is
+/// not a float.
+pub fn set_default_float(d: DType) -> Option<()> {
+    let code = match d {
+        DType::F32 => 0,
+        DType::F64 => 1,
+        DType::F16 => 2,
+        DType::BF16 => 3,
+        _ => return None,
+    };
+    DEFAULT_FLOAT.store(code, std::sync::atomic::Ordering::Relaxed);
+    Some(())
+}
+
 impl DType {
     /// The numpy-style name: `float32`, `float64`, `int64`, `bool`.
     pub fn name(self) -> &'static str {

@@ -97,11 +97,11 @@ pub fn sum_to_shape(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
 /// PyTorch's type promotion of two operands: bool < int64 < float (a higher category wins);
 /// within floats the wider dtype, except that a 0-d operand does not widen a tensor with axes
 /// (`float32 [n] * float64 []` is float32). `float_result` (ops without an integer kernel,
-/// such as true division) makes an integer or bool result float32.
+/// such as true division) makes an integer or bool result the default float dtype.
 pub(crate) fn promote(a: &Tensor, b: &Tensor, float_result: bool) -> Result<(Tensor, Tensor)> {
     let d = result_type(a, b);
     let d = if float_result && !d.is_float() {
-        crate::DType::F32
+        crate::dtype::default_float()
     } else {
         d
     };

@@ -142,10 +142,10 @@ macro_rules! unary_family {
                 #[doc = concat!("Elementwise `", stringify!($name), "`.")]
                 ///
                 /// An integer or bool input of an op defined on floats only is taken as
-                /// float32 (as PyTorch).
+                /// the default float dtype (as PyTorch).
                 pub fn $name(&self) -> Result<Tensor> {
                     if !unary_family!(@has_int $int) && !self.dtype().is_float() {
-                        return apply1(&Op::Unary(UnaryOp::$op), &[&self.astype(crate::DType::F32)?]);
+                        return apply1(&Op::Unary(UnaryOp::$op), &[&self.astype(crate::dtype::default_float())?]);
                     }
                     apply1(&Op::Unary(UnaryOp::$op), &[self])
                 }
