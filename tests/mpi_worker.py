@@ -262,6 +262,87 @@ def ddp():
         close(lo.numpy(), hi.numpy(), "ddp parameters across ranks")
 
 
+def ddp_overlap():
+    """DistributedDataParallel overlaps backward: gradients equal one process's on the whole
+    batch (float64), the first bucket's allreduce starts (logged) before the last
+    parameter's gradient is accumulated, a parameter used on rank 0 only or by no rank
+    reduces as with the GradManager callback, and a GradManager backward leaves it idle."""
+    from ferrograd.nn.parallel import DistributedDataParallel as DDP
+
+    r, n = dist.get_rank(), dist.get_world_size()
+    fg.manual_seed(r)  # different weights on purpose: DDP takes rank 0's
+    width, depth = 64, 8
+    layers = [nn.Linear(6, width), nn.Tanh()]
+    for _ in range(depth - 2):
+        layers += [nn.Linear(width, width), nn.Tanh()]
+    layers.append(nn.Linear(width, 3))
+    model = nn.Sequential(*layers).to(fg.float64)
+    # a weight and its bias (33 KB) pass 0.03 MB: one layer per bucket
+    net = DDP(model, bucket_cap_mb=0.03)
+    params = list(model.parameters())
+    per = 4
+    for step in range(3):
+        x, y = data("mlp", per * n, seed=40 + step)
+        F.cross_entropy(model(fg.tensor(x)), fg.tensor(y)).backward()  # not through DDP
+        want = [p.grad.numpy().copy() for p in params]
+        for p in params:
+            p.grad = None
+        mine = slice(r * per, (r + 1) * per)
+        F.cross_entropy(net(fg.tensor(x[mine])), fg.tensor(y[mine])).backward()
+        for i, (p, w) in enumerate(zip(params, want)):
+            close(p.grad.numpy(), w, f"ddp overlap gradient of parameter {i} at step {step}")
+            assert p.grad.dtype == p.dtype
+            p.grad = None
+        ev = net.events
+        what = [e for e, _, _ in ev]
+        assert what.count("start") >= 4, f"only {what.count('start')} buckets: {ev}"
+        assert what.count("grad") == len(params), ev
+        first_start = next(k for k, (e, i, _) in enumerate(ev) if e == "start" and i == 0)
+        last_grad = max(k for k, (e, _, _) in enumerate(ev) if e == "grad")
+        assert first_start < last_grad, f"no overlap: {ev}"
+        assert ev[first_start][2] < ev[last_grad][2]
+        # the first bucket holds the last layer: its gradients come first
+        first_grads = [i for e, i, _ in ev if e == "grad"][:2]
+        assert sorted(first_grads) == [len(params) - 2, len(params) - 1], ev
+        assert what.index("backward_end") > last_grad and what.count("done") == what.count("start")
+
+    class Partly(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Parameter(fg.tensor(np.full(3, 2.0)))
+            self.only0 = nn.Parameter(fg.tensor(np.full(2, 3.0)))
+            self.never = nn.Parameter(fg.tensor(np.ones(4)))
+
+        def forward(self, k):
+            loss = (self.a * k).sum()
+            if dist.get_rank() == 0:
+                loss = loss + (self.only0 * self.only0).sum()
+            return loss
+
+    part = Partly()
+    pnet = DDP(part, bucket_cap_mb=1e-5)  # a bucket per parameter
+    pnet(r + 1.0).backward()
+    close(part.a.grad.numpy(), np.full(3, sum(k + 1 for k in range(n)) / n), "used gradient")
+    close(part.only0.grad.numpy(), np.full(2, 6.0 / n), "gradient used on rank 0 only")
+    assert part.never.grad is None, "a parameter no rank used got a gradient"
+    # a GradManager backward (with its own allreduce) leaves DDP's hooks idle
+    for p in params:
+        p.grad = None
+    before = list(net.events)
+    x, y = data("mlp", per * n, seed=60)
+    F.cross_entropy(model(fg.tensor(x)), fg.tensor(y)).backward()
+    want = [p.grad.numpy().copy() for p in params]
+    for p in params:
+        p.grad = None
+    gm = fg.GradManager().attach(params, callbacks=dist.make_allreduce_cb("mean"))
+    mine = slice(r * per, (r + 1) * per)
+    with gm:
+        gm.backward(F.cross_entropy(net(fg.tensor(x[mine])), fg.tensor(y[mine])))
+    assert net.events == before, "a GradManager backward ran DDP's allreduce"
+    for i, (p, w) in enumerate(zip(params, want)):
+        close(p.grad.numpy(), w, f"GradManager gradient of parameter {i} through DDP")
+
+
 def raises():
     """Rank 1 fails mid-training while rank 0 waits in a collective: the job must end."""
     if dist.get_rank() == 1:
@@ -283,6 +364,7 @@ if __name__ == "__main__":
         "traced": traced,
         "raises": raises,
         "ddp": ddp,
+        "ddp_overlap": ddp_overlap,
     }
     for name in sys.argv[1:]:
         scenarios[name]()

@@ -89,6 +89,16 @@ def test_distributed_data_parallel_two_ranks():
 
 @on_cpu
 @needs_mpi
+def test_distributed_data_parallel_overlaps_backward():
+    # gradients equal one process's on the concatenated batch (float64, 1e-12); the first
+    # bucket's allreduce starts before the last parameter's gradient is accumulated (>= 4
+    # buckets); parameters unused on a rank or on all; a GradManager backward leaves it idle
+    rc, out = launch(2, "ddp_overlap", "ddp")
+    assert rc == 0 and "ok" in out, out
+
+
+@on_cpu
+@needs_mpi
 def test_three_ranks_oversubscribed():
     rc, out = launch(3, "collectives", "mlp", "cnn", "steps", "unused", "traced")
     assert rc == 0 and "ok" in out, out

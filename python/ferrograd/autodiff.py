@@ -863,6 +863,85 @@ def _register_hook(self: Tensor, hook: Callable[[Tensor], Any]) -> RemovableHand
     return RemovableHandle(cb)
 
 
+class _PostAccumulateGradHook:
+    """A ``register_post_accumulate_grad_hook`` hook as the engine calls it (no arguments,
+    once the tensor's gradient has been added into ``.grad``): ``hook(tensor)`` with the
+    tensor it was registered on, held weakly; what it returns is ignored."""
+
+    def __init__(self, tensor: Tensor, hook: Callable[[Tensor], Any]) -> None:
+        self.ref = weakref.ref(tensor)
+        self.hook = hook
+        self.active = True
+        self.__qualname__ = _callable_name(hook)
+
+    def __call__(self) -> None:
+        t = self.ref()
+        if self.active and t is not None:
+            self.hook(t)
+
+
+class _PostAccumulateGradHookHandle:
+    """What ``Tensor.register_post_accumulate_grad_hook`` returns: ``remove()`` stops the
+    hook (also inside a backward: a hook removed by an earlier one does not run)."""
+
+    def __init__(
+        self, hook: _PostAccumulateGradHook, hook_id: int, finalizer: weakref.finalize
+    ) -> None:
+        self._hook = hook
+        self._id = hook_id
+        self._finalizer = finalizer
+
+    def remove(self) -> None:
+        self._hook.active = False
+        self._finalizer.detach()
+        GradKey._remove_post_accumulate_grad_hook(self._id)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def _register_post_accumulate_grad_hook(
+    self: Tensor, hook: Callable[[Tensor], Any]
+) -> _PostAccumulateGradHookHandle:
+    """Registers ``hook(tensor)``, called with this leaf tensor itself each time a backward
+    has added its gradient into ``.grad`` (so ``tensor.grad`` is the accumulated value), as
+    soon as that gradient is final, before the rest of backward (PyTorch's
+    ``Tensor.register_post_accumulate_grad_hook``; a ``GradManager`` backward runs it too for
+    an attached tensor). Hooks run in registration order; what they return is ignored. Returns
+    a handle whose ``remove()`` stops it. ``fg.autograd.grad``, ``backward(inputs=...)`` and
+    traced backward run none, as they accumulate nothing (or not in the engine)."""
+    op = "register_post_accumulate_grad_hook"
+    if not callable(hook):
+        raise TypeError(f"{op}: hook must be callable, got {type(hook).__name__}")
+    if not isinstance(self, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(self).__name__}")
+    # a tensor attached to a recording GradManager counts as requiring grad there
+    managers = [
+        gm._key
+        for gm in list(_recording_managers)
+        if gm.is_recording and gm._key is not None and gm._key.is_attached_to(self)
+    ]
+    if not (_requires_grad(self) or managers):
+        raise RuntimeError(
+            f"{op}: cannot register a hook on a tensor that doesn't require gradient "
+            f"(shape {list(self.shape)})"
+        )
+    if not _is_leaf(self) or any(not k._is_leaf_of(self) for k in managers):
+        raise RuntimeError(
+            f"{op}: post accumulate grad hooks cannot be registered on non-leaf tensors "
+            f"(a tensor of shape {list(self.shape)} computed by an op); register it on the "
+            "leaf the gradient accumulates into, or use register_hook"
+        )
+    cb = _PostAccumulateGradHook(self, hook)
+    hook_id = GradKey._register_post_accumulate_grad_hook(self, cb)
+    # (the engine keeps the hook with the tensor's .grad, which keys may hold a little longer)
+    finalizer = weakref.finalize(self, GradKey._remove_post_accumulate_grad_hook, hook_id)
+    return _PostAccumulateGradHookHandle(cb, hook_id, finalizer)
+
+
 def _retain_grad(self: Tensor) -> None:
     """Makes ``backward`` fill ``.grad`` of this computed tensor too (a leaf that requires
     grad always gets it), as PyTorch's ``Tensor.retain_grad``."""
@@ -1181,6 +1260,7 @@ def _install_torch_autograd() -> None:
     Tensor.backward = _backward
     Tensor.detach_ = _detach_
     Tensor.register_hook = _register_hook
+    Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
     Tensor.retain_grad = _retain_grad
     Tensor.retains_grad = property(_retains_grad)
 

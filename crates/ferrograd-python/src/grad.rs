@@ -343,6 +343,38 @@ impl PyGradKey {
         self.key.attach_with(&t, cb, accumulate).py()
     }
 
+    /// Registers `hook()` (no arguments; what it returns is ignored) to run each time an
+    /// eager backward of any key has added `tensor`'s final gradient into its `.grad`, as
+    /// early as that gradient is final (the engine of PyTorch's
+    /// `Tensor.register_post_accumulate_grad_hook`). Returns an id for
+    /// `_remove_post_accumulate_grad_hook`.
+    #[staticmethod]
+    fn _register_post_accumulate_grad_hook(
+        tensor: &Bound<'_, PyAny>,
+        hook: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        const OP: &str = "register_post_accumulate_grad_hook";
+        let t = tensor_arg(OP, "tensor", tensor)?;
+        if !hook.is_callable() {
+            return Err(PyTypeError::new_err(format!(
+                "{OP}: hook must be callable, got {}",
+                describe(hook)
+            )));
+        }
+        let hook = hook.clone().unbind();
+        let cb: GradCallback = Arc::new(move |_t: &Tensor, _g: &Tensor| {
+            Python::attach(|py| hook.call0(py).map(|_| None).map_err(external))
+        });
+        GradKey::register_post_accumulate_hook(&t, cb).py()
+    }
+
+    /// Removes a hook `_register_post_accumulate_grad_hook` registered; False when it was
+    /// removed already.
+    #[staticmethod]
+    fn _remove_post_accumulate_grad_hook(id: u64) -> bool {
+        GradKey::remove_post_accumulate_hook(id)
+    }
+
     /// Whether this key tracks `tensor`.
     fn is_attached_to(&self, tensor: &Bound<'_, PyAny>) -> PyResult<bool> {
         Ok(self

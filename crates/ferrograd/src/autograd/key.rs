@@ -502,6 +502,79 @@ impl GradKey {
         Ok(())
     }
 
+    /// Registers `hook` to run each time an eager backward of any key has delivered
+    /// `tensor`'s final gradient as an attached tensor's (PyTorch's
+    /// `register_post_accumulate_grad_hook`): after the key's callbacks and the accumulation
+    /// into `.grad`, so the hook sees the accumulated `.grad`; hooks run in registration order,
+    /// as early as the gradient is final, and what they return is ignored. The hook belongs to
+    /// the tensor's `.grad` (shared by its handles and the snapshots keys take), so it survives
+    /// the keys. `grad` (functional mode) and traced backward run none. Returns the id that
+    /// [`GradKey::remove_post_accumulate_hook`] takes.
+    pub fn register_post_accumulate_hook(tensor: &Tensor, hook: GradCallback) -> Result<u64> {
+        if !tensor.dtype().is_float() {
+            return Err(Error::dtype(
+                "register_post_accumulate_grad_hook",
+                format!(
+                    "only float tensors have gradients, got a {} tensor of shape {:?}",
+                    tensor.dtype(),
+                    tensor.shape()
+                ),
+            ));
+        }
+        let cell = tensor.grad_cell();
+        let id = NEXT_POST_HOOK.fetch_add(1, Ordering::Relaxed);
+        ANY_POST_HOOK.store(true, Ordering::Relaxed);
+        let dead = {
+            let mut reg = lock(&POST_HOOKS);
+            let map = reg.get_or_insert_with(Default::default);
+            // (the hooks of tensors that are gone go too, dropped outside the lock: dropping
+            // one may run code that registers or removes hooks)
+            let gone: Vec<usize> = map
+                .iter()
+                .filter(|(_, h)| h.cell.strong_count() == 0)
+                .map(|(&a, _)| a)
+                .collect();
+            let dead: Vec<PostHooks> = gone.iter().filter_map(|a| map.remove(a)).collect();
+            map.entry(Arc::as_ptr(&cell) as usize)
+                .or_insert_with(|| PostHooks {
+                    cell: Arc::downgrade(&cell),
+                    hooks: Vec::new(),
+                })
+                .hooks
+                .push((id, hook));
+            dead
+        };
+        drop(dead);
+        Ok(id)
+    }
+
+    /// Removes a hook [`GradKey::register_post_accumulate_hook`] registered; false when it was
+    /// removed already (or its tensor is gone).
+    pub fn remove_post_accumulate_hook(id: u64) -> bool {
+        let (removed, emptied) = {
+            let mut reg = lock(&POST_HOOKS);
+            let Some(map) = reg.as_mut() else {
+                return false;
+            };
+            let mut removed = None;
+            let mut emptied = None;
+            for (&addr, h) in map.iter_mut() {
+                if let Some(i) = h.hooks.iter().position(|(i, _)| *i == id) {
+                    removed = Some(h.hooks.remove(i));
+                    if h.hooks.is_empty() {
+                        emptied = Some(addr);
+                    }
+                    break;
+                }
+            }
+            let emptied = emptied.and_then(|a| map.remove(&a));
+            (removed, emptied)
+        };
+        let found = removed.is_some();
+        drop((removed, emptied));
+        found
+    }
+
     /// Whether this key tracks `tensor` (attached, or computed from attached tensors).
     pub fn is_attached_to(&self, tensor: &Tensor) -> bool {
         tensor.grad_info(self.0.id).is_some()
@@ -1133,10 +1206,55 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
         return Ok(());
     };
     let last = deliver(&tensor, g, &callbacks, accumulate)?;
+    if f.is_attach_record() {
+        run_post_accumulate_hooks(&tensor, &last)?;
+    }
     if !leaf && !callbacks.is_empty() {
         // a computed tensor's callbacks (PyTorch's tensor hooks) change the gradient that
         // flows on through its producer
         f.state().slots[idx].grad = Some(last);
+    }
+    Ok(())
+}
+
+/// The post-accumulate hooks of one `.grad` cell (see
+/// [`GradKey::register_post_accumulate_hook`]), in registration order, with their ids.
+struct PostHooks {
+    /// (a weak handle keeps the cell's allocation, so its address, the map's key, stays
+    /// unique while the entry exists)
+    cell: Weak<Mutex<Option<Tensor>>>,
+    hooks: Vec<(u64, GradCallback)>,
+}
+
+/// Post-accumulate hooks by the address of the `.grad` cell they belong to.
+static POST_HOOKS: Mutex<Option<std::collections::HashMap<usize, PostHooks>>> = Mutex::new(None);
+static NEXT_POST_HOOK: AtomicU64 = AtomicU64::new(1);
+/// Whether a post-accumulate hook was ever registered (until then a backward skips the
+/// lookup for every leaf).
+static ANY_POST_HOOK: AtomicBool = AtomicBool::new(false);
+
+/// Runs the post-accumulate hooks of `tensor` (an attached leaf whose final gradient `g` was
+/// just delivered), in registration order; the first error stops the backward.
+fn run_post_accumulate_hooks(tensor: &Tensor, g: &Tensor) -> Result<()> {
+    if !ANY_POST_HOOK.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let Some(cell) = tensor.0.meta().grad.clone() else {
+        return Ok(());
+    };
+    let hooks: Vec<GradCallback> = {
+        let reg = lock(&POST_HOOKS);
+        match reg
+            .as_ref()
+            .and_then(|m| m.get(&(Arc::as_ptr(&cell) as usize)))
+        {
+            Some(h) => h.hooks.iter().map(|(_, f)| f.clone()).collect(),
+            None => return Ok(()),
+        }
+    };
+    // (called without the lock: a hook may register or remove hooks)
+    for hook in hooks {
+        hook(tensor, g)?;
     }
     Ok(())
 }

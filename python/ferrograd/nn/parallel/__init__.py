@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import contextlib
+import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,17 +17,77 @@ from ..more import DataParallel
 __all__ = ["DataParallel", "DistributedDataParallel"]
 
 
+class _Bucket:
+    """Parameters whose gradients are reduced by one allreduce: one dtype and device, a flat
+    buffer with their gradients back to back, then one presence count per parameter (how
+    many ranks produced its gradient)."""
+
+    __slots__ = ("device", "dtype", "index", "members", "size", "wire")
+
+    def __init__(self, index: int, key: tuple[str, str], members: list[tuple[Any, int, int]]):
+        self.index = index
+        self.dtype, self.device = key
+        self.wire = _wire_dtype(self.dtype)
+        self.members = members  # (parameter, offset, numel)
+        self.size = sum(n for _, _, n in members)
+
+
+class _Round:
+    """One synced backward's buckets: their buffers, which members are packed, the
+    allreduces started (in bucket order, the same on every rank)."""
+
+    def __init__(self, buckets: list[_Bucket], where: dict[int, tuple[_Bucket, int, int]]) -> None:
+        self.buckets = buckets
+        self.where = where  # id(param) -> (bucket, member, index in parameters())
+        self.buffers = [np.zeros(b.size + len(b.members), b.wire) for b in buckets]
+        self.packed: list[set[int]] = [set() for _ in buckets]
+        self.started: list[tuple[Any, Any]] = []  # (flat tensor, Work), in bucket order
+
+
+def _wire_dtype(name: str) -> str:
+    return "float32" if name in ("float16", "bfloat16") else name
+
+
+def _delivered_by_grad_manager(p: Any) -> bool:
+    """Whether ``p``'s gradient comes from a GradManager's backward (not ``loss.backward()``):
+    a manager that records ``p`` takes it over from the autograd key, so only its backward
+    reaches ``p``. (Where both could, the averaging after backward still covers ``p``.)"""
+    from ...autodiff import _recording_managers
+
+    for gm in list(_recording_managers):
+        key = gm._key
+        if key is not None and key.is_attached_to(p):
+            return True
+    return False
+
+
+def _remove_hooks(handles: list[Any]) -> None:
+    for h in handles:
+        h.remove()
+
+
 class DistributedDataParallel(Module):
     """PyTorch's ``DistributedDataParallel`` over :mod:`ferrograd.distributed` (start the
     ranks with ``mpiexec``; ``init_process_group`` first): on construction every rank takes
-    rank 0's parameters and buffers; after each ``loss.backward()`` the parameters'
-    gradients are averaged over the ranks (in buckets of ``bucket_cap_mb``, one allreduce
-    each), so every rank's optimizer takes the same step. A parameter whose gradient no rank
-    produced keeps none; one produced on some ranks only is averaged with zeros from the
-    others. :meth:`no_sync` skips the averaging (gradient accumulation), as PyTorch's.
+    rank 0's parameters and buffers; each ``loss.backward()`` after a forward through it
+    averages the parameters' gradients over the ranks, so every rank's optimizer takes the
+    same step. A parameter whose gradient no rank produced keeps none; one produced on some
+    ranks only is averaged with zeros from the others. :meth:`no_sync` skips the averaging
+    (gradient accumulation), as PyTorch's.
 
-    The averaging runs when backward has finished (PyTorch overlaps it with backward). With
-    MegEngine's ``GradManager``, use ``make_allreduce_cb`` instead, which overlaps."""
+    The averaging overlaps backward, as PyTorch's: the parameters are put in buckets in
+    reverse of definition order (the first bucket about 1 MB, the others about
+    ``bucket_cap_mb``, one dtype and device each); a post-accumulate-grad hook on each
+    parameter packs its accumulated ``.grad`` into its bucket, and a bucket whose gradients
+    are all there starts a non-blocking allreduce (buckets start in order, the same on every
+    rank). When backward ends, the buckets still open (a parameter without a gradient on this
+    rank) are reduced with zeros for it, every allreduce is waited for and the means are
+    written into ``.grad``. ``events`` logs ``(what, index, time.perf_counter())`` of the last
+    synced backward: ``"grad"`` (parameter index, in ``module.parameters()`` order),
+    ``"start"`` / ``"done"`` (bucket index), ``"backward_end"``. Where hooks cannot be
+    registered, the whole averaging runs after backward. With MegEngine's ``GradManager``, use
+    ``make_allreduce_cb`` instead (it overlaps too); a GradManager backward leaves this
+    wrapper's hooks idle."""
 
     def __init__(
         self,
@@ -67,10 +129,38 @@ class DistributedDataParallel(Module):
         if not cap > 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {cap}")
         self.__dict__["_bucket_bytes"] = int(cap * 2**20)
+        # PyTorch's first bucket is small (1 MB), so communication starts early
+        self.__dict__["_first_bucket_bytes"] = min(2**20, int(cap * 2**20))
         self.__dict__["_sync"] = True
         self.__dict__["_armed"] = False
+        self.__dict__["_plan"] = None  # (key, buckets, {id(param): (bucket, member)})
+        self.__dict__["_round"] = None
+        self.__dict__["events"] = []
+        self.__dict__["_hooked"] = self._register_hooks()
         dist.broadcast_parameters(module, src=0)
         _after_backward.add(self)
+
+    def _register_hooks(self) -> bool:
+        """A post-accumulate-grad hook on every parameter that requires grad; False (and no
+        hook) where that is not possible: the averaging then runs after backward."""
+        ref = weakref.ref(self)
+
+        def ready(p: Any) -> None:
+            ddp = ref()
+            if ddp is not None:
+                ddp._grad_ready(p)
+
+        handles: list[Any] = []
+        try:
+            for p in self.module.parameters():
+                if p.requires_grad:
+                    handles.append(p.register_post_accumulate_grad_hook(ready))
+        except (RuntimeError, TypeError, AttributeError):
+            _remove_hooks(handles)
+            return False
+        self.__dict__["_hook_handles"] = handles
+        weakref.finalize(self, _remove_hooks, handles)
+        return True
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         if self.broadcast_buffers:
@@ -80,6 +170,8 @@ class DistributedDataParallel(Module):
 
                 dist.broadcast_parameters(bufs, src=0)
         self.__dict__["_armed"] = self.__dict__["_sync"]
+        # (what a backward that raised left behind is dropped)
+        self.__dict__["_round"] = None
         return self.module(*inputs, **kwargs)
 
     @contextlib.contextmanager
@@ -93,11 +185,132 @@ class DistributedDataParallel(Module):
         finally:
             self.__dict__["_sync"] = old
 
+    # -- buckets --------------------------------------------------------------------------
+
+    def _buckets(self) -> tuple[list[_Bucket], dict[int, tuple[_Bucket, int, int]]]:
+        """The buckets of the parameters that require grad (planned again when they change),
+        and where each parameter is: ``id(p) -> (bucket, member, index in parameters())``."""
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        key = tuple((id(p), tuple(p.shape), p.dtype.name, str(p.device)) for p in params)
+        plan = self.__dict__["_plan"]
+        if plan is not None and plan[0] == key:
+            return plan[1], plan[2]
+        index = {id(p): i for i, p in enumerate(self.module.parameters())}
+        buckets: list[_Bucket] = []
+        where: dict[int, tuple[_Bucket, int, int]] = {}
+        open_: dict[tuple[str, str], tuple[list, int]] = {}
+
+        def close(k: tuple[str, str]) -> None:
+            members, _ = open_.pop(k)
+            b = _Bucket(len(buckets), k, members)
+            for j, (t, _, _) in enumerate(members):
+                where[id(t)] = (b, j, index.get(id(t), -1))
+            buckets.append(b)
+
+        # in reverse of definition order: roughly the order gradients become final
+        for p in reversed(params):
+            k = (p.dtype.name, str(p.device))
+            members, nbytes = open_.get(k, ([], 0))
+            n = p.numel()
+            members.append((p, sum(m for _, _, m in members), n))
+            nbytes += n * np.dtype(_wire_dtype(k[0])).itemsize
+            open_[k] = (members, nbytes)
+            cap = self._first_bucket_bytes if not buckets else self._bucket_bytes
+            if nbytes >= cap:
+                close(k)
+        for k in list(open_):
+            close(k)
+        self.__dict__["_plan"] = (key, buckets, where)
+        return buckets, where
+
+    def _begin_round(self) -> _Round:
+        rnd = _Round(*self._buckets())
+        self.__dict__["_round"] = rnd
+        self.__dict__["events"] = []
+        return rnd
+
+    @staticmethod
+    def _pack(rnd: _Round, b: _Bucket, j: int) -> None:
+        """Copies member ``j``'s ``.grad`` (if any) into its bucket's buffer."""
+        p, off, n = b.members[j]
+        rnd.packed[b.index].add(j)
+        g = p.grad
+        if g is None:
+            return
+        buf = rnd.buffers[b.index]
+        buf[off : off + n] = np.asarray(g.detach().numpy(), dtype=b.wire).reshape(-1)
+        buf[b.size + j] = 1
+
+    def _grad_ready(self, p: Any) -> None:
+        """``p``'s post-accumulate-grad hook: pack it, start the buckets that are ready."""
+        if not self.__dict__["_armed"] or _delivered_by_grad_manager(p):
+            return  # no_sync, a backward not through this wrapper, or a GradManager's
+        rnd = self.__dict__["_round"] or self._begin_round()
+        w = rnd.where.get(id(p))
+        if w is None:
+            return
+        b, j, index = w
+        if j in rnd.packed[b.index] or len(rnd.started) > b.index:
+            return  # (already packed, or its allreduce already started)
+        self._pack(rnd, b, j)
+        self.events.append(("grad", index, time.perf_counter()))
+        self._start_ready(rnd, force=False)
+
+    def _start_ready(self, rnd: _Round, force: bool) -> None:
+        """Starts the allreduce of each bucket whose members are all packed, in bucket order;
+        ``force``: of every bucket, packing what each member has now (the fallback's rule)."""
+        from ... import distributed as dist
+        from ..._tensor import tensor
+
+        while len(rnd.started) < len(rnd.buckets):
+            b = rnd.buckets[len(rnd.started)]
+            if len(rnd.packed[b.index]) < len(b.members):
+                if not force:
+                    return
+                for j in range(len(b.members)):
+                    if j not in rnd.packed[b.index]:
+                        self._pack(rnd, b, j)
+            flat = tensor(rnd.buffers[b.index])
+            work = dist.all_reduce(flat, op="sum", async_op=True)
+            rnd.started.append((flat, work))
+            self.events.append(("start", b.index, time.perf_counter()))
+
     def _after_backward(self) -> None:
         if not self.__dict__["_armed"]:
             return
         self.__dict__["_armed"] = False
-        self._average_gradients()
+        rnd, self.__dict__["_round"] = self.__dict__["_round"], None
+        if not self.__dict__["_hooked"]:
+            self._average_gradients()
+            return
+        self._finish_round(rnd)
+
+    def _finish_round(self, rnd: _Round | None) -> None:
+        """Starts what is left, waits for every bucket, writes the means into ``.grad``."""
+        from ... import distributed as dist
+        from ..._tensor import tensor
+        from ...autodiff import no_grad
+
+        if rnd is None:  # no hook ran (no gradient reached a parameter)
+            rnd = self._begin_round()
+        self.events.append(("backward_end", -1, time.perf_counter()))
+        self._start_ready(rnd, force=True)
+        size = dist.get_world_size()
+        with no_grad():
+            for b, (flat, work) in zip(rnd.buckets, rnd.started):
+                work.wait()
+                done = getattr(work, "_completed_at", None) or time.perf_counter()
+                self.events.append(("done", b.index, done))
+                out = flat.numpy()
+                for j, (p, off, n) in enumerate(b.members):
+                    if out[b.size + j] == 0:
+                        continue  # no rank produced this gradient
+                    g = out[off : off + n].reshape(tuple(p.shape)) / size
+                    g = tensor(g, dtype=b.dtype, device=b.device)
+                    if p.grad is None:
+                        p.grad = g
+                    else:
+                        p.grad.copy_(g)
 
     def _average_gradients(self) -> None:
         from ... import distributed as dist
