@@ -272,3 +272,23 @@ def test_optimizer_step_hooks_run_once_around_each_step(T, name):
     closure()
     opt.step(closure)
     assert [k for k, _ in seen] == ["post"]
+
+
+def test_a_module_in_a_list_and_added_by_name_is_named_once():
+    # pyGAT: self.attentions = [Layer() ...] plus add_module(f"attention_{i}", layer)
+    def build(lib):
+        class GAT(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attentions = [lib.nn.Linear(2, 3) for _ in range(2)]
+                for i, a in enumerate(self.attentions):
+                    self.add_module(f"attention_{i}", a)
+                self.out = lib.nn.Linear(3, 1)
+
+        return GAT()
+
+    want, got = build(torch), build(fg)
+    assert list(got.state_dict()) == list(want.state_dict())
+    assert [n for n, _ in got.named_children()] == [n for n, _ in want.named_children()]
+    assert len(list(got.parameters())) == len(list(want.parameters()))
+    got.load_state_dict({k: fg.tensor(v.numpy()) for k, v in want.state_dict().items()})

@@ -145,22 +145,26 @@ def register_module_forward_hook(hook: Callable[..., Any]) -> _HookHandle:
 _IncompatibleKeys = namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
-def _walk(value: Any, prefix: str, out: list, seen: set) -> None:
-    """Collects ``(name, Parameter | Module)`` in ``value`` (not inside modules)."""
+def _walk(value: Any, prefix: str, out: list, seen: set, direct: frozenset = frozenset()) -> None:
+    """Collects ``(name, Parameter | Module)`` in ``value`` (not inside modules). An object
+    in a plain list, tuple or dict that the module also holds under a name of its own
+    (``self.heads = [...]`` plus ``add_module("head_0", ...)``) is named by that name only,
+    so state-dict keys are PyTorch's."""
     if isinstance(value, (Parameter, Module)):
-        out.append((prefix, value))
+        if "." not in prefix or id(value) not in direct:
+            out.append((prefix, value))
     elif isinstance(value, (list, tuple)):
         if id(value) in seen:
             return
         seen.add(id(value))
         for i, v in enumerate(value):
-            _walk(v, f"{prefix}.{i}" if prefix else str(i), out, seen)
+            _walk(v, f"{prefix}.{i}" if prefix else str(i), out, seen, direct)
     elif isinstance(value, dict):
         if id(value) in seen:
             return
         seen.add(id(value))
         for k, v in value.items():
-            _walk(v, f"{prefix}.{k}" if prefix else str(k), out, seen)
+            _walk(v, f"{prefix}.{k}" if prefix else str(k), out, seen, direct)
 
 
 class _StateDictKeyError(KeyError, RuntimeError):
@@ -384,12 +388,19 @@ class Module:
         """This module's own parameters and sub-modules, named, in definition order."""
         out: list = []
         seen: set = set()
-        for key, value in vars(self).items():
+        attrs = vars(self)
+        direct = frozenset(
+            id(v)
+            for key, value in attrs.items()
+            for v in (value.values() if key in ("_modules", "_parameters") else (value,))
+            if isinstance(v, (Parameter, Module))
+        )
+        for key, value in attrs.items():
             if key in ("_modules", "_parameters"):
                 for k, v in value.items():
-                    _walk(v, str(k), out, seen)
+                    _walk(v, str(k), out, seen, direct)
             elif key not in _INTERNAL:
-                _walk(value, key, out, seen)
+                _walk(value, key, out, seen, direct)
         return out
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
