@@ -833,3 +833,24 @@ def test_conv_transpose_output_size_and_foreach_ops():
         lib._foreach_lerp_(ts, [lib.tensor(o) for o in other], 0.25)
     for a, b in zip(mine, ref):
         np.testing.assert_allclose(a.numpy(), b.numpy())
+
+
+def test_load_calls_a_map_location_function_as_pytorch_does(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    fg.save({"w": fg.ones(2)}, path)
+    seen = []
+
+    def keep(storage, loc):
+        seen.append(loc)
+        return storage
+
+    for fn in (
+        keep,
+        lambda storage, loc: storage.cpu(),
+        lambda storage, loc: None,
+        lambda s: "cpu",
+    ):
+        out = fg.load(path, map_location=fn)
+        assert out["w"].device.type == "cpu"
+        np.testing.assert_array_equal(out["w"].numpy(), [1.0, 1.0])
+    assert seen == ["cpu"]

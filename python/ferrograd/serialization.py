@@ -118,10 +118,49 @@ def save(obj: Any, f: Any) -> None:
     os.replace(tmp, os.fspath(f))
 
 
+class _StorageOnDevice:
+    """What a ``map_location`` function receives as its ``storage`` (PyTorch calls it as
+    ``map_location(storage, location)``): a stand-in that knows its device and moves as a
+    storage does (``storage.cuda(0)``, ``.cpu()``, ``.to(device)``)."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def cpu(self) -> _StorageOnDevice:
+        return _StorageOnDevice("cpu")
+
+    def cuda(self, device: Any = None) -> _StorageOnDevice:
+        return _StorageOnDevice("cuda" if device is None else f"cuda:{int(device)}")
+
+    def to(self, device: Any, *args: Any, **kwargs: Any) -> _StorageOnDevice:
+        return _StorageOnDevice(str(device))
+
+    def __repr__(self) -> str:
+        return f"storage on {self.device}"
+
+
+def _positional_count(fn: Any) -> int:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 2
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
 def _device_for(saved: str, map_location: Any) -> str:
     if map_location is None:
         return saved
-    if callable(map_location):
+    if callable(map_location) and not isinstance(map_location, (str, dict)):
+        if _positional_count(map_location) >= 2:
+            # PyTorch's form: (storage, location) -> a storage moved somewhere, or None
+            out = map_location(_StorageOnDevice(saved), saved)
+            if out is None:
+                return saved
+            return str(out.device) if isinstance(out, _StorageOnDevice) else str(out)
         return str(map_location(saved))
     if isinstance(map_location, dict):
         return str(map_location.get(saved, saved))
