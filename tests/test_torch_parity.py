@@ -696,3 +696,15 @@ def test_ints_meeting_floats_take_the_default_dtype(default):
     finally:
         torch.set_default_dtype(old_t)
         fg.set_default_dtype(old_f)
+
+
+def test_programs_may_set_attributes_on_tensors():
+    # BERT-pytorch's positional table: `pe.require_grad = False`
+    import copy
+
+    for lib in (torch, fg):
+        t = lib.zeros(2)
+        t.require_grad = False
+        t.tag = {"name": "pe"}
+        c = copy.deepcopy(t)
+        assert t.require_grad is False and c.tag == {"name": "pe"} and c.tag is not t.tag

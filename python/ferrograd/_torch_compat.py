@@ -858,6 +858,11 @@ def _deepcopy(self: Tensor, memo: dict) -> Tensor:
     if self.grad is not None:
         out.grad = self.grad.detach().copy()
     memo[id(self)] = out
+    if type(self) is Tensor and self.__dict__:
+        import copy
+
+        # (attributes a program set on the tensor: `pe.require_grad = False`)
+        out.__dict__.update(copy.deepcopy(self.__dict__, memo))
     return out
 
 

@@ -72,7 +72,7 @@ fn compute_bounded<T: Send>(
 }
 
 /// An n-dimensional array that takes part in automatic differentiation.
-#[pyclass(name = "Tensor", module = "ferrograd", weakref, subclass, frozen)]
+#[pyclass(name = "Tensor", module = "ferrograd", weakref, dict, subclass, frozen)]
 pub struct PyTensor {
     // In-place ops on a tensor that a GradKey tracks rebind the Python object to a handle
     // carrying the op's tape state (over the same storage), hence a cell. It is read and
