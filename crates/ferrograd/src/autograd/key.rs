@@ -966,6 +966,17 @@ impl GradKey {
             Some(l) => f(l),
             None => f(&mut self.0.state().lists),
         };
+        // functional mode: the records on a path to a wanted gradient; the others' rules do
+        // not run, their tensors' hooks do not fire and no gradient waits in their slots
+        // (PyTorch's `autograd.grad` runs only what its inputs need)
+        let needed = collect
+            .as_ref()
+            .map(|(targets, _, _)| needed_records(&tape, targets));
+        let is_needed = |f: &Arc<GradFn>| {
+            needed
+                .as_ref()
+                .is_none_or(|n| n.contains(&(Arc::as_ptr(f) as usize)))
+        };
         let mut seeded: Vec<(Arc<GradFn>, usize)> = Vec::new();
         for (y, dy) in ys.iter().zip(dys) {
             if let Some(info) = y.grad_info(self.0.id) {
@@ -981,7 +992,7 @@ impl GradKey {
         for (f, idx) in &seeded {
             let mut empty = false;
             with_lists(&mut |l| empty = l.is_empty(f.slot_lists[*idx]));
-            if empty {
+            if empty && is_needed(f) {
                 fire(f, *idx, &mut collect)?;
             }
         }
@@ -996,6 +1007,13 @@ impl GradKey {
         }
         for weak in tape.iter().rev() {
             let Some(f) = weak.upgrade() else { continue };
+            if !is_needed(&f) {
+                // (as a record this backward does not reach: it stays whole for another)
+                let seeds: Vec<Option<Tensor>> =
+                    f.state().slots.iter_mut().map(|s| s.grad.take()).collect();
+                drop(seeds);
+                continue;
+            }
             let (grads, rule, dsts) = {
                 let mut st = f.state();
                 let grads: Vec<Option<Tensor>> =
@@ -1015,7 +1033,7 @@ impl GradKey {
                             idx: 0,
                         })
                     });
-                    run_rule(rule.as_ref(), &grads, &dsts)
+                    run_rule(rule.as_ref(), &grads, &dsts, &is_needed)
                 }
                 _ => Ok(()),
             };
@@ -1065,7 +1083,9 @@ impl GradKey {
             }
             outcome?;
             for (target, idx) in finals {
-                fire(&target, idx, &mut collect)?;
+                if is_needed(&target) {
+                    fire(&target, idx, &mut collect)?;
+                }
             }
         }
         for f in &keeper {
@@ -1110,7 +1130,38 @@ type Collect<'a> = (
     bool,
 );
 
-fn run_rule(rule: &dyn GradRule, grads: &[Option<Tensor>], dsts: &[Option<Dst>]) -> Result<()> {
+/// The records of `tape` from which one of `targets` can be reached (the targets' own
+/// included), by address. An op's record comes after those of its inputs on the tape.
+fn needed_records(
+    tape: &[Weak<GradFn>],
+    targets: &[(Arc<GradFn>, usize)],
+) -> std::collections::HashSet<usize> {
+    let mut set: std::collections::HashSet<usize> = targets
+        .iter()
+        .map(|(f, _)| Arc::as_ptr(f) as usize)
+        .collect();
+    for f in tape.iter().filter_map(Weak::upgrade) {
+        let leads = f
+            .state()
+            .dsts
+            .iter()
+            .flatten()
+            .any(|d| set.contains(&(Arc::as_ptr(&d.target) as usize)));
+        if leads {
+            set.insert(Arc::as_ptr(&f) as usize);
+        }
+    }
+    set
+}
+
+/// Runs `rule` and adds the gradients it returns into the slots of its inputs' records
+/// (those `wanted` only).
+fn run_rule(
+    rule: &dyn GradRule,
+    grads: &[Option<Tensor>],
+    dsts: &[Option<Dst>],
+    wanted: &dyn Fn(&Arc<GradFn>) -> bool,
+) -> Result<()> {
     let in_grads = rule.backward(grads)?;
     if in_grads.len() != dsts.len() {
         return Err(Error::autograd(format!(
@@ -1122,7 +1173,9 @@ fn run_rule(rule: &dyn GradRule, grads: &[Option<Tensor>], dsts: &[Option<Dst>])
     }
     for (d, g) in dsts.iter().zip(in_grads) {
         if let (Some(d), Some(g)) = (d, g) {
-            accumulate(&d.target, d.idx as usize, g)?;
+            if wanted(&d.target) {
+                accumulate(&d.target, d.idx as usize, g)?;
+            }
         }
     }
     Ok(())
