@@ -180,3 +180,95 @@ def set_device(device: object) -> None:
         raise ValueError(
             f"set_device: device {index} does not exist ({device_count()} CUDA device(s))"
         )
+
+
+class _CudaDeviceProperties:
+    """What :func:`get_device_properties` returns (PyTorch's ``_CudaDeviceProperties``
+    fields that programs read)."""
+
+    def __init__(
+        self, name: str, total_memory: int, major: int, minor: int, multi_processor_count: int
+    ) -> None:
+        self.name = name
+        self.total_memory = total_memory
+        self.major = major
+        self.minor = minor
+        self.multi_processor_count = multi_processor_count
+        self.is_integrated = 0
+        self.is_multi_gpu_board = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+            f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
+
+
+def _driver_properties(index: int) -> _CudaDeviceProperties | None:
+    """The device's name, memory, compute capability and SM count from the CUDA driver, or
+    None where the driver library does not load."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    from ._core import DeviceError
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            raise DeviceError(f"get_device_properties: {what} failed (CUDA error {rc})")
+
+    check(lib.cuInit(0), "cuInit")
+    dev = ctypes.c_int()
+    check(lib.cuDeviceGet(ctypes.byref(dev), index), f"cuDeviceGet({index})")
+    name = ctypes.create_string_buffer(256)
+    check(lib.cuDeviceGetName(name, 256, dev), "cuDeviceGetName")
+    mem = ctypes.c_size_t()
+    check(lib.cuDeviceTotalMem_v2(ctypes.byref(mem), dev), "cuDeviceTotalMem")
+
+    def attribute(code: int) -> int:
+        v = ctypes.c_int()
+        check(lib.cuDeviceGetAttribute(ctypes.byref(v), code, dev), "cuDeviceGetAttribute")
+        return int(v.value)
+
+    # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16, COMPUTE_CAPABILITY_MAJOR/MINOR = 75/76
+    return _CudaDeviceProperties(
+        name.value.decode(errors="replace"), int(mem.value), attribute(75), attribute(76),
+        attribute(16),
+    )  # fmt: skip
+
+
+def get_device_properties(device: object = None) -> _CudaDeviceProperties:
+    """PyTorch's ``torch.cuda.get_device_properties``: ``name``, ``total_memory`` (bytes),
+    ``major``/``minor`` (compute capability) and ``multi_processor_count`` of a CUDA
+    device. Raises ``DeviceError`` (a ``RuntimeError``) where there is no such device."""
+    from ._core import DeviceError
+
+    index = getattr(device, "index", None) if not isinstance(device, (str, int)) else None
+    index = _ordinal(device if isinstance(device, (str, int)) or device is None else index)
+    count = device_count() if is_available() else 0
+    if count == 0:
+        raise DeviceError(
+            "get_device_properties: no CUDA device is available (no NVIDIA driver or GPU)"
+        )
+    if not 0 <= index < count:
+        raise DeviceError(
+            f"get_device_properties: invalid device index {index} ({count} CUDA device(s))"
+        )
+    props = _driver_properties(index)
+    if props is None:
+        # the engine's host-memory CUDA emulator (a testing build): no driver to ask
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        props = _CudaDeviceProperties("ferrograd CUDA emulator", int(total), 0, 0, 1)
+    return props
+
+
+def get_device_name(device: object = None) -> str:
+    """The CUDA device's name (see :func:`get_device_properties`)."""
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: object = None) -> tuple[int, int]:
+    """The CUDA device's compute capability ``(major, minor)``."""
+    p = get_device_properties(device)
+    return (p.major, p.minor)

@@ -5,6 +5,7 @@ with differentiable ops so gradients reach every input and parameter."""
 
 from __future__ import annotations
 
+import enum
 import math
 from typing import Any
 
@@ -15,9 +16,46 @@ from .._core import ShapeError, Tensor
 from .._tensor import _dtype_name, default_float, tensor
 from ..random import _numpy_rng
 from . import functional as F
+from ._errors import ArgumentAssertionError
 from .modules import Linear, Module, Parameter, _count, _filled_param, _uniform_param
 
-__all__ = ["MultiheadAttention"]
+__all__ = ["MultiheadAttention", "SDPBackend", "sdpa_kernel"]
+
+
+class SDPBackend(enum.IntEnum):
+    """PyTorch's names of the attention kernels (``torch.nn.attention.SDPBackend``).
+    ferrograd has one attention path, so a choice among them changes nothing."""
+
+    ERROR = -1
+    MATH = 0
+    FLASH_ATTENTION = 1
+    EFFICIENT_ATTENTION = 2
+    CUDNN_ATTENTION = 3
+    OVERRIDEABLE = 4
+
+
+_BACKEND_FLAG = {
+    SDPBackend.MATH: "math",
+    SDPBackend.FLASH_ATTENTION: "flash",
+    SDPBackend.EFFICIENT_ATTENTION: "mem_efficient",
+    SDPBackend.CUDNN_ATTENTION: "cudnn",
+}
+
+
+def sdpa_kernel(backends: Any, set_priority: bool = False) -> Any:
+    """``torch.nn.attention.sdpa_kernel``: a context manager (or decorator) that enables only
+    ``backends`` (an :class:`SDPBackend` or a list of them) for its block, as PyTorch's
+    ``torch.backends.cuda.*_sdp_enabled()`` then report; ferrograd has one attention path,
+    so the choice is recorded and changes nothing."""
+    from ..backends.cuda import _SdpFlags
+
+    listed = list(backends) if isinstance(backends, (list, tuple, set)) else [backends]
+    if not listed or not all(isinstance(b, SDPBackend) for b in listed):
+        raise ArgumentAssertionError(
+            "sdpa_kernel: Backend must be an instance of SDPBackend or a list of SDPBackend "
+            f"instances, got {backends!r}"
+        )
+    return _SdpFlags({flag: b in listed for b, flag in _BACKEND_FLAG.items()})
 
 
 def _normal_param(std: float, shape: tuple, dtype: Any, device: Any) -> Parameter:
@@ -95,7 +133,7 @@ class MultiheadAttention(Module):
         self._qkv_same_embed_dim = self.kdim == e and self.vdim == e
         self.num_heads = _count("MultiheadAttention", "num_heads", num_heads, 1)
         if e % self.num_heads:
-            raise ValueError(
+            raise ArgumentAssertionError(
                 f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
                 f"({num_heads})"
             )

@@ -274,7 +274,17 @@ def _dropout_nd(name: str) -> type:
             return F.dropout2d(x.unsqueeze(-1), self.p, self.training).squeeze(-1)
         return F.dropout2d(x, self.p, self.training)
 
+    def __init__(self: Module, p: float = 0.5, inplace: bool = False) -> None:
+        Module.__init__(self)
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(
+                f"{name}: p must lie in [0, 1]: dropout probability has to be between 0 and "
+                f"1, but got {p}"
+            )
+        self.p, self.inplace = p, inplace
+
     cls = _simple(name, None, (("p", 0.5), *_INPLACE))
+    cls.__init__ = __init__
     cls.forward = forward
     return cls
 
@@ -328,6 +338,38 @@ ReplicationPad3d = _padding("ReplicationPad3d", 3, "replicate", False)
 CircularPad3d = _padding("CircularPad3d", 3, "circular", False)
 
 
+def _transpose_output_padding(
+    kind: str, x: Tensor, output_size: Any, nd: int, stride: Any, padding: Any,
+    kernel: tuple, dilation: Any,
+) -> tuple[int, ...]:  # fmt: skip
+    """The ``output_padding`` that makes a transposed convolution's output ``output_size``
+    (the spatial size, or the full shape), checked as PyTorch's ``_output_padding``."""
+
+    def tup(v: Any) -> tuple[int, ...]:
+        return tuple(int(a) for a in v) if isinstance(v, (list, tuple)) else (int(v),) * nd
+
+    st, pd, dl = tup(stride), tup(padding), tup(dilation)
+    size = [int(v) for v in output_size]
+    lead = 2 if x.ndim == nd + 2 else 1
+    if len(size) == lead + nd:
+        size = size[lead:]
+    if len(size) != nd:
+        raise ValueError(
+            f"{kind}: output_size must have {nd} or {lead + nd} elements (got {len(size)})"
+        )
+    out = []
+    for d in range(nd):
+        lo = (x.shape[lead + d] - 1) * st[d] - 2 * pd[d] + dl[d] * (kernel[d] - 1) + 1
+        hi = lo + st[d] - 1
+        if not lo <= size[d] <= hi:
+            raise ValueError(
+                f"{kind}: requested an output size of {size}, but valid sizes range from "
+                f"{lo} to {hi} (for an input of {list(x.shape[lead:])}) along axis {d}"
+            )
+        out.append(size[d] - lo)
+    return tuple(out)
+
+
 class ConvTranspose1d(ConvTranspose2d):
     """The transpose of :class:`Conv1d` (weights ``(in, out / groups, k)``)."""
 
@@ -363,14 +405,20 @@ class ConvTranspose1d(ConvTranspose2d):
         self.stride, self.padding, self.dilation = stride, padding, dilation
         self.output_padding = output_padding
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
+        op = self.output_padding
+        if output_size is not None:
+            op = _transpose_output_padding(
+                "ConvTranspose1d", x, output_size, 1, self.stride, self.padding,
+                self.kernel_size, self.dilation,
+            )  # fmt: skip
         return F.conv_transpose1d(
             x,
             self.weight,
             self.bias,
             self.stride,
             self.padding,
-            self.output_padding,
+            op,
             self.groups,
             self.dilation,
         )

@@ -16,17 +16,18 @@ from .._core import (
     DTypeError,
     ShapeError,
     Tensor,
-    avg_pool2d,
-    conv2d,
     log_softmax,
     matmul,
     softmax,
     where,
 )
+from .._core import avg_pool2d as _avg_pool2d
+from .._core import conv2d as _conv2d
 from .._core import max_pool2d as _max_pool2d
 from .._ops import gather, one_hot, pad
 from .._tensor import tensor
 from ..random import _numpy_rng, _traced_draw
+from ._errors import ArgumentRuntimeError, IndexRuntimeError
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -284,7 +285,10 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     stream of the tensor's device."""
     x = _t("dropout", "input", input)
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: p must lie in [0, 1], got {p}")
+        raise ValueError(
+            f"dropout: p must lie in [0, 1]: dropout probability has to be between 0 and 1, "
+            f"but got {p}"
+        )
     if not training or p == 0.0:
         return x
     if p == 1.0:
@@ -784,7 +788,9 @@ def smooth_l1_loss(
     x = _float("smooth_l1_loss", "input", input)
     x, target = _broadcast_pair("smooth_l1_loss", x, target)
     if beta < 0:
-        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+        raise ArgumentRuntimeError(
+            f"smooth_l1_loss does not support negative values for beta: got beta={beta}"
+        )
     d = (x - target).abs()
     if beta == 0:
         return _reduce("smooth_l1_loss", d, reduction)
@@ -901,6 +907,87 @@ def _pair(op: str, name: str, v: Any) -> tuple[Any, Any]:
     return v, v
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _ints(op: str, name: str, v: Any, nd: int, default: Any = None) -> tuple[int, ...]:
+    """``v`` (an int or ``nd`` ints; ``None`` or ``[]`` gives ``default``) as ``nd`` ints,
+    each within int32 (PyTorch stores pooling arguments as int)."""
+    if (v is None or (isinstance(v, (list, tuple)) and len(v) == 0)) and default is not None:
+        return tuple(default)
+    vals = tuple(v) if isinstance(v, (list, tuple)) else (v,) * nd
+    if len(vals) == 1:
+        vals = vals * nd
+    if len(vals) != nd:
+        raise ValueError(f"{op}: {name} must be an int or {nd} ints, got {v!r}")
+    out = tuple(int(a) for a in vals)
+    if any(abs(a) > _INT32_MAX for a in out):
+        raise ShapeError(
+            f"{op}: {name} {list(out)}: value cannot be converted to type int without overflow"
+        )
+    return out
+
+
+def _check_pool_args(
+    op: str, nd: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any = 1
+) -> tuple[tuple[int, ...], ...]:
+    """PyTorch's checks of a pool's arguments (``RuntimeError``s, here ``ShapeError``, a
+    ``ValueError`` too): ``(kernel, stride, padding, dilation)`` as ``nd`` ints each."""
+    k = _ints(op, "kernel_size", kernel_size, nd)
+    s = _ints(op, "stride", stride, nd, default=k)
+    p = _ints(op, "padding", padding, nd)
+    d = _ints(op, "dilation", dilation, nd)
+    if any(v == 0 for v in s) or any(v == 0 for v in k):
+        raise ShapeError(
+            f"{op}: stride should not be zero (kernel_size {list(k)}, stride {list(s)})"
+        )
+    if any(v < 0 for v in s) or any(v < 0 for v in k):
+        raise ShapeError(
+            f"{op}: kernel_size and stride should be greater than zero, got kernel_size "
+            f"{list(k)}, stride {list(s)}"
+        )
+    if any(v <= 0 for v in d):
+        raise ShapeError(f"{op}: dilation should be greater than zero, got {list(d)}")
+    if any(v < 0 for v in p):
+        raise ShapeError(f"{op}: padding {list(p)}: pad must be non-negative")
+    if any(pi > (di * (ki - 1) + 1) // 2 for pi, ki, di in zip(p, k, d)):
+        raise ShapeError(
+            f"{op}: padding {list(p)}: pad should be at most half of effective kernel size "
+            f"(kernel_size {list(k)}, dilation {list(d)})"
+        )
+    return k, s, p, d
+
+
+def _check_pool_input(op: str, x: Tensor, nd: int, batch_ok: int = 1) -> None:
+    """PyTorch refuses an empty non-batch axis of a pool's input: the first ``batch_ok``
+    axes of a batched input may be empty (every axis of an unbatched one must not be)."""
+    dims = list(x.shape)
+    lead = batch_ok if x.ndim == nd + 2 else max(batch_ok - 1, 0)
+    if any(v == 0 for v in dims[lead:]):
+        raise ShapeError(
+            f"{op}: Expected {nd + 1}D or {nd + 2}D (batch mode) tensor with optional 0 dim "
+            f"batch size for input, but got shape {dims} (a non-batch axis is empty)"
+        )
+
+
+def _check_output_size(op: str, x: Tensor, lead: list[int], sizes: tuple[int, ...]) -> None:
+    """Positive output sizes whose tensor can be allocated (PyTorch's storage-size
+    overflow check; ferrograd also refuses more than 2**40 bytes up front)."""
+    if any(v <= 0 for v in sizes):
+        raise ShapeError(f"{op}: output_size must be positive, got {list(sizes)}")
+    numel = 1
+    for v in (*lead, *sizes):
+        numel *= int(v)
+    nbytes = numel * x.dtype.itemsize
+    if nbytes >= 2**63:
+        raise ShapeError(f"{op}: Storage size calculation overflowed with sizes={[*lead, *sizes]}")
+    if nbytes > 2**40:
+        raise ShapeError(
+            f"{op}: an output of shape {[*lead, *sizes]} would need {nbytes} bytes, more than "
+            "can be allocated"
+        )
+
+
 def _adaptive_matrix(n_in: int, n_out: int) -> np.ndarray:
     """The ``(n_out, n_in)`` averaging matrix of adaptive pooling (PyTorch's windows
     ``[floor(i n_in / n_out), ceil((i + 1) n_in / n_out))``)."""
@@ -932,8 +1019,8 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     h, w = x.shape[-2], x.shape[-1]
     oh = h if oh is None else int(oh)
     ow = w if ow is None else int(ow)
-    if oh <= 0 or ow <= 0:
-        raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {(oh, ow)}")
+    _check_pool_input("adaptive_avg_pool2d", x, 2, batch_ok=2)
+    _check_output_size("adaptive_avg_pool2d", x, list(x.shape[:-2]), (oh, ow))
     if (oh, ow) == (1, 1):
         return x.mean(axis=(-2, -1), keepdims=True)
     if h % oh == 0 and w % ow == 0:
@@ -1110,6 +1197,31 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
 # ----------------------------------------------------------------------------- convolutions
 
 
+def _check_conv_stride(op: str, stride: Any) -> None:
+    """PyTorch's ``RuntimeError`` for a zero or negative convolution stride."""
+    vals = stride if isinstance(stride, (list, tuple)) else (stride,)
+    for v in vals:
+        if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v <= 0:
+            raise ArgumentRuntimeError(
+                f"{op}: non-positive stride is not supported, got stride {stride!r}"
+            )
+
+
+def conv2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Tensor:
+    """2-D convolution of ``(N, C, H, W)`` (or ``(C, H, W)``) with ``(O, C / groups, kh,
+    kw)`` weights; ``padding`` may be ints or ``"same"``/``"valid"``."""
+    _check_conv_stride("conv2d", stride)
+    return _conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+
 def conv1d(
     input: Tensor,
     weight: Tensor,
@@ -1123,6 +1235,7 @@ def conv1d(
     convolution of height 1)."""
     x = _t("conv1d", "input", input)
     w = _t("conv1d", "weight", weight)
+    _check_conv_stride("conv1d", stride)
     if x.ndim != 3 or w.ndim != 3:
         raise ShapeError(
             f"conv1d: input (N, C, L) and weight (O, C/groups, K) expected, got "
@@ -1157,6 +1270,7 @@ def conv_transpose2d(
     stride - 2 padding + dilation (kh - 1) + output_padding + 1``."""
     x = _t("conv_transpose2d", "input", input)
     w = _t("conv_transpose2d", "weight", weight)
+    _check_conv_stride("conv_transpose2d", stride)
     if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[0] or w.shape[0] % groups:
         raise ShapeError(
             f"conv_transpose2d: input (N, C_in, H, W) and weight (C_in, C_out/groups, kh, kw) "
@@ -1296,7 +1410,7 @@ def _one(op: str, name: str, v: Any) -> int:
         if len(v) != 1:
             raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {v!r}")
         v = v[0]
-    return int(v)
+    return None if v is None else int(v)  # type: ignore[return-value]
 
 
 def max_pool1d(
@@ -1310,11 +1424,18 @@ def max_pool1d(
 ) -> Any:
     """1-D max pooling of ``(N, C, L)`` (the 2-D pooling over a height of 1); with
     ``return_indices``, also the position of each maximum along ``L``."""
-    x = _pool1d("max_pool1d", input)
-    k = _one("max_pool1d", "kernel_size", kernel_size)
-    s = k if stride is None else _one("max_pool1d", "stride", stride)
-    p = _one("max_pool1d", "padding", padding)
-    d = _one("max_pool1d", "dilation", dilation)
+    x = _pool_input("max_pool1d", input)
+    if x.ndim not in (2, 3):
+        raise ShapeError(f"max_pool1d: input must be (N, C, L) or (C, L), got {list(x.shape)}")
+    _check_pool_input("max_pool1d", x, 1)
+    (k,), (s,), (p,), (d,) = _check_pool_args(
+        "max_pool1d", 1, kernel_size, stride, padding, dilation
+    )
+    if x.dtype.kind in "iu":  # PyTorch pools int tensors too: exact in float64
+        out = max_pool1d(x.astype("float64"), k, s, p, d, ceil_mode, return_indices)
+        if return_indices:
+            return out[0].astype(x.dtype.name), out[1]
+        return out.astype(x.dtype.name)
     if return_indices:
         y, idx = _max_pool_indices(
             "max_pool1d", x.unsqueeze(-2), (1, k), (1, s), (0, p), (1, d), ceil_mode
@@ -1334,9 +1455,8 @@ def avg_pool1d(
 ) -> Tensor:
     """1-D average pooling of ``(N, C, L)``."""
     x = _pool1d("avg_pool1d", input)
-    k = _one("avg_pool1d", "kernel_size", kernel_size)
-    s = k if stride is None else _one("avg_pool1d", "stride", stride)
-    p = _one("avg_pool1d", "padding", padding)
+    _check_pool_input("avg_pool1d", x, 1)
+    (k,), (s,), (p,), _ = _check_pool_args("avg_pool1d", 1, kernel_size, stride, padding)
     y = avg_pool2d(x.unsqueeze(-2), (1, k), (1, s), (0, p), ceil_mode, count_include_pad)
     return y.squeeze(-2)
 
@@ -1345,6 +1465,9 @@ def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     """1-D adaptive average pooling of ``(N, C, L)`` to ``output_size`` positions."""
     x = _pool1d("adaptive_avg_pool1d", input)
     n = _one("adaptive_avg_pool1d", "output_size", output_size)
+    n = x.shape[-1] if n is None else n
+    _check_pool_input("adaptive_avg_pool1d", x, 1, batch_ok=2)
+    _check_output_size("adaptive_avg_pool1d", x, list(x.shape[:-1]), (n,))
     return adaptive_avg_pool2d(x.unsqueeze(-2), (1, n)).squeeze(-2)
 
 
@@ -1355,7 +1478,13 @@ def dropout2d(
     scaling the rest by ``1 / (1 - p)``."""
     x = _float("dropout2d", "input", input)
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout2d: p must lie in [0, 1], got {p}")
+        raise ValueError(
+            f"dropout2d: p must lie in [0, 1]: dropout probability has to be between 0 and 1, "
+            f"but got {p}"
+        )
+    if x.ndim > 4:
+        _warn_dropout_rank("dropout2d", x.ndim, 2)
+        return _feature_dropout(x, p, training)
     if not training or p == 0.0:
         return x
     if x.ndim not in (2, 3, 4):
@@ -1643,6 +1772,7 @@ def conv_transpose1d(
     groups, k)`` (the 2-D transposed convolution over a height of 1)."""
     x = _t("conv_transpose1d", "input", input)
     w = _t("conv_transpose1d", "weight", weight)
+    _check_conv_stride("conv_transpose1d", stride)
     if x.ndim != 3 or w.ndim != 3:
         raise ShapeError(
             f"conv_transpose1d: input (N, C_in, L) and weight (C_in, C_out/groups, k) expected, "
@@ -1677,8 +1807,8 @@ def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = 
     oh, ow = _pair("adaptive_max_pool2d", "output_size", output_size)
     h, w = x.shape[-2], x.shape[-1]
     oh, ow = int(h if oh is None else oh), int(w if ow is None else ow)
-    if oh <= 0 or ow <= 0:
-        raise ValueError(f"adaptive_max_pool2d: output_size must be positive, got {(oh, ow)}")
+    _check_pool_input("adaptive_max_pool2d", x, 2)
+    _check_output_size("adaptive_max_pool2d", x, list(x.shape[:-2]), (oh, ow))
     if not return_indices and h % oh == 0 and w % ow == 0:  # equal windows: a plain pool
         return max_pool2d(x, (h // oh, w // ow))
     # the value of each window is gathered at its first maximum, so its gradient goes
@@ -1704,10 +1834,27 @@ def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = 
             f"adaptive_max_pool1d: input must be (N, C, L) or (C, L), got {list(x.shape)}"
         )
     n = _one("adaptive_max_pool1d", "output_size", output_size)
+    n = x.shape[-1] if n is None else n
+    _check_pool_input("adaptive_max_pool1d", x, 1)
+    _check_output_size("adaptive_max_pool1d", x, list(x.shape[:-1]), (n,))
     if return_indices:
         y, idx = adaptive_max_pool2d(x.unsqueeze(-2), (1, n), True)
         return y.squeeze(-2), idx.squeeze(-2)
     return adaptive_max_pool2d(x.unsqueeze(-2), (1, n)).squeeze(-2)
+
+
+def adaptive_max_pool1d_with_indices(
+    input: Tensor, output_size: Any, return_indices: bool = False
+) -> tuple[Tensor, Tensor]:
+    """:func:`adaptive_max_pool1d` and the position of each maximum."""
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(
+    input: Tensor, output_size: Any, return_indices: bool = False
+) -> tuple[Tensor, Tensor]:
+    """:func:`adaptive_max_pool2d` and the flat position of each maximum."""
+    return adaptive_max_pool2d(input, output_size, True)
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -2116,6 +2263,34 @@ def _window_max(x: Tensor, rows: np.ndarray, cols: np.ndarray) -> tuple[Tensor, 
     return y.reshape(*lead, oh, ow), idx.reshape(*lead, oh, ow)
 
 
+def _pool_input(op: str, input: Any) -> Tensor:
+    """A pool's input: a float tensor, or an int one (max pools take those, as PyTorch's)."""
+    x = _t(op, "input", input)
+    if x.dtype.kind not in "fiu" or x.dtype.name == "bool":
+        raise DTypeError(f"{op}: input must be a float or int tensor, got {x.dtype}")
+    return x
+
+
+def avg_pool2d(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    """2-D average pooling of ``(N, C, H, W)`` (or ``(C, H, W)``), PyTorch's windows and
+    divisors."""
+    x = _t("avg_pool2d", "input", input)
+    if x.ndim in (3, 4):
+        _check_pool_input("avg_pool2d", x, 2)
+        _check_pool_args("avg_pool2d", 2, kernel_size, stride, padding)
+    return _avg_pool2d(
+        x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+    )
+
+
 def _pool_axis(op: str, n: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> np.ndarray:
     """The ``(n_out, k)`` input positions of each window along one axis (-1 for padding)."""
     if k <= 0 or s <= 0 or d <= 0 or p < 0:
@@ -2164,11 +2339,18 @@ def max_pool2d_with_indices(
 ) -> tuple[Tensor, Tensor]:
     """2-D max pooling of ``(N, C, H, W)`` (or ``(C, H, W)``) and the flat position
     ``h * W + w`` (int64) of each maximum within its channel."""
-    x = _float("max_pool2d", "input", input)
+    x = _pool_input("max_pool2d", input)
     if x.ndim not in (3, 4):
         raise ShapeError(
             f"max_pool2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}"
         )
+    _check_pool_input("max_pool2d", x, 2)
+    _check_pool_args("max_pool2d", 2, kernel_size, stride, padding, dilation)
+    if x.dtype.kind in "iu":  # PyTorch pools int tensors too: exact in float64
+        y, idx = max_pool2d_with_indices(
+            x.astype("float64"), kernel_size, stride, padding, dilation, ceil_mode
+        )
+        return y.astype(x.dtype.name), idx
     return _max_pool_indices("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
 
 
@@ -2183,9 +2365,15 @@ def max_pool2d(
 ) -> Any:
     """2-D max pooling of ``(N, C, H, W)`` (or ``(C, H, W)``); with ``return_indices``, the
     pair ``(output, indices)`` of :func:`max_pool2d_with_indices`."""
-    x = _float("max_pool2d", "input", input)
+    x = _pool_input("max_pool2d", input)
     if return_indices:
         return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)
+    if x.ndim in (3, 4):
+        _check_pool_input("max_pool2d", x, 2)
+        _check_pool_args("max_pool2d", 2, kernel_size, stride, padding, dilation)
+    if x.dtype.kind in "iu":  # PyTorch pools int tensors too: exact in float64
+        y = max_pool2d(x.astype("float64"), kernel_size, stride, padding, dilation, ceil_mode)
+        return y.astype(x.dtype.name)
     if x.ndim == 3:
         return _max_pool2d(x.unsqueeze(0), kernel_size, stride, padding, dilation, ceil_mode)[0]
     return _max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode)
@@ -2248,13 +2436,15 @@ def _unpool(
             f"{op}: indices of shape {list(idx.shape)} and input of shape {list(x.shape)} differ"
         )
     if x.ndim not in (nd + 1, nd + 2):
-        dims = "(N, C, L) or (C, L)" if nd == 1 else "(N, C, H, W) or (C, H, W)"
+        dims = {
+            1: "(N, C, L) or (C, L)",
+            2: "(N, C, H, W) or (C, H, W)",
+            3: "(N, C, D, H, W) or (C, D, H, W)",
+        }[nd]
         raise ShapeError(f"{op}: input must be {dims}, got {list(x.shape)}")
 
     def tup(name: str, v: Any) -> list[int]:
-        if nd == 1:
-            return [_one(op, name, v)]
-        return [int(a) for a in _pair(op, name, v)]
+        return list(_ints(op, name, v, nd))
 
     k = tup("kernel_size", kernel_size)
     s = k if stride is None else tup("stride", stride)
@@ -2263,7 +2453,7 @@ def _unpool(
     total = int(np.prod(size))
     lead = list(x.shape[:-nd])
     b = int(np.prod(lead))
-    flat_idx = idx.reshape(b, -1)
+    flat_idx = idx.reshape(b, int(np.prod(x.shape[-nd:])))
     if flat_idx.dtype.name != "int64":
         flat_idx = flat_idx.astype("int64")
     if idx.device != x.device:
@@ -2271,12 +2461,13 @@ def _unpool(
     if not _core._tracing() and flat_idx.numel():
         lo, hi = int(flat_idx.min().item()), int(flat_idx.max().item())
         if lo < 0 or hi >= total:
-            raise IndexError(
-                f"{op}: indices must lie in [0, {total}) for an output of size {size}, got "
-                f"values in [{lo}, {hi}]"
+            bad = lo if lo < 0 else hi
+            raise IndexRuntimeError(
+                f"{op}: indices must lie in [0, {total}): Found an invalid max index: {bad} "
+                f"(output volumes are of size {'x'.join(map(str, size))})"
             )
     out = _core.zeros((b, total), dtype=x.dtype.name, device=x.device)
-    out = out.scatter(1, flat_idx, x.reshape(b, -1))
+    out = out.scatter(1, flat_idx, x.reshape(b, flat_idx.shape[1]))
     return out.reshape(*lead, *size)
 
 
@@ -2306,11 +2497,233 @@ def max_unpool1d(
     return _unpool("max_unpool1d", input, indices, 1, kernel_size, stride, padding, output_size)
 
 
+def max_unpool3d(
+    input: Tensor,
+    indices: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    output_size: Any = None,
+) -> Tensor:
+    """The partial inverse of ``max_pool3d`` (see :func:`max_unpool2d`): ``indices`` are
+    the flat ``d * H * W + h * W + w`` positions within each channel."""
+    return _unpool("max_unpool3d", input, indices, 3, kernel_size, stride, padding, output_size)
+
+
+def _window_max_nd(x: Tensor, table: np.ndarray) -> tuple[Tensor, Tensor]:
+    """The max of ``x`` ``(B, P)`` over windows ``table`` ``(B or 1, n_out, k)`` of flat
+    positions (``P`` marks a padding position), and the flat position of each window's
+    first maximum; the value is gathered there, so the gradient goes there alone."""
+    b = x.shape[0]
+    n_out, k = table.shape[1], table.shape[2]
+    sentinel = _core.full((b, 1), -math.inf, dtype=x.dtype.name, device=x.device)
+    padded = _core.concat([x.detach(), sentinel], 1)
+    t = tensor(np.broadcast_to(table, (b, n_out, k)).reshape(b, n_out * k), device=x.device)
+    win = padded.gather(1, t).reshape(b, n_out, k)
+    kstar = win.argmax(2)  # the first maximum of each window
+    idx = t.reshape(b, n_out, k).gather(2, kstar.unsqueeze(2)).reshape(b, n_out)
+    return x.gather(1, idx), idx
+
+
+def _windows_table(positions: list[np.ndarray], sizes: list[int]) -> np.ndarray:
+    """``(n_out, k)`` flat positions of the product of per-axis windows ``positions[i]``
+    ``(n_out_i, k_i)`` (-1 for padding) in an input of spatial ``sizes``; padding
+    positions become ``prod(sizes)``."""
+    nd = len(positions)
+    total = int(np.prod(sizes))
+    strides = [int(np.prod(sizes[i + 1 :])) for i in range(nd)]
+    flat = np.zeros([1] * (2 * nd), dtype=np.int64)
+    bad = np.zeros([1] * (2 * nd), dtype=bool)
+    for i, pos in enumerate(positions):
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = pos.shape
+        p = pos.reshape(shape)
+        flat = flat + p * strides[i]
+        bad = bad | (p < 0)
+    flat = np.where(bad, total, flat)
+    n_out = int(np.prod([p.shape[0] for p in positions]))
+    k = int(np.prod([p.shape[1] for p in positions]))
+    return flat.reshape(n_out, k)
+
+
+def _pool_nd_indices(x: Tensor, positions: list[np.ndarray]) -> tuple[Tensor, Tensor]:
+    """Max pooling of ``x`` ``(..., *spatial)`` over the per-axis windows ``positions``,
+    with PyTorch's flat per-channel indices."""
+    nd = len(positions)
+    sizes = list(x.shape[-nd:])
+    lead = list(x.shape[:-nd])
+    table = _windows_table(positions, sizes)
+    b = int(np.prod(lead)) if lead else 1
+    y, idx = _window_max_nd(x.reshape(b, int(np.prod(sizes))), table[None])
+    out = [p.shape[0] for p in positions]
+    return y.reshape(*lead, *out), idx.reshape(*lead, *out)
+
+
+def _fractional_intervals(sample: np.ndarray, n_in: int, n_out: int, k: int) -> np.ndarray:
+    """PyTorch's ``generate_intervals``: the start of each of ``n_out`` pooling windows of
+    size ``k`` over ``n_in``, for the samples ``sample`` (any shape, in [0, 1)), computed in
+    the samples' dtype as PyTorch's kernel does. Returns ``sample.shape + (n_out,)``."""
+    dt = sample.dtype.type
+    out = np.empty((*sample.shape, n_out), dtype=np.int64)
+    if n_out > 1:
+        alpha = dt(n_in - k) / dt(n_out - 1)
+        i = np.arange(n_out - 1, dtype=sample.dtype)
+        a = ((i + sample[..., None]) * alpha).astype(sample.dtype)
+        b = (sample * alpha).astype(sample.dtype)
+        out[..., :-1] = np.trunc(a).astype(np.int64) - np.trunc(b).astype(np.int64)[..., None]
+    out[..., -1] = n_in - k
+    return out
+
+
+def _fractional_max_pool(
+    op: str,
+    nd: int,
+    input: Tensor,
+    kernel_size: Any,
+    output_size: Any,
+    output_ratio: Any,
+    return_indices: bool,
+    _random_samples: Tensor | None,
+) -> Any:
+    x = _float(op, "input", input)
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ShapeError(
+            f"{op}: input must be {nd + 1}-D or {nd + 2}-D (batch mode), got {list(x.shape)}"
+        )
+    unbatched = x.ndim == nd + 1
+    if unbatched:
+        x = x.unsqueeze(0)
+    _check_pool_input(op, x, nd)
+    k = _ints(op, "kernel_size", kernel_size, nd)
+    if any(v <= 0 for v in k):
+        raise ShapeError(f"{op}: kernel_size must be greater than zero, got {list(k)}")
+    spatial = list(x.shape[2:])
+    if output_size is None:
+        if output_ratio is None:
+            raise ValueError(f"{op} requires specifying either an output_size or an output_ratio")
+        ratio = output_ratio if isinstance(output_ratio, (list, tuple)) else (output_ratio,) * nd
+        if len(ratio) != nd:
+            raise ValueError(f"{op}: output_ratio must have {nd} entries, got {output_ratio!r}")
+        out = tuple(int(n * float(r)) for n, r in zip(spatial, ratio))
+    else:
+        out = _ints(op, "output_size", output_size, nd)
+    for i in range(nd):
+        if out[i] <= 0:
+            raise ShapeError(f"{op}: output_size must be positive, got {list(out)}")
+        if out[i] + k[i] - 1 > spatial[i]:
+            raise ShapeError(
+                f"{op}: kernel_size {k[i]} too large relative to input size {spatial[i]} "
+                f"for output size {out[i]} (axis {i}): output_size + kernel_size - 1 must be "
+                "at most the input size"
+            )
+    n, c = x.shape[0], x.shape[1]
+    if _random_samples is None:
+        from .._ops import rand
+
+        samples = rand(n, c, nd, dtype=x.dtype.name, device=x.device)
+    else:
+        samples = _t(op, "_random_samples", _random_samples)
+        if tuple(samples.shape) != (n, c, nd):
+            raise ShapeError(
+                f"{op}: _random_samples must have shape {[n, c, nd]}, got {list(samples.shape)}"
+            )
+    smp = samples.detach().numpy()
+    if smp.dtype not in (np.float32, np.float64):
+        smp = smp.astype(np.float32 if x.dtype.name != "float64" else np.float64)
+    # PyTorch's sample order: (W, H) for 2-D, (T, H, W) for 3-D
+    axis_sample = [1, 0] if nd == 2 else list(range(nd))
+    starts = [
+        _fractional_intervals(smp[:, :, axis_sample[i]], spatial[i], out[i], k[i])
+        for i in range(nd)
+    ]
+    # per (n, c): windows over the product of the axes
+    tables = []
+    for i in range(nd):
+        pos = starts[i][..., None] + np.arange(k[i])  # (n, c, out_i, k_i)
+        shape = [n * c] + [1] * (2 * nd)
+        shape[1 + i], shape[1 + nd + i] = out[i], k[i]
+        stride = int(np.prod(spatial[i + 1 :]))
+        tables.append(pos.reshape(shape) * stride)
+    table = sum(tables[1:], tables[0])
+    table = np.broadcast_to(table, [n * c, *out, *k]).reshape(n * c, int(np.prod(out)), -1)
+    y, idx = _window_max_nd(x.reshape(n * c, int(np.prod(spatial))), table)
+    y, idx = y.reshape(n, c, *out), idx.reshape(n, c, *out)
+    if unbatched:
+        y, idx = y.squeeze(0), idx.squeeze(0)
+    return (y, idx) if return_indices else y
+
+
+def fractional_max_pool2d(
+    input: Tensor,
+    kernel_size: Any,
+    output_size: Any = None,
+    output_ratio: Any = None,
+    return_indices: bool = False,
+    _random_samples: Tensor | None = None,
+) -> Any:
+    """Fractional max pooling of ``(N, C, H, W)`` (or ``(C, H, W)``), PyTorch's windows:
+    pseudo-random window starts from ``_random_samples`` ``(N, C, 2)`` in [0, 1) (drawn
+    when not given); ``output_size`` or ``output_ratio`` sets the output size."""
+    return _fractional_max_pool(
+        "fractional_max_pool2d", 2, input, kernel_size, output_size, output_ratio,
+        return_indices, _random_samples,
+    )  # fmt: skip
+
+
+def fractional_max_pool3d(
+    input: Tensor,
+    kernel_size: Any,
+    output_size: Any = None,
+    output_ratio: Any = None,
+    return_indices: bool = False,
+    _random_samples: Tensor | None = None,
+) -> Any:
+    """Fractional max pooling of ``(N, C, T, H, W)`` (or ``(C, T, H, W)``); see
+    :func:`fractional_max_pool2d` (``_random_samples`` is ``(N, C, 3)``)."""
+    return _fractional_max_pool(
+        "fractional_max_pool3d", 3, input, kernel_size, output_size, output_ratio,
+        return_indices, _random_samples,
+    )  # fmt: skip
+
+
+def fractional_max_pool2d_with_indices(
+    input: Tensor,
+    kernel_size: Any,
+    output_size: Any = None,
+    output_ratio: Any = None,
+    return_indices: bool = False,
+    _random_samples: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """:func:`fractional_max_pool2d` and its indices."""
+    return fractional_max_pool2d(
+        input, kernel_size, output_size, output_ratio, True, _random_samples
+    )
+
+
+def fractional_max_pool3d_with_indices(
+    input: Tensor,
+    kernel_size: Any,
+    output_size: Any = None,
+    output_ratio: Any = None,
+    return_indices: bool = False,
+    _random_samples: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """:func:`fractional_max_pool3d` and its indices."""
+    return fractional_max_pool3d(
+        input, kernel_size, output_size, output_ratio, True, _random_samples
+    )
+
+
 __all__ += [
+    "adaptive_max_pool1d_with_indices",
+    "adaptive_max_pool2d_with_indices",
+    "fractional_max_pool2d",
+    "fractional_max_pool3d",
     "max_pool1d_with_indices",
     "max_pool2d_with_indices",
     "max_unpool1d",
     "max_unpool2d",
+    "max_unpool3d",
 ]
 
 
@@ -2365,8 +2778,8 @@ def lp_pool2d(
     p = float(norm_type)
     if p == 0.0 or not math.isfinite(p):
         raise ValueError(f"lp_pool2d: norm_type must be finite and non-zero, got {norm_type}")
-    kh, kw = (int(v) for v in _pair("lp_pool2d", "kernel_size", kernel_size))
-    s = (kh, kw) if stride is None else _pair("lp_pool2d", "stride", stride)
+    _check_pool_input("lp_pool2d", x, 2)
+    (kh, kw), s, _, _ = _check_pool_args("lp_pool2d", 2, kernel_size, stride, 0)
     x4 = x.unsqueeze(0) if x.ndim == 3 else x
     y = avg_pool2d(x4**p, (kh, kw), s, 0, ceil_mode) * float(kh * kw)
     y = y ** (1.0 / p)
@@ -2378,8 +2791,8 @@ def lp_pool1d(
 ) -> Tensor:
     """1-D :func:`lp_pool2d` of ``(N, C, L)`` (or ``(C, L)``)."""
     x = _pool1d("lp_pool1d", input)
-    k = _one("lp_pool1d", "kernel_size", kernel_size)
-    s = k if stride is None else _one("lp_pool1d", "stride", stride)
+    _check_pool_input("lp_pool1d", x, 1)
+    (k,), (s,), _, _ = _check_pool_args("lp_pool1d", 1, kernel_size, stride, 0)
     return lp_pool2d(x.unsqueeze(-2), norm_type, (1, k), (1, s), ceil_mode).squeeze(-2)
 
 
@@ -2414,8 +2827,19 @@ def embedding_bag(
         raise NotImplementedError(f"{op}: max_norm is not supported")
     if scale_grad_by_freq:
         raise NotImplementedError(f"{op}: scale_grad_by_freq is not supported")
+    num, dim = w.shape
+    if padding_idx is not None and not -num <= int(padding_idx) < num:
+        raise IndexRuntimeError(
+            f"{op}: padding_idx must be within the number of embeddings, {-num} through "
+            f"{num - 1}, but got {int(padding_idx)}"
+        )
     if per_sample_weights is not None:
         _float(op, "per_sample_weights", per_sample_weights)
+        if per_sample_weights.dtype != w.dtype:
+            raise DTypeError(
+                f"{op}: per_sample_weights must have the weight's dtype {w.dtype}, got "
+                f"{per_sample_weights.dtype}"
+            )
         if mode != "sum":
             raise ValueError(
                 f"{op}: per_sample_weights is only supported for mode 'sum', got {mode!r}"
@@ -2425,7 +2849,6 @@ def embedding_bag(
                 f"{op}: per_sample_weights of shape {list(per_sample_weights.shape)} must match "
                 f"input of shape {list(idx.shape)}"
             )
-    num, dim = w.shape
     ids = np.asarray(idx.numpy(), dtype=np.int64)
     if idx.ndim == 2:
         if offsets is not None:
@@ -2460,9 +2883,11 @@ def embedding_bag(
             starts, ends = o, np.append(o[1:], ids.size)
     else:
         raise ShapeError(f"{op}: input must be 1-D (with offsets) or 2-D, got {list(idx.shape)}")
-    if ids.size and (ids.min() < -num or ids.max() >= num):
-        raise IndexError(
-            f"{op}: indices must lie in [0, {num}), got values in [{ids.min()}, {ids.max()}]"
+    bad = ids[(ids < 0) | (ids >= num)]
+    if bad.size:
+        raise IndexRuntimeError(
+            f"{op}: indices must lie in [0, {num}): Expected idx >= 0 && idx < num_embeddings "
+            f"but found idx to be {int(bad[0])}"
         )
     pad_i = None if padding_idx is None else int(padding_idx) % num
     b = len(starts)
@@ -2473,13 +2898,13 @@ def embedding_bag(
     for i in range(b):
         pos = np.arange(starts[i], ends[i])
         if pad_i is not None:
-            pos = pos[ids[pos] % num != pad_i]
+            pos = pos[ids[pos] != pad_i]
         table[i, : pos.size] = pos
     valid = table < ids.size
     counts = valid.sum(1)
     dev = w.device
-    rows_idx = np.append(ids % num, 0)[table]  # the weight row of each entry (0 when none)
-    rows = _core.index_select(w, 0, tensor(rows_idx.reshape(-1), device=dev))
+    rows_idx = np.append(ids, 0)[table]  # the weight row of each entry (0 when none)
+    rows = _core.index_select(w, 0, tensor(rows_idx.reshape(-1), device=dev), negative=False, op=op)
     rows = rows.reshape(b, width, dim)
     mask = tensor(valid[:, :, None], device=dev)
     if mode == "max":
@@ -2500,6 +2925,34 @@ def embedding_bag(
     return (rows * coef).sum(1)
 
 
+def _warn_dropout_rank(op: str, ndim: int, nd: int) -> None:
+    import warnings
+
+    warnings.warn(
+        f"{op}: Received a {ndim}-D input to {op}, which is deprecated and will result in an "
+        "error in a future release. To retain the behavior and silence this warning, please "
+        f"use dropout instead. Note that {op} exists to provide channel-wise dropout on inputs "
+        f"with {nd} spatial dimensions, a channel dimension, and an optional batch dimension "
+        f"(i.e. {nd + 1}D or {nd + 2}D inputs).",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def _feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """PyTorch's ``feature_dropout``: whole ``x[i, j]`` slices zeroed with probability
+    ``p``, the rest scaled by ``1 / (1 - p)``."""
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    from .. import bernoulli, full
+
+    shape = [x.shape[0], x.shape[1]] + [1] * (x.ndim - 2)
+    keep = bernoulli(full(shape, 1.0 - p, dtype=x.dtype.name, device=x.device))
+    return x * keep / (1.0 - p)
+
+
 def dropout3d(
     input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
 ) -> Tensor:
@@ -2507,11 +2960,19 @@ def dropout3d(
     ``p``, scaling the rest by ``1 / (1 - p)``."""
     x = _float("dropout3d", "input", input)
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout3d: p must lie in [0, 1], got {p}")
-    if x.ndim not in (4, 5):
+        raise ValueError(
+            f"dropout3d: p must lie in [0, 1]: dropout probability has to be between 0 and 1, "
+            f"but got {p}"
+        )
+    if x.ndim < 2:
         raise ShapeError(
             f"dropout3d: input must be (N, C, D, H, W) or (C, D, H, W), got {list(x.shape)}"
         )
+    if x.ndim not in (4, 5):
+        # PyTorch's: deprecated, run as a channel dropout of the input with a batch axis
+        # of one put in front
+        _warn_dropout_rank("dropout3d", x.ndim, 3)
+        return _feature_dropout(x.unsqueeze(0), p, training).squeeze(0)
     if not training or p == 0.0:
         return x
     lead = list(x.shape[:-3])

@@ -4,6 +4,7 @@ from the seeded stream of its device (``fg.manual_seed``)."""
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ __all__ = [
     "normal_",
     "ones_",
     "orthogonal_",
+    "sparse_",
     "trunc_normal_",
     "uniform_",
     "xavier_normal_",
@@ -65,7 +67,14 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     if nonlinearity == "relu":
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
-        slope = 0.01 if param is None else float(param)
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, (int, float, np.integer, np.floating)) and not isinstance(
+            param, (bool, np.bool_)
+        ):
+            slope = float(param)
+        else:
+            raise ValueError(f"calculate_gain: negative_slope {param} not a valid number")
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
@@ -147,6 +156,9 @@ def kaiming_uniform_(
     nonlinearity: str = "leaky_relu",
     generator: Any = None,
 ) -> Tensor:
+    if 0 in tuple(tensor.shape):
+        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
+        return tensor
     bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
     return uniform_(tensor, -bound, bound, generator)
 
@@ -158,6 +170,9 @@ def kaiming_normal_(
     nonlinearity: str = "leaky_relu",
     generator: Any = None,
 ) -> Tensor:
+    if 0 in tuple(tensor.shape):
+        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
+        return tensor
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 
@@ -197,14 +212,48 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Ten
     return _write(tensor, gain * q)
 
 
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator: Any = None) -> Tensor:
+    """A 2-D tensor drawn from N(0, std^2) with ``ceil(sparsity * rows)`` entries of each
+    column (picked at random) set to zero, as PyTorch's."""
+    if tensor.ndim != 2:
+        raise ValueError("sparse_: Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    num_zeros = math.ceil(sparsity * rows)
+    g = _rng(tensor, generator)
+    values = g.normal(0.0, std, (rows, cols))
+    for c in range(cols):
+        values[g.permutation(rows)[:num_zeros], c] = 0.0
+    return _write(tensor, values)
+
+
+def _deprecated(meth: Any) -> Any:
+    """PyTorch's deprecated spelling of ``meth`` without the trailing underscore: warns
+    (``FutureWarning``) and calls it."""
+    new_name = meth.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args: Any, **kwargs: Any) -> Any:
+        warnings.warn(
+            f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return meth(*args, **kwargs)
+
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old_name
+    deprecated_init.__doc__ = f"Deprecated: use :func:`{new_name}`."
+    return deprecated_init
+
+
 # PyTorch's deprecated spellings without the trailing underscore
-constant = constant_
-normal = normal_
-uniform = uniform_
-xavier_normal = xavier_normal_
-xavier_uniform = xavier_uniform_
-kaiming_normal = kaiming_normal_
-kaiming_uniform = kaiming_uniform_
-orthogonal = orthogonal_
-dirac = dirac_
-eye = eye_
+constant = _deprecated(constant_)
+normal = _deprecated(normal_)
+uniform = _deprecated(uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+xavier_uniform = _deprecated(xavier_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)
+dirac = _deprecated(dirac_)
+eye = _deprecated(eye_)

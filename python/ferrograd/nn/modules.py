@@ -1292,6 +1292,17 @@ class _ConvNd(Module):
                 f"{kind}: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', "
                 f"got {padding_mode!r}"
             )
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError(
+                    f"{kind}: Invalid padding string {padding!r}, should be one of "
+                    "{'valid', 'same'}"
+                )
+            if padding == "same" and any(s != 1 for s in _tuple(stride, self._nd)):
+                raise ValueError(
+                    f"{kind}: padding='same' is not supported for strided convolutions "
+                    f"(stride {stride!r})"
+                )
         self._setup(kind, in_channels, out_channels, k, groups, bias, device, dtype, rng)
         self.stride, self.padding, self.dilation = stride, padding, dilation
         self.padding_mode = padding_mode
@@ -1625,6 +1636,13 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings = _count("Embedding", "num_embeddings", num_embeddings, 1)
         self.embedding_dim = _count("Embedding", "embedding_dim", embedding_dim, 1)
+        if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
+            from ._errors import ArgumentAssertionError
+
+            raise ArgumentAssertionError(
+                f"Embedding: Padding_idx must be within num_embeddings: padding_idx "
+                f"{padding_idx} is out of range for {num_embeddings} embeddings"
+            )
         self.padding_idx = padding_idx = _padding_index("Embedding", padding_idx, num_embeddings)
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
@@ -1648,7 +1666,16 @@ class Embedding(Module):
         scale_grad_by_freq: bool = False,
         sparse: bool = False,
     ) -> Embedding:
+        if embeddings.ndim != 2:
+            raise ShapeError(
+                f"Embedding.from_pretrained: embeddings must be 2-D, got {list(embeddings.shape)}"
+            )
         n, d = embeddings.shape
+        # the parameter shares ``embeddings``' storage, as PyTorch's (max_norm shows there)
+        weight = Parameter(embeddings, requires_grad=False)
+        weight._replace_data(embeddings.detach())
+        if not freeze:
+            weight.requires_grad_(True)
         return cls(
             n,
             d,
@@ -1657,7 +1684,7 @@ class Embedding(Module):
             norm_type,
             scale_grad_by_freq,
             sparse,
-            _weight=Parameter(embeddings, requires_grad=not freeze),
+            _weight=weight,
         )
 
     def forward(self, x: Tensor) -> Tensor:

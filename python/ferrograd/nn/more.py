@@ -15,6 +15,7 @@ from .. import _core
 from .._core import ShapeError, Tensor
 from .._tensor import _dtype_name, default_float
 from . import functional as F
+from ._errors import ArgumentAssertionError
 from .extra import (
     _INPLACE,
     ConvTranspose1d,
@@ -51,6 +52,8 @@ __all__ = [
     "Dropout3d",
     "EmbeddingBag",
     "FeatureAlphaDropout",
+    "FractionalMaxPool2d",
+    "FractionalMaxPool3d",
     "LPPool1d",
     "LPPool2d",
     "LazyBatchNorm1d",
@@ -68,6 +71,7 @@ __all__ = [
     "LazyLinear",
     "MaxUnpool1d",
     "MaxUnpool2d",
+    "MaxUnpool3d",
     "MultiLabelMarginLoss",
     "RReLU",
     "SyncBatchNorm",
@@ -97,6 +101,76 @@ class MaxUnpool1d(MaxUnpool2d):
     """The partial inverse of :class:`MaxPool1d`."""
 
     _fn = staticmethod(F.max_unpool1d)
+
+
+class MaxUnpool3d(MaxUnpool2d):
+    """The partial inverse of :class:`MaxPool3d` (see ``F.max_unpool3d``)."""
+
+    _fn = staticmethod(F.max_unpool3d)
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        def triple(v: Any) -> tuple:
+            return tuple(v) if isinstance(v, (list, tuple)) else (v, v, v)
+
+        super().__init__(
+            triple(kernel_size), triple(stride if stride is not None else kernel_size),
+            triple(padding),
+        )  # fmt: skip
+
+
+class _FractionalMaxPoolNd(Module):
+    _nd = 2
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        output_size: Any = None,
+        output_ratio: Any = None,
+        return_indices: bool = False,
+        _random_samples: Tensor | None = None,
+    ) -> None:
+        super().__init__()
+        nd, kind = self._nd, type(self).__name__
+
+        def tup(v: Any) -> tuple:
+            return tuple(v) if isinstance(v, (list, tuple)) else (v,) * nd
+
+        self.kernel_size = tup(kernel_size)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = tup(output_size) if output_size is not None else None
+        self.output_ratio = tup(output_ratio) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError(
+                f"{kind} requires specifying either an output size, or a pooling ratio"
+            )
+        if output_size is not None and output_ratio is not None:
+            raise ValueError(f"{kind}: only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"{kind}: output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input: Tensor) -> Any:
+        fn = F.fractional_max_pool2d if self._nd == 2 else F.fractional_max_pool3d
+        return fn(
+            input,
+            self.kernel_size,
+            self.output_size,
+            self.output_ratio,
+            self.return_indices,
+            _random_samples=self._random_samples,
+        )
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Fractional max pooling of ``(N, C, H, W)`` (see ``F.fractional_max_pool2d``)."""
+
+    _nd = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """Fractional max pooling of ``(N, C, T, H, W)`` (see ``F.fractional_max_pool3d``)."""
+
+    _nd = 3
 
 
 class RReLU(Module):
@@ -130,7 +204,10 @@ def _random_dropout(name: str, fn: Any, default_training: bool) -> type:
     def __init__(self: Module, p: float = 0.5, inplace: bool = False) -> None:
         Module.__init__(self)
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"{name}: p must lie in [0, 1], got {p}")
+            raise ValueError(
+                f"{name}: p must lie in [0, 1]: dropout probability has to be between 0 and "
+                f"1, but got {p}"
+            )
         self.p, self.inplace = p, inplace
 
     cls = _simple(name, fn, (("p", 0.5), *_INPLACE))
@@ -201,6 +278,11 @@ class EmbeddingBag(Module):
         self.embedding_dim = _count("EmbeddingBag", "embedding_dim", embedding_dim, 1)
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"EmbeddingBag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+        if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
+            raise ArgumentAssertionError(
+                f"EmbeddingBag: padding_idx must be within num_embeddings: padding_idx "
+                f"{padding_idx} is out of range for {num_embeddings} embeddings"
+            )
         padding_idx = _padding_index("EmbeddingBag", padding_idx, num_embeddings)
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.mode, self.sparse = scale_grad_by_freq, mode, sparse
@@ -233,6 +315,11 @@ class EmbeddingBag(Module):
                 f"EmbeddingBag.from_pretrained: embeddings must be 2-D, got {list(embeddings.shape)}"
             )
         n, d = embeddings.shape
+        # the parameter shares ``embeddings``' storage, as PyTorch's (max_norm shows there)
+        weight = Parameter(embeddings, requires_grad=False)
+        weight._replace_data(embeddings.detach())
+        if not freeze:
+            weight.requires_grad_(True)
         return cls(
             n,
             d,
@@ -241,7 +328,7 @@ class EmbeddingBag(Module):
             scale_grad_by_freq,
             mode,
             sparse,
-            Parameter(embeddings, requires_grad=not freeze),
+            weight,
             include_last_offset,
             padding_idx,
         )

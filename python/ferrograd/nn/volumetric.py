@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .. import _core
 from .._core import ShapeError, Tensor
 from . import functional as F
@@ -68,6 +70,7 @@ def conv3d(
     ``(O, C / groups, kD, kH, kW)``, PyTorch's arguments."""
     op = "conv3d"
     x, unbatched = _five(op, input)
+    F._check_conv_stride(op, stride)
     if not isinstance(weight, Tensor) or weight.ndim != 5:
         raise ShapeError(f"{op}: weight must be (O, C/groups, kD, kH, kW), got {weight!r}")
     st, dl = _tuple(stride, 3), _tuple(dilation, 3)
@@ -128,6 +131,7 @@ def conv_transpose3d(
     per axis."""
     op = "conv_transpose3d"
     x, unbatched = _five(op, input)
+    F._check_conv_stride(op, stride)
     if not isinstance(weight, Tensor) or weight.ndim != 5:
         raise ShapeError(f"{op}: weight must be (C, O/groups, kD, kH, kW), got {weight!r}")
     st, pd, op_, dl = (_tuple(v, 3) for v in (stride, padding, output_padding, dilation))
@@ -175,9 +179,8 @@ def avg_pool3d(
 ) -> Tensor:
     """Average pooling of ``(N, C, D, H, W)``, PyTorch's windows and divisors."""
     x, unbatched = _five("avg_pool3d", input)
-    k = _tuple(kernel_size, 3)
-    s = k if stride is None or stride == [] else _tuple(stride, 3)
-    p = _tuple(padding, 3)
+    F._check_pool_input("avg_pool3d", x, 3)
+    k, s, p, _ = F._check_pool_args("avg_pool3d", 3, kernel_size, stride, padding)
     if divisor_override is not None:
         if int(divisor_override) <= 0:
             raise ValueError(
@@ -212,13 +215,25 @@ def max_pool3d(
     return_indices: bool = False,
 ) -> Tensor:
     """Max pooling of ``(N, C, D, H, W)``, PyTorch's windows; the gradient goes to the
-    first maximum of each window in ``(d, h, w)`` order, as PyTorch's."""
-    if return_indices:
-        raise NotImplementedError("max_pool3d: return_indices=True is not supported")
+    first maximum of each window in ``(d, h, w)`` order, as PyTorch's. With
+    ``return_indices``, also the flat ``d * H * W + h * W + w`` position of each maximum
+    within its channel (what ``max_unpool3d`` takes)."""
     x, unbatched = _five("max_pool3d", input)
-    k = _tuple(kernel_size, 3)
-    s = k if stride is None or stride == [] else _tuple(stride, 3)
-    p, dl = _tuple(padding, 3), _tuple(dilation, 3)
+    F._check_pool_input("max_pool3d", x, 3)
+    k, s, p, dl = F._check_pool_args("max_pool3d", 3, kernel_size, stride, padding, dilation)
+    if return_indices or x.dtype.kind in "iu":
+        if x.dtype.kind in "iu":  # PyTorch pools int tensors too: exact in float64
+            y, idx = max_pool3d(x.astype("float64"), k, s, p, dl, ceil_mode, True)
+            y = y.astype(x.dtype.name)
+        else:
+            positions = [
+                F._pool_axis("max_pool3d", x.shape[2 + i], k[i], s[i], p[i], dl[i], ceil_mode)
+                for i in range(3)
+            ]
+            y, idx = F._pool_nd_indices(x, positions)
+        if unbatched:
+            y, idx = y.squeeze(0), idx.squeeze(0)
+        return (y, idx) if return_indices else y
     y = _over_plane(x, lambda t: F.max_pool2d(t, k[1:], s[1:], p[1:], dl[1:], ceil_mode))
     y = _over_depth(
         y, lambda t: F.max_pool2d(t, (k[0], 1), (s[0], 1), (p[0], 0), (dl[0], 1), ceil_mode)
@@ -230,12 +245,15 @@ def _out3(output_size: Any, x: Tensor) -> tuple[int, int, int]:
     o = _tuple(output_size, 3) if not isinstance(output_size, (list, tuple)) else output_size
     if len(o) != 3:
         raise ValueError(f"adaptive pool: output_size must have 3 entries, got {output_size!r}")
-    return tuple(x.shape[2 + i] if v is None else int(v) for i, v in enumerate(o))  # type: ignore[return-value]
+    out = tuple(x.shape[2 + i] if v is None else int(v) for i, v in enumerate(o))
+    F._check_output_size("adaptive pool3d", x, list(x.shape[:2]), out)
+    return out  # type: ignore[return-value]
 
 
 def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
     """Average pooling of ``(N, C, D, H, W)`` to ``output_size``, PyTorch's windows."""
     x, unbatched = _five("adaptive_avg_pool3d", input)
+    F._check_pool_input("adaptive_avg_pool3d", x, 3)
     od, oh, ow = _out3(output_size, x)
     y = _over_plane(x, lambda t: F.adaptive_avg_pool2d(t, (oh, ow)))
     y = _over_depth(y, lambda t: F.adaptive_avg_pool2d(t, (od, t.shape[3])))
@@ -243,11 +261,22 @@ def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
 
 
 def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
-    """Max pooling of ``(N, C, D, H, W)`` to ``output_size``, PyTorch's windows."""
-    if return_indices:
-        raise NotImplementedError("adaptive_max_pool3d: return_indices=True is not supported")
+    """Max pooling of ``(N, C, D, H, W)`` to ``output_size``, PyTorch's windows; with
+    ``return_indices``, also the flat ``d * H * W + h * W + w`` position of each maximum."""
     x, unbatched = _five("adaptive_max_pool3d", input)
+    F._check_pool_input("adaptive_max_pool3d", x, 3)
     od, oh, ow = _out3(output_size, x)
+    if return_indices:
+        positions = []
+        for n_in, n_out in zip(x.shape[2:], (od, oh, ow)):
+            wins = F._adaptive_windows(n_in, n_out)
+            kk = max(e - b for b, e in wins)
+            pos = np.full((n_out, kk), -1, dtype=np.int64)
+            for i, (b, e) in enumerate(wins):
+                pos[i, : e - b] = np.arange(b, e)
+            positions.append(pos)
+        y, idx = F._pool_nd_indices(x, positions)
+        return (y.squeeze(0), idx.squeeze(0)) if unbatched else (y, idx)
     y = _over_plane(x, lambda t: F.adaptive_max_pool2d(t, (oh, ow)))
     y = _over_depth(y, lambda t: F.adaptive_max_pool2d(t, (od, t.shape[3])))
     return y.squeeze(0) if unbatched else y
@@ -300,14 +329,22 @@ class ConvTranspose3d(Module):
         self.stride, self.padding, self.dilation = stride, padding, dilation
         self.output_padding, self.padding_mode = output_padding, padding_mode
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
+        op = self.output_padding
+        if output_size is not None:
+            from .extra import _transpose_output_padding
+
+            op = _transpose_output_padding(
+                "ConvTranspose3d", x, output_size, 3, self.stride, self.padding,
+                self.kernel_size, self.dilation,
+            )  # fmt: skip
         return conv_transpose3d(
             x,
             self.weight,
             self.bias,
             self.stride,
             self.padding,
-            self.output_padding,
+            op,
             self.groups,
             self.dilation,
         )
@@ -390,12 +427,34 @@ class BatchNorm3d(_BatchNorm):
     _dims = (5,)
 
 
+def max_pool3d_with_indices(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """:func:`max_pool3d` and the flat position of each maximum within its channel."""
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool3d_with_indices(
+    input: Tensor, output_size: Any, return_indices: bool = False
+) -> tuple[Tensor, Tensor]:
+    """:func:`adaptive_max_pool3d` and the flat position of each maximum."""
+    return adaptive_max_pool3d(input, output_size, True)
+
+
 def _install() -> None:
     for name in (
         "conv3d",
         "conv_transpose3d",
         "avg_pool3d",
         "max_pool3d",
+        "max_pool3d_with_indices",
+        "adaptive_max_pool3d_with_indices",
         "adaptive_avg_pool3d",
         "adaptive_max_pool3d",
     ):

@@ -20,6 +20,8 @@ __all__ = [
     "pack_sequence",
     "pad_packed_sequence",
     "pad_sequence",
+    "unpack_sequence",
+    "unpad_sequence",
 ]
 
 
@@ -34,7 +36,53 @@ class PackedSequence(NamedTuple):
     unsorted_indices: Tensor | None = None
 
     def to(self, *args: Any, **kwargs: Any) -> PackedSequence:
-        return self._replace(data=self.data.to(*args, **kwargs))
+        """The sequence with ``data`` moved or cast as ``Tensor.to`` does (the index
+        tensors stay int64 and follow a device change, as PyTorch's)."""
+        data = self.data.to(*args, **kwargs)
+        if data is self.data:
+            return self
+        out = self._replace(data=data)
+        if data.device != self.data.device:
+            out = out._replace(
+                sorted_indices=None
+                if self.sorted_indices is None
+                else self.sorted_indices.to(data.device),
+                unsorted_indices=None
+                if self.unsorted_indices is None
+                else self.unsorted_indices.to(data.device),
+            )
+        return out
+
+    def _cast(self, dtype: str) -> PackedSequence:
+        return self._replace(data=self.data.astype(dtype))
+
+    def float(self) -> PackedSequence:
+        return self._cast("float32")
+
+    def double(self) -> PackedSequence:
+        return self._cast("float64")
+
+    def half(self) -> PackedSequence:
+        return self._cast("float16")
+
+    def bfloat16(self) -> PackedSequence:
+        return self._cast("bfloat16")
+
+    def long(self) -> PackedSequence:
+        return self._cast("int64")
+
+    def int(self) -> PackedSequence:
+        return self._cast("int32")
+
+    def cpu(self) -> PackedSequence:
+        return self.to("cpu")
+
+    def cuda(self, device: Any = None) -> PackedSequence:
+        return self.to("cuda" if device is None else device)
+
+    @property
+    def is_cuda(self) -> bool:
+        return str(self.data.device).startswith("cuda")
 
 
 def pad_sequence(
@@ -156,3 +204,19 @@ def pack_sequence(sequences: Sequence[Tensor], enforce_sorted: bool = True) -> P
     """Packs a list of ``(L_i, *)`` tensors."""
     lens = [s.shape[0] for s in sequences]
     return pack_padded_sequence(pad_sequence(sequences), lens, enforce_sorted=enforce_sorted)
+
+
+def unpad_sequence(
+    padded_sequences: Tensor, lengths: Any, batch_first: bool = False
+) -> list[Tensor]:
+    """The list of ``(L_i, *)`` tensors of a padded batch (the inverse of
+    :func:`pad_sequence`)."""
+    x = padded_sequences if batch_first else padded_sequences.transpose(0, 1)
+    return [x[i, : int(n)] for i, n in enumerate(_lengths(lengths))]
+
+
+def unpack_sequence(packed_sequences: PackedSequence) -> list[Tensor]:
+    """The list of ``(L_i, *)`` tensors of a :class:`PackedSequence` (the inverse of
+    :func:`pack_sequence`), in the batch's order."""
+    padded, lengths = pad_packed_sequence(packed_sequences, batch_first=True)
+    return unpad_sequence(padded, lengths, batch_first=True)

@@ -1,0 +1,19 @@
+"""Exception classes that are both what PyTorch raises and what ferrograd raised before, so
+code written against either catches them."""
+
+from __future__ import annotations
+
+
+class ArgumentAssertionError(AssertionError, ValueError):
+    """A constructor argument PyTorch refuses with an ``assert`` (``AssertionError``);
+    ferrograd's older ``ValueError`` still catches it."""
+
+
+class IndexRuntimeError(IndexError, RuntimeError):
+    """An index out of range where PyTorch raises ``RuntimeError``; ferrograd's older
+    ``IndexError`` still catches it."""
+
+
+class ArgumentRuntimeError(ValueError, RuntimeError):
+    """A bad argument value where PyTorch raises ``RuntimeError``; ferrograd's older
+    ``ValueError`` still catches it."""
