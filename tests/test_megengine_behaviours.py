@@ -8,6 +8,7 @@ from __future__ import annotations
 import ferrograd as fg
 import ferrograd.nn.functional as F
 import numpy as np
+import pytest
 
 
 def grad_of(f, x):
@@ -159,3 +160,14 @@ def test_int8_storage_casts_arithmetic_and_indices():
     np.testing.assert_array_equal(
         grad_of(lambda t: t * fg.tensor(np.array([1, 0, -1], np.int8)), x), [1, 0, -1]
     )
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "bool"])
+def test_attaching_a_tensor_that_is_not_float_raises_megengines_assertion(dtype):
+    gm = fg.GradManager()
+    x = fg.tensor([1], dtype=dtype)
+    with pytest.raises(AssertionError):
+        gm.attach([x])
+    with pytest.raises(fg.DTypeError, match="attach: only float"):
+        gm.attach(x)
+    gm.attach(fg.tensor([1.0], dtype="float16"))  # float16 can be attached

@@ -147,6 +147,11 @@ class _Entry:
         self.callbacks = callbacks
 
 
+class _AttachDTypeError(DTypeError, AssertionError):
+    """Attaching a tensor that is not float: a ``DTypeError``, and the ``AssertionError``
+    MegEngine's ``GradManager.attach`` raises."""
+
+
 class GradManager:
     """Computes gradients of attached tensors for the computation recorded between
     :meth:`record` and :meth:`backward` (or inside ``with gm:``).
@@ -190,7 +195,7 @@ class GradManager:
                 raise TypeError(f"attach: callbacks must be callable, got {type(cb).__name__}")
         for t in ts:
             if t.dtype.kind != "f":
-                raise DTypeError(
+                raise _AttachDTypeError(
                     f"attach: only float tensors can be differentiated, got a {t.dtype} tensor "
                     f"of shape {list(t.shape)}"
                 )
