@@ -312,3 +312,18 @@ def test_fractional_max_pool3d_modules_match_torch():
             L.nn.FractionalMaxPool2d(2, output_ratio=1.5)
         y = L.nn.FractionalMaxPool2d(2, output_size=3)(L.randn(1, 2, 7, 7))
         assert tuple(y.shape) == (1, 2, 3, 3)
+
+
+def test_lazy_layers_hold_uninitialized_parameters_until_their_first_input():
+    for lib in (torch, fg):
+        lin, bn = lib.nn.LazyLinear(3), lib.nn.LazyBatchNorm1d()
+        P = lib.nn.parameter
+        assert isinstance(lin.weight, P.UninitializedParameter) and P.is_lazy(lin.bias)
+        assert isinstance(bn.running_mean, P.UninitializedBuffer)
+        assert lin.has_uninitialized_params()
+        lin(lib.ones(2, 5))
+        bn(lib.ones(4, 6))
+        assert not isinstance(lin.weight, P.UninitializedParameter)
+        assert isinstance(lin.weight, lib.nn.Parameter) and tuple(lin.weight.shape) == (3, 5)
+        assert not isinstance(bn.running_mean, P.UninitializedBuffer)
+        assert tuple(bn.running_mean.shape) == (6,)

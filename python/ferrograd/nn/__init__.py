@@ -1,7 +1,7 @@
 """Neural-network building blocks: layers (:mod:`.modules`), their functions
 (:mod:`.functional`), initialisations (:mod:`.init`) and utilities (:mod:`.utils`)."""
 
-from . import functional, init, parallel, utils
+from . import functional, init, parallel, parameter, utils  # noqa: F401
 from ._ctc import CTCLoss
 from .extra import *
 from .extra import __all__ as _extra_all

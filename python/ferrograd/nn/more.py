@@ -76,6 +76,8 @@ __all__ = [
     "RReLU",
     "SyncBatchNorm",
     "TripletMarginWithDistanceLoss",
+    "UninitializedBuffer",
+    "UninitializedParameter",
 ]
 
 
@@ -411,6 +413,32 @@ def _placeholder(dtype: Any, device: Any) -> Tensor:
     return _core.zeros((0,), dtype=name, device=device)
 
 
+class UninitializedParameter(Parameter):
+    """PyTorch's ``nn.parameter.UninitializedParameter``: what a lazy layer's parameters
+    are until its first input gives their shape (an empty stand-in here; the layer then
+    holds ordinary :class:`Parameter` objects)."""
+
+    cls_to_become = Parameter
+
+    def __repr__(self) -> str:
+        return "<UninitializedParameter>"
+
+
+class UninitializedBuffer(Tensor):
+    """PyTorch's ``nn.parameter.UninitializedBuffer``: a lazy layer's buffer (running
+    statistics) before its first input."""
+
+    cls_to_become = Tensor
+
+    def __repr__(self) -> str:
+        return "<UninitializedBuffer>"
+
+
+def is_lazy(param: Any) -> bool:
+    """Whether ``param`` is a lazy layer's uninitialised parameter or buffer."""
+    return isinstance(param, (UninitializedParameter, UninitializedBuffer))
+
+
 def _lazy_load_hook(module: Module, state_dict: Any, prefix: str, *rest: Any) -> None:
     """Sizes a lazy module from the state dict being loaded (before the shapes are
     checked), as PyTorch's."""
@@ -500,8 +528,8 @@ class LazyLinear(_LazyMixin, Linear):
         Module.__init__(self)
         self.in_features = 0
         self.out_features = _count("LazyLinear", "out_features", out_features, 0)
-        self.weight = Parameter(_placeholder(dtype, device))
-        self.bias = Parameter(_placeholder(dtype, device)) if bias else None
+        self.weight = UninitializedParameter(_placeholder(dtype, device))
+        self.bias = UninitializedParameter(_placeholder(dtype, device)) if bias else None
         self._lazy_setup()
 
     def _size_from(self, x: Any) -> int:
@@ -544,8 +572,8 @@ class _LazyConv(_LazyMixin):
     def _lazy_conv(self, bias: bool, padding_mode: str, device: Any, dtype: Any) -> None:
         self.padding_mode = padding_mode
         self.in_channels = 0
-        self.weight = Parameter(_placeholder(dtype, device))
-        self.bias = Parameter(_placeholder(dtype, device)) if bias else None
+        self.weight = UninitializedParameter(_placeholder(dtype, device))
+        self.bias = UninitializedParameter(_placeholder(dtype, device)) if bias else None
         self._lazy_setup()
 
     def _size_from(self, x: Tensor) -> int:
@@ -726,11 +754,11 @@ class _LazyNorm(_LazyMixin):
         )
         self.num_features = 0
         if affine:
-            self.weight = Parameter(_placeholder(dtype, device))
-            self.bias = Parameter(_placeholder(dtype, device)) if bias else None
+            self.weight = UninitializedParameter(_placeholder(dtype, device))
+            self.bias = UninitializedParameter(_placeholder(dtype, device)) if bias else None
         if track_running_stats:
-            self.running_mean = _placeholder(dtype, device)
-            self.running_var = _placeholder(dtype, device)
+            self.running_mean = UninitializedBuffer(_placeholder(dtype, device))
+            self.running_var = UninitializedBuffer(_placeholder(dtype, device))
         self.__dict__["_lazy_factory"] = (dtype, device)
         self._lazy_setup()
 
