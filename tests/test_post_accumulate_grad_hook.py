@@ -330,3 +330,13 @@ def test_errors_match_torch():
             lib.tensor([1.0]).register_post_accumulate_grad_hook(lambda t: None)
         with pytest.raises(RuntimeError, match="non-leaf"):
             (leaf([1.0], lib) * 2).register_post_accumulate_grad_hook(lambda t: None)
+
+
+def test_backward_with_inputs_runs_the_hooks_of_those_inputs_only():
+    a = fg.ones(2, requires_grad=True)
+    b = fg.ones(2, requires_grad=True)
+    log = []
+    a.register_post_accumulate_grad_hook(lambda t: log.append(("a", t.grad.tolist())))
+    b.register_post_accumulate_grad_hook(lambda t: log.append(("b", t.grad.tolist())))
+    (a * b * 3).sum().backward(inputs=[a])
+    assert log == [("a", [3.0, 3.0])]  # (torch's too)

@@ -916,8 +916,8 @@ def _register_post_accumulate_grad_hook(
     soon as that gradient is final, before the rest of backward (PyTorch's
     ``Tensor.register_post_accumulate_grad_hook``; a ``GradManager`` backward runs it too for
     an attached tensor). Hooks run in registration order; what they return is ignored. Returns
-    a handle whose ``remove()`` stops it. ``fg.autograd.grad``, ``backward(inputs=...)`` and
-    traced backward run none, as they accumulate nothing (or not in the engine)."""
+    a handle whose ``remove()`` stops it. ``backward(inputs=...)`` runs those of its inputs
+    once their ``.grad`` is written; ``fg.autograd.grad`` and traced backward run none."""
     op = "register_post_accumulate_grad_hook"
     if not callable(hook):
         raise TypeError(f"{op}: hook must be callable, got {type(hook).__name__}")
@@ -1062,6 +1062,8 @@ def _run_backward(
             for x, g in zip(xs, found):
                 if g is not None:
                     x.grad = g if x.grad is None else x.grad + g
+                    if _is_leaf(x):
+                        GradKey._run_post_accumulate_grad_hooks(x)
         if _anomaly["on"]:
             _check_anomaly(op, xs)
         return

@@ -368,6 +368,14 @@ impl PyGradKey {
         GradKey::register_post_accumulate_hook(&t, cb).py()
     }
 
+    /// Runs the post-accumulate hooks of `tensor` now (after `backward(inputs=...)` has
+    /// added into its `.grad`).
+    #[staticmethod]
+    fn _run_post_accumulate_grad_hooks(tensor: &Bound<'_, PyAny>) -> PyResult<()> {
+        let t = tensor_arg("backward", "inputs", tensor)?;
+        GradKey::run_post_accumulate_hooks(&t).py()
+    }
+
     /// Removes a hook `_register_post_accumulate_grad_hook` registered; False when it was
     /// removed already.
     #[staticmethod]

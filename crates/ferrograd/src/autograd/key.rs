@@ -548,6 +548,15 @@ impl GradKey {
         Ok(id)
     }
 
+    /// Runs `tensor`'s post-accumulate hooks now: for a backward that added into `.grad`
+    /// outside the tape's delivery (PyTorch's `backward(inputs=...)`).
+    pub fn run_post_accumulate_hooks(tensor: &Tensor) -> Result<()> {
+        match tensor.grad() {
+            Some(g) => run_post_accumulate_hooks(tensor, &g),
+            None => Ok(()),
+        }
+    }
+
     /// Removes a hook [`GradKey::register_post_accumulate_hook`] registered; false when it was
     /// removed already (or its tensor is gone).
     pub fn remove_post_accumulate_hook(id: u64) -> bool {
