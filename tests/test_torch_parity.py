@@ -708,3 +708,24 @@ def test_programs_may_set_attributes_on_tensors():
         t.tag = {"name": "pe"}
         c = copy.deepcopy(t)
         assert t.require_grad is False and c.tag == {"name": "pe"} and c.tag is not t.tag
+
+
+def test_numpy_ufuncs_on_tensors_give_tensors():
+    a = np.array([1.0, 2.0])
+    cases = (
+        lambda t: np.add(t, a),
+        lambda t: np.exp(t),
+        lambda t: np.multiply(np.float64(2.0), t),
+        lambda t: np.maximum(t, a),
+        lambda t: np.less(3.5, t),
+        lambda t: np.hypot(t, a),
+    )
+    for case in cases:
+        want = case(torch.tensor([3.0, 4.0], dtype=torch.float64))
+        got = case(fg.tensor([3.0, 4.0], dtype="float64"))
+        assert isinstance(got, fg.Tensor) and isinstance(want, torch.Tensor)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-15)
+    # on a tensor that requires grad, the ufuncs ferrograd has stay differentiable
+    t = fg.tensor([3.0, 4.0], dtype="float64", requires_grad=True)
+    (np.exp(t) * a + np.float64(2.0) * t).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), np.exp([3.0, 4.0]) * a + 2.0)

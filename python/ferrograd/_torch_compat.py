@@ -884,6 +884,90 @@ def _data_set(self: Tensor, value: Any) -> None:
     _replace_data(self, v.detach())
 
 
+_UFUNC_OPERATORS = {
+    "add": "__add__",
+    "subtract": "__sub__",
+    "multiply": "__mul__",
+    "true_divide": "__truediv__",
+    "divide": "__truediv__",
+    "floor_divide": "__floordiv__",
+    "remainder": "__mod__",
+    "power": "__pow__",
+    "matmul": "__matmul__",
+    "equal": "__eq__",
+    "not_equal": "__ne__",
+    "less": "__lt__",
+    "less_equal": "__le__",
+    "greater": "__gt__",
+    "greater_equal": "__ge__",
+    "logical_and": "__and__",
+    "logical_or": "__or__",
+    "bitwise_and": "__and__",
+    "bitwise_or": "__or__",
+    "bitwise_xor": "__xor__",
+}
+_REFLECTED = {
+    "__eq__": "__eq__",
+    "__ne__": "__ne__",
+    "__lt__": "__gt__",
+    "__le__": "__ge__",
+    "__gt__": "__lt__",
+    "__ge__": "__le__",
+}
+_UFUNC_NAMES = {
+    "absolute": "abs",
+    "negative": "neg",
+    "arcsin": "asin",
+    "arccos": "acos",
+    "arctan": "atan",
+    "arcsinh": "asinh",
+    "arccosh": "acosh",
+    "arctanh": "atanh",
+    "arctan2": "atan2",
+    "fmax": "fmax",
+    "fmin": "fmin",
+}
+
+
+def _array_ufunc(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    """Numpy ufuncs on tensors (``np.add(t, a)``, ``a * t``, ``np.exp(t)``): the ufuncs
+    ferrograd has run as its own ops on tensors (differentiable, on the tensor's device;
+    arrays and numpy scalars taken as ``tensor``/Python numbers); any other is computed by
+    numpy on the values and returned as a tensor, as PyTorch's tensors do."""
+    if kwargs.get("out") is not None:
+        return NotImplemented
+    device = next(x.device for x in inputs if isinstance(x, Tensor))
+
+    def operand(x: Any) -> Any:
+        if isinstance(x, np.generic):
+            return x.item()
+        if isinstance(x, np.ndarray):
+            return tensor(x, device=device)
+        return x
+
+    name = ufunc.__name__
+    if method == "__call__" and not kwargs:
+        args = [operand(x) for x in inputs]
+        op = _UFUNC_OPERATORS.get(name)
+        if op is not None and len(args) == 2:
+            a, b = args
+            if isinstance(a, Tensor):
+                return getattr(a, op)(b)
+            # a number with a tensor: the tensor's reflected operator
+            return getattr(b, _REFLECTED.get(op, "__r" + op[2:]))(a)
+        fn = getattr(_core, _UFUNC_NAMES.get(name, name), None)
+        if fn is not None and all(isinstance(a, (Tensor, int, float, bool)) for a in args):
+            try:
+                return fn(*args)
+            except TypeError:
+                pass
+    values = [x.numpy() if isinstance(x, Tensor) else x for x in inputs]
+    out = getattr(ufunc, method)(*values, **kwargs)
+    if isinstance(out, tuple):
+        return tuple(tensor(np.asarray(o), device=device) for o in out)
+    return tensor(np.asarray(out), device=device)
+
+
 def is_tensor(obj: Any) -> bool:
     """Whether ``obj`` is a ferrograd Tensor."""
     return isinstance(obj, Tensor)
@@ -1056,6 +1140,7 @@ def _install() -> None:
 
         setattr(Tensor, name, fn)
     Tensor.data = property(_data_get, _data_set)
+    Tensor.__array_ufunc__ = _array_ufunc
     if "is_cuda" not in Tensor.__dict__:
         Tensor.is_cuda = property(lambda self: str(self.device).startswith("cuda"))
     if "itemsize" not in Tensor.__dict__:
