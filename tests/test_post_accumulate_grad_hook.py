@@ -156,7 +156,7 @@ def test_misuse_inside_hooks_does_not_break_the_engine():
     c.register_post_accumulate_grad_hook(freeze)
     ((a * b).sum() * c).sum().backward()
     assert calls == ["register", "remove"]
-    np.testing.assert_array_equal(b.grad.numpy(), [5.0, 10.0])
+    assert b.grad is None  # (frozen before its gradient was delivered, as PyTorch's check)
     h.remove()
     calls.clear()
     (a * 2).sum().backward()

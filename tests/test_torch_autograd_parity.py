@@ -441,3 +441,29 @@ def test_autograd_grad_runs_only_what_its_inputs_need():
     assert got[0] == want[0] and got[1] == want[1] and got[3] == want[3]
     for g, w in zip(got[2], want[2]):
         np.testing.assert_array_equal(g, w)
+
+
+def _freeze_after_forward(lib):
+    # CycleGAN: forward(); set_requires_grad(D, False); backward_G()
+    g = lib.nn.Linear(3, 3).double()
+    d = lib.nn.Linear(3, 1).double()
+    with lib.no_grad():
+        for m in (g, d):
+            for i, p in enumerate(m.parameters()):
+                p.copy_(lib.tensor(np.linspace(-1, 1, p.numel()).reshape(p.shape) * (i + 1)))
+    x = lib.tensor(np.arange(6.0).reshape(2, 3) / 7)
+    y = g(x)  # built while d requires grad
+    d.weight.grad = lib.full((1, 3), 5.0, dtype=lib.float64)
+    for p in d.parameters():
+        p.requires_grad = False
+    loss = d(y).sum() + d(x).sum()
+    loss.backward()
+    out = [g.weight.grad.numpy(), g.bias.grad.numpy(), d.weight.grad.numpy()]
+    assert d.bias.grad is None and not d.weight.requires_grad and d.weight.is_leaf
+    assert y.requires_grad and y.grad_fn is not None
+    return out
+
+
+def test_freezing_a_module_keeps_the_graphs_built_before():
+    for got, want in zip(_freeze_after_forward(fg), _freeze_after_forward(torch)):
+        np.testing.assert_allclose(got, want, rtol=1e-13)

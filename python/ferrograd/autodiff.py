@@ -758,8 +758,15 @@ class _Autograd:
         self.hooks.pop(i, None)
 
     def remove(self, t: Tensor) -> None:
-        if self.leaves.pop(id(t), None) is not None:
-            self.renew()  # the tensor is attached to the current key: a new key drops it
+        """``t`` stops requiring grad: graphs already built from it still backpropagate (to
+        everything else; ``t`` gets no gradient, as PyTorch's), ops from now on do not
+        record it. The object goes on as a handle the key does not track, with its
+        ``.grad``."""
+        if self.leaves.pop(id(t), None) is None:
+            return
+        self.hooks.pop(id(t), None)
+        if self.key is not None and not self.key.is_finished:
+            self.key._stop_delivering(t)
 
     def tracks(self, t: Tensor) -> bool:
         return self.key is not None and not self.key.is_finished and self.key.is_attached_to(t)

@@ -383,6 +383,18 @@ impl PyGradKey {
         GradKey::remove_post_accumulate_hook(id)
     }
 
+    /// Backward no longer adds into `tensor`'s `.grad` nor runs its callbacks (it stays
+    /// part of the graphs recorded from it).
+    /// and the tensor object goes on as a handle this key does not track (same data and
+    /// `.grad`).
+    fn _stop_delivering(&self, tensor: &Bound<'_, PyTensor>) -> PyResult<()> {
+        let this = tensor.get();
+        let t = this.tensor();
+        self.key.stop_delivering(&t);
+        this.rebind(t.untracked_by(&self.key));
+        Ok(())
+    }
+
     /// Whether this key tracks `tensor`.
     fn is_attached_to(&self, tensor: &Bound<'_, PyAny>) -> PyResult<bool> {
         Ok(self

@@ -174,7 +174,7 @@ impl PyTensor {
     fn t(&self) -> Tensor {
         self.tensor()
     }
-    fn rebind(&self, t: Tensor) {
+    pub(crate) fn rebind(&self, t: Tensor) {
         // SAFETY: the GIL is held (see `inner`) and no reference into the cell exists now;
         // the old handle is dropped after the cell is updated, outside the access.
         let old = unsafe { std::mem::replace(&mut *self.inner.get(), t) };

@@ -584,6 +584,18 @@ impl GradKey {
         found
     }
 
+    /// `tensor`, attached, gets nothing more from this key: backward no longer adds into its
+    /// `.grad` nor runs its callbacks (PyTorch's `requires_grad_(False)` on a leaf that
+    /// graphs were built from: they still backpropagate to everything else).
+    pub fn stop_delivering(&self, tensor: &Tensor) {
+        if let Some(info) = tensor.grad_info(self.0.id) {
+            if let Some(a) = info.func.state().slots[info.idx].attached.as_mut() {
+                a.accumulate = false;
+                a.callbacks.clear();
+            }
+        }
+    }
+
     /// Whether this key tracks `tensor` (attached, or computed from attached tensors).
     pub fn is_attached_to(&self, tensor: &Tensor) -> bool {
         tensor.grad_info(self.0.id).is_some()

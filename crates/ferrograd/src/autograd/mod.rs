@@ -192,6 +192,22 @@ impl Tensor {
     /// and shares this tensor's `.grad`: what a tensor becomes after an in-place op. Keys that
     /// could not record the op (kept from it by `no_grad` or a backward in progress) keep this
     /// tensor's own slot: for them the write did not happen, as in PyTorch.
+    /// A handle over the same data and `.grad` that `key` does not track (other keys still
+    /// do): the tensor after PyTorch's `requires_grad_(False)` on a leaf.
+    pub fn untracked_by(&self, key: &GradKey) -> Tensor {
+        let next = self.snapshot();
+        if self.0.maybe_tracked() {
+            for info in self.0.meta().infos.iter().filter(|i| i.key_id != key.0.id) {
+                if let Some(k) = info.key().upgrade() {
+                    k.track(&next);
+                }
+                next.push_info(info.clone());
+            }
+            next.set_hidden_from(self.hidden_from());
+        }
+        next
+    }
+
     pub(crate) fn continued_as(&self, result: &Tensor) -> Tensor {
         let next = self.snapshot();
         let mut infos: Vec<GradInfo> = result.0.meta().infos.to_vec();
