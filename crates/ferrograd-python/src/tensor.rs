@@ -1165,6 +1165,10 @@ impl PyTensor {
             ));
         }
         let mut v = arg("setitem", "value", value, Some(&x))?;
+        if v.device() != x.device() && !v.is_tracked() {
+            // a slice takes values from another device as `copy_` does (PyTorch's)
+            v = v.to_device(x.device()).py()?;
+        }
         if e.bool_axis.is_some() || !e.newaxes.is_empty() {
             // the value broadcasts to the indexed result, whose added axes (of `None` and
             // booleans) have length 1, or 0 for a False index, which writes nothing
