@@ -729,3 +729,21 @@ def test_numpy_ufuncs_on_tensors_give_tensors():
     t = fg.tensor([3.0, 4.0], dtype="float64", requires_grad=True)
     (np.exp(t) * a + np.float64(2.0) * t).sum().backward()
     np.testing.assert_allclose(t.grad.numpy(), np.exp([3.0, 4.0]) * a + 2.0)
+
+
+def test_positional_to_flags_memory_format_casts_and_legacy_empty_cat():
+    for lib in (torch, fg):
+        x = lib.ones(2, 3)
+        assert x.to(lib.float64, False, True).dtype == lib.float64
+        assert x.to("cpu", lib.float64, False).dtype == lib.float64
+        y = x.to(lib.float32, False, True)  # copy=True copies
+        y[0, 0] = 5.0
+        assert x[0, 0].item() == 1.0
+        assert x.float(memory_format=lib.preserve_format).dtype == lib.float32
+        a = lib.ones(2, 3, dtype=lib.float64, requires_grad=True)
+        r = lib.cat([lib.tensor([], dtype=lib.float64), a, lib.tensor([], dtype=lib.float64)])
+        assert tuple(r.shape) == (2, 3)
+        (r * 2).sum().backward()
+        np.testing.assert_array_equal(a.grad.numpy(), np.full((2, 3), 2.0))
+        s = lib.scalar_tensor(2.0, requires_grad=True)
+        assert s.requires_grad and tuple(s.shape) == ()

@@ -282,8 +282,8 @@ def _install_casts() -> None:
     """PyTorch's dtype shorthands on ``Tensor``: ``x.float()`` is ``x.astype("float32")``."""
 
     def cast(name: str, dtype: str) -> Any:
-        def method(self: Tensor) -> Tensor:
-            return self.astype(dtype)
+        def method(self: Tensor, memory_format: Any = None) -> Tensor:
+            return self.astype(dtype)  # (every tensor is row-major: memory_format is moot)
 
         method.__name__ = name
         method.__doc__ = f"The tensor as {dtype} (itself when it already is)."

@@ -248,8 +248,11 @@ def install() -> None:
     alias("isreal", lambda input: fg.ones_like(input, dtype="bool"))
     alias(
         "scalar_tensor",
-        lambda s, dtype=None, device=None: fg.tensor(
-            float(s), dtype=dtype or "float32", device=device
+        lambda s, dtype=None, device=None, requires_grad=False, **_: fg.tensor(
+            float(s),
+            dtype=dtype or fg.get_default_dtype(),
+            device=device,
+            requires_grad=requires_grad,
         ),
     )
 

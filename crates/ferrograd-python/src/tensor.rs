@@ -884,6 +884,16 @@ impl PyTensor {
     ) -> PyResult<PyTensor> {
         let _ = non_blocking; // transfers are ordered on the stream either way
         let _ = memory_format; // every tensor is row-major
+                               // PyTorch's positional forms end in `non_blocking, copy` (bools)
+        let items: Vec<Bound<'_, PyAny>> = args.iter().collect();
+        let flags = items
+            .iter()
+            .rev()
+            .take_while(|a| a.is_instance_of::<pyo3::types::PyBool>())
+            .count()
+            .min(2);
+        let (targets, flags) = items.split_at(items.len() - flags);
+        let copy = copy || (flags.len() == 2 && flags[1].is_truthy()?);
         let (mut dev, mut dt) = (None, None);
         if let Some(d) = device.filter(|d| !d.is_none()) {
             dev = Some(parse_device("to", Some(d))?);
@@ -891,13 +901,14 @@ impl PyTensor {
         if let Some(d) = dtype.filter(|d| !d.is_none()) {
             dt = Some(parse_dtype("to", d)?);
         }
-        if args.len() > 2 {
+        if targets.len() > 2 {
             return Err(PyTypeError::new_err(format!(
-                "to: takes at most 2 positional arguments (device, dtype), got {}",
-                args.len()
+                "to: takes at most 2 positional arguments (device, dtype) before \
+                 non_blocking and copy, got {}",
+                targets.len()
             )));
         }
-        for a in args.iter() {
+        for a in targets.iter().cloned() {
             if let Ok(other) = a.cast::<PyTensor>() {
                 let o = other.borrow().t();
                 dev = Some(o.device());

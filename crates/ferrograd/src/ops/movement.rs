@@ -747,6 +747,25 @@ impl Tensor {
 
 /// Joins tensors along an existing axis.
 pub fn concat(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+    // PyTorch's legacy rule: empty 1-D tensors (`torch.tensor([])`, a list's starting value)
+    // are skipped beside tensors of other ranks
+    let kept: Vec<&Tensor>;
+    let tensors = if tensors.iter().any(|t| t.ndim() != 1)
+        && tensors.iter().any(|t| t.ndim() == 1 && t.numel() == 0)
+    {
+        kept = tensors
+            .iter()
+            .copied()
+            .filter(|t| !(t.ndim() == 1 && t.numel() == 0))
+            .collect();
+        if kept.is_empty() {
+            tensors
+        } else {
+            &kept[..]
+        }
+    } else {
+        tensors
+    };
     let first = tensors
         .first()
         .ok_or_else(|| Error::invalid("concat", "needs at least one tensor"))?;
