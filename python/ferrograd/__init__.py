@@ -201,3 +201,13 @@ def _register_einops() -> None:
 
 _register_einops()
 del _register_einops
+
+
+def _install_lu() -> None:
+    from . import _lu
+
+    _lu.install()
+
+
+_install_lu()
+del _install_lu
