@@ -747,3 +747,13 @@ def test_positional_to_flags_memory_format_casts_and_legacy_empty_cat():
         np.testing.assert_array_equal(a.grad.numpy(), np.full((2, 3), 2.0))
         s = lib.scalar_tensor(2.0, requires_grad=True)
         assert s.requires_grad and tuple(s.shape) == ()
+
+
+def test_cdist_takes_compute_mode_positionally():
+    a, b = np.random.default_rng(3).random((2, 3, 4)), np.random.default_rng(4).random((2, 5, 4))
+    for mode in ("use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist"):
+        want = torch.cdist(torch.tensor(a), torch.tensor(b), 2.0, mode).numpy()
+        got = fg.cdist(fg.tensor(a), fg.tensor(b), 2.0, mode).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-10)
+    with pytest.raises(ValueError, match="compute_mode"):
+        fg.cdist(fg.tensor(a), fg.tensor(b), 2.0, "fast")

@@ -691,9 +691,15 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     return _core.concat([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], d)
 
 
-def cdist(x1: Tensor, x2: Tensor, p: float = 2.0) -> Tensor:
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: Any = None) -> Tensor:
     """The ``p``-norm distances between the rows of ``x1`` ``[..., n, d]`` and ``x2``
-    ``[..., m, d]``: ``[..., n, m]``."""
+    ``[..., m, d]``: ``[..., n, m]`` (``compute_mode`` is accepted: the distances are
+    always taken from the differences, the exact way)."""
+    modes = (None, "use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist")
+    if compute_mode not in (*modes, "donot_use_mm_for_euclid_dist"):
+        raise ValueError(f"cdist: {compute_mode!r} is not a valid value for compute_mode")
+    if not p >= 0:
+        raise ValueError(f"cdist: p must be non-negative, got {p}")
     a, b = _check_tensor("cdist", "x1", x1), _check_tensor("cdist", "x2", x2)
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-1]:
         raise ShapeError(
