@@ -156,8 +156,9 @@ def _device_for(saved: str, map_location: Any) -> str:
         return saved
     if callable(map_location) and not isinstance(map_location, (str, dict)):
         if _positional_count(map_location) >= 2:
-            # PyTorch's form: (storage, location) -> a storage moved somewhere, or None
-            out = map_location(_StorageOnDevice(saved), saved)
+            # PyTorch's form: (storage, location) -> a storage moved somewhere, or None; the
+            # storage it gets is read onto the CPU (`lambda storage, loc: storage` loads there)
+            out = map_location(_StorageOnDevice("cpu"), saved)
             if out is None:
                 return saved
             return str(out.device) if isinstance(out, _StorageOnDevice) else str(out)
