@@ -432,8 +432,8 @@ def test_import_without_a_driver_does_not_load_the_cuda_libraries():
 def test_a_slice_of_a_gpu_tensor_takes_values_from_the_cpu():
     # (PyTorch-YOLOv3: gain[2:6] = torch.tensor(p.shape)[[3, 2, 3, 2]] into a CUDA tensor)
     g = fg.zeros(6, device="cuda")
-    g[2:6] = fg.tensor([1.0, 2.0, 3.0, 4.0])
+    g[2:6] = fg.tensor([1.0, 2.0, 3.0, 4.0], device="cpu")
     assert g.device.type == "cuda"
     np.testing.assert_array_equal(g.cpu().numpy(), [0, 0, 1, 2, 3, 4])
     with pytest.raises(fg.DeviceError, match="setitem"):  # a recorded value cannot cross
-        g[2:4] = fg.tensor([1.0, 2.0], requires_grad=True)
+        g[2:4] = fg.tensor([1.0, 2.0], device="cpu", requires_grad=True)
