@@ -390,12 +390,24 @@ class _Qr(Function):
         if gQ is None and gR is None:
             return None
         A = self.A
-        if A.shape[-2] < A.shape[-1]:
-            raise _core.GradError(
-                f"linalg.qr: gradients need at least as many rows as columns, got shape "
-                f"{list(A.shape)}"
-            )
         Q, R = qr(A)
+        m, n = A.shape[-2], A.shape[-1]
+        if m < n:
+            # PyTorch's: A = [X | Y] with X square, X = Q U, Y = Q V; V = Q^T Y sends Q a
+            # gradient Y gV^T and Y the gradient Q gV; X then as the square case
+            U = R[..., :, :m]
+            gU = None if gR is None else gR[..., :, :m]
+            gV = None if gR is None else gR[..., :, m:]
+            Y = A[..., :, m:]
+            if gV is not None:
+                gQ = Y @ _mT(gV) if gQ is None else gQ + Y @ _mT(gV)
+            gX = self._square(Q, U, gQ, gU)
+            gY = _core.zeros_like(Y) if gV is None else Q @ gV
+            return _core.concat([gX, gY], -1)
+        return self._square(Q, R, gQ, gR)
+
+    @staticmethod
+    def _square(Q: Tensor, R: Tensor, gQ: Tensor | None, gR: Tensor | None) -> Tensor:
         M = 0
         if gR is not None:
             M = R @ _mT(gR)
@@ -406,6 +418,37 @@ class _Qr(Function):
         lhs = Q @ sym if gQ is None else gQ + Q @ sym
         # lhs @ R^-T
         return _mT(solve(R, _mT(lhs)))
+
+
+class _PinvHermitian(Function):
+    """``pinv(A, hermitian=True)``, PyTorch's: the value through ``eigh`` of the lower
+    triangle (eigenvalues of magnitude at or below ``max(atol, rtol * largest)`` dropped),
+    the gradient PyTorch's ``pinv_backward`` (written for the whole of ``A``)."""
+
+    atol: Any
+    rtol: float
+
+    def forward(self, A: Tensor) -> Tensor:
+        self.A = A
+        w, V = _lapack("pinv", np.linalg.eigh, _host("pinv", A), "L")
+        aw = np.abs(w)
+        top = aw.max(-1, keepdims=True) if aw.shape[-1] else aw
+        cut = top * float(self.rtol)
+        if self.atol is not None:
+            cut = np.maximum(cut, float(self.atol))
+        keep = aw > cut
+        winv = np.where(keep, 1.0 / np.where(keep, w, 1.0), 0.0)
+        return _back((V * winv[..., None, :]) @ np.swapaxes(V, -1, -2), A)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None
+        A = self.A
+        P = pinv(A, atol=self.atol, rtol=self.rtol, hermitian=True)
+        Ph, gh = _mT(P), _mT(g)
+        K = gh @ P
+        KPh = K @ Ph
+        return -_mT(P @ K) + KPh - (A @ P) @ KPh + (Ph @ P) @ (gh - K @ A)
 
 
 class QrResult(NamedTuple):
@@ -436,11 +479,15 @@ def qr(A: Tensor, mode: str = "reduced") -> QrResult:
 def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> Tensor:
     """The Moore-Penrose pseudo-inverse through the SVD: singular values at or below
     ``max(atol, rtol * largest)`` are dropped (``rtol`` defaults to ``eps * max(m, n)``)."""
-    A = _float_input("pinv", "A", A, square=False)
-    U, S, Vh = svd(A, full_matrices=False)
+    A = _float_input("pinv", "A", A, square=hermitian)
     m, n = A.shape[-2], A.shape[-1]
     if rtol is None:
         rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A.dtype).eps * max(m, n)
+    if hermitian:
+        fn = _PinvHermitian()
+        fn.atol, fn.rtol = atol, rtol
+        return fn(A)
+    U, S, Vh = svd(A, full_matrices=False)
     largest = S.detach().amax(-1, True) if S.shape[-1] else S.detach()
     cut = largest * float(rtol)
     if atol is not None:
@@ -473,7 +520,12 @@ def matrix_power(A: Tensor, n: int) -> Tensor:
         raise TypeError(f"linalg.matrix_power: n must be an int, got {type(n).__name__}")
     n = int(n)
     if n == 0:
-        return _core.zeros_like(A) + _eye_like(A.shape[-1], A)
+        # the identity, on A's graph with gradient 0 (PyTorch's)
+        eye_b = _core.zeros_like(A) + _eye_like(A.shape[-1], A)
+        if A.requires_grad or _core._tracking_level([A]) is not None:
+            keep = _core.ones(tuple(A.shape), dtype="bool", device=A.device)
+            return _core.where(keep, eye_b, A)
+        return eye_b
     if n < 0:
         A, n = inv(A), -n
     result = None

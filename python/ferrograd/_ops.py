@@ -245,6 +245,10 @@ def arange(
     n = _builtin_max(0, math.ceil((end - start) / step))
     if ints:
         arr = start + step * np.arange(n, dtype=np.int64)
+    elif np.dtype(name).kind in "iu":
+        # PyTorch's: the length from the bounds in double, the values from the bounds
+        # converted to the integer type first (truncated toward zero)
+        arr = int(start) + int(step) * np.arange(n, dtype=np.int64)
     else:
         arr = start + step * np.arange(n, dtype=np.float64)
     return _from_numpy(arr, name, _device(device))
@@ -259,6 +263,15 @@ def linspace(
     if steps < 0:
         raise ValueError(f"linspace: steps must be non-negative, got {steps}")
     name = _dtype_name(dtype) if dtype is not None else default_float()
+    if np.dtype(name).kind in "iu" and steps > 0:
+        # PyTorch's: the bounds converted to the integer type, the step in double, the first
+        # half counted up from start and the second down from end, each truncated
+        lo, hi = float(int(start)), float(int(end))
+        step = (hi - lo) / (steps - 1) if steps > 1 else 0.0
+        i = np.arange(steps, dtype=np.float64)
+        vals = np.where(i < steps // 2, lo + step * i, hi - step * (steps - i - 1))
+        vals[0] = lo
+        return _from_numpy(np.trunc(vals).astype(np.int64), name, _device(device))
     return _from_numpy(np.linspace(start, end, steps), name, _device(device))
 
 
@@ -1042,7 +1055,8 @@ def prod(
             y = concat([y, one], -1)
         y = y[..., 0::2] * y[..., 1::2]
     if y.shape[-1] == 0:
-        y = _core.ones((*y.shape[:-1], 1), dtype=y.dtype.name, device=y.device)
+        # 1 (the empty product), on the graph with gradient 0, as PyTorch's
+        y = y.sum(-1, keepdim=True) + 1
     return _keep(x, y.reshape(*y.shape[:-1]), dims, keepdim)
 
 
@@ -1185,8 +1199,12 @@ def norm(
         raise TypeError(f"norm: p must be a number or 'fro', got {p!r}")
     kw = {"axis": dims, "keepdims": keepdim}
     a = x.abs()
+    if p == 0:
+        # the count of nonzeros: on the graph with gradient 0, as PyTorch's
+        nonzero = where(x != 0, 1.0, x * 0.0)
+        return nonzero if x.ndim == 0 else nonzero.sum(**kw)
     if x.ndim == 0:
-        return a if p != 0 else (x != 0).astype(x.dtype)
+        return a
     if p == 2:
         return _safe_sqrt((x * x).sum(**kw))
     if p == 1:
@@ -1195,8 +1213,12 @@ def norm(
         return a.max(**kw)
     if p == -math.inf:
         return a.min(**kw)
-    if p == 0:
-        return (x != 0).astype(x.dtype).sum(**kw)
+    if p < 1:
+        # PyTorch's subgradient: a zero entry gets gradient 0 (its |x|**p is held constant:
+        # 0, or inf for p < 0, where the norm is then 0 and so is every gradient)
+        zero = a == 0
+        held = math.inf if p < 0 else 0.0
+        return where(zero, held, where(zero, 1.0, a) ** p).sum(**kw) ** (1.0 / p)
     s = (a**p).sum(**kw)
     if p > 1:
         # a zero norm has gradient 0 (PyTorch's subgradient), not 0 * inf

@@ -1019,8 +1019,9 @@ def clone(input: Tensor) -> Tensor:
 
 
 def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
-    """``input`` with the entries ``index`` (1-D) along ``dim`` set to ``value``
-    (differentiable in ``input``; the filled entries get no gradient)."""
+    """``input`` with the entries ``index`` (1-D) along ``dim`` set to ``value`` (a number
+    or a 0-d tensor; differentiable in ``input`` and in a tensor ``value``; the filled
+    entries of ``input`` get no gradient)."""
     from ._ops import _dim as _ops_dim
 
     x = _check_tensor("index_fill", "input", input)
@@ -1036,7 +1037,16 @@ def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     if x.ndim:
         shape[d] = n
     mask = tensor(keep.reshape(shape), dtype="bool", device=x.device)
-    fill = _core.full((), value, dtype=x.dtype.name, device=x.device)
+    if isinstance(value, Tensor):
+        # a 0-d tensor value: differentiable, as PyTorch's (its gradient is the sum over
+        # the filled entries)
+        if value.ndim != 0:
+            raise ShapeError(
+                f"index_fill: value must be a 0-dimensional tensor, got shape {list(value.shape)}"
+            )
+        fill = value if value.dtype == x.dtype else value.astype(x.dtype.name)
+    else:
+        fill = _core.full((), value, dtype=x.dtype.name, device=x.device)
     return _core.where(mask, x, fill)
 
 

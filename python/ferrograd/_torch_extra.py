@@ -24,6 +24,7 @@ from ._core import DTypeError, ShapeError, Tensor
 from ._ops import _check_tensor, _dim, _int, gather, index_add
 from ._tensor import _dtype_name, bfloat16, tensor
 from ._torch_more import _pair, tensor_split
+from .autodiff import Function as _Function
 
 __all__ = [
     "bitwise_and",
@@ -692,7 +693,8 @@ def cov(
             fact = wsum - float(correction) * (w * aw).sum() / wsum
     fact = _where(fact > 0, fact, _const(0.0, fact))
     out = c / fact
-    return out.reshape(()) if x.ndim < 2 else out
+    # squeezed as PyTorch's: one variable gives a 0-d tensor
+    return out.reshape(()) if x.ndim < 2 or x2.shape[0] == 1 else out
 
 
 def corrcoef(input: Tensor) -> Tensor:
@@ -973,6 +975,14 @@ def frexp(input: Tensor) -> Any:
     a = _host(x)
     m, e = np.frexp(a.astype(np.float32) if x.dtype == bfloat16 else a)
     mant = tensor(np.asarray(m), device=x.device).astype(_dtype_name(x.dtype))
+    if x.requires_grad or _core._tracking_level([x]) is not None:
+        # the mantissa is x * 2**-exponent (exact): its gradient is 2**-exponent, as PyTorch's
+        with np.errstate(all="ignore"):
+            scale = np.ldexp(np.ones_like(a, dtype=np.float64), -np.asarray(e, dtype=np.int64))
+            ok = np.isfinite(a) & np.isfinite(scale.astype(a.dtype))
+        scale_t = tensor(np.where(ok, scale, 0.0), device=x.device).astype(_dtype_name(x.dtype))
+        ok_t = tensor(np.asarray(ok), device=x.device)
+        mant = _core.where(ok_t, x * scale_t, mant)
     return _FrexpResult(mant, tensor(np.asarray(e, dtype=np.int32), device=x.device))
 
 
@@ -1436,17 +1446,17 @@ def scatter_reduce(
         n = _where(n > 0, n, _core.ones_like(n))
         return total / n
     if reduce == "prod":
-        if x.dtype.kind != "f":
+        if x.dtype.kind not in "fc":
             return _host_scatter(x, d, idx, s, np.multiply, include_self)
-        logs = _sadd(_core.zeros_like(x), d, idx, s.abs().log())
-        negs = _sadd(_core.zeros_like(x), d, idx, (s < 0).astype(dt))
-        sign = 1.0 - 2.0 * (negs - 2.0 * (negs * 0.5).floor())
-        zero = _sadd(_core.zeros_like(x), d, idx, (s == 0).astype(dt)) > 0
-        prod = _where(zero, _core.zeros_like(x), sign * logs.exp())
-        return base(1) * prod
+        # the products themselves (exact, in order) on the host; PyTorch's gradient rule
+        fn = _ScatterProd()
+        fn.d, fn.idx, fn.include_self, fn.hit = d, idx, include_self, hit
+        return fn(x, s)
     # amax / amin: the values on the host; the gradient shared among the entries that attain
     ufunc = np.maximum if reduce == "amax" else np.minimum
     val = _host_scatter(x, d, idx, s.detach(), ufunc, include_self)
+    if x.dtype.kind not in "fc":
+        return val
     gathered = gather(val, d, idx)
     src_on = (s.detach() == gathered).astype(dt)
     self_on = (x.detach() == val).astype(dt)
@@ -1456,6 +1466,47 @@ def scatter_reduce(
     ties = _where(ties > 0, ties, _core.ones_like(ties))
     contrib = _sadd((x - x.detach()) * self_on, d, idx, (s - s.detach()) * src_on)
     return val + contrib / ties
+
+
+class _ScatterProd(_Function):
+    """``scatter_reduce(..., 'prod')`` of floats: the values multiplied on the host, the
+    gradient PyTorch's (``scatter_reduce_backward``): a zero ``self`` entry is masked to 1,
+    a ``src`` entry that is the only zero of its slot gets the product of the others, and
+    where a slot holds two zeros their gradients are 0."""
+
+    d: int
+    idx: Tensor
+    include_self: bool
+    hit: Tensor
+
+    def forward(self, x: Tensor, s: Tensor) -> Tensor:
+        self.x, self.s = x, s
+        return _host_scatter(x, self.d, self.idx, s, np.multiply, self.include_self)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None, None
+        x, s, d, idx, inc = self.x, self.s, self.d, self.idx, self.include_self
+        result = scatter_reduce(x, d, idx, s, "prod", include_self=inc)
+        one = _core.ones_like(x)
+        masked_self = _where(x == 0, one, x)
+        grad_self = g * scatter_reduce(masked_self, d, idx, s, "prod", include_self=inc)
+        grad_self = grad_self / masked_self
+        if not inc:
+            grad_self = _where(self.hit, _core.zeros_like(grad_self), grad_self)
+        src_zero = s == 0
+        n_zero = gather(_sadd(_core.zeros_like(x), d, idx, src_zero.astype(x.dtype)), d, idx)
+        single = src_zero & (n_zero == 1)
+        ones_s = _core.ones_like(s)
+        masked_src_result = scatter_reduce(
+            x, d, idx, _where(single, ones_s, s), "prod", include_self=inc
+        )
+        grad_src = _where(
+            single,
+            gather(g * masked_src_result, d, idx),
+            gather(g * result, d, idx) / _where(src_zero, ones_s, s),
+        )
+        return grad_self, grad_src
 
 
 def _sadd(x: Tensor, d: int, idx: Tensor, src: Tensor) -> Tensor:
@@ -1476,10 +1527,14 @@ def _host_scatter(
     if not include_self:
         hit = np.zeros(xa.shape, dtype=bool)
         hit[coords_t] = True
-        first = np.zeros_like(xa)
-        # seed each hit slot with one of its sources, then reduce all of them in
-        first[coords_t] = sa
-        xa = np.where(hit, first, xa)
+        # seed each hit slot with the reduction's identity, then reduce all sources in
+        if ufunc is np.multiply:
+            seed = np.ones_like(xa)
+        else:
+            seed = np.zeros_like(xa)
+            # (max/min are idempotent: one of the slot's own sources is a neutral seed)
+            seed[coords_t] = sa
+        xa = np.where(hit, seed, xa)
     ufunc.at(xa, coords_t, sa)
     return tensor(xa, device=x.device)
 

@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from . import _core
 from ._core import Tensor
+from .autodiff import Function as _EngineFunction
 
 
 def _window(name: str, n: int, periodic: bool, dtype: Any, device: Any, fn: Any) -> Tensor:
@@ -122,11 +124,31 @@ def binomial(count: Tensor, prob: Tensor, generator: Any = None) -> Tensor:
 
 
 def nextafter(input: Tensor, other: Tensor) -> Tensor:
-    """The next representable value after ``input`` towards ``other`` (no gradient)."""
+    """The next representable value after ``input`` towards ``other``. As PyTorch's, the
+    result is on the graph of inputs that require grad, but its derivative is not
+    implemented (differentiating through it raises)."""
     from ._tensor import tensor
 
     a, b = input.detach().numpy(), other.detach().numpy()
-    return tensor(np.nextafter(a, b.astype(a.dtype)), device=input.device)
+    out = tensor(np.nextafter(a, b.astype(a.dtype)), device=input.device)
+    ins = [t for t in (input, other) if isinstance(t, Tensor) and t.dtype.kind == "f"]
+    if any(t.requires_grad or _core._tracking_level([t]) is not None for t in ins):
+        fn = _NextafterFn()
+        fn.value = out
+        return fn(*ins)
+    return out
+
+
+class _NextafterFn(_EngineFunction):
+    value: Tensor
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        return self.value
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None
+        raise NotImplementedError("the derivative for 'nextafter' is not implemented")
 
 
 def as_strided(input: Tensor, size: Any, stride: Any, storage_offset: int | None = None) -> Tensor:

@@ -246,7 +246,24 @@ def _div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
         raise ValueError(
             f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}"
         )
-    return _quotient("div", input, other, rounding_mode)[2]
+    a, b, q = _quotient("div", input, other, rounding_mode)
+    # on the graph with gradient 0 (the rounded quotient is piecewise constant), as PyTorch's
+    return _zero_grad_link(q, a, b)
+
+
+def _zero_grad_link(out: Tensor, *inputs: Any) -> Tensor:
+    """``out`` unchanged, but on the graph of the float ``inputs`` that need a gradient
+    (which then gets 0), as PyTorch's ops whose derivative is zero."""
+    keep = None
+    for t in inputs:
+        if not isinstance(t, Tensor) or t.dtype.kind not in "fc" or out.dtype.kind not in "fc":
+            continue
+        if not (t.requires_grad or _core._tracking_level([t]) is not None):
+            continue
+        if keep is None:
+            keep = _core.ones(tuple(out.shape), dtype="bool", device=out.device)
+        out = _core.where(keep, out, t if t.dtype == out.dtype else t.astype(out.dtype.name))
+    return out
 
 
 divide = div = _div
@@ -370,9 +387,20 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
 
 
 def hypot(input: Tensor, other: Tensor) -> Tensor:
-    """``sqrt(input**2 + other**2)``."""
+    """``sqrt(input**2 + other**2)`` without intermediate overflow or underflow: both are
+    scaled by the larger magnitude ``m`` (held constant, so the gradient is exactly
+    ``input / hypot`` and ``other / hypot``, as PyTorch's); an infinite argument gives inf."""
     a, b = _pair("hypot", input, other)
-    return (a * a + b * b).sqrt()
+    if a.dtype.kind not in "fc":
+        a, b = a.astype("float32"), b.astype("float32")
+    with _no_grad():
+        m = _core.maximum(a.abs(), b.abs())
+        inf = a.isinf() | b.isinf()
+        m = _core.where((m == 0) | inf | m.isnan(), _core.ones_like(m), m)
+    r = m * ((a / m).square() + (b / m).square()).sqrt()
+    if bool(inf.any()):
+        r = _core.where(inf, _core.ones_like(r) * math.inf, r)
+    return r
 
 
 def xlogy(input: Any, other: Any) -> Tensor:
@@ -525,6 +553,9 @@ def quantile(
     modes = ("linear", "lower", "higher", "midpoint", "nearest")
     if interpolation not in modes:
         raise ValueError(f"quantile: interpolation must be one of {modes}, got {interpolation!r}")
+    if dim is not None and x.ndim == 0:
+        _dim("quantile", x.reshape(1), dim)
+        dim = None  # a 0-d input: its one value, as PyTorch's
     if dim is None:
         x, d = x.reshape(-1), 0
     else:
@@ -533,9 +564,27 @@ def quantile(
     if n == 0:
         raise ValueError("quantile: the input is empty along dim")
     s = sort(x, d).values
+    # a tensor q is differentiable (linear interpolation), as PyTorch's: the weight is
+    # q * (n - 1) - floor(q * (n - 1)), the upper neighbour ceil(q * (n - 1))
+    q_flat = (
+        q.astype(x.dtype.name).reshape(-1)
+        if isinstance(q, Tensor) and interpolation == "linear" and q.dtype.kind == "f"
+        else None
+    )
     out = []
-    for qi in np.atleast_1d(qs):
+    for k, qi in enumerate(np.atleast_1d(qs)):
         pos = qi * (n - 1)
+        if q_flat is not None:
+            lo = math.floor(pos)
+            a = s.narrow(d, lo, 1)
+            w = q_flat[k] * (n - 1) - lo
+            v = a + (s.narrow(d, math.ceil(pos), 1) - a) * w
+            if dim is None:
+                v = v.reshape(*([1] * input.ndim)) if keepdim else v.reshape(())
+            elif not keepdim:
+                v = v.squeeze(d)
+            out.append(v)
+            continue
         lo = math.floor(pos)
         hi = builtins.min(lo + 1, n - 1)
         frac_ = pos - lo
@@ -678,6 +727,8 @@ def diff(
     n = _int("diff", "n", n)
     if n < 0:
         raise ValueError(f"diff: n must be non-negative, got {n}")
+    if n == 0:
+        return x  # PyTorch's: the input itself (prepend / append unused)
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:
         parts = [
@@ -979,7 +1030,8 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     out = np.bincount(xs, weights=w, minlength=_int("bincount", "minlength", minlength))
     if weights is None:
         return tensor(out.astype(np.int64), device=x.device)
-    return tensor(out.astype(weights.numpy().dtype), device=x.device)
+    # PyTorch's: float32 weights give float32, any other weights float64
+    return tensor(out.astype(np.float32 if w.dtype == np.float32 else np.float64), device=x.device)
 
 
 def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
@@ -1014,27 +1066,41 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
     return a @ v
 
 
-def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
-    """``beta * input + alpha * (mat @ vec)``."""
+def _scaled(input: Tensor, prod: Tensor, beta: Any, alpha: Any, operands: tuple) -> Tensor:
+    """``beta * input + alpha * prod`` as PyTorch's ``add*`` ops: with integer tensors the
+    scalars are truncated to integers (the result stays an integer tensor), with bool
+    tensors they act as bools (``beta and input or alpha and prod``)."""
     from ._torch_compat import _scaled_sum
 
-    return _scaled_sum(input, mv(mat, vec), beta, alpha)
+    kinds = {t.dtype.kind for t in (input, *operands) if isinstance(t, Tensor)}
+    if kinds == {"b"}:
+        p = prod.astype("bool")
+        out = p if bool(alpha) else p & False
+        return out | input.astype("bool") if bool(beta) else out
+    if kinds and kinds <= {"i", "u", "b"}:
+        beta, alpha = int(beta), int(alpha)
+    return _scaled_sum(input, prod, beta, alpha)
+
+
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """``beta * input + alpha * (mat @ vec)``."""
+    return _scaled(input, mv(mat, vec), beta, alpha, (mat, vec))
 
 
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
     """``beta * input + alpha * outer(vec1, vec2)``."""
-    from ._torch_compat import _scaled_sum, outer
+    from ._torch_compat import outer
 
-    return _scaled_sum(input, outer(vec1, vec2), beta, alpha)
+    return _scaled(input, outer(vec1, vec2), beta, alpha, (vec1, vec2))
 
 
 def addbmm(
     input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1, alpha: float = 1
 ) -> Tensor:
     """``beta * input + alpha * sum_b (batch1[b] @ batch2[b])``."""
-    from ._torch_compat import _scaled_sum, bmm
+    from ._torch_compat import bmm
 
-    return _scaled_sum(input, bmm(batch1, batch2).sum(axis=0), beta, alpha)
+    return _scaled(input, bmm(batch1, batch2).sum(axis=0), beta, alpha, (batch1, batch2))
 
 
 def dist(input: Tensor, other: Tensor, p: float = 2.0) -> Tensor:

@@ -254,6 +254,9 @@ def hardtanh(
     x = _t("hardtanh", "input", input)
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) must not exceed max_val ({max_val})")
+    if x.dtype.kind in "iu":
+        # an integer input stays integer (the bounds truncated, as PyTorch's)
+        min_val, max_val = int(min_val), int(max_val)
     out = x.clamp(min_val, max_val)
     if inplace:
         x.copy_(out)
@@ -657,6 +660,10 @@ def nll_loss(
     weight of the counted targets, as PyTorch."""
     x = _float("nll_loss", "input", input)
     if x.ndim == 1:
+        if reduction == "none":
+            # an unbatched input (C,) has a 0-d loss, as PyTorch's
+            t1 = _t("nll_loss", "target", target).reshape(1)
+            return nll_loss(x.reshape(1, -1), t1, weight, ignore_index, "none").reshape(())
         x = x.reshape(1, -1)
         target = _t("nll_loss", "target", target).reshape(1)
     t = _class_target("nll_loss", x, target)
@@ -1362,6 +1369,11 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     PyTorch's: each norm floored at ``eps`` on its own)."""
     a = _float("cosine_similarity", "x1", x1)
     b = _float("cosine_similarity", "x2", x2)
+    if tuple(a.shape) != tuple(b.shape):
+        # PyTorch's: the inputs broadcast first, the norms are then taken
+        from .. import broadcast_tensors
+
+        a, b = broadcast_tensors(a, b)
 
     def floored_norm(x: Tensor) -> Tensor:
         # floored without a gradient of its own, as PyTorch's (clamped under no_grad)
@@ -1521,11 +1533,13 @@ def margin_ranking_loss(
 def hinge_embedding_loss(
     input: Tensor, target: Tensor, margin: float = 1.0, reduction: str = "mean"
 ) -> Tensor:
-    """``x`` where ``target`` is 1, ``max(0, margin - x)`` where it is -1."""
+    """PyTorch's formula: ``max(0, margin - x)`` where ``target != 1`` plus ``x`` where
+    ``target != -1`` (so ``x`` where it is 1, the margin term where it is -1, and both for
+    any other target)."""
     x = _float("hinge_embedding_loss", "input", input)
     zero = x * 0.0
-    pos = _core.where(target == 1, x, zero)
-    neg = _core.where(target == -1, (margin - x).clamp(min=0.0), zero)
+    pos = _core.where(target != -1, x, zero)
+    neg = _core.where(target != 1, (margin - x).clamp(min=0.0), zero)
     return _reduce("hinge_embedding_loss", pos + neg, reduction)
 
 
@@ -2022,7 +2036,9 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``max(0, x) + weight * min(0, x)``, ``weight`` one value or one per channel (axis 1)."""
     x = _float("prelu", "input", input)
     w = _float("prelu", "weight", weight)
-    if w.numel() != 1:
+    if w.numel() == 1:
+        w = w.reshape(())  # the output keeps the input's shape (0-d included), as PyTorch's
+    else:
         if x.ndim < 2 or x.shape[1] != w.numel():
             raise ShapeError(
                 f"prelu: weight of {w.numel()} values for input of shape {list(x.shape)} "
