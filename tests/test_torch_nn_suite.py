@@ -327,3 +327,10 @@ def test_lazy_layers_hold_uninitialized_parameters_until_their_first_input():
         assert isinstance(lin.weight, lib.nn.Parameter) and tuple(lin.weight.shape) == (3, 5)
         assert not isinstance(bn.running_mean, P.UninitializedBuffer)
         assert tuple(bn.running_mean.shape) == (6,)
+
+
+def test_unfold_and_group_norm_take_an_empty_batch():
+    for lib in (torch, fg):
+        F = lib.nn.functional
+        assert tuple(F.unfold(lib.ones(0, 2, 4, 4), 2).shape) == (0, 8, 9)
+        assert tuple(F.group_norm(lib.ones(0, 4, 3), 2).shape) == (0, 4, 3)

@@ -473,7 +473,7 @@ def group_norm(
             f"group_norm: num_groups {num_groups} must divide the channels (axis 1) of input "
             f"of shape {list(x.shape)}"
         )
-    g = x.reshape(x.shape[0], num_groups, -1)
+    g = x.reshape(x.shape[0], num_groups, math.prod(x.shape[1:]) // num_groups)
     mean = g.mean(axis=2, keepdims=True)
     gc = g - mean
     var = (gc * gc).mean(axis=2, keepdims=True)
@@ -1730,7 +1730,7 @@ def unfold(
         _pair("unfold", "dilation", dilation),
         c,
     )
-    return cols.reshape(n, c * kh * kw, -1)
+    return cols.reshape(n, c * kh * kw, math.prod(cols.shape[2:]))  # (also for n = 0)
 
 
 def fold(
