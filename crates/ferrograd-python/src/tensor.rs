@@ -908,21 +908,21 @@ impl PyTensor {
                 targets.len()
             )));
         }
-        for a in targets.iter().cloned() {
+        for a in targets {
             if let Ok(other) = a.cast::<PyTensor>() {
                 let o = other.borrow().t();
                 dev = Some(o.device());
                 dt = Some(o.dtype());
-            } else if let Ok(d) = parse_dtype("to", &a) {
+            } else if let Ok(d) = parse_dtype("to", a) {
                 dt = Some(d);
             } else if a.is_instance_of::<pyo3::types::PyString>() {
                 // not a dtype name: a device, or the device parser's error
-                dev = Some(parse_device("to", Some(&a))?);
+                dev = Some(parse_device("to", Some(a))?);
             } else {
-                let d = parse_device("to", Some(&a)).map_err(|_| {
+                let d = parse_device("to", Some(a)).map_err(|_| {
                     PyTypeError::new_err(format!(
                         "to: expected a device, a dtype or a Tensor, got {}",
-                        describe(&a)
+                        describe(a)
                     ))
                 })?;
                 dev = Some(d);

@@ -993,10 +993,9 @@ impl GradKey {
         let needed = collect
             .as_ref()
             .map(|(targets, _, _)| needed_records(&tape, targets));
-        let is_needed = |f: &Arc<GradFn>| {
-            needed
-                .as_ref()
-                .is_none_or(|n| n.contains(&(Arc::as_ptr(f) as usize)))
+        let is_needed = |f: &Arc<GradFn>| match &needed {
+            Some(n) => n.contains(&(Arc::as_ptr(f) as usize)),
+            None => true,
         };
         let mut seeded: Vec<(Arc<GradFn>, usize)> = Vec::new();
         for (y, dy) in ys.iter().zip(dys) {
