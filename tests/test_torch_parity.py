@@ -729,6 +729,13 @@ def test_numpy_ufuncs_on_tensors_give_tensors():
     t = fg.tensor([3.0, 4.0], dtype="float64", requires_grad=True)
     (np.exp(t) * a + np.float64(2.0) * t).sum().backward()
     np.testing.assert_allclose(t.grad.numpy(), np.exp([3.0, 4.0]) * a + 2.0)
+    # one ferrograd does not have would lose the gradient: refused, as torch's numpy()
+    assert np.hypot(t, a).requires_grad  # (ferrograd's hypot)
+    # one ferrograd does not have would lose the gradient: refused, as torch's numpy()
+    with pytest.raises(RuntimeError, match="spacing"):
+        np.spacing(t)
+    with fg.no_grad():
+        assert not np.spacing(t).requires_grad
 
 
 def test_positional_to_flags_memory_format_casts_and_legacy_empty_cat():

@@ -961,12 +961,25 @@ def _array_ufunc(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: 
                 return getattr(a, op)(b)
             # a number with a tensor: the tensor's reflected operator
             return getattr(b, _REFLECTED.get(op, "__r" + op[2:]))(a)
-        fn = getattr(_core, _UFUNC_NAMES.get(name, name), None)
+        import ferrograd
+
+        fn = getattr(ferrograd, _UFUNC_NAMES.get(name, name), None)
         if fn is not None and all(isinstance(a, (Tensor, int, float, bool)) for a in args):
             try:
                 return fn(*args)
             except TypeError:
                 pass
+    from .autodiff import is_grad_enabled
+
+    tracked = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
+    if tracked and is_grad_enabled():
+        # computed by numpy, the result could not carry a gradient: refused, as PyTorch's
+        # `numpy()` of a tensor that requires grad (rather than a silently missing gradient)
+        raise RuntimeError(
+            f"numpy.{name}{'' if method == '__call__' else '.' + method}: cannot compute it "
+            f"on a tensor that requires grad (shape {list(tracked[0].shape)}): ferrograd has "
+            "no such op; use t.detach() for the values"
+        )
     values = [x.numpy() if isinstance(x, Tensor) else x for x in inputs]
     out = getattr(ufunc, method)(*values, **kwargs)
     if isinstance(out, tuple):
