@@ -264,15 +264,8 @@ Upsample = _simple(
 )
 
 
-def _dropout_nd(name: str) -> type:
-    def forward(self: Module, x: Tensor) -> Tensor:
-        if name == "Dropout1d":
-            if x.ndim not in (2, 3):
-                raise ShapeError(
-                    f"Dropout1d: input must be (N, C, L) or (C, L), got {list(x.shape)}"
-                )
-            return F.dropout2d(x.unsqueeze(-1), self.p, self.training).squeeze(-1)
-        return F.dropout2d(x, self.p, self.training)
+def _dropout_class(name: str, fn: Any, forward: Any) -> type:
+    """A dropout module ``name(p=0.5, inplace=False)`` (``p`` checked) with ``forward``."""
 
     def __init__(self: Module, p: float = 0.5, inplace: bool = False) -> None:
         Module.__init__(self)
@@ -283,10 +276,23 @@ def _dropout_nd(name: str) -> type:
             )
         self.p, self.inplace = p, inplace
 
-    cls = _simple(name, None, (("p", 0.5), *_INPLACE))
+    cls = _simple(name, fn, (("p", 0.5), *_INPLACE))
     cls.__init__ = __init__
     cls.forward = forward
     return cls
+
+
+def _dropout_nd(name: str) -> type:
+    def forward(self: Module, x: Tensor) -> Tensor:
+        if name == "Dropout1d":
+            if x.ndim not in (2, 3):
+                raise ShapeError(
+                    f"Dropout1d: input must be (N, C, L) or (C, L), got {list(x.shape)}"
+                )
+            return F.dropout2d(x.unsqueeze(-1), self.p, self.training).squeeze(-1)
+        return F.dropout2d(x, self.p, self.training)
+
+    return _dropout_class(name, None, forward)
 
 
 Dropout1d = _dropout_nd("Dropout1d")

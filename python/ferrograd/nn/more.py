@@ -17,11 +17,11 @@ from .._tensor import _dtype_name, default_float
 from . import functional as F
 from ._errors import ArgumentAssertionError
 from .extra import (
-    _INPLACE,
     ConvTranspose1d,
     InstanceNorm1d,
     InstanceNorm2d,
     InstanceNorm3d,
+    _dropout_class,
     _InstanceNorm,
     _loss,
     _simple,
@@ -199,27 +199,15 @@ LPPool1d = _simple("LPPool1d", F.lp_pool1d, _LP_FIELDS)
 LPPool2d = _simple("LPPool2d", F.lp_pool2d, _LP_FIELDS)
 
 
-def _random_dropout(name: str, fn: Any, default_training: bool) -> type:
+def _random_dropout(name: str, fn: Any) -> type:
     def forward(self: Module, x: Tensor) -> Tensor:
         return fn(x, self.p, self.training)
 
-    def __init__(self: Module, p: float = 0.5, inplace: bool = False) -> None:
-        Module.__init__(self)
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(
-                f"{name}: p must lie in [0, 1]: dropout probability has to be between 0 and "
-                f"1, but got {p}"
-            )
-        self.p, self.inplace = p, inplace
-
-    cls = _simple(name, fn, (("p", 0.5), *_INPLACE))
-    cls.__init__ = __init__
-    cls.forward = forward
-    return cls
+    return _dropout_class(name, fn, forward)
 
 
-Dropout3d = _random_dropout("Dropout3d", F.dropout3d, True)
-FeatureAlphaDropout = _random_dropout("FeatureAlphaDropout", F.feature_alpha_dropout, False)
+Dropout3d = _random_dropout("Dropout3d", F.dropout3d)
+FeatureAlphaDropout = _random_dropout("FeatureAlphaDropout", F.feature_alpha_dropout)
 
 MultiLabelMarginLoss = _loss("MultiLabelMarginLoss", F.multilabel_margin_loss, (), 2)
 
