@@ -40,6 +40,7 @@ __all__ = [
     "full_like",
     "gather",
     "index_add",
+    "index_select",
     "linspace",
     "logsumexp",
     "masked_fill",
@@ -263,16 +264,59 @@ def linspace(
     if steps < 0:
         raise ValueError(f"linspace: steps must be non-negative, got {steps}")
     name = _dtype_name(dtype) if dtype is not None else default_float()
-    if np.dtype(name).kind in "iu" and steps > 0:
-        # PyTorch's: the bounds converted to the integer type, the step in double, the first
-        # half counted up from start and the second down from end, each truncated
-        lo, hi = float(int(start)), float(int(end))
-        step = (hi - lo) / (steps - 1) if steps > 1 else 0.0
-        i = np.arange(steps, dtype=np.float64)
-        vals = np.where(i < steps // 2, lo + step * i, hi - step * (steps - i - 1))
-        vals[0] = lo
-        return _from_numpy(np.trunc(vals).astype(np.int64), name, _device(device))
+    if name == "bool":
+        raise NotImplementedError("linspace: not implemented for bool (as PyTorch's)")
+    if np.dtype(name).kind in "iu":
+        # PyTorch's: the bounds converted to the integer type (checked, as c10's
+        # conversion), then its double linspace truncated toward zero
+        from ._torch_compat import _int_scalar
+
+        lo, hi = (
+            int(np.array(_int_scalar("linspace", n, v, name)).astype(name))
+            for n, v in (("start", start), ("end", end))
+        )
+        vals = _linspace_trunc(float(lo), float(hi), steps)
+        return _from_numpy(vals, name, _device(device))
     return _from_numpy(np.linspace(start, end, steps), name, _device(device))
+
+
+def _linspace_trunc(lo: float, hi: float, steps: int) -> np.ndarray:
+    """``trunc`` of PyTorch's double linspace (CPU), exactly: with ``step = (hi - lo) /
+    (steps - 1)``, entry ``i`` of the first half is ``fma(i, step, lo)`` and of the second
+    ``fma(-(steps - 1 - i), step, hi)``, each rounded once (its compiled kernel fuses the
+    multiply-add). Computed in double (two roundings) and, where that lands near an integer
+    (so that truncation could differ), again exactly with integers."""
+    if steps == 0:
+        return np.zeros(0, np.int64)
+    if steps == 1:
+        return np.array([math.trunc(lo)], np.int64)
+    step = (hi - lo) / (steps - 1)
+    i = np.arange(steps)
+    first = i < steps // 2
+    k = np.where(first, i, i - (steps - 1)).astype(np.float64)
+    base = np.where(first, lo, hi)
+    prod = k * step
+    vals = base + prod
+    # where the product is exact (Dekker's error-free split finds no remainder) the sum's
+    # one rounding is the fma's; elsewhere the double is off by at most a few units in the
+    # last place of its terms, which only matters near an integer
+    c = 134217729.0  # 2**27 + 1
+    th, sh = c * k, c * step
+    kh = th - (th - k)
+    stp_h = sh - (sh - step)
+    kl, stp_l = k - kh, step - stp_h
+    rem = ((kh * stp_h - prod) + kh * stp_l + kl * stp_h) + kl * stp_l
+    err = 4 * (np.spacing(np.abs(prod)) + np.spacing(np.abs(base)) + np.spacing(np.abs(vals)))
+    out = np.trunc(vals)
+    near = (rem != 0) & (np.abs(vals - np.round(vals)) <= err)
+    if near.any():
+        sn, sd = step.as_integer_ratio()
+        for j in np.flatnonzero(near):
+            bn, bd = float(base[j]).as_integer_ratio()
+            kk = int(k[j])
+            exact = (kk * sn * bd + bn * sd) / (sd * bd)  # (a correctly rounded division)
+            out[j] = math.trunc(exact)
+    return out.astype(np.int64)
 
 
 @_factory
@@ -600,13 +644,26 @@ def stack(
     return r
 
 
-def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
-    """The ``length`` entries from ``start`` along ``dim`` (a view)."""
+def _int_of_0d(op: str, name: str, v: Any) -> Any:
+    """A 0-d integer tensor as its int, as PyTorch takes one for an int argument (other
+    values as they are)."""
+    if not isinstance(v, Tensor):
+        return v
+    if v.ndim != 0:
+        raise ShapeError(f"{op}: {name} must be a 0-d integer tensor, got shape {list(v.shape)}")
+    if v.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: {name} must be a 0-d integer tensor, got {v.dtype}")
+    return int(v.item())
+
+
+def narrow(input: Tensor, dim: int, start: Any, length: Any) -> Tensor:
+    """The ``length`` entries from ``start`` along ``dim`` (a view; ``start`` may be a 0-d
+    integer tensor, as PyTorch's)."""
     x = _check_tensor("narrow", "input", input)
     d = _dim("narrow", x, dim)
     n = x.shape[d]
-    start = _int("narrow", "start", start)
-    length = _int("narrow", "length", length)
+    start = _int("narrow", "start", _int_of_0d("narrow", "start", start))
+    length = _int("narrow", "length", _int_of_0d("narrow", "length", length))
     if start < 0:
         start += n
     if not 0 <= start <= n or length < 0 or start + length > n:
@@ -789,8 +846,43 @@ def gather(input: Tensor, dim: Any = None, index: Any = None, *, axis: Any = Non
         raise TypeError("gather: dim (or axis) and index are required")
     d = _dim("gather", x, dim)
     idx = _index_tensor("gather", index, x.device)
+    if x.ndim == 0 or idx.ndim == 0:
+        # PyTorch reads a 0-d input or index as 1-D of one entry; the output takes the
+        # index's shape
+        x1, i1 = _as_1d(x), _as_1d(idx)
+        if x1.ndim != i1.ndim:
+            raise ShapeError(
+                f"gather: index of shape {list(idx.shape)} must have as many dims as input "
+                f"of shape {list(x.shape)}"
+            )
+        return gather(x1, d, i1).reshape(*idx.shape)
     src = _fit("gather", "input", x, tuple(idx.shape), d)
     return _core.take_along_axis(src, idx, d)
+
+
+def _as_1d(x: Tensor) -> Tensor:
+    """A 0-d tensor as 1-D of one entry (others as they are)."""
+    return x.reshape(1) if x.ndim == 0 else x
+
+
+def index_select(input: Tensor, dim: Any, index: Any) -> Tensor:
+    """The slices ``index`` (1-D, or 0-d for one slice) of ``input`` along ``dim``; a 0-d
+    ``input`` takes an index of one entry and stays 0-d, as PyTorch's."""
+    x = _check_tensor("index_select", "input", input)
+    index = _index_tensor("index_select", index, x.device)
+    if index.ndim > 1:
+        raise IndexError(
+            f"index_select: index must be a vector (0-d or 1-D), got shape {list(index.shape)}"
+        )
+    d = _dim("index_select", x, dim)
+    if x.ndim == 0:
+        if index.numel() != 1:
+            raise ShapeError(
+                f"index_select: the index into a 0-d input must hold exactly 1 value, got "
+                f"{index.numel()}"
+            )
+        return _core.index_select(x.reshape(1), 0, index.reshape(1)).reshape()
+    return _core.index_select(x, d, _as_1d(index))
 
 
 def _scatter_src(op: str, x: Tensor, idx: Tensor, d: int, src: Any) -> Tensor:
@@ -806,6 +898,10 @@ def scatter_add(input: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
     x = _check_tensor("scatter_add", "input", input)
     d = _dim("scatter_add", x, dim)
     idx = _index_tensor("scatter_add", index, x.device)
+    if x.ndim == 0 or idx.ndim == 0:
+        # PyTorch reads 0-d tensors as 1-D of one entry
+        s1 = _as_1d(src) if isinstance(src, Tensor) else src
+        return scatter_add(_as_1d(x), d, _as_1d(idx), s1).reshape(*x.shape)
     s = _scatter_src("scatter_add", x, idx, d, src)
     return x + _core._scatter_add(s, idx, d, tuple(x.shape))
 
@@ -823,12 +919,23 @@ def scatter(
         raise TypeError("scatter: give src or value")
     d = _dim("scatter", x, dim)
     idx = _index_tensor("scatter", index, x.device)
+    if x.ndim == 0 or idx.ndim == 0:
+        # PyTorch reads 0-d tensors as 1-D of one entry
+        s1 = _as_1d(src) if isinstance(src, Tensor) else src
+        return scatter(_as_1d(x), d, _as_1d(idx), s1, reduce=reduce).reshape(*x.shape)
     if reduce == "add":
         return scatter_add(x, d, idx, src)
     s = _scatter_src("scatter", x, idx, d, src)
     if reduce not in (None, "multiply"):
         raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
-    rank = _repeat_rank(idx.numpy(), d, tuple(x.shape), from_end=reduce is None)
+    pos = idx.numpy()
+    n = x.shape[d]
+    if pos.size and (pos.min() < -n or pos.max() >= n):
+        from .nn._errors import IndexRuntimeError
+
+        bad = int(pos.max()) if pos.max() >= n else int(pos.min())
+        raise IndexRuntimeError(f"scatter: index {bad} is out of bounds for dim {d} with size {n}")
+    rank = _repeat_rank(pos, d, tuple(x.shape), from_end=reduce is None)
     if reduce == "multiply":
         # one round per repeat level: each round's targets are distinct
         out = x
@@ -881,12 +988,26 @@ def index_add(input: Tensor, dim: int, index: Any, source: Tensor, *, alpha: Any
     d = _dim("index_add", x, dim)
     idx = _index_tensor("index_add", index, x.device)
     if idx.ndim > 1:
-        raise ShapeError(f"index_add: index must be 1-D, got shape {list(idx.shape)}")
+        raise IndexError(f"index_add: index must be 0-d or 1-D, got shape {list(idx.shape)}")
     idx = idx.reshape(-1)
+    if x.ndim == 0:
+        # a 0-d input takes a 0-d source and one index, 0 (-1 too, wrapping as ferrograd's
+        # indices do elsewhere, where PyTorch refuses it)
+        if idx.shape[0] != 1:
+            raise IndexError(
+                f"index_add: the index into a 0-d input must hold exactly 1 value, got "
+                f"{idx.shape[0]}"
+            )
+        if src.ndim != 0:
+            raise ShapeError(
+                f"index_add: source must be 0-d for a 0-d input, got shape {list(src.shape)}"
+            )
+        i = int(idx.numpy()[0])
+        if i not in (0, -1):
+            raise IndexError(f"index_add: index {i} is out of range for a 0-d input")
+        return x + _dtype_like(src * alpha if alpha != 1 else src, x)
     want = list(x.shape)
     want[d] = idx.shape[0]
-    if x.ndim == 0:
-        want = []
     if list(src.shape) != want:
         raise ShapeError(
             f"index_add: source has shape {list(src.shape)}, expected {want} (input's shape "
@@ -894,8 +1015,6 @@ def index_add(input: Tensor, dim: int, index: Any, source: Tensor, *, alpha: Any
         )
     if alpha != 1:
         src = src * alpha
-    if x.ndim == 0:
-        return x + src
     full_idx = idx.reshape(*[-1 if e == d else 1 for e in range(x.ndim)]).broadcast_to(*want)
     return x + _dtype_like(_core._scatter_add(src, full_idx, d, tuple(x.shape)), x)
 
@@ -1036,13 +1155,17 @@ def prod(
     axis: Any = None,
     keepdims: bool | None = None,
 ) -> Tensor:
-    """The product over ``dim`` (all axes by default); integers and bools give int64.
-    The gradient is exact with zeros in the input (a tree of multiplications)."""
+    """The product over ``dim`` (all axes by default); integers and bools give int64
+    (``dtype``: computed in and returned as that dtype, bool included). The gradient is
+    exact with zeros in the input (a tree of multiplications)."""
     x = _check_tensor("prod", "input", input)
     keepdim = keepdim if keepdims is None else keepdims
     if dtype is not None:
-        x = x.astype(_dtype_name(dtype))
-    elif x.dtype.kind in "biu":
+        # computed in dtype, returned as dtype (a bool product is an and; narrow ints wrap)
+        name = _dtype_name(dtype)
+        out = prod(x.astype(name), dim, keepdim, axis=axis)
+        return out if out.dtype.name == name else out.astype(name)
+    if x.dtype.kind in "biu":
         x = x.astype("int64")
     dims = _reduce_dims("prod", x, dim, axis)
     if x.ndim == 0:
@@ -1185,18 +1308,33 @@ def norm(
 ) -> Tensor:
     """The vector ``p``-norm over ``dim`` (all entries by default): ``"fro"`` and 2
     (gradient 0 at 0, as PyTorch), 1, ``inf``, ``-inf``, 0 (the count of nonzeros) or any
-    positive number."""
+    positive number; ``"nuc"``: the nuclear norm of the matrices over the two axes of
+    ``dim`` (of a matrix without ``dim``)."""
     x = _check_tensor("norm", "input", input)
     keepdim = keepdim if keepdims is None else keepdims
     if dtype is not None:
         x = x.astype(_dtype_name(dtype))
     if x.dtype.kind != "f":
         raise DTypeError(f"norm: input must be a float tensor, got {x.dtype}")
+    if isinstance(p, str) and p == "nuc":
+        # the nuclear norm of the matrices over the two axes of dim (a matrix by default)
+        d = _pick("norm", dim, axis)
+        if d is None:
+            if x.ndim != 2:
+                raise ShapeError(
+                    f"norm: p='nuc' without dim needs a matrix, got shape {list(x.shape)}"
+                )
+            d = (0, 1)
+        if not isinstance(d, (list, tuple)) or len(d) != 2:
+            raise ShapeError(f"norm: p='nuc' needs dim to name two axes, got {d!r}")
+        from .linalg import matrix_norm
+
+        return matrix_norm(x, "nuc", dim=tuple(d), keepdim=keepdim)
     dims = _reduce_dims("norm", x, dim, axis)
     if p == "fro" or p is None:
         p = 2
     if isinstance(p, str):
-        raise TypeError(f"norm: p must be a number or 'fro', got {p!r}")
+        raise TypeError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
     kw = {"axis": dims, "keepdims": keepdim}
     a = x.abs()
     if p == 0:
@@ -1455,6 +1593,7 @@ def _install() -> None:
         "scatter": scatter,
         "scatter_add": scatter_add,
         "index_add": index_add,
+        "index_select": index_select,
         "masked_fill": masked_fill,
         "masked_fill_": _masked_fill_,
         "masked_select": masked_select,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._core import ShapeError, Tensor
+from ._core import DTypeError, ShapeError, Tensor
 from ._ops import _check_tensor, _int, gather
 from ._tensor import _dtype_name, tensor
 
@@ -155,16 +155,91 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
 def addmm(
     input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: float = 1
 ) -> Tensor:
-    """``beta * input + alpha * (mat1 @ mat2)``."""
-    prod = mm(mat1, mat2)
-    return _scaled_sum(input, prod, beta, alpha)
+    """``beta * input + alpha * (mat1 @ mat2)`` (PyTorch's dtype rules: see
+    :func:`_addmm_like`)."""
+    return _addmm_like("addmm", input, (mat1, mat2), mm, beta, alpha)
 
 
 def baddbmm(
     input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1, alpha: float = 1
 ) -> Tensor:
-    """``beta * input + alpha * (batch1 @ batch2)``, batched."""
-    return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)
+    """``beta * input + alpha * (batch1 @ batch2)``, batched (PyTorch's dtype rules: see
+    :func:`_addmm_like`)."""
+    return _addmm_like("baddbmm", input, (batch1, batch2), bmm, beta, alpha)
+
+
+def _scalar_overflow(op: str, name: str, v: Any, dtype: str) -> Exception:
+    from .nn._errors import ArgumentRuntimeError
+
+    return ArgumentRuntimeError(
+        f"{op}: {name}={v!r} cannot be converted to type {dtype} without overflow"
+    )
+
+
+def _int_scalar(op: str, name: str, v: Any, dtype: str) -> int:
+    """``v`` as PyTorch converts a scalar argument to an integer tensor's dtype: a bool as
+    0 / 1, a float truncated toward zero, a complex only with no imaginary part; refused
+    (``RuntimeError``) where it overflows the dtype (an unsigned dtype takes negative ints
+    down to ``-max``, wrapping, as c10's checked conversion)."""
+    info = np.iinfo(dtype)
+    if isinstance(v, Tensor):
+        v = v.item()
+    if isinstance(v, (bool, np.bool_)):
+        return int(v)
+    if isinstance(v, (int, np.integer)):
+        lo = info.min if info.min < 0 else -int(info.max)
+        if not lo <= int(v) <= info.max:
+            raise _scalar_overflow(op, name, v, dtype)
+        return int(v)
+    if isinstance(v, (complex, np.complexfloating)):
+        if v.imag != 0:
+            raise _scalar_overflow(op, name, v, dtype)
+        v = v.real
+    f = float(v)
+    if not math.isfinite(f) or f < info.min or f > info.max:
+        raise _scalar_overflow(op, name, v, dtype)
+    return int(f)
+
+
+def _float_scalar(op: str, name: str, v: Any, dtype: str) -> Any:
+    """``v`` for a float tensor: a bool as 0 / 1, a complex only with no imaginary part."""
+    if isinstance(v, Tensor):
+        v = v.item()
+    if isinstance(v, (bool, np.bool_)):
+        return int(v)
+    if isinstance(v, (complex, np.complexfloating)):
+        if v.imag != 0:
+            raise _scalar_overflow(op, name, v, dtype)
+        return float(v.real)
+    return v
+
+
+def _addmm_like(
+    op: str, input: Any, operands: tuple, product: Any, beta: Any, alpha: Any
+) -> Tensor:
+    """``beta * input + alpha * product(*operands)`` with PyTorch's rules for
+    ``addmm``/``baddbmm``/``addbmm``/``addmv``: every tensor of one dtype (``RuntimeError``
+    otherwise), no bool tensors (``NotImplementedError``); with integer tensors ``alpha``
+    and ``beta`` are converted to the dtype (floats truncated toward zero, refused where
+    they overflow) and the result stays of that dtype (wrapping as its arithmetic)."""
+    x = _check_tensor(op, "input", input)
+    ts = (x, *(_check_tensor(op, "operand", t) for t in operands))
+    names = [t.dtype.name for t in ts]
+    if len(set(names)) > 1:
+        raise DTypeError(f"{op}: input tensors must have the same dtype, got {', '.join(names)}")
+    dt = x.dtype
+    if dt.kind == "b":
+        raise NotImplementedError(f"{op}: not implemented for bool tensors (as PyTorch's)")
+    if dt.kind in "iu":
+        b = _int_scalar(op, "beta", beta, dt.name)
+        a = _int_scalar(op, "alpha", alpha, dt.name)
+        # computed in int64: the same result modulo 2**bits as the dtype's own arithmetic
+        wide = [t.astype("int64") if t.dtype.name != "int64" else t for t in ts]
+        out = _scaled_sum(wide[0], product(*wide[1:]), b, a)
+        return out if out.dtype == dt else out.astype(dt.name)
+    b = _float_scalar(op, "beta", beta, dt.name)
+    a = _float_scalar(op, "alpha", alpha, dt.name)
+    return _scaled_sum(x, product(*ts[1:]), b, a)
 
 
 def _scaled_sum(input: Tensor, prod: Tensor, beta: float, alpha: float) -> Tensor:
@@ -1040,6 +1115,8 @@ def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     x = _check_tensor("index_fill", "input", input)
     d = _ops_dim("index_fill", x, dim)
     idx = index.detach().numpy() if isinstance(index, Tensor) else np.asarray(index)
+    if idx.ndim > 1:
+        raise IndexError(f"index_fill: index must be 0-d or 1-D, got shape {list(idx.shape)}")
     idx = idx.astype(np.int64).reshape(-1)
     n = x.shape[d] if x.ndim else 1
     if idx.size and (idx.min() < -n or idx.max() >= n):
@@ -1084,6 +1161,7 @@ def _random_ints(g: np.random.Generator, shape: tuple, low: int = 0, high: Any =
 
 def _install() -> None:
     from ._ops import index_add, scatter, scatter_add
+    from ._ops import index_select as _ops_index_select
 
     methods: dict[str, Any] = {
         "scatter_": _inplace(scatter),
@@ -1124,7 +1202,7 @@ def _install() -> None:
         "clamp_min": clamp_min,
         "clamp_max": clamp_max,
         "reshape_as": lambda self, other: self.reshape(*other.shape),
-        "index_select": lambda self, dim, index: _core.index_select(self, dim, index),
+        "index_select": _ops_index_select,
         "repeat_interleave": _repeat_interleave,
         "type": _type,
         "new_zeros": None,

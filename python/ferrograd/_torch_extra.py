@@ -1409,9 +1409,14 @@ def scatter_reduce(
     s = _check_tensor(op, "src", src)
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
         raise ValueError(f"{op}: reduce must be one of sum, prod, mean, amax, amin; got {reduce!r}")
-    if x.ndim == 0:
-        raise ShapeError(f"{op}: input must have at least one dimension")
     d = _dim(op, x, dim)
+    if x.ndim == 0 or s.ndim == 0 or (isinstance(index, Tensor) and index.ndim == 0):
+        # PyTorch reads 0-d tensors as 1-D of one entry
+        def one(t: Any) -> Any:
+            return t.reshape(1) if isinstance(t, Tensor) and t.ndim == 0 else t
+
+        out = scatter_reduce(one(x), d, one(index), one(s), reduce, include_self=include_self)
+        return out.reshape(*x.shape)
     if s.ndim != x.ndim:
         raise ShapeError(
             f"{op}: src of shape {list(s.shape)} must have input's number of dimensions "

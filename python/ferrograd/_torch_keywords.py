@@ -77,7 +77,9 @@ def _sized(fn: Callable[..., Any]) -> Any:
 
 
 def _with_dtype(fn: Callable[..., Any], method: bool) -> Any:
-    """``sum(x, dtype=d)``: ``x`` cast to ``d`` first (PyTorch's)."""
+    """``sum(x, dtype=d)``: ``x`` cast to ``d`` first and the result of dtype ``d``
+    (PyTorch's: ``prod(bools, dtype=bool)`` is bool, ``sum(x, dtype=int32)`` int32; an
+    int64 result cast down wraps as the narrower dtype's arithmetic would)."""
 
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -87,7 +89,11 @@ def _with_dtype(fn: Callable[..., Any], method: bool) -> Any:
         if dtype is not None and args and isinstance(args[0], Tensor):
             from ._tensor import _dtype_name
 
-            args = (args[0].astype(_dtype_name(dtype)), *args[1:])
+            name = _dtype_name(dtype)
+            out = fn(args[0].astype(name), *args[1:], **kwargs)
+            if isinstance(out, Tensor) and out.dtype.name != name:
+                out = out.astype(name)
+            return out
         return fn(*args, **kwargs)
 
     return wrapped

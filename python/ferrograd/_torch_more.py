@@ -617,7 +617,10 @@ def nansum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any 
         x = x.astype(_dtype_name(dtype))
     if x.dtype.kind == "f":
         x = _core.where(x.isnan(), _core.zeros_like(x), x)
-    return x.sum(dim=dim, keepdim=keepdim) if dim is not None else x.sum()
+    out = x.sum(dim=dim, keepdim=keepdim) if dim is not None else x.sum()
+    # with dtype, the result is of dtype (PyTorch's; an int64 sum cast down wraps as the
+    # narrower dtype's arithmetic would)
+    return out.astype(x.dtype.name) if dtype is not None and out.dtype != x.dtype else out
 
 
 def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
@@ -1066,41 +1069,58 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
     return a @ v
 
 
-def _scaled(input: Tensor, prod: Tensor, beta: Any, alpha: Any, operands: tuple) -> Tensor:
-    """``beta * input + alpha * prod`` as PyTorch's ``add*`` ops: with integer tensors the
-    scalars are truncated to integers (the result stays an integer tensor), with bool
-    tensors they act as bools (``beta and input or alpha and prod``)."""
-    from ._torch_compat import _scaled_sum
-
-    kinds = {t.dtype.kind for t in (input, *operands) if isinstance(t, Tensor)}
-    if kinds == {"b"}:
-        p = prod.astype("bool")
-        out = p if bool(alpha) else p & False
-        return out | input.astype("bool") if bool(beta) else out
-    if kinds and kinds <= {"i", "u", "b"}:
-        beta, alpha = int(beta), int(alpha)
-    return _scaled_sum(input, prod, beta, alpha)
-
-
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
-    """``beta * input + alpha * (mat @ vec)``."""
-    return _scaled(input, mv(mat, vec), beta, alpha, (mat, vec))
+    """``beta * input + alpha * (mat @ vec)`` (PyTorch's dtype rules, as ``addmm``'s)."""
+    from ._torch_compat import _addmm_like
+
+    return _addmm_like("addmv", input, (mat, vec), mv, beta, alpha)
 
 
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
-    """``beta * input + alpha * outer(vec1, vec2)``."""
-    from ._torch_compat import outer
+    """``beta * input + alpha * outer(vec1, vec2)``, as PyTorch's: the dtypes promote; with
+    an integer or bool result ``alpha``/``beta`` must not be floats, with a non-bool result
+    they must not be bools; bool tensors combine as ``beta and input or alpha and outer``."""
+    from ._core import DTypeError
+    from ._torch_compat import _float_scalar, _int_scalar, _scaled_sum, outer
 
-    return _scaled(input, outer(vec1, vec2), beta, alpha, (vec1, vec2))
+    x = _check_tensor("addr", "input", input)
+    p = outer(vec1, vec2)
+    kinds = {x.dtype.kind, p.dtype.kind}
+    result = "f" if kinds & {"f", "c"} else ("i" if kinds & {"i", "u"} else "b")
+    for name, v in (("beta", beta), ("alpha", alpha)):
+        if result != "b" and isinstance(v, (bool, np.bool_)):
+            raise DTypeError(f"addr: Boolean {name} only supported for Boolean results")
+        if result != "f" and isinstance(v, (float, complex, np.floating, np.complexfloating)):
+            raise DTypeError(
+                f"addr: for integral input tensors, argument {name} must not be a floating "
+                f"point number, got {v!r}"
+            )
+    if result == "b":
+        pb = p.astype("bool")
+        out = pb if bool(alpha) else pb & False
+        return out | x.astype("bool") if bool(beta) else out
+    if result == "i":
+        dt = np.result_type(*(np.dtype(t.dtype.name) for t in (x, vec1, vec2))).name
+        b = _int_scalar("addr", "beta", beta, dt)
+        a = _int_scalar("addr", "alpha", alpha, dt)
+        out = _scaled_sum(x.astype("int64"), p.astype("int64"), b, a)
+        return out.astype(dt)
+    b = _float_scalar("addr", "beta", beta, p.dtype.name)
+    a = _float_scalar("addr", "alpha", alpha, p.dtype.name)
+    return _scaled_sum(x, p, b, a)
 
 
 def addbmm(
     input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1, alpha: float = 1
 ) -> Tensor:
-    """``beta * input + alpha * sum_b (batch1[b] @ batch2[b])``."""
-    from ._torch_compat import bmm
+    """``beta * input + alpha * sum_b (batch1[b] @ batch2[b])`` (PyTorch's dtype rules, as
+    ``addmm``'s)."""
+    from ._torch_compat import _addmm_like, bmm
 
-    return _scaled(input, bmm(batch1, batch2).sum(axis=0), beta, alpha, (batch1, batch2))
+    def product(b1: Tensor, b2: Tensor) -> Tensor:
+        return bmm(b1, b2).sum(axis=0)
+
+    return _addmm_like("addbmm", input, (batch1, batch2), product, beta, alpha)
 
 
 def dist(input: Tensor, other: Tensor, p: float = 2.0) -> Tensor:
@@ -1173,30 +1193,95 @@ def select(input: Tensor, dim: int, index: int) -> Tensor:
 
 
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
-    """``input`` with the slices ``index`` (1-D) along ``dim`` replaced by ``source``'s
-    (differentiable in both; the replaced slices get no gradient)."""
+    """``input`` with the slices ``index`` (1-D, or 0-d for one slice) along ``dim``
+    replaced by ``source``'s (differentiable in both; the replaced slices get no gradient).
+    As PyTorch's: a 0-d input or source counts as 1-D of one entry, and a repeated index
+    takes the last of its slices."""
+    from ._ops import _index_tensor, index_add
     from ._torch_compat import index_fill
 
     x = _check_tensor("index_copy", "input", input)
+    src = _check_tensor("index_copy", "source", source)
     d = _dim("index_copy", x, dim)
-    idx = index if isinstance(index, Tensor) else tensor(np.asarray(index), device=x.device)
+    idx = _index_tensor("index_copy", index, x.device)
+    if idx.ndim > 1:
+        raise IndexError(f"index_copy: index must be 0-d or 1-D, got shape {list(idx.shape)}")
+    idx = idx.reshape(-1)
+    k = idx.shape[0]
+    if src.ndim == 0:
+        # PyTorch: a 0-d source takes one index (into a 0-d or 1-D input)
+        if k != 1:
+            raise IndexError(f"index_copy: a 0-d source needs an index of exactly 1 value, got {k}")
+        src = src.reshape(*([1] if x.ndim else []))
+    elif x.ndim == 0 and (src.ndim != 1 or src.shape[0] != k):
+        raise ShapeError(
+            f"index_copy: source of shape {list(src.shape)} does not fit a 0-d input "
+            f"with an index of {k} values"
+        )
+    if x.ndim == 0:
+        n = 1
+    else:
+        n = x.shape[d]
+        want = list(x.shape)
+        want[d] = k
+        if list(src.shape) != want:
+            raise ShapeError(
+                f"index_copy: source has shape {list(src.shape)}, expected {want} (input's "
+                f"shape with dim {d} of the index's length)"
+            )
+    pos = idx.numpy()
+    if pos.size and (pos.min() < -n or pos.max() >= n):
+        raise IndexError(f"index_copy: index out of range for dim {d} of size {n}")
+    pos = pos % n
+    # a repeated index takes the last write (as PyTorch's CPU kernel)
+    _, first_rev = np.unique(pos[::-1], return_index=True)
+    last = np.sort(pos.size - 1 - first_rev)
+    if x.ndim == 0:
+        # (through where, so that input gets its zero gradient, as PyTorch's)
+        picked = _dtype_like_x(src.reshape(-1)[int(last[-1])], x)
+        return _core.where(tensor(True, device=x.device), picked, x)
+    if last.size != pos.size:
+        keep = tensor(last.astype(np.int64), device=x.device)
+        src = src.index_select(d, keep)
+        idx = tensor(pos[last], device=x.device)
     cleared = index_fill(x, d, idx, 0.0)
-    from ._ops import index_add
+    return index_add(cleared, d, idx, _dtype_like_x(src, x))
 
-    return index_add(cleared, d, idx, source)
+
+def _dtype_like_x(t: Tensor, x: Tensor) -> Tensor:
+    return t if t.dtype == x.dtype else t.astype(x.dtype.name)
 
 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
-    """``input`` with the entries where ``mask`` (broadcast) holds taken, in order, from the
-    first entries of ``source``."""
+    """``input`` with the entries where ``mask`` holds taken, in order, from the first
+    entries of ``source``; ``input`` and ``mask`` broadcast together (the output takes
+    their broadcast shape), as PyTorch's. ``mask`` must be bool and ``source`` of
+    ``input``'s dtype."""
+    from ._core import DTypeError
+
     x = _check_tensor("masked_scatter", "input", input)
-    m = np.broadcast_to(
-        mask.numpy() if isinstance(mask, Tensor) else np.asarray(mask), tuple(x.shape)
-    ).astype(bool)
+    mk = mask if isinstance(mask, Tensor) else tensor(np.asarray(mask), device=x.device)
+    if mk.dtype.name != "bool":
+        raise DTypeError(f"masked_scatter: mask must be a bool tensor, got {mk.dtype}")
+    src = _check_tensor("masked_scatter", "source", source)
+    if src.dtype != x.dtype:
+        raise DTypeError(
+            f"masked_scatter: source must have input's dtype {x.dtype}, got {src.dtype}"
+        )
+    try:
+        shape = tuple(np.broadcast_shapes(tuple(x.shape), tuple(mk.shape)))
+    except ValueError:
+        raise ShapeError(
+            f"masked_scatter: mask of shape {list(mk.shape)} does not broadcast with input of "
+            f"shape {list(x.shape)}"
+        ) from None
+    if shape != tuple(x.shape):
+        x = x.broadcast_to(*shape)
+    m = np.broadcast_to(mk.numpy(), shape).astype(bool)
     k = int(m.sum())
-    src = _check_tensor("masked_scatter", "source", source).reshape(-1)
+    src = src.reshape(-1)
     if src.shape[0] < k:
-        raise ValueError(f"masked_scatter: source has {src.shape[0]} entries, mask selects {k}")
+        raise ShapeError(f"masked_scatter: source has {src.shape[0]} entries, mask selects {k}")
     pos = np.flatnonzero(m.reshape(-1))
     flat = x.reshape(-1)
     taken = src.narrow(0, 0, k)
@@ -1205,8 +1290,23 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
 
     dev = x.device
     p = tensor(pos.astype(np.int64), device=dev)
-    out = index_add(index_fill(flat, 0, p, 0.0), 0, p, taken.astype(_dtype_name(x.dtype)))
-    return out.reshape(*x.shape)
+    out = index_add(index_fill(flat, 0, p, 0.0), 0, p, taken)
+    return out.reshape(*shape)
+
+
+def _masked_scatter_(self: Tensor, mask: Any, source: Tensor) -> Tensor:
+    """In place: ``mask`` must broadcast to this tensor's shape (which stays)."""
+    mshape = tuple(mask.shape) if isinstance(mask, Tensor) else np.shape(mask)
+    try:
+        ok = tuple(np.broadcast_shapes(tuple(self.shape), mshape)) == tuple(self.shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ShapeError(
+            f"masked_scatter_: mask of shape {list(mshape)} must broadcast to the tensor's "
+            f"shape {list(self.shape)}"
+        )
+    return self.copy_(masked_scatter(self, mask, source))
 
 
 def sum_to_size(input: Tensor, *size: Any) -> Tensor:
@@ -1227,10 +1327,12 @@ def sum_to_size(input: Tensor, *size: Any) -> Tensor:
 def unique_consecutive(
     input: Tensor, return_inverse: bool = False, return_counts: bool = False, dim: Any = None
 ) -> Any:
-    """The entries with consecutive repeats collapsed (of the flattened input)."""
-    if dim is not None:
-        raise NotImplementedError("unique_consecutive: dim is not supported")
+    """The entries with consecutive repeats collapsed (of the flattened input; with ``dim``,
+    the runs of equal slices along ``dim``). ``return_inverse``: for each entry (slice),
+    the position of its run; ``return_counts``: each run's length."""
     x = _check_tensor("unique_consecutive", "input", input)
+    if dim is not None:
+        return _unique_consecutive_dim(x, dim, return_inverse, return_counts)
     a = x.numpy().reshape(-1)
     if a.size == 0:
         keep = np.zeros(0, dtype=bool)
@@ -1244,6 +1346,32 @@ def unique_consecutive(
     if return_counts:
         starts = np.flatnonzero(keep)
         out.append(tensor(np.diff(np.append(starts, a.size)).astype(np.int64), device=x.device))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _unique_consecutive_dim(x: Tensor, dim: Any, return_inverse: bool, return_counts: bool) -> Any:
+    op = "unique_consecutive"
+    if x.ndim == 0:
+        raise IndexError(f"{op}: dim {dim} is out of range for a 0-d tensor")
+    d = _dim(op, x, dim)
+    if builtins.any(n == 0 for e, n in enumerate(x.shape) if e != d):
+        raise ShapeError(
+            f"{op}: input of shape {list(x.shape)} has a 0-sized dimension other than dim {d}"
+        )
+    n = x.shape[d]
+    a = np.moveaxis(x.numpy(), d, 0).reshape(n, int(np.prod(x.shape)) // n if n else 0)
+    if n == 0:
+        keep = np.zeros(0, dtype=bool)
+    else:
+        # slices equal entry by entry (NaN equals nothing, as PyTorch's)
+        keep = np.concatenate([[True], np.any(a[1:] != a[:-1], axis=1)])
+    starts = np.flatnonzero(keep)
+    idx = tensor(starts.astype(np.int64), device=x.device)
+    out = [x.index_select(d, idx)]
+    if return_inverse:
+        out.append(tensor((np.cumsum(keep) - 1).astype(np.int64), device=x.device))
+    if return_counts:
+        out.append(tensor(np.diff(np.append(starts, n)).astype(np.int64), device=x.device))
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -1278,9 +1406,12 @@ def _trace_method(self: Tensor) -> Tensor:
 
 def _with_dtype(name: str, engine: Any) -> Any:
     def method(self: Tensor, *args: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
-        if dtype is not None:
-            self = self.astype(_dtype_name(dtype))
-        return engine(self, *args, **kwargs)
+        if dtype is None:
+            return engine(self, *args, **kwargs)
+        # computed in dtype and returned as dtype (PyTorch's: prod(dtype=bool) is bool)
+        name = _dtype_name(dtype)
+        out = engine(self.astype(name), *args, **kwargs)
+        return out.astype(name) if isinstance(out, Tensor) and out.dtype.name != name else out
 
     method.__name__ = name
     method.__doc__ = engine.__doc__
@@ -1521,9 +1652,7 @@ def _install() -> None:
             index_copy(self, dim, index, source)
         ),
         "masked_scatter": masked_scatter,
-        "masked_scatter_": lambda self, mask, source: self.copy_(
-            masked_scatter(self, mask, source)
-        ),
+        "masked_scatter_": _masked_scatter_,
         "sum_to_size": sum_to_size,
         "unique_consecutive": unique_consecutive,
         "argwhere": lambda self: _tc().nonzero(self),

@@ -269,9 +269,20 @@ def hardtanh(
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` with ``weight`` of shape ``(out_features, in_features)``
-    (a transposed view, no copy)."""
+    (a transposed view, no copy), or 1-D ``(in_features,)`` for one output feature whose
+    axis is dropped (PyTorch's)."""
     x = _t("linear", "input", input)
     w = _t("linear", "weight", weight)
+    if w.ndim == 1 and x.ndim >= 1 and x.shape[-1] == w.shape[0]:
+        # a 1-D weight (PyTorch's): one output feature, its axis dropped
+        if bias is not None and (x.ndim == 2 or _t("linear", "bias", bias).ndim != 0):
+            # (PyTorch's fused addmm path, taken for these, refuses a 1-D weight)
+            raise ShapeError(
+                f"linear: with a 1-D weight the bias must be 0-d and the input not 2-D, got "
+                f"input of shape {list(x.shape)} and bias of shape {list(bias.shape)}"
+            )
+        y = matmul(x, w)
+        return y + bias if bias is not None else y
     if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
         raise ShapeError(
             f"linear: input of shape {list(x.shape)} does not fit weight of shape "
@@ -926,7 +937,7 @@ def _ints(op: str, name: str, v: Any, nd: int, default: Any = None) -> tuple[int
     if len(vals) == 1:
         vals = vals * nd
     if len(vals) != nd:
-        raise ValueError(f"{op}: {name} must be an int or {nd} ints, got {v!r}")
+        raise ShapeError(f"{op}: {name} must be an int or {nd} ints, got {v!r}")
     out = tuple(int(a) for a in vals)
     if any(abs(a) > _INT32_MAX for a in out):
         raise ShapeError(
@@ -2301,7 +2312,10 @@ def avg_pool2d(
     x = _t("avg_pool2d", "input", input)
     if x.ndim in (3, 4):
         _check_pool_input("avg_pool2d", x, 2)
-        _check_pool_args("avg_pool2d", 2, kernel_size, stride, padding)
+        # one-entry lists ([3], padding=[1]) as two, as PyTorch's
+        kernel_size, stride, padding, _ = _check_pool_args(
+            "avg_pool2d", 2, kernel_size, stride, padding
+        )
     return _avg_pool2d(
         x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
     )
@@ -2361,7 +2375,10 @@ def max_pool2d_with_indices(
             f"max_pool2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}"
         )
     _check_pool_input("max_pool2d", x, 2)
-    _check_pool_args("max_pool2d", 2, kernel_size, stride, padding, dilation)
+    # one-entry lists ([3], padding=[1]) as two, as PyTorch's
+    kernel_size, stride, padding, dilation = _check_pool_args(
+        "max_pool2d", 2, kernel_size, stride, padding, dilation
+    )
     if x.dtype.kind in "iu":  # PyTorch pools int tensors too: exact in float64
         y, idx = max_pool2d_with_indices(
             x.astype("float64"), kernel_size, stride, padding, dilation, ceil_mode
@@ -2386,7 +2403,10 @@ def max_pool2d(
         return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)
     if x.ndim in (3, 4):
         _check_pool_input("max_pool2d", x, 2)
-        _check_pool_args("max_pool2d", 2, kernel_size, stride, padding, dilation)
+        # one-entry lists ([3], padding=[1]) as two, as PyTorch's
+        kernel_size, stride, padding, dilation = _check_pool_args(
+            "max_pool2d", 2, kernel_size, stride, padding, dilation
+        )
     if x.dtype.kind in "iu":  # PyTorch pools int tensors too: exact in float64
         y = max_pool2d(x.astype("float64"), kernel_size, stride, padding, dilation, ceil_mode)
         return y.astype(x.dtype.name)
