@@ -21,10 +21,10 @@ mod conv;
 mod convolution;
 pub(crate) mod float;
 mod index;
-mod matmul;
 mod norm;
 mod reduce;
 mod simd;
+mod transpose;
 
 use crate::backend::{Backend, Held, View};
 use crate::device::Device;
@@ -374,6 +374,7 @@ macro_rules! multiversion {
 // (after the macro they use)
 mod elementwise;
 pub(crate) mod fused;
+mod matmul;
 pub(crate) mod optim;
 
 multiversion! {
@@ -475,6 +476,12 @@ pub(crate) fn map1<T: Copy + Sync, U: pool::Pooled + Send>(
     if n >= 4 * PAR_CHUNK && l.is_contiguous() && rayon::current_num_threads() > 1 {
         let src = &x[l.offset()..l.offset() + n];
         par_fill(&mut out, n, |start, dst| fill1(dst, &src[start..], &f));
+        return Ok(out);
+    }
+    if let Some(j) = transpose::transposed_axis(l) {
+        transpose::fill_transposed(x, l, j, &mut out.spare_capacity_mut()[..n], &f);
+        // SAFETY: fill_transposed wrote every one of the n slots
+        unsafe { out.set_len(n) };
         return Ok(out);
     }
     for_each_run(l, |b, s, n| {
