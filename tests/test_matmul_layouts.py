@@ -53,6 +53,10 @@ def test_product_operand_views(m: int) -> None:
     wt = rng.standard_normal((32, 1024))
     got = (fg.tensor(x) @ fg.tensor(wt).T).numpy()
     np.testing.assert_allclose(got, x @ wt.T, rtol=1e-12, atol=1e-11)
+    # the batch does not merge into the rows (a permuted stack): products one by one
+    xp = rng.standard_normal((m, 3, 1024))
+    got = (fg.tensor(xp).transpose(0, 1) @ fg.tensor(wt).T).numpy()
+    np.testing.assert_allclose(got, xp.transpose(1, 0, 2) @ wt.T, rtol=1e-12, atol=1e-11)
     xs = rng.standard_normal((3, m, 1024))
     ws = rng.standard_normal((3, 32, 1024))
     got = (fg.tensor(xs) @ fg.tensor(ws).transpose(1, 2)).numpy()

@@ -50,6 +50,15 @@ where
     let (k, n) = (lb.shape()[nd - 2], lb.shape()[nd - 1]);
     let m = la.shape()[nd - 2];
     let (brs, bcs) = (lb.strides()[nd - 2], lb.strides()[nd - 1]);
+    if nd > 2 && m * n * k > 0 && lb.strides()[..nd - 2].iter().all(|&s| s == 0) {
+        // one `b` for every batch (a Linear layer on (B, T, K)): where a's batch axes merge
+        // into its rows, the batch is one product with B * T rows (the output, contiguous,
+        // is laid out the same), which the kernels below run better than B small ones
+        if let Some(la2) = la.reshape(&[la.numel() / k.max(1), k]) {
+            let lb2 = Layout::new(&[k, n], &[brs, bcs], lb.offset());
+            return float_products(a, &la2, b, &lb2);
+        }
+    }
     let column_major = brs == 1 && bcs.unsigned_abs() > 1 && k >= 16 && n >= 16;
     let single = la.shape()[..nd - 2].iter().product::<usize>() == 1;
     let forward = la.strides()[nd - 2] >= 0 && bcs > 0;
