@@ -4,10 +4,9 @@ with columns a multiple of 4 KiB apart (copied to rows first), or neither (``gem
 and copies of transposed views (tiled). Each is checked against numpy in float64 and
 float32, and the gradients of ``x @ W.T`` against numpy's."""
 
+import ferrograd as fg
 import numpy as np
 import pytest
-
-import ferrograd as fg
 
 
 def _rand(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:

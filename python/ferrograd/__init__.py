@@ -18,7 +18,9 @@ from . import autograd as autograd
 from . import func as func
 from . import linalg as linalg
 from . import special as special
+from . import testing as testing  # torch.testing: assert_close, make_tensor
 from . import utils as utils
+from . import version as version  # torch.version: __version__, cuda, debug, git_version
 from ._core import *  # the engine's ops: the names of _core.__all__
 from ._core import __version__
 from ._decomp import TORCH_NAMES as _decomp_names
@@ -169,8 +171,20 @@ from . import _torch_misc
 
 _torch_misc.install()
 
+from . import _torch_shape_api
+
+_torch_shape_api.install()
+
 # MegEngine's name for it
 is_cuda_available = cuda.is_available
+
+
+def ger(input, vec2):
+    """PyTorch's deprecated name of :func:`outer`: the outer product of two 1-D tensors."""
+    return outer(input, vec2)  # (from _torch_compat)
+
+
+__all__ += ["ger", "version"]
 __all__ += ["amp", "autocast", "cpu"]
 
 # complex numbers as pairs of real tensors (polar, view_as_complex, view_as_real)

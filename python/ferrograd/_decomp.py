@@ -295,7 +295,7 @@ def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
     reading the ``UPLO`` triangle."""
     A = _float_input("eigh", "A", A)
     if UPLO not in ("L", "U"):
-        raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+        raise ShapeError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
     w, V = _Eigh(UPLO)(A)
     return EighResult(w, V)
 
@@ -461,7 +461,7 @@ def qr(A: Tensor, mode: str = "reduced") -> QrResult:
     ``"reduced"``, ``"complete"`` or ``"r"`` (``Q`` empty). Differentiable in reduced mode."""
     A = _float_input("qr", "A", A, square=False)
     if mode not in ("reduced", "complete", "r"):
-        raise ValueError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+        raise ShapeError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
     m, n = A.shape[-2], A.shape[-1]
     if mode == "complete" and m > n:
         Q, R = _lapack("qr", np.linalg.qr, _host("qr", A), "complete")
@@ -544,7 +544,7 @@ def multi_dot(tensors: Any) -> Tensor:
     multiplied in the cheapest order."""
     ts = list(tensors)
     if len(ts) < 2:
-        raise ValueError(f"linalg.multi_dot: expected at least 2 tensors, got {len(ts)}")
+        raise ShapeError(f"linalg.multi_dot: expected at least 2 tensors, got {len(ts)}")
     for i, t in enumerate(ts):
         _check_tensor("multi_dot", f"tensors[{i}]", t)
         want = (1, 2) if i in (0, len(ts) - 1) else (2,)

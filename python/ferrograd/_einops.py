@@ -1,9 +1,16 @@
 """An einops backend for ferrograd tensors, so ``einops.rearrange``, ``repeat``, ``reduce``
 and ``einsum`` take them (as they take PyTorch's). Registered at import when einops is
-installed; einops finds backends among the subclasses of its ``AbstractBackend``."""
+installed; einops finds backends among the subclasses of its ``AbstractBackend``.
+
+einops' layers too: ``Rearrange``, ``Reduce`` and ``EinMix`` as ferrograd Modules, importable
+as ``einops.layers.ferrograd`` (what ``einops.layers.torch`` becomes in a renamed port).
+The layers of ``einops.layers.torch`` given to a ferrograd Module (``nn.Sequential(
+Rearrange(...), ...)``, ``add_module``, an attribute) are replaced there by these
+(:func:`adopt_torch_layer`), so a port that keeps that import works as it is."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
@@ -84,9 +91,7 @@ def register() -> None:
             return x.dtype.kind == "f"
 
         def layers(self) -> Any:
-            raise NotImplementedError(
-                "einops layers for ferrograd: use einops' functions inside a Module"
-            )
+            return _layers()
 
         def einsum(self, pattern: str, *x: Any) -> Any:
             return self.fg.einsum(pattern, *x)
@@ -94,6 +99,117 @@ def register() -> None:
     FerrogradBackend.__qualname__ = "FerrogradBackend"
     # (einops lists backends by AbstractBackend.__subclasses__(), which holds them weakly)
     _registered.append(FerrogradBackend)
+    try:
+        _layers()  # `import einops.layers.ferrograd`
+    except ImportError:  # an einops without layers
+        pass
 
 
 _registered: list = []
+
+
+def _layers() -> Any:
+    """The module ``einops.layers.ferrograd`` (made and registered on first use)."""
+    name = "einops.layers.ferrograd"
+    mod = sys.modules.get(name)
+    if mod is not None:
+        return mod
+    import types
+
+    import einops.layers
+    from einops.layers import RearrangeMixin, ReduceMixin
+    from einops.layers._einmix import _EinmixMixin
+
+    import ferrograd as fg
+
+    class Rearrange(RearrangeMixin, fg.nn.Module):  # type: ignore[misc, valid-type]
+        """einops' ``Rearrange(pattern, **axes_lengths)`` layer: ``einops.rearrange``."""
+
+        def forward(self, input: Any) -> Any:
+            return self._apply_recipe(input)
+
+    class Reduce(ReduceMixin, fg.nn.Module):  # type: ignore[misc, valid-type]
+        """einops' ``Reduce(pattern, reduction, **axes_lengths)`` layer: ``einops.reduce``."""
+
+        def forward(self, input: Any) -> Any:
+            return self._apply_recipe(input)
+
+    class EinMix(_EinmixMixin, fg.nn.Module):  # type: ignore[misc, valid-type]
+        """einops' ``EinMix(pattern, weight_shape, bias_shape=None, **axes_lengths)``: a
+        linear layer written as an einsum pattern (weights uniform in ±1/sqrt(fan-in), as
+        einops' torch layer)."""
+
+        def _create_parameters(
+            self, weight_shape: Any, weight_bound: float, bias_shape: Any, bias_bound: float
+        ) -> None:
+            self.weight = fg.nn.Parameter(
+                fg.zeros(weight_shape).uniform_(-weight_bound, weight_bound)
+            )
+            if bias_shape is not None:
+                self.bias = fg.nn.Parameter(fg.zeros(bias_shape).uniform_(-bias_bound, bias_bound))
+            else:
+                self.bias = None
+
+        def _create_rearrange_layers(
+            self,
+            pre_reshape_pattern: str | None,
+            pre_reshape_lengths: dict | None,
+            post_reshape_pattern: str | None,
+            post_reshape_lengths: dict | None,
+        ) -> None:
+            self.pre_rearrange = None
+            if pre_reshape_pattern is not None:
+                self.pre_rearrange = Rearrange(pre_reshape_pattern, **(pre_reshape_lengths or {}))
+            self.post_rearrange = None
+            if post_reshape_pattern is not None:
+                self.post_rearrange = Rearrange(
+                    post_reshape_pattern, **(post_reshape_lengths or {})
+                )
+
+        def forward(self, input: Any) -> Any:
+            if self.pre_rearrange is not None:
+                input = self.pre_rearrange(input)
+            result = fg.einsum(self.einsum_pattern, input, self.weight)
+            if self.bias is not None:
+                result = result + self.bias
+            if self.post_rearrange is not None:
+                result = self.post_rearrange(result)
+            return result
+
+    mod = types.ModuleType(name, "einops' layers (Rearrange, Reduce, EinMix) for ferrograd.")
+    for cls in (Rearrange, Reduce, EinMix):
+        cls.__module__ = name
+        cls.__qualname__ = cls.__name__
+        setattr(mod, cls.__name__, cls)
+    mod.__all__ = ["EinMix", "Rearrange", "Reduce"]  # type: ignore[attr-defined]
+    sys.modules[name] = mod
+    einops.layers.ferrograd = mod  # type: ignore[attr-defined]
+    return mod
+
+
+def adopt_torch_layer(layer: Any) -> Any:
+    """The ferrograd equivalent of a layer of ``einops.layers.torch`` (an ``EinMix``'s
+    weights copied), or None for any other object."""
+    if not any(c.__module__ == "einops.layers.torch" for c in type(layer).__mro__):
+        return None
+    from einops.layers import RearrangeMixin, ReduceMixin
+    from einops.layers._einmix import _EinmixMixin
+
+    layers = _layers()
+    if isinstance(layer, ReduceMixin):
+        out = layers.Reduce(layer.pattern, layer.reduction, **layer.axes_lengths)
+    elif isinstance(layer, RearrangeMixin):
+        out = layers.Rearrange(layer.pattern, **layer.axes_lengths)
+    elif isinstance(layer, _EinmixMixin):
+        import ferrograd as fg
+
+        out = layers.EinMix(
+            layer.pattern, layer.weight_shape, layer.bias_shape, **layer.axes_lengths
+        )
+        out.weight = fg.nn.Parameter(fg.tensor(layer.weight.detach().cpu().numpy()))
+        if layer.bias is not None:
+            out.bias = fg.nn.Parameter(fg.tensor(layer.bias.detach().cpu().numpy()))
+    else:
+        return None
+    out.train(bool(getattr(layer, "training", True)))
+    return out

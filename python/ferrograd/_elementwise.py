@@ -4,9 +4,10 @@ clamping, the tests for NaN and infinity, and logic on bool tensors (also as the
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from ._core import DTypeError, Tensor, maximum, minimum, where
+from ._core import DTypeError, ShapeError, Tensor, maximum, minimum, where
 
 __all__ = [
     "clamp",
@@ -27,23 +28,41 @@ def _tensor(op: str, name: str, x: Any) -> Tensor:
     return x
 
 
-def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
+def _is_nan(v: Any) -> bool:
+    try:
+        return math.isnan(v)
+    except TypeError:
+        return False
+
+
+def _everywhere(x: Tensor) -> Tensor:
+    """An all-True bool tensor of ``x``'s shape."""
+    return x.eq(x) | x.ne(x)
+
+
+def clamp(input: Tensor, min: Any = None, max: Any = None, *, out: Any = None) -> Tensor:
     """Limits ``input`` to ``[min, max]`` (either may be None, a number or a tensor that
     broadcasts). Gradients as PyTorch's: with number bounds ``input`` gets it strictly inside
     them (none at a bound); a tensor bound is ``maximum``/``minimum`` (a tie shares the
-    gradient equally). NaN stays NaN; where ``min > max`` the result is ``max``."""
+    gradient equally). NaN stays NaN; where ``min > max`` the result is ``max``.
+    ``out``: PyTorch's."""
+    if out is not None:
+        from ._ops import _write_out
+
+        return _write_out("clamp", out, clamp(input, min, max))
     x = _tensor("clamp", "input", input)
     if min is None and max is None:
-        raise ValueError("clamp: at least one of min and max must be given")
+        raise ShapeError("clamp: at least one of min and max must be given")
     out = x
     if isinstance(min, Tensor):
         out = maximum(out, min)
     elif min is not None:
-        out = where(out <= min, min, out)
+        # a NaN bound makes every entry NaN (PyTorch's), with no gradient to ``input``
+        out = where(_everywhere(out) if _is_nan(min) else out <= min, min, out)
     if isinstance(max, Tensor):
         out = minimum(out, max)
     elif max is not None:
-        out = where(out >= max, max, out)
+        out = where(_everywhere(out) if _is_nan(max) else out >= max, max, out)
     if out.dtype != x.dtype and not isinstance(min, Tensor) and not isinstance(max, Tensor):
         # a float bound makes an integer tensor's result float (PyTorch's promotion)
         float_bound = any(isinstance(b, float) for b in (min, max))
@@ -52,9 +71,9 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     return out
 
 
-def clip(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
+def clip(input: Tensor, min: Any = None, max: Any = None, *, out: Any = None) -> Tensor:
     """Alias of :func:`clamp` (numpy's and PyTorch's other name)."""
-    return clamp(input, min, max)
+    return clamp(input, min, max, out=out)
 
 
 def isnan(input: Tensor) -> Tensor:

@@ -106,17 +106,50 @@ def _no_ranges(key: Any) -> Any:
     return key
 
 
+def _torch_tensor_items(key: Any) -> Any:
+    """PyTorch's reading of the tensors in a key: a 0-d integer tensor is an integer (so
+    ``a[torch.tensor(1)]`` is a view, as ``a[1]``), and a uint8 tensor a boolean mask
+    (deprecated in PyTorch, which warns)."""
+    items = key if isinstance(key, tuple) else (key,)
+    if not any(isinstance(k, Tensor) for k in items):
+        return key
+    out = []
+    for k in items:
+        if isinstance(k, Tensor):
+            kind = k.dtype.kind
+            if kind == "u" and k.dtype.name == "uint8":
+                import warnings
+
+                if k.ndim:  # (PyTorch takes a 0-d one as a boolean scalar, silently)
+                    warnings.warn(
+                        "indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                        "torch.bool instead.",
+                        UserWarning,
+                        stacklevel=3,
+                    )
+                k = k != 0
+            elif kind == "i" and k.ndim == 0 and not _core._tracing():
+                k = int(k.item())
+        out.append(k)
+    return tuple(out) if isinstance(key, tuple) else out[0]
+
+
 def getitem(x: Tensor, key: Any) -> Tensor:
-    key = _no_ranges(key)
+    key = _torch_tensor_items(_no_ranges(key))
     if not _needs_numpy(key):
-        return _basic_getitem(x, key)
+        out = _basic_getitem(x, key)
+        items = key if isinstance(key, tuple) else (key,)
+        if any(_is_scalar_bool(k) for k in items):
+            # PyTorch: a boolean scalar is an advanced index, so the result is a copy
+            out = out.clone()
+        return out
     pos = _positions(x.shape, key, "getitem")
     idx = tensor(pos.reshape(-1), device=x.device)
     return _core.index_select(x.reshape(-1), 0, idx, op="getitem").reshape(*pos.shape)
 
 
 def setitem(x: Tensor, key: Any, value: Any) -> None:
-    key = _no_ranges(key)
+    key = _torch_tensor_items(_no_ranges(key))
     items = key if isinstance(key, tuple) else (key,)
     if not any(_is_array(k) for k in items):
         return _basic_setitem(x, key, value)

@@ -121,7 +121,7 @@ def _dims(op: str, x: Tensor, dim: Any) -> tuple[int, ...]:
     if isinstance(dim, (list, tuple)):
         out = sorted({_dim(op, x, d) for d in dim})
         if len(out) != len(dim):
-            raise ValueError(f"{op}: dim {tuple(dim)} repeats an axis")
+            raise ShapeError(f"{op}: dim {tuple(dim)} repeats an axis")
         return tuple(out) if x.ndim else ()
     d = _dim(op, x, dim)
     return (d,) if x.ndim else ()
@@ -133,7 +133,7 @@ def _shape_args(op: str, size: tuple) -> tuple[int, ...]:
     out = tuple(_int(op, "size", s) for s in size)
     for s in out:
         if s < 0:
-            raise ValueError(f"{op}: sizes must be non-negative, got {list(out)}")
+            raise ShapeError(f"{op}: sizes must be non-negative, got {list(out)}")
     return out
 
 
@@ -179,7 +179,12 @@ def _factory(fn: Any) -> Any:
 
     @functools.wraps(fn)
     def make(*args: Any, requires_grad: bool = False, **kw: Any) -> Tensor:
-        t = fn(*args, **kw)
+        try:
+            t = fn(*args, **kw)
+        except ValueError as e:
+            if type(e) is ValueError:  # the engine's size checks (a negative size, ...)
+                raise ShapeError(str(e)) from None
+            raise
         if requires_grad:
             t.requires_grad_()
         return t
@@ -234,11 +239,11 @@ def arange(
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise TypeError(f"arange: {name} must be a number, got {type(v).__name__}")
         if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError(f"arange: {name} must be finite, got {v}")
+            raise ShapeError(f"arange: {name} must be finite, got {v}")
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise ShapeError("arange: step must be nonzero")
     if (end - start) * step < 0:
-        raise ValueError(
+        raise ShapeError(
             f"arange: the range from start {start} to end {end} goes against step {step}"
         )
     ints = _builtin_all(isinstance(v, (int, np.integer)) for v in (start, end, step))
@@ -262,7 +267,7 @@ def linspace(
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (float32)."""
     steps = _int("linspace", "steps", steps)
     if steps < 0:
-        raise ValueError(f"linspace: steps must be non-negative, got {steps}")
+        raise ShapeError(f"linspace: steps must be non-negative, got {steps}")
     name = _dtype_name(dtype) if dtype is not None else default_float()
     if name == "bool":
         raise NotImplementedError("linspace: not implemented for bool (as PyTorch's)")
@@ -325,7 +330,7 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) 
     n = _int("eye", "n", n)
     m = n if m is None else _int("eye", "m", m)
     if n < 0 or m < 0:
-        raise ValueError(f"eye: sizes must be non-negative, got {n} x {m}")
+        raise ShapeError(f"eye: sizes must be non-negative, got {n} x {m}")
     name = _dtype_name(dtype) if dtype is not None else default_float()
     return _from_numpy(np.eye(n, m), name, _device(device))
 
@@ -452,7 +457,7 @@ def randint(
     low = _int("randint", "low", low)
     high = _int("randint", "high", high)
     if high <= low:
-        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+        raise ShapeError(f"randint: high ({high}) must be greater than low ({low})")
     shape = _shape_args("randint", (size,))
     dev = _device(device)
     name = _dtype_name(dtype) if dtype is not None else "int64"
@@ -464,7 +469,7 @@ def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = 
     """A random permutation of ``0..n-1`` (int64)."""
     n = _int("randperm", "n", n)
     if n < 0:
-        raise ValueError(f"randperm: n must be non-negative, got {n}")
+        raise ShapeError(f"randperm: n must be non-negative, got {n}")
     dev = _device(device)
     name = _dtype_name(dtype) if dtype is not None else "int64"
     return _from_numpy(_rng_for("randperm", generator, dev).permutation(n), name, dev)
@@ -479,7 +484,7 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Any = None) -
         return (u < (x if p is None else float(p))).astype(x.dtype.name)
     probs = x.numpy().astype(np.float64) if p is None else np.full(x.shape, float(p))
     if probs.size and (np.isnan(probs).any() or probs.min() < 0 or probs.max() > 1):
-        raise ValueError("bernoulli: probabilities must lie in [0, 1]")
+        raise ShapeError("bernoulli: probabilities must lie in [0, 1]")
     u = _rng_for("bernoulli", generator, x.device).random(x.shape)
     return _from_numpy(u < probs, x.dtype.name, x.device)
 
@@ -500,7 +505,7 @@ def normal(
     m = mean.numpy() if isinstance(mean, Tensor) else np.asarray(mean, np.float64)
     s = std.numpy() if isinstance(std, Tensor) else np.asarray(std, np.float64)
     if np.any(s < 0):
-        raise ValueError("normal: std must be non-negative")
+        raise ShapeError("normal: std must be non-negative")
     if like is None and size is None:
         raise TypeError("normal: size is required when mean and std are numbers")
     shape = (
@@ -526,13 +531,13 @@ def multinomial(
         raise ShapeError(f"multinomial: input must be 1-D or 2-D, got shape {list(x.shape)}")
     w = x.numpy().astype(np.float64).reshape(-1, x.shape[-1])
     if not np.isfinite(w).all() or (w < 0).any():
-        raise ValueError("multinomial: weights must be finite and non-negative")
+        raise ShapeError("multinomial: weights must be finite and non-negative")
     rng = _rng_for("multinomial", generator, x.device)
     rows = []
     for row in w:
         total = row.sum()
         if total <= 0:
-            raise ValueError("multinomial: a row of weights sums to zero")
+            raise ShapeError("multinomial: a row of weights sums to zero")
         if not replacement and k > np.count_nonzero(row):
             raise ValueError(
                 f"multinomial: cannot draw {k} samples without replacement from "
@@ -575,6 +580,8 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     e = _dim("flatten", x, end_dim, "end_dim")
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    if s == e:
+        return x  # PyTorch's: nothing to merge, the tensor itself
     shape = list(x.shape)
     return x.reshape(*shape[:s], int(np.prod(shape[s : e + 1])), *shape[e + 1 :])
 
@@ -644,6 +651,41 @@ def stack(
     return r
 
 
+def _write_out(op: str, out: Any, result: Tensor) -> Tensor:
+    """PyTorch's ``out=``: ``result`` written into ``out`` (of ``result``'s dtype), which is
+    resized (with PyTorch's warning when it held elements) to ``result``'s shape; returns
+    ``out``. As PyTorch's, refused where ``result`` needs a gradient."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{op}: out must be a Tensor, got {type(out).__name__}")
+    from .autodiff import is_grad_enabled
+
+    if result.requires_grad and is_grad_enabled():
+        raise RuntimeError(
+            f"{op}(): functions with out=... arguments don't support automatic "
+            "differentiation, but one of the arguments requires grad."
+        )
+    if out.dtype != result.dtype:
+        raise DTypeError(
+            f"{op}: Expected out tensor to have dtype {result.dtype}, but got {out.dtype} instead"
+        )
+    if tuple(out.shape) == tuple(result.shape):
+        out.copy_(result.detach())
+        return out
+    if out.numel():
+        import warnings
+
+        warnings.warn(
+            f"An output with one or more elements was resized since it had shape "
+            f"{list(out.shape)}, which does not match the required output shape "
+            f"{list(result.shape)}. This behavior is deprecated, and in a future PyTorch "
+            "release outputs will not be resized unless they have zero elements.",
+            UserWarning,
+            stacklevel=3,
+        )
+    out.data = result.detach().clone()
+    return out
+
+
 def _int_of_0d(op: str, name: str, v: Any) -> Any:
     """A 0-d integer tensor as its int, as PyTorch takes one for an int argument (other
     values as they are)."""
@@ -667,7 +709,9 @@ def narrow(input: Tensor, dim: int, start: Any, length: Any) -> Tensor:
     if start < 0:
         start += n
     if not 0 <= start <= n or length < 0 or start + length > n:
-        raise IndexError(
+        from .nn._errors import IndexRuntimeError
+
+        raise IndexRuntimeError(
             f"narrow: start {start} and length {length} fall outside dim {d} of length {n}"
         )
     return _narrow(x, d, start, length)
@@ -706,12 +750,12 @@ def _split_pieces(x: Tensor, axis: Any, nsplits_or_sections: Any) -> tuple[Tenso
     if isinstance(nsplits_or_sections, (list, tuple)):
         cuts = [_int("split", "nsplits_or_sections", c) for c in nsplits_or_sections]
         if cuts != sorted(cuts) or (cuts and (cuts[0] < 0 or cuts[-1] > n)):
-            raise ValueError(f"split: cut positions {cuts} must rise within [0, {n}]")
+            raise ShapeError(f"split: cut positions {cuts} must rise within [0, {n}]")
         bounds = [0, *cuts, n]
     else:
         k = _int("split", "nsplits_or_sections", nsplits_or_sections)
         if k <= 0:
-            raise ValueError(f"split: the number of pieces must be positive, got {k}")
+            raise ShapeError(f"split: the number of pieces must be positive, got {k}")
         bounds = [i * (n // k) + _builtin_min(i, n % k) for i in range(k + 1)]
     return tuple(_narrow(x, d, a, b - a) for a, b in zip(bounds[:-1], bounds[1:]))
 
@@ -724,7 +768,7 @@ def _split_sizes(x: Tensor, d: int, n: int, split_size_or_sections: Any) -> tupl
     else:
         size = _int("split", "split_size_or_sections", split_size_or_sections)
         if size <= 0:
-            raise ValueError(f"split: split_size must be positive, got {size}")
+            raise ShapeError(f"split: split_size must be positive, got {size}")
         sizes = [_builtin_min(size, n - i) for i in range(0, n, size)] or [0]
     out, at = [], 0
     for s in sizes:
@@ -738,7 +782,7 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     x = _check_tensor("chunk", "input", input)
     chunks = _int("chunk", "chunks", chunks)
     if chunks <= 0:
-        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+        raise ShapeError(f"chunk: chunks must be positive, got {chunks}")
     d = _dim("chunk", x, dim)
     n = x.shape[d]
     return split(x, _builtin_max(1, -(-n // chunks)), d)
@@ -747,9 +791,11 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 def tile(input: Tensor, dims: Sequence[int]) -> Tensor:
     """``input`` repeated ``dims[i]`` times along each axis (numpy's ``tile``)."""
     x = _check_tensor("tile", "input", input)
+    if isinstance(dims, (int, np.integer)):
+        dims = (dims,)
     reps = [_int("tile", "dims", r) for r in dims]
     if _builtin_any(r < 0 for r in reps):
-        raise ValueError(f"tile: repeats must be non-negative, got {reps}")
+        raise ShapeError(f"tile: repeats must be non-negative, got {reps}")
     n = _builtin_max(len(reps), x.ndim)
     reps = [1] * (n - len(reps)) + reps
     shape = [1] * (n - x.ndim) + list(x.shape)
@@ -772,7 +818,7 @@ def repeat(input: Tensor, *sizes: Any) -> Tensor:
     x = _check_tensor("repeat", "input", input)
     reps = _shape_args("repeat", sizes)
     if len(reps) < x.ndim:
-        raise ValueError(
+        raise ShapeError(
             f"repeat: needs at least as many repeats ({len(reps)}) as the tensor has axes "
             f"({x.ndim})"
         )
@@ -795,13 +841,13 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
     if dims is None:
         if isinstance(shifts, (list, tuple)):
             if len(shifts) != 1:
-                raise ValueError("roll: several shifts need as many dims")
+                raise ShapeError("roll: several shifts need as many dims")
             shifts = shifts[0]
         return roll(x.reshape(-1), shifts, 0).reshape(*x.shape)
     shifts = list(shifts) if isinstance(shifts, (list, tuple)) else [shifts]
     dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
     if len(shifts) != len(dims):
-        raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+        raise ShapeError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
     for s, d in zip(shifts, dims):
         d = _dim("roll", x, d)
         s = _int("roll", "shifts", s)
@@ -927,7 +973,7 @@ def scatter(
         return scatter_add(x, d, idx, src)
     s = _scatter_src("scatter", x, idx, d, src)
     if reduce not in (None, "multiply"):
-        raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+        raise ShapeError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
     pos = idx.numpy()
     n = x.shape[d]
     if pos.size and (pos.min() < -n or pos.max() >= n):
@@ -1056,7 +1102,7 @@ def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
     if n == -1:
         n = int(vals.max()) + 1 if vals.size else 0
     if vals.size and (vals.min() < 0 or vals.max() >= n):
-        raise ValueError(
+        raise ShapeError(
             f"one_hot: class values must lie in [0, {n}), got values in "
             f"[{int(vals.min())}, {int(vals.max())}]"
         )
@@ -1071,7 +1117,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
     x = _check_tensor("pad", "input", input)
     pads = [_int("pad", "pad", p) for p in pad]
     if len(pads) % 2 or len(pads) // 2 > x.ndim:
-        raise ValueError(
+        raise ShapeError(
             f"pad: pad must hold pairs for at most {x.ndim} axes, got {len(pads)} values"
         )
     if mode not in ("constant", "reflect", "replicate", "circular"):
@@ -1088,7 +1134,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
             if hi < 0:
                 x, hi, n = _narrow(x, d, 0, n + hi), 0, n + hi
             if n < 0:
-                raise ValueError(f"pad: cropping removes more than the length of axis {d}")
+                raise ShapeError(f"pad: cropping removes more than the length of axis {d}")
             parts = []
             for k in (lo, hi):
                 shape = list(x.shape)
@@ -1100,24 +1146,24 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
         # the source of each output position (a negative pad crops that side)
         pos = np.arange(-lo, n + hi)
         if pos.size == 0 or n + lo + hi < 0:
-            raise ValueError(f"pad: cropping removes more than the length of axis {d}")
+            raise ShapeError(f"pad: cropping removes more than the length of axis {d}")
         if mode == "reflect":
             if lo >= n or hi >= n:
-                raise ValueError(
+                raise ShapeError(
                     f"pad: reflect padding ({lo}, {hi}) must be less than the length {n} of "
                     f"axis {d}"
                 )
             src = np.where(pos < 0, -pos, np.where(pos >= n, 2 * (n - 1) - pos, pos))
         elif mode == "replicate":
             if n == 0:
-                raise ValueError(f"pad: cannot replicate-pad the empty axis {d}")
+                raise ShapeError(f"pad: cannot replicate-pad the empty axis {d}")
             src = np.clip(pos, 0, n - 1)
         else:
             # negative pads crop first; the wrap-around comes from what remains (PyTorch's)
             keep = np.arange(_builtin_max(-lo, 0), n - _builtin_max(-hi, 0))
             m, lo, hi = keep.size, _builtin_max(lo, 0), _builtin_max(hi, 0)
             if lo > m or hi > m:
-                raise ValueError(
+                raise ShapeError(
                     f"pad: circular padding ({lo}, {hi}) must not exceed the length {m}"
                 )
             src = keep[np.arange(-lo, m + hi) % m]
@@ -1410,7 +1456,9 @@ def _arg_extreme(op: str, x: Tensor, dim: Any, keepdim: bool, largest: bool) -> 
         return _core.zeros((), dtype="int64", device=x.device)
     n = x.shape[d]
     if n == 0:
-        raise ValueError(f"{op}: dim {d} of shape {list(x.shape)} is empty")
+        from .nn._errors import IndexValueError
+
+        raise IndexValueError(f"{op}: dim {d} of shape {list(x.shape)} is empty")
     if str(x.device) == "cpu" and x.dtype.name in _HOST_ARG_DTYPES and not _core._tracing():
         # numpy's loop reads the memory once (first index on ties, NaN the extreme: the
         # same answer as the composed form below, which takes eight passes)
@@ -1448,7 +1496,8 @@ def any(input: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = No
     x = _check_tensor("any", "input", input)
     dims = _reduce_dims("any", x, dim, axis)
     t = (x != 0).astype("int64")
-    return (t.sum(axis=dims, keepdims=keepdim) if x.ndim else t) > 0
+    out = (t.sum(axis=dims, keepdims=keepdim) if x.ndim else t) > 0
+    return out.astype("uint8") if x.dtype.name == "uint8" else out  # PyTorch keeps uint8
 
 
 def all(input: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
@@ -1456,7 +1505,8 @@ def all(input: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = No
     x = _check_tensor("all", "input", input)
     dims = _reduce_dims("all", x, dim, axis)
     t = (x == 0).astype("int64")
-    return (t.sum(axis=dims, keepdims=keepdim) if x.ndim else t) == 0
+    out = (t.sum(axis=dims, keepdims=keepdim) if x.ndim else t) == 0
+    return out.astype("uint8") if x.dtype.name == "uint8" else out  # PyTorch keeps uint8
 
 
 _ValuesIndices = namedtuple("_ValuesIndices", ["values", "indices"])
@@ -1518,10 +1568,66 @@ def _extreme_method(kind: str, engine: Any, result: type, pairwise: Any) -> Any:
 # ---------------------------------------------------------------------------- Tensor methods
 
 
-def _view(self: Tensor, *shape: Any) -> Tensor:
+def _is_dtype_arg(v: Any) -> bool:
+    from ._tensor import _BFloat16
+
+    return isinstance(v, (np.dtype, _BFloat16)) or (
+        isinstance(v, type) and issubclass(v, np.generic)
+    )
+
+
+def _view_dtype(self: Tensor, dtype: Any) -> Tensor:
+    """``x.view(dtype)``: the same bytes read as ``dtype`` (PyTorch's). A CPU tensor's
+    memory is shared (writes on either side show on the other) where the engine can share
+    it (not for bool results, which are copies); the last axis scales by the ratio of the
+    item sizes when they differ. Not differentiable."""
+    from ._tensor import _dtype_name
+
+    name, old = _dtype_name(dtype), self.dtype.name
+    if name == old:
+        return self.reshape(*self.shape)
+    if "bfloat16" in (name, old) or str(self.device) != "cpu":
+        raise DTypeError(
+            f"view(dtype): viewing {old} as {name} is supported for CPU tensors of numpy "
+            f"dtypes here (not bfloat16), got a {old} tensor on {self.device}"
+        )
+    a_size, b_size = np.dtype(old).itemsize, np.dtype(name).itemsize
+    shape = list(self.shape)
+    if a_size != b_size:
+        what = f"to view {old} as {name} (different element sizes)"
+        if self.ndim == 0:
+            raise ShapeError(f"self.dim() cannot be 0 {what}")
+        if shape[-1] != 1 and self.stride()[-1] != 1:
+            raise ShapeError(f"self.stride(-1) must be 1 {what}, but got {self.stride()[-1]}")
+        if (shape[-1] * a_size) % b_size:
+            raise ShapeError(
+                f"self.size(-1) must be divisible by {b_size // a_size} {what}, but got {shape[-1]}"
+            )
+        shape[-1] = shape[-1] * a_size // b_size
+    if self.numel() == 0:
+        return _core.zeros(tuple(shape), dtype=name, device="cpu")
+    import ctypes
+
+    src = self.detach()
+    addr, nbytes, offset, strides = _core._host_memory(src, True)
+    memory = (ctypes.c_char * nbytes).from_address(addr)
+    memory._owner = src  # the array (and the tensor over it) keeps the memory alive
+    arr = np.ndarray(
+        tuple(src.shape), np.dtype(old), buffer=memory, offset=offset, strides=tuple(strides)
+    )  # (offset and strides in bytes)
+    if a_size != b_size and arr.ndim and arr.shape[-1] == 1:
+        arr = np.lib.stride_tricks.as_strided(arr, strides=(*arr.strides[:-1], a_size))
+    return _shared(arr.view(np.dtype(name)))
+
+
+def _view(self: Tensor, *shape: Any, dtype: Any = None) -> Tensor:
     """PyTorch's ``view``: the same memory seen with another shape; a layout that cannot be
     seen that way (a transposed tensor flattened) raises ``RuntimeError``, as PyTorch's
-    (:meth:`reshape` copies instead)."""
+    (:meth:`reshape` copies instead). ``view(dtype)`` reads the bytes as another dtype."""
+    if dtype is not None and not shape:
+        return _view_dtype(self, dtype)
+    if len(shape) == 1 and _is_dtype_arg(shape[0]):
+        return _view_dtype(self, shape[0])
     out = self.reshape(*shape)
     if self.numel() and not _core._tracing() and out._data_key[0] != self._data_key[0]:
         raise RuntimeError(
@@ -1537,6 +1643,8 @@ def _contiguous(self: Tensor, memory_format: Any = None) -> Tensor:
     (``memory_format`` is accepted for PyTorch code: ferrograd keeps every tensor
     row-major)."""
     _, _, shape, strides = self._data_key
+    if 0 in shape:
+        return self  # no entries: contiguous, as PyTorch's
     expect = 1
     for s, st in zip(reversed(shape), reversed(strides)):
         if s != 1 and st != expect:
@@ -1570,6 +1678,27 @@ def _masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
     return self
 
 
+def _tile_method(self: Tensor, *dims: Any, **kwargs: Any) -> Tensor:
+    """``x.tile(2, 1)`` or ``x.tile((2, 1))`` (PyTorch's method takes both)."""
+    if len(dims) == 1:
+        return tile(self, dims[0], **kwargs)
+    return tile(self, dims, **kwargs) if dims else tile(self, **kwargs)
+
+
+def _flip_method(self: Tensor, *dims: Any, **kwargs: Any) -> Tensor:
+    """``x.flip(0, 1)`` or ``x.flip((0, 1))`` (PyTorch's method takes both)."""
+    if len(dims) == 1:
+        return flip(self, dims[0], **kwargs)
+    return flip(self, dims, **kwargs) if dims else flip(self, **kwargs)
+
+
+def _t(self: Tensor) -> Tensor:
+    """``x.t()``: the transpose of a tensor of at most 2 dimensions."""
+    if self.ndim > 2:
+        raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
+    return self.T
+
+
 def _install() -> None:
     methods = {
         "view": _view,
@@ -1579,14 +1708,14 @@ def _install() -> None:
         "type_as": lambda self, other: self.astype(other.dtype),
         "contiguous": _contiguous,
         "is_contiguous": _is_contiguous,
-        "t": lambda self: self.T,
+        "t": _t,
         "unsqueeze": unsqueeze,
         "unflatten": unflatten,
         "split": split,
         "chunk": chunk,
         "repeat": repeat,
-        "tile": tile,
-        "flip": flip,
+        "tile": _tile_method,
+        "flip": _flip_method,
         "roll": roll,
         "narrow": narrow,
         "gather": gather,

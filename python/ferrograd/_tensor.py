@@ -344,8 +344,13 @@ def _install_shape_methods() -> None:
 
     def mT(self: Tensor) -> Tensor:
         """The last two axes swapped (a view)."""
+        if self.ndim == 0:
+            return self  # PyTorch's identity on a 0-d tensor (deprecated there)
         if self.ndim < 2:
-            raise ValueError(f"mT: needs at least 2 axes, got shape {list(self.shape)}")
+            raise _core.ShapeError(
+                "tensor.mT is only supported on matrices or batches of matrices. "
+                f"Got {self.ndim}-D tensor."
+            )
         axes = list(range(self.ndim))
         axes[-2], axes[-1] = axes[-1], axes[-2]
         return self.permute(*axes)

@@ -274,11 +274,11 @@ def _einsum_parse(equation: str, xs: list[Tensor]) -> tuple[list[str], str]:
     lhs, arrow, out = eq.partition("->")
     ins = lhs.split(",")
     if len(ins) != len(xs):
-        raise ValueError(f"einsum: the equation has {len(ins)} operands, got {len(xs)} tensors")
+        raise ShapeError(f"einsum: the equation has {len(ins)} operands, got {len(xs)} tensors")
     for s in ins + [out]:
         rest = s.replace("...", "", 1)
         if not builtins.all(c.isalpha() for c in rest):
-            raise ValueError(
+            raise ShapeError(
                 f"einsum: subscripts must be letters (and one '...'), got {equation!r}"
             )
     used = set(eq)
@@ -294,7 +294,7 @@ def _einsum_parse(equation: str, xs: list[Tensor]) -> tuple[list[str], str]:
                 )
             widest = builtins.max(widest, k)
     if widest > len(spare):
-        raise ValueError("einsum: too many axes under '...'")
+        raise ShapeError("einsum: too many axes under '...'")
     lead = spare[:widest]
     for i, (s, x) in enumerate(zip(ins, xs)):
         if "..." in s:
@@ -310,10 +310,10 @@ def _einsum_parse(equation: str, xs: list[Tensor]) -> tuple[list[str], str]:
             sorted(c for c, k in counts.items() if k == 1 and c not in lead)
         )
     if len(set(out)) != len(out):
-        raise ValueError(f"einsum: an output subscript repeats in {equation!r}")
+        raise ShapeError(f"einsum: an output subscript repeats in {equation!r}")
     for c in out:
         if not any(c in s for s in ins):
-            raise ValueError(f"einsum: output subscript {c!r} is not in any input")
+            raise ShapeError(f"einsum: output subscript {c!r} is not in any input")
     return ins, out
 
 
@@ -493,7 +493,7 @@ def topk(
     d = _dim("topk", dim, x.ndim) if x.ndim else 0
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:
-        raise ValueError(
+        raise ShapeError(
             f"topk: k ({k}) must lie in [0, {n}] for dim {dim} of shape {list(x.shape)}"
         )
     if x.ndim == 0:
@@ -568,8 +568,14 @@ def allclose(
     return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
 
 
-def nonzero(input: Tensor, *, as_tuple: bool = False) -> Any:
+def nonzero(input: Tensor, *, out: Any = None, as_tuple: bool = False) -> Any:
     """The indices of the non-zero elements: ``[n, ndim]`` int64, or one tensor per axis."""
+    if out is not None:
+        from ._ops import _write_out
+
+        if as_tuple:
+            raise TypeError("nonzero: out= is not supported with as_tuple=True")
+        return _write_out("nonzero", out, nonzero(input))
     x = _check_tensor("nonzero", "input", input)
     if x.ndim == 0:  # as PyTorch: one hit with no coordinates, or none
         hit = int(bool(x.detach().numpy()))
@@ -653,10 +659,16 @@ def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     if len(src) != len(dst):
-        raise ValueError(f"movedim: {len(src)} source dims for {len(dst)} destinations")
+        raise ShapeError(
+            f"movedim: Invalid source or destination dims: source ({src} dims) should contain "
+            f"the same number of dims as destination ({dst} dims)"
+        )
     n = x.ndim
     src = [_dim("movedim", s, n) for s in src]
     dst = [_dim("movedim", d, n) for d in dst]
+    for name, dims in (("source", src), ("destination", dst)):
+        if len(set(dims)) != len(dims):
+            raise ShapeError(f"movedim: repeated dim in `{name}` ({dims})")
     rest = [i for i in range(n) if i not in src]
     order = [-1] * n
     for s, d in zip(src, dst):
@@ -705,7 +717,7 @@ def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple[Tensor, ...]:
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
     if indexing not in ("ij", "xy"):
-        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+        raise ShapeError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
     ts = [_check_tensor("meshgrid", f"tensors[{i}]", x).reshape(-1) for i, x in enumerate(tensors)]
     shape = [x.shape[0] for x in ts]
     out = []
@@ -726,29 +738,25 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
     d1, d2 = _dim("diagonal", dim1, x.ndim), _dim("diagonal", dim2, x.ndim)
     if d1 == d2:
         raise ValueError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2}")
-    x = movedim(x, [d1, d2], [-2, -1])
-    n, m = x.shape[-2], x.shape[-1]
-    offset = _int("diagonal", "offset", offset)
-    rows = np.arange(builtins.max(0, -offset), n)
-    rows = rows[rows + offset < m]
-    flat = x.reshape(*x.shape[:-2], n * m)
-    idx = tensor(rows * m + rows + offset, dtype="int64", device=x.device)
-    return flat.index_select(flat.ndim - 1, idx)
+    # a view, as PyTorch's: writes through it reach ``input``
+    return x._diagonal_view(_int("diagonal", "offset", offset), d1, d2)
 
 
-def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+def diag(input: Tensor, diagonal: int = 0, *, out: Any = None) -> Tensor:
     """A square matrix with ``input`` (1-D) on a diagonal, or the diagonal of a matrix."""
+    if out is not None:
+        from ._ops import _write_out
+
+        return _write_out("diag", out, diag(input, diagonal))
     x = _check_tensor("diag", "input", input)
     _rank("diag", "input", x, (1, 2))
     k = _int("diag", "diagonal", diagonal)
     if x.ndim == 2:
-        return globals()["diagonal"](x, k)
-    n = x.shape[0] + abs(k)
-    eye = np.zeros((x.shape[0], n * n))
-    r = np.arange(x.shape[0])
-    eye[r, (r + builtins.max(0, -k)) * n + r + builtins.max(0, k)] = 1.0
-    place = tensor(eye, dtype=x.dtype.name, device=x.device)
-    return (x.reshape(1, -1) @ place).reshape(n, n)
+        return globals()["diagonal"](x, k).clone()  # a copy, as PyTorch's (not a view)
+    # placed, not multiplied: any dtype (bool too), and inf or NaN entries leave the zeros
+    from ._torch_extra import diag_embed
+
+    return diag_embed(x, k)
 
 
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
@@ -774,7 +782,7 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: Any = None) -> T
     if compute_mode not in (*modes, "donot_use_mm_for_euclid_dist"):
         raise ValueError(f"cdist: {compute_mode!r} is not a valid value for compute_mode")
     if not p >= 0:
-        raise ValueError(f"cdist: p must be non-negative, got {p}")
+        raise ShapeError(f"cdist: p must be non-negative, got {p}")
     a, b = _check_tensor("cdist", "x1", x1), _check_tensor("cdist", "x2", x2)
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-1]:
         raise ShapeError(
@@ -1117,6 +1125,12 @@ def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     idx = index.detach().numpy() if isinstance(index, Tensor) else np.asarray(index)
     if idx.ndim > 1:
         raise IndexError(f"index_fill: index must be 0-d or 1-D, got shape {list(idx.shape)}")
+    if idx.size and idx.dtype.kind not in "iu":
+        raise IndexError(f"index_fill: Expected dtype int64 for index, got {idx.dtype}")
+    if isinstance(value, complex):
+        raise DTypeError(
+            "index_fill: Converting complex Scalar to non-complex type is not supported"
+        )
     idx = idx.astype(np.int64).reshape(-1)
     n = x.shape[d] if x.ndim else 1
     if idx.size and (idx.min() < -n or idx.max() >= n):

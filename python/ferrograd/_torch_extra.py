@@ -289,9 +289,9 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     """The ``n``-th derivative of ``digamma`` (``n >= 0``); differentiable."""
     n = _int("polygamma", "n", n)
     if n < 0:
-        raise ValueError(f"polygamma: n must be non-negative, got {n}")
+        raise ShapeError(f"polygamma: n must be non-negative, got {n}")
     if n > 20:
-        raise ValueError(f"polygamma: n above 20 is not supported, got {n}")
+        raise ShapeError(f"polygamma: n above 20 is not supported, got {n}")
     return _polygamma("polygamma", n, _float("polygamma", input))
 
 
@@ -301,7 +301,7 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:
     x = _float("mvlgamma", input)
     p = _int("mvlgamma", "p", p)
     if p < 1:
-        raise ValueError(f"mvlgamma: p must be at least 1, got {p}")
+        raise ShapeError(f"mvlgamma: p must be at least 1, got {p}")
     if not _core._tracing() and x.numel() and bool((x.detach() <= (p - 1) / 2).any()):
         raise ValueError(f"mvlgamma: all entries of input must be greater than {(p - 1) / 2}")
     out = lgamma(x)
@@ -447,7 +447,7 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
             )
     d1, d2 = d1 % nd, d2 % nd
     if d1 == d2:
-        raise ValueError(f"diag_embed: dim1 and dim2 must differ, both are {d1}")
+        raise ShapeError(f"diag_embed: dim1 and dim2 must differ, both are {d1}")
     m = x.shape[-1] + builtins.abs(offset)
     return _place_last_two(_embed_diagonal(x, m, m, offset), d1, d2)
 
@@ -466,7 +466,7 @@ def _split_n(op: str, x: Tensor, sections: Any, d: int, need: int) -> tuple[Tens
     if isinstance(sections, (int, np.integer)) and not isinstance(sections, bool):
         n = int(sections)
         if n <= 0 or x.shape[d] % n:
-            raise ValueError(
+            raise ShapeError(
                 f"{op}: dim {d} of size {x.shape[d]} cannot be split into {n} equal sections"
             )
     elif not isinstance(sections, (list, tuple, Tensor)):
@@ -503,7 +503,7 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
         raise ShapeError(f"vander: x must be 1-D, got shape {list(v.shape)}")
     n = v.shape[0] if N is None else _int("vander", "N", N)
     if n < 0:
-        raise ValueError(f"vander: N must be non-negative, got {n}")
+        raise ShapeError(f"vander: N must be non-negative, got {n}")
     if v.dtype.kind == "b":
         v = v.astype("int64")
     cols = []
@@ -527,7 +527,7 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
         raise ShapeError(f"combinations: input must be 1-D, got shape {list(x.shape)}")
     r = _int("combinations", "r", r)
     if r < 0:
-        raise ValueError(f"combinations: r must be non-negative, got {r}")
+        raise ShapeError(f"combinations: r must be non-negative, got {r}")
     if r == 0:
         return _core.zeros((0,), dtype=_dtype_name(x.dtype), device=x.device)
     gen = itertools.combinations_with_replacement if with_replacement else itertools.combinations
@@ -570,7 +570,7 @@ def chain_matmul(*matrices: Tensor) -> Tensor:
     if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
         matrices = tuple(matrices[0])
     if not matrices:
-        raise ValueError("chain_matmul: expected at least one matrix")
+        raise ShapeError("chain_matmul: expected at least one matrix")
     ms = [_check_tensor("chain_matmul", f"matrices[{i}]", m) for i, m in enumerate(matrices)]
     for i, m in enumerate(ms):
         if m.ndim != 2:
@@ -672,7 +672,7 @@ def cov(
         if name == "aweights" and wt.dtype.kind != "f":
             raise DTypeError(f"cov: aweights must be floats, got {wt.dtype}")
         if not _core._tracing() and bool((wt.detach() < 0).any()):
-            raise ValueError(f"cov: {name} must be non-negative")
+            raise ShapeError(f"cov: {name} must be non-negative")
         wt = wt.reshape(-1).astype(_dtype_name(x.dtype))
         w = wt if w is None else w * wt
     if w is None:
@@ -766,7 +766,9 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> Any:
         return _ModeResult(x, _core.zeros((), dtype="int64", device=x.device))
     d = _dim("mode", x, dim)
     if x.shape[d] == 0:
-        raise ValueError(f"mode: dim {d} is empty (shape {list(x.shape)})")
+        from .nn._errors import IndexValueError
+
+        raise IndexValueError(f"mode: dim {d} is empty (shape {list(x.shape)})")
     return _sorted_pick("mode", x, d, bool(keepdim), _mode_pick, _ModeResult)
 
 
@@ -785,14 +787,18 @@ def nanmedian(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     if dim is None:
         flat = x.reshape(-1)
         if flat.shape[0] == 0:
-            raise ValueError("nanmedian: the input is empty")
+            if x.dtype.kind == "f":  # NaN, as PyTorch's (on the graph of ``input``)
+                return flat.sum() * 0.0 + float("nan")
+            raise ShapeError("nanmedian: the input is empty")
         return _sorted_pick("nanmedian", flat, 0, False, _nanmedian_pick, _NanmedianResult)[0]
     if x.ndim == 0:
         _dim("nanmedian", x, dim)
         return _NanmedianResult(x, _core.zeros((), dtype="int64", device=x.device))
     d = _dim("nanmedian", x, dim)
     if x.shape[d] == 0:
-        raise ValueError(f"nanmedian: dim {d} is empty (shape {list(x.shape)})")
+        from .nn._errors import IndexValueError
+
+        raise IndexValueError(f"nanmedian: dim {d} is empty (shape {list(x.shape)})")
     return _sorted_pick("nanmedian", x, d, bool(keepdim), _nanmedian_pick, _NanmedianResult)
 
 
@@ -899,7 +905,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     x = _check_tensor("take_along_dim", "input", input)
     idx = _check_tensor("take_along_dim", "indices", indices)
     if idx.dtype.kind not in "iu":
-        raise TypeError(f"take_along_dim: indices must be integers, got {idx.dtype}")
+        raise DTypeError(f"take_along_dim: indices must be integers, got {idx.dtype}")
     if dim is not None:
         d = _dim("take_along_dim", x, dim)
         if idx.ndim != x.ndim:
@@ -926,13 +932,13 @@ def repeat_interleave(
     x = _check_tensor("repeat_interleave", "input", input)
     if repeats is None:
         if x.ndim != 1 or x.dtype.kind not in "iu":
-            raise ValueError(
+            raise ShapeError(
                 f"repeat_interleave: a single argument must be a 1-D integer tensor of counts, "
                 f"got shape {list(x.shape)} {x.dtype}"
             )
         counts = _host(x).astype(np.int64)
         if counts.size and counts.min() < 0:
-            raise ValueError("repeat_interleave: counts must be non-negative")
+            raise ShapeError("repeat_interleave: counts must be non-negative")
         return _idx(np.repeat(np.arange(counts.size), counts), x.device)
     return x.repeat_interleave(repeats, dim)
 
@@ -1126,7 +1132,7 @@ def randint_like(
     low = _int("randint_like", "low", low)
     high = _int("randint_like", "high", high)
     if high <= low:
-        raise ValueError(f"randint_like: high ({high}) must be greater than low ({low})")
+        raise ShapeError(f"randint_like: high ({high}) must be greater than low ({low})")
     dt = _dtype_name(dtype) if dtype is not None else _dtype_name(x.dtype)
     dev = str(device) if device is not None else x.device
     out = randint(low, high, tuple(x.shape), device=dev)
@@ -1148,12 +1154,12 @@ def logspace(
 
     steps = _int("logspace", "steps", steps)
     if steps < 0:
-        raise ValueError(f"logspace: steps must be non-negative, got {steps}")
+        raise ShapeError(f"logspace: steps must be non-negative, got {steps}")
     vals = []
     for name, v in (("start", start), ("end", end), ("base", base)):
         if isinstance(v, Tensor):
             if v.numel() != 1:
-                raise ValueError(f"logspace: {name} must be a scalar, got shape {list(v.shape)}")
+                raise ShapeError(f"logspace: {name} must be a scalar, got shape {list(v.shape)}")
             v = v.item()
         if isinstance(v, bool) or not isinstance(v, (int, float, np.number)):
             raise TypeError(f"logspace: {name} must be a number, got {type(v).__name__}")
@@ -1335,7 +1341,7 @@ def slice_scatter(
     d = _dim("slice_scatter", x, dim)
     step = _int("slice_scatter", "step", step)
     if step <= 0:
-        raise ValueError(f"slice_scatter: step must be positive, got {step}")
+        raise ShapeError(f"slice_scatter: step must be positive, got {step}")
     st = None if start is None else _int("slice_scatter", "start", start)
     en = None if end is None else _int("slice_scatter", "end", end)
     positions = list(range(x.shape[d]))[slice(st, en, step)]
@@ -1355,7 +1361,7 @@ def diagonal_scatter(
     d1 = _dim("diagonal_scatter", x, dim1, "dim1")
     d2 = _dim("diagonal_scatter", x, dim2, "dim2")
     if d1 == d2:
-        raise ValueError(f"diagonal_scatter: dim1 and dim2 must differ, both are {d1}")
+        raise ShapeError(f"diagonal_scatter: dim1 and dim2 must differ, both are {d1}")
     rows, cols = x.shape[d1], x.shape[d2]
     length = _diag_len(rows, cols, offset)
     want = [n for j, n in enumerate(x.shape) if j not in (d1, d2)] + [length]
@@ -1408,7 +1414,7 @@ def scatter_reduce(
     x = _check_tensor(op, "input", input)
     s = _check_tensor(op, "src", src)
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
-        raise ValueError(f"{op}: reduce must be one of sum, prod, mean, amax, amin; got {reduce!r}")
+        raise ShapeError(f"{op}: reduce must be one of sum, prod, mean, amax, amin; got {reduce!r}")
     d = _dim(op, x, dim)
     if x.ndim == 0 or s.ndim == 0 or (isinstance(index, Tensor) and index.ndim == 0):
         # PyTorch reads 0-d tensors as 1-D of one entry
@@ -1602,7 +1608,10 @@ def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False
     flat_x = x.reshape(math.prod(x.shape[:k]), *rest)
     flat_v = v.reshape(int(lin.size), *rest)
     pos = _idx(lin.reshape(-1), x.device)
-    if accumulate:
+    if accumulate and x.dtype.kind == "b":
+        # PyTorch's bool accumulate is a logical or
+        out = index_add(flat_x.astype("int64"), 0, pos, flat_v.astype("int64")) != 0
+    elif accumulate:
         out = index_add(flat_x, 0, pos, flat_v)
     else:
         # the last write wins among duplicates
@@ -1655,12 +1664,19 @@ def _data_ptr(self: Tensor) -> int:
 
 
 def _mH(self: Tensor) -> Tensor:
+    if self.ndim == 1:
+        raise ShapeError(
+            "tensor.mH is only supported on matrices or batches of matrices. Got 1-D tensor."
+        )
     return self.mT
 
 
 def _H(self: Tensor) -> Tensor:
-    if self.ndim > 2:
-        raise ShapeError(f"H: expected a tensor of at most 2 dimensions, got {list(self.shape)}")
+    if self.ndim not in (0, 2):
+        raise ShapeError(
+            "tensor.H is only supported on matrices (2-D tensors). "
+            f"Got {self.ndim}-D tensor, of shape {list(self.shape)}."
+        )
     return self.T
 
 

@@ -17,7 +17,7 @@ def _window(name: str, n: int, periodic: bool, dtype: Any, device: Any, fn: Any)
     from ._tensor import default_float, tensor
 
     if not isinstance(n, (int, np.integer)) or n < 0:
-        raise ValueError(f"{name}: window_length must be a non-negative int, got {n!r}")
+        raise _core.ShapeError(f"{name}: window_length must be a non-negative int, got {n!r}")
     if n == 0:
         w = np.zeros(0)
     elif n == 1:
@@ -102,7 +102,7 @@ def poisson(input: Tensor, generator: Any = None) -> Tensor:
 
     rates = input.detach().numpy()
     if np.any(rates < 0) or np.any(np.isnan(rates)):
-        raise ValueError("poisson: rates must be non-negative")
+        raise _core.ShapeError("poisson: rates must be non-negative")
     draw = _rng_for("poisson", generator, input.device).poisson(rates)
     return tensor(draw.astype(rates.dtype), device=input.device)
 
@@ -152,37 +152,24 @@ class _NextafterFn(_EngineFunction):
 
 
 def as_strided(input: Tensor, size: Any, stride: Any, storage_offset: int | None = None) -> Tensor:
-    """The entries at ``storage_offset + sum(i_k stride_k)`` of a contiguous tensor's memory,
-    shaped ``size`` (PyTorch's ``as_strided``; sliding windows, for instance). Here the
-    result is a copy (differentiable: overlapping windows add their gradients), not a view:
-    writes to it do not reach ``input``."""
-    x = input
-    if not x.is_contiguous():
-        raise RuntimeError(
-            "as_strided: only a contiguous tensor is supported here (call .contiguous())"
-        )
+    """The view of ``input``'s memory whose entry ``i`` is at ``storage_offset + sum(i_k
+    stride_k)`` (PyTorch's ``as_strided``; sliding windows, for instance): writes through it
+    reach ``input``. Differentiable: each entry's gradient goes to the entries of ``input``
+    at its place in memory (overlapping windows add theirs)."""
     size = [int(s) for s in size]
     stride = [int(s) for s in stride]
     if len(size) != len(stride):
-        raise ValueError(f"as_strided: {len(size)} sizes but {len(stride)} strides")
-    off = x.storage_offset() if storage_offset is None else int(storage_offset)
-    base = off - x.storage_offset()
-    idx = np.full(size, base, dtype=np.int64) if size else np.array(base, dtype=np.int64)
-    for d, (n, s) in enumerate(zip(size, stride)):
-        shape = [1] * len(size)
-        shape[d] = n
-        idx = idx + (np.arange(n, dtype=np.int64) * s).reshape(shape)
-    if idx.size and (idx.min() < 0 or idx.max() >= x.numel()):
         raise RuntimeError(
-            f"as_strided: size {size}, stride {stride} and offset {off} reach outside the "
-            f"tensor's {x.numel()} elements"
+            f"as_strided: mismatch in length of strides and shape ({len(size)} sizes, "
+            f"{len(stride)} strides)"
         )
-    from ._core import index_select
-    from ._tensor import tensor
-
-    flat = x.reshape(-1)
-    picked = index_select(flat, 0, tensor(idx.reshape(-1), dtype="int64", device=x.device))
-    return picked.reshape(*size)
+    off = None if storage_offset is None else int(storage_offset)
+    if any(n < 0 for n in size) or (off is not None and off < 0):
+        raise RuntimeError(f"as_strided: negative size {size} or storage offset {off}")
+    try:
+        return input._as_strided_view(size, stride, off)
+    except ValueError as e:
+        raise RuntimeError(str(e)) from None
 
 
 def _assert(condition: Any, message: str) -> None:

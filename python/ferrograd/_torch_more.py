@@ -98,6 +98,7 @@ __all__ = [
     "multiply",
     "mv",
     "nanmean",
+    "nanquantile",
     "nansum",
     "ne",
     "negative",
@@ -243,7 +244,7 @@ def _div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
         a, b = _pair("div", input, other)
         return a / b
     if rounding_mode not in ("trunc", "floor"):
-        raise ValueError(
+        raise ShapeError(
             f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}"
         )
     a, b, q = _quotient("div", input, other, rounding_mode)
@@ -514,7 +515,9 @@ def median(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     if dim is None:
         flat = x.reshape(-1)
         if flat.shape[0] == 0:
-            raise ValueError("median: the input is empty")
+            if x.dtype.kind == "f":  # NaN, as PyTorch's (on the graph of ``input``)
+                return flat.sum() * 0.0 + float("nan")
+            raise ShapeError("median: the input is empty")
         if bool(flat.detach().isnan().any()):
             return flat[int(np.argmax(np.isnan(flat.numpy())))]
         v = _pick_sorted("median", flat, 0, (flat.shape[0] - 1) // 2, False, _MedianResult)[0]
@@ -529,7 +532,9 @@ def median(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     d = _dim("median", x, dim)
     n = x.shape[d]
     if n == 0:
-        raise ValueError(f"median: dim {d} is empty")
+        from .nn._errors import IndexValueError
+
+        raise IndexValueError(f"median: dim {d} is empty")
     return _pick_sorted("median", x, d, (n - 1) // 2, bool(keepdim), _MedianResult)
 
 
@@ -549,10 +554,10 @@ def quantile(
     if qs.ndim > 1:
         raise ShapeError(f"quantile: q must be a number or 1-D, got shape {list(qs.shape)}")
     if np.any((qs < 0) | (qs > 1)) or np.any(np.isnan(qs)):
-        raise ValueError(f"quantile: q must be in [0, 1], got {qs.tolist()}")
+        raise ShapeError(f"quantile: q must be in [0, 1], got {qs.tolist()}")
     modes = ("linear", "lower", "higher", "midpoint", "nearest")
     if interpolation not in modes:
-        raise ValueError(f"quantile: interpolation must be one of {modes}, got {interpolation!r}")
+        raise ShapeError(f"quantile: interpolation must be one of {modes}, got {interpolation!r}")
     if dim is not None and x.ndim == 0:
         _dim("quantile", x.reshape(1), dim)
         dim = None  # a 0-d input: its one value, as PyTorch's
@@ -562,8 +567,14 @@ def quantile(
         d = _dim("quantile", x, dim)
     n = x.shape[d]
     if n == 0:
-        raise ValueError("quantile: the input is empty along dim")
+        raise ShapeError("quantile: the input is empty along dim")
     s = sort(x, d).values
+    # a row holding NaN gives NaN (PyTorch's; ``nanquantile`` skips them)
+    nan_rows = x.detach().isnan().any(d, keepdim=True) if bool(x.detach().isnan().any()) else None
+
+    def _nan_fill(v: Tensor) -> Tensor:
+        return v if nan_rows is None else _core.where(nan_rows, math.nan, v)
+
     # a tensor q is differentiable (linear interpolation), as PyTorch's: the weight is
     # q * (n - 1) - floor(q * (n - 1)), the upper neighbour ceil(q * (n - 1))
     q_flat = (
@@ -578,7 +589,7 @@ def quantile(
             lo = math.floor(pos)
             a = s.narrow(d, lo, 1)
             w = q_flat[k] * (n - 1) - lo
-            v = a + (s.narrow(d, math.ceil(pos), 1) - a) * w
+            v = _nan_fill(a + (s.narrow(d, math.ceil(pos), 1) - a) * w)
             if dim is None:
                 v = v.reshape(*([1] * input.ndim)) if keepdim else v.reshape(())
             elif not keepdim:
@@ -599,7 +610,72 @@ def quantile(
         elif interpolation == "midpoint":
             frac_ = 0.5 if hi != lo and frac_ > 0 else 0.0
         a = s.narrow(d, lo, 1)
-        v = a if frac_ == 0.0 else a + (s.narrow(d, hi, 1) - a) * frac_
+        v = _nan_fill(a if frac_ == 0.0 else a + (s.narrow(d, hi, 1) - a) * frac_)
+        if dim is None:
+            v = v.reshape(*([1] * input.ndim)) if keepdim else v.reshape(())
+        elif not keepdim:
+            v = v.squeeze(d)
+        out.append(v)
+    if qs.ndim == 0:
+        return out[0]
+    return _core.stack(out, 0)
+
+
+def nanquantile(
+    input: Tensor,
+    q: Any,
+    dim: Any = None,
+    keepdim: bool = False,
+    *,
+    interpolation: str = "linear",
+) -> Tensor:
+    """:func:`quantile` ignoring NaN: each row's quantiles among its non-NaN entries (NaN
+    for a row of NaN only), as PyTorch's; differentiable in ``input``."""
+    x = _float("nanquantile", input)
+    qs = q.detach().numpy() if isinstance(q, Tensor) else np.asarray(q, dtype=np.float64)
+    if qs.ndim > 1:
+        raise ShapeError(f"nanquantile: q must be a number or 1-D, got shape {list(qs.shape)}")
+    if np.any((qs < 0) | (qs > 1)) or np.any(np.isnan(qs)):
+        raise ShapeError(f"nanquantile: q must be in [0, 1], got {qs.tolist()}")
+    modes = ("linear", "lower", "higher", "midpoint", "nearest")
+    if interpolation not in modes:
+        raise ShapeError(
+            f"nanquantile: interpolation must be one of {modes}, got {interpolation!r}"
+        )
+    if dim is not None and x.ndim == 0:
+        _dim("nanquantile", x.reshape(1), dim)
+        dim = None  # a 0-d input: its one value, as PyTorch's
+    if dim is None:
+        x, d = x.reshape(-1), 0
+    else:
+        d = _dim("nanquantile", x, dim)
+    n = x.shape[d]
+    if n == 0:
+        raise ShapeError("nanquantile: the input is empty along dim")
+    s = sort(x, d).values  # NaN sorts last
+    valid = (~x.detach().isnan()).astype("int64").sum(d, keepdim=True).numpy()
+    out = []
+    for qi in np.atleast_1d(qs).astype(np.float64):
+        pos = qi * (np.maximum(valid, 1) - 1)
+        lo = np.floor(pos)
+        hi = np.minimum(lo + 1, np.maximum(valid - 1, 0))
+        frac_ = pos - lo
+        if interpolation == "lower":
+            hi, frac_ = lo, np.zeros_like(pos)
+        elif interpolation == "higher":
+            lo = hi = np.ceil(pos)
+            frac_ = np.zeros_like(pos)
+        elif interpolation == "nearest":
+            lo = hi = np.round(pos)  # half to even, as PyTorch
+            frac_ = np.zeros_like(pos)
+        elif interpolation == "midpoint":
+            frac_ = np.where((hi != lo) & (frac_ > 0), 0.5, 0.0)
+        a = gather(s, d, tensor(lo.astype(np.int64), device=x.device))
+        b = gather(s, d, tensor(hi.astype(np.int64), device=x.device))
+        w = tensor(frac_, dtype=x.dtype.name, device=x.device)
+        v = a + (b - a) * w
+        if not (valid > 0).all():
+            v = _core.where(tensor(valid == 0, device=x.device), math.nan, v)
         if dim is None:
             v = v.reshape(*([1] * input.ndim)) if keepdim else v.reshape(())
         elif not keepdim:
@@ -729,7 +805,7 @@ def diff(
     d = _dim("diff", x, dim)
     n = _int("diff", "n", n)
     if n < 0:
-        raise ValueError(f"diff: n must be non-negative, got {n}")
+        raise ShapeError(f"diff: n must be non-negative, got {n}")
     if n == 0:
         return x  # PyTorch's: the input itself (prepend / append unused)
     parts = [p for p in (prepend, x, append) if p is not None]
@@ -783,10 +859,10 @@ def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     toward the second)."""
     x = _check_tensor("rot90", "input", input)
     if len(dims) != 2:
-        raise ValueError(f"rot90: dims must name two axes, got {list(dims)}")
+        raise ShapeError(f"rot90: expected total rotation dims == 2, but got dims = {len(dims)}")
     a, b = (_dim("rot90", x, d, "dims") for d in dims)
     if a == b:
-        raise ValueError(f"rot90: dims must be different axes, got {list(dims)}")
+        raise ShapeError(f"rot90: dims must be different axes, got {list(dims)}")
     k = _int("rot90", "k", k) % 4
     if k == 1:
         return x.flip(b).swapaxes(a, b)
@@ -880,7 +956,7 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     if isinstance(dims, (int, np.integer)):
         k = _int("tensordot", "dims", dims)
         if k < 0 or k > builtins.min(a.ndim, b.ndim):
-            raise ValueError(
+            raise ShapeError(
                 f"tensordot: dims={k} is out of range for shapes {list(a.shape)} "
                 f"and {list(b.shape)}"
             )
@@ -890,7 +966,7 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
         ax_a = [_dim("tensordot", a, d, "dims") for d in np.atleast_1d(da).tolist()]
         ax_b = [_dim("tensordot", b, d, "dims") for d in np.atleast_1d(db).tolist()]
         if len(ax_a) != len(ax_b):
-            raise ValueError(f"tensordot: {len(ax_a)} axes of a against {len(ax_b)} of b")
+            raise ShapeError(f"tensordot: {len(ax_a)} axes of a against {len(ax_b)} of b")
     for i, j in zip(ax_a, ax_b):
         if a.shape[i] != b.shape[j]:
             raise ShapeError(
@@ -976,9 +1052,9 @@ def searchsorted(
     seq = _check_tensor("searchsorted", "sorted_sequence", sorted_sequence)
     if side is not None:
         if side not in ("left", "right"):
-            raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+            raise ShapeError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
         if right and side == "left":
-            raise ValueError("searchsorted: right=True contradicts side='left'")
+            raise ShapeError("searchsorted: right=True contradicts side='left'")
         right = side == "right"
     scalar = not isinstance(values, Tensor)
     v = values.numpy() if isinstance(values, Tensor) else np.asarray(values)
@@ -1028,7 +1104,7 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
         )
     xs = x.numpy()
     if xs.size and xs.min() < 0:
-        raise ValueError("bincount: input must be non-negative")
+        raise ShapeError("bincount: input must be non-negative")
     w = None if weights is None else _check_tensor("bincount", "weights", weights).numpy()
     out = np.bincount(xs, weights=w, minlength=_int("bincount", "minlength", minlength))
     if weights is None:
@@ -1043,7 +1119,7 @@ def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
     x = _float("histc", input)
     bins = _int("histc", "bins", bins)
     if bins <= 0:
-        raise ValueError(f"histc: bins must be positive, got {bins}")
+        raise ShapeError(f"histc: bins must be positive, got {bins}")
     a = x.numpy().reshape(-1)
     lo, hi = _as_builtin_float(min), _as_builtin_float(max)
     if lo == 0 and hi == 0 and a.size:
@@ -1051,7 +1127,7 @@ def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
     if lo == hi:
         lo, hi = lo - 1, hi + 1
     if lo > hi:
-        raise ValueError(f"histc: max ({hi}) must be at least min ({lo})")
+        raise ShapeError(f"histc: max ({hi}) must be at least min ({lo})")
     counts, _ = np.histogram(a, bins=bins, range=(lo, hi))
     return tensor(counts.astype(a.dtype), device=x.device)
 
@@ -1135,14 +1211,31 @@ def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple
     """Splits along ``dim`` into ``n`` nearly equal parts (the first ``size % n`` one longer)
     or at the given indices, as numpy's ``array_split``."""
     x = _check_tensor("tensor_split", "input", input)
+    if x.ndim == 0:
+        raise ShapeError(
+            "tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims"
+        )
     d = _dim("tensor_split", x, dim)
     size = x.shape[d]
     if isinstance(indices_or_sections, Tensor):
-        indices_or_sections = indices_or_sections.tolist()
+        ios = indices_or_sections
+        if ios.dtype.name != "int64":
+            from ._core import DTypeError
+
+            raise DTypeError(
+                "tensor_split expected tensor_indices_or_sections to have dtype of long, "
+                f"but got {ios.dtype}"
+            )
+        if ios.ndim > 1:
+            raise ShapeError(
+                "tensor_split expected tensor_indices_or_sections to be a zero-dimensional "
+                f"or one-dimensional tensor, but got a tensor with {ios.ndim} dims"
+            )
+        indices_or_sections = ios.tolist()
     if isinstance(indices_or_sections, (int, np.integer)):
         n = _int("tensor_split", "sections", indices_or_sections)
         if n <= 0:
-            raise ValueError(f"tensor_split: sections must be positive, got {n}")
+            raise ShapeError(f"tensor_split: number of sections must be larger than 0, got {n}")
         q, r = divmod(size, n)
         bounds, at = [], 0
         for i in range(n):
@@ -1156,8 +1249,9 @@ def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple
         ]
     out, start = [], 0
     for c in [*cuts, size]:
-        c = builtins.max(c, start)
-        out.append(x.narrow(d, start, c - start))
+        # PyTorch slices ``[previous index, index)``: a non-increasing pair gives an empty
+        # piece and the next piece starts at the (smaller) index again
+        out.append(x.narrow(d, start, builtins.max(c - start, 0)))
         start = c
     return tuple(out)
 
@@ -1173,12 +1267,7 @@ def unfold_windows(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
         raise ValueError(f"unfold: size {size} does not fit dimension {d} of size {n}")
     if step <= 0:
         raise ValueError(f"unfold: step must be positive, got {step}")
-    count = (n - size) // step + 1
-    idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
-    picked = _core.index_select(x, d, tensor(idx.astype(np.int64), device=x.device))
-    shape = list(x.shape)
-    shape[d : d + 1] = [count, size]
-    return picked.reshape(*shape).movedim(d + 1, -1)
+    return x._unfold_view(d, size, step)  # a view, as PyTorch's
 
 
 def select(input: Tensor, dim: int, index: int) -> Tensor:
@@ -1230,9 +1319,14 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
                 f"shape with dim {d} of the index's length)"
             )
     pos = idx.numpy()
-    if pos.size and (pos.min() < -n or pos.max() >= n):
-        raise IndexError(f"index_copy: index out of range for dim {d} of size {n}")
-    pos = pos % n
+    if pos.size and (pos.min() < 0 or pos.max() >= n):
+        # (a negative index too, as PyTorch's)
+        bad = int(pos[(pos < 0) | (pos >= n)][0])
+        raise IndexError(
+            f"index_copy_(): index {bad} is out of bounds for dimension {d} with size {n}"
+        )
+    if x.dtype.kind == "b":  # through uint8 (the engine's index_add takes no bools)
+        return index_copy(x.astype("uint8"), d, idx, src.astype("uint8")).astype("bool")
     # a repeated index takes the last write (as PyTorch's CPU kernel)
     _, first_rev = np.unique(pos[::-1], return_index=True)
     last = np.sort(pos.size - 1 - first_rev)
@@ -1401,16 +1495,23 @@ def _trace_method(self: Tensor) -> Tensor:
     """The sum of the main diagonal of a matrix."""
     if self.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, got shape {list(self.shape)}")
+    if self.dtype.kind == "b":
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")  # as PyTorch
     return self.diagonal().sum()
 
 
 def _with_dtype(name: str, engine: Any) -> Any:
     def method(self: Tensor, *args: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
-        if dtype is None:
-            return engine(self, *args, **kwargs)
-        # computed in dtype and returned as dtype (PyTorch's: prod(dtype=bool) is bool)
-        name = _dtype_name(dtype)
-        out = engine(self.astype(name), *args, **kwargs)
+        try:
+            if dtype is None:
+                return engine(self, *args, **kwargs)
+            # computed in dtype and returned as dtype (PyTorch's: prod(dtype=bool) is bool)
+            name = _dtype_name(dtype)
+            out = engine(self.astype(name), *args, **kwargs)
+        except ValueError as e:
+            if type(e) is ValueError:  # the engine's axis checks (a repeated axis, ...)
+                raise ShapeError(str(e)) from None
+            raise
         return out.astype(name) if isinstance(out, Tensor) and out.dtype.name != name else out
 
     method.__name__ = name
@@ -1609,6 +1710,7 @@ def _install() -> None:
         "kthvalue": kthvalue,
         "median": median,
         "quantile": quantile,
+        "nanquantile": nanquantile,
         "nansum": nansum,
         "nanmean": nanmean,
         "aminmax": aminmax,
@@ -1670,7 +1772,7 @@ def _install() -> None:
         "signbit": _signbit,
         "sgn": lambda self: self.sign(),
         "positive": lambda self: self,
-        "ravel": lambda self: self.reshape(-1),
+        "ravel": lambda self: self.contiguous().reshape(-1),  # (a copy when not contiguous)
         "moveaxis": lambda self, source, destination: self.movedim(source, destination),
         "swapdims": lambda self, d0, d1: self.swapaxes(d0, d1),
         "take_along_dim": lambda self, indices, dim=None: _take_along_dim(self, indices, dim),
@@ -1707,7 +1809,9 @@ def broadcast_shapes(*shapes: Any) -> Size:
         try:
             dims = [int(d) for d in shape]
         except TypeError:
-            raise TypeError(
+            from ._core import DTypeError
+
+            raise DTypeError(
                 f"broadcast_shapes: each shape must be an int or a sequence of ints, got {shape!r}"
             ) from None
         if any(d < 0 for d in dims):

@@ -374,10 +374,36 @@ def once_differentiable(fn: Any) -> Any:
     return fn
 
 
-class function:
-    Function = Function
-    FunctionCtx = FunctionCtx
-    once_differentiable = staticmethod(once_differentiable)
+class InplaceFunction(Function):
+    """PyTorch's ``autograd.function.InplaceFunction``: a :class:`Function` whose
+    constructor takes ``inplace`` (a flag its ``forward`` may read)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+
+def _install_function() -> None:
+    # torch.autograd.function as a submodule, so `from ferrograd.autograd.function import
+    # Function` works (and `ferrograd.autograd.function.Function` as an attribute)
+    import sys
+    import types
+
+    mod = types.ModuleType(
+        f"{__name__}.function",
+        "PyTorch's torch.autograd.function: Function, FunctionCtx, InplaceFunction, "
+        "once_differentiable.",
+    )
+    mod.Function = Function  # type: ignore[attr-defined]
+    mod.FunctionCtx = FunctionCtx  # type: ignore[attr-defined]
+    mod.InplaceFunction = InplaceFunction  # type: ignore[attr-defined]
+    mod.once_differentiable = once_differentiable  # type: ignore[attr-defined]
+    mod.__all__ = ["Function", "FunctionCtx", "InplaceFunction", "once_differentiable"]  # type: ignore[attr-defined]
+    sys.modules[mod.__name__] = mod
+    globals()["function"] = mod
+
+
+_install_function()
 
 
 def _install_functional() -> None:

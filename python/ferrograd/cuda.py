@@ -11,6 +11,8 @@ import ctypes
 import glob
 import os
 import sys
+import types
+from typing import Any
 
 from . import _core
 
@@ -135,32 +137,55 @@ def seed_all() -> None:
     manual_seed(int(np.random.SeedSequence().entropy) % 2**63)
 
 
-class _CudaAmp:
-    """``torch.cuda.amp``'s spellings: ``autocast(enabled=True, dtype=float16)`` and
-    ``GradScaler(...)`` for the CUDA device (see :mod:`ferrograd.amp`)."""
+def _make_amp() -> types.ModuleType:
+    """``torch.cuda.amp`` (a submodule, so ``from ferrograd.cuda.amp import autocast``
+    works): ``autocast(enabled=True, dtype=float16, cache_enabled=True)``, ``GradScaler``,
+    ``custom_fwd`` / ``custom_bwd`` for the CUDA device (see :mod:`ferrograd.amp`)."""
+    from . import amp as _amp
 
-    @staticmethod
-    def autocast(enabled: bool = True, dtype: object = "float16", cache_enabled: bool = True):
-        from .amp import autocast
+    mod = types.ModuleType(f"{__name__}.amp", _make_amp.__doc__)
 
-        return autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+    class autocast(_amp.autocast):
+        """``torch.cuda.amp.autocast``: :class:`ferrograd.amp.autocast` for ``"cuda"``."""
 
-    @staticmethod
-    def GradScaler(
-        init_scale: float = 2.0**16,
-        growth_factor: float = 2.0,
-        backoff_factor: float = 0.5,
-        growth_interval: int = 2000,
-        enabled: bool = True,
-    ):
-        from .amp import GradScaler
+        def __init__(
+            self, enabled: bool = True, dtype: object = "float16", cache_enabled: bool = True
+        ) -> None:
+            super().__init__("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
-        return GradScaler(
-            "cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled
-        )
+    class GradScaler(_amp.GradScaler):
+        """``torch.cuda.amp.GradScaler``: :class:`ferrograd.amp.GradScaler` for ``"cuda"``."""
+
+        def __init__(
+            self,
+            init_scale: float = 2.0**16,
+            growth_factor: float = 2.0,
+            backoff_factor: float = 0.5,
+            growth_interval: int = 2000,
+            enabled: bool = True,
+        ) -> None:
+            super().__init__(
+                "cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled
+            )
+
+    def custom_fwd(fwd: Any = None, *, cast_inputs: Any = None) -> Any:
+        """``torch.cuda.amp.custom_fwd``: :func:`ferrograd.amp.custom_fwd` for ``"cuda"``."""
+        return _amp.custom_fwd(fwd, device_type="cuda", cast_inputs=cast_inputs)
+
+    def custom_bwd(bwd: Any = None) -> Any:
+        """``torch.cuda.amp.custom_bwd``: :func:`ferrograd.amp.custom_bwd` for ``"cuda"``."""
+        return _amp.custom_bwd(bwd, device_type="cuda")
+
+    for obj in (autocast, GradScaler, custom_fwd, custom_bwd):
+        obj.__module__ = mod.__name__
+        obj.__qualname__ = obj.__name__
+        setattr(mod, obj.__name__, obj)
+    mod.__all__ = ["GradScaler", "autocast", "custom_bwd", "custom_fwd"]  # type: ignore[attr-defined]
+    sys.modules[mod.__name__] = mod
+    return mod
 
 
-amp = _CudaAmp()
+amp = _make_amp()
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
@@ -272,3 +297,68 @@ def get_device_capability(device: object = None) -> tuple[int, int]:
     """The CUDA device's compute capability ``(major, minor)``."""
     p = get_device_properties(device)
     return (p.major, p.minor)
+
+
+# ------------------------------------------------------ initialisation and random states
+
+
+def is_initialized() -> bool:
+    """PyTorch's ``torch.cuda.is_initialized()``: ferrograd sets CUDA up when it finds a
+    device, so this is :func:`is_available` (False where there is no CUDA)."""
+    return is_available()
+
+
+def __getattr__(name: str) -> Any:
+    # ``torch.cuda._initialized`` (a module attribute there): read when asked
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _stream_name(device: object) -> str:
+    """The random stream's name of a CUDA device given as an index, a name or a device."""
+    if device is not None and not isinstance(device, (str, int)):
+        index = getattr(device, "index", None)
+        device = str(device) if index is None else int(index)
+    return f"cuda:{_ordinal(device)}"
+
+
+def get_rng_state(device: object = "cuda") -> Any:
+    """The state of ``device``'s random stream (``torch.cuda.get_rng_state``) as a uint8
+    tensor on the CPU; give it to :func:`set_rng_state` to draw the same numbers again."""
+    import json
+
+    import numpy as np
+
+    from . import random
+    from ._tensor import tensor
+
+    blob = json.dumps(random._device_state(_stream_name(device))).encode()
+    return tensor(np.frombuffer(blob, dtype=np.uint8).copy(), dtype="uint8")
+
+
+def set_rng_state(new_state: Any, device: object = "cuda") -> None:
+    """Restores a state from :func:`get_rng_state` to ``device``'s random stream."""
+    import json
+
+    import numpy as np
+
+    from . import random
+
+    arr = np.asarray(new_state.numpy() if hasattr(new_state, "numpy") else new_state)
+    try:
+        state = json.loads(arr.astype(np.uint8).tobytes().decode())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"cuda.set_rng_state: not a state from get_rng_state ({e})") from None
+    random._set_device_state(_stream_name(device), state)
+
+
+def get_rng_state_all() -> list:
+    """:func:`get_rng_state` of every CUDA device."""
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states: Any) -> None:
+    """:func:`set_rng_state` for each CUDA device in turn."""
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)

@@ -103,10 +103,10 @@ def _matrix_dims(op: str, a: Tensor, dim: Any) -> tuple[int, int]:
     if a.ndim < 2:
         raise ShapeError(f"{op}: expected a matrix (or a batch of them), got shape {list(a.shape)}")
     if len(dim) != 2:
-        raise ValueError(f"{op}: dim must name two axes, got {dim}")
+        raise ShapeError(f"{op}: dim must name two axes, got {dim}")
     r, c = (_dim(op, a, d) for d in dim)
     if r == c:
-        raise ValueError(f"{op}: dim must name two different axes, got {dim}")
+        raise ShapeError(f"{op}: dim must name two different axes, got {dim}")
     return r, c
 
 
@@ -132,7 +132,7 @@ def matrix_norm(
         red = S.sum(-1) if ord == "nuc" else S.amax(-1) if ord == 2 else S.amin(-1)
         out = red.unsqueeze(min(r, c)).unsqueeze(max(r, c))
     else:
-        raise ValueError(
+        raise ShapeError(
             f"matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}"
         )
     return out if keepdim else out.squeeze((r, c))

@@ -11,12 +11,17 @@ initialisers) raise ``TraceError`` there."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
 
 __all__ = [
     "Generator",
     "beta",
     "default_generator",
+    "fork_rng",
     "gamma",
     "get_rng_state",
     "initial_seed",
@@ -59,13 +64,20 @@ def _ensure_counter(name: str) -> None:
         _counters[name] = tensor(np.array(_counter_start(name), dtype=np.int64), device=name)
 
 
+def _stream_key(device: object) -> str:
+    """The name of a device's streams: ``"cuda"`` is ``"cuda:0"`` (one generator, as
+    PyTorch's)."""
+    name = str(device)
+    return "cuda:0" if name == "cuda" else name
+
+
 def _traced_draw(shape: tuple, device: object, dtype: str, normal: bool) -> object:
     """Numbers drawn inside ``fg.trace`` (see the module's text): uniform or normal, in
     ``dtype`` (a float dtype)."""
     from . import _core
 
     global _salt
-    name = str(device) if device is not None else str(_core.get_default_device())
+    name = _stream_key(device if device is not None else _core.get_default_device())
     counter = _counters.get(name)
     if counter is None:
         raise _core.TraceError(
@@ -125,7 +137,7 @@ def _numpy_rng(device: object = None) -> np.random.Generator:
             "the draw would become a constant of the graph and repeat on every call; run this "
             "step without fg.trace, or with dropout off (p=0 or eval mode)"
         )
-    name = str(device) if device is not None else str(_core.get_default_device())
+    name = _stream_key(device if device is not None else _core.get_default_device())
     _ensure_counter(name)
     g = _streams.get(name)
     if g is None:
@@ -141,13 +153,7 @@ def get_rng_state() -> dict:
     draws, for instance when resuming training."""
     out: dict = {"seed": str(_seed), "streams": {}}
     for name, g in _streams.items():
-        st = g.bit_generator.state
-        out["streams"][name] = {
-            "state": str(st["state"]["state"]),
-            "inc": str(st["state"]["inc"]),
-            "has_uint32": int(st["has_uint32"]),
-            "uinteger": int(st["uinteger"]),
-        }
+        out["streams"][name] = _stream_state(g)
     out["counters"] = {name: str(int(c.item())) for name, c in _counters.items()}
     out["device_seeds"] = {k: str(v) for k, v in _device_seeds.items()}
     return out
@@ -160,14 +166,7 @@ def set_rng_state(state: dict) -> None:
         _seed = int(state["seed"])
         streams = {}
         for name, s in state["streams"].items():
-            bg = np.random.PCG64()
-            bg.state = {
-                "bit_generator": "PCG64",
-                "state": {"state": int(s["state"]), "inc": int(s["inc"])},
-                "has_uint32": int(s["has_uint32"]),
-                "uinteger": int(s["uinteger"]),
-            }
-            streams[name] = np.random.Generator(bg)
+            streams[name] = _stream_from(s)
         counters = {name: int(v) for name, v in state.get("counters", {}).items()}
         device_seeds = {k: int(v) for k, v in state.get("device_seeds", {}).items()}
     except (KeyError, TypeError, ValueError) as e:
@@ -179,6 +178,119 @@ def set_rng_state(state: dict) -> None:
     for name, v in counters.items():
         _ensure_counter(name)
         _counters[name].copy_(np.array(v, dtype=np.int64))
+
+
+def _stream_state(g: np.random.Generator) -> dict:
+    st = g.bit_generator.state
+    return {
+        "state": str(st["state"]["state"]),
+        "inc": str(st["state"]["inc"]),
+        "has_uint32": int(st["has_uint32"]),
+        "uinteger": int(st["uinteger"]),
+    }
+
+
+def _stream_from(s: dict) -> np.random.Generator:
+    bg = np.random.PCG64()
+    bg.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": int(s["state"]), "inc": int(s["inc"])},
+        "has_uint32": int(s["has_uint32"]),
+        "uinteger": int(s["uinteger"]),
+    }
+    return np.random.Generator(bg)
+
+
+def _device_state(name: str) -> dict:
+    """The state of one device's stream and traced counter (None: not made yet, so it
+    starts from the seed when first used), as plain data (``fg.cuda.get_rng_state``)."""
+    g = _streams.get(name)
+    c = _counters.get(name)
+    return {
+        "stream": None if g is None else _stream_state(g),
+        "counter": None if c is None else str(int(c.item())),
+    }
+
+
+def _set_device_state(name: str, state: dict) -> None:
+    """Restores what :func:`_device_state` returned to the device ``name``."""
+    try:
+        stream = state["stream"]
+        g = None if stream is None else _stream_from(stream)
+        counter = state["counter"]
+        counter = None if counter is None else int(counter)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"set_rng_state: not a state from get_rng_state ({e})") from None
+    if g is None:
+        _streams.pop(name, None)
+    else:
+        _streams[name] = g
+    if counter is not None:
+        _ensure_counter(name)
+        _counters[name].copy_(np.array(counter, dtype=np.int64))
+
+
+@contextlib.contextmanager
+def fork_rng(
+    devices: Any = None,
+    enabled: bool = True,
+    _caller: str = "fork_rng",
+    _devices_kw: str = "devices",
+    device_type: str | None = None,
+) -> Iterator[None]:
+    """PyTorch's ``torch.random.fork_rng``: on exit the random streams are back where they
+    were on entry, whatever was drawn or seeded inside. The CPU's stream (and the seed) is
+    always restored; the streams of ``devices`` (indices of ``device_type``, ``"cuda"`` by
+    default) too, every device's when ``devices`` is None. ``enabled=False`` restores
+    nothing."""
+    if not enabled or device_type == "meta":
+        yield
+        return
+    kind = str(device_type or "cuda").partition(":")[0]
+    if devices is None:
+        chosen = None
+    else:
+        from .cuda import _ordinal
+
+        chosen = set()
+        for d in devices:
+            if not isinstance(d, (int, str, np.integer)):
+                index = getattr(d, "index", None)
+                d = str(d) if index is None else int(index)
+            chosen.add(int(d) if isinstance(d, np.integer) else _ordinal(d))
+
+    def forked(name: str) -> bool:
+        dev, _, index = name.partition(":")
+        if dev == "cpu" or chosen is None:
+            return True
+        return dev == kind and int(index or 0) in chosen
+
+    seed, device_seeds = _seed, dict(_device_seeds)
+    streams = {n: g.bit_generator.state for n, g in _streams.items() if forked(n)}
+    counters = {n: int(c.item()) for n, c in _counters.items() if forked(n)}
+    try:
+        yield
+    finally:
+        _restore_forked(seed, device_seeds if chosen is None else None, streams, counters, forked)
+
+
+def _restore_forked(
+    seed: int, device_seeds: dict | None, streams: dict, counters: dict, forked: Any
+) -> None:
+    global _seed
+    _seed = seed
+    if device_seeds is not None:
+        _device_seeds.clear()
+        _device_seeds.update(device_seeds)
+    for name in [n for n in _streams if forked(n) and n not in streams]:
+        del _streams[name]  # made inside: it starts afresh from the seed
+    for name, st in streams.items():
+        g = _streams.get(name)
+        if g is None:
+            g = _streams[name] = np.random.Generator(np.random.PCG64())
+        g.bit_generator.state = st
+    for name, value in counters.items():
+        _counters[name].copy_(np.array(value, dtype=np.int64))
 
 
 class Generator:

@@ -965,6 +965,36 @@ impl PyTensor {
         };
         transpose_impl(&self.t(), &a)
     }
+    /// The diagonal of the `(dim1, dim2)` planes as the last axis, a view (PyTorch's
+    /// `diagonal`).
+    fn _diagonal_view(&self, offset: isize, dim1: isize, dim2: isize) -> PyResult<PyTensor> {
+        self.t()
+            .diagonal(offset, dim1, dim2)
+            .py()
+            .map(PyTensor::from)
+    }
+    /// The windows of `size` elements `step` apart along `dim` as a new last axis, a view
+    /// (PyTorch's `Tensor.unfold`).
+    fn _unfold_view(&self, dim: isize, size: usize, step: usize) -> PyResult<PyTensor> {
+        self.t()
+            .unfold_view(dim, size, step)
+            .py()
+            .map(PyTensor::from)
+    }
+    /// The view of this tensor's buffer with `size`, `stride` and `storage_offset` (PyTorch's
+    /// `as_strided`).
+    #[pyo3(signature = (size, stride, storage_offset=None))]
+    fn _as_strided_view(
+        &self,
+        size: Vec<usize>,
+        stride: Vec<isize>,
+        storage_offset: Option<usize>,
+    ) -> PyResult<PyTensor> {
+        self.t()
+            .as_strided(&size, &stride, storage_offset)
+            .py()
+            .map(PyTensor::from)
+    }
     #[pyo3(signature = (*axes))]
     fn permute(&self, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
         let a = shape_args("permute", "axes", axes)?;

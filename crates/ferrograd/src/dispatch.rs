@@ -154,6 +154,9 @@ fn any_dtype(op: &Op) -> bool {
                 | MovementOp::Permute(_)
                 | MovementOp::BroadcastTo(_)
                 | MovementOp::Slice(_)
+                | MovementOp::Diagonal { .. }
+                | MovementOp::UnfoldView { .. }
+                | MovementOp::AsStrided { .. }
                 | MovementOp::SliceGrad { .. }
                 | MovementOp::SetSlice(_)
                 | MovementOp::Concat(_)

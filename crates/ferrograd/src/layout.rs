@@ -298,14 +298,25 @@ impl Layout {
     }
 
     /// A broadcast view to `shape` (stride 0 on broadcast axes). The caller checks compatibility.
+    /// As PyTorch's `expand`: a new leading axis of length 1 takes the stride a contiguous
+    /// layout would give it (the next axis' length times its stride).
     pub fn broadcast_to(&self, shape: &[usize]) -> Layout {
         let n = shape.len();
         let k = self.shape.len();
         let mut strides: Strides = smallvec::smallvec![0isize; n];
-        for i in 0..k {
-            let d = n - k + i;
-            strides[d] = if self.shape[i] == shape[d] {
-                self.strides[i]
+        for d in (0..n).rev() {
+            strides[d] = if d + k >= n {
+                let i = d + k - n;
+                if self.shape[i] == shape[d] {
+                    self.strides[i]
+                } else {
+                    0
+                }
+            } else if shape[d] == 1 {
+                match shape.get(d + 1) {
+                    Some(&next) => next as isize * strides[d + 1],
+                    None => 0, // (PyTorch's, for a 0-d tensor expanded)
+                }
             } else {
                 0
             };
@@ -315,6 +326,73 @@ impl Layout {
             strides,
             offset: self.offset,
         }
+    }
+
+    /// The diagonal `offset` of the `(d1, d2)` planes as the last axis (PyTorch's
+    /// `diagonal`: the other axes in order, then the diagonal, of stride
+    /// `stride(d1) + stride(d2)`). The caller checks that `d1 != d2` are axes.
+    pub fn diagonal(&self, offset: isize, d1: usize, d2: usize) -> Layout {
+        let (n1, n2) = (self.shape[d1] as isize, self.shape[d2] as isize);
+        let len = if offset >= 0 {
+            n1.min(n2 - offset)
+        } else {
+            (n1 + offset).min(n2)
+        }
+        .max(0) as usize;
+        let mut start = self.offset as isize;
+        if len > 0 {
+            start += if offset >= 0 {
+                offset * self.strides[d2]
+            } else {
+                -offset * self.strides[d1]
+            };
+        }
+        let mut shape = Dims::new();
+        let mut strides = Strides::new();
+        for d in (0..self.shape.len()).filter(|&d| d != d1 && d != d2) {
+            shape.push(self.shape[d]);
+            strides.push(self.strides[d]);
+        }
+        shape.push(len);
+        strides.push(self.strides[d1] + self.strides[d2]);
+        Layout {
+            shape,
+            strides,
+            offset: start as usize,
+        }
+    }
+
+    /// PyTorch's `unfold(dim, size, step)`: the windows of `size` elements `step` apart
+    /// along `dim` (which becomes the window count, of stride `stride(dim) * step`), each a
+    /// new last axis of stride `stride(dim)`. A 0-d layout unfolds as one of shape `[1]`.
+    /// The caller checks that `size` fits and `step > 0`.
+    pub fn unfold(&self, dim: usize, size: usize, step: usize) -> Layout {
+        let mut shape = self.shape.clone();
+        let mut strides = self.strides.clone();
+        if shape.is_empty() {
+            shape.push(size);
+            strides.push(1);
+        } else {
+            let s = strides[dim];
+            shape[dim] = (shape[dim] - size) / step + 1;
+            strides[dim] = s * step as isize;
+            shape.push(size);
+            strides.push(s);
+        }
+        Layout {
+            shape,
+            strides,
+            offset: self.offset,
+        }
+    }
+
+    /// The storage position of every element, in row-major order.
+    pub fn positions(&self) -> Vec<isize> {
+        let mut out = Vec::with_capacity(self.numel());
+        for_each_run(self, |base, stride, len| {
+            out.extend((0..len as isize).map(|k| base as isize + k * stride));
+        });
+        out
     }
 
     /// Basic indexing: one spec per leading axis (missing trailing axes are kept whole).
@@ -498,6 +576,37 @@ mod tests {
             }
         });
         assert_eq!(seen, vec![0, 3, 1, 4, 2, 5]);
+    }
+
+    #[test]
+    fn diagonal_and_unfold_are_strided_views() {
+        let l = Layout::contiguous(&[2, 3, 4]);
+        let d = l.diagonal(1, 1, 2);
+        assert_eq!(
+            (d.shape(), d.strides(), d.offset()),
+            (&[2, 3][..], &[12, 5][..], 1)
+        );
+        let d = l.diagonal(-2, 1, 2);
+        assert_eq!(
+            (d.shape(), d.strides(), d.offset()),
+            (&[2, 1][..], &[12, 5][..], 8)
+        );
+        let d = l.diagonal(9, 1, 2);
+        assert_eq!((d.shape(), d.offset()), (&[2, 0][..], 0));
+        let u = Layout::contiguous(&[10]).unfold(0, 3, 2);
+        assert_eq!(u.positions(), vec![0, 1, 2, 2, 3, 4, 4, 5, 6, 6, 7, 8]);
+        let u = Layout::contiguous(&[]).unfold(0, 1, 1);
+        assert_eq!((u.shape(), u.strides()), (&[1][..], &[1][..]));
+    }
+
+    #[test]
+    fn broadcasting_keeps_unit_axis_strides_as_pytorch_expand() {
+        let l = Layout::contiguous(&[5]).broadcast_to(&[1, 1, 5]);
+        assert_eq!(l.strides(), &[5, 5, 1]);
+        let l = Layout::contiguous(&[3, 1]).broadcast_to(&[2, 3, 4]);
+        assert_eq!(l.strides(), &[0, 1, 0]);
+        let l = Layout::contiguous(&[]).broadcast_to(&[1, 1]);
+        assert_eq!(l.strides(), &[0, 0]);
     }
 
     #[test]

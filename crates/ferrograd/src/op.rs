@@ -283,6 +283,21 @@ op_family! {
         /// (broadcast): the functional form of `x[specs] = v`.
         SetSlice(Vec<SliceSpec>) => "setitem",
         Concat(usize) => "concat",
+        /// The diagonal `offset` of the `(dim1, dim2)` planes as the last axis (a view).
+        Diagonal { offset: isize, dim1: usize, dim2: usize } => "diagonal",
+        /// The windows of `size` elements `step` apart along `dim`, as a new last axis (a
+        /// view: PyTorch's `Tensor.unfold`).
+        UnfoldView { dim: usize, size: usize, step: usize } => "unfold_view",
+        /// The view of the input's buffer with `shape`, `strides` and storage `offset`
+        /// (PyTorch's `as_strided`); `base_strides` and `base_offset` are the input's own, for
+        /// the gradient.
+        AsStrided {
+            shape: Vec<usize>,
+            strides: Vec<isize>,
+            offset: usize,
+            base_strides: Vec<isize>,
+            base_offset: usize,
+        } => "as_strided",
         /// `take_along_axis(x, idx, axis)`.
         Gather(usize) => "gather",
         /// Zeros of `shape`, then `src` added at `idx` along `axis`: gather's gradient.

@@ -3,6 +3,8 @@ code written against either catches them."""
 
 from __future__ import annotations
 
+from .._core import ShapeError
+
 
 class ArgumentAssertionError(AssertionError, ValueError):
     """A constructor argument PyTorch refuses with an ``assert`` (``AssertionError``);
@@ -17,3 +19,9 @@ class IndexRuntimeError(IndexError, RuntimeError):
 class ArgumentRuntimeError(ValueError, RuntimeError):
     """A bad argument value where PyTorch raises ``RuntimeError``; ferrograd's older
     ``ValueError`` still catches it."""
+
+
+class IndexValueError(IndexError, ShapeError):  # type: ignore[misc]
+    """An empty dimension reduced (``argmax`` of an empty tensor, ...) where PyTorch raises
+    ``IndexError``; ferrograd's older ``ValueError`` (a ``ShapeError``, so also a
+    ``RuntimeError``) still catches it."""

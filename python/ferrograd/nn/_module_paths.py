@@ -1,6 +1,7 @@
 """PyTorch's submodule paths of ``torch.nn.modules`` (``nn.modules.linear.Linear``,
 ``from torch.nn.modules.rnn import LSTM``): each is a module object listing the ``nn``
-classes of that file, registered so ``import ferrograd.nn.modules.linear`` works too."""
+classes of that file, registered so ``import ferrograd.nn.modules.linear`` works too; and
+``nn.modules.utils`` (``_pair``, ...: see :mod:`._modules_utils`)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,8 @@ def install() -> None:
         m.Module = nn.Module  # type: ignore[attr-defined]
         setattr(modules, file, m)
         sys.modules[name] = m
+    # torch.nn.modules.utils: _single, _pair, _triple, _quadruple, _ntuple, ...
+    from . import _modules_utils
+
+    modules.utils = _modules_utils  # type: ignore[attr-defined]
+    sys.modules[f"{modules.__name__}.utils"] = _modules_utils

@@ -167,6 +167,21 @@ def _walk(value: Any, prefix: str, out: list, seen: set, direct: frozenset = fro
             _walk(v, f"{prefix}.{k}" if prefix else str(k), out, seen, direct)
 
 
+def _adopt(module: Any) -> Any:
+    """A layer of einops' ``einops.layers.torch`` (Rearrange, Reduce, EinMix) given to a
+    ferrograd Module, as ferrograd's equivalent (see :mod:`ferrograd._einops`); anything
+    else as it is."""
+    if module is None or isinstance(module, Module):
+        return module
+    if type(module).__module__.startswith("einops.layers"):
+        from .._einops import adopt_torch_layer
+
+        adopted = adopt_torch_layer(module)
+        if adopted is not None:
+            return adopted
+    return module
+
+
 class _StateDictKeyError(KeyError, RuntimeError):
     """Missing or unexpected state-dict keys: a ``KeyError``, and a ``RuntimeError`` as
     PyTorch raises."""
@@ -325,6 +340,8 @@ class Module:
         # PyTorch's registration rules: a parameter slot takes a Parameter or None, a buffer
         # slot a Tensor or None, and a Parameter given to a buffer's name becomes a parameter
         d = self.__dict__
+        if type(value).__module__ == "einops.layers.torch":
+            value = _adopt(value)
         if (
             isinstance(value, (Parameter, Module))
             and "training" not in d
@@ -424,6 +441,7 @@ class Module:
         object.__setattr__(self, name, tensor)
 
     def add_module(self, name: str, module: Module | None) -> None:
+        module = _adopt(module)
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: {type(module).__name__} is not a Module subclass")
         if not isinstance(name, str):
@@ -454,6 +472,7 @@ class Module:
 
     def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
         """Replaces (or adds) the sub-module at a dotted path."""
+        module = _adopt(module)
         if not isinstance(module, Module):
             raise TypeError(f"set_submodule: expected a Module, got {type(module).__name__}")
         parent, _, name = target.rpartition(".")
@@ -921,6 +940,7 @@ class Sequential(Module):
         self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(mods))
 
     def __setitem__(self, i: int, module: Module) -> None:
+        module = _adopt(module)
         if not isinstance(module, Module):
             raise TypeError(f"Sequential: {type(module).__name__} is not a Module subclass")
         key = list(self._modules)[i]
@@ -933,6 +953,7 @@ class Sequential(Module):
         self._renumber(list(self._modules.values()))  # numbering kept, as PyTorch's
 
     def insert(self, index: int, module: Module) -> Sequential:
+        module = _adopt(module)
         if not isinstance(module, Module):
             raise TypeError(f"Sequential: {type(module).__name__} is not a Module subclass")
         mods = list(self._modules.values())
@@ -986,6 +1007,7 @@ class ModuleList(Module):
         return self
 
     def insert(self, index: int, module: Module) -> None:
+        module = _adopt(module)
         items = self._list()
         items.insert(index, module)
         self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(items))
@@ -996,6 +1018,7 @@ class ModuleList(Module):
         return self._list()[i]
 
     def __setitem__(self, i: int, module: Module) -> None:
+        module = _adopt(module)
         if not isinstance(module, Module):
             raise TypeError(f"ModuleList: {type(module).__name__} is not a Module subclass")
         key = str(range(len(self._modules))[i])
@@ -1074,6 +1097,15 @@ class ModuleDict(Module):
         return self._modules.items()
 
 
+def _as_parameter(value: Any) -> Any:
+    """An entry of a ParameterList / ParameterDict, as PyTorch stores it: a Tensor becomes a
+    Parameter; anything else (``None`` above all) is kept as given, and is neither a
+    parameter nor a state-dict entry."""
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        return Parameter(value)
+    return value
+
+
 class ParameterList(Module):
     """A list of parameters, each registered (named by index)."""
 
@@ -1084,8 +1116,7 @@ class ParameterList(Module):
             self.append(v)
 
     def append(self, value: Any) -> ParameterList:
-        p = value if isinstance(value, Parameter) else Parameter(value)
-        self._parameters[str(len(self._parameters))] = p
+        self._parameters[str(len(self._parameters))] = _as_parameter(value)
         return self
 
     def extend(self, values: Iterable[Any]) -> ParameterList:
@@ -1100,7 +1131,7 @@ class ParameterList(Module):
 
     def __setitem__(self, i: int, value: Any) -> None:
         key = str(range(len(self._parameters))[i])
-        self._parameters[key] = value if isinstance(value, Parameter) else Parameter(value)
+        self._parameters[key] = _as_parameter(value)
 
     def __delitem__(self, i: int | slice) -> None:
         ps = list(self._parameters.values())
@@ -1132,7 +1163,7 @@ class ParameterDict(Module):
         return self._parameters[key]
 
     def __setitem__(self, key: str, value: Any) -> None:
-        self._parameters[str(key)] = value if isinstance(value, Parameter) else Parameter(value)
+        self._parameters[str(key)] = _as_parameter(value)
 
     def __delitem__(self, key: str) -> None:
         del self._parameters[key]

@@ -40,8 +40,11 @@ pub fn auto_policy() -> MirrorPolicy {
                 MovementOp::Reshape(_)
                 | MovementOp::Permute(_)
                 | MovementOp::BroadcastTo(_)
-                | MovementOp::Slice(_) => true,
+                | MovementOp::Slice(_)
+                | MovementOp::Diagonal { .. }
+                | MovementOp::UnfoldView { .. } => true,
                 MovementOp::ToDevice { .. }
+                | MovementOp::AsStrided { .. }
                 | MovementOp::SliceGrad { .. }
                 | MovementOp::SetSlice(_)
                 | MovementOp::Concat(_)

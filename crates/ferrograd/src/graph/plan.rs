@@ -81,6 +81,9 @@ pub(crate) fn may_alias(op: &Op) -> bool {
                 | MovementOp::Permute(_)
                 | MovementOp::BroadcastTo(_)
                 | MovementOp::Slice(_)
+                | MovementOp::Diagonal { .. }
+                | MovementOp::UnfoldView { .. }
+                | MovementOp::AsStrided { .. }
                 | MovementOp::ToDevice { .. }
         )
     )

@@ -72,6 +72,22 @@ impl Family for MovementOp {
             MovementOp::Permute(perm) => x.view(x.layout().permute(perm)),
             MovementOp::BroadcastTo(shape) => x.view(x.layout().broadcast_to(shape)),
             MovementOp::Slice(specs) => x.view(x.layout().slice(specs)),
+            MovementOp::Diagonal { offset, dim1, dim2 } => {
+                x.view(x.layout().diagonal(*offset, *dim1, *dim2))
+            }
+            MovementOp::UnfoldView { dim, size, step } => {
+                x.view(x.layout().unfold(*dim, *size, *step))
+            }
+            MovementOp::AsStrided {
+                shape,
+                strides,
+                offset,
+                ..
+            } => {
+                let l = Layout::new(shape, strides, *offset);
+                check_in_storage(name, x, &l)?;
+                x.view(l)
+            }
             MovementOp::SliceGrad { shape, specs } => Tensor::from_storage(
                 on_device!(name, inputs, |b, d| {
                     b.slice_grad(d[0], x.layout(), x.dtype(), shape, specs)
@@ -181,6 +197,9 @@ impl Family for MovementOp {
             | MovementOp::Permute(_)
             | MovementOp::BroadcastTo(_)
             | MovementOp::Slice(_)
+            | MovementOp::Diagonal { .. }
+            | MovementOp::UnfoldView { .. }
+            | MovementOp::AsStrided { .. }
             | MovementOp::SliceGrad { .. }
             | MovementOp::SetSlice(_)
             | MovementOp::Concat(_)
@@ -216,6 +235,27 @@ impl Family for MovementOp {
                 },
                 &[dy],
             )?)],
+            MovementOp::Diagonal { offset, dim1, dim2 } => {
+                let base = Layout::contiguous(shape);
+                let out = base.diagonal(*offset, *dim1, *dim2);
+                vec![Some(strided_view_grad(dy, &base, &out)?)]
+            }
+            MovementOp::UnfoldView { dim, size, step } => {
+                let base = Layout::contiguous(shape);
+                let out = base.unfold(*dim, *size, *step);
+                vec![Some(strided_view_grad(dy, &base, &out)?)]
+            }
+            MovementOp::AsStrided {
+                shape: out_shape,
+                strides,
+                offset,
+                base_strides,
+                base_offset,
+            } => {
+                let base = Layout::new(shape, base_strides, *base_offset);
+                let out = Layout::new(out_shape, strides, *offset);
+                vec![Some(strided_view_grad(dy, &base, &out)?)]
+            }
             MovementOp::SliceGrad { specs, .. } => {
                 vec![Some(movement(MovementOp::Slice(specs.to_vec()), &[dy])?)]
             }
@@ -263,6 +303,72 @@ impl Family for MovementOp {
             MovementOp::Argsort { .. } => return Err(super::not_differentiable(self.name())),
         })
     }
+}
+
+/// A `layout` over `x`'s buffer must stay inside it.
+fn check_in_storage(op: &str, x: &Tensor, layout: &Layout) -> Result<()> {
+    let len = x.storage().bytes() / x.dtype().size_in_bytes().max(1);
+    if layout.numel() == 0 {
+        return Ok(());
+    }
+    let (lo, hi) = layout.storage_span();
+    if layout.strides().iter().any(|&s| s < 0) || hi > len || lo > hi {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "sizes {:?}, strides {:?} and storage offset {} reach outside the tensor's \
+                 storage of {len} elements",
+                layout.shape(),
+                layout.strides(),
+                layout.offset()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The gradient of a strided view `out` of an input of layout `base` (over one buffer): the
+/// gradient of each of the view's elements goes to the input elements at its position in
+/// memory (added where the view's elements overlap, shared equally among input elements that
+/// overlap), built from recorded ops (a scatter-add and a gather), so it differentiates again.
+fn strided_view_grad(dy: &Tensor, base: &Layout, out: &Layout) -> Result<Tensor> {
+    let in_shape = base.shape();
+    let n = out.numel();
+    let m = base.numel();
+    if n == 0 || m == 0 {
+        return Tensor::full_on(in_shape, 0.0, dy.dtype(), dy.device());
+    }
+    let po = out.positions();
+    let flat = dy.reshape(&[n])?;
+    let o = base.offset() as isize;
+    if base.is_contiguous() && po.iter().all(|&p| p >= o && p < o + m as isize) {
+        let idx: Vec<i64> = po.iter().map(|&p| (p - o) as i64).collect();
+        let idx = Tensor::from_vec(idx, &[n])?;
+        return flat.scatter_add_to(&idx, 0, &[m])?.reshape(in_shape);
+    }
+    let pi = base.positions();
+    let lo = *po.iter().chain(&pi).min().unwrap_or(&0);
+    let hi = *po.iter().chain(&pi).max().unwrap_or(&0);
+    let span = (hi - lo + 1) as usize;
+    let idx: Vec<i64> = po.iter().map(|&p| (p - lo) as i64).collect();
+    let in_storage = flat.scatter_add_to(&Tensor::from_vec(idx, &[n])?, 0, &[span])?;
+    let mut count = vec![0u32; span];
+    for &p in &pi {
+        count[(p - lo) as usize] += 1;
+    }
+    let take: Vec<i64> = pi.iter().map(|&p| (p - lo) as i64).collect();
+    let shared: Vec<f64> = pi
+        .iter()
+        .map(|&p| count[(p - lo) as usize] as f64)
+        .collect();
+    let mut g = in_storage.index_select(0, &Tensor::from_vec(take, &[m])?)?;
+    if shared.iter().any(|&c| c > 1.0) {
+        let c = Tensor::from_vec(shared, &[m])?
+            .astype(dy.dtype())?
+            .to_device(dy.device())?;
+        g = g.div(&c)?;
+    }
+    g.reshape(in_shape)
 }
 
 /// [`MovementOp::Argsort`]: each line along `axis` sorted on the host, stably, with NaN
@@ -603,6 +709,94 @@ impl Tensor {
             });
         }
         Ok(norm)
+    }
+
+    /// The diagonal `offset` of the planes of axes `dim1` and `dim2` as the last axis (a view,
+    /// PyTorch's `diagonal`).
+    pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Tensor> {
+        const OP: &str = "diagonal";
+        let n = self.ndim();
+        if n < 2 {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "the input needs at least 2 axes, got shape {:?}",
+                    self.shape()
+                ),
+            ));
+        }
+        let (d1, d2) = (normalize_axis(OP, dim1, n)?, normalize_axis(OP, dim2, n)?);
+        if d1 == d2 {
+            return Err(Error::invalid(
+                OP,
+                format!("dim1 and dim2 cannot be the same axis, got {dim1} and {dim2}"),
+            ));
+        }
+        apply1(
+            &Op::Movement(MovementOp::Diagonal {
+                offset,
+                dim1: d1,
+                dim2: d2,
+            }),
+            &[self],
+        )
+    }
+
+    /// The windows of `size` elements `step` apart along `dim`, as a new last axis (a view,
+    /// PyTorch's `Tensor.unfold`; a 0-d tensor unfolds as one element).
+    pub fn unfold_view(&self, dim: isize, size: usize, step: usize) -> Result<Tensor> {
+        const OP: &str = "unfold";
+        let d = normalize_axis(OP, dim, self.ndim().max(1))?;
+        let len = if self.ndim() == 0 { 1 } else { self.shape()[d] };
+        if size > len {
+            return Err(Error::invalid(
+                OP,
+                format!("maximum size for tensor at dimension {d} is {len} but size is {size}"),
+            ));
+        }
+        if step == 0 {
+            return Err(Error::invalid(OP, "step must be greater than zero"));
+        }
+        apply1(
+            &Op::Movement(MovementOp::UnfoldView { dim: d, size, step }),
+            &[self],
+        )
+    }
+
+    /// The view of this tensor's buffer with `shape`, `strides` and storage `offset` (this
+    /// tensor's own when `None`): PyTorch's `as_strided`. Differentiable: each element's
+    /// gradient goes to the elements of this tensor at its place in memory.
+    pub fn as_strided(
+        &self,
+        shape: &[usize],
+        strides: &[isize],
+        offset: Option<usize>,
+    ) -> Result<Tensor> {
+        const OP: &str = "as_strided";
+        if shape.len() != strides.len() {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "mismatch in length of strides and shape: {} sizes, {} strides",
+                    shape.len(),
+                    strides.len()
+                ),
+            ));
+        }
+        if strides.iter().any(|&s| s < 0) {
+            return Err(Error::invalid(OP, "negative strides are not supported"));
+        }
+        crate::layout::checked_size(OP, shape, self.dtype().size_in_bytes())?;
+        apply1(
+            &Op::Movement(MovementOp::AsStrided {
+                shape: shape.to_vec(),
+                strides: strides.to_vec(),
+                offset: offset.unwrap_or(self.layout().offset()),
+                base_strides: self.layout().strides().to_vec(),
+                base_offset: self.layout().offset(),
+            }),
+            &[self],
+        )
     }
 
     /// `len` elements along `axis` starting at `start` (a view).

@@ -1,0 +1,61 @@
+"""PyTorch's ``torch.nn.modules.utils`` (registered as ``ferrograd.nn.modules.utils``):
+the argument helpers layer code imports (``_single``, ``_pair``, ``_triple``,
+``_quadruple``, ``_ntuple``, ``_reverse_repeat_tuple``, ``_list_with_default``) and
+``consume_prefix_in_state_dict_if_present``."""
+
+from __future__ import annotations
+
+import collections.abc
+from itertools import repeat
+from typing import Any, Callable
+
+__all__ = ["consume_prefix_in_state_dict_if_present"]
+
+
+def _ntuple(n: int, name: str = "parse") -> Callable[[Any], tuple]:
+    """A function making an ``n``-tuple of one value (an iterable is made a tuple as is)."""
+
+    def parse(x: Any) -> tuple:
+        if isinstance(x, collections.abc.Iterable):
+            return tuple(x)
+        return tuple(repeat(x, n))
+
+    parse.__name__ = name
+    return parse
+
+
+_single = _ntuple(1, "_single")
+_pair = _ntuple(2, "_pair")
+_triple = _ntuple(3, "_triple")
+_quadruple = _ntuple(4, "_quadruple")
+
+
+def _reverse_repeat_tuple(t: Any, n: int) -> tuple:
+    """``t`` reversed with each element repeated ``n`` times (a layer's padding as
+    ``F.pad`` takes it)."""
+    return tuple(x for x in reversed(t) for _ in range(n))
+
+
+def _list_with_default(out_size: Any, defaults: list[int]) -> Any:
+    """An adaptive pool's ``output_size`` with its ``None`` entries taken from the input's
+    trailing sizes ``defaults``."""
+    if isinstance(out_size, int):
+        return out_size
+    if len(defaults) <= len(out_size):
+        raise ValueError(f"Input dimension should be at least {len(out_size) + 1}")
+    return [v if v is not None else d for v, d in zip(out_size, defaults[-len(out_size) :])]
+
+
+def consume_prefix_in_state_dict_if_present(state_dict: dict[str, Any], prefix: str) -> None:
+    """Strips ``prefix`` from the keys of ``state_dict`` in place (a ``DataParallel`` /
+    ``DistributedDataParallel`` checkpoint's ``"module."``)."""
+    for key in list(state_dict.keys()):
+        if key.startswith(prefix):
+            state_dict[key[len(prefix) :]] = state_dict.pop(key)
+    metadata = getattr(state_dict, "_metadata", None)
+    if metadata is not None:
+        for key in list(metadata.keys()):
+            if len(key) == 0:
+                continue
+            if key == prefix.replace(".", "") or key.startswith(prefix):
+                metadata[key[len(prefix) :]] = metadata.pop(key)
