@@ -171,3 +171,112 @@ def test_attaching_a_tensor_that_is_not_float_raises_megengines_assertion(dtype)
     with pytest.raises(fg.DTypeError, match="attach: only float"):
         gm.attach(x)
     gm.attach(fg.tensor([1.0], dtype="float16"))  # float16 can be attached
+
+
+def test_functional_cross_takes_two_vectors():
+    import ferrograd.functional as MF
+
+    a, b = np.array([1.0, 2.0], "f4"), np.array([4.0, 5.0, 6.0], "f4")
+    out = MF.cross(fg.tensor(a), fg.tensor(b)).numpy()
+    np.testing.assert_allclose(out, np.cross(np.append(a, 0), b), rtol=1e-6)
+
+
+def _ctc_reference(pred, label, blank):
+    """MegEngine's naive CTC negative log-likelihood of one sequence of probabilities."""
+    ext = np.full(2 * len(label) + 1, blank)
+    ext[1::2] = label
+    alpha = np.full(len(ext), -np.inf)
+    alpha[:2] = np.log(pred[0, ext[:2]])
+    for t in range(1, len(pred)):
+        new = alpha.copy()
+        new[1:] = np.logaddexp(new[1:], alpha[:-1])
+        skip = np.r_[False, False, ext[2:] != ext[:-2]]
+        new[skip] = np.logaddexp(new[skip], alpha[:-2][skip[2:]])
+        alpha = new + np.log(pred[t, ext])
+    return -np.logaddexp(alpha[-1], alpha[-2])
+
+
+def test_functional_ctc_loss_megengine_signature_on_probabilities():
+    import ferrograd.functional as MF
+
+    rng = np.random.default_rng(0)
+    T, N, C = 12, 2, 5
+    pred = rng.random((T, N, C)).astype("f4")
+    pred /= pred.sum(-1, keepdims=True)
+    lengths = np.array([3, 4], "i4")
+    label = np.array([1, 2, 3, 4, 1, 2, 2], "i4")
+    per = [
+        _ctc_reference(pred[:, 0], label[:3], 0),
+        _ctc_reference(pred[:, 1], label[3:], 0),
+    ]
+    args = (fg.tensor(pred), fg.tensor(np.full(N, T, "i4")), fg.tensor(label))
+    for reduction, want in [
+        ("none", per),
+        ("sum", sum(per)),
+        ("mean", np.mean(np.array(per) / lengths)),
+    ]:
+        got = MF.nn.ctc_loss(*args, fg.tensor(lengths), blank=0, reduction=reduction)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+
+
+def test_functional_sliding_window_and_transpose():
+    import itertools
+
+    import ferrograd.functional as MF
+
+    N, C, H, W = 2, 3, 7, 8
+    (ph, pw), (sh, sw), (wh, ww), (dh, dw) = (1, 2), (2, 1), (3, 2), (1, 3)
+    inp = np.random.default_rng(0).normal(size=(N, C, H, W)).astype("f4")
+    pad = np.pad(inp, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh, ow = (H + 2 * ph - (wh - 1) * dh - 1) // sh + 1, (W + 2 * pw - (ww - 1) * dw - 1) // sw + 1
+    want = np.empty((N, C, oh, ow, wh, ww), "f4")
+    for i, j in itertools.product(range(oh), range(ow)):
+        ih, iw = i * sh, j * sw
+        want[:, :, i, j] = pad[
+            :, :, ih : ih + (wh - 1) * dh + 1 : dh, iw : iw + (ww - 1) * dw + 1 : dw
+        ]
+    kw = {"padding": (ph, pw), "stride": (sh, sw), "dilation": (dh, dw)}
+    out = MF.sliding_window(fg.tensor(inp), (wh, ww), **kw)
+    np.testing.assert_array_equal(out.numpy(), want)
+    # the transpose scatters (adds) every window back: its image of the windows of ones
+    back = MF.sliding_window_transpose(fg.ones(want.shape), (H, W), (wh, ww), **kw).numpy()
+    counts = np.zeros((H + 2 * ph, W + 2 * pw), "f4")
+    for i, j, a, b in itertools.product(range(oh), range(ow), range(wh), range(ww)):
+        counts[i * sh + a * dh, j * sw + b * dw] += 1
+    np.testing.assert_allclose(back, np.broadcast_to(counts[ph : ph + H, pw : pw + W], back.shape))
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_functional_local_conv2d(groups):
+    import itertools
+
+    import ferrograd.functional as MF
+    import ferrograd.module as M
+
+    rng = np.random.default_rng(groups)
+    n, ic, oc, hw = 2, 4, 8, 10
+    data = rng.random((n, ic, hw, hw)).astype("f4")
+    weight = rng.random((groups, hw, hw, ic // groups, 3, 3, oc // groups)).astype("f4")
+    pad = np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    icg, ocg = ic // groups, oc // groups
+    want = np.zeros((n, oc, hw, hw), "f4")
+    for b, o, i, j in itertools.product(range(n), range(oc), range(hw), range(hw)):
+        g = o // ocg
+        patch = pad[b, g * icg : (g + 1) * icg, i : i + 3, j : j + 3]
+        want[b, o, i, j] = np.sum(patch * weight[g, i, j, :, :, :, o % ocg])
+    out = MF.local_conv2d(fg.tensor(data), fg.tensor(weight), None, stride=1, padding=1)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5)
+    m = M.LocalConv2d(ic, oc, hw, hw, 3, padding=1, groups=groups)
+    assert m.weight.shape == weight.shape
+    with fg.no_grad():
+        m.weight[...] = fg.tensor(weight)
+    np.testing.assert_allclose(m(fg.tensor(data)).numpy(), want, rtol=1e-5)
+
+
+def test_vision_cvt_color_to_gray():
+    import ferrograd.functional as MF
+
+    inp = np.random.default_rng(0).normal(size=(3, 3, 3, 3)).astype("f4")
+    for mode, w in [("RGB2GRAY", [0.299, 0.587, 0.114]), ("BGR2GRAY", [0.114, 0.587, 0.299])]:
+        out = MF.vision.cvt_color(fg.tensor(inp), mode=mode).numpy()
+        np.testing.assert_allclose(out, np.expand_dims(inp @ np.array(w), 3), atol=1e-5)

@@ -22,11 +22,12 @@ Elemwise = _mge.Elemwise
 GroupNorm = _mge.GroupNorm
 InstanceNorm = _mge.InstanceNorm
 LayerNorm = _mge.LayerNorm
+LocalConv2d = _mge.LocalConv2d
 PReLU = _mge.PReLU
 Softmax = _mge.Softmax
 SyncBatchNorm = _mge.SyncBatchNorm
 
 init = _mge.make_init(f"{__name__}.init")
 
-__all__ = ["Elemwise", "InstanceNorm"]
+__all__ = ["Elemwise", "InstanceNorm", "LocalConv2d"]
 __all__ += [name for name in _nn_all if name not in __all__]

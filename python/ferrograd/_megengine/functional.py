@@ -266,6 +266,8 @@ def cross(
     if axis is not None:
         axisa = axisb = axisc = axis
     a, b = _t(a).movedim(axisa, -1), _t(b).movedim(axisb, -1)
+    # MegEngine (as numpy) takes 2-vectors as 3-vectors with a zero third component
+    a, b = (fg.nn.functional.pad(v, (0, 1)) if v.shape[-1] == 2 else v for v in (a, b))
     out = fg.cross(a, b, dim=-1)
     return out.movedim(-1, axisc)
 
@@ -1035,6 +1037,126 @@ def nms(boxes: Tensor, scores: Tensor, iou_thresh: float, max_output: Any = None
     return fg.tensor(np.asarray(keep, dtype=np.int32))
 
 
+def sliding_window(
+    inp: Tensor, kernel_size: Any, padding: Any = 0, stride: Any = 1, dilation: Any = 1
+) -> Tensor:
+    """MegEngine's ``sliding_window``: the ``kernel_size`` windows of an ``(N, C, H, W)``
+    input as ``(N, C, OH, OW, wh, ww)``."""
+    from ..nn import functional as nnF
+
+    x = _t(inp)
+    n, c = int(x.shape[0]), int(x.shape[1])
+    kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+    cols = nnF.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)
+    oh, ow = _window_counts(x.shape[2:], (kh, kw), padding, stride, dilation)
+    return cols.reshape(n, c, kh, kw, oh, ow).permute(0, 1, 4, 5, 2, 3)
+
+
+def _window_counts(size: Any, kernel: Any, padding: Any, stride: Any, dilation: Any) -> tuple:
+    def pair(v: Any) -> tuple:
+        if isinstance(v, (int, np.integer)):
+            return int(v), int(v)
+        return tuple(int(u) for u in v)
+
+    (ph, pw), (sh, sw), (dh, dw) = pair(padding), pair(stride), pair(dilation)
+    h, w = (int(v) for v in size)
+    kh, kw = kernel
+    return (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+
+
+def sliding_window_transpose(
+    inp: Tensor,
+    output_size: Any,
+    kernel_size: Any,
+    padding: Any = 0,
+    stride: Any = 1,
+    dilation: Any = 1,
+) -> Tensor:
+    """MegEngine's ``sliding_window_transpose``: sums ``(N, C, OH, OW, wh, ww)`` windows
+    back into an ``(N, C, H, W)`` image of ``output_size``, the adjoint of
+    ``sliding_window``."""
+    from ..nn import functional as nnF
+
+    x = _t(inp)
+    n, c, oh, ow, kh, kw = (int(v) for v in x.shape)
+    cols = x.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
+    size = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    return nnF.fold(cols, size, (kh, kw), dilation=dilation, padding=padding, stride=stride)
+
+
+def local_conv2d(
+    inp: Tensor,
+    weight: Tensor,
+    bias: Any = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    conv_mode: str = "cross_correlation",
+) -> Tensor:
+    """MegEngine's ``local_conv2d``: a 2-D convolution whose filter differs at each output
+    position; ``weight`` is ``(OH, OW, IC, KH, KW, OC)`` or, grouped,
+    ``(groups, OH, OW, IC / groups, KH, KW, OC / groups)``."""
+    from ..nn import functional as nnF
+
+    if str(conv_mode).lower() != "cross_correlation":
+        raise ValueError("local_conv2d: only conv_mode='cross_correlation' is supported")
+    x, w = _t(inp), _t(weight)
+    if w.ndim == 6:
+        w = w.expand_dims(0)
+    g, oh, ow, icg, kh, kw, ocg = (int(v) for v in w.shape)
+    n = int(x.shape[0])
+    cols = nnF.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)
+    if int(cols.shape[-1]) != oh * ow:
+        raise fg.ShapeError(
+            f"local_conv2d: weight holds {oh}x{ow} output positions, the input gives "
+            f"{int(cols.shape[-1])}"
+        )
+    cols = cols.reshape(n, g, icg * kh * kw, oh * ow)
+    out = fg.einsum("ngkl,glko->ngol", cols, w.reshape(g, oh * ow, icg * kh * kw, ocg))
+    out = out.reshape(n, g * ocg, oh, ow)
+    if bias is not None:
+        out = out + _t(bias).reshape(1, -1, 1, 1)
+    return out
+
+
+_CVT_GRAY = {"RGB2GRAY": (0.299, 0.587, 0.114), "BGR2GRAY": (0.114, 0.587, 0.299)}
+
+
+def cvt_color(inp: Tensor, mode: str = "") -> Tensor:
+    """MegEngine's ``vision.cvt_color`` on ``(N, H, W, C)`` images: ``RGB2GRAY``,
+    ``BGR2GRAY`` (ITU-R 601 weights, one channel kept), ``GRAY2RGB``/``GRAY2BGR`` and
+    ``RGB2BGR``/``BGR2RGB``."""
+    x = _t(inp)
+    m = str(mode).upper()
+    if m in _CVT_GRAY:
+        w = fg.tensor(np.asarray(_CVT_GRAY[m], np.float32)).astype(x.dtype)
+        return (x[..., :3] * w).sum(axis=-1, keepdims=True)
+    if m in ("GRAY2RGB", "GRAY2BGR"):
+        return fg.concat([x[..., :1]] * 3, axis=-1)
+    if m in ("RGB2BGR", "BGR2RGB"):
+        return fg.concat([x[..., 2:3], x[..., 1:2], x[..., 0:1]], axis=-1)
+    raise ValueError(f"cvt_color: mode {mode!r} is not supported")
+
+
+def ctc_loss(
+    pred: Tensor,
+    pred_lengths: Any,
+    label: Any,
+    label_lengths: Any,
+    blank: int = 0,
+    reduction: str = "mean",
+) -> Tensor:
+    """MegEngine's ``ctc_loss``: ``pred`` holds the (T, N, C) *probabilities* (not their
+    logs), the arguments come as ``(pred, pred_lengths, label, label_lengths)`` and ``label``
+    is the 1-D concatenation of the targets; ``reduction`` "mean" divides each loss by its
+    label length and averages over the batch."""
+    from ..nn._ctc import ctc_loss as _ctc
+
+    p = _t(pred)
+    logp = p.clamp(min=float(np.finfo(np.dtype(str(p.dtype))).tiny)).log()
+    return _ctc(logp, label, pred_lengths, label_lengths, blank=int(blank), reduction=reduction)
+
+
 vision = types.ModuleType(
     "ferrograd.functional.vision", "MegEngine's functional.vision: image functions."
 )
@@ -1054,11 +1176,16 @@ for _name in (
     "warp_perspective",
     "roi_align",
     "roi_pooling",
+    "cvt_color",
 ):
     setattr(vision, _name, globals()[_name])
 
 # the names MegEngine's functional.nn adds (also at the top of functional)
 NN_NAMES = [
+    "local_conv2d",
+    "sliding_window",
+    "sliding_window_transpose",
+    "ctc_loss",
     "conv3d",
     "conv_transpose3d",
     "adaptive_avg_pool2d",
@@ -1101,6 +1228,9 @@ NN_NAMES = [
 
 # the names that replace the package's functions at the top of functional
 TOP_NAMES = [
+    "local_conv2d",
+    "sliding_window",
+    "sliding_window_transpose",
     "roi_align",
     "roi_pooling",
     "remap",

@@ -325,6 +325,55 @@ class Elemwise(_nn.Module):
         return _ELEMWISE[self.method.lower()](*inps)
 
 
+def _pair(v: Any) -> tuple:
+    return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(u) for u in v)
+
+
+class LocalConv2d(_nn.Module):
+    """MegEngine's ``LocalConv2d``: a locally connected layer, a convolution whose filter
+    differs at each output position of an ``input_height x input_width`` input; the weight
+    is ``(groups, OH, OW, IC / groups, KH, KW, OC / groups)`` and there is no bias."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        input_height: int,
+        input_width: int,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        conv_mode: str = "cross_correlation",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError("LocalConv2d: channels must be divisible by groups")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.input_height, self.input_width = input_height, input_width
+        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
+        self.padding, self.dilation = _pair(padding), _pair(dilation)
+        self.groups, self.conv_mode = groups, conv_mode
+        kh, kw = self.kernel_size
+        oh = (input_height + 2 * self.padding[0] - self.dilation[0] * (kh - 1) - 1) // self.stride[
+            0
+        ] + 1
+        ow = (input_width + 2 * self.padding[1] - self.dilation[1] * (kw - 1) - 1) // self.stride[
+            1
+        ] + 1
+        shape = (groups, oh, ow, in_channels // groups, kh, kw, out_channels // groups)
+        std = math.sqrt(1.0 / (in_channels // groups * kh * kw))
+        self.weight = _nn.Parameter(fg.tensor(np.random.normal(0.0, std, shape).astype(np.float32)))
+        self.bias = None
+
+    def forward(self, inp: Tensor) -> Tensor:
+        return _MF.local_conv2d(
+            inp, self.weight, None, self.stride, self.padding, self.dilation, self.conv_mode
+        )
+
+
 # ------------------------------------------------------------------------------ init
 
 
