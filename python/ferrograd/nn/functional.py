@@ -1107,15 +1107,17 @@ def interpolate(
     """Resizes the spatial axes of ``(N, C, L)``, ``(N, C, H, W)`` or ``(N, C, D, H, W)``:
     ``mode`` ``"nearest"``, ``"nearest-exact"``, ``"linear"`` (3-D), ``"bilinear"`` or
     ``"bicubic"`` (4-D), ``"trilinear"`` (5-D) or ``"area"`` (adaptive average pooling,
-    3-D/4-D), as PyTorch's (``align_corners`` for the linear modes;
+    3-D/4-D/5-D), as PyTorch's (``align_corners`` for the linear modes;
     ``recompute_scale_factor=True`` computes from the output size instead of the given
     factor)."""
     x = _float("interpolate", "input", input)
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported")
     if mode == "area":
-        if x.ndim not in (3, 4):
-            raise ShapeError(f"interpolate: input must be 3-D or 4-D, got shape {list(x.shape)}")
+        if x.ndim not in (3, 4, 5):
+            raise ShapeError(
+                f"interpolate: input must be 3-D, 4-D or 5-D, got shape {list(x.shape)}"
+            )
         k = x.ndim - 2
         if (size is None) == (scale_factor is None):
             raise ValueError("interpolate: give exactly one of size and scale_factor")
@@ -1124,8 +1126,17 @@ def interpolate(
         else:
             sf = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
             out = [math.floor(n * f) for n, f in zip(x.shape[2:], sf)]
+        if len(out) != k or min(out) <= 0:
+            raise ValueError(f"interpolate: bad output size {out} for input {list(x.shape)}")
         if k == 2:
             return adaptive_avg_pool2d(x, out)
+        if k == 3:
+            # adaptive average pooling of a volume: depth first, then height and width
+            n, c, d, h, w = x.shape
+            md = tensor(_adaptive_matrix(d, out[0]), device=x.device).astype(x.dtype)
+            y = matmul(md, x.reshape(n, c, d, h * w)).reshape(n, c * out[0], h, w)
+            y = _separable(y, _adaptive_matrix(h, out[1]), _adaptive_matrix(w, out[2]))
+            return y.reshape(n, c, *out)
         return adaptive_avg_pool2d(x.reshape(*x.shape, 1), (out[0], 1)).reshape(
             *x.shape[:2], out[0]
         )
@@ -1952,69 +1963,128 @@ def grid_sample(
     align_corners: bool | None = None,
 ) -> Tensor:
     """Samples ``input`` ``(N, C, H, W)`` at ``grid`` ``(N, Ho, Wo, 2)`` (x, y in ``[-1,
-    1]``): bilinear or nearest, zeros, border or reflection padding, as PyTorch's.
-    Differentiable in the input and (bilinear) in the grid."""
+    1]``), or ``(N, C, D, H, W)`` at ``(N, Do, Ho, Wo, 3)`` (x, y, z): bilinear (trilinear
+    on volumes), nearest or (4-D) bicubic, zeros, border or reflection padding, as
+    PyTorch's. Differentiable in the input and (bilinear, bicubic) in the grid."""
     x = _float("grid_sample", "input", input)
     g = _float("grid_sample", "grid", grid)
-    if mode not in ("bilinear", "nearest"):
-        raise ValueError(f"grid_sample: mode must be 'bilinear' or 'nearest', got {mode!r}")
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(
+            f"grid_sample: mode must be 'bilinear', 'nearest' or 'bicubic', got {mode!r}"
+        )
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(
             "grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got "
             f"{padding_mode!r}"
         )
-    if x.ndim != 4 or g.ndim != 4 or g.shape[-1] != 2 or g.shape[0] != x.shape[0]:
+    k = x.ndim - 2
+    if x.ndim not in (4, 5) or g.ndim != x.ndim or g.shape[-1] != k or g.shape[0] != x.shape[0]:
         raise ShapeError(
-            f"grid_sample: input (N, C, H, W) and grid (N, Ho, Wo, 2) expected, got "
+            "grid_sample: input (N, C, H, W) with grid (N, Ho, Wo, 2), or input "
+            "(N, C, D, H, W) with grid (N, Do, Ho, Wo, 3) expected, got "
             f"{list(x.shape)} and {list(g.shape)}"
         )
-    n, c, h, w = x.shape
-    ho, wo = g.shape[1], g.shape[2]
-    gx, gy = g[..., 0], g[..., 1]
-    if align_corners:
-        fx, fy = (gx + 1.0) * ((w - 1) / 2.0), (gy + 1.0) * ((h - 1) / 2.0)
-    else:
-        fx, fy = ((gx + 1.0) * w - 1.0) / 2.0, ((gy + 1.0) * h - 1.0) / 2.0
-    if padding_mode == "border":
-        fx, fy = fx.clamp(0.0, w - 1.0), fy.clamp(0.0, h - 1.0)
-    elif padding_mode == "reflection":
+    if mode == "bicubic" and k != 2:
+        raise ValueError("grid_sample: bicubic interpolation only supports 4D input")
+    n, c = x.shape[0], x.shape[1]
+    sizes = list(x.shape[2:])  # (H, W) or (D, H, W)
+    out_sp = list(g.shape[1:-1])
+    m = int(np.prod(out_sp))
+    # the grid's last axis is (x, y[, z]): the component k-1-j indexes spatial axis j
+    fs = []
+    for j, size in enumerate(sizes):
+        gj = g[..., k - 1 - j]
         if align_corners:
-            fx = _reflect_coordinates(fx, 0.0, 2.0 * (w - 1))
-            fy = _reflect_coordinates(fy, 0.0, 2.0 * (h - 1))
+            fs.append((gj + 1.0) * ((size - 1) / 2.0))
         else:
-            fx = _reflect_coordinates(fx, -1.0, 2.0 * w - 1)
-            fy = _reflect_coordinates(fy, -1.0, 2.0 * h - 1)
-        fx, fy = fx.clamp(0.0, w - 1.0), fy.clamp(0.0, h - 1.0)
-    m = ho * wo
-    # one row of C values per pixel (N*H*W, C): every tap reads a whole row at once
-    rows = x.permute(0, 2, 3, 1).reshape(n * h * w, c)
-    base = tensor(np.arange(0, n * h * w, h * w, dtype=np.int64).reshape(n, 1), device=x.device)
+            fs.append(((gj + 1.0) * size - 1.0) / 2.0)
 
-    def sample(ixs: list[Tensor], iys: list[Tensor], weights: list[Tensor]) -> Tensor:
-        # every tap in one row selection: positions (N, taps * Ho * Wo), zero weight outside
-        ix = _core.concat([t.reshape(n, m) for t in ixs], 1)
-        iy = _core.concat([t.reshape(n, m) for t in iys], 1)
+    def bound(f: Tensor, size: int) -> Tensor:
+        # PyTorch's compute_coordinates: clip (border) or reflect and clip (reflection)
+        if padding_mode == "border":
+            return f.clamp(0.0, size - 1.0)
+        if padding_mode == "reflection":
+            if align_corners:
+                f = _reflect_coordinates(f, 0.0, 2.0 * (size - 1))
+            else:
+                f = _reflect_coordinates(f, -1.0, 2.0 * size - 1)
+            return f.clamp(0.0, size - 1.0)
+        return f
+
+    # one row of C values per voxel (N*prod(sizes), C): every tap reads a whole row at once
+    total = int(np.prod(sizes))
+    rows = x.permute(0, *range(2, 2 + k), 1).reshape(n * total, c)
+    base = tensor(np.arange(0, n * total, total, dtype=np.int64).reshape(n, 1), device=x.device)
+    strides = [int(np.prod(sizes[j + 1 :])) for j in range(k)]
+
+    def sample(taps: list[list[Tensor]], weights: list[Tensor]) -> Tensor:
+        # every tap in one row selection: positions (N, taps * m), zero weight outside;
+        # taps[t][j] is the (integer-valued) index along spatial axis j
+        nt = len(taps)
         wt = _core.concat([t.reshape(n, m) for t in weights], 1)
-        inside = (ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1)
-        pos = (iy.clamp(0.0, h - 1.0) * w + ix.clamp(0.0, w - 1.0)).astype("int64") + base
-        k = len(ixs)
-        v = _core.index_select(rows, 0, pos.reshape(-1))  # (N * k * m, C)
+        inside = None
+        pos = None
+        for j, size in enumerate(sizes):
+            ij = _core.concat([tap[j].reshape(n, m) for tap in taps], 1)
+            ok = (ij >= 0) & (ij <= size - 1)
+            inside = ok if inside is None else inside & ok
+            term = ij.clamp(0.0, size - 1.0) * float(strides[j])
+            pos = term if pos is None else pos + term
+        pos = pos.astype("int64") + base
+        v = _core.index_select(rows, 0, pos.reshape(-1))  # (N * nt * m, C)
         wt = (wt * inside.astype(wt.dtype.name)).astype(x.dtype.name)
-        out = (v * wt.reshape(n * k * m, 1)).reshape(n, k, m, c).sum(1)
-        return out.permute(0, 2, 1).reshape(n, c, ho, wo)
+        out = (v * wt.reshape(n * nt * m, 1)).reshape(n, nt, m, c).sum(1)
+        return out.permute(0, 2, 1).reshape(n, c, *out_sp)
 
     if mode == "nearest":
         # (round half to even, as PyTorch's nearbyint)
-        one = _core.ones_like(fx.detach())
-        return sample([fx.detach().round()], [fy.detach().round()], [one])
-    x0, y0 = fx.detach().floor(), fy.detach().floor()
-    wx1, wy1 = fx - x0, fy - y0
-    wx0, wy0 = 1.0 - wx1, 1.0 - wy1
-    return sample(
-        [x0, x0 + 1.0, x0, x0 + 1.0],
-        [y0, y0, y0 + 1.0, y0 + 1.0],
-        [wx0 * wy0, wx1 * wy0, wx0 * wy1, wx1 * wy1],
-    )
+        fb = [bound(f, size).detach() for f, size in zip(fs, sizes)]
+        out = sample([[f.round() for f in fb]], [_core.ones_like(fb[0])])
+        if g.requires_grad:
+            # the grid gets a zero gradient (not none), as PyTorch's; exact 0 even at inf
+            zero = _core.zeros_like(g.detach())
+            out = out + _core.where(zero != 0, g, zero).sum().astype(out.dtype.name)
+        return out
+    if mode == "bicubic":
+        # PyTorch's bicubic: the unclipped position's 4x4 neighbours, each bounded on its
+        # own (compute_coordinates); Keys' weights (a = -0.75) of the fractions
+        a = -0.75
+        lows = [f.detach().floor() for f in fs]
+        coeffs = []
+        for f, lo in zip(fs, lows):
+            t = f - lo
+            s = 1.0 - t
+            coeffs.append(
+                [
+                    ((a * (t + 1.0) - 5.0 * a) * (t + 1.0) + 8.0 * a) * (t + 1.0) - 4.0 * a,
+                    ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0,
+                    ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0,
+                    ((a * (s + 1.0) - 5.0 * a) * (s + 1.0) + 8.0 * a) * (s + 1.0) - 4.0 * a,
+                ]
+            )
+        idx = [
+            [bound(lo + float(i - 1), size).trunc() for i in range(4)]
+            for lo, size in zip(lows, sizes)
+        ]
+        taps, weights = [], []
+        for i in range(4):
+            for j in range(4):
+                taps.append([idx[0][i], idx[1][j]])
+                weights.append(coeffs[0][i] * coeffs[1][j])
+        return sample(taps, weights)
+    fs = [bound(f, size) for f, size in zip(fs, sizes)]
+    lows = [f.detach().floor() for f in fs]
+    fr1 = [f - lo for f, lo in zip(fs, lows)]
+    taps, weights = [], []
+    for corner in range(2**k):
+        bits = [(corner >> (k - 1 - j)) & 1 for j in range(k)]
+        taps.append([lo + 1.0 if b else lo for lo, b in zip(lows, bits)])
+        w = None
+        for fr, b in zip(fr1, bits):
+            wj = fr if b else 1.0 - fr
+            w = wj if w is None else w * wj
+        weights.append(w)
+    return sample(taps, weights)
 
 
 __all__ += ["affine_grid", "grid_sample"]

@@ -70,7 +70,10 @@ class ParametrizationList(ModuleList):
             for m in reversed(list(modules)):
                 inv = getattr(m, "right_inverse", None)
                 if inv is not None:
-                    new = inv(new)
+                    # (a right_inverse that is not implemented counts as the identity here,
+                    # as PyTorch's)
+                    with contextlib.suppress(NotImplementedError):
+                        new = inv(new)
         if not isinstance(new, (Tensor, Sequence)) or isinstance(new, str):
             raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
                 "register_parametrization: right_inverse must return a Tensor or a sequence "
