@@ -12,7 +12,7 @@ Workloads (see benches/README.md for what each number means):
   W3 conv step  small CNN on 64 x 1x28x28: conv-relu-pool x2, linear, cross-entropy, SGD
   W4 bandwidth  elementwise add of two 32M-element float32 tensors, and a row sum of an
                 (8192, 4096) float32 tensor, in GB/s
-  W5 GEMM       float32 1024^3 and 4096^3 matmul in GFLOP/s
+  W5 GEMM       float32 1024^3 and 4096^3 matmul, and x @ W.T of a Linear layer (8 and 256 rows), in GFLOP/s
 
 Every engine is timed with time.perf_counter around the call (plus a device sync where the
 engine is asynchronous), after warm-up calls, over several repeats; the table reports the
@@ -910,8 +910,8 @@ def w5_gemm(b: Bench) -> None:
     np = b.np
     sizes = (1024, 2048) if b.quick else (1024, 4096)
     print(
-        f"[W5] GEMM: float32 square matmul of sizes {', '.join(map(str, sizes))}; "
-        "GFLOP/s = 2*m*n*k / median time"
+        f"[W5] GEMM: float32 square matmul of sizes {', '.join(map(str, sizes))}, and "
+        "x @ W.T as a Linear layer computes it; GFLOP/s = 2*m*n*k / median time"
     )
     C.flush()
     rng = np.random.default_rng(4)
@@ -930,6 +930,23 @@ def w5_gemm(b: Bench) -> None:
         if b.eng.torch is not None:
             ta, tb = b.tt(a0), b.tt(b0)
             t = b.time(lambda x=ta, y=tb: x @ y, sync=b.torch_sync, warmup=1, max_repeats=cap)
+            b.add_rate(W, metric, "torch", t, "GFLOP/s", work)
+    # a Linear layer's products: x @ W^T with W stored (out, in), as nn.Linear keeps it, for
+    # a small batch (8 rows) and the MLP step's batch (256 rows)
+    for m, k, n in ((8, 1024, 1024), (256, 1024, 1024)):
+        x0 = rng.standard_normal((m, k), dtype=np.float32)
+        w0 = rng.standard_normal((n, k), dtype=np.float32)
+        work = 2 * m * n * k / 1e9
+        metric = f"x @ W.T {m}x{k}x{n}"
+        fx, fw = b.fgt(x0), b.fgt(w0)
+        t = b.time(lambda x=fx, w=fw: x @ w.T, sync=b.fg_sync, warmup=1)
+        b.add_rate(W, metric, "ferrograd", t, "GFLOP/s", work)
+        if b.device == "cpu":
+            t = b.time(lambda x=x0, w=w0: x @ w.T, warmup=1)
+            b.add_rate(W, metric, "numpy", t, "GFLOP/s", work, C.numpy_blas())
+        if b.eng.torch is not None:
+            tx, tw = b.tt(x0), b.tt(w0)
+            t = b.time(lambda x=tx, w=tw: x @ w.T, sync=b.torch_sync, warmup=1)
             b.add_rate(W, metric, "torch", t, "GFLOP/s", work)
     finish_ratios(b.records)
     print_records(b.records, W)
