@@ -538,6 +538,33 @@ def median(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     return _pick_sorted("median", x, d, (n - 1) // 2, bool(keepdim), _MedianResult)
 
 
+def _quantile_args(
+    op: str, input: Tensor, q: Any, dim: Any, interpolation: str
+) -> tuple[Tensor, Any, int]:
+    """The checked arguments of :func:`quantile` / :func:`nanquantile`: the float input
+    (flattened when ``dim`` is None, or for a 0-d input, as PyTorch's), ``q`` as numpy
+    (a number or 1-D, in [0, 1]) and the axis; an input empty along it is refused."""
+    x = _float(op, input)
+    qs = q.detach().numpy() if isinstance(q, Tensor) else np.asarray(q, dtype=np.float64)
+    if qs.ndim > 1:
+        raise ShapeError(f"{op}: q must be a number or 1-D, got shape {list(qs.shape)}")
+    if np.any((qs < 0) | (qs > 1)) or np.any(np.isnan(qs)):
+        raise ShapeError(f"{op}: q must be in [0, 1], got {qs.tolist()}")
+    modes = ("linear", "lower", "higher", "midpoint", "nearest")
+    if interpolation not in modes:
+        raise ShapeError(f"{op}: interpolation must be one of {modes}, got {interpolation!r}")
+    if dim is not None and x.ndim == 0:
+        _dim(op, x.reshape(1), dim)
+        dim = None  # a 0-d input: its one value, as PyTorch's
+    if dim is None:
+        x, d = x.reshape(-1), 0
+    else:
+        d = _dim(op, x, dim)
+    if x.shape[d] == 0:
+        raise ShapeError(f"{op}: the input is empty along dim")
+    return x, qs, d
+
+
 def quantile(
     input: Tensor,
     q: Any,
@@ -549,25 +576,8 @@ def quantile(
     """The ``q``-quantiles (a number or a 1-D tensor in [0, 1]) along ``dim`` (of the
     flattened input by default); ``interpolation``: linear, lower, higher, midpoint,
     nearest. A 1-D ``q`` adds a leading axis."""
-    x = _float("quantile", input)
-    qs = q.numpy() if isinstance(q, Tensor) else np.asarray(q, dtype=np.float64)
-    if qs.ndim > 1:
-        raise ShapeError(f"quantile: q must be a number or 1-D, got shape {list(qs.shape)}")
-    if np.any((qs < 0) | (qs > 1)) or np.any(np.isnan(qs)):
-        raise ShapeError(f"quantile: q must be in [0, 1], got {qs.tolist()}")
-    modes = ("linear", "lower", "higher", "midpoint", "nearest")
-    if interpolation not in modes:
-        raise ShapeError(f"quantile: interpolation must be one of {modes}, got {interpolation!r}")
-    if dim is not None and x.ndim == 0:
-        _dim("quantile", x.reshape(1), dim)
-        dim = None  # a 0-d input: its one value, as PyTorch's
-    if dim is None:
-        x, d = x.reshape(-1), 0
-    else:
-        d = _dim("quantile", x, dim)
+    x, qs, d = _quantile_args("quantile", input, q, dim, interpolation)
     n = x.shape[d]
-    if n == 0:
-        raise ShapeError("quantile: the input is empty along dim")
     s = sort(x, d).values
     # a row holding NaN gives NaN (PyTorch's; ``nanquantile`` skips them)
     nan_rows = x.detach().isnan().any(d, keepdim=True) if bool(x.detach().isnan().any()) else None
@@ -631,27 +641,7 @@ def nanquantile(
 ) -> Tensor:
     """:func:`quantile` ignoring NaN: each row's quantiles among its non-NaN entries (NaN
     for a row of NaN only), as PyTorch's; differentiable in ``input``."""
-    x = _float("nanquantile", input)
-    qs = q.detach().numpy() if isinstance(q, Tensor) else np.asarray(q, dtype=np.float64)
-    if qs.ndim > 1:
-        raise ShapeError(f"nanquantile: q must be a number or 1-D, got shape {list(qs.shape)}")
-    if np.any((qs < 0) | (qs > 1)) or np.any(np.isnan(qs)):
-        raise ShapeError(f"nanquantile: q must be in [0, 1], got {qs.tolist()}")
-    modes = ("linear", "lower", "higher", "midpoint", "nearest")
-    if interpolation not in modes:
-        raise ShapeError(
-            f"nanquantile: interpolation must be one of {modes}, got {interpolation!r}"
-        )
-    if dim is not None and x.ndim == 0:
-        _dim("nanquantile", x.reshape(1), dim)
-        dim = None  # a 0-d input: its one value, as PyTorch's
-    if dim is None:
-        x, d = x.reshape(-1), 0
-    else:
-        d = _dim("nanquantile", x, dim)
-    n = x.shape[d]
-    if n == 0:
-        raise ShapeError("nanquantile: the input is empty along dim")
+    x, qs, d = _quantile_args("nanquantile", input, q, dim, interpolation)
     s = sort(x, d).values  # NaN sorts last
     valid = (~x.detach().isnan()).astype("int64").sum(d, keepdim=True).numpy()
     out = []
