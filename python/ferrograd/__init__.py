@@ -225,3 +225,5 @@ def _install_lu() -> None:
 
 _install_lu()
 del _install_lu
+
+_torch_keywords.install_out()

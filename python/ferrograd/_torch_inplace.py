@@ -92,6 +92,13 @@ _RESHAPING = ("squeeze", "unsqueeze", "transpose", "t", "swapaxes", "swapdims")
 def _write_back(name: str) -> Callable[..., Tensor]:
     def inplace(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         out = getattr(self._write_source(), name)(*args, **kwargs)
+        if out.dtype != self.dtype:
+            import ferrograd as fg
+
+            if not fg.can_cast(out.dtype, self.dtype):
+                raise RuntimeError(
+                    f"result type {out.dtype} can't be cast to the desired output type {self.dtype}"
+                )
         if tuple(out.shape) != tuple(self.shape):
             raise RuntimeError(
                 f"{name}_: the result has shape {list(out.shape)}, which cannot be written "

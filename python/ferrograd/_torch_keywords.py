@@ -164,3 +164,69 @@ def install() -> None:
     fn("round", _round)
     fn("clone", lambda f: _dropping(f, ("memory_format",)))
     method("clone", lambda f: _dropping(f, ("memory_format",)))
+
+
+# functions whose result PyTorch casts into ``out=`` where the cast is safe
+_OUT_CASTING = (
+    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide",
+    "floor_divide", "remainder", "fmod", "pow", "atan2", "maximum", "minimum", "fmax",
+    "fmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+    "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "sqrt", "exp", "log",
+    "sin", "cos", "tanh", "sigmoid", "abs", "floor", "ceil", "trunc",
+)  # fmt: skip
+# reductions whose ``out=`` dtype is the dtype they compute in (``sum(x, out=i64)``)
+_OUT_DTYPE = ("sum", "prod", "mean", "nansum", "nanmean", "cumsum", "cumprod")
+# functions whose ``out=`` must have the result's dtype
+_OUT_STRICT = ("neg", "amax", "amin", "argmax", "argmin", "logsumexp", "all", "any", "max", "min")
+
+
+def _with_out(fn: Callable[..., Any], name: str) -> Any:
+    """``fn(..., out=t)`` as PyTorch's: the result written into ``t`` (resized to it)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, out: Any = None, **kwargs: Any) -> Any:
+        if out is None:
+            return fn(*args, **kwargs)
+        from ._ops import _write_out
+
+        if isinstance(out, (tuple, list)):
+            res = fn(*args, **kwargs)
+            if not isinstance(res, tuple) or len(res) != len(out):
+                raise TypeError(f"{name}: out must be a single Tensor here")
+            for o, r in zip(out, res):
+                _write_out(name, o, r)
+            return type(res)(*out) if hasattr(res, "_fields") else tuple(out)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{name}: out must be a Tensor, got {type(out).__name__}")
+        if name in _OUT_DTYPE and kwargs.get("dtype") is None:
+            kwargs["dtype"] = out.dtype
+        res = fn(*args, **kwargs)
+        if isinstance(res, Tensor) and res.dtype != out.dtype and name in _OUT_CASTING:
+            import ferrograd as fg
+
+            if not fg.can_cast(res.dtype, out.dtype):
+                raise RuntimeError(
+                    f"result type {res.dtype} can't be cast to the desired output type {out.dtype}"
+                )
+            res = res.to(out.dtype)
+        return _write_out(name, out, res)
+
+    return wrapped
+
+
+def install_out() -> None:
+    """``out=`` on the functions above that do not take it themselves."""
+    import inspect
+
+    import ferrograd as fg
+
+    for name in _OUT_CASTING + _OUT_DTYPE + _OUT_STRICT:
+        f = getattr(fg, name, None)
+        if not callable(f):
+            continue
+        try:
+            if "out" in inspect.signature(f).parameters:
+                continue
+        except (TypeError, ValueError):
+            continue
+        setattr(fg, name, _with_out(f, name))

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._core import ShapeError, Tensor
+from ._core import DTypeError, ShapeError, Tensor
 from ._ops import _check_tensor, _dim, _int, _values_indices, gather
 from ._tensor import _dtype_name, tensor
 from ._torch_compat import sort
@@ -108,6 +108,7 @@ __all__ = [
     "remainder",
     "rot90",
     "row_stack",
+    "rsub",
     "searchsorted",
     "select",
     "sinc",
@@ -235,6 +236,15 @@ def true_divide(input: Any, other: Any) -> Tensor:
     """``input / other`` in floating point."""
     a, b = _pair("true_divide", input, other)
     return a / b
+
+
+def rsub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    """``other - alpha * input`` (PyTorch's reversed subtraction)."""
+    import ferrograd as fg
+
+    if isinstance(other, Tensor):
+        return fg.sub(other, input, alpha=alpha)
+    return other - (input if alpha == 1 else input * alpha)
 
 
 def _div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
@@ -544,7 +554,11 @@ def _quantile_args(
     """The checked arguments of :func:`quantile` / :func:`nanquantile`: the float input
     (flattened when ``dim`` is None, or for a 0-d input, as PyTorch's), ``q`` as numpy
     (a number or 1-D, in [0, 1]) and the axis; an input empty along it is refused."""
-    x = _float(op, input)
+    x = _check_tensor(op, "input", input)
+    if x.dtype.kind != "f":
+        raise DTypeError(f"{op}() input tensor must be either float or double dtype")
+    if isinstance(q, Tensor) and q.dtype != x.dtype:
+        raise DTypeError(f"{op}() q tensor must be same dtype as the input tensor")
     qs = q.detach().numpy() if isinstance(q, Tensor) else np.asarray(q, dtype=np.float64)
     if qs.ndim > 1:
         raise ShapeError(f"{op}: q must be a number or 1-D, got shape {list(qs.shape)}")
@@ -691,7 +705,11 @@ def nansum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any 
 
 def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
     """The mean of the entries that are not NaN (NaN where all are)."""
-    x = _float("nanmean", input)
+    x = _check_tensor("nanmean", "input", input)
+    if x.dtype.kind != "f" and dtype is None:
+        raise DTypeError(
+            f"nanmean(): expected input to have floating point dtype but got {x.dtype}"
+        )
     if dtype is not None:
         x = x.astype(_dtype_name(dtype))
     keep = ~x.isnan()
