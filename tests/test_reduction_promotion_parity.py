@@ -97,3 +97,45 @@ def test_rsub(m):
     np.testing.assert_allclose(_np(m.rsub(x, y, alpha=2)), [3.0, 3.0])
     r = m.rsub(m.tensor([1, 2]), 10)
     assert r.dtype == m.int64 and _np(r).tolist() == [9, 8]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64", "bool"])
+def test_true_division_by_python_int_does_not_wrap(m, dtype):
+    # the int is not converted to the tensor's dtype first (1000 does not fit in int8)
+    vals = np.array([5, 2, 1], dtype=dtype)
+    x = m.tensor(vals)
+    for got, want in (
+        (1000 / x, 1000 / vals.astype(np.float64)),
+        (x / 1000, vals.astype(np.float64) / 1000),
+        (-3 / x, -3 / vals.astype(np.float64)),
+        (m.div(x, 1000), vals.astype(np.float64) / 1000),
+        (m.true_divide(x, 300), vals.astype(np.float64) / 300),
+    ):
+        assert str(got.dtype).endswith("float32")
+        np.testing.assert_allclose(_np(got), want, rtol=1e-6)
+
+
+def test_bool_in_place_add_and_mul_are_logical(m):
+    a0, b0 = np.array([True, False, True, False]), np.array([True, True, False, False])
+    a, b = m.tensor(a0), m.tensor(b0)
+    c = a.clone()
+    c += b
+    np.testing.assert_array_equal(_np(c), a0 | b0)
+    c = a.clone()
+    c *= b
+    np.testing.assert_array_equal(_np(c), a0 & b0)
+    np.testing.assert_array_equal(_np(a.clone().add_(b)), a0 | b0)
+    np.testing.assert_array_equal(_np(a.clone().mul_(b)), a0 & b0)
+    assert a.clone().add_(b).dtype == m.bool
+    with pytest.raises(RuntimeError):
+        c = a.clone()
+        c += 1  # an int64 result cannot be written into bool
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int8"])
+def test_integer_to_a_bool_power_stays_integer(m, dtype):
+    x = m.tensor(np.array([2, 3, -4], dtype=dtype))
+    for e in (True, False):
+        r = x**e
+        assert r.dtype == getattr(m, dtype)
+        np.testing.assert_array_equal(_np(r), np.array([2, 3, -4], dtype=np.int64) ** int(e))

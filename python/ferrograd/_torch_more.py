@@ -165,6 +165,22 @@ def _pair(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
     return a, b
 
 
+def _true_div_pair(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
+    """:func:`_pair` for true division: an integer or bool tensor with a Python int divides
+    in the default float dtype from the start, as PyTorch's (the int is not first converted
+    to the tensor's dtype, where it could wrap: ``1000 / int8_tensor`` is ``1000 / x``)."""
+
+    def plain_int(v: Any) -> bool:
+        return isinstance(v, builtins.int) and not isinstance(v, builtins.bool)
+
+    f = _dtype_name(_core_default_float())
+    if isinstance(a, Tensor) and a.dtype.kind != "f" and plain_int(b):
+        a = a.astype(f)
+    elif isinstance(b, Tensor) and b.dtype.kind != "f" and plain_int(a):
+        b = b.astype(f)
+    return _pair(op, a, b)
+
+
 def _scalar_dtype(v: Any, like: Tensor) -> str:
     """The dtype a Python number takes next to ``like`` (PyTorch's rule: a float with an
     integer or bool tensor is the default float, an int with a bool tensor is int64)."""
@@ -234,7 +250,7 @@ def fmod(input: Any, other: Any) -> Tensor:
 
 def true_divide(input: Any, other: Any) -> Tensor:
     """``input / other`` in floating point."""
-    a, b = _pair("true_divide", input, other)
+    a, b = _true_div_pair("true_divide", input, other)
     return a / b
 
 
@@ -251,7 +267,7 @@ def _div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     """``input / other``; ``rounding_mode="trunc"`` or ``"floor"`` rounds the quotient
     (integers stay integers)."""
     if rounding_mode is None:
-        a, b = _pair("div", input, other)
+        a, b = _true_div_pair("div", input, other)
         return a / b
     if rounding_mode not in ("trunc", "floor"):
         raise ShapeError(

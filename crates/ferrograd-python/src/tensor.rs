@@ -213,6 +213,26 @@ pub fn binary(
         .map(PyTensor::from)
 }
 
+/// `a / other` (or `other / a`, `reflected`). An integer tensor with a Python int divides in
+/// the default float dtype from the start, as PyTorch's: the int is not first converted to
+/// the tensor's dtype, where it could wrap (`1000 / int8_tensor` is 1000 / x, not -24 / x).
+fn true_div(
+    py: Python<'_>,
+    a: &Tensor,
+    other: &Bound<'_, PyAny>,
+    reflected: bool,
+) -> PyResult<PyTensor> {
+    if !a.dtype().is_float()
+        && other.is_instance_of::<pyo3::types::PyInt>()
+        && !other.is_instance_of::<pyo3::types::PyBool>()
+    {
+        let f = ferrograd::dtype::default_float();
+        let af = compute(py, a.numel(), || a.astype(f)).py()?;
+        return binary(py, "div", &af, other, "other", reflected, Tensor::div);
+    }
+    binary(py, "div", a, other, "other", reflected, Tensor::div)
+}
+
 /// `x ** e`; `name` is the argument name `e` has in errors.
 pub fn pow_impl(
     py: Python<'_>,
@@ -237,10 +257,16 @@ pub fn pow_impl(
         let x = compute(py, x.numel(), || x.astype(DType::I64)).py()?;
         return pow_impl(py, &x, e, name);
     }
-    if integer(x.dtype()) && e.cast::<PyTensor>().is_err() && is_int(e) {
-        // an integer tensor to a non-negative integer power stays integer (PyTorch's):
-        // exact products by repeated squaring, wrapping around as integer arithmetic does
-        let p: i64 = e.extract()?;
+    let py_bool = e.is_instance_of::<pyo3::types::PyBool>();
+    if integer(x.dtype()) && e.cast::<PyTensor>().is_err() && (is_int(e) || py_bool) {
+        // an integer tensor to a non-negative integer power stays integer (PyTorch's; a
+        // Python bool is the power 0 or 1): exact products by repeated squaring, wrapping
+        // around as integer arithmetic does
+        let p: i64 = if py_bool {
+            i64::from(e.extract::<bool>()?)
+        } else {
+            e.extract()?
+        };
         if p < 0 {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "pow: integers to negative integer powers are not allowed",
@@ -1125,10 +1151,10 @@ impl PyTensor {
         binary(py, "mul", &self.t(), o, "other", true, Tensor::mul)
     }
     fn __truediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "div", &self.t(), o, "other", false, Tensor::div)
+        true_div(py, &self.t(), o, false)
     }
     fn __rtruediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "div", &self.t(), o, "other", true, Tensor::div)
+        true_div(py, &self.t(), o, true)
     }
     fn __pow__(
         &self,

@@ -153,9 +153,10 @@ impl Tensor {
                 ),
             ));
         }
-        if !self.dtype().is_native() {
-            // no in-place kernels for storage-only dtypes: computed in the wide dtype, rounded
-            // once and written back
+        if !self.dtype().is_native() || self.dtype() == DType::Bool {
+            // no in-place kernels for storage-only dtypes and bool (`a += b` on bools is a
+            // logical or, as PyTorch's): computed out of place (storage-only dtypes in the
+            // wide dtype, rounded once) and written back
             let result = {
                 let _g = no_grad();
                 // a wider operand (a float64 scalar) meets this tensor in the dtype the
