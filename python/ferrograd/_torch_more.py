@@ -595,6 +595,14 @@ def _quantile_args(
     return x, qs, d
 
 
+def _quantile_keep(v: Tensor, dim: Any, keepdim: bool, d: int, ndim: int) -> Tensor:
+    """One quantile's values (the reduced axis kept, of length 1) in the result's shape:
+    ``keepdim`` keeps it (every axis, for a flattened input), else it goes."""
+    if dim is None:
+        return v.reshape(*([1] * ndim)) if keepdim else v.reshape(())
+    return v if keepdim else v.squeeze(d)
+
+
 def quantile(
     input: Tensor,
     q: Any,
@@ -651,14 +659,8 @@ def quantile(
             frac_ = 0.5 if hi != lo and frac_ > 0 else 0.0
         a = s.narrow(d, lo, 1)
         v = _nan_fill(a if frac_ == 0.0 else a + (s.narrow(d, hi, 1) - a) * frac_)
-        if dim is None:
-            v = v.reshape(*([1] * input.ndim)) if keepdim else v.reshape(())
-        elif not keepdim:
-            v = v.squeeze(d)
-        out.append(v)
-    if qs.ndim == 0:
-        return out[0]
-    return _core.stack(out, 0)
+        out.append(_quantile_keep(v, dim, keepdim, d, input.ndim))
+    return out[0] if qs.ndim == 0 else _core.stack(out, 0)
 
 
 def nanquantile(
@@ -696,14 +698,8 @@ def nanquantile(
         v = a + (b - a) * w
         if not (valid > 0).all():
             v = _core.where(tensor(valid == 0, device=x.device), math.nan, v)
-        if dim is None:
-            v = v.reshape(*([1] * input.ndim)) if keepdim else v.reshape(())
-        elif not keepdim:
-            v = v.squeeze(d)
-        out.append(v)
-    if qs.ndim == 0:
-        return out[0]
-    return _core.stack(out, 0)
+        out.append(_quantile_keep(v, dim, keepdim, d, input.ndim))
+    return out[0] if qs.ndim == 0 else _core.stack(out, 0)
 
 
 def nansum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
