@@ -21,6 +21,10 @@ def _x(lib):
 # (name, function of the library, the class torch raises)
 CASES = [
     ("chunk_zero", lambda L: L.zeros(4, 7).chunk(0), RuntimeError),
+    ("flatten_start_after_end", lambda L: L.zeros(5, 5, 5, 5).flatten(2, 0), RuntimeError),
+    ("expand_new_leading_minus_one", lambda L: L.zeros(5).expand(-1, -1), RuntimeError),
+    ("unfold_negative_size", lambda L: L.arange(1.0, 8).unfold(0, -1, 1), RuntimeError),
+    ("unfold_negative_step", lambda L: L.arange(1.0, 8).unfold(0, 1, -1), RuntimeError),
     ("tensor_split_zero_sections", lambda L: L.tensor_split(L.zeros(10), 0), RuntimeError),
     ("tensor_split_0d_input", lambda L: L.tensor_split(L.tensor(1.0), 10), RuntimeError),
     (

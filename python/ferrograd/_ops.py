@@ -579,7 +579,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     s = _dim("flatten", x, start_dim, "start_dim")
     e = _dim("flatten", x, end_dim, "end_dim")
     if s > e:
-        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     if s == e:
         return x  # PyTorch's: nothing to merge, the tensor itself
     shape = list(x.shape)
@@ -1663,6 +1663,11 @@ def _expand(self: Tensor, *sizes: Any) -> Tensor:
     lead = len(sizes) - self.ndim
     if lead < 0:
         raise ShapeError(f"expand: {len(sizes)} sizes for a tensor of shape {list(self.shape)}")
+    if -1 in sizes[:lead]:
+        raise ShapeError(
+            f"expand: -1 is not allowed in a new leading dimension (sizes {list(sizes)} for "
+            f"a tensor of shape {list(self.shape)})"
+        )
     out = [self.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes)]
     return self.broadcast_to(*out)
 

@@ -1284,9 +1284,9 @@ def unfold_windows(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
     size, step = _int("unfold", "size", size), _int("unfold", "step", step)
     n = x.shape[d] if x.ndim else 1
     if size < 0 or size > n:
-        raise ValueError(f"unfold: size {size} does not fit dimension {d} of size {n}")
+        raise ShapeError(f"unfold: size {size} does not fit dimension {d} of size {n}")
     if step <= 0:
-        raise ValueError(f"unfold: step must be positive, got {step}")
+        raise ShapeError(f"unfold: step must be positive, got {step}")
     return x._unfold_view(d, size, step)  # a view, as PyTorch's
 
 
