@@ -165,20 +165,18 @@ def _pair(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
     return a, b
 
 
-def _true_div_pair(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
-    """:func:`_pair` for true division: an integer or bool tensor with a Python int divides
-    in the default float dtype from the start, as PyTorch's (the int is not first converted
-    to the tensor's dtype, where it could wrap: ``1000 / int8_tensor`` is ``1000 / x``)."""
-
-    def plain_int(v: Any) -> bool:
-        return isinstance(v, builtins.int) and not isinstance(v, builtins.bool)
-
-    f = _dtype_name(_core_default_float())
-    if isinstance(a, Tensor) and a.dtype.kind != "f" and plain_int(b):
-        a = a.astype(f)
-    elif isinstance(b, Tensor) and b.dtype.kind != "f" and plain_int(a):
-        b = b.astype(f)
-    return _pair(op, a, b)
+def _true_divide(op: str, a: Any, b: Any) -> Tensor:
+    """``a / b`` in floating point. A Python number meets the tensor through its ``/``
+    operator, which holds PyTorch's rule for it (an integer tensor divided by an int computes
+    in float from the start: ``1000 / int8_tensor`` is not ``-24 / x``); other operands pair
+    as :func:`_pair` does."""
+    numbers = (builtins.int, builtins.float)
+    if (isinstance(a, Tensor) and isinstance(b, numbers)) or (
+        isinstance(b, Tensor) and isinstance(a, numbers)
+    ):
+        return a / b
+    x, y = _pair(op, a, b)
+    return x / y
 
 
 def _scalar_dtype(v: Any, like: Tensor) -> str:
@@ -250,8 +248,7 @@ def fmod(input: Any, other: Any) -> Tensor:
 
 def true_divide(input: Any, other: Any) -> Tensor:
     """``input / other`` in floating point."""
-    a, b = _true_div_pair("true_divide", input, other)
-    return a / b
+    return _true_divide("true_divide", input, other)
 
 
 def rsub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
@@ -267,8 +264,7 @@ def _div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     """``input / other``; ``rounding_mode="trunc"`` or ``"floor"`` rounds the quotient
     (integers stay integers)."""
     if rounding_mode is None:
-        a, b = _true_div_pair("div", input, other)
-        return a / b
+        return _true_divide("div", input, other)
     if rounding_mode not in ("trunc", "floor"):
         raise ShapeError(
             f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}"
