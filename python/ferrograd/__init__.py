@@ -10,6 +10,15 @@
 [2.0, 4.0, 6.0]
 """
 
+import threading as _threading
+
+from . import _core
+
+if _threading.current_thread() is _threading.main_thread():
+    # large CPU ops called from the main thread run their first part on it instead of waiting
+    # for the worker pool to wake, do it and wake this thread again
+    _core._join_pool_here()
+
 from . import _blas as _blas  # numpy's OpenBLAS for large CPU products (see _blas)
 from . import _core, cuda, distributed, nn, optim, random
 from . import _indexing as _indexing  # advanced indexing on Tensor (installed on import)

@@ -1175,6 +1175,13 @@ fn _num_threads() -> usize {
     ferrograd::num_threads()
 }
 
+/// Makes the calling thread (the interpreter's main thread) one of the CPU worker pool's
+/// threads when the pool is made on it.
+#[pyfunction]
+fn _join_pool_here() {
+    ferrograd::join_pool_here()
+}
+
 /// Sizes the CPU worker pool (before its first use); returns its size after the call.
 #[pyfunction]
 fn _set_num_threads(n: usize) -> usize {
@@ -1250,6 +1257,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_set_blas_library, m)?)?;
     m.add_function(wrap_pyfunction!(_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(_set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(_join_pool_here, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;
     m.add_function(wrap_pyfunction!(max_pool2d, m)?)?;
     m.add_function(wrap_pyfunction!(avg_pool2d, m)?)?;

@@ -31,7 +31,7 @@ mod cpu;
 /// The optional OpenBLAS for large CPU matrix products.
 pub use cpu::blas;
 /// The CPU worker pool's size.
-pub use cpu::{num_threads, set_num_threads};
+pub use cpu::{join_pool_here, num_threads, set_num_threads};
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod device;

@@ -164,7 +164,7 @@ unsafe fn mm<T: AttnFloat>(
 /// Runs `f(head)` over the heads, in parallel when there is enough work.
 fn per_head<C: Send>(d: &Dims, chunks: Vec<C>, f: impl Fn(usize, C) + Sync + Send) {
     let work = d.heads * d.l * d.s * (d.e + d.ev);
-    if d.heads > 1 && work >= 1 << 20 && rayon::current_num_threads() > 1 {
+    if d.heads > 1 && work >= 1 << 20 && crate::cpu::threads() > 1 {
         use rayon::prelude::*;
         chunks
             .into_par_iter()

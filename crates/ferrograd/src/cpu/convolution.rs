@@ -50,7 +50,7 @@ impl ConvShape {
     }
     /// Whether images are spread over threads (else the matrix products are).
     fn par_images(&self) -> bool {
-        self.n > 1 && rayon::current_num_threads() > 1
+        self.n > 1 && crate::cpu::threads() > 1
     }
     fn gemm_par(&self) -> gemm::Parallelism {
         if !self.par_images() && self.og() * self.ck() * self.p() >= 64 * 64 * 64 {
@@ -448,7 +448,7 @@ pub(crate) fn conv2d_weight_grad(
         };
         let mut out = crate::storage::pool::filled(size, T::default())?;
         if s.par_images() {
-            let parts = rayon::current_num_threads().min(s.n);
+            let parts = crate::cpu::threads().min(s.n);
             let per = s.n.div_ceil(parts);
             let partial: Vec<Vec<T>> = (0..parts)
                 .into_par_iter()

@@ -54,7 +54,7 @@ fn zip_assign<T: Copy + Send + Sync>(
     let n = ld.numel();
     let scalar = ls.strides().iter().all(|&s| s == 0);
     if n >= 4 * super::PAR_CHUNK
-        && rayon::current_num_threads() > 1
+        && crate::cpu::threads() > 1
         && ld.is_contiguous()
         && (ls.is_contiguous() || scalar)
     {

@@ -260,7 +260,7 @@ fn run_typed<T: FusedFloat>(
         };
         run_blocks(&blocks, range.start, range.end, &mut regs, &mut vals);
     };
-    let threads = rayon::current_num_threads().max(1);
+    let threads = crate::cpu::threads().max(1);
     if numel >= PARALLEL_MIN && threads > 1 {
         let per = blocks.div_ceil(threads * 4).max(1);
         (0..blocks.div_ceil(per))

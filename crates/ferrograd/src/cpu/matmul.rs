@@ -110,7 +110,7 @@ fn dot_products<T: Float + Send + Sync>(
         }
     };
     const COLS: usize = 32;
-    if m * n * k >= 1 << 18 && rayon::current_num_threads() > 1 {
+    if m * n * k >= 1 << 18 && crate::cpu::threads() > 1 {
         use rayon::prelude::*;
         (0..n.div_ceil(COLS))
             .into_par_iter()
@@ -229,7 +229,7 @@ where
     let (brs, bcs) = (lb.strides()[nd - 2], lb.strides()[nd - 1]);
     let bstr = contiguous_strides(batch_shape);
     let big = m * n * k >= 96 * 96 * 96;
-    let threads = rayon::current_num_threads();
+    let threads = crate::cpu::threads();
     // many products, each small next to the whole: the batches in parallel, one thread each
     // (a product of attention's 256 x 64 x 256 splits badly across threads)
     let across = batches >= 2 * threads && threads > 1 && m * n * k <= 1 << 24;

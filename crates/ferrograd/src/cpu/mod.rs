@@ -4,17 +4,63 @@
 pub(crate) mod attention;
 pub mod blas;
 
-/// How many threads CPU kernels use (the size of the worker pool).
+/// How many threads CPU kernels use (the size of the worker pool; made on first use).
 pub fn num_threads() -> usize {
-    rayon::current_num_threads()
+    threads()
 }
 
 /// Sizes the worker pool CPU kernels use to `n` threads, where it is not made yet (it is
 /// made on first use); returns the size it has after the call.
 pub fn set_num_threads(n: usize) -> usize {
-    let _ = rayon::ThreadPoolBuilder::new()
-        .num_threads(n.max(1))
-        .build_global();
+    *POOL.get_or_init(|| make_pool(n.max(1)))
+}
+
+/// Makes the calling thread one of the worker pool's threads when the pool is made on it
+/// (by [`set_num_threads`] or by the first large op), for a thread that lives as long as the
+/// process and runs most ops (the Python bindings call it on the interpreter's main thread).
+/// A thread outside the pool hands a parallel op to the workers and sleeps until they are
+/// done; a thread in it takes the first part itself and only waits for the rest, which saves
+/// a sleep and a wake-up per op (tens of microseconds on small machines, as much as a
+/// 256K-element add takes).
+pub fn join_pool_here() {
+    HOME.with(|h| h.set(true));
+}
+
+static POOL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+thread_local! {
+    static HOME: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Threads large ops split over: the worker pool's size (made here on first use).
+#[inline]
+pub(crate) fn threads() -> usize {
+    match POOL.get() {
+        Some(&n) => n,
+        None => *POOL.get_or_init(|| make_pool(0)),
+    }
+}
+
+/// Makes the global worker pool with `n` threads (0: `RAYON_NUM_THREADS` or one per logical
+/// CPU, rayon's default); the calling thread is one of them where [`join_pool_here`] was
+/// called on it. Something else may have made the pool first: then it is used as it is.
+fn make_pool(n: usize) -> usize {
+    let n = if n > 0 {
+        n
+    } else {
+        std::env::var("RAYON_NUM_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&v| v > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |v| v.get()))
+    };
+    let mut b = rayon::ThreadPoolBuilder::new().num_threads(n);
+    // a pool of one thread that is the caller would leave jobs sent from other threads
+    // with no one to run them
+    if n >= 2 && HOME.with(|h| h.get()) {
+        b = b.use_current_thread();
+    }
+    let _ = b.build_global();
     rayon::current_num_threads()
 }
 mod conv;
@@ -473,7 +519,7 @@ pub(crate) fn map1<T: Copy + Sync, U: pool::Pooled + Send>(
 ) -> Result<Vec<U>> {
     let n = l.numel();
     let mut out = pool::take(n)?;
-    if n >= 4 * PAR_CHUNK && l.is_contiguous() && rayon::current_num_threads() > 1 {
+    if n >= 4 * PAR_CHUNK && l.is_contiguous() && crate::cpu::threads() > 1 {
         let src = &x[l.offset()..l.offset() + n];
         par_fill(&mut out, n, |start, dst| fill1(dst, &src[start..], &f));
         return Ok(out);
@@ -508,7 +554,7 @@ pub(crate) fn map2<T: Copy + Sync, U: Copy + Sync, V: pool::Pooled + Send>(
 ) -> Result<Vec<V>> {
     let n = la.numel();
     let mut out = pool::take(n)?;
-    if n >= 4 * PAR_CHUNK && rayon::current_num_threads() > 1 {
+    if n >= 4 * PAR_CHUNK && crate::cpu::threads() > 1 {
         let scalar_b = lb.strides().iter().all(|&s| s == 0);
         if la.is_contiguous() && (lb.is_contiguous() || scalar_b) {
             let xa = &a[la.offset()..la.offset() + n];

@@ -375,7 +375,7 @@ fn block_rows(cols: usize) -> usize {
 }
 
 fn threaded(n: usize) -> bool {
-    n >= 4 * super::PAR_CHUNK && rayon::current_num_threads() > 1
+    n >= 4 * super::PAR_CHUNK && crate::cpu::threads() > 1
 }
 
 fn forward_impl<T: Elem + Send + Sync>(

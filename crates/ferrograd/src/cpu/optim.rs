@@ -39,7 +39,7 @@ pub(crate) fn chunked4<T: Send + Sync>(
 ) {
     use rayon::prelude::*;
     let n = p.len();
-    if n >= 4 * CHUNK && rayon::current_num_threads() > 1 {
+    if n >= 4 * CHUNK && crate::cpu::threads() > 1 {
         let pieces = n.div_ceil(CHUNK);
         fn split<T>(b: &mut [T], pieces: usize) -> Vec<&mut [T]> {
             if b.is_empty() {

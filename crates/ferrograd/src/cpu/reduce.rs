@@ -97,7 +97,7 @@ fn fold<T: Copy + Send + Sync + crate::storage::pool::Pooled>(
         };
         let rows = numel(&kept);
         let mut out = crate::storage::pool::take(rows)?;
-        if src.len() >= 4 * super::PAR_CHUNK && rows > 1 && rayon::current_num_threads() > 1 {
+        if src.len() >= 4 * super::PAR_CHUNK && rows > 1 && crate::cpu::threads() > 1 {
             use rayon::prelude::*;
             out.spare_capacity_mut()[..rows]
                 .par_iter_mut()
@@ -133,7 +133,7 @@ fn fold<T: Copy + Send + Sync + crate::storage::pool::Pooled>(
                     }
                 }
             };
-            let threads = rayon::current_num_threads();
+            let threads = crate::cpu::threads();
             if src.len() >= 4 * super::PAR_CHUNK && threads > 1 && post > 0 {
                 use rayon::prelude::*;
                 // pieces of at least 64 columns, about four per thread
@@ -248,7 +248,7 @@ fn softmax_rows_f32(src: &[f32], n: usize, log: bool) -> Result<Vec<f32>> {
         softmax_row(o, x, log)
     };
     let rows = src.len() / n;
-    if src.len() >= 4 * super::PAR_CHUNK && rows > 1 && rayon::current_num_threads() > 1 {
+    if src.len() >= 4 * super::PAR_CHUNK && rows > 1 && crate::cpu::threads() > 1 {
         use rayon::prelude::*;
         out.par_chunks_exact_mut(n)
             .zip(src.par_chunks_exact(n))
@@ -346,7 +346,7 @@ fn by_rows<T: Copy + Send + Sync + crate::storage::pool::Pooled + Default>(
     if cols == 0 {
         return Ok(out);
     }
-    if work >= 4 * super::PAR_CHUNK && rayon::current_num_threads() > 1 {
+    if work >= 4 * super::PAR_CHUNK && crate::cpu::threads() > 1 {
         use rayon::prelude::*;
         out.par_chunks_mut(cols)
             .enumerate()

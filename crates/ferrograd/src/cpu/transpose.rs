@@ -105,7 +105,7 @@ pub(crate) fn fill_transposed<T: Copy + Sync, U: Send>(
             }
         }
     };
-    if tasks > 1 && out.len() >= 1 << 18 && rayon::current_num_threads() > 1 {
+    if tasks > 1 && out.len() >= 1 << 18 && crate::cpu::threads() > 1 {
         use rayon::prelude::*;
         (0..tasks).into_par_iter().with_min_len(4).for_each(task);
     } else {

@@ -227,7 +227,7 @@ fn random(
     };
     let mut data = crate::storage::pool::filled(n, 0f64)?;
     const CHUNK: usize = 1 << 14;
-    if n >= 4 * CHUNK && rayon::current_num_threads() > 1 {
+    if n >= 4 * CHUNK && crate::cpu::threads() > 1 {
         use rayon::prelude::*;
         data.par_chunks_mut(CHUNK)
             .enumerate()
