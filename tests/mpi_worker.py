@@ -183,6 +183,38 @@ def collectives():
     assert sh[r] == dist.shard(11, shuffle=True, seed=1)
     assert all(len(s) == len(sh[0]) for s in sh)
     assert set().union(*map(set, sh)) == set(range(11))
+    # PyTorch's keyword spellings
+    outs = [fg.zeros(2) for _ in range(n)]
+    dist.all_gather(tensor_list=outs, tensor=fg.tensor([r, r + 0.5]))
+    assert [o.numpy().tolist() for o in outs] == [[k, k + 0.5] for k in range(n)]
+    out = fg.zeros(2)
+    ins = [fg.tensor([float(k), float(r)]) for k in range(n)]
+    dist.reduce_scatter(out, ins, "max", group=None)
+    assert out.numpy().tolist() == [float(r), float(n - 1)]
+    dist.reduce_scatter(output=out, input_list=ins)
+    assert out.numpy().tolist() == [float(n * r), float(sum(range(n)))]
+    dist.all_reduce(out, op="sum", group=None)
+    # tensors of another shape or dtype on one rank: the same ValueError on every rank, and
+    # nothing reduced
+    for bad, what in (
+        (fg.ones(3 + (r == n - 1)), "shape [3]"),
+        (fg.ones((2, 3) if r else (3, 2)), "shape [3, 2]"),
+        (fg.ones(3, dtype=fg.float32 if r else fg.float64), "dtype float64"),
+    ):
+        keep = bad.numpy().copy()
+        for call, kw in (
+            (dist.all_reduce, {}),
+            (dist.broadcast, {"src": 0}),
+            (dist.all_gather, {}),
+        ):
+            try:
+                call(bad, **kw)
+            except ValueError as e:
+                assert "every rank must pass tensor with the same shape and dtype" in str(e), e
+                assert what in str(e), (what, str(e))
+            else:
+                raise AssertionError(f"rank {r}: a mismatched collective did not raise")
+            assert (bad.numpy() == keep).all()
 
 
 def traced():

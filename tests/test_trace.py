@@ -444,7 +444,8 @@ def test_graph_introspection():
     g = f.graph
     assert isinstance(g, fg.Graph)
     text = str(g)
-    assert len(g) == len(text.splitlines()) - 1  # one line per node, then the return
+    assert len(g) == len(text.splitlines())  # one line per node
+    assert "-> output 0" in text.splitlines()[-1]
     assert "matmul" in text and "[4, 2]" in text and "float64" in text
     assert g.to_dot().startswith("digraph")
     report = f.memory_report()
@@ -548,7 +549,9 @@ def test_python_scalars_of_a_cuda_step_move_to_the_device_once_and_returned_ones
         np.testing.assert_array_equal(out.numpy(), want)
         assert out.device == x.device
         assert seven.device == fg.device("cpu") and float(seven) == 7.0
-    consts = [line for line in str(f.graph).splitlines() if "constant()" in line]
+    # each node's line, without the note of where its value goes
+    lines = [line.split("  -> ")[0] for line in str(f.graph).splitlines()]
+    consts = [line for line in lines if "constant()" in line]
     moved = [line for line in consts if line.endswith("float64 cuda:0")]
     kept = [line for line in consts if line.endswith("float32")]  # the returned one
     assert len(moved) >= 3 and len(kept) == 1 and len(moved) + len(kept) == len(consts), consts
@@ -751,6 +754,89 @@ def test_a_captured_tensor_replaced_by_another_retraces():
     # the same object updated in place is read by reference, no new trace
     m.w.copy_(fg.tensor(np.zeros((3, 7))))
     assert g(x).item() == 0.0
+
+
+def test_new_data_in_a_captured_tensor_object_retraces():
+    # `.data =` and `module.double()` keep the Python object and change what it holds: the
+    # graph's captured storage is stale, so the call traces again
+    w = fg.tensor(np.ones(3))
+    f = fg.trace(lambda x: (x * w).sum())
+    x = fg.tensor(np.ones(3))
+    assert f(x).item() == 3.0
+    w.data = fg.tensor(np.full(1, 5.0))
+    assert f(x).item() == 15.0
+    w.data = fg.tensor(np.full(3, 2.0))
+    assert f(x).item() == 6.0
+
+    emb = fg.nn.Embedding(4, 2)
+    gm = fg.GradManager().attach(list(emb.parameters()))
+    opt = fg.optim.SGD(emb.parameters(), lr=1.0)
+
+    @fg.trace
+    def step(i):
+        with gm:
+            loss = emb(i).sum()
+            gm.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    idx = fg.tensor([0, 0])
+    step(idx)
+    emb.double()
+    before = emb.weight.numpy().copy()
+    loss = step(idx)
+    assert loss.dtype == fg.float64
+    np.testing.assert_array_equal(emb.weight.numpy()[0], before[0] - 2.0)
+    np.testing.assert_array_equal(emb.weight.numpy()[1:], before[1:])
+
+
+def test_a_replaced_submodule_or_deeply_nested_parameter_retraces():
+    class M(fg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = fg.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.head(x)
+
+    m = M()
+    g = fg.trace(lambda x: m(x).sum())
+    x = fg.randn(1, 3)
+    g(x)
+    m.head = fg.nn.Linear(3, 5)
+    np.testing.assert_allclose(g(x).item(), m(x).sum().item(), rtol=1e-6)
+
+    deep = fg.nn.Sequential(
+        fg.nn.Sequential(fg.nn.Sequential(fg.nn.Sequential(fg.nn.Linear(3, 4))))
+    )
+    h = fg.trace(lambda x: deep(x).sum())
+    h(x)
+    inner = deep[0][0][0][0]
+    inner.weight = fg.nn.Parameter(fg.ones(4, 3))
+    np.testing.assert_allclose(h(x).item(), deep(x).sum().item(), rtol=1e-6)
+    deep[0][0][0][0] = fg.nn.Linear(3, 4)
+    np.testing.assert_allclose(h(x).item(), deep(x).sum().item(), rtol=1e-6)
+
+
+def test_switching_train_and_eval_retraces():
+    d = fg.nn.Sequential(fg.nn.Dropout(0.5))
+    f = fg.trace(lambda x: d(x))
+    ones = fg.ones(1000)
+    assert (f(ones).numpy() == 0).any()  # traced in training mode: dropout applies
+    d.eval()
+    np.testing.assert_array_equal(f(ones).numpy(), np.ones(1000))
+    d.train()
+    assert (f(ones).numpy() == 0).any()
+
+
+def test_attention_without_weights_traces():
+    layer = fg.nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.0, batch_first=True)
+    x = fg.randn(3, 5, 4)
+    f = fg.trace(lambda x: layer(x).sum())
+    want = layer(x).sum().item()
+    np.testing.assert_allclose(f(x).item(), want, rtol=1e-5)
+    np.testing.assert_allclose(f(x).item(), want, rtol=1e-5)
 
 
 def test_a_traced_forward_under_an_outer_manager_is_recorded_by_it():

@@ -194,9 +194,11 @@ def get_backend() -> str:
     return _require("get_backend").backend
 
 
-def barrier() -> None:
+def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> None:
     """Returns once every rank has called it."""
-    _require("barrier").comm.Barrier()
+    g = _require("barrier")
+    _check_group("barrier", group)
+    g.comm.Barrier()
 
 
 def destroy_process_group() -> None:
@@ -393,6 +395,46 @@ def _check_tensor(op: str, name: str, t: Any) -> Tensor:
     return t
 
 
+def _agree(g: _Group, op: str, name: str, t: Tensor) -> None:
+    """Checks that every rank passes ``tensor`` with one shape and dtype (a collective over
+    buffers of different sizes reads past the end of some and leaves others half reduced): one
+    small gather of each rank's shape and dtype, and the same ``ValueError`` on every rank."""
+    if g.size == 1:
+        return
+    dt = _dtype_name(t)
+    shape = list(t.shape)
+    meta = np.zeros(12, np.int64)
+    # the dtype by name (codes are per process, so its characters), then the shape
+    meta[0] = int.from_bytes(dt.encode()[:8].ljust(8, b"\0"), "little", signed=True)
+    meta[1] = t.ndim
+    head = shape[:9]
+    if t.ndim > 9:
+        head[-1] = int(np.prod(shape[8:]))
+    meta[2 : 2 + len(head)] = head
+    every = np.empty((g.size, meta.size), np.int64)
+    g.comm.Allgather(meta, every)
+    if (every == every[0]).all():
+        return
+
+    def describe(row: np.ndarray) -> str:
+        kind = int(row[0]).to_bytes(8, "little", signed=True).rstrip(b"\0").decode()
+        return f"shape {[int(v) for v in row[2 : 2 + min(int(row[1]), 9)]]} and dtype {kind}"
+
+    other = next(r for r in range(g.size) if not (every[r] == every[0]).all())
+    raise ValueError(
+        f"{op}: every rank must pass {name} with the same shape and dtype; rank 0 passed "
+        f"{describe(every[0])}, rank {other} passed {describe(every[other])}"
+    )
+
+
+def _check_group(op: str, group: Any) -> None:
+    """Only the default group (every rank) exists: ``group=None`` or the world group."""
+    if group is not None and group is not _group:
+        raise NotImplementedError(
+            f"{op}: only the default process group (group=None) is supported, got {group!r}"
+        )
+
+
 def _reduce_op(op: str, name: Any, t: Tensor) -> str:
     o = name.lower() if isinstance(name, str) else name
     if o == "avg":
@@ -411,11 +453,22 @@ def _mpi_op(g: _Group, o: str) -> Any:
 # -- collectives ------------------------------------------------------------------------------
 
 
-def all_reduce(tensor: Tensor, op: str = "sum", async_op: bool = False) -> Work | None:
-    """Reduces ``tensor`` over the ranks, in place (``op``: sum, mean, max, min)."""
+def all_reduce(
+    tensor: Tensor, op: str = "sum", group: Any = None, async_op: bool = False
+) -> Work | None:
+    """Reduces ``tensor`` over the ranks, in place (``op``: sum, mean, max, min). Every rank
+    passes a tensor of one shape and dtype (else ``ValueError`` on every rank)."""
     g = _require("all_reduce")
+    _check_group("all_reduce", group)
     t = _check_tensor("all_reduce", "tensor", tensor)
     o = _reduce_op("all_reduce", op, t)
+    _agree(g, "all_reduce", "tensor", t)
+    return _all_reduce(g, t, o, async_op)
+
+
+def _all_reduce(g: _Group, t: Tensor, o: str, async_op: bool) -> Work | None:
+    """:func:`all_reduce` of arguments already checked (and buffers every rank made alike,
+    as data-parallel gradient buckets are: no shape agreement round)."""
     buf = _view(t, writable=True)
     staged = buf is None
     if staged:
@@ -434,11 +487,16 @@ def all_reduce(tensor: Tensor, op: str = "sum", async_op: bool = False) -> Work 
     return Work(g, g.comm.Iallreduce(g.MPI.IN_PLACE, buf, op=_mpi_op(g, o)), finish, (t, buf))
 
 
-def broadcast(tensor: Tensor, src: int = 0, async_op: bool = False) -> Work | None:
-    """Copies rank ``src``'s ``tensor`` into every rank's ``tensor``, in place."""
+def broadcast(
+    tensor: Tensor, src: int = 0, group: Any = None, async_op: bool = False
+) -> Work | None:
+    """Copies rank ``src``'s ``tensor`` into every rank's ``tensor``, in place (of one shape
+    and dtype on every rank)."""
     g = _require("broadcast")
+    _check_group("broadcast", group)
     t = _check_tensor("broadcast", "tensor", tensor)
     _check_rank("broadcast", "src", src, g)
+    _agree(g, "broadcast", "tensor", t)
     buf = _view(t, writable=True)
     staged = buf is None
     if staged:
@@ -471,11 +529,28 @@ def _from_host(flat: np.ndarray, like: Tensor) -> Tensor:
     return out
 
 
-def all_gather(*args: Any, async_op: bool = False) -> Any:
+def all_gather(
+    *args: Any,
+    tensor: Any = None,
+    tensor_list: Any = None,
+    group: Any = None,
+    async_op: bool = False,
+) -> Any:
     """``all_gather(tensor)`` returns the list of every rank's ``tensor``, in rank order;
-    ``all_gather(tensor_list, tensor)`` (PyTorch's form) fills ``tensor_list`` in place. With
-    ``async_op=True`` returns a :class:`Work` (its ``result()`` is the list)."""
+    ``all_gather(tensor_list, tensor)`` (PyTorch's form, also with those keywords) fills
+    ``tensor_list`` in place. With ``async_op=True`` returns a :class:`Work` (its
+    ``result()`` is the list). Every rank passes a tensor of one shape and dtype."""
     g = _require("all_gather")
+    _check_group("all_gather", group)
+    if len(args) > 2 or (args and (tensor is not None or tensor_list is not None)):
+        if len(args) == 1 and tensor is not None and tensor_list is None:
+            args = (args[0], tensor)
+        else:
+            raise TypeError("all_gather: expected (tensor) or (tensor_list, tensor)")
+    elif not args:
+        if tensor is None:
+            raise TypeError("all_gather: missing the tensor to gather")
+        args = (tensor,) if tensor_list is None else (tensor_list, tensor)
     if len(args) == 1:
         out_list = None
         t = _check_tensor("all_gather", "tensor", args[0])
@@ -493,6 +568,7 @@ def all_gather(*args: Any, async_op: bool = False) -> Any:
                 )
     else:
         raise TypeError("all_gather: expected (tensor) or (tensor_list, tensor)")
+    _agree(g, "all_gather", "tensor", t)
     src = _view(t, writable=False)
     if src is None:
         src = _staged(t)
@@ -513,13 +589,29 @@ def all_gather(*args: Any, async_op: bool = False) -> Any:
     return r if out_list is None else None
 
 
-def reduce_scatter(*args: Any, op: str = "sum", async_op: bool = False) -> Any:
+def reduce_scatter(
+    *args: Any,
+    output: Any = None,
+    input_list: Any = None,
+    op: Any = "sum",
+    group: Any = None,
+    async_op: bool = False,
+) -> Any:
     """``reduce_scatter(tensor)``: reduces ``tensor`` over the ranks and returns this rank's
     part of the result, the ``rank``-th of ``world_size`` equal slices along the first axis.
-    ``reduce_scatter(output, input_list)`` (PyTorch's form) reduces ``input_list[i]`` over the
-    ranks into rank ``i``'s ``output``, in place. With ``async_op=True`` returns a
-    :class:`Work` (its ``result()`` is the part)."""
+    ``reduce_scatter(output, input_list, op="sum")`` (PyTorch's form, also with those
+    keywords) reduces ``input_list[i]`` over the ranks into rank ``i``'s ``output``, in place.
+    With ``async_op=True`` returns a :class:`Work` (its ``result()`` is the part). Every rank
+    passes tensors of one shape and dtype."""
     g = _require("reduce_scatter")
+    _check_group("reduce_scatter", group)
+    if output is not None or input_list is not None:
+        if args or output is None or input_list is None:
+            raise TypeError("reduce_scatter: expected (tensor) or (output, input_list)")
+        args = (output, input_list)
+    elif len(args) == 3:  # PyTorch's (output, input_list, op)
+        op = args[2]
+        args = args[:2]
     if len(args) == 1:
         output = None
         t = _check_tensor("reduce_scatter", "tensor", args[0])
@@ -553,6 +645,7 @@ def reduce_scatter(*args: Any, op: str = "sum", async_op: bool = False) -> Any:
     else:
         raise TypeError("reduce_scatter: expected (tensor) or (output, input_list)")
     o = _reduce_op("reduce_scatter", op, t)
+    _agree(g, "reduce_scatter", "tensor" if output is None else "output", t)
     recv = np.empty(send.size // g.size, dtype=send.dtype)
     req = g.comm.Ireduce_scatter_block(send, recv, op=_mpi_op(g, o))
 

@@ -97,81 +97,133 @@ def _signature(tree: Any, tensors: list[Tensor]) -> Any:
 
 
 # how deep the search for the places a captured tensor is read from goes (a global or closure
-# variable, then attributes and items of what it holds: `model.fc.weight`, `params[3]`)
-_GUARD_DEPTH = 3
+# variable, then attributes and items of what it holds: `model.blocks[3].attn.qkv.weight` is
+# ten steps through the modules' dicts), and how many objects it looks at in all (breadth first)
+_GUARD_DEPTH = 24
+_GUARD_VISITS = 20000
 _NOT_SEARCHED = (type(None), bool, int, float, complex, str, bytes, type, type(len))
 
+# how an object is reached from the one holding it
+_CELL, _ITEM, _ATTR = 0, 1, 2
 
-def _places(fn: Callable[..., Any], wanted: set) -> list[tuple]:
-    """Where ``fn`` finds the captured tensors (``wanted``: their ``_data_key``s): a list of
-    ``(kind, container, key, tensor)`` with kind ``global``, ``cell``, ``attr`` or ``item``.
-    A later call re-reads each place; another object there (a parameter replaced by one of
-    another shape) means the function must be traced again."""
-    found: list[tuple] = []
-    seen: set[int] = set()
 
-    def visit(obj: Any, kind: str, container: Any, key: Any, depth: int) -> None:
-        if isinstance(obj, Tensor):
-            if obj._data_key in wanted:
-                found.append((kind, container, key, obj))
-            return
-        if depth >= _GUARD_DEPTH or isinstance(obj, _NOT_SEARCHED) or id(obj) in seen:
-            return
-        if callable(obj) and not hasattr(obj, "__dict__"):
-            return
-        seen.add(id(obj))
-        if isinstance(obj, (list, tuple)):
-            for i, v in enumerate(obj[:1024]):
-                visit(v, "item", obj, i, depth + 1)
-        elif isinstance(obj, dict):
-            for k, v in list(obj.items())[:1024]:
-                visit(v, "item", obj, k, depth + 1)
-        elif hasattr(obj, "__dict__") and not isinstance(obj, type(functools)):
+class _Guards:
+    """What a graph assumed of the Python objects around it, re-checked before each run.
+
+    ``links``: every step on the paths by which the function reads its captured tensors (a
+    global or closure variable, or the bound ``self``, then attributes and items: a module,
+    its dict of submodules, a parameter) as ``(how, holder, key, object)``, each step once. A
+    later call re-reads each: another object anywhere on a path (``model.head =
+    Linear(...)``, a parameter list rebuilt) means the function must be traced again.
+    ``data``: each captured tensor object with the data it had (``w.data = ...`` and
+    ``model.double()`` keep the object and change its data). ``modules``: every ``nn.Module``
+    the search met, with its ``training`` flag (``eval()`` changes what dropout and batch norm
+    do, so it traces again too)."""
+
+    __slots__ = ("data", "links", "modules")
+
+    def __init__(self, links: list[tuple], data: list[tuple], modules: list[tuple]) -> None:
+        self.links = links
+        self.data = data
+        self.modules = modules
+
+    def hold(self) -> bool:
+        for m, training in self.modules:
+            if m.training is not training:
+                return False
+        for how, holder, key, obj in self.links:
             try:
-                attrs = vars(obj)
-            except TypeError:
-                return
-            for k, v in list(attrs.items())[:1024]:
-                visit(v, "attr", obj, k, depth + 1)
+                if how == _ATTR:
+                    now = getattr(holder, key)
+                elif how == _ITEM:
+                    now = holder[key]
+                else:
+                    now = holder.cell_contents
+            except (KeyError, IndexError, AttributeError, ValueError, TypeError):
+                return False
+            if now is not obj:
+                return False
+        for tensor, data in self.data:
+            if tensor._data_key != data:
+                return False
+        return True
 
+
+def _guards(fn: Callable[..., Any], wanted: set) -> _Guards:
+    """Where ``fn`` finds the captured tensors (``wanted``: their ``_data_key``s), searched
+    breadth first from its globals, closure variables and bound ``self``."""
+    from .nn import Module
+
+    links: dict[tuple, tuple] = {}
+    data: dict[int, tuple] = {}
+    modules: list[tuple] = []
+    seen: set[int] = set()
+    # (object, step): `step` is (how, holder, key, object, the holder's step) or None
+    frontier: list[tuple] = []
     target = getattr(fn, "__func__", fn)
     code = getattr(target, "__code__", None)
     if code is not None:
         glb = getattr(target, "__globals__", {})
         for name in code.co_names:
             if name in glb:
-                visit(glb[name], "global", glb, name, 0)
+                frontier.append((glb[name], (_ITEM, glb, name, glb[name], None)))
         for name, cell in zip(code.co_freevars, getattr(target, "__closure__", None) or ()):
             try:
                 value = cell.cell_contents
             except ValueError:
                 continue
-            visit(value, "cell", cell, name, 0)
+            frontier.append((value, (_CELL, cell, name, value, None)))
     bound = getattr(fn, "__self__", None)
     if bound is not None:
-        visit(bound, "attr", fn, "__self__", 0)
-    return found
-
-
-def _place_holds(place: tuple) -> bool:
-    kind, container, key, tensor = place
-    try:
-        if kind == "global" or kind == "item":
-            return container[key] is tensor
-        if kind == "cell":
-            return container.cell_contents is tensor
-        return getattr(container, key) is tensor
-    except (KeyError, IndexError, AttributeError, ValueError):
-        return False
+        frontier.append((bound, (_ATTR, fn, "__self__", bound, None)))
+    visits = 0
+    for depth in range(_GUARD_DEPTH + 1):
+        nxt: list[tuple] = []
+        for obj, step in frontier:
+            if isinstance(obj, Tensor):
+                if obj._data_key in wanted:
+                    data.setdefault(id(obj), (obj, obj._data_key))
+                    while step is not None:
+                        how, holder, key, child, up = step
+                        links.setdefault((how, id(holder), key), (how, holder, key, child))
+                        step = up
+                continue
+            if depth == _GUARD_DEPTH or isinstance(obj, _NOT_SEARCHED) or id(obj) in seen:
+                continue
+            if callable(obj) and not hasattr(obj, "__dict__"):
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, Module):
+                modules.append((obj, obj.training))
+            visits += 1
+            if visits > _GUARD_VISITS:
+                break
+            if isinstance(obj, (list, tuple)):
+                for i, v in enumerate(obj[:1024]):
+                    nxt.append((v, (_ITEM, obj, i, v, step)))
+            elif isinstance(obj, dict):
+                for k, v in list(obj.items())[:1024]:
+                    nxt.append((v, (_ITEM, obj, k, v, step)))
+            elif hasattr(obj, "__dict__") and not isinstance(obj, type(functools)):
+                try:
+                    attrs = vars(obj)
+                except TypeError:
+                    continue
+                for k, v in list(attrs.items())[:1024]:
+                    nxt.append((v, (_ATTR, obj, k, v, step)))
+        frontier = nxt
+        if not frontier or visits > _GUARD_VISITS:
+            break
+    return _Guards(list(links.values()), list(data.values()), modules)
 
 
 class _Entry:
-    __slots__ = ("exe", "out_tree", "places", "unpack")
+    __slots__ = ("exe", "guards", "out_tree", "unpack")
 
-    def __init__(self, exe: Any, out_tree: Any, places: list[tuple]) -> None:
+    def __init__(self, exe: Any, out_tree: Any, guards: _Guards) -> None:
         self.exe = exe
         self.out_tree = out_tree
-        self.places = places
+        self.guards = guards
         # the results from the output list, quickly for the common shapes
         if isinstance(out_tree, _Leaf):
             self.unpack: Callable[[list], Any] = lambda outs: outs[0]
@@ -265,7 +317,7 @@ class TracedFunction:
                 key = None
             if key is not None:
                 entry = self._cache.get(key)
-                if entry is not None and all(map(_place_holds, entry.places)):
+                if entry is not None and entry.guards.hold():
                     outs = entry.exe.try_run(args)
                     if outs is not None:
                         self._last = entry
@@ -286,11 +338,7 @@ class TracedFunction:
         else:
             key = _signature(tree, tensors)
         entry = self._cache.get(key)
-        if (
-            entry is not None
-            and entry.exe.guard_failure(tensors) is None
-            and all(map(_place_holds, entry.places))
-        ):
+        if entry is not None and entry.exe.guard_failure(tensors) is None and entry.guards.hold():
             self._cache.move_to_end(key)
             self._last = entry
             return entry.unpack(entry.exe.run(tensors))
@@ -328,7 +376,7 @@ class TracedFunction:
             )
         exe = _core._compile(graph, self.mirror, self.memory_budget)
         wanted = {t._data_key for t in exe.captures()}
-        return result, _Entry(exe, out_tree, _places(self._fn, wanted) if wanted else [])
+        return result, _Entry(exe, out_tree, _guards(self._fn, wanted))
 
     def __repr__(self) -> str:
         name = getattr(self._fn, "__qualname__", repr(self._fn))

@@ -97,7 +97,9 @@ def _softmax(scores: Tensor, safe: bool) -> Tensor:
     if not safe:
         return F.softmax(scores, -1)
     dead = (scores.detach() == -math.inf).all(-1, keepdim=True)
-    if not bool(dead.any().item()):
+    # eagerly, rows with no allowed key are rare enough to look for first; a traced step
+    # cannot read values, and the guarded form is right either way
+    if not _core._tracing() and not bool(dead.any().item()):
         return F.softmax(scores, -1)
     p = F.softmax(_core.where(dead, 0.0, scores), -1)
     return _core.where(dead, 0.0, p)

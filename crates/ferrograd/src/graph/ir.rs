@@ -214,8 +214,29 @@ impl Graph {
 }
 
 impl fmt::Display for Graph {
-    /// One line per node: `%id = op(%inputs) : shape dtype`, then the effects.
+    /// One line per node: `%id = op(%inputs) : shape dtype`, followed by `-> ...` where the
+    /// node is an output, is written into a captured tensor or is a `.grad` (a `.grad` set to
+    /// None is noted on the last line).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut notes: Vec<Vec<String>> = vec![Vec::new(); self.nodes.len()];
+        let mut unset = Vec::new();
+        for (k, &o) in self.outputs.iter().enumerate() {
+            notes[o].push(format!("output {k}"));
+        }
+        for &(c, n) in &self.writes {
+            notes[n].push(format!("capture {c}"));
+        }
+        for (what, list) in [("capture", &self.grads), ("input", &self.input_grads)] {
+            for &(i, n) in list {
+                match n {
+                    Some(n) => notes[n].push(format!("{what} {i}.grad")),
+                    None => unset.push(format!("{what} {i}.grad <- None")),
+                }
+            }
+        }
+        if let Some(last) = notes.last_mut() {
+            last.append(&mut unset);
+        }
         for (id, node) in self.nodes.iter().enumerate() {
             let args: Vec<String> = match &node.kind {
                 NodeKind::Input(i)
@@ -227,7 +248,7 @@ impl fmt::Display for Graph {
                 NodeKind::Fill(v) => vec![v.to_string()],
                 _ => node.inputs().iter().map(|i| format!("%{i}")).collect(),
             };
-            writeln!(
+            write!(
                 f,
                 "%{id} = {}({}) : {:?} {}{}",
                 node.name(),
@@ -240,23 +261,11 @@ impl fmt::Display for Graph {
                     format!(" {}", node.device)
                 }
             )?;
-        }
-        for &(c, n) in &self.writes {
-            writeln!(f, "capture {c} <- %{n}")?;
-        }
-        for &(c, n) in &self.grads {
-            match n {
-                Some(n) => writeln!(f, "capture {c}.grad <- %{n}")?,
-                None => writeln!(f, "capture {c}.grad <- None")?,
+            if !notes[id].is_empty() {
+                write!(f, "  -> {}", notes[id].join(", "))?;
             }
+            writeln!(f)?;
         }
-        for &(i, n) in &self.input_grads {
-            match n {
-                Some(n) => writeln!(f, "input {i}.grad <- %{n}")?,
-                None => writeln!(f, "input {i}.grad <- None")?,
-            }
-        }
-        let outs: Vec<String> = self.outputs.iter().map(|o| format!("%{o}")).collect();
-        write!(f, "return ({})", outs.join(", "))
+        Ok(())
     }
 }

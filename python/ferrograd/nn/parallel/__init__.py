@@ -271,7 +271,8 @@ class DistributedDataParallel(Module):
                     if j not in rnd.packed[b.index]:
                         self._pack(rnd, b, j)
             flat = tensor(rnd.buffers[b.index])
-            work = dist.all_reduce(flat, op="sum", async_op=True)
+            # every rank's buckets are alike by construction: no shape agreement round
+            work = dist._all_reduce(dist._require("all_reduce"), flat, "sum", True)
             rnd.started.append((flat, work))
             self.events.append(("start", b.index, time.perf_counter()))
 
@@ -341,7 +342,7 @@ class DistributedDataParallel(Module):
                             buf[offsets[j] : offsets[j + 1]] = p.grad.numpy().reshape(-1)
                             buf[offsets[-1] + j] = 1
                     flat = tensor(buf)
-                    dist.all_reduce(flat, op="sum")
+                    dist._all_reduce(dist._require("all_reduce"), flat, "sum", False)
                     out = flat.numpy()
                     for j, p in enumerate(bucket):
                         if out[offsets[-1] + j] == 0:
