@@ -6,7 +6,11 @@ in ``obj`` is a named tensor of the file, so PyTorch's, JAX's and Hugging Face's
 (``"layer.weight"``); tensors deeper in nested dicts, lists and tuples are named by their
 path (``"state.0.exp_avg"``). The structure around the tensors (dicts, lists, tuples,
 numbers, strings, booleans, None) is kept as JSON in the file's metadata, so ``load`` gives
-back the same kind of object. numpy arrays are stored as tensors and load as arrays. Any
+back the same kind of object (dict keys may be str, int, float, bool, None or tuples of
+them). A tensor object met several times (tied weights) is stored once and loads as one
+object; different tensor objects over the same memory (a state dict's detached tied weights)
+load as tensors sharing memory (other views of one tensor, such as a slice or a transpose,
+are stored as separate copies). numpy arrays are stored as tensors and load as arrays. Any
 other object (a whole module, an ``argparse.Namespace``, a set) is pickled into the file;
 ``load`` unpickles it only with ``weights_only=False`` (as PyTorch's ``torch.load``, since
 unpickling runs code from the file). A safetensors file written elsewhere (no structure)
@@ -40,26 +44,60 @@ _KEY = "ferrograd.structure"
 _FORMAT = 1
 
 
-def _encode(obj: Any, path: str, tensors: list, names: set) -> Any:
+def _data_key(t: Tensor) -> Any:
+    """Which memory ``t`` views (storage, offset, shape, strides), its dtype and device."""
+    try:
+        return (t._data_key, t.dtype.name, str(t.device))
+    except Exception:  # noqa: BLE001 (no key: the tensor is not matched with others)
+        return None
+
+
+def _valid_key(k: Any) -> bool:
+    """A dict key the JSON structure keeps: str, int, float, bool, None, or a tuple of them
+    (written as a JSON list, read back as a tuple)."""
+    if k is None or isinstance(k, (str, int, float)):
+        return True
+    return isinstance(k, tuple) and all(_valid_key(x) for x in k)
+
+
+def _encode(obj: Any, path: str, tensors: list, names: set, seen: dict | None = None) -> Any:
+    # `seen`: what was written so far, by object id and by storage view (`_data_key`), so
+    # a tensor met twice (tied weights) is stored once and loads back shared
+    seen = {} if seen is None else seen
     if isinstance(obj, Tensor):
-        name = _unique(path or "tensor", names)
-        tensors.append((name, obj.detach()))
-        return {
-            "tensor": name,
-            "device": str(obj.device),
-            "param": type(obj).__name__ == "Parameter",
-        }
+        if id(obj) in seen:  # the same object again: the same node
+            return seen[id(obj)][0]
+        # "ref" numbers the distinct tensor objects: load gives one object per number
+        ref = seen.get("refs", 0)
+        seen["refs"] = ref + 1
+        node = {"device": str(obj.device), "param": type(obj).__name__ == "Parameter", "ref": ref}
+        key = _data_key(obj)
+        if key is not None and ("view", key) in seen:
+            # another tensor object over the same memory (a state dict's detached tensors):
+            # stored once, loaded as a tensor sharing that memory
+            node["tensor"] = seen["view", key]
+        else:
+            node["tensor"] = _unique(path or "tensor", names)
+            tensors.append((node["tensor"], obj.detach()))
+            if key is not None:
+                seen["view", key] = node["tensor"]
+        seen[id(obj)] = (node, obj)  # (obj kept: its id stays its own while saving)
+        return node
     if isinstance(obj, dict):
         items = []
         for k, v in obj.items():
-            if isinstance(k, bool) or not isinstance(k, (str, int, float)):
-                raise TypeError(f"save: dict keys must be str, int or float, got {k!r}")
+            if not _valid_key(k):
+                raise TypeError(
+                    "save: dict keys must be str, int, float, bool, None or tuples of them, "
+                    f"got {k!r}"
+                )
             sub = f"{path}.{k}" if path else str(k)
-            items.append([k, _encode(v, sub, tensors, names)])
+            items.append([k, _encode(v, sub, tensors, names, seen)])
         return {"dict": items, "ordered": isinstance(obj, OrderedDict)}
     if isinstance(obj, (list, tuple)):
         out = [
-            _encode(v, f"{path}.{i}" if path else str(i), tensors, names) for i, v in enumerate(obj)
+            _encode(v, f"{path}.{i}" if path else str(i), tensors, names, seen)
+            for i, v in enumerate(obj)
         ]
         return {"tuple" if isinstance(obj, tuple) else "list": out}
     if obj is None or isinstance(obj, (bool, int, float, str)):
@@ -259,7 +297,21 @@ def _restricted_loads(blob: bytes, what: str) -> Any:
     return Unpickler(io.BytesIO(blob)).load()
 
 
-def _decode(node: Any, tensors: dict, map_location: Any, weights_only: bool = True) -> Any:
+def _json_key(k: Any) -> Any:
+    """A dict key as saved: JSON lists were tuples."""
+    return tuple(_json_key(x) for x in k) if isinstance(k, list) else k
+
+
+def _decode(
+    node: Any,
+    tensors: dict,
+    map_location: Any,
+    weights_only: bool = True,
+    done: dict | None = None,
+) -> Any:
+    # `done`: the tensors loaded so far by name, so a tensor saved once for several places
+    # loads as one object (or, for an "alias", a tensor sharing its memory)
+    done = {} if done is None else done
     if not isinstance(node, dict):
         raise ValueError("load: the checkpoint's structure is corrupt")  # noqa: TRY004
     if "ndarray" in node or "pickle" in node:
@@ -276,22 +328,35 @@ def _decode(node: Any, tensors: dict, map_location: Any, weights_only: bool = Tr
         name = node["tensor"]
         if name not in tensors:
             raise ValueError(f"load: the checkpoint lists a tensor {name!r} that it does not hold")
-        t = tensors[name]
-        dev = _device_for(node.get("device", "cpu"), map_location)
-        if dev != "cpu":
-            t = t.to(dev)
+        ref = node.get("ref")
+        if ref is not None and ("ref", ref) in done:
+            return done["ref", ref]  # the very same object, as saved
+        first = done.get(name)
+        if first is not None:
+            t = first.detach()  # another tensor over the same memory
+        else:
+            t = tensors[name]
+            dev = _device_for(node.get("device", "cpu"), map_location)
+            if dev != "cpu":
+                t = t.to(dev)
+            done[name] = t
         if node.get("param"):
             from .nn import Parameter
 
-            t = Parameter(t)
+            t = Parameter(t)  # (shares t's memory)
+        if ref is not None:
+            done["ref", ref] = t
         return t
     if "dict" in node:
         cls = OrderedDict if node.get("ordered") else dict
-        return cls((k, _decode(v, tensors, map_location, weights_only)) for k, v in node["dict"])
+        return cls(
+            (_json_key(k), _decode(v, tensors, map_location, weights_only, done))
+            for k, v in node["dict"]
+        )
     if "list" in node:
-        return [_decode(v, tensors, map_location, weights_only) for v in node["list"]]
+        return [_decode(v, tensors, map_location, weights_only, done) for v in node["list"]]
     if "tuple" in node:
-        return tuple(_decode(v, tensors, map_location, weights_only) for v in node["tuple"])
+        return tuple(_decode(v, tensors, map_location, weights_only, done) for v in node["tuple"])
     if "value" in node:
         return node["value"]
     raise ValueError("load: the checkpoint's structure is corrupt")

@@ -28,8 +28,12 @@ class _State:
 
 
 def _run_full_hooks(state: _State, grad_input: tuple) -> tuple:
+    from .modules import _global_backward_hooks
+
     d = state.module.__dict__
-    for hook in list(d.get("_backward_hooks", {}).values()):
+    # the global hooks (register_module_full_backward_hook) first, as PyTorch's
+    hooks = [*_global_backward_hooks.values(), *d.get("_backward_hooks", {}).values()]
+    for hook in hooks:
         r = hook(state.module, grad_input, state.grad_output)
         if r is not None:
             r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
@@ -65,9 +69,15 @@ def _classes() -> tuple[Any, Any]:
 
             @staticmethod
             def backward(ctx: Any, *grads: Any) -> Any:
+                from .modules import _global_backward_pre_hooks
+
                 state = ctx.state
                 d = state.module.__dict__
-                for hook in list(d.get("_backward_pre_hooks", {}).values()):
+                pre = [
+                    *_global_backward_pre_hooks.values(),
+                    *d.get("_backward_pre_hooks", {}).values(),
+                ]
+                for hook in pre:
                     r = hook(state.module, tuple(grads))
                     if r is not None:
                         grads = tuple(r) if isinstance(r, (tuple, list)) else (r,)

@@ -1,7 +1,8 @@
 """PyTorch's submodule paths of ``torch.nn.modules`` (``nn.modules.linear.Linear``,
 ``from torch.nn.modules.rnn import LSTM``): each is a module object listing the ``nn``
 classes of that file, registered so ``import ferrograd.nn.modules.linear`` works too; and
-``nn.modules.utils`` (``_pair``, ...: see :mod:`._modules_utils`)."""
+``nn.modules.utils`` (``_pair``, ...: see :mod:`._modules_utils`); also PyTorch's private base
+classes (``batchnorm._BatchNorm``, ``conv._ConvNd``, ``loss._Loss``, ...)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,16 @@ _FILES = {
     "channelshuffle": "ChannelShuffle",
 }
 
+# PyTorch's private base classes under their files' names, so that ``isinstance(m,
+# nn.modules.batchnorm._BatchNorm)`` works (``_NormBase``: ferrograd's instance norms
+# derive from ``_BatchNorm``, which thus stands for PyTorch's common base of both)
+_PRIVATE = {
+    "batchnorm": {"_BatchNorm": "modules._BatchNorm", "_NormBase": "modules._BatchNorm"},
+    "conv": {"_ConvNd": "modules._ConvNd"},
+    "loss": {"_Loss": "modules._Loss", "_WeightedLoss": "modules._WeightedLoss"},
+    "instancenorm": {"_InstanceNorm": "extra._InstanceNorm"},
+}
+
 
 def install() -> None:
     from .. import nn
@@ -56,6 +67,9 @@ def install() -> None:
             if hasattr(nn, cls):
                 setattr(m, cls, getattr(nn, cls))
         m.Module = nn.Module  # type: ignore[attr-defined]
+        for private, where in _PRIVATE.get(file, {}).items():
+            source, _, cls_name = where.partition(".")
+            setattr(m, private, getattr(getattr(nn, source), cls_name))
         setattr(modules, file, m)
         sys.modules[name] = m
     # torch.nn.modules.utils: _single, _pair, _triple, _quadruple, _ntuple, ...

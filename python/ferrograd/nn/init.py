@@ -91,6 +91,38 @@ def _fans(t: Tensor) -> tuple[int, int]:
     return t.shape[1] * receptive, t.shape[0] * receptive
 
 
+def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
+    """PyTorch's private helper: ``(fan_in, fan_out)`` of a weight of shape ``(out, in,
+    *kernel)``: ``in * prod(kernel)`` and ``out * prod(kernel)``."""
+    if tensor.ndim < 2:
+        raise ValueError(
+            "_calculate_fan_in_and_fan_out: fan in and fan out can not be computed for tensor "
+            f"with fewer than 2 dimensions, got shape {list(tensor.shape)}"
+        )
+    return _fans(tensor)
+
+
+def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
+    """PyTorch's private helper: the fan in (``mode="fan_in"``) or fan out
+    (``"fan_out"``, any case) of ``tensor``."""
+    mode = mode.lower() if isinstance(mode, str) else mode
+    valid_modes = ["fan_in", "fan_out"]
+    if mode not in valid_modes:
+        raise ValueError(
+            f"_calculate_correct_fan: mode {mode!r} not supported, please use one of {valid_modes}"
+        )
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def _no_grad_trunc_normal_(
+    tensor: Tensor, mean: float, std: float, a: float, b: float, generator: Any = None
+) -> Tensor:
+    """PyTorch's private helper behind :func:`trunc_normal_` (older timm code calls it):
+    fills ``tensor`` in place, unrecorded, with normal samples within ``[a, b]``."""
+    return trunc_normal_(tensor, mean, std, a, b, generator)
+
+
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
     return _write(tensor, _rng(tensor, generator).uniform(a, b, tensor.shape))
 

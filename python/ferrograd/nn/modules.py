@@ -27,18 +27,31 @@ from . import functional as F
 
 class Parameter(Tensor):
     """A tensor that a :class:`Module` reports from :meth:`Module.parameters`.
-    ``Parameter(data)`` copies ``data`` (a Tensor, array or nested list) on its device."""
+    ``Parameter(t)`` of a tensor shares ``t``'s memory, as PyTorch's (a detached alias:
+    writing into ``t`` changes the parameter, and the reverse) unless ``dtype=`` or
+    ``device=`` ask for a conversion; ``Parameter(data)`` of an array or nested list copies
+    it."""
 
     def __new__(  # noqa: PYI034
         cls, data: Any = None, requires_grad: bool = True, *, dtype: Any = None, device: Any = None
     ) -> Parameter:
         if data is None:
             data = np.zeros((0,), np.float32)
-        if isinstance(data, Tensor):
-            device = data.device if device is None else device
-            if dtype is None and data.dtype.name == "bfloat16":
-                dtype = "bfloat16"
-        p = super().__new__(cls, data, dtype, device)
+        alias = (
+            isinstance(data, Tensor)
+            and (dtype is None or _dtype_name(dtype) == data.dtype.name)
+            and (device is None or str(device) == str(data.device))
+        )
+        if alias:
+            # an empty tensor given `data`'s storage (no copy)
+            p = super().__new__(cls, np.zeros((0,), np.float32), None, None)
+            p._replace_data(data.detach())
+        else:
+            if isinstance(data, Tensor):
+                device = data.device if device is None else device
+                if dtype is None and data.dtype.name == "bfloat16":
+                    dtype = "bfloat16"
+            p = super().__new__(cls, data, dtype, device)
         if requires_grad and p.dtype.kind == "f":
             p.requires_grad_(True)  # as PyTorch: loss.backward() fills p.grad
         elif requires_grad:
@@ -142,6 +155,27 @@ def register_module_forward_hook(hook: Callable[..., Any]) -> _HookHandle:
     return _HookHandle(_global_forward_hooks, hook)
 
 
+# global backward hooks (register_module_full_backward_hook / _pre_hook): run for every
+# module's backward, before the module's own (see ._backward_hooks)
+_global_backward_hooks: dict = {}
+_global_backward_pre_hooks: dict = {}
+
+
+def register_module_full_backward_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """``hook(module, grad_input, grad_output)`` runs for every module, once the gradients
+    of its inputs are computed (before the module's own backward hooks); a returned tuple
+    replaces ``grad_input``. Applies to module calls made while it is registered. Returns a
+    handle whose ``remove()`` drops it."""
+    return _HookHandle(_global_backward_hooks, hook)
+
+
+def register_module_full_backward_pre_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """``hook(module, grad_output)`` runs for every module before its backward (before the
+    module's own pre-hooks); a returned tuple replaces ``grad_output``. Returns a handle
+    whose ``remove()`` drops it."""
+    return _HookHandle(_global_backward_pre_hooks, hook)
+
+
 _IncompatibleKeys = namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
@@ -212,6 +246,8 @@ class Module:
     define ``forward``."""
 
     training: bool = True
+    # the version of a subclass's state-dict layout, saved in ``state_dict()._metadata``
+    _version: int = 1
 
     def __init__(self) -> None:
         self.training = True
@@ -230,6 +266,8 @@ class Module:
             or _global_forward_hooks
             or d.get("_backward_hooks")
             or d.get("_backward_pre_hooks")
+            or _global_backward_hooks
+            or _global_backward_pre_hooks
         ):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs, pre, post)
@@ -253,7 +291,12 @@ class Module:
                 r = hook(self, args)
                 if r is not None:
                     args = r if isinstance(r, tuple) else (r,)
-        backward_hooks = d.get("_backward_hooks") or d.get("_backward_pre_hooks")
+        backward_hooks = (
+            d.get("_backward_hooks")
+            or d.get("_backward_pre_hooks")
+            or _global_backward_hooks
+            or _global_backward_pre_hooks
+        )
         if backward_hooks:
             from ._backward_hooks import wrap_inputs, wrap_outputs
 
@@ -565,11 +608,19 @@ class Module:
     # ----------------------------------------------------------------------- state dicts
 
     def _state_items(
-        self, prefix: str, out: OrderedDict, path: set, keep_vars: bool = False
+        self,
+        prefix: str,
+        out: OrderedDict,
+        path: set,
+        keep_vars: bool = False,
+        meta: dict | None = None,
     ) -> None:
         if id(self) in path:
             return
         path = path | {id(self)}
+        local_metadata = {"version": type(self)._version}
+        if meta is not None:
+            meta[prefix[:-1]] = local_metadata
         d = self.__dict__
         for hook in list(d.get("_state_dict_pre_hooks", {}).values()):
             hook(self, prefix, keep_vars)
@@ -585,9 +636,9 @@ class Module:
             out[prefix + "_extra_state"] = self.get_extra_state()
         for name, v in items:
             if not isinstance(v, Parameter):
-                v._state_items(prefix + name + ".", out, path, keep_vars)
+                v._state_items(prefix + name + ".", out, path, keep_vars, meta)
         for hook in list(d.get("_state_dict_hooks", {}).values()):
-            r = hook(self, out, prefix, {})
+            r = hook(self, out, prefix, local_metadata)
             if r is not None and r is not out:
                 out.clear()
                 out.update(r)
@@ -596,10 +647,22 @@ class Module:
         self, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
     ) -> OrderedDict:
         """Parameters and persistent buffers by name (``"layer.weight"``); the tensors
-        share storage with the module's (``detach``ed unless ``keep_vars``)."""
+        share storage with the module's (``detach``ed unless ``keep_vars``).
+
+        As PyTorch's, a new dict (no ``destination``) is an ``OrderedDict`` with a
+        ``_metadata`` attribute: module prefix (``""``, ``"0"``, ``"0.bn"``) -> ``{"version":
+        ...}``, the module class's ``_version`` (2 for batch norms, whose ``num_batches_tracked``
+        came with version 2)."""
         items: OrderedDict = OrderedDict()
-        self._state_items(prefix, items, set(), keep_vars)
-        out = destination if destination is not None else OrderedDict()
+        meta: OrderedDict = OrderedDict()
+        self._state_items(prefix, items, set(), keep_vars, meta)
+        if destination is None:
+            out: Any = OrderedDict()
+            out._metadata = meta
+        else:
+            out = destination
+            if isinstance(getattr(out, "_metadata", None), dict):
+                out._metadata.update(meta)
         for k, v in items.items():
             out[k] = v if keep_vars or not isinstance(v, Tensor) else v.detach()
         return out
@@ -657,14 +720,30 @@ class Module:
                 f"load_state_dict: expected state_dict to be dict-like, got {type(state_dict)}"
             )
         mods = list(self.named_modules())
+        metadata = getattr(state_dict, "_metadata", None)
+        if not isinstance(metadata, dict):
+            metadata = None
         if any(m.__dict__.get("_load_state_dict_pre_hooks") for _, m in mods):
             state_dict = OrderedDict(state_dict)  # (the hooks may rename keys)
             for name, m in mods:
+                local = (metadata or {}).get(name, {})
                 for hook in list(m.__dict__.get("_load_state_dict_pre_hooks", {}).values()):
-                    hook(m, state_dict, name + "." if name else "", {}, strict, [], [], [])
+                    hook(m, state_dict, name + "." if name else "", local, strict, [], [], [])
         own: OrderedDict = OrderedDict()
         self._state_items("", own, set(), True)
-        missing = [k for k in own if k not in state_dict]
+        # PyTorch's rule for checkpoints older than batch norm's version 2: a dict whose
+        # metadata gives that module no version (or none at all) may lack its
+        # `num_batches_tracked` (which then keeps its value)
+        old = set()
+        for name, m in mods:
+            version = (metadata or {}).get(name, {}).get("version")
+            if (
+                isinstance(m, _BatchNorm)
+                and isinstance(m.__dict__.get("num_batches_tracked"), Tensor)
+                and (version is None or version < 2)
+            ):
+                old.add((name + "." if name else "") + "num_batches_tracked")
+        missing = [k for k in own if k not in state_dict and k not in old]
         unexpected = [k for k in state_dict if k not in own]
         result = _IncompatibleKeys(missing, unexpected)
         for _, m in mods:
@@ -743,8 +822,16 @@ class Module:
         ``to(fg.float64)``, ``to(device=..., dtype=...)``) and returns self. Floating
         parameters change dtype; integer buffers keep theirs. Parameters stay the same
         objects (optimizers made before keep training them, as PyTorch's); attach them to
-        GradManagers after moving the model."""
+        GradManagers after moving the model.
+
+        An integer or bool ``dtype`` raises :class:`TypeError` before anything changes, as
+        PyTorch's."""
         device, dtype = _to_args(args, kwargs)
+        if dtype is not None and not (dtype.startswith(("float", "bfloat", "complex"))):
+            raise TypeError(
+                "nn.Module.to only accepts floating point or complex dtypes, but got "
+                f"desired dtype={dtype}"
+            )
         _map_tensors(self, lambda t: _moved(t, device, dtype), {}, set())
         return self
 
@@ -1491,6 +1578,8 @@ class ConvTranspose2d(_ConvNd):
 
 class _BatchNorm(Module):
     _dims: tuple = ()
+    # (2: `num_batches_tracked` is saved; see Module.load_state_dict)
+    _version = 2
 
     def __init__(
         self,

@@ -289,8 +289,11 @@ class Conv3d(_ConvNd):
     _conv = staticmethod(conv3d)
 
 
-class ConvTranspose3d(Module):
-    """The transpose of :class:`Conv3d` (weights ``(in, out / groups, kD, kH, kW)``)."""
+class ConvTranspose3d(_ConvNd):
+    """The transpose of :class:`Conv3d` (weights ``(in, out / groups, kD, kH, kW)``); a
+    ``_ConvNd`` as PyTorch's (its own constructor and forward)."""
+
+    _nd = 3
 
     def __init__(
         self,
@@ -308,7 +311,7 @@ class ConvTranspose3d(Module):
         dtype: Any = None,
         rng: Any = None,
     ) -> None:
-        super().__init__()
+        Module.__init__(self)
         if padding_mode != "zeros":
             raise ValueError(
                 f'ConvTranspose3d: only "zeros" padding_mode is supported, got {padding_mode!r}'

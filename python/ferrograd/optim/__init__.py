@@ -12,7 +12,6 @@ reaches the traced step too.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any, Callable
 
@@ -117,6 +116,23 @@ class Optimizer:
         ps = [ps] if isinstance(ps, Tensor) else list(ps if ps is not None else [])
         if isinstance(param_group.get("params"), set):
             raise TypeError(f"{name}: parameters must be an ordered collection, not a set")
+        # `named_parameters()` (torch >= 2.6): (name, parameter) pairs; the group keeps the
+        # names as "param_names" (carried by state_dict)
+        names = [p[0] for p in ps if isinstance(p, tuple)]
+        if names:
+            if len(names) != len(ps) or any(len(p) != 2 for p in ps):
+                raise ValueError(
+                    f"{name}: all optimizer params should be with/without names (each a "
+                    "(name, parameter) pair). Some param names are missing"
+                )
+            ps = [p[1] for p in ps]
+        named = bool(names) or "param_names" in param_group
+        for g in self.param_groups:
+            if ("param_names" in g) != named:
+                raise ValueError(
+                    f"{name}: all optimizer param groups should be with/without names. cannot "
+                    f"add param group {'with' if named else 'without'} names to the optimizer"
+                )
         existing = {id(p) for g in self.param_groups for p in g["params"]}
         for i, p in enumerate(ps):
             if not isinstance(p, Tensor):
@@ -131,6 +147,8 @@ class Optimizer:
         group = _Group()
         dict.update(group, {k: v for k, v in self.defaults.items()})
         dict.update(group, {k: v for k, v in param_group.items() if k != "params"})
+        if names:
+            dict.__setitem__(group, "param_names", names)
         group._lr_tensors = {}
         dict.__setitem__(group, "lr", _check_lr(group["lr"]))
         for p in ps:  # made now, so that a traced step captures them
@@ -280,11 +298,10 @@ class Optimizer:
                     if isinstance(cur, Tensor) and v is None:
                         continue
                     if isinstance(cur, Tensor):
-                        src = (
-                            v
-                            if isinstance(v, Tensor)
-                            else Tensor._from_numpy(np.ascontiguousarray(np.asarray(v)))
-                        )
+                        src = _state_tensor(v)
+                        if tuple(src.shape) != tuple(cur.shape) and src.numel() == cur.numel() == 1:
+                            # a one-element step saved as shape (1,) (or the reverse)
+                            src = src.reshape(tuple(cur.shape))
                         if tuple(src.shape) != tuple(cur.shape):
                             raise ValueError(
                                 f"{type(self).__name__}.load_state_dict: state {k!r} of "
@@ -303,6 +320,20 @@ class Optimizer:
                 if k != "params":
                     lines.append(f"    {k}: {g[k]}")
         return "\n".join(lines + [")"])
+
+
+def _state_tensor(v: Any) -> Tensor:
+    """A saved state value as a tensor of its own shape: a ferrograd tensor as is; a Python
+    or NumPy number, an ndarray or another library's (e.g. torch's) tensor through NumPy,
+    0-d values staying 0-d (a ``step`` saved as ``3``, ``np.float64(3)`` or ``tensor(3.)``)."""
+    if isinstance(v, Tensor):
+        return v
+    if hasattr(v, "detach") and hasattr(v, "cpu"):  # a torch tensor
+        v = v.detach().cpu().numpy()
+    a = np.array(v)  # (a copy, C-contiguous; np.ascontiguousarray would make 0-d 1-d)
+    if a.dtype == object:
+        raise TypeError(f"load_state_dict: cannot read a state value of type {type(v).__name__}")
+    return Tensor._from_numpy(a)
 
 
 def _with_step_hooks(step: Callable[..., Any]) -> Callable[..., Any]:
@@ -812,7 +843,11 @@ class Adadelta(Optimizer):
 
 
 class _AdamFamily(Optimizer):
-    """Shared arguments and checks of Adamax, NAdam and RAdam (composed tensor ops)."""
+    """Shared arguments and checks of Adamax, NAdam and RAdam (composed tensor ops).
+
+    Their updates read no tensor values: the step count, bias corrections and learning rate
+    stay 0-d float64 tensors (as Adam's), so a step runs inside :func:`ferrograd.trace` and
+    each call of the traced step uses the current step count."""
 
     def __init__(self, params: Iterable[Any], defaults: dict) -> None:
         defaults["betas"] = tuple(defaults["betas"])
@@ -821,7 +856,7 @@ class _AdamFamily(Optimizer):
     def _validate(self, group: dict) -> None:
         _check_adam_group(type(self).__name__, group)
 
-    def _decay(self, p: Tensor, g: Tensor, group: dict, lr: float) -> Tensor:
+    def _decay(self, p: Tensor, g: Tensor, group: dict, lr: Tensor) -> Tensor:
         wd = group["weight_decay"]
         if not wd:
             return g
@@ -829,6 +864,11 @@ class _AdamFamily(Optimizer):
             p *= 1.0 - lr * wd
             return g
         return g + wd * p
+
+
+def _f64(t: Tensor) -> Tensor:
+    """A 0-d state tensor as float64 (PyTorch reads such values as Python floats)."""
+    return t if t.dtype.name == "float64" else t.astype("float64")
 
 
 class Adamax(_AdamFamily):
@@ -856,13 +896,13 @@ class Adamax(_AdamFamily):
 
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         b1, b2 = group["betas"]
-        state["step"] += 1.0
-        t = float(state["step"].item())
-        g = self._decay(p, g, group, float(lr.item()))
+        step = state["step"]
+        step += 1.0
+        g = self._decay(p, g, group, lr)
         m, u = state["exp_avg"], state["exp_inf"]
         _adam_moments(m, None, g, b1, b2)
         u.copy_(maximum(u * b2, g.abs() + group["eps"]))
-        p -= (lr / (1.0 - b1**t)) * (m / u)
+        p -= (lr / (1.0 - b1 ** _f64(step))) * (m / u)
 
 
 class NAdam(_AdamFamily):
@@ -906,25 +946,28 @@ class NAdam(_AdamFamily):
 
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         b1, b2 = group["betas"]
-        state["step"] += 1.0
-        t = float(state["step"].item())
-        lr_f = float(lr.item())
-        g = self._decay(p, g, group, lr_f)
+        step = state["step"]
+        step += 1.0
+        t = _f64(step)
+        g = self._decay(p, g, group, lr)
         md = group["momentum_decay"]
         mu = b1 * (1.0 - 0.5 * 0.96 ** (t * md))
         mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1.0) * md))
-        state["mu_product"] *= mu
-        prod = float(state["mu_product"].item())
+        prod_t = state["mu_product"]
+        # (PyTorch multiplies by the Python float mu: rounded to the product's dtype first)
+        prod_t *= mu if prod_t.dtype.name == "float64" else mu.astype(prod_t.dtype)
+        prod = _f64(prod_t)
         m, v = state["exp_avg"], state["exp_avg_sq"]
         _adam_moments(m, v, g, b1, b2)
         denom = (v / (1.0 - b2**t)).sqrt() + group["eps"]
-        p -= (lr_f * (1.0 - mu) / (1.0 - prod)) * (g / denom)
-        p -= (lr_f * mu_next / (1.0 - prod * mu_next)) * (m / denom)
+        p -= (lr * (1.0 - mu) / (1.0 - prod)) * (g / denom)
+        p -= (lr * mu_next / (1.0 - prod * mu_next)) * (m / denom)
 
 
 class RAdam(_AdamFamily):
     """Rectified Adam (Liu et al.): plain momentum SGD until the variance estimate is
-    reliable (``rho_t > 5``), then Adam with the rectification term, PyTorch's formulas."""
+    reliable (``rho_t > 5``), then Adam with the rectification term, PyTorch's formulas
+    (the choice is a ``where`` on the step tensor, so a traced step makes it each call)."""
 
     def __init__(
         self,
@@ -956,23 +999,25 @@ class RAdam(_AdamFamily):
 
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         b1, b2 = group["betas"]
-        state["step"] += 1.0
-        t = float(state["step"].item())
-        lr_f = float(lr.item())
-        g = self._decay(p, g, group, lr_f)
+        step = state["step"]
+        step += 1.0
+        t = _f64(step)
+        g = self._decay(p, g, group, lr)
         m, v = state["exp_avg"], state["exp_avg_sq"]
         _adam_moments(m, v, g, b1, b2)
         bc1, bc2 = 1.0 - b1**t, 1.0 - b2**t
         rho_inf = 2.0 / (1.0 - b2) - 1.0
         rho_t = rho_inf - 2.0 * t * b2**t / bc2
-        if rho_t > 5.0:
-            rect = math.sqrt(
-                (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
+        rectified = rho_t > 5.0
+        # (clamped: the unused branch's square root must not see a negative number)
+        rect = (
+            ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)).clamp(
+                min=0.0
             )
-            adaptive = math.sqrt(bc2) / (v.sqrt() + group["eps"])
-            p -= (m / bc1) * (lr_f * rect) * adaptive
-        else:
-            p -= (m / bc1) * lr_f
+        ) ** 0.5
+        adaptive = bc2**0.5 / (v.sqrt() + group["eps"])
+        corrected = (m / bc1) * lr
+        p -= _core.where(rectified, corrected * adaptive * rect, corrected)
 
 
 from . import lr_scheduler

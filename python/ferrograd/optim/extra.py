@@ -5,7 +5,8 @@ group) and needs a closure that re-evaluates the loss and fills ``.grad``; its o
 search is the strong-Wolfe bracketing and zoom search of Nocedal and Wright (Algorithms 3.5
 and 3.6) with safeguarded cubic interpolation, making the same trial steps and stopping
 decisions as ``torch.optim.LBFGS``. Its state is global, kept (as in PyTorch) under the first
-parameter; it uses data-dependent control flow, so a step cannot be traced.
+parameter; it uses data-dependent control flow, so a step cannot be traced. ASGD's update
+reads no tensor values (its step count, ``eta`` and ``mu`` stay tensors), so it traces.
 """
 
 from __future__ import annotations
@@ -513,22 +514,20 @@ class ASGD(Optimizer):
         }
 
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
-        lr_f = float(lr.item())
+        # tensor ops only (no reads of the step, eta or mu): a step runs inside fg.trace
         lambd = group["lambd"]
-        step = state["step"]
-        if step.item() == 0:  # PyTorch starts eta at the learning rate of the first step
-            state["eta"].fill_(lr_f)
+        step, eta_t, mu_t = state["step"], state["eta"], state["mu"]
+        # PyTorch starts eta at the learning rate of the first step
+        eta_t.copy_(_core.where(step == 0, lr.astype(eta_t.dtype), eta_t))
         step += 1.0
-        t = float(step.item())
-        eta = float(state["eta"].item())
+        t = step.astype("float64")
+        eta = eta_t.astype("float64")  # (PyTorch reads eta as a Python float)
         if group["weight_decay"]:
             g = g + group["weight_decay"] * p
         p *= 1.0 - lambd * eta
         p -= g * eta
-        mu, ax = float(state["mu"].item()), state["ax"]
-        if mu != 1.0:
-            ax += (p - ax) * mu
-        else:
-            ax.copy_(p)
-        state["eta"].fill_(lr_f / ((1.0 + lambd * lr_f * t) ** group["alpha"]))
-        state["mu"].fill_(1.0 / max(1.0, t - group["t0"]))
+        mu, ax = mu_t.astype("float64"), state["ax"]
+        # ax follows p: a copy while mu is 1, else ax += (p - ax) mu
+        ax.copy_(_core.where(mu == 1.0, p, ax + (p - ax) * mu))
+        eta_t.copy_((lr / ((1.0 + lambd * lr * t) ** group["alpha"])).astype(eta_t.dtype))
+        mu_t.copy_((1.0 / (t - group["t0"]).clamp(min=1.0)).astype(mu_t.dtype))

@@ -1,20 +1,23 @@
 """``torch.optim.swa_utils``: weight averaging of a model over training, stochastic
 (``AveragedModel`` with the default equal-weight average) or exponential
 (``get_ema_multi_avg_fn(decay)``), and ``update_bn`` to recompute batch-norm statistics of
-the averaged weights."""
+the averaged weights; ``SWALR`` anneals the learning rate to the SWA rate."""
 
 from __future__ import annotations
 
 import copy
 import itertools
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._core import Tensor
 from ..autodiff import no_grad
 from ..nn.modules import Module
+from .lr_scheduler import LRScheduler
 
 __all__ = [
+    "SWALR",
     "AveragedModel",
     "get_ema_avg_fn",
     "get_ema_multi_avg_fn",
@@ -152,3 +155,85 @@ def update_bn(loader: Iterable, model: Module, device: Any = None) -> None:
     for m, mom in momenta.items():
         m.momentum = mom
     model.train(was_training)
+
+
+class SWALR(LRScheduler):
+    """PyTorch's ``SWALR``: anneals each group's learning rate from its current value to
+    ``swa_lr`` (one number, or one per group, stored as the group's ``"swa_lr"``) over
+    ``anneal_epochs`` steps, by cosine (``anneal_strategy="cos"``) or linearly
+    (``"linear"``), then keeps it at ``swa_lr``."""
+
+    def __init__(
+        self,
+        optimizer: Any,
+        swa_lr: float | list[float],
+        anneal_epochs: int = 10,
+        anneal_strategy: str = "cos",
+        last_epoch: int = -1,
+    ) -> None:
+        groups = optimizer.param_groups
+        if isinstance(swa_lr, (list, tuple)):
+            if len(swa_lr) != len(groups):
+                raise ValueError(
+                    f"SWALR: swa_lr must have {len(groups)} values (one per parameter group), "
+                    f"got {len(swa_lr)}"
+                )
+            swa_lrs = list(swa_lr)
+        else:
+            swa_lrs = [swa_lr] * len(groups)
+        for lr, group in zip(swa_lrs, groups):
+            group["swa_lr"] = lr
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(
+                "SWALR: anneal_strategy must be one of 'cos' or 'linear', instead got "
+                f"{anneal_strategy!r}"
+            )
+        self._set_anneal_func(anneal_strategy)
+        if (
+            isinstance(anneal_epochs, bool)
+            or not isinstance(anneal_epochs, int)
+            or anneal_epochs < 0
+        ):
+            raise ValueError(
+                f"SWALR: anneal_epochs must be equal or greater than 0, got {anneal_epochs!r}"
+            )
+        self.anneal_epochs = anneal_epochs
+        super().__init__(optimizer, last_epoch)
+
+    @staticmethod
+    def _linear_anneal(t: float) -> float:
+        return t
+
+    @staticmethod
+    def _cosine_anneal(t: float) -> float:
+        return (1 - math.cos(math.pi * t)) / 2
+
+    @staticmethod
+    def _get_initial_lr(lr: float, swa_lr: float, alpha: float) -> float:
+        if alpha == 1:
+            return swa_lr
+        return (lr - alpha * swa_lr) / (1 - alpha)
+
+    def _set_anneal_func(self, anneal_strategy: str) -> None:
+        self._anneal_strategy = anneal_strategy
+        self.anneal_func = self._cosine_anneal if anneal_strategy == "cos" else self._linear_anneal
+
+    def get_lr(self) -> list[float]:
+        # (PyTorch's formula: the rate the previous step would have started from, moved on)
+        step = self._step_count - 1
+        if self.anneal_epochs == 0:
+            step = max(1, step)
+        prev_t = max(0, min(1, (step - 1) / max(1, self.anneal_epochs)))
+        prev_alpha = self.anneal_func(prev_t)
+        groups = self.optimizer.param_groups
+        prev_lrs = [self._get_initial_lr(g["lr"], g["swa_lr"], prev_alpha) for g in groups]
+        t = max(0, min(1, step / max(1, self.anneal_epochs)))
+        alpha = self.anneal_func(t)
+        return [g["swa_lr"] * alpha + lr * (1 - alpha) for g, lr in zip(groups, prev_lrs)]
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "anneal_func")}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.__dict__.update(state_dict)
+        self._set_anneal_func(self._anneal_strategy)

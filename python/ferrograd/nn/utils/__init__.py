@@ -1,6 +1,8 @@
-"""PyTorch's ``torch.nn.utils``: gradient clipping, parameters as one vector,
-:mod:`.rnn` (padding and packing sequences), :mod:`.parametrize` and
-:mod:`.parametrizations` (weight and spectral norm as parametrizations)."""
+"""PyTorch's ``torch.nn.utils``: gradient clipping, parameters as one vector
+(:mod:`.convert_parameters`), batch-norm fusion (:mod:`.fusion`), the deprecated
+``functional_call`` (:mod:`.stateless`), :mod:`.rnn` (padding and packing sequences),
+:mod:`.parametrize` and :mod:`.parametrizations` (weight and spectral norm as
+parametrizations)."""
 
 from __future__ import annotations
 
@@ -9,22 +11,26 @@ from collections.abc import Iterable
 from typing import Any
 
 from ... import _core
-from ..._core import ShapeError, Tensor
+from ..._core import Tensor
 from ...autodiff import no_grad
-from . import parametrizations, parametrize, rnn
+from . import convert_parameters, fusion, parametrizations, parametrize, rnn, stateless
 from ._norms import *
 from ._norms import __all__ as _norms_all
+from .convert_parameters import parameters_to_vector, vector_to_parameters
 
 __all__ = [  # noqa: PLE0604
     *_norms_all,
     "clip_grad_norm_",
     "clip_grad_value_",
     "clip_grads_with_norm_",
+    "convert_parameters",
+    "fusion",
     "get_total_norm",
     "parameters_to_vector",
     "parametrizations",
     "parametrize",
     "rnn",
+    "stateless",
     "vector_to_parameters",
 ]
 
@@ -41,18 +47,40 @@ def get_total_norm(
     foreach: Any = None,
 ) -> Tensor:
     """The joint ``norm_type``-norm of ``tensors`` (typically gradients) as if they were one
-    vector, accumulated in float64; a 0-d tensor of the first one's dtype and device."""
+    vector, accumulated in float64; a 0-d tensor of the first one's dtype and device.
+
+    As torch (the ``norm_type``-norm of the per-tensor ``norm_type``-norms): ``inf`` gives
+    the largest ``|g|``, ``-inf`` the smallest, ``0`` the number of tensors with a nonzero
+    element; other orders ``sum(|g|**p)**(1/p)`` over all elements."""
     ts = [tensors] if isinstance(tensors, Tensor) else [t for t in tensors if t is not None]
     norm_type = float(norm_type)
     with no_grad():
         if not ts:
             return _core.zeros(())
         dev = ts[0].device
-        if norm_type == math.inf:
-            parts = [g.abs().max().astype("float64").to(dev) for g in ts]
+        if norm_type in (math.inf, -math.inf):
+            # the largest (inf) or smallest (-inf) |g| over all elements
+            reduce = "max" if norm_type > 0 else "min"
+            join = _core.maximum if norm_type > 0 else _core.minimum
+            if norm_type < 0 and any(g.numel() == 0 for g in ts):
+                raise RuntimeError(
+                    "get_total_norm: cannot compute the -inf norm (norm_type=-inf) of an "
+                    "empty tensor: the minimum has no identity"
+                )
+            parts = [getattr(g.abs(), reduce)().astype("float64").to(dev) for g in ts if g.numel()]
+            if not parts:
+                return _core.zeros((), dtype=ts[0].dtype)
             total = parts[0]
             for p in parts[1:]:
-                total = _core.maximum(total, p)
+                total = join(total, p)
+        elif norm_type == 0.0:
+            # torch takes the 0-"norm" of the per-tensor 0-norms: the number of tensors
+            # with any nonzero element
+            total = None
+            for g in ts:
+                s = (g != 0).astype("float64").max().to(dev) if g.numel() else _core.zeros(())
+                s = s.astype("float64").to(dev)
+                total = s if total is None else total + s
         else:
             total = None
             for g in ts:
@@ -117,27 +145,3 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -
     with no_grad():
         for p in _with_grads(parameters):
             p.grad = p.grad.clamp(-c, c)
-
-
-def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
-    """The parameters flattened and concatenated into one vector (differentiable)."""
-    ps = [p.reshape(-1) for p in parameters]
-    if not ps:
-        raise ValueError("parameters_to_vector: no parameters")
-    return _core.concat(ps, 0)
-
-
-def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
-    """Copies consecutive slices of ``vec`` into the parameters (in place, unrecorded)."""
-    ps = list(parameters)
-    total = sum(p.numel() for p in ps)
-    if vec.ndim != 1 or vec.shape[0] != total:
-        raise ShapeError(
-            f"vector_to_parameters: vec must be 1-D of length {total}, got shape {list(vec.shape)}"
-        )
-    start = 0
-    with no_grad():
-        for p in ps:
-            n = p.numel()
-            p.detach().copy_(vec[start : start + n].reshape(*p.shape).astype(p.dtype.name))
-            start += n
