@@ -155,6 +155,30 @@ def overlap():
     # timing on a loaded machine can spoil one step; most must overlap
     assert ok >= 2, f"no overlap: {cb.events}"
 
+    # attached in order of use (gradients arrive in the reverse): after the first backward
+    # the buckets follow the arrival order, so later steps overlap as well, with the same
+    # gradients as one process
+    params = list(model.parameters())[::-1]
+    for p in params:
+        p.grad = None
+    cb = dist.make_allreduce_cb("mean", bucket_mb=0.5)
+    gm = fg.GradManager().attach(params, callbacks=cb)
+    first = None
+    for step in range(3):
+        with gm:
+            gm.backward((model(x) ** 2).mean())
+        ev = cb.events
+        started = [t for e, i, t in ev if e == "start"]
+        last_grad = max(t for e, i, t in ev if e == "grad")
+        if step == 0:
+            first = [p.grad.numpy().copy() for p in params]
+        else:
+            assert min(started) < last_grad, f"step {step}: no bucket started during backward"
+            for a, p in zip(first, params):
+                close(p.grad.numpy(), a, "gradient after the buckets were rebuilt")
+        for p in params:
+            p.grad = None
+
 
 def collectives():
     r, n = dist.get_rank(), dist.get_world_size()

@@ -806,7 +806,10 @@ class AllreduceCallback:
 
     Attached tensors are assigned to buckets in reverse of attach order (gradients become
     final roughly in reverse of use), one dtype per bucket; the first bucket holds about 1 MB
-    so communication starts early, the others about ``bucket_mb``. Each final gradient is
+    so communication starts early, the others about ``bucket_mb``. After the first backward
+    the buckets are made again in the order the gradients arrived in (rank 0's order, sent to
+    every rank, as PyTorch DDP's rebuild), so later steps start each allreduce as early as
+    the model allows whatever the attach order. Each final gradient is
     copied into its bucket; a full bucket starts a non-blocking allreduce at once (buckets
     start in order, the same on every rank). When backward ends, the buckets still open are
     reduced with zeros for the gradients that never came; ``gm.backward`` returns once every
@@ -834,6 +837,9 @@ class AllreduceCallback:
         self._next_start = 0
         self._active = False
         self._traced: tuple[list[Tensor], dict[int, Tensor]] | None = None
+        self._tensors: list[Tensor] = []  # as attached
+        self._position: dict[int, int] = {}  # id(tensor) -> its index in _tensors
+        self._arrivals: list[int] | None = None  # positions in arrival order, first backward
 
     @property
     def __name__(self) -> str:  # how graph nodes and messages name it
@@ -852,14 +858,18 @@ class AllreduceCallback:
         self._traced = None
         key = tuple((id(t), tuple(t.shape), _dtype_name(t)) for t in tensors)
         if key != self._plan_key:
-            self._plan(list(tensors))
+            self._tensors = list(tensors)
+            self._position = {id(t): i for i, t in enumerate(self._tensors)}
+            self._plan(self._tensors[::-1])
             self._plan_key = key
+            self._arrivals = []
         for b in self._buckets:
             b.fresh()
         self._next_start = 0
         self._active = True
 
-    def _plan(self, tensors: list[Tensor]) -> None:
+    def _plan(self, ordered: list[Tensor]) -> None:
+        """Buckets filled with ``ordered`` in turn."""
         self._buckets = []
         self._where = {}
         open_: dict[tuple[str, str], tuple[list, int]] = {}
@@ -871,7 +881,7 @@ class AllreduceCallback:
                 self._where[id(t)] = (b, j)
             self._buckets.append(b)
 
-        for t in reversed(tensors):
+        for t in ordered:
             key = (_dtype_name(t), _device_of(t))
             members, nbytes = open_.get(key, ([], 0))
             n = t.numel()
@@ -899,6 +909,8 @@ class AllreduceCallback:
         b, j = where
         t, off, n = b.members[j]
         self.events.append(("grad", j, time.perf_counter()))
+        if self._arrivals is not None:
+            self._arrivals.append(self._position[id(tensor)])
         if tuple(grad.shape) != tuple(t.shape):
             raise RuntimeError(
                 f"allreduce callback: the gradient of a tensor of shape {list(t.shape)} has "
@@ -1027,11 +1039,27 @@ class AllreduceCallback:
                     g = b.gradient(j)
                     t.grad = g if t.grad is None else t.grad + g
                 b.release()
+        if self._arrivals is not None:
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """After the first backward of a plan: buckets in rank 0's arrival order (then the
+        tensors whose gradient did not come, in reverse of attach order), the same on every
+        rank."""
+        arrived, self._arrivals = self._arrivals, None
+        order = self._group.comm.bcast(arrived, root=0)
+        seen = set(order)
+        rest = [i for i in reversed(range(len(self._tensors))) if i not in seen]
+        positions = [*order, *rest]
+        if positions != list(reversed(range(len(self._tensors)))):
+            self._plan([self._tensors[i] for i in positions])
 
     def _backward_abort(self) -> None:
         # backward raised: wait for what was started (so the next collectives stay in step on
-        # this rank), keep no gradient
+        # this rank), keep no gradient; the plan is rebuilt after a backward that completes
         self._active = False
+        if self._arrivals is not None:
+            self._arrivals = []
         self._traced = None
         for b in self._buckets:
             if b.work is not None:
