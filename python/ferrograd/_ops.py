@@ -18,7 +18,7 @@ from . import _core
 from ._core import DTypeError, ShapeError, Tensor, concat, where
 from ._elementwise import isnan
 from ._tensor import _dtype_name, default_float, tensor
-from .random import _rng_for, _traced_draw
+from .random import _global_stream, _rng_for, _traced_draw
 
 __all__ = [
     "all",
@@ -408,7 +408,7 @@ def rand(*size: Any, dtype: Any = None, device: Any = None, generator: Any = Non
     or from ``generator`` (an ``fg.Generator``)."""
     shape = _shape_args("rand", size)
     dev = _device(device)
-    if _core._tracing() and generator is None:
+    if _global_stream(generator):  # the device's counter-based generator (also in fg.trace)
         return _traced_draw(shape, dev, _float_dtype("rand", dtype), False)
     rng = _rng_for("rand", generator, dev)
     return _from_numpy(rng.random(shape), _float_dtype("rand", dtype), dev)
@@ -419,7 +419,7 @@ def randn(*size: Any, dtype: Any = None, device: Any = None, generator: Any = No
     """Standard normal samples from the device's seeded stream (or ``generator``'s)."""
     shape = _shape_args("randn", size)
     dev = _device(device)
-    if _core._tracing() and generator is None:
+    if _global_stream(generator):  # the device's counter-based generator (also in fg.trace)
         return _traced_draw(shape, dev, _float_dtype("randn", dtype), True)
     rng = _rng_for("randn", generator, dev)
     return _from_numpy(rng.standard_normal(shape), _float_dtype("randn", dtype), dev)
@@ -478,15 +478,19 @@ def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = 
 def bernoulli(input: Tensor, p: float | None = None, *, generator: Any = None) -> Tensor:
     """1 with probability ``input`` (or ``p``) elementwise, else 0, in ``input``'s dtype."""
     x = _check_tensor("bernoulli", "input", input)
-    if _core._tracing() and generator is None:
-        wide = x.dtype.name if x.dtype.name in ("float32", "float64") else "float64"
-        u = _traced_draw(x.shape, x.device, wide, False)
-        return (u < (x if p is None else float(p))).astype(x.dtype.name)
-    probs = x.numpy().astype(np.float64) if p is None else np.full(x.shape, float(p))
-    if probs.size and (np.isnan(probs).any() or probs.min() < 0 or probs.max() > 1):
-        raise ShapeError("bernoulli: probabilities must lie in [0, 1]")
-    u = _rng_for("bernoulli", generator, x.device).random(x.shape)
-    return _from_numpy(u < probs, x.dtype.name, x.device)
+    if not _core._tracing():
+        probs = x.numpy().astype(np.float64) if p is None else np.full(x.shape, float(p))
+        if probs.size and (np.isnan(probs).any() or probs.min() < 0 or probs.max() > 1):
+            raise ShapeError("bernoulli: probabilities must lie in [0, 1]")
+        if not _global_stream(generator):
+            u = _rng_for("bernoulli", generator, x.device).random(x.shape)
+            return _from_numpy(u < probs, x.dtype.name, x.device)
+    elif not _global_stream(generator):
+        _rng_for("bernoulli", generator, x.device)  # raises TraceError
+    # the device's counter-based generator (also inside fg.trace)
+    wide = x.dtype.name if x.dtype.name in ("float32", "float64") else "float64"
+    u = _traced_draw(x.shape, x.device, wide, False)
+    return (u < (x if p is None else float(p))).astype(x.dtype.name)
 
 
 @_factory

@@ -2,12 +2,13 @@
 ``nn.init``: one stream per device, all reseeded by :func:`manual_seed`, reproducible for a
 given seed (the same seed gives the same numbers on every run and machine).
 
-Inside ``fg.trace``, ``rand``, ``randn``, ``rand_like``, ``randn_like``, ``bernoulli`` and
-dropout draw from a second, counter-based generator per device instead (the engine's
-``random`` op, keyed by a counter tensor the graph advances): every run of the traced step
-draws fresh numbers, reproducible after :func:`manual_seed` as well, but not the numbers the
-same step draws eagerly. Other draws (``randint``, ``randperm``, ``multinomial``, in-place
-initialisers) raise ``TraceError`` there."""
+``rand``, ``randn``, ``rand_like``, ``randn_like``, ``bernoulli`` and dropout (without a
+``generator=``) draw from a counter-based generator per device (the engine's ``random`` op,
+keyed by a counter tensor that each draw advances), eagerly and inside ``fg.trace`` alike: a
+traced step draws, on each run, the numbers the same step draws eagerly from the same state
+(so traced and eager training with dropout agree after the same :func:`manual_seed`). Other
+draws (``randint``, ``randperm``, ``multinomial``, initialisers) use a numpy PCG64 stream per
+device, and raise ``TraceError`` inside a trace."""
 
 from __future__ import annotations
 
@@ -40,7 +41,6 @@ _streams: dict[str, np.random.Generator] = {}
 # the traced generator's counter of each device (int64 scalars made outside any trace, which
 # traced steps capture by reference and advance in place)
 _counters: dict = {}
-_salt = 0
 # seeds given to one kind of device only (fg.cuda.manual_seed): kind -> seed
 _device_seeds: dict[str, int] = {}
 
@@ -71,23 +71,52 @@ def _stream_key(device: object) -> str:
     return "cuda:0" if name == "cuda" else name
 
 
+# each device's counter value as the last eager draw left it, with the counter's version then
+# (any other write, a traced step's or manual_seed's, changes the version: read it again)
+_mirror: dict[str, tuple[int, int]] = {}
+
+
+def _counter_value(name: str, counter: Any) -> int:
+    m = _mirror.get(name)
+    if m is not None and m[1] == counter._version:
+        return m[0]
+    return int(counter.item())
+
+
+def _scalar_counter(value: int, like: Any) -> Any:
+    from ._tensor import tensor
+
+    return tensor(np.array(value, dtype=np.int64), device=like.device)
+
+
 def _traced_draw(shape: tuple, device: object, dtype: str, normal: bool) -> object:
-    """Numbers drawn inside ``fg.trace`` (see the module's text): uniform or normal, in
-    ``dtype`` (a float dtype)."""
+    """Uniform or normal numbers in ``dtype`` (a float dtype) from the device's counter-based
+    generator, eagerly or inside ``fg.trace`` (see the module's text): each draw reads the
+    counter and advances it by one, so a traced step replays the eager sequence."""
     from . import _core
 
-    global _salt
     name = _stream_key(device if device is not None else _core.get_default_device())
     counter = _counters.get(name)
     if counter is None:
-        raise _core.TraceError(
-            f"random numbers on {name} cannot be drawn inside fg.trace: draw one on that "
-            "device outside the trace first (its generator is made there)"
-        )
-    _salt += 1
+        if _core._tracing():
+            raise _core.TraceError(
+                f"random numbers on {name} cannot be drawn inside fg.trace: draw one on that "
+                "device outside the trace first (its generator is made there)"
+            )
+        _ensure_counter(name)
+        counter = _counters[name]
     wide = dtype if dtype in ("float32", "float64") else "float32"
-    out = _core._random(counter, list(shape), wide, _salt, normal)
-    counter += 1  # in place: the graph advances it on every run
+    if _core._tracing():
+        out = _core._random(counter, list(shape), wide, 0, normal)
+        counter += 1  # in place: the graph advances it on every run
+    else:
+        # eagerly by value, so the draw is not an op that reads the counter (a checkpointed
+        # segment rewinds the counter to redraw its numbers; it must not see it as an input
+        # changed under it)
+        value = _counter_value(name, counter)
+        out = _core._random(_scalar_counter(value, counter), list(shape), wide, 0, normal)
+        counter.copy_(np.array(value + 1, dtype=np.int64))
+        _mirror[name] = (value + 1, counter._version)
     return out if wide == dtype else out.astype(dtype)
 
 
@@ -432,6 +461,12 @@ class _DefaultGenerator(Generator):
 default_generator = _DefaultGenerator()
 
 
+def _global_stream(generator: object) -> bool:
+    """Whether a draw given ``generator=`` uses the global streams (None or
+    :data:`default_generator`)."""
+    return generator is None or generator is default_generator
+
+
 def _rng_for(op: str, generator: object, device: object = None) -> np.random.Generator:
     """The stream a draw of ``op`` uses: ``generator``'s (an :class:`Generator` or a numpy
     Generator) or, when it is None, the device's global stream."""
@@ -448,12 +483,22 @@ def _rng_for(op: str, generator: object, device: object = None) -> np.random.Gen
 
 
 def _capture_streams() -> dict:
-    """The exact position of every device's eager stream (cheap: no serialization), for
-    :func:`_restore_streams` (checkpointed segments redraw the same numbers when rerun)."""
-    return {name: g.bit_generator.state for name, g in _streams.items()}
+    """The exact position of every device's streams and counters (cheap: no serialization),
+    for :func:`_restore_streams` (checkpointed segments redraw the same numbers when rerun)."""
+    out: dict = {name: g.bit_generator.state for name, g in _streams.items()}
+    out[_COUNTERS] = {name: c.clone() for name, c in _counters.items()}
+    return out
+
+
+_COUNTERS = "counters of the counter-based generators"
 
 
 def _restore_streams(captured: dict) -> None:
+    captured = dict(captured)
+    for name, value in captured.pop(_COUNTERS, {}).items():
+        c = _counters.get(name)
+        if c is not None:
+            c.copy_(value)
     for name in list(_streams):
         if name not in captured:
             del _streams[name]  # made after the capture: it starts afresh from the seed

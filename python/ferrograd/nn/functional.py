@@ -26,7 +26,7 @@ from .._core import conv2d as _conv2d
 from .._core import max_pool2d as _max_pool2d
 from .._ops import gather, one_hot, pad
 from .._tensor import tensor
-from ..random import _numpy_rng, _traced_draw
+from ..random import _traced_draw
 from ._errors import ArgumentRuntimeError, IndexRuntimeError
 
 __all__ = [
@@ -308,12 +308,9 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1.0:
         out = x * 0.0
     else:
-        if _core._tracing():
-            # the traced generator: a fresh mask on every run of the graph
-            u = _traced_draw(x.shape, x.device, "float32", False)
-            keep = u >= p
-        else:
-            keep = tensor(_numpy_rng(x.device).random(x.shape) >= p, device=x.device)
+        # the device's counter-based generator (inside fg.trace, a fresh mask on every run
+        # of the graph, the one the same step draws eagerly)
+        keep = _traced_draw(x.shape, x.device, "float32", False) >= p
         out = where(keep, x * (1.0 / (1.0 - p)), 0.0)
         if out.dtype != x.dtype:
             out = out.astype(x.dtype)
@@ -2851,12 +2848,8 @@ def rrelu(
     if not lower <= upper:
         raise ValueError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
     if training:
-        if _core._tracing():
-            u = _traced_draw(x.shape, x.device, x.dtype.name, False)
-            slope = u * (upper - lower) + lower
-        else:
-            draw = _numpy_rng(x.device).uniform(lower, upper, x.shape)
-            slope = tensor(draw, device=x.device).astype(x.dtype.name)
+        u = _traced_draw(x.shape, x.device, x.dtype.name, False)
+        slope = u * (upper - lower) + lower
         out = where(x >= 0, x, x * slope)
     else:
         out = where(x >= 0, x, x * ((lower + upper) / 2.0))
