@@ -112,9 +112,19 @@ def test_gradmanager_takes_parameters_over_and_traces_still_trace():
     with gm:
         gm.backward(model(x).sum())
     np.testing.assert_allclose(model.bias.grad.numpy(), [4, 4])
-    # the autograd key records nothing for them (no double recording)
-    with pytest.raises(RuntimeError, match="does not require grad"):
-        model(x).sum().backward()
+    # outside the manager's recording the parameters still require grad for PyTorch's
+    # backward (a tensor may have both)
+    model.zero_grad()
+    assert model.weight.requires_grad
+    model(x).sum().backward()
+    np.testing.assert_allclose(model.bias.grad.numpy(), [4, 4])
+    model.zero_grad()
+    # while it records, only the manager records them (no double recording)
+    with gm:
+        y = model(x).sum()
+        assert y.requires_grad and not fg.autodiff._autograd.tracks(y)
+        gm.backward(y)
+    np.testing.assert_allclose(model.bias.grad.numpy(), [4, 4])
     opt = fg.optim.SGD(model.parameters(), lr=0.1)
 
     @fg.trace
@@ -129,6 +139,44 @@ def test_gradmanager_takes_parameters_over_and_traces_still_trace():
     step(x)
     step(x)
     assert step.cache_size == 1
+
+
+def test_a_tensor_attached_to_a_grad_manager_keeps_pytorch_backward_and_hooks():
+    p = fg.tensor([1.0, 2.0], dtype=fg.float64, requires_grad=True)
+    gm = fg.GradManager().attach(p)
+    (p * p).sum().backward()
+    np.testing.assert_array_equal(p.grad.numpy(), [2.0, 4.0])
+    p.grad = None
+    with gm:
+        y = p * 3
+        assert y.requires_grad  # computed from a tracked tensor, as torch's
+        gm.backward((y * p).sum())
+    np.testing.assert_array_equal(p.grad.numpy(), [6.0, 12.0])
+    # a hook registered with register_hook acts on both backward paths
+    p.grad = None
+    h = p.register_hook(lambda g: g * 10)
+    with gm:
+        gm.backward((p * p).sum())
+    np.testing.assert_array_equal(p.grad.numpy(), [20.0, 40.0])
+    p.grad = None
+    (p * p).sum().backward()
+    np.testing.assert_array_equal(p.grad.numpy(), [20.0, 40.0])
+    h.remove()
+    p.grad = None
+    with gm:
+        gm.backward((p * p).sum())
+    np.testing.assert_array_equal(p.grad.numpy(), [2.0, 4.0])
+    # requires_grad_(False) while attached: backward() no longer reaches it, the manager does
+    p.requires_grad_(False)
+    p.grad = None
+    with gm:
+        gm.backward((p * p).sum())
+    np.testing.assert_array_equal(p.grad.numpy(), [2.0, 4.0])
+    q = fg.tensor([1.0], dtype=fg.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        (p * p).sum().backward()
+    (p * q).sum().backward()
+    assert q.grad is not None
 
 
 def test_frozen_parameters_stay_frozen():

@@ -140,11 +140,14 @@ _recording_managers: weakref.WeakSet[GradManager] = weakref.WeakSet()
 
 
 class _Entry:
-    __slots__ = ("callbacks", "ref")
+    __slots__ = ("callbacks", "ref", "suspended")
 
     def __init__(self, tensor: Tensor, callbacks: list[Callback]) -> None:
         self.ref = weakref.ref(tensor)
         self.callbacks = callbacks
+        # the tensor also requires grad (PyTorch's API): while this manager records, ops
+        # record it here only, and `backward()` takes it back when the recording ends
+        self.suspended = False
 
 
 class _AttachDTypeError(DTypeError, AssertionError):
@@ -201,9 +204,6 @@ class GradManager:
                 )
         self._entries = [e for e in self._entries if e.ref() is not None]
         for t in ts:
-            # a GradManager takes the tensor over from the autograd key (no double recording)
-            if _autograd.is_leaf_tensor(t):
-                _autograd.remove(t)
             entry = next((e for e in self._entries if e.ref() is t), None)
             if entry is None:
                 entry = _Entry(t, list(cbs))
@@ -221,6 +221,12 @@ class GradManager:
 
     def _attach_to_key(self, entry: _Entry, tensor: Tensor) -> None:
         assert self._key is not None
+        # a tensor that also requires grad: the manager records it alone while it records
+        # (no double recording), and its hooks (register_hook) act on this backward too
+        if not entry.suspended:
+            entry.suspended = _autograd.suspend(tensor)
+        for hook in _autograd.hooks.get(id(tensor), ()):
+            self._key._attach(tensor, hook, False)
         self._key._attach(tensor, self._callback(entry), False)
 
     @staticmethod
@@ -287,6 +293,12 @@ class GradManager:
         _recording_managers.discard(self)
         if key is not None:
             key.finish()
+        for entry in self._entries:
+            if entry.suspended:
+                entry.suspended = False
+                t = entry.ref()
+                if t is not None:
+                    _autograd.resume(t)
 
     def backward(self, y: TensorOrList | None = None, dy: TensorOrList | None = None) -> None:
         """Backpropagates from ``y`` (a tensor or list) with ``dy`` (ones when omitted) into
@@ -712,6 +724,8 @@ class _Autograd:
         self.hooks: dict[int, list[Any]] = {}
         # roots of recent backward calls: a second backward from one gets PyTorch's message
         self.consumed: list[weakref.ref] = []
+        # leaves a recording GradManager records alone for now (see suspend)
+        self.suspended: dict[int, weakref.ref] = {}
 
     def live_leaves(self) -> list[Tensor]:
         out = []
@@ -768,6 +782,33 @@ class _Autograd:
         if self.key is not None and not self.key.is_finished:
             self.key._stop_delivering(t)
 
+    def suspend(self, t: Tensor) -> bool:
+        """A GradManager records the leaf ``t``: ops stop recording it here (no double
+        recording) until :meth:`resume`; its hooks stay. Whether ``t`` was a leaf here."""
+        if not self.is_leaf_tensor(t):
+            return False
+        del self.leaves[id(t)]
+        self.suspended[id(t)] = weakref.ref(t)
+        if self.key is not None and not self.key.is_finished:
+            self.key._stop_delivering(t)
+        return True
+
+    def resume(self, t: Tensor) -> None:
+        """``t`` requires grad here again (its GradManager stopped recording)."""
+        i = id(t)
+        r = self.suspended.pop(i, None)
+        if r is None or r() is not t or self.is_leaf_tensor(t):
+            return
+        if getattr(t, "__dict__", {}).get("_requires_grad") is False:
+            return  # requires_grad_(False) meanwhile
+        self.leaves[i] = weakref.ref(t, lambda _r, i=i: self._gone(i))
+        if self.key is None or self.key.is_finished:
+            self.current()  # a new key attaches every leaf with its hooks
+            return
+        self.key.attach(t)
+        for hook in self.hooks.get(i, ()):
+            self.key._attach(t, hook, True)
+
     def tracks(self, t: Tensor) -> bool:
         return self.key is not None and not self.key.is_finished and self.key.is_attached_to(t)
 
@@ -785,7 +826,8 @@ def _requires_grad(self: Tensor) -> bool:
     flag = getattr(self, "__dict__", {}).get("_requires_grad")
     if flag is not None:
         return bool(flag)
-    return _autograd.tracks(self)
+    # computed from tracked tensors: by backward()'s key or a recording GradManager's
+    return _autograd.tracks(self) or _core._any_recorded([self])
 
 
 def _requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
