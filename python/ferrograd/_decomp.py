@@ -451,6 +451,51 @@ class _PinvHermitian(Function):
         return -_mT(P @ K) + KPh - (A @ P) @ KPh + (Ph @ P) @ (gh - K @ A)
 
 
+def _pinv_backward(g: Tensor, P: Tensor, A: Tensor) -> Tensor:
+    """PyTorch's ``pinv_backward``: the gradient of ``P = pinv(A)`` (rank kept constant)
+    without SVD derivatives, so it stays finite for repeated or equal singular values;
+    written with differentiable ops (double backward works)."""
+    m, n = A.shape[-2], A.shape[-1]
+    Ph, gh = _mT(P), _mT(g)
+    if m <= n:
+        K = gh @ P
+        KPh = K @ Ph
+        return -_mT(P @ K) + KPh - (A @ P) @ KPh + (Ph @ P) @ (gh - K @ A)
+    K = P @ gh
+    PhK = Ph @ K
+    return -_mT(K @ P) + PhK - (PhK @ P) @ A + ((gh - A @ K) @ P) @ Ph
+
+
+class _Pinv(Function):
+    """``pinv(A)`` (not hermitian): the value through the SVD on the host (singular values
+    at or below ``max(atol, rtol * largest)`` dropped), the gradient PyTorch's
+    ``pinv_backward`` (no SVD derivatives: right for repeated singular values)."""
+
+    atol: Any
+    rtol: float
+
+    def forward(self, A: Tensor) -> Tensor:
+        self.A = A
+        a = _host("pinv", A)
+        m, n = a.shape[-2], a.shape[-1]
+        if m == 0 or n == 0:
+            return _back(np.zeros(a.shape[:-2] + (n, m)), A)
+        U, s, Vh = _lapack("pinv", np.linalg.svd, a, False)
+        top = s.max(-1, keepdims=True)
+        cut = top * float(self.rtol)
+        if self.atol is not None:
+            cut = np.maximum(cut, float(self.atol))
+        keep = s > cut
+        sinv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
+        return _back(np.swapaxes(Vh, -1, -2) @ (sinv[..., :, None] * np.swapaxes(U, -1, -2)), A)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None
+        A = self.A
+        return _pinv_backward(g, pinv(A, atol=self.atol, rtol=self.rtol), A)
+
+
 class QrResult(NamedTuple):
     Q: Tensor
     R: Tensor
@@ -483,18 +528,9 @@ def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = Fal
     m, n = A.shape[-2], A.shape[-1]
     if rtol is None:
         rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A.dtype).eps * max(m, n)
-    if hermitian:
-        fn = _PinvHermitian()
-        fn.atol, fn.rtol = atol, rtol
-        return fn(A)
-    U, S, Vh = svd(A, full_matrices=False)
-    largest = S.detach().amax(-1, True) if S.shape[-1] else S.detach()
-    cut = largest * float(rtol)
-    if atol is not None:
-        cut = cut.clamp(min=float(atol))
-    keep = S.detach() > cut
-    Sinv = (1.0 / S.where(keep, _core.ones_like(S))).where(keep, _core.zeros_like(S))
-    return _mT(Vh) @ (Sinv.unsqueeze(-1) * _mT(U))
+    fn = _PinvHermitian() if hermitian else _Pinv()
+    fn.atol, fn.rtol = atol, rtol
+    return fn(A)
 
 
 def matrix_rank(

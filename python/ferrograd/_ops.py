@@ -896,6 +896,11 @@ def gather(input: Tensor, dim: Any = None, index: Any = None, *, axis: Any = Non
         raise TypeError("gather: dim (or axis) and index are required")
     d = _dim("gather", x, dim)
     idx = _index_tensor("gather", index, x.device)
+    if idx.numel() == 0:
+        # an empty index gives an empty result of its shape whatever its dims (PyTorch's),
+        # gathered from input so that it is on input's graph
+        none = _core.zeros((0,), dtype="int64", device=x.device)
+        return _core.index_select(x.reshape(-1), 0, none).reshape(*idx.shape)
     if x.ndim == 0 or idx.ndim == 0:
         # PyTorch reads a 0-d input or index as 1-D of one entry; the output takes the
         # index's shape
@@ -1811,12 +1816,20 @@ def _shared(arr: np.ndarray) -> Tensor:
 def from_dlpack(ext_tensor: Any) -> Tensor:
     """A tensor over the memory of any CPU object with ``__dlpack__`` (a numpy array, a
     PyTorch or JAX CPU tensor), without a copy: writes on either side are seen by the other
-    (read-only memory, such as a JAX array's, gives a tensor that refuses writes). Data
-    that cannot be shared (bool, bfloat16 from a producer numpy cannot read) is copied.
+    (read-only memory, such as a JAX array's, gives a tensor that refuses writes); a DLPack
+    capsule (``torch.utils.dlpack.to_dlpack(t)``) is accepted too. bool and PyTorch's
+    bfloat16 are shared; data that cannot be (another producer's bfloat16) is copied.
     CUDA data (a PyTorch, JAX or CuPy GPU array) gives a tensor on the same CUDA device, a
     copy made through the host: changes on one side are not seen by the other."""
+    from ._tensor import _Capsule, _is_capsule, _shared_bfloat16
+
     if isinstance(ext_tensor, Tensor):
         return ext_tensor.detach()
+    if _is_capsule(ext_tensor):  # torch.utils.dlpack.to_dlpack(t): consumed once
+        try:
+            return _shared(np.from_dlpack(_Capsule(ext_tensor)))
+        except (BufferError, TypeError, ValueError, RuntimeError) as e:
+            raise TypeError(f"from_dlpack: cannot import the DLPack capsule: {e}") from e
     if not hasattr(ext_tensor, "__dlpack__"):
         raise TypeError(f"from_dlpack: {type(ext_tensor).__name__} has no __dlpack__")
     dev = getattr(ext_tensor, "__dlpack_device__", lambda: (1, 0))()
@@ -1830,8 +1843,9 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
         arr = np.from_dlpack(ext_tensor)
     except (BufferError, TypeError, ValueError, RuntimeError) as e:
         try:
-            return tensor(ext_tensor, device="cpu")
-        except (TypeError, ValueError, RuntimeError):
+            bf16 = _shared_bfloat16(ext_tensor)  # a PyTorch bfloat16 tensor: shared
+            return _shared(bf16) if bf16 is not None else tensor(ext_tensor, device="cpu")
+        except (BufferError, TypeError, ValueError, RuntimeError):
             raise TypeError(f"from_dlpack: cannot import {type(ext_tensor).__name__}: {e}") from e
     return _shared(arr)
 
@@ -1861,11 +1875,16 @@ def _dlpack(self: Tensor, *, stream: Any = None, max_version: Any = None, **kw: 
     that speaks DLPack 1.0 (numpy 2, PyTorch): the capsule is marked read-only (numpy keeps
     it so; PyTorch ignores the mark, and writes through it bypass autodiff's in-place
     checks, as with any shared memory). A consumer asking for an older DLPack (which cannot
-    mark memory read-only) and a bfloat16 tensor get a copy. Views keep their strides."""
+    mark memory read-only) gets a copy. bfloat16 is exported as DLPack's kDLBfloat. Views
+    keep their strides."""
     if self.device != "cpu":
         raise _core.DeviceError(
             f"__dlpack__: only CPU tensors can be exported here, this one is on {self.device}"
         )
+    if str(self.dtype) == "bfloat16":  # (numpy exports no bfloat16): its bits, retagged
+        from ._tensor import _dlpack_bfloat16
+
+        return _dlpack_bfloat16(self, stream, max_version, kw.get("copy"))
     if kw.get("copy") is not True and max_version is not None:
         try:
             view = np.asarray(self)  # zero-copy, read-only (see Tensor.__array_interface__)

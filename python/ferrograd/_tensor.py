@@ -194,6 +194,126 @@ def _check_int_promotion(arr: np.ndarray, data: Any) -> None:
             raise _out_of_int64(v)
 
 
+def _is_foreign_tensor(x: Any) -> bool:
+    """Whether ``x`` is a PyTorch tensor (or Parameter): read through its own methods, as
+    numpy cannot read one that requires grad or is bfloat16."""
+    return (
+        not isinstance(x, Tensor)
+        and type(x).__module__.split(".")[0] == "torch"
+        and hasattr(x, "detach")
+        and hasattr(x, "dtype")
+    )
+
+
+def _foreign_dtype(x: Any) -> str | None:
+    """A PyTorch tensor's dtype as ferrograd names it (None for dtypes it does not store)."""
+    name = str(x.dtype).rsplit(".", 1)[-1]
+    return name if name in _SUPPORTED else None
+
+
+def _foreign_to_numpy(x: Any) -> np.ndarray:
+    """A PyTorch tensor's values, detached (``torch.tensor``'s reading of one that requires
+    grad), on the host; bfloat16 as float32 (exact: every bfloat16 is a float32)."""
+    x = x.detach()
+    if getattr(x, "device", None) is not None and str(x.device) != "cpu":
+        x = x.cpu()
+    if _foreign_dtype(x) == "bfloat16":
+        x = x.float()
+    for resolve in ("resolve_conj", "resolve_neg"):
+        if hasattr(x, resolve):
+            x = getattr(x, resolve)()
+    return x.numpy()
+
+
+def _element_dtype(e: Any) -> str | None:
+    """The dtype an element of a list gives ``tensor`` (PyTorch's reading): a numpy scalar
+    or array, or a tensor, keeps its own; None for Python data and anything else."""
+    if isinstance(e, Tensor):
+        return e.dtype.name
+    if _is_foreign_tensor(e):
+        return _foreign_dtype(e)
+    if isinstance(e, (np.generic, np.ndarray)):
+        name = e.dtype.name
+        if name in _SUPPORTED:
+            return name
+        if e.dtype.kind in "iu":
+            return "int64"
+        if e.dtype.kind == "f":
+            return "float64"
+    return None
+
+
+def _scan(data: Any, found: dict) -> None:
+    """Collects the kinds of Python data (``"float"``, ``"int"``, ``"bool"``) and the dtypes
+    of other elements (numpy scalars, tensors) in nested lists and tuples, into ``found``."""
+    for e in data:
+        t = type(e)
+        if t is float:
+            found["float"] = True
+        elif t is int:
+            found["int"] = True
+        elif t is bool:
+            found["bool"] = True
+        elif t is list or t is tuple:
+            _scan(e, found)
+        else:
+            name = _element_dtype(e)
+            if name is not None:
+                found.setdefault("dtypes", set()).add(name)
+                if isinstance(e, Tensor) or _is_foreign_tensor(e):
+                    found["tensors"] = True
+            elif isinstance(e, float):
+                found["float"] = True
+            elif isinstance(e, int) and not isinstance(e, bool):
+                found["int"] = True
+
+
+_FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
+
+
+def _promote_listed(found: dict) -> str | None:
+    """PyTorch's dtype for a list holding numpy scalars or tensors: the promotion of the
+    elements' dtypes, where Python floats count as the default float dtype, Python ints as
+    int64 and bools as bool (float16 with bfloat16 gives float32, ints with floats the
+    float dtype); None when the list holds only Python data."""
+    names = set(found.get("dtypes", ()))
+    if not names:
+        return None
+    if found.get("float"):
+        names.add(_DEFAULT_FLOAT[0])
+    if found.get("int"):
+        names.add("int64")
+    if found.get("bool"):
+        names.add("bool")
+    floats = {n for n in names if n in _FLOAT_RANK}
+    if floats:
+        if len(floats) == 1:
+            return floats.pop()
+        if floats == {"float16", "bfloat16"}:
+            return "float32"
+        return max(floats, key=lambda n: _FLOAT_RANK[n])
+    ints = [n for n in names if n != "bool"]
+    if ints:
+        out = np.dtype(ints[0])
+        for n in ints[1:]:
+            out = np.promote_types(out, np.dtype(n))
+        return out.name if out.name in _SUPPORTED else "int64"
+    return "bool"
+
+
+def _listed_to_numpy(data: Any) -> Any:
+    """Nested lists with the tensors in them read as numpy arrays (detached; bfloat16 as
+    float32), so numpy can read the whole."""
+    if isinstance(data, (list, tuple)):
+        return [_listed_to_numpy(e) for e in data]
+    if isinstance(data, Tensor):
+        d = data.detach()
+        return (d.float() if d.dtype.name == "bfloat16" else d).numpy()
+    if _is_foreign_tensor(data):
+        return _foreign_to_numpy(data)
+    return data
+
+
 def tensor(
     data: Any, dtype: Any = None, device: str | None = None, requires_grad: bool = False
 ) -> Tensor:
@@ -217,6 +337,16 @@ def _tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
     non-numeric data raise ``TypeError``.
     """
     name = _dtype_name(dtype) if dtype is not None else None
+    if _is_foreign_tensor(data):
+        # a PyTorch tensor (a Parameter too): its values, detached, in its own dtype
+        # (other dtypes, such as int16, as numpy reads them)
+        return _tensor(_foreign_to_numpy(data), name or _foreign_dtype(data), device)
+    found: dict = {}
+    if isinstance(data, (list, tuple)) and data:
+        # numpy scalars and tensors in a list keep their dtypes (PyTorch's promotion)
+        _scan(data, found)
+        if name is None:
+            name = _promote_listed(found)
     if (
         isinstance(data, (list, tuple))
         and data
@@ -234,6 +364,8 @@ def _tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
                 for e in data
             ]
         )
+    if found.get("tensors") and isinstance(data, (list, tuple)):
+        data = _listed_to_numpy(data)  # (detached; bfloat16 read as float32)
     if isinstance(data, Tensor) and "bfloat16" in (name, data.dtype.name):
         # (numpy may have no bfloat16): a copy made by the engine
         out = data.detach().astype(name or "bfloat16").copy()
@@ -400,3 +532,100 @@ def _install_array_interface() -> None:
 
 
 _install_array_interface()
+
+
+# ------------------------------------------------------------- DLPack helpers (bfloat16)
+# (used by ``from_dlpack``, ``Tensor.__dlpack__`` and ``as_tensor``)
+
+_KDL_BFLOAT = 4  # DLPack's type code of bfloat16 (bits 16, lanes 1)
+
+
+class _Capsule:
+    """A DLPack capsule (``torch.utils.dlpack.to_dlpack(t)``) as an object with
+    ``__dlpack__``, which ``np.from_dlpack`` reads: the capsule is consumed once."""
+
+    def __init__(self, capsule: Any) -> None:
+        self.capsule = capsule
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, **kw: Any) -> Any:
+        return self.capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # (numpy checks the capsule's own device)
+
+
+def _is_capsule(x: Any) -> bool:
+    return type(x).__name__ == "PyCapsule"
+
+
+def _retag_bfloat16(capsule: Any) -> Any:
+    """Marks a DLPack capsule of 16-bit unsigned ints (bfloat16's bits) as bfloat16, in
+    place (the struct is the producer's, not yet consumed)."""
+    import ctypes
+
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    name = api.PyCapsule_GetName(capsule)
+    ptr = api.PyCapsule_GetPointer(capsule, name)
+    # DLManagedTensorVersioned: version (8), manager_ctx (8), deleter (8), flags (8), then
+    # the DLTensor; DLManagedTensor starts with it. DLTensor: data (8), device (8), ndim
+    # (4), then dtype {code u8, bits u8, lanes u16}
+    dl_tensor = ptr + (32 if name == b"dltensor_versioned" else 0)
+    code = ctypes.c_uint8.from_address(dl_tensor + 20)
+    bits = ctypes.c_uint8.from_address(dl_tensor + 21)
+    if code.value != 1 or bits.value != 16:  # pragma: no cover - numpy's own export
+        raise BufferError("__dlpack__: cannot export bfloat16 data")
+    code.value = _KDL_BFLOAT
+    return capsule
+
+
+def _bfloat16_bits(t: Tensor) -> np.ndarray:
+    """A read-only uint16 array over a CPU bfloat16 tensor's memory (its bits), keeping the
+    tensor alive."""
+    addr, _, offset, strides = _core._host_memory(t)
+
+    class _Bits:
+        pass
+
+    holder = _Bits()
+    holder.__array_interface__ = {  # type: ignore[attr-defined]
+        "version": 3,
+        "shape": tuple(t.shape),
+        "typestr": "<u2",
+        "data": (addr + offset, True),
+        "strides": tuple(strides),
+    }
+    holder.tensor = t  # type: ignore[attr-defined]
+    return np.asarray(holder)
+
+
+def _dlpack_bfloat16(t: Tensor, stream: Any, max_version: Any, copy: Any) -> Any:
+    """A DLPack capsule (type code kDLBfloat) of a CPU bfloat16 tensor: shared (read-only
+    mark) with a DLPack 1.0 consumer, a copy for an older one or with ``copy=True``."""
+    bits = _bfloat16_bits(t)
+    if copy is True or max_version is None:
+        bits = np.array(bits)
+    if max_version is not None:
+        try:
+            return _retag_bfloat16(bits.__dlpack__(stream=stream, max_version=max_version))
+        except TypeError:
+            pass
+    return _retag_bfloat16(bits.__dlpack__(stream=stream))
+
+
+def _shared_bfloat16(ext: Any) -> np.ndarray | None:
+    """An ml_dtypes bfloat16 array over a PyTorch bfloat16 CPU tensor's memory (numpy reads
+    no bfloat16 through DLPack, so its bits are read as int16); None when not one."""
+    if not _is_foreign_tensor(ext) or _foreign_dtype(ext) != "bfloat16":
+        return None
+    try:
+        import ml_dtypes
+        import torch
+    except ImportError:  # pragma: no cover - torch is there (ext is its tensor)
+        return None
+    if getattr(ext, "requires_grad", False) or str(ext.device) != "cpu":
+        return None
+    return np.from_dlpack(ext.view(torch.int16)).view(ml_dtypes.bfloat16)

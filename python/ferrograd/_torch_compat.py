@@ -1078,7 +1078,7 @@ def is_tensor(obj: Any) -> bool:
 def from_numpy(ndarray: np.ndarray) -> Tensor:
     """A CPU tensor over the array's own memory, as PyTorch's: writes on either side are
     seen by the other, and the tensor keeps the array alive (a read-only array gives a
-    tensor that refuses writes). Arrays whose memory cannot be shared (bool, byte-swapped,
+    tensor that refuses writes). Arrays whose memory cannot be shared (byte-swapped,
     misaligned or empty ones) are copied."""
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(ndarray).__name__}")
@@ -1089,8 +1089,8 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """``data`` itself when it is already a tensor of that dtype and device; a numpy array's
-    own memory when neither dtype nor device asks for a change (as ``from_numpy``); else a
-    new tensor."""
+    or a CPU PyTorch tensor's own memory (detached) when neither dtype nor device asks for
+    a change (as ``from_numpy`` / ``from_dlpack``); else a new tensor."""
     if isinstance(data, Tensor):
         out = data
         if dtype is not None and out.dtype != _dtype_name(dtype):
@@ -1106,6 +1106,17 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
         from ._ops import _shared
 
         return _shared(data)
+    from ._tensor import _foreign_dtype, _is_foreign_tensor
+
+    if (
+        _is_foreign_tensor(data)
+        and str(data.device) == "cpu"
+        and (dtype is None or _dtype_name(dtype) == _foreign_dtype(data))
+        and (device is None or str(device) == "cpu")
+    ):
+        from ._ops import from_dlpack
+
+        return from_dlpack(data.detach())  # a CPU torch tensor's own memory (detached)
     return tensor(data, dtype=dtype, device=device)
 
 

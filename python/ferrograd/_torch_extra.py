@@ -532,9 +532,8 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
         return _core.zeros((0,), dtype=_dtype_name(x.dtype), device=x.device)
     gen = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     rows = list(gen(range(x.shape[0]), r))
-    if not rows:
-        return _core.zeros((0, r), dtype=_dtype_name(x.dtype), device=x.device)
-    idx = np.asarray(rows, dtype=np.int64)
+    # no rows (r > n): an empty gather of x all the same, so the result is on x's graph
+    idx = np.asarray(rows, dtype=np.int64).reshape(len(rows), r)
     return _core.index_select(x, 0, _idx(idx.reshape(-1), x.device)).reshape(len(rows), r)
 
 
@@ -1744,6 +1743,10 @@ def _install_bitwise() -> None:
         def rop(self: Tensor, other: Any, fn: Any = fn, bool_op: Any = bool_op) -> Any:
             if self.dtype.kind in "iu" and isinstance(other, (int, np.integer)):
                 return fn(self, other)
+            kinds = {self.dtype.kind, other.dtype.kind} if isinstance(other, Tensor) else set()
+            if kinds and kinds <= set("biu") and kinds & set("iu"):
+                # `a.__ror__(b)` with integer tensors: `b | a`
+                return fn(other, self)
             return bool_op(self, other)
 
         op.__name__ = f"__{sym}__"

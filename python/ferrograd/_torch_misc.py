@@ -3,6 +3,7 @@ sampling, ``nextafter`` and ``Tensor.as_strided``."""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -233,6 +234,50 @@ def _install_data_modules() -> None:
         sys.modules[name] = mod
 
 
+def _is_int_tensor(x: Any) -> bool:
+    return isinstance(x, Tensor) and x.dtype.kind == "i"
+
+
+def _is_int_base(x: Any) -> bool:
+    if isinstance(x, Tensor):
+        return x.dtype.kind in "iu"
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _int_pow(base: Any, exponent: Tensor, pow_fn: Any) -> Tensor:
+    """``base ** exponent`` for a signed-integer ``exponent`` tensor and integer ``base``,
+    as PyTorch's integer kernel: a negative power is 1 for base 1, +-1 for base -1 (by the
+    power's parity) and 0 for any other base (0 included)."""
+    if not isinstance(base, Tensor):
+        base = _core.zeros((), dtype=exponent.dtype.name, device=exponent.device) + int(base)
+    neg = exponent < 0
+    e = _core.where(neg, _core.zeros_like(exponent), exponent)
+    r = pow_fn(base, e)
+    ones = _core.ones_like(r)
+    zeros = _core.zeros_like(r)
+    odd = (exponent % 2) != 0
+    minus_one = _core.where(odd, -ones, ones)
+    at_neg = _core.where(base == 1, ones, _core.where(base == -1, minus_one, zeros))
+    return _core.where(neg, at_neg, r)
+
+
+def _pow_wrapper(fn: Any, reflected: bool = False) -> Any:
+    """``fn`` (``pow``/``__pow__``/``__rpow__``) computing an integer number to negative
+    integer tensor powers as PyTorch does (see :func:`_int_pow`) instead of raising."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if len(args) == 2 and not kwargs:
+            base, exponent = (args[1], args[0]) if reflected else args
+            if _is_int_tensor(exponent) and _is_int_base(base):
+                if reflected:
+                    return _int_pow(base, exponent, lambda x, y: fn(y, x))
+                return _int_pow(base, exponent, fn)
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
 def install() -> None:
     import ferrograd as fg
 
@@ -257,3 +302,7 @@ def install() -> None:
             setattr(fg, f.__name__, f)
     if not hasattr(Tensor, "as_strided"):
         Tensor.as_strided = as_strided
+    Tensor.__pow__ = _pow_wrapper(Tensor.__pow__)
+    Tensor.__rpow__ = _pow_wrapper(Tensor.__rpow__, reflected=True)
+    Tensor.pow = _pow_wrapper(Tensor.pow)
+    fg.pow = _pow_wrapper(fg.pow)

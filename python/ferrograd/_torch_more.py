@@ -436,10 +436,15 @@ def xlogy(input: Any, other: Any) -> Tensor:
 
 
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
-    """``log(p / (1 - p))``; with ``eps``, ``p`` is first clamped to ``[eps, 1 - eps]``."""
+    """``log(p / (1 - p))``; with ``eps``, ``p`` is first clamped to ``[eps, 1 - eps]`` as
+    PyTorch does it: ``p < eps`` tested first (so with ``eps > 0.5`` every ``p`` becomes a
+    constant, gradient 0), NaN kept."""
     p = _float("logit", input)
     if eps is not None:
-        p = p.clamp(eps, 1.0 - eps)
+        eps = float(eps)
+        lo = _core.zeros_like(p) + eps
+        hi = _core.zeros_like(p) + (1.0 - eps)
+        p = _core.where(p < eps, lo, _core.where(p > 1.0 - eps, hi, p))
     return (p / (1.0 - p)).log()
 
 
@@ -594,7 +599,8 @@ def _quantile_args(
 def _quantile_keep(v: Tensor, dim: Any, keepdim: bool, d: int, ndim: int) -> Tensor:
     """One quantile's values (the reduced axis kept, of length 1) in the result's shape:
     ``keepdim`` keeps it (every axis, for a flattened input), else it goes."""
-    if dim is None:
+    if dim is None or ndim == 0:
+        # (a 0-d input gives a 0-d result whatever dim and keepdim, as PyTorch's)
         return v.reshape(*([1] * ndim)) if keepdim else v.reshape(())
     return v if keepdim else v.squeeze(d)
 
@@ -634,11 +640,7 @@ def quantile(
             a = s.narrow(d, lo, 1)
             w = q_flat[k] * (n - 1) - lo
             v = _nan_fill(a + (s.narrow(d, math.ceil(pos), 1) - a) * w)
-            if dim is None:
-                v = v.reshape(*([1] * input.ndim)) if keepdim else v.reshape(())
-            elif not keepdim:
-                v = v.squeeze(d)
-            out.append(v)
+            out.append(_quantile_keep(v, dim, keepdim, d, input.ndim))
             continue
         lo = math.floor(pos)
         hi = builtins.min(lo + 1, n - 1)
@@ -983,6 +985,17 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
         ax_b = [_dim("tensordot", b, d, "dims") for d in np.atleast_1d(db).tolist()]
         if len(ax_a) != len(ax_b):
             raise ShapeError(f"tensordot: {len(ax_a)} axes of a against {len(ax_b)} of b")
+    # a contracted axis of size 1 against a longer one is broadcast to it (PyTorch's)
+    sa, sb = list(a.shape), list(b.shape)
+    for i, j in zip(ax_a, ax_b):
+        if sa[i] == 1 and sb[j] != 1:
+            sa[i] = sb[j]
+        elif sb[j] == 1 and sa[i] != 1:
+            sb[j] = sa[i]
+    if sa != list(a.shape):
+        a = a.expand(*sa)
+    if sb != list(b.shape):
+        b = b.expand(*sb)
     for i, j in zip(ax_a, ax_b):
         if a.shape[i] != b.shape[j]:
             raise ShapeError(

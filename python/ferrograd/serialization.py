@@ -71,6 +71,9 @@ def _encode(obj: Any, path: str, tensors: list, names: set, seen: dict | None = 
         ref = seen.get("refs", 0)
         seen["refs"] = ref + 1
         node = {"device": str(obj.device), "param": type(obj).__name__ == "Parameter", "ref": ref}
+        # the flag loads back as saved (PyTorch's): a leaf requiring grad (also for a
+        # tensor computed from others, as torch.load gives); a Parameter may be frozen
+        node["requires_grad"] = bool(obj.requires_grad)
         key = _data_key(obj)
         if key is not None and ("view", key) in seen:
             # another tensor object over the same memory (a state dict's detached tensors):
@@ -340,10 +343,14 @@ def _decode(
             if dev != "cpu":
                 t = t.to(dev)
             done[name] = t
+        # files without "requires_grad" (older ones): Parameters require grad, others not
+        requires_grad = bool(node.get("requires_grad", bool(node.get("param"))))
         if node.get("param"):
             from .nn import Parameter
 
-            t = Parameter(t)  # (shares t's memory)
+            t = Parameter(t, requires_grad=requires_grad)  # (shares t's memory)
+        elif requires_grad:
+            t = t.detach().requires_grad_(True)  # (shares t's memory; a leaf of its own)
         if ref is not None:
             done["ref", ref] = t
         return t

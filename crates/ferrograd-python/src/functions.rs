@@ -765,8 +765,9 @@ fn no_cuda(op: &str) -> PyErr {
 
 /// A tensor over a numpy array's own memory (zero-copy: writes on either side are seen by
 /// the other; the tensor keeps the array alive; a read-only array gives a tensor that refuses
-/// writes), or None when the array cannot be shared (misaligned, byte-swapped, empty, bool,
-/// or a dtype ferrograd does not store), for the caller to copy instead.
+/// writes), or None when the array cannot be shared (misaligned, byte-swapped, empty, bool
+/// bytes other than 0 and 1, or a dtype ferrograd does not store), for the caller to copy
+/// instead. bool and ml_dtypes' bfloat16 arrays are shared like the others.
 #[pyfunction]
 fn _share_numpy(array: &Bound<'_, PyAny>) -> PyResult<Option<PyTensor>> {
     use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -836,6 +837,20 @@ fn _share_numpy(array: &Bound<'_, PyAny>) -> PyResult<Option<PyTensor>> {
         (b'i', 4) => share!(i32),
         (b'i', 1) => share!(i8),
         (b'u', 1) => share!(u8),
+        (b'b', 1) => {
+            // numpy and DLPack producers (PyTorch, JAX) store a bool as one byte, 0 or 1:
+            // Rust's bool; a byte other than 0 or 1 is refused (read as a copy instead)
+            // SAFETY: `len` bytes from `base`, alive while the array is (checked above)
+            let bytes = unsafe { std::slice::from_raw_parts(base as *const u8, len) };
+            if bytes.iter().any(|&b| b > 1) {
+                return Ok(None);
+            }
+            share!(bool)
+        }
+        // ml_dtypes' bfloat16 (a void kind to numpy), as JAX and numpy code hold it
+        (b'V', 2) if dtype.getattr("name")?.extract::<String>()? == "bfloat16" => {
+            share!(half::bf16)
+        }
         _ => return Ok(None),
     };
     t.py().map(|t| Some(PyTensor::from(t)))

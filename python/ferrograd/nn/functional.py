@@ -26,6 +26,7 @@ from .._core import conv2d as _conv2d
 from .._core import max_pool2d as _max_pool2d
 from .._ops import gather, one_hot, pad
 from .._tensor import tensor
+from ..autodiff import Function as _EngineFunction
 from ..random import _traced_draw
 from ._errors import ArgumentRuntimeError, IndexRuntimeError
 
@@ -346,8 +347,10 @@ def layer_norm(
             f"layer_norm: normalized_shape {list(shape)} does not match the trailing axes of "
             f"input of shape {list(x.shape)}"
         )
-    if str(x.dtype) in ("float32", "float64"):
-        # one fused op (forward one pass, backward one pass for every gradient)
+    fused_eps = isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0
+    if str(x.dtype) in ("float32", "float64") and fused_eps:
+        # one fused op (forward one pass, backward one pass for every gradient); a negative
+        # eps (which PyTorch takes as given) goes through the composed ops below
         rows = x.reshape(*x.shape[: x.ndim - k], -1) if k > 1 else x
         affine = [t for t in (weight, bias) if t is not None]
         dev = str(x.device)
@@ -402,6 +405,20 @@ def batch_norm(
     the batch's statistics, updating ``running_mean``/``running_var`` in place (unbiased
     variance, ``momentum``); otherwise with the running statistics."""
     x = _float("batch_norm", "input", input)
+    if x.ndim >= 1 and x.numel() == 0:
+        # an empty input, PyTorch's: a copy of it on its graph (scaled by weight[0] and
+        # shifted by bias[0] when given), after the training check on the batch size
+        if training and x.shape[0] * int(np.prod(x.shape[2:])) == 1:
+            raise ValueError(
+                f"batch_norm: expected more than 1 value per channel when training, got input "
+                f"of shape {list(x.shape)}"
+            )
+        y = x * 1.0
+        if weight is not None:
+            y = y * weight[0]
+        if bias is not None:
+            y = y + bias[0]
+        return y
     if x.ndim < 2:
         raise ShapeError(f"batch_norm: input needs at least 2 axes, got shape {list(x.shape)}")
     cs = _channel_shape(x)
@@ -1331,8 +1348,10 @@ def conv_transpose2d(
 # ------------------------------------------------------------- more of PyTorch's functions
 
 
-def softmin(input: Tensor, dim: int = -1) -> Tensor:
-    """``softmax(-input, dim)``."""
+def softmin(input: Tensor, dim: int = -1, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    """``softmax(-input, dim)``; with ``dtype``, ``input`` is cast to it first (PyTorch's)."""
+    if dtype is not None:
+        input = _t("softmin", "input", input).astype(str(dtype))
     return softmax(-_float("softmin", "input", input), dim)
 
 
@@ -2175,8 +2194,7 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
         raise ShapeError(f"pdist: input must be (N, M), got {list(x.shape)}")
     n = x.shape[0]
     i, j = np.triu_indices(n, 1)
-    if i.size == 0:
-        return _core.zeros((0,), dtype=x.dtype.name, device=x.device)
+    # fewer than two rows: an empty gather of x, so the (empty) result is on x's graph
     a = _core.index_select(x, 0, tensor(i.astype(np.int64), device=x.device))
     b = _core.index_select(x, 0, tensor(j.astype(np.int64), device=x.device))
     from .._ops import norm
@@ -2286,6 +2304,11 @@ def multi_margin_loss(
     """Multi-class hinge loss: ``sum_{i != y} max(0, margin - x[y] + x[i]) ** p / C`` per
     sample (``p`` 1 or 2), the term scaled by ``weight[y]`` when given."""
     x = _float("multi_margin_loss", "input", input)
+    if x.ndim == 0:
+        # a 0-d input is one sample of one class (PyTorch's; its loss is 0)
+        x = x.reshape(1)
+        if isinstance(target, Tensor) and target.ndim == 0:
+            target = target.reshape(1)
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: p must be 1 or 2, got {p}")
     x2 = x.reshape(1, -1) if x.ndim == 1 else x
@@ -2382,6 +2405,15 @@ def avg_pool2d(
         # one-entry lists ([3], padding=[1]) as two, as PyTorch's
         kernel_size, stride, padding, _ = _check_pool_args(
             "avg_pool2d", 2, kernel_size, stride, padding
+        )
+    if (
+        isinstance(divisor_override, (int, np.integer))
+        and not isinstance(divisor_override, bool)
+        and divisor_override < 0
+    ):
+        # PyTorch divides by a negative divisor_override as given (only 0 is refused)
+        return -_avg_pool2d(
+            x, kernel_size, stride, padding, ceil_mode, count_include_pad, -int(divisor_override)
         )
     return _avg_pool2d(
         x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
@@ -2569,9 +2601,29 @@ def _unpool(
                 f"{op}: indices must lie in [0, {total}): Found an invalid max index: {bad} "
                 f"(output volumes are of size {'x'.join(map(str, size))})"
             )
-    out = _core.zeros((b, total), dtype=x.dtype.name, device=x.device)
-    out = out.scatter(1, flat_idx, x.reshape(b, flat_idx.shape[1]))
-    return out.reshape(*lead, *size)
+    fn = _Unpool()
+    fn.total, fn.idx = total, flat_idx
+    return fn(x.reshape(b, flat_idx.shape[1])).reshape(*lead, *size)
+
+
+class _Unpool(_EngineFunction):
+    """Each value of ``x`` ``(B, P)`` written at its flat position ``idx`` of a zero
+    ``(B, total)`` output (with duplicate positions the last write stays, as PyTorch's
+    sequential CPU kernel); the gradient is PyTorch's: the output's gradient gathered at
+    ``idx``, so every input whose index points at a position gets that position's
+    gradient."""
+
+    total: int
+    idx: Tensor
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = _core.zeros((x.shape[0], self.total), dtype=x.dtype.name, device=x.device)
+        return out.scatter(1, self.idx, x)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None
+        return gather(g, 1, self.idx)
 
 
 def max_unpool2d(
@@ -3119,6 +3171,9 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, reduction: str = "mean
     t = _t(op, "target", target)
     if t.dtype.kind not in "iu":
         raise DTypeError(f"{op}: target must hold int class indices, got {t.dtype}")
+    if x.ndim == 0 and t.ndim == 0:
+        # a 0-d input and target: one sample of one class (PyTorch's; its loss is 0)
+        x, t = x.reshape(1), t.reshape(1)
     if x.ndim not in (1, 2) or tuple(t.shape) != tuple(x.shape):
         raise ShapeError(
             f"{op}: input and target must both be (C,) or (N, C), got {list(x.shape)} and "
