@@ -379,3 +379,15 @@ def test_margin_losses_0d(reduction):
             lambda a, t=t: F.multilabel_margin_loss(a, fg.tensor(t), reduction=reduction),
             [x],
         )
+
+
+def test_avg_pool3d_negative_divisor_and_lu_solve_of_an_empty_batch_as_torch():
+    x = np.random.default_rng(0).random((1, 2, 2, 2, 2))
+    for d in (-2, 3):
+        got = fg.nn.functional.avg_pool3d(fg.tensor(x), 2, divisor_override=d)
+        want = torch.nn.functional.avg_pool3d(torch.tensor(x), 2, divisor_override=d)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    with pytest.raises(ValueError, match="divisor_override"):
+        fg.nn.functional.avg_pool3d(fg.tensor(x), 2, divisor_override=0)
+    got = fg.linalg.lu_solve(fg.zeros(0, 3, 3), fg.ones(0, 3, dtype=fg.int32), fg.zeros(0, 3, 2))
+    assert tuple(got.shape) == (0, 3, 2)

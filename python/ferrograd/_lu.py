@@ -176,9 +176,8 @@ def lu_unpack(
     if unpack_pivots:
         flat = piv.reshape(-1, piv.shape[-1]) if piv.ndim else piv.reshape(1, -1)
         mats = [np.eye(m)[:, _permutation(p, m)] for p in flat]
-        P = tensor(
-            np.stack(mats).reshape(*LU.shape[:-2], m, m), dtype=LU.dtype.name, device=LU.device
-        )
+        stacked = np.stack(mats) if mats else np.zeros((0, m, m))  # (an empty batch)
+        P = tensor(stacked.reshape(*LU.shape[:-2], m, m), dtype=LU.dtype.name, device=LU.device)
     empty = _core.zeros((0,), dtype=LU.dtype.name, device=LU.device)
     return LUResult(
         P if P is not None else empty, L if L is not None else empty, U if U is not None else empty

@@ -182,10 +182,8 @@ def avg_pool3d(
     F._check_pool_input("avg_pool3d", x, 3)
     k, s, p, _ = F._check_pool_args("avg_pool3d", 3, kernel_size, stride, padding)
     if divisor_override is not None:
-        if int(divisor_override) <= 0:
-            raise ValueError(
-                f"avg_pool3d: divisor_override must be positive, got {divisor_override}"
-            )
+        if int(divisor_override) == 0:  # (PyTorch divides by a negative one as given)
+            raise ValueError("avg_pool3d: divisor_override must not be zero, got 0")
         # window sums (each separable average times its window), then the given divisor
         y = _over_plane(x, lambda t: F.avg_pool2d(t, k[1:], s[1:], p[1:], ceil_mode, True, 1))
         y = _over_depth(
