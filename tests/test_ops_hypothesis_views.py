@@ -404,7 +404,7 @@ REDUCE = {
     ),
     "mean": Red(lambda x, ax, k, _: x.mean(ax, k), lambda a, ax, k, _: a.mean(ax, keepdims=k)),
     "max": Red(
-        lambda x, ax, k, _: fg.max(x, ax, k),
+        lambda x, ax, k, _: fg.max(x, axis=ax, keepdims=k),
         lambda a, ax, k, _: a.max(ax, keepdims=k),
         dtypes=(np.float64, np.int64),
     ),

@@ -333,8 +333,10 @@ def test_max_min_with_dim_give_values_and_indices():
     vals, idx = fg.max(x, dim=0)
     np.testing.assert_array_equal(vals.numpy(), a.max(0))
     np.testing.assert_array_equal(idx.numpy(), a.argmax(0))
-    # numpy's spelling keeps returning values
-    np.testing.assert_array_equal(fg.max(x, 1).numpy(), a.max(1))
+    # numpy's and MegEngine's keyword keeps returning values, as ferrograd.functional.max
+    np.testing.assert_array_equal(fg.max(x, axis=1).numpy(), a.max(1))
+    np.testing.assert_array_equal(fg.functional.max(x, 1).numpy(), a.max(1))
+    np.testing.assert_array_equal(fg.max(x, (0, 1)).numpy(), a.max())
     np.testing.assert_array_equal(x.max(axis=1).numpy(), a.max(1))
     assert x.max().item() == a.max()
     np.testing.assert_array_equal(x.max(fg.zeros(3, 4, dtype="float64")).numpy(), np.maximum(a, 0))

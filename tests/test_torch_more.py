@@ -243,7 +243,14 @@ def test_pytorch_idioms_port_by_renaming():
     x = fg.tensor(X)
     _, predicted = x.max(1)  # the classic accuracy idiom
     np.testing.assert_array_equal(predicted.numpy(), X.argmax(1))
-    assert fg.max(x, 1).shape == (3,)  # MegEngine's functional form keeps the values
+    # torch.max(out, 1): (values, indices), as torch's
+    _, predicted = fg.max(x, 1)
+    np.testing.assert_array_equal(predicted.numpy(), X.argmax(1))
+    np.testing.assert_array_equal(fg.max(x, 1)[1].numpy(), X.argmax(1))
+    np.testing.assert_array_equal(fg.min(x, 1).indices.numpy(), X.argmin(1))
+    _, one = fg.max(x[:1], 1)
+    assert one.tolist() == [X[0].argmax()]
+    assert fg.functional.max(x, 1).shape == (3,)  # MegEngine's namespace keeps the values
     assert x.max(axis=1).shape == (3,)
     assert x.stride() == (5, 1) and x.T.stride() == (1, 5) and x.stride(0) == 5
     assert x.pin_memory() is x

@@ -1773,28 +1773,31 @@ _install()
 def _extreme_function(kind: str, input: Tensor, args: tuple, kwargs: dict) -> Any:
     x = _check_tensor(kind, "input", input)
     method = getattr(Tensor, kind)
-    if args and not isinstance(args[0], Tensor) and "dim" not in kwargs:
-        # MegEngine's max(x, axis, keepdims): the values only (PyTorch's keepdim= spelling
+    several = bool(args) and (args[0] is None or isinstance(args[0], (tuple, list)))
+    if (not args and "axis" in kwargs and "dim" not in kwargs) or several:
+        # MegEngine's and numpy's keyword, max(x, axis=1, keepdims=False), or several axes
+        # (which PyTorch's max does not take): the values only (PyTorch's keepdim= spelling
         # is taken too)
         if "keepdim" in kwargs:
             if "keepdims" in kwargs:
                 raise TypeError(f"{kind}: keepdim and keepdims given together")
             kwargs["keepdims"] = kwargs.pop("keepdim")
-        return method._engine(x, *args, **kwargs)
+        return method._engine(x, **kwargs)
     return method(x, *args, **kwargs)
 
 
 def max(input: Tensor, *args: Any, **kwargs: Any) -> Any:
-    """The max over ``axis`` (all axes by default; ``max(x, 1)`` is MegEngine's, the
-    values); ``max(x, dim=d)`` is PyTorch's ``(values, indices)``; ``max(x, other)`` is
-    elementwise."""
+    """PyTorch's ``max``: of all elements; ``max(x, 1)`` / ``max(x, dim=1, keepdim=False)``
+    gives ``(values, indices)``; ``max(x, other)`` is elementwise. ``max(x, axis=1)``
+    (MegEngine's and numpy's keyword) gives the values only, as
+    ``ferrograd.functional.max(x, 1)`` (MegEngine's namespace) does."""
     return _extreme_function("max", input, args, kwargs)
 
 
 def min(input: Tensor, *args: Any, **kwargs: Any) -> Any:
-    """The min over ``axis`` (all axes by default; ``min(x, 1)`` is MegEngine's, the
-    values); ``min(x, dim=d)`` is PyTorch's ``(values, indices)``; ``min(x, other)`` is
-    elementwise."""
+    """PyTorch's ``min``: of all elements; ``min(x, 1)`` / ``min(x, dim=1, keepdim=False)``
+    gives ``(values, indices)``; ``min(x, other)`` is elementwise. ``min(x, axis=1)`` gives
+    the values only, as ``ferrograd.functional.min(x, 1)`` does."""
     return _extreme_function("min", input, args, kwargs)
 
 

@@ -26,6 +26,8 @@ from ._megengine.functional import logsoftmax, split, std, var, vision
 __all__ = [
     "cross_entropy",
     "logsoftmax",
+    "max",
+    "min",
     "nn",
     "split",
     "std",
@@ -77,6 +79,20 @@ def cross_entropy(
     elif reduction == "sum":
         uniform = uniform.sum()
     return nll * (1 - label_smooth) + uniform * label_smooth
+
+
+def max(inp: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
+    """MegEngine's ``max``: the values over ``axis`` (all axes by default), no indices."""
+    if not isinstance(inp, Tensor):
+        raise TypeError(f"max: inp must be a Tensor, got {type(inp).__name__}")
+    return Tensor.max._engine(inp, axis, keepdims)
+
+
+def min(inp: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
+    """MegEngine's ``min``: the values over ``axis`` (all axes by default), no indices."""
+    if not isinstance(inp, Tensor):
+        raise TypeError(f"min: inp must be a Tensor, got {type(inp).__name__}")
+    return Tensor.min._engine(inp, axis, keepdims)
 
 
 def topk(
