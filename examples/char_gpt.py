@@ -19,13 +19,17 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 
 import ferrograd as fg
 import ferrograd.nn.functional as F
 import numpy as np
-from _cli import progress, write_plot
 from ferrograd import nn
+
+# the examples' shared helpers beside this file (also when run through runpy or from elsewhere)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _cli import progress, write_plot
 
 
 def corpus(max_chars: int) -> str:
@@ -170,11 +174,26 @@ def main() -> None:
 
     gm = fg.GradManager().attach(model.parameters())
 
-    def batch(src: np.ndarray) -> tuple[fg.Tensor, fg.Tensor]:
-        ix = rng.integers(0, len(src) - args.ctx - 1, args.batch)
+    def batch(src: np.ndarray, g: np.random.Generator) -> tuple[fg.Tensor, fg.Tensor]:
+        ix = g.integers(0, len(src) - args.ctx - 1, args.batch)
         x = np.stack([src[i : i + args.ctx] for i in ix])
         y = np.stack([src[i + 1 : i + args.ctx + 1] for i in ix])
         return fg.tensor(x, device=args.device), fg.tensor(y, device=args.device)
+
+    # the validation loss is measured on the same held-out batches every time, drawn once from
+    # a generator of their own (so measuring it never moves the training batches' stream)
+    val_rng = np.random.default_rng([args.seed, 1])
+    val_batches = [batch(val, val_rng) for _ in range(4)]
+
+    def val_loss() -> float:
+        model.eval()
+        with fg.no_grad():
+            total = sum(
+                float(F.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1)).item())
+                for x, y in val_batches
+            )
+        model.train()
+        return total / len(val_batches)
 
     def step(x: fg.Tensor, y: fg.Tensor) -> fg.Tensor:
         with gm:
@@ -194,18 +213,11 @@ def main() -> None:
     model.train()
     stop = args.steps if args.stop is None else min(args.stop, args.steps)
     for i in progress(range(start, stop), args.progress):
-        loss = step(*batch(train))
+        loss = step(*batch(train, rng))
         sched.step()
         history.append(float(loss.item()))
         if i % max(1, args.steps // 10) == 0 or i == stop - 1 or args.verbose:
-            model.eval()
-            with fg.no_grad():
-                vl = float(
-                    F.cross_entropy(
-                        model(batch(val)[0]).reshape(-1, vocab), batch(val)[1].reshape(-1)
-                    ).item()
-                )
-            model.train()
+            vl = val_loss()
             print(
                 f"step {i:5d}  train loss {history[-1]:.3f}  val loss {vl:.3f}  "
                 f"lr {sched.get_last_lr()[0]:.2e}"

@@ -2,11 +2,13 @@
 written as a PyTorch program (``loss.backward()``, ``optim.SGD`` with momentum and weight
 decay, ``lr_scheduler.OneCycleLR``), with train and eval modes.
 
-    python examples/resnet_digits.py [--epochs 8] [--device cuda] [--save ck] [--resume ck]
-                                     [--progress] [--plot curves.png]
+    python examples/resnet_digits.py [--epochs 8] [--device cuda] [--progress] [--plot out.png]
+                                     [--stop 4 --save ck.safetensors] [--resume ck.safetensors]
 
 Prints the training loss per epoch (it falls) and the held-out accuracy in eval mode (running
-batch-norm statistics), about 97-99% after a few epochs.
+batch-norm statistics), about 97-99% after a few epochs. ``--stop``/``--save`` and
+``--resume`` continue the same run (model, batch-norm statistics, optimizer, schedule and
+the curves so far): the epochs after the resume print what one uninterrupted run prints.
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+import sys
 import time
 
 import ferrograd as fg
 import ferrograd.nn.functional as F
 import numpy as np
-from _cli import progress, write_plot
 from ferrograd import nn
+
+# the examples' shared helpers beside this file (also when run through runpy or from elsewhere)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _cli import progress, write_plot
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -80,7 +86,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--save", help="write a checkpoint here at the end")
-    ap.add_argument("--resume", help="continue from this checkpoint")
+    ap.add_argument(
+        "--stop", type=int, help="stop after this many of the --epochs (then --save, --resume)"
+    )
+    ap.add_argument("--resume", help="continue from this checkpoint (made with the same --epochs)")
     ap.add_argument("--progress", action="store_true", help="a progress bar (tqdm if installed)")
     ap.add_argument(
         "--plot", help="write loss and accuracy per epoch to this PNG (needs matplotlib)"
@@ -98,12 +107,22 @@ def main() -> None:
     steps = args.epochs * -(-len(train) // args.batch)
     sched = fg.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps)
     start = 0
+    history: dict[str, list[float]] = {"training loss": [], "held-out accuracy": []}
     if args.resume:
         ck = fg.load(args.resume, map_location=args.device)
+        planned = int(ck.get("epochs", ck["epoch"]))
+        if planned != args.epochs:
+            # the one-cycle schedule spans the planned epochs: another count is another run
+            sys.exit(
+                f"--resume: {args.resume} is a run of --epochs {planned} (its learning-rate "
+                f"schedule spans them); resume it with --epochs {planned}"
+            )
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         sched.load_state_dict(ck["sched"])
-        start = ck["epoch"]
+        start = int(ck["epoch"])
+        for k, v in ck.get("history", {}).items():
+            history[k] = list(v)
         print(f"resumed after epoch {start}")
 
     def evaluate() -> float:
@@ -118,8 +137,8 @@ def main() -> None:
         return correct / n_test
 
     print(f"ResNet: {sum(p.numel() for p in model.parameters()):,} parameters")
-    history: dict[str, list[float]] = {"training loss": [], "held-out accuracy": []}
-    for epoch in range(start, args.epochs):
+    stop = args.epochs if args.stop is None else min(args.stop, args.epochs)
+    for epoch in range(start, stop):
         t0 = time.perf_counter()
         perm = np.random.default_rng(args.seed + epoch).permutation(train)
         total, batches = 0.0, 0
@@ -149,7 +168,9 @@ def main() -> None:
                 "model": model.state_dict(),
                 "opt": opt.state_dict(),
                 "sched": sched.state_dict(),
-                "epoch": args.epochs,
+                "epoch": max(stop, start),
+                "epochs": args.epochs,
+                "history": history,
             },
             args.save,
         )

@@ -8,39 +8,48 @@ from __future__ import annotations
 import os
 from typing import Any
 
-try:
-    from tqdm import tqdm
-except ImportError:  # the bar is optional: iterate without one
 
-    class tqdm:  # type: ignore[no-redef]
-        """A stand-in for ``tqdm.tqdm`` when tqdm is not installed: iterates, shows nothing."""
+class _PlainTqdm:
+    """A stand-in for ``tqdm.tqdm`` when tqdm is not installed: iterates, shows nothing."""
 
-        def __init__(self, iterable: Any = None, *args: Any, **kwargs: Any) -> None:
-            self.iterable = iterable
-            self.n = 0
+    def __init__(self, iterable: Any = None, *args: Any, **kwargs: Any) -> None:
+        self.iterable = iterable
+        self.n = 0
 
-        def __iter__(self) -> Any:
-            for x in self.iterable if self.iterable is not None else ():
-                self.n += 1
-                yield x
+    def __iter__(self) -> Any:
+        for x in self.iterable if self.iterable is not None else ():
+            self.n += 1
+            yield x
 
-        def update(self, n: int = 1) -> None:
-            self.n += n
+    def update(self, n: int = 1) -> None:
+        self.n += n
 
-        def set_description(self, *args: Any, **kwargs: Any) -> None:
-            pass
+    def set_description(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
-        def set_postfix(self, *args: Any, **kwargs: Any) -> None:
-            pass
+    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
-        def close(self) -> None:
-            pass
+    def close(self) -> None:
+        pass
 
-        def __enter__(self) -> Any:
-            return self
+    def __enter__(self) -> Any:
+        return self
 
-        def __exit__(self, *exc: object) -> None:
-            pass
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def __getattr__(name: str) -> Any:
+    # tqdm is imported on first use of hub.tqdm, never by `import ferrograd`
+    if name == "tqdm":
+        try:
+            from tqdm import tqdm
+        except ImportError:  # the bar is optional: iterate without one
+            tqdm = _PlainTqdm
+        globals()["tqdm"] = tqdm
+        return tqdm
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _DIR: str | None = None
@@ -85,4 +94,4 @@ def load_state_dict_from_url(
     )
 
 
-__all__ = ["get_dir", "load_state_dict_from_url", "set_dir", "tqdm"]
+__all__ = ["get_dir", "load_state_dict_from_url", "set_dir", "tqdm"]  # noqa: F822 (lazy)
