@@ -601,3 +601,61 @@ def test_save_load_dicts_with_tuple_none_and_bool_keys():
     np.testing.assert_array_equal(r[None].numpy(), [0.0])
     with pytest.raises(TypeError, match="dict keys"):
         fg.save({frozenset([1]): 1}, io.BytesIO())
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_multi_head_attention_forward_matches_torch(separate):
+    # CLIP's AttentionPool2d calls it with separate q/k/v weights and concatenated biases
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    L, S, N, E, h = 5, 6, 3, 8, 2
+    arrays = {
+        "q": rng.standard_normal((L, N, E)),
+        "k": rng.standard_normal((S, N, E)),
+        "v": rng.standard_normal((S, N, E)),
+        "w": rng.standard_normal((3 * E, E)),
+        "b": rng.standard_normal(3 * E),
+        "wo": rng.standard_normal((E, E)),
+        "bo": rng.standard_normal(E),
+    }
+    mask = rng.random((N, S)) < 0.3
+    mask[:, 0] = False
+    results = []
+    for lib, make in ((torch, torch.tensor), (fg, fg.tensor)):
+        t = {name: make(a, requires_grad=True) for name, a in arrays.items()}
+        w = t["w"]
+        extra = (
+            {
+                "use_separate_proj_weight": True,
+                "q_proj_weight": w[:E],
+                "k_proj_weight": w[E : 2 * E],
+                "v_proj_weight": w[2 * E :],
+            }
+            if separate
+            else {}
+        )
+        out, weights = lib.nn.functional.multi_head_attention_forward(
+            t["q"],
+            t["k"],
+            t["v"],
+            E,
+            h,
+            None if separate else w,
+            t["b"],
+            None,
+            None,
+            False,
+            0.0,
+            t["wo"],
+            t["bo"],
+            training=False,
+            key_padding_mask=make(mask),
+            **extra,
+        )
+        ((out**2).sum() + (weights * 3).sum()).backward()
+        results.append((out, weights, [t[n].grad for n in ("q", "k", "w", "b", "wo")]))
+    (to, tw, tg), (fo, fw, fgr) = results
+    np.testing.assert_allclose(fo.numpy(), to.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fw.numpy(), tw.detach().numpy(), rtol=1e-10, atol=1e-12)
+    for a, b in zip(fgr, tg):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-10)

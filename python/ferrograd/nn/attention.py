@@ -310,3 +310,96 @@ class MultiheadAttention(Module):
         if not batched:
             weights = weights.squeeze(0)
         return out, weights
+
+
+class _AttentionArguments:
+    """The arguments of :func:`multi_head_attention_forward` in the shape of a
+    :class:`MultiheadAttention` (its forward then runs on them as they are)."""
+
+    _check = MultiheadAttention._check
+    _projections = MultiheadAttention._projections
+    forward = MultiheadAttention.forward
+
+    class _Out:
+        def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
+            self.weight, self.bias = weight, bias
+
+
+def multi_head_attention_forward(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    embed_dim_to_check: int,
+    num_heads: int,
+    in_proj_weight: Tensor | None,
+    in_proj_bias: Tensor | None,
+    bias_k: Tensor | None,
+    bias_v: Tensor | None,
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj_weight: Tensor,
+    out_proj_bias: Tensor | None,
+    training: bool = True,
+    key_padding_mask: Tensor | None = None,
+    need_weights: bool = True,
+    attn_mask: Tensor | None = None,
+    use_separate_proj_weight: bool = False,
+    q_proj_weight: Tensor | None = None,
+    k_proj_weight: Tensor | None = None,
+    v_proj_weight: Tensor | None = None,
+    static_k: Tensor | None = None,
+    static_v: Tensor | None = None,
+    average_attn_weights: bool = True,
+    is_causal: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """PyTorch's ``F.multi_head_attention_forward``: :class:`MultiheadAttention`'s forward
+    with its weights given as arguments (inputs ``(L, N, E)`` or unbatched ``(L, E)``);
+    returns ``(output, weights)``."""
+    op = "multi_head_attention_forward"
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError(f"{op}: static_k and static_v are not supported")
+    if not isinstance(query, Tensor) or query.shape[-1] != embed_dim_to_check:
+        got = list(query.shape) if isinstance(query, Tensor) else type(query).__name__
+        raise ShapeError(
+            f"{op}: query must have embed_dim_to_check={embed_dim_to_check} features, got {got}"
+        )
+    e = int(embed_dim_to_check)
+    a = _AttentionArguments()
+    a.embed_dim, a.num_heads = e, _count(op, "num_heads", num_heads, 1)
+    if e % a.num_heads:
+        raise ShapeError(f"{op}: embed_dim ({e}) must be divisible by num_heads ({num_heads})")
+    a.head_dim = e // a.num_heads
+    if use_separate_proj_weight:
+        if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+            raise ValueError(
+                f"{op}: use_separate_proj_weight needs q_proj_weight, k_proj_weight and "
+                "v_proj_weight"
+            )
+        a._qkv_same_embed_dim = False
+        a.q_proj_weight, a.k_proj_weight, a.v_proj_weight = (
+            q_proj_weight,
+            k_proj_weight,
+            v_proj_weight,
+        )
+        a.kdim, a.vdim = k_proj_weight.shape[1], v_proj_weight.shape[1]
+        a.in_proj_weight = None
+    else:
+        if in_proj_weight is None:
+            raise ValueError(f"{op}: in_proj_weight is needed without use_separate_proj_weight")
+        a._qkv_same_embed_dim = True
+        a.in_proj_weight, a.kdim, a.vdim = in_proj_weight, e, e
+    a.in_proj_bias = in_proj_bias
+    a.bias_k, a.bias_v = bias_k, bias_v
+    a.add_zero_attn = bool(add_zero_attn)
+    a.dropout, a.training, a.batch_first = float(dropout_p), bool(training), False
+    a.out_proj = _AttentionArguments._Out(out_proj_weight, out_proj_bias)
+    return a.forward(
+        query,
+        key,
+        value,
+        key_padding_mask=key_padding_mask,
+        need_weights=need_weights,
+        attn_mask=attn_mask,
+        average_attn_weights=average_attn_weights,
+        is_causal=is_causal,
+    )

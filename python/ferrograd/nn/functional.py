@@ -3327,3 +3327,17 @@ del _name, _nd
 from ._ctc import ctc_loss
 
 __all__ += ["ctc_loss"]
+
+
+def multi_head_attention_forward(*args: Any, **kwargs: Any) -> Any:
+    """PyTorch's ``F.multi_head_attention_forward`` (query, key, value, embed_dim_to_check,
+    num_heads, in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p,
+    out_proj_weight, out_proj_bias, training, key_padding_mask, need_weights, attn_mask,
+    use_separate_proj_weight, q/k/v_proj_weight, static_k, static_v, average_attn_weights,
+    is_causal): ``nn.MultiheadAttention``'s forward with its weights as arguments."""
+    from .attention import multi_head_attention_forward as forward
+
+    return forward(*args, **kwargs)
+
+
+__all__ += ["multi_head_attention_forward"]
