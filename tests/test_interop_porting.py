@@ -4,6 +4,7 @@ flag through fg.save / fg.load, and memory shared with bool and bfloat16 arrays.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import ferrograd as fg
@@ -11,6 +12,11 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+
+# memory shared with numpy and CPU PyTorch tensors: the CPU run of the suite
+pytestmark = pytest.mark.skipif(
+    os.environ.get("FERROGRAD_TEST_DEVICE", "cpu") != "cpu", reason="host memory interop"
+)
 
 
 # ----------------------------------------------------------- fg.tensor of a torch tensor
