@@ -3,6 +3,7 @@
 
 from . import functional, init, parallel, parameter, utils  # noqa: F401
 from ._ctc import CTCLoss
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .extra import *
 from .extra import __all__ as _extra_all
 from .modules import *
@@ -20,6 +21,7 @@ __all__ = [  # noqa: PLE0604
     "parallel",
     "utils",
     "CTCLoss",
+    "AdaptiveLogSoftmaxWithLoss",
     *_modules_all,
     *_extra_all,
     *_transformer_all,

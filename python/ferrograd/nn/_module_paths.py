@@ -43,6 +43,7 @@ _FILES = {
     "upsampling": "Upsample UpsamplingNearest2d UpsamplingBilinear2d",
     "distance": "PairwiseDistance CosineSimilarity",
     "channelshuffle": "ChannelShuffle",
+    "adaptive": "AdaptiveLogSoftmaxWithLoss",
 }
 
 # PyTorch's private base classes under their files' names, so that ``isinstance(m,
