@@ -12,18 +12,7 @@ torch = pytest.importorskip("torch")
 import ferrograd as fg
 import ferrograd.nn.functional as F
 from conftest import numeric_grad
-
-F64 = torch.float64
-
-
-def _fg(t, rg=False):
-    return fg.tensor(t.detach().numpy(), requires_grad=rg)
-
-
-def _np(x):
-    if isinstance(x, torch.Tensor):
-        return x.detach().numpy()
-    return np.asarray(x.numpy() if hasattr(x, "numpy") else x)
+from test_opinfo_parity import F64, _fg, _np
 
 
 def _close(a, b, rtol=1e-10, atol=1e-12):
