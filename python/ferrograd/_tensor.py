@@ -243,9 +243,17 @@ def _element_dtype(e: Any) -> str | None:
     return None
 
 
+_PYTHON_NUMBERS = {float: "float", int: "int", bool: "bool"}
+
+
 def _scan(data: Any, found: dict) -> None:
     """Collects the kinds of Python data (``"float"``, ``"int"``, ``"bool"``) and the dtypes
     of other elements (numpy scalars, tensors) in nested lists and tuples, into ``found``."""
+    kinds = set(map(type, data))  # (one pass in C: most lists hold Python numbers only)
+    if kinds <= _PYTHON_NUMBERS.keys():
+        for t in kinds:
+            found[_PYTHON_NUMBERS[t]] = True
+        return
     for e in data:
         t = type(e)
         if t is float:
