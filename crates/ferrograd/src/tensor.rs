@@ -240,6 +240,11 @@ impl Tensor {
     pub fn storage(&self) -> &Arc<Storage> {
         &self.0.storage
     }
+    /// Whether this handle is the only one to the tensor and the tensor the only one on its
+    /// storage (dropping it frees the buffer).
+    pub fn is_sole_handle(&self) -> bool {
+        Arc::strong_count(&self.0) == 1 && Arc::strong_count(&self.0.storage) == 1
+    }
     /// Whether two handles refer to the same tensor.
     pub fn same(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

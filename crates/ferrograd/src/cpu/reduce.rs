@@ -591,6 +591,7 @@ macro_rules! xent_kernels {
                         o[0] = xent_row_any(&src[r * cols..(r + 1) * cols], labels[r] as usize);
                     })?;
                     let total = per_row.iter().map(|&v| v as f64).sum::<f64>();
+                    crate::storage::pool::keep(per_row);
                     Ok(CpuData::$variant(vec![(total / rows.max(1) as f64) as $t]))
                 })*
                 d => Err(Error::dtype(

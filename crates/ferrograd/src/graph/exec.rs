@@ -49,7 +49,14 @@ pub struct Executable {
     arena: Mutex<Option<Box<Arena>>>,
     /// Buffers taken from the system by the last run (0 for a repeated run).
     last_fresh: Mutex<usize>,
+    /// What the last runs handed out (outputs, `.grad`s), with how many runs ago: a run
+    /// starts by giving the arena the buffers of those the caller has dropped since, so that
+    /// `loss = step(x, y)` (the old loss alive during the call) repeats with no new buffer.
+    handed: Mutex<Vec<(Tensor, u8)>>,
 }
+
+/// Runs after which a handed-out tensor still held elsewhere is forgotten.
+const HANDED_RUNS: u8 = 2;
 
 impl Executable {
     /// Compiles `graph` with the default options (no mirroring, fusion on).
@@ -72,6 +79,7 @@ impl Executable {
             plan,
             arena: Mutex::new(None),
             last_fresh: Mutex::new(0),
+            handed: Mutex::new(Vec::new()),
         })
     }
 
@@ -157,10 +165,38 @@ impl Executable {
             return Err(trace_error(why));
         }
         let mut slot = self.arena.lock().unwrap_or_else(|e| e.into_inner());
+        let mut handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
         let result = {
             let _arena = pool::install(&mut slot);
+            // (a tensor only this list holds frees its buffer into the arena here)
+            handed.retain_mut(|(t, age)| {
+                *age += 1;
+                !t.is_sole_handle() && *age <= HANDED_RUNS
+            });
             self.steps(inputs)
         };
+        if let Ok(outs) = &result {
+            let g = &self.graph;
+            let grads = g
+                .grads
+                .iter()
+                .filter_map(|&(c, v)| v.and(g.captures[c].grad()));
+            let input_grads = g
+                .input_grads
+                .iter()
+                .filter_map(|&(i, v)| v.and(inputs[i].grad()));
+            // (large buffers the caller drops go to the pool, where a run finds them too)
+            let small = |t: &Tensor| t.numel() * t.dtype().size_in_bytes() < pool::MIN_POOLED_BYTES;
+            handed.extend(
+                outs.iter()
+                    .cloned()
+                    .chain(grads)
+                    .chain(input_grads)
+                    .filter(small)
+                    .map(|t| (t, 0)),
+            );
+        }
+        drop(handed);
         let fresh = slot.as_mut().map_or(0, |a| std::mem::take(&mut a.fresh));
         *self.last_fresh.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
         result

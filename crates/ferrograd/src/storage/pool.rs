@@ -10,7 +10,7 @@ use super::CpuData;
 use crate::error::{Error, Result};
 
 /// Buffers smaller than this come from the system allocator directly.
-const MIN_POOLED_BYTES: usize = 256 * 1024;
+pub(crate) const MIN_POOLED_BYTES: usize = 256 * 1024;
 /// At most this many bytes are kept for reuse.
 const MAX_CACHED_BYTES: usize = 1 << 30;
 /// Capacities are rounded up to a multiple of this many bytes so similar sizes share buffers.
@@ -66,7 +66,8 @@ pub struct Arena {
     i32: BTreeMap<usize, Vec<Vec<i32>>>,
     i8: BTreeMap<usize, Vec<Vec<i8>>>,
     u8: BTreeMap<usize, Vec<Vec<u8>>>,
-    /// Buffers taken from the system while runs were on (none in a repeated run).
+    /// Buffers taken from the system (neither the arena nor the pool had one) while runs
+    /// were on: none in a repeated run.
     pub(crate) fresh: usize,
     /// Buffers handed out from the arena.
     pub(crate) reused: usize,
@@ -116,7 +117,8 @@ impl Drop for ArenaGuard<'_> {
     }
 }
 
-/// A buffer of at least `n` elements from the thread's arena, if one is on; counts a miss.
+/// A buffer of at least `n` elements from the thread's arena, if one is on (`Some(None)`: on,
+/// and none fits).
 fn from_arena<T: Pooled>(n: usize) -> Option<Option<Vec<T>>> {
     ARENA.with(|c| {
         let mut c = c.borrow_mut();
@@ -134,10 +136,16 @@ fn from_arena<T: Pooled>(n: usize) -> Option<Option<Vec<T>>> {
                 v.clear();
                 Some(Some(v))
             }
-            None => {
-                a.fresh += 1;
-                Some(None)
-            }
+            None => Some(None),
+        }
+    })
+}
+
+/// Counts a buffer taken from the system while the thread's arena is on.
+fn count_fresh() {
+    ARENA.with(|c| {
+        if let Some(a) = c.borrow_mut().as_mut() {
+            a.fresh += 1;
         }
     })
 }
@@ -186,10 +194,15 @@ pub(crate) fn take<T: Pooled>(n: usize) -> Result<Vec<T>> {
         .ok_or_else(too_big)?;
     // a run's arena first; a miss goes on to the pool (a buffer a caller kept from the last
     // run, such as a gradient, was freed to it)
-    if let Some(Some(v)) = from_arena::<T>(n) {
-        return Ok(v);
-    }
+    let arena_on = match from_arena::<T>(n) {
+        Some(Some(v)) => return Ok(v),
+        Some(None) => true,
+        None => false,
+    };
     if bytes < MIN_POOLED_BYTES {
+        if arena_on {
+            count_fresh();
+        }
         return Ok(Vec::with_capacity(n));
     }
     let cap = capacity_for::<T>(n);
@@ -201,6 +214,9 @@ pub(crate) fn take<T: Pooled>(n: usize) -> Result<Vec<T>> {
             v.clear();
             return Ok(v);
         }
+    }
+    if arena_on {
+        count_fresh();
     }
     let mut v = Vec::new();
     v.try_reserve_exact(cap).map_err(|_| too_big())?;
@@ -239,7 +255,8 @@ pub(crate) fn filled<T: Pooled>(n: usize, value: T) -> Result<Vec<T>> {
     Ok(v)
 }
 
-fn keep<T: Pooled>(v: Vec<T>) {
+/// Takes back a scratch buffer from [`take`] (to the run's arena or the pool).
+pub(crate) fn keep<T: Pooled>(v: Vec<T>) {
     let Some(v) = to_arena(v) else {
         return;
     };
