@@ -419,10 +419,17 @@ impl Layout {
                 }
             }
         }
+        // (an empty view stays where it was: positions past an empty storage's end would be
+        // sliced by kernels that read nothing)
+        let offset = if numel(&shape) == 0 {
+            self.offset
+        } else {
+            offset.max(0) as usize
+        };
         Layout {
             shape,
             strides,
-            offset: offset.max(0) as usize,
+            offset,
         }
     }
 

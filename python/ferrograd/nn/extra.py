@@ -390,11 +390,17 @@ class ConvTranspose1d(ConvTranspose2d):
         groups: int = 1,
         bias: bool = True,
         dilation: Any = 1,
+        padding_mode: str = "zeros",
         device: Any = None,
         dtype: Any = None,
         rng: Any = None,
     ) -> None:
         Module.__init__(self)
+        if padding_mode != "zeros":
+            raise ValueError(
+                f'ConvTranspose1d: only "zeros" padding_mode is supported, got {padding_mode!r}'
+            )
+        self.padding_mode = padding_mode
         k = tuple(kernel_size) if isinstance(kernel_size, (tuple, list)) else (kernel_size,)
         self._setup(
             "ConvTranspose1d",
@@ -483,15 +489,9 @@ class PReLU(Module):
         self.weight = _filled_param(init, (self.num_parameters,), dtype, device)
 
     def forward(self, x: Tensor) -> Tensor:
-        w = self.weight
-        if self.num_parameters > 1:
-            if x.ndim < 2 or x.shape[1] != self.num_parameters:
-                raise ShapeError(
-                    f"PReLU: input axis 1 must have {self.num_parameters} channels, got shape "
-                    f"{list(x.shape)}"
-                )
-            w = w.reshape(1, -1, *([1] * (x.ndim - 2)))
-        return x.clamp(min=0.0) + w * x.clamp(max=0.0)
+        from . import functional as F
+
+        return F.prelu(x, self.weight)
 
 
 class _InstanceNorm(_BatchNorm):
@@ -514,9 +514,9 @@ class _InstanceNorm(_BatchNorm):
         *,
         bias: bool = True,
     ) -> None:
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
-        if affine and not bias:
-            self.bias = None
+        super().__init__(
+            num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         kind = type(self).__name__

@@ -914,15 +914,17 @@ def kl_div(
     input: Tensor, target: Tensor, reduction: str = "mean", log_target: bool = False
 ) -> Tensor:
     """``target * (log target - input)`` pointwise, ``input`` log-probabilities (0 where
-    ``target`` is 0); ``reduction="batchmean"`` divides the sum by the batch size."""
+    ``target`` is 0, NaN where it is negative, as PyTorch's); ``reduction="batchmean"``
+    divides the sum by the batch size."""
     x = _float("kl_div", "input", input)
     t = _t("kl_div", "target", target)
     if log_target:
         loss = t.exp() * (t - x)
     else:
-        pos = t > 0
-        safe = where(pos, t, 1.0)
-        loss = where(pos, t * (safe.log() - x), 0.0 * x)
+        # PyTorch's xlogy(t, t) - t * x: 0 where t is 0, NaN where t < 0
+        from .._torch_more import xlogy
+
+        loss = xlogy(t, t) - t * x
     if reduction == "batchmean":
         return loss.sum() / (x.shape[0] if x.ndim else 1)
     return _reduce("kl_div", loss, reduction)
@@ -2778,10 +2780,12 @@ def _fractional_max_pool(
         samples = rand(n, c, nd, dtype=x.dtype.name, device=x.device)
     else:
         samples = _t(op, "_random_samples", _random_samples)
-        if tuple(samples.shape) != (n, c, nd):
+        # (as PyTorch, more rows than the batch are accepted: the first ones are used)
+        if samples.ndim != 3 or tuple(samples.shape[1:]) != (c, nd) or samples.shape[0] < n:
             raise ShapeError(
                 f"{op}: _random_samples must have shape {[n, c, nd]}, got {list(samples.shape)}"
             )
+        samples = samples[:n]
     smp = samples.detach().numpy()
     if smp.dtype not in (np.float32, np.float64):
         smp = smp.astype(np.float32 if x.dtype.name != "float64" else np.float64)

@@ -11,7 +11,10 @@ MegEngine's) layouts and default initialisations, drawn from ``fg.manual_seed``'
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
+import warnings
 from collections import OrderedDict, namedtuple
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable
@@ -241,6 +244,68 @@ class _Listing(list):
         return self[self._pos - 1]
 
 
+# PyTorch's names of the forward arguments of its layers (`Linear(3, 2)(input=x)`,
+# `loss(input=y, target=t)`), where ferrograd's own forward names them otherwise
+_TORCH_FORWARD_NAMES = {
+    "CosineEmbeddingLoss": ("input1", "input2", "target"),
+    "MarginRankingLoss": ("input1", "input2", "target"),
+    "CosineSimilarity": ("x1", "x2"),
+    "PairwiseDistance": ("x1", "x2"),
+    "Bilinear": ("input1", "input2"),
+    "TripletMarginLoss": ("anchor", "positive", "negative"),
+    "TripletMarginWithDistanceLoss": ("anchor", "positive", "negative"),
+    "GaussianNLLLoss": ("input", "target", "var"),
+    "PoissonNLLLoss": ("log_input", "target"),
+    "CTCLoss": ("log_probs", "targets", "input_lengths", "target_lengths"),
+}
+_forward_params: dict[type, tuple[frozenset, bool, tuple[str, ...]] | None] = {}
+
+
+def _forward_signature(cls: type) -> tuple[frozenset, bool, tuple[str, ...]] | None:
+    """The parameter names of ``cls.forward``, whether it takes ``**kwargs``, and PyTorch's
+    positional names for it; ``None`` for a forward that is not ferrograd's own."""
+    if cls in _forward_params:
+        return _forward_params[cls]
+    info = None
+    fwd = getattr(cls, "forward", None)
+    if getattr(fwd, "__module__", "").startswith("ferrograd."):
+        try:
+            params = inspect.signature(fwd).parameters.values()
+        except (TypeError, ValueError):
+            params = None
+        if params is not None:
+            names = frozenset(p.name for p in params)
+            var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+            torch_names = next(
+                (
+                    _TORCH_FORWARD_NAMES[c.__name__]
+                    for c in cls.__mro__
+                    if c.__name__ in _TORCH_FORWARD_NAMES
+                ),
+                ("input", "target"),
+            )
+            info = (names, var_kw, torch_names)
+    _forward_params[cls] = info
+    return info
+
+
+def _torch_forward_keywords(module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args, kwargs`` with PyTorch's keyword names of a layer's inputs that ferrograd's
+    forward names otherwise moved to their positions."""
+    info = _forward_signature(type(module))
+    if info is None:
+        return args, kwargs
+    names, var_kw, torch_names = info
+    if var_kw:
+        return args, kwargs
+    for i, name in enumerate(torch_names):
+        if name in names or name not in kwargs or len(args) != i:
+            continue
+        kwargs = dict(kwargs)
+        args = (*args, kwargs.pop(name))
+    return args, kwargs
+
+
 class Module:
     """Base class: subclasses set Parameters, buffers and sub-Modules as attributes and
     define ``forward``."""
@@ -256,6 +321,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} defines no forward")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args, kwargs = _torch_forward_keywords(self, args, kwargs)
         d = self.__dict__
         pre = d.get("_forward_pre_hooks")
         post = d.get("_forward_hooks")
@@ -1590,6 +1657,8 @@ class _BatchNorm(Module):
         track_running_stats: bool = True,
         device: Any = None,
         dtype: Any = None,
+        *,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         kind = type(self).__name__
@@ -1598,7 +1667,8 @@ class _BatchNorm(Module):
         self.affine, self.track_running_stats = affine, track_running_stats
         c = self.num_features
         self.weight = _filled_param(1.0, (c,), dtype, device) if affine else None
-        self.bias = _filled_param(0.0, (c,), dtype, device) if affine else None
+        # (bias=False: a scale without a shift, PyTorch 2.15's keyword)
+        self.bias = _filled_param(0.0, (c,), dtype, device) if affine and bias else None
         name = _dtype_name(dtype) if dtype is not None else default_float()
         if track_running_stats:
             self.register_buffer("running_mean", _core.zeros((c,), dtype=name, device=device))
@@ -1694,6 +1764,8 @@ class GroupNorm(Module):
         affine: bool = True,
         device: Any = None,
         dtype: Any = None,
+        *,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         self.num_groups = _count("GroupNorm", "num_groups", num_groups, 1)
@@ -1706,7 +1778,7 @@ class GroupNorm(Module):
         self.eps = eps
         c = self.num_channels
         self.weight = _filled_param(1.0, (c,), dtype, device) if affine else None
-        self.bias = _filled_param(0.0, (c,), dtype, device) if affine else None
+        self.bias = _filled_param(0.0, (c,), dtype, device) if affine and bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
@@ -1884,8 +1956,30 @@ class ELU(Module):
 
 
 class Hardtanh(Module):
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
+    def __init__(
+        self,
+        min_val: float = -1.0,
+        max_val: float = 1.0,
+        inplace: bool = False,
+        min_value: float | None = None,
+        max_value: float | None = None,
+    ) -> None:
         super().__init__()
+        # (PyTorch's deprecated spellings, which win when given)
+        for old, new, value in (
+            ("min_value", "min_val", min_value),
+            ("max_value", "max_val", max_value),
+        ):
+            if value is not None:
+                warnings.warn(
+                    f"keyword argument `{old}` is deprecated and renamed to `{new}`",
+                    FutureWarning,
+                    stacklevel=2,
+                )
+        min_val = min_val if min_value is None else min_value
+        max_val = max_val if max_value is None else max_value
+        if max_val <= min_val:
+            raise ValueError(f"Hardtanh: max_val ({max_val}) must be above min_val ({min_val})")
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, x: Tensor) -> Tensor:
@@ -2017,6 +2111,26 @@ class AdaptiveAvgPool2d(Module):
 
 
 class _Loss(Module):
+    def __init_subclass__(cls, **kw: Any) -> None:
+        # PyTorch's deprecated `size_average=` / `reduce=` keywords (older programs pass
+        # them): they decide `reduction`, with PyTorch's warning
+        super().__init_subclass__(**kw)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_legacy_reduction", False):
+            return
+
+        @functools.wraps(init)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            if "size_average" in kwargs or "reduce" in kwargs:
+                size_average = kwargs.pop("size_average", None)
+                reduce = kwargs.pop("reduce", None)
+                if size_average is not None or reduce is not None:
+                    kwargs["reduction"] = F._legacy_reduction(size_average, reduce)
+            init(self, *args, **kwargs)
+
+        __init__._legacy_reduction = True  # type: ignore[attr-defined]
+        cls.__init__ = __init__  # type: ignore[misc]
+
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()
         if reduction not in ("mean", "sum", "none"):
@@ -2062,6 +2176,10 @@ class NLLLoss(_WeightedLoss):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """PyTorch's deprecated name of :class:`NLLLoss` for ``(N, C, H, W)`` input."""
 
 
 class MSELoss(_Loss):
@@ -2163,6 +2281,7 @@ __all__ = [
     "ModuleList",
     "MultiheadAttention",
     "NLLLoss",
+    "NLLLoss2d",
     "Parameter",
     "ParameterDict",
     "ParameterList",

@@ -8,6 +8,7 @@ are those ops' own."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ __all__ = [
     "BatchNorm3d",
     "Conv3d",
     "ConvTranspose3d",
+    "LPPool3d",
     "MaxPool3d",
 ]
 
@@ -448,8 +450,43 @@ def adaptive_max_pool3d_with_indices(
     return adaptive_max_pool3d(input, output_size, True)
 
 
+def lp_pool3d(
+    input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
+) -> Tensor:
+    """Power-average pooling of ``(N, C, D, H, W)`` (or ``(C, D, H, W)``): ``(sum over the
+    window of x ** norm_type) ** (1 / norm_type)``, as :func:`lp_pool2d`."""
+    x = F._float("lp_pool3d", "input", input)
+    p = float(norm_type)
+    if p == 0.0 or not math.isfinite(p):
+        raise ValueError(f"lp_pool3d: norm_type must be finite and non-zero, got {norm_type}")
+    k, _, _, _ = F._check_pool_args("lp_pool3d", 3, kernel_size, stride, 0)
+    y = avg_pool3d(x**p, kernel_size, stride, 0, ceil_mode) * float(k[0] * k[1] * k[2])
+    return y ** (1.0 / p)
+
+
+class LPPool3d(Module):
+    """:func:`lp_pool3d` as a layer."""
+
+    def __init__(
+        self, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
+    ) -> None:
+        super().__init__()
+        self.norm_type, self.kernel_size = norm_type, kernel_size
+        self.stride, self.ceil_mode = stride, ceil_mode
+
+    def forward(self, input: Tensor) -> Tensor:
+        return lp_pool3d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (
+            f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"ceil_mode={self.ceil_mode}"
+        )
+
+
 def _install() -> None:
     for name in (
+        "lp_pool3d",
         "conv3d",
         "conv_transpose3d",
         "avg_pool3d",

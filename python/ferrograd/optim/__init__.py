@@ -1107,6 +1107,8 @@ def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:
             )
         if fused and "fused" not in names:
             raise TypeError(f"{cls.__name__}: there is no fused implementation to ask for")
+        if fused and foreach:
+            raise RuntimeError(f"{cls.__name__}: `fused` and `foreach` cannot be `True` together.")
         init(self, *args, **kwargs)
         given = {
             "foreach": foreach,

@@ -16,6 +16,8 @@ import math
 from collections.abc import Iterable
 from typing import Any, Callable
 
+import numpy as np
+
 from .. import _core
 from .._core import Tensor
 from .._tensor import default_float
@@ -51,12 +53,16 @@ def _cubic_min(
     if a > b:  # the formula below is anchored on the right-hand point
         a, fa, ga, b, fb, gb = b, fb, gb, a, fa, ga
     lo, hi = bounds if bounds is not None else (a, b)
-    d1 = ga + gb - 3 * (fa - fb) / (a - b)
-    disc = d1**2 - ga * gb
-    if disc < 0:
-        return (lo + hi) / 2.0
-    d2 = math.sqrt(disc)
-    x = b - (b - a) * ((gb + d2 - d1) / (gb - ga + 2 * d2))
+    # IEEE arithmetic as PyTorch's tensors do it: two equal points or a flat cubic give inf
+    # or NaN, which the search then handles, not ZeroDivisionError
+    with np.errstate(all="ignore"):
+        a_, b_, ga_, gb_ = np.float64(a), np.float64(b), np.float64(ga), np.float64(gb)
+        d1 = ga_ + gb_ - 3 * (np.float64(fa) - np.float64(fb)) / (a_ - b_)
+        disc = d1**2 - ga_ * gb_
+        if disc < 0:
+            return (lo + hi) / 2.0
+        d2 = np.sqrt(disc)
+        x = float(b_ - (b_ - a_) * ((gb_ + d2 - d1) / (gb_ - ga_ + 2 * d2)))
     return min(max(x, lo), hi)
 
 
