@@ -215,3 +215,78 @@ def test_fused_and_foreach_together_are_refused():
     for cls in (fg.optim.Adam, fg.optim.AdamW, fg.optim.SGD):
         with pytest.raises(RuntimeError, match="cannot be `True` together"):
             cls(p, lr=0.1, fused=True, foreach=True)
+
+
+def _adafactor_run(lib, dtype, steps=6, **kw):
+    rng = np.random.default_rng(0)
+    ps = [
+        lib.nn.Parameter(lib.tensor(rng.standard_normal(s), dtype=dtype))
+        for s in [(4, 3), (3,), (2, 3, 5)]
+    ]
+    opt = lib.optim.Adafactor(ps, **kw)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = sum((p * p).sum() * (j + 1) + p.sum() for j, p in enumerate(ps))
+        loss.backward()
+        opt.step()
+    return [p.detach().numpy().copy() for p in ps], opt
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"lr": 0.1, "weight_decay": 0.1},
+        {"eps": (1e-20, 1e-2), "d": 1.5, "beta2_decay": -0.5},
+        {"maximize": True},
+    ],
+)
+def test_adafactor_matches_pytorch(kw):
+    got, fo = _adafactor_run(fg, fg.float64, **kw)
+    want, to = _adafactor_run(torch, torch.float64, **kw)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    got32, _ = _adafactor_run(fg, fg.float32, **kw)
+    want32, _ = _adafactor_run(torch, torch.float32, **kw)
+    for a, b in zip(got32, want32):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+    fs, ts = fo.state_dict(), to.state_dict()
+    assert fs["param_groups"][0].keys() == ts["param_groups"][0].keys()
+    for i in range(3):
+        assert fs["state"][i].keys() == ts["state"][i].keys()
+        for k in ts["state"][i]:
+            np.testing.assert_allclose(
+                np.asarray(fs["state"][i][k].numpy(), dtype=np.float64),
+                ts["state"][i][k].numpy().astype(np.float64),
+                rtol=1e-12,
+            )
+
+
+def test_adafactor_arguments_and_traced_steps():
+    p = [fg.nn.Parameter(fg.ones(2, 2))]
+    for kw in ({"beta2_decay": 0.5}, {"eps": (-1.0, 1e-3)}, {"d": 0.5}, {"lr": -1.0}):
+        with pytest.raises(ValueError):
+            fg.optim.Adafactor(p, **kw)
+    rng = np.random.default_rng(5)
+    w0 = rng.standard_normal((3, 4))
+    x0 = rng.standard_normal((5, 3))
+    results = []
+    for traced in (False, True):
+        w = fg.nn.Parameter(fg.tensor(w0))
+        opt = fg.optim.Adafactor([w], lr=0.05, weight_decay=0.01)
+
+        def step(x, w=w, opt=opt):
+            opt.zero_grad()
+            loss = ((x @ w) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = fg.trace(step) if traced else step
+        x = fg.tensor(x0)
+        for _ in range(4):
+            run(x)
+        if traced:
+            assert run.cache_size == 1
+        results.append(w.detach().numpy().copy())
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-12)

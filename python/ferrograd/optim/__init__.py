@@ -27,6 +27,7 @@ __all__ = [
     "LBFGS",
     "SGD",
     "Adadelta",
+    "Adafactor",
     "Adagrad",
     "Adam",
     "AdamW",
@@ -1079,7 +1080,7 @@ class Rprop(Optimizer):
         prev.copy_(g)
 
 
-from .extra import *  # LBFGS, ASGD
+from .extra import *  # LBFGS, ASGD, Adafactor
 
 
 def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:

@@ -24,7 +24,7 @@ from .._tensor import default_float
 from ..autodiff import enable_grad, no_grad
 from . import Optimizer, _nonneg
 
-__all__ = ["ASGD", "LBFGS"]
+__all__ = ["ASGD", "LBFGS", "Adafactor"]
 
 
 # --------------------------------------------------------------------------- L-BFGS
@@ -537,3 +537,93 @@ class ASGD(Optimizer):
         ax.copy_(_core.where(mu == 1.0, p, ax + (p - ax) * mu))
         eta_t.copy_((lr / ((1.0 + lambd * lr * t) ** group["alpha"])).astype(eta_t.dtype))
         mu_t.copy_((1.0 / (t - group["t0"]).clamp(min=1.0)).astype(mu_t.dtype))
+
+
+class Adafactor(Optimizer):
+    """Adafactor (Shazeer and Stern), PyTorch's variant and formulas: the second moment of a
+    matrix (or of each matrix of a stack) kept as a row and a column factor, of a vector in
+    full; ``beta2_t = 1 - t ** beta2_decay``; the step ``rho_t = min(lr, 1 / sqrt(t))``
+    scaled by the parameter's RMS (at least ``eps[1]``) and the update's RMS clipped at
+    ``d``; decoupled ``weight_decay``. ``eps[0]`` (``None``: the dtype's machine epsilon)
+    floors the variance estimate."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-2,
+        beta2_decay: float = -0.8,
+        eps: tuple[float | None, float] = (None, 1e-3),
+        d: float = 1.0,
+        weight_decay: float = 0.0,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "beta2_decay": beta2_decay,
+            "eps": tuple(eps),
+            "d": d,
+            "weight_decay": weight_decay,
+            "foreach": foreach,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict) -> None:
+        if not group["beta2_decay"] <= 0.0:
+            raise ValueError(
+                f"Adafactor: beta2_decay should be <= 0 but is: {group['beta2_decay']}"
+            )
+        eps = group["eps"]
+        if len(eps) != 2:
+            raise ValueError(f"Adafactor: eps must be a pair (eps1, eps2), got {eps!r}")
+        if eps[0] is not None and not eps[0] >= 0.0:
+            raise ValueError(f"Adafactor: epsilon1 should be >= 0 but is: {eps[0]}")
+        if not eps[1] >= 0.0:
+            raise ValueError(f"Adafactor: epsilon2 should be >= 0 but is: {eps[1]}")
+        if not group["d"] >= 1.0:
+            raise ValueError(f"Adafactor: clipping threshold d should be >= 1 but is: {group['d']}")
+        _nonneg("Adafactor", "weight_decay", group["weight_decay"])
+
+    def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        state: dict[str, Any] = {"step": _core.zeros((), dtype=default_float(), device=p.device)}
+        if p.ndim > 1:
+            row, col = list(p.shape), list(p.shape)
+            row[-1] = 1
+            col[-2] = 1
+            state["row_var"] = _core.zeros(tuple(row), dtype=p.dtype.name, device=p.device)
+            state["col_var"] = _core.zeros(tuple(col), dtype=p.dtype.name, device=p.device)
+        else:
+            state["variance"] = _core.zeros_like(p)
+        return state
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        # tensor ops only (the step count is not read): a step runs inside fg.trace
+        eps1, eps2 = group["eps"]
+        if eps1 is None:
+            eps1 = float(np.finfo(p.dtype.name).eps)
+        step = state["step"]
+        step += 1.0
+        t = step.astype("float64")
+        beta2_t = t ** group["beta2_decay"]
+        rho = _core.minimum(lr, t.rsqrt())
+        n = max(p.numel(), 1)
+        rms = p.norm().astype("float64") / math.sqrt(n)
+        alpha = rms.clamp(min=eps2) * rho
+        if group["weight_decay"]:
+            p *= (1.0 - lr * group["weight_decay"]).astype(p.dtype.name)
+        w = beta2_t.astype(p.dtype.name)
+        if g.ndim > 1:
+            row_var, col_var = state["row_var"], state["col_var"]
+            row_var.copy_(row_var + w * ((g * g).mean(dim=-1, keepdim=True) - row_var))
+            col_var.copy_(col_var + w * ((g * g).mean(dim=-2, keepdim=True) - col_var))
+            var = (row_var @ col_var) / row_var.mean(dim=-2, keepdim=True).clamp(min=eps1)
+        else:
+            variance = state["variance"]
+            variance.copy_(variance + w * (g * g - variance))
+            var = variance
+        update = var.clamp(min=eps1 * eps1).rsqrt() * g
+        n_u = max(update.numel(), 1)
+        denom = (update.norm().astype("float64") / (math.sqrt(n_u) * group["d"])).clamp(min=1.0)
+        p -= update * (alpha / denom).astype(p.dtype.name)
