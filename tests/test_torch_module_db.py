@@ -290,3 +290,35 @@ def test_adafactor_arguments_and_traced_steps():
             assert run.cache_size == 1
         results.append(w.detach().numpy().copy())
     np.testing.assert_allclose(results[0], results[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize(
+    ("hw", "kw"),
+    [
+        ((17, 23), {"size": (5, 7)}),
+        ((8, 9), {"size": (16, 20)}),
+        ((32, 32), {"scale_factor": 0.3}),
+        ((7, 7), {"size": (1, 2)}),
+        ((12, 11), {"scale_factor": (0.5, 2.5)}),
+        ((9, 10), {"size": (20, 3), "align_corners": True}),
+        ((40, 30), {"scale_factor": 0.25, "recompute_scale_factor": True}),
+    ],
+)
+def test_interpolate_antialias_matches_pytorch(mode, hw, kw):
+    rng = np.random.default_rng(6)
+    fx, tx = both(rng.standard_normal((2, 3, *hw)))
+    fy = F.interpolate(fx, mode=mode, antialias=True, **kw)
+    ty = TF.interpolate(tx, mode=mode, antialias=True, **kw)
+    close(fy, ty, 1e-12)
+    g = rng.standard_normal(tuple(ty.shape))
+    fy.backward(fg.tensor(g))
+    ty.backward(torch.tensor(g))
+    close(fx.grad, tx.grad, 1e-12)
+
+
+def test_interpolate_antialias_refuses_other_modes():
+    with pytest.raises(ValueError, match="antialias"):
+        F.interpolate(fg.ones(1, 1, 4), size=2, mode="linear", antialias=True)
+    with pytest.raises(ValueError, match="antialias"):
+        F.interpolate(fg.ones(1, 1, 4, 4), size=2, mode="nearest", antialias=True)

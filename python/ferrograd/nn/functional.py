@@ -1033,6 +1033,42 @@ def _adaptive_matrix(n_in: int, n_out: int) -> np.ndarray:
     return m
 
 
+def _aa_matrix(
+    n_in: int, n_out: int, align_corners: bool, scale: float | None, cubic: bool
+) -> np.ndarray:
+    """The ``(n_out, n_in)`` weights of antialiased resizing along one axis (PyTorch's and
+    PIL's): a triangle (bilinear) or Keys cubic with ``a = -0.5`` (bicubic) filter, widened
+    by the scale when shrinking, each row normalised to sum 1."""
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        s = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+    half = 2.0 if cubic else 1.0
+    support = half * s if s >= 1.0 else half
+    inv = 1.0 / s if s >= 1.0 else 1.0
+
+    def kernel(t: np.ndarray) -> np.ndarray:
+        t = np.abs(t)
+        if not cubic:
+            return np.maximum(0.0, 1.0 - t)
+        a = -0.5
+        near = ((a + 2) * t - (a + 3)) * t * t + 1
+        far = (((t - 5) * t + 8) * t - 4) * a
+        return np.where(t < 1, near, np.where(t < 2, far, 0.0))
+
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        center = s * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), n_in)
+        if hi <= lo:
+            continue
+        w = kernel((np.arange(lo, hi) - center + 0.5) * inv)
+        total = w.sum()
+        m[i, lo:hi] = w / total if total != 0 else w
+    return m
+
+
 def _separable(x: Tensor, mh: np.ndarray, mw: np.ndarray) -> Tensor:
     """``mh @ x @ mw^T`` on the last two axes."""
     ah = tensor(mh, device=x.device).astype(x.dtype)
@@ -1125,10 +1161,13 @@ def interpolate(
     ``"bicubic"`` (4-D), ``"trilinear"`` (5-D) or ``"area"`` (adaptive average pooling,
     3-D/4-D/5-D), as PyTorch's (``align_corners`` for the linear modes;
     ``recompute_scale_factor=True`` computes from the output size instead of the given
-    factor)."""
+    factor; ``antialias=True`` filters bilinear and bicubic shrinking as PIL does)."""
     x = _float("interpolate", "input", input)
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if antialias and (mode not in ("bilinear", "bicubic") or x.ndim != 4):
+        raise ValueError(
+            "interpolate: antialias=True goes with the bilinear and bicubic modes and a 4-D "
+            f"input, got mode {mode!r} and shape {list(x.shape)}"
+        )
     if mode == "area":
         if x.ndim not in (3, 4, 5):
             raise ShapeError(
@@ -1192,6 +1231,10 @@ def interpolate(
     if dims[mode] != k:
         raise ShapeError(f"interpolate: mode {mode!r} does not fit a {x.ndim}-D input")
     ac = bool(align_corners)
+    if antialias:
+        cubic = mode == "bicubic"
+        mats = [_aa_matrix(in_sizes[d], sizes[d], ac, scales[d], cubic) for d in range(k)]
+        return _separable(x, mats[0], mats[1])
     build = _cubic_matrix if mode == "bicubic" else _linear_matrix
     mats = [build(in_sizes[d], sizes[d], ac, scales[d]) for d in range(k)]
     if k == 1:
