@@ -229,6 +229,14 @@ impl Executable {
             let grad = v.map(|v| self.handed_out(&vals, v)).transpose()?;
             inputs[i].set_grad(grad)?;
         }
+        for &(i, v) in &g.input_writes {
+            let src = value(&vals, v)?;
+            if !Arc::ptr_eq(inputs[i].storage(), src.storage())
+                || inputs[i].layout() != src.layout()
+            {
+                inputs[i].assign_(src)?;
+            }
+        }
         g.outputs
             .iter()
             .map(|&o| self.handed_out(&vals, o))

@@ -135,6 +135,9 @@ pub struct Graph {
     /// In-place updates of captured tensors: at the end of a run, `captures[i]` takes the value
     /// of the node (in this order).
     pub writes: Vec<(usize, NodeId)>,
+    /// In-place updates of the arguments: at the end of a run, argument `i` takes the value
+    /// of the node (the last one for each argument).
+    pub input_writes: Vec<(usize, NodeId)>,
     /// The `.grad` each captured tensor is left with (`None`: cleared).
     pub grads: Vec<(usize, Option<NodeId>)>,
     /// The `.grad` each tensor argument the function set one on is left with, by argument
@@ -176,17 +179,20 @@ impl Graph {
     pub fn roots(&self) -> Vec<NodeId> {
         let mut roots: Vec<NodeId> = self.outputs.clone();
         roots.extend(self.writes.iter().map(|&(_, n)| n));
+        roots.extend(self.input_writes.iter().map(|&(_, n)| n));
         roots.extend(self.grads.iter().filter_map(|&(_, n)| n));
         roots.extend(self.input_grads.iter().filter_map(|&(_, n)| n));
         roots
     }
 
-    /// The nodes of every `.grad` left on a captured tensor or an argument (to renumber).
+    /// The nodes of every `.grad` left on a captured tensor or an argument, and of every
+    /// value written into an argument (to renumber).
     pub(crate) fn grad_nodes_mut(&mut self) -> impl Iterator<Item = &mut NodeId> {
         self.grads
             .iter_mut()
             .chain(self.input_grads.iter_mut())
             .filter_map(|(_, v)| v.as_mut())
+            .chain(self.input_writes.iter_mut().map(|(_, v)| v))
     }
 
     /// Graphviz source: one box per node, an edge per input.
@@ -225,6 +231,9 @@ impl fmt::Display for Graph {
         }
         for &(c, n) in &self.writes {
             notes[n].push(format!("capture {c}"));
+        }
+        for &(i, n) in &self.input_writes {
+            notes[n].push(format!("argument {i}"));
         }
         for (what, list) in [("capture", &self.grads), ("input", &self.input_grads)] {
             for &(i, n) in list {

@@ -107,6 +107,8 @@ pub(crate) fn dce(g: &mut Graph) {
         })
         .collect();
     g.writes.retain(|&(c, v)| capture_node.get(&c) != Some(&v));
+    g.input_writes
+        .retain(|&(i, v)| !matches!(g.nodes[v].kind, NodeKind::Input(j) if j == i));
     retain(g, &live);
 }
 

@@ -177,7 +177,8 @@ pub(crate) fn plan(g: &Graph, groups: &[Group], of: &[Option<usize>]) -> Plan {
             }
         }
     }
-    for &(_, v) in g.grads.iter().chain(&g.input_grads) {
+    let written = g.input_writes.iter().map(|&(_, v)| (0, Some(v)));
+    for (_, v) in g.grads.iter().chain(&g.input_grads).copied().chain(written) {
         if let Some(v) = v {
             at_end[v] = true;
             for &r in &roots[v] {

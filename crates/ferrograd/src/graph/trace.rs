@@ -352,11 +352,18 @@ pub(crate) fn on_update(op: &str, dst: &Tensor, result: &Tensor) -> Result<()> {
     with_tracer(|tr| {
         let node = tr.node_of(result)?;
         if let Some(&i) = tr.input_storage.get(&(Arc::as_ptr(dst.storage()) as usize)) {
+            // the whole argument takes the new value at the end of every run (as a captured
+            // tensor does); a part of it is refused
+            if tr.input_of(dst) == Some(i) {
+                tr.graph.input_writes.retain(|&(w, _)| w != i);
+                tr.graph.input_writes.push((i, node));
+                return Ok(());
+            }
             return Err(Error::Trace {
                 op: op.to_string(),
                 msg: format!(
-                    "cannot write in place into argument {i} (shape {:?}) of a traced function: \
-                     return the new value instead",
+                    "cannot write in place into a view (shape {:?}) of argument {i} of a traced \
+                     function: write into the argument itself, or return the new value",
                     dst.shape()
                 ),
             });
