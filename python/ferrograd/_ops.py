@@ -233,13 +233,27 @@ def arange(
     bound is an int, float32 otherwise (as PyTorch)."""
     if end is None:
         start, end = 0, start
+    bounds = []
     for name, v in (("start", start), ("end", end), ("step", step)):
         if isinstance(v, Tensor):
-            v = v.item()
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            # a 0-d tensor counts by its dtype (an integer tensor as an int)
+            if v.numel() != 1:
+                raise TypeError(
+                    f"arange: {name} must be a number, got a tensor of shape {list(v.shape)}"
+                )
+            v = (
+                float(v.item())
+                if v.dtype.kind in "fc" or v.dtype.name == "bfloat16"
+                else int(v.item())
+            )
+        if isinstance(v, (bool, np.bool_)):
+            v = int(v)  # PyTorch's: a bool bound is an int (``arange(True)`` is ``[0]``)
+        if not isinstance(v, (int, float, np.integer, np.floating)):
             raise TypeError(f"arange: {name} must be a number, got {type(v).__name__}")
-        if isinstance(v, float) and not math.isfinite(v):
+        if isinstance(v, (float, np.floating)) and not math.isfinite(v):
             raise ShapeError(f"arange: {name} must be finite, got {v}")
+        bounds.append(v)
+    start, end, step = bounds
     if step == 0:
         raise ShapeError("arange: step must be nonzero")
     if (end - start) * step < 0:
@@ -634,10 +648,37 @@ def _promoted(tensors: Any) -> Any:
     return ts
 
 
-def cat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None = None) -> Tensor:
+def _skip_legacy_empty(ts: Any) -> Any:
+    """PyTorch's legacy rule of ``cat``: 1-D tensors of shape ``(0,)`` are skipped whatever
+    the others' shapes (all of them such: the result is one of them)."""
+    if not isinstance(ts, list) or not ts or not _builtin_all(isinstance(t, Tensor) for t in ts):
+        return ts, False
+    kept = [t for t in ts if not (t.ndim == 1 and t.shape[0] == 0)]
+    if len(kept) == len(ts):
+        return ts, False
+    return (kept, False) if kept else ([ts[0]], True)
+
+
+def cat(
+    tensors: Sequence[Tensor],
+    dim: int | None = None,
+    *,
+    axis: int | None = None,
+    out: Any = None,
+) -> Tensor:
     """:func:`concat` with PyTorch's name and ``dim``; tensors of different dtypes are
-    promoted to a common one first, as PyTorch's ``cat`` (``concat`` takes one dtype)."""
-    return concat(_promoted(tensors), _pick("cat", dim, axis, 0))
+    promoted to a common one first, as PyTorch's ``cat`` (``concat`` takes one dtype);
+    1-D empty tensors are skipped (PyTorch's legacy rule); ``out=`` as PyTorch's."""
+    if out is not None:
+        return _write_out("cat", out, cat(tensors, dim, axis=axis))
+    if isinstance(tensors, Tensor):
+        raise TypeError(
+            "cat(): argument 'tensors' (position 1) must be tuple of Tensors, not Tensor"
+        )
+    ts, only_empty = _skip_legacy_empty(_promoted(tensors))
+    if only_empty:
+        return ts[0].clone()
+    return concat(ts, _pick("cat", dim, axis, 0))
 
 
 def stack(
@@ -650,8 +691,7 @@ def stack(
     ts = _promoted(tensors)
     r = _core.stack(ts, dim if dim is not None else (axis if axis is not None else 0))
     if out is not None:
-        out.copy_(r)
-        return out
+        return _write_out("stack", out, r)
     return r
 
 
@@ -671,6 +711,12 @@ def _write_out(op: str, out: Any, result: Tensor) -> Tensor:
     if out.dtype != result.dtype:
         raise DTypeError(
             f"{op}: Expected out tensor to have dtype {result.dtype}, but got {out.dtype} instead"
+        )
+    if _builtin_any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers to "
+            "a single memory location. Please clone() the tensor before performing the "
+            "operation."
         )
     if tuple(out.shape) == tuple(result.shape):
         out.copy_(result.detach())
@@ -842,16 +888,22 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
     """Entries shifted by ``shifts`` along ``dims``, wrapping around (no ``dims``: over the
     flattened tensor, shape kept)."""
     x = _check_tensor("roll", "input", input)
+    if isinstance(shifts, (list, tuple)) and not shifts:
+        raise ShapeError("roll: `shifts` required")
     if dims is None:
         if isinstance(shifts, (list, tuple)):
             if len(shifts) != 1:
-                raise ShapeError("roll: several shifts need as many dims")
+                raise ShapeError(
+                    f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims:0"
+                )
             shifts = shifts[0]
         return roll(x.reshape(-1), shifts, 0).reshape(*x.shape)
     shifts = list(shifts) if isinstance(shifts, (list, tuple)) else [shifts]
     dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
     if len(shifts) != len(dims):
-        raise ShapeError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+        raise ShapeError(
+            f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}"
+        )
     for s, d in zip(shifts, dims):
         d = _dim("roll", x, d)
         s = _int("roll", "shifts", s)

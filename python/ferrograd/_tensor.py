@@ -455,7 +455,9 @@ class _Size(int):
 
     def __call__(self, dim: Any = None) -> Any:
         if dim is None:
-            return self._shape
+            from ._torch_more import Size
+
+            return Size(self._shape)  # PyTorch's torch.Size (a tuple)
         n = len(self._shape)
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
             raise TypeError(f"size: dim must be an int, got {type(dim).__name__}")

@@ -716,9 +716,22 @@ def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple[Tensor, ...]:
     """Coordinate grids of 1-D tensors (``indexing="ij"`` or ``"xy"``)."""
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
+    if not tensors:
+        raise ShapeError("meshgrid expects a non-empty TensorList")
     if indexing not in ("ij", "xy"):
-        raise ShapeError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
-    ts = [_check_tensor("meshgrid", f"tensors[{i}]", x).reshape(-1) for i, x in enumerate(tensors)]
+        raise ShapeError(
+            f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}'
+        )
+    ts = [_check_tensor("meshgrid", f"tensors[{i}]", x) for i, x in enumerate(tensors)]
+    for x in ts:
+        if x.ndim > 1:
+            raise ShapeError(
+                "torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got a tensor "
+                f"of shape {list(x.shape)}"
+            )
+    if len({x.dtype.name for x in ts}) > 1:
+        raise DTypeError("meshgrid expects all tensors to have the same dtype")
+    ts = [x.reshape(-1) for x in ts]
     shape = [x.shape[0] for x in ts]
     out = []
     for i, x in enumerate(ts):
@@ -813,6 +826,15 @@ def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1
 
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1) -> Tensor:
     """``input + value * tensor1 / tensor2``."""
+    if all(isinstance(t, Tensor) and t.dtype.kind in "biu" for t in (tensor1, tensor2)):
+        raise DTypeError(
+            "Integer division with addcdiv is no longer supported, and in a future release "
+            "addcdiv will perform a true division of tensor1 and tensor2. The historic "
+            "addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / "
+            "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
+            "tensor2) for float inputs. The future addcdiv behavior is just the latter "
+            "implementation: (input + value * tensor1 / tensor2), for all dtypes."
+        )
     q = tensor1 / tensor2
     return input + (q if value == 1 else value * q)
 
@@ -917,6 +939,16 @@ def _repeat_interleave(self: Tensor, repeats: Any, dim: int | None = None) -> Te
     x = self if dim is not None else self.reshape(-1)
     d = 0 if dim is None else _dim("repeat_interleave", dim, x.ndim)
     reps = repeats.detach().numpy() if isinstance(repeats, Tensor) else repeats
+    arr = np.asarray(reps)
+    if arr.ndim > 1:
+        raise ShapeError("repeat_interleave: repeats must be 0-dim or 1-dim tensor")
+    if arr.ndim == 1 and arr.shape[0] not in (1, x.shape[d]):
+        raise ShapeError(
+            f"repeat_interleave: repeats must have the same size as input along dim, but got "
+            f"repeats.size(0) = {arr.shape[0]} and input.size({d}) = {x.shape[d]}"
+        )
+    if arr.size and arr.dtype.kind in "iu" and arr.min() < 0:
+        raise ShapeError("repeat_interleave: repeats can not be negative")
     idx = np.repeat(np.arange(x.shape[d]), reps)
     return x.index_select(d, tensor(idx, dtype="int64", device=x.device))
 
@@ -1178,10 +1210,35 @@ def _random_fill(draw: Any) -> Any:
     return method
 
 
+# ``random_()``'s default upper bound (exclusive) per dtype, as PyTorch's: the integers a
+# float type holds exactly (its mantissa), an integer type's positive range, 0/1 for bool
+_RANDOM_HIGH = {
+    "bool": 2,
+    "uint8": 2**8,
+    "int8": 2**7,
+    "int16": 2**15,
+    "int32": 2**31,
+    "int64": 2**63,
+    "float16": 2**11 + 1,
+    "bfloat16": 2**8 + 1,
+    "float32": 2**24 + 1,
+    "float64": 2**53 + 1,
+}
+
+
 def _random_ints(g: np.random.Generator, shape: tuple, low: int = 0, high: Any = None) -> Any:
     if high is None:
         low, high = 0, low if low else 2**24
     return g.integers(low, high, shape)
+
+
+def _random_(self: Tensor, *args: Any, generator: Any = None, **kwargs: Any) -> Tensor:
+    """``random_(from=0, to=None)``: uniform integers in ``[from, to)`` (``random_(to)``:
+    ``[0, to)``; no bounds: ``[0, 2**mantissa]`` for a float dtype, the non-negative values
+    of an integer dtype, ``False``/``True`` for bool), in place."""
+    if not args and not kwargs:
+        args = (_RANDOM_HIGH.get(self.dtype.name, 2**24),)
+    return _random_fill(_random_ints)(self, *args, generator=generator, **kwargs)
 
 
 def _install() -> None:
@@ -1200,7 +1257,7 @@ def _install() -> None:
             lambda g, s, median=0.0, sigma=1.0: median + sigma * g.standard_cauchy(s)
         ),
         "geometric_": _random_fill(lambda g, s, p: g.geometric(p, s)),
-        "random_": _random_fill(_random_ints),
+        "random_": _random_,
         "sort": sort,
         "argsort": argsort,
         "topk": topk,

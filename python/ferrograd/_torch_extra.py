@@ -504,8 +504,8 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     n = v.shape[0] if N is None else _int("vander", "N", N)
     if n < 0:
         raise ShapeError(f"vander: N must be non-negative, got {n}")
-    if v.dtype.kind == "b":
-        v = v.astype("int64")
+    if v.dtype.kind in "biu" and v.dtype.name != "int64":
+        v = v.astype("int64")  # PyTorch promotes bool and every integer type to int64
     cols = []
     p = _core.ones_like(v)
     for k in range(n):

@@ -137,13 +137,21 @@ def _contains(self: Tensor, element: Any) -> bool:
 
 
 def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
-    """Writes ``source`` at the flat positions ``index`` of this (contiguous) tensor, adding
-    when ``accumulate``; returns self, as PyTorch's ``put_``."""
+    """Writes ``source`` at the flat positions ``index`` (in row-major order) of this tensor,
+    adding when ``accumulate``; returns self, as PyTorch's ``put_``."""
     if not self.is_contiguous():
-        raise RuntimeError("put_: the tensor must be contiguous here")
+        # a strided view: the writes go to a row-major copy, copied back through the view
+        tmp = self.contiguous()
+        if tmp is self:
+            tmp = self.clone()
+        _put_(tmp, index, source, accumulate)
+        self.copy_(tmp)
+        return self
     flat = self.reshape(-1)
     idx = index.reshape(-1).astype("int64")
     n = flat.shape[0]
+    if idx.numel() and bool(((idx < -n) | (idx >= n)).any()):
+        raise IndexError(f"put_: an index is out of range for a tensor of {n} elements")
     idx = idx + (idx < 0).astype("int64") * n
     src = source.reshape(-1).astype(self.dtype.name)
     if accumulate:

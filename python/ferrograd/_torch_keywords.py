@@ -177,7 +177,10 @@ _OUT_CASTING = (
 # reductions whose ``out=`` dtype is the dtype they compute in (``sum(x, out=i64)``)
 _OUT_DTYPE = ("sum", "prod", "mean", "nansum", "nanmean", "cumsum", "cumprod")
 # functions whose ``out=`` must have the result's dtype
-_OUT_STRICT = ("neg", "amax", "amin", "argmax", "argmin", "logsumexp", "all", "any", "max", "min")
+_OUT_STRICT = (
+    "neg", "amax", "amin", "argmax", "argmin", "logsumexp", "all", "any", "max", "min",
+    "sort", "kthvalue", "cummax", "cummin", "lerp", "concat", "concatenate",
+)  # fmt: skip
 
 
 def _with_out(fn: Callable[..., Any], name: str) -> Any:

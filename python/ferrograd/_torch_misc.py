@@ -96,6 +96,28 @@ def blackman_window(
     )
 
 
+def kaiser_window(
+    window_length: int,
+    periodic: bool = True,
+    beta: float = 12.0,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+) -> Tensor:
+    """``I0(beta sqrt(1 - (2 k / (N - 1) - 1)^2)) / I0(beta)`` (``N + 1`` points, the last
+    dropped, when ``periodic``), as PyTorch's."""
+    return _window(
+        "kaiser_window",
+        window_length,
+        periodic,
+        dtype,
+        device,
+        lambda k, m: (
+            np.i0(beta * np.sqrt(np.clip(1 - (2 * k / (m - 1) - 1) ** 2, 0, None))) / np.i0(beta)
+        ),
+    )
+
+
 def poisson(input: Tensor, generator: Any = None) -> Tensor:
     """A Poisson sample with each entry of ``input`` as its rate (no gradient)."""
     from ._tensor import tensor
@@ -293,6 +315,7 @@ def install() -> None:
         hamming_window,
         bartlett_window,
         blackman_window,
+        kaiser_window,
         poisson,
         binomial,
         nextafter,

@@ -144,6 +144,26 @@ class Size(tuple):
     def __repr__(self) -> str:
         return f"Size({list(self)})"
 
+    # slices, sums and repeats of a Size are Sizes (as PyTorch's)
+    def __getitem__(self, key: Any) -> Any:
+        out = super().__getitem__(key)
+        return Size(out) if isinstance(key, slice) else out
+
+    def __add__(self, other: Any) -> Any:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple(self) + tuple(other))
+
+    def __radd__(self, other: Any) -> Any:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple(other) + tuple(self))
+
+    def __mul__(self, n: Any) -> Any:
+        return Size(tuple(self) * n)
+
+    __rmul__ = __mul__
+
 
 def _pair(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """``a`` and ``b`` as tensors (a Python number takes the other's dtype and device)."""
@@ -931,13 +951,22 @@ def triu_indices(
 def block_diag(*tensors: Tensor) -> Tensor:
     """The block-diagonal matrix of the given 0-, 1- or 2-D tensors."""
     if not tensors:
-        raise ValueError("block_diag: expected at least one tensor")
+        from ._tensor import get_default_dtype
+
+        # PyTorch's: an empty (1, 0) matrix of the default dtype
+        return _core.zeros((1, 0), dtype=_dtype_name(get_default_dtype()))
+    from ._ops import _promoted
+
     mats = []
-    for t in tensors:
+    for i, t in enumerate(tensors):
         t = _check_tensor("block_diag", "tensors", t)
         if t.ndim > 2:
-            raise ShapeError(f"block_diag: tensors must be at most 2-D, got {list(t.shape)}")
+            raise ShapeError(
+                "torch.block_diag: Input tensors must have 2 or fewer dimensions. "
+                f"Input {i} has {t.ndim} dimensions"
+            )
         mats.append(t.reshape(*([1] * (2 - t.ndim)), *t.shape))
+    mats = _promoted(mats)
     total = builtins.sum(m.shape[1] for m in mats)
     rows, left = [], 0
     for m in mats:
@@ -1135,6 +1164,13 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     if xs.size and xs.min() < 0:
         raise ShapeError("bincount: input must be non-negative")
     w = None if weights is None else _check_tensor("bincount", "weights", weights).numpy()
+    if w is not None and (w.ndim != 1 or w.shape[0] != xs.shape[0]):
+        raise ShapeError(
+            f"bincount: weights should be 1-d and have the same length as input, got shape "
+            f"{list(w.shape)} for an input of length {xs.shape[0]}"
+        )
+    if _int("bincount", "minlength", minlength) < 0:
+        raise ShapeError(f"bincount: minlength should be >= 0, got {minlength}")
     out = np.bincount(xs, weights=w, minlength=_int("bincount", "minlength", minlength))
     if weights is None:
         return tensor(out.astype(np.int64), device=x.device)
@@ -1153,10 +1189,12 @@ def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
     lo, hi = _as_builtin_float(min), _as_builtin_float(max)
     if lo == 0 and hi == 0 and a.size:
         lo, hi = _as_builtin_float(a.min()), _as_builtin_float(a.max())
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ShapeError(f"torch.histc: range of [{lo:g}, {hi:g}] is not finite")
+    if lo > hi:
+        raise ShapeError(f"torch.histc: max must be larger than min (min {lo}, max {hi})")
     if lo == hi:
         lo, hi = lo - 1, hi + 1
-    if lo > hi:
-        raise ShapeError(f"histc: max ({hi}) must be at least min ({lo})")
     counts, _ = np.histogram(a, bins=bins, range=(lo, hi))
     return tensor(counts.astype(a.dtype), device=x.device)
 
