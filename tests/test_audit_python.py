@@ -577,7 +577,8 @@ def test_array_like_keeps_its_dtype():
     assert t.tolist() == [1.0, 2.0]
     assert fg.tensor(ArrayLike(np.array([1.0], dtype=np.float32))).dtype == fg.float32
     assert fg.tensor(ArrayLike(np.array([1], dtype=np.int32))).dtype == fg.int32
-    assert fg.tensor(ArrayLike(np.array([1], dtype=np.int16))).dtype == fg.int64
+    assert fg.tensor(ArrayLike(np.array([1], dtype=np.int16))).dtype == fg.int16
+    assert fg.tensor(ArrayLike(np.array([1], dtype=np.uint16))).dtype == fg.int64
     assert fg.tensor(ArrayLike(np.array([1.0]))).dtype == fg.float64
 
 

@@ -301,7 +301,7 @@ def test_unsupported_dtypes_in_tensor():
     )
     expect(TypeError, lambda: fg.tensor(["a", "b"]), "tensor")
     expect(TypeError, lambda: fg.tensor([[1.0], [2.0, 3.0]]), "tensor")
-    expect(TypeError, lambda: f64(2).astype("int16"), "int16")
+    expect(TypeError, lambda: f64(2).astype("uint16"), "uint16")
 
 
 # --------------------------------------------------------------------------------------

@@ -193,7 +193,7 @@ def test_memory_that_cannot_be_shared_is_copied():
         np.array([True, False]),
         np.arange(4, dtype=">f8"),  # byte-swapped
         np.zeros((0, 3), dtype=np.float32),
-        np.arange(3, dtype=np.int16),
+        np.arange(3, dtype=np.uint16),
     ):
         t = fg.from_numpy(a)
         np.testing.assert_array_equal(t.numpy(), a)

@@ -1,4 +1,4 @@
-"""The storage dtypes float16, bfloat16, int32, int8 and uint8: conversions against numpy,
+"""The storage dtypes float16, bfloat16, int32, int16, int8 and uint8: conversions against numpy,
 arithmetic that rounds once per op, PyTorch's type promotion, in-place rules, gradients in the
 parameter's dtype, numpy interchange and the dtype shorthands."""
 
@@ -8,7 +8,7 @@ import ferrograd as fg
 import numpy as np
 import pytest
 
-NARROW = ["float16", "bfloat16", "int32", "int8", "uint8"]
+NARROW = ["float16", "bfloat16", "int32", "int16", "int8", "uint8"]
 ALL = ["float32", "float64", "int64", "bool", *NARROW]
 
 
@@ -56,9 +56,13 @@ def test_bfloat16_conversion_rounds_to_nearest_even():
     assert np.isnan(_as_f32(fg.tensor([np.nan]).astype("bfloat16"))).all()
 
 
-@pytest.mark.parametrize("dt", ["int32", "int8", "uint8"])
+@pytest.mark.parametrize("dt", ["int32", "int16", "int8", "uint8"])
 def test_integer_conversions_wrap_as_numpy(dt):
-    v = np.array([0, 1, -1, 127, 128, 255, 256, -129, 2**31 - 1, 2**31, -(2**31) - 1], np.int64)
+    v = np.array(
+        [0, 1, -1, 127, 128, 255, 256, -129, 32767, 32768, -32769, 65536, 2**31 - 1, 2**31,
+         -(2**31) - 1],
+        np.int64,
+    )  # fmt: skip
     t = fg.tensor(v).astype(dt)
     assert t.dtype == np.dtype(dt)
     np.testing.assert_array_equal(t.numpy(), v.astype(dt))
@@ -127,7 +131,12 @@ def test_narrow_integer_arithmetic_wraps():
     [
         ("int8", "int32", "int32"),
         ("uint8", "int64", "int64"),
-        ("int8", "uint8", "int32"),  # PyTorch: int16, which ferrograd lacks
+        ("int8", "uint8", "int16"),
+        ("int16", "uint8", "int16"),
+        ("int16", "int8", "int16"),
+        ("int16", "int32", "int32"),
+        ("int16", "float16", "float16"),
+        ("bool", "int16", "int16"),
         ("bool", "uint8", "uint8"),
         ("int32", "float16", "float16"),
         ("float16", "float32", "float32"),
@@ -156,7 +165,18 @@ def test_scalars_do_not_widen_tensors():
 
 def test_torch_promotion_table():
     torch = pytest.importorskip("torch")
-    names = ["float32", "float64", "int64", "bool", "float16", "bfloat16", "int32", "uint8"]
+    names = [
+        "float32",
+        "float64",
+        "int64",
+        "bool",
+        "float16",
+        "bfloat16",
+        "int32",
+        "int16",
+        "int8",
+        "uint8",
+    ]
     for a in names:
         for b in names:
             if a == b == "bool":
@@ -166,6 +186,8 @@ def test_torch_promotion_table():
             want = str((ta + tb).dtype).removeprefix("torch.")
             got = (fg.ones(2).astype(a) + fg.ones(2).astype(b)).dtype
             assert got == want, (a, b)
+            assert fg.promote_types(a, b) == want, (a, b)
+            assert want == str(torch.promote_types(ta.dtype, tb.dtype)).removeprefix("torch.")
 
 
 def test_in_place_rules():
@@ -221,7 +243,7 @@ def test_half_model_step_and_conv():
     np.testing.assert_allclose(_as_f32(y), ref, rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.parametrize("dt", ["float16", "int32", "int8", "uint8"])
+@pytest.mark.parametrize("dt", ["float16", "int32", "int16", "int8", "uint8"])
 def test_numpy_round_trip_keeps_dtype(dt):
     a = np.arange(6).reshape(2, 3).astype(dt)
     t = fg.tensor(a)
@@ -267,6 +289,7 @@ def test_to_and_shorthands():
     assert x.int().dtype == fg.int32
     assert x.bool().tolist() == [True, True]
     assert x.byte().dtype == fg.uint8 and x.char().dtype == fg.int8
+    assert x.short().dtype == fg.int16 and x.short().tolist() == [1, -2]
     assert x.half().float().dtype == fg.float32
     assert x.to("float16").dtype == fg.float16
     assert x.to(fg.float64).dtype == fg.float64
@@ -299,3 +322,214 @@ def test_traced_step_on_half():
     eager = (x * w).sum()
     assert step(x).dtype == fg.float16
     assert step(x).item() == eager.item()
+
+
+# ------------------------------------------------------------------------------ int16
+
+
+def test_int16_dtype_names_and_repr():
+    assert fg.int16 == np.dtype("int16") and fg.short == fg.int16
+    assert "int16" in fg.__all__
+    t = fg.tensor([1, -2, 3], dtype=fg.int16)
+    assert t.dtype == fg.int16 and str(t.dtype) == "int16" and t.dtype.name == "int16"
+    assert fg.tensor([1], dtype="int16").dtype == fg.int16
+    assert fg.tensor([1], dtype="short").dtype == fg.int16
+    assert fg.tensor([1], dtype=np.int16).dtype == fg.int16
+    assert "int16" in repr(t)
+    assert t.element_size() == 2 and t.dtype.itemsize == 2
+    assert fg.zeros(2, 3, dtype="int16").numpy().dtype == np.int16
+    np.testing.assert_array_equal(
+        fg.full((2,), 70000, dtype="int16").numpy(), np.array([70000, 70000]).astype(np.int16)
+    )
+    assert fg.iinfo(fg.int16).bits == 16
+    assert (fg.iinfo(fg.int16).min, fg.iinfo(fg.int16).max) == (-32768, 32767)
+    assert fg.tensor([1]).type("torch.ShortTensor").dtype == fg.int16
+    assert fg.tensor([1]).short().type() == "torch.ShortTensor"
+
+
+def test_int16_item_and_tolist():
+    t = fg.tensor(np.int16([-32768, 32767, 5]))
+    assert t.dtype == fg.int16
+    assert t.tolist() == [-32768, 32767, 5]
+    v = t[1].item()
+    assert type(v) is int and v == 32767
+    assert int(t[0]) == -32768 and float(t[2]) == 5.0
+
+
+def test_int16_from_numpy_and_torch_keeps_dtype():
+    torch = pytest.importorskip("torch")
+    a = np.arange(-3, 3, dtype=np.int16).reshape(2, 3)
+    assert fg.tensor(a).dtype == fg.int16
+    assert fg.from_numpy(a).dtype == fg.int16
+    assert fg.tensor(a[:, ::2]).dtype == fg.int16
+    assert fg.tensor([np.int16(3), np.int16(4)]).dtype == fg.int16
+    assert fg.tensor([np.int8(3), np.uint8(4)]).dtype == fg.int16  # torch's promotion
+    tt = torch.tensor([[1, -2], [300, 4]], dtype=torch.int16)
+    t = fg.tensor(tt)
+    assert t.dtype == fg.int16 and t.tolist() == tt.tolist()
+    assert fg.tensor(tt, dtype=fg.float32).tolist() == [[1.0, -2.0], [300.0, 4.0]]
+
+
+def test_int16_numpy_memory_is_shared():
+    a = np.arange(6, dtype=np.int16).reshape(2, 3)
+    t = fg.from_numpy(a)
+    if str(t.device) == "cpu":
+        assert fg._core._host_memory(t)[0] == a.ctypes.data
+        a[0, 0] = 99
+        assert t[0, 0].item() == 99
+    t = fg.tensor(np.int16([7, -8, 9]), device="cpu")
+    view = np.asarray(t)
+    assert view.dtype == np.int16 and view.tolist() == [7, -8, 9]
+    assert view.ctypes.data == fg._core._host_memory(t)[0]
+    assert t.numpy().dtype == np.int16
+
+
+def test_int16_dlpack_both_ways():
+    torch = pytest.importorskip("torch")
+    x = fg.tensor(np.int16([[1, -2], [3, 32767]]), device="cpu")
+    back = torch.from_dlpack(x)
+    assert back.dtype == torch.int16 and back.tolist() == x.tolist()
+    assert back.data_ptr() == fg._core._host_memory(x)[0]
+    a = np.from_dlpack(x)
+    assert a.dtype == np.int16 and a.tolist() == x.tolist()
+    src = torch.tensor([5, -6, 7], dtype=torch.int16)
+    z = fg.from_dlpack(src)
+    assert z.dtype == fg.int16 and z.tolist() == [5, -6, 7]
+    assert fg._core._host_memory(z)[0] == src.data_ptr()
+
+
+def test_int16_arithmetic_wraps_as_torch():
+    torch = pytest.importorskip("torch")
+    a = [32767, -32768, 200, -5, 1000]
+    b = [1, -1, 300, 7, -33]
+    ta, tb = torch.tensor(a, dtype=torch.int16), torch.tensor(b, dtype=torch.int16)
+    fa, fb = fg.tensor(a, dtype=fg.int16), fg.tensor(b, dtype=fg.int16)
+    for got, want in [
+        (fa + fb, ta + tb),
+        (fa - fb, ta - tb),
+        (fa * fb, ta * tb),
+        (-fa, -ta),
+        (fa + 1, ta + 1),
+        (fa * 3, ta * 3),
+        (fa // fb, ta // tb),
+        (fa % fb, ta % tb),
+        (abs(fa), abs(ta)),
+        (fa / fb, ta / tb),
+        (fa * 0.5, ta * 0.5),
+        (fa + 40000, ta + 40000),
+    ]:
+        assert str(got.dtype) == str(want.dtype).removeprefix("torch."), (got.dtype, want.dtype)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    assert (fg.tensor([32767], dtype="int16") + 1).tolist() == [-32768]
+    # reductions of int16 are int64, as torch's
+    big = fg.full((1000,), 30000, dtype="int16")
+    s = big.sum()
+    assert s.dtype == fg.int64 and s.item() == 30_000_000
+    assert fa.max().item() == 32767 and fa.min().item() == -32768
+    assert fa.max().dtype == fg.int16
+    assert fa.argmax().item() == 0
+    # comparisons give bool
+    for got, want in [(fa > fb, ta > tb), (fa == fb, ta == tb), (fa <= 200, ta <= 200)]:
+        assert got.dtype == fg.bool_ and got.tolist() == want.tolist()
+
+
+def test_int16_with_python_scalars_and_other_dtypes():
+    x = fg.tensor([1, 2], dtype="int16")
+    assert (x + 3).dtype == fg.int16
+    assert (3 * x).dtype == fg.int16
+    assert (x + True).dtype == fg.int16
+    assert (x + 1.5).dtype == fg.float32
+    assert (x / 2).dtype == fg.float32
+    assert (x + fg.tensor(5)).dtype == fg.int16  # a 0-d int64 tensor
+    assert (x + fg.tensor([5, 6])).dtype == fg.int64
+    assert (x + fg.tensor([5, 6], dtype="uint8")).dtype == fg.int16
+    assert (x + fg.tensor([5, 6], dtype="int8")).dtype == fg.int16
+    assert (fg.tensor([1, 2], dtype="int8") + fg.tensor([1, 2], dtype="uint8")).dtype == fg.int16
+    assert fg.result_type(x, 2.0) == fg.float32
+
+
+@pytest.mark.parametrize("src", ["float32", "float64", "float16", "bfloat16"])
+def test_float_to_int16_truncates_as_torch(src):
+    torch = pytest.importorskip("torch")
+    v = [1.9, -1.9, 0.5, -0.5, 100.7, -300.2, 32000.0, -32000.0, 0.0]
+    want = torch.tensor(v, dtype=getattr(torch, src)).to(torch.int16)
+    got = fg.tensor(v, dtype=src).to(fg.int16)
+    assert got.dtype == fg.int16 and got.tolist() == want.tolist()
+    back = got.to(src)
+    assert str(back.dtype) == src
+    assert back.float().tolist() == want.to(getattr(torch, src)).float().tolist()
+
+
+def test_int16_in_place_ops():
+    x = fg.tensor([32760, -5, 3], dtype="int16")
+    x += 10
+    assert x.dtype == fg.int16 and x.tolist() == [-32766, 5, 13]
+    x *= fg.tensor([2, 2, 2], dtype="int8")
+    assert x.dtype == fg.int16 and x.tolist() == [4, 10, 26]
+    with pytest.raises(fg.DTypeError, match="mul"):
+        x *= 0.5
+    x[1] = 70000
+    assert x.tolist() == [4, 4464, 26]
+    x[0:2] = fg.tensor([7, 8])
+    assert x.tolist() == [7, 8, 26]
+    x.copy_(fg.tensor([1.9, -2.9, 3.0]))
+    assert x.dtype == fg.int16 and x.tolist() == [1, -2, 3]
+    x.fill_(-4)
+    assert x.tolist() == [-4, -4, -4]
+    y = fg.zeros(3)
+    y += fg.tensor([1, 2, 3], dtype="int16")
+    assert y.dtype == fg.float32 and y.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_indexing_with_int16_indices():
+    a = fg.tensor(np.arange(12.0).reshape(4, 3))
+    idx = fg.tensor([3, -1, 0], dtype="int16")
+    np.testing.assert_array_equal(a[idx].numpy(), np.arange(12.0).reshape(4, 3)[[3, -1, 0]])
+    np.testing.assert_array_equal(
+        a[np.int16([1, 2])].numpy(), np.arange(12.0).reshape(4, 3)[[1, 2]]
+    )
+    t = fg.tensor(np.arange(5), dtype="int16")
+    assert t[fg.tensor([4, 0])].tolist() == [4, 0]
+    assert t[t > 2].dtype == fg.int16 and t[t > 2].tolist() == [3, 4]
+    assert t[1:4].tolist() == [1, 2, 3] and t[::2].dtype == fg.int16
+    t[fg.tensor([0, 1], dtype="int16")] = 9
+    assert t.tolist() == [9, 9, 2, 3, 4]
+    assert fg.gather(a, 0, fg.tensor([[1, 2, 3]], dtype="int64")).shape == (1, 3)
+
+
+def test_int16_shape_ops_and_where():
+    t = fg.tensor(np.arange(6, dtype=np.int16).reshape(2, 3))
+    assert t.T.dtype == fg.int16 and t.T.tolist() == [[0, 3], [1, 4], [2, 5]]
+    assert t.reshape(3, 2).dtype == fg.int16
+    assert fg.concat([t, t]).dtype == fg.int16
+    w = fg.where(t > 2, t, fg.zeros_like(t))
+    assert w.dtype == fg.int16 and w.tolist() == [[0, 0, 0], [3, 4, 5]]
+    assert fg.zeros_like(t).dtype == fg.int16
+
+
+def test_int16_save_load_round_trip(tmp_path):
+    x = fg.tensor(np.int16([[-32768, 1], [2, 32767]]))
+    path = tmp_path / "i16.safetensors"
+    fg.save({"x": x, "view": x.T}, path)
+    back = fg.load(path)
+    assert back["x"].dtype == fg.int16 and back["x"].tolist() == x.tolist()
+    assert back["view"].dtype == fg.int16 and back["view"].tolist() == x.T.tolist()
+    st = pytest.importorskip("safetensors.numpy")
+    arrays = st.load_file(str(path))
+    assert arrays["x"].dtype == np.int16
+    st.save_file({"a": np.int16([1, -2])}, str(tmp_path / "o.safetensors"))
+    other = fg.load(tmp_path / "o.safetensors")
+    assert other["a"].dtype == fg.int16 and other["a"].tolist() == [1, -2]
+
+
+def test_int16_torch_save_files(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "s.pt"
+    torch.save({"s": torch.tensor([300, -2], dtype=torch.int16)}, path)
+    out = fg.load(path)
+    assert out["s"].dtype == fg.int16 and out["s"].tolist() == [300, -2]
+
+
+def test_int16_make_tensor():
+    t = fg.testing.make_tensor((50,), dtype=fg.int16, device=fg.get_default_device())
+    assert t.dtype == fg.int16 and t.shape == (50,)

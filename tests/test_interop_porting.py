@@ -46,7 +46,17 @@ def test_tensor_of_torch_tensor_requiring_grad(make):
 
 
 def test_tensor_of_torch_tensor_dtypes():
-    for name in ["bool", "int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32"]:
+    for name in [
+        "bool",
+        "int8",
+        "uint8",
+        "int16",
+        "int32",
+        "int64",
+        "float16",
+        "bfloat16",
+        "float32",
+    ]:
         src = torch.tensor([0, 1, 3], dtype=getattr(torch, name))
         t = fg.tensor(src)
         assert str(t.dtype) == name, name
@@ -56,7 +66,7 @@ def test_tensor_of_torch_tensor_dtypes():
     t = fg.tensor(bf)
     assert str(t.dtype) == "bfloat16"
     assert t.float().tolist() == bf.detach().float().tolist()
-    assert str(fg.tensor(torch.tensor([1, 2], dtype=torch.int16)).dtype) == "int64"
+    assert str(fg.tensor(torch.tensor([1, 2], dtype=torch.int16)).dtype) == "int16"
 
 
 # ------------------------------------------------------------- dtype of lists of scalars

@@ -974,7 +974,7 @@ MESSAGES = [
     ),
     ("zeros_dtype_int", lambda: fg.zeros(3, dtype=123), ["zeros", "dtype"], []),
     ("astype_dtype_int", lambda: fg.ones(3).astype(5), ["astype", "dtype"], []),
-    ("zeros_dtype_int16", lambda: fg.zeros(3, dtype="int16"), ["zeros", "int16"], []),
+    ("zeros_dtype_uint16", lambda: fg.zeros(3, dtype="uint16"), ["zeros", "uint16"], []),
     ("zeros_device_int", lambda: fg.zeros(3, device=5), ["zeros", "device"], []),
     ("add_ragged_list", lambda: fg.ones(2) + [[1.0, 2.0], [3.0]], ["add"], ["tensor:"]),
     (

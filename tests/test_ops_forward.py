@@ -70,7 +70,7 @@ def assert_same(t, expected, **kw):
         ([1, 2.5], np.float32),
         ([1, 2, 3], np.int64),
         (np.array([1, 2], dtype=np.int32), np.int32),
-        (np.array([1, 2], dtype=np.int16), np.int64),
+        (np.array([1, 2], dtype=np.int16), np.int16),
         (np.array([1, 2], dtype=np.uint8), np.uint8),
         (np.array([1, 2], dtype=np.uint16), np.int64),
         (np.array([1, 2], dtype=np.int64), np.int64),

@@ -265,6 +265,7 @@ def test_load_reads_files_written_by_torch_save(tmp_path):
         h=torch.randn(3).to(torch.bfloat16),
         f16=torch.randn(2).half(),
         i8=torch.tensor([1, -2], dtype=torch.int8),
+        i16=torch.tensor([300, -2], dtype=torch.int16),
         p=torch.nn.Parameter(torch.ones(2)),
     )
     path = tmp_path / "ckpt.pt"

@@ -45,6 +45,7 @@ from ._tensor import (
     float64,
     get_default_dtype,
     int8,
+    int16,
     int32,
     int64,
     set_default_dtype,
@@ -118,6 +119,7 @@ __all__ = [
     "inference_mode",
     "initial_seed",
     "int8",
+    "int16",
     "int32",
     "int64",
     "is_grad_enabled",
@@ -158,6 +160,7 @@ double = float64
 half = float16
 long = int64
 int = int32
+short = int16
 bool = bool_
 
 # mixed precision: autocast wraps the products and the float32 ops (after everything above)

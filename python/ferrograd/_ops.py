@@ -1500,7 +1500,16 @@ def logsumexp(
     return s if keepdim else s.squeeze(dims)
 
 
-_HOST_ARG_DTYPES = ("float32", "float64", "float16", "int64", "int32", "int8", "uint8")
+_HOST_ARG_DTYPES = (
+    "float32",
+    "float64",
+    "float16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+)
 
 
 def _arg_extreme(op: str, x: Tensor, dim: Any, keepdim: bool, largest: bool) -> Tensor:

@@ -24,6 +24,7 @@ __all__ = [
     "HalfTensor",
     "IntTensor",
     "LongTensor",
+    "ShortTensor",
     "are_deterministic_algorithms_enabled",
     "compile",
     "e",
@@ -147,6 +148,7 @@ HalfTensor = _typed("HalfTensor", "float16")
 BFloat16Tensor = _typed("BFloat16Tensor", "bfloat16")
 LongTensor = _typed("LongTensor", "int64")
 IntTensor = _typed("IntTensor", "int32")
+ShortTensor = _typed("ShortTensor", "int16")
 CharTensor = _typed("CharTensor", "int8")
 ByteTensor = _typed("ByteTensor", "uint8")
 BoolTensor = _typed("BoolTensor", "bool")

@@ -15,6 +15,7 @@ int64 = np.dtype("int64")
 bool_ = np.dtype("bool")
 float16 = np.dtype("float16")
 int32 = np.dtype("int32")
+int16 = np.dtype("int16")
 int8 = np.dtype("int8")
 uint8 = np.dtype("uint8")
 
@@ -50,6 +51,7 @@ _SUPPORTED = (
     "float16",
     "bfloat16",
     "int32",
+    "int16",
     "int8",
     "uint8",
 )
@@ -84,6 +86,7 @@ def _dtype_name(dtype: Any) -> str:
         "double": "float64",
         "int": "int64",
         "long": "int64",
+        "short": "int16",
         "half": "float16",
         "bf16": "bfloat16",
     }
@@ -129,7 +132,7 @@ def _default_dtype(arr: np.ndarray, from_python: bool) -> str:
             return _DEFAULT_FLOAT[0]
         return arr.dtype.name if arr.dtype.name in _SUPPORTED else "float64"
     if kind in "iu":
-        # numpy keeps int32, int8 and uint8; other integers become int64
+        # numpy keeps int32, int16, int8 and uint8; other integers become int64
         return arr.dtype.name if arr.dtype.name in _SUPPORTED else "int64"
     if kind == "b":
         return "bool"
@@ -347,7 +350,7 @@ def _tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
     name = _dtype_name(dtype) if dtype is not None else None
     if _is_foreign_tensor(data):
         # a PyTorch tensor (a Parameter too): its values, detached, in its own dtype
-        # (other dtypes, such as int16, as numpy reads them)
+        # (other dtypes, such as uint16, as numpy reads them)
         return _tensor(_foreign_to_numpy(data), name or _foreign_dtype(data), device)
     found: dict = {}
     if isinstance(data, (list, tuple)) and data:
@@ -436,6 +439,7 @@ def _install_casts() -> None:
         "bfloat16": "bfloat16",
         "long": "int64",
         "int": "int32",
+        "short": "int16",
         "char": "int8",
         "byte": "uint8",
         "bool": "bool",
@@ -511,7 +515,17 @@ _install_shape_methods()
 # numpy's typestr of each dtype whose memory numpy can read as is (not bfloat16)
 _TYPESTR = {
     name: np.dtype(name).str
-    for name in ("float32", "float64", "float16", "int64", "int32", "int8", "uint8", "bool")
+    for name in (
+        "float32",
+        "float64",
+        "float16",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint8",
+        "bool",
+    )
 }
 
 

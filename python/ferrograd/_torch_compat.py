@@ -916,6 +916,7 @@ _TYPE_NAMES = {
     "torch.BFloat16Tensor": "bfloat16",
     "torch.LongTensor": "int64",
     "torch.IntTensor": "int32",
+    "torch.ShortTensor": "int16",
     "torch.ByteTensor": "uint8",
     "torch.CharTensor": "int8",
     "torch.BoolTensor": "bool",

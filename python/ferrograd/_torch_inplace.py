@@ -161,11 +161,6 @@ def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False)
     return self
 
 
-def _short(self: Tensor) -> Tensor:
-    """``int16`` has no dtype here: ``int32`` (the narrowest signed integer above int8)."""
-    return self.astype("int32")
-
-
 def _split_with_sizes(self: Tensor, split_sizes: Any, dim: int = 0) -> tuple:
     return self.split(list(split_sizes), dim)
 
@@ -208,8 +203,6 @@ def install() -> None:
 
     fg.is_inference_mode_enabled = is_inference_mode_enabled
     Tensor.__contains__ = _contains
-    if not hasattr(Tensor, "short"):
-        Tensor.short = _short
     if not hasattr(Tensor, "split_with_sizes"):
         Tensor.split_with_sizes = _split_with_sizes
 

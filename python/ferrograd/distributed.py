@@ -335,7 +335,7 @@ class Work:
 
 # -- moving data between tensors and MPI ------------------------------------------------------
 
-_NATIVE = {"float32", "float64", "int64", "int32", "int8", "uint8"}
+_NATIVE = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8"}
 
 
 _NAMES: dict[Any, str] = {}

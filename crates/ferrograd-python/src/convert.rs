@@ -59,7 +59,7 @@ pub fn from_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
             )*
         };
     }
-    try_read!(f32, f64, i64, bool, i32, i8, u8);
+    try_read!(f32, f64, i64, bool, i32, i16, i8, u8);
     // float16 (and ml_dtypes' bfloat16) read as their bits
     let name: String = arr.dtype().getattr("name")?.extract()?;
     if name == "float16" || name == "bfloat16" {
@@ -76,7 +76,7 @@ pub fn from_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     }
     Err(PyTypeError::new_err(format!(
         "tensor: unsupported data: a numpy array of dtype {}; expected float32, float64, \
-         float16, int64, int32, int8, uint8 or bool",
+         float16, int64, int32, int16, int8, uint8 or bool",
         arr.dtype()
     )))
 }
@@ -109,6 +109,7 @@ pub fn to_numpy<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>>
         DType::I64 => to_array::<i64>(py, &t),
         DType::Bool => to_array::<bool>(py, &t),
         DType::I32 => to_array::<i32>(py, &t),
+        DType::I16 => to_array::<i16>(py, &t),
         DType::I8 => to_array::<i8>(py, &t),
         DType::U8 => to_array::<u8>(py, &t),
         DType::F16 => {
@@ -170,7 +171,7 @@ pub fn parse_dtype(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<DType> {
     DType::parse(&name).ok_or_else(|| {
         PyTypeError::new_err(format!(
             "{op}: unsupported dtype {name:?}; expected float32, float64, float16, bfloat16, \
-             int64, int32, int8, uint8 or bool"
+             int64, int32, int16, int8, uint8 or bool"
         ))
     })
 }

@@ -366,7 +366,7 @@ fn fill_value(op: &str, name: &str, obj: &Bound<'_, PyAny>, d: DType) -> PyResul
         return match d {
             DType::I64 => crate::convert::int_arg(op, name, obj).map(Fill::Int),
             // wrapping to the narrow type, as PyTorch's
-            DType::I32 | DType::I8 | DType::U8 => {
+            DType::I32 | DType::I16 | DType::I8 | DType::U8 => {
                 crate::convert::int_arg(op, name, obj).map(Fill::Int)
             }
             DType::Bool => Ok(Fill::Float(if obj.is_truthy()? { 1.0 } else { 0.0 })),
@@ -835,6 +835,7 @@ fn _share_numpy(array: &Bound<'_, PyAny>) -> PyResult<Option<PyTensor>> {
         (b'f', 2) => share!(half::f16),
         (b'i', 8) => share!(i64),
         (b'i', 4) => share!(i32),
+        (b'i', 2) => share!(i16),
         (b'i', 1) => share!(i8),
         (b'u', 1) => share!(u8),
         (b'b', 1) => {

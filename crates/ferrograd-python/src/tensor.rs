@@ -595,7 +595,9 @@ fn item_of<'py>(py: Python<'py>, op: &str, t: &Tensor) -> PyResult<Bound<'py, Py
             t.item().py()?.into_pyobject(py)?.into_any()
         }
         DType::I64 => t.to_vec::<i64>().py()?[0].into_pyobject(py)?.into_any(),
-        DType::I32 | DType::I8 | DType::U8 => (t.item().py()? as i64).into_pyobject(py)?.into_any(),
+        DType::I32 | DType::I16 | DType::I8 | DType::U8 => {
+            (t.item().py()? as i64).into_pyobject(py)?.into_any()
+        }
         DType::Bool => pyo3::types::PyBool::new(py, t.to_vec::<bool>().py()?[0])
             .to_owned()
             .into_any(),

@@ -45,8 +45,8 @@ pub(crate) fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
 }
 
 /// Runs the family forward of `op`. Kernels exist for the wide dtypes only (float32,
-/// float64, int64, bool); an input of a storage-only dtype (float16, bfloat16, int32, int8,
-/// uint8) is widened to the dtype it computes in, the op runs there, and its result is
+/// float64, int64, bool); an input of a storage-only dtype (float16, bfloat16, int32, int16,
+/// int8, uint8) is widened to the dtype it computes in, the op runs there, and its result is
 /// rounded back once, so every op rounds once, as PyTorch's. Ops that only move or convert
 /// elements run on any dtype as it is (their views stay views).
 fn forward(op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {

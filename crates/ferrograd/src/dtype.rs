@@ -15,6 +15,8 @@ pub enum DType {
     BF16,
     /// Stored as such, computed in int64 (results wrap to 32 bits, as PyTorch's).
     I32,
+    /// Stored as such, computed in int64 (results wrap to 16 bits, as PyTorch's).
+    I16,
     I8,
     U8,
 }
@@ -59,13 +61,14 @@ impl DType {
             DType::F16 => "float16",
             DType::BF16 => "bfloat16",
             DType::I32 => "int32",
+            DType::I16 => "int16",
             DType::I8 => "int8",
             DType::U8 => "uint8",
         }
     }
 
     /// Every dtype.
-    pub const ALL: [DType; 9] = [
+    pub const ALL: [DType; 10] = [
         DType::F32,
         DType::F64,
         DType::I64,
@@ -73,6 +76,7 @@ impl DType {
         DType::F16,
         DType::BF16,
         DType::I32,
+        DType::I16,
         DType::I8,
         DType::U8,
     ];
@@ -87,6 +91,7 @@ impl DType {
             "float16" | "f16" | "half" => DType::F16,
             "bfloat16" | "bf16" => DType::BF16,
             "int32" | "i32" => DType::I32,
+            "int16" | "i16" | "short" => DType::I16,
             "int8" | "i8" => DType::I8,
             "uint8" | "u8" => DType::U8,
             _ => return None,
@@ -98,7 +103,7 @@ impl DType {
         match self {
             DType::F32 | DType::I32 => 4,
             DType::F64 | DType::I64 => 8,
-            DType::F16 | DType::BF16 => 2,
+            DType::F16 | DType::BF16 | DType::I16 => 2,
             DType::Bool | DType::I8 | DType::U8 => 1,
         }
     }
@@ -113,7 +118,7 @@ impl DType {
     pub fn compute(self) -> DType {
         match self {
             DType::F16 | DType::BF16 => DType::F32,
-            DType::I32 | DType::I8 | DType::U8 => DType::I64,
+            DType::I32 | DType::I16 | DType::I8 | DType::U8 => DType::I64,
             d => d,
         }
     }
@@ -125,7 +130,10 @@ impl DType {
 
     /// Integer dtypes (not bool).
     pub fn is_int(self) -> bool {
-        matches!(self, DType::I64 | DType::I32 | DType::I8 | DType::U8)
+        matches!(
+            self,
+            DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8
+        )
     }
 }
 
@@ -207,5 +215,6 @@ element!(half::bf16, BF16, |a| a.to_f64(), |v| half::bf16::from_f64(
     v
 ));
 element!(i32, I32, |a| a as f64, |v| v as i64 as i32);
+element!(i16, I16, |a| a as f64, |v| v as i64 as i16);
 element!(i8, I8, |a| a as f64, |v| v as i64 as i8);
 element!(u8, U8, |a| a as f64, |v| v as i64 as u8);

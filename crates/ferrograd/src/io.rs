@@ -27,6 +27,7 @@ fn file_dtype(d: DType) -> Dtype {
         DType::F16 => Dtype::F16,
         DType::BF16 => Dtype::BF16,
         DType::I32 => Dtype::I32,
+        DType::I16 => Dtype::I16,
         DType::I8 => Dtype::I8,
         DType::U8 => Dtype::U8,
     }
@@ -42,6 +43,7 @@ fn le_bytes(data: &CpuData) -> Vec<u8> {
         CpuData::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         CpuData::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         CpuData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        CpuData::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         CpuData::I8(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         CpuData::U8(v) => v.clone(),
     }
@@ -61,6 +63,7 @@ fn tensor_of(name: &str, view: &TensorView<'_>) -> Result<Tensor> {
         Dtype::F64 => Tensor::from_vec(chunks(b, f64::from_le_bytes), shape),
         Dtype::I64 => Tensor::from_vec(chunks(b, i64::from_le_bytes), shape),
         Dtype::I32 => Tensor::from_vec(chunks(b, i32::from_le_bytes), shape),
+        Dtype::I16 => Tensor::from_vec(chunks(b, i16::from_le_bytes), shape),
         Dtype::I8 => Tensor::from_vec(chunks(b, i8::from_le_bytes), shape),
         Dtype::U8 => Tensor::from_vec(b.to_vec(), shape),
         Dtype::F16 => Tensor::from_vec(chunks(b, half::f16::from_le_bytes), shape),

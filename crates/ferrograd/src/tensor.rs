@@ -196,6 +196,7 @@ impl Tensor {
             DType::F16 => CpuData::F16(vec![half::f16::from_f64(value)]),
             DType::BF16 => CpuData::BF16(vec![half::bf16::from_f64(value)]),
             DType::I32 => CpuData::I32(vec![value as i64 as i32]),
+            DType::I16 => CpuData::I16(vec![value as i64 as i16]),
             DType::I8 => CpuData::I8(vec![value as i64 as i8]),
             DType::U8 => CpuData::U8(vec![value as i64 as u8]),
         };

@@ -100,7 +100,7 @@ def _as_float(op: str, img: Tensor) -> tuple[Tensor, str]:
 def _back(out: Tensor, kind: str) -> Tensor:
     if out.dtype.name == kind:
         return out
-    if kind in ("int8", "uint8", "int32", "int64"):
+    if kind in ("int8", "uint8", "int16", "int32", "int64"):
         info = np.iinfo(np.dtype(kind))
         return out.round().clamp(float(info.min), float(info.max)).astype(kind)
     return out.astype(kind)

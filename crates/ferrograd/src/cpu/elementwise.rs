@@ -366,6 +366,14 @@ convert!(
     |v| v as i32,
     |w| w as i64 as i32
 );
+convert!(
+    i16,
+    true,
+    |a| a as i64,
+    a as f64,
+    |v| v as i16,
+    |w| w as i64 as i16
+);
 convert!(i8, true, |a| a as i64, a as f64, |v| v as i8, |w| w as i64
     as i8);
 convert!(u8, true, |a| a as i64, a as f64, |v| v as u8, |w| w as i64
@@ -398,6 +406,7 @@ pub(crate) fn cast(x: &CpuData, l: &Layout, to: crate::DType) -> Result<CpuData>
             DType::F16 => convert::<S, half::f16>(v, l),
             DType::BF16 => convert::<S, half::bf16>(v, l),
             DType::I32 => convert::<S, i32>(v, l),
+            DType::I16 => convert::<S, i16>(v, l),
             DType::I8 => convert::<S, i8>(v, l),
             DType::U8 => convert::<S, u8>(v, l),
         }

@@ -15,6 +15,7 @@ macro_rules! same_dtype {
             CpuData::F16($v) => CpuData::F16($body),
             CpuData::BF16($v) => CpuData::BF16($body),
             CpuData::I32($v) => CpuData::I32($body),
+            CpuData::I16($v) => CpuData::I16($body),
             CpuData::I8($v) => CpuData::I8($body),
             CpuData::U8($v) => CpuData::U8($body),
         }

@@ -124,6 +124,7 @@ impl Backend for Cpu {
             DType::F16 => CpuData::F16(pool::filled(n, half::f16::from_f64(value))?),
             DType::BF16 => CpuData::BF16(pool::filled(n, half::bf16::from_f64(value))?),
             DType::I32 => CpuData::I32(pool::filled(n, value as i64 as i32)?),
+            DType::I16 => CpuData::I16(pool::filled(n, value as i64 as i16)?),
             DType::I8 => CpuData::I8(pool::filled(n, value as i64 as i8)?),
             DType::U8 => CpuData::U8(pool::filled(n, value as i64 as u8)?),
         })
@@ -188,6 +189,7 @@ impl Backend for Cpu {
             (CpuData::F16(d), CpuData::F16(s)) => write_into(d, ld, s, ls),
             (CpuData::BF16(d), CpuData::BF16(s)) => write_into(d, ld, s, ls),
             (CpuData::I32(d), CpuData::I32(s)) => write_into(d, ld, s, ls),
+            (CpuData::I16(d), CpuData::I16(s)) => write_into(d, ld, s, ls),
             (CpuData::I8(d), CpuData::I8(s)) => write_into(d, ld, s, ls),
             (CpuData::U8(d), CpuData::U8(s)) => write_into(d, ld, s, ls),
             (d, s) => {

@@ -201,9 +201,9 @@ WHERE(where_u8, u8)
 POW_SCALAR(pow_scalar_f32, float)
 POW_SCALAR(pow_scalar_f64, double)
 
-// ---- storage-only dtypes: float16 and bfloat16 (their bits), int32, int8, uint8. Ops compute
-// them in float32 / int64 (the host casts around each op); only casts, writes and fills
-// touch them here. `u8` stays bool's storage, so uint8 is a type of its own.
+// ---- storage-only dtypes: float16 and bfloat16 (their bits), int32, int16, int8, uint8. Ops
+// compute them in float32 / int64 (the host casts around each op); only casts, writes and
+// fills touch them here. `u8` stays bool's storage, so uint8 is a type of its own.
 struct f16_t {
     unsigned short bits;
 };
@@ -339,6 +339,7 @@ __device__ __forceinline__ void cast_body(const S* x, const Strided& lx, D* out,
     CAST(SN, S, f16, f16_t)                                                                   \
     CAST(SN, S, bf16, bf16_t)                                                                 \
     CAST(SN, S, i32, int)                                                                     \
+    CAST(SN, S, i16, short)                                                                   \
     CAST(SN, S, i8, signed char)                                                              \
     CAST(SN, S, ui8, ui8_t)
 CAST_FROM(f32, float)
@@ -348,6 +349,7 @@ CAST_FROM(u8, u8)
 CAST_FROM(f16, f16_t)
 CAST_FROM(bf16, bf16_t)
 CAST_FROM(i32, int)
+CAST_FROM(i16, short)
 CAST_FROM(i8, signed char)
 CAST_FROM(ui8, ui8_t)
 
@@ -364,6 +366,7 @@ WRITE(write_u8, u8)
 WRITE(write_f16, f16_t)
 WRITE(write_bf16, bf16_t)
 WRITE(write_i32, int)
+WRITE(write_i16, short)
 WRITE(write_i8, signed char)
 WRITE(write_ui8, ui8_t)
 
@@ -378,6 +381,7 @@ FILL(fill_u8, u8)
 FILL(fill_f16, f16_t)
 FILL(fill_bf16, bf16_t)
 FILL(fill_i32, int)
+FILL(fill_i16, short)
 FILL(fill_i8, signed char)
 FILL(fill_ui8, ui8_t)
 

@@ -91,6 +91,7 @@ macro_rules! kernel_name {
             $crate::dtype::DType::F16 => concat!($family, "_f16"),
             $crate::dtype::DType::BF16 => concat!($family, "_bf16"),
             $crate::dtype::DType::I32 => concat!($family, "_i32"),
+            $crate::dtype::DType::I16 => concat!($family, "_i16"),
             $crate::dtype::DType::I8 => concat!($family, "_i8"),
             $crate::dtype::DType::U8 => concat!($family, "_ui8"),
         }
@@ -134,6 +135,7 @@ impl Gpu {
                 DType::F16 => s.alloc::<u16>(n1).map(CudaData::F16),
                 DType::BF16 => s.alloc::<u16>(n1).map(CudaData::BF16),
                 DType::I32 => s.alloc::<i32>(n1).map(CudaData::I32),
+                DType::I16 => s.alloc::<i16>(n1).map(CudaData::I16),
                 DType::I8 => s.alloc::<i8>(n1).map(CudaData::I8),
                 DType::U8 => s.alloc::<u8>(n1).map(CudaData::U8),
             }
@@ -153,6 +155,7 @@ impl Gpu {
             DType::F16 => s.alloc_zeros::<u16>(n1).map(CudaData::F16),
             DType::BF16 => s.alloc_zeros::<u16>(n1).map(CudaData::BF16),
             DType::I32 => s.alloc_zeros::<i32>(n1).map(CudaData::I32),
+            DType::I16 => s.alloc_zeros::<i16>(n1).map(CudaData::I16),
             DType::I8 => s.alloc_zeros::<i8>(n1).map(CudaData::I8),
             DType::U8 => s.alloc_zeros::<u8>(n1).map(CudaData::U8),
         };
@@ -218,6 +221,7 @@ impl<'a> Launch<'a> {
             CudaData::Bool(s) => self.args.arg(s),
             CudaData::F16(s) | CudaData::BF16(s) => self.args.arg(s),
             CudaData::I32(s) => self.args.arg(s),
+            CudaData::I16(s) => self.args.arg(s),
             CudaData::I8(s) => self.args.arg(s),
             CudaData::U8(s) => self.args.arg(s),
         };
@@ -233,6 +237,7 @@ impl<'a> Launch<'a> {
             CudaData::Bool(s) => self.args.arg(s),
             CudaData::F16(s) | CudaData::BF16(s) => self.args.arg(s),
             CudaData::I32(s) => self.args.arg(s),
+            CudaData::I16(s) => self.args.arg(s),
             CudaData::I8(s) => self.args.arg(s),
             CudaData::U8(s) => self.args.arg(s),
         };

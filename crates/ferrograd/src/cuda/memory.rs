@@ -28,6 +28,7 @@ pub(crate) fn upload(g: &Gpu, d: &CpuData) -> Result<CudaData> {
             CudaData::BF16(s.clone_htod(&bits).map_err(up)?)
         }
         CpuData::I32(v) => CudaData::I32(s.clone_htod(v).map_err(up)?),
+        CpuData::I16(v) => CudaData::I16(s.clone_htod(v).map_err(up)?),
         CpuData::I8(v) => CudaData::I8(s.clone_htod(v).map_err(up)?),
         CpuData::U8(v) => CudaData::U8(s.clone_htod(v).map_err(up)?),
     })
@@ -62,6 +63,7 @@ pub(crate) fn download(g: &Gpu, d: &CudaData, l: &Layout) -> Result<CpuData> {
                 .collect(),
         ),
         CudaData::I32(v) => CpuData::I32(s.clone_dtoh(v).map_err(down)?[..n].to_vec()),
+        CudaData::I16(v) => CpuData::I16(s.clone_dtoh(v).map_err(down)?[..n].to_vec()),
         CudaData::I8(v) => CpuData::I8(s.clone_dtoh(v).map_err(down)?[..n].to_vec()),
         CudaData::U8(v) => CpuData::U8(s.clone_dtoh(v).map_err(down)?[..n].to_vec()),
     })
@@ -94,6 +96,7 @@ fn cast_kernel(from: DType, to: DType) -> &'static str {
                 DType::F16 => concat!("cast_", $from, "_f16"),
                 DType::BF16 => concat!("cast_", $from, "_bf16"),
                 DType::I32 => concat!("cast_", $from, "_i32"),
+                DType::I16 => concat!("cast_", $from, "_i16"),
                 DType::I8 => concat!("cast_", $from, "_i8"),
                 DType::U8 => concat!("cast_", $from, "_ui8"),
             }
@@ -107,6 +110,7 @@ fn cast_kernel(from: DType, to: DType) -> &'static str {
         DType::F16 => to!("f16"),
         DType::BF16 => to!("bf16"),
         DType::I32 => to!("i32"),
+        DType::I16 => to!("i16"),
         DType::I8 => to!("i8"),
         DType::U8 => to!("ui8"),
     }
@@ -133,7 +137,7 @@ fn copy_run(g: &Gpu, x: &CudaData, offset: usize, n: usize) -> Result<CudaData> 
             }
         };
     }
-    each!(F32, F64, I64, Bool, F16, BF16, I32, I8, U8)?;
+    each!(F32, F64, I64, Bool, F16, BF16, I32, I16, I8, U8)?;
     Ok(out)
 }
 

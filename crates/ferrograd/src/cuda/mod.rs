@@ -58,6 +58,7 @@ pub enum CudaData {
     F16(CudaSlice<u16>),
     BF16(CudaSlice<u16>),
     I32(CudaSlice<i32>),
+    I16(CudaSlice<i16>),
     I8(CudaSlice<i8>),
     U8(CudaSlice<u8>),
 }
@@ -77,6 +78,7 @@ impl Drop for CudaData {
                 CudaData::Bool(s) | CudaData::U8(s) => s.stream().context(),
                 CudaData::F16(s) | CudaData::BF16(s) => s.stream().context(),
                 CudaData::I32(s) => s.stream().context(),
+                CudaData::I16(s) => s.stream().context(),
                 CudaData::I8(s) => s.stream().context(),
             };
             // not `bind_to_thread`: it reports (and clears) an error recorded earlier instead
@@ -102,6 +104,7 @@ impl CudaData {
             CudaData::F16(_) => DType::F16,
             CudaData::BF16(_) => DType::BF16,
             CudaData::I32(_) => DType::I32,
+            CudaData::I16(_) => DType::I16,
             CudaData::I8(_) => DType::I8,
             CudaData::U8(_) => DType::U8,
         }
@@ -114,6 +117,7 @@ impl CudaData {
             CudaData::Bool(v) => v.len(),
             CudaData::F16(v) | CudaData::BF16(v) => v.len(),
             CudaData::I32(v) => v.len(),
+            CudaData::I16(v) => v.len(),
             CudaData::I8(v) => v.len(),
             CudaData::U8(v) => v.len(),
         }

@@ -26,7 +26,7 @@ fn scalar_to(value: &Tensor, device: crate::Device) -> Result<Tensor> {
 fn kind(d: DType) -> u8 {
     match d {
         DType::Bool => 0,
-        DType::I64 | DType::I32 | DType::I8 | DType::U8 => 1,
+        DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8 => 1,
         DType::F32 | DType::F64 | DType::F16 | DType::BF16 => 2,
     }
 }

@@ -117,7 +117,7 @@ pub(crate) fn result_type(a: &Tensor, b: &Tensor) -> crate::DType {
     }
     let category = |d: DType| match d {
         DType::Bool => 0,
-        DType::I64 | DType::I32 | DType::I8 | DType::U8 => 1,
+        DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8 => 1,
         DType::F32 | DType::F64 | DType::F16 | DType::BF16 => 2,
     };
     let width = |d: DType| d.size_in_bytes();
@@ -127,8 +127,8 @@ pub(crate) fn result_type(a: &Tensor, b: &Tensor) -> crate::DType {
         std::cmp::Ordering::Equal => match (a.ndim() == 0, b.ndim() == 0) {
             (true, false) => db,
             (false, true) => da,
-            // neither holds the other's values (PyTorch: int16, which ferrograd lacks)
-            _ if matches!((da, db), (DType::I8, DType::U8) | (DType::U8, DType::I8)) => DType::I32,
+            // neither holds the other's values: int16 holds both (PyTorch's promote_types)
+            _ if matches!((da, db), (DType::I8, DType::U8) | (DType::U8, DType::I8)) => DType::I16,
             _ if matches!(
                 (da, db),
                 (DType::F16, DType::BF16) | (DType::BF16, DType::F16)

@@ -68,6 +68,7 @@ pub enum CpuData {
     F16(Vec<half::f16>),
     BF16(Vec<half::bf16>),
     I32(Vec<i32>),
+    I16(Vec<i16>),
     I8(Vec<i8>),
     U8(Vec<u8>),
 }
@@ -85,6 +86,7 @@ macro_rules! with_cpu_vec {
             $crate::storage::CpuData::F16($v) => $body,
             $crate::storage::CpuData::BF16($v) => $body,
             $crate::storage::CpuData::I32($v) => $body,
+            $crate::storage::CpuData::I16($v) => $body,
             $crate::storage::CpuData::I8($v) => $body,
             $crate::storage::CpuData::U8($v) => $body,
         }
@@ -101,6 +103,7 @@ impl CpuData {
             CpuData::F16(_) => DType::F16,
             CpuData::BF16(_) => DType::BF16,
             CpuData::I32(_) => DType::I32,
+            CpuData::I16(_) => DType::I16,
             CpuData::I8(_) => DType::I8,
             CpuData::U8(_) => DType::U8,
         }
@@ -404,5 +407,6 @@ into_cpu!(bool, Bool);
 into_cpu!(half::f16, F16);
 into_cpu!(half::bf16, BF16);
 into_cpu!(i32, I32);
+into_cpu!(i16, I16);
 into_cpu!(i8, I8);
 into_cpu!(u8, U8);

@@ -25,6 +25,7 @@ pub(crate) struct Pool {
     f16: HashMap<usize, Vec<Vec<half::f16>>>,
     bf16: HashMap<usize, Vec<Vec<half::bf16>>>,
     i32: HashMap<usize, Vec<Vec<i32>>>,
+    i16: HashMap<usize, Vec<Vec<i16>>>,
     i8: HashMap<usize, Vec<Vec<i8>>>,
     u8: HashMap<usize, Vec<Vec<u8>>>,
     cached: usize,
@@ -64,6 +65,7 @@ pub struct Arena {
     f16: BTreeMap<usize, Vec<Vec<half::f16>>>,
     bf16: BTreeMap<usize, Vec<Vec<half::bf16>>>,
     i32: BTreeMap<usize, Vec<Vec<i32>>>,
+    i16: BTreeMap<usize, Vec<Vec<i16>>>,
     i8: BTreeMap<usize, Vec<Vec<i8>>>,
     u8: BTreeMap<usize, Vec<Vec<u8>>>,
     /// Buffers taken from the system (neither the arena nor the pool had one) while runs
@@ -88,6 +90,7 @@ impl Arena {
             + sum(&self.f16)
             + sum(&self.bf16)
             + sum(&self.i32)
+            + sum(&self.i16)
             + sum(&self.i8)
             + sum(&self.u8)
     }
@@ -167,6 +170,7 @@ pooled!(bool, bool);
 pooled!(half::f16, f16);
 pooled!(half::bf16, bf16);
 pooled!(i32, i32);
+pooled!(i16, i16);
 pooled!(i8, i8);
 pooled!(u8, u8);
 
@@ -284,6 +288,7 @@ pub(crate) fn give(d: CpuData) {
         CpuData::F16(v) => keep(v),
         CpuData::BF16(v) => keep(v),
         CpuData::I32(v) => keep(v),
+        CpuData::I16(v) => keep(v),
         CpuData::I8(v) => keep(v),
         CpuData::U8(v) => keep(v),
     }
