@@ -379,6 +379,11 @@ def test_legacy_tensor_constructor_sizes_and_data():
     assert fg.nn.Parameter(fg.Tensor(3, 2)).shape == (3, 2)
     assert fg.Tensor([1.0, 2.0]).tolist() == [1.0, 2.0]
     assert fg.Tensor([1, 2], fg.float64).dtype == fg.float64  # MegEngine's (data, dtype)
+    # one size is PyTorch's too: an old-style layer's bias
+    for lib in (fg, torch):
+        b = lib.nn.Parameter(lib.Tensor(5))
+        assert tuple(b.shape) == (5,) and b.dtype == lib.float32
+    assert fg.Tensor(np.int64(3)).shape == (3,)
 
 
 def test_sequential_slices_keep_child_names():

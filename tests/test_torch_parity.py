@@ -598,13 +598,27 @@ def test_poisson_and_binomial_samples():
     assert abs(b.mean().item() - 3.0) < 0.1 and (b <= 10).all().item()
 
 
-def test_dropout2d_of_a_2d_input_drops_whole_rows():
+def test_dropout2d_takes_inputs_as_pytorch_2_does():
+    # (N, C, H, W): whole channels; (N, C, L) (3-D, with a warning): whole rows x[n, c];
+    # (N, C) (2-D, deprecated): single elements, as PyTorch's feature dropout
     fg.manual_seed(0)
-    with pytest.warns(UserWarning):
+    y = F.dropout2d(fg.ones(16, 8, 3, 3), 0.5).numpy()
+    assert set(np.unique(y)) <= {0.0, 2.0}
+    assert (y.reshape(16, 8, 9).min(-1) == y.reshape(16, 8, 9).max(-1)).all()
+    with pytest.warns(UserWarning, match=r"\(N, C, L\)"):
+        y = F.dropout2d(fg.ones(16, 8, 5), 0.5).numpy()
+    assert (y.min(-1) == y.max(-1)).all() and 0 < (y[:, :, 0] == 0).sum() < 128
+    with pytest.warns(UserWarning, match="2-D input"):
         y = F.dropout2d(fg.ones(64, 8), 0.5).numpy()
     assert set(np.unique(y)) <= {0.0, 2.0}
-    assert all(len(set(row)) == 1 for row in y)
-    assert 0 < (y[:, 0] == 0).sum() < 64
+    assert any(len(set(row)) == 2 for row in y)  # rows mix kept and dropped entries
+    with pytest.warns(UserWarning):
+        y = fg.nn.Dropout2d(0.5)(fg.ones(2, 3, 4)).numpy()
+    assert (y.min(-1) == y.max(-1)).all()
+    y = fg.nn.Dropout1d(0.5)(fg.ones(4, 6, 5)).numpy()
+    assert (y.min(-1) == y.max(-1)).all()
+    y = F.dropout3d(fg.ones(3, 4, 2, 2), 0.5).numpy()  # (C, D, H, W): whole channels
+    assert (y.reshape(3, -1).min(-1) == y.reshape(3, -1).max(-1)).all()
 
 
 def test_onnx_module_imports_and_export_says_it_cannot():

@@ -81,7 +81,7 @@ def _format(self: Tensor, spec: str) -> str:
 def _legacy_tensor(args: tuple, dtype: Any, device: Any) -> Tensor:
     """What ``fg.Tensor(*args, dtype=None, device=None)`` builds: MegEngine's
     ``Tensor(data, dtype, device)`` (as ``fg.tensor``), PyTorch's ``Tensor(d0, d1, ...)``
-    (two or more sizes: zeros of the default float dtype) or ``Tensor()`` (empty)."""
+    (one or more sizes: zeros of the default float dtype) or ``Tensor()`` (empty)."""
     from ._ops import zeros
     from ._tensor import default_float, tensor
 
@@ -90,7 +90,9 @@ def _legacy_tensor(args: tuple, dtype: Any, device: Any) -> Tensor:
 
     if not args:
         return zeros(0, dtype=dtype or default_float(), device=device)
-    if len(args) >= 2 and all(is_size(a) for a in args):
+    # one int is PyTorch's size too (`nn.Parameter(torch.Tensor(out_features))`), not
+    # MegEngine's 0-d tensor of that value (`fg.tensor(3)` makes that one)
+    if len(args) >= 1 and all(is_size(a) for a in args):
         return zeros(*[int(a) for a in args], dtype=dtype or default_float(), device=device)
     if len(args) > 3:
         raise TypeError(

@@ -289,7 +289,7 @@ def _dropout_nd(name: str) -> type:
                 raise ShapeError(
                     f"Dropout1d: input must be (N, C, L) or (C, L), got {list(x.shape)}"
                 )
-            return F.dropout2d(x.unsqueeze(-1), self.p, self.training).squeeze(-1)
+            return F.dropout1d(x, self.p, self.training)
         return F.dropout2d(x, self.p, self.training)
 
     return _dropout_class(name, None, forward)

@@ -1569,38 +1569,37 @@ def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
 def dropout2d(
     input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
 ) -> Tensor:
-    """Zeroes whole channels of ``(N, C, H, W)`` (or ``(C, H, W)``) with probability ``p``,
-    scaling the rest by ``1 / (1 - p)``."""
+    """Zeroes whole channels ``x[n, c]`` of ``(N, C, H, W)`` with probability ``p``, scaling
+    the rest by ``1 / (1 - p)``. As PyTorch's (with its warnings): a 3-D input is taken as
+    ``(N, C, L)`` (channel-wise 1-D dropout), other ranks as ``(N, C, ...)`` (a 2-D input
+    drops single elements)."""
     x = _float("dropout2d", "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(
             f"dropout2d: p must lie in [0, 1]: dropout probability has to be between 0 and 1, "
             f"but got {p}"
         )
-    if x.ndim > 4:
+    if x.ndim < 2:
+        raise ShapeError(f"dropout2d: input must be (N, C, H, W), got {list(x.shape)}")
+    if x.ndim not in (3, 4):
         _warn_dropout_rank("dropout2d", x.ndim, 2)
-        return _feature_dropout(x, p, training)
-    if not training or p == 0.0:
-        return x
-    if x.ndim not in (2, 3, 4):
-        raise ShapeError(f"dropout2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}")
-    if x.ndim == 2:
+    if x.ndim == 3:
         import warnings
 
-        # PyTorch's: a 2-D input is taken as (C, L) without a batch axis (whole rows drop)
         warnings.warn(
-            "dropout2d: received a 2-D input; it is taken as (C, L): each row is a channel "
-            "(use dropout1d for (N, C) features)",
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
+            "dropout behavior is desired - input is interpreted as shape (N, C, L), where C is "
+            "the channel dim. This behavior will change in a future release to interpret the "
+            "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
+            "channel-wise dropout behavior, please switch to using dropout1d instead.",
             UserWarning,
             stacklevel=2,
         )
-    if p == 1.0:
-        return x * 0.0
-    from .. import bernoulli, full
-
-    shape = list(x.shape[:-1]) + [1] if x.ndim == 2 else list(x.shape[:-2]) + [1, 1]
-    keep = bernoulli(full(shape, 1.0 - p, dtype=x.dtype.name, device=x.device))
-    return x * keep / (1.0 - p)
+    out = _feature_dropout(x, p, training)
+    if inplace and out is not x:
+        input.copy_(out)
+        return input
+    return out
 
 
 def margin_ranking_loss(
@@ -2272,9 +2271,18 @@ def dropout1d(
 ) -> Tensor:
     """Zeroes whole channels of ``(N, C, L)`` (or ``(C, L)``) with probability ``p``."""
     x = _float("dropout1d", "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout1d: dropout probability has to be between 0 and 1, but got {p}")
     if x.ndim not in (2, 3):
         raise ShapeError(f"dropout1d: input must be (N, C, L) or (C, L), got {list(x.shape)}")
-    return dropout2d(x.unsqueeze(-1), p, training).squeeze(-1)
+    if x.ndim == 2:
+        out = _feature_dropout(x.unsqueeze(0), p, training).squeeze(0)
+    else:
+        out = _feature_dropout(x, p, training)
+    if inplace and out is not x:
+        input.copy_(out)
+        return input
+    return out
 
 
 _SELU_ALPHA_PRIME = -1.7580993408473766  # -scale * alpha of SELU
@@ -3171,13 +3179,15 @@ def dropout3d(
         # of one put in front
         _warn_dropout_rank("dropout3d", x.ndim, 3)
         return _feature_dropout(x.unsqueeze(0), p, training).squeeze(0)
+    if x.ndim == 4:  # (C, D, H, W)
+        out = _feature_dropout(x.unsqueeze(0), p, training).squeeze(0)
+    else:
+        out = _feature_dropout(x, p, training)
     if not training or p == 0.0:
         return x
-    lead = list(x.shape[:-3])
-    out = dropout2d(x.reshape(*lead, -1, 1), p, True).reshape(*x.shape)
     if inplace:
-        x.copy_(out)
-        return x
+        input.copy_(out)
+        return input
     return out
 
 
