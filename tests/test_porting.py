@@ -862,3 +862,20 @@ def test_load_calls_a_map_location_function_as_pytorch_does(tmp_path):
         assert out["w"].device.type == where
         np.testing.assert_array_equal(out["w"].cpu().numpy(), [1.0, 1.0])
     assert [s.split(":")[0] for s in seen] == [saved]
+
+
+def test_device_probes_and_cuda_typed_tensors_of_pytorch_scripts():
+    # scripts probe torch.xpu / torch.mps before picking a device
+    assert fg.xpu.is_available() is False and fg.xpu.device_count() == 0
+    assert fg.mps.is_available() is False
+    assert fg.nn.parallel.data_parallel(fg.nn.Identity(), fg.ones(2, 3)).shape == (2, 3)
+    lin = fg.nn.Linear(2, 3)
+    out = fg.nn.parallel.data_parallel(lin, (fg.ones(4, 2),))
+    np.testing.assert_array_equal(out.detach().numpy(), lin(fg.ones(4, 2)).detach().numpy())
+    # the old dcgan's isinstance(x.data, torch.cuda.FloatTensor): false for CPU tensors
+    assert not isinstance(fg.ones(2), fg.cuda.FloatTensor)
+    assert isinstance(fg.ones(2), fg.FloatTensor)
+    if fg.cuda.is_available():
+        t = fg.cuda.FloatTensor(3)
+        assert t.device.startswith("cuda") and t.shape == (3,)
+        assert isinstance(t, fg.cuda.FloatTensor) and not isinstance(t, fg.cuda.LongTensor)

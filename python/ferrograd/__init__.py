@@ -166,6 +166,9 @@ bool = bool_
 # mixed precision: autocast wraps the products and the float32 ops (after everything above)
 from . import amp as amp
 from . import cpu as cpu
+from . import xpu as xpu  # torch.xpu / torch.mps: not available
+
+mps = xpu
 from .amp import autocast as autocast
 
 amp._install()

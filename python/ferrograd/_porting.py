@@ -115,10 +115,16 @@ def _legacy_tensor(args: tuple, dtype: Any, device: Any) -> Tensor:
     return t
 
 
-def _typed(name: str, dtype: str) -> type:
+def _typed(name: str, dtype: str, on: str | None = None) -> type:
+    """A legacy typed-tensor class; ``on="cuda"`` for ``torch.cuda.FloatTensor`` and its
+    kin (made there, and ``isinstance`` true only for tensors on that kind of device)."""
+
     def new(cls: type, *args: Any, device: Any = None) -> Tensor:
         from ._ops import zeros
         from ._tensor import tensor
+
+        if device is None:
+            device = on
 
         if not args:
             return zeros(0, dtype=dtype, device=device)
@@ -139,6 +145,8 @@ def _typed(name: str, dtype: str) -> type:
 
     class _Meta(type):
         def __instancecheck__(cls, obj: Any) -> bool:
+            if on is not None and not (isinstance(obj, Tensor) and obj.device.startswith(on)):
+                return False
             return isinstance(obj, Tensor) and obj.dtype == dtype
 
     return _Meta(name, (), {"__new__": new, "__doc__": doc, "dtype": dtype, "_torch_name": name})

@@ -308,10 +308,30 @@ def is_initialized() -> bool:
     return is_available()
 
 
+_TYPED = {
+    "FloatTensor": "float32",
+    "DoubleTensor": "float64",
+    "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16",
+    "LongTensor": "int64",
+    "IntTensor": "int32",
+    "ShortTensor": "int16",
+    "CharTensor": "int8",
+    "ByteTensor": "uint8",
+    "BoolTensor": "bool",
+}
+
+
 def __getattr__(name: str) -> Any:
     # ``torch.cuda._initialized`` (a module attribute there): read when asked
     if name == "_initialized":
         return is_initialized()
+    if name in _TYPED:  # torch.cuda.FloatTensor and its kin: typed tensors on CUDA
+        from ._porting import _typed
+
+        cls = _typed(name, _TYPED[name], "cuda")
+        globals()[name] = cls
+        return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

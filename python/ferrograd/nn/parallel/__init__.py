@@ -14,7 +14,7 @@ import numpy as np
 from ..modules import Module
 from ..more import DataParallel
 
-__all__ = ["DataParallel", "DistributedDataParallel"]
+__all__ = ["DataParallel", "DistributedDataParallel", "data_parallel"]
 
 
 class _Bucket:
@@ -353,3 +353,18 @@ class DistributedDataParallel(Module):
                             p.grad = g
                         else:
                             p.grad.copy_(g)
+
+
+def data_parallel(
+    module: Module,
+    inputs: Any,
+    device_ids: Any = None,
+    output_device: Any = None,
+    dim: int = 0,
+    module_kwargs: Any = None,
+) -> Any:
+    """``torch.nn.parallel.data_parallel``: ``module`` applied to ``inputs`` (a tensor or a
+    tuple of them) in this process, as :class:`DataParallel` does."""
+    if not isinstance(inputs, tuple):
+        inputs = (inputs,)
+    return module(*inputs, **(module_kwargs or {}))
