@@ -322,3 +322,35 @@ def test_interpolate_antialias_refuses_other_modes():
         F.interpolate(fg.ones(1, 1, 4), size=2, mode="linear", antialias=True)
     with pytest.raises(ValueError, match="antialias"):
         F.interpolate(fg.ones(1, 1, 4, 4), size=2, mode="nearest", antialias=True)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5, 3.0])
+def test_celu_values_and_gradient_at_zero_match_pytorch(alpha):
+    x = np.array([0.0, -1.0, 1.0, 80.0, 1e-8, -1e-8, -0.3])
+    fx, tx = both(x)
+    fy, ty = F.celu(fx, alpha), TF.celu(tx, alpha)
+    close(fy, ty, 1e-14)
+    fy.sum().backward()
+    ty.sum().backward()
+    close(fx.grad, tx.grad, 1e-14)
+    assert fx.grad.numpy()[0] == 1.0
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize(
+    ("size", "theta"), [((2, 3, 4, 5, 6), (2, 3, 4)), ((2, 3, 1, 5, 2), (2, 3, 4))]
+)
+def test_affine_grid_of_volumes_matches_pytorch(size, theta, align_corners):
+    rng = np.random.default_rng(7)
+    fx, tx = both(rng.standard_normal(theta))
+    fy = F.affine_grid(fx, size, align_corners=align_corners)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ty = TF.affine_grid(tx, size, align_corners=align_corners)
+    close(fy, ty, 1e-13)
+    g = rng.standard_normal(tuple(ty.shape))
+    fy.backward(fg.tensor(g))
+    ty.backward(torch.tensor(g))
+    close(fx.grad, tx.grad, 1e-13)
+    with pytest.raises(ValueError, match="affine_grid"):
+        F.affine_grid(fx, size[:4])

@@ -1422,7 +1422,8 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     x = _float("celu", "input", input)
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0")
-    return x.clamp(min=0.0) + (alpha * ((x / alpha).clamp(max=0.0).exp() - 1.0))
+    # alpha elu(x / alpha) for x <= 0 (gradient 1 at 0, as PyTorch's), x itself above
+    return _core.where(x > 0, x, alpha * elu(x / alpha))
 
 
 def softsign(input: Tensor) -> Tensor:
@@ -1980,14 +1981,20 @@ __all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "bilinear", "conv_tran
 
 def affine_grid(theta: Tensor, size: Any, align_corners: bool = False) -> Tensor:
     """Sampling coordinates ``(N, H, W, 2)`` in ``[-1, 1]`` for 2-D affine maps ``theta``
-    ``(N, 2, 3)`` over an output of ``size`` ``(N, C, H, W)``, as PyTorch's."""
+    ``(N, 2, 3)`` over an output of ``size`` ``(N, C, H, W)``, or ``(N, D, H, W, 3)`` for
+    3-D maps ``(N, 3, 4)`` over ``(N, C, D, H, W)``, as PyTorch's."""
     t = _float("affine_grid", "theta", theta)
-    if len(size) != 4 or t.ndim != 3 or tuple(t.shape[1:]) != (2, 3) or t.shape[0] != size[0]:
+    nd = len(size) - 2
+    if (
+        nd not in (2, 3)
+        or t.ndim != 3
+        or tuple(t.shape[1:]) != (nd, nd + 1)
+        or t.shape[0] != size[0]
+    ):
         raise ShapeError(
-            f"affine_grid: theta (N, 2, 3) and size (N, C, H, W) expected, got "
-            f"{list(t.shape)} and {list(size)}"
+            f"affine_grid: theta (N, 2, 3) with size (N, C, H, W), or theta (N, 3, 4) with size "
+            f"(N, C, D, H, W) expected, got {list(t.shape)} and {list(size)}"
         )
-    n, _, h, w = (int(v) for v in size)
 
     def line(k: int) -> np.ndarray:
         if k == 1:
@@ -1995,6 +2002,13 @@ def affine_grid(theta: Tensor, size: Any, align_corners: bool = False) -> Tensor
         v = np.linspace(-1.0, 1.0, k)
         return v if align_corners else v * (k - 1) / k
 
+    if nd == 3:
+        n, _, d, h, w = (int(v) for v in size)
+        zs, ys, xs = np.meshgrid(line(d), line(h), line(w), indexing="ij")
+        base = np.stack([xs, ys, zs, np.ones_like(xs)], -1).reshape(1, d * h * w, 4)
+        b = tensor(base, dtype=t.dtype.name, device=t.device)
+        return (b @ t.transpose(1, 2)).reshape(n, d, h, w, 3)
+    n, _, h, w = (int(v) for v in size)
     ys, xs = np.meshgrid(line(h), line(w), indexing="ij")
     base = np.stack([xs, ys, np.ones_like(xs)], -1).reshape(1, h * w, 3)
     b = tensor(base, dtype=t.dtype.name, device=t.device)
