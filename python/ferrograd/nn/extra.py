@@ -739,6 +739,14 @@ class RNNBase(Module):
             )
         if isinstance(dropout, bool) or not 0.0 <= dropout <= 1.0:
             raise ValueError(f"{name}: dropout must lie in [0, 1], got {dropout}")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn(
+                "dropout option adds dropout after all but last recurrent layer, so non-zero "
+                "dropout expects num_layers greater than 1, but got "
+                f"dropout={dropout} and num_layers={num_layers}",
+                UserWarning,
+                stacklevel=2,
+            )
         self.bias = _flag(name, "bias", bias)
         self.batch_first = _flag(name, "batch_first", batch_first)
         self.dropout = float(dropout)

@@ -24,7 +24,8 @@ from .._core import (
 from .._core import avg_pool2d as _avg_pool2d
 from .._core import conv2d as _conv2d
 from .._core import max_pool2d as _max_pool2d
-from .._ops import gather, one_hot, pad
+from .._ops import gather, pad
+from .._ops import one_hot as _one_hot
 from .._tensor import tensor
 from ..autodiff import Function as _EngineFunction
 from ..random import _traced_draw
@@ -3412,3 +3413,20 @@ def multi_head_attention_forward(*args: Any, **kwargs: Any) -> Any:
 
 
 __all__ += ["multi_head_attention_forward"]
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot rows of the class indices in ``tensor`` (a new last axis of
+    ``num_classes``, by default ``max + 1``). An empty ``tensor`` needs ``num_classes``; class
+    values outside ``[0, num_classes)`` raise ``ShapeError`` (a ``RuntimeError``, as
+    PyTorch's)."""
+    if (
+        num_classes == -1
+        and isinstance(tensor, Tensor)
+        and math.prod(tensor.shape) == 0
+        and tensor.dtype.kind in "iu"
+    ):
+        raise ShapeError("Can not infer total number of classes from empty tensor.")
+    if not isinstance(num_classes, bool) and isinstance(num_classes, int) and num_classes < -1:
+        raise ShapeError("one_hot: num_classes should be -1 or a positive number")
+    return _one_hot(tensor, num_classes)

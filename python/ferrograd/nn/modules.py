@@ -16,7 +16,7 @@ import inspect
 import math
 import warnings
 from collections import OrderedDict, namedtuple
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, Callable
 
 import numpy as np
@@ -91,7 +91,103 @@ def _rebuild_parameter(data: Any, dtype: str, device: str, requires_grad: bool) 
     return Parameter(_rebuild_tensor(data, dtype, device, False), requires_grad=requires_grad)
 
 
-_INTERNAL = {"training", "_buffer_names", "_modules", "_parameters"}
+_INTERNAL = {"training", "_buffer_names", "_modules", "_parameters", "_null_params"}
+
+
+class _ParametersView(MutableMapping):
+    """PyTorch's ``module._parameters`` for a module that keeps its parameters as
+    attributes: a live name -> Parameter (or ``None``) mapping in definition order; writing
+    or deleting an entry registers or removes the parameter."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: Module) -> None:
+        self._module = module
+
+    def _names(self) -> list[str]:
+        d = self._module.__dict__
+        nulls = d.get("_null_params", ())
+        return [
+            k
+            for k, v in d.items()
+            if isinstance(v, Parameter) or (v is None and k in nulls and k not in _INTERNAL)
+        ]
+
+    def __getitem__(self, key: str) -> Any:
+        # (an attribute set to None that is not a buffer reads as an empty parameter slot,
+        # as layers built without bias hold one: `Linear(2, 3, bias=False)._parameters["bias"]`)
+        d = self._module.__dict__
+        v = d.get(key, self)
+        if isinstance(v, Parameter) or (
+            v is None and key not in _INTERNAL and key not in d.get("_buffer_names", ())
+        ):
+            return v
+        raise KeyError(key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        d = self._module.__dict__
+        bufs = d.get("_buffer_names")
+        if bufs and key in bufs:
+            del bufs[key]
+        if value is None:
+            d.setdefault("_null_params", set()).add(key)
+        else:
+            d.get("_null_params", set()).discard(key)
+        object.__setattr__(self._module, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self[key]  # (a KeyError for a name that is no parameter)
+        d = self._module.__dict__
+        d.get("_null_params", set()).discard(key)
+        del d[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return f"OrderedDict({list(self.items())!r})"
+
+
+class _BuffersView(MutableMapping):
+    """PyTorch's ``module._buffers``: a live name -> Tensor (or ``None``) mapping of the
+    module's buffers; writing or deleting an entry registers or removes the buffer."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: Module) -> None:
+        self._module = module
+
+    def __getitem__(self, key: str) -> Any:
+        d = self._module.__dict__
+        if key not in d.get("_buffer_names", ()):
+            raise KeyError(key)
+        return d.get(key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        d = self._module.__dict__
+        bufs = d.setdefault("_buffer_names", {})
+        bufs.setdefault(key, True)
+        object.__setattr__(self._module, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        d = self._module.__dict__
+        bufs = d.get("_buffer_names", {})
+        if key not in bufs:
+            raise KeyError(key)
+        del bufs[key]
+        d.pop(key, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._module.__dict__.get("_buffer_names", ())))
+
+    def __len__(self) -> int:
+        return len(self._module.__dict__.get("_buffer_names", ()))
+
+    def __repr__(self) -> str:
+        return f"OrderedDict({list(self.items())!r})"
 
 
 class _HookHandle:
@@ -179,7 +275,17 @@ def register_module_full_backward_pre_hook(hook: Callable[..., Any]) -> _HookHan
     return _HookHandle(_global_backward_pre_hooks, hook)
 
 
-_IncompatibleKeys = namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+class _IncompatibleKeys(namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """load_state_dict's result, printed as PyTorch's."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
 
 
 def _walk(value: Any, prefix: str, out: list, seen: set, direct: frozenset = frozenset()) -> None:
@@ -498,6 +604,9 @@ class Module:
         bufs = d.get("_buffer_names")
         if bufs and name in bufs:
             del bufs[name]
+        nulls = d.get("_null_params")
+        if nulls:
+            nulls.discard(name)
         object.__delattr__(self, name)
 
     def __getattr__(self, name: str) -> Any:
@@ -507,6 +616,10 @@ class Module:
             items = d.get(store)
             if items is not None and name in items:
                 return items[name]
+        if name == "_parameters":
+            return _ParametersView(self)
+        if name == "_buffers":
+            return _BuffersView(self)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     # -------------------------------------------------------------------- registration
@@ -530,20 +643,64 @@ class Module:
                 _walk(value, key, out, seen, direct)
         return out
 
+    def _slot_kind(self, name: str) -> str | None:
+        """What ``name`` holds now: ``"parameter"``, ``"buffer"``, ``"module"``, ``"none"``
+        (a ``None`` that may be any of them), ``"attribute"``, or ``None`` (nothing)."""
+        d = self.__dict__
+        if name in d.get("_buffer_names", ()):
+            return "buffer"
+        if name in (d.get("_parameters") or ()):
+            return "parameter"
+        if name in (d.get("_modules") or ()):
+            return "module"
+        if name in d:
+            v = d[name]
+            if isinstance(v, Parameter):
+                return "parameter"
+            if isinstance(v, Module):
+                return "module"
+            return "none" if v is None else "attribute"
+        return "attribute" if hasattr(self, name) else None
+
+    def _check_slot_name(self, kind: str, name: Any) -> None:
+        """PyTorch's rules for a name given to register_parameter / register_buffer /
+        add_module: a non-empty string without ``"."``, not an attribute of another kind."""
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+        if kind == "module":
+            if self._slot_kind(name) not in (None, "none", "module"):
+                raise KeyError(f"attribute '{name}' already exists")
+            if "." in name:
+                raise KeyError(f'module name can\'t contain ".", got: {name}')
+            if name == "":
+                raise KeyError('module name can\'t be empty string ""')
+            return
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain "."')
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if self._slot_kind(name) not in (None, "none", kind):
+            raise KeyError(f"attribute '{name}' already exists")
+
     def register_parameter(self, name: str, param: Parameter | None) -> None:
+        self._check_slot_name("parameter", name)
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(
-                f"register_parameter: {name!r} must be a Parameter or None, got "
-                f"{type(param).__name__}"
+                f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                "(torch.nn.Parameter or None required)"
             )
+        if param is None and name not in (self.__dict__.get("_parameters") or ()):
+            self.__dict__.setdefault("_null_params", set()).add(name)
         setattr(self, name, param)
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """A tensor that is state but not a parameter (running statistics): in
         :meth:`state_dict` (when ``persistent``) and moved by :meth:`to`."""
+        self._check_slot_name("buffer", name)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(
-                f"register_buffer: {name!r} must be a Tensor or None, got {type(tensor).__name__}"
+                f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                "(torch Tensor or None required)"
             )
         if "_buffer_names" not in self.__dict__:
             self.__dict__["_buffer_names"] = {}
@@ -553,14 +710,16 @@ class Module:
     def add_module(self, name: str, module: Module | None) -> None:
         module = _adopt(module)
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module: {type(module).__name__} is not a Module subclass")
-        if not isinstance(name, str):
-            raise TypeError(f"add_module: module name must be a string, got {type(name).__name__}")
-        if "." in name or name == "":
-            raise KeyError(f'add_module: module name can\'t contain "." or be empty, got {name!r}')
-        if "_modules" not in self.__dict__:
-            self.__dict__["_modules"] = OrderedDict()
-        self.__dict__["_modules"][name] = module
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._check_slot_name("module", name)
+        d = self.__dict__
+        if name in d and name not in (d.get("_modules") or ()):
+            # a module (or None) first set by attribute assignment: replaced in its place
+            object.__setattr__(self, name, module)
+            return
+        if "_modules" not in d:
+            d["_modules"] = OrderedDict()
+        d["_modules"][name] = module
 
     register_module = add_module
 
@@ -582,6 +741,8 @@ class Module:
 
     def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
         """Replaces (or adds) the sub-module at a dotted path."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
         module = _adopt(module)
         if not isinstance(module, Module):
             raise TypeError(f"set_submodule: expected a Module, got {type(module).__name__}")
@@ -589,6 +750,8 @@ class Module:
         owner = self.get_submodule(parent)
         if strict and not hasattr(owner, name):
             raise AttributeError(f"set_submodule: {target!r} does not exist")
+        if hasattr(owner, name) and not isinstance(getattr(owner, name), Module):
+            raise AttributeError(f"`{name}` is not an nn.Module")
         setattr(owner, name, module)
 
     # ------------------------------------------------------------------------ traversal
@@ -693,14 +856,11 @@ class Module:
             hook(self, prefix, keep_vars)
         # PyTorch's order: this module's parameters, its buffers, then each sub-module
         items = self._items()
-        for name, v in items:
-            if isinstance(v, Parameter):
+        if type(self)._save_to_state_dict is Module._save_to_state_dict:
+            for name, v in self._local_state(items):
                 out[prefix + name] = v
-        for name, t, persistent in self._own_buffers():
-            if persistent:
-                out[prefix + name] = t
-        if type(self).get_extra_state is not Module.get_extra_state:
-            out[prefix + "_extra_state"] = self.get_extra_state()
+        else:  # a subclass's own serialization, as PyTorch honours it
+            self._save_to_state_dict(out, prefix, keep_vars)
         for name, v in items:
             if not isinstance(v, Parameter):
                 v._state_items(prefix + name + ".", out, path, keep_vars, meta)
@@ -709,6 +869,77 @@ class Module:
             if r is not None and r is not out:
                 out.clear()
                 out.update(r)
+
+    def _local_state(self, items: list | None = None) -> list[tuple[str, Any]]:
+        """This module's own state-dict entries (parameters, persistent buffers, extra
+        state), named without prefix."""
+        out = [
+            (name, v)
+            for name, v in (self._items() if items is None else items)
+            if isinstance(v, Parameter)
+        ]
+        out.extend((name, t) for name, t, persistent in self._own_buffers() if persistent)
+        if type(self).get_extra_state is not Module.get_extra_state:
+            out.append(("_extra_state", self.get_extra_state()))
+        return out
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        """Puts this module's own state (not its sub-modules') in ``destination``, as
+        PyTorch's; subclasses may override it (state_dict calls the override)."""
+        for name, v in self._local_state():
+            destination[prefix + name] = v if keep_vars or not isinstance(v, Tensor) else v.detach()
+
+    def _load_from_state_dict(
+        self,
+        state_dict: Any,
+        prefix: str,
+        local_metadata: dict,
+        strict: bool,
+        missing_keys: list,
+        unexpected_keys: list,
+        error_msgs: list,
+    ) -> None:
+        """Loads this module's own state (not its sub-modules') from ``state_dict``, as
+        PyTorch's: missing keys, unexpected keys (with ``strict``) and size mismatches are
+        appended to the lists given. Subclasses may override it (load_state_dict calls the
+        override for that module's own keys)."""
+        from ..autodiff import no_grad
+
+        local = dict(self._local_state())
+        local.pop("_extra_state", None)
+        for name, target in local.items():
+            key = prefix + name
+            if key not in state_dict:
+                missing_keys.append(key)
+                continue
+            v = state_dict[key]
+            if not isinstance(v, Tensor):
+                v = tensor(v)
+            if tuple(v.shape) != tuple(target.shape):
+                error_msgs.append(
+                    f"size mismatch for {key}: copying a param with shape {list(v.shape)} from "
+                    f"checkpoint, the shape in current model is {list(target.shape)}."
+                )
+                continue
+            if v.device != target.device:
+                v = v.to(target.device)
+            if v.dtype != target.dtype:
+                v = v.astype(target.dtype)
+            with no_grad():
+                target.copy_(v)
+        extra_key = prefix + "_extra_state"
+        if type(self).set_extra_state is not Module.set_extra_state:
+            if extra_key in state_dict:
+                self.set_extra_state(state_dict[extra_key])
+            elif strict:
+                missing_keys.append(extra_key)
+        if strict:
+            children = {name for name, _ in self.named_children()}
+            for key in state_dict:
+                if key.startswith(prefix) and key != extra_key:
+                    first = key[len(prefix) :].split(".", 1)[0]
+                    if first not in children and first not in local:
+                        unexpected_keys.append(key)
 
     def state_dict(
         self, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
@@ -793,11 +1024,41 @@ class Module:
         if any(m.__dict__.get("_load_state_dict_pre_hooks") for _, m in mods):
             state_dict = OrderedDict(state_dict)  # (the hooks may rename keys)
             for name, m in mods:
-                local = (metadata or {}).get(name, {})
-                for hook in list(m.__dict__.get("_load_state_dict_pre_hooks", {}).values()):
-                    hook(m, state_dict, name + "." if name else "", local, strict, [], [], [])
+                hooks = list(m.__dict__.get("_load_state_dict_pre_hooks", {}).values())
+                if hooks:
+                    state_dict = _run_load_pre_hooks(m, hooks, state_dict, name, metadata, strict)
         own: OrderedDict = OrderedDict()
         self._state_items("", own, set(), True)
+        # sub-modules that load their own state themselves (an overridden
+        # `_load_from_state_dict`, as PyTorch honours it)
+        custom_missing: list = []
+        custom_unexpected: list = []
+        custom_errors: list = []
+        handled: set = set()
+        for name, m in mods:
+            if type(m)._load_from_state_dict is Module._load_from_state_dict:
+                continue
+            p = name + "." if name else ""
+            mine: OrderedDict = OrderedDict()
+            m._save_to_state_dict(mine, p, True)
+            for k in mine:
+                own.pop(k, None)
+            children = {c for c, _ in m.named_children()}
+            sub = (
+                state_dict
+                if not p
+                else OrderedDict((k, v) for k, v in state_dict.items() if k.startswith(p))
+            )
+            handled.update(k for k in sub if k[len(p) :].split(".", 1)[0] not in children)
+            m._load_from_state_dict(
+                sub,
+                p,
+                (metadata or {}).get(name, {}),
+                strict,
+                custom_missing,
+                custom_unexpected,
+                custom_errors,
+            )
         # PyTorch's rule for checkpoints older than batch norm's version 2: a dict whose
         # metadata gives that module no version (or none at all) may lack its
         # `num_batches_tracked` (which then keeps its value)
@@ -810,8 +1071,9 @@ class Module:
                 and (version is None or version < 2)
             ):
                 old.add((name + "." if name else "") + "num_batches_tracked")
-        missing = [k for k in own if k not in state_dict and k not in old]
-        unexpected = [k for k in state_dict if k not in own]
+        missing = [k for k in own if k not in state_dict and k not in old] + custom_missing
+        unexpected = [k for k in state_dict if k not in own and k not in handled]
+        unexpected += custom_unexpected
         result = _IncompatibleKeys(missing, unexpected)
         for _, m in mods:
             for hook in list(m.__dict__.get("_load_state_dict_post_hooks", {}).values()):
@@ -820,6 +1082,11 @@ class Module:
             raise _StateDictKeyError(
                 f"load_state_dict: missing keys {missing}, unexpected keys {unexpected} "
                 f"(strict=True)"
+            )
+        if custom_errors:
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                + "\n\t".join(custom_errors)
             )
         extra = {
             (name + "." if name else "") + "_extra_state": m
@@ -837,8 +1104,9 @@ class Module:
                 v = tensor(v)
             if tuple(v.shape) != tuple(target.shape):
                 raise ShapeError(
-                    f"load_state_dict: {k!r} has shape {list(v.shape)} in the state dict but "
-                    f"{list(target.shape)} in the module"
+                    f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                    f"size mismatch for {k}: copying a param with shape {list(v.shape)} from "
+                    f"checkpoint, the shape in current model is {list(target.shape)}."
                 )
             if v.device != target.device:
                 v = v.to(target.device)
@@ -954,6 +1222,44 @@ class Module:
         return head + "\n  " + "\n  ".join(lines) + "\n)"
 
 
+def _run_load_pre_hooks(
+    m: Module, hooks: list, state_dict: OrderedDict, name: str, metadata: Any, strict: bool
+) -> OrderedDict:
+    """Runs a module's load_state_dict pre-hooks on the keys under its prefix (the whole
+    dict for the root), as PyTorch's, and returns the dict with their changes."""
+    local = (metadata or {}).get(name, {})
+    if not name:
+        for hook in hooks:
+            hook(m, state_dict, "", local, strict, [], [], [])
+        return state_dict
+    p = name + "."
+    before = [k for k in state_dict if k.startswith(p)]
+    sub: Any = OrderedDict((k, state_dict[k]) for k in before)
+    if metadata is not None:
+        sub._metadata = metadata
+    for hook in hooks:
+        hook(m, sub, p, local, strict, [], [], [])
+    after = [(k, v) for k, v in sub.items() if k.startswith(p)]
+    if [k for k, _ in after] == before:
+        for k, v in after:
+            state_dict[k] = v
+        return state_dict
+    out: Any = OrderedDict()
+    placed = False
+    for k, v in state_dict.items():
+        if k.startswith(p):
+            if not placed:
+                out.update(after)
+                placed = True
+        else:
+            out[k] = v
+    if not placed:
+        out.update(after)
+    if metadata is not None:
+        out._metadata = metadata
+    return out
+
+
 def _to_args(args: tuple, kwargs: dict) -> tuple[str | None, str | None]:
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
@@ -970,6 +1276,12 @@ def _to_args(args: tuple, kwargs: dict) -> tuple[str | None, str | None]:
             continue
         except TypeError:
             pass
+        if isinstance(a, bool) or not (
+            isinstance(a, (str, int)) or type(a).__name__ == "device" or hasattr(a, "type")
+        ):
+            raise TypeError(
+                f"to() received an invalid combination of arguments - got ({type(a).__name__})"
+            )
         device = str(a)
     if device is not None:
         device = "cuda:0" if str(device) == "cuda" else str(device)
@@ -1109,12 +1421,12 @@ class Sequential(Module):
     def insert(self, index: int, module: Module) -> Sequential:
         module = _adopt(module)
         if not isinstance(module, Module):
-            raise TypeError(f"Sequential: {type(module).__name__} is not a Module subclass")
+            raise AssertionError(f"module should be of type: {Module}")  # noqa: TRY004 (PyTorch's)
         mods = list(self._modules.values())
         n = len(mods)
         if not -n <= index <= n:
-            raise IndexError(f"Sequential.insert: index {index} is out of range")
-        mods.insert(index % (n + 1) if index < 0 else index, module)
+            raise IndexError(f"Index out of range: {index}")
+        mods.insert(index + n if index < 0 else index, module)
         self._renumber(mods)
         return self
 
@@ -1137,6 +1449,29 @@ class Sequential(Module):
 
     def __iadd__(self, other: Sequential) -> Sequential:  # noqa: PYI034
         return self.extend(other)
+
+    def __mul__(self, other: int) -> Sequential:
+        """The modules repeated ``other`` times (the same module objects), as PyTorch's."""
+        if not isinstance(other, int):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        combined = Sequential()
+        for i, module in enumerate(list(self) * other):
+            combined.add_module(str(i), module)
+        return combined
+
+    def __rmul__(self, other: int) -> Sequential:
+        return self.__mul__(other)
+
+    def __imul__(self, other: int) -> Sequential:  # noqa: PYI034
+        if not isinstance(other, int):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        for module in list(self) * (other - 1):
+            self.append(module)
+        return self
 
 
 class ModuleList(Module):
@@ -1274,6 +1609,11 @@ class ParameterList(Module):
         return self
 
     def extend(self, values: Iterable[Any]) -> ParameterList:
+        if not isinstance(values, Iterable) or isinstance(values, Tensor):
+            raise TypeError(
+                "ParameterList.extend should be called with an iterable, but got "
+                + type(values).__name__
+            )
         for v in values:
             self.append(v)
         return self
@@ -1309,9 +1649,7 @@ class ParameterDict(Module):
         super().__init__()
         self.__dict__["_parameters"] = OrderedDict()
         if parameters is not None:
-            items = parameters.items() if isinstance(parameters, dict) else parameters
-            for k, v in items:
-                self[k] = v
+            self.update(parameters)
 
     def __getitem__(self, key: str) -> Parameter:
         return self._parameters[key]
@@ -1340,9 +1678,39 @@ class ParameterDict(Module):
         return self._parameters[key]
 
     def update(self, parameters: Any) -> None:
-        items = parameters.items() if hasattr(parameters, "items") else parameters
+        """As PyTorch's: an OrderedDict or ParameterDict keeps its order, another mapping
+        is taken in sorted key order, anything else is an iterable of (key, value) pairs."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = list(parameters.items())
+        elif isinstance(parameters, Mapping) or (
+            hasattr(parameters, "items") and hasattr(parameters, "keys")
+        ):
+            items = sorted(parameters.items())
+        elif isinstance(parameters, Iterable):
+            items = []
+            for j, kv in enumerate(parameters):
+                if not isinstance(kv, Iterable):
+                    raise TypeError(
+                        f"ParameterDict update sequence element #{j} should be Iterable; is "
+                        + type(kv).__name__
+                    )
+                kv = tuple(kv)
+                if len(kv) != 2:
+                    raise ValueError(
+                        f"ParameterDict update sequence element #{j} has length {len(kv)}; "
+                        "2 is required"
+                    )
+                items.append(kv)
+        else:
+            raise TypeError(
+                "ParametersDict.update should be called with an iterable of key/value pairs, "
+                "but got " + type(parameters).__name__
+            )
         for k, v in items:
             self[k] = v
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(list(self._parameters))
 
     def clear(self) -> None:
         self._parameters.clear()

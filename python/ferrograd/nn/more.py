@@ -890,6 +890,18 @@ class Buffer(Tensor):
         return b
 
 
+def _takes_persistent(register: Any) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(register).parameters
+    except (TypeError, ValueError):
+        return True
+    return "persistent" in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )
+
+
 def _install_buffer_assignment() -> None:
     """``module.name = nn.Buffer(t)`` registers a buffer, as PyTorch's ``Module`` does."""
     plain = Module.__setattr__
@@ -911,7 +923,19 @@ def _install_buffer_assignment() -> None:
             raise TypeError(
                 f"cannot assign 'Buffer' as {kind} '{name}' (nn.Parameter, Module or None expected)"
             )
-        self.register_buffer(name, value, value.persistent)
+        register = self.register_buffer
+        if getattr(register, "__func__", None) is Module.register_buffer or _takes_persistent(
+            register
+        ):
+            register(name, value, value.persistent)
+            return
+        # a subclass's register_buffer(self, name, value) without `persistent`, as PyTorch
+        if not value.persistent:
+            raise RuntimeError(
+                "Registering a non-persistent buffer on a Module subclass that implements "
+                "register_buffer() without the persistent argument is not allowed."
+            )
+        register(name, value)
 
     __setattr__._registers_buffers = True  # type: ignore[attr-defined]
     Module.__setattr__ = __setattr__  # type: ignore[method-assign]

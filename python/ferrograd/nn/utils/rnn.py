@@ -5,6 +5,7 @@ take a ``PackedSequence`` and stop each sequence at its length. Everything is di
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -130,6 +131,8 @@ def pack_padded_sequence(
 ) -> PackedSequence:
     """Packs a padded batch ``(T, B, *)`` (``(B, T, *)`` with ``batch_first``) of sequences
     of the given lengths."""
+    if isinstance(input, Tensor) and math.prod(input.shape) == 0:
+        raise ShapeError("Cannot pack empty tensors.")
     x = input.transpose(0, 1) if batch_first else input
     lens = _lengths(lengths)
     b = x.shape[1]
