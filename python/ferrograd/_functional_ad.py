@@ -30,7 +30,45 @@ def _tuple(op: str, name: str, x: Any) -> tuple[bool, tuple]:
         return False, (x,)
     if isinstance(x, (tuple, list)) and all(isinstance(t, Tensor) for t in x):
         return True, tuple(x)
-    raise TypeError(f"{op}: {name} must be a Tensor or a tuple of Tensors, got {type(x).__name__}")
+    what = (
+        f"The {name} given to {op}"
+        if name in ("inputs", "v")
+        else f"The outputs of the user-provided function given to {op}"
+    )
+    bad = type(x).__name__
+    if isinstance(x, (tuple, list)):
+        i = next(i for i, t in enumerate(x) if not isinstance(t, Tensor))
+        bad = f"{type(x).__name__} whose item {i} is a {type(x[i]).__name__}"
+    raise TypeError(
+        f"{op}: {what} must be either a Tensor or a tuple of Tensors ({name} must be a Tensor "
+        f"or a tuple of Tensors), got {bad}"
+    )
+
+
+def _grad_on(fn: Callable) -> Callable:
+    """``fn`` runs with grad mode on (PyTorch's functional API differentiates also when
+    called under ``no_grad``)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        from .autodiff import enable_grad
+
+        with enable_grad():
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _check_strict(op: str, outs: tuple, strict: bool) -> None:
+    if strict:
+        for i, o in enumerate(outs):
+            if not o.requires_grad:
+                raise RuntimeError(
+                    f"{op}: Output {i} of the user-provided function does not require "
+                    "gradients. The outputs must be computed in a differentiable manner from "
+                    "the input when running in strict mode."
+                )
 
 
 def _prepare(inputs: tuple, create_graph: bool) -> tuple:
@@ -79,7 +117,8 @@ def _ones_like_scalar(op: str, outs: tuple) -> tuple:
         if o.numel() != 1:
             raise RuntimeError(
                 f"{op}: the function returns a tensor of shape {list(o.shape)}, not a single "
-                "element: give v"
+                "element: give v (The vector v can only be None if the user-provided function "
+                "returns a single Tensor with a single element.)"
             )
     return tuple(_core.ones_like(o) for o in outs)
 
@@ -87,6 +126,7 @@ def _ones_like_scalar(op: str, outs: tuple) -> tuple:
 # ------------------------------------------------------------- torch.autograd.functional
 
 
+@_grad_on
 def vjp(
     func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
 ) -> tuple[Any, Any]:
@@ -94,12 +134,14 @@ def vjp(
     in_tuple, xs = _tuple("vjp", "inputs", inputs)
     xs = _prepare(xs, create_graph)
     out_tuple, ys = _call("vjp", func, xs)
+    _check_strict("vjp", ys, strict)
     vs = _ones_like_scalar("vjp", ys) if v is None else _tuple("vjp", "v", v)[1]
     g = _finish(_grads(ys, xs, vs, create_graph), create_graph)
     ys = _finish(ys, create_graph)
     return (ys if out_tuple else ys[0]), (g if in_tuple else g[0])
 
 
+@_grad_on
 def jvp(
     func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
 ) -> tuple[Any, Any]:
@@ -108,12 +150,17 @@ def jvp(
     _in_tuple, xs = _tuple("jvp", "inputs", inputs)
     if v is None:
         if any(x.numel() != 1 for x in xs):
-            raise RuntimeError("jvp: the inputs are not single elements: give v")
+            raise RuntimeError(
+                "jvp: the inputs are not single elements: give v (The vector v can only be "
+                "None if the input to the user-provided function is a single Tensor with a "
+                "single element.)"
+            )
         vs = tuple(_core.ones_like(x) for x in xs)
     else:
         vs = _tuple("jvp", "v", v)[1]
     xs = _prepare(xs, create_graph)
     out_tuple, ys = _call("jvp", func, xs)
+    _check_strict("jvp", ys, strict)
     us = tuple(_core.zeros_like(y).requires_grad_(True) for y in ys)
     gx = _grads(ys, xs, us, True)  # u^T J, linear in u
     jv = _grads(gx, us, vs, create_graph)
@@ -122,6 +169,7 @@ def jvp(
     )
 
 
+@_grad_on
 def jacobian(
     func: Callable,
     inputs: Any,
@@ -168,6 +216,7 @@ def _from_numpy(a: np.ndarray, like: Tensor) -> Tensor:
     return tensor(a, device=like.device).astype(like.dtype.name)
 
 
+@_grad_on
 def hessian(
     func: Callable,
     inputs: Any,
@@ -182,13 +231,17 @@ def hessian(
     def gradient(*args: Tensor) -> Any:
         _, ys = _call("hessian", func, args)
         if len(ys) != 1 or ys[0].numel() != 1:
-            raise RuntimeError("hessian: the function must return a single-element tensor")
+            raise RuntimeError(
+                "hessian: the function must return a single-element tensor (The Tensor returned "
+                "by the function given to hessian should contain a single element)"
+            )
         g = _grads(ys, args, (_core.ones_like(ys[0]),), True)
         return g if in_tuple else g[0]
 
     return jacobian(gradient, xs if in_tuple else xs[0], create_graph=create_graph)
 
 
+@_grad_on
 def vhp(
     func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
 ) -> tuple[Any, Any]:
@@ -196,14 +249,21 @@ def vhp(
     in_tuple, xs = _tuple("vhp", "inputs", inputs)
     if v is None:
         if any(x.numel() != 1 for x in xs):
-            raise RuntimeError("vhp: the inputs are not single elements: give v")
+            raise RuntimeError(
+                "vhp: the inputs are not single elements: give v (The vector v can only be "
+                "None if the input to the user-provided function is a single Tensor with a "
+                "single element.)"
+            )
         vs = tuple(_core.ones_like(x) for x in xs)
     else:
         vs = _tuple("vhp", "v", v)[1]
     xs = _prepare(xs, create_graph)
     _, ys = _call("vhp", func, xs)
     if len(ys) != 1 or ys[0].numel() != 1:
-        raise RuntimeError("vhp: the function must return a single-element tensor")
+        raise RuntimeError(
+            "vhp: the function must return a single-element tensor (The Tensor returned "
+            "by the function given to vhp should contain a single element)"
+        )
     g = _grads(ys, xs, (_core.ones_like(ys[0]),), True)
     hv = _grads(g, xs, vs, create_graph)
     y = ys[0] if create_graph else ys[0].detach()
@@ -211,6 +271,7 @@ def vhp(
     return y, (hv if in_tuple else hv[0])
 
 
+@_grad_on
 def hvp(
     func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
 ) -> tuple[Any, Any]:
@@ -226,18 +287,48 @@ class GradcheckError(RuntimeError):
     """An analytical gradient that differs from its finite-difference estimate."""
 
 
-def _numerical_jacobian(func: Callable, xs: tuple, eps: float) -> list[list[np.ndarray]]:
+def _gradcheck_args(inputs: Any) -> tuple:
+    """``inputs`` as the positional arguments of the checked function (a tensor, or a tuple
+    or list that may hold non-tensors too, passed through as they are)."""
+    if isinstance(inputs, Tensor):
+        return (inputs,)
+    if isinstance(inputs, (tuple, list)):
+        return tuple(inputs)
+    raise TypeError(
+        "gradcheck: The inputs given to gradcheck must be either a Tensor or a tuple of "
+        f"Tensors, got {type(inputs).__name__}"
+    )
+
+
+def _gradcheck_outputs(out: Any) -> tuple:
+    """The tensors ``func`` returned (non-tensors in a returned tuple are ignored)."""
+    if isinstance(out, Tensor):
+        return (out,)
+    if isinstance(out, (tuple, list)):
+        return tuple(o for o in out if isinstance(o, Tensor))
+    raise TypeError(
+        "gradcheck: The outputs of the user-provided function given to gradcheck must be "
+        f"either a Tensor or a tuple of Tensors, got {type(out).__name__}"
+    )
+
+
+def _as_f64(t: Tensor) -> np.ndarray:
+    return np.asarray(t.detach().numpy()).astype(np.float64).ravel()
+
+
+def _numerical_jacobian(func: Callable, args: tuple, xs: list, eps: float) -> list[list[Any]]:
+    """Central differences, perturbing the given tensors themselves in place (PyTorch's: a
+    function that reads a captured tensor instead of its argument sees the change too)."""
     from .autodiff import no_grad
 
     def outputs() -> list[np.ndarray]:
         # (recorded: the function may differentiate inside, as gradgradcheck's does)
-        _, ys = _call("gradcheck", func, xs)
-        return [y.detach().numpy().astype(np.float64).ravel() for y in ys]
+        return [_as_f64(y) for y in _gradcheck_outputs(func(*args))]
 
     base = outputs()
     jac = [[np.zeros((y.size, x.numel())) for x in xs] for y in base]
     for k, x in enumerate(xs):
-        flat = x.detach().numpy().astype(np.float64).ravel().copy()
+        flat = _as_f64(x).copy()
         for i in range(flat.size):
             for sign in (1.0, -1.0):
                 f = flat.copy()
@@ -249,6 +340,38 @@ def _numerical_jacobian(func: Callable, xs: tuple, eps: float) -> list[list[np.n
                     jac[j][k][:, i] += sign * o / (2 * eps)
             with no_grad():
                 x.copy_(_from_numpy(flat.reshape(x.shape), x))
+    return jac
+
+
+def _analytical_jacobian(
+    func: Callable, args: tuple, xs: list, differentiable: list | None = None
+) -> list[list[Any]]:
+    """One backward per output element, through the given tensors themselves."""
+    from .autodiff import enable_grad
+    from .autograd import grad
+
+    with enable_grad():
+        ys = _gradcheck_outputs(func(*args))
+    jac = [[np.zeros((y.numel(), x.numel())) for x in xs] for y in ys]
+    if differentiable is not None:
+        differentiable[:] = [bool(y.requires_grad) for y in ys]
+    for j, y in enumerate(ys):
+        if not y.requires_grad:
+            continue
+        n = y.numel()
+        for i in range(n):
+            seed = np.zeros(n, dtype=np.float64)
+            seed[i] = 1.0
+            got = grad(
+                [y],
+                list(xs),
+                grad_outputs=[_from_numpy(seed.reshape(y.shape), y)],
+                retain_graph=True,
+                allow_unused=True,
+            )
+            for k, g in enumerate(got):
+                if g is not None:
+                    jac[j][k][i, :] = _as_f64(g)
     return jac
 
 
@@ -273,13 +396,19 @@ def gradcheck(
     """Compares the Jacobian of ``func`` at ``inputs`` from backward passes with central
     finite differences (use float64 inputs). True when they agree to
     ``|analytical - numerical| <= atol + rtol * |numerical|``; else raises
-    :class:`GradcheckError` (or returns False with ``raise_exception=False``)."""
-    _, xs = _tuple("gradcheck", "inputs", inputs)
-    xs = tuple(x for x in xs)
-    diff = [x for x in xs if x.requires_grad]
-    if not diff:
-        raise ValueError("gradcheck: at least one input must require grad")
-    for x in diff:
+    :class:`GradcheckError` (or returns False with ``raise_exception=False``). ``inputs``: a
+    tensor, or a tuple or list of arguments (non-tensors are passed as they are); the tensors
+    that require grad are the ones checked, perturbed in place for the finite differences.
+    The backward runs twice: results that differ by more than ``nondet_tol`` fail (PyTorch's
+    "Backward is not reentrant")."""
+    args = _gradcheck_args(inputs)
+    xs = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
+    if not xs:
+        raise ValueError(
+            "gradcheck: gradcheck expects at least one input tensor to require gradient, but "
+            "none of them have requires_grad=True (at least one input must require grad)"
+        )
+    for x in xs:
         if x.dtype.name != "float64":
             import warnings
 
@@ -289,25 +418,38 @@ def gradcheck(
                 stacklevel=2,
             )
 
-    def as_tuple(*a: Tensor) -> tuple:
-        return _call("gradcheck", func, a)[1]
+    def fail(msg: str) -> bool:
+        if raise_exception:
+            raise GradcheckError(msg)
+        return False
 
-    analytical = jacobian(as_tuple, tuple(xs))  # [output][input]
-    numerical = _numerical_jacobian(func, xs, eps)
+    differentiable: list = []
+    analytical = _analytical_jacobian(func, args, xs, differentiable)  # [output][input]
+    again = _analytical_jacobian(func, args, xs)
+    for row, row2 in zip(analytical, again):
+        for a, a2 in zip(row, row2):
+            if a.shape != a2.shape or (a.size and np.abs(a - a2).max() > nondet_tol):
+                return fail(
+                    "gradcheck: Backward is not reentrant, i.e., running backward with same "
+                    "input and grad_output multiple times gives different values, although "
+                    "analytical gradient matches numerical gradient. The tolerance for "
+                    f"nondeterminism was {nondet_tol}."
+                )
+    numerical = _numerical_jacobian(func, args, xs, eps)
     for j, row in enumerate(analytical):
-        for k, x in enumerate(xs):
-            if not x.requires_grad:
-                continue
-            a = row[k].numpy().astype(np.float64).reshape(-1, x.numel())
+        for k, a in enumerate(row):
             n = numerical[j][k]
+            if not differentiable[j] and not np.allclose(n, 0.0, rtol=rtol, atol=atol):
+                return fail(
+                    f"gradcheck: Numerical gradient for function expected to be zero (output "
+                    f"{j} does not require grad, but its finite differences with respect to "
+                    f"input {k} are not zero):\n{n}"
+                )
             if not np.allclose(a, n, rtol=rtol, atol=atol):
-                msg = (
+                return fail(
                     f"gradcheck: Jacobian mismatch for output {j} with respect to input {k}:\n"
                     f"numerical:\n{n}\nanalytical:\n{a}"
                 )
-                if raise_exception:
-                    raise GradcheckError(msg)
-                return False
     return True
 
 
@@ -321,31 +463,38 @@ def gradgradcheck(
     rtol: float = 1e-3,
     gen_non_contig_grad_outputs: bool = False,
     raise_exception: bool = True,
+    nondet_tol: float = 0.0,
     **_: Any,
 ) -> bool:
     """:func:`gradcheck` of the vector-Jacobian product of ``func`` (second derivatives),
-    with random ``grad_outputs`` when none are given."""
-    _, xs = _tuple("gradgradcheck", "inputs", inputs)
-    _, ys = _call("gradgradcheck", func, xs)
+    with random ``grad_outputs`` when none are given. ``inputs`` as :func:`gradcheck`'s
+    (non-tensors pass through)."""
+    from .autodiff import enable_grad
+
+    args = _gradcheck_args(inputs)
+    pos = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+    with enable_grad():
+        ys = _gradcheck_outputs(func(*args))
     if grad_outputs is None:
         rng = np.random.default_rng(0)
         gos = tuple(_from_numpy(rng.standard_normal(y.shape), y).requires_grad_(True) for y in ys)
     else:
         gos = _tuple("gradgradcheck", "grad_outputs", grad_outputs)[1]
-    n_in = len(xs)
+    n_args = len(args)
 
-    def first_order(*args: Tensor) -> tuple:
-        a, g = args[:n_in], args[n_in:]
-        _, out = _call("gradgradcheck", func, a)
-        return _grads(out, a, g, True)
+    def first_order(*a: Any) -> tuple:
+        full, g = a[:n_args], a[n_args:]
+        out = _gradcheck_outputs(func(*full))
+        return _grads(out, tuple(full[i] for i in pos), g, True)
 
     return gradcheck(
         first_order,
-        (*xs, *gos),
+        (*args, *gos),
         eps=eps,
         atol=atol,
         rtol=rtol,
         raise_exception=raise_exception,
+        nondet_tol=nondet_tol,
     )
 
 

@@ -50,11 +50,13 @@ class no_grad:
         return self
 
     def __enter__(self) -> Self:
+        self.__dict__.setdefault("_depths", []).append(_core._ceiling_depth())
         _core._push_ceiling(0)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _core._pop_ceiling()
+        # (the mode found on entry comes back, also after a plain set_grad_enabled inside)
+        _core._truncate_ceiling(self.__dict__["_depths"].pop())
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         return _wrap_in(no_grad, fn)
@@ -697,23 +699,125 @@ def checkpoint_sequential(
 # primary one; its keys record, the autograd key does not, so nothing is recorded twice).
 
 
+# PyTorch's node names for the ops ferrograd records (several torch ops record as one of
+# ours: a view, unsqueeze and squeeze are a reshape, t/transpose a permute)
+_TORCH_NODE_NAMES = {
+    "mul": "MulBackward0",
+    "add": "AddBackward0",
+    "sub": "SubBackward0",
+    "div": "DivBackward0",
+    "sum": "SumBackward0",
+    "mean": "MeanBackward0",
+    "pow": "PowBackward0",
+    "square": "PowBackward0",
+    "reshape": "ViewBackward0",
+    "broadcast_to": "ExpandBackward0",
+    "permute": "PermuteBackward0",
+    "copy": "CloneBackward0",
+    "getitem": "SelectBackward0",
+    "matmul": "MmBackward0",
+    "concat": "CatBackward0",
+    "astype": "ToCopyBackward0",
+    "max": "MaxBackward1",
+    "min": "MinBackward1",
+    "log1p": "Log1PBackward0",
+    "layer_norm": "NativeLayerNormBackward0",
+    "softmax_cross_entropy": "NllLossBackward0",
+    "gelu": "GeluBackward0",
+    "relu": "ReluBackward0",
+    "where": "WhereBackward0",
+    "gather": "GatherBackward0",
+}
+
+
+def _torch_node_name(op: str) -> str:
+    """PyTorch's class name for the node of ``op``: the table's, a custom Function's class
+    name + ``Backward``, else the op in CamelCase + ``Backward0``."""
+    name = _TORCH_NODE_NAMES.get(op)
+    if name is not None:
+        return name
+    if op[:1].isupper():
+        return f"{op}Backward"  # a custom Function (PyTorch's FBackward)
+    return "".join(p[:1].upper() + p[1:] for p in op.split("_") if p) + "Backward0"
+
+
 class _GradFnName(str):
-    """A str that is also callable: ``grad_fn.name`` and PyTorch's ``grad_fn.name()``."""
+    """A str that is also callable: ``grad_fn.name`` and PyTorch's ``grad_fn.name()`` are
+    both PyTorch's node name (``"MulBackward0"``); ``grad_fn.op`` is ferrograd's op name."""
 
     def __call__(self) -> str:
         return str(self)
 
 
 class _GradFnInfo:
-    """What ``Tensor.grad_fn`` gives for a computed tensor: the op that produced it."""
+    """What ``Tensor.grad_fn`` gives for a computed tensor: a node of the recorded graph, as
+    PyTorch's (its class is named as PyTorch's node class: ``type(y.grad_fn).__name__ ==
+    "MulBackward0"``). ``name()`` (and ``name``) is PyTorch's node name, ``op`` the name of
+    ferrograd's recorded op (``"mul"``), ``next_functions`` the nodes of its inputs as ``(node, index)``
+    pairs (an ``AccumulateGrad`` node, with ``variable``, for a leaf that requires grad;
+    ``(None, 0)`` for an input that does not). One object per node while it is referenced:
+    ``y.grad_fn is y.grad_fn``."""
 
-    __slots__ = ("name",)
+    __slots__ = ("__weakref__", "_node", "metadata", "name", "op")
 
-    def __init__(self, name: str) -> None:
-        self.name = _GradFnName(name)
+    def __init__(self, op: str, node: Any = None) -> None:
+        self.op = op
+        self.name = _GradFnName(type(self).__name__ if node is not None else _torch_node_name(op))
+        self._node = node
+        self.metadata: dict = {}
+
+    @property
+    def next_functions(self) -> tuple:
+        if self._node is None:
+            return ()
+        return tuple(
+            (None, 0) if i is None else (_node_object(i[0]), i[1]) for i in self._node.inputs()
+        )
 
     def __repr__(self) -> str:
-        return f"<{self.name}Backward>"
+        return f"<{type(self).__name__} object at {id(self):#x}>"
+
+
+class AccumulateGrad(_GradFnInfo):
+    """The node a leaf's gradient reaches ``.grad`` through (PyTorch's ``AccumulateGrad``):
+    ``variable`` is the leaf."""
+
+    __slots__ = ()
+
+    @property
+    def variable(self) -> Any:
+        node = self._node
+        for t in _autograd.live_leaves():
+            if node.is_variable(t):
+                return t
+        return node.variable()
+
+    @property
+    def next_functions(self) -> tuple:
+        return ()
+
+
+_node_classes: dict[str, type] = {}
+_node_objects: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _node_object(node: Any) -> _GradFnInfo:
+    """The one Python object for a graph node while it is referenced."""
+    key = node.id()
+    obj = _node_objects.get(key)
+    if obj is not None and obj._node is not None:
+        return obj
+    if node.is_leaf():
+        obj = AccumulateGrad("AccumulateGrad", node)
+    else:
+        op = node.name()
+        tname = _torch_node_name(op)
+        cls = _node_classes.get(tname)
+        if cls is None:
+            cls = _node_classes[tname] = type(tname, (_GradFnInfo,), {"__slots__": ()})
+        obj = cls(op, node)
+    _node_objects[key] = obj
+    return obj
 
 
 class _Autograd:
@@ -869,8 +973,8 @@ def _grad_fn(self: Tensor) -> Any:
     tensor that does not require grad."""
     if not _autograd.tracks(self):
         return None
-    name = _autograd.key._producer_name(self)
-    return None if name is None else _GradFnInfo(name)
+    node = _autograd.key._producer_node(self)
+    return None if node is None else _node_object(node)
 
 
 class RemovableHandle:
@@ -1074,7 +1178,7 @@ def _run_backward(
             if any(r() is root for r in _autograd.consumed):
                 raise RuntimeError(
                     f"{op}: trying to backward through the graph a second time (the saved "
-                    "tensors were freed by the first backward); specify retain_graph=True the "
+                    "tensors were freed by the first backward). Specify retain_graph=True the "
                     "first time to backward twice"
                 )
             raise RuntimeError(
@@ -1110,7 +1214,14 @@ def _run_backward(
         with enable_grad() if create_graph else no_grad():
             for x, g in zip(xs, found):
                 if g is not None:
-                    x.grad = g if x.grad is None else x.grad + g
+                    old = x.grad
+                    if old is None:
+                        # (a copy: the gradient may be the seed or another input's too)
+                        x.grad = g.clone()
+                    elif create_graph or old.requires_grad:
+                        x.grad = old + g
+                    else:
+                        old.add_(g)  # PyTorch's: in place, a reference to .grad sees it
                     if _is_leaf(x):
                         GradKey._run_post_accumulate_grad_hooks(x)
         if _anomaly["on"]:
@@ -1216,20 +1327,15 @@ class enable_grad:
         return self
 
     def __enter__(self) -> Self:
+        self.__dict__.setdefault("_depths", []).append(_core._ceiling_depth())
         _core._push_enable()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _core._pop_ceiling()
+        _core._truncate_ceiling(self.__dict__["_depths"].pop())
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            with enable_grad():
-                return fn(*args, **kwargs)
-
-        wrapped.__name__ = getattr(fn, "__name__", "wrapped")
-        wrapped.__doc__ = getattr(fn, "__doc__", None)
-        return wrapped
+        return _wrap_in(enable_grad, fn)
 
 
 class set_grad_enabled:
@@ -1237,9 +1343,15 @@ class set_grad_enabled:
     a context manager, or a plain call for the rest of the thread's work."""
 
     def __init__(self, mode: bool) -> None:
+        # PyTorch's: the mode is set now (a plain call keeps it); leaving a ``with`` block
+        # restores the mode from before this call, whatever was set inside
         self._mode = bool(mode)
-        self._ctx = enable_grad() if mode else no_grad()
-        self._ctx.__enter__()
+        self._depth = _core._ceiling_depth()
+        if self._mode != _core._grad_enabled():
+            if self._mode:
+                _core._push_enable()
+            else:
+                _core._push_ceiling(0)
         self._entered = True
 
     def __enter__(self) -> Self:
@@ -1248,7 +1360,7 @@ class set_grad_enabled:
     def __exit__(self, *exc: object) -> None:
         if self._entered:
             self._entered = False
-            self._ctx.__exit__()
+            _core._truncate_ceiling(self._depth)
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """As a decorator (``@set_grad_enabled(False)``): the mode applies while ``fn`` runs
@@ -1287,25 +1399,19 @@ class inference_mode:
 
     def __enter__(self) -> Self:
         if self._mode:
+            self.__dict__.setdefault("_depths", []).append(_core._ceiling_depth())
             _core._push_ceiling(0)
             inference_mode._depth += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._mode:
-            _core._pop_ceiling()
+            _core._truncate_ceiling(self.__dict__["_depths"].pop())
             inference_mode._depth -= 1
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         mode = self._mode
-
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            with inference_mode(mode):
-                return fn(*args, **kwargs)
-
-        wrapped.__name__ = getattr(fn, "__name__", "wrapped")
-        wrapped.__doc__ = getattr(fn, "__doc__", None)
-        return wrapped
+        return _wrap_in(lambda: inference_mode(mode), fn)
 
 
 def _install_torch_autograd() -> None:

@@ -111,7 +111,7 @@ def grad(
             if not allow_unused:
                 raise RuntimeError(
                     f"autograd.grad: inputs[{i}] (shape {list(x.shape)}) appears to not have "
-                    "been used in the graph; set allow_unused=True if this is the desired "
+                    "been used in the graph. Set allow_unused=True if this is the desired "
                     "behavior"
                 )
             if materialize_grads:
@@ -244,11 +244,17 @@ class Function:
 
     @staticmethod
     def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("Function.forward must be overridden")
+        raise NotImplementedError(
+            "Function.forward must be overridden (You must implement the forward function for "
+            "custom autograd.Function.)"
+        )
 
     @staticmethod
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
-        raise NotImplementedError("Function.backward must be overridden")
+        raise NotImplementedError(
+            "Function.backward must be overridden (You must implement either the backward or "
+            "vjp method for your custom autograd.Function to use it with backward mode AD.)"
+        )
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
@@ -319,6 +325,8 @@ class Function:
                     grads = tuple(full)
                 r = outer.backward(ctx, *grads)
                 rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+                if _anomaly_on():
+                    _check_nan_grads(f"{name}Backward", rs)
                 if len(rs) > len(args) and any(g is not None for g in rs[len(args) :]):
                     raise RuntimeError(
                         f"{name}.backward returned {len(rs)} gradients for {len(args)} "
@@ -357,6 +365,26 @@ class Function:
         )
 
 
+def _anomaly_on() -> bool:
+    from .autodiff import _anomaly
+
+    return bool(_anomaly["on"])
+
+
+def _check_nan_grads(node: str, grads: tuple) -> None:
+    """Anomaly mode: a custom Function's backward that returned NaN raises at once, naming
+    it, as PyTorch's."""
+    import numpy as np
+
+    for i, g in enumerate(grads):
+        if (
+            isinstance(g, Tensor)
+            and g.dtype.kind in "fc"
+            and bool(np.isnan(np.asarray(g.detach().numpy())).any())
+        ):
+            raise RuntimeError(f"Function '{node}' returned nan values in its {i}th output.")
+
+
 def _with_non_tensors(result: Any, returned: Any, at: list) -> Any:
     """``apply``'s result: the recorded tensors put back where ``forward`` returned them,
     between its non-tensor outputs."""
@@ -369,9 +397,19 @@ def _with_non_tensors(result: Any, returned: Any, at: list) -> Any:
 
 
 def once_differentiable(fn: Any) -> Any:
-    """PyTorch's decorator for a ``backward`` that is not itself differentiable (accepted:
-    it changes nothing here)."""
-    return fn
+    """PyTorch's decorator for a ``backward`` that is not itself differentiable: it runs
+    under ``no_grad`` (also in a ``create_graph=True`` backward), so its results are not
+    recorded."""
+    import functools
+
+    from .autodiff import no_grad
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with no_grad():
+            return fn(*args, **kwargs)
+
+    return wrapped
 
 
 class InplaceFunction(Function):

@@ -142,8 +142,23 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::Index { .. } => PyIndexError::new_err(msg),
         Error::Axis { .. } => raise(&AXIS_ERROR, PyIndexError::new_err, msg),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
-        Error::Autograd { .. } => raise(&GRAD_ERROR, PyRuntimeError::new_err, msg),
-        Error::Version { .. } => raise(&INPLACE_ERROR, PyRuntimeError::new_err, msg),
+        Error::Autograd { .. } => {
+            // (PyTorch's wording too, which ported tests match)
+            let msg = if msg.contains("a leaf tensor that requires grad (or a view of one)") {
+                format!("{msg} (a leaf Variable that requires grad is being used in an in-place operation.)")
+            } else {
+                msg
+            };
+            raise(&GRAD_ERROR, PyRuntimeError::new_err, msg)
+        }
+        Error::Version { .. } => raise(
+            &INPLACE_ERROR,
+            PyRuntimeError::new_err,
+            format!(
+                "{msg} (one of the variables needed for gradient computation has been modified \
+                 by an inplace operation)"
+            ),
+        ),
         Error::Trace { .. } => raise(&TRACE_ERROR, PyRuntimeError::new_err, msg),
         Error::External(b) => match b.downcast::<PyErrBox>() {
             Ok(p) => p.0,

@@ -83,7 +83,12 @@ impl PyRule {
                 return Err(to_pyerr(ferrograd::Error::Shape {
                     op: self.name.clone(),
                     msg: format!(
-                        "backward returned a gradient of shape {:?} for input {i} of shape {:?}",
+                        "backward returned a gradient of shape {:?} for input {i} of shape {:?} \
+                         (Function {}Backward returned an invalid gradient at index {i} - got \
+                         {:?} but expected shape compatible with {:?})",
+                        g.shape(),
+                        self.shapes[i],
+                        self.name,
                         g.shape(),
                         self.shapes[i]
                     ),
@@ -203,6 +208,18 @@ fn _push_enable() {
     ferrograd::autograd::push_enable()
 }
 
+/// How many grad-mode scopes are pushed on this thread (see `_truncate_ceiling`).
+#[pyfunction]
+fn _ceiling_depth() -> usize {
+    ferrograd::autograd::ceiling_depth()
+}
+
+/// Pops grad-mode scopes until `_ceiling_depth()` is `depth`.
+#[pyfunction]
+fn _truncate_ceiling(depth: usize) {
+    ferrograd::autograd::truncate_ceiling(depth)
+}
+
 #[pyfunction]
 fn _pop_ceiling() {
     ferrograd::autograd::pop_ceiling()
@@ -319,6 +336,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_grad_enabled, m)?)?;
     m.add_function(wrap_pyfunction!(_set_capture_paused, m)?)?;
     m.add_function(wrap_pyfunction!(_pop_ceiling, m)?)?;
+    m.add_function(wrap_pyfunction!(_ceiling_depth, m)?)?;
+    m.add_function(wrap_pyfunction!(_truncate_ceiling, m)?)?;
     m.add_function(wrap_pyfunction!(_push_enable, m)?)?;
     m.add_function(wrap_pyfunction!(_set_default_float, m)?)?;
     m.add_function(wrap_pyfunction!(register_grad_rule, m)?)?;

@@ -440,6 +440,13 @@ impl PyGradKey {
         Ok(self.key.producer_name(&t))
     }
 
+    /// The recorded op that produced `tensor` on this key, as a graph node (None for an
+    /// attached tensor or one the key does not track): what `Tensor.grad_fn` wraps.
+    fn _producer_node(&self, tensor: &Bound<'_, PyAny>) -> PyResult<Option<PyGradNode>> {
+        let t = tensor_arg("grad_fn", "tensor", tensor)?;
+        Ok(self.key.producer_node(&t).map(PyGradNode))
+    }
+
     /// Stops tracking `tensor` (in place, for every handle of it).
     fn _forget(&self, tensor: &Bound<'_, PyAny>) -> PyResult<()> {
         let t = tensor_arg("detach_", "tensor", tensor)?;
@@ -487,5 +494,43 @@ impl PyGradKey {
             "inactive"
         };
         format!("GradKey(name={:?}, {state})", self.key.name())
+    }
+}
+
+/// A node of a key's graph (see `ferrograd::autograd::GradNode`), as `Tensor.grad_fn`'s
+/// objects hold it.
+#[pyclass(name = "_GradNode", module = "ferrograd", frozen)]
+pub struct PyGradNode(ferrograd::autograd::GradNode);
+
+#[pymethods]
+impl PyGradNode {
+    /// The recorded op's name.
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    /// Whether this is an attached tensor's record (PyTorch's `AccumulateGrad`).
+    fn is_leaf(&self) -> bool {
+        self.0.is_leaf()
+    }
+    /// An identity for the life of the record.
+    fn id(&self) -> usize {
+        self.0.id()
+    }
+    /// The attached tensor of a leaf record (a new handle), else None.
+    fn variable(&self) -> Option<crate::tensor::PyTensor> {
+        self.0.variable().map(crate::tensor::PyTensor::from)
+    }
+    /// Whether `tensor` is this leaf record's attached tensor.
+    fn is_variable(&self, tensor: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let t = tensor_arg("grad_fn", "tensor", tensor)?;
+        Ok(self.0.is_variable(&t))
+    }
+    /// Per input of the op: `(node, index)`, or None for an input that is not tracked.
+    fn inputs(&self) -> Vec<Option<(PyGradNode, usize)>> {
+        self.0
+            .inputs()
+            .into_iter()
+            .map(|i| i.map(|(n, k)| (PyGradNode(n), k)))
+            .collect()
     }
 }

@@ -80,6 +80,10 @@ pub struct PyTensor {
     // reference), and reads clone the handle at once: no reference into the cell outlives the
     // access, so the GIL alone serialises them and no lock is needed.
     inner: UnsafeCell<Tensor>,
+    // A weak reference to the Python object `.grad` last handed out or assigned (GIL-guarded
+    // as `inner`): while it lives and still stands for the tensor's gradient, `.grad` gives
+    // that same object, as PyTorch's (`p.grad = t; loss.backward(); p.grad is t`).
+    grad_obj: UnsafeCell<Option<Py<PyAny>>>,
 }
 
 // SAFETY: see `inner`: all access is serialised by the GIL; `Tensor` itself is Send + Sync.
@@ -89,6 +93,7 @@ impl From<Tensor> for PyTensor {
     fn from(t: Tensor) -> Self {
         PyTensor {
             inner: UnsafeCell::new(t),
+            grad_obj: UnsafeCell::new(None),
         }
     }
 }
@@ -718,11 +723,53 @@ impl PyTensor {
     }
     /// The accumulated gradient (`None` until backward produces one).
     #[getter]
-    fn grad(&self) -> Option<PyTensor> {
-        self.t().grad().map(PyTensor::from)
+    fn grad(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyAny>>> {
+        let py = slf.py();
+        let me = slf.get();
+        let Some(g) = me.t().grad() else {
+            return Ok(None);
+        };
+        // SAFETY: the GIL is held (see `grad_obj`); the reference is cloned at once.
+        let cached = unsafe { (*me.grad_obj.get()).as_ref().map(|r| r.clone_ref(py)) };
+        if let Some(r) = cached {
+            if let Ok(Some(obj)) = r.bind(py).call0().map(|o| (!o.is_none()).then_some(o)) {
+                if let Ok(pt) = obj.cast::<PyTensor>() {
+                    // SAFETY: as in `tensor`
+                    let held = unsafe { (*pt.get().inner.get()).clone() };
+                    if held.same(&g) {
+                        return Ok(Some(obj.unbind()));
+                    }
+                }
+            }
+        }
+        let obj = Bound::new(py, PyTensor::from(g))?.into_any();
+        me.remember_grad_obj(&obj);
+        Ok(Some(obj.unbind()))
     }
     #[setter]
-    fn set_grad(&self, g: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn set_grad(slf: &Bound<'_, Self>, g: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let me = slf.get();
+        let res = me.set_grad_value(g);
+        if let (Ok(()), Some(o)) = (&res, g) {
+            if !o.is_none() {
+                me.remember_grad_obj(o);
+            }
+        }
+        res
+    }
+}
+
+impl PyTensor {
+    /// Keeps a weak reference to `obj`, the Python object now standing for `.grad`.
+    fn remember_grad_obj(&self, obj: &Bound<'_, PyAny>) {
+        let r = pyo3::types::PyWeakrefReference::new(obj)
+            .ok()
+            .map(|r| r.into_any().unbind());
+        // SAFETY: the GIL is held (see `grad_obj`) and no reference into the cell exists now.
+        let old = unsafe { std::mem::replace(&mut *self.grad_obj.get(), r) };
+        drop(old);
+    }
+    fn set_grad_value(&self, g: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let g = match g {
             None => None,
             Some(o) if o.is_none() => None,
@@ -765,6 +812,10 @@ impl PyTensor {
         self.t().set_grad(g).py()?;
         Ok(())
     }
+}
+
+#[pymethods]
+impl PyTensor {
     #[getter(T)]
     fn transposed(&self) -> PyResult<PyTensor> {
         self.t().t().py().map(PyTensor::from)

@@ -94,7 +94,65 @@ impl GradFn {
     }
 }
 
+/// One record of a key's graph (PyTorch's autograd node): the op that produced a tensor,
+/// or, for an attached tensor, the record its gradient accumulates through
+/// (`AccumulateGrad`). Holding one keeps the record, and what it saved, alive.
+#[derive(Clone)]
+pub struct GradNode(Arc<GradFn>);
+
+impl GradNode {
+    /// The op's name (the attach record's for an attached tensor).
+    pub fn name(&self) -> String {
+        self.0.name.to_string()
+    }
+    /// Whether this is an attached tensor's record (PyTorch's `AccumulateGrad`).
+    pub fn is_leaf(&self) -> bool {
+        self.0.is_attach_record()
+    }
+    /// An identity for the life of the record.
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+    /// The attached tensor of a leaf record (None otherwise, or once it stopped delivering).
+    pub fn variable(&self) -> Option<Tensor> {
+        let st = self.0.state();
+        st.slots
+            .iter()
+            .find_map(|s| s.attached.as_ref().map(|a| a.target.clone()))
+    }
+    /// Whether `tensor` is this leaf record's attached tensor (the same tensor, or a handle
+    /// sharing its `.grad`, as attaching keeps it).
+    pub fn is_variable(&self, tensor: &Tensor) -> bool {
+        let Some(v) = self.variable() else {
+            return false;
+        };
+        if v.same(tensor) {
+            return true;
+        }
+        let a = v.0.meta().grad.clone();
+        let b = tensor.0.meta().grad.clone();
+        matches!((a, b), (Some(a), Some(b)) if Arc::ptr_eq(&a, &b))
+    }
+    /// Per input of the op: the record its gradient goes to and the slot index there (None
+    /// for an input that is not tracked). Empty once a backward freed the record.
+    pub fn inputs(&self) -> Vec<Option<(GradNode, usize)>> {
+        self.0
+            .state()
+            .dsts
+            .iter()
+            .map(|d| {
+                d.as_ref()
+                    .map(|d| (GradNode(d.target.clone()), d.idx as usize))
+            })
+            .collect()
+    }
+}
+
 thread_local! {
+    /// Whether the backward running on this thread records itself (PyTorch's
+    /// `create_graph=True`): `.grad` then gets a copy of a first gradient and a new tensor
+    /// for a sum, never an in-place write (the old `.grad` may be in the recorded graph).
+    static CREATE_GRAPH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// `GradFn`s whose last owner is being dropped, released one at a time: dropping a long
     /// chain recursively would overflow the stack.
     static DROP_QUEUE: RefCell<Option<Vec<Arc<GradFn>>>> = const { RefCell::new(None) };
@@ -674,6 +732,13 @@ impl GradKey {
         (!info.func.is_attach_record()).then(|| info.func.name.to_string())
     }
 
+    /// The recorded op of this key that produced `tensor`, as a node of the graph (None for
+    /// an attached tensor or one this key does not track): PyTorch's `grad_fn`.
+    pub fn producer_node(&self, tensor: &Tensor) -> Option<GradNode> {
+        let info = tensor.grad_info(self.0.id)?;
+        (!info.func.is_attach_record()).then(|| GradNode(info.func))
+    }
+
     /// Stops tracking `tensor` (PyTorch's `detach_`): ops on it are no longer recorded by
     /// this key and no gradient flows back through it from later ops.
     pub fn forget(&self, tensor: &Tensor) {
@@ -875,7 +940,8 @@ impl GradKey {
         for (y, dy) in ys.iter().zip(dys) {
             let mismatch = || {
                 format!(
-                    "the gradient for a {} tensor of shape {:?} must match its dtype and shape, got {} {:?}",
+                    "Mismatch in shape or dtype: the gradient for a {} tensor of shape {:?} must \
+                     match its dtype and shape, got {} {:?}",
                     y.dtype(),
                     y.shape(),
                     dy.dtype(),
@@ -951,7 +1017,9 @@ impl GradKey {
             // a custom rule) would unlink its producer nodes from the key's lists but not from
             // this run's copy, and the gradients waiting on it would never become final
             let alive: Vec<Arc<GradFn>> = tape.iter().filter_map(Weak::upgrade).collect();
+            let outer_create_graph = CREATE_GRAPH.with(|c| c.replace(record_self));
             let r = self.run(ys, dys, tape, collect, working.as_mut(), mode);
+            CREATE_GRAPH.with(|c| c.set(outer_create_graph));
             drop(alive);
             r
         };
@@ -982,6 +1050,7 @@ impl GradKey {
             record_self,
             partial,
         } = mode;
+        let own_copy = working.is_some();
         // this run's own copy of the producer lists (retained or partial), or the key's
         let mut with_lists = |f: &mut dyn FnMut(&mut ProducerLists)| match working.as_deref_mut() {
             Some(l) => f(l),
@@ -1025,8 +1094,44 @@ impl GradKey {
         if retain || partial {
             cleared.0.extend(seeded.iter().map(|(f, _)| f.clone()));
         }
+        // the records this backward reaches from its roots: only they run and fire. A
+        // backward started inside a hook or rule of another one on the same key (reentrant)
+        // must not take that one's pending gradients nor fire its slots again
+        let reach = reached_records(&tape, &seeded);
         for weak in tape.iter().rev() {
             let Some(f) = weak.upgrade() else { continue };
+            // (a run on this run's own copy of the lists; a backward that frees the whole
+            // recording cannot be entered again)
+            if own_copy && !reach.contains(&(Arc::as_ptr(&f) as usize)) {
+                // (its inputs' slots wait on it no longer in this run)
+                let dsts: Vec<NodeId> = f.state().dsts.iter().flatten().map(|d| d.node).collect();
+                let mut finals = Vec::new();
+                with_lists(&mut |l| {
+                    for &node in &dsts {
+                        l.unlink(node);
+                    }
+                });
+                let st = f.state();
+                for d in st.dsts.iter().flatten() {
+                    let idx = d.idx as usize;
+                    if reach.contains(&(Arc::as_ptr(&d.target) as usize))
+                        && !finals.iter().any(|(t, i): &(Arc<GradFn>, usize)| {
+                            Arc::ptr_eq(t, &d.target) && *i == idx
+                        })
+                    {
+                        finals.push((d.target.clone(), idx));
+                    }
+                }
+                drop(st);
+                for (target, idx) in finals {
+                    let mut empty = false;
+                    with_lists(&mut |l| empty = l.is_empty(target.slot_lists[idx]));
+                    if empty && is_needed(&target) {
+                        fire(&target, idx, &mut collect)?;
+                    }
+                }
+                continue;
+            }
             if !is_needed(&f) {
                 // (as a record this backward does not reach: it stays whole for another)
                 let seeds: Vec<Option<Tensor>> =
@@ -1152,6 +1257,26 @@ type Collect<'a> = (
 
 /// The records of `tape` from which one of `targets` can be reached (the targets' own
 /// included), by address. An op's record comes after those of its inputs on the tape.
+/// The records a backward from the `seeded` slots reaches (the tape is in recording order:
+/// a record's inputs come from earlier records).
+fn reached_records(
+    tape: &[Weak<GradFn>],
+    seeded: &[(Arc<GradFn>, usize)],
+) -> std::collections::HashSet<usize> {
+    let mut set: std::collections::HashSet<usize> = seeded
+        .iter()
+        .map(|(f, _)| Arc::as_ptr(f) as usize)
+        .collect();
+    for f in tape.iter().rev().filter_map(Weak::upgrade) {
+        if set.contains(&(Arc::as_ptr(&f) as usize)) {
+            for d in f.state().dsts.iter().flatten() {
+                set.insert(Arc::as_ptr(&d.target) as usize);
+            }
+        }
+    }
+    set
+}
+
 fn needed_records(
     tape: &[Weak<GradFn>],
     targets: &[(Arc<GradFn>, usize)],
@@ -1209,7 +1334,7 @@ fn accumulate(f: &Arc<GradFn>, idx: usize, g: Tensor) -> Result<()> {
         if st.consumed {
             return Err(Error::autograd(format!(
                 "trying to backward through the graph a second time (the saved tensors of \
-                 '{}' were freed by an earlier backward); specify retain_graph=True the \
+                 '{}' were freed by an earlier backward). Specify retain_graph=True the \
                  first time to backward through it twice",
                 f.name
             )));
@@ -1362,27 +1487,39 @@ fn deliver(
         }
     }
     if accumulate {
+        let create_graph = CREATE_GRAPH.with(|c| c.get());
+        let tracing = crate::graph::is_tracing();
         let total = match tensor.grad() {
             // PyTorch's: without a recorded backward, the sum goes into the existing `.grad`
-            // in place, so a reference taken to it earlier sees it
+            // in place, so a reference taken to it earlier (`p.grad = t`) sees it
             Some(old)
-                if !g.is_tracked()
+                if !create_graph
+                    && !g.is_tracked()
                     && !old.is_tracked()
                     && old.dtype() == g.dtype()
                     && old.shape() == g.shape()
                     && old.device() == g.device()
                     && !old.storage().is_read_only()
-                    && !crate::graph::is_tracing() =>
+                    && !tracing =>
             {
                 old.binary_assign_(crate::op::BinaryOp::Add, &g)?;
                 old
             }
+            // (with create_graph a new tensor: the old one may be part of the recorded graph)
             Some(old) => old.add(&g)?,
-            // a gradient that shares storage with another tensor (a seed, a view) is copied,
-            // so later in-place updates of `.grad` cannot reach that tensor
             // (in a trace every value is shared with the tracer; the executor copies what
             // needs it)
-            None if Arc::strong_count(g.storage()) > 1 && !crate::graph::is_tracing() => {
+            None if tracing => g.clone(),
+            // PyTorch's AccumulateGrad: the gradient becomes `.grad` itself only when nothing
+            // else holds it (not a seed passed to backward, not the gradient another leaf
+            // also gets, not a hook's tensor, not a view) and the backward is not recorded;
+            // otherwise `.grad` gets a copy, so later in-place updates of `.grad` reach no
+            // other tensor and writes to those tensors do not reach `.grad`
+            None if create_graph
+                || !g.is_sole_handle()
+                || !g.layout().is_contiguous()
+                || g.storage().is_read_only() =>
+            {
                 g.copy()?
             }
             None => g.clone(),

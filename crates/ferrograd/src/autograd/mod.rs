@@ -23,7 +23,7 @@ mod scope;
 
 pub(crate) use builtin::{run_rule, RuleCtx, SaveMask};
 pub use checkpoint::{checkpoint, Segment};
-pub use key::{GradCallback, GradKey};
+pub use key::{GradCallback, GradKey, GradNode};
 pub(crate) use key::{GradFn, KeyInner};
 pub(crate) use mirror::Recipe;
 pub use mirror::{auto_policy, MirrorPolicy};
@@ -32,8 +32,8 @@ pub(crate) use record::{record_builtin, Saved};
 pub(crate) use registry::lookup as rule_override;
 pub use registry::{register_rule, unregister_rule, RuleOverride};
 pub use scope::{
-    ceiling, grad_enabled, no_grad, pop_ceiling, push_ceiling, push_enable, set_capture_paused,
-    CeilingGuard,
+    ceiling, ceiling_depth, grad_enabled, no_grad, pop_ceiling, push_ceiling, push_enable,
+    set_capture_paused, truncate_ceiling, CeilingGuard,
 };
 
 use std::sync::{Arc, Weak};

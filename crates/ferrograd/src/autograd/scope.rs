@@ -118,6 +118,28 @@ pub fn push_ceiling(level: u64) {
     }
 }
 
+/// How many ceilings ([`push_ceiling`], [`push_enable`], guards) are pushed on this thread.
+pub fn ceiling_depth() -> usize {
+    BLOCKED.with(|b| b.borrow().len())
+}
+
+/// Pops ceilings until [`ceiling_depth`] is `depth` (PyTorch's grad-mode contexts restore
+/// the mode they found on exit, also when a plain `set_grad_enabled` call inside them pushed
+/// one of its own).
+pub fn truncate_ceiling(depth: usize) {
+    let restored = BLOCKED.with(|b| {
+        let mut b = b.borrow_mut();
+        let mut prev = None;
+        while b.len() > depth {
+            prev = b.pop().map(|(_, _, before)| before);
+        }
+        prev
+    });
+    if let Some(prev) = restored {
+        FAST.with(|f| f.ceiling.set(prev));
+    }
+}
+
 /// Undoes the latest [`push_ceiling`].
 pub fn pop_ceiling() {
     let prev = BLOCKED
