@@ -8,11 +8,13 @@ spelling of the same thing)."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from . import _core
 from ._core import Tensor
+from .autodiff import Function as _EngineFunction
 from .autodiff import _as_list, _autograd, _run_backward, _seed_gradients, no_grad
 
 __all__ = [
@@ -263,9 +265,7 @@ class Function:
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         from . import _core as core
-        from .autodiff import Function as EngineFunction
 
-        name = cls.__name__
         ctx = FunctionCtx()
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx.needs_input_grad = tuple(
@@ -274,68 +274,6 @@ class Function:
             for a in args
         )
         separate_setup = cls.setup_context is not Function.setup_context
-        outer = cls
-        shapes: list = []
-        raw_outs: list = []
-        # forward's outputs as returned (a tensor, or a tuple that may hold non-tensors,
-        # which pass through untouched and get None as gradient) and where its tensors are
-        returned: list = []
-        at: list = []
-
-        class _Op(EngineFunction):
-            def forward(self, *tensors: Tensor) -> Any:
-                full = list(args)
-                for i, t in zip(positions, tensors):
-                    full[i] = t
-                if separate_setup:
-                    out = outer.forward(*full, **kwargs)
-                    outer.setup_context(ctx, tuple(full), out)
-                else:
-                    out = outer.forward(ctx, *full, **kwargs)
-                outs = (out,) if isinstance(out, Tensor) else tuple(out)
-                at.extend(i for i, o in enumerate(outs) if isinstance(o, Tensor))
-                returned.append(out)
-                if not isinstance(out, Tensor):
-                    if not at:
-                        raise TypeError(
-                            f"{name}.forward returned no tensor (got "
-                            f"{type(out).__name__}); a Function needs at least one tensor output"
-                        )
-                    outs = tuple(outs[i] for i in at)
-                for d in ctx.dirty:
-                    if isinstance(d, Tensor) and d.requires_grad and d.is_leaf:
-                        raise RuntimeError(
-                            f"{name}: a leaf Variable that requires grad is being used in an "
-                            "in-place operation (mark_dirty)"
-                        )
-                shapes.extend((o.shape, o.dtype.name, o.device) for o in outs)
-                raw_outs.extend(outs)
-                return out if isinstance(out, Tensor) else outs
-
-            def backward(self, *grads: Tensor | None) -> Any:
-                if ctx.materialize_grads:
-                    grads = tuple(
-                        g if g is not None else core.zeros(sh, dtype=dt, device=dev)
-                        for g, (sh, dt, dev) in zip(grads, shapes)
-                    )
-                if not isinstance(returned[0], Tensor):
-                    full: list = [None] * len(returned[0])
-                    for i, g in zip(at, grads):
-                        full[i] = g
-                    grads = tuple(full)
-                r = outer.backward(ctx, *grads)
-                rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
-                if _anomaly_on():
-                    _check_nan_grads(f"{name}Backward", rs)
-                if len(rs) > len(args) and any(g is not None for g in rs[len(args) :]):
-                    raise RuntimeError(
-                        f"{name}.backward returned {len(rs)} gradients for {len(args)} "
-                        "arguments of forward"
-                    )
-                return tuple(rs[i] if i < len(rs) else None for i in positions)
-
-        _Op.__name__ = name
-        _Op.__qualname__ = name
         if not positions:
             # no tensor argument: nothing to differentiate
             return (
@@ -343,7 +281,9 @@ class Function:
                 if separate_setup
                 else cls.forward(ctx, *args, **kwargs)
             )
-        result = _Op()(*[args[i] for i in positions])
+        op = _node_class(cls)(cls, ctx, args, kwargs, positions, separate_setup)
+        result = op(*[args[i] for i in positions])
+        raw_outs, returned, at = op.raw_outs, op.returned, op.at
         recorded = (result,) if isinstance(result, Tensor) else tuple(result)
         ctx._outputs = {id(raw): rec for raw, rec in zip(raw_outs, recorded)}
         if not (ctx.dirty or ctx.non_differentiable):
@@ -363,6 +303,99 @@ class Function:
         return _with_non_tensors(
             final[0] if isinstance(result, Tensor) else tuple(final), returned[0], at
         )
+
+
+_node_classes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _node_class(cls: type) -> type:
+    """The engine op class that records ``cls.apply`` calls (one per Function class, named
+    after it, so that grad_fn is ``<Name>Backward``)."""
+    node = _node_classes.get(cls)
+    if node is None:
+        node = type(cls.__name__, (_FunctionNode,), {"__qualname__": cls.__name__})
+        _node_classes[cls] = node
+    return node
+
+
+class _FunctionNode(_EngineFunction):
+    """One call of a PyTorch-style :class:`Function`: runs its ``forward`` on the engine's
+    custom-op path and its ``backward`` when the tape reaches it."""
+
+    def __init__(
+        self,
+        outer: type,
+        ctx: Any,
+        args: tuple,
+        kwargs: dict,
+        positions: list,
+        separate_setup: bool,
+    ) -> None:
+        self.outer, self.ctx, self.args, self.kwargs = outer, ctx, args, kwargs
+        self.positions, self.separate_setup = positions, separate_setup
+        self.shapes: list = []
+        self.raw_outs: list = []
+        # forward's outputs as returned (a tensor, or a tuple that may hold non-tensors,
+        # which pass through untouched and get None as gradient) and where its tensors are
+        self.returned: list = []
+        self.at: list = []
+
+    def forward(self, *tensors: Tensor) -> Any:
+        outer, ctx, name = self.outer, self.ctx, self.outer.__name__
+        full = list(self.args)
+        for i, t in zip(self.positions, tensors):
+            full[i] = t
+        if self.separate_setup:
+            out = outer.forward(*full, **self.kwargs)
+            outer.setup_context(ctx, tuple(full), out)
+        else:
+            out = outer.forward(ctx, *full, **self.kwargs)
+        outs = (out,) if isinstance(out, Tensor) else tuple(out)
+        at = self.at
+        at.extend(i for i, o in enumerate(outs) if isinstance(o, Tensor))
+        self.returned.append(out)
+        if not isinstance(out, Tensor):
+            if not at:
+                raise TypeError(
+                    f"{name}.forward returned no tensor (got "
+                    f"{type(out).__name__}); a Function needs at least one tensor output"
+                )
+            outs = tuple(outs[i] for i in at)
+        for d in ctx.dirty:
+            if isinstance(d, Tensor) and d.requires_grad and d.is_leaf:
+                raise RuntimeError(
+                    f"{name}: a leaf Variable that requires grad is being used in an "
+                    "in-place operation (mark_dirty)"
+                )
+        # (dtypes kept as they are; their names are read only if a gradient is missing)
+        self.shapes.extend((o.shape, o.dtype, o.device) for o in outs)
+        self.raw_outs.extend(outs)
+        return out if isinstance(out, Tensor) else outs
+
+    def backward(self, *grads: Tensor | None) -> Any:
+        from . import _core as core
+
+        outer, ctx, name, args = self.outer, self.ctx, self.outer.__name__, self.args
+        if ctx.materialize_grads:
+            grads = tuple(
+                g if g is not None else core.zeros(sh, dtype=dt.name, device=dev)
+                for g, (sh, dt, dev) in zip(grads, self.shapes)
+            )
+        returned = self.returned
+        if not isinstance(returned[0], Tensor):
+            full: list = [None] * len(returned[0])
+            for i, g in zip(self.at, grads):
+                full[i] = g
+            grads = tuple(full)
+        r = outer.backward(ctx, *grads)
+        rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+        if _anomaly_on():
+            _check_nan_grads(f"{name}Backward", rs)
+        if len(rs) > len(args) and any(g is not None for g in rs[len(args) :]):
+            raise RuntimeError(
+                f"{name}.backward returned {len(rs)} gradients for {len(args)} arguments of forward"
+            )
+        return tuple(rs[i] if i < len(rs) else None for i in self.positions)
 
 
 def _anomaly_on() -> bool:
