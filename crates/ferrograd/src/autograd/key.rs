@@ -153,6 +153,9 @@ thread_local! {
     /// `create_graph=True`): `.grad` then gets a copy of a first gradient and a new tensor
     /// for a sum, never an in-place write (the old `.grad` may be in the recorded graph).
     static CREATE_GRAPH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// How many backward runs are on this thread's stack (more than one: a backward started
+    /// inside a hook or rule of another).
+    static BACKWARD_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     /// `GradFn`s whose last owner is being dropped, released one at a time: dropping a long
     /// chain recursively would overflow the stack.
     static DROP_QUEUE: RefCell<Option<Vec<Arc<GradFn>>>> = const { RefCell::new(None) };
@@ -1018,7 +1021,9 @@ impl GradKey {
             // this run's copy, and the gradients waiting on it would never become final
             let alive: Vec<Arc<GradFn>> = tape.iter().filter_map(Weak::upgrade).collect();
             let outer_create_graph = CREATE_GRAPH.with(|c| c.replace(record_self));
+            BACKWARD_DEPTH.with(|c| c.set(c.get() + 1));
             let r = self.run(ys, dys, tape, collect, working.as_mut(), mode);
+            BACKWARD_DEPTH.with(|c| c.set(c.get().saturating_sub(1)));
             CREATE_GRAPH.with(|c| c.set(outer_create_graph));
             drop(alive);
             r
@@ -1097,12 +1102,19 @@ impl GradKey {
         // the records this backward reaches from its roots: only they run and fire. A
         // backward started inside a hook or rule of another one on the same key (reentrant)
         // must not take that one's pending gradients nor fire its slots again
-        let reach = reached_records(&tape, &seeded);
+        // (only a backward inside another one needs it: alone, the records it does not
+        // reach are left by `is_needed` below)
+        let nested = BACKWARD_DEPTH.with(|c| c.get()) > 1;
+        let reach = if own_copy && nested {
+            reached_records(&tape, &seeded)
+        } else {
+            Default::default()
+        };
         for weak in tape.iter().rev() {
             let Some(f) = weak.upgrade() else { continue };
             // (a run on this run's own copy of the lists; a backward that frees the whole
             // recording cannot be entered again)
-            if own_copy && !reach.contains(&(Arc::as_ptr(&f) as usize)) {
+            if own_copy && nested && !reach.contains(&(Arc::as_ptr(&f) as usize)) {
                 // (its inputs' slots wait on it no longer in this run)
                 let dsts: Vec<NodeId> = f.state().dsts.iter().flatten().map(|d| d.node).collect();
                 let mut finals = Vec::new();
