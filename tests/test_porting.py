@@ -873,8 +873,8 @@ def test_device_probes_and_cuda_typed_tensors_of_pytorch_scripts():
     out = fg.nn.parallel.data_parallel(lin, (fg.ones(4, 2),))
     np.testing.assert_array_equal(out.detach().numpy(), lin(fg.ones(4, 2)).detach().numpy())
     # the old dcgan's isinstance(x.data, torch.cuda.FloatTensor): false for CPU tensors
-    assert not isinstance(fg.ones(2), fg.cuda.FloatTensor)
-    assert isinstance(fg.ones(2), fg.FloatTensor)
+    assert not isinstance(fg.ones(2, device="cpu"), fg.cuda.FloatTensor)
+    assert isinstance(fg.ones(2, device="cpu"), fg.FloatTensor)
     if fg.cuda.is_available():
         t = fg.cuda.FloatTensor(3)
         assert t.device.startswith("cuda") and t.shape == (3,)

@@ -121,11 +121,25 @@ fn reading_a_value_written_in_place_since_is_a_trace_error() {
 }
 
 #[test]
-fn writing_into_an_argument_is_refused() {
+fn writing_into_an_argument_reaches_it_and_into_a_view_of_one_is_refused() {
+    // the whole argument: every run leaves the new value in the tensor it is given
     let x = Tensor::from_vec(data(4, 0.5), &[4]).unwrap();
     let h = graph::begin(std::slice::from_ref(&x)).unwrap();
-    let err = h[0]
-        .update_("add", &h[0].add_scalar(1.0).unwrap())
+    let y = h[0].update_("add", &h[0].add_scalar(1.0).unwrap()).unwrap();
+    let out = y.mul_scalar(2.0).unwrap();
+    let g = graph::end(std::slice::from_ref(&out)).unwrap();
+    let exe = Executable::new(g).unwrap();
+    let z = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[4]).unwrap();
+    let r = exe.run(std::slice::from_ref(&z)).unwrap();
+    assert_eq!(z.to_vec_f64().unwrap(), vec![2.0, 3.0, 4.0, 5.0]);
+    assert_eq!(r[0].to_vec_f64().unwrap(), vec![4.0, 6.0, 8.0, 10.0]);
+
+    // a part of it: refused, naming the argument
+    let x = Tensor::from_vec(data(4, 0.5), &[4]).unwrap();
+    let h = graph::begin(std::slice::from_ref(&x)).unwrap();
+    let part = h[0].narrow(0, 1, 2).unwrap();
+    let err = part
+        .update_("add", &part.add_scalar(1.0).unwrap())
         .unwrap_err();
     graph::abort();
     assert!(err.to_string().contains("argument 0"), "{err}");
