@@ -190,6 +190,19 @@ class _BuffersView(MutableMapping):
         return f"OrderedDict({list(self.items())!r})"
 
 
+def _copy_loaded(target: Tensor, v: Tensor) -> None:
+    """Writes a loaded value into a parameter or buffer of the same shape, moved to its
+    device and cast to its dtype."""
+    from ..autodiff import no_grad
+
+    if v.device != target.device:
+        v = v.to(target.device)
+    if v.dtype != target.dtype:
+        v = v.astype(target.dtype)
+    with no_grad():
+        target.copy_(v)
+
+
 class _HookHandle:
     """What ``register_forward_hook`` returns: ``remove()`` drops the hook."""
 
@@ -903,7 +916,6 @@ class Module:
         PyTorch's: missing keys, unexpected keys (with ``strict``) and size mismatches are
         appended to the lists given. Subclasses may override it (load_state_dict calls the
         override for that module's own keys)."""
-        from ..autodiff import no_grad
 
         local = dict(self._local_state())
         local.pop("_extra_state", None)
@@ -921,12 +933,7 @@ class Module:
                     f"checkpoint, the shape in current model is {list(target.shape)}."
                 )
                 continue
-            if v.device != target.device:
-                v = v.to(target.device)
-            if v.dtype != target.dtype:
-                v = v.astype(target.dtype)
-            with no_grad():
-                target.copy_(v)
+            _copy_loaded(target, v)
         extra_key = prefix + "_extra_state"
         if type(self).set_extra_state is not Module.set_extra_state:
             if extra_key in state_dict:
@@ -1011,7 +1018,6 @@ class Module:
         ``strict``, missing and unexpected keys raise ``KeyError`` (also a ``RuntimeError``,
         PyTorch's type); a shape mismatch always
         raises ``ShapeError``. Returns ``(missing_keys, unexpected_keys)``."""
-        from ..autodiff import no_grad
 
         if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
             raise TypeError(
@@ -1108,12 +1114,7 @@ class Module:
                     f"size mismatch for {k}: copying a param with shape {list(v.shape)} from "
                     f"checkpoint, the shape in current model is {list(target.shape)}."
                 )
-            if v.device != target.device:
-                v = v.to(target.device)
-            if v.dtype != target.dtype:
-                v = v.astype(target.dtype)
-            with no_grad():
-                target.copy_(v)
+            _copy_loaded(target, v)
         return result
 
     # ---------------------------------------------------------------------------- modes
