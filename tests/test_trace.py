@@ -1253,3 +1253,86 @@ def test_in_place_writes_into_part_of_an_argument_are_refused_clearly():
     with pytest.raises(fg.TraceError, match="view .* of argument 0"):
         f(x)
     np.testing.assert_array_equal(x.numpy(), np.ones(3))  # nothing half-written
+
+
+@pytest.mark.parametrize("where", ["no_grad", "set_grad_enabled", "detach"])
+def test_values_computed_without_gradients_pass_none_back_as_in_eager(where):
+    """A value computed under no_grad inside a traced step is a constant for the gradient
+    pass, as on the tape: only the other path through ``w`` contributes."""
+    w = fg.tensor([1.0, 2.0], dtype="float64")
+    gm = fg.GradManager().attach([w])
+
+    def step(x):
+        with gm:
+            if where == "no_grad":
+                with fg.no_grad():
+                    z = w * 3.0
+            elif where == "set_grad_enabled":
+                with fg.set_grad_enabled(False):
+                    z = w * 3.0
+            else:
+                z = (w * 3.0).detach()
+            loss = (z * w * x).sum()
+            gm.backward(loss)
+        g = w.grad
+        w.grad = None
+        return g
+
+    x = fg.tensor([1.0, 0.5], dtype="float64")
+    eager = step(x).numpy()
+    np.testing.assert_array_equal(eager, 3.0 * w.numpy() * x.numpy())
+    traced = fg.trace(step)
+    for _ in range(2):
+        np.testing.assert_array_equal(traced(x).numpy(), eager)
+
+
+def test_enable_grad_inside_no_grad_in_a_trace_differentiates_again():
+    w = fg.tensor([1.0, 2.0], dtype="float64")
+    gm = fg.GradManager().attach([w])
+
+    def step(x):
+        with gm:
+            with fg.no_grad(), fg.enable_grad():
+                z = w * w
+            gm.backward((z * x).sum())
+        g = w.grad
+        w.grad = None
+        return g
+
+    x = fg.tensor([1.0, 3.0], dtype="float64")
+    traced = fg.trace(step)
+    for _ in range(2):
+        np.testing.assert_array_equal(traced(x).numpy(), 2 * w.numpy() * x.numpy())
+
+
+def test_the_first_traced_call_releases_values_no_gradient_rule_reads():
+    """The first call runs the step while tracing it: it keeps what the gradient rules read
+    (as the eager tape does), not every value of the step."""
+    fg.manual_seed(0)
+    width, depth = 256, 6
+    layers = [fg.nn.Linear(width, width) for _ in range(depth)]
+    model = fg.nn.Sequential(*[m for lin in layers for m in (lin, fg.nn.GELU())])
+    opt = fg.optim.SGD(model.parameters(), lr=0.01)
+    gm = fg.GradManager().attach(model.parameters())
+
+    def step(x):
+        with gm:
+            loss = (model(x) ** 2).mean()
+            gm.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    x = fg.randn(128, width)
+
+    def peak(f):
+        gc.collect()
+        live = fg.memory_stats()["live_bytes"]
+        fg.reset_peak_memory_stats()
+        f(x)
+        return fg.memory_stats()["peak_bytes"] - live
+
+    eager = peak(step)
+    first = peak(fg.trace(step))
+    # every value of this step together is over 6x the eager peak
+    assert first < 3 * eager, (first, eager)

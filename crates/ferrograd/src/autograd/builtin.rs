@@ -105,12 +105,14 @@ struct More {
 }
 
 /// Where a rule's saved values come from: a tape record (what its save mask kept), or a
-/// traced graph (every value of the step is there: the graph gradient pass).
+/// traced graph (the values the trace kept: at least what the op's save mask keeps, with every
+/// input needing a gradient).
 enum Source<'a> {
     Tape(&'a BuiltinRule),
     Graph {
-        inputs: &'a [Tensor],
-        output: &'a Tensor,
+        inputs: &'a [Option<Tensor>],
+        shapes: &'a [&'a [usize]],
+        output: Option<&'a Tensor>,
         /// Why a value cannot be read (written in place since the op ran): one per input,
         /// then the output.
         stale: &'a [Option<Error>],
@@ -130,10 +132,16 @@ pub(crate) struct RuleCtx<'a> {
 
 impl<'a> RuleCtx<'a> {
     /// The context of a rule applied to a traced op's values (by the graph gradient pass).
+    /// `inputs` and `output` are the values the trace kept (`None`: released, as the op's
+    /// save mask does not keep it), `shapes` the inputs' shapes.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn for_graph(
         op: &'a Op,
-        inputs: &'a [Tensor],
-        output: &'a Tensor,
+        inputs: &'a [Option<Tensor>],
+        shapes: &'a [&'a [usize]],
+        output: Option<&'a Tensor>,
+        out_shape: &'a [usize],
+        in_dtype: DType,
         needs: &'a [bool],
         stale: &'a [Option<Error>],
     ) -> RuleCtx<'a> {
@@ -141,11 +149,12 @@ impl<'a> RuleCtx<'a> {
             op,
             source: Source::Graph {
                 inputs,
+                shapes,
                 output,
                 stale,
             },
-            out_shape: output.shape(),
-            in_dtype: inputs.first().map_or(output.dtype(), |t| t.dtype()),
+            out_shape,
+            in_dtype,
             needs,
         }
     }
@@ -164,7 +173,7 @@ impl RuleCtx<'_> {
                 Some(m) if !m.shapes.inputs.is_empty() => m.shapes.input(i, self.out_shape),
                 _ => self.out_shape,
             },
-            Source::Graph { inputs, .. } => inputs[i].shape(),
+            Source::Graph { shapes, .. } => shapes[i],
         }
     }
 
@@ -192,9 +201,10 @@ impl RuleCtx<'_> {
         let rule = match &self.source {
             Source::Tape(rule) => rule,
             Source::Graph { inputs, stale, .. } => {
-                return match stale.get(i).and_then(Option::as_ref) {
-                    Some(e) => Err(e.clone_trace()),
-                    None => Ok(inputs[i].clone()),
+                return match (stale.get(i).and_then(Option::as_ref), &inputs[i]) {
+                    (Some(e), _) => Err(e.clone_trace()),
+                    (None, Some(t)) => Ok(t.clone()),
+                    (None, None) => Err(released(self.op, &format!("input {i}"))),
                 }
             }
         };
@@ -216,9 +226,10 @@ impl RuleCtx<'_> {
         let rule = match &self.source {
             Source::Tape(rule) => rule,
             Source::Graph { output, stale, .. } => {
-                return match stale.last().and_then(Option::as_ref) {
-                    Some(e) => Err(e.clone_trace()),
-                    None => Ok((*output).clone()),
+                return match (stale.last().and_then(Option::as_ref), output) {
+                    (Some(e), _) => Err(e.clone_trace()),
+                    (None, Some(t)) => Ok((*t).clone()),
+                    (None, None) => Err(released(self.op, "its output")),
                 }
             }
         };
@@ -235,6 +246,18 @@ impl RuleCtx<'_> {
                 self.op.name()
             ))),
         }
+    }
+}
+
+/// The error for a traced value a rule reads that the trace released (its save mask said the
+/// rule would not read it): a defect of that op's save mask, never of the user's code.
+fn released(op: &Op, what: &str) -> Error {
+    Error::Trace {
+        op: op.name().to_string(),
+        msg: format!(
+            "the gradient rule reads {what}, which its save mask does not keep, so the trace \
+             released it"
+        ),
     }
 }
 
@@ -370,4 +393,24 @@ impl GradRule for BuiltinRule {
             )
             .collect()
     }
+}
+
+/// What the graph gradient pass may read of a traced op's values (`inputs`): the op's save
+/// mask with every input needing a gradient (the pass decides later which do; a mask keeps
+/// at least as much for more needs), everything under a registered rule override (it may read
+/// any), nothing for an op without a gradient.
+pub(crate) fn graph_saves(op: &Op, inputs: &[&Tensor]) -> SaveMask {
+    if !op.is_differentiable() {
+        return SaveMask::default();
+    }
+    if super::rule_override(op.name()).is_some() {
+        let mut all = SaveMask::default();
+        for i in 0..inputs.len().min(64) {
+            all.input(i, true);
+        }
+        all.outputs = true;
+        return all;
+    }
+    let needs = vec![true; inputs.len()];
+    for_each_family!(op, f => f.saves_for(&needs, inputs))
 }

@@ -21,7 +21,7 @@ pub(crate) mod record;
 mod registry;
 mod scope;
 
-pub(crate) use builtin::{run_rule, RuleCtx, SaveMask};
+pub(crate) use builtin::{graph_saves, run_rule, RuleCtx, SaveMask};
 pub use checkpoint::{checkpoint, Segment};
 pub use key::{GradCallback, GradKey, GradNode};
 pub(crate) use key::{GradFn, KeyInner};
@@ -31,6 +31,7 @@ pub use record::{is_recording_any, record_custom};
 pub(crate) use record::{record_builtin, Saved};
 pub(crate) use registry::lookup as rule_override;
 pub use registry::{register_rule, unregister_rule, RuleOverride};
+pub(crate) use scope::set_trace_ceiling;
 pub use scope::{
     ceiling, ceiling_depth, grad_enabled, no_grad, pop_ceiling, push_ceiling, push_enable,
     set_capture_paused, truncate_ceiling, CeilingGuard,

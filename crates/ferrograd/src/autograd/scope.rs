@@ -88,9 +88,44 @@ pub(crate) fn blocked(level: u64) -> bool {
 }
 
 /// Whether a key made now would record on this thread (PyTorch's `is_grad_enabled`): false
-/// inside `no_grad`, true inside `enable_grad`.
+/// inside `no_grad`, true inside `enable_grad`. Inside a trace, whether the traced code has
+/// gradients enabled (the trace's own block of the tape does not count).
 pub fn grad_enabled() -> bool {
-    !blocked(super::key::next_key_id())
+    match TRACE_CEILING.with(Cell::get) {
+        usize::MAX => !blocked(super::key::next_key_id()),
+        index => grad_enabled_without(index),
+    }
+}
+
+thread_local! {
+    /// The index in this thread's stack of the active trace's own ceiling (`usize::MAX`: none).
+    static TRACE_CEILING: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Marks the ceiling at `index` as a trace's own (`usize::MAX`: the trace ended); returns the
+/// previous mark.
+pub(crate) fn set_trace_ceiling(index: usize) -> usize {
+    TRACE_CEILING.with(|t| t.replace(index))
+}
+
+/// [`grad_enabled`] as if the ceiling at `index` of this thread's stack were not there (a
+/// trace's own block: whether the traced function's code has gradients enabled).
+pub(crate) fn grad_enabled_without(index: usize) -> bool {
+    let level = super::key::next_key_id();
+    BLOCKED.with(|b| {
+        for (k, &(from, until, _)) in b.borrow().iter().enumerate().rev() {
+            if k == index {
+                continue;
+            }
+            if from > until {
+                return true;
+            }
+            if from <= level && level < until {
+                return false;
+            }
+        }
+        true
+    })
 }
 
 /// Lifts every blocked range pushed so far on this thread (`enable_grad` inside `no_grad`),

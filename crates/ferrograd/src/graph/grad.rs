@@ -33,11 +33,24 @@ struct Shape {
 
 /// The gradients of `ys` (seeded with `dys`) with respect to `xs`, through the active trace.
 /// `on_final(i, g)` is called once for each `xs[i]` a gradient reaches, as soon as it is
-/// final. Errors when no trace is active.
+/// final. Errors when no trace is active. The gradient graph can be differentiated again.
 pub fn gradients(
     ys: &[Tensor],
     dys: &[Tensor],
     xs: &[Tensor],
+    on_final: &mut dyn FnMut(usize, &Tensor) -> Result<()>,
+) -> Result<Vec<Option<Tensor>>> {
+    gradients_with(ys, dys, xs, true, on_final)
+}
+
+/// [`gradients`], with the gradient graph differentiable again only if `differentiable`
+/// (`create_graph`): otherwise a later gradient pass treats its values as constants, as the
+/// tape treats a backward nothing recorded, and the trace keeps none of them for one.
+pub fn gradients_with(
+    ys: &[Tensor],
+    dys: &[Tensor],
+    xs: &[Tensor],
+    differentiable: bool,
     on_final: &mut dyn FnMut(usize, &Tensor) -> Result<()>,
 ) -> Result<Vec<Option<Tensor>>> {
     if ys.len() != dys.len() {
@@ -77,7 +90,8 @@ pub fn gradients(
             .iter()
             .map(|n| Shape {
                 inputs: n.grad_inputs().to_vec(),
-                passes: matches!(n.kind, NodeKind::Op { .. } | NodeKind::Custom { .. }),
+                passes: matches!(n.kind, NodeKind::Op { .. } | NodeKind::Custom { .. })
+                    && !n.no_grad,
                 float: n.dtype.is_float(),
                 custom: match n.kind {
                     NodeKind::Custom {
@@ -89,9 +103,9 @@ pub fn gradients(
             .collect();
         Ok((y_nodes, x_nodes, shapes))
     })?;
-    let was = set_grad_pass(true);
+    let (was, was_differentiable) = set_grad_pass(true, differentiable);
     let out = walk(&y_nodes, &x_nodes, &shapes, dys, xs.len(), on_final);
-    set_grad_pass(was);
+    set_grad_pass(was, was_differentiable);
     out
 }
 
@@ -222,14 +236,15 @@ fn walk(
                     .chain(std::iter::once(&n))
                     .map(|&i| tr.check_fresh(i).err())
                     .collect();
-                let values: Vec<Tensor> = inputs.iter().map(|&i| tr.values[i].clone()).collect();
+                let values: Vec<Option<Tensor>> =
+                    inputs.iter().map(|&i| tr.values[i].clone()).collect();
                 Ok((op.clone(), values, tr.values[n].clone(), stale))
             })?;
             if !op.is_differentiable() {
                 return Err(not_differentiable(&op));
             }
             let needs: Vec<bool> = shapes[n].inputs.iter().map(|&i| relevant[i]).collect();
-            let dxs = apply_rule(&op, &values, &output, &needs, &stale, &dy)?;
+            let dxs = apply_rule(&op, &values, output.as_ref(), &needs, &stale, &dy, n)?;
             for (&i, dx) in shapes[n].inputs.iter().zip(dxs) {
                 if let Some(dx) = dx {
                     add_into(&mut grads[i], &dx)?;
@@ -252,18 +267,26 @@ fn walk(
 /// (and it does not decline), else the builtin rule.
 fn apply_rule(
     op: &Op,
-    values: &[Tensor],
-    output: &Tensor,
+    values: &[Option<Tensor>],
+    output: Option<&Tensor>,
     needs: &[bool],
     stale: &[Option<Error>],
     dy: &Tensor,
+    n: NodeId,
 ) -> Result<Vec<Option<Tensor>>> {
     if let Some(custom) = rule_override(op.name()) {
         if let Some(e) = stale.iter().flatten().next() {
             // an override may read any of them
             return Err(e.clone_trace());
         }
-        let refs: Vec<&Tensor> = values.iter().collect();
+        // (the trace keeps every value of an op with an override)
+        let refs: Option<Vec<&Tensor>> = values.iter().map(Option::as_ref).collect();
+        let (Some(refs), Some(output)) = (refs, output) else {
+            return Err(Error::Trace {
+                op: op.name().to_string(),
+                msg: "a value its gradient rule override reads was released".to_string(),
+            });
+        };
         if let Some(rule) = custom.make(op, &refs, std::slice::from_ref(output), needs, 0)? {
             let mut dxs = rule.backward(&[Some(dy.clone())])?;
             dxs.resize(values.len(), None);
@@ -275,7 +298,26 @@ fn apply_rule(
             return Ok(dxs);
         }
     }
-    let ctx = RuleCtx::for_graph(op, values, output, needs, stale);
+    let (in_shapes, out_shape, in_dtype) = with_tracer_ref(|tr| {
+        let nodes = &tr.graph.nodes;
+        let NodeKind::Op { inputs, .. } = &nodes[n].kind else {
+            unreachable!("only op nodes pass gradients")
+        };
+        let shapes: Vec<Vec<usize>> = inputs.iter().map(|&i| nodes[i].shape.clone()).collect();
+        let dtype = inputs.first().map_or(nodes[n].dtype, |&i| nodes[i].dtype);
+        Ok((shapes, nodes[n].shape.clone(), dtype))
+    })?;
+    let shape_refs: Vec<&[usize]> = in_shapes.iter().map(Vec::as_slice).collect();
+    let ctx = RuleCtx::for_graph(
+        op,
+        values,
+        &shape_refs,
+        output,
+        &out_shape,
+        in_dtype,
+        needs,
+        stale,
+    );
     run_rule(&ctx, dy, values.len())
 }
 

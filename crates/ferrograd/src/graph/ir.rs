@@ -72,6 +72,9 @@ pub struct Node {
     pub grad_pass: bool,
     /// A recomputation, in backward, of a forward node (mirroring).
     pub recompute: bool,
+    /// Made where the function had gradients disabled (`no_grad`): as on the tape, no
+    /// gradient flows through it.
+    pub no_grad: bool,
 }
 
 impl Node {

@@ -19,7 +19,7 @@ pub mod plan;
 pub mod trace;
 
 pub use exec::{Executable, Options};
-pub use grad::gradients;
+pub use grad::{gradients, gradients_with};
 pub use ir::{Callable, CustomRule, Graph, Node, NodeId, NodeKind};
 pub use mirror::Mirror;
 pub use plan::MemoryReport;

@@ -22,6 +22,9 @@ pub(crate) type TraceRef = (u64, NodeId);
 
 static NEXT_TRACE: AtomicU64 = AtomicU64::new(1);
 
+/// Nodes traced between two sweeps that release values nothing can read any more.
+const SWEEP_EVERY: usize = 16;
+
 /// Whether a trace is active on this thread: 0 none, 1 tracing, 2 suspended (inside a
 /// callback node, whose own ops run untraced).
 const NONE: u8 = 0;
@@ -31,8 +34,19 @@ const SUSPENDED: u8 = 2;
 pub(crate) struct Tracer {
     id: u64,
     pub(crate) graph: Graph,
-    /// Each node's value at trace time (what the gradient pass's rules read).
-    pub(crate) values: Vec<Tensor>,
+    /// Each node's value at trace time (what the gradient pass's rules read); `None` once
+    /// released: no tensor shares its memory any more and no rule will read it (see
+    /// [`Tracer::release`]), so the first call holds what an eager step would.
+    pub(crate) values: Vec<Option<Tensor>>,
+    /// Whether some op's gradient rule may read the node's value (its save mask keeps it).
+    saved: Vec<bool>,
+    /// The nodes over each storage (by address), every kind: a storage is released when no
+    /// tensor outside these nodes holds it.
+    holders: HashMap<usize, Vec<NodeId>>,
+    /// Nodes that may be released later (not saved, not a capture, argument or constant).
+    candidates: Vec<NodeId>,
+    /// Nodes pushed since the last release sweep.
+    since_sweep: usize,
     /// The version of each value's storage when the node was made: a value written in place
     /// since is stale (the graph has it as it was, eager code would see the write).
     versions: Vec<u64>,
@@ -46,6 +60,12 @@ pub(crate) struct Tracer {
     capture_nodes: Vec<NodeId>,
     /// Whether a gradient pass is adding the nodes now.
     grad_pass: bool,
+    /// Whether the nodes that pass adds can be differentiated again (`create_graph`, or a
+    /// manager outside it recording): else no gradient flows through them, as on the tape,
+    /// and the trace keeps none of their values for another pass.
+    grad_pass_differentiable: bool,
+    /// The index of the trace's own ceiling in this thread's stack.
+    depth: usize,
     /// No tape records while tracing.
     _blocked: CeilingGuard,
 }
@@ -91,9 +111,21 @@ impl Tracer {
             device: value.device(),
             grad_pass: self.grad_pass,
             recompute: false,
+            no_grad: match self.grad_pass {
+                true => !self.grad_pass_differentiable,
+                false => !crate::autograd::grad_enabled(),
+            },
         });
-        self.values.push(value.clone());
+        self.values.push(Some(value.clone()));
+        self.saved.push(false);
         self.versions.push(value.storage().version());
+        self.holders.entry(storage_key(value)).or_default().push(id);
+        if !matches!(
+            self.graph.nodes[id].kind,
+            NodeKind::Input(_) | NodeKind::Capture(_) | NodeKind::Constant(_)
+        ) {
+            self.candidates.push(id);
+        }
         if !matches!(
             self.graph.nodes[id].kind,
             NodeKind::Detach(_) | NodeKind::Call { .. }
@@ -133,12 +165,12 @@ impl Tracer {
             .iter()
             .rev()
             .copied()
-            .find(|&n| self.values[n].layout() == t.layout())
+            .find(|&n| self.layout_is(n, t))
     }
 
     /// Refuses node `n` if its value's storage was written in place after it was made.
     pub(crate) fn check_fresh(&self, n: NodeId) -> Result<()> {
-        if self.values[n].storage().version() == self.versions[n] {
+        if self.is_fresh(n) {
             return Ok(());
         }
         let node = &self.graph.nodes[n];
@@ -151,6 +183,110 @@ impl Tracer {
                 node.dtype, node.shape
             ),
         })
+    }
+
+    /// Whether node `n`'s value still has the data it had when the node was made (a released
+    /// value was fresh when released, and nothing could write into it since).
+    fn is_fresh(&self, n: NodeId) -> bool {
+        match &self.values[n] {
+            Some(v) => v.storage().version() == self.versions[n],
+            None => true,
+        }
+    }
+
+    /// Whether node `n`'s (unreleased) value has `t`'s layout.
+    fn layout_is(&self, n: NodeId, t: &Tensor) -> bool {
+        self.values[n]
+            .as_ref()
+            .is_some_and(|v| v.layout() == t.layout())
+    }
+
+    /// Marks what the gradient rule of op node `n` (over `inputs`) may read as saved, then
+    /// now and then releases what nothing can read any more.
+    fn after_op(&mut self, n: NodeId, op: &Op, inputs: &[&Tensor]) {
+        let mask = match self.graph.nodes[n].no_grad {
+            true => crate::autograd::SaveMask::default(),
+            false => crate::autograd::graph_saves(op, inputs),
+        };
+        if let NodeKind::Op { inputs: ins, .. } = &self.graph.nodes[n].kind {
+            for (k, &i) in ins.iter().enumerate() {
+                if k >= 64 || mask.keeps(k) {
+                    self.saved[i] = true;
+                }
+            }
+        }
+        if mask.outputs {
+            self.saved[n] = true;
+        }
+        self.since_sweep += 1;
+        if self.since_sweep >= SWEEP_EVERY {
+            self.since_sweep = 0;
+            self.release();
+        }
+    }
+
+    /// Releases the values of every storage only the trace still holds and no gradient rule
+    /// may read: the storage is then unreachable (no tensor shares it), so no later op can
+    /// take it as an input, and its memory returns to the pool as it would in eager mode.
+    fn release(&mut self) {
+        let mut i = 0;
+        while i < self.candidates.len() {
+            let n = self.candidates[i];
+            let keep = match &self.values[n] {
+                None => false,
+                Some(_) if self.saved[n] => false,
+                Some(v) => {
+                    let key = storage_key(v);
+                    if self.releasable(key) {
+                        self.release_storage(key);
+                        false
+                    } else {
+                        true
+                    }
+                }
+            };
+            if keep {
+                i += 1;
+            } else {
+                self.candidates.swap_remove(i);
+            }
+        }
+    }
+
+    /// Whether the values over storage `key` may be released: each is a node's own handle
+    /// (nothing else holds it), fresh, of a releasable kind and not saved, and together they
+    /// are every holder of the storage.
+    fn releasable(&self, key: usize) -> bool {
+        let Some(nodes) = self.holders.get(&key) else {
+            return false;
+        };
+        let mut handles = 0;
+        let mut storage = None;
+        for &m in nodes {
+            let Some(v) = &self.values[m] else {
+                continue;
+            };
+            if self.saved[m]
+                || Arc::strong_count(&v.0) != 1
+                || v.storage().version() != self.versions[m]
+                || matches!(
+                    self.graph.nodes[m].kind,
+                    NodeKind::Input(_) | NodeKind::Capture(_) | NodeKind::Constant(_)
+                )
+            {
+                return false;
+            }
+            handles += 1;
+            storage = Some(v.storage());
+        }
+        storage.is_some_and(|s| Arc::strong_count(s) == handles)
+    }
+
+    fn release_storage(&mut self, key: usize) {
+        for m in self.holders.remove(&key).unwrap_or_default() {
+            self.values[m] = None;
+        }
+        self.by_storage.remove(&key);
     }
 
     /// Captures `t` (a tensor from outside the function): its capture node.
@@ -169,7 +305,7 @@ impl Tracer {
             .get(&storage_key(t))?
             .iter()
             .find_map(|&n| match self.graph.nodes[n].kind {
-                NodeKind::Capture(c) if self.values[n].layout() == t.layout() => Some(c),
+                NodeKind::Capture(c) if self.layout_is(n, t) => Some(c),
                 _ => None,
             })
     }
@@ -181,7 +317,7 @@ impl Tracer {
             .get(&storage_key(t))?
             .iter()
             .find_map(|&n| match self.graph.nodes[n].kind {
-                NodeKind::Input(i) if self.values[n].layout() == t.layout() => Some(i),
+                NodeKind::Input(i) if self.layout_is(n, t) => Some(i),
                 _ => None,
             })
     }
@@ -232,11 +368,17 @@ pub fn begin(inputs: &[Tensor]) -> Result<Vec<Tensor>> {
             ..Graph::default()
         },
         values: Vec::new(),
+        saved: Vec::new(),
+        holders: HashMap::new(),
+        candidates: Vec::new(),
+        since_sweep: 0,
         versions: Vec::new(),
         input_storage: HashMap::new(),
         by_storage: HashMap::new(),
         grad_pass: false,
+        grad_pass_differentiable: true,
         capture_nodes: Vec::new(),
+        depth: crate::autograd::ceiling_depth(),
         _blocked: CeilingGuard::new(0),
     };
     let handles: Vec<Tensor> = inputs
@@ -252,6 +394,7 @@ pub fn begin(inputs: &[Tensor]) -> Result<Vec<Tensor>> {
             h
         })
         .collect();
+    crate::autograd::set_trace_ceiling(tracer.depth);
     TRACER.with(|t| *t.borrow_mut() = Some(tracer));
     STATE.with(|s| s.set(TRACING));
     Ok(handles)
@@ -275,6 +418,7 @@ pub fn abort() {
 
 fn take() -> Result<Tracer> {
     STATE.with(|s| s.set(NONE));
+    crate::autograd::set_trace_ceiling(usize::MAX);
     TRACER
         .with(|t| t.borrow_mut().take())
         .ok_or_else(|| Error::Trace {
@@ -294,13 +438,14 @@ pub(crate) fn on_op(op: &Op, inputs: &[&Tensor], out: &Tensor) -> Result<()> {
             .iter()
             .map(|t| tr.node_of(t))
             .collect::<Result<Vec<_>>>()?;
-        tr.push(
+        let n = tr.push(
             NodeKind::Op {
                 op: op.clone(),
                 inputs: ins,
             },
             out,
         );
+        tr.after_op(n, op, inputs);
         Ok(())
     })
     .unwrap_or(Ok(()))
@@ -334,7 +479,7 @@ pub(crate) fn on_detach(src: &Tensor, out: &Tensor) {
             None => tr.capture(src),
         };
         tr.push(NodeKind::Detach(n), out);
-        if tr.values[n].storage().version() != tr.versions[n] {
+        if !tr.is_fresh(n) {
             // the view shares the stale memory: so is it
             let last = tr.versions.len() - 1;
             tr.versions[last] = tr.versions[n];
@@ -568,6 +713,12 @@ pub(crate) fn active<R>(op: &str, f: impl FnOnce(&mut Tracer) -> Result<R>) -> R
 
 /// Marks the nodes added from now on as made by a gradient pass (or not); returns the old
 /// setting.
-pub(crate) fn set_grad_pass(on: bool) -> bool {
-    with_tracer(|tr| std::mem::replace(&mut tr.grad_pass, on)).unwrap_or(false)
+pub(crate) fn set_grad_pass(on: bool, differentiable: bool) -> (bool, bool) {
+    with_tracer(|tr| {
+        (
+            std::mem::replace(&mut tr.grad_pass, on),
+            std::mem::replace(&mut tr.grad_pass_differentiable, differentiable),
+        )
+    })
+    .unwrap_or((false, true))
 }
