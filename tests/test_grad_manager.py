@@ -636,3 +636,31 @@ def test_float32_tensors_get_float32_gradients():
         gm.backward((x * x).sum())
     assert x.grad.dtype == fg.float32
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["add", "reshape", "seed", "broadcast"])
+def test_each_attached_tensor_gets_a_gradient_of_its_own(how):
+    """An in-place update of one ``.grad`` (GradScaler's unscale, clipping by hand) must
+    reach no other tensor: not the other operand of ``x + y``, not the seed passed as
+    ``dy``, and a broadcast gradient is a writable tensor of its own."""
+    x = fg.tensor([1.0, 2.0])
+    y = fg.tensor([3.0, 4.0])
+    gm = fg.GradManager().attach([x, y])
+    seed = fg.tensor([1.0, 1.0])
+    with gm:
+        if how == "add":
+            gm.backward((2 * (x + y)).sum())
+        elif how == "reshape":
+            gm.backward((x.reshape(2, 1) + y.reshape(2, 1)).sum())
+        elif how == "seed":
+            gm.backward(x + y, dy=seed)
+        else:
+            gm.backward(x.sum() + y.sum())
+    want_x = x.grad.numpy().copy()
+    want_y = y.grad.numpy().copy()
+    x.grad.mul_(10.0)
+    np.testing.assert_array_equal(y.grad.numpy(), want_y)
+    np.testing.assert_array_equal(x.grad.numpy(), 10 * want_x)
+    np.testing.assert_array_equal(seed.numpy(), [1.0, 1.0])
+    y.grad += 1.0
+    np.testing.assert_array_equal(y.grad.numpy(), want_y + 1)

@@ -698,7 +698,7 @@ impl GradKey {
     /// instead of the tape: callbacks run as each gradient is final, as here.
     pub fn backward(&self, ys: &[Tensor], dys: &[Tensor]) -> Result<()> {
         if crate::graph::is_tracing() {
-            return self.traced(ys, dys, None).map(|_| ());
+            return self.traced(ys, dys, None, None).map(|_| ());
         }
         self.drive(ys, dys, None, true, false, false).map(|_| ())
     }
@@ -830,8 +830,7 @@ impl GradKey {
         record_self: bool,
     ) -> Result<Vec<Option<Tensor>>> {
         if crate::graph::is_tracing() {
-            // a traced gradient is a graph like any other: it can always be differentiated
-            return self.traced(ys, dys, Some(xs));
+            return self.traced(ys, dys, Some(xs), Some(record));
         }
         let mut targets = Vec::with_capacity(xs.len());
         for (i, x) in xs.iter().enumerate() {
@@ -856,22 +855,28 @@ impl GradKey {
 
     /// Backward inside a trace: the graph gradient pass over the traced ops, to `xs` (handing
     /// the gradients back) or, when `None`, to the attached tensors (callbacks and `.grad` as
-    /// in [`GradKey::backward`]). Finishes the key.
+    /// in [`GradKey::backward`]). Finishes the key. The gradient graph is differentiable
+    /// again where the tape's backward would be recorded: `create_graph` (`Some(record)`),
+    /// or, for a backward, another key recording now (nested managers).
     fn traced(
         &self,
         ys: &[Tensor],
         dys: &[Tensor],
         xs: Option<&[Tensor]>,
+        create_graph: Option<bool>,
     ) -> Result<Vec<Option<Tensor>>> {
         self.refuse_if_finished("backward")?;
         self.0.state().finished = true;
         self.0.stop_recording();
+        let differentiable = create_graph.unwrap_or_else(super::record::is_recording_any_scoped);
         let result = match xs {
-            Some(xs) => crate::graph::gradients(ys, dys, xs, &mut |_, _| Ok(())),
+            Some(xs) => {
+                crate::graph::gradients_with(ys, dys, xs, differentiable, &mut |_, _| Ok(()))
+            }
             None => {
                 let attached = self.attached();
                 let targets: Vec<Tensor> = attached.iter().map(|a| a.target.clone()).collect();
-                crate::graph::gradients(ys, dys, &targets, &mut |i, g| {
+                crate::graph::gradients_with(ys, dys, &targets, differentiable, &mut |i, g| {
                     let a = &attached[i];
                     deliver(&a.target, g.clone(), &a.callbacks, a.accumulate).map(|_| ())
                 })
@@ -1478,6 +1483,19 @@ fn deliver(
     callbacks: &[GradCallback],
     accumulate: bool,
 ) -> Result<Tensor> {
+    let create_graph = CREATE_GRAPH.with(|c| c.get());
+    let tracing = crate::graph::is_tracing();
+    if !callbacks.is_empty()
+        && !create_graph
+        && !tracing
+        && (!g.is_sole_handle() || !g.layout().is_contiguous() || g.storage().is_read_only())
+    {
+        // what the callbacks get (and a manager makes `.grad`) is this tensor's alone, as
+        // PyTorch's AccumulateGrad: not the gradient another leaf also gets (`x + y`), a seed,
+        // a hook's tensor or a broadcast view, so an in-place update of one `.grad` reaches no
+        // other tensor
+        g = g.copy()?;
+    }
     for cb in callbacks {
         if let Some(next) = cb(tensor, &g)? {
             let mismatch = || {
@@ -1499,8 +1517,6 @@ fn deliver(
         }
     }
     if accumulate {
-        let create_graph = CREATE_GRAPH.with(|c| c.get());
-        let tracing = crate::graph::is_tracing();
         let total = match tensor.grad() {
             // PyTorch's: without a recorded backward, the sum goes into the existing `.grad`
             // in place, so a reference taken to it earlier (`p.grad = t`) sees it
