@@ -625,6 +625,8 @@ def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = Tr
     """
     from . import random as _random
 
+    if not _core._grad_enabled():
+        return fn(*args)  # nothing records: no graph to rerun the function for
     positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     tensors = [args[i] for i in positions]
     shape: dict = {}

@@ -13,6 +13,7 @@ device, and raise ``TraceError`` inside a trace."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,14 +46,58 @@ _counters: dict = {}
 _device_seeds: dict[str, int] = {}
 
 
+class _ThreadStreams:
+    """The random state of one thread that draws apart from the global streams (a
+    ``DataLoader`` worker thread, as PyTorch's worker processes each have their own
+    generator): a seed, a numpy stream per device and the counter value of each device's
+    counter-based generator, all made from the seed on first use. While a thread has one,
+    its draws (``rand``, ``randn``, dropout, ``randint``, ...), :func:`manual_seed`,
+    :func:`initial_seed`, :func:`get_rng_state` and :func:`set_rng_state` use it, so the
+    thread neither reads nor advances the global streams and its numbers do not depend on
+    what other threads draw."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = int(seed) % 2**64
+        self.streams: dict[str, np.random.Generator] = {}
+        self.counters: dict[str, int] = {}
+
+    def stream(self, name: str) -> np.random.Generator:
+        g = self.streams.get(name)
+        if g is None:
+            seq = np.random.SeedSequence([self.seed, *name.encode()])
+            g = self.streams[name] = np.random.Generator(np.random.PCG64(seq))
+        return g
+
+    def take_counter(self, name: str) -> int:
+        value = self.counters.get(name)
+        if value is None:
+            value = _counter_start(name, self.seed)
+        self.counters[name] = value + 1
+        return value
+
+
+_thread = threading.local()
+
+
+def _thread_streams() -> _ThreadStreams | None:
+    """The calling thread's own random state, None where it draws from the global streams."""
+    return getattr(_thread, "streams", None)
+
+
+def _set_thread_streams(streams: _ThreadStreams | None) -> None:
+    """Gives the calling thread its own random state (None: the global streams again)."""
+    _thread.streams = streams
+
+
 def _seed_for(name: str) -> int:
     kind = name.partition(":")[0]
     return _device_seeds.get(kind, _seed)
 
 
-def _counter_start(name: str) -> int:
+def _counter_start(name: str, seed: int | None = None) -> int:
     """The counter's value after :func:`manual_seed` (52 bits: exact through float)."""
-    ss = np.random.SeedSequence([_seed_for(name), *name.encode(), 0x7472616365])
+    seed = _seed_for(name) if seed is None else seed
+    ss = np.random.SeedSequence([seed, *name.encode(), 0x7472616365])
     return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(12))
 
 
@@ -96,6 +141,14 @@ def _traced_draw(shape: tuple, device: object, dtype: str, normal: bool) -> obje
     from . import _core
 
     name = _stream_key(device if device is not None else _core.get_default_device())
+    own = _thread_streams()
+    if own is not None and not _core._tracing():
+        wide = dtype if dtype in ("float32", "float64") else "float32"
+        from ._tensor import tensor
+
+        key = tensor(np.array(own.take_counter(name), dtype=np.int64), device=name)
+        out = _core._random(key, list(shape), wide, 0, normal)
+        return out if wide == dtype else out.astype(dtype)
     counter = _counters.get(name)
     if counter is None:
         if _core._tracing():
@@ -126,6 +179,9 @@ def manual_seed(seed: int) -> Generator:
     global _seed
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"manual_seed: seed must be an int, got {seed!r}")
+    if _thread_streams() is not None:
+        _set_thread_streams(_ThreadStreams(int(seed)))  # this thread's own streams only
+        return default_generator
     _seed = int(seed) % 2**64
     _device_seeds.clear()
     _streams.clear()
@@ -149,8 +205,10 @@ def _seed_devices(kind: str, seed: int) -> None:
 
 
 def initial_seed() -> int:
-    """The seed last given to :func:`manual_seed` (0 before any call)."""
-    return _seed
+    """The seed last given to :func:`manual_seed` (0 before any call); in a thread with its
+    own streams (a DataLoader worker), that thread's seed."""
+    own = _thread_streams()
+    return own.seed if own is not None else _seed
 
 
 def _numpy_rng(device: object = None) -> np.random.Generator:
@@ -167,6 +225,9 @@ def _numpy_rng(device: object = None) -> np.random.Generator:
             "step without fg.trace, or with dropout off (p=0 or eval mode)"
         )
     name = _stream_key(device if device is not None else _core.get_default_device())
+    own = _thread_streams()
+    if own is not None:
+        return own.stream(name)
     _ensure_counter(name)
     g = _streams.get(name)
     if g is None:
@@ -180,6 +241,14 @@ def get_rng_state() -> dict:
     """The state of every device's stream and the seed, as plain data (ints as strings, so
     it fits a checkpoint's JSON): give it to :func:`set_rng_state` to continue the same
     draws, for instance when resuming training."""
+    own = _thread_streams()
+    if own is not None:
+        return {
+            "seed": str(own.seed),
+            "streams": {name: _stream_state(g) for name, g in own.streams.items()},
+            "counters": {name: str(v) for name, v in own.counters.items()},
+            "device_seeds": {},
+        }
     out: dict = {"seed": str(_seed), "streams": {}}
     for name, g in _streams.items():
         out["streams"][name] = _stream_state(g)
@@ -192,7 +261,7 @@ def set_rng_state(state: dict) -> None:
     """Restores what :func:`get_rng_state` returned."""
     global _seed
     try:
-        _seed = int(state["seed"])
+        seed = int(state["seed"])
         streams = {}
         for name, s in state["streams"].items():
             streams[name] = _stream_from(s)
@@ -200,6 +269,13 @@ def set_rng_state(state: dict) -> None:
         device_seeds = {k: int(v) for k, v in state.get("device_seeds", {}).items()}
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"set_rng_state: not a state from get_rng_state ({e})") from None
+    if _thread_streams() is not None:
+        own = _ThreadStreams(seed)
+        own.streams.update(streams)
+        own.counters.update(counters)
+        _set_thread_streams(own)
+        return
+    _seed = seed
     _streams.clear()
     _streams.update(streams)
     _device_seeds.clear()
@@ -274,6 +350,13 @@ def fork_rng(
     nothing."""
     if not enabled or device_type == "meta":
         yield
+        return
+    if _thread_streams() is not None:  # a thread with its own streams forks those
+        state = get_rng_state()
+        try:
+            yield
+        finally:
+            set_rng_state(state)
         return
     kind = str(device_type or "cuda").partition(":")[0]
     if devices is None:
@@ -485,15 +568,21 @@ def _rng_for(op: str, generator: object, device: object = None) -> np.random.Gen
 def _capture_streams() -> dict:
     """The exact position of every device's streams and counters (cheap: no serialization),
     for :func:`_restore_streams` (checkpointed segments redraw the same numbers when rerun)."""
+    if _thread_streams() is not None:
+        return {_OWN: get_rng_state()}
     out: dict = {name: g.bit_generator.state for name, g in _streams.items()}
     out[_COUNTERS] = {name: c.clone() for name, c in _counters.items()}
     return out
 
 
 _COUNTERS = "counters of the counter-based generators"
+_OWN = "the state of a thread with its own streams"
 
 
 def _restore_streams(captured: dict) -> None:
+    if _OWN in captured:
+        set_rng_state(captured[_OWN])
+        return
     captured = dict(captured)
     for name, value in captured.pop(_COUNTERS, {}).items():
         c = _counters.get(name)

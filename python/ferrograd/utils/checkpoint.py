@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import warnings
 from typing import Any, Callable
 
 from ..autodiff import checkpoint as _checkpoint
@@ -15,18 +17,103 @@ def checkpoint(
     *args: Any,
     use_reentrant: bool | None = None,
     preserve_rng_state: bool = True,
+    context_fn: Callable[[], tuple[Any, Any]] | None = None,
+    determinism_check: str = "default",
+    debug: bool = False,
+    early_stop: bool = True,
     **kwargs: Any,
 ) -> Any:
     """``function(*args, **kwargs)`` keeping only its inputs for backward, where it is run
-    again (with the same random numbers when ``preserve_rng_state``). ``use_reentrant`` is
-    accepted for PyTorch scripts: both of its modes give these gradients here."""
-    if kwargs:
+    again (with the same random numbers when ``preserve_rng_state``). Both modes of
+    ``use_reentrant`` give the same gradients here; as PyTorch, ``use_reentrant=True`` takes
+    no keyword arguments for ``function`` and, when no tensor argument requires grad, runs
+    it without recording (with a warning). ``function`` may return any structure of tuples,
+    lists and dicts with tensors and other values in it. Under ``no_grad`` it is just
+    called. ``context_fn()`` gives two context managers: the first wraps the forward run,
+    the second the rerun in backward (``use_reentrant=False`` only)."""
+    from .. import autodiff
+    from .._core import Tensor
 
-        def call(*a: Any) -> Any:
-            return function(*a, **kwargs)
+    if use_reentrant and kwargs:
+        raise ValueError("checkpoint: Unexpected keyword arguments: " + ",".join(kwargs))
+    if use_reentrant and (context_fn is not None or debug):
+        raise ValueError(
+            "checkpoint: passing `context_fn` or `debug` is only supported when use_reentrant=False"
+        )
+    if determinism_check not in ("default", "none"):
+        raise ValueError(
+            f"checkpoint: determinism_check should be 'default' or 'none', got "
+            f"{determinism_check!r}"
+        )
+    if not autodiff.is_grad_enabled():
+        return function(*args, **kwargs)
+    if use_reentrant and not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        warnings.warn(
+            "checkpoint: none of the inputs have requires_grad=True; with use_reentrant=True "
+            "the outputs will not require grad and gradients will be None",
+            stacklevel=2,
+        )
+        with autodiff.no_grad():
+            return function(*args, **kwargs)
+    layout: list = []
+    runs = [0]
 
-        return _checkpoint(call, *args, preserve_rng_state=preserve_rng_state)
-    return _checkpoint(function, *args, preserve_rng_state=preserve_rng_state)
+    def flat(*a: Any) -> tuple[Tensor, ...]:
+        runs[0] += 1
+        ctx = None
+        if context_fn is not None:
+            ctx = context_fn()[0 if runs[0] == 1 else 1]
+        if ctx is None:
+            out = function(*a, **kwargs)
+        else:
+            with ctx:
+                out = function(*a, **kwargs)
+        tensors: list = []
+        rebuild = _flatten(out, tensors)
+        if not layout:
+            layout.append(rebuild)
+        return tuple(tensors)
+
+    outs = _checkpoint(flat, *args, preserve_rng_state=preserve_rng_state)
+    outs = [outs] if isinstance(outs, Tensor) else list(outs)
+    return layout[0](iter(outs))
+
+
+def _flatten(value: Any, tensors: list) -> Callable[[Any], Any]:
+    """Appends the tensors in ``value`` (nested in tuples, namedtuples, lists and dicts) to
+    ``tensors``; returns a function that rebuilds ``value`` from an iterator over new
+    tensors in that order, every other leaf kept as it was."""
+    from .._core import Tensor
+
+    if isinstance(value, Tensor):
+        tensors.append(value)
+        return lambda it: next(it)
+    if isinstance(value, dict):
+        parts = {k: _flatten(v, tensors) for k, v in value.items()}
+
+        def rebuild_dict(it: Any) -> Any:
+            out = copy.copy(value)
+            for k, part in parts.items():
+                out[k] = part(it)
+            return out
+
+        return rebuild_dict
+    if isinstance(value, (tuple, list)):
+        seq = [_flatten(v, tensors) for v in value]
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
+            return lambda it: type(value)(*(part(it) for part in seq))
+        if type(value) in (tuple, list):
+            return lambda it: type(value)(part(it) for part in seq)
+
+        def rebuild_seq(it: Any) -> Any:
+            items = [part(it) for part in seq]
+            try:
+                return type(value)(items)
+            except TypeError:
+                return items
+
+        return rebuild_seq
+    return lambda it: value
 
 
 def checkpoint_sequential(

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import bisect
 import concurrent.futures
+import copy
 import itertools
 import math
 import queue
 import threading
+import weakref
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -45,6 +47,7 @@ __all__ = [
     "TensorDataset",
     "WeightedRandomSampler",
     "default_collate",
+    "default_convert",
     "get_worker_info",
     "random_split",
 ]
@@ -110,18 +113,38 @@ class TensorDataset(Dataset):
 
 
 class Subset(Dataset):
-    """The items of ``dataset`` at ``indices``."""
+    """The items of ``dataset`` at ``indices``. A list of positions is handed to ``dataset``
+    as one list of its indices (``Subset(TensorDataset(t), [9, 8])[[0, 1]]`` is
+    ``(t[[9, 8]],)``), a slice as the sliced indices, as PyTorch does."""
 
     def __init__(self, dataset: Any, indices: Sequence[int]) -> None:
         self.dataset, self.indices = dataset, list(indices)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, list):
-            return [self.dataset[self.indices[i]] for i in index]
+            return self.dataset[[self.indices[i] for i in index]]
         return self.dataset[self.indices[index]]
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        """The samples at ``indices`` (a DataLoader's batch), through the dataset's own
+        ``__getitems__`` where it has one."""
+        many = getattr(self.dataset, "__getitems__", None)
+        if many is not None:
+            return many([self.indices[i] for i in indices])
+        return [self.dataset[self.indices[i]] for i in indices]
 
     def __len__(self) -> int:
         return len(self.indices)
+
+
+class _DatasetsError(AssertionError, ValueError):
+    """ConcatDataset's refusal of its datasets: an AssertionError as PyTorch raises, and a
+    ValueError as it was here before."""
+
+
+class _IndexValueError(ValueError, IndexError):
+    """A negative index past the start: a ValueError as PyTorch raises, and an IndexError as
+    it was here before."""
 
 
 class ConcatDataset(Dataset):
@@ -130,16 +153,25 @@ class ConcatDataset(Dataset):
     def __init__(self, datasets: Iterable[Any]) -> None:
         self.datasets = list(datasets)
         if not self.datasets:
-            raise ValueError("ConcatDataset: datasets should not be empty")
-        self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]))
+            raise _DatasetsError("ConcatDataset: datasets should not be an empty iterable")
+        for i, d in enumerate(self.datasets):
+            if isinstance(d, IterableDataset):
+                raise _DatasetsError(
+                    f"ConcatDataset does not support IterableDataset (datasets[{i}] is a "
+                    f"{type(d).__name__})"
+                )
+        self.cumulative_sizes = list(itertools.accumulate(len(d) for d in self.datasets))
 
     def __len__(self) -> int:
-        return int(self.cumulative_sizes[-1])
+        return self.cumulative_sizes[-1]
 
     def __getitem__(self, index: int) -> Any:
         if index < 0:
             if -index > len(self):
-                raise IndexError(f"ConcatDataset: index {index} out of range for {len(self)}")
+                raise _IndexValueError(
+                    f"ConcatDataset: absolute value of index should not exceed dataset length "
+                    f"(index {index}, length {len(self)})"
+                )
             index += len(self)
         d = bisect.bisect_right(self.cumulative_sizes, index)
         start = 0 if d == 0 else int(self.cumulative_sizes[d - 1])
@@ -168,11 +200,11 @@ def random_split(dataset: Any, lengths: Sequence[float], generator: Any = None) 
     fractions summing to 1, remainders handed out round-robin, as PyTorch)."""
     n = len(dataset)
     lengths = list(lengths)
-    if (
-        math.isclose(sum(lengths), 1.0)
-        and sum(lengths) <= 1
-        and any(isinstance(x, float) for x in lengths)
-    ):
+    if math.isclose(sum(lengths), 1.0) and sum(lengths) <= 1:
+        # fractions (also [1, 0], as PyTorch reads lengths that sum to 1)
+        for i, f in enumerate(lengths):
+            if not 0 <= f <= 1:
+                raise ValueError(f"Fraction at index {i} is not between 0 and 1")
         counts = [math.floor(n * f) for f in lengths]
         for i in range(n - sum(counts)):
             counts[i % len(counts)] += 1
@@ -217,8 +249,19 @@ class RandomSampler(Sampler):
         num_samples: int | None = None,
         generator: Any = None,
     ) -> None:
+        if not isinstance(replacement, bool):
+            raise TypeError(
+                f"RandomSampler: replacement should be a boolean value, but got "
+                f"replacement={replacement!r}"
+            )
         self.data_source, self.replacement = data_source, replacement
         self._num_samples, self.generator = num_samples, generator
+        n = self.num_samples
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise ValueError(
+                f"RandomSampler: num_samples should be a positive integer value, but got "
+                f"num_samples={n!r}"
+            )
 
     @property
     def num_samples(self) -> int:
@@ -278,7 +321,12 @@ class WeightedRandomSampler(Sampler):
                 f"WeightedRandomSampler: replacement must be a bool, got {replacement!r}"
             )
         w = weights.detach().numpy() if isinstance(weights, Tensor) else weights
-        w = np.asarray(w, dtype=np.float64).reshape(-1)
+        w = np.asarray(w, dtype=np.float64)
+        if w.ndim != 1:
+            raise ValueError(
+                "WeightedRandomSampler: weights should be a 1d sequence but given weights have "
+                f"shape {tuple(w.shape)}"
+            )
         if w.size == 0 or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
             raise ValueError(
                 "WeightedRandomSampler: weights must be finite, non-negative and not all zero"
@@ -307,6 +355,10 @@ class BatchSampler(Sampler):
     def __init__(self, sampler: Iterable[int], batch_size: int, drop_last: bool) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"BatchSampler: batch_size must be a positive int, got {batch_size!r}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(  # noqa: TRY004  (PyTorch's exception type)
+                f"BatchSampler: drop_last should be a boolean value, but got drop_last={drop_last!r}"
+            )
         self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -324,32 +376,133 @@ class BatchSampler(Sampler):
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
 
+def _is_numpy(x: Any) -> bool:
+    """A numpy array or scalar that collates as numbers (numpy strings collate as str)."""
+    return isinstance(x, (np.ndarray, np.generic)) and not isinstance(x, (str, bytes))
+
+
+def _numbers(batch: Sequence[Any]) -> Tensor:
+    """The batch of scalars as one tensor whose dtype all of them decide, as ``torch.tensor``
+    does: a Python bool is bool, an int int64, a float the default dtype, a numpy scalar its
+    own dtype, promoted together (``[1, 2.5]`` is float32, ``[True, 2]`` int64,
+    ``[np.int32(1), 2.5]`` float32)."""
+    items = list(batch)
+    np_items = [b for b in items if isinstance(b, np.generic)]
+    if not np_items:
+        return tensor(items)
+    from ..._tensor import get_default_dtype
+
+    default = get_default_dtype()
+    float_dt = default if isinstance(default, np.dtype) else np.dtype(np.float32)
+    dts = []
+    for b in items:
+        if isinstance(b, np.generic):
+            dts.append(b.dtype)
+        elif isinstance(b, (bool, np.bool_)):
+            dts.append(np.dtype(bool))
+        elif isinstance(b, int):
+            dts.append(np.dtype(np.int64))
+        elif isinstance(b, float):
+            dts.append(float_dt)
+        else:
+            raise TypeError(
+                f"default_collate: cannot batch a {type(b).__name__} with numbers: {items!r}"
+            )
+    floats = [d for d in dts if d.kind == "f"]
+    # an integer with a float gives the float's dtype (torch's promotion; numpy widens)
+    dt = np.result_type(*(floats or dts))
+    if float_dt is not default and dt == float_dt and float_dt not in [b.dtype for b in np_items]:
+        # the default dtype is not a numpy one (bfloat16): Python floats decided the dtype
+        return tensor(np.array(items, dtype=np.float64), dtype=default)
+    return tensor(np.array(items, dtype=dt))
+
+
+def _same_type(sample: Any, values: Any) -> Any:
+    """``values`` (a dict or a list) in the container type of ``sample`` where that type can
+    be rebuilt (an OrderedDict stays one, a list subclass stays that subclass), else plain."""
+    from collections.abc import MutableMapping, MutableSequence
+
+    try:
+        if isinstance(values, dict):
+            if isinstance(sample, MutableMapping):
+                out = copy.copy(sample)
+                out.update(values)
+                return out
+            return type(sample)(values)
+        if isinstance(sample, MutableSequence):
+            out = copy.copy(sample)
+            for i, v in enumerate(values):
+                out[i] = v
+            return out
+        return type(sample)(values)
+    except TypeError:
+        return values
+
+
+def default_convert(data: Any) -> Any:
+    """What ``DataLoader(batch_size=None)`` does to each sample (PyTorch's
+    ``default_convert``): numpy arrays and numpy scalars become tensors, the same inside
+    dicts, namedtuples and lists (tuples become lists); tensors, Python numbers and strings
+    are kept as they are."""
+    if isinstance(data, Tensor):
+        return data
+    if _is_numpy(data):
+        if isinstance(data, np.ndarray) and data.dtype.kind in "SaUO":
+            return data
+        return tensor(np.asarray(data))
+    if isinstance(data, (str, bytes)):
+        return data
+    if isinstance(data, Mapping):
+        return _same_type(data, {k: default_convert(v) for k, v in data.items()})
+    if isinstance(data, tuple) and hasattr(data, "_fields"):  # a namedtuple
+        return type(data)(*(default_convert(d) for d in data))
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]
+    if isinstance(data, Sequence):
+        return _same_type(data, [default_convert(d) for d in data])
+    return data
+
+
 def default_collate(batch: Sequence[Any]) -> Any:
-    """Stacks a list of samples into a batch: tensors and arrays stacked on a new first axis,
-    numbers into a tensor (int64, float64 or bool), strings kept as a list; tuples, lists and
-    dicts collated field by field."""
+    """Stacks a list of samples into a batch, as PyTorch's ``default_collate``: tensors and
+    numpy arrays stacked on a new first axis; Python numbers and numpy scalars into one
+    tensor whose dtype the whole batch decides (``[1, 2.5]`` is float32, numpy scalars keep
+    their dtype; a batch that starts with a Python float is float64); strings kept as a list;
+    mappings (of their own type, an OrderedDict stays one), namedtuples and sequences
+    collated field by field (tuples become lists)."""
     first = batch[0]
     if isinstance(first, Tensor):
         return _core.stack(list(batch), 0)
-    if isinstance(first, np.ndarray):
-        return tensor(np.stack(batch))
-    if isinstance(first, (bool, np.bool_)):
-        return tensor(np.array(batch, dtype=bool))
-    if isinstance(first, (int, np.integer)):
-        return tensor(np.array(batch, dtype=np.int64))
-    if isinstance(first, (float, np.floating)):
-        return tensor(np.array(batch, dtype=np.float64))
+    if _is_numpy(first):
+        if first.dtype.kind in "SaUO":
+            raise TypeError(
+                f"default_collate: cannot batch numpy values of dtype {first.dtype.str}: "
+                "batch must contain tensors, numpy arrays, numbers, dicts or lists"
+            )
+        if isinstance(first, np.ndarray):
+            return _core.stack([tensor(np.asarray(b)) for b in batch], 0)
+        return _numbers(batch)
+    if isinstance(first, float):
+        return tensor(np.array(list(batch), dtype=np.float64))
+    if isinstance(first, int):
+        return _numbers(batch)
     if isinstance(first, (str, bytes)):
-        return list(batch)
-    if isinstance(first, dict):
-        return {k: default_collate([b[k] for b in batch]) for k in first}
+        return batch
+    if isinstance(first, Mapping):
+        return _same_type(first, {k: default_collate([b[k] for b in batch]) for k in first})
     if isinstance(first, tuple) and hasattr(first, "_fields"):  # a namedtuple
         return type(first)(*(default_collate(list(f)) for f in zip(*batch)))
-    if isinstance(first, (tuple, list)):
+    if isinstance(first, Sequence):
         if any(len(b) != len(first) for b in batch):
-            raise RuntimeError("default_collate: each element in the batch must have equal size")
-        return [default_collate(list(f)) for f in zip(*batch)]
-    raise TypeError(f"default_collate: cannot batch samples of type {type(first).__name__}")
+            raise RuntimeError(
+                "default_collate: each element in list of batch should be of equal size"
+            )
+        fields = [default_collate(list(f)) for f in zip(*batch)]
+        return fields if isinstance(first, tuple) else _same_type(first, fields)
+    raise TypeError(
+        f"default_collate: cannot batch samples of type {type(first).__name__}: batch must "
+        "contain tensors, numpy arrays, numbers, dicts or lists"
+    )
 
 
 class DataLoader:
@@ -410,7 +563,7 @@ class DataLoader:
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
         self.pin_memory = pin_memory
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool: _WorkerPool | None = None
         self.generator = generator
         self._iterable = isinstance(dataset, IterableDataset)
         if sampler is not None and shuffle:
@@ -442,9 +595,28 @@ class DataLoader:
             else (
                 default_collate
                 if batch_size is not None or batch_sampler is not None
-                else _identity
+                else default_convert
             )
         )
+        self._initialized = True
+
+    _FIXED = (
+        "batch_size",
+        "batch_sampler",
+        "sampler",
+        "drop_last",
+        "dataset",
+        "persistent_workers",
+    )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # the sampling set up in __init__ is built from these: changing one later would
+        # leave the others describing a different loader, so PyTorch refuses it
+        if name in self._FIXED and self.__dict__.get("_initialized", False):
+            raise ValueError(
+                f"{name} attribute should not be set after {type(self).__name__} is initialized"
+            )
+        super().__setattr__(name, value)
 
     def __iter__(self) -> Iterator[Any]:
         # every pass draws the workers' base seed (with or without workers, as PyTorch), so
@@ -484,6 +656,9 @@ class DataLoader:
     def _fetch(self, idx: Any) -> Any:
         if self.batch_sampler is None:
             return self.collate_fn(self.dataset[idx])
+        many = getattr(self.dataset, "__getitems__", None)
+        if many is not None:  # a dataset that loads a batch of indices at once
+            return self.collate_fn(many(list(idx)))
         return self.collate_fn([self.dataset[i] for i in idx])
 
     def _wait(self, fut: concurrent.futures.Future) -> Any:
@@ -494,25 +669,21 @@ class DataLoader:
                 f"DataLoader timed out after {self.timeout} seconds waiting for a batch"
             ) from None
 
-    def _start_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+    def _start_pool(self) -> _WorkerPool:
         if self._pool is not None:
+            self._pool.next = 0  # a new pass hands out batches from worker 0 again
             return self._pool
-        ids = itertools.count()
-        lock = threading.Lock()
         seed = self._seed
 
-        def init() -> None:
-            with lock:
-                wid = next(ids)
-            _worker.info = WorkerInfo(wid, self.num_workers, seed + wid, self.dataset)
+        def init(wid: int) -> None:
+            _enter_worker(WorkerInfo(wid, self.num_workers, seed + wid, self.dataset))
             if self.worker_init_fn is not None:
                 self.worker_init_fn(wid)
 
-        pool = concurrent.futures.ThreadPoolExecutor(
-            self.num_workers, thread_name_prefix="ferrograd-loader", initializer=init
-        )
+        pool = _WorkerPool(self.num_workers, init)
         if self.persistent_workers:
             self._pool = pool
+            weakref.finalize(self, pool.shutdown)
         return pool
 
     def _iter_workers(self) -> Iterator[Any]:
@@ -531,7 +702,7 @@ class DataLoader:
             for fut in pending:
                 fut.cancel()
             if pool is not self._pool:
-                pool.shutdown(wait=False, cancel_futures=True)
+                pool.shutdown()
 
     def _iter_iterable_workers(self) -> Iterator[Any]:
         n, seed = self.num_workers, self._seed
@@ -550,7 +721,7 @@ class DataLoader:
 
         def work(wid: int) -> None:
             q = queues[wid]
-            _worker.info = WorkerInfo(wid, n, seed + wid, self.dataset)
+            _enter_worker(WorkerInfo(wid, n, seed + wid, self.dataset))
             try:
                 if self.worker_init_fn is not None:
                     self.worker_init_fn(wid)
@@ -598,8 +769,63 @@ class DataLoader:
         return len(self.batch_sampler)
 
 
-def _identity(x: Any) -> Any:
-    return x
+def _enter_worker(info: WorkerInfo) -> None:
+    """Makes the calling thread a loading worker: ``get_worker_info()`` answers ``info`` and
+    the thread draws its random numbers (``fg.rand`` in a dataset's ``__getitem__``, ...)
+    from its own streams seeded ``info.seed`` (the loader's base seed plus the worker's id,
+    as PyTorch seeds each worker process), not from the global ones of ``fg.manual_seed``."""
+    from ...random import _set_thread_streams, _ThreadStreams
+
+    _worker.info = info
+    _set_thread_streams(_ThreadStreams(info.seed))
+
+
+class _WorkerPool:
+    """``n`` loading threads, each with its own queue of tasks. Tasks go to the threads in
+    turn (task ``k`` of a pass to worker ``k % n``, as PyTorch hands indices to its worker
+    processes), and each thread runs its tasks in order, so what a worker's random stream
+    gives each sample does not depend on how the threads are scheduled."""
+
+    def __init__(self, n: int, init: Callable[[int], None]) -> None:
+        self.inputs: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(n)]
+        self.next = 0
+        for wid in range(n):
+            threading.Thread(
+                target=self._run, args=(wid, init), name=f"ferrograd-loader-{wid}", daemon=True
+            ).start()
+
+    def _run(self, wid: int, init: Callable[[int], None]) -> None:
+        failed: BaseException | None = None
+        try:
+            init(wid)
+        except BaseException as e:  # noqa: BLE001 - raised in the main thread by each task
+            failed = e
+        del init  # holds the loader, which shuts the threads down when it is collected
+        inputs = self.inputs[wid]
+        while True:
+            task = inputs.get()
+            if task is None:
+                return
+            fut, fn, arg = task
+            if not fut.set_running_or_notify_cancel():
+                continue
+            if failed is not None:
+                fut.set_exception(failed)
+                continue
+            try:
+                fut.set_result(fn(arg))
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread, raised there
+                fut.set_exception(e)
+
+    def submit(self, fn: Callable[[Any], Any], arg: Any) -> concurrent.futures.Future:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self.inputs[self.next].put((fut, fn, arg))
+        self.next = (self.next + 1) % len(self.inputs)
+        return fut
+
+    def shutdown(self) -> None:
+        for q in self.inputs:
+            q.put(None)
 
 
 def __getattr__(name: str) -> Any:
