@@ -652,16 +652,9 @@ class _InvEx(NamedTuple):
     info: Tensor
 
 
-def inv_ex(A: Tensor, *, check_errors: bool = False) -> _InvEx:
-    """``inv`` that reports a singular matrix in ``info`` (nonzero) instead of raising."""
-    A = _float_input("inv_ex", "A", A)
-    try:
-        return _InvEx(inv(A), _core.zeros(tuple(A.shape[:-2]), dtype="int32", device=A.device))
-    except LinAlgError:
-        if check_errors:
-            raise
-        nan = full_like(A, float("nan"))
-        return _InvEx(nan, _core.ones(tuple(A.shape[:-2]), dtype="int32", device=A.device))
+class _SolveEx(NamedTuple):
+    result: Tensor
+    info: Tensor
 
 
 class _CholEx(NamedTuple):
@@ -669,17 +662,107 @@ class _CholEx(NamedTuple):
     info: Tensor
 
 
-def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -> _CholEx:
-    """``cholesky`` that reports a matrix that is not positive-definite in ``info``."""
-    A = _float_input("cholesky_ex", "A", A)
+def _lu_info(a: np.ndarray) -> int:
+    """LAPACK ``getrf``'s info for one square matrix: 0, or the 1-based position of the
+    first exact zero pivot of partial-pivoting elimination (the matrix is singular)."""
+    work = np.array(a, dtype=np.float64, copy=True)
+    n = work.shape[-1]
+    for j in range(n):
+        p = j + int(np.argmax(np.abs(work[j:, j])))
+        if work[p, j] == 0 or np.isnan(work[p, j]):
+            return j + 1
+        work[[j, p]] = work[[p, j]]
+        work[j + 1 :, j] /= work[j, j]
+        work[j + 1 :, j + 1 :] -= np.outer(work[j + 1 :, j], work[j, j + 1 :])
+    return 0
+
+
+def _cholesky_info(a: np.ndarray) -> int:
+    """LAPACK ``potrf``'s info for one matrix (its lower triangle read): 0, or the order of
+    the first leading minor that is not positive-definite."""
+    low = np.tril(a)
+    sym = low + np.swapaxes(np.tril(a, -1), -1, -2)
     try:
-        L = cholesky(A, upper=upper)
-        return _CholEx(L, _core.zeros(tuple(A.shape[:-2]), dtype="int32", device=A.device))
-    except LinAlgError:
-        if check_errors:
-            raise
-        nan = full_like(A, float("nan"))
-        return _CholEx(nan, _core.ones(tuple(A.shape[:-2]), dtype="int32", device=A.device))
+        with np.errstate(all="ignore"):
+            np.linalg.cholesky(sym)
+        return 0
+    except np.linalg.LinAlgError:
+        pass
+    for k in range(1, sym.shape[-1] + 1):
+        try:
+            with np.errstate(all="ignore"):
+                np.linalg.cholesky(sym[:k, :k])
+        except np.linalg.LinAlgError:
+            return k
+    return sym.shape[-1]
+
+
+def _batch_info(op: str, A: Tensor, one: Any) -> np.ndarray:
+    """``one``'s info for every matrix of ``A``, in its batch shape (int32)."""
+    a = _host(op, A.detach())
+    flat = a.reshape(-1, *a.shape[-2:])
+    return np.array([one(m) for m in flat], dtype=np.int32).reshape(a.shape[:-2])
+
+
+def _per_matrix(
+    op: str, A: Tensor, info: np.ndarray, fn: Any, check_errors: bool, why: str, trail: int = 2
+) -> Tensor:
+    """``fn(A)`` computed matrix by matrix as PyTorch's batched ``*_ex`` ops: the matrices
+    whose ``info`` is nonzero are replaced by the identity for the computation (so they do
+    not make the others fail) and their results (the last ``trail`` axes of ``fn``'s
+    result per matrix) are NaN; ``check_errors`` raises ``LinAlgError`` for the first of
+    them instead."""
+    bad = info != 0
+    if check_errors and bad.any():
+        first = int(np.flatnonzero(bad.reshape(-1))[0])
+        where = f" (batch element {first})" if info.ndim else ""
+        raise LinAlgError(f"linalg.{op}{where}: {why.format(int(info.reshape(-1)[first]))}")
+    if not bad.any():
+        return fn(A)
+    mask = tensor(bad, device=A.device).reshape(*bad.shape, 1, 1)
+    safe = _core.where(mask, _core.zeros_like(A.detach()) + _eye_like(A.shape[-1], A), A)
+    out = fn(safe)
+    m = mask.reshape(*bad.shape, *([1] * trail))
+    return _core.where(m, full_like(out.detach(), float("nan")), out)
+
+
+def inv_ex(A: Tensor, *, check_errors: bool = False) -> _InvEx:
+    """``inv`` that reports a singular matrix in ``info`` instead of raising: per matrix of
+    a batch, 0 or LAPACK's (the position of the first zero pivot); a singular matrix's
+    inverse is NaN and the others are computed as usual."""
+    A = _float_input("inv_ex", "A", A)
+    info = _batch_info("inv_ex", A, _lu_info)
+    why = "the diagonal element {} is zero: the matrix is singular"
+    X = _per_matrix("inv_ex", A, info, inv, check_errors, why)
+    return _InvEx(X, tensor(info, device=A.device))
+
+
+def solve_ex(
+    A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False
+) -> _SolveEx:
+    """``solve`` that reports a singular ``A`` in ``info`` instead of raising (as
+    :func:`inv_ex`): the systems of singular matrices give NaN, the others their solution.
+    ``info`` has the batch shape of ``A``."""
+    A = _float_input("solve_ex", "A", A)
+    B = _check_tensor("solve_ex", "B", B)
+    info = _batch_info("solve_ex", A, _lu_info)
+    why = "the diagonal element {} is zero: the matrix is singular"
+    vector = _as_matrix_rhs("solve", A, B)
+    solve_one = lambda M: solve(M, B, left=left)
+    X = _per_matrix("solve_ex", A, info, solve_one, check_errors, why, 1 if vector else 2)
+    # (info has A's batch shape, as PyTorch's, even where B broadcasts it further)
+    return _SolveEx(X, tensor(info, device=A.device))
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -> _CholEx:
+    """``cholesky`` that reports a matrix that is not positive-definite in ``info``: per
+    matrix of a batch, 0 or the order of its first leading minor that is not; that
+    matrix's factor is NaN and the others are computed as usual."""
+    A = _float_input("cholesky_ex", "A", A)
+    info = _batch_info("cholesky_ex", A, _cholesky_info)
+    why = "the input is not positive-definite (the leading minor of order {} is not)"
+    L = _per_matrix("cholesky_ex", A, info, lambda M: cholesky(M, upper=upper), check_errors, why)
+    return _CholEx(L, tensor(info, device=A.device))
 
 
 class LstsqResult(NamedTuple):

@@ -412,8 +412,13 @@ def einsum(equation: str, *operands: Any) -> Tensor:
 
 def _order(x: Tensor, dim: int, descending: bool) -> Tensor:
     # the engine's argsort op: stable (equal values keep their order, whatever ``stable``
-    # asks), NaN above every number, on the tensor's device, and traceable
-    return _core._argsort(x.detach(), dim, descending)
+    # asks), NaN above every number, on the tensor's device, and traceable. Narrow integer
+    # inputs are sorted as int64 so the positions come back as int64 (in the input's own
+    # dtype they would wrap past its range: 128 entries of int8, 256 of uint8)
+    x = x.detach()
+    if x.dtype.name in ("int8", "uint8", "int16", "int32"):
+        x = x.astype("int64")
+    return _core._argsort(x, dim, descending)
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:

@@ -528,10 +528,19 @@ _CumMaxResult = _values_indices("cummax")
 _CumMinResult = _values_indices("cummin")
 
 
-def _pick_sorted(op: str, x: Tensor, dim: int, k: int, keepdim: bool, result: type) -> Any:
-    """Entry ``k`` (0-based) of ``x`` sorted along ``dim``: ``(values, indices)``."""
+def _pick_sorted(
+    op: str, x: Tensor, dim: int, k: int, keepdim: bool, result: type, nan_first: bool = False
+) -> Any:
+    """Entry ``k`` (0-based) of ``x`` sorted along ``dim``: ``(values, indices)``. With
+    ``nan_first``, a line holding a NaN picks its first NaN instead (median's propagation)."""
     s = sort(x, dim)
     idx = s.indices.narrow(dim, k, 1)
+    if nan_first and x.dtype.kind == "f":
+        nan = x.detach().isnan()
+        if bool(nan.any()):
+            first = np.argmax(nan.numpy(), axis=dim)
+            first = tensor(np.expand_dims(first, dim), dtype="int64", device=x.device)
+            idx = _core.where(nan.any(dim, True), first, idx)
     values = gather(x, dim, idx)
     if not keepdim:
         values, idx = values.squeeze(dim), idx.squeeze(dim)
@@ -582,7 +591,8 @@ def median(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
         from .nn._errors import IndexValueError
 
         raise IndexValueError(f"median: dim {d} is empty")
-    return _pick_sorted("median", x, d, (n - 1) // 2, bool(keepdim), _MedianResult)
+    # a line holding a NaN has median NaN, at its first NaN (as the median of all entries)
+    return _pick_sorted("median", x, d, (n - 1) // 2, bool(keepdim), _MedianResult, True)
 
 
 def _quantile_args(
