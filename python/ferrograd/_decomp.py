@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _core
 from ._core import ShapeError, Tensor
-from ._ops import _check_tensor, eye, full_like, tril
+from ._ops import _check_tensor, eye, full_like, tril, triu
 from ._tensor import tensor
 from .autodiff import Function
 
@@ -204,15 +204,31 @@ class _Det(Function):
             return None
         A = self.A
         d = det(A)
-        if bool((d.detach() == 0).any()):
-            raise LinAlgError(
-                "linalg.det: the gradient at a singular matrix is not supported (det is 0)"
-            )
-        return (g * d).unsqueeze(-1).unsqueeze(-1) * _mT(inv(A))
+        sing = d.detach() == 0
+        if not bool(sing.any()):
+            return (g * d).unsqueeze(-1).unsqueeze(-1) * _mT(inv(A))
+        # the gradient is the cofactor matrix, det(A) inv(A)^T where A is invertible; at a
+        # singular A it is U diag(prod of the other singular values) Vh, times the sign of
+        # det(U) det(Vh): nonzero for rank n-1, zero below
+        mask = sing.unsqueeze(-1).unsqueeze(-1)
+        n = A.shape[-1]
+        safe = _core.where(mask, _core.zeros_like(A.detach()) + _eye_like(n, A), A)
+        regular = (g * det(safe)).unsqueeze(-1).unsqueeze(-1) * _mT(inv(safe))
+        U, S, Vh = svd(A)
+        others = [
+            _core.concat([S[..., :i], S[..., i + 1 :]], -1).prod(-1) if n > 1 else S[..., 0] ** 0
+            for i in range(n)
+        ]
+        adj = _core.stack(others, -1)
+        sign = np.linalg.det(U.detach().numpy()) * np.linalg.det(Vh.detach().numpy())
+        sign = tensor(np.sign(sign).astype(A.dtype.name), device=A.device)
+        cof = (U * adj.unsqueeze(-2)) @ Vh * (g * sign).unsqueeze(-1).unsqueeze(-1)
+        return _core.where(mask, cof, regular)
 
 
 def det(A: Tensor) -> Tensor:
-    """The determinant(s); the gradient is ``det(A) * inv(A)^T``."""
+    """The determinant(s); the gradient is the cofactor matrix (``det(A) * inv(A)^T`` where
+    ``A`` is invertible, from the SVD where it is singular)."""
     A = _float_input("det", "A", A)
     return _Det()(A)
 
@@ -550,11 +566,25 @@ def matrix_rank(
 
 def matrix_power(A: Tensor, n: int) -> Tensor:
     """``A`` multiplied by itself ``n`` times (by squaring); ``n = 0`` gives the identity and a
-    negative ``n`` powers the inverse."""
-    A = _float_input("matrix_power", "A", A)
+    negative ``n`` powers the inverse. Integer matrices take ``n >= 0`` (their products
+    wrap as the dtype's arithmetic, as PyTorch's)."""
+    A = _check_tensor("matrix_power", "A", A)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"linalg.matrix_power: n must be an int, got {type(n).__name__}")
     n = int(n)
+    if A.dtype.kind in "iu":
+        if n < 0:
+            raise NotImplementedError(
+                f"linalg.matrix_power: a negative n ({n}) needs the inverse, which takes a "
+                f"float matrix, got {A.dtype}"
+            )
+        if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+            raise ShapeError(
+                f"linalg.matrix_power: A must be a square matrix or a batch of them, got "
+                f"shape {list(A.shape)}"
+            )
+    else:
+        A = _float_input("matrix_power", "A", A)
     if n == 0:
         # the identity, on A's graph with gradient 0 (PyTorch's)
         eye_b = _core.zeros_like(A) + _eye_like(A.shape[-1], A)
@@ -737,9 +767,7 @@ def inv_ex(A: Tensor, *, check_errors: bool = False) -> _InvEx:
     return _InvEx(X, tensor(info, device=A.device))
 
 
-def solve_ex(
-    A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False
-) -> _SolveEx:
+def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False) -> _SolveEx:
     """``solve`` that reports a singular ``A`` in ``info`` instead of raising (as
     :func:`inv_ex`): the systems of singular matrices give NaN, the others their solution.
     ``info`` has the batch shape of ``A``."""
@@ -837,9 +865,11 @@ def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     """The solution of ``A @ X = B`` given the Cholesky factor ``L`` of ``A`` (``U`` with
     ``upper=True``)."""
     L = _float_input("cholesky_solve", "L", L)
-    Lo = _mT(L) if upper else L
-    Y = solve_triangular(Lo, B, upper=False)
-    return solve_triangular(_mT(Lo), Y, upper=True)
+    # only one triangle is read, but the gradient is that of (L L^T)^-1 B for the whole of
+    # L, as PyTorch's: the other triangle is taken out of the value and not of the graph
+    off = (triu(L, 1) if not upper else tril(L, -1)).detach()
+    Lo = _mT(L - off) if upper else L - off
+    return solve(_mT(Lo), solve(Lo, B))
 
 
 def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:

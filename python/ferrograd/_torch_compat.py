@@ -243,7 +243,14 @@ def _addmm_like(
 
 
 def _scaled_sum(input: Tensor, prod: Tensor, beta: float, alpha: float) -> Tensor:
-    out = prod if alpha == 1 else prod * alpha
+    """``beta * input + alpha * prod`` as PyTorch's BLAS-style ops: a zero ``beta`` ignores
+    ``input`` and a zero ``alpha`` ignores ``prod`` (NaN and inf in it included), which
+    then stays on the graph with a zero gradient."""
+    if alpha == 0:
+        off = _core.zeros(tuple(prod.shape), dtype="bool", device=prod.device)
+        out = _core.where(off, prod, _core.zeros((), dtype=prod.dtype.name, device=prod.device))
+    else:
+        out = prod if alpha == 1 else prod * alpha
     if beta == 0:  # (input is ignored, NaN included, as PyTorch)
         return out
     return out + (input if beta == 1 else input * beta)
@@ -629,7 +636,10 @@ def unique(
         if return_counts:
             out.append(tensor(counts, dtype="int64", device=x.device))
         return out[0] if len(out) == 1 else tuple(out)
-    vals, inv, counts = np.unique(x.detach().numpy(), return_inverse=True, return_counts=True)
+    # each NaN is a value of its own (NaN != NaN), as PyTorch's
+    vals, inv, counts = np.unique(
+        x.detach().numpy(), return_inverse=True, return_counts=True, equal_nan=False
+    )
     out = [tensor(vals, dtype=x.dtype.name, device=x.device)]
     if return_inverse:
         out.append(tensor(inv.reshape(x.shape), dtype="int64", device=x.device))

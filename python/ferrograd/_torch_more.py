@@ -1010,6 +1010,12 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     ``dims = (axes_a, axes_b)``."""
     a = _check_tensor("tensordot", "a", a)
     b = _check_tensor("tensordot", "b", b)
+    if isinstance(dims, Tensor):
+        # a 0-d tensor is a count of axes; a 2-row one the two axis lists (PyTorch's)
+        if dims.ndim == 0:
+            dims = int(dims.item())
+        else:
+            dims = dims.tolist()
     if isinstance(dims, (int, np.integer)):
         k = _int("tensordot", "dims", dims)
         if k < 0 or k > builtins.min(a.ndim, b.ndim):

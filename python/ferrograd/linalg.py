@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from . import _core
 from ._core import ShapeError, Tensor
 from ._decomp import (
     EighResult,
@@ -178,13 +179,19 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
 
 def cond(A: Tensor, p: Any = None) -> Tensor:
     """The condition number in the ``p`` norm (2 by default: largest over smallest singular
-    value)."""
+    value); inf for a singular matrix with ``p`` in 1, -1, inf, -inf, 'fro', 'nuc'."""
     A = _check_tensor("cond", "A", A)
     if p in (None, 2, -2):
         S = svdvals(A)
         ratio = S.amax(-1) / S.amin(-1)
         return ratio if p != -2 else 1.0 / ratio
-    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+    # a singular matrix has condition number inf, as PyTorch's (its inverse does not exist)
+    Ainv, info = inv_ex(A)
+    out = matrix_norm(A, p) * matrix_norm(Ainv, p)
+    bad = info != 0
+    if bool(bad.any()):
+        out = _core.where(bad, _core.full((), math.inf, dtype=A.dtype.name), out)
+    return out
 
 
 def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
