@@ -235,18 +235,21 @@ def _addmm_like(
         a = _int_scalar(op, "alpha", alpha, dt.name)
         # computed in int64: the same result modulo 2**bits as the dtype's own arithmetic
         wide = [t.astype("int64") if t.dtype.name != "int64" else t for t in ts]
-        out = _scaled_sum(wide[0], product(*wide[1:]), b, a)
+        out = _scaled_sum(wide[0], product(*wide[1:]), b, a, op != "baddbmm")
         return out if out.dtype == dt else out.astype(dt.name)
     b = _float_scalar(op, "beta", beta, dt.name)
     a = _float_scalar(op, "alpha", alpha, dt.name)
-    return _scaled_sum(x, product(*ts[1:]), b, a)
+    return _scaled_sum(x, product(*ts[1:]), b, a, op != "baddbmm")
 
 
-def _scaled_sum(input: Tensor, prod: Tensor, beta: float, alpha: float) -> Tensor:
+def _scaled_sum(
+    input: Tensor, prod: Tensor, beta: float, alpha: float, skip_product: bool = True
+) -> Tensor:
     """``beta * input + alpha * prod`` as PyTorch's BLAS-style ops: a zero ``beta`` ignores
-    ``input`` and a zero ``alpha`` ignores ``prod`` (NaN and inf in it included), which
-    then stays on the graph with a zero gradient."""
-    if alpha == 0:
+    ``input``; with ``skip_product`` (addmm, addmv, addbmm, not baddbmm and addr, as
+    PyTorch's) a zero ``alpha`` ignores ``prod`` (NaN and inf in it included), which then
+    stays on the graph with a zero gradient."""
+    if alpha == 0 and skip_product:
         off = _core.zeros(tuple(prod.shape), dtype="bool", device=prod.device)
         out = _core.where(off, prod, _core.zeros((), dtype=prod.dtype.name, device=prod.device))
     else:
@@ -627,6 +630,14 @@ def unique(
     if dim is not None:
         # the distinct slices along `dim`, sorted lexicographically (PyTorch's)
         d = _dim_index("unique", x, dim)
+        zero = [i for i, n in enumerate(x.shape) if n == 0]
+        if len(zero) > 1 or (zero and zero[0] != d):
+            # the slices along `dim` would be empty (or there would be none) in more than
+            # one way: PyTorch refuses it
+            raise RuntimeError(
+                f"unique: cannot take the distinct slices along dim {d} of shape "
+                f"{list(x.shape)}: only the selected dim may have size 0"
+            )
         vals, inv, counts = np.unique(
             x.detach().numpy(), return_inverse=True, return_counts=True, axis=d
         )

@@ -549,18 +549,20 @@ def _pick_sorted(
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Any:
     """``(values, indices)`` of the ``k``-th smallest entry (1-based) along ``dim``."""
+    from .nn._errors import IndexRuntimeError
+
     x = _check_tensor("kthvalue", "input", input)
     k = _int("kthvalue", "k", k)
     if x.ndim == 0:
         x1 = x.reshape(1)
         if k != 1:
-            raise IndexError(f"kthvalue: k={k} out of range for a 0-d tensor")
+            raise IndexRuntimeError(f"kthvalue: k={k} out of range for a 0-d tensor")
         r = _pick_sorted("kthvalue", x1, 0, 0, False, _KthResult)
         return _KthResult(r.values.reshape(), r.indices.reshape())
     d = _dim("kthvalue", x, dim)
     n = x.shape[d]
     if not 1 <= k <= n:
-        raise IndexError(f"kthvalue: k={k} is out of range for dim {d} of size {n}")
+        raise IndexRuntimeError(f"kthvalue: k={k} is out of range for dim {d} of size {n}")
     return _pick_sorted("kthvalue", x, d, k - 1, bool(keepdim), _KthResult)
 
 
@@ -1262,11 +1264,11 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: float = 1, alpha: f
         dt = np.result_type(*(np.dtype(t.dtype.name) for t in (x, vec1, vec2))).name
         b = _int_scalar("addr", "beta", beta, dt)
         a = _int_scalar("addr", "alpha", alpha, dt)
-        out = _scaled_sum(x.astype("int64"), p.astype("int64"), b, a)
+        out = _scaled_sum(x.astype("int64"), p.astype("int64"), b, a, False)
         return out.astype(dt)
     b = _float_scalar("addr", "beta", beta, p.dtype.name)
     a = _float_scalar("addr", "alpha", alpha, p.dtype.name)
-    return _scaled_sum(x, p, b, a)
+    return _scaled_sum(x, p, b, a, False)
 
 
 def addbmm(

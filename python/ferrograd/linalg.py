@@ -187,11 +187,13 @@ def cond(A: Tensor, p: Any = None) -> Tensor:
         return ratio if p != -2 else 1.0 / ratio
     # a singular matrix has condition number inf, as PyTorch's (its inverse does not exist)
     Ainv, info = inv_ex(A)
-    out = matrix_norm(A, p) * matrix_norm(Ainv, p)
     bad = info != 0
-    if bool(bad.any()):
-        out = _core.where(bad, _core.full((), math.inf, dtype=A.dtype.name), out)
-    return out
+    if not bool(bad.any()):
+        return matrix_norm(A, p) * matrix_norm(Ainv, p)
+    # (the NaN inverses of the singular ones replaced, so that an SVD of them is not tried)
+    Ainv = _core.where(bad.unsqueeze(-1).unsqueeze(-1), _core.zeros_like(Ainv.detach()), Ainv)
+    out = matrix_norm(A, p) * matrix_norm(Ainv, p)
+    return _core.where(bad, _core.full((), math.inf, dtype=A.dtype.name), out)
 
 
 def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
