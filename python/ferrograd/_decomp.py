@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _core
 from ._core import ShapeError, Tensor
-from ._ops import _check_tensor, eye, full_like, tril
+from ._ops import _check_tensor, eye, full_like, tril, triu
 from ._tensor import tensor
 from .autodiff import Function
 
@@ -204,15 +204,31 @@ class _Det(Function):
             return None
         A = self.A
         d = det(A)
-        if bool((d.detach() == 0).any()):
-            raise LinAlgError(
-                "linalg.det: the gradient at a singular matrix is not supported (det is 0)"
-            )
-        return (g * d).unsqueeze(-1).unsqueeze(-1) * _mT(inv(A))
+        sing = d.detach() == 0
+        if not bool(sing.any()):
+            return (g * d).unsqueeze(-1).unsqueeze(-1) * _mT(inv(A))
+        # the gradient is the cofactor matrix, det(A) inv(A)^T where A is invertible; at a
+        # singular A it is U diag(prod of the other singular values) Vh, times the sign of
+        # det(U) det(Vh): nonzero for rank n-1, zero below
+        mask = sing.unsqueeze(-1).unsqueeze(-1)
+        n = A.shape[-1]
+        safe = _core.where(mask, _core.zeros_like(A.detach()) + _eye_like(n, A), A)
+        regular = (g * det(safe)).unsqueeze(-1).unsqueeze(-1) * _mT(inv(safe))
+        U, S, Vh = svd(A)
+        others = [
+            _core.concat([S[..., :i], S[..., i + 1 :]], -1).prod(-1) if n > 1 else S[..., 0] ** 0
+            for i in range(n)
+        ]
+        adj = _core.stack(others, -1)
+        sign = np.linalg.det(U.detach().numpy()) * np.linalg.det(Vh.detach().numpy())
+        sign = tensor(np.sign(sign).astype(A.dtype.name), device=A.device)
+        cof = (U * adj.unsqueeze(-2)) @ Vh * (g * sign).unsqueeze(-1).unsqueeze(-1)
+        return _core.where(mask, cof, regular)
 
 
 def det(A: Tensor) -> Tensor:
-    """The determinant(s); the gradient is ``det(A) * inv(A)^T``."""
+    """The determinant(s); the gradient is the cofactor matrix (``det(A) * inv(A)^T`` where
+    ``A`` is invertible, from the SVD where it is singular)."""
     A = _float_input("det", "A", A)
     return _Det()(A)
 
@@ -550,11 +566,25 @@ def matrix_rank(
 
 def matrix_power(A: Tensor, n: int) -> Tensor:
     """``A`` multiplied by itself ``n`` times (by squaring); ``n = 0`` gives the identity and a
-    negative ``n`` powers the inverse."""
-    A = _float_input("matrix_power", "A", A)
+    negative ``n`` powers the inverse. Integer matrices take ``n >= 0`` (their products
+    wrap as the dtype's arithmetic, as PyTorch's)."""
+    A = _check_tensor("matrix_power", "A", A)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"linalg.matrix_power: n must be an int, got {type(n).__name__}")
     n = int(n)
+    if A.dtype.kind in "iu":
+        if n < 0:
+            raise NotImplementedError(
+                f"linalg.matrix_power: a negative n ({n}) needs the inverse, which takes a "
+                f"float matrix, got {A.dtype}"
+            )
+        if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+            raise ShapeError(
+                f"linalg.matrix_power: A must be a square matrix or a batch of them, got "
+                f"shape {list(A.shape)}"
+            )
+    else:
+        A = _float_input("matrix_power", "A", A)
     if n == 0:
         # the identity, on A's graph with gradient 0 (PyTorch's)
         eye_b = _core.zeros_like(A) + _eye_like(A.shape[-1], A)
@@ -652,16 +682,9 @@ class _InvEx(NamedTuple):
     info: Tensor
 
 
-def inv_ex(A: Tensor, *, check_errors: bool = False) -> _InvEx:
-    """``inv`` that reports a singular matrix in ``info`` (nonzero) instead of raising."""
-    A = _float_input("inv_ex", "A", A)
-    try:
-        return _InvEx(inv(A), _core.zeros(tuple(A.shape[:-2]), dtype="int32", device=A.device))
-    except LinAlgError:
-        if check_errors:
-            raise
-        nan = full_like(A, float("nan"))
-        return _InvEx(nan, _core.ones(tuple(A.shape[:-2]), dtype="int32", device=A.device))
+class _SolveEx(NamedTuple):
+    result: Tensor
+    info: Tensor
 
 
 class _CholEx(NamedTuple):
@@ -669,17 +692,105 @@ class _CholEx(NamedTuple):
     info: Tensor
 
 
-def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -> _CholEx:
-    """``cholesky`` that reports a matrix that is not positive-definite in ``info``."""
-    A = _float_input("cholesky_ex", "A", A)
+def _lu_info(a: np.ndarray) -> int:
+    """LAPACK ``getrf``'s info for one square matrix: 0, or the 1-based position of the
+    first exact zero pivot of partial-pivoting elimination (the matrix is singular)."""
+    work = np.array(a, dtype=np.float64, copy=True)
+    n = work.shape[-1]
+    for j in range(n):
+        p = j + int(np.argmax(np.abs(work[j:, j])))
+        if work[p, j] == 0 or np.isnan(work[p, j]):
+            return j + 1
+        work[[j, p]] = work[[p, j]]
+        work[j + 1 :, j] /= work[j, j]
+        work[j + 1 :, j + 1 :] -= np.outer(work[j + 1 :, j], work[j, j + 1 :])
+    return 0
+
+
+def _cholesky_info(a: np.ndarray) -> int:
+    """LAPACK ``potrf``'s info for one matrix (its lower triangle read): 0, or the order of
+    the first leading minor that is not positive-definite."""
+    low = np.tril(a)
+    sym = low + np.swapaxes(np.tril(a, -1), -1, -2)
     try:
-        L = cholesky(A, upper=upper)
-        return _CholEx(L, _core.zeros(tuple(A.shape[:-2]), dtype="int32", device=A.device))
-    except LinAlgError:
-        if check_errors:
-            raise
-        nan = full_like(A, float("nan"))
-        return _CholEx(nan, _core.ones(tuple(A.shape[:-2]), dtype="int32", device=A.device))
+        with np.errstate(all="ignore"):
+            np.linalg.cholesky(sym)
+        return 0
+    except np.linalg.LinAlgError:
+        pass
+    for k in range(1, sym.shape[-1] + 1):
+        try:
+            with np.errstate(all="ignore"):
+                np.linalg.cholesky(sym[:k, :k])
+        except np.linalg.LinAlgError:
+            return k
+    return sym.shape[-1]
+
+
+def _batch_info(op: str, A: Tensor, one: Any) -> np.ndarray:
+    """``one``'s info for every matrix of ``A``, in its batch shape (int32)."""
+    a = _host(op, A.detach())
+    flat = a.reshape(-1, *a.shape[-2:])
+    return np.array([one(m) for m in flat], dtype=np.int32).reshape(a.shape[:-2])
+
+
+def _per_matrix(
+    op: str, A: Tensor, info: np.ndarray, fn: Any, check_errors: bool, why: str, trail: int = 2
+) -> Tensor:
+    """``fn(A)`` computed matrix by matrix as PyTorch's batched ``*_ex`` ops: the matrices
+    whose ``info`` is nonzero are replaced by the identity for the computation (so they do
+    not make the others fail) and their results (the last ``trail`` axes of ``fn``'s
+    result per matrix) are NaN; ``check_errors`` raises ``LinAlgError`` for the first of
+    them instead."""
+    bad = info != 0
+    if check_errors and bad.any():
+        first = int(np.flatnonzero(bad.reshape(-1))[0])
+        where = f" (batch element {first})" if info.ndim else ""
+        raise LinAlgError(f"linalg.{op}{where}: {why.format(int(info.reshape(-1)[first]))}")
+    if not bad.any():
+        return fn(A)
+    mask = tensor(bad, device=A.device).reshape(*bad.shape, 1, 1)
+    safe = _core.where(mask, _core.zeros_like(A.detach()) + _eye_like(A.shape[-1], A), A)
+    out = fn(safe)
+    m = mask.reshape(*bad.shape, *([1] * trail))
+    return _core.where(m, full_like(out.detach(), float("nan")), out)
+
+
+def inv_ex(A: Tensor, *, check_errors: bool = False) -> _InvEx:
+    """``inv`` that reports a singular matrix in ``info`` instead of raising: per matrix of
+    a batch, 0 or LAPACK's (the position of the first zero pivot); a singular matrix's
+    inverse is NaN and the others are computed as usual."""
+    A = _float_input("inv_ex", "A", A)
+    info = _batch_info("inv_ex", A, _lu_info)
+    why = "the diagonal element {} is zero: the matrix is singular"
+    X = _per_matrix("inv_ex", A, info, inv, check_errors, why)
+    return _InvEx(X, tensor(info, device=A.device))
+
+
+def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False) -> _SolveEx:
+    """``solve`` that reports a singular ``A`` in ``info`` instead of raising (as
+    :func:`inv_ex`): the systems of singular matrices give NaN, the others their solution.
+    ``info`` has the batch shape of ``A``."""
+    A = _float_input("solve_ex", "A", A)
+    B = _check_tensor("solve_ex", "B", B)
+    info = _batch_info("solve_ex", A, _lu_info)
+    why = "the diagonal element {} is zero: the matrix is singular"
+    vector = _as_matrix_rhs("solve", A, B)
+    solve_one = lambda M: solve(M, B, left=left)
+    X = _per_matrix("solve_ex", A, info, solve_one, check_errors, why, 1 if vector else 2)
+    # (info has A's batch shape, as PyTorch's, even where B broadcasts it further)
+    return _SolveEx(X, tensor(info, device=A.device))
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -> _CholEx:
+    """``cholesky`` that reports a matrix that is not positive-definite in ``info``: per
+    matrix of a batch, 0 or the order of its first leading minor that is not; that
+    matrix's factor is NaN and the others are computed as usual."""
+    A = _float_input("cholesky_ex", "A", A)
+    info = _batch_info("cholesky_ex", A, _cholesky_info)
+    why = "the input is not positive-definite (the leading minor of order {} is not)"
+    L = _per_matrix("cholesky_ex", A, info, lambda M: cholesky(M, upper=upper), check_errors, why)
+    return _CholEx(L, tensor(info, device=A.device))
 
 
 class LstsqResult(NamedTuple):
@@ -754,9 +865,11 @@ def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     """The solution of ``A @ X = B`` given the Cholesky factor ``L`` of ``A`` (``U`` with
     ``upper=True``)."""
     L = _float_input("cholesky_solve", "L", L)
-    Lo = _mT(L) if upper else L
-    Y = solve_triangular(Lo, B, upper=False)
-    return solve_triangular(_mT(Lo), Y, upper=True)
+    # only one triangle is read, but the gradient is that of (L L^T)^-1 B for the whole of
+    # L, as PyTorch's: the other triangle is taken out of the value and not of the graph
+    off = (triu(L, 1) if not upper else tril(L, -1)).detach()
+    Lo = _mT(L - off) if upper else L - off
+    return solve(_mT(Lo), solve(Lo, B))
 
 
 def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:

@@ -64,7 +64,14 @@ def _lu_one(A: Tensor) -> tuple[Tensor, Tensor, Tensor, np.ndarray]:
     for j in range(k):
         u = rest[0]
         pivot = u[0]
-        below = rest[1:, 0] / pivot if j + 1 < m else zeros(0)
+        if j + 1 >= m:
+            below = zeros(0)
+        elif bool(pivot.detach() == 0):
+            # a zero pivot has a zero column under it (it is the largest): LAPACK leaves
+            # that column as it is instead of dividing 0 by 0
+            below = rest[1:, 0]
+        else:
+            below = rest[1:, 0] / pivot
         parts_u = [zeros(j), u] if j else [u]
         u_rows.append(_core.concat(parts_u, 0))
         l_cols.append(_core.concat([zeros(j), ones(1), below], 0))
@@ -117,8 +124,14 @@ def _combine(L: Tensor, U: Tensor, m: int, n: int) -> Tensor:
 
 def lu_factor(A: Any, *, pivot: bool = True, out: Any = None) -> LUFactorResult:
     """``LU, pivots`` (``torch.linalg.lu_factor``): ``L`` (without its unit diagonal) and
-    ``U`` in one matrix, and LAPACK's 1-based row swaps (int32)."""
+    ``U`` in one matrix, and LAPACK's 1-based row swaps (int32). A ``U`` with a zero on its
+    diagonal (a rank-deficient ``A``) raises ``RuntimeError``, as PyTorch's:
+    :func:`lu_factor_ex` reports it in ``info`` instead."""
     A = _matrix("lu_factor", A)
+    return _lu_factor(A, pivot, True)
+
+
+def _lu_factor(A: Tensor, pivot: bool, check_errors: bool) -> LUFactorResult:
     if not pivot:
         raise NotImplementedError("lu_factor: pivot=False is not supported (use pivot=True)")
     m, n = A.shape[-2:]
@@ -129,6 +142,17 @@ def lu_factor(A: Any, *, pivot: bool = True, out: Any = None) -> LUFactorResult:
 
     batch, outs = _batched(A, one)
     k = min(m, n)
+    if check_errors:
+        for i, (lu_i, _) in enumerate(outs):
+            zero = np.flatnonzero(np.diagonal(lu_i.detach().numpy()) == 0)
+            if zero.size:
+                where = f" (batch element {i})" if batch else ""
+                j = int(zero[0]) + 1  # 1-based, as LAPACK's info
+                raise RuntimeError(
+                    f"linalg.lu_factor{where}: U[{j},{j}] is zero, so solving with this "
+                    f"factorisation would divide by zero; use linalg.lu_factor_ex to get the "
+                    f"factorisation with info instead"
+                )
     if not outs:
         return LUFactorResult(
             _core.zeros((*batch, m, n), dtype=A.dtype.name, device=A.device),
@@ -141,7 +165,7 @@ def lu_factor(A: Any, *, pivot: bool = True, out: Any = None) -> LUFactorResult:
 
 def lu_factor_ex(A: Any, *, pivot: bool = True, check_errors: bool = False, out: Any = None):
     """:func:`lu_factor` with ``info`` (0, or i for a zero pivot U[i-1, i-1], as LAPACK)."""
-    LU, piv = lu_factor(A, pivot=pivot)
+    LU, piv = _lu_factor(_matrix("lu_factor_ex", A), pivot, False)
     diag = np.diagonal(LU.detach().numpy(), axis1=-2, axis2=-1)
     zero = diag == 0
     info = np.where(zero.any(-1), zero.argmax(-1) + 1, 0).astype(np.int32)

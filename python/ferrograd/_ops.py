@@ -453,7 +453,7 @@ def randn_like(input: Tensor, *, dtype: Any = None, device: Any = None) -> Tenso
 
 @_factory
 def randint(
-    low: int,
+    low: Any = None,
     high: Any = None,
     size: Any = None,
     *,
@@ -461,8 +461,13 @@ def randint(
     dtype: Any = None,
     device: Any = None,
 ) -> Tensor:
-    """Integers in ``[low, high)`` (``randint(high, size)`` starts at 0), int64."""
-    if high is None and size is not None:  # randint(high, size=...)
+    """Integers in ``[low, high)`` (``randint(high, size)`` and ``randint(high=, size=)``
+    start at 0), int64."""
+    if low is None:
+        if high is None:
+            raise TypeError("randint: high is required")
+        low = 0
+    elif high is None and size is not None:  # randint(high, size=...)
         low, high = 0, low
     elif size is None:  # randint(high, size)
         low, high, size = 0, low, high

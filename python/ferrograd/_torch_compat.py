@@ -235,15 +235,25 @@ def _addmm_like(
         a = _int_scalar(op, "alpha", alpha, dt.name)
         # computed in int64: the same result modulo 2**bits as the dtype's own arithmetic
         wide = [t.astype("int64") if t.dtype.name != "int64" else t for t in ts]
-        out = _scaled_sum(wide[0], product(*wide[1:]), b, a)
+        out = _scaled_sum(wide[0], product(*wide[1:]), b, a, op != "baddbmm")
         return out if out.dtype == dt else out.astype(dt.name)
     b = _float_scalar(op, "beta", beta, dt.name)
     a = _float_scalar(op, "alpha", alpha, dt.name)
-    return _scaled_sum(x, product(*ts[1:]), b, a)
+    return _scaled_sum(x, product(*ts[1:]), b, a, op != "baddbmm")
 
 
-def _scaled_sum(input: Tensor, prod: Tensor, beta: float, alpha: float) -> Tensor:
-    out = prod if alpha == 1 else prod * alpha
+def _scaled_sum(
+    input: Tensor, prod: Tensor, beta: float, alpha: float, skip_product: bool = True
+) -> Tensor:
+    """``beta * input + alpha * prod`` as PyTorch's BLAS-style ops: a zero ``beta`` ignores
+    ``input``; with ``skip_product`` (addmm, addmv, addbmm, not baddbmm and addr, as
+    PyTorch's) a zero ``alpha`` ignores ``prod`` (NaN and inf in it included), which then
+    stays on the graph with a zero gradient."""
+    if alpha == 0 and skip_product:
+        off = _core.zeros(tuple(prod.shape), dtype="bool", device=prod.device)
+        out = _core.where(off, prod, _core.zeros((), dtype=prod.dtype.name, device=prod.device))
+    else:
+        out = prod if alpha == 1 else prod * alpha
     if beta == 0:  # (input is ignored, NaN included, as PyTorch)
         return out
     return out + (input if beta == 1 else input * beta)
@@ -412,8 +422,13 @@ def einsum(equation: str, *operands: Any) -> Tensor:
 
 def _order(x: Tensor, dim: int, descending: bool) -> Tensor:
     # the engine's argsort op: stable (equal values keep their order, whatever ``stable``
-    # asks), NaN above every number, on the tensor's device, and traceable
-    return _core._argsort(x.detach(), dim, descending)
+    # asks), NaN above every number, on the tensor's device, and traceable. Narrow integer
+    # inputs are sorted as int64 so the positions come back as int64 (in the input's own
+    # dtype they would wrap past its range: 128 entries of int8, 256 of uint8)
+    x = x.detach()
+    if x.dtype.name in ("int8", "uint8", "int16", "int32"):
+        x = x.astype("int64")
+    return _core._argsort(x, dim, descending)
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
@@ -615,6 +630,14 @@ def unique(
     if dim is not None:
         # the distinct slices along `dim`, sorted lexicographically (PyTorch's)
         d = _dim_index("unique", x, dim)
+        zero = [i for i, n in enumerate(x.shape) if n == 0]
+        if len(zero) > 1 or (zero and zero[0] != d):
+            # the slices along `dim` would be empty (or there would be none) in more than
+            # one way: PyTorch refuses it
+            raise RuntimeError(
+                f"unique: cannot take the distinct slices along dim {d} of shape "
+                f"{list(x.shape)}: only the selected dim may have size 0"
+            )
         vals, inv, counts = np.unique(
             x.detach().numpy(), return_inverse=True, return_counts=True, axis=d
         )
@@ -624,7 +647,10 @@ def unique(
         if return_counts:
             out.append(tensor(counts, dtype="int64", device=x.device))
         return out[0] if len(out) == 1 else tuple(out)
-    vals, inv, counts = np.unique(x.detach().numpy(), return_inverse=True, return_counts=True)
+    # each NaN is a value of its own (NaN != NaN), as PyTorch's
+    vals, inv, counts = np.unique(
+        x.detach().numpy(), return_inverse=True, return_counts=True, equal_nan=False
+    )
     out = [tensor(vals, dtype=x.dtype.name, device=x.device)]
     if return_inverse:
         out.append(tensor(inv.reshape(x.shape), dtype="int64", device=x.device))

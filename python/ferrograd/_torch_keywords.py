@@ -179,8 +179,11 @@ _OUT_DTYPE = ("sum", "prod", "mean", "nansum", "nanmean", "cumsum", "cumprod")
 # functions whose ``out=`` must have the result's dtype
 _OUT_STRICT = (
     "neg", "amax", "amin", "argmax", "argmin", "logsumexp", "all", "any", "max", "min",
-    "sort", "kthvalue", "cummax", "cummin", "lerp", "concat", "concatenate",
+    "sort", "kthvalue", "cummax", "cummin", "lerp", "concat", "concatenate", "topk", "msort",
+    "mode", "median", "nanmedian",
 )  # fmt: skip
+# ``fg.linalg`` functions given ``out=`` (the result's dtype, as _OUT_STRICT)
+_LINALG_OUT = ("inv", "solve", "det", "cholesky", "matrix_power", "pinv", "svdvals")
 
 
 def _with_out(fn: Callable[..., Any], name: str) -> Any:
@@ -233,3 +236,7 @@ def install_out() -> None:
         except (TypeError, ValueError):
             continue
         setattr(fg, name, _with_out(f, name))
+    for name in _LINALG_OUT:
+        f = getattr(fg.linalg, name, None)
+        if callable(f) and "out" not in inspect.signature(f).parameters:
+            setattr(fg.linalg, name, _with_out(f, f"linalg.{name}"))

@@ -528,10 +528,19 @@ _CumMaxResult = _values_indices("cummax")
 _CumMinResult = _values_indices("cummin")
 
 
-def _pick_sorted(op: str, x: Tensor, dim: int, k: int, keepdim: bool, result: type) -> Any:
-    """Entry ``k`` (0-based) of ``x`` sorted along ``dim``: ``(values, indices)``."""
+def _pick_sorted(
+    op: str, x: Tensor, dim: int, k: int, keepdim: bool, result: type, nan_first: bool = False
+) -> Any:
+    """Entry ``k`` (0-based) of ``x`` sorted along ``dim``: ``(values, indices)``. With
+    ``nan_first``, a line holding a NaN picks its first NaN instead (median's propagation)."""
     s = sort(x, dim)
     idx = s.indices.narrow(dim, k, 1)
+    if nan_first and x.dtype.kind == "f":
+        nan = x.detach().isnan()
+        if bool(nan.any()):
+            first = np.argmax(nan.numpy(), axis=dim)
+            first = tensor(np.expand_dims(first, dim), dtype="int64", device=x.device)
+            idx = _core.where(nan.any(dim, True), first, idx)
     values = gather(x, dim, idx)
     if not keepdim:
         values, idx = values.squeeze(dim), idx.squeeze(dim)
@@ -540,18 +549,20 @@ def _pick_sorted(op: str, x: Tensor, dim: int, k: int, keepdim: bool, result: ty
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Any:
     """``(values, indices)`` of the ``k``-th smallest entry (1-based) along ``dim``."""
+    from .nn._errors import IndexRuntimeError
+
     x = _check_tensor("kthvalue", "input", input)
     k = _int("kthvalue", "k", k)
     if x.ndim == 0:
         x1 = x.reshape(1)
         if k != 1:
-            raise IndexError(f"kthvalue: k={k} out of range for a 0-d tensor")
+            raise IndexRuntimeError(f"kthvalue: k={k} out of range for a 0-d tensor")
         r = _pick_sorted("kthvalue", x1, 0, 0, False, _KthResult)
         return _KthResult(r.values.reshape(), r.indices.reshape())
     d = _dim("kthvalue", x, dim)
     n = x.shape[d]
     if not 1 <= k <= n:
-        raise IndexError(f"kthvalue: k={k} is out of range for dim {d} of size {n}")
+        raise IndexRuntimeError(f"kthvalue: k={k} is out of range for dim {d} of size {n}")
     return _pick_sorted("kthvalue", x, d, k - 1, bool(keepdim), _KthResult)
 
 
@@ -582,7 +593,8 @@ def median(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
         from .nn._errors import IndexValueError
 
         raise IndexValueError(f"median: dim {d} is empty")
-    return _pick_sorted("median", x, d, (n - 1) // 2, bool(keepdim), _MedianResult)
+    # a line holding a NaN has median NaN, at its first NaN (as the median of all entries)
+    return _pick_sorted("median", x, d, (n - 1) // 2, bool(keepdim), _MedianResult, True)
 
 
 def _quantile_args(
@@ -1000,6 +1012,12 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     ``dims = (axes_a, axes_b)``."""
     a = _check_tensor("tensordot", "a", a)
     b = _check_tensor("tensordot", "b", b)
+    if isinstance(dims, Tensor):
+        # a 0-d tensor is a count of axes; a 2-row one the two axis lists (PyTorch's)
+        if dims.ndim == 0:
+            dims = int(dims.item())
+        else:
+            dims = dims.tolist()
     if isinstance(dims, (int, np.integer)):
         k = _int("tensordot", "dims", dims)
         if k < 0 or k > builtins.min(a.ndim, b.ndim):
@@ -1246,11 +1264,11 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: float = 1, alpha: f
         dt = np.result_type(*(np.dtype(t.dtype.name) for t in (x, vec1, vec2))).name
         b = _int_scalar("addr", "beta", beta, dt)
         a = _int_scalar("addr", "alpha", alpha, dt)
-        out = _scaled_sum(x.astype("int64"), p.astype("int64"), b, a)
+        out = _scaled_sum(x.astype("int64"), p.astype("int64"), b, a, False)
         return out.astype(dt)
     b = _float_scalar("addr", "beta", beta, p.dtype.name)
     a = _float_scalar("addr", "alpha", alpha, p.dtype.name)
-    return _scaled_sum(x, p, b, a)
+    return _scaled_sum(x, p, b, a, False)
 
 
 def addbmm(

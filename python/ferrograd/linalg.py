@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from . import _core
 from ._core import ShapeError, Tensor
 from ._decomp import (
     EighResult,
@@ -33,6 +34,7 @@ from ._decomp import (
     qr,
     slogdet,
     solve,
+    solve_ex,
     solve_triangular,
     svd,
     svdvals,
@@ -72,6 +74,7 @@ __all__ = [
     "qr",
     "slogdet",
     "solve",
+    "solve_ex",
     "solve_triangular",
     "svd",
     "svdvals",
@@ -176,13 +179,21 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
 
 def cond(A: Tensor, p: Any = None) -> Tensor:
     """The condition number in the ``p`` norm (2 by default: largest over smallest singular
-    value)."""
+    value); inf for a singular matrix with ``p`` in 1, -1, inf, -inf, 'fro', 'nuc'."""
     A = _check_tensor("cond", "A", A)
     if p in (None, 2, -2):
         S = svdvals(A)
         ratio = S.amax(-1) / S.amin(-1)
         return ratio if p != -2 else 1.0 / ratio
-    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+    # a singular matrix has condition number inf, as PyTorch's (its inverse does not exist)
+    Ainv, info = inv_ex(A)
+    bad = info != 0
+    if not bool(bad.any()):
+        return matrix_norm(A, p) * matrix_norm(Ainv, p)
+    # (the NaN inverses of the singular ones replaced, so that an SVD of them is not tried)
+    Ainv = _core.where(bad.unsqueeze(-1).unsqueeze(-1), _core.zeros_like(Ainv.detach()), Ainv)
+    out = matrix_norm(A, p) * matrix_norm(Ainv, p)
+    return _core.where(bad, _core.full((), math.inf, dtype=A.dtype.name), out)
 
 
 def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
