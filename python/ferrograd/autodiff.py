@@ -252,7 +252,12 @@ class GradManager:
                 if g is None:
                     return
                 _check_callback_grad(cb, tensor, g)
-            tensor.grad = g if tensor.grad is None else tensor.grad + g
+            if tensor.grad is None:
+                # .grad is the user's to write in place (scaler.unscale_, p.grad *= c): a
+                # broadcast view (the gradient of x.sum()) becomes its own contiguous copy
+                tensor.grad = g if traced or g.is_contiguous() else g.contiguous()
+            else:
+                tensor.grad = tensor.grad + g
             return
 
         return on_final
