@@ -438,7 +438,10 @@ class Function:
         name = type(self).__name__
         for i, x in enumerate(inputs):
             if not isinstance(x, Tensor):
-                raise TypeError(f"{name}: input {i} is a {type(x).__name__}, expected a Tensor")
+                raise TypeError(
+                    f"op {name}: expect type Tensor as inputs, got a {type(x).__name__} for "
+                    f"input {i}; pass non-tensor arguments to the Function's constructor"
+                )
         level = _core._tracking_level(list(inputs)) if inputs else None
         if level is not None:
             _core._push_ceiling(level)
