@@ -15,7 +15,9 @@ NaN and adapts the scale (PyTorch's algorithm and defaults)."""
 from __future__ import annotations
 
 import functools
+import sys
 import threading
+import types
 import warnings
 from typing import Any, Callable
 
@@ -68,18 +70,49 @@ def is_autocast_enabled(device_type: str | None = None) -> bool:
 
 
 class autocast:
-    """``with autocast(device_type, dtype=None, enabled=True, cache_enabled=None):`` (also a
-    decorator). See the module's notes for what runs in which precision."""
+    """A mixed-precision region, as a context manager or a decorator, in either spelling:
+
+    * PyTorch's ``autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``:
+      ``device_type`` ("cpu" or "cuda") runs its products in ``dtype``; ``enabled=False``
+      turns autocast off inside the region.
+    * MegEngine's ``autocast(enabled=True, low_prec_dtype="float16",
+      high_prec_dtype="float32")`` (no device): both devices run their products in
+      ``low_prec_dtype`` and sets the module's ``enabled`` / ``low_prec_dtype`` /
+      ``high_prec_dtype`` for the region; ``enabled=False`` leaves everything as it was.
+
+    See the module's notes for what runs in which precision."""
 
     def __init__(
         self,
-        device_type: str,
+        device_type: Any = None,
         dtype: Any = None,
         enabled: bool = True,
         cache_enabled: bool | None = None,
+        *,
+        low_prec_dtype: Any = None,
+        high_prec_dtype: Any = None,
     ) -> None:
         from ._tensor import _dtype_name
 
+        self._args = (device_type, dtype, enabled, cache_enabled, low_prec_dtype, high_prec_dtype)
+        self._prev: list = []
+        if device_type is None or isinstance(device_type, bool):
+            # MegEngine's spelling: the first positional is ``enabled``, the second the low
+            # precision dtype.
+            if isinstance(device_type, bool):
+                enabled = device_type
+            if dtype is not None and low_prec_dtype is not None:
+                raise TypeError("autocast: low_prec_dtype given twice (positionally and by name)")
+            low = _check_low("autocast", dtype if dtype is not None else low_prec_dtype)
+            high = _check_high("autocast", high_prec_dtype)
+            self.device_type, self.fast_dtype, self._enabled = None, low, bool(enabled)
+            self.enabled, self.low_prec_dtype, self.high_prec_dtype = bool(enabled), low, high
+            return
+        if low_prec_dtype is not None or high_prec_dtype is not None:
+            raise TypeError(
+                "autocast: low_prec_dtype/high_prec_dtype are MegEngine's arguments and take no "
+                f"device_type (got device_type={device_type!r}); use dtype= with a device_type"
+            )
         if not isinstance(device_type, str):
             raise ValueError(  # noqa: TRY004  (PyTorch's exception type)
                 f"autocast: device_type must be a str ('cpu' or 'cuda'), got {device_type!r}"
@@ -94,26 +127,119 @@ class autocast:
                 "to run in full precision)"
             )
         self.device_type, self.fast_dtype, self._enabled = kind, name, bool(enabled)
-        self._prev: list = []
 
     def __enter__(self) -> Any:
         st = _state()
-        self._prev.append(st[self.device_type])
-        st[self.device_type] = self.fast_dtype if self._enabled else None
+        if self.device_type is None:
+            if not self._enabled:
+                self._prev.append(None)
+                return self
+            cfg = _mge_config()
+            self._prev.append((dict(st), dict(cfg)))
+            st["cpu"] = st["cuda"] = self.fast_dtype
+            cfg["low"], cfg["high"] = self.low_prec_dtype, self.high_prec_dtype
+        else:
+            self._prev.append(st[self.device_type])
+            st[self.device_type] = self.fast_dtype if self._enabled else None
         _active[0] += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _state()[self.device_type] = self._prev.pop()
+        prev = self._prev.pop()
+        if self.device_type is None:
+            if prev is None:
+                return
+            _state().update(prev[0])
+            _mge_config().update(prev[1])
+        else:
+            _state()[self.device_type] = prev
         _active[0] -= 1
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        device_type, dtype, enabled, cache_enabled, low, high = self._args
+
         @functools.wraps(fn)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
-            with autocast(self.device_type, self.fast_dtype, self._enabled):
+            with autocast(
+                device_type,
+                dtype,
+                enabled,
+                cache_enabled,
+                low_prec_dtype=low,
+                high_prec_dtype=high,
+            ):
                 return fn(*args, **kwargs)
 
         return wrapped
+
+
+def _check_low(op: str, dtype: Any) -> str:
+    from ._tensor import _dtype_name
+
+    name = "float16" if dtype is None else _dtype_name(dtype)
+    if name not in _LOWER:
+        raise ValueError(f"{op}: low_prec_dtype must be float16 or bfloat16, got {name}")
+    return name
+
+
+def _check_high(op: str, dtype: Any) -> str:
+    from ._tensor import _dtype_name
+
+    name = "float32" if dtype is None else _dtype_name(dtype)
+    if name != "float32":
+        raise ValueError(
+            f"{op}: high_prec_dtype must be float32 (the precision ferrograd's float32 ops "
+            f"run in), got {name}"
+        )
+    return name
+
+
+def _mge_config() -> dict:
+    cfg = getattr(_local, "mge", None)
+    if cfg is None:
+        cfg = _local.mge = {"low": "float16", "high": "float32", "module_on": False}
+    return cfg
+
+
+class _AmpModule(types.ModuleType):
+    """MegEngine's module-level switches: ``amp.enabled``, ``amp.low_prec_dtype`` and
+    ``amp.high_prec_dtype`` read and set the calling thread's autocast state (setting
+    ``enabled = True`` turns autocast on for both devices, like entering ``autocast()``)."""
+
+    @property
+    def enabled(self) -> bool:
+        st = _state()
+        return st["cpu"] is not None or st["cuda"] is not None
+
+    @enabled.setter
+    def enabled(self, value: bool) -> None:
+        st, cfg = _state(), _mge_config()
+        on = bool(value)
+        st["cpu"] = st["cuda"] = cfg["low"] if on else None
+        if on != cfg["module_on"]:
+            _active[0] += 1 if on else -1
+            cfg["module_on"] = on
+
+    @property
+    def low_prec_dtype(self) -> str:
+        return _mge_config()["low"]
+
+    @low_prec_dtype.setter
+    def low_prec_dtype(self, value: Any) -> None:
+        name = _check_low("amp.low_prec_dtype", value)
+        _mge_config()["low"] = name
+        st = _state()
+        for dev in ("cpu", "cuda"):
+            if st[dev] is not None:
+                st[dev] = name
+
+    @property
+    def high_prec_dtype(self) -> str:
+        return _mge_config()["high"]
+
+    @high_prec_dtype.setter
+    def high_prec_dtype(self, value: Any) -> None:
+        _mge_config()["high"] = _check_high("amp.high_prec_dtype", value)
 
 
 def _kind(t: Tensor) -> str:
@@ -219,13 +345,40 @@ def _install() -> None:
 # ------------------------------------------------------------------------- GradScaler
 
 
+def _unscale_grads(tensors: list, inv: float, check: bool) -> bool:
+    """Multiplies each tensor's ``.grad`` by ``inv`` in place; returns whether any holds
+    inf or NaN (when ``check``). Gradients that are one memory (the same storage, shape and
+    strides, as two parameters can get from one backward) are multiplied once."""
+    from .autodiff import no_grad
+
+    found, seen = False, set()
+    with no_grad():
+        for t in tensors:
+            g = getattr(t, "grad", None)
+            if g is None:
+                continue
+            key = (g.data_ptr(), tuple(g.shape), tuple(g.stride()), g.dtype.name)
+            if key not in seen:
+                seen.add(key)
+                g.mul_(inv)
+            if check and not found:
+                found = not bool(np.isfinite(g.detach().numpy()).all())
+    return found
+
+
 class GradScaler:
     """PyTorch's ``GradScaler``: ``scaler.scale(loss).backward()`` (or
     ``gm.backward(scaler.scale(loss))``), ``scaler.unscale_(opt)`` (before clipping),
     ``scaler.step(opt)`` (skipped when a gradient holds inf/NaN), ``scaler.update()``.
 
+    It also has MegEngine's API: ``scaler.backward(gm, loss)`` (scaled backward, then
+    :meth:`unscale` of the attached tensors' gradients and :meth:`update`),
+    ``unscale(tensors)``, ``update(new_scale=None)`` and ``scale_factor``.
+    ``growth_interval=0`` keeps the scale fixed (MegEngine's convention).
+
     ``enabled=False`` makes every method a pass-through. For ``device="cuda"`` without a
-    usable CUDA device the scaler disables itself with a warning, as PyTorch's."""
+    usable CUDA device the scaler disables itself with a warning, as PyTorch's; MegEngine's
+    methods, which have no device, turn such a scaler back on (they scale on any device)."""
 
     def __init__(
         self,
@@ -247,17 +400,21 @@ class GradScaler:
                     stacklevel=2,
                 )
                 enabled = False
+                self._no_cuda = True
         if growth_factor <= 1.0:
             raise ValueError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
         if not 0.0 < backoff_factor < 1.0:
             raise ValueError(f"GradScaler: backoff_factor must be in (0, 1), got {backoff_factor}")
-        if growth_interval < 1:
-            raise ValueError(f"GradScaler: growth_interval must be >= 1, got {growth_interval}")
+        if growth_interval < 0:
+            raise ValueError(f"GradScaler: growth_interval must be >= 0, got {growth_interval}")
         self._device, self._enabled = kind, bool(enabled)
         self._scale = float(init_scale)
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval, self._growth_tracker = int(growth_interval), 0
         self._per_opt: dict[int, dict] = {}
+        self._found_non_finite = False
+
+    _no_cuda = False
 
     def is_enabled(self) -> bool:
         return self._enabled
@@ -297,19 +454,8 @@ class GradScaler:
             raise RuntimeError(
                 "unscale_() has already been called on this optimizer since the last update()."
             )
-        inv = 1.0 / self._scale
-        found = False
-        from .autodiff import no_grad
-
-        with no_grad():
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    g = p.grad
-                    if g is None:
-                        continue
-                    if not found and not bool(np.isfinite(g.detach().numpy()).all()):
-                        found = True
-                    g.mul_(inv)
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        found = _unscale_grads(params, 1.0 / self._scale, check=True)
         st["unscaled"], st["found_inf"] = True, found
 
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
@@ -334,8 +480,10 @@ class GradScaler:
             return
         if new_scale is not None:
             self._scale = float(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
+        elif self._growth_interval == 0:
+            pass
         else:
-            found = any(st["found_inf"] for st in self._per_opt.values())
+            found = self._found_non_finite or any(st["found_inf"] for st in self._per_opt.values())
             if found:
                 self._scale *= self._backoff_factor
                 self._growth_tracker = 0
@@ -345,6 +493,70 @@ class GradScaler:
                     self._scale *= self._growth_factor
                     self._growth_tracker = 0
         self._per_opt.clear()
+        self._found_non_finite = False
+
+    # -- MegEngine's API -----------------------------------------------------------------
+    def _mge_on(self) -> bool:
+        if self._no_cuda and not self._enabled:
+            self._enabled = True
+        return self._enabled
+
+    @property
+    def scale_factor(self) -> float:
+        """The current scale (MegEngine's name for :meth:`get_scale`)."""
+        return self._scale if (self._enabled or self._no_cuda) else 1.0
+
+    @scale_factor.setter
+    def scale_factor(self, value: float) -> None:
+        self._scale = float(value)
+
+    def backward(
+        self,
+        gm: Any,
+        y: Any = None,
+        dy: Any = None,
+        *,
+        unscale_grad: bool = True,
+        update_scale: Any = "if_unscale_grad",
+    ) -> None:
+        """``gm.backward(y, dy)`` with ``dy`` (ones when omitted) times the scale; then, if
+        ``unscale_grad``, :meth:`unscale` of ``gm``'s attached tensors and (when
+        ``update_scale`` is true) :meth:`update`. Pass ``unscale_grad=False`` to accumulate
+        scaled gradients over several batches and unscale once."""
+        if not self._mge_on():
+            gm.backward(y, dy)
+            return
+        from . import full_like
+
+        ys = [] if y is None else list(y) if isinstance(y, (list, tuple)) else [y]
+        if dy is None:
+            dys = [full_like(t, self._scale) for t in ys]
+        elif isinstance(dy, (list, tuple)):
+            dys = [d * self._scale for d in dy]
+        else:
+            dys = [dy * self._scale]
+        gm.backward(ys, dys)
+        if unscale_grad:
+            self.unscale(gm.attached_tensors())
+            if update_scale:
+                self.update()
+
+    def unscale(self, grad_tensors: Any) -> GradScaler:
+        """Divides the ``.grad`` of each tensor in ``grad_tensors`` by the scale, in place.
+        If any of them holds inf or NaN, all of their gradients are set to None (the step
+        is skipped: optimizers pass over parameters without a gradient) and the next
+        :meth:`update` lowers the scale. With ``growth_interval=0`` nothing is checked."""
+        if not self._mge_on():
+            return self
+        tensors = [
+            t for t in grad_tensors if t is not None and getattr(t, "grad", None) is not None
+        ]
+        found = _unscale_grads(tensors, 1.0 / self._scale, check=self._growth_interval > 0)
+        if found:
+            self._found_non_finite = True
+            for t in tensors:
+                t.grad = None
+        return self
 
     def state_dict(self) -> dict:
         if not self._enabled:
@@ -405,3 +617,6 @@ def custom_bwd(bwd: Callable[..., Any] | None = None, *, device_type: str = "cud
     if bwd is None:
         return functools.partial(custom_bwd, device_type=device_type)
     return bwd
+
+
+sys.modules[__name__].__class__ = _AmpModule

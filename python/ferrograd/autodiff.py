@@ -252,7 +252,12 @@ class GradManager:
                 if g is None:
                     return
                 _check_callback_grad(cb, tensor, g)
-            tensor.grad = g if tensor.grad is None else tensor.grad + g
+            if tensor.grad is None:
+                # .grad is the user's to write in place (scaler.unscale_, p.grad *= c): a
+                # broadcast view (the gradient of x.sum()) becomes its own contiguous copy
+                tensor.grad = g if traced or g.is_contiguous() else g.contiguous()
+            else:
+                tensor.grad = tensor.grad + g
             return
 
         return on_final
@@ -433,7 +438,10 @@ class Function:
         name = type(self).__name__
         for i, x in enumerate(inputs):
             if not isinstance(x, Tensor):
-                raise TypeError(f"{name}: input {i} is a {type(x).__name__}, expected a Tensor")
+                raise TypeError(
+                    f"op {name}: expect type Tensor as inputs, got a {type(x).__name__} for "
+                    f"input {i}; pass non-tensor arguments to the Function's constructor"
+                )
         level = _core._tracking_level(list(inputs)) if inputs else None
         if level is not None:
             _core._push_ceiling(level)

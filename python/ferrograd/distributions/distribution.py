@@ -6,6 +6,8 @@ import math
 from functools import cached_property
 from typing import Any, ClassVar
 
+import numpy as np
+
 from .. import _core
 from .._core import Tensor
 from .._tensor import default_float
@@ -40,9 +42,15 @@ def broadcast_all(*values: Any) -> tuple:
             out.append(
                 tensor(float(v), dtype=dtype, device=first.device if first is not None else None)
             )
+        elif isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
+            # MegEngine's distributions take numpy arrays: float arrays keep their dtype,
+            # integer and bool ones become the default float type
+            dtype = v.dtype.name if v.dtype.kind == "f" else default_float()
+            out.append(tensor(v, dtype=dtype, device=first.device if first is not None else None))
         else:
             raise ValueError(
-                f"distribution parameters must be tensors or numbers, got {type(v).__name__}"
+                "distribution parameters must be tensors, numbers or numeric numpy arrays, got "
+                f"{type(v).__name__}"
             )
     if len(out) == 1:
         return (out[0],)
