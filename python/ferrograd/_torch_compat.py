@@ -844,8 +844,12 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1
 
 def _inplace(compute: Any) -> Any:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        self.copy_(compute(self._write_source(), *args, **kwargs))
-        return self
+        from ._torch_inplace import write_result
+
+        out = compute(self._write_source(), *args, **kwargs)
+        return write_result(method.__name__, self, out)
+
+    method._inplace = True  # type: ignore[attr-defined]
 
     method.__doc__ = f"In place: ``self.copy_({getattr(compute, '__name__', 'op')}(...))``."
     return method
@@ -1322,6 +1326,8 @@ def _install() -> None:
     for name, fn in methods.items():
         if name in Tensor.__dict__:
             continue
+        if getattr(fn, "_inplace", False):
+            fn.__name__ = name  # what its errors name
         if fn is None:  # new_zeros / new_ones / new_empty
             fill = 1.0 if name == "new_ones" else 0.0
 

@@ -1088,7 +1088,9 @@ def _install_shifts() -> None:
         return lambda self, other: fn(other, self)
 
     def inplace(fn: Any) -> Any:
-        return lambda self, other: self.copy_(fn(self, other))
+        from ._torch_inplace import write_result
+
+        return lambda self, other: write_result(fn.__name__ + "_", self, fn(self, other))
 
     for name, fn in (
         ("__lshift__", bitwise_left_shift),
