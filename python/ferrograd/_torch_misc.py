@@ -291,6 +291,10 @@ def _pow_wrapper(fn: Any, reflected: bool = False) -> Any:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         if len(args) == 2 and not kwargs:
             base, exponent = (args[1], args[0]) if reflected else args
+            if not reflected and isinstance(exponent, Tensor) and not isinstance(base, Tensor):
+                # ``pow(2, t)`` is ``2 ** t``: the number takes the tensor's dtype where it
+                # fits its kind (an int base to a uint8 tensor is uint8), as PyTorch's
+                return Tensor.__rpow__(exponent, base)
             if _is_int_tensor(exponent) and _is_int_base(base):
                 if reflected:
                     return _int_pow(base, exponent, lambda x, y: fn(y, x))

@@ -1,0 +1,192 @@
+"""Binary ops' values, dtypes and errors as PyTorch's (its type-promotion and binary-ufunc
+tests): in-place augmented assignments, exact float division remainders, in-place results
+that cannot be cast into the tensor, and the dtype of a number raised to a tensor power."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+
+def _torch() -> Any:
+    return pytest.importorskip("torch")
+
+
+def _np(t: Any) -> np.ndarray:
+    return np.asarray(t.detach().double().numpy() if hasattr(t, "double") else t.numpy())
+
+
+def _same(fg_out: Any, torch_out: Any) -> None:
+    a = np.asarray(fg_out.astype("float64").numpy())
+    b = torch_out.detach().double().numpy()
+    np.testing.assert_array_equal(a, b)
+    assert fg_out.dtype.name == str(torch_out.dtype).replace("torch.", "")
+
+
+# ------------------------------------------------------------- augmented assignment
+
+
+@pytest.mark.parametrize(
+    ("op", "other", "dtype"),
+    [
+        (operator.ifloordiv, 2, "float32"),
+        (operator.imod, 4, "float32"),
+        (operator.ipow, 2, "float32"),
+        (operator.ifloordiv, 2, "int64"),
+        (operator.imod, 4, "int64"),
+        (operator.ipow, 2, "int64"),
+        (operator.iand, 5, "int64"),
+        (operator.ior, 2, "int64"),
+        (operator.ixor, 3, "int64"),
+        (operator.ilshift, 1, "int64"),
+        (operator.irshift, 1, "int64"),
+    ],
+)
+def test_augmented_assignment_writes_in_place(op: Any, other: int, dtype: str) -> None:
+    torch = _torch()
+    results = []
+    for lib in (fg, torch):
+        t = lib.tensor([7, 9, -3]).to(getattr(lib, dtype))
+        view = t[1:]
+        assert op(t, other) is t  # ``t op= other`` keeps the object and writes into it
+        results.append((t, view))
+    _same(results[0][0], results[1][0])
+    _same(results[0][1], results[1][1])
+
+
+@pytest.mark.parametrize("op", [operator.ifloordiv, operator.imod, operator.ipow])
+def test_augmented_assignment_refuses_a_float_result_in_an_int_tensor(op: Any) -> None:
+    torch = _torch()
+    for lib in (fg, torch):
+        t = lib.tensor([7, 9])
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            op(t, 2.5)
+        assert t.tolist() == [7, 9]
+
+
+def test_augmented_pow_keeps_the_gradient() -> None:
+    x = fg.tensor([1.5, -2.0, 3.0], dtype="float64", requires_grad=True)
+    y = x * 1
+    y **= 3
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * x.detach().numpy() ** 2)
+
+
+# ------------------------------------------------------------- in-place dtype rule
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t, lib: t.pow_(2.5),
+        lambda t, lib: t.clamp_(2.5),
+        lambda t, lib: t.clamp_(max=2.5),
+        lambda t, lib: t.lerp_(lib.tensor([1.0, 1.0]), 2.5),
+        lambda t, lib: t.sqrt_(),
+        lambda t, lib: t.exp_(),
+        lambda t, lib: t.addcmul_(lib.tensor([1.0, 1.0]), lib.tensor([1.0, 1.0])),
+        lambda t, lib: t.remainder_(2.5),
+        lambda t, lib: t.floor_divide_(2.5),
+    ],
+)
+def test_in_place_op_refuses_a_result_an_int_tensor_cannot_hold(call: Any) -> None:
+    torch = _torch()
+    for lib in (fg, torch):
+        t = lib.tensor([7, -7], dtype=lib.int32)
+        with pytest.raises(RuntimeError):
+            call(t, lib)
+        assert t.tolist() == [7, -7]
+
+
+def test_in_place_op_still_casts_within_a_kind() -> None:
+    t = fg.tensor([7, -7], dtype="int32")
+    t.pow_(2)
+    assert t.tolist() == [49, 49] and t.dtype == "int32"
+    f = fg.tensor([1.5, 2.5], dtype="float32")
+    f.clamp_(fg.tensor([2.0, 2.0], dtype="float64"))
+    assert f.tolist() == [2.0, 2.5] and f.dtype == "float32"
+
+
+# ------------------------------------------------------------- exact float division
+
+
+def _division_ops(lib: Any) -> list:
+    return [
+        lib.remainder,
+        lib.fmod,
+        lambda a, b: a % b,
+        lambda a, b: a // b,
+        lambda a, b: lib.floor_divide(a, b),
+        lambda a, b: lib.div(a, b, rounding_mode="floor"),
+        lambda a, b: lib.div(a, b, rounding_mode="trunc"),
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_float_division_remainders_match_torch_bit_for_bit(dtype: str) -> None:
+    torch = _torch()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(3000) * rng.choice([1.0, 1e3, 1e6], 3000)
+    b = rng.standard_normal(3000) * rng.choice([0.01, 1.0, 100.0], 3000)
+    a[:6] = [np.inf, -np.inf, 0.0, -0.0, 5.0, -5.0]
+    b[4:6] = 0.0
+    ta = torch.tensor(a).to(getattr(torch, dtype))
+    tb = torch.tensor(b).to(getattr(torch, dtype))
+    fa = fg.tensor(ta.double().numpy(), dtype=dtype)
+    fb = fg.tensor(tb.double().numpy(), dtype=dtype)
+    for f_op, t_op in zip(_division_ops(fg), _division_ops(torch)):
+        want = t_op(ta, tb).double().numpy()
+        got = f_op(fa, fb).astype("float64").numpy()
+        np.testing.assert_array_equal(got, want)
+        signed = ~np.isnan(want)  # (zeros' signs too; a NaN's sign is not specified)
+        np.testing.assert_array_equal(np.signbit(got)[signed], np.signbit(want)[signed])
+
+
+def test_large_dividend_remainder_against_a_number() -> None:
+    torch = _torch()
+    for f_op, t_op in zip(_division_ops(fg), _division_ops(torch)):
+        _same(
+            f_op(fg.tensor([1e9, 1e8, 3e5, -1e9]), 3.14159),
+            t_op(torch.tensor([1e9, 1e8, 3e5, -1e9]), 3.14159),
+        )
+    _same(fg.tensor(7.5) % fg.tensor([2.0, -2.0]), torch.tensor(7.5) % torch.tensor([2.0, -2.0]))
+
+
+@pytest.mark.parametrize("name", ["remainder", "fmod"])
+def test_remainder_gradients_match_torch(name: str) -> None:
+    torch = _torch()
+    a = np.array([[5.5, -7.25, 3.0], [1e3, -2.5, 0.7]])
+    b = np.array([2.0, -3.0, 0.5])
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    fa, fb = fg.tensor(a, requires_grad=True), fg.tensor(b, requires_grad=True)
+    (getattr(torch, name)(ta, tb) ** 2).sum().backward()
+    (getattr(fg, name)(fa, fb) ** 2).sum().backward()
+    np.testing.assert_allclose(fa.grad.numpy(), ta.grad.numpy())
+    np.testing.assert_allclose(fb.grad.numpy(), tb.grad.numpy())
+
+
+@pytest.mark.parametrize("name", ["remainder", "fmod"])
+def test_remainder_gradients_match_finite_differences(name: str) -> None:
+    a = fg.tensor([[5.5, -7.25, 3.1], [10.3, -2.5, 0.7]], dtype="float64", requires_grad=True)
+    b = fg.tensor([2.0, -3.0, 0.45], dtype="float64", requires_grad=True)
+    assert fg.autograd.gradcheck(lambda x, y: getattr(fg, name)(x, y) * x, (a, b))
+
+
+# ------------------------------------------------------------- number ** tensor
+
+
+def test_pow_of_an_int_number_to_an_int_tensor_keeps_the_tensor_dtype() -> None:
+    torch = _torch()
+    for base in (2, -2, 2.5):
+        for dtype in ("uint8", "int32", "float32"):
+            _same(
+                fg.pow(base, fg.tensor([3, 17]).to(getattr(fg, dtype))),
+                torch.pow(base, torch.tensor([3, 17]).to(getattr(torch, dtype))),
+            )
+    out = fg.zeros(2, dtype="int64")
+    fg.pow(2, fg.tensor([3, 17], dtype="uint8"), out=out)
+    assert out.tolist() == [8, 0]
