@@ -190,3 +190,48 @@ def test_pow_of_an_int_number_to_an_int_tensor_keeps_the_tensor_dtype() -> None:
     out = fg.zeros(2, dtype="int64")
     fg.pow(2, fg.tensor([3, 17], dtype="uint8"), out=out)
     assert out.tolist() == [8, 0]
+
+
+# ------------------------------------------------------------- add/sub alpha
+
+
+def _alpha_cases(lib: Any) -> dict:
+    b = lib.tensor([True, False])
+    i = lib.tensor([1, 2], dtype=lib.int32)
+    f = lib.tensor([1.0, 2.0])
+    return {
+        "bools alpha=0": lambda: lib.add(b, b, alpha=0),
+        "bools alpha=2": lambda: lib.add(b, b, alpha=2),
+        "bools alpha=True": lambda: lib.add(b, b, alpha=True),
+        "bools alpha=0.5": lambda: lib.add(b, b, alpha=0.5),
+        "bool + int alpha=0": lambda: lib.add(b, 1, alpha=0),
+        "bool add_ alpha=0": lambda: b.clone().add_(b, alpha=0),
+        "ints alpha=1.1": lambda: lib.add(i, i, alpha=1.1),
+        "ints alpha=2.0": lambda: lib.add(i, i, alpha=2.0),
+        "int - int alpha=1.5": lambda: lib.sub(i, i, alpha=1.5),
+        "int add_ alpha=1.5": lambda: i.clone().add_(i, alpha=1.5),
+        "int + number alpha=1.5": lambda: lib.add(i, 2, alpha=1.5),
+        "int + float alpha=1.5": lambda: lib.add(i, f, alpha=1.5),
+        "int + 1.5 alpha=2": lambda: lib.add(i, 1.5, alpha=2),
+        "ints alpha=True": lambda: lib.add(i, i, alpha=True),
+        "floats alpha=True": lambda: lib.add(f, f, alpha=True),
+        "floats alpha=1j": lambda: lib.add(f, f, alpha=1j),
+        "int method alpha=3": lambda: i.add(i, alpha=3),
+        "bool - bool": lambda: lib.sub(b, b),
+        "float - bool": lambda: lib.sub(f, b),
+        "bool sub_": lambda: b.clone().sub_(b),
+        "rsub of bool": lambda: lib.rsub(b, 1),
+        "rsub alpha=2": lambda: lib.rsub(f, 1, alpha=2),
+    }
+
+
+@pytest.mark.parametrize("case", list(_alpha_cases(fg)))
+def test_add_sub_alpha_follows_torch(case: str) -> None:
+    torch = _torch()
+    try:
+        want = _alpha_cases(torch)[case]()
+    except RuntimeError as e:
+        with pytest.raises(type(e) if isinstance(e, NotImplementedError) else RuntimeError):
+            _alpha_cases(fg)[case]()
+        return
+    _same(_alpha_cases(fg)[case](), want)

@@ -856,12 +856,20 @@ def _inplace(compute: Any) -> Any:
 
 
 def _add_(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
-    self += other if alpha == 1 else other * alpha
+    from ._torch_keywords import scale_by_alpha
+
+    if type(alpha) is not int or alpha != 1:
+        other = scale_by_alpha("add_", self, other, alpha)
+    if self.dtype.kind == "b" and isinstance(other, Tensor) and other.dtype.kind == "b":
+        return self.logical_or_(other)  # (a sum of bools is their logical or)
+    self += other
     return self
 
 
 def _sub_(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
-    self -= other if alpha == 1 else other * alpha
+    from ._torch_keywords import scale_by_alpha
+
+    self -= scale_by_alpha("sub_", self, other, alpha)
     return self
 
 

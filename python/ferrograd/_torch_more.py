@@ -355,9 +355,11 @@ def rsub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     """``other - alpha * input`` (PyTorch's reversed subtraction)."""
     import ferrograd as fg
 
+    from ._torch_keywords import scale_by_alpha
+
     if isinstance(other, Tensor):
         return fg.sub(other, input, alpha=alpha)
-    return other - (input if alpha == 1 else input * alpha)
+    return other - scale_by_alpha("rsub", other, input, alpha)
 
 
 def _div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
