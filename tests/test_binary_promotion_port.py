@@ -235,3 +235,110 @@ def test_add_sub_alpha_follows_torch(case: str) -> None:
             _alpha_cases(fg)[case]()
         return
     _same(_alpha_cases(fg)[case](), want)
+
+
+# ------------------------------------------------------------- refused promotions
+
+
+def _refusal_cases(lib: Any) -> dict:
+    d = lib.zeros(2, 3, dtype=lib.float64)
+    f = lib.ones(2, 3)
+    i = lib.ones(2, 1, dtype=lib.int32)
+
+    def put(key: Any, value: Any) -> Any:
+        x = d.clone()
+        x[key] = value
+        return x
+
+    return {
+        "lerp f64 f32": lambda: lib.lerp(d, f, 0.5),
+        "lerp f32 f64": lambda: lib.lerp(f, d, 0.5),
+        "lerp 0-d f64 weight": lambda: lib.lerp(f, f, lib.tensor(0.5, dtype=lib.float64)),
+        "lerp int": lambda: lib.lerp(i, i, 0.5),
+        "heaviside f32 f64": lambda: lib.heaviside(f, d),
+        "heaviside int f32": lambda: lib.heaviside(i, f),
+        "heaviside int int": lambda: lib.heaviside(i, i),
+        "index int32 into f64": lambda: put((slice(None), [1]), i),
+        "slice int32 into f64": lambda: put((slice(None), slice(1, 2)), i),
+        "index f32 into f64": lambda: put([0], f[:1]),
+        "mask f32 into f64": lambda: put(d == 0, f.reshape(-1)),
+        "mask 0-d int into f64": lambda: put(d == 0, lib.tensor(1)),
+        "index number into f64": lambda: put([0], 5),
+        "index_put f32 into f64": lambda: lib.index_put(d, (lib.tensor([0]),), lib.ones(3)),
+        "index_put_ f64": lambda: d.clone().index_put_((lib.tensor([0]),), lib.ones(3).double()),
+    }
+
+
+@pytest.mark.parametrize("case", list(_refusal_cases(fg)))
+def test_promotions_torch_refuses_are_refused(case: str) -> None:
+    torch = _torch()
+    try:
+        want = _refusal_cases(torch)[case]()
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            _refusal_cases(fg)[case]()
+        return
+    _same(_refusal_cases(fg)[case](), want)
+
+
+def test_bfloat16_setitem_of_numbers() -> None:
+    torch = _torch()
+    results = []
+    for lib in (fg, torch):
+        x = lib.zeros(3, dtype=lib.bfloat16)
+        x[0] = 1.0
+        x[x == 0] = 5
+        x[[1]] = 2.5
+        results.append(x)
+    _same(*results)
+
+
+# ------------------------------------------------------------- out= and number calls
+
+
+def _out_cases(lib: Any) -> dict:
+    f = lib.tensor([2.0, 3.0])
+    f64 = lib.float64
+
+    def empty(n: Any, dtype: Any = None) -> Any:
+        return lib.empty(n, dtype=dtype or lib.float32)
+
+    return {
+        "float_power out f64": lambda: lib.float_power(f, 2, out=empty(2, f64)),
+        "float_power out f32": lambda: lib.float_power(f, 2, out=empty(2)),
+        "xlogy out": lambda: lib.xlogy(f, f, out=empty(2)),
+        "xlogy out f64": lambda: lib.xlogy(f, f, out=empty(2, f64)),
+        "xlogy out int": lambda: lib.xlogy(f, f, out=empty(2, lib.int64)),
+        "heaviside out": lambda: lib.heaviside(f, f, out=empty(2)),
+        "heaviside out f64": lambda: lib.heaviside(f, f, out=empty(2, f64)),
+        "addcdiv out f64": lambda: lib.addcdiv(f, f, f, out=empty(2, f64)),
+        "addcmul out": lambda: lib.addcmul(f, f, f, out=empty(2)),
+        "cat out f64": lambda: lib.cat([f, f], out=empty(4, f64)),
+        "cat out f16": lambda: lib.cat([f, f], out=empty(4, lib.float16)),
+        "cat out int": lambda: lib.cat([f, f], out=empty(4, lib.int64)),
+        "stack out f64": lambda: lib.stack([f, f], out=empty((2, 2), f64)),
+        "ldexp_": lambda: f.clone().ldexp_(lib.tensor([1, 2])),
+        "nextafter_": lambda: f.clone().nextafter_(lib.tensor([3.0, 0.0])),
+        "nextafter method": lambda: f.nextafter(lib.tensor([3.0, 0.0])),
+        "div(1.5, 0.5)": lambda: lib.div(1.5, 0.5),
+        "div(7, 2, floor)": lambda: lib.div(7, 2, rounding_mode="floor"),
+        "true_divide(3, 2)": lambda: lib.true_divide(3, 2),
+        "floor_divide(7, 2)": lambda: lib.floor_divide(7, 2),
+        "floor_divide(7.5, 2)": lambda: lib.floor_divide(7.5, 2),
+        "logspace(False, True, 3)": lambda: lib.logspace(False, True, 3),
+    }
+
+
+@pytest.mark.parametrize("case", list(_out_cases(fg)))
+def test_out_and_number_calls_follow_torch(case: str) -> None:
+    torch = _torch()
+    try:
+        want = _out_cases(torch)[case]()
+    except (RuntimeError, TypeError) as e:
+        with pytest.raises(RuntimeError if isinstance(e, RuntimeError) else TypeError):
+            _out_cases(fg)[case]()
+        return
+    got = _out_cases(fg)[case]()
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.astype("float64").numpy(), want.double().numpy(), rtol=1e-6)
+    assert got.dtype.name == str(want.dtype).replace("torch.", "")

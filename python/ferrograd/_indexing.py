@@ -158,13 +158,20 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     pos = pos.reshape(-1)
     if isinstance(value, Tensor):
         v = value
+        if v.dtype != x.dtype:
+            if not (v.ndim == 0 and _is_mask_key(items)):
+                # PyTorch's index_put takes only its own dtype (a 0-d value under a mask is
+                # a fill, which casts); basic indexing casts (the engine's assignment)
+                raise _core.DTypeError(
+                    f"setitem: an advanced index writes only a value of the tensor's dtype "
+                    f"{x.dtype}, got {v.dtype}; cast the value first"
+                )
+            v = v.astype(x.dtype.name)
     else:
-        try:
-            v = tensor(np.asarray(value).astype(x.dtype), device=x.device)
-        except (TypeError, ValueError):
-            raise TypeError(f"setitem: cannot assign {value!r} to a {x.dtype} tensor") from None
-    if v.dtype != x.dtype:
-        v = v.astype(x.dtype)  # as the engine's basic assignment (and numpy, PyTorch)
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"setitem: cannot assign {value!r} to a {x.dtype} tensor")
+        v = tensor(arr, device=x.device).astype(x.dtype.name)
     try:
         v = v.broadcast_to(*rshape).reshape(-1)
     except _core.ShapeError:
@@ -191,6 +198,14 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     new = _core.where(tensor(hit, device=dev), scattered, x.reshape(-1))
     x.copy_(new.reshape(*x.shape))
     return None
+
+
+def _is_mask_key(items: tuple) -> bool:
+    """Whether an index is one boolean mask (``x[mask] = v``, PyTorch's masked fill)."""
+    arrays = [k for k in items if _is_array(k)]
+    return len(arrays) == 1 and getattr(arrays[0], "dtype", None) is not None and (
+        str(arrays[0].dtype) == "bool"
+    )
 
 
 def _install() -> None:

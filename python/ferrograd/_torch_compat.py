@@ -815,6 +815,13 @@ def _core_norm(x: Tensor, p: float, dim: int) -> Tensor:
 def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
     """``input + weight * (end - input)``."""
     x = _check_tensor("lerp", "input", input)
+    # PyTorch interpolates within one floating dtype: end and a weight tensor with
+    # dimensions must have input's dtype (a 0-d weight may differ)
+    if x.dtype.kind not in "fc":
+        raise DTypeError(f"lerp: input must be a floating-point tensor, got {x.dtype}")
+    for name, t in (("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and t.dtype != x.dtype and (name == "end" or t.ndim):
+            raise DTypeError(f"lerp: expected dtype {x.dtype} for {name} but got dtype {t.dtype}")
     return x + weight * (end - x)
 
 

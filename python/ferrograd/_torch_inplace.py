@@ -84,6 +84,8 @@ _WRITE_BACK = [
     "fmin",
     "renorm",
     "scatter_reduce",
+    "ldexp",
+    "nextafter",
 ]
 
 # augmented assignments PyTorch runs in place -> the op they write back

@@ -218,14 +218,15 @@ _OUT_CASTING = (
     "floor_divide", "remainder", "fmod", "pow", "atan2", "maximum", "minimum", "fmax",
     "fmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
     "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "sqrt", "exp", "log",
-    "sin", "cos", "tanh", "sigmoid", "abs", "floor", "ceil", "trunc",
+    "sin", "cos", "tanh", "sigmoid", "abs", "floor", "ceil", "trunc", "xlogy", "addcdiv",
+    "addcmul",
 )  # fmt: skip
 # reductions whose ``out=`` dtype is the dtype they compute in (``sum(x, out=i64)``)
 _OUT_DTYPE = ("sum", "prod", "mean", "nansum", "nanmean", "cumsum", "cumprod")
 # functions whose ``out=`` must have the result's dtype
 _OUT_STRICT = (
     "neg", "amax", "amin", "argmax", "argmin", "logsumexp", "all", "any", "max", "min",
-    "sort", "kthvalue", "cummax", "cummin", "lerp", "concat", "concatenate",
+    "sort", "kthvalue", "cummax", "cummin", "lerp", "concat", "float_power", "heaviside",
 )  # fmt: skip
 
 

@@ -329,6 +329,11 @@ def install() -> None:
             setattr(fg, f.__name__, f)
     if not hasattr(Tensor, "as_strided"):
         Tensor.as_strided = as_strided
+    if not hasattr(Tensor, "nextafter"):
+        from ._torch_inplace import _write_back
+
+        Tensor.nextafter = nextafter
+        Tensor.nextafter_ = _write_back("nextafter")
     Tensor.__pow__ = _pow_wrapper(Tensor.__pow__)
     Tensor.__rpow__ = _pow_wrapper(Tensor.__rpow__, reflected=True)
     Tensor.pow = _pow_wrapper(Tensor.pow)

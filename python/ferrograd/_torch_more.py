@@ -166,12 +166,20 @@ class Size(tuple):
     __rmul__ = __mul__
 
 
+# ops that PyTorch also computes for two Python numbers (``div(7, 2)`` is a 0-d tensor)
+_NUMBER_PAIRS = ("div", "divide", "true_divide", "floor_divide")
+
+
 def _pair(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """``a`` and ``b`` as tensors (a Python number takes the other's dtype and device)."""
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        raise TypeError(
-            f"{op}: expected at least one tensor, got {type(a).__name__} and {type(b).__name__}"
-        )
+        if op not in _NUMBER_PAIRS:
+            raise TypeError(
+                f"{op}: expected at least one tensor, got {type(a).__name__} and "
+                f"{type(b).__name__}"
+            )
+        # PyTorch's division ops take two numbers, as 0-d tensors of their own dtypes
+        a = tensor(a)
     like = a if isinstance(a, Tensor) else b
     if not isinstance(a, Tensor):
         a = tensor(a, dtype=_scalar_dtype(a, like), device=like.device)
@@ -560,6 +568,11 @@ def sinc(input: Tensor) -> Tensor:
 
 def heaviside(input: Tensor, values: Any) -> Tensor:
     """0 where ``input < 0``, 1 where ``> 0``, ``values`` where 0 (no gradient)."""
+    if isinstance(input, Tensor) and isinstance(values, Tensor) and input.dtype != values.dtype:
+        raise DTypeError(
+            f"heaviside: input and values must have the same dtype (PyTorch does not promote "
+            f"them), got {input.dtype} and {values.dtype}"
+        )
     x, v = _pair("heaviside", input, values)
     step = (x > 0).astype(_dtype_name(x.dtype))
     return _core.where(x == 0, v.astype(_dtype_name(x.dtype)), step).detach()
