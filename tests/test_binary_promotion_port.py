@@ -342,3 +342,29 @@ def test_out_and_number_calls_follow_torch(case: str) -> None:
     assert tuple(got.shape) == tuple(want.shape)
     np.testing.assert_allclose(got.astype("float64").numpy(), want.double().numpy(), rtol=1e-6)
     assert got.dtype.name == str(want.dtype).replace("torch.", "")
+
+
+# ------------------------------------------------------------- exception types
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib, i: i // lib.tensor([0, 1]),
+        lambda lib, i: i % lib.tensor([0, 1]),
+        lambda lib, i: lib.fmod(i, lib.tensor([0, 1])),
+        lambda lib, i: lib.remainder(i, 0),
+        lambda lib, i: lib.pow(i, -2),
+        lambda lib, i: i**-1,
+        lambda lib, i: i.pow_(-2),
+    ],
+)
+def test_integer_arithmetic_errors_are_runtime_errors(call: Any) -> None:
+    torch = _torch()
+    for lib in (torch, fg):
+        with pytest.raises(RuntimeError):
+            call(lib, lib.tensor([1, 2]))
+    with pytest.raises(ZeroDivisionError):  # (also Python's own exception for it)
+        fg.tensor([1]) // 0
+    with pytest.raises(ValueError):
+        fg.tensor([1]) ** -1

@@ -203,8 +203,10 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
 def _is_mask_key(items: tuple) -> bool:
     """Whether an index is one boolean mask (``x[mask] = v``, PyTorch's masked fill)."""
     arrays = [k for k in items if _is_array(k)]
-    return len(arrays) == 1 and getattr(arrays[0], "dtype", None) is not None and (
-        str(arrays[0].dtype) == "bool"
+    return (
+        len(arrays) == 1
+        and getattr(arrays[0], "dtype", None) is not None
+        and (str(arrays[0].dtype) == "bool")
     )
 
 

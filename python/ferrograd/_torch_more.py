@@ -175,8 +175,7 @@ def _pair(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         if op not in _NUMBER_PAIRS:
             raise TypeError(
-                f"{op}: expected at least one tensor, got {type(a).__name__} and "
-                f"{type(b).__name__}"
+                f"{op}: expected at least one tensor, got {type(a).__name__} and {type(b).__name__}"
             )
         # PyTorch's division ops take two numbers, as 0-d tensors of their own dtypes
         a = tensor(a)
