@@ -368,3 +368,49 @@ def test_integer_arithmetic_errors_are_runtime_errors(call: Any) -> None:
         fg.tensor([1]) // 0
     with pytest.raises(ValueError):
         fg.tensor([1]) ** -1
+
+
+# ------------------------------------------------------------- float_power, xlogy, addcmul
+
+
+@pytest.mark.parametrize(
+    ("base", "exponent"),
+    [(([2, 3], "uint8"), -2), (([2, 3], "int8"), -2.8), (2, ([0, 2], "uint8"))],
+)
+def test_float_power_takes_a_number_as_float64(base: Any, exponent: Any) -> None:
+    torch = _torch()
+
+    def make(lib: Any, v: Any) -> Any:
+        return lib.tensor(v[0], dtype=getattr(lib, v[1])) if isinstance(v, tuple) else v
+
+    _same(
+        fg.float_power(make(fg, base), make(fg, exponent)),
+        torch.float_power(make(torch, base), make(torch, exponent)),
+    )
+
+
+def test_float_power_in_place_needs_a_float64_tensor() -> None:
+    torch = _torch()
+    for lib in (fg, torch):
+        with pytest.raises(RuntimeError, match="operation's result requires dtype"):
+            lib.tensor([2.0, 3.0]).float_power_(2)
+    x = fg.tensor([2.0, 3.0], dtype="float64")
+    x.float_power_(2)
+    assert x.tolist() == [4.0, 9.0]
+
+
+def test_xlogy_of_zero_is_zero_for_negative_other() -> None:
+    torch = _torch()
+    y = [-1.0, 0.0, 1.0, 2.0, float("inf"), -float("inf"), float("nan")]
+    _same(fg.xlogy(fg.zeros(7), fg.tensor(y)), torch.xlogy(torch.zeros(7), torch.tensor(y)))
+
+
+def test_addcmul_value_tensor() -> None:
+    torch = _torch()
+    for lib in (fg, torch):
+        y = lib.tensor(3.0)
+        assert float(y.addcmul(y, y, value=lib.tensor(2.0))) == 21.0
+        with pytest.raises(TypeError):
+            y.addcmul(y, y, value=lib.tensor(2.0, requires_grad=True))
+        with pytest.raises(TypeError):
+            lib.addcdiv(y, y, y, value=lib.tensor([2.0]))

@@ -825,14 +825,26 @@ def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
     return x + weight * (end - x)
 
 
+def _number_value(op: str, value: Any) -> Any:
+    """``value=`` of addcmul/addcdiv as a number: a 0-d tensor that needs no gradient is
+    read as one (as PyTorch's), any other tensor is refused (no gradient would reach it)."""
+    if isinstance(value, Tensor):
+        if value.ndim != 0 or value.requires_grad:
+            raise TypeError(f"{op}(): argument 'value' must be Number, not Tensor")
+        return value.item()
+    return value
+
+
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1) -> Tensor:
     """``input + value * tensor1 * tensor2``."""
+    value = _number_value("addcmul", value)
     prod = tensor1 * tensor2
     return input + (prod if value == 1 else value * prod)
 
 
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1) -> Tensor:
     """``input + value * tensor1 / tensor2``."""
+    value = _number_value("addcdiv", value)
     if all(isinstance(t, Tensor) and t.dtype.kind in "biu" for t in (tensor1, tensor2)):
         raise DTypeError(
             "Integer division with addcdiv is no longer supported, and in a future release "

@@ -124,6 +124,18 @@ def write_result(name: str, self: Tensor, out: Tensor) -> Tensor:
     return self.copy_(out)
 
 
+def _float_power_(self: Tensor, exponent: Any) -> Tensor:
+    """In-place :meth:`float_power`: only a float64 (complex128) tensor holds its result, as
+    PyTorch's, which does not round the float64 power back into a narrower tensor."""
+    out = self._write_source().float_power(exponent)
+    if out.dtype != self.dtype:
+        raise DTypeError(
+            f"float_power_: the base given to float_power_ has dtype {self.dtype} but the "
+            f"operation's result requires dtype {out.dtype}"
+        )
+    return write_result("float_power_", self, out)
+
+
 def _write_back(name: str) -> Callable[..., Tensor]:
     def inplace(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         out = getattr(self._write_source(), name)(*args, **kwargs)
@@ -194,6 +206,8 @@ def install() -> None:
     for name in _WRITE_BACK:
         if hasattr(Tensor, name) and not hasattr(Tensor, name + "_"):
             setattr(Tensor, name + "_", _write_back(name))
+    if hasattr(Tensor, "float_power"):
+        Tensor.float_power_ = _float_power_
     for dunder, name in _AUGMENTED:
         # ``x //= y`` writes into x (views and aliases of x see it), as ``x += y`` does
         setattr(Tensor, dunder, _write_back(name))

@@ -536,10 +536,11 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
 
 
 def xlogy(input: Any, other: Any) -> Tensor:
-    """``input * log(other)``, 0 where ``input`` is 0 (also where ``other`` is 0 or inf;
-    NaN ``other`` gives NaN). The gradient in ``input`` is ``log(other)``, as PyTorch's."""
+    """``input * log(other)``, 0 where ``input`` is 0 (also where ``other`` is 0, negative
+    or inf; NaN ``other`` gives NaN). The gradient in ``input`` is ``log(other)``, as
+    PyTorch's."""
     x, y = _pair("xlogy", input, other)
-    blow_up = (x == 0) & ((y == 0) | y.isinf())
+    blow_up = (x == 0) & ((y <= 0) | y.isinf())
     safe = _core.where(blow_up, _core.ones_like(y), y)
     return x * safe.log()
 
@@ -592,9 +593,24 @@ def copysign(input: Any, other: Any) -> Tensor:
 
 
 def float_power(input: Any, exponent: Any) -> Tensor:
-    """``input ** exponent`` in float64."""
-    a, b = _pair("float_power", input, exponent)
-    return a.astype("float64") ** b.astype("float64")
+    """``input ** exponent`` in float64 (complex128 where either is complex). A Python
+    number converts to float64 itself, not through the tensor's dtype (``float_power(u8,
+    -2)`` is 1/x**2, not x**254)."""
+    if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):
+        _pair("float_power", input, exponent)  # (raises: one must be a tensor)
+    like = input if isinstance(input, Tensor) else exponent
+    wide = "complex128" if any(_is_complex(v) for v in (input, exponent)) else "float64"
+
+    def cast(v: Any) -> Tensor:
+        if isinstance(v, Tensor):
+            return v if v.dtype == wide else v.astype(wide)
+        return tensor(v, dtype=wide, device=like.device)
+
+    return cast(input) ** cast(exponent)
+
+
+def _is_complex(v: Any) -> bool:
+    return v.dtype.kind == "c" if isinstance(v, Tensor) else isinstance(v, complex)
 
 
 def fmax(input: Tensor, other: Tensor) -> Tensor:
