@@ -92,7 +92,7 @@ def test_setitem_repeated_indices_keep_the_last_value_as_numpy():
     x = fg.tensor(a)
     idx = np.array([1, 3, 1, 1])
     a[idx] = [10.0, 20.0, 30.0, 40.0]
-    x[fg.tensor(idx)] = fg.tensor([10.0, 20.0, 30.0, 40.0])
+    x[fg.tensor(idx)] = fg.tensor([10.0, 20.0, 30.0, 40.0], dtype="float64")
     np.testing.assert_array_equal(x.numpy(), a)
 
 

@@ -412,7 +412,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     pos = _positions(x.shape, key, "setitem")
     rshape = pos.shape
     pos = pos.reshape(-1)
-    v = _setitem_value(x, value, rshape)
+    v = _setitem_value(x, value, rshape, _is_mask_key(items))
     if pos.size == 0:
         return None
     # repeated positions: the last value written wins, as in numpy
@@ -434,17 +434,24 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     return None
 
 
-def _setitem_value(x: Tensor, value: Any, rshape: tuple) -> Tensor:
-    """The assigned value in x's dtype, broadcast to the index result's shape, flat."""
+def _setitem_value(x: Tensor, value: Any, rshape: tuple, mask: bool = False) -> Tensor:
+    """The assigned value in x's dtype, broadcast to the index result's shape, flat. A tensor
+    value must have x's dtype, as PyTorch's index_put (a 0-d value under one boolean mask,
+    ``mask``, is a fill, which casts)."""
     if isinstance(value, Tensor):
         v = value
+        if v.dtype != x.dtype:
+            if not (v.ndim == 0 and mask):
+                raise _core.DTypeError(
+                    f"setitem: an advanced index writes only a value of the tensor's dtype "
+                    f"{x.dtype}, got {v.dtype}; cast the value first"
+                )
+            v = v.astype(x.dtype.name)
     else:
-        try:
-            v = tensor(np.asarray(value).astype(x.dtype), device=x.device)
-        except (TypeError, ValueError):
-            raise TypeError(f"setitem: cannot assign {value!r} to a {x.dtype} tensor") from None
-    if v.dtype != x.dtype:
-        v = v.astype(x.dtype)  # as the engine's basic assignment (and numpy, PyTorch)
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"setitem: cannot assign {value!r} to a {x.dtype} tensor")
+        v = tensor(arr, device=x.device).astype(x.dtype.name)
     try:
         return v.broadcast_to(*rshape).reshape(-1)
     except _core.ShapeError:
@@ -479,6 +486,16 @@ def _tensor_setitem(x: Tensor, tpos: Tensor, value: Any) -> None:
     else:
         scattered = _core._scatter_add(v, pos, 0, (n,))
     x.copy_(_core.where(hit, scattered, x.reshape(-1)).reshape(*x.shape))
+
+
+def _is_mask_key(items: tuple) -> bool:
+    """Whether an index is one boolean mask (``x[mask] = v``, PyTorch's masked fill)."""
+    arrays = [k for k in items if _is_array(k)]
+    return (
+        len(arrays) == 1
+        and getattr(arrays[0], "dtype", None) is not None
+        and (str(arrays[0].dtype) == "bool")
+    )
 
 
 def _install() -> None:

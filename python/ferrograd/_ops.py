@@ -675,7 +675,7 @@ def cat(
     promoted to a common one first, as PyTorch's ``cat`` (``concat`` takes one dtype);
     1-D empty tensors are skipped (PyTorch's legacy rule); ``out=`` as PyTorch's."""
     if out is not None:
-        return _write_out("cat", out, cat(tensors, dim, axis=axis))
+        return _write_out("cat", out, _cast_for_out("cat", out, cat(tensors, dim, axis=axis)))
     if isinstance(tensors, Tensor):
         raise TypeError(
             "cat(): argument 'tensors' (position 1) must be tuple of Tensors, not Tensor"
@@ -696,8 +696,23 @@ def stack(
     ts = _promoted(tensors)
     r = _core.stack(ts, dim if dim is not None else (axis if axis is not None else 0))
     if out is not None:
-        return _write_out("stack", out, r)
+        return _write_out("stack", out, _cast_for_out("stack", out, r))
     return r
+
+
+def _cast_for_out(op: str, out: Any, result: Tensor) -> Tensor:
+    """``result`` cast to ``out``'s dtype where the cast keeps its kind (PyTorch's ``cat``
+    and ``stack`` write float32 inputs into a float64 ``out``, not into an int64 one)."""
+    if isinstance(out, Tensor) and out.dtype != result.dtype:
+        import ferrograd as fg
+
+        if not fg.can_cast(result.dtype, out.dtype):
+            raise DTypeError(
+                f"{op}: input types ({result.dtype}) can't be cast to the desired output "
+                f"type {out.dtype}"
+            )
+        return result.astype(out.dtype.name)
+    return result
 
 
 def _write_out(op: str, out: Any, result: Tensor) -> Tensor:

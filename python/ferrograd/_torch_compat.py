@@ -841,17 +841,36 @@ def _core_norm(x: Tensor, p: float, dim: int) -> Tensor:
 def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
     """``input + weight * (end - input)``."""
     x = _check_tensor("lerp", "input", input)
+    # PyTorch interpolates within one floating dtype: end and a weight tensor with
+    # dimensions must have input's dtype (a 0-d weight may differ)
+    if x.dtype.kind not in "fc":
+        raise DTypeError(f"lerp: input must be a floating-point tensor, got {x.dtype}")
+    for name, t in (("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and t.dtype != x.dtype and (name == "end" or t.ndim):
+            raise DTypeError(f"lerp: expected dtype {x.dtype} for {name} but got dtype {t.dtype}")
     return x + weight * (end - x)
+
+
+def _number_value(op: str, value: Any) -> Any:
+    """``value=`` of addcmul/addcdiv as a number: a 0-d tensor that needs no gradient is
+    read as one (as PyTorch's), any other tensor is refused (no gradient would reach it)."""
+    if isinstance(value, Tensor):
+        if value.ndim != 0 or value.requires_grad:
+            raise TypeError(f"{op}(): argument 'value' must be Number, not Tensor")
+        return value.item()
+    return value
 
 
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1) -> Tensor:
     """``input + value * tensor1 * tensor2``."""
+    value = _number_value("addcmul", value)
     prod = tensor1 * tensor2
     return input + (prod if value == 1 else value * prod)
 
 
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1) -> Tensor:
     """``input + value * tensor1 / tensor2``."""
+    value = _number_value("addcdiv", value)
     if all(isinstance(t, Tensor) and t.dtype.kind in "biu" for t in (tensor1, tensor2)):
         raise DTypeError(
             "Integer division with addcdiv is no longer supported, and in a future release "
@@ -870,20 +889,32 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1
 
 def _inplace(compute: Any) -> Any:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        self.copy_(compute(self._write_source(), *args, **kwargs))
-        return self
+        from ._torch_inplace import write_result
+
+        out = compute(self._write_source(), *args, **kwargs)
+        return write_result(method.__name__, self, out)
+
+    method._inplace = True  # type: ignore[attr-defined]
 
     method.__doc__ = f"In place: ``self.copy_({getattr(compute, '__name__', 'op')}(...))``."
     return method
 
 
 def _add_(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
-    self += other if alpha == 1 else other * alpha
+    from ._torch_keywords import scale_by_alpha
+
+    if type(alpha) is not int or alpha != 1:
+        other = scale_by_alpha("add_", self, other, alpha)
+    if self.dtype.kind == "b" and isinstance(other, Tensor) and other.dtype.kind == "b":
+        return self.logical_or_(other)  # (a sum of bools is their logical or)
+    self += other
     return self
 
 
 def _sub_(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
-    self -= other if alpha == 1 else other * alpha
+    from ._torch_keywords import scale_by_alpha
+
+    self -= scale_by_alpha("sub_", self, other, alpha)
     return self
 
 
@@ -1348,6 +1379,8 @@ def _install() -> None:
     for name, fn in methods.items():
         if name in Tensor.__dict__:
             continue
+        if getattr(fn, "_inplace", False):
+            fn.__name__ = name  # what its errors name
         if fn is None:  # new_zeros / new_ones / new_empty
             fill = 1.0 if name == "new_ones" else 0.0
 

@@ -1088,7 +1088,9 @@ def _install_shifts() -> None:
         return lambda self, other: fn(other, self)
 
     def inplace(fn: Any) -> Any:
-        return lambda self, other: self.copy_(fn(self, other))
+        from ._torch_inplace import write_result
+
+        return lambda self, other: write_result(fn.__name__ + "_", self, fn(self, other))
 
     for name, fn in (
         ("__lshift__", bitwise_left_shift),
@@ -1160,7 +1162,7 @@ def logspace(
             if v.numel() != 1:
                 raise ShapeError(f"logspace: {name} must be a scalar, got shape {list(v.shape)}")
             v = v.item()
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.number)):
+        if not isinstance(v, (int, float, np.number)):  # (a bool is the number 0 or 1)
             raise TypeError(f"logspace: {name} must be a number, got {type(v).__name__}")
         vals.append(float(v))
     s, e, b = vals
@@ -1595,7 +1597,12 @@ def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False
     target = (*lin.shape, *rest)
     if not isinstance(values, Tensor):
         values = tensor(values, dtype=_dtype_name(x.dtype), device=x.device)
-    v = values.astype(_dtype_name(x.dtype)) if values.dtype != x.dtype else values
+    elif values.dtype != x.dtype:
+        raise DTypeError(
+            f"{op}: values must have the input's dtype {x.dtype}, got {values.dtype}; cast "
+            f"them first"
+        )
+    v = values
     try:
         np.broadcast_shapes(tuple(v.shape), target)
     except ValueError:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ._core import Tensor
+from ._core import DTypeError, ShapeError, Tensor
 
 # in-place name -> the out-of-place method it writes back
 _WRITE_BACK = [
@@ -87,27 +87,62 @@ _WRITE_BACK = [
     "fmin",
     "renorm",
     "scatter_reduce",
+    "ldexp",
+    "nextafter",
 ]
 
+# augmented assignments PyTorch runs in place -> the op they write back
+_AUGMENTED = (
+    ("__ifloordiv__", "floor_divide"),
+    ("__imod__", "remainder"),
+    ("__ipow__", "pow"),
+    ("__iand__", "bitwise_and"),
+    ("__ior__", "bitwise_or"),
+    ("__ixor__", "bitwise_xor"),
+    ("__ilshift__", "bitwise_left_shift"),
+    ("__irshift__", "bitwise_right_shift"),
+)
+
 _RESHAPING = ("squeeze", "unsqueeze", "transpose", "t", "swapaxes", "swapdims")
+
+
+def write_result(name: str, self: Tensor, out: Tensor) -> Tensor:
+    """Writes ``out``, what the in-place op ``name`` computed, into ``self``; returns self.
+    As PyTorch's, a result whose dtype cannot be cast to ``self``'s without losing its kind
+    (a float result into an integer tensor, an integer one into a bool tensor) is refused
+    rather than truncated, and so is one of another shape."""
+    if out.dtype != self.dtype:
+        import ferrograd as fg
+
+        if not fg.can_cast(out.dtype, self.dtype):
+            raise DTypeError(
+                f"{name}: result type {out.dtype} can't be cast to the desired output type "
+                f"{self.dtype}"
+            )
+    if tuple(out.shape) != tuple(self.shape):
+        raise ShapeError(
+            f"{name}: the result has shape {list(out.shape)}, which cannot be written "
+            f"into a tensor of shape {list(self.shape)}"
+        )
+    return self.copy_(out)
+
+
+def _float_power_(self: Tensor, exponent: Any) -> Tensor:
+    """In-place :meth:`float_power`: only a float64 (complex128) tensor holds its result, as
+    PyTorch's, which does not round the float64 power back into a narrower tensor."""
+    out = self._write_source().float_power(exponent)
+    if out.dtype != self.dtype:
+        raise DTypeError(
+            f"float_power_: the base given to float_power_ has dtype {self.dtype} but the "
+            f"operation's result requires dtype {out.dtype}"
+        )
+    return write_result("float_power_", self, out)
 
 
 def _write_back(name: str) -> Callable[..., Tensor]:
     def inplace(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         out = getattr(self._write_source(), name)(*args, **kwargs)
-        if out.dtype != self.dtype:
-            import ferrograd as fg
-
-            if not fg.can_cast(out.dtype, self.dtype):
-                raise RuntimeError(
-                    f"result type {out.dtype} can't be cast to the desired output type {self.dtype}"
-                )
-        if tuple(out.shape) != tuple(self.shape):
-            raise RuntimeError(
-                f"{name}_: the result has shape {list(out.shape)}, which cannot be written "
-                f"into a tensor of shape {list(self.shape)}"
-            )
-        return self.copy_(out)
+        return write_result(name + "_", self, out)
 
     inplace.__name__ = name + "_"
     inplace.__doc__ = f"In-place :meth:`{name}` (the result written into this tensor)."
@@ -174,6 +209,11 @@ def install() -> None:
     for name in _WRITE_BACK:
         if hasattr(Tensor, name) and not hasattr(Tensor, name + "_"):
             setattr(Tensor, name + "_", _write_back(name))
+    if hasattr(Tensor, "float_power"):
+        Tensor.float_power_ = _float_power_
+    for dunder, name in _AUGMENTED:
+        # ``x //= y`` writes into x (views and aliases of x see it), as ``x += y`` does
+        setattr(Tensor, dunder, _write_back(name))
     for name in _RESHAPING:
         if hasattr(Tensor, name) and not hasattr(Tensor, name + "_"):
             setattr(Tensor, name + "_", _rebinding(name))

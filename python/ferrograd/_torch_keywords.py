@@ -44,23 +44,69 @@ def _alpha(fn: Callable[..., Any], method: bool) -> Any:
     """``add(input, other, alpha=a)``: ``input + a * other`` (PyTorch's); as a method also
     the old order ``x.add(alpha, other)`` (deprecated in PyTorch, still accepted there)."""
 
+    subtract = fn.__name__ != "add"
+
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         if method and len(args) == 3:
             from ._torch_misc import _alpha_first
 
             args = _alpha_first(fn.__name__, args)
+        alpha = 1
         if kwargs:
             args = list(args)
             for i, name in enumerate(("input", "other")[1 if method else 0 :]):
                 if name in kwargs and len(args) == i + (1 if method else 0):
                     args.append(kwargs.pop(name))
             alpha = kwargs.pop("alpha", 1)
-            if alpha != 1 and len(args) >= 2:
-                args[1] = args[1] * alpha
+        if len(args) >= 2 and (subtract or type(alpha) is not int or alpha != 1):
+            args = list(args)
+            args[1] = scale_by_alpha(fn.__name__, args[0], args[1], alpha)
         return fn(*args, **kwargs)
 
     return wrapped
+
+
+def scale_by_alpha(op: str, input: Any, other: Any, alpha: Any) -> Any:
+    """``alpha * other`` for ``op(input, other, alpha=alpha)``, checked as PyTorch checks
+    it against the dtype the op computes in: a float alpha needs a float or complex result,
+    a complex one a complex result, a bool one a bool result (where any alpha is a logical
+    and: ``add(a, b, alpha=0)`` of bools is ``a``). Subtraction with a bool tensor is refused
+    (``~`` or ``logical_xor`` is meant)."""
+    from ._core import DTypeError
+    from ._torch_extra import result_type
+
+    kind = _dtype_kind(result_type(input, other))
+    if op in ("sub", "subtract", "rsub", "sub_") and (_is_bool(input) or _is_bool(other)):
+        raise NotImplementedError(
+            f"{op}: subtraction with a bool tensor is not supported; to invert a mask use ~ "
+            f"or logical_not(), for the difference of two masks ^ or logical_xor()"
+        )
+    if isinstance(alpha, bool) and kind != "b":
+        raise DTypeError(f"{op}: a bool alpha ({alpha}) is only supported for bool results")
+    if isinstance(alpha, complex) and kind != "c":
+        raise DTypeError(
+            f"{op}: alpha must not be a complex number ({alpha}) for non-complex inputs"
+        )
+    if isinstance(alpha, float) and kind not in "fc":
+        raise DTypeError(
+            f"{op}: alpha must not be a floating point number ({alpha}) for integral inputs"
+        )
+    if type(alpha) is not bool and alpha == 1:
+        return other
+    if kind == "b":
+        return other if alpha else other & False
+    return other * alpha
+
+
+def _is_bool(x: Any) -> bool:
+    return isinstance(x, Tensor) and x.dtype.kind == "b"
+
+
+def _dtype_kind(dtype: Any) -> str:
+    import ferrograd as fg
+
+    return fg.dtype(dtype).kind if not hasattr(dtype, "kind") else dtype.kind
 
 
 def _sized(fn: Callable[..., Any]) -> Any:
@@ -172,7 +218,8 @@ _OUT_CASTING = (
     "floor_divide", "remainder", "fmod", "pow", "atan2", "maximum", "minimum", "fmax",
     "fmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
     "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "sqrt", "exp", "log",
-    "sin", "cos", "tanh", "sigmoid", "abs", "floor", "ceil", "trunc",
+    "sin", "cos", "tanh", "sigmoid", "abs", "floor", "ceil", "trunc", "xlogy", "addcdiv",
+    "addcmul",
 )  # fmt: skip
 # reductions whose ``out=`` dtype is the dtype they compute in (``sum(x, out=i64)``)
 _OUT_DTYPE = ("sum", "prod", "mean", "nansum", "nanmean", "cumsum", "cumprod")
@@ -180,7 +227,7 @@ _OUT_DTYPE = ("sum", "prod", "mean", "nansum", "nanmean", "cumsum", "cumprod")
 _OUT_STRICT = (
     "neg", "amax", "amin", "argmax", "argmin", "logsumexp", "all", "any", "max", "min",
     "sort", "kthvalue", "cummax", "cummin", "lerp", "concat", "concatenate", "topk", "msort",
-    "mode", "median", "nanmedian",
+    "mode", "median", "nanmedian", "float_power", "heaviside",
 )  # fmt: skip
 # ``fg.linalg`` functions given ``out=`` (the result's dtype, as _OUT_STRICT)
 _LINALG_OUT = ("inv", "solve", "det", "cholesky", "matrix_power", "pinv", "svdvals")

@@ -283,6 +283,11 @@ def _int_pow(base: Any, exponent: Tensor, pow_fn: Any) -> Tensor:
     return _core.where(neg, at_neg, r)
 
 
+class NegativeIntegerPowerError(ValueError, RuntimeError):
+    """An integer tensor raised to a negative integer number (PyTorch raises a
+    RuntimeError; this is also the ValueError the engine raised before)."""
+
+
 def _pow_wrapper(fn: Any, reflected: bool = False) -> Any:
     """``fn`` (``pow``/``__pow__``/``__rpow__``) computing an integer number to negative
     integer tensor powers as PyTorch does (see :func:`_int_pow`) instead of raising."""
@@ -291,6 +296,21 @@ def _pow_wrapper(fn: Any, reflected: bool = False) -> Any:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         if len(args) == 2 and not kwargs:
             base, exponent = (args[1], args[0]) if reflected else args
+            if (
+                _is_int_base(base)
+                and isinstance(base, Tensor)
+                and isinstance(exponent, (int, np.integer))
+                and not isinstance(exponent, (bool, np.bool_))
+                and exponent < 0
+            ):
+                raise NegativeIntegerPowerError(
+                    f"pow: integers to negative integer powers are not allowed (a "
+                    f"{base.dtype} tensor to the power {exponent})"
+                )
+            if not reflected and isinstance(exponent, Tensor) and not isinstance(base, Tensor):
+                # ``pow(2, t)`` is ``2 ** t``: the number takes the tensor's dtype where it
+                # fits its kind (an int base to a uint8 tensor is uint8), as PyTorch's
+                return Tensor.__rpow__(exponent, base)
             if _is_int_tensor(exponent) and _is_int_base(base):
                 if reflected:
                     return _int_pow(base, exponent, lambda x, y: fn(y, x))
@@ -325,6 +345,11 @@ def install() -> None:
             setattr(fg, f.__name__, f)
     if not hasattr(Tensor, "as_strided"):
         Tensor.as_strided = as_strided
+    if not hasattr(Tensor, "nextafter"):
+        from ._torch_inplace import _write_back
+
+        Tensor.nextafter = nextafter
+        Tensor.nextafter_ = _write_back("nextafter")
     Tensor.__pow__ = _pow_wrapper(Tensor.__pow__)
     Tensor.__rpow__ = _pow_wrapper(Tensor.__rpow__, reflected=True)
     Tensor.pow = _pow_wrapper(Tensor.pow)

@@ -26,6 +26,7 @@ from ._core import DTypeError, ShapeError, Tensor
 from ._ops import _check_tensor, _dim, _int, _values_indices, gather
 from ._tensor import _dtype_name, tensor
 from ._torch_compat import sort
+from .autodiff import Function as _Function
 
 __all__ = [
     "Size",
@@ -165,12 +166,19 @@ class Size(tuple):
     __rmul__ = __mul__
 
 
+# ops that PyTorch also computes for two Python numbers (``div(7, 2)`` is a 0-d tensor)
+_NUMBER_PAIRS = ("div", "divide", "true_divide", "floor_divide")
+
+
 def _pair(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """``a`` and ``b`` as tensors (a Python number takes the other's dtype and device)."""
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        raise TypeError(
-            f"{op}: expected at least one tensor, got {type(a).__name__} and {type(b).__name__}"
-        )
+        if op not in _NUMBER_PAIRS:
+            raise TypeError(
+                f"{op}: expected at least one tensor, got {type(a).__name__} and {type(b).__name__}"
+            )
+        # PyTorch's division ops take two numbers, as 0-d tensors of their own dtypes
+        a = tensor(a)
     like = a if isinstance(a, Tensor) else b
     if not isinstance(a, Tensor):
         a = tensor(a, dtype=_scalar_dtype(a, like), device=like.device)
@@ -219,22 +227,106 @@ def _is_int(t: Tensor) -> bool:
     return t.dtype.kind in "iub"
 
 
+class IntegerDivisionByZero(ZeroDivisionError, RuntimeError):
+    """An integer ``//``, ``%`` or ``fmod`` by zero (PyTorch raises a RuntimeError; this is
+    also a ZeroDivisionError, as Python's own integer division)."""
+
+
 def _quotient(op: str, a: Any, b: Any, rounding: str) -> tuple[Tensor, Tensor, Tensor]:
     """``(a, b, q)`` where ``q`` is ``a / b`` rounded by ``rounding`` (no gradient): integer
-    operands are divided exactly (as int64 on the host side of float64 rounding is not)."""
+    operands are divided exactly (as int64 on the host side of float64 rounding is not),
+    floats as :func:`_float_quotient` does."""
     a, b = _pair(op, a, b)
     if _is_int(a) and _is_int(b):
         an, bn = a.numpy().astype(np.int64), b.numpy().astype(np.int64)
         if np.any(bn == 0):
-            raise ZeroDivisionError(f"{op}: integer division by zero")
+            raise IntegerDivisionByZero(f"{op}: integer division by zero")
         q = np.floor_divide(an, bn)
         if rounding == "trunc":
             q = np.where((q < 0) & (q * bn != an), q + 1, q)
         return a, b, tensor(q.astype(np.dtype(_dtype_name(a.dtype))), device=a.device)
-    with _no_grad():
-        ratio = a.detach() / b.detach()
-        q = ratio.floor() if rounding == "floor" else ratio.trunc()
-    return a, b, q
+    if _core._tracing():
+        # a trace records ops, not host values: the rounded quotient of the traced operands
+        with _no_grad():
+            ratio = a.detach() / b.detach()
+            q = ratio.floor() if rounding == "floor" else ratio.trunc()
+        return a, b, q
+    an, bn, native = _host_pair(a, b)
+    q = _float_quotient(an, bn, rounding, native)
+    return a, b, tensor(q.astype(native), device=a.device)
+
+
+def _host_pair(a: Tensor, b: Tensor) -> tuple[np.ndarray, np.ndarray, Any]:
+    """Float operands on the host, broadcast, in the precision their arithmetic runs in
+    (float32 for the half types), and the numpy dtype of the operands themselves."""
+    an, bn = a.detach().numpy(), b.detach().numpy()
+    native = an.dtype
+    work = np.float32 if native.itemsize < 4 else native
+    an, bn = np.broadcast_arrays(an.astype(work), bn.astype(work))
+    return an, bn, native
+
+
+def _float_quotient(a: np.ndarray, b: np.ndarray, rounding: str, native: Any) -> np.ndarray:
+    """``a / b`` rounded toward zero (``"trunc"``) or minus infinity (``"floor"``), each step
+    rounded to the operands' dtype ``native`` (as PyTorch computes the half types). The floor
+    is taken of ``(a - fmod(a, b)) / b``, an integer up to the division's rounding, not of
+    the ratio ``a / b``, which can round up to the next integer (``100 // -3.703125`` in
+    bfloat16 is -28, not -27); an infinite ``a`` gives NaN, a zero ``b`` gives ``a / 0``."""
+
+    def r(x: np.ndarray) -> np.ndarray:
+        return x.astype(native).astype(x.dtype) if native != a.dtype else x
+
+    with np.errstate(all="ignore"):
+        if rounding == "trunc":
+            return np.trunc(r(a / b))
+        m = np.fmod(a, b)
+        div = r(r(a - m) / b)
+        div = np.where((m != 0) & ((b < 0) != (m < 0)), r(div - 1), div)
+        fl = np.floor(div)
+        fl = np.where(r(div - fl) > 0.5, r(fl + 1), fl)
+        out = np.where(div != 0, fl, np.copysign(np.zeros_like(div), a / b))
+        return np.where(b == 0, r(a / b), out)
+
+
+def _float_mod(a: np.ndarray, b: np.ndarray, floor: bool) -> np.ndarray:
+    """The exact ``fmod(a, b)`` (the sign of ``a``), or with ``floor`` the remainder of the
+    floored division (``b`` added where the signs differ: the sign of ``b``)."""
+    with np.errstate(all="ignore"):
+        m = np.fmod(a, b)
+        if floor:
+            m = np.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
+        return m
+
+
+class _Mod(_Function):
+    """``fmod``/``remainder`` of floats: the value exact on the host, the gradient
+    ``(g, -g * q)`` with ``q`` the rounded quotient."""
+
+    floor: bool
+    q: Tensor
+
+    def forward(self, a: Tensor, b: Tensor) -> Tensor:
+        an, bn, native = _host_pair(a, b)
+        out = _float_mod(an, bn, self.floor).astype(native)
+        return tensor(out, device=a.device)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None, None
+        return g, -(g * self.q)
+
+
+def _mod(op: str, input: Any, other: Any, floor: bool) -> Tensor:
+    a, b, q = _quotient(op, input, other, "floor" if floor else "trunc")
+    if _is_int(a) and _is_int(b):
+        fn = np.mod if floor else np.fmod
+        return tensor(fn(a.numpy(), b.numpy()), device=a.device)
+    if _core._tracing():
+        return a - q * b
+    shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    fn = _Mod()
+    fn.floor, fn.q = floor, q
+    return fn(a.broadcast_to(shape), b.broadcast_to(shape))
 
 
 def _no_grad() -> Any:
@@ -250,20 +342,15 @@ def floor_divide(input: Any, other: Any) -> Tensor:
 
 
 def remainder(input: Any, other: Any) -> Tensor:
-    """``input - floor(input / other) * other``: Python's ``%`` (the sign of ``other``).
-    Differentiable in both (``d/d other = -floor(input / other)``)."""
-    a, b, q = _quotient("remainder", input, other, "floor")
-    if _is_int(a) and _is_int(b):
-        return tensor(np.mod(a.numpy(), b.numpy()), device=a.device)
-    return a - q * b
+    """``input - floor(input / other) * other``: Python's ``%`` (the sign of ``other``),
+    computed exactly. Differentiable in both (``d/d other = -floor(input / other)``)."""
+    return _mod("remainder", input, other, floor=True)
 
 
 def fmod(input: Any, other: Any) -> Tensor:
-    """``input - trunc(input / other) * other``: C's ``fmod`` (the sign of ``input``)."""
-    a, b, q = _quotient("fmod", input, other, "trunc")
-    if _is_int(a) and _is_int(b):
-        return tensor(np.fmod(a.numpy(), b.numpy()), device=a.device)
-    return a - q * b
+    """``input - trunc(input / other) * other``: C's ``fmod`` (the sign of ``input``),
+    computed exactly. Differentiable in both (``d/d other = -trunc(input / other)``)."""
+    return _mod("fmod", input, other, floor=False)
 
 
 def true_divide(input: Any, other: Any) -> Tensor:
@@ -275,9 +362,11 @@ def rsub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     """``other - alpha * input`` (PyTorch's reversed subtraction)."""
     import ferrograd as fg
 
+    from ._torch_keywords import scale_by_alpha
+
     if isinstance(other, Tensor):
         return fg.sub(other, input, alpha=alpha)
-    return other - (input if alpha == 1 else input * alpha)
+    return other - scale_by_alpha("rsub", other, input, alpha)
 
 
 def _div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
@@ -447,10 +536,11 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
 
 
 def xlogy(input: Any, other: Any) -> Tensor:
-    """``input * log(other)``, 0 where ``input`` is 0 (also where ``other`` is 0 or inf;
-    NaN ``other`` gives NaN). The gradient in ``input`` is ``log(other)``, as PyTorch's."""
+    """``input * log(other)``, 0 where ``input`` is 0 (also where ``other`` is 0, negative
+    or inf; NaN ``other`` gives NaN). The gradient in ``input`` is ``log(other)``, as
+    PyTorch's."""
     x, y = _pair("xlogy", input, other)
-    blow_up = (x == 0) & ((y == 0) | y.isinf())
+    blow_up = (x == 0) & ((y <= 0) | y.isinf())
     safe = _core.where(blow_up, _core.ones_like(y), y)
     return x * safe.log()
 
@@ -478,6 +568,11 @@ def sinc(input: Tensor) -> Tensor:
 
 def heaviside(input: Tensor, values: Any) -> Tensor:
     """0 where ``input < 0``, 1 where ``> 0``, ``values`` where 0 (no gradient)."""
+    if isinstance(input, Tensor) and isinstance(values, Tensor) and input.dtype != values.dtype:
+        raise DTypeError(
+            f"heaviside: input and values must have the same dtype (PyTorch does not promote "
+            f"them), got {input.dtype} and {values.dtype}"
+        )
     x, v = _pair("heaviside", input, values)
     step = (x > 0).astype(_dtype_name(x.dtype))
     return _core.where(x == 0, v.astype(_dtype_name(x.dtype)), step).detach()
@@ -498,9 +593,24 @@ def copysign(input: Any, other: Any) -> Tensor:
 
 
 def float_power(input: Any, exponent: Any) -> Tensor:
-    """``input ** exponent`` in float64."""
-    a, b = _pair("float_power", input, exponent)
-    return a.astype("float64") ** b.astype("float64")
+    """``input ** exponent`` in float64 (complex128 where either is complex). A Python
+    number converts to float64 itself, not through the tensor's dtype (``float_power(u8,
+    -2)`` is 1/x**2, not x**254)."""
+    if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):
+        _pair("float_power", input, exponent)  # (raises: one must be a tensor)
+    like = input if isinstance(input, Tensor) else exponent
+    wide = "complex128" if any(_is_complex(v) for v in (input, exponent)) else "float64"
+
+    def cast(v: Any) -> Tensor:
+        if isinstance(v, Tensor):
+            return v if v.dtype == wide else v.astype(wide)
+        return tensor(v, dtype=wide, device=like.device)
+
+    return cast(input) ** cast(exponent)
+
+
+def _is_complex(v: Any) -> bool:
+    return v.dtype.kind == "c" if isinstance(v, Tensor) else isinstance(v, complex)
 
 
 def fmax(input: Tensor, other: Tensor) -> Tensor:
