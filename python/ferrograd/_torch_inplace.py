@@ -130,7 +130,7 @@ def write_result(name: str, self: Tensor, out: Tensor) -> Tensor:
 def _float_power_(self: Tensor, exponent: Any) -> Tensor:
     """In-place :meth:`float_power`: only a float64 (complex128) tensor holds its result, as
     PyTorch's, which does not round the float64 power back into a narrower tensor."""
-    out = self._write_source().float_power(exponent)
+    out = _source(self, (exponent,), {}).float_power(exponent)
     if out.dtype != self.dtype:
         raise DTypeError(
             f"float_power_: the base given to float_power_ has dtype {self.dtype} but the "
@@ -139,9 +139,24 @@ def _float_power_(self: Tensor, exponent: Any) -> Tensor:
     return write_result("float_power_", self, out)
 
 
+def _source(self: Tensor, args: tuple, kwargs: dict) -> Tensor:
+    """What an in-place op computes from: this tensor, or a copy of it where the op's gradient
+    may keep its value (it is recorded, or another operand is) and the write would then
+    change what backward reads (``buf **= w`` with ``w`` requiring grad keeps ``buf``)."""
+    src = self._write_source()
+    if src is self or src._data_key[0] == self._data_key[0]:
+        operands = (*args, *kwargs.values())
+        if any(isinstance(a, Tensor) and a.requires_grad for a in operands):
+            import ferrograd as fg
+
+            if fg.is_grad_enabled():
+                return self.clone()
+    return src
+
+
 def _write_back(name: str) -> Callable[..., Tensor]:
     def inplace(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        out = getattr(self._write_source(), name)(*args, **kwargs)
+        out = getattr(_source(self, args, kwargs), name)(*args, **kwargs)
         return write_result(name + "_", self, out)
 
     inplace.__name__ = name + "_"
