@@ -8,7 +8,11 @@ keyed by a counter tensor that each draw advances), eagerly and inside ``fg.trac
 traced step draws, on each run, the numbers the same step draws eagerly from the same state
 (so traced and eager training with dropout agree after the same :func:`manual_seed`). Other
 draws (``randint``, ``randperm``, ``multinomial``, initialisers) use a numpy PCG64 stream per
-device, and raise ``TraceError`` inside a trace."""
+device, and raise ``TraceError`` inside a trace.
+
+MegEngine's ``megengine.random`` (:class:`RNG` and the functions ``uniform``, ``normal``,
+``gamma``, ``beta``, ``poisson``, ``exponential``, ``multinomial``, ``permutation``,
+``shuffle``, ``seed``) is spelled here too; all of it also works inside a trace."""
 
 from __future__ import annotations
 
@@ -20,14 +24,17 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "RNG",
     "Generator",
     "beta",
     "default_generator",
+    "exponential",
     "fork_rng",
     "gamma",
     "get_rng_state",
     "initial_seed",
     "manual_seed",
+    "multinomial",
     "normal",
     "permutation",
     "poisson",
@@ -603,15 +610,6 @@ def _restore_streams(captured: dict) -> None:
 # (``megengine.random``: functions of a size, the same seeded streams)
 
 
-def seed(seed: int | None = None) -> int:
-    """MegEngine's ``random.seed(seed)``: :func:`manual_seed`; without a seed, PyTorch's
-    ``torch.random.seed()``: a fresh nondeterministic seed, set and returned."""
-    if seed is None:
-        seed = int(np.random.SeedSequence().entropy % (2**63))
-    manual_seed(int(seed))
-    return int(seed)
-
-
 def _size(size: object) -> tuple:
     if size is None:
         return ()
@@ -620,66 +618,417 @@ def _size(size: object) -> tuple:
     return tuple(int(s) for s in size)  # type: ignore[union-attr]
 
 
-def normal(mean: float = 0.0, std: float = 1.0, size: object = None) -> object:
-    """MegEngine's ``random.normal``: float32 draws of ``N(mean, std^2)`` of shape ``size``."""
-    import ferrograd as fg
-
-    return fg.randn(*_size(size)) * float(std) + float(mean)
-
-
-def uniform(low: float = 0.0, high: float = 1.0, size: object = None) -> object:
-    """MegEngine's ``random.uniform``: float32 draws from ``[low, high)`` of shape ``size``."""
-    import ferrograd as fg
-
-    return fg.rand(*_size(size)) * (float(high) - float(low)) + float(low)
+# rounds of candidates a traced rejection sampler draws at once: a graph has a fixed number of
+# ops, so it cannot loop until every element is accepted. Each round accepts an element with
+# probability >= 0.95 (gamma) or >= 0.85 (Poisson, mean >= 10), so after these many rounds
+# one is still unaccepted with probability < 1e-20; such an element is NaN, never a wrong
+# number.
+_GAMMA_ROUNDS = 16
+_POISSON_ROUNDS = 24
+# terms of the inverted CDF of a traced Poisson draw of mean < 10 (the mass beyond is < 1e-30)
+_POISSON_TERMS = 64
 
 
-def _host_draw(name: str, size: object, draw: object) -> object:
-    import ferrograd as fg
-
-    arr = draw(_numpy_rng(), _size(size))  # type: ignore[operator]
-    return fg.tensor(np.asarray(arr, dtype=np.float32))
-
-
-def gamma(shape: object, scale: object = 1, size: object = None) -> object:
-    """MegEngine's ``random.gamma`` (float32)."""
-    s, c = np.asarray(_value(shape)), np.asarray(_value(scale))
-    full = _size(size) + np.broadcast_shapes(s.shape, c.shape)
-    return _host_draw("gamma", None, lambda r, _: r.gamma(s, c, size=full))
+def _full_shape(op: str, size: object, params: list) -> tuple:
+    """``size`` followed by the broadcast shape of the parameters (MegEngine's rule)."""
+    shapes = [tuple(p.shape) for p in params]
+    try:
+        tail = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(
+            f"random.{op}: parameters of shapes {', '.join(map(str, shapes))} do not broadcast"
+        ) from None
+    return _size(size) + tuple(tail)
 
 
-def beta(alpha: object, beta: object, size: object = None) -> object:
-    """MegEngine's ``random.beta`` (float32)."""
-    a, b = np.asarray(_value(alpha)), np.asarray(_value(beta))
-    full = _size(size) + np.broadcast_shapes(a.shape, b.shape)
-    return _host_draw("beta", None, lambda r, _: r.beta(a, b, size=full))
+def _check_size(op: str, size: object) -> None:
+    shape = _size(size)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"random.{op}: size must not be negative, got {shape}")
 
 
-def poisson(lam: object, size: object = None) -> object:
-    """MegEngine's ``random.poisson`` (float32 counts)."""
-    lm = np.asarray(_value(lam))
-    full = _size(size) + lm.shape
-    return _host_draw("poisson", None, lambda r, _: r.poisson(lm, size=full))
+class RNG:
+    """MegEngine's ``megengine.random.RNG``: a random stream of its own, for ``uniform``,
+    ``normal``, ``gamma``, ``beta``, ``poisson``, ``exponential``, ``multinomial``,
+    ``permutation`` and ``shuffle``. ``RNG(seed=n)`` neither reads nor advances the global
+    stream, and two instances of one seed draw the same numbers; ``RNG()`` (no seed) is the
+    global stream of :func:`seed` / :func:`manual_seed`, which the module's functions of the
+    same names use. ``device`` places the draws (default: the default device).
+
+    Draws come from a counter-based generator (see the module's text) and, eagerly, from a
+    numpy stream for gamma, beta and Poisson numbers; all of them work inside ``fg.trace``
+    (``jit.trace``), where each run of the traced step draws new numbers."""
+
+    def __init__(self, seed: int | None = None, device: object = None) -> None:
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise TypeError(f"RNG: seed must be an int or None, got {seed!r}")
+        self._seed = None if seed is None else int(seed) % 2**64
+        self._device = None if device is None else str(device)
+        self._counter: Any = None
+        self._np: np.random.Generator | None = None
+        if self._seed is not None:
+            from . import _core
+            from ._tensor import tensor
+
+            if self._device is None:
+                self._device = str(_core.get_default_device())
+            ss = np.random.SeedSequence([self._seed, *b"megengine.random.RNG"])
+            start, stream = ss.generate_state(2, np.uint64)
+            # made here, outside any trace, so traced steps capture it and advance it in place
+            self._counter = tensor(
+                np.array(int(start >> np.uint64(12)), dtype=np.int64), device=self._device
+            )
+            self._np = np.random.Generator(np.random.PCG64(int(stream)))
+
+    def __repr__(self) -> str:
+        seed = "global" if self._seed is None else self._seed
+        return f"<ferrograd.random.RNG seed={seed} device={self._where()}>"
+
+    # --------------------------------------------------------------------- the streams
+
+    def _where(self) -> str:
+        from . import _core
+
+        return _stream_key(self._device if self._device is not None else _core.get_default_device())
+
+    def _draw(self, shape: tuple, normal: bool, dtype: str = "float32") -> Any:
+        """Uniform ``[0, 1)`` or standard normal numbers from the counter-based generator;
+        one counter step per draw, eagerly or inside a trace."""
+        from . import _core
+
+        if self._counter is None:
+            return _traced_draw(shape, self._where(), dtype, normal)
+        c = self._counter
+        if _core._tracing():
+            out = _core._random(c, list(shape), dtype, 0, normal)
+            c += 1  # in place: the graph advances it on every run
+            return out
+        value = int(c.item())
+        out = _core._random(_scalar_counter(value, c), list(shape), dtype, 0, normal)
+        c.copy_(np.array(value + 1, dtype=np.int64))
+        return out
+
+    def _numpy(self) -> np.random.Generator:
+        return self._np if self._np is not None else _numpy_rng(self._where())
+
+    def _param(self, op: str, name: str, value: object) -> Any:
+        """A distribution's parameter as a float64 tensor on the stream's device; a number
+        must be positive (a tensor's values are not read: that would stop a trace)."""
+        import ferrograd as fg
+
+        if isinstance(value, fg.Tensor):
+            if value.dtype.name not in ("float16", "bfloat16", "float32", "float64") and not (
+                value.dtype.name.startswith(("int", "uint"))
+            ):
+                raise TypeError(
+                    f"random.{op}: {name} must be a number or a real tensor, got dtype "
+                    f"{value.dtype.name}"
+                )
+            return value.astype("float64")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"random.{op}: {name} must be a number or a tensor, got {value!r}")
+        if not float(value) > 0:
+            raise ValueError(f"random.{op}: {name} must be positive, got {value}")
+        return fg.tensor(np.array(float(value)), device=self._where())
+
+    def _host(self, arr: object) -> Any:
+        import ferrograd as fg
+
+        return fg.tensor(np.asarray(arr, dtype=np.float32), device=self._where())
+
+    # ----------------------------------------------------------------- distributions
+
+    def uniform(self, low: float = 0, high: float = 1, size: object = None) -> Any:
+        """float32 draws from ``[low, high)`` of shape ``size`` (None: ``(1,)``)."""
+        if not float(low) < float(high):
+            raise ValueError(f"random.uniform: low must be below high, got {low} and {high}")
+        _check_size("uniform", size)
+        shape = (1,) if size is None else _size(size)
+        return self._draw(shape, False) * (float(high) - float(low)) + float(low)
+
+    def normal(self, mean: float = 0, std: float = 1, size: object = None) -> Any:
+        """float32 draws of ``N(mean, std^2)`` of shape ``size`` (None: ``(1,)``)."""
+        _check_size("normal", size)
+        shape = (1,) if size is None else _size(size)
+        return self._draw(shape, True) * float(std) + float(mean)
+
+    def gamma(self, shape: object, scale: object = 1, size: object = None) -> Any:
+        """float32 draws of Gamma(``shape``, ``scale``) (mean ``shape * scale``), of shape
+        ``size + broadcast(shape, scale).shape``."""
+        from . import _core
+
+        k, theta = self._param("gamma", "shape", shape), self._param("gamma", "scale", scale)
+        _check_size("gamma", size)
+        full = _full_shape("gamma", size, [k, theta])
+        if not _core._tracing():
+            return self._host(self._numpy().gamma(k.numpy(), theta.numpy(), size=full))
+        return (self._log_gamma(k, full).exp() * theta).astype("float32")
+
+    def beta(self, alpha: object, beta: object, size: object = None) -> Any:
+        """float32 draws of Beta(``alpha``, ``beta``), of shape
+        ``size + broadcast(alpha, beta).shape``."""
+        import ferrograd as fg
+
+        from . import _core
+
+        a, b = self._param("beta", "alpha", alpha), self._param("beta", "beta", beta)
+        _check_size("beta", size)
+        full = _full_shape("beta", size, [a, b])
+        if not _core._tracing():
+            return self._host(self._numpy().beta(a.numpy(), b.numpy(), size=full))
+        # X / (X + Y) for X ~ Gamma(a), Y ~ Gamma(b), from the logs (no 0 / 0 for small a, b)
+        return fg.sigmoid(self._log_gamma(a, full) - self._log_gamma(b, full)).astype("float32")
+
+    def poisson(self, lam: object, size: object = None) -> Any:
+        """float32 counts drawn from Poisson(``lam``), of shape ``size + lam.shape``."""
+        from . import _core
+
+        m = self._param("poisson", "lam", lam)
+        _check_size("poisson", size)
+        full = _full_shape("poisson", size, [m])
+        if not _core._tracing():
+            return self._host(self._numpy().poisson(m.numpy(), size=full))
+        return self._traced_poisson(m, full).astype("float32")
+
+    def exponential(self, rate: object = 1.0, size: object = None) -> Any:
+        """float32 draws of Exponential(``rate``) (mean ``1 / rate``), of shape
+        ``size + rate.shape``: ``-log(1 - u) / rate`` of uniform ``u``."""
+        import ferrograd as fg
+
+        r = self._param("exponential", "rate", rate)
+        _check_size("exponential", size)
+        full = _full_shape("exponential", size, [r])
+        u = self._draw(full, False, "float64")
+        return (-fg.log1p(-u) / r).astype("float32")
+
+    def multinomial(self, input: Any, num_samples: int, replacement: bool = False) -> Any:
+        """int32 category indices drawn ``num_samples`` times from each row of the
+        non-negative weights ``input`` (1-D or 2-D float; rows need not sum to 1), with or
+        without replacement: shape ``(num_samples,)`` or ``(rows, num_samples)``."""
+        import ferrograd as fg
+
+        from . import _core
+
+        op = "random.multinomial"
+        if not isinstance(input, fg.Tensor):
+            raise TypeError(f"{op}: input must be a Tensor, got {type(input).__name__}")
+        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)):
+            raise TypeError(f"{op}: num_samples must be an int, got {num_samples!r}")
+        if num_samples <= 0:
+            raise ValueError(f"{op}: num_samples must be positive, got {num_samples}")
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{op}: input must be 1-D or 2-D, got shape {tuple(input.shape)}")
+        if input.shape[-1] == 0:
+            raise ValueError(f"{op}: input has no categories (shape {tuple(input.shape)})")
+        if input.dtype.name not in ("float16", "bfloat16", "float32", "float64"):
+            raise TypeError(f"{op}: input must be a float tensor, got dtype {input.dtype.name}")
+        k = input.shape[-1]
+        if not replacement and num_samples > k:
+            raise ValueError(
+                f"{op}: num_samples ({num_samples}) exceeds the {k} categories, without replacement"
+            )
+        w = input.reshape(1, k) if input.ndim == 1 else input
+        w = w.astype("float64")
+        if not _core._tracing() and w.numel() > 0:
+            host = w.numpy()
+            if not np.isfinite(host).all() or (host < 0).any():
+                raise ValueError(f"{op}: weights must be finite and non-negative")
+            positive = (host > 0).sum(axis=-1)
+            if (positive == 0).any():
+                raise ValueError(f"{op}: every row of weights needs a positive weight")
+            if not replacement and (positive < num_samples).any():
+                raise ValueError(
+                    f"{op}: a row has fewer positive weights ({int(positive.min())}) than "
+                    f"num_samples ({num_samples}), without replacement"
+                )
+        rows = w.shape[0]
+        if replacement:
+            # inverse CDF: the index is how many cumulative weights lie at or below u * total
+            cdf = fg.cumsum(w, dim=-1)
+            total = cdf[:, k - 1 :]
+            v = self._draw((rows, num_samples), False, "float64") * total
+            count = (cdf.reshape(rows, 1, k) <= v.reshape(rows, num_samples, 1)).sum(-1)
+            # u * total can round up to total: stay on the last positive category
+            last = (cdf < total).sum(-1, keepdim=True)
+            out = fg.minimum(count, last)
+        else:
+            # exponential races: the num_samples smallest of E / w (E ~ Exp(1)) are a draw
+            # without replacement with probabilities proportional to w
+            e = -fg.log1p(-self._draw((rows, k), False, "float64"))
+            keys = fg.where(w > 0, e / w, fg.full_like(w, float("inf")))
+            out = fg.argsort(keys, dim=-1, stable=True)[:, :num_samples]
+        out = out.astype("int32")
+        return out.reshape(num_samples) if input.ndim == 1 else out
+
+    def permutation(self, n: object, *, dtype: str = "int32") -> Any:
+        """A random permutation of ``range(n)`` (of ``dtype``) for an int ``n``; for a
+        tensor ``n``, a copy with its rows (first axis) in random order (a 0-d tensor gives
+        shape ``(1,)``)."""
+        import ferrograd as fg
+
+        if isinstance(n, fg.Tensor):
+            return self._shuffled("permutation", n)
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"random.permutation: n must be an int or a Tensor, got {n!r}")
+        if n < 0:
+            raise ValueError(f"random.permutation: n must not be negative, got {n}")
+        return self._order(int(n)).astype(dtype)  # type: ignore[call-overload]
+
+    def shuffle(self, inp: Any) -> None:
+        """Puts the rows (first axis) of ``inp`` in random order, in place."""
+        import ferrograd as fg
+
+        if not isinstance(inp, fg.Tensor):
+            raise TypeError(f"random.shuffle: inp must be a Tensor, got {type(inp).__name__}")
+        if inp.ndim == 0 or inp.numel() == 0:
+            raise ValueError(
+                f"random.shuffle: inp needs at least one element along a first axis, got shape "
+                f"{tuple(inp.shape)}"
+            )
+        inp.copy_(self._shuffled("shuffle", inp))
+
+    def _order(self, n: int) -> Any:
+        """A random order of ``range(n)`` (int64): the ranks of ``n`` uniform draws."""
+        import ferrograd as fg
+
+        return fg.argsort(self._draw((n,), False, "float64"), stable=True)
+
+    def _shuffled(self, op: str, x: Any) -> Any:
+        if x.ndim == 0:
+            x = x.reshape(1)
+        return x[self._order(x.shape[0])]
+
+    # --------------------------------------------------- samplers made of traced ops
+
+    def _log_gamma(self, k: Any, full: tuple) -> Any:
+        """The logs of Gamma(``k``, 1) draws of shape ``full``, made of a fixed number of
+        ops (for ``fg.trace``): Marsaglia and Tsang's squeeze method on ``_GAMMA_ROUNDS``
+        candidates per element, the first accepted one kept; a shape below 1 draws
+        Gamma(k + 1) and multiplies by ``u ** (1 / k)``."""
+        import ferrograd as fg
+
+        k = fg.broadcast_to(k, full)
+        small = k < 1
+        d = fg.where(small, k + 1, k) - 1.0 / 3.0
+        c = 1.0 / fg.sqrt(9.0 * d)
+        shape = (_GAMMA_ROUNDS, *full)
+        x = self._draw(shape, True, "float64")
+        u = self._draw(shape, False, "float64")
+        v = (1.0 + c * x) ** 3
+        logv = fg.log(fg.where(v > 0, v, fg.ones_like(v)))
+        ok = (v > 0) & (fg.log1p(-u) < 0.5 * x * x + d - d * v + d * logv)
+        first = ok.astype("int32").argmax(0, keepdim=True)
+        logg = fg.gather(fg.log(d) + logv, 0, first).reshape(full)
+        logg = fg.where(ok.any(0), logg, fg.full_like(logg, float("nan")))
+        boost = fg.log1p(-self._draw(full, False, "float64")) / k
+        return fg.where(small, logg + boost, logg)
+
+    def _traced_poisson(self, lam: Any, full: tuple) -> Any:
+        """Poisson(``lam``) counts of shape ``full`` made of a fixed number of ops: a mean
+        below 10 inverts the CDF over its first ``_POISSON_TERMS`` terms; a larger one uses
+        Hoermann's transformed rejection (PTRS) on ``_POISSON_ROUNDS`` candidates."""
+        import ferrograd as fg
+
+        lam = fg.broadcast_to(lam, full)
+        small = lam < 10
+        # inversion: count the terms whose cumulative mass lies below u
+        ls = fg.where(small, lam, fg.zeros_like(lam))
+        u = self._draw(full, False, "float64")
+        pmf = fg.exp(-ls)
+        cdf = pmf
+        count = (cdf <= u).astype("float64")
+        for i in range(1, _POISSON_TERMS):
+            pmf = pmf * ls / i
+            cdf = cdf + pmf
+            count = count + (cdf <= u).astype("float64")
+        # transformed rejection for a mean of 10 or more
+        lb = fg.where(small, fg.full_like(lam, 10.0), lam)
+        slam = fg.sqrt(lb)
+        b = 0.931 + 2.53 * slam
+        a = -0.059 + 0.02483 * b
+        inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+        vr = 0.9277 - 3.6224 / (b - 2)
+        shape = (_POISSON_ROUNDS, *full)
+        uu = self._draw(shape, False, "float64") - 0.5
+        vv = self._draw(shape, False, "float64")
+        us = 0.5 - uu.abs()
+        safe_us = fg.where(us > 0, us, fg.ones_like(us))
+        kk = fg.floor((2 * a / safe_us + b) * uu + lb + 0.43)
+        kk = fg.where(us > 0, kk, fg.full_like(kk, -1.0))
+        kpos = fg.where(kk >= 0, kk, fg.zeros_like(kk))
+        quick = (us >= 0.07) & (vv <= vr)
+        squeeze_out = (kk < 0) | ((us < 0.013) & (vv > us))
+        lhs = fg.log(vv) + fg.log(inv_alpha) - fg.log(a / (safe_us * safe_us) + b)
+        rhs = -lb + kpos * fg.log(lb) - fg.lgamma(kpos + 1)
+        ok = (kk >= 0) & (quick | (~squeeze_out & (lhs <= rhs)))
+        first = ok.astype("int32").argmax(0, keepdim=True)
+        big = fg.gather(kk, 0, first).reshape(full)
+        big = fg.where(ok.any(0), big, fg.full_like(big, float("nan")))
+        return fg.where(small, count, big)
 
 
-def permutation(n: object, *, dtype: str = "int32") -> object:
-    """MegEngine's ``random.permutation``: a permutation of ``range(n)`` (of ``dtype``), or
-    of the rows of a tensor ``n``."""
-    import ferrograd as fg
-
-    if isinstance(n, fg.Tensor):
-        return n[fg.randperm(n.shape[0])]
-    return fg.randperm(int(n)).astype(dtype)  # type: ignore[call-overload]
+_global = RNG()
 
 
-def shuffle(inp: object) -> None:
-    """MegEngine's ``random.shuffle``: permutes the rows of ``inp`` in place."""
-    import ferrograd as fg
+def seed(seed: int | None = None) -> int:
+    """MegEngine's ``random.seed(seed)``: :func:`manual_seed`; without a seed, PyTorch's
+    ``torch.random.seed()``: a fresh nondeterministic seed, set and returned. It also makes
+    the default device's counter-based generator, so later draws of the module's functions
+    work inside ``jit.trace`` even where none was drawn eagerly first."""
+    from . import _core
 
-    inp.copy_(inp[fg.randperm(inp.shape[0])])  # type: ignore[union-attr]
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**63))
+    manual_seed(int(seed))
+    if not _core._tracing():
+        _ensure_counter(_stream_key(_core.get_default_device()))
+    return int(seed)
 
 
-def _value(x: object) -> object:
-    import ferrograd as fg
+def uniform(low: float = 0, high: float = 1, size: object = None) -> Any:
+    """MegEngine's ``random.uniform`` on the global stream (see :meth:`RNG.uniform`)."""
+    return _global.uniform(low, high, size)
 
-    return x.numpy() if isinstance(x, fg.Tensor) else x
+
+def normal(mean: float = 0, std: float = 1, size: object = None) -> Any:
+    """MegEngine's ``random.normal`` on the global stream (see :meth:`RNG.normal`)."""
+    return _global.normal(mean, std, size)
+
+
+def gamma(shape: object, scale: object = 1, size: object = None) -> Any:
+    """MegEngine's ``random.gamma`` on the global stream (see :meth:`RNG.gamma`)."""
+    return _global.gamma(shape, scale, size)
+
+
+def beta(alpha: object, beta: object, size: object = None) -> Any:
+    """MegEngine's ``random.beta`` on the global stream (see :meth:`RNG.beta`)."""
+    return _global.beta(alpha, beta, size)
+
+
+def poisson(lam: object, size: object = None) -> Any:
+    """MegEngine's ``random.poisson`` on the global stream (see :meth:`RNG.poisson`)."""
+    return _global.poisson(lam, size)
+
+
+def exponential(rate: object = 1.0, size: object = None) -> Any:
+    """MegEngine's ``random.exponential`` on the global stream (see
+    :meth:`RNG.exponential`)."""
+    return _global.exponential(rate, size)
+
+
+def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Any:
+    """MegEngine's ``random.multinomial`` on the global stream (see
+    :meth:`RNG.multinomial`)."""
+    return _global.multinomial(input, num_samples, replacement)
+
+
+def permutation(n: object, *, dtype: str = "int32") -> Any:
+    """MegEngine's ``random.permutation`` on the global stream (see
+    :meth:`RNG.permutation`)."""
+    return _global.permutation(n, dtype=dtype)
+
+
+def shuffle(inp: Any) -> None:
+    """MegEngine's ``random.shuffle`` on the global stream: the rows of ``inp`` in random
+    order, in place."""
+    _global.shuffle(inp)
