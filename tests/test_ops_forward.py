@@ -86,12 +86,30 @@ def test_tensor_default_dtype(data, dtype):
     assert t.shape == np.asarray(data).shape
 
 
-def test_dtype_objects_are_numpy_dtypes():
+def test_dtype_objects_equal_numpy_dtypes_and_carry_torch_attributes():
     assert fg.float32 == np.dtype("float32")
     assert fg.float64 == np.dtype("float64")
     assert fg.int64 == np.dtype("int64")
     assert fg.bool_ == np.dtype("bool")
-    assert isinstance(fg.tensor([1.0]).dtype, np.dtype)
+    assert np.dtype("float32") == fg.float32 and fg.float32 != fg.float64
+    assert fg.float32 == "float32" and fg.float32 == np.float32 and fg.float32 != None
+    assert {np.dtype("int64"): 1}[fg.int64] == 1 and {fg.int64: 1}[np.dtype("int64")] == 1
+    t = fg.tensor([1.0])
+    assert t.dtype is fg.float32 and isinstance(t.dtype, fg.dtype)
+    assert np.zeros(2, dtype=t.dtype).dtype == np.float32
+    assert np.arange(3).astype(fg.int8).dtype == np.int8
+    assert t.dtype.kind == "f" and t.dtype.itemsize == 4 and t.dtype.type is np.float32
+    torch = pytest.importorskip("torch")
+    for name in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16",
+                 "int8", "uint8", "bool"):  # fmt: skip
+        ours, theirs = getattr(fg, name), getattr(torch, name)
+        assert ours.is_floating_point == theirs.is_floating_point, name
+        assert ours.is_signed == theirs.is_signed, name
+        assert ours.is_complex == theirs.is_complex, name
+        assert ours.itemsize == theirs.itemsize, name
+    import pickle
+
+    assert pickle.loads(pickle.dumps(fg.bfloat16)) is fg.bfloat16
 
 
 @pytest.mark.parametrize(

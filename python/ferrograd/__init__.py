@@ -40,6 +40,7 @@ from ._ops import __all__ as _ops_all
 from ._tensor import (
     bfloat16,
     bool_,
+    dtype,
     float16,
     float32,
     float64,
@@ -109,6 +110,7 @@ __all__ = [
     "default_generator",
     "distributed",
     "distributions",
+    "dtype",
     "enable_grad",
     "float16",
     "float32",

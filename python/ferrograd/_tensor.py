@@ -9,39 +9,129 @@ import numpy as np
 from . import _core
 from ._core import Tensor
 
-float32 = np.dtype("float32")
-float64 = np.dtype("float64")
-int64 = np.dtype("int64")
-bool_ = np.dtype("bool")
-float16 = np.dtype("float16")
-int32 = np.dtype("int32")
-int16 = np.dtype("int16")
-int8 = np.dtype("int8")
-uint8 = np.dtype("uint8")
 
+class dtype:  # noqa: N801 (PyTorch's spelling: torch.dtype)
+    """A tensor's element type, as PyTorch's ``torch.dtype``: ``ferrograd.float32`` ...
+    ``ferrograd.bool``, one object per type (``t.dtype is fg.float32``). It equals, and hashes
+    as, the numpy dtype of the same name (and so its name and numpy's scalar type), numpy takes
+    it wherever it takes a dtype (``np.zeros(n, dtype=t.dtype)``, through its ``dtype``
+    attribute), and numpy's attributes read through (``kind``, ``itemsize``, ``type``, ``char``).
+    PyTorch's ``is_floating_point``, ``is_complex`` and ``is_signed`` are attributes.
+    ``bfloat16``, which numpy lacks, is a float kind of two bytes equal to ``ml_dtypes``'."""
 
-class _BFloat16:
-    """The ``bfloat16`` dtype (numpy has none; ``ml_dtypes``' is a void kind to numpy): a
-    float kind, equal to its name and to ``ml_dtypes.bfloat16``, as numpy dtypes are."""
+    __slots__ = ("_np", "is_complex", "is_floating_point", "is_signed", "itemsize", "kind", "name")
 
-    name = "bfloat16"
-    itemsize = 2
-    kind = "f"
+    def __init__(self, name: str) -> None:
+        set_ = object.__setattr__
+        np_dtype = None if name == "bfloat16" else np.dtype(name)
+        set_(self, "name", name)
+        set_(self, "_np", np_dtype)
+        set_(self, "kind", "f" if np_dtype is None else np_dtype.kind)
+        set_(self, "itemsize", 2 if np_dtype is None else np_dtype.itemsize)
+        set_(self, "is_floating_point", self.kind == "f")
+        set_(self, "is_complex", False)
+        set_(self, "is_signed", self.kind in "fi")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"dtype {self.name}: attributes are read-only")
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype (how numpy reads this object as a dtype)."""
+        if self._np is None:
+            try:
+                import ml_dtypes
+
+                return np.dtype(ml_dtypes.bfloat16)
+            except ImportError:
+                raise TypeError("bfloat16: numpy has no bfloat16 (install ml_dtypes)") from None
+        return self._np
+
+    def __getattr__(self, name: str) -> Any:
+        np_dtype = object.__getattribute__(self, "_np")
+        if np_dtype is None or name.startswith("__"):
+            raise AttributeError(f"dtype bfloat16 has no attribute {name!r}")
+        return getattr(np_dtype, name)
 
     def __eq__(self, other: object) -> bool:
-        return other is self or other == "bfloat16" or getattr(other, "name", None) == "bfloat16"
+        if other is self:
+            return True
+        if isinstance(other, dtype):
+            return other.name == self.name
+        if other is None:
+            return False
+        if self._np is None:
+            return other == "bfloat16" or getattr(other, "name", None) == "bfloat16"
+        if isinstance(other, str) and other in _ALIASES:
+            return _ALIASES[other] == self.name
+        try:
+            return bool(self._np == np.dtype(other))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return False
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
 
     def __hash__(self) -> int:
-        return hash("bfloat16")
+        return hash("bfloat16") if self._np is None else hash(self._np)
 
     def __repr__(self) -> str:
-        return "dtype('bfloat16')"
+        return f"dtype('{self.name}')"
 
     def __str__(self) -> str:
-        return "bfloat16"
+        return self.name
+
+    def __reduce__(self) -> tuple:
+        return (_dtype_named, (self.name,))
+
+    def to_real(self) -> dtype:
+        """This dtype (PyTorch's: the real counterpart of a complex dtype)."""
+        return self
 
 
-bfloat16 = _BFloat16()
+def _dtype_named(name: str) -> dtype:
+    """The dtype object called ``name`` (how pickles of dtypes load)."""
+    return _DTYPES[name]
+
+
+_ALIASES = {
+    "float": "float32",
+    "double": "float64",
+    "int": "int64",
+    "long": "int64",
+    "short": "int16",
+    "half": "float16",
+    "bf16": "bfloat16",
+}
+
+_DTYPES = {
+    n: dtype(n)
+    for n in (
+        "float32",
+        "float64",
+        "float16",
+        "bfloat16",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint8",
+        "bool",
+    )
+}
+
+float32 = _DTYPES["float32"]
+float64 = _DTYPES["float64"]
+int64 = _DTYPES["int64"]
+bool_ = _DTYPES["bool"]
+float16 = _DTYPES["float16"]
+int32 = _DTYPES["int32"]
+int16 = _DTYPES["int16"]
+int8 = _DTYPES["int8"]
+uint8 = _DTYPES["uint8"]
+bfloat16 = _DTYPES["bfloat16"]
+_BFloat16 = dtype  # (the class a bfloat16 dtype was before every dtype had one)
+_DTYPE_CLASS = dtype
 
 _SUPPORTED = (
     "float32",
@@ -73,24 +163,15 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _dtype_name(dtype: Any) -> str:
-    if isinstance(dtype, _BFloat16):
-        return "bfloat16"
+    if type(dtype) is _DTYPE_CLASS:
+        return dtype.name
     if isinstance(dtype, type) and hasattr(dtype, "_torch_name"):  # fg.FloatTensor, ...
         return dtype.dtype
     try:
         name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     except TypeError:
         raise TypeError(f"tensor: unsupported dtype {dtype!r}") from None
-    aliases = {
-        "float": "float32",
-        "double": "float64",
-        "int": "int64",
-        "long": "int64",
-        "short": "int16",
-        "half": "float16",
-        "bf16": "bfloat16",
-    }
-    name = aliases.get(name, name)
+    name = _ALIASES.get(name, name)
     if name not in _SUPPORTED:
         raise TypeError(
             f"tensor: unsupported dtype {name!r}; expected one of {', '.join(_SUPPORTED)}"
@@ -107,10 +188,10 @@ def default_float() -> str:
     return _DEFAULT_FLOAT[0]
 
 
-def get_default_dtype() -> np.dtype:
+def get_default_dtype() -> dtype:
     """The dtype Python floats and float factories give when no dtype is asked (PyTorch's
     ``get_default_dtype``; float32 at start)."""
-    return np.dtype(_DEFAULT_FLOAT[0]) if _DEFAULT_FLOAT[0] != "bfloat16" else bfloat16
+    return _DTYPES[_DEFAULT_FLOAT[0]]
 
 
 def set_default_dtype(d: Any) -> None:

@@ -176,15 +176,28 @@ pub fn parse_dtype(op: &str, obj: &Bound<'_, PyAny>) -> PyResult<DType> {
     })
 }
 
-/// The numpy dtype object for a dtype.
-pub fn numpy_dtype<'py>(py: Python<'py>, d: DType) -> PyResult<Bound<'py, PyAny>> {
-    if d == DType::BF16 {
-        // ferrograd's own: numpy has none
-        return py.import("ferrograd._tensor")?.getattr("bfloat16");
-    }
-    py.import("numpy")?.getattr("dtype")?.call1((d.name(),))
-}
+static DTYPES: PyOnceLock<Vec<Py<PyAny>>> = PyOnceLock::new();
 
+/// ferrograd's dtype object for a dtype (`ferrograd.float32`, ...: equal to numpy's of the
+/// same name, with PyTorch's attributes), one per dtype.
+pub fn numpy_dtype<'py>(py: Python<'py>, d: DType) -> PyResult<Bound<'py, PyAny>> {
+    let all = DTYPES.get_or_try_init(py, || -> PyResult<Vec<Py<PyAny>>> {
+        let table = py.import("ferrograd._tensor")?.getattr("_DTYPES")?;
+        DType::ALL
+            .iter()
+            .map(|t| Ok(table.get_item(t.name())?.unbind()))
+            .collect()
+    });
+    match all {
+        Ok(all) => {
+            let i = DType::ALL.iter().position(|&t| t == d).unwrap_or(0);
+            Ok(all[i].bind(py).clone())
+        }
+        // (a package without the table: numpy's dtype, ferrograd's own bfloat16)
+        Err(_) if d == DType::BF16 => py.import("ferrograd._tensor")?.getattr("bfloat16"),
+        Err(_) => py.import("numpy")?.getattr("dtype")?.call1((d.name(),)),
+    }
+}
 /// The device that factories (`tensor`, `zeros`, ...) and device queries use when given none.
 /// Held as its [`Device::slot`].
 static DEFAULT_DEVICE: AtomicUsize = AtomicUsize::new(0);
