@@ -1336,3 +1336,110 @@ def test_the_first_traced_call_releases_values_no_gradient_rule_reads():
     first = peak(fg.trace(step))
     # every value of this step together is over 6x the eager peak
     assert first < 3 * eager, (first, eager)
+
+
+def _linear_runs(make_opt, between, steps=6):
+    """Weights after ``steps`` eager and traced steps of one linear least-squares model, with
+    ``between(opt, model, i)`` called after each step (a scheduler, a changed setting)."""
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal((8, 4)), rng.standard_normal((8, 3))) for _ in range(steps)]
+    out = []
+    for traced in (False, True):
+        fg.manual_seed(0)
+        m = fg.nn.Linear(4, 3).double()
+        opt = make_opt(m)
+
+        def step(x, y, m=m, opt=opt):
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+
+        f = fg.trace(step) if traced else step
+        for i, (x, y) in enumerate(batches):
+            f(fg.tensor(x), fg.tensor(y))
+            between(opt, m, i)
+        out.append(m.weight.numpy())
+    return out
+
+
+def test_optimizer_settings_changed_between_traced_steps_take_effect():
+    """Momentum cycled by OneCycleLR, weight decay or betas set by hand: a trace reads them as
+    constants, so a change must trace again, never run the old values."""
+    eager, traced = _linear_runs(
+        lambda m: fg.optim.Adam(m.parameters(), lr=0.1),
+        lambda opt, m, i: None,
+    )
+    np.testing.assert_allclose(traced, eager, rtol=1e-12)
+    for make, between in [
+        (
+            lambda m: fg.optim.Adam(m.parameters(), lr=0.1),
+            lambda opt, m, i: opt.param_groups[0].__setitem__("betas", (0.5 + 0.05 * i, 0.99)),
+        ),
+        (
+            lambda m: fg.optim.SGD(m.parameters(), lr=0.1),
+            lambda opt, m, i: opt.param_groups[0].__setitem__("weight_decay", 0.1 * (i % 2)),
+        ),
+        (
+            lambda m: fg.optim.SGD(m.parameters(), lr=0.1, momentum=0.5),
+            lambda opt, m, i: opt.param_groups[0].update(momentum=0.9 - 0.1 * i),
+        ),
+    ]:
+        eager, traced = _linear_runs(make, between)
+        np.testing.assert_allclose(traced, eager, rtol=1e-12)
+
+
+def test_one_cycle_momentum_cycling_in_a_traced_step_matches_eager():
+    state = {}
+
+    def make(m):
+        opt = fg.optim.Adam(m.parameters(), lr=0.1)
+        state["sched"] = fg.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=10)
+        return opt
+
+    eager, traced = _linear_runs(make, lambda opt, m, i: state["sched"].step())
+    np.testing.assert_allclose(traced, eager, rtol=1e-12)
+
+
+def test_a_module_setting_changed_between_traced_calls_takes_effect():
+    drop = fg.nn.Dropout(0.5)
+
+    @fg.trace
+    def f(x):
+        return drop(x)
+
+    x = fg.ones(4000)
+    assert 0.4 < float((f(x) == 0).float().mean()) < 0.6
+    drop.p = 0.0
+    np.testing.assert_array_equal(f(x).numpy(), x.numpy())
+
+
+def test_param_group_update_reaches_the_learning_rate_the_step_reads():
+    w = fg.nn.Parameter(fg.tensor([1.0], dtype="float64"))
+    opt = fg.optim.SGD([w], lr=1.0)
+    opt.param_groups[0].update(lr=0.5)
+    (w * 1.0).sum().backward()
+    opt.step()
+    np.testing.assert_array_equal(w.numpy(), [0.5])
+    opt.param_groups[0].setdefault("lr", 9.0)
+    opt.param_groups[0] |= {"lr": 0.25}
+    opt.zero_grad()
+    (w * 1.0).sum().backward()
+    opt.step()
+    np.testing.assert_array_equal(w.numpy(), [0.25])
+
+
+def test_binary_cross_entropy_and_one_hot_trace():
+    def f(p, t, c):
+        bce = fg.nn.functional.binary_cross_entropy(p, t)
+        return bce + fg.nn.functional.one_hot(c, 5).sum(0).float().mean()
+
+    rng = np.random.default_rng(0)
+    traced = fg.trace(f)
+    for _ in range(3):
+        p = fg.tensor(rng.uniform(0.1, 0.9, (6, 1)))
+        t = fg.tensor(rng.integers(0, 2, (6, 1)).astype(np.float64))
+        c = fg.tensor(rng.integers(0, 5, (7,)))
+        np.testing.assert_allclose(traced(p, t, c).numpy(), f(p, t, c).numpy(), rtol=1e-12)
+    assert traced.cache_size == 1

@@ -1178,8 +1178,12 @@ def one_hot(tensor_: Tensor, num_classes: int = -1) -> Tensor:
     x = _check_tensor("one_hot", "tensor", tensor_)
     if x.dtype.kind not in "iu":
         raise DTypeError(f"one_hot: tensor must hold class indices (int), got {x.dtype}")
-    vals = x.numpy()
     n = _int("one_hot", "num_classes", num_classes)
+    if n != -1 and _core._tracing():
+        # (no range check inside a trace: a class out of range gives a row of zeros)
+        classes = _index(np.arange(n), x.device)
+        return (x.astype("int64").expand_dims(x.ndim) == classes).astype("int64")
+    vals = x.numpy()
     if n == -1:
         n = int(vals.max()) + 1 if vals.size else 0
     if vals.size and (vals.min() < 0 or vals.max() >= n):

@@ -10,7 +10,7 @@ from . import _core
 from ._core import Tensor
 
 
-class dtype:  # noqa: N801 (PyTorch's spelling: torch.dtype)
+class dtype:
     """A tensor's element type, as PyTorch's ``torch.dtype``: ``ferrograd.float32`` ...
     ``ferrograd.bool``, one object per type (``t.dtype is fg.float32``). It equals, and hashes
     as, the numpy dtype of the same name (and so its name and numpy's scalar type), numpy takes

@@ -118,18 +118,28 @@ class _Guards:
     ``data``: each captured tensor object with the data it had (``w.data = ...`` and
     ``model.double()`` keep the object and change its data). ``modules``: every ``nn.Module``
     the search met, with its ``training`` flag (``eval()`` changes what dropout and batch norm
-    do, so it traces again too)."""
+    do, so it traces again too). ``scalars``: the Python numbers (and strings, ``None``, tuples
+    of them) of those modules' attributes and of optimizer parameter groups, which a trace
+    reads as constants (``Dropout.p``, momentum, betas, weight decay: a scheduler that cycles
+    momentum, or code that changes ``p``, makes the function trace again instead of running
+    the old values; the learning rate is a tensor the graph reads, so it changes freely)."""
 
-    __slots__ = ("data", "links", "modules")
+    __slots__ = ("data", "links", "modules", "scalars")
 
-    def __init__(self, links: list[tuple], data: list[tuple], modules: list[tuple]) -> None:
+    def __init__(
+        self, links: list[tuple], data: list[tuple], modules: list[tuple], scalars: list[tuple]
+    ) -> None:
         self.links = links
         self.data = data
         self.modules = modules
+        self.scalars = scalars
 
     def hold(self) -> bool:
         for m, training in self.modules:
             if m.training is not training:
+                return False
+        for holder, values in self.scalars:
+            if _scalars_of(holder) != values:
                 return False
         for how, holder, key, obj in self.links:
             try:
@@ -149,14 +159,38 @@ class _Guards:
         return True
 
 
+_SCALAR_TYPES = (int, float, bool, str, type(None))
+# parameter-group entries the graph does not read as constants: the tensors, the learning rate
+# (a tensor the step reads: it changes freely) and what only schedulers read
+_GROUP_SKIP = frozenset(("params", "lr", "initial_lr"))
+
+
+def _is_scalar(v: Any) -> bool:
+    if isinstance(v, tuple):
+        return len(v) <= 8 and all(isinstance(x, _SCALAR_TYPES) for x in v)
+    return isinstance(v, _SCALAR_TYPES)
+
+
+def _scalars_of(holder: Any) -> tuple:
+    """The Python scalars a trace may have read from a module's attributes or an optimizer's
+    parameter group, as ``((key, type, value), ...)``."""
+    if isinstance(holder, dict):
+        items = [(k, v) for k, v in holder.items() if k not in _GROUP_SKIP]
+    else:
+        items = [(k, v) for k, v in vars(holder).items() if k != "training"]
+    return tuple((k, type(v), v) for k, v in items if _is_scalar(v))
+
+
 def _guards(fn: Callable[..., Any], wanted: set) -> _Guards:
     """Where ``fn`` finds the captured tensors (``wanted``: their ``_data_key``s), searched
     breadth first from its globals, closure variables and bound ``self``."""
     from .nn import Module
+    from .optim import _Group
 
     links: dict[tuple, tuple] = {}
     data: dict[int, tuple] = {}
     modules: list[tuple] = []
+    scalars: list[tuple] = []
     seen: set[int] = set()
     # (object, step): `step` is (how, holder, key, object, the holder's step) or None
     frontier: list[tuple] = []
@@ -173,6 +207,13 @@ def _guards(fn: Callable[..., Any], wanted: set) -> _Guards:
             except ValueError:
                 continue
             frontier.append((value, (_CELL, cell, name, value, None)))
+    # default arguments (``def step(x, model=model)``) hold what the function reads too
+    defaults = getattr(target, "__defaults__", None) or ()
+    for i, value in enumerate(defaults):
+        frontier.append((value, (_ITEM, defaults, i, value, None)))
+    kwdefaults = getattr(target, "__kwdefaults__", None) or {}
+    for name, value in kwdefaults.items():
+        frontier.append((value, (_ITEM, kwdefaults, name, value, None)))
     bound = getattr(fn, "__self__", None)
     if bound is not None:
         frontier.append((bound, (_ATTR, fn, "__self__", bound, None)))
@@ -195,6 +236,9 @@ def _guards(fn: Callable[..., Any], wanted: set) -> _Guards:
             seen.add(id(obj))
             if isinstance(obj, Module):
                 modules.append((obj, obj.training))
+                scalars.append((obj, _scalars_of(obj)))
+            elif isinstance(obj, _Group):
+                scalars.append((obj, _scalars_of(obj)))
             visits += 1
             if visits > _GUARD_VISITS:
                 break
@@ -214,7 +258,7 @@ def _guards(fn: Callable[..., Any], wanted: set) -> _Guards:
         frontier = nxt
         if not frontier or visits > _GUARD_VISITS:
             break
-    return _Guards(list(links.values()), list(data.values()), modules)
+    return _Guards(list(links.values()), list(data.values()), modules, scalars)
 
 
 class _Entry:

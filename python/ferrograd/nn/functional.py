@@ -849,9 +849,10 @@ def binary_cross_entropy(
     -100 as PyTorch."""
     p = _float("binary_cross_entropy", "input", input)
     _same_shape("binary_cross_entropy", p, _t("binary_cross_entropy", "target", target))
-    pv = p.detach().numpy()
-    if pv.size and (np.isnan(pv).any() or pv.min() < 0 or pv.max() > 1):
-        raise ValueError("binary_cross_entropy: input must hold probabilities in [0, 1]")
+    if not _core._tracing():  # (a trace cannot read values: the check runs eagerly only)
+        pv = p.detach().numpy()
+        if pv.size and (np.isnan(pv).any() or pv.min() < 0 or pv.max() > 1):
+            raise ValueError("binary_cross_entropy: input must hold probabilities in [0, 1]")
     t = target if isinstance(target, Tensor) else tensor(target, dtype=p.dtype)
     if t.dtype != p.dtype:
         t = t.astype(p.dtype)

@@ -13,7 +13,7 @@ reaches the traced step too.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Callable
+from typing import Any, Callable, Self
 
 import numpy as np
 
@@ -55,6 +55,20 @@ class _Group(dict):
                 for t in self._lr_tensors.values():
                     t.fill_(value)
         super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        # (through __setitem__: dict.update would leave the learning-rate tensor behind)
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def __ior__(self, other: Any) -> Self:  # type: ignore[override]
+        self.update(other)
+        return self
 
     def _lr_on(self, device: str) -> Tensor:
         t = self._lr_tensors.get(device)
