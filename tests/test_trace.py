@@ -1443,3 +1443,34 @@ def test_binary_cross_entropy_and_one_hot_trace():
         c = fg.tensor(rng.integers(0, 5, (7,)))
         np.testing.assert_allclose(traced(p, t, c).numpy(), f(p, t, c).numpy(), rtol=1e-12)
     assert traced.cache_size == 1
+
+
+def test_writes_through_views_of_tensors_made_inside_a_trace_reach_them():
+    """``a[0][j] = v`` (a write through the view ``a[0]``), ``row = a[0]; row[1] = v`` and
+    in-place ops on a column: later reads of ``a`` see the writes, on every replay, with the
+    gradients of eager mode (the CRF tutorial's forward algorithm writes this way)."""
+    w = fg.tensor(np.linspace(-1.0, 1.0, 5)).reshape(1, 5)
+    gm = fg.GradManager().attach([w])
+
+    def step(x):
+        with gm:
+            init = fg.full((3, 5), -2.0, dtype="float64")
+            init[0][3] = 0.0
+            row = init[1]
+            row[2] = x[0]
+            col = init[:, 4]
+            col.mul_(x[1])
+            loss = (init * w + x.sum()).exp().sum()
+            gm.backward(loss)
+        g = w.grad
+        w.grad = None
+        return loss, g
+
+    traced = fg.trace(step)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = fg.tensor(rng.standard_normal(2))
+        (le, ge), (lt, gt) = step(x), traced(x)
+        np.testing.assert_allclose(lt.numpy(), le.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(gt.numpy(), ge.numpy(), rtol=1e-12)
+    assert traced.cache_size == 1

@@ -47,8 +47,12 @@ impl PyGraph {
         self.graph
             .nodes
             .iter()
-            .filter(|n| matches!(n.kind, ferrograd::graph::NodeKind::Constant(_)))
-            .map(|n| n.shape.clone())
+            .enumerate()
+            .filter(|(i, n)| {
+                matches!(n.kind, ferrograd::graph::NodeKind::Constant(_))
+                    && !self.graph.shape_constants.contains(i)
+            })
+            .map(|(_, n)| n.shape.clone())
             .collect()
     }
     /// How many nodes of each op (or leaf kind).

@@ -78,6 +78,11 @@ pub(crate) fn rebase_views(written: &Tensor, next: &Tensor) -> Result<()> {
         if covered == 0 {
             continue;
         }
+        if crate::graph::is_tracing() && crate::graph::trace::held_only_by_trace(&h, 1) {
+            // (a view only the trace still holds, for a gradient rule: left as it was, so a
+            // rule reading it after the write is refused, as on the tape)
+            continue;
+        }
         let device = next.device();
         let src = match &flat {
             Some(f) => f.clone(),

@@ -152,6 +152,9 @@ pub struct Graph {
     /// Whether each captured tensor's `.grad` was `None` when it was traced, for those the
     /// function read: a run is valid only while that still holds.
     pub grad_guards: Vec<(usize, bool)>,
+    /// Constants the engine built from shapes alone (the index maps that carry a write
+    /// through a view to the tensors over the same memory), not from the function's data.
+    pub shape_constants: Vec<NodeId>,
 }
 
 impl Graph {

@@ -70,7 +70,33 @@ pub(crate) struct Tracer {
     _blocked: CeilingGuard,
 }
 
+/// Whether nothing but the active trace (and `extra` other references the caller knows of)
+/// holds the handle `t`: a view no code can read any more, which a write need not rebuild.
+pub(crate) fn held_only_by_trace(t: &Tensor, extra: usize) -> bool {
+    with_tracer(|tr| match trace_ref(t) {
+        Some((id, n)) if id == tr.id => {
+            let own = tr.values[n]
+                .as_ref()
+                .is_some_and(|v| Arc::ptr_eq(&v.0, &t.0));
+            Arc::strong_count(&t.0) <= extra + usize::from(own)
+        }
+        _ => false,
+    })
+    .unwrap_or(false)
+}
+
+/// Runs `f` with reads of values written in place since allowed: the ops that rebuild the
+/// handles an in-place write changed read their old values on purpose (only the elements the
+/// write left as they were, which the buffer still holds).
+pub(crate) fn reading_stale<R>(f: impl FnOnce() -> R) -> R {
+    let was = READING_STALE.with(|r| r.replace(true));
+    let out = f();
+    READING_STALE.with(|r| r.set(was));
+    out
+}
+
 thread_local! {
+    static READING_STALE: Cell<bool> = const { Cell::new(false) };
     static STATE: Cell<u8> = const { Cell::new(NONE) };
     static TRACER: RefCell<Option<Tracer>> = const { RefCell::new(None) };
 }
@@ -170,7 +196,7 @@ impl Tracer {
 
     /// Refuses node `n` if its value's storage was written in place after it was made.
     pub(crate) fn check_fresh(&self, n: NodeId) -> Result<()> {
-        if self.is_fresh(n) {
+        if self.is_fresh(n) || READING_STALE.with(Cell::get) {
             return Ok(());
         }
         let node = &self.graph.nodes[n];
@@ -463,7 +489,12 @@ pub(crate) fn on_fill(t: &Tensor, value: f64) {
 #[inline]
 pub(crate) fn on_constant(t: &Tensor) {
     if is_tracing() {
-        with_tracer(|tr| tr.push(NodeKind::Constant(t.view(t.layout().clone())), t));
+        with_tracer(|tr| {
+            let n = tr.push(NodeKind::Constant(t.view(t.layout().clone())), t);
+            if READING_STALE.with(Cell::get) {
+                tr.graph.shape_constants.push(n);
+            }
+        });
     }
 }
 

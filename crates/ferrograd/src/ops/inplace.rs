@@ -242,7 +242,18 @@ impl Tensor {
             self.storage().note_tape_write(at);
         }
         let next = self.continued_as(result);
-        if tracked && !crate::graph::is_tracing() {
+        if crate::graph::is_tracing() {
+            // the traced graph is functional: the handles over this buffer that the write
+            // changed (the tensor a view was taken from, other views of it) continue as
+            // values computed from the write, so reading one later reads the new value
+            // (`row = x[0]; row[1] = 5.0; x * 2`, `a[0][j] = v`) instead of a stale node
+            self.set_successor(next.clone());
+            crate::graph::trace::reading_stale(|| {
+                crate::autograd::rebase::rebase_views(self, &next)
+            })?;
+            return Ok(next);
+        }
+        if tracked {
             // other holders of this very handle (an alias such as `b.view_as(b)`) follow too
             self.set_successor(next.clone());
             if !behind {
