@@ -1474,3 +1474,32 @@ def test_writes_through_views_of_tensors_made_inside_a_trace_reach_them():
         np.testing.assert_allclose(lt.numpy(), le.numpy(), rtol=1e-12)
         np.testing.assert_allclose(gt.numpy(), ge.numpy(), rtol=1e-12)
     assert traced.cache_size == 1
+
+
+def test_gradient_accumulation_keeps_a_graph_for_each_grad_state():
+    """A traced micro-step whose ``.grad`` is None on one call and set on the next (gradient
+    accumulation) keeps both graphs: two traces in eight calls, with eager's results."""
+    calls = {"traced": 0}
+    results = []
+    for traced in (False, True):
+        fg.manual_seed(0)
+        m = fg.nn.Linear(6, 3).double()
+        opt = fg.optim.SGD(m.parameters(), lr=0.1)
+
+        def micro(x, m=m):
+            calls["traced"] += 1
+            loss = m(x).pow(2).mean() / 2
+            loss.backward()
+            return loss
+
+        f = fg.trace(micro) if traced else micro
+        calls["traced"] = 0
+        rng = np.random.default_rng(1)
+        for i in range(8):
+            f(fg.tensor(rng.standard_normal((4, 6))))
+            if i % 2:
+                opt.step()
+                opt.zero_grad()
+        results.append(m.weight.numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-12)
+    assert calls["traced"] == 2

@@ -261,6 +261,10 @@ def _guards(fn: Callable[..., Any], wanted: set) -> _Guards:
     return _Guards(list(links.values()), list(data.values()), modules, scalars)
 
 
+# graphs kept per signature (the newest; an older one is traced again if it is needed again)
+_VARIANTS = 4
+
+
 class _Entry:
     __slots__ = ("exe", "guards", "out_tree", "unpack")
 
@@ -311,7 +315,10 @@ class TracedFunction:
         self._fn = fn
         self.mirror = mirror
         self.memory_budget = memory_budget
-        self._cache: OrderedDict[Any, _Entry] = OrderedDict()
+        # per signature, the graphs traced for it, newest first: a few variants, one per state
+        # of what the guards check (gradient accumulation alternates between `.grad` None and
+        # set, a module between train and eval)
+        self._cache: OrderedDict[Any, list[_Entry]] = OrderedDict()
         self._last: _Entry | None = None
         functools.update_wrapper(self, fn)
 
@@ -360,12 +367,12 @@ class TracedFunction:
             except AttributeError:
                 key = None
             if key is not None:
-                entry = self._cache.get(key)
-                if entry is not None and entry.guards.hold():
-                    outs = entry.exe.try_run(args)
-                    if outs is not None:
-                        self._last = entry
-                        return entry.unpack(outs)
+                for entry in self._cache.get(key, ()):
+                    if entry.guards.hold():
+                        outs = entry.exe.try_run(args)
+                        if outs is not None:
+                            self._last = entry
+                            return entry.unpack(outs)
         return self._call(args, kwargs)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
@@ -381,13 +388,15 @@ class TracedFunction:
             key: Any = tuple([a._spec for a in args])
         else:
             key = _signature(tree, tensors)
-        entry = self._cache.get(key)
-        if entry is not None and entry.exe.guard_failure(tensors) is None and entry.guards.hold():
-            self._cache.move_to_end(key)
-            self._last = entry
-            return entry.unpack(entry.exe.run(tensors))
+        variants = self._cache.get(key, [])
+        for entry in variants:
+            if entry.exe.guard_failure(tensors) is None and entry.guards.hold():
+                self._cache.move_to_end(key)
+                self._last = entry
+                return entry.unpack(entry.exe.run(tensors))
         result, entry = self._trace(tree, tensors)
-        self._cache[key] = entry
+        self._cache[key] = [entry, *variants[: _VARIANTS - 1]]
+        self._cache.move_to_end(key)
         self._last = entry
         return result
 
