@@ -384,6 +384,11 @@ def test_legacy_tensor_constructor_sizes_and_data():
         b = lib.nn.Parameter(lib.Tensor(5))
         assert tuple(b.shape) == (5,) and b.dtype == lib.float32
     assert fg.Tensor(np.int64(3)).shape == (3,)
+    # with a dtype (which PyTorch's constructor does not take) one number is MegEngine's data
+    t = fg.Tensor(3, dtype="int32")
+    assert t.shape == () and t.dtype == fg.int32 and t.item() == 3
+    with pytest.raises(TypeError):
+        torch.Tensor(3, dtype=torch.int32)
 
 
 def test_sequential_slices_keep_child_names():

@@ -91,7 +91,10 @@ def _legacy_tensor(args: tuple, dtype: Any, device: Any) -> Tensor:
     if not args:
         return zeros(0, dtype=dtype or default_float(), device=device)
     # one int is PyTorch's size too (`nn.Parameter(torch.Tensor(out_features))`), not
-    # MegEngine's 0-d tensor of that value (`fg.tensor(3)` makes that one)
+    # MegEngine's 0-d tensor of that value (`fg.tensor(3)` makes that one); with a dtype it is
+    # MegEngine's (`Tensor(3, dtype="int32")`: PyTorch's constructor takes no dtype)
+    if len(args) == 1 and is_size(args[0]) and dtype is not None:
+        return tensor(args[0], dtype=dtype, device=device)
     if len(args) >= 1 and all(is_size(a) for a in args):
         return zeros(*[int(a) for a in args], dtype=dtype or default_float(), device=device)
     if len(args) > 3:
