@@ -104,21 +104,21 @@ _ALIASES = {
     "bf16": "bfloat16",
 }
 
-_DTYPES = {
-    n: dtype(n)
-    for n in (
-        "float32",
-        "float64",
-        "float16",
-        "bfloat16",
-        "int64",
-        "int32",
-        "int16",
-        "int8",
-        "uint8",
-        "bool",
-    )
-}
+# every dtype a tensor can have
+_SUPPORTED = (
+    "float32",
+    "float64",
+    "int64",
+    "bool",
+    "float16",
+    "bfloat16",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+)
+
+_DTYPES = {n: dtype(n) for n in _SUPPORTED}
 
 float32 = _DTYPES["float32"]
 float64 = _DTYPES["float64"]
@@ -132,19 +132,6 @@ uint8 = _DTYPES["uint8"]
 bfloat16 = _DTYPES["bfloat16"]
 _BFloat16 = dtype  # (the class a bfloat16 dtype was before every dtype had one)
 _DTYPE_CLASS = dtype
-
-_SUPPORTED = (
-    "float32",
-    "float64",
-    "int64",
-    "bool",
-    "float16",
-    "bfloat16",
-    "int32",
-    "int16",
-    "int8",
-    "uint8",
-)
 
 # numpy dtype kinds that are not numbers or booleans: object, str, bytes, void, datetime,
 # timedelta, complex. Such data never becomes a tensor, whatever dtype is asked for (numpy
@@ -594,20 +581,7 @@ _install_shape_methods()
 
 
 # numpy's typestr of each dtype whose memory numpy can read as is (not bfloat16)
-_TYPESTR = {
-    name: np.dtype(name).str
-    for name in (
-        "float32",
-        "float64",
-        "float16",
-        "int64",
-        "int32",
-        "int16",
-        "int8",
-        "uint8",
-        "bool",
-    )
-}
+_TYPESTR = {name: np.dtype(name).str for name in _SUPPORTED if name != "bfloat16"}
 
 
 def _install_array_interface() -> None:
