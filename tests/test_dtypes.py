@@ -533,3 +533,29 @@ def test_int16_torch_save_files(tmp_path):
 def test_int16_make_tensor():
     t = fg.testing.make_tensor((50,), dtype=fg.int16, device=fg.get_default_device())
     assert t.dtype == fg.int16 and t.shape == (50,)
+
+
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+@pytest.mark.parametrize("src", ["float32", "float64", "int64"])
+def test_conversions_to_half_types_round_as_pytorch(half, src):
+    """Round to nearest even, through float32 as PyTorch's conversions go: values just above a
+    halfway point (bfloat16 0x3f808001 is 1.0078125, not 1.0) and random ones, bit for bit."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    if src == "int64":
+        x = rng.integers(-(2**40), 2**40, 20000)
+    else:
+        bits = np.array([0x3F808001, 0x3F808006, 0x40008001, 0x3F808000, 0x3F818000], np.uint32)
+        x = np.concatenate([bits.view(np.float32), rng.standard_normal(20000).astype(np.float32)])
+        x = np.concatenate([x, x * 1e3, x * 1e-6]).astype(src)
+        if src == "float64":
+            x = x + rng.standard_normal(x.size) * np.abs(x) * 1e-9
+    ours = fg.tensor(x).astype(half).astype("float32").numpy()
+    want = torch.tensor(x).to(getattr(torch, half)).float().numpy()
+    np.testing.assert_array_equal(ours, want)
+    if src == "int64":
+        return
+    filled = fg.full((3,), float(x[0]), dtype=half).astype("float32").numpy()
+    np.testing.assert_array_equal(
+        filled, torch.full((3,), float(x[0]), dtype=getattr(torch, half)).float().numpy()
+    )

@@ -210,9 +210,12 @@ macro_rules! element {
         }
     };
 }
-element!(half::f16, F16, |a| a.to_f64(), |v| half::f16::from_f64(v));
-element!(half::bf16, BF16, |a| a.to_f64(), |v| half::bf16::from_f64(
-    v
+// (through float32, as PyTorch's and the CUDA kernels' conversions: a float64 rounds twice)
+element!(half::f16, F16, |a| a.to_f64(), |v| half::f16::from_f32(
+    v as f32
+));
+element!(half::bf16, BF16, |a| a.to_f64(), |v| half::bf16::from_f32(
+    v as f32
 ));
 element!(i32, I32, |a| a as f64, |v| v as i64 as i32);
 element!(i16, I16, |a| a as f64, |v| v as i64 as i16);

@@ -346,16 +346,16 @@ convert!(
     false,
     |a| a.to_f64() as i64,
     a.to_f64(),
-    |v| half::f16::from_f64(v as f64),
-    |w| half::f16::from_f64(w)
+    |v| half::f16::from_f32(v as f32),
+    |w| half::f16::from_f32(w as f32)
 );
 convert!(
     half::bf16,
     false,
     |a| a.to_f64() as i64,
     a.to_f64(),
-    |v| half::bf16::from_f64(v as f64),
-    |w| half::bf16::from_f64(w)
+    |v| half::bf16::from_f32(v as f32),
+    |w| half::bf16::from_f32(w as f32)
 );
 convert!(i64, true, |a| a, a as f64, |v| v, |w| w as i64);
 convert!(
