@@ -192,6 +192,10 @@ from . import _torch_shape_api
 
 _torch_shape_api.install()
 
+from . import _torch_storage
+
+_torch_storage.install()
+
 # MegEngine's name for it
 is_cuda_available = cuda.is_available
 

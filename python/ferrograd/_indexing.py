@@ -393,10 +393,12 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         tpos = _tensor_positions(tuple(x.shape), key, "getitem", x.device)
         if tpos is not None:
             flat = _core.index_select(x.reshape(-1), 0, tpos.reshape(-1), op="getitem")
-            return flat.reshape(*tpos.shape)
+            # (a new tensor, as PyTorch's advanced indexing: not a view of `flat`)
+            return flat.reshape(*tpos.shape)._forget_base()
     pos = _positions(x.shape, key, "getitem")
     idx = tensor(pos.reshape(-1), device=x.device)
-    return _core.index_select(x.reshape(-1), 0, idx, op="getitem").reshape(*pos.shape)
+    out = _core.index_select(x.reshape(-1), 0, idx, op="getitem")
+    return out.reshape(*pos.shape)._forget_base()
 
 
 def setitem(x: Tensor, key: Any, value: Any) -> None:

@@ -1679,7 +1679,9 @@ def _view_dtype(self: Tensor, dtype: Any) -> Tensor:
 
     name, old = _dtype_name(dtype), self.dtype.name
     if name == old:
-        return self.reshape(*self.shape)
+        # (a new tensor over the same memory, as the other dtypes: not differentiable, and
+        # not a view in PyTorch's bookkeeping)
+        return self.detach()
     if "bfloat16" in (name, old) or str(self.device) != "cpu":
         raise DTypeError(
             f"view(dtype): viewing {old} as {name} is supported for CPU tensors of numpy "
@@ -1700,18 +1702,38 @@ def _view_dtype(self: Tensor, dtype: Any) -> Tensor:
         shape[-1] = shape[-1] * a_size // b_size
     if self.numel() == 0:
         return _core.zeros(tuple(shape), dtype=name, device="cpu")
+    # the view keeps this tensor's place in the buffer: its storage offset and strides, in
+    # elements of the new dtype, must land on whole elements
+    what = f"to view {old} as {name} (different element sizes)"
+    offset = self.storage_offset()
+    if (offset * a_size) % b_size:
+        raise RuntimeError(
+            f"self.storage_offset() must be divisible by {b_size // a_size} {what}, "
+            f"but got {offset}"
+        )
+    strides = []
+    for k, st in enumerate(self.stride()):
+        if k == self.ndim - 1 and a_size != b_size:
+            strides.append(1)
+        elif (st * a_size) % b_size:
+            raise RuntimeError(
+                f"self.stride({k}) must be divisible by {b_size // a_size} for all "
+                f"k < self.dim() - 1 {what}, but got {st}"
+            )
+        else:
+            strides.append(st * a_size // b_size)
     import ctypes
 
     src = self.detach()
-    addr, nbytes, offset, strides = _core._host_memory(src, True)
+    _core._host_memory(src, True)  # (counts as a write: the version moves on)
+    addr, nbytes = src._storage_info()
     memory = (ctypes.c_char * nbytes).from_address(addr)
     memory._owner = src  # the array (and the tensor over it) keeps the memory alive
-    arr = np.ndarray(
-        tuple(src.shape), np.dtype(old), buffer=memory, offset=offset, strides=tuple(strides)
-    )  # (offset and strides in bytes)
-    if a_size != b_size and arr.ndim and arr.shape[-1] == 1:
-        arr = np.lib.stride_tricks.as_strided(arr, strides=(*arr.strides[:-1], a_size))
-    return _shared(arr.view(np.dtype(name)))
+    whole = np.ndarray((nbytes // b_size,), np.dtype(name), buffer=memory)
+    try:
+        return _shared(whole)._as_strided_view(shape, strides, offset * a_size // b_size).detach()
+    except ValueError as e:
+        raise RuntimeError(f"view(dtype): {e}") from None
 
 
 def _view(self: Tensor, *shape: Any, dtype: Any = None) -> Tensor:

@@ -1663,8 +1663,9 @@ def _storage_offset(self: Tensor) -> int:
 
 
 def _data_ptr(self: Tensor) -> int:
-    """The address of the first entry (CPU tensors; 0 where the memory is not the host's)."""
-    if str(self.device) != "cpu":
+    """The address of the first entry (CPU tensors; 0 where the memory is not the host's,
+    and for a tensor with no elements, as PyTorch's)."""
+    if str(self.device) != "cpu" or self.numel() == 0:
         return 0
     return int(_core._host_memory(self)[0])
 

@@ -305,7 +305,7 @@ def install() -> None:
     alias("moveaxis", getattr(fg, "movedim", None))
     alias("swapdims", fg.transpose)
     alias("asarray", _asarray)
-    alias("ravel", lambda input: input.contiguous().reshape(-1))
+    alias("ravel", lambda input: input.ravel())
     alias("msort", lambda input: fg.sort(input, 0)[0])
     alias("positive", lambda input: input)
     alias("detach", lambda input: input.detach())

@@ -1845,6 +1845,13 @@ def take_along_axis(input: Tensor, indices: Any, axis: Any) -> Tensor:
         ) from None
 
 
+def _ravel(self: Tensor) -> Tensor:
+    """The elements as a 1-D tensor: a view of a contiguous tensor, else a new contiguous
+    copy (not a view of anything, as PyTorch's)."""
+    c = self.contiguous()
+    return c.reshape(-1) if c is self else c.reshape(-1)._forget_base()
+
+
 def _take_along_dim(x: Tensor, indices: Tensor, dim: Any) -> Tensor:
     if dim is None:
         return take(x, indices.reshape(-1))
@@ -1967,7 +1974,7 @@ def _install() -> None:
         "signbit": _signbit,
         "sgn": lambda self: self.sign(),
         "positive": lambda self: self,
-        "ravel": lambda self: self.contiguous().reshape(-1),  # (a copy when not contiguous)
+        "ravel": _ravel,
         "moveaxis": lambda self, source, destination: self.movedim(source, destination),
         "swapdims": lambda self, d0, d1: self.swapaxes(d0, d1),
         "take_along_dim": lambda self, indices, dim=None: _take_along_dim(self, indices, dim),

@@ -1,6 +1,6 @@
 """PyTorch names around indexing and complex views that programs (and PyTorch's own tests)
 use on real tensors: ``torch.index_put_``, ``index_reduce``, ``conj`` / ``real`` / ``imag``
-/ ``adjoint``, ``Tensor._base`` / ``_is_view``, and ``del t[i]`` raising as PyTorch's."""
+/ ``adjoint``, and ``del t[i]`` raising as PyTorch's."""
 
 from __future__ import annotations
 
@@ -145,17 +145,6 @@ def adjoint(input: Tensor) -> Tensor:
 
 def _delitem(self: Tensor, key: Any) -> None:
     raise TypeError("Tensor does not support deleting items")
-
-
-def _base(self: Tensor) -> Any:
-    """The tensor this one views (PyTorch's ``_base``): the engine does not record it, so
-    None."""
-    return None
-
-
-def _is_view(self: Tensor) -> bool:
-    """Whether this tensor records a base it views (see ``_base``)."""
-    return self._base is not None
 
 
 # ----------------------------------------------------------- creation and shape API
@@ -467,12 +456,11 @@ def install() -> None:
         "is_conj": lambda self: False,
         "is_neg": lambda self: False,
         "adjoint": adjoint,
-        "_is_view": _is_view,
     }
     for name, fn in methods.items():
         if name not in Tensor.__dict__:
             setattr(Tensor, name, fn)
-    for name, getter in (("real", real), ("imag", imag), ("_base", _base)):
+    for name, getter in (("real", real), ("imag", imag)):
         if name not in Tensor.__dict__:
             setattr(Tensor, name, property(getter))
     # (the engine's own slot raises NotImplementedError "can't delete item")

@@ -604,7 +604,7 @@ pub fn scalar(
 
 /// Whether `obj` is data `ferrograd.tensor` can read: a numpy array, a list or tuple, an
 /// object with `__array__` or `__array_interface__`, or one with the buffer protocol.
-fn is_data(obj: &Bound<'_, PyAny>) -> bool {
+pub(crate) fn is_data(obj: &Bound<'_, PyAny>) -> bool {
     obj.cast::<PyUntypedArray>().is_ok()
         || obj.is_instance_of::<PyList>()
         || obj.is_instance_of::<PyTuple>()

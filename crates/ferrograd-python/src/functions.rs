@@ -187,7 +187,7 @@ fn cross_entropy(
 fn reshape(x: &Bound<'_, PyAny>, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
     let t = arg("reshape", "x", x, None)?;
     let s = shape_args("reshape", "shape", shape)?;
-    t.reshape_infer(&s).py().map(PyTensor::from)
+    PyTensor::view_of(x, t.reshape_infer(&s).py()?)
 }
 
 #[pyfunction]
@@ -199,7 +199,7 @@ fn transpose(x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>) -> PyResult<PyTens
     } else {
         shape_args("transpose", "axes", axes)?
     };
-    transpose_impl(&t, &a)
+    transpose_impl(x, &t, &a)
 }
 
 #[pyfunction]
@@ -207,7 +207,7 @@ fn transpose(x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>) -> PyResult<PyTens
 fn permute(x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
     let t = arg("permute", "x", x, None)?;
     let a = shape_args("permute", "axes", axes)?;
-    t.permute(&a).py().map(PyTensor::from)
+    PyTensor::view_of(x, t.permute(&a).py()?)
 }
 
 #[pyfunction]
@@ -215,16 +215,14 @@ fn permute(x: &Bound<'_, PyAny>, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor
 fn broadcast_to(x: &Bound<'_, PyAny>, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
     let t = arg("broadcast_to", "x", x, None)?;
     let s = sizes_args("broadcast_to", "shape", shape)?;
-    t.broadcast_to(&s).py().map(PyTensor::from)
+    PyTensor::view_of(x, t.broadcast_to(&s).py()?)
 }
 
 #[pyfunction]
 fn expand_dims(x: &Bound<'_, PyAny>, axis: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
     let axis = axis_arg("expand_dims", "axis", axis)?;
-    arg("expand_dims", "x", x, None)?
-        .expand_dims(axis)
-        .py()
-        .map(PyTensor::from)
+    let out = arg("expand_dims", "x", x, None)?.expand_dims(axis).py()?;
+    PyTensor::view_of(x, out)
 }
 
 #[pyfunction]
@@ -232,7 +230,7 @@ fn expand_dims(x: &Bound<'_, PyAny>, axis: &Bound<'_, PyAny>) -> PyResult<PyTens
 fn squeeze(x: &Bound<'_, PyAny>, axis: Option<&Bound<'_, PyAny>>) -> PyResult<PyTensor> {
     let t = arg("squeeze", "x", x, None)?;
     let axes = axes_arg("squeeze", "axis", axis)?;
-    t.squeeze(axes.as_deref()).py().map(PyTensor::from)
+    PyTensor::view_of(x, t.squeeze(axes.as_deref()).py()?)
 }
 
 #[pyfunction]

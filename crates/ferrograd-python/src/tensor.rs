@@ -84,6 +84,11 @@ pub struct PyTensor {
     // as `inner`): while it lives and still stands for the tensor's gradient, `.grad` gives
     // that same object, as PyTorch's (`p.grad = t; loss.backward(); p.grad is t`).
     grad_obj: UnsafeCell<Option<Py<PyAny>>>,
+    // For a view made by a view op (reshape, slicing, transpose, ...): the Python tensor whose
+    // memory it views, followed to the root as PyTorch's `_base` (a view of a view records
+    // the first one's base). Held strongly, so the base lives as long as its views, as
+    // PyTorch's. GIL-guarded as `inner`; set once, when the view is made.
+    base: UnsafeCell<Option<Py<PyAny>>>,
 }
 
 // SAFETY: see `inner`: all access is serialised by the GIL; `Tensor` itself is Send + Sync.
@@ -94,6 +99,7 @@ impl From<Tensor> for PyTensor {
         PyTensor {
             inner: UnsafeCell::new(t),
             grad_obj: UnsafeCell::new(None),
+            base: UnsafeCell::new(None),
         }
     }
 }
@@ -178,6 +184,39 @@ impl PyTensor {
     }
     fn t(&self) -> Tensor {
         self.tensor()
+    }
+
+    /// The base recorded for this view, if it is one (see `base`).
+    fn base_obj(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        // SAFETY: the GIL is held (see `base`); the value is cloned out at once.
+        unsafe { (*self.base.get()).as_ref().map(|b| b.clone_ref(py)) }
+    }
+
+    /// `out`, the result of a view op on `src`, as a Python tensor that records `src` (or
+    /// the base `src` views) as its base when `out` is a view of `src`'s memory (a reshape
+    /// that had to copy records nothing). A view op that changed nothing and returned `src`
+    /// itself gives a new view of it instead, as PyTorch's (`x.view(x.shape)._base is x`).
+    pub(crate) fn view_of(src: &Bound<'_, PyAny>, out: Tensor) -> PyResult<PyTensor> {
+        let Ok(s) = src.cast::<PyTensor>() else {
+            return Ok(out.into());
+        };
+        let from = s.get().tensor();
+        let out = if from.same(&out) {
+            out.alias().py()?
+        } else {
+            out
+        };
+        let is_view = Arc::ptr_eq(from.storage(), out.storage()) && !from.same(&out);
+        let r = PyTensor::from(out);
+        if is_view {
+            let root = s
+                .get()
+                .base_obj(src.py())
+                .unwrap_or_else(|| src.clone().unbind());
+            // SAFETY: `r` is not yet shared; the GIL is held
+            unsafe { *r.base.get() = Some(root) };
+        }
+        Ok(r)
     }
     pub(crate) fn rebind(&self, t: Tensor) {
         // SAFETY: the GIL is held (see `inner`) and no reference into the cell exists now;
@@ -355,8 +394,45 @@ pub fn reduce_impl(
         .map(PyTensor::from)
 }
 
+/// Runs a binary operator's body, or gives `NotImplemented` when `other` is nothing a tensor
+/// operator can take (not a tensor, a Python number or array-like data), so that `other`'s
+/// reflected operator gets its turn (`t + obj` calls `obj.__radd__(t)`), as Python's
+/// protocol and PyTorch's tensors have it.
+fn operator(
+    py: Python<'_>,
+    other: &Bound<'_, PyAny>,
+    body: impl FnOnce() -> PyResult<PyTensor>,
+) -> PyResult<Py<PyAny>> {
+    let known = other.cast::<PyTensor>().is_ok()
+        || other.is_instance_of::<pyo3::types::PyInt>()
+        || other.is_instance_of::<PyFloat>()
+        || other.is_instance_of::<pyo3::types::PyComplex>()
+        || crate::convert::is_data(other);
+    if !known {
+        return Ok(py.NotImplemented());
+    }
+    Ok(Py::new(py, body()?)?.into_any())
+}
+
+/// The `-` operator refuses a bool operand beside a number or a tensor of another dtype (a
+/// Python bool included), as PyTorch's, with the words of the module function `sub`; two
+/// bool tensors reach the engine, which refuses them as its own op.
+fn no_bool_sub(x: &Tensor, other: &Bound<'_, PyAny>) -> PyResult<()> {
+    let other_bool = match other.cast::<PyTensor>() {
+        Ok(t) => t.get().tensor().dtype() == DType::Bool,
+        Err(_) => other.is_instance_of::<pyo3::types::PyBool>(),
+    };
+    if (x.dtype() == DType::Bool) == other_bool {
+        return Ok(());
+    }
+    Err(pyo3::exceptions::PyNotImplementedError::new_err(
+        "sub: subtraction with a bool tensor is not supported; to invert a mask use ~ or \
+         logical_not(), for the difference of two masks ^ or logical_xor()",
+    ))
+}
+
 /// `transpose()` reverses the axes; `transpose(a, b)` swaps two; `transpose(*perm)` permutes.
-pub fn transpose_impl(x: &Tensor, axes: &[isize]) -> PyResult<PyTensor> {
+pub fn transpose_impl(src: &Bound<'_, PyAny>, x: &Tensor, axes: &[isize]) -> PyResult<PyTensor> {
     let r = match axes.len() {
         0 => x.t(),
         // two axes swap, as PyTorch's transpose(dim0, dim1) (also on a matrix, where numpy's
@@ -364,7 +440,7 @@ pub fn transpose_impl(x: &Tensor, axes: &[isize]) -> PyResult<PyTensor> {
         2 => x.transpose(axes[0], axes[1]),
         _ => x.permute(axes),
     };
-    r.py().map(PyTensor::from)
+    PyTensor::view_of(src, r.py()?)
 }
 
 /// A parsed indexing expression: basic specs, where `None` adds axes (in output
@@ -624,6 +700,8 @@ fn broadcasts(from: &[usize], to: &[usize]) -> bool {
 pub struct PyTensorIter {
     tensor: Tensor,
     next: usize,
+    // the tensor iterated over: each row is a view of it
+    src: Py<PyAny>,
 }
 
 #[pymethods]
@@ -631,7 +709,7 @@ impl PyTensorIter {
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
     }
-    fn __next__(&mut self) -> PyResult<Option<PyTensor>> {
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyTensor>> {
         if self.next >= self.tensor.shape()[0] {
             return Ok(None);
         }
@@ -640,7 +718,7 @@ impl PyTensorIter {
             .slice(&[SliceSpec::Index(self.next as isize)])
             .py()?;
         self.next += 1;
-        Ok(Some(PyTensor::from(row)))
+        PyTensor::view_of(self.src.bind(py), row).map(Some)
     }
     fn __length_hint__(&self) -> usize {
         self.tensor.shape()[0].saturating_sub(self.next)
@@ -713,6 +791,24 @@ impl PyTensor {
             PyTuple::new(py, l.strides())?,
         )
             .into_pyobject(py)
+    }
+    /// `(address, nbytes)` of the whole buffer this tensor views (the address of its first
+    /// byte on the host, 0 for device memory or an empty buffer), for `untyped_storage()`.
+    fn _storage_info(&self) -> (usize, usize) {
+        let t = self.t();
+        let storage = t.storage();
+        let nbytes = storage.bytes();
+        if nbytes == 0 {
+            return (0, 0);
+        }
+        let addr = match &*storage.read() {
+            ferrograd::storage::StorageData::Cpu(c) => {
+                ferrograd::with_cpu_vec!(c, |v| v.as_ptr() as usize)
+            }
+            #[allow(unreachable_patterns)]
+            _ => 0,
+        };
+        (addr, nbytes)
     }
     /// `(shape, dtype name, device)`: what a traced function's cache key holds of a tensor.
     #[getter]
@@ -817,8 +913,50 @@ impl PyTensor {
 #[pymethods]
 impl PyTensor {
     #[getter(T)]
-    fn transposed(&self) -> PyResult<PyTensor> {
-        self.t().t().py().map(PyTensor::from)
+    fn transposed(slf: &Bound<'_, Self>) -> PyResult<PyTensor> {
+        let out = slf.get().t().t().py()?;
+        PyTensor::view_of(slf.as_any(), out)
+    }
+
+    /// Whether this tensor was made by a view op and shares the memory of its `_base`
+    /// (PyTorch's `_is_view()`; `detach()` and `view(dtype)` are not views there).
+    fn _is_view(&self) -> bool {
+        // SAFETY: the GIL is held (see `base`)
+        unsafe { (*self.base.get()).is_some() }
+    }
+
+    /// The tensor this view was made from, followed to the root as PyTorch's
+    /// (`a.view(4).t()._base is a`); None for a tensor that is not a view.
+    #[getter]
+    fn _base(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.base_obj(py)
+    }
+
+    /// Drops the record of the tensor this one views, and returns it: for a result an op
+    /// composes from a view of its own temporary (an advanced index reshaped), which
+    /// PyTorch makes as a new tensor, not a view.
+    fn _forget_base<'py>(slf: &Bound<'py, Self>) -> Bound<'py, Self> {
+        // SAFETY: the GIL is held (see `base`); the old value is dropped after the update
+        let old = unsafe { (*slf.get().base.get()).take() };
+        drop(old);
+        slf.clone()
+    }
+
+    fn __traverse__(
+        &self,
+        visit: pyo3::pyclass::PyVisit<'_>,
+    ) -> Result<(), pyo3::pyclass::PyTraverseError> {
+        // SAFETY: the collector runs with the GIL held and no access to `base` in progress
+        if let Some(b) = unsafe { &*self.base.get() } {
+            visit.call(b)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        // SAFETY: as in `__traverse__`; the old value is dropped after the cell is updated
+        let old = unsafe { (*self.base.get()).take() };
+        drop(old);
     }
 
     /// A numpy copy of the data.
@@ -864,12 +1002,16 @@ impl PyTensor {
             .ok_or_else(|| PyTypeError::new_err("len() of a 0-d tensor"))
     }
     /// Iterates over the first axis, yielding tensors (as numpy yields rows).
-    fn __iter__(&self) -> PyResult<PyTensorIter> {
-        let t = self.t();
+    fn __iter__(slf: &Bound<'_, Self>) -> PyResult<PyTensorIter> {
+        let t = slf.get().t();
         if t.ndim() == 0 {
             return Err(PyTypeError::new_err("iteration over a 0-d tensor"));
         }
-        Ok(PyTensorIter { tensor: t, next: 0 })
+        Ok(PyTensorIter {
+            tensor: t,
+            next: 0,
+            src: slf.clone().into_any().unbind(),
+        })
     }
     fn __float__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let v = item_of(py, "float", &self.t())?;
@@ -1025,73 +1167,85 @@ impl PyTensor {
     }
 
     #[pyo3(signature = (*shape))]
-    fn reshape(&self, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+    fn reshape(slf: &Bound<'_, Self>, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
         let s = shape_args("reshape", "shape", shape)?;
-        self.t().reshape_infer(&s).py().map(PyTensor::from)
+        let out = slf.get().t().reshape_infer(&s).py()?;
+        PyTensor::view_of(slf.as_any(), out)
     }
-    fn flatten(&self) -> PyResult<PyTensor> {
-        self.t()
-            .reshape(&[self.t().numel()])
-            .py()
-            .map(PyTensor::from)
+    fn flatten(slf: &Bound<'_, Self>) -> PyResult<PyTensor> {
+        let x = slf.get().t();
+        let out = x.reshape(&[x.numel()]).py()?;
+        PyTensor::view_of(slf.as_any(), out)
     }
     #[pyo3(signature = (*axes))]
-    fn transpose(&self, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+    fn transpose(slf: &Bound<'_, Self>, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
         let a = if axes.is_empty() {
             Vec::new()
         } else {
             shape_args("transpose", "axes", axes)?
         };
-        transpose_impl(&self.t(), &a)
+        transpose_impl(slf.as_any(), &slf.get().t(), &a)
     }
     /// The diagonal of the `(dim1, dim2)` planes as the last axis, a view (PyTorch's
     /// `diagonal`).
-    fn _diagonal_view(&self, offset: isize, dim1: isize, dim2: isize) -> PyResult<PyTensor> {
-        self.t()
-            .diagonal(offset, dim1, dim2)
-            .py()
-            .map(PyTensor::from)
+    fn _diagonal_view(
+        slf: &Bound<'_, Self>,
+        offset: isize,
+        dim1: isize,
+        dim2: isize,
+    ) -> PyResult<PyTensor> {
+        let out = slf.get().t().diagonal(offset, dim1, dim2).py()?;
+        PyTensor::view_of(slf.as_any(), out)
     }
     /// The windows of `size` elements `step` apart along `dim` as a new last axis, a view
     /// (PyTorch's `Tensor.unfold`).
-    fn _unfold_view(&self, dim: isize, size: usize, step: usize) -> PyResult<PyTensor> {
-        self.t()
-            .unfold_view(dim, size, step)
-            .py()
-            .map(PyTensor::from)
+    fn _unfold_view(
+        slf: &Bound<'_, Self>,
+        dim: isize,
+        size: usize,
+        step: usize,
+    ) -> PyResult<PyTensor> {
+        let out = slf.get().t().unfold_view(dim, size, step).py()?;
+        PyTensor::view_of(slf.as_any(), out)
     }
     /// The view of this tensor's buffer with `size`, `stride` and `storage_offset` (PyTorch's
     /// `as_strided`).
     #[pyo3(signature = (size, stride, storage_offset=None))]
     fn _as_strided_view(
-        &self,
+        slf: &Bound<'_, Self>,
         size: Vec<usize>,
         stride: Vec<isize>,
         storage_offset: Option<usize>,
     ) -> PyResult<PyTensor> {
-        self.t()
+        let out = slf
+            .get()
+            .t()
             .as_strided(&size, &stride, storage_offset)
-            .py()
-            .map(PyTensor::from)
+            .py()?;
+        PyTensor::view_of(slf.as_any(), out)
     }
     #[pyo3(signature = (*axes))]
-    fn permute(&self, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+    fn permute(slf: &Bound<'_, Self>, axes: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
         let a = shape_args("permute", "axes", axes)?;
-        self.t().permute(&a).py().map(PyTensor::from)
+        let out = slf.get().t().permute(&a).py()?;
+        PyTensor::view_of(slf.as_any(), out)
     }
-    fn expand_dims(&self, axis: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+    fn expand_dims(slf: &Bound<'_, Self>, axis: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let axis = axis_arg("expand_dims", "axis", axis)?;
-        self.t().expand_dims(axis).py().map(PyTensor::from)
+        let out = slf.get().t().expand_dims(axis).py()?;
+        PyTensor::view_of(slf.as_any(), out)
     }
     #[pyo3(signature = (axis=None))]
-    fn squeeze(&self, axis: Option<&Bound<'_, PyAny>>) -> PyResult<PyTensor> {
+    fn squeeze(slf: &Bound<'_, Self>, axis: Option<&Bound<'_, PyAny>>) -> PyResult<PyTensor> {
         let axes = axes_arg("squeeze", "axis", axis)?;
-        self.t().squeeze(axes.as_deref()).py().map(PyTensor::from)
+        let out = slf.get().t().squeeze(axes.as_deref()).py()?;
+        PyTensor::view_of(slf.as_any(), out)
     }
     #[pyo3(signature = (*shape))]
-    fn broadcast_to(&self, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
+    fn broadcast_to(slf: &Bound<'_, Self>, shape: &Bound<'_, PyTuple>) -> PyResult<PyTensor> {
         let s = sizes_args("broadcast_to", "shape", shape)?;
-        self.t().broadcast_to(&s).py().map(PyTensor::from)
+        let out = slf.get().t().broadcast_to(&s).py()?;
+        PyTensor::view_of(slf.as_any(), out)
     }
 
     #[pyo3(
@@ -1185,65 +1339,87 @@ impl PyTensor {
         binary(py, "matmul", &self.t(), other, "other", false, f)
     }
 
-    fn __add__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "add", &self.t(), o, "other", false, Tensor::add)
+    fn __add__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        operator(py, o, || {
+            binary(py, "add", &self.t(), o, "other", false, Tensor::add)
+        })
     }
-    fn __radd__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "add", &self.t(), o, "other", true, Tensor::add)
+    fn __radd__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        operator(py, o, || {
+            binary(py, "add", &self.t(), o, "other", true, Tensor::add)
+        })
     }
-    fn __sub__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "sub", &self.t(), o, "other", false, Tensor::sub)
+    fn __sub__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        operator(py, o, || {
+            let x = self.t();
+            no_bool_sub(&x, o)?;
+            binary(py, "sub", &x, o, "other", false, Tensor::sub)
+        })
     }
-    fn __rsub__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "sub", &self.t(), o, "other", true, Tensor::sub)
+    fn __rsub__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        operator(py, o, || {
+            let x = self.t();
+            no_bool_sub(&x, o)?;
+            binary(py, "sub", &x, o, "other", true, Tensor::sub)
+        })
     }
-    fn __mul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "mul", &self.t(), o, "other", false, Tensor::mul)
+    fn __mul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        operator(py, o, || {
+            binary(py, "mul", &self.t(), o, "other", false, Tensor::mul)
+        })
     }
-    fn __rmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "mul", &self.t(), o, "other", true, Tensor::mul)
+    fn __rmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        operator(py, o, || {
+            binary(py, "mul", &self.t(), o, "other", true, Tensor::mul)
+        })
     }
-    fn __truediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        true_div(py, &self.t(), o, false)
+    fn __truediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        operator(py, o, || true_div(py, &self.t(), o, false))
     }
-    fn __rtruediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        true_div(py, &self.t(), o, true)
+    fn __rtruediv__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        operator(py, o, || true_div(py, &self.t(), o, true))
     }
     fn __pow__(
         &self,
         py: Python<'_>,
         e: &Bound<'_, PyAny>,
         modulo: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyTensor> {
+    ) -> PyResult<Py<PyAny>> {
         if modulo.is_some_and(|m| !m.is_none()) {
             return Err(PyTypeError::new_err("pow: a modulus is not supported"));
         }
-        pow_impl(py, &self.t(), e, "other")
+        operator(py, e, || pow_impl(py, &self.t(), e, "other"))
     }
     fn __rpow__(
         &self,
         py: Python<'_>,
         b: &Bound<'_, PyAny>,
         modulo: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyTensor> {
+    ) -> PyResult<Py<PyAny>> {
         let _ = modulo;
-        let x = self.t();
-        if !x.dtype().is_float() && is_int(b) {
-            // an integer base to integer tensor powers stays integer, as PyTorch's
-            let base = arg("pow", "other", b, Some(&x))?;
-            if !base.dtype().is_float() {
-                return compute(py, x.numel(), || int_pow_tensor(&base, &x))
-                    .py()
-                    .map(PyTensor::from);
+        operator(py, b, || {
+            let x = self.t();
+            if !x.dtype().is_float() && is_int(b) {
+                // an integer base to integer tensor powers stays integer, as PyTorch's
+                let base = arg("pow", "other", b, Some(&x))?;
+                if !base.dtype().is_float() {
+                    return compute(py, x.numel(), || int_pow_tensor(&base, &x))
+                        .py()
+                        .map(PyTensor::from);
+                }
             }
-        }
-        binary(py, "pow", &x, b, "other", true, Tensor::pow)
+            binary(py, "pow", &x, b, "other", true, Tensor::pow)
+        })
     }
-    fn __matmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "matmul", &self.t(), o, "other", false, Tensor::matmul)
+    fn __matmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        operator(py, o, || {
+            binary(py, "matmul", &self.t(), o, "other", false, Tensor::matmul)
+        })
     }
-    fn __rmatmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        binary(py, "matmul", &self.t(), o, "other", true, Tensor::matmul)
+    fn __rmatmul__(&self, py: Python<'_>, o: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        operator(py, o, || {
+            binary(py, "matmul", &self.t(), o, "other", true, Tensor::matmul)
+        })
     }
     fn __neg__(&self, py: Python<'_>) -> PyResult<PyTensor> {
         unary(py, &self.t(), Tensor::neg)
@@ -1259,7 +1435,7 @@ impl PyTensor {
         py: Python<'_>,
         o: &Bound<'_, PyAny>,
         op: CompareOp,
-    ) -> PyResult<PyTensor> {
+    ) -> PyResult<Py<PyAny>> {
         let (name, f): (&str, Binary) = match op {
             CompareOp::Eq => ("equal", Tensor::eq),
             CompareOp::Ne => ("not_equal", Tensor::ne),
@@ -1268,10 +1444,11 @@ impl PyTensor {
             CompareOp::Gt => ("greater", Tensor::gt),
             CompareOp::Ge => ("greater_equal", Tensor::ge),
         };
-        binary(py, name, &self.t(), o, "other", false, f)
+        operator(py, o, || binary(py, name, &self.t(), o, "other", false, f))
     }
-    fn __getitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        getitem(&self.t(), key).map(PyTensor::from)
+    fn __getitem__(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        let out = getitem(&slf.get().t(), key)?;
+        PyTensor::view_of(slf.as_any(), out)
     }
 
     /// `x[key] = value`, in place (basic indexing). Differentiable in `x` and `value` while

@@ -57,9 +57,10 @@ impl Family for MovementOp {
                         ),
                     ));
                 }
-                match x
-                    .layout()
-                    .reshape(shape)
+                // the same shape keeps the layout as it is (strides of size-1 axes included)
+                let same = (shape.as_slice() == x.shape()).then(|| x.layout().clone());
+                match same
+                    .or_else(|| x.layout().reshape(shape))
                     .or_else(|| unit_axes_view(x.layout(), shape))
                 {
                     Some(l) => x.view(l),
@@ -519,6 +520,16 @@ impl Tensor {
             return Ok(self.clone());
         }
         apply1(&Op::Movement(MovementOp::Reshape(shape.to_vec())), &[self])
+    }
+
+    /// A new view of the whole of this tensor, with its shape (recorded as a reshape, so
+    /// gradients flow through it): what a view op that changes nothing gives, as PyTorch's
+    /// `x.view(x.shape)` is a new tensor viewing `x`.
+    pub fn alias(&self) -> Result<Tensor> {
+        apply1(
+            &Op::Movement(MovementOp::Reshape(self.shape().to_vec())),
+            &[self],
+        )
     }
 
     /// [`Tensor::reshape`] where one entry may be `-1` (inferred).
