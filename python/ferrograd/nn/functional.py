@@ -359,13 +359,14 @@ def layer_norm(
             isinstance(t, Tensor) and t.dtype == x.dtype and str(t.device) == dev for t in affine
         ):
             cols = rows.shape[-1]
+            # (a reshape that changes nothing is still a recorded view: skipped)
             w = (
-                weight.reshape(cols)
+                (weight if weight.shape == (cols,) else weight.reshape(cols))
                 if weight is not None
                 else _core.ones(cols, dtype=x.dtype, device=x.device)
             )
             b = (
-                bias.reshape(cols)
+                (bias if bias.shape == (cols,) else bias.reshape(cols))
                 if bias is not None
                 else _core.zeros(cols, dtype=x.dtype, device=x.device)
             )
