@@ -501,13 +501,93 @@ def gradgradcheck(
 # ------------------------------------------------------------------------------ torch.func
 
 
+class FuncTransformError(ValueError, RuntimeError):
+    """Bad arguments to a ``torch.func`` transform: PyTorch raises RuntimeError, earlier
+    ferrograd ValueError, so it is both."""
+
+
+# How many differentiating transforms are running: a transform nested in another keeps the
+# graph of its results (the enclosing one differentiates through them).
+_depth = [0]
+
+
+@contextlib.contextmanager
+def _level() -> Iterator[None]:
+    _depth[0] += 1
+    try:
+        yield
+    finally:
+        _depth[0] -= 1
+
+
+def _reaches_outside(t: Tensor, own: list[Tensor], seen: set) -> bool:
+    """Whether the recorded graph of ``t`` reaches a leaf other than ``own`` (the fresh
+    leaves of the transform): a requires-grad input or a captured parameter that the
+    enclosing computation may differentiate. ``seen``: nodes already known not to."""
+    if not t.requires_grad:
+        return False
+    fn = t.grad_fn
+    if fn is None:
+        return not any(t is o for o in own)
+    stack = [fn._node]
+    visited: list = []
+    while stack:
+        node = stack.pop()
+        key = node.id()
+        if key in seen:
+            continue
+        seen.add(key)
+        visited.append(key)
+        if node.is_leaf():
+            if not any(node.is_variable(o) for o in own):
+                for k in visited:  # (not fully explored: forget them)
+                    seen.discard(k)
+                return True
+            continue
+        for i in node.inputs():
+            if i is not None:
+                stack.append(i[0])
+    return False
+
+
+def _plain(tree: Any, own: list[Tensor]) -> Any:
+    """A transform's results as PyTorch's: detached unless an enclosing transform is
+    running or their graph reaches tensors outside the transform (so ``w = w - lr *
+    grad(f)(w)`` loops do not grow a graph, while nested transforms and gradients to
+    requires-grad inputs still work)."""
+    if _depth[0] > 0:
+        return tree
+    seen: set = set()
+    return _rebuild(
+        tree, iter([t if _reaches_outside(t, own, seen) else t.detach() for t in _leaves(tree)])
+    )
+
+
 def _argnums(op: str, argnums: Any, n: int) -> tuple[bool, tuple[int, ...]]:
-    if isinstance(argnums, int):
-        if not -n <= argnums < n:
-            raise ValueError(f"{op}: argnums {argnums} is out of range for {n} arguments")
-        return False, (argnums % n,)
-    nums = tuple(int(a) % n for a in argnums)
-    return True, nums
+    def one(a: Any) -> int:
+        if not isinstance(a, int) or isinstance(a, bool):
+            raise FuncTransformError(
+                f"{op}: argnums must be int or Tuple[int, ...], got: {type(a).__name__}"
+            )
+        if not -n <= a < n:
+            raise FuncTransformError(
+                f"{op}: Got argnum={a}, but only {n} positional inputs (argnums {a} is out of "
+                f"range for {n} arguments)"
+            )
+        return a % n
+
+    if isinstance(argnums, tuple):
+        if not argnums:
+            raise FuncTransformError(f"{op}: argnums must be non-empty")
+        nums = tuple(one(a) for a in argnums)
+        if len(set(nums)) != len(nums):
+            raise FuncTransformError(f"{op}: argnums elements must be unique, got {argnums}")
+        return True, nums
+    if not isinstance(argnums, int) or isinstance(argnums, bool):
+        raise FuncTransformError(
+            f"{op}: argnums must be int or Tuple[int, ...], got: {type(argnums).__name__}"
+        )
+    return False, (one(argnums),)
 
 
 def _leaves(tree: Any) -> list[Tensor]:
@@ -521,7 +601,7 @@ def _leaves(tree: Any) -> list[Tensor]:
     return []
 
 
-def _rebuild(tree: Any, leaves: Iterator[Tensor]) -> Any:
+def _rebuild(tree: Any, leaves: Iterator[Any]) -> Any:
     """``tree`` with its tensors replaced, in order, by ``leaves``."""
     if isinstance(tree, Tensor):
         return next(leaves)
@@ -533,45 +613,87 @@ def _rebuild(tree: Any, leaves: Iterator[Tensor]) -> Any:
     return tree
 
 
+def _non_tensor_leaf(tree: Any) -> Any:
+    """The first leaf of a pytree that is not a tensor (``_MISSING`` when all are)."""
+    if isinstance(tree, Tensor):
+        return _MISSING
+    if isinstance(tree, dict):
+        tree = list(tree.values())
+    if isinstance(tree, (list, tuple)):
+        for v in tree:
+            bad = _non_tensor_leaf(v)
+            if bad is not _MISSING:
+                return bad
+        return _MISSING
+    return tree
+
+
+def _check_tensors(op: str, what: str, tree: Any) -> None:
+    bad = _non_tensor_leaf(tree)
+    if bad is not _MISSING:
+        raise FuncTransformError(
+            f"{op}: Expected tensors, got unsupported type {type(bad)} (every leaf of {what} "
+            "must be a Tensor)"
+        )
+
+
 def _tracked(t: Tensor) -> Tensor:
     # a new node on the tape (gradients of enclosing transforms still flow through)
     return t * 1 if t.requires_grad else t.detach().requires_grad_(True)
 
 
+def _track_args(op: str, args: tuple, nums: tuple) -> tuple[list, list[list[Tensor]]]:
+    """``args`` with the tensors of the arguments ``nums`` replaced by fresh tracked ones."""
+    out = list(args)
+    groups: list[list[Tensor]] = []
+    for i in nums:
+        found = [_tracked(t) for t in _leaves(out[i])]
+        if not found:
+            raise TypeError(
+                f"{op}: argument {i} must be a Tensor or a dict/list/tuple of Tensors, got "
+                f"{type(out[i]).__name__}"
+            )
+        groups.append(found)
+        out[i] = _rebuild(out[i], iter(found))
+    return out, groups
+
+
+def _split_aux(op: str, out: Any, has_aux: bool) -> tuple[Any, Any]:
+    if not has_aux:
+        return out, None
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise FuncTransformError(
+            f"{op}: output of function with has_aux=True must be a tuple (output, aux)"
+        )
+    _check_tensors(op, "aux", out[1])
+    return out[0], out[1]
+
+
 def grad_and_value(func: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
     """``torch.func.grad_and_value``: a function returning ``(gradient, value)`` of ``func``
     (which returns one element, or ``(element, aux)`` with ``has_aux``) with respect to the
-    arguments ``argnums``."""
+    arguments ``argnums`` (each a tensor or a dict/list/tuple of them)."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         many, nums = _argnums("grad", argnums, len(args))
-        args = list(args)
-        leaves: list[list[Tensor]] = []
-        for i in nums:
-            found = [_tracked(t) for t in _leaves(args[i])]
-            if not found:
-                raise TypeError(
-                    f"grad: argument {i} must be a Tensor or a dict/list/tuple of Tensors, got "
-                    f"{type(args[i]).__name__}"
+        with _level():
+            full, groups = _track_args("grad", args, nums)
+            out, aux = _split_aux("grad", func(*full, **kwargs), has_aux)
+            if not isinstance(out, Tensor) or out.numel() != 1:
+                raise RuntimeError(
+                    "grad: the function must return a single-element tensor, got "
+                    + (
+                        f"shape {list(out.shape)}"
+                        if isinstance(out, Tensor)
+                        else type(out).__name__
+                    )
                 )
-            leaves.append(found)
-            args[i] = _rebuild(args[i], iter(found))
-        out = func(*args, **kwargs)
-        aux = None
-        if has_aux:
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise RuntimeError("grad: with has_aux=True the function must return (output, aux)")
-            out, aux = out
-        if not isinstance(out, Tensor) or out.numel() != 1:
-            raise RuntimeError(
-                "grad: the function must return a single-element tensor, got "
-                + (f"shape {list(out.shape)}" if isinstance(out, Tensor) else type(out).__name__)
-            )
-        flat = tuple(t for group in leaves for t in group)
-        gs = iter(_grads((out,), flat, (_core.ones_like(out),), True))
-        per_arg = tuple(_rebuild(args[i], gs) for i in nums)
+            own = [t for group in groups for t in group]
+            gs = iter(_grads((out,), tuple(own), (_core.ones_like(out),), True))
+            per_arg = tuple(_rebuild(full[i], gs) for i in nums)
         g = per_arg if many else per_arg[0]
-        return (g, (out, aux)) if has_aux else (g, out)
+        res = (g, (out, aux)) if has_aux else (g, out)
+        return _plain(res, own)
 
     return wrapper
 
@@ -589,107 +711,205 @@ def grad(func: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
 
 
 def func_vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple:
-    """``torch.func.vjp``: ``(func(*primals), vjp_fn)`` where ``vjp_fn(cotangents)`` returns
-    one gradient per primal (``(output, vjp_fn, aux)`` with ``has_aux``)."""
-    xs = tuple(t * 1 if t.requires_grad else t.detach().requires_grad_(True) for t in primals)
-    out = func(*xs)
-    aux = None
-    if has_aux:
-        out, aux = out
-    _out_tuple, ys = _tuple("vjp", "the function's output", out)
+    """``torch.func.vjp``: ``(func(*primals), vjp_fn)`` where ``vjp_fn(cotangents)`` (shaped
+    as the output: a tensor or a dict/list/tuple of them) returns a tuple with one gradient
+    per primal, shaped as that primal (``(output, vjp_fn, aux)`` with ``has_aux``)."""
+    with _level():
+        full, groups = _track_args("vjp", primals, tuple(range(len(primals))))
+        out, aux = _split_aux("vjp", func(*full), has_aux)
+    _check_tensors("vjp", "the function's output", out)
+    own = [t for group in groups for t in group]
+    ys = tuple(_leaves(out))
 
     def vjp_fn(*cotangents: Any) -> tuple:
-        cs = (
-            cotangents[0]
-            if len(cotangents) == 1 and isinstance(cotangents[0], tuple)
-            else cotangents
+        ct = cotangents[0] if len(cotangents) == 1 else cotangents
+        cs = tuple(_leaves(ct))
+        if len(cs) != len(ys) or _non_tensor_leaf(ct) is not _MISSING:
+            raise FuncTransformError(
+                f"vjp: Expected pytree structure of cotangents to be the same as pytree "
+                f"structure of outputs to the function: expected {len(ys)} tensors, got "
+                f"{len(cs)}"
+            )
+        for y, c in zip(ys, cs):
+            if tuple(y.shape) != tuple(c.shape):
+                raise FuncTransformError(
+                    f"vjp: Mismatch in shape: an output has shape {list(y.shape)} but its "
+                    f"cotangent has shape {list(c.shape)}"
+                )
+        with _level():
+            gs = iter(_grads(ys, tuple(own), cs, True))
+            res = tuple(_rebuild(full[i], gs) for i in range(len(primals)))
+        return _plain(res, own)
+
+    out_plain = _plain(out, own)
+    return (out_plain, vjp_fn, _plain(aux, own)) if has_aux else (out_plain, vjp_fn)
+
+
+def func_jvp(
+    func: Callable, primals: Any, tangents: Any, *, strict: bool = False, has_aux: bool = False
+) -> tuple:
+    """``torch.func.jvp``: ``(func(*primals), J tangents)``; ``primals`` a tuple of
+    arguments (tensors or dicts/lists/tuples of them), ``tangents`` shaped as it."""
+    if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
+        raise FuncTransformError(
+            "jvp(f, primals, tangents): Expected primals and tangents to be tuples, got "
+            f"{type(primals).__name__} and {type(tangents).__name__}"
         )
-        cs = tuple(cs)
-        if len(cs) != len(ys):
-            raise ValueError(f"vjp: expected {len(ys)} cotangents, got {len(cs)}")
-        return _grads(ys, xs, cs, True)
+    pl, tl = _leaves(primals), _leaves(tangents)
+    if len(pl) != len(tl) or any(tuple(p.shape) != tuple(t.shape) for p, t in zip(pl, tl)):
+        raise FuncTransformError(
+            "jvp(f, primals, tangents): Expected primals and tangents to have the same python "
+            f"structure and shapes ({len(pl)} primal tensors, {len(tl)} tangents)"
+        )
+    with _level():
+        full, groups = _track_args("jvp", primals, tuple(range(len(primals))))
+        out, aux = _split_aux("jvp", func(*full), has_aux)
+        _check_tensors("jvp", "the function's output", out)
+        xs = tuple(t for group in groups for t in group)
+        ys = tuple(_leaves(out))
+        us = tuple(_core.zeros_like(y).requires_grad_(True) for y in ys)
+        gx = _grads(ys, xs, us, True)  # u^T J, linear in u: its derivative along t is J t
+        jv = _grads(gx, us, tuple(tl), True)
+    own = [*xs, *us]
+    res = (_plain(out, own), _plain(_rebuild(out, iter(jv)), own))
+    return (*res, _plain(aux, own)) if has_aux else res
 
-    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+def linearize(func: Callable, *primals: Any) -> tuple:
+    """``torch.func.linearize``: ``(func(*primals), jvp_fn)`` where ``jvp_fn(*tangents)`` is
+    the Jacobian-vector product at ``primals`` (recomputed per call)."""
+    value = func_jvp(func, primals, _rebuild(primals, iter(_zeros_for(primals))))[0]
+
+    def jvp_fn(*tangents: Any) -> Any:
+        return func_jvp(func, primals, tangents)[1]
+
+    return value, jvp_fn
 
 
-def func_jvp(func: Callable, primals: Any, tangents: Any, *, has_aux: bool = False) -> tuple:
-    """``torch.func.jvp``: ``(func(*primals), J tangents)``."""
-    ps, ts = tuple(primals), tuple(tangents)
-    if len(ps) != len(ts):
-        raise ValueError(f"jvp: {len(ps)} primals but {len(ts)} tangents")
-    aux_box: list = []
+def _zeros_for(tree: Any) -> list[Tensor]:
+    return [_core.zeros_like(t) for t in _leaves(tree)]
 
-    def f(*a: Tensor) -> Any:
-        out = func(*a)
-        if has_aux:
-            out, aux = out
-            aux_box.append(aux)
-        return out
 
-    out, jv = jvp(f, ps, ts, create_graph=True)
-    return (out, jv, aux_box[0]) if has_aux else (out, jv)
+def _jac_blocks(ys: tuple, xs: tuple) -> list[list[Tensor]]:
+    """``[output][input]`` Jacobian blocks (``y.shape + x.shape``), one backward per output
+    element, with a graph."""
+    blocks = []
+    for y in ys:
+        n = y.numel()
+        rows: list[list[Tensor]] = [[] for _ in xs]
+        for i in range(n):
+            seed = np.zeros(n, dtype=np.float64)
+            seed[i] = 1.0
+            gs = _grads((y,), xs, (_from_numpy(seed.reshape(y.shape), y),), True)
+            for k, g in enumerate(gs):
+                rows[k].append(g)
+        per_in = []
+        for k, x in enumerate(xs):
+            if n:
+                per_in.append(_core.stack(rows[k], 0).reshape(*y.shape, *x.shape))
+            else:
+                per_in.append(
+                    _core.zeros((*y.shape, *x.shape), dtype=x.dtype.name, device=x.device)
+                )
+        blocks.append(per_in)
+    return blocks
 
 
 def jacrev(
     func: Callable, argnums: Any = 0, *, has_aux: bool = False, chunk_size: Any = None
 ) -> Callable:
     """``torch.func.jacrev``: the Jacobian function of ``func`` with respect to the
-    arguments ``argnums`` (output shape + argument shape)."""
+    arguments ``argnums``: for each output tensor (the output a tensor or a dict/list/tuple
+    of them), the argument's structure of ``output.shape + tensor.shape`` blocks (a tuple of
+    those with a tuple ``argnums``)."""
+    op = "jacrev"
 
-    def wrapper(*args: Any) -> Any:
-        many, nums = _argnums("jacrev", argnums, len(args))
-        aux_box: list = []
-
-        def f(*xs: Tensor) -> Any:
-            full = list(args)
-            for i, x in zip(nums, xs):
-                full[i] = x
-            out = func(*full)
-            if has_aux:
-                out, aux = out
-                aux_box.append(aux)
-            return out
-
-        chosen = tuple(args[i] for i in nums)
-        j = jacobian(f, chosen if many else chosen[0], create_graph=True)
-        return (j, aux_box[0]) if has_aux else j
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        many, nums = _argnums(op, argnums, len(args))
+        with _level():
+            full, groups = _track_args(op, args, nums)
+            out, aux = _split_aux(op, func(*full, **kwargs), has_aux)
+            _check_tensors(op, "the function's output", out)
+            own = [t for group in groups for t in group]
+            blocks = _jac_blocks(tuple(_leaves(out)), tuple(own))
+            per_out = []
+            for row in blocks:
+                it = iter(row)
+                per_arg = tuple(_rebuild(full[i], it) for i in nums)
+                per_out.append(per_arg if many else per_arg[0])
+            jac = _rebuild(out, iter(per_out))
+        res = (jac, aux) if has_aux else jac
+        return _plain(res, own)
 
     return wrapper
 
 
-jacfwd = jacrev
+def jacfwd(
+    func: Callable, argnums: Any = 0, has_aux: bool = False, *, randomness: str = "error"
+) -> Callable:
+    """``torch.func.jacfwd``: the same Jacobian as :func:`jacrev` (computed in reverse
+    mode; the values are equal)."""
+    if randomness not in ("error", "different", "same"):
+        raise FuncTransformError(
+            "jacfwd: Only allowed values for randomness are 'error', 'different', or 'same'. "
+            f"Got {randomness}"
+        )
+    return jacrev(func, argnums, has_aux=has_aux)
 
 
 def func_hessian(func: Callable, argnums: Any = 0) -> Callable:
     """``torch.func.hessian``: the Hessian function of ``func`` (one-element output)."""
-    return jacrev(jacrev(func, argnums), argnums)
+    return jacfwd(jacrev(func, argnums), argnums)
 
 
-def _slice(x: Any, dim: Any, i: int) -> Any:
-    if dim is None:
-        return x
-    return _rebuild(x, iter([t.select(dim, i) for t in _leaves(x)]))
+def _leaf_dims(op: str, arg: Any, d: Any) -> list:
+    """The mapped axis of each tensor of ``arg`` (``d``: an int or None for all of them, or
+    a structure matching ``arg``'s), normalized and checked against each tensor's rank."""
+    if d is None:
+        return [None] * len(_leaves(arg))
+    if isinstance(d, int) and not isinstance(d, bool):
+        if not isinstance(arg, (Tensor, tuple, list, dict)):
+            raise ValueError(  # noqa: TRY004 (PyTorch's type)
+                f"{op}: Got in_dim={d} for an input but the input is of type {type(arg)}. We "
+                "cannot vmap over non-Tensor arguments, please use None as the respective "
+                "in_dim"
+            )
+        out = []
+        for t in _leaves(arg):
+            if not -max(t.ndim, 1) <= d < max(t.ndim, 1) or t.ndim == 0:
+                raise ValueError(
+                    f"{op}: Got in_dim={d} for some input, but that input is a Tensor of "
+                    f"dimensionality {t.ndim} so expected in_dim to satisfy "
+                    f"-{t.ndim} <= in_dim < {t.ndim}."
+                )
+            out.append(d % t.ndim)
+        return out
+    if isinstance(d, (tuple, list)) and isinstance(arg, (tuple, list)) and len(d) == len(arg):
+        return [x for a, dd in zip(arg, d) for x in _leaf_dims(op, a, dd)]
+    if isinstance(d, dict) and isinstance(arg, dict) and set(d) == set(arg):
+        return [x for k in arg for x in _leaf_dims(op, arg[k], d[k])]
+    raise ValueError(
+        f"{op}: in_dims is not compatible with the structure of its input: got in_dims {d!r} "
+        f"for an input of type {type(arg).__name__}"
+    )
 
 
-def _batch_size(args: tuple, in_dims: tuple) -> int:
-    sizes = {t.shape[d] for a, d in zip(args, in_dims) if d is not None for t in _leaves(a)}
-    if len(sizes) != 1:
-        raise ValueError(f"vmap: the mapped axes must all have one size, got {sorted(sizes)}")
-    return sizes.pop()
+def _out_dims(od: Any, out: Any) -> list:
+    """The output axis of each tensor of ``out`` (``od`` as :func:`_leaf_dims`'s)."""
+    if od is None or (isinstance(od, int) and not isinstance(od, bool)):
+        return [od] * len(_leaves(out))
+    if isinstance(od, (tuple, list)) and isinstance(out, (tuple, list)) and len(od) == len(out):
+        return [x for o, d in zip(out, od) for x in _out_dims(d, o)]
+    if isinstance(od, dict) and isinstance(out, dict) and set(od) == set(out):
+        return [x for k in out for x in _out_dims(od[k], out[k])]
+    raise ValueError(
+        f"vmap: out_dims is not compatible with the structure of the outputs: got out_dims "
+        f"{od!r} for an output of type {type(out).__name__}"
+    )
 
 
-def _stack_tree(outs: list, out_dims: Any) -> Any:
-    first = outs[0]
-    if isinstance(first, Tensor):
-        return _core.stack(outs, out_dims if isinstance(out_dims, int) else 0)
-    if isinstance(first, (tuple, list)):
-        dims = out_dims if isinstance(out_dims, (tuple, list)) else [out_dims] * len(first)
-        return type(first)(_stack_tree([o[k] for o in outs], dims[k]) for k in range(len(first)))
-    if isinstance(first, dict):
-        return {k: _stack_tree([o[k] for o in outs], out_dims) for k in first}
-    if isinstance(first, (int, float)):
-        return _core.stack([_from_numpy(np.asarray(o, np.float64), _core.zeros(())) for o in outs])
-    raise TypeError(f"vmap: cannot stack outputs of type {type(first).__name__}")
+class _VmapRandomnessError(RuntimeError):
+    pass
 
 
 def vmap(
@@ -701,19 +921,152 @@ def vmap(
     chunk_size: Any = None,
 ) -> Callable:
     """``torch.func.vmap``: ``func`` mapped over axis ``in_dims`` of its arguments (an int
-    for all, or one entry per argument, ``None`` for an unmapped one), the results stacked
-    along ``out_dims``. Runs ``func`` once per slice (correct for any function, including
-    ``grad`` inside it; not vectorized)."""
+    for all, or one entry per argument, ``None`` for an unmapped one, nested as the argument
+    for a dict/list/tuple one), the results stacked along ``out_dims`` (``None``: an output
+    that is the same for every sample, returned once). Keyword arguments pass through
+    unmapped. Runs ``func`` once per slice (correct for any function, including ``grad``
+    inside it; not vectorized). ``randomness``: ``"error"`` (random ops inside raise),
+    ``"different"`` (each sample draws its own) or ``"same"`` (every sample draws the same
+    values). An in-place write into an unmapped input raises (each sample would write into
+    it)."""
+    op = "vmap"
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(
+            "vmap: Only allowed values for randomness are 'error', 'different', or 'same'. "
+            f"Got {randomness}"
+        )
 
-    def wrapper(*args: Any) -> Any:
-        dims = tuple(in_dims) if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
-        if len(dims) != len(args):
-            raise ValueError(f"vmap: in_dims has {len(dims)} entries for {len(args)} arguments")
-        n = _batch_size(args, dims)
-        outs = [func(*(_slice(a, d, i) for a, d in zip(args, dims))) for i in range(n)]
-        return _stack_tree(outs, out_dims)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from . import random as _random
+
+        if isinstance(in_dims, (tuple, list)):
+            if len(in_dims) != len(args):
+                raise ValueError(
+                    f"{op}: in_dims is not compatible with the structure of `inputs`: in_dims "
+                    f"has {len(in_dims)} entries for {len(args)} positional arguments"
+                )
+            dims = [x for a, d in zip(args, in_dims) for x in _leaf_dims(op, a, d)]
+        elif in_dims is None or (isinstance(in_dims, int) and not isinstance(in_dims, bool)):
+            dims = [x for a in args for x in _leaf_dims(op, a, in_dims)]
+        else:
+            raise ValueError(
+                f"{op}: expected in_dims to be int or a (potentially nested) tuple matching "
+                f"the structure of inputs, got: {type(in_dims).__name__}"
+            )
+        leaves = _leaves(args)
+        sizes = {t.shape[d] for t, d in zip(leaves, dims) if d is not None}
+        if not sizes:
+            raise ValueError(
+                f"{op}: at least one input must be batched (all in_dims are None or no input "
+                "is a Tensor)"
+            )
+        if len(sizes) != 1:
+            raise ValueError(
+                f"{op}: Expected all tensors to have the same size in the mapped dimension, "
+                f"got sizes {sorted(sizes)} for the mapped dimension"
+            )
+        n = sizes.pop()
+        unmapped = [t for t, d in zip(leaves, dims) if d is None]
+        versions = [t._version for t in unmapped]
+
+        def call(i: int | None) -> Any:
+            if i is None:  # a batch of 0: one call on zeros shaped as a sample
+                sl = [
+                    t
+                    if d is None
+                    else _core.zeros(
+                        tuple(s for j, s in enumerate(t.shape) if j != d),
+                        dtype=t.dtype.name,
+                        device=t.device,
+                    )
+                    for t, d in zip(leaves, dims)
+                ]
+            else:
+                sl = [t if d is None else t.select(d, i) for t, d in zip(leaves, dims)]
+            out = func(*_rebuild(args, iter(sl)), **kwargs)
+            for t, v in zip(unmapped, versions):
+                if t._version != v:
+                    raise RuntimeError(
+                        f"{op}: an in-place operation wrote into an input that is not mapped "
+                        f"(in_dim None, shape {list(t.shape)}): every sample would write its "
+                        "own result into it; map that input too, or write into a copy"
+                    )
+            return out
+
+        state = _random.get_rng_state() if randomness != "different" else None
+        if n == 0:
+            outs = [call(None)]
+        else:
+            outs = []
+            for i in range(n):
+                if randomness == "same":
+                    _random.set_rng_state(state)
+                outs.append(call(i))
+        if randomness == "error" and _random.get_rng_state() != state:
+            raise _VmapRandomnessError(
+                f"{op}: called random operation while in randomness error mode. Please either "
+                "use the 'same' or 'different' randomness flags on vmap or perform the "
+                "randomness operation out of vmap"
+            )
+        first = outs[0]
+        bad = _non_tensor_leaf(first)
+        if bad is not _MISSING:
+            raise ValueError(
+                f"{op}: the function must only return Tensors, got type {type(bad)}. Did you "
+                "mean to set out_dims= to None for output?"
+            )
+        ods = _out_dims(out_dims, first)
+        per_sample = [_leaves(o) for o in outs]
+        stacked = []
+        for k, od in enumerate(ods):
+            items = [p[k] for p in per_sample]
+            if od is None:
+                if any(not bool((x == items[0]).all()) for x in items[1:]):
+                    raise ValueError(
+                        f"{op}: out_dims is None for output {k}, but it differs between "
+                        "samples (it is batched)"
+                    )
+                stacked.append(items[0])
+                continue
+            rank = items[0].ndim + 1
+            if not -rank <= od < rank:
+                raise ValueError(
+                    f"{op}: Dimension out of range: out_dims={od} for an output of rank {rank - 1}"
+                )
+            s = _core.stack(items, od % rank)
+            stacked.append(s.narrow(od % rank, 0, 0) if n == 0 else s)
+        return _rebuild(first, iter(stacked))
 
     return wrapper
+
+
+def stack_module_state(models: Any) -> tuple[dict, dict]:
+    """``torch.func.stack_module_state``: the parameters and buffers of same-class
+    ``models`` stacked along a new first axis, as ``(params, buffers)`` dicts by name (the
+    stacked parameters are new leaves that require grad as the originals do), for
+    :func:`vmap` over :func:`functional_call` (model ensembling)."""
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if len({m.training for m in models}) != 1:
+        raise RuntimeError(
+            "stack_module_state: Expected all models to have the same training/eval mode."
+        )
+    if len({type(m) for m in models}) != 1:
+        raise RuntimeError(
+            "stack_module_state: Expected all models to be of the same class, got "
+            f"{sorted({type(m).__name__ for m in models})}"
+        )
+
+    def stack(get: Callable, grad: bool) -> dict:
+        per = [dict(get(m)) for m in models]
+        out = {}
+        for name, first in per[0].items():
+            st = _core.stack([p[name].detach() for p in per], 0)
+            out[name] = st.requires_grad_(bool(first.requires_grad)) if grad else st
+        return out
+
+    return stack(lambda m: m.named_parameters(), True), stack(lambda m: m.named_buffers(), False)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,236 @@
+"""torch.func / torch.autograd.functional behaviour ported from PyTorch's own tests: results
+detached unless an enclosing computation differentiates them, pytree arguments and outputs,
+vmap's options and errors, functional_call with tied weights (float64, against PyTorch)."""
+
+from __future__ import annotations
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(0)
+A = RNG.standard_normal(3)
+B = RNG.standard_normal(3)
+M = RNG.standard_normal((8, 4))
+
+
+def F(a, **kw):
+    return fg.tensor(np.asarray(a, np.float64), **kw)
+
+
+def T(a, **kw):
+    return torch.tensor(np.asarray(a, np.float64), **kw)
+
+
+def _same(a, b):
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b)
+        for k in a:
+            _same(a[k], b[k])
+        return
+    if isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for p, q in zip(a, b):
+            _same(p, q)
+        return
+    assert tuple(a.shape) == tuple(b.shape)
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------------ results are plain tensors
+
+
+def test_transform_results_carry_no_graph_when_nothing_outside_differentiates():
+    for lib, mk in ((fg, F), (torch, T)):
+        X = mk(M)
+
+        def f(w, X=X, lib=lib):
+            return ((X @ w - 1.0) ** 2).mean()
+
+        w = mk(np.zeros(4))
+        fn = lib.func
+        g, v = fn.grad_and_value(f)(w)
+        out, vjp_fn = fn.vjp(f, w)
+        jv = fn.jvp(f, (w,), (mk(np.ones(4)),))
+        res = [g, v, fn.grad(f)(w), out, vjp_fn(mk(1.0))[0], *jv, fn.jacrev(f)(w)]
+        res += [fn.hessian(f)(w), fn.jacfwd(fn.jacrev(f))(w)]
+        assert [r.requires_grad for r in res] == [False] * len(res), lib.__name__
+        assert all(r.grad_fn is None for r in res)
+        for _ in range(50):
+            w = w - 0.1 * fn.grad(f)(w)
+        assert not w.requires_grad
+
+
+def test_grad_results_keep_graph_for_outer_differentiation():
+    # a requires-grad input, a captured requires-grad tensor and MAML-style nesting
+    res = {}
+    for lib, mk in ((fg, F), (torch, T)):
+        x = mk(A, requires_grad=True)
+        c = mk(B, requires_grad=True)
+        f = lambda y, c=c, lib=lib: (lib.sin(y) * c).sum()
+        g = lib.func.grad(f)(x)
+        assert g.requires_grad
+        (g**2).sum().backward()
+        inner = lib.func.grad(lambda y, c=c: ((y * c) ** 2).sum())
+        h = lib.func.grad(lambda y, inner=inner: (y - 0.1 * inner(y)).pow(3).sum())(mk(A))
+        res[lib] = (x.grad, c.grad, h)
+    _same(res[fg], res[torch])
+
+
+def test_nested_transforms_still_differentiate():
+    res = {}
+    for lib, mk in ((fg, F), (torch, T)):
+        fn = lib.func
+        f = lambda x, lib=lib: (lib.sin(x) * x**2).sum()
+        x = mk(A)
+        v = mk(B)
+        res[lib] = (
+            fn.grad(fn.grad(lambda s, f=f, x=x: f(x * s)))(mk(0.7)),
+            fn.jacrev(fn.jacrev(f))(x),
+            fn.jvp(fn.grad(f), (x,), (v,))[1],
+            fn.vjp(fn.grad(f), x)[1](v)[0],
+            fn.vmap(fn.grad(f))(mk(M[:, :3])),
+        )
+    _same(res[fg], res[torch])
+
+
+# ------------------------------------------------------------------------------- pytrees
+
+
+def test_jacobians_of_a_tuple_argument_have_its_structure():
+    res = {}
+    for lib, mk in ((fg, F), (torch, T)):
+        fn = lib.func
+        xy = (mk(A), mk(B))
+        res[lib] = (
+            fn.jacrev(lambda t: t[0] * t[1])(xy),
+            fn.jacfwd(lambda t: t[0] * t[1])(xy),
+            fn.hessian(lambda t: (t[0] * t[1] ** 2).sum())(xy),
+            fn.jacrev(lambda d: {"o": d["a"] * 2, "p": (d["a"] * d["b"]).sum()})(
+                {"a": mk(A), "b": mk(B)}
+            ),
+            fn.jacrev(lambda x, t: x * t[0] + t[1], argnums=(0, 1))(mk(A), xy),
+        )
+    assert isinstance(res[fg][0], tuple) and len(res[fg][0]) == 2
+    _same(res[fg], res[torch])
+
+
+def test_jacrev_with_respect_to_a_parameter_dict():
+    res = {}
+    for lib in (fg, torch):
+        lib.manual_seed(0)
+        m = lib.nn.Linear(3, 2).double()
+        with lib.no_grad():
+            m.weight.copy_(lib.tensor(M[:2, :3].copy()))
+            m.bias.copy_(lib.tensor(A[:2].copy()))
+        params = {k: v.detach() for k, v in m.named_parameters()}
+        x = lib.tensor(M[2:5, :3].copy())
+        res[lib] = lib.func.jacrev(
+            lambda p, m=m, x=x, lib=lib: lib.func.functional_call(m, p, (x,))
+        )(params)
+    _same(res[fg], res[torch])
+
+
+def test_vjp_and_jvp_take_pytree_primals_and_outputs():
+    res = {}
+    for lib, mk in ((fg, F), (torch, T)):
+        fn = lib.func
+        x = mk(A)
+        out, f = fn.vjp(lambda x: {"a": x.sin(), "b": (x, x * x)}, x)
+        res[lib] = (
+            out,
+            f({"a": mk(B), "b": (mk(B), mk(A))}),
+            fn.vjp(lambda t: t[0] * t[1], (x, mk(B)))[1](mk(A)),
+            fn.jvp(lambda t: t[0] * t[1], ((x, mk(B)),), ((mk(B), mk(A)),)),
+            fn.linearize(lambda x: x.sin() * x, x)[0],
+            fn.linearize(lambda x: x.sin() * x, x)[1](mk(B)),
+        )
+    _same(res[fg], res[torch])
+
+
+# ---------------------------------------------------------------------------------- vmap
+
+
+def test_vmap_options_match_torch():
+    res = {}
+    x, y = M[:3], M[3, :]
+    for lib, mk in ((fg, F), (torch, T)):
+        v = lib.func.vmap
+        yy = mk(y)
+        res[lib] = (
+            v(lambda t, other: t * other)(mk(x), other=mk(y)),
+            v(lambda t: t[0] * t[1], in_dims=((0, None),))((mk(x), mk(y))),
+            v(lambda d: d["a"] + d["b"], in_dims=({"a": 0, "b": 1},))({"a": mk(x), "b": mk(x.T)}),
+            v(lambda t: t * 2)(mk(np.ones((0, 3)))),
+            v(lambda t, c=yy: (t, c), out_dims=(1, None))(mk(x)),
+            v(lambda t: t * 2, in_dims=-1, out_dims=-1)(mk(x)),
+        )
+    assert tuple(res[fg][4][1].shape) == (4,)
+    _same(res[fg], res[torch])
+
+
+@pytest.mark.parametrize("lib", [fg, torch], ids=["ferrograd", "torch"])
+def test_vmap_errors_as_torch(lib):
+    v = lib.func.vmap
+    x = lib.zeros(3)
+    with pytest.raises(RuntimeError):
+        v(lambda a, b: a.add_(b), in_dims=(None, 0))(x, lib.ones(2, 3))
+    with pytest.raises(RuntimeError, match="randomness"):
+        v(lambda t: t + lib.randn(()))(lib.zeros(3))
+    with pytest.raises(ValueError, match="in_dim"):
+        v(lambda t: t, in_dims=2)(lib.ones(3, 4))
+    with pytest.raises(ValueError, match="must only return Tensors"):
+        v(lambda t: 3)(lib.ones(3))
+    with pytest.raises(RuntimeError, match="randomness"):
+        v(lambda t: t, randomness="bogus")(lib.ones(3))
+
+
+def test_vmap_randomness_same_and_different():
+    fg.manual_seed(0)
+    same = fg.func.vmap(lambda t: t * 0 + fg.rand(()), randomness="same")(fg.zeros(4))
+    assert len(set(same.tolist())) == 1
+    diff = fg.func.vmap(lambda t: t * 0 + fg.rand(()), randomness="different")(fg.zeros(4))
+    assert len(set(diff.tolist())) == 4
+
+
+def test_stack_module_state_ensembling_as_torch_tutorial():
+    res = {}
+    xs = RNG.standard_normal((5, 3))
+    for lib in (fg, torch):
+        lib.manual_seed(0)
+        models = [lib.nn.Linear(3, 2).double() for _ in range(4)]
+        with lib.no_grad():
+            for i, m in enumerate(models):
+                m.weight.copy_(lib.tensor(M[i : i + 2, :3].copy()))
+                m.bias.copy_(lib.tensor(M[i + 4, :2].copy()))
+        params, buffers = lib.func.stack_module_state(models)
+        assert tuple(params["weight"].shape) == (4, 2, 3)
+        assert params["weight"].requires_grad and params["weight"].is_leaf
+        base = models[0]
+
+        def fmodel(p, b, x, base=base, lib=lib):
+            return lib.func.functional_call(base, (p, b), (x,))
+
+        res[lib] = lib.func.vmap(fmodel, in_dims=(0, 0, None))(params, buffers, lib.tensor(xs))
+    _same(res[fg], res[torch])
+
+
+# ----------------------------------------------------------------------- errors as torch's
+
+
+@pytest.mark.parametrize("lib", [fg, torch], ids=["ferrograd", "torch"])
+def test_func_argument_errors_are_runtime_errors(lib):
+    x, y = lib.ones(()), lib.ones(())
+    fn = lib.func
+    with pytest.raises(RuntimeError):
+        fn.grad(lib.mul, argnums=2)(x, y)
+    with pytest.raises(RuntimeError, match="unique"):
+        fn.grad(lib.mul, argnums=(0, 0))(x, y)
+    with pytest.raises(RuntimeError, match="int or Tuple"):
+        fn.grad(lib.mul, argnums=[0])(x, y)
+    with pytest.raises(RuntimeError, match="same python structure"):
+        fn.jvp(lib.sin, (x,), (x, x))
+    with pytest.raises(RuntimeError, match="Expected tensors"):
+        fn.grad(lambda x: (x.sum(), 1.0), has_aux=True)(x)
