@@ -234,3 +234,61 @@ def test_func_argument_errors_are_runtime_errors(lib):
         fn.jvp(lib.sin, (x,), (x, x))
     with pytest.raises(RuntimeError, match="Expected tensors"):
         fn.grad(lambda x: (x.sum(), 1.0), has_aux=True)(x)
+
+
+# ------------------------------------------------------------------------- functional_call
+
+
+def _tied(lib):
+    class Tied(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = lib.nn.Linear(2, 2, bias=False)
+            self.b = lib.nn.Linear(2, 2, bias=False)
+            self.b.weight = self.a.weight
+            self.register_buffer("buf", lib.ones(2, dtype=lib.float64))
+
+        def forward(self, x):
+            return self.a(x) + self.b(x) + self.buf
+
+    return Tied().double()
+
+
+def test_functional_call_replaces_tied_weights_under_every_name():
+    res = {}
+    for lib, mk in ((fg, F), (torch, T)):
+        m = _tied(lib)
+        x = mk([[1.0, 2.0]])
+        e = mk(M[:2, :2])
+        fc = lib.func.functional_call
+        res[lib] = (
+            fc(m, {"a.weight": e}, (x,)),
+            fc(m, {"b.weight": e}, (x,)),
+            fc(m, {"a.weight": e, "b.weight": e}, (x,)),
+            fc(m, ({"a.weight": e}, {"buf": mk(B[:2])}), (x,), strict=True),
+        )
+        assert m.a.weight is m.b.weight
+    _same(res[fg], res[torch])
+
+
+@pytest.mark.parametrize("lib", [fg, torch], ids=["ferrograd", "torch"])
+def test_functional_call_tie_and_strict_errors(lib):
+    m = _tied(lib)
+    x = lib.ones(1, 2, dtype=lib.float64)
+    e = lib.eye(2, dtype=lib.float64)
+    fc = lib.func.functional_call
+    with pytest.raises(ValueError, match="tied"):
+        fc(m, {"a.weight": e, "b.weight": 2 * e}, (x,))
+    with pytest.raises(RuntimeError, match="Missing key.*'buf'"):
+        fc(m, {"a.weight": e}, (x,), strict=True)
+    with pytest.raises(RuntimeError, match="Missing key.*'b.weight'"):
+        fc(m, {"a.weight": e, "buf": e[0]}, (x,), strict=True, tie_weights=False)
+    with pytest.raises(RuntimeError, match="Unexpected key.*'zz'"):
+        fc(m, {"a.weight": e, "buf": e[0], "zz": e}, (x,), strict=True)
+    with pytest.raises(ValueError, match="multiple dictionaries"):
+        fc(m, ({"a.weight": e}, {"a.weight": e}), (x,))
+    # tie_weights=False: only the given name changes
+    base = m(x)
+    got = fc(m, {"a.weight": e}, (x,), tie_weights=False)
+    want = x @ e.T + (base - x @ m.a.weight.T - m.buf) + m.buf
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12)

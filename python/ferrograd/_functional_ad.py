@@ -1100,6 +1100,21 @@ def _swapped(module: Any, values: dict) -> Iterator[None]:
 _MISSING = object()
 
 
+def _state_names(module: Any) -> list[tuple[str, Any]]:
+    """Every ``(name, tensor)`` of ``module``'s parameters and buffers, a tied tensor under
+    each of its names."""
+    out = []
+    for get in ("named_parameters", "named_buffers"):
+        method = getattr(module, get, None)
+        if method is None:
+            continue
+        try:
+            out.extend(method(remove_duplicate=False))
+        except TypeError:
+            out.extend(method())
+    return out
+
+
 def functional_call(
     module: Any,
     parameter_and_buffer_dicts: Any,
@@ -1111,7 +1126,11 @@ def functional_call(
 ) -> Any:
     """``torch.func.functional_call``: calls ``module`` with the given tensors in place of
     its parameters and buffers (by their ``named_parameters`` names), the module itself
-    unchanged afterwards: gradients reach the given tensors."""
+    unchanged afterwards: gradients reach the given tensors. ``parameter_and_buffer_dicts``:
+    a dict or a sequence of dicts (a name in two raises). With ``tie_weights`` (the default)
+    a tensor given for one name of a tied parameter or buffer (one object under several
+    names) replaces it under all its names. ``strict``: every parameter and buffer must be
+    given, and no other name."""
     dicts = (
         [parameter_and_buffer_dicts]
         if isinstance(parameter_and_buffer_dicts, dict)
@@ -1119,13 +1138,41 @@ def functional_call(
     )
     values: dict = {}
     for d in dicts:
+        both = sorted(set(values) & set(d))
+        if both:
+            raise ValueError(
+                f"functional_call: {both} appeared in multiple dictionaries; behavior of "
+                "functional call is ambiguous"
+            )
         values.update(d)
+    state = _state_names(module)
+    if tie_weights:
+        groups: dict[int, list[str]] = {}
+        for name, t in state:
+            groups.setdefault(id(t), []).append(name)
+        for names in groups.values():
+            given = [n for n in names if n in values]
+            if len(names) < 2 or not given:
+                continue
+            if any(values[n] is not values[given[0]] for n in given[1:]):
+                raise ValueError(
+                    f"functional_call got multiple values for keys {given}, which are tied. "
+                    "Consider using tie_weights=False"
+                )
+            for n in names:
+                values.setdefault(n, values[given[0]])
     if strict:
-        known = {n for n, _ in module.named_parameters()} | {n for n, _ in module.named_buffers()}
-        missing, extra = known - set(values), set(values) - known
+        known = [n for n, _ in state]
+        missing = [n for n in known if n not in values]
+        extra = [n for n in values if n not in set(known)]
         if missing or extra:
+            lines = []
+            if missing:
+                lines.append("Missing key(s): " + ", ".join(repr(n) for n in missing) + ".")
+            if extra:
+                lines.append("Unexpected key(s): " + ", ".join(repr(n) for n in extra) + ".")
             raise RuntimeError(
-                f"functional_call: missing keys {sorted(missing)}, unexpected keys {sorted(extra)}"
+                f"Error(s) in reparametrizing for {type(module).__name__}:\n\t" + "\n\t".join(lines)
             )
     if args is None:
         args = ()
