@@ -292,3 +292,51 @@ def test_functional_call_tie_and_strict_errors(lib):
     got = fc(m, {"a.weight": e}, (x,), tie_weights=False)
     want = x @ e.T + (base - x @ m.a.weight.T - m.buf) + m.buf
     np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12)
+
+
+# ------------------------------------------------------------ torch.autograd.functional
+
+
+@pytest.mark.parametrize("lib", [fg, torch], ids=["ferrograd", "torch"])
+def test_autograd_functional_strict_and_argument_errors(lib):
+    AF = lib.autograd.functional
+    inp = lib.ones(4, dtype=lib.float64)
+    lin = lambda a: (3 * a).sum()
+    with pytest.raises(RuntimeError, match="does not require gradients"):
+        AF.jacobian(lambda a: a.detach(), inp, strict=True)
+    with pytest.raises(RuntimeError, match="independent of input 1"):
+        AF.jacobian(lambda a, b: a * 2, (inp, inp), strict=True)
+    with pytest.raises(RuntimeError, match="jacobian of the user-provided function"):
+        AF.hessian(lin, inp, strict=True)
+    with pytest.raises(RuntimeError, match="Output 1 .* independent of input 1"):
+        AF.hessian(lambda a, b: (a.sin() * b).sum(), (inp, inp), strict=True)
+    with pytest.raises(RuntimeError, match="jacobian of the user-provided function"):
+        AF.hvp(lin, inp, lib.ones(4, dtype=lib.float64), strict=True)
+    with pytest.raises(RuntimeError, match="independent of input 0"):
+        AF.vjp(lambda a: lib.ones(4, dtype=lib.float64).requires_grad_() * 2, inp, inp, strict=True)
+    with pytest.raises(RuntimeError, match="should contain a single Tensor"):
+        AF.jvp(lambda a: 3 * a, inp, (inp, inp))
+    with pytest.raises(RuntimeError, match="invalid length"):
+        AF.vjp(lambda a, b: (a, b), (inp, inp), (inp,))
+    with pytest.raises(RuntimeError, match="v has invalid size"):
+        AF.vjp(lambda a: a * 2, inp, lib.ones(3, dtype=lib.float64))
+    with pytest.raises(NotImplementedError):
+        AF.jacobian(lambda a: 2 * a, inp, strategy="forward-mode")
+    with pytest.raises(RuntimeError, match="not supported together"):
+        AF.jacobian(lambda a: 2 * a, inp, strict=True, vectorize=True)
+
+
+def test_autograd_functional_strict_values_match_torch():
+    res = {}
+    for lib, mk in ((fg, F), (torch, T)):
+        AF = lib.autograd.functional
+        f = lambda a, b: (a.sin() * b**2 * a).sum()
+        ab = (mk(A), mk(B))
+        res[lib] = (
+            AF.jacobian(lambda a: a.sin() * a, mk(A), strict=True),
+            AF.hessian(f, ab, strict=True),
+            AF.vjp(f, ab, strict=True),
+            AF.jvp(lambda a: a.exp(), mk(A), mk(B), strict=True),
+            AF.hvp(lambda a: (a**3).sum(), mk(A), mk(B), strict=True),
+        )
+    _same(res[fg], res[torch])

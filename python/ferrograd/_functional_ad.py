@@ -84,13 +84,21 @@ def _prepare(inputs: tuple, create_graph: bool) -> tuple:
 
 
 def _grads(
-    outputs: tuple, inputs: tuple, grad_outputs: tuple, create_graph: bool, retain: bool = True
+    outputs: tuple,
+    inputs: tuple,
+    grad_outputs: tuple,
+    create_graph: bool,
+    retain: bool = True,
+    strict: Callable[[int], str] | None = None,
 ) -> tuple:
-    """d(sum <outputs, grad_outputs>)/d inputs, zeros for inputs the outputs do not reach."""
+    """d(sum <outputs, grad_outputs>)/d inputs, zeros for inputs the outputs do not reach
+    (with ``strict``, a RuntimeError with ``strict(i)`` for such an input ``i``)."""
     from .autograd import grad
 
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
     if not pairs:
+        if strict is not None and inputs:
+            raise RuntimeError(strict(0))
         return tuple(_core.zeros_like(x) for x in inputs)
     got = grad(
         [o for o, _ in pairs],
@@ -100,7 +108,44 @@ def _grads(
         create_graph=create_graph,
         allow_unused=True,
     )
+    if strict is not None:
+        for i, g in enumerate(got):
+            if g is None:
+                raise RuntimeError(strict(i))
     return tuple(_core.zeros_like(x) if g is None else g for g, x in zip(got, inputs))
+
+
+def _strict_msg(op: str, text: str) -> Callable[[int], str]:
+    return lambda i: f"{op}: " + text.format(i=i) + " This is not allowed in strict mode."
+
+
+def _check_v(op: str, vs: tuple, refs: tuple, ref_tuple: bool, what: str) -> None:
+    """``v`` must give one tensor of each shape of ``refs`` (PyTorch's RuntimeErrors)."""
+    if len(vs) != len(refs):
+        if not ref_tuple:
+            raise RuntimeError(
+                f"{op}: The given v should contain a single Tensor (one per {what}), got {len(vs)}"
+            )
+        raise RuntimeError(
+            f"{op}: v is a tuple of invalid length: should be {len(refs)} but got {len(vs)}"
+        )
+    for k, (v, r) in enumerate(zip(vs, refs)):
+        if tuple(v.shape) != tuple(r.shape):
+            raise RuntimeError(
+                f"{op}: v has invalid size: should be {list(r.shape)} but got "
+                f"{list(v.shape)} (entry {k} of v, for the {what} of that shape)"
+            )
+
+
+def _check_grads_tracked(op: str, gs: tuple, strict: bool) -> None:
+    if strict:
+        for i, g in enumerate(gs):
+            if not g.requires_grad:
+                raise RuntimeError(
+                    f"{op}: While computing the hessian, found that the jacobian of the "
+                    f"user-provided function with respect to input {i} is independent of the "
+                    "input. This is not allowed in strict mode."
+                )
 
 
 def _finish(ts: tuple, create_graph: bool) -> tuple:
@@ -135,8 +180,17 @@ def vjp(
     xs = _prepare(xs, create_graph)
     out_tuple, ys = _call("vjp", func, xs)
     _check_strict("vjp", ys, strict)
-    vs = _ones_like_scalar("vjp", ys) if v is None else _tuple("vjp", "v", v)[1]
-    g = _finish(_grads(ys, xs, vs, create_graph), create_graph)
+    if v is None:
+        vs = _ones_like_scalar("vjp", ys)
+    else:
+        vs = _tuple("vjp", "v", v)[1]
+        _check_v("vjp", vs, ys, out_tuple, "output")
+    msg = (
+        _strict_msg("vjp", "The output of the user-provided function is independent of input {i}.")
+        if strict
+        else None
+    )
+    g = _finish(_grads(ys, xs, vs, create_graph, strict=msg), create_graph)
     ys = _finish(ys, create_graph)
     return (ys if out_tuple else ys[0]), (g if in_tuple else g[0])
 
@@ -158,12 +212,32 @@ def jvp(
         vs = tuple(_core.ones_like(x) for x in xs)
     else:
         vs = _tuple("jvp", "v", v)[1]
+        _check_v("jvp", vs, xs, _in_tuple, "input")
     xs = _prepare(xs, create_graph)
     out_tuple, ys = _call("jvp", func, xs)
     _check_strict("jvp", ys, strict)
     us = tuple(_core.zeros_like(y).requires_grad_(True) for y in ys)
-    gx = _grads(ys, xs, us, True)  # u^T J, linear in u
-    jv = _grads(gx, us, vs, create_graph)
+    msg1 = (
+        _strict_msg(
+            "jvp",
+            "The gradient with respect to input {i} is independent of the inputs of the "
+            "user-provided function.",
+        )
+        if strict
+        else None
+    )
+    gx = _grads(ys, xs, us, True, strict=msg1)  # u^T J, linear in u
+    msg2 = (
+        _strict_msg(
+            "jvp",
+            "The gradient with respect to the input is independent of entry {i} in the "
+            "grad_outputs when using the double backward trick to compute forward mode "
+            "gradients.",
+        )
+        if strict
+        else None
+    )
+    jv = _grads(gx, us, vs, create_graph, strict=msg2)
     return (_finish(ys, create_graph) if out_tuple else _finish(ys, create_graph)[0]), (
         _finish(jv, create_graph) if out_tuple else _finish(jv, create_graph)[0]
     )
@@ -184,11 +258,30 @@ def jacobian(
         raise ValueError(
             f"jacobian: strategy must be 'reverse-mode' or 'forward-mode', got {strategy!r}"
         )
+    if strategy == "forward-mode" and not vectorize:
+        raise NotImplementedError(
+            "jacobian: Computing Jacobian using forward-AD or forward-over-reverse Hessian is "
+            "only implemented for `vectorize=True`."
+        )
+    if strict and vectorize:
+        raise RuntimeError(
+            "jacobian: `strict=True` and `vectorized=True` are not supported together. Please "
+            "either set `strict=False` or `vectorize=False`."
+        )
     in_tuple, xs = _tuple("jacobian", "inputs", inputs)
     xs = _prepare(xs, create_graph)
     out_tuple, ys = _call("jacobian", func, xs)
+    _check_strict("jacobian", ys, strict)
     per_output = []
-    for y in ys:
+    for j_out, y in enumerate(ys):
+        msg = (
+            _strict_msg(
+                "jacobian",
+                f"Output {j_out} of the user-provided function is independent of input {{i}}.",
+            )
+            if strict
+            else None
+        )
         rows: list[list[Tensor]] = [[] for _ in xs]
         flat = y.reshape(-1)
         n = flat.numel()
@@ -196,7 +289,7 @@ def jacobian(
             seed = np.zeros(n, dtype=np.float64)
             seed[i] = 1.0
             s = _from_numpy(seed.reshape(y.shape), y)
-            gs = _grads((y,), xs, (s,), create_graph)
+            gs = _grads((y,), xs, (s,), create_graph, strict=msg)
             for k, g in enumerate(gs):
                 rows[k].append(g)
         blocks = []
@@ -226,6 +319,16 @@ def hessian(
     outer_jacobian_strategy: str = "reverse-mode",
 ) -> Any:
     """The Hessian of a function returning one element: ``jacobian`` of its gradient."""
+    if outer_jacobian_strategy == "forward-mode" and not vectorize:
+        raise NotImplementedError(
+            "hessian: Computing Jacobian using forward-AD or forward-over-reverse Hessian is "
+            "only implemented for `vectorize=True`."
+        )
+    if strict and vectorize:
+        raise RuntimeError(
+            "hessian: `strict=True` and `vectorized=True` are not supported together. Please "
+            "either set `strict=False` or `vectorize=False`."
+        )
     in_tuple, xs = _tuple("hessian", "inputs", inputs)
 
     def gradient(*args: Tensor) -> Any:
@@ -235,10 +338,12 @@ def hessian(
                 "hessian: the function must return a single-element tensor (The Tensor returned "
                 "by the function given to hessian should contain a single element)"
             )
+        _check_strict("hessian", ys, strict)
         g = _grads(ys, args, (_core.ones_like(ys[0]),), True)
+        _check_grads_tracked("hessian", g, strict)
         return g if in_tuple else g[0]
 
-    return jacobian(gradient, xs if in_tuple else xs[0], create_graph=create_graph)
+    return jacobian(gradient, xs if in_tuple else xs[0], create_graph=create_graph, strict=strict)
 
 
 @_grad_on
@@ -257,6 +362,7 @@ def vhp(
         vs = tuple(_core.ones_like(x) for x in xs)
     else:
         vs = _tuple("vhp", "v", v)[1]
+        _check_v("vhp", vs, xs, in_tuple, "input")
     xs = _prepare(xs, create_graph)
     _, ys = _call("vhp", func, xs)
     if len(ys) != 1 or ys[0].numel() != 1:
@@ -264,8 +370,19 @@ def vhp(
             "vhp: the function must return a single-element tensor (The Tensor returned "
             "by the function given to vhp should contain a single element)"
         )
+    _check_strict("vhp", ys, strict)
     g = _grads(ys, xs, (_core.ones_like(ys[0]),), True)
-    hv = _grads(g, xs, vs, create_graph)
+    _check_grads_tracked("vhp", g, strict)
+    msg = (
+        _strict_msg(
+            "vhp",
+            "The hessian of the user-provided function with respect to input {i} is "
+            "independent of the input.",
+        )
+        if strict
+        else None
+    )
+    hv = _grads(g, xs, vs, create_graph, strict=msg)
     y = ys[0] if create_graph else ys[0].detach()
     hv = _finish(hv, create_graph)
     return y, (hv if in_tuple else hv[0])
