@@ -340,3 +340,33 @@ def test_autograd_functional_strict_values_match_torch():
             AF.hvp(lambda a: (a**3).sum(), mk(A), mk(B), strict=True),
         )
     _same(res[fg], res[torch])
+
+
+@pytest.mark.parametrize("lib", [fg, torch], ids=["ferrograd", "torch"])
+def test_func_output_errors_as_torch(lib):
+    x = lib.ones(3, dtype=lib.float64)
+    fn = lib.func
+    with pytest.raises(RuntimeError, match="scalar Tensor"):
+        fn.grad(lambda t: t * 2)(x)
+    with pytest.raises(RuntimeError, match="scalar Tensor"):
+        fn.grad(lambda t: t.sum().reshape(1))(x)
+    with pytest.raises(RuntimeError, match="should be a tuple"):
+        fn.grad(lambda t: [t.sum(), t], has_aux=True)(x)
+    with pytest.raises(RuntimeError, match="non-empty output"):
+        fn.vjp(lambda t: None, x)
+    with pytest.raises(RuntimeError, match="only tensors"):
+        fn.vjp(lambda t: 1.0, x)
+    with pytest.raises(RuntimeError, match="different size"):
+        fn.jvp(lib.sin, (x,), (lib.ones(1, dtype=lib.float64),))
+    with pytest.raises(ValueError, match="at least one Tensor"):
+        fn.vmap(lambda a, b: a, in_dims=(None, None))(x, x)
+    AF = lib.autograd.functional
+    bar = lambda a: a.long().double().requires_grad_().clone().sum()
+    with pytest.raises(RuntimeError, match="jacobian of the user-provided function"):
+        AF.hessian(bar, x, strict=True)
+    with pytest.raises(RuntimeError, match="independent of input 0"):
+        AF.vhp(bar, x, x, strict=True)
+    with pytest.raises(RuntimeError, match="jacobian of the user-provided function is indep"):
+        AF.jvp(
+            lambda a: a.clone(), x.requires_grad_(), x.detach() * 2, create_graph=True, strict=True
+        )

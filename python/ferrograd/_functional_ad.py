@@ -119,6 +119,11 @@ def _strict_msg(op: str, text: str) -> Callable[[int], str]:
     return lambda i: f"{op}: " + text.format(i=i) + " This is not allowed in strict mode."
 
 
+def _independent(op: str, strict: bool) -> Callable[[int], str] | None:
+    text = "The output of the user-provided function is independent of input {i}."
+    return _strict_msg(op, text) if strict else None
+
+
 def _check_v(op: str, vs: tuple, refs: tuple, ref_tuple: bool, what: str) -> None:
     """``v`` must give one tensor of each shape of ``refs`` (PyTorch's RuntimeErrors)."""
     if len(vs) != len(refs):
@@ -132,9 +137,26 @@ def _check_v(op: str, vs: tuple, refs: tuple, ref_tuple: bool, what: str) -> Non
     for k, (v, r) in enumerate(zip(vs, refs)):
         if tuple(v.shape) != tuple(r.shape):
             raise RuntimeError(
-                f"{op}: v has invalid size: should be {list(r.shape)} but got "
-                f"{list(v.shape)} (entry {k} of v, for the {what} of that shape)"
+                f"{op}: v has invalid size: should be {_size(r)} but got {_size(v)} (entry {k} "
+                f"of v, for the {what} of that shape)"
             )
+
+
+def _size(t: Tensor) -> str:
+    from ._torch_more import Size
+
+    return repr(Size(t.shape))
+
+
+def _check_graph_kept(op: str, gs: tuple, strict: bool, create_graph: bool) -> None:
+    """With ``strict`` and ``create_graph``, every gradient must depend on the inputs."""
+    if strict and create_graph:
+        for i, g in enumerate(gs):
+            if not g.requires_grad:
+                raise RuntimeError(
+                    f"{op}: The jacobian of the user-provided function is independent of input "
+                    f"{i}. This is not allowed in strict mode when create_graph=True."
+                )
 
 
 def _check_grads_tracked(op: str, gs: tuple, strict: bool) -> None:
@@ -190,7 +212,9 @@ def vjp(
         if strict
         else None
     )
-    g = _finish(_grads(ys, xs, vs, create_graph, strict=msg), create_graph)
+    g = _grads(ys, xs, vs, create_graph, strict=msg)
+    _check_graph_kept("vjp", g, strict, create_graph)
+    g = _finish(g, create_graph)
     ys = _finish(ys, create_graph)
     return (ys if out_tuple else ys[0]), (g if in_tuple else g[0])
 
@@ -218,11 +242,7 @@ def jvp(
     _check_strict("jvp", ys, strict)
     us = tuple(_core.zeros_like(y).requires_grad_(True) for y in ys)
     msg1 = (
-        _strict_msg(
-            "jvp",
-            "The gradient with respect to input {i} is independent of the inputs of the "
-            "user-provided function.",
-        )
+        _strict_msg("jvp", "The output of the user-provided function is independent of input {i}.")
         if strict
         else None
     )
@@ -238,6 +258,7 @@ def jvp(
         else None
     )
     jv = _grads(gx, us, vs, create_graph, strict=msg2)
+    _check_graph_kept("jvp", jv, strict, create_graph)
     return (_finish(ys, create_graph) if out_tuple else _finish(ys, create_graph)[0]), (
         _finish(jv, create_graph) if out_tuple else _finish(jv, create_graph)[0]
     )
@@ -290,6 +311,7 @@ def jacobian(
             seed[i] = 1.0
             s = _from_numpy(seed.reshape(y.shape), y)
             gs = _grads((y,), xs, (s,), create_graph, strict=msg)
+            _check_graph_kept("jacobian", gs, strict, create_graph)
             for k, g in enumerate(gs):
                 rows[k].append(g)
         blocks = []
@@ -333,13 +355,29 @@ def hessian(
 
     def gradient(*args: Tensor) -> Any:
         _, ys = _call("hessian", func, args)
-        if len(ys) != 1 or ys[0].numel() != 1:
+        if len(ys) != 1:
+            raise RuntimeError(
+                f"hessian: The function given to hessian should return a single Tensor, got {len(ys)}"
+            )
+        if ys[0].numel() != 1:
             raise RuntimeError(
                 "hessian: the function must return a single-element tensor (The Tensor returned "
                 "by the function given to hessian should contain a single element)"
             )
         _check_strict("hessian", ys, strict)
-        g = _grads(ys, args, (_core.ones_like(ys[0]),), True)
+        g = _grads(
+            ys,
+            args,
+            (_core.ones_like(ys[0]),),
+            True,
+            strict=_strict_msg(
+                "hessian",
+                "While computing the hessian, found that the jacobian of the user-provided "
+                "function with respect to input {i} is independent of the input.",
+            )
+            if strict
+            else None,
+        )
         _check_grads_tracked("hessian", g, strict)
         return g if in_tuple else g[0]
 
@@ -365,13 +403,17 @@ def vhp(
         _check_v("vhp", vs, xs, in_tuple, "input")
     xs = _prepare(xs, create_graph)
     _, ys = _call("vhp", func, xs)
-    if len(ys) != 1 or ys[0].numel() != 1:
+    if len(ys) != 1:
+        raise RuntimeError(
+            f"vhp: The function given to vhp should return a single Tensor, got {len(ys)}"
+        )
+    if ys[0].numel() != 1:
         raise RuntimeError(
             "vhp: the function must return a single-element tensor (The Tensor returned "
             "by the function given to vhp should contain a single element)"
         )
     _check_strict("vhp", ys, strict)
-    g = _grads(ys, xs, (_core.ones_like(ys[0]),), True)
+    g = _grads(ys, xs, (_core.ones_like(ys[0]),), True, strict=_independent("vhp", strict))
     _check_grads_tracked("vhp", g, strict)
     msg = (
         _strict_msg(
@@ -780,7 +822,7 @@ def _split_aux(op: str, out: Any, has_aux: bool) -> tuple[Any, Any]:
         return out, None
     if not (isinstance(out, tuple) and len(out) == 2):
         raise FuncTransformError(
-            f"{op}: output of function with has_aux=True must be a tuple (output, aux)"
+            f"{op}: output of function f should be a tuple: (output, aux) if has_aux is True"
         )
     _check_tensors(op, "aux", out[1])
     return out[0], out[1]
@@ -796,14 +838,15 @@ def grad_and_value(func: Callable, argnums: Any = 0, has_aux: bool = False) -> C
         with _level():
             full, groups = _track_args("grad", args, nums)
             out, aux = _split_aux("grad", func(*full, **kwargs), has_aux)
-            if not isinstance(out, Tensor) or out.numel() != 1:
+            if not isinstance(out, Tensor):
+                raise RuntimeError(  # noqa: TRY004 (PyTorch's type)
+                    "grad: Expected f(*args) to return a Tensor, got " + type(out).__name__
+                )
+            if out.ndim != 0:
                 raise RuntimeError(
-                    "grad: the function must return a single-element tensor, got "
-                    + (
-                        f"shape {list(out.shape)}"
-                        if isinstance(out, Tensor)
-                        else type(out).__name__
-                    )
+                    f"grad: Expected f(*args) to return a scalar Tensor, got tensor with "
+                    f"{out.ndim} dims (shape {list(out.shape)}). Maybe you wanted to use the vjp "
+                    "or jacrev APIs instead?"
                 )
             own = [t for group in groups for t in group]
             gs = iter(_grads((out,), tuple(own), (_core.ones_like(out),), True))
@@ -834,7 +877,15 @@ def func_vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     with _level():
         full, groups = _track_args("vjp", primals, tuple(range(len(primals))))
         out, aux = _split_aux("vjp", func(*full), has_aux)
-    _check_tensors("vjp", "the function's output", out)
+    if out is None or (isinstance(out, (tuple, list, dict)) and not _leaves(out)):
+        raise RuntimeError(
+            f"vjp: Expected f to be a function that has non-empty output (got {type(out).__name__})"
+        )
+    if _non_tensor_leaf(out) is not _MISSING:
+        raise RuntimeError(
+            "vjp: expected f(*primals) to return only tensors, got unsupported type "
+            f"{type(_non_tensor_leaf(out)).__name__}"
+        )
     own = [t for group in groups for t in group]
     ys = tuple(_leaves(out))
 
@@ -873,11 +924,17 @@ def func_jvp(
             f"{type(primals).__name__} and {type(tangents).__name__}"
         )
     pl, tl = _leaves(primals), _leaves(tangents)
-    if len(pl) != len(tl) or any(tuple(p.shape) != tuple(t.shape) for p, t in zip(pl, tl)):
+    if len(pl) != len(tl):
         raise FuncTransformError(
             "jvp(f, primals, tangents): Expected primals and tangents to have the same python "
-            f"structure and shapes ({len(pl)} primal tensors, {len(tl)} tangents)"
+            f"structure ({len(pl)} primal tensors, {len(tl)} tangents)"
         )
+    for k, (p, t) in enumerate(zip(pl, tl)):
+        if tuple(p.shape) != tuple(t.shape):
+            raise RuntimeError(
+                f"jvp: tangent {k} has a different size ({list(t.shape)}) than its primal "
+                f"({list(p.shape)})"
+            )
     with _level():
         full, groups = _track_args("jvp", primals, tuple(range(len(primals))))
         out, aux = _split_aux("jvp", func(*full), has_aux)
@@ -1074,8 +1131,8 @@ def vmap(
         sizes = {t.shape[d] for t, d in zip(leaves, dims) if d is not None}
         if not sizes:
             raise ValueError(
-                f"{op}: at least one input must be batched (all in_dims are None or no input "
-                "is a Tensor)"
+                f"{op}: at least one Tensor must be mapped over (all in_dims are None or no "
+                "input is a Tensor)"
             )
         if len(sizes) != 1:
             raise ValueError(
