@@ -370,3 +370,39 @@ def test_func_output_errors_as_torch(lib):
         AF.jvp(
             lambda a: a.clone(), x.requires_grad_(), x.detach() * 2, create_graph=True, strict=True
         )
+
+
+def test_maml_meta_gradient_through_func_grad_matches_torch():
+    res = {}
+    xs, ys = M[:4, :3], M[4:8, 0]
+    for lib in (fg, torch):
+        w = lib.tensor(A.copy(), requires_grad=True)
+        X, Y = lib.tensor(xs.copy()), lib.tensor(ys.copy())
+
+        def loss(p, X=X, Y=Y, lib=lib):
+            return ((lib.tanh(X @ p) - Y) ** 2).mean()
+
+        adapted = w - 0.5 * lib.func.grad(loss)(w)
+        adapted = adapted - 0.5 * lib.func.grad(loss)(adapted)
+        loss(adapted).backward()
+        inner = lib.func.grad(
+            lambda p, lib=lib: lib.func.vmap(lib.func.grad(loss))(p.expand(2, 3)).sum()
+        )(lib.tensor(B.copy()))
+        res[lib] = (w.grad, inner)
+    _same(res[fg], res[torch])
+    # the meta-gradient against central differences
+    eps = 1e-6
+
+    def outer(p):
+        X, Y = xs, ys
+
+        def g(q):
+            t = np.tanh(X @ q)
+            return X.T @ (2 * (t - Y) * (1 - t**2)) / len(Y)
+
+        q = p - 0.5 * g(p)
+        q = q - 0.5 * g(q)
+        return np.mean((np.tanh(X @ q) - Y) ** 2)
+
+    fd = [(outer(A + eps * e) - outer(A - eps * e)) / (2 * eps) for e in np.eye(3)]
+    np.testing.assert_allclose(res[fg][0].numpy(), fd, rtol=1e-6, atol=1e-8)

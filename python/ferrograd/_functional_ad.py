@@ -8,7 +8,13 @@ Everything is reverse mode on the same tape as ``Tensor.backward``: a forward-mo
 its values equal PyTorch's forward mode; Jacobians are built one output row at a time.
 ``vmap`` maps the function over the batch axis one slice at a time and stacks the results
 (correct for any function, including ``grad`` inside it: per-sample gradients; not
-vectorized)."""
+vectorized).
+
+Like PyTorch's, ``torch.func`` results are plain tensors (no graph) unless an enclosing
+transform is running or their graph reaches a tensor outside the transform that requires
+grad (a requires-grad argument, a captured parameter): then the enclosing computation can
+differentiate through them. Arguments, outputs and cotangents may be pytrees (tensors in
+dicts, lists and tuples)."""
 
 from __future__ import annotations
 
@@ -1177,6 +1183,7 @@ def vmap(
                     _random.set_rng_state(state)
                 outs.append(call(i))
         if randomness == "error" and _random.get_rng_state() != state:
+            _random.set_rng_state(state)  # (as if nothing was drawn)
             raise _VmapRandomnessError(
                 f"{op}: called random operation while in randomness error mode. Please either "
                 "use the 'same' or 'different' randomness flags on vmap or perform the "
