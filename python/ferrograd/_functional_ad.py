@@ -1107,8 +1107,8 @@ def vmap(
     unmapped. Runs ``func`` once per slice (correct for any function, including ``grad``
     inside it; not vectorized). ``randomness``: ``"error"`` (random ops inside raise),
     ``"different"`` (each sample draws its own) or ``"same"`` (every sample draws the same
-    values). An in-place write into an unmapped input raises (each sample would write into
-    it)."""
+    values). An in-place write into an unmapped input raises after the first sample (each
+    sample would write into it again; the input keeps that first write)."""
     op = "vmap"
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(
@@ -1168,8 +1168,9 @@ def vmap(
                 if t._version != v:
                     raise RuntimeError(
                         f"{op}: an in-place operation wrote into an input that is not mapped "
-                        f"(in_dim None, shape {list(t.shape)}): every sample would write its "
-                        "own result into it; map that input too, or write into a copy"
+                        f"(in_dim None, shape {list(t.shape)}): vmap runs the function once "
+                        "per sample, so each sample would write into it again; map that input "
+                        "too, or write into a copy"
                     )
             return out
 
