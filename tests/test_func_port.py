@@ -406,3 +406,28 @@ def test_maml_meta_gradient_through_func_grad_matches_torch():
 
     fd = [(outer(A + eps * e) - outer(A - eps * e)) / (2 * eps) for e in np.eye(3)]
     np.testing.assert_allclose(res[fg][0].numpy(), fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("lib", [fg, torch], ids=["ferrograd", "torch"])
+def test_inplace_write_of_transformed_value_into_captured_tensor_raises(lib):
+    x = lib.tensor(A.copy())
+    captured = lib.zeros(3, dtype=lib.float64)
+
+    def foo(t):
+        captured.copy_(t)
+        return (t * captured).sum()
+
+    with pytest.raises(RuntimeError, match="mutate a captured Tensor"):
+        lib.func.grad(foo)(x)
+    with pytest.raises(RuntimeError, match="mutate a captured Tensor"):
+        lib.func.jvp(foo, (x,), (lib.ones(3, dtype=lib.float64),))
+    counter = lib.zeros(1, dtype=lib.float64)
+
+    def bar(t):
+        counter.add_(1)
+        return (t * t).sum()
+
+    with pytest.raises(RuntimeError, match="mutate a captured Tensor"):
+        lib.func.grad(bar)(x)
+    fresh = lambda t: (t * lib.zeros(3, dtype=lib.float64).add_(2)).sum()
+    np.testing.assert_allclose(lib.func.grad(fresh)(x).numpy(), np.full(3, 2.0))

@@ -823,6 +823,41 @@ def _track_args(op: str, args: tuple, nums: tuple) -> tuple[list, list[list[Tens
     return out, groups
 
 
+def _captured(func: Callable) -> list[Tensor]:
+    """The tensors ``func`` captures: its closure's and the globals its code names."""
+    found = []
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(v, Tensor):
+            found.append(v)
+    code = getattr(func, "__code__", None)
+    if code is not None:
+        names = getattr(func, "__globals__", {})
+        found += [names[n] for n in code.co_names if isinstance(names.get(n), Tensor)]
+    return found
+
+
+def _run(op: str, func: Callable, args: list, kwargs: dict) -> Any:
+    """``func(*args, **kwargs)``, raising as PyTorch does where it wrote in place into a
+    tensor it captures (its closure's or a global it names; a value computed from the
+    transformed arguments would carry the transform's internal graph out of it). The write
+    has happened when this raises."""
+    caps = [(t, t._version) for t in _captured(func)]
+    out = func(*args, **kwargs)
+    for t, version in caps:
+        if t._version != version:
+            raise RuntimeError(
+                f"{op}: During a grad (vjp, jvp, grad, etc) transform, the function provided "
+                "attempted to call in-place operation that would mutate a captured Tensor "
+                f"(shape {list(t.shape)}). This is not supported; pass that Tensor as an "
+                "input, or write into a copy of it"
+            )
+    return out
+
+
 def _split_aux(op: str, out: Any, has_aux: bool) -> tuple[Any, Any]:
     if not has_aux:
         return out, None
@@ -843,7 +878,7 @@ def grad_and_value(func: Callable, argnums: Any = 0, has_aux: bool = False) -> C
         many, nums = _argnums("grad", argnums, len(args))
         with _level():
             full, groups = _track_args("grad", args, nums)
-            out, aux = _split_aux("grad", func(*full, **kwargs), has_aux)
+            out, aux = _split_aux("grad", _run("grad", func, full, kwargs), has_aux)
             if not isinstance(out, Tensor):
                 raise RuntimeError(  # noqa: TRY004 (PyTorch's type)
                     "grad: Expected f(*args) to return a Tensor, got " + type(out).__name__
@@ -882,7 +917,7 @@ def func_vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     per primal, shaped as that primal (``(output, vjp_fn, aux)`` with ``has_aux``)."""
     with _level():
         full, groups = _track_args("vjp", primals, tuple(range(len(primals))))
-        out, aux = _split_aux("vjp", func(*full), has_aux)
+        out, aux = _split_aux("vjp", _run("vjp", func, full, {}), has_aux)
     if out is None or (isinstance(out, (tuple, list, dict)) and not _leaves(out)):
         raise RuntimeError(
             f"vjp: Expected f to be a function that has non-empty output (got {type(out).__name__})"
@@ -943,7 +978,7 @@ def func_jvp(
             )
     with _level():
         full, groups = _track_args("jvp", primals, tuple(range(len(primals))))
-        out, aux = _split_aux("jvp", func(*full), has_aux)
+        out, aux = _split_aux("jvp", _run("jvp", func, full, {}), has_aux)
         _check_tensors("jvp", "the function's output", out)
         xs = tuple(t for group in groups for t in group)
         ys = tuple(_leaves(out))
@@ -1008,7 +1043,7 @@ def jacrev(
         many, nums = _argnums(op, argnums, len(args))
         with _level():
             full, groups = _track_args(op, args, nums)
-            out, aux = _split_aux(op, func(*full, **kwargs), has_aux)
+            out, aux = _split_aux(op, _run(op, func, full, kwargs), has_aux)
             _check_tensors(op, "the function's output", out)
             own = [t for group in groups for t in group]
             blocks = _jac_blocks(tuple(_leaves(out)), tuple(own))
