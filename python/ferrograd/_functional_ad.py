@@ -19,6 +19,7 @@ dicts, lists and tuples)."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -671,18 +672,32 @@ class FuncTransformError(ValueError, RuntimeError):
     ferrograd ValueError, so it is both."""
 
 
-# How many differentiating transforms are running: a transform nested in another keeps the
+# How many differentiating transforms are running (per thread): a transform nested in another keeps the
 # graph of its results (the enclosing one differentiates through them).
-_depth = [0]
+_depth = threading.local()
 
 
 @contextlib.contextmanager
-def _level() -> Iterator[None]:
-    _depth[0] += 1
+def _level() -> Iterator[list[Tensor]]:
+    """Marks a running transform; yields the fresh leaves that it and the transforms nested
+    in it create (the graph of its results may reach them: they are its own, not tensors
+    that something outside differentiates)."""
+    n = getattr(_depth, "n", 0)
+    if n == 0:
+        _depth.fresh = []
+    _depth.n = n + 1
     try:
-        yield
+        yield _depth.fresh
     finally:
-        _depth[0] -= 1
+        _depth.n = n
+
+
+def _fresh(t: Tensor) -> Tensor:
+    """``t`` as a new leaf that requires grad, owned by the running transforms."""
+    leaf = t.detach().requires_grad_(True)
+    if getattr(_depth, "n", 0) > 0:
+        _depth.fresh.append(leaf)
+    return leaf
 
 
 def _reaches_outside(t: Tensor, own: list[Tensor], seen: set) -> bool:
@@ -720,7 +735,7 @@ def _plain(tree: Any, own: list[Tensor]) -> Any:
     running or their graph reaches tensors outside the transform (so ``w = w - lr *
     grad(f)(w)`` loops do not grow a graph, while nested transforms and gradients to
     requires-grad inputs still work)."""
-    if _depth[0] > 0:
+    if getattr(_depth, "n", 0) > 0:
         return tree
     seen: set = set()
     return _rebuild(
@@ -804,7 +819,7 @@ def _check_tensors(op: str, what: str, tree: Any) -> None:
 
 def _tracked(t: Tensor) -> Tensor:
     # a new node on the tape (gradients of enclosing transforms still flow through)
-    return t * 1 if t.requires_grad else t.detach().requires_grad_(True)
+    return t * 1 if t.requires_grad else _fresh(t)
 
 
 def _track_args(op: str, args: tuple, nums: tuple) -> tuple[list, list[list[Tensor]]]:
@@ -876,7 +891,7 @@ def grad_and_value(func: Callable, argnums: Any = 0, has_aux: bool = False) -> C
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         many, nums = _argnums("grad", argnums, len(args))
-        with _level():
+        with _level() as fresh:
             full, groups = _track_args("grad", args, nums)
             out, aux = _split_aux("grad", _run("grad", func, full, kwargs), has_aux)
             if not isinstance(out, Tensor):
@@ -894,7 +909,7 @@ def grad_and_value(func: Callable, argnums: Any = 0, has_aux: bool = False) -> C
             per_arg = tuple(_rebuild(full[i], gs) for i in nums)
         g = per_arg if many else per_arg[0]
         res = (g, (out, aux)) if has_aux else (g, out)
-        return _plain(res, own)
+        return _plain(res, [*own, *fresh])
 
     return wrapper
 
@@ -915,7 +930,7 @@ def func_vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """``torch.func.vjp``: ``(func(*primals), vjp_fn)`` where ``vjp_fn(cotangents)`` (shaped
     as the output: a tensor or a dict/list/tuple of them) returns a tuple with one gradient
     per primal, shaped as that primal (``(output, vjp_fn, aux)`` with ``has_aux``)."""
-    with _level():
+    with _level() as fresh:
         full, groups = _track_args("vjp", primals, tuple(range(len(primals))))
         out, aux = _split_aux("vjp", _run("vjp", func, full, {}), has_aux)
     if out is None or (isinstance(out, (tuple, list, dict)) and not _leaves(out)):
@@ -945,13 +960,13 @@ def func_vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple:
                     f"vjp: Mismatch in shape: an output has shape {list(y.shape)} but its "
                     f"cotangent has shape {list(c.shape)}"
                 )
-        with _level():
+        with _level() as fresh_now:
             gs = iter(_grads(ys, tuple(own), cs, True))
             res = tuple(_rebuild(full[i], gs) for i in range(len(primals)))
-        return _plain(res, own)
+        return _plain(res, [*own, *fresh, *fresh_now])
 
-    out_plain = _plain(out, own)
-    return (out_plain, vjp_fn, _plain(aux, own)) if has_aux else (out_plain, vjp_fn)
+    out_plain = _plain(out, [*own, *fresh])
+    return (out_plain, vjp_fn, _plain(aux, [*own, *fresh])) if has_aux else (out_plain, vjp_fn)
 
 
 def func_jvp(
@@ -976,18 +991,18 @@ def func_jvp(
                 f"jvp: tangent {k} has a different size ({list(t.shape)}) than its primal "
                 f"({list(p.shape)})"
             )
-    with _level():
+    with _level() as fresh:
         full, groups = _track_args("jvp", primals, tuple(range(len(primals))))
         out, aux = _split_aux("jvp", _run("jvp", func, full, {}), has_aux)
         _check_tensors("jvp", "the function's output", out)
         xs = tuple(t for group in groups for t in group)
         ys = tuple(_leaves(out))
-        us = tuple(_core.zeros_like(y).requires_grad_(True) for y in ys)
+        us = tuple(_fresh(_core.zeros_like(y)) for y in ys)
         gx = _grads(ys, xs, us, True)  # u^T J, linear in u: its derivative along t is J t
         jv = _grads(gx, us, tuple(tl), True)
     own = [*xs, *us]
-    res = (_plain(out, own), _plain(_rebuild(out, iter(jv)), own))
-    return (*res, _plain(aux, own)) if has_aux else res
+    res = (_plain(out, [*own, *fresh]), _plain(_rebuild(out, iter(jv)), [*own, *fresh]))
+    return (*res, _plain(aux, [*own, *fresh])) if has_aux else res
 
 
 def linearize(func: Callable, *primals: Any) -> tuple:
@@ -1041,7 +1056,7 @@ def jacrev(
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         many, nums = _argnums(op, argnums, len(args))
-        with _level():
+        with _level() as fresh:
             full, groups = _track_args(op, args, nums)
             out, aux = _split_aux(op, _run(op, func, full, kwargs), has_aux)
             _check_tensors(op, "the function's output", out)
@@ -1054,7 +1069,7 @@ def jacrev(
                 per_out.append(per_arg if many else per_arg[0])
             jac = _rebuild(out, iter(per_out))
         res = (jac, aux) if has_aux else jac
-        return _plain(res, own)
+        return _plain(res, [*own, *fresh])
 
     return wrapper
 
