@@ -1,6 +1,7 @@
 """PyTorch's ``torch.func`` (functorch) transforms on ferrograd's tape: ``grad``,
-``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap`` and
-``functional_call``. See :mod:`ferrograd._functional_ad` for how each is computed."""
+``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap``,
+``functional_call``, ``linearize`` and ``stack_module_state``. See
+:mod:`ferrograd._functional_ad` for how each is computed."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from ._functional_ad import (
     grad_and_value,
     jacfwd,
     jacrev,
+    linearize,
+    stack_module_state,
     vmap,
 )
 
@@ -30,6 +33,8 @@ __all__ = [
     "jacfwd",
     "jacrev",
     "jvp",
+    "linearize",
+    "stack_module_state",
     "vjp",
     "vmap",
 ]
