@@ -30,11 +30,12 @@ import sys
 import threading
 import types
 import warnings
+from collections.abc import Iterable
 from typing import Any, Callable
 
 import numpy as np
 
-from ._core import Tensor
+from ._core import DTypeError, Tensor
 
 __all__ = [
     "GradScaler",
@@ -622,6 +623,26 @@ def _rnn_forward(orig: Callable[..., Any]) -> Callable[..., Any]:
     return forward
 
 
+def _checked_products(fn: Callable[..., Any], op: str, swap: bool = False) -> Callable[..., Any]:
+    """``fn`` refusing float operands of different dtypes (``bfloat16 @ float32``), as
+    PyTorch's products do outside autocast (inside it, the casts come first)."""
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        ts = [t for t in _tensors(args, kwargs) if t.dtype.kind == "f"]
+        if len(ts) > 1 and any(t.dtype != ts[0].dtype for t in ts[1:]):
+            first, other = (ts[1], ts[0]) if swap else (ts[0], ts[1])
+            if other.dtype == first.dtype:  # a third operand (linear's bias) differs
+                other = next(t for t in ts if t.dtype != first.dtype)
+            raise DTypeError(
+                f"{op}: expected m1 and m2 to have the same dtype, but got: "
+                f"{first.dtype.name} != {other.dtype.name}"
+            )
+        return fn(*args, **kwargs)
+
+    return checked
+
+
 def _install() -> None:
     import ferrograd
 
@@ -630,6 +651,16 @@ def _install() -> None:
     from .nn import functional as F
     from .nn import modules as M
 
+    for name in ("matmul", "mm", "bmm", "mv", "linear"):
+        for ns in (ferrograd, F):
+            fn = getattr(ns, name, None)
+            if callable(fn):
+                setattr(ns, name, _checked_products(fn, name))
+        method = Tensor.__dict__.get(name)
+        if callable(method):
+            setattr(Tensor, name, _checked_products(method, name))
+    Tensor.__matmul__ = _checked_products(Tensor.__matmul__, "matmul")
+    Tensor.__rmatmul__ = _checked_products(Tensor.__rmatmul__, "matmul", swap=True)
     for name, policies in _policies().items():
         for ns in (ferrograd, F, linalg):
             fn = getattr(ns, name, None)
@@ -721,7 +752,10 @@ class GradScaler:
         if growth_interval < 0:
             raise ValueError(f"GradScaler: growth_interval must be >= 0, got {growth_interval}")
         self._device, self._enabled = kind, bool(enabled)
-        self._scale = float(init_scale)
+        # the scale is a float32 number, as PyTorch's (its growth stops below float32's max)
+        self._scale = _f32(init_scale)
+        self._scale_used = False  # scale() called (or a state loaded): update() may run
+        self._mge_used = False  # MegEngine's methods used: update() needs no recorded step
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval, self._growth_tracker = int(growth_interval), 0
         self._per_opt: dict[int, dict] = {}
@@ -745,17 +779,32 @@ class GradScaler:
         return self._growth_interval
 
     def scale(self, outputs: Any) -> Any:
-        """``outputs`` (a tensor, or lists/tuples of them) times the current scale."""
+        """``outputs`` (a tensor, or an iterable of them: a list or tuple gives one of the
+        same type, another iterable a lazy ``map``) times the current scale. A float16 or
+        bfloat16 tensor is scaled in float32 (the scaled loss would overflow float16), as
+        PyTorch's."""
         if not self._enabled:
             return outputs
+        self._scale_used = True
         if isinstance(outputs, Tensor):
+            if outputs.dtype.name in _LOWER:
+                outputs = outputs.astype("float32")
             return outputs * self._scale
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
-        raise ValueError("GradScaler.scale: outputs must be a Tensor or an iterable of Tensors")
+        if isinstance(outputs, Iterable) and not isinstance(outputs, (str, bytes)):
+            return map(self._scale_one, outputs)
+        raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+
+    def _scale_one(self, t: Any) -> Any:
+        if not isinstance(t, Tensor):
+            raise ValueError("outputs must be a Tensor or an iterable of Tensors")  # noqa: TRY004  (PyTorch's type)
+        return self.scale(t)
 
     def _opt_state(self, optimizer: Any) -> dict:
-        return self._per_opt.setdefault(id(optimizer), {"unscaled": False, "found_inf": False})
+        return self._per_opt.setdefault(
+            id(optimizer), {"unscaled": False, "found_inf": False, "stepped": False}
+        )
 
     def unscale_(self, optimizer: Any) -> None:
         """Divides the gradients of ``optimizer``'s parameters by the scale (in place) and
@@ -767,7 +816,14 @@ class GradScaler:
             raise RuntimeError(
                 "unscale_() has already been called on this optimizer since the last update()."
             )
+        if st["stepped"]:
+            raise RuntimeError("unscale_() is being called after step().")
         params = [p for group in optimizer.param_groups for p in group["params"]]
+        for p in params:
+            g = getattr(p, "grad", None)
+            if g is not None and g.dtype.name == "float16":
+                # float16 gradients unscaled in place lose what the scale protected
+                raise ValueError("Attempting to unscale FP16 gradients.")
         found = _unscale_grads(params, 1.0 / self._scale, check=True)
         st["unscaled"], st["found_inf"] = True, found
 
@@ -779,8 +835,11 @@ class GradScaler:
         if "closure" in kwargs:
             raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
         st = self._opt_state(optimizer)
+        if st["stepped"]:
+            raise RuntimeError("step() has already been called since the last update().")
         if not st["unscaled"]:
             self.unscale_(optimizer)
+        st["stepped"] = True
         if st["found_inf"]:
             return None
         return optimizer.step(*args, **kwargs)
@@ -791,25 +850,36 @@ class GradScaler:
         ``new_scale``)."""
         if not self._enabled:
             return
+        if not (self._scale_used or self._mge_used):
+            raise AssertionError(
+                "Attempted update but the scale was never used. This may indicate your script "
+                "did not use scaler.scale(loss or outputs) earlier in the iteration."
+            )
         if new_scale is not None:
-            self._scale = float(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
+            self._scale = _f32(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
+        elif not self._mge_used and not any(st["unscaled"] for st in self._per_opt.values()):
+            raise AssertionError("No inf checks were recorded prior to update.")
         elif self._growth_interval == 0:
             pass
         else:
             found = self._found_non_finite or any(st["found_inf"] for st in self._per_opt.values())
             if found:
-                self._scale *= self._backoff_factor
+                self._scale = _f32(self._scale * self._backoff_factor)
                 self._growth_tracker = 0
             else:
                 self._growth_tracker += 1
                 if self._growth_tracker == self._growth_interval:
-                    self._scale *= self._growth_factor
+                    # the scale stays where growing would overflow float32, as PyTorch's
+                    grown = _f32(self._scale * self._growth_factor)
+                    if np.isfinite(grown):
+                        self._scale = grown
                     self._growth_tracker = 0
         self._per_opt.clear()
         self._found_non_finite = False
 
     # -- MegEngine's API -----------------------------------------------------------------
     def _mge_on(self) -> bool:
+        self._mge_used = True
         if self._no_cuda and not self._enabled:
             self._enabled = True
         return self._enabled
@@ -890,11 +960,18 @@ class GradScaler:
                 "The source state dict is empty, possibly because it was saved from a disabled "
                 "instance of GradScaler."
             )
-        self._scale = float(state_dict["scale"])
+        self._scale = _f32(state_dict["scale"])
+        self._scale_used = True
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
         self._growth_tracker = int(state_dict["_growth_tracker"])
+
+
+def _f32(x: Any) -> float:
+    """``x`` rounded to float32 (the precision of PyTorch's scale)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
 
 
 def custom_fwd(
