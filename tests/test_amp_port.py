@@ -11,8 +11,14 @@ import numpy as np
 import pytest
 
 
-def _both(torch, a):
-    return fg.tensor(a), torch.tensor(a)
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    """These compare CPU behaviour with PyTorch's CPU: tensors are made on the CPU even
+    when the suite runs with another default device."""
+    prev = fg.get_default_device()
+    fg.set_default_device("cpu")
+    yield
+    fg.set_default_device(prev)
 
 
 def _np(t):
