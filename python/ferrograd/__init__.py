@@ -172,6 +172,18 @@ from . import xpu as xpu  # torch.xpu / torch.mps: not available
 
 mps = xpu
 from .amp import autocast as autocast
+from .amp import (
+    clear_autocast_cache,
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    is_autocast_available,
+    is_autocast_cache_enabled,
+    is_autocast_cpu_enabled,
+    is_autocast_enabled,
+    set_autocast_cache_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
 
 amp._install()
 
@@ -207,6 +219,18 @@ def ger(input, vec2):
 
 __all__ += ["ger", "version"]
 __all__ += ["amp", "autocast", "cpu"]
+__all__ += [
+    "clear_autocast_cache",
+    "get_autocast_cpu_dtype",
+    "get_autocast_dtype",
+    "is_autocast_available",
+    "is_autocast_cache_enabled",
+    "is_autocast_cpu_enabled",
+    "is_autocast_enabled",
+    "set_autocast_cache_enabled",
+    "set_autocast_dtype",
+    "set_autocast_enabled",
+]
 
 # complex numbers as pairs of real tensors (polar, view_as_complex, view_as_real)
 from ._complex import *

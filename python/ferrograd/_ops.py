@@ -1380,6 +1380,11 @@ def var(
     c = 1 if not given else (int(unbiased) if unbiased is not None else given[0])
     if x.dtype.kind != "f":
         raise DTypeError(f"var: input must be a float tensor, got {x.dtype}")
+    if x.dtype.name in _HALF:
+        # squared deviations overflow float16 (65504): accumulated in float32, the result
+        # rounded once to the input's dtype, as PyTorch's
+        out = var(x.astype("float32"), dim, keepdim=keepdim, correction=c, axis=axis)
+        return out.astype(x.dtype.name)
     dims = _reduce_dims("var", x, dim, axis)
     n = int(np.prod([x.shape[d] for d in dims])) if dims else 1
     mean = x.mean(axis=dims, keepdims=True) if dims else x
@@ -1406,10 +1411,12 @@ def std(
     ddof: Any = None,
 ) -> Tensor:
     """The standard deviation: ``sqrt`` of :func:`var` with the same arguments; its
-    gradient is 0 where every value is equal, as PyTorch's."""
-    return _safe_sqrt(
+    gradient is 0 where every value is equal, as PyTorch's. float16/bfloat16 inputs are
+    computed in float32 and rounded once."""
+    half = isinstance(input, Tensor) and input.dtype.name in _HALF
+    out = _safe_sqrt(
         var(
-            input,
+            input.astype("float32") if half else input,
             dim,
             unbiased,
             keepdim,
@@ -1419,6 +1426,10 @@ def std(
             ddof=ddof,
         )
     )
+    return out.astype(input.dtype.name) if half else out
+
+
+_HALF = ("float16", "bfloat16")
 
 
 def _safe_sqrt(s: Tensor) -> Tensor:
@@ -1447,6 +1458,11 @@ def norm(
         x = x.astype(_dtype_name(dtype))
     if x.dtype.kind != "f":
         raise DTypeError(f"norm: input must be a float tensor, got {x.dtype}")
+    if x.dtype.name in _HALF:
+        # x*x and |x|**p overflow float16 (and lose bfloat16's few bits) summed in the input
+        # dtype: computed in float32, rounded once to the input's dtype, as PyTorch's
+        out = norm(x.astype("float32"), p, dim, keepdim, axis=axis)
+        return out.astype(x.dtype.name)
     if isinstance(p, str) and p == "nuc":
         # the nuclear norm of the matrices over the two axes of dim (a matrix by default)
         d = _pick("norm", dim, axis)

@@ -1,12 +1,23 @@
 """Mixed precision with PyTorch's API: :class:`autocast` and :class:`GradScaler`.
 
-Inside ``autocast(device_type, dtype)`` the products (``@``, ``matmul``, ``mm``, ``bmm``,
-``addmm``, ``baddbmm``, ``linear``, ``conv1d``/``conv2d``, ``conv_transpose1d``/``2d``,
-``scaled_dot_product_attention``) of float tensors on that device run in ``dtype``
-(``bfloat16`` by default on the CPU, ``float16`` on CUDA): their float inputs are cast,
-recorded like any op, so gradients of float32 parameters stay float32. Softmax, layer and
-group norm, ``logsumexp`` and the losses run in float32 (their half inputs are cast up).
-Other ops follow type promotion. This is PyTorch's CUDA policy, used on both devices.
+Inside ``autocast(device_type, dtype)`` some ops on that device's tensors run in ``dtype``
+(``bfloat16`` by default on the CPU, ``float16`` on CUDA), some in float32 and the rest as
+they are (type promotion), each device by PyTorch's list for it:
+
+* CUDA: the products (``@``, ``matmul``, ``mm``, ``bmm``, ``addmm``, ``baddbmm``,
+  ``linear``, ``conv1d``/``conv2d``, ``conv_transpose1d``/``2d``,
+  ``scaled_dot_product_attention``) in ``dtype``; softmax, layer and group norm,
+  ``logsumexp``, ``softplus`` and the losses in float32.
+* CPU: the products (with ``conv3d``, ``conv_transpose3d``, ``linalg.vecdot`` and the LSTM
+  and RNN modules, not ``mv``/``addmv``) in ``dtype``; ``prod``, ``trace``, ``cdist``,
+  quantiles, the 3-D pools, reflection and replication padding, ``grid_sample``, the
+  losses and the linear algebra decompositions and solvers in float32; softmax and the
+  normalisations keep their input's dtype; ``index_copy``, ``cat`` and ``stack`` cast
+  their inputs to the widest float dtype among them.
+
+Float inputs are cast, recorded like any op, so gradients of float32 parameters stay
+float32; float64 tensors are never lowered. Inside an op autocast is off (an op of the
+float32 list that uses a product internally runs that product in float32).
 
 :class:`GradScaler` multiplies the loss by a scale so float16 gradients do not underflow,
 unscales the gradients before the optimizer step, skips steps whose gradients hold inf or
@@ -19,20 +30,28 @@ import sys
 import threading
 import types
 import warnings
+from collections.abc import Iterable
 from typing import Any, Callable
 
 import numpy as np
 
-from ._core import Tensor
+from ._core import DTypeError, Tensor
 
 __all__ = [
     "GradScaler",
     "autocast",
+    "clear_autocast_cache",
     "custom_bwd",
     "custom_fwd",
+    "get_autocast_cpu_dtype",
     "get_autocast_dtype",
     "is_autocast_available",
+    "is_autocast_cache_enabled",
+    "is_autocast_cpu_enabled",
     "is_autocast_enabled",
+    "set_autocast_cache_enabled",
+    "set_autocast_dtype",
+    "set_autocast_enabled",
 ]
 
 _LOWER = ("float16", "bfloat16")
@@ -42,10 +61,30 @@ _local = threading.local()
 
 
 def _state() -> dict:
+    """The calling thread's autocast state: per device the dtype its ops are cast to (None
+    where autocast is off), under "dtype" the dtype each device would use (set by a region
+    even when it is disabled, as PyTorch's), under "mge" whether a MegEngine-style region
+    (no device, CUDA's op lists on every device) is on."""
     st = getattr(_local, "state", None)
     if st is None:
-        st = _local.state = {"cpu": None, "cuda": None}
+        st = _local.state = {
+            "cpu": None,
+            "cuda": None,
+            "dtype": dict(_DEFAULT_DTYPE),
+            "mge": False,
+            "manual": set(),
+            "cache": True,
+        }
     return st
+
+
+def _device_kind(op: str, device_type: Any) -> str:
+    if not isinstance(device_type, str):
+        raise TypeError(f"{op}: device_type must be a str ('cpu' or 'cuda'), got {device_type!r}")
+    kind = device_type.partition(":")[0]
+    if kind not in ("cpu", "cuda"):
+        raise RuntimeError(f"{op}: device_type must be 'cpu' or 'cuda', got {device_type!r}")
+    return kind
 
 
 def is_autocast_available(device_type: str) -> bool:
@@ -53,20 +92,70 @@ def is_autocast_available(device_type: str) -> bool:
 
 
 def get_autocast_dtype(device_type: str) -> Any:
-    """The dtype autocast uses on ``device_type`` now (its default outside a region)."""
-    from ._tensor import _dtype_name
-
-    name = _state().get(device_type) or _DEFAULT_DTYPE.get(device_type, "bfloat16")
+    """The dtype autocast uses on ``device_type`` now: the innermost region's, even a
+    disabled one's (its default outside a region), as PyTorch's."""
     import ferrograd
 
-    return getattr(ferrograd, _dtype_name(name))
+    kind = _device_kind("get_autocast_dtype", device_type)
+    return getattr(ferrograd, _state()["dtype"][kind])
 
 
 def is_autocast_enabled(device_type: str | None = None) -> bool:
+    """Whether autocast is on for ``device_type`` (CUDA when not given, as PyTorch's)."""
+    kind = "cuda" if device_type is None else _device_kind("is_autocast_enabled", device_type)
+    return _state()[kind] is not None
+
+
+def set_autocast_enabled(device_type: Any, enabled: Any = None) -> None:
+    """Turns autocast on or off for ``device_type`` in this thread, with its current
+    dtype; ``set_autocast_enabled(enabled)`` (the older signature) for CUDA."""
+    if enabled is None:
+        device_type, enabled = "cuda", device_type
+    kind = _device_kind("set_autocast_enabled", device_type)
     st = _state()
-    if device_type is None:
-        return st["cuda"] is not None
-    return st.get(device_type) is not None
+    st[kind] = st["dtype"][kind] if enabled else None
+    # the wrappers' fast path counts a switched-on device as an open region
+    if enabled and kind not in st["manual"]:
+        st["manual"].add(kind)
+        _active[0] += 1
+    elif not enabled and kind in st["manual"]:
+        st["manual"].discard(kind)
+        _active[0] -= 1
+
+
+def set_autocast_dtype(device_type: str, dtype: Any) -> None:
+    """Sets the dtype autocast uses on ``device_type`` (float16 or bfloat16)."""
+    from ._tensor import _dtype_name
+
+    kind = _device_kind("set_autocast_dtype", device_type)
+    st = _state()
+    st["dtype"][kind] = _dtype_name(dtype)
+    if st[kind] is not None:
+        st[kind] = st["dtype"][kind]
+
+
+def is_autocast_cpu_enabled() -> bool:
+    """``is_autocast_enabled("cpu")`` (PyTorch's older name)."""
+    return is_autocast_enabled("cpu")
+
+
+def get_autocast_cpu_dtype() -> Any:
+    """``get_autocast_dtype("cpu")`` (PyTorch's older name)."""
+    return get_autocast_dtype("cpu")
+
+
+def clear_autocast_cache() -> None:
+    """Nothing to clear: casts are not cached (each region casts a weight where it is
+    used), so results are the same as with PyTorch's cache."""
+
+
+def is_autocast_cache_enabled() -> bool:
+    """The ``cache_enabled`` flag as last set (casts are not cached either way)."""
+    return bool(_state()["cache"])
+
+
+def set_autocast_cache_enabled(enabled: bool) -> None:
+    _state()["cache"] = bool(enabled)
 
 
 class autocast:
@@ -120,12 +209,17 @@ class autocast:
         kind = device_type.partition(":")[0]
         if kind not in ("cpu", "cuda"):
             raise ValueError(f"autocast: device_type must be 'cpu' or 'cuda', got {device_type!r}")
-        name = _DEFAULT_DTYPE[kind] if dtype is None else _dtype_name(dtype)
+        name = _state()["dtype"][kind] if dtype is None else _dtype_name(dtype)
         if enabled and name not in _LOWER:
-            raise ValueError(
-                f"autocast: dtype must be float16 or bfloat16, got {name} (use enabled=False "
-                "to run in full precision)"
+            # PyTorch's: a warning, and the region runs with autocast off
+            warnings.warn(
+                f"In {kind.upper() if kind == 'cuda' else 'CPU'} autocast, but the target "
+                f"dtype {name} is not supported (float16 and bfloat16 are). Disabling "
+                "autocast.",
+                UserWarning,
+                stacklevel=2,
             )
+            enabled = False
         self.device_type, self.fast_dtype, self._enabled = kind, name, bool(enabled)
 
     def __enter__(self) -> Any:
@@ -135,12 +229,16 @@ class autocast:
                 self._prev.append(None)
                 return self
             cfg = _mge_config()
-            self._prev.append((dict(st), dict(cfg)))
+            self._prev.append((_snapshot(st), dict(cfg)))
             st["cpu"] = st["cuda"] = self.fast_dtype
+            st["mge"] = True
             cfg["low"], cfg["high"] = self.low_prec_dtype, self.high_prec_dtype
         else:
-            self._prev.append(st[self.device_type])
-            st[self.device_type] = self.fast_dtype if self._enabled else None
+            kind = self.device_type
+            self._prev.append((st[kind], st["dtype"][kind], st["mge"]))
+            st[kind] = self.fast_dtype if self._enabled else None
+            st["dtype"][kind] = self.fast_dtype
+            st["mge"] = False
         _active[0] += 1
         return self
 
@@ -152,7 +250,8 @@ class autocast:
             _state().update(prev[0])
             _mge_config().update(prev[1])
         else:
-            _state()[self.device_type] = prev
+            st = _state()
+            st[self.device_type], st["dtype"][self.device_type], st["mge"] = prev
         _active[0] -= 1
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -171,6 +270,10 @@ class autocast:
                 return fn(*args, **kwargs)
 
         return wrapped
+
+
+def _snapshot(st: dict) -> dict:
+    return {"cpu": st["cpu"], "cuda": st["cuda"], "dtype": dict(st["dtype"]), "mge": st["mge"]}
 
 
 def _check_low(op: str, dtype: Any) -> str:
@@ -216,6 +319,7 @@ class _AmpModule(types.ModuleType):
         st, cfg = _state(), _mge_config()
         on = bool(value)
         st["cpu"] = st["cuda"] = cfg["low"] if on else None
+        st["mge"] = on
         if on != cfg["module_on"]:
             _active[0] += 1 if on else -1
             cfg["module_on"] = on
@@ -246,23 +350,70 @@ def _kind(t: Tensor) -> str:
     return str(t.device).partition(":")[0]
 
 
-def _cast_lower(x: Any, st: dict) -> Any:
-    if isinstance(x, Tensor) and x.dtype.kind == "f":
-        target = st.get(_kind(x))
-        if target is not None and x.dtype.name != target:
-            return x.astype(target)
-    return x
+def _tensors(args: tuple, kwargs: dict) -> list:
+    """The tensors among the arguments (one level into lists and tuples, as ``cat``'s)."""
+    out = []
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(t for t in a if isinstance(t, Tensor))
+    return out
 
 
-def _cast_float32(x: Any, st: dict) -> Any:
-    if isinstance(x, Tensor) and x.dtype.name in _LOWER and st.get(_kind(x)) is not None:
-        return x.astype("float32")
-    return x
+def _widest(ts: list) -> str | None:
+    names = {t.dtype.name for t in ts if t.dtype.kind == "f"}
+    if not names:
+        return None
+    for name in ("float64", "float32"):
+        if name in names:
+            return name
+    return names.pop() if len(names) == 1 else "float32"
 
 
-def _wrap(fn: Callable[..., Any], cast: Callable[[Any, dict], Any]) -> Callable[..., Any]:
+def _target(x: Tensor, policy: str, st: dict, widest: dict) -> str | None:
+    """The dtype ``policy`` casts the float tensor ``x`` to (None: left as it is)."""
+    name = x.dtype.name
+    if policy == "lower":
+        target = st[_kind(x)]
+        # float64 is never lowered, as PyTorch's
+        return target if name != "float64" and name != target else None
+    if policy == "fp32":
+        return "float32" if name in _LOWER else None
+    target = widest.get(_kind(x))  # promote
+    return target if target is not None and target != name else None
+
+
+def _cast_args(args: tuple, kwargs: dict, policy: Callable[[str], str | None], st: dict) -> tuple:
+    widest: dict = {}
+    if any(policy(k) == "promote" for k in ("cpu", "cuda") if st[k] is not None):
+        by_dev: dict = {}
+        for t in _tensors(args, kwargs):
+            by_dev.setdefault(_kind(t), []).append(t)
+        widest = {k: _widest(v) for k, v in by_dev.items()}
+
+    def cast(x: Any) -> Any:
+        if isinstance(x, (list, tuple)):
+            return type(x)(cast(v) for v in x) if any(isinstance(v, Tensor) for v in x) else x
+        if not isinstance(x, Tensor) or x.dtype.kind != "f":
+            return x
+        kind = _kind(x)
+        if st.get(kind) is None:
+            return x
+        p = policy(kind)
+        target = _target(x, p, st, widest) if p is not None else None
+        return x if target is None else x.astype(target)
+
+    return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
+
+
+def _wrap(fn: Callable[..., Any], policies: dict) -> Callable[..., Any]:
+    """``fn`` casting its float arguments by ``policies`` (per device: "lower", "fp32",
+    "promote", or a function of the call's arguments giving one of them or None) inside
+    an autocast region, and running with autocast off (PyTorch's ops do not autocast the
+    ops they are built from)."""
     if getattr(fn, "_autocast_wrapped", False):
-        return fn
+        fn = fn.__wrapped__  # type: ignore[attr-defined]
 
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -271,15 +422,26 @@ def _wrap(fn: Callable[..., Any], cast: Callable[[Any, dict], Any]) -> Callable[
         st = _state()
         if st["cpu"] is None and st["cuda"] is None:
             return fn(*args, **kwargs)
-        args = tuple(cast(a, st) for a in args)
-        kwargs = {k: cast(v, st) for k, v in kwargs.items()}
-        return fn(*args, **kwargs)
+        table = policies["mge"] if st["mge"] else policies
+
+        def policy(kind: str) -> str | None:
+            p = table.get(kind)
+            return p(args, kwargs) if callable(p) else p
+
+        args, kwargs = _cast_args(args, kwargs, policy, st)
+        saved = st["cpu"], st["cuda"]
+        st["cpu"] = st["cuda"] = None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            st["cpu"], st["cuda"] = saved
 
     wrapped._autocast_wrapped = True  # type: ignore[attr-defined]
     return wrapped
 
 
-_LOWER_OPS = (
+# CUDA's lists (used on every device in a MegEngine-style region)
+_CUDA_LOWER = (
     "matmul",
     "mm",
     "bmm",
@@ -296,7 +458,7 @@ _LOWER_OPS = (
     "scaled_dot_product_attention",
     "prelu",
 )
-_FLOAT32_OPS = (
+_CUDA_FLOAT32 = (
     "softmax",
     "log_softmax",
     "layer_norm",
@@ -317,29 +479,211 @@ _FLOAT32_OPS = (
     "soft_margin_loss",
     "triplet_margin_loss",
 )
+# the CPU's lists (PyTorch's AutocastCPU kernels, by ferrograd's names)
+_CPU_LOWER = (
+    "matmul",
+    "mm",
+    "bmm",
+    "addmm",
+    "baddbmm",
+    "addbmm",
+    "linear",
+    "vecdot",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "scaled_dot_product_attention",
+    "prelu",
+)
+_CPU_FLOAT32 = (
+    "avg_pool3d",
+    "max_pool3d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool3d",
+    "fractional_max_pool2d",
+    "fractional_max_pool3d",
+    "max_unpool2d",
+    "max_unpool3d",
+    "grid_sample",
+    "polar",
+    "prod",
+    "quantile",
+    "nanquantile",
+    "cdist",
+    "trace",
+    "cholesky",
+    "cholesky_inverse",
+    "cholesky_solve",
+    "cholesky_ex",
+    "inverse",
+    "inv",
+    "inv_ex",
+    "lu_solve",
+    "pinverse",
+    "qr",
+    "svd",
+    "svdvals",
+    "eigh",
+    "eigvalsh",
+    "lstsq",
+    "solve",
+    "cond",
+    "matrix_rank",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "mse_loss",
+    "cosine_embedding_loss",
+    "nll_loss",
+    "hinge_embedding_loss",
+    "poisson_nll_loss",
+    "smooth_l1_loss",
+    "cross_entropy",
+    "l1_loss",
+    "huber_loss",
+    "margin_ranking_loss",
+    "soft_margin_loss",
+    "triplet_margin_loss",
+    "multi_margin_loss",
+    "multilabel_margin_loss",
+    "ctc_loss",
+    "kl_div",
+)
+_CPU_PROMOTE = ("index_copy", "cat", "concat", "stack")
+
+
+def _pad_policy(args: tuple, kwargs: dict) -> str | None:
+    # reflection and replication padding are on the CPU's float32 list, constant is not
+    mode = kwargs.get("mode", args[2] if len(args) > 2 else "constant")
+    return "fp32" if mode in ("reflect", "replicate") else None
+
+
+def _policies() -> dict:
+    table: dict = {}
+    for dev, names, policy in (
+        ("cuda", _CUDA_LOWER, "lower"),
+        ("cuda", _CUDA_FLOAT32, "fp32"),
+        ("cpu", _CPU_LOWER, "lower"),
+        ("cpu", _CPU_FLOAT32, "fp32"),
+        ("cpu", _CPU_PROMOTE, "promote"),
+    ):
+        for name in names:
+            table.setdefault(name, {})[dev] = policy
+    table["pad"] = {"cpu": _pad_policy}
+    for per_dev in table.values():
+        cuda = per_dev.get("cuda")
+        per_dev["mge"] = {"cpu": cuda, "cuda": cuda}
+    return table
+
+
+def _rnn_weights(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def weights(self: Any, layer: int, d: int) -> tuple:
+        ws = orig(self, layer, d)
+        low = self.__dict__.get("_autocast_low")
+        if low is None:
+            return ws
+        return tuple(w.astype(low) if isinstance(w, Tensor) else w for w in ws)
+
+    return weights
+
+
+def _rnn_forward(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """The LSTM and RNN modules in the CPU region's dtype (PyTorch runs them as one
+    lower-precision op there): input, states and weights cast, the steps in that dtype."""
+
+    @functools.wraps(orig)
+    def forward(self: Any, input: Any, hx: Any = None) -> Any:
+        st = _state()
+        low = st["cpu"] if _active[0] and not st["mge"] else None
+        if (
+            low is None
+            or self._mode == "GRU"
+            or getattr(self, "proj_size", 0)
+            or not isinstance(input, Tensor)
+            or _kind(input) != "cpu"
+            or input.dtype.name == "float64"
+        ):
+            return orig(self, input, hx)
+
+        def cast(h: Any) -> Any:
+            if isinstance(h, tuple):
+                return tuple(cast(v) for v in h)
+            return h.astype(low) if isinstance(h, Tensor) and h.dtype.kind == "f" else h
+
+        self.__dict__["_autocast_low"] = low
+        try:
+            with autocast("cpu", enabled=False):
+                return orig(self, cast(input), cast(hx))
+        finally:
+            del self.__dict__["_autocast_low"]
+
+    return forward
+
+
+def _checked_products(fn: Callable[..., Any], op: str, swap: bool = False) -> Callable[..., Any]:
+    """``fn`` refusing float operands of different dtypes (``bfloat16 @ float32``), as
+    PyTorch's products do outside autocast (inside it, the casts come first)."""
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        ts = [t for t in _tensors(args, kwargs) if t.dtype.kind == "f"]
+        if len(ts) > 1 and any(t.dtype != ts[0].dtype for t in ts[1:]):
+            first, other = (ts[1], ts[0]) if swap else (ts[0], ts[1])
+            if other.dtype == first.dtype:  # a third operand (linear's bias) differs
+                other = next(t for t in ts if t.dtype != first.dtype)
+            raise DTypeError(
+                f"{op}: expected m1 and m2 to have the same dtype, but got: "
+                f"{first.dtype.name} != {other.dtype.name}"
+            )
+        return fn(*args, **kwargs)
+
+    return checked
 
 
 def _install() -> None:
     import ferrograd
 
+    from . import linalg
+    from .nn import extra
     from .nn import functional as F
     from .nn import modules as M
 
-    for names, cast in ((_LOWER_OPS, _cast_lower), (_FLOAT32_OPS, _cast_float32)):
-        for name in names:
-            for ns in (ferrograd, F):
-                fn = getattr(ns, name, None)
-                if callable(fn):
-                    setattr(ns, name, _wrap(fn, cast))
-            method = Tensor.__dict__.get(name)
-            if callable(method):
-                setattr(Tensor, name, _wrap(method, cast))
-    Tensor.__matmul__ = _wrap(Tensor.__matmul__, _cast_lower)
-    Tensor.__rmatmul__ = _wrap(Tensor.__rmatmul__, _cast_lower)
-    for cls_name, fn_name in (("Conv1d", "conv1d"), ("Conv2d", "conv2d")):
-        cls = getattr(M, cls_name, None)
+    for name in ("matmul", "mm", "bmm", "mv", "linear"):
+        for ns in (ferrograd, F):
+            fn = getattr(ns, name, None)
+            if callable(fn):
+                setattr(ns, name, _checked_products(fn, name))
+        method = Tensor.__dict__.get(name)
+        if callable(method):
+            setattr(Tensor, name, _checked_products(method, name))
+    Tensor.__matmul__ = _checked_products(Tensor.__matmul__, "matmul")
+    Tensor.__rmatmul__ = _checked_products(Tensor.__rmatmul__, "matmul", swap=True)
+    for name, policies in _policies().items():
+        for ns in (ferrograd, F, linalg):
+            fn = getattr(ns, name, None)
+            if callable(fn) and not isinstance(fn, type):
+                setattr(ns, name, _wrap(fn, policies))
+        method = Tensor.__dict__.get(name)
+        if callable(method):
+            setattr(Tensor, name, _wrap(method, policies))
+    matmul = _policies()["matmul"]
+    Tensor.__matmul__ = _wrap(Tensor.__matmul__, matmul)
+    Tensor.__rmatmul__ = _wrap(Tensor.__rmatmul__, matmul)
+    from .nn import volumetric
+
+    for mod, cls_name, fn_name in (
+        (M, "Conv1d", "conv1d"),
+        (M, "Conv2d", "conv2d"),
+        (volumetric, "Conv3d", "conv3d"),
+    ):
+        cls = getattr(mod, cls_name, None)
         if cls is not None and "_conv" in cls.__dict__:
             cls._conv = staticmethod(getattr(F, fn_name))
+    extra.RNNBase._weights = _rnn_weights(extra.RNNBase._weights)
+    extra.RNNBase.forward = _rnn_forward(extra.RNNBase.forward)
 
 
 # ------------------------------------------------------------------------- GradScaler
@@ -408,7 +752,10 @@ class GradScaler:
         if growth_interval < 0:
             raise ValueError(f"GradScaler: growth_interval must be >= 0, got {growth_interval}")
         self._device, self._enabled = kind, bool(enabled)
-        self._scale = float(init_scale)
+        # the scale is a float32 number, as PyTorch's (its growth stops below float32's max)
+        self._scale = _f32(init_scale)
+        self._scale_used = False  # scale() called (or a state loaded): update() may run
+        self._mge_used = False  # MegEngine's methods used: update() needs no recorded step
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval, self._growth_tracker = int(growth_interval), 0
         self._per_opt: dict[int, dict] = {}
@@ -432,17 +779,32 @@ class GradScaler:
         return self._growth_interval
 
     def scale(self, outputs: Any) -> Any:
-        """``outputs`` (a tensor, or lists/tuples of them) times the current scale."""
+        """``outputs`` (a tensor, or an iterable of them: a list or tuple gives one of the
+        same type, another iterable a lazy ``map``) times the current scale. A float16 or
+        bfloat16 tensor is scaled in float32 (the scaled loss would overflow float16), as
+        PyTorch's."""
         if not self._enabled:
             return outputs
+        self._scale_used = True
         if isinstance(outputs, Tensor):
+            if outputs.dtype.name in _LOWER:
+                outputs = outputs.astype("float32")
             return outputs * self._scale
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
-        raise ValueError("GradScaler.scale: outputs must be a Tensor or an iterable of Tensors")
+        if isinstance(outputs, Iterable) and not isinstance(outputs, (str, bytes)):
+            return map(self._scale_one, outputs)
+        raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+
+    def _scale_one(self, t: Any) -> Any:
+        if not isinstance(t, Tensor):
+            raise ValueError("outputs must be a Tensor or an iterable of Tensors")  # noqa: TRY004  (PyTorch's type)
+        return self.scale(t)
 
     def _opt_state(self, optimizer: Any) -> dict:
-        return self._per_opt.setdefault(id(optimizer), {"unscaled": False, "found_inf": False})
+        return self._per_opt.setdefault(
+            id(optimizer), {"unscaled": False, "found_inf": False, "stepped": False}
+        )
 
     def unscale_(self, optimizer: Any) -> None:
         """Divides the gradients of ``optimizer``'s parameters by the scale (in place) and
@@ -454,7 +816,14 @@ class GradScaler:
             raise RuntimeError(
                 "unscale_() has already been called on this optimizer since the last update()."
             )
+        if st["stepped"]:
+            raise RuntimeError("unscale_() is being called after step().")
         params = [p for group in optimizer.param_groups for p in group["params"]]
+        for p in params:
+            g = getattr(p, "grad", None)
+            if g is not None and g.dtype.name == "float16":
+                # float16 gradients unscaled in place lose what the scale protected
+                raise ValueError("Attempting to unscale FP16 gradients.")
         found = _unscale_grads(params, 1.0 / self._scale, check=True)
         st["unscaled"], st["found_inf"] = True, found
 
@@ -466,8 +835,11 @@ class GradScaler:
         if "closure" in kwargs:
             raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
         st = self._opt_state(optimizer)
+        if st["stepped"]:
+            raise RuntimeError("step() has already been called since the last update().")
         if not st["unscaled"]:
             self.unscale_(optimizer)
+        st["stepped"] = True
         if st["found_inf"]:
             return None
         return optimizer.step(*args, **kwargs)
@@ -478,25 +850,36 @@ class GradScaler:
         ``new_scale``)."""
         if not self._enabled:
             return
+        if not (self._scale_used or self._mge_used):
+            raise AssertionError(
+                "Attempted update but the scale was never used. This may indicate your script "
+                "did not use scaler.scale(loss or outputs) earlier in the iteration."
+            )
         if new_scale is not None:
-            self._scale = float(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
+            self._scale = _f32(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
+        elif not self._mge_used and not any(st["unscaled"] for st in self._per_opt.values()):
+            raise AssertionError("No inf checks were recorded prior to update.")
         elif self._growth_interval == 0:
             pass
         else:
             found = self._found_non_finite or any(st["found_inf"] for st in self._per_opt.values())
             if found:
-                self._scale *= self._backoff_factor
+                self._scale = _f32(self._scale * self._backoff_factor)
                 self._growth_tracker = 0
             else:
                 self._growth_tracker += 1
                 if self._growth_tracker == self._growth_interval:
-                    self._scale *= self._growth_factor
+                    # the scale stays where growing would overflow float32, as PyTorch's
+                    grown = _f32(self._scale * self._growth_factor)
+                    if np.isfinite(grown):
+                        self._scale = grown
                     self._growth_tracker = 0
         self._per_opt.clear()
         self._found_non_finite = False
 
     # -- MegEngine's API -----------------------------------------------------------------
     def _mge_on(self) -> bool:
+        self._mge_used = True
         if self._no_cuda and not self._enabled:
             self._enabled = True
         return self._enabled
@@ -577,11 +960,18 @@ class GradScaler:
                 "The source state dict is empty, possibly because it was saved from a disabled "
                 "instance of GradScaler."
             )
-        self._scale = float(state_dict["scale"])
+        self._scale = _f32(state_dict["scale"])
+        self._scale_used = True
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
         self._growth_tracker = int(state_dict["_growth_tracker"])
+
+
+def _f32(x: Any) -> float:
+    """``x`` rounded to float32 (the precision of PyTorch's scale)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
 
 
 def custom_fwd(

@@ -121,6 +121,9 @@ def matrix_norm(
     A = _check_tensor("matrix_norm", "A", A)
     if dtype is not None:
         A = A.astype(_dtype_name(dtype))
+    if A.dtype.name in ("float16", "bfloat16"):
+        # sums of squares overflow float16: computed in float32, rounded once, as PyTorch's
+        return matrix_norm(A.astype("float32"), ord, dim, keepdim).astype(A.dtype.name)
     r, c = _matrix_dims("matrix_norm", A, tuple(dim))
     if ord == "fro":
         out = (A * A).sum(dim=(r, c), keepdim=True).sqrt()

@@ -331,6 +331,19 @@ def _norm_shape(shape: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
+_HALF = ("float16", "bfloat16")
+
+
+def _up(t: Any) -> Any:
+    """A float16/bfloat16 tensor as float32 (on the graph); anything else as it is."""
+    return t.astype("float32") if isinstance(t, Tensor) and t.dtype.name in _HALF else t
+
+
+# The normalisations of float16/bfloat16 inputs run in float32 (a variance above 65504
+# overflows float16 and zeroes the output) and round once to the input's dtype, which is
+# also their output dtype with float32 weights, as PyTorch's.
+
+
 def layer_norm(
     input: Tensor,
     normalized_shape: Any,
@@ -341,6 +354,9 @@ def layer_norm(
     """Normalises over the last ``len(normalized_shape)`` axes (biased variance), then
     ``* weight + bias``."""
     x = _float("layer_norm", "input", input)
+    if x.dtype.name in _HALF:
+        y = layer_norm(x.astype("float32"), normalized_shape, _up(weight), _up(bias), eps)
+        return y.astype(x.dtype.name)
     shape = _norm_shape(normalized_shape)
     k = len(shape)
     if k == 0 or k > x.ndim or tuple(x.shape[-k:]) != shape:
@@ -407,6 +423,18 @@ def batch_norm(
     the batch's statistics, updating ``running_mean``/``running_var`` in place (unbiased
     variance, ``momentum``); otherwise with the running statistics."""
     x = _float("batch_norm", "input", input)
+    if x.dtype.name in _HALF and x.numel():
+        y = batch_norm(
+            x.astype("float32"),
+            running_mean,
+            running_var,
+            _up(weight),
+            _up(bias),
+            training,
+            momentum,
+            eps,
+        )
+        return y.astype(x.dtype.name)
     if x.ndim >= 1 and x.numel() == 0:
         # an empty input, PyTorch's: a copy of it on its graph (scaled by weight[0] and
         # shifted by bias[0] when given), after the training check on the batch size
@@ -495,6 +523,9 @@ def group_norm(
     """Normalises each group of ``C / num_groups`` channels over those channels and the
     spatial axes, per sample; then per-channel ``* weight + bias``."""
     x = _float("group_norm", "input", input)
+    if x.dtype.name in _HALF:
+        y = group_norm(x.astype("float32"), num_groups, _up(weight), _up(bias), eps)
+        return y.astype(x.dtype.name)
     if x.ndim < 2 or num_groups <= 0 or x.shape[1] % num_groups:
         raise ShapeError(
             f"group_norm: num_groups {num_groups} must divide the channels (axis 1) of input "
@@ -1456,6 +1487,11 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     PyTorch's: each norm floored at ``eps`` on its own)."""
     a = _float("cosine_similarity", "x1", x1)
     b = _float("cosine_similarity", "x2", x2)
+    if a.dtype.name in _HALF or b.dtype.name in _HALF:
+        # products and norms in float32 (float16's overflow past 65504), rounded once
+        out = cosine_similarity(_up(a), _up(b), dim, eps)
+        same = a.dtype == b.dtype
+        return out.astype(a.dtype.name) if same else out
     if tuple(a.shape) != tuple(b.shape):
         # PyTorch's: the inputs broadcast first, the norms are then taken
         from .. import broadcast_tensors
