@@ -9,6 +9,16 @@ import numpy as np
 import pytest
 
 
+@pytest.fixture
+def on_the_cpu():
+    """For what ferrograd supports on the CPU only (view(dtype)) or compares with PyTorch's
+    CPU buffers: tensors are made on the CPU even when the suite runs on another device."""
+    prev = fg.get_default_device()
+    fg.set_default_device("cpu")
+    yield
+    fg.set_default_device(prev)
+
+
 @pytest.fixture(scope="module")
 def torch():
     return pytest.importorskip("torch")
@@ -82,6 +92,7 @@ NOT_VIEWS = {
 }
 
 
+@pytest.mark.usefixtures("on_the_cpu")
 @pytest.mark.parametrize("name", list(NOT_VIEWS))
 def test_copies_and_detach_are_not_views(lib, name):
     t = lib.ones(5, 5)
@@ -150,6 +161,7 @@ def test_storage_objects(lib):
     assert ts[4] == 4.0
 
 
+@pytest.mark.usefixtures("on_the_cpu")
 def test_empty_tensors_have_null_data_ptr(lib):
     assert lib.zeros(0).data_ptr() == 0
     assert lib.zeros(0, 3).data_ptr() == 0
@@ -238,12 +250,14 @@ def test_copy_functions_differentiate_and_take_out(lib):
     assert o1.tolist() == [0.0, 1.0] and o2.tolist() == [2.0, 3.0]
 
 
+@pytest.mark.usefixtures("on_the_cpu")
 def test_view_dtype_misaligned_offset_raises(lib):
     b = lib.arange(8, dtype=lib.float32)
     with pytest.raises(RuntimeError, match="storage_offset"):
         b[1:5].view(lib.float64)
 
 
+@pytest.mark.usefixtures("on_the_cpu")
 def test_view_dtype_keeps_the_storage_offset(lib):
     b = lib.arange(8, dtype=lib.int32)
     w = b[2:].view(lib.float32)
@@ -313,3 +327,15 @@ def test_bool_subtraction_raises(lib):
             f()
     with pytest.raises(RuntimeError):
         b - b
+
+
+def test_data_ptr_tells_shared_memory_on_every_device():
+    """``data_ptr()`` on any device: equal where two tensors start at the same memory, apart
+    by the byte offset for a view into it, different for separate buffers."""
+    a = fg.arange(12.0, dtype=fg.float32).reshape(3, 4)
+    b = fg.arange(12.0, dtype=fg.float32).reshape(3, 4)
+    assert a.data_ptr() != b.data_ptr()
+    assert a.view(12).data_ptr() == a.data_ptr()
+    assert a[1].data_ptr() == a.data_ptr() + 4 * a.element_size()
+    assert a[1].untyped_storage().data_ptr() == a.untyped_storage().data_ptr()
+    assert a.clone().untyped_storage().data_ptr() != a.untyped_storage().data_ptr()

@@ -1663,10 +1663,13 @@ def _storage_offset(self: Tensor) -> int:
 
 
 def _data_ptr(self: Tensor) -> int:
-    """The address of the first entry (CPU tensors; 0 where the memory is not the host's,
-    and for a tensor with no elements, as PyTorch's)."""
-    if str(self.device) != "cpu" or self.numel() == 0:
+    """The address of the first entry (0 for a tensor with no elements, as PyTorch's). For
+    device memory, the buffer's identifying number plus the entry's byte offset: equal for
+    tensors that start at the same memory, as device addresses are."""
+    if self.numel() == 0:
         return 0
+    if str(self.device) != "cpu":
+        return int(self._storage_info()[0]) + int(self._data_key[1]) * self.element_size()
     return int(_core._host_memory(self)[0])
 
 

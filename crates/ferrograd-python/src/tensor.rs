@@ -792,8 +792,10 @@ impl PyTensor {
         )
             .into_pyobject(py)
     }
-    /// `(address, nbytes)` of the whole buffer this tensor views (the address of its first
-    /// byte on the host, 0 for device memory or an empty buffer), for `untyped_storage()`.
+    /// `(address, nbytes)` of the whole buffer this tensor views, for `untyped_storage()`: the
+    /// address of its first byte on the host; for device memory a number that identifies the
+    /// buffer as long as it lives (so `data_ptr()` comparisons tell shared memory); 0 for an
+    /// empty buffer.
     fn _storage_info(&self) -> (usize, usize) {
         let t = self.t();
         let storage = t.storage();
@@ -806,7 +808,7 @@ impl PyTensor {
                 ferrograd::with_cpu_vec!(c, |v| v.as_ptr() as usize)
             }
             #[allow(unreachable_patterns)]
-            _ => 0,
+            _ => Arc::as_ptr(storage) as usize,
         };
         (addr, nbytes)
     }
