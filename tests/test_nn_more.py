@@ -751,3 +751,22 @@ def test_adaptive_max_pool_sends_a_tied_windows_gradient_to_its_first_maximum(sh
     (ty * torch.tensor(g)).sum().backward()
     np.testing.assert_array_equal(fy.numpy(), ty.detach().numpy())
     np.testing.assert_allclose(fx.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+def test_multi_head_attention_forward_with_an_output_projection_of_another_width():
+    """CLIP's AttentionPool2d projects the attention output from 16 to 8 features."""
+    torch = pytest.importorskip("torch")
+    r = np.random.RandomState(0)
+    x = r.rand(5, 2, 16)
+    w = [r.rand(16, 16) for _ in range(3)]
+    ob, ow = r.rand(8), r.rand(8, 16)
+    outs = []
+    for lib in (torch, fg):
+        t = lib.tensor
+        o, _ = lib.nn.functional.multi_head_attention_forward(
+            t(x[:1]), t(x), t(x), 16, 2, None, t(np.zeros(48)), None, None, False, 0.0,
+            t(ow), t(ob), training=False, need_weights=False, use_separate_proj_weight=True,
+            q_proj_weight=t(w[0]), k_proj_weight=t(w[1]), v_proj_weight=t(w[2]),
+        )  # fmt: skip
+        outs.append(np.asarray(o.detach().numpy()))
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-10)

@@ -209,3 +209,12 @@ def test_out_keywords_and_missing_apis():
     assert y.tolist() == [[4.0, 4.0], [4.0, 4.0]]
     r = fg.randint(high=3, size=(20,))
     assert r.shape == (20,) and 0 <= int(r.min()) and int(r.max()) < 3
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0), (1, 1, 0, 0)])
+def test_batched_ex_ops_take_empty_matrices(shape):
+    torch = pytest.importorskip("torch")
+    for name in ("cholesky_ex", "inv_ex"):
+        ours = getattr(fg.linalg, name)(fg.zeros(shape, dtype=fg.float64))
+        theirs = getattr(torch.linalg, name)(torch.zeros(shape, dtype=torch.float64))
+        assert [tuple(t.shape) for t in ours] == [tuple(t.shape) for t in theirs], name

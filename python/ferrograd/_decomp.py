@@ -730,7 +730,7 @@ def _cholesky_info(a: np.ndarray) -> int:
 def _batch_info(op: str, A: Tensor, one: Any) -> np.ndarray:
     """``one``'s info for every matrix of ``A``, in its batch shape (int32)."""
     a = _host(op, A.detach())
-    flat = a.reshape(-1, *a.shape[-2:])
+    flat = a.reshape(int(np.prod(a.shape[:-2])), *a.shape[-2:])  # (no -1: a batch may be empty)
     return np.array([one(m) for m in flat], dtype=np.int32).reshape(a.shape[:-2])
 
 

@@ -297,7 +297,8 @@ class MultiheadAttention(Module):
         if self.dropout > 0.0 and self.training:
             p = F.dropout(p, self.dropout, True)
         out = (p @ v).transpose(0, 1).reshape(L * N, E)
-        out = F.linear(out, self.out_proj.weight, self.out_proj.bias).reshape(L, N, E)
+        out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
+        out = out.reshape(L, N, out.shape[-1])  # (an output projection may change the width)
         if not batched:
             out = out.squeeze(1)
         elif self.batch_first:
