@@ -278,6 +278,56 @@ def traced():
     assert step.cache_size == 1
 
 
+def traced_collectives():
+    """Collectives inside fg.trace run on every call (not only while tracing): all_reduce and
+    broadcast into a captured tensor, all_gather of a value computed inside; and a parameter
+    only some ranks use makes every rank raise the same error instead of mixing layouts."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    acc = fg.tensor(np.zeros(2))
+
+    @fg.trace
+    def step(x):
+        s = x * 2.0
+        dist.all_reduce(s)
+        acc.copy_(x)
+        dist.all_reduce(acc, op="sum")
+        parts = dist.all_gather(x + 1.0)
+        b = fg.tensor(np.zeros(2)) + x
+        dist.broadcast(b, src=n - 1)
+        return s, fg.stack(parts), b
+
+    for k in range(3):
+        x = fg.tensor(np.full(2, float(r + 1 + k)))
+        s, parts, b = step(x)
+        vals = [i + 1 + k for i in range(n)]
+        close(s.numpy(), np.full(2, 2.0 * sum(vals)), f"traced all_reduce at call {k}")
+        close(acc.numpy(), np.full(2, float(sum(vals))), f"traced captured all_reduce at {k}")
+        close(parts.numpy()[:, 0], np.array(vals) + 1.0, f"traced all_gather at call {k}")
+        close(b.numpy(), np.full(2, float(vals[-1])), f"traced broadcast at call {k}")
+    assert step.cache_size == 1
+
+    a = fg.nn.Linear(3, 3).to(fg.float64)
+    extra = fg.nn.Linear(3, 3).to(fg.float32)
+    gm = fg.GradManager().attach(
+        [*a.parameters(), *extra.parameters()], callbacks=dist.make_allreduce_cb("mean")
+    )
+
+    @fg.trace
+    def partial(x):
+        with gm:
+            y = a(x).sum()
+            if r == 0:  # (a float32 layer only rank 0 uses: a dtype group the others lack)
+                y = y + extra(x.astype(fg.float32)).sum().astype(fg.float64)
+            gm.backward(y)
+
+    try:
+        partial(fg.tensor(np.ones((2, 3))))
+    except RuntimeError as e:
+        assert "got a gradient on 1 of" in str(e), e
+    else:
+        raise AssertionError("a gradient on some ranks only must raise on every rank")
+
+
 def ddp():
     """PyTorch's DistributedDataParallel spelling: gradients after loss.backward() equal one
     process's on the whole batch, no_sync accumulates locally, parameters stay identical."""
@@ -418,6 +468,7 @@ if __name__ == "__main__":
         "overlap": overlap,
         "collectives": collectives,
         "traced": traced,
+        "traced_collectives": traced_collectives,
         "raises": raises,
         "ddp": ddp,
         "ddp_overlap": ddp_overlap,

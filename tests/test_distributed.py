@@ -76,7 +76,9 @@ def test_two_ranks_gradients_parameters_unused_and_overlap():
     # gradients equal one process's on the concatenated batch (MLP and CNN, float64, 1e-12),
     # parameters identical over 5 steps, unused parameters, overlap of allreduce and backward,
     # a traced step
-    rc, out = launch(2, "collectives", "mlp", "cnn", "steps", "unused", "overlap", "traced")
+    rc, out = launch(
+        2, "collectives", "mlp", "cnn", "steps", "unused", "overlap", "traced", "traced_collectives"
+    )
     assert rc == 0 and "ok" in out, out
 
 
@@ -100,7 +102,9 @@ def test_distributed_data_parallel_overlaps_backward():
 @on_cpu
 @needs_mpi
 def test_three_ranks_oversubscribed():
-    rc, out = launch(3, "collectives", "mlp", "cnn", "steps", "unused", "traced")
+    rc, out = launch(
+        3, "collectives", "mlp", "cnn", "steps", "unused", "traced", "traced_collectives"
+    )
     assert rc == 0 and "ok" in out, out
 
 

@@ -1503,3 +1503,23 @@ def test_gradient_accumulation_keeps_a_graph_for_each_grad_state():
         results.append(m.weight.numpy())
     np.testing.assert_allclose(results[1], results[0], rtol=1e-12)
     assert calls["traced"] == 2
+
+
+def test_a_tensor_from_outside_written_without_being_read_takes_every_call():
+    """``last.copy_(x)`` and ``part[1:3] = ...`` on tensors the function never read before
+    writing: every call writes them (they were written by the tracing call only)."""
+    last = fg.zeros(3, dtype="float64")
+    part = fg.zeros(4, dtype="float64")
+
+    @fg.trace
+    def step(x):
+        last.copy_(x * 2.0)
+        part[1:3] = x[:2]
+        return x.sum()
+
+    for k in range(3):
+        x = fg.tensor([1.0 + k, 2.0, 3.0], dtype="float64")
+        step(x)
+        np.testing.assert_array_equal(last.numpy(), 2 * x.numpy())
+        np.testing.assert_array_equal(part.numpy(), [0.0, 1.0 + k, 2.0, 0.0])
+    assert step.cache_size == 1

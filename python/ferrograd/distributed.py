@@ -462,8 +462,32 @@ def all_reduce(
     _check_group("all_reduce", group)
     t = _check_tensor("all_reduce", "tensor", tensor)
     o = _reduce_op("all_reduce", op, t)
+    if _core._tracing():
+        return _traced_in_place("all_reduce", t, async_op, lambda y: _all_reduce(g, y, o, False))
     _agree(g, "all_reduce", "tensor", t)
     return _all_reduce(g, t, o, async_op)
+
+
+def _traced_in_place(name: str, t: Tensor, async_op: bool, run: Callable[[Tensor], Any]) -> None:
+    """An in-place collective inside ``fg.trace``: a node of the graph that runs it on every
+    call (on a copy of the tensor's value then, written back into the tensor), not once at
+    trace time."""
+    if async_op:
+        raise _core.TraceError(
+            f"{name}: async_op=True inside fg.trace (a traced step cannot hand out a work "
+            "handle); call it blocking, or outside the traced function"
+        )
+
+    def node(x: Tensor) -> Tensor:
+        y = x.clone()
+        run(y)
+        return y
+
+    from .autodiff import no_grad
+
+    out = _core._trace_call(name, node, [t])
+    with no_grad():
+        t.copy_(out)
 
 
 def _all_reduce(g: _Group, t: Tensor, o: str, async_op: bool) -> Work | None:
@@ -496,6 +520,8 @@ def broadcast(
     _check_group("broadcast", group)
     t = _check_tensor("broadcast", "tensor", tensor)
     _check_rank("broadcast", "src", src, g)
+    if _core._tracing():
+        return _traced_in_place("broadcast", t, async_op, lambda y: broadcast(y, src))
     _agree(g, "broadcast", "tensor", t)
     buf = _view(t, writable=True)
     staged = buf is None
@@ -568,6 +594,23 @@ def all_gather(
                 )
     else:
         raise TypeError("all_gather: expected (tensor) or (tensor_list, tensor)")
+    if _core._tracing():
+        # a node of the graph, run on every call: the ranks' tensors stacked, then split
+        if async_op:
+            raise _core.TraceError(
+                "all_gather: async_op=True inside fg.trace (a traced step cannot hand out a "
+                "work handle); call it blocking, or outside the traced function"
+            )
+        stacked = _core._trace_call("all_gather", lambda x: _core.stack(all_gather(x), 0), [t])
+        parts = [stacked[i] for i in range(g.size)]
+        if out_list is None:
+            return parts
+        from .autodiff import no_grad
+
+        with no_grad():
+            for o, part in zip(out_list, parts):
+                o.copy_(part)
+        return None
     _agree(g, "all_gather", "tensor", t)
     src = _view(t, writable=False)
     if src is None:
@@ -597,7 +640,12 @@ def reduce_scatter(
     group: Any = None,
     async_op: bool = False,
 ) -> Any:
-    """``reduce_scatter(tensor)``: reduces ``tensor`` over the ranks and returns this rank's
+    """
+    if _core._tracing():
+        raise _core.TraceError(
+            "reduce_scatter: not supported inside fg.trace yet (it would run only when the "
+            "step is traced); call it outside the traced function"
+        )``reduce_scatter(tensor)``: reduces ``tensor`` over the ranks and returns this rank's
     part of the result, the ``rank``-th of ``world_size`` equal slices along the first axis.
     ``reduce_scatter(output, input_list, op="sum")`` (PyTorch's form, also with those
     keywords) reduces ``input_list[i]`` over the ranks into rank ``i``'s ``output``, in place.
@@ -959,31 +1007,31 @@ class AllreduceCallback:
         for t in reversed(tensors):
             groups.setdefault((_dtype_name(t), _device_of(t)), []).append(t)
         for (dtype, device), members in groups.items():
-            have = [t for t in members if id(t) in grads]
-            if not have:
-                continue
-            missing = [t for t in members if id(t) not in grads]
+            # one layout on every rank (every member in attach order, a gradient this rank
+            # lacks as zeros), and one reduction per group on every rank, whatever it has
+            present = [id(t) in grads for t in members]
             wire = np.dtype(_wire_dtype(dtype))
-            sizes = [t.numel() for t in have] + [t.numel() for t in missing]
-            offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
-            total = offsets[len(have)]
+            offsets = np.concatenate([[0], np.cumsum([t.numel() for t in members])])
+            offsets = offsets.astype(int).tolist()
             n_all = offsets[-1]
-            shapes = [tuple(t.shape) for t in have]
-            missing_shapes = [list(t.shape) for t in missing]
+            shapes = [tuple(t.shape) for t in members]
 
             def run(
                 *gs: Tensor,
                 wire=wire,
                 offsets=offsets,
                 shapes=shapes,
-                total=total,
+                present=present,
                 n_all=n_all,
-                missing_shapes=missing_shapes,
                 dtype=dtype,
                 device=device,
             ) -> Tensor:
-                buf = np.zeros(n_all + len(offsets) - 1, wire)
-                for j, (g, shape) in enumerate(zip(gs, shapes)):
+                buf = np.zeros(n_all + len(shapes), wire)
+                it = iter(gs)
+                for j, here in enumerate(present):
+                    if not here:
+                        continue
+                    g = next(it)
                     src = _view(g, False, contiguous=False)
                     if src is None:
                         src = _staged(g)
@@ -992,16 +1040,16 @@ class AllreduceCallback:
                     )
                     buf[n_all + j] = 1
                 group.comm.Allreduce(group.MPI.IN_PLACE, buf, op=group.MPI.SUM)
-                counts = buf[n_all + len(gs) :]
-                for k, c in enumerate(counts):
-                    if c:
+                for j, c in enumerate(buf[n_all:]):
+                    if 0 < c < size or (c and not present[j]):
+                        # (every rank sees the same counts: all of them raise)
                         raise RuntimeError(
                             f"allreduce callback in fg.trace: a tensor of shape "
-                            f"{missing_shapes[k]} got a gradient on another rank but none on "
-                            "this one when the step was traced; the traced graph cannot add it "
+                            f"{list(shapes[j])} got a gradient on {int(c)} of {size} ranks when "
+                            "the step was traced; a traced graph cannot add it on the others "
                             "(use every parameter on every rank, or train eagerly)"
                         )
-                flat = buf[:total]
+                flat = buf[:n_all]
                 if reduce == "mean":
                     np.divide(flat, size, out=flat)
                 out = make(flat)
@@ -1009,10 +1057,17 @@ class AllreduceCallback:
                     out = out.astype(dtype)
                 return out.to(device) if device != "cpu" else out
 
-            flat = _core._trace_call(self.__name__, run, [grads[id(t)] for t in have])
-            for j, t in enumerate(have):
-                g = flat[offsets[j] : offsets[j + 1]].reshape(shapes[j])
-                t.grad = g if t.grad is None else t.grad + g
+            have = [t for t, here in zip(members, present) if here]
+            # (a group without gradients here still takes part: its node reads a member)
+            flat = _core._trace_call(
+                self.__name__, run, [grads[id(t)] for t in have] or [members[0].detach()]
+            )
+            if not have:
+                continue
+            for j, t in enumerate(members):
+                if present[j]:
+                    g = flat[offsets[j] : offsets[j + 1]].reshape(shapes[j])
+                    t.grad = g if t.grad is None else t.grad + g
 
     def _backward_end(self) -> None:
         from .autodiff import no_grad

@@ -548,6 +548,15 @@ pub(crate) fn on_update(op: &str, dst: &Tensor, result: &Tensor) -> Result<()> {
             tr.graph.writes.push((c, node));
             return Ok(());
         }
+        if tr.lookup(dst).is_none() && !tr.views_capture(dst) {
+            // a tensor from outside the function that it writes without having read it
+            // (`ema.copy_(x)`): captured now, so every run writes it, not only this one
+            let n = tr.capture(dst);
+            if let NodeKind::Capture(c) = tr.graph.nodes[n].kind {
+                tr.graph.writes.push((c, node));
+            }
+            return Ok(());
+        }
         match tr.views_capture(dst) {
             true => Err(Error::Trace {
                 op: op.to_string(),
