@@ -1523,3 +1523,26 @@ def test_a_tensor_from_outside_written_without_being_read_takes_every_call():
         np.testing.assert_array_equal(last.numpy(), 2 * x.numpy())
         np.testing.assert_array_equal(part.numpy(), [0.0, 1.0 + k, 2.0, 0.0])
     assert step.cache_size == 1
+
+
+def test_constants_built_from_shapes_are_not_reported_as_python_data():
+    """A causal mask (``full(...).triu(1)``), an ``arange`` or ``eye`` of the input's size come
+    from the shapes the trace keys on: no warning. Data from a Python list is reported."""
+    import warnings
+
+    @fg.trace
+    def f(x):
+        n = x.shape[0]
+        m = fg.full((n, n), float("-inf")).triu(1).tril(5)
+        return x @ fg.eye(n) + fg.arange(n) + m.clamp(min=0).sum()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fg.TraceWarning)
+        f(fg.ones(100, 100))
+
+    @fg.trace
+    def g(x):
+        return x + fg.tensor(list(range(100)), dtype="float32")
+
+    with pytest.warns(fg.TraceWarning, match="Python data"):
+        g(fg.ones(100))

@@ -159,7 +159,22 @@ def _from_numpy(arr: np.ndarray, dtype: str, device: str) -> Tensor:
 
 
 def _index(values: Any, device: str) -> Tensor:
-    return tensor(np.asarray(values, dtype=np.int64), device=device)
+    with _shape_data():
+        return tensor(np.asarray(values, dtype=np.int64), device=device)
+
+
+class _shape_data:
+    """Inside a trace, the constants made in this block come from shapes and Python numbers
+    the trace keys on (a range, a triangular mask), not from data that may change between
+    calls: they are not reported as data fixed into the graph."""
+
+    __slots__ = ("prev",)
+
+    def __enter__(self) -> None:
+        self.prev = _core._trace_shape_data(True)
+
+    def __exit__(self, *exc: object) -> None:
+        _core._trace_shape_data(self.prev)
 
 
 def _narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
@@ -271,7 +286,8 @@ def arange(
         arr = int(start) + int(step) * np.arange(n, dtype=np.int64)
     else:
         arr = start + step * np.arange(n, dtype=np.float64)
-    return _from_numpy(arr, name, _device(device))
+    with _shape_data():
+        return _from_numpy(arr, name, _device(device))
 
 
 @_factory
@@ -295,8 +311,10 @@ def linspace(
             for n, v in (("start", start), ("end", end))
         )
         vals = _linspace_trunc(float(lo), float(hi), steps)
-        return _from_numpy(vals, name, _device(device))
-    return _from_numpy(np.linspace(start, end, steps), name, _device(device))
+        with _shape_data():
+            return _from_numpy(vals, name, _device(device))
+    with _shape_data():
+        return _from_numpy(np.linspace(start, end, steps), name, _device(device))
 
 
 def _linspace_trunc(lo: float, hi: float, steps: int) -> np.ndarray:
@@ -346,7 +364,8 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) 
     if n < 0 or m < 0:
         raise ShapeError(f"eye: sizes must be non-negative, got {n} x {m}")
     name = _dtype_name(dtype) if dtype is not None else default_float()
-    return _from_numpy(np.eye(n, m), name, _device(device))
+    with _shape_data():
+        return _from_numpy(np.eye(n, m), name, _device(device))
 
 
 @_factory
@@ -399,7 +418,9 @@ def tril(input: Tensor, diagonal: int = 0) -> Tensor:
         raise ShapeError(f"tril: input needs at least 2 axes, got shape {list(x.shape)}")
     k = _int("tril", "diagonal", diagonal)
     mask = np.tri(x.shape[-2], x.shape[-1], k, dtype=bool)
-    return _dtype_like(where(tensor(mask, device=x.device), x, 0), x)
+    with _shape_data():
+        m = tensor(mask, device=x.device)
+    return _dtype_like(where(m, x, 0), x)
 
 
 def triu(input: Tensor, diagonal: int = 0) -> Tensor:
@@ -410,7 +431,9 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
         raise ShapeError(f"triu: input needs at least 2 axes, got shape {list(x.shape)}")
     k = _int("triu", "diagonal", diagonal)
     mask = ~np.tri(x.shape[-2], x.shape[-1], k - 1, dtype=bool)
-    return _dtype_like(where(tensor(mask, device=x.device), x, 0), x)
+    with _shape_data():
+        m = tensor(mask, device=x.device)
+    return _dtype_like(where(m, x, 0), x)
 
 
 # ----------------------------------------------------------------------------------- random

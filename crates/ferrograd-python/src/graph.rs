@@ -195,6 +195,13 @@ fn _tracing() -> bool {
     graph::is_tracing()
 }
 
+/// Marks the constants a trace makes from now on as built from shapes and Python numbers
+/// (not reported as data fixed into the graph); returns the previous setting.
+#[pyfunction]
+fn _trace_shape_data(on: bool) -> bool {
+    graph::set_shape_data(on)
+}
+
 /// Gradients of `ys` (seeded with `dys`) with respect to `xs` by the graph gradient pass; None
 /// for an `x` no gradient reaches.
 #[pyfunction]
@@ -420,6 +427,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_trace_end, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_abort, m)?)?;
     m.add_function(wrap_pyfunction!(_tracing, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_shape_data, m)?)?;
     m.add_function(wrap_pyfunction!(_any_recorded, m)?)?;
     m.add_function(wrap_pyfunction!(_keys_recording, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_gradients, m)?)?;

@@ -23,4 +23,6 @@ pub use grad::{gradients, gradients_with};
 pub use ir::{Callable, CustomRule, Graph, Node, NodeId, NodeKind};
 pub use mirror::Mirror;
 pub use plan::MemoryReport;
-pub use trace::{abort, begin, call, check_read, custom, end, is_tracing, keys_recording};
+pub use trace::{
+    abort, begin, call, check_read, custom, end, is_tracing, keys_recording, set_shape_data,
+};

@@ -95,7 +95,15 @@ pub(crate) fn reading_stale<R>(f: impl FnOnce() -> R) -> R {
     out
 }
 
+/// Marks the constants made from now on as built from shapes and Python numbers the trace
+/// keys on (an `arange`, a triangular mask), not from data that may change between calls;
+/// returns the previous setting.
+pub fn set_shape_data(on: bool) -> bool {
+    SHAPE_DATA.with(|s| s.replace(on))
+}
+
 thread_local! {
+    static SHAPE_DATA: Cell<bool> = const { Cell::new(false) };
     static READING_STALE: Cell<bool> = const { Cell::new(false) };
     static STATE: Cell<u8> = const { Cell::new(NONE) };
     static TRACER: RefCell<Option<Tracer>> = const { RefCell::new(None) };
@@ -491,7 +499,7 @@ pub(crate) fn on_constant(t: &Tensor) {
     if is_tracing() {
         with_tracer(|tr| {
             let n = tr.push(NodeKind::Constant(t.view(t.layout().clone())), t);
-            if READING_STALE.with(Cell::get) {
+            if READING_STALE.with(Cell::get) || SHAPE_DATA.with(Cell::get) {
                 tr.graph.shape_constants.push(n);
             }
         });
