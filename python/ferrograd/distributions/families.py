@@ -962,9 +962,10 @@ class Binomial(Distribution):
         log_factorial_nmk = fg.lgamma(n - value + 1)
         # k * logit - n * log1p(exp(logit)), written to stay finite for large |logit|
         logits = self.logits
-        normalize_term = (
-            n * logits.clamp(min=0) + n * (-logits.abs()).exp().log1p() - (value * logits)
-        )
+        # max(logits, 0) written so its gradient at logits == 0 is 1/2 (the mean of the
+        # one-sided slopes), which keeps d/dlogits exact at probs == 0.5
+        pos = (logits.clamp(min=0) + logits - logits.clamp(max=0)) / 2
+        normalize_term = n * pos + n * (-logits.abs()).exp().log1p() - (value * logits)
         return log_factorial_n - log_factorial_k - log_factorial_nmk - normalize_term
 
 
