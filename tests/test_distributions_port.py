@@ -42,3 +42,28 @@ def test_multinomial_entropy_grad_with_half_probability():
     (ea, ga), (eb, gb) = _both(run)
     _close(ea, eb)
     _close(ga, gb, 1e-9)
+
+
+def test_affine_and_compose_transform_sign_and_event_dims():
+    def run(L):
+        D = L.distributions
+        a = D.AffineTransform(2.0, -3.0)
+        c = D.ComposeTransform([D.ExpTransform(), D.AffineTransform(0.0, -1.0)])
+        v = L.tensor([1.0, -2.0], dtype=L.float64)
+        av = D.AffineTransform(L.zeros(2, dtype=L.float64), v, event_dim=1)
+        cv = D.ComposeTransform([av, D.ExpTransform()])
+        return (
+            a.sign,
+            c.sign,
+            a.inv.sign,
+            av.sign.tolist(),
+            cv.sign.tolist(),
+            av.domain.event_dim,
+            av.codomain.event_dim,
+            cv.domain.event_dim,
+            cv.codomain.event_dim,
+            bool(cv.codomain.check(L.tensor([1.0, -1.0], dtype=L.float64))),
+        )
+
+    a, b = _both(run)
+    assert a == b

@@ -88,6 +88,10 @@ class _Inverse(Transform):
     def inv(self) -> Transform:
         return self._base
 
+    @property
+    def sign(self) -> Any:  # type: ignore[override]
+        return self._base.sign
+
     def log_abs_det_jacobian(self, y: Tensor, x: Tensor) -> Tensor:
         return -self._base.log_abs_det_jacobian(x, y)
 
@@ -142,6 +146,18 @@ class AffineTransform(Transform):
     def __init__(self, loc: Any, scale: Any, event_dim: int = 0, cache_size: int = 0) -> None:
         super().__init__(cache_size)
         self.loc, self.scale, self.event_dim = loc, scale, event_dim
+        # an event of ``event_dim`` axes maps to an event of as many axes
+        space = (
+            constraints.independent(constraints.real, event_dim) if event_dim else constraints.real
+        )
+        self.domain = self.codomain = space
+
+    @property
+    def sign(self) -> Any:  # type: ignore[override]
+        """The sign of ``scale`` (elementwise for a tensor): whether ``y`` rises with ``x``."""
+        if isinstance(self.scale, Tensor):
+            return self.scale.sign()
+        return 1 if self.scale > 0 else -1 if self.scale < 0 else 0
 
     def _call(self, x: Tensor) -> Tensor:
         return self.loc + self.scale * x
@@ -168,6 +184,23 @@ class ComposeTransform(Transform):
         super().__init__(cache_size)
         self.parts = list(parts)
         self.event_dim = max((p.event_dim for p in self.parts), default=0)
+        if self.parts:
+            # the first part's domain and the last part's codomain, widened to whole events
+            # of the composition
+            dom, cod = self.parts[0].domain, self.parts[-1].codomain
+            if self.event_dim > dom.event_dim:
+                dom = constraints.independent(dom, self.event_dim - dom.event_dim)
+            if self.event_dim > cod.event_dim:
+                cod = constraints.independent(cod, self.event_dim - cod.event_dim)
+            self.domain, self.codomain = dom, cod
+
+    @property
+    def sign(self) -> Any:  # type: ignore[override]
+        """The product of the parts' signs."""
+        out: Any = 1
+        for p in self.parts:
+            out = out * p.sign
+        return out
 
     def _call(self, x: Tensor) -> Tensor:
         for p in self.parts:
