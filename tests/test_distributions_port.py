@@ -67,3 +67,55 @@ def test_affine_and_compose_transform_sign_and_event_dims():
 
     a, b = _both(run)
     assert a == b
+
+
+def _expanded_summary(L, name):
+    D = L.distributions
+
+    def t(x):
+        return L.tensor(x, dtype=L.float64)
+
+    if name == "LogNormal":
+        d, v = D.LogNormal(t([0.0, 1.0]), t([1.0, 0.5])), t([0.7, 2.0])
+    elif name == "Transformed":
+        base = D.Normal(t([0.0, 1.0]), t([1.0, 0.5]))
+        d = D.TransformedDistribution(base, [D.AffineTransform(1.0, 2.0), D.ExpTransform()])
+        v = t([0.7, 2.0])
+    elif name == "MultivariateNormal":
+        cov = t([[2.0, 0.5], [0.5, 1.5]])
+        d, v = (
+            D.MultivariateNormal(t([[0.0, 1.0], [1.0, -1.0]]), covariance_matrix=cov),
+            t([0.3, 0.1]),
+        )
+    else:
+        cls = getattr(D, name)
+        d, v = cls(t([[0.2, 0.8], [0.5, 0.5]])), t([0.0, 1.0])
+    e = d.expand((3, 2))
+    lp = e.log_prob(v)
+    return (
+        tuple(e.batch_shape),
+        tuple(e.sample().shape),
+        tuple(lp.shape),
+        lp.tolist(),
+        # (neither library gives a transformed distribution's mean)
+        e.mean.tolist() if name != "Transformed" else None,
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "LogNormal",
+        "Transformed",
+        "OneHotCategorical",
+        "OneHotCategoricalStraightThrough",
+        "MultivariateNormal",
+    ],
+)
+def test_expand_takes_the_new_batch_shape(name):
+    a, b = _both(lambda L: _expanded_summary(L, name))
+    assert a[:3] == b[:3]
+    _close(a[3], b[3])
+    assert (a[4] is None) == (b[4] is None)
+    if a[4] is not None:
+        _close(a[4], b[4])

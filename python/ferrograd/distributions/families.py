@@ -134,6 +134,11 @@ class LogNormal(Distribution):
         self.base_dist = Normal(self.loc, self.scale, validate_args=False)
         super().__init__(self.loc.shape, (), validate_args)
 
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Distribution:
+        new = super().expand(batch_shape, _instance)
+        new.base_dist = self.base_dist.expand(batch_shape)
+        return new
+
     @property
     def mean(self) -> Tensor:
         return (self.loc + self.scale.pow(2) / 2).exp()
@@ -793,6 +798,11 @@ class OneHotCategorical(Distribution):
         if validate_args is not None:
             self._validate_args = validate_args
 
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Distribution:
+        new = super().expand(batch_shape, _instance)
+        new._categorical = self._categorical.expand(batch_shape)
+        return new
+
     @property
     def probs(self) -> Tensor:
         return self._categorical.probs
@@ -1027,6 +1037,12 @@ class MultivariateNormal(Distribution):
         else:
             # the Cholesky factor of the covariance, the inverse of the precision matrix
             self._unbroadcasted_scale_tril = fg.linalg.cholesky(fg.linalg.inv(precision_matrix))
+
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Distribution:
+        new = super().expand(batch_shape, _instance)
+        # the one Cholesky factor, shared (the public matrices are its broadcast views)
+        new._unbroadcasted_scale_tril = self._unbroadcasted_scale_tril
+        return new
 
     @lazy_property
     def scale_tril(self) -> Tensor:

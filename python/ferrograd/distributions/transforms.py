@@ -243,6 +243,18 @@ class TransformedDistribution(Distribution):
         if validate_args is not None:
             self._validate_args = validate_args
 
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Distribution:
+        """The base distribution expanded to ``batch_shape`` plus the base's batch axes
+        that the transforms fold into events; the same transforms."""
+        batch_shape = tuple(int(b) for b in batch_shape)
+        folded = tuple(self.base_dist.batch_shape)[len(self.batch_shape) :]
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.base_dist = self.base_dist.expand(batch_shape + folded)
+        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     @property
     def has_rsample(self) -> bool:  # type: ignore[override]
         return self.base_dist.has_rsample
