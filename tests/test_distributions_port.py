@@ -119,3 +119,42 @@ def test_expand_takes_the_new_batch_shape(name):
     assert (a[4] is None) == (b[4] is None)
     if a[4] is not None:
         _close(a[4], b[4])
+
+
+def test_transformed_distribution_event_shape_and_support():
+    def run(L):
+        D = L.distributions
+
+        def t(x):
+            return L.tensor(x, dtype=L.float64)
+
+        base = D.Independent(D.Normal(t([0.0, 1.0]), t([1.0, 2.0])), 1)
+        sb = D.TransformedDistribution(base, D.StickBreakingTransform())
+        pos = D.TransformedDistribution(
+            D.Normal(t([0.0]), t([1.0])),
+            D.ComposeTransform([D.AffineTransform(0.0, 2.0), D.ExpTransform()]),
+        )
+        aff = D.AffineTransform(t([1.0, 2.0]), t([2.0, -1.0]), event_dim=1)
+        folded = D.TransformedDistribution(D.Normal(t([0.0, 1.0]), t([1.0, 2.0])), aff)
+        ind = D.TransformedDistribution(base, aff)
+        y = t([0.2, 0.3, 0.5])
+        v = t([0.3, 0.2])
+        return (
+            tuple(sb.event_shape),
+            tuple(sb.batch_shape),
+            tuple(sb.sample().shape),
+            sb.log_prob(y).item(),
+            type(pos.support).__name__.lstrip("_"),
+            bool(pos.support.check(t([-1.0]))),
+            tuple(folded.event_shape),
+            folded.support.event_dim,
+            folded.log_prob(v).item(),
+            tuple(ind.event_shape),
+            ind.support.event_dim,
+            ind.log_prob(v).item(),
+            tuple(ind.expand((4,)).log_prob(v).shape),
+        )
+
+    a, b = _both(run)
+    assert a[:3] == b[:3] and a[4:8] == b[4:8] and a[9:11] == b[9:11] and a[12] == b[12]
+    _close([a[3], a[8], a[11]], [b[3], b[8], b[11]])

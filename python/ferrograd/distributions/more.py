@@ -158,6 +158,18 @@ class StickBreakingTransform(Transform):
     domain = constraints.real_vector
     codomain = constraints.simplex
 
+    def forward_shape(self, shape: Any) -> tuple:
+        shape = tuple(shape)
+        if not shape:
+            raise ValueError("StickBreakingTransform: a shape needs at least one dimension")
+        return (*shape[:-1], shape[-1] + 1)
+
+    def inverse_shape(self, shape: Any) -> tuple:
+        shape = tuple(shape)
+        if not shape:
+            raise ValueError("StickBreakingTransform: a shape needs at least one dimension")
+        return (*shape[:-1], shape[-1] - 1)
+
     @staticmethod
     def _offset(x: Tensor, n: int) -> Tensor:
         fg = _fg()

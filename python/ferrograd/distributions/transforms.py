@@ -67,6 +67,14 @@ class Transform:
     def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
         raise NotImplementedError
 
+    def forward_shape(self, shape: Any) -> tuple:
+        """The shape of ``t(x)`` for ``x`` of ``shape`` (the same, unless overridden)."""
+        return tuple(shape)
+
+    def inverse_shape(self, shape: Any) -> tuple:
+        """The shape of ``t.inv(y)`` for ``y`` of ``shape``."""
+        return tuple(shape)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -91,6 +99,12 @@ class _Inverse(Transform):
     @property
     def sign(self) -> Any:  # type: ignore[override]
         return self._base.sign
+
+    def forward_shape(self, shape: Any) -> tuple:
+        return self._base.inverse_shape(shape)
+
+    def inverse_shape(self, shape: Any) -> tuple:
+        return self._base.forward_shape(shape)
 
     def log_abs_det_jacobian(self, y: Tensor, x: Tensor) -> Tensor:
         return -self._base.log_abs_det_jacobian(x, y)
@@ -202,6 +216,18 @@ class ComposeTransform(Transform):
             out = out * p.sign
         return out
 
+    def forward_shape(self, shape: Any) -> tuple:
+        shape = tuple(shape)
+        for p in self.parts:
+            shape = p.forward_shape(shape)
+        return shape
+
+    def inverse_shape(self, shape: Any) -> tuple:
+        shape = tuple(shape)
+        for p in reversed(self.parts):
+            shape = p.inverse_shape(shape)
+        return shape
+
     def _call(self, x: Tensor) -> Tensor:
         for p in self.parts:
             x = p(x)
@@ -239,7 +265,24 @@ class TransformedDistribution(Distribution):
         for t in self.transforms:
             if not isinstance(t, Transform):
                 raise TypeError(f"TransformedDistribution: {t!r} is not a Transform")
-        super().__init__(base_distribution.batch_shape, base_distribution.event_shape, False)
+        whole = ComposeTransform(self.transforms)
+        base_shape = tuple(base_distribution.batch_shape) + tuple(base_distribution.event_shape)
+        dom_dim, cod_dim = whole.domain.event_dim, whole.codomain.event_dim
+        if len(base_shape) < dom_dim:
+            raise ValueError(
+                f"TransformedDistribution: the base distribution's shape {base_shape} has fewer "
+                f"than the {dom_dim} event dimensions the transforms take"
+            )
+        # base batch axes that the transforms treat as one event become event axes
+        folded = dom_dim - len(base_distribution.event_shape)
+        if folded > 0:
+            from .families import Independent
+
+            self.base_dist = Independent(base_distribution, folded, validate_args=False)
+        shape = whole.forward_shape(base_shape)
+        event_dim = cod_dim + max(len(self.base_dist.event_shape) - dom_dim, 0)
+        cut = len(shape) - event_dim
+        super().__init__(shape[:cut], shape[cut:], False)
         if validate_args is not None:
             self._validate_args = validate_args
 
@@ -261,7 +304,11 @@ class TransformedDistribution(Distribution):
 
     @property
     def support(self) -> Any:
-        return self.transforms[-1].codomain if self.transforms else self.base_dist.support
+        if not self.transforms:
+            return self.base_dist.support
+        out = self.transforms[-1].codomain
+        extra = len(self.event_shape) - out.event_dim
+        return constraints.independent(out, extra) if extra > 0 else out
 
     def sample(self, sample_shape: Any = ()) -> Tensor:
         # (no gradient reaches learnable transforms from a sample, as PyTorch's)
