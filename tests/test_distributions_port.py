@@ -158,3 +158,22 @@ def test_transformed_distribution_event_shape_and_support():
     a, b = _both(run)
     assert a[:3] == b[:3] and a[4:8] == b[4:8] and a[9:11] == b[9:11] and a[12] == b[12]
     _close([a[3], a[8], a[11]], [b[3], b[8], b[11]])
+
+
+def test_binomial_support_is_an_integer_interval_up_to_total_count():
+    def run(L):
+        def t(x):
+            return L.tensor(x, dtype=L.float64)
+
+        d = L.distributions.Binomial(t([5.0, 3.0]), t([0.5, 0.2]), validate_args=True)
+        checks = d.support.check(t([[6.0, 3.0], [2.5, -1.0], [5.0, 0.0]])).tolist()
+        try:
+            d.log_prob(t([6.0, 1.0]))
+            raised = False
+        except ValueError:
+            raised = True
+        return checks, raised, d.log_prob(t([5.0, 3.0])).tolist()
+
+    a, b = _both(run)
+    assert a[:2] == b[:2] and a[1]
+    _close(a[2], b[2])

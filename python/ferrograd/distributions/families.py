@@ -928,7 +928,7 @@ class Binomial(Distribution):
 
     @property
     def support(self) -> Any:
-        return constraints._Dependent(is_discrete=True)
+        return constraints.integer_interval(0, self.total_count)
 
     @property
     def mean(self) -> Tensor:
