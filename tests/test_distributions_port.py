@@ -177,3 +177,22 @@ def test_binomial_support_is_an_integer_interval_up_to_total_count():
     a, b = _both(run)
     assert a[:2] == b[:2] and a[1]
     _close(a[2], b[2])
+
+
+def test_weibull_cdf_at_zero():
+    def run(L):
+        def t(x):
+            return L.tensor(x, dtype=L.float64)
+
+        w = L.distributions.Weibull(t([2.0, 1.0]), t([1.5, 0.5]), validate_args=True)
+        try:
+            w.cdf(t([-1.0, 1.0]))
+            neg = False
+        except ValueError:
+            neg = True
+        return w.cdf(t([0.0, 0.0])).tolist(), w.cdf(t([1.0, 3.0])).tolist(), neg
+
+    a, b = _both(run)
+    _close(a[0], b[0])
+    _close(a[1], b[1])
+    assert a[2] == b[2]

@@ -780,9 +780,11 @@ class Weibull(_Transformed):
         return k.log() - self.scale.log() + (k - 1) * z.log() - z.pow(k)
 
     def cdf(self, value: Tensor) -> Tensor:
+        z = (value / self.scale).pow(self.concentration)
         if self._validate_args:
-            self._validate_sample(value)
-        return -(-(value / self.scale).pow(self.concentration)).expm1()
+            # checked where the exponential base is, as PyTorch's: 0 is in its support
+            self.base_dist._validate_sample(z)
+        return -(-z).expm1()
 
     def icdf(self, value: Tensor) -> Tensor:
         return self.scale * (-(-value).log1p()).pow(self.concentration_reciprocal)
