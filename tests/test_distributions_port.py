@@ -196,3 +196,14 @@ def test_weibull_cdf_at_zero():
     _close(a[0], b[0])
     _close(a[1], b[1])
     assert a[2] == b[2]
+
+
+def test_categorical_log_prob_out_of_range_index_is_a_runtime_error():
+    torch = pytest.importorskip("torch")
+    for L in (fg, torch):
+        c = L.distributions.Categorical(L.tensor([0.2, 0.8], dtype=L.float64), validate_args=False)
+        with pytest.raises(RuntimeError):
+            c.log_prob(L.tensor([2]))
+    c = fg.distributions.Categorical(fg.tensor([0.2, 0.8], dtype=fg.float64), validate_args=False)
+    with pytest.raises(IndexError, match="Categorical.log_prob"):
+        c.log_prob(fg.tensor([2]))

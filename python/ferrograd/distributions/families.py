@@ -9,6 +9,7 @@ import numpy as np
 
 from .._core import Tensor
 from ..autodiff import no_grad
+from ..nn._errors import IndexRuntimeError
 from . import constraints
 from .distribution import (
     _LOG_SQRT_2PI,
@@ -763,7 +764,14 @@ class Categorical(Distribution):
         value = value.long().unsqueeze(-1)
         value, log_pmf = fg.broadcast_tensors(value, self.logits)
         value = value[..., :1]
-        return log_pmf.gather(-1, value).squeeze(-1)
+        try:
+            return log_pmf.gather(-1, value).squeeze(-1)
+        except IndexError as e:
+            # PyTorch raises RuntimeError here; IndexError still catches it
+            raise IndexRuntimeError(
+                f"Categorical.log_prob: value holds a category outside 0..{self._num_events - 1}"
+                f" ({e})"
+            ) from e
 
     def entropy(self) -> Tensor:
         logits = self.logits.clamp(min=_finfo(self.logits.dtype).min)
