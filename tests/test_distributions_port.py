@@ -207,3 +207,32 @@ def test_categorical_log_prob_out_of_range_index_is_a_runtime_error():
     c = fg.distributions.Categorical(fg.tensor([0.2, 0.8], dtype=fg.float64), validate_args=False)
     with pytest.raises(IndexError, match="Categorical.log_prob"):
         c.log_prob(fg.tensor([2]))
+
+
+def test_transform_equality_and_shapes():
+    def run(L):
+        D = L.distributions
+
+        def t(x):
+            return L.tensor(x, dtype=L.float64)
+
+        sb = D.StickBreakingTransform()
+        comp = D.ComposeTransform([D.AffineTransform(0.0, 2.0), sb])
+        return (
+            D.PowerTransform(t(2.0)) == D.PowerTransform(t(2.0)),
+            D.PowerTransform(t(2.0)) == D.PowerTransform(t(3.0)),
+            D.ComposeTransform([D.ExpTransform()]) == D.ComposeTransform([D.ExpTransform()]),
+            D.AffineTransform(t([1.0, 2.0]), 2.0) == D.AffineTransform(t([1.0, 2.0]), 2.0),
+            D.AffineTransform(t([1.0, 2.0]), 2.0) == D.AffineTransform(t([1.0, 3.0]), 2.0),
+            D.AffineTransform(1.0, 2.0) != D.AffineTransform(1.0, 3.0),
+            D.ExpTransform().inv == D.ExpTransform().inv,
+            D.ExpTransform() == D.SigmoidTransform(),
+            tuple(sb.forward_shape((4, 2))),
+            tuple(sb.inverse_shape((4, 3))),
+            tuple(sb.inv.forward_shape((4, 3))),
+            tuple(comp.forward_shape((2,))),
+            tuple(comp.inverse_shape((3,))),
+        )
+
+    a, b = _both(run)
+    assert a == b

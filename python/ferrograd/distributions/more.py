@@ -133,6 +133,9 @@ class PowerTransform(Transform):
         super().__init__(cache_size)
         (self.exponent,) = broadcast_all(exponent)
 
+    def _params(self) -> tuple:
+        return (self.exponent,)
+
     @property
     def sign(self) -> Any:  # type: ignore[override]
         return self.exponent.sign()

@@ -67,6 +67,20 @@ class Transform:
     def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
         raise NotImplementedError
 
+    def _params(self) -> tuple:
+        """What two transforms of the same class must agree on to be equal."""
+        return ()
+
+    def __eq__(self, other: object) -> bool:
+        """Same class and equal parameters (tensors equal everywhere), as PyTorch's."""
+        if type(self) is not type(other):
+            return False
+        assert isinstance(other, Transform)
+        mine, theirs = self._params(), other._params()
+        return len(mine) == len(theirs) and all(map(_same_param, mine, theirs))
+
+    __hash__ = None  # type: ignore[assignment]  (equality by value, as PyTorch's)
+
     def forward_shape(self, shape: Any) -> tuple:
         """The shape of ``t(x)`` for ``x`` of ``shape`` (the same, unless overridden)."""
         return tuple(shape)
@@ -77,6 +91,17 @@ class Transform:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _same_param(a: Any, b: Any) -> bool:
+    if isinstance(a, Transform) or isinstance(b, Transform):
+        return a == b
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        try:
+            return bool((a == b).all().item())
+        except (ValueError, RuntimeError):  # shapes that do not broadcast
+            return False
+    return bool(a == b)
 
 
 class _Inverse(Transform):
@@ -99,6 +124,9 @@ class _Inverse(Transform):
     @property
     def sign(self) -> Any:  # type: ignore[override]
         return self._base.sign
+
+    def _params(self) -> tuple:
+        return (self._base,)
 
     def forward_shape(self, shape: Any) -> tuple:
         return self._base.inverse_shape(shape)
@@ -166,6 +194,9 @@ class AffineTransform(Transform):
         )
         self.domain = self.codomain = space
 
+    def _params(self) -> tuple:
+        return (self.loc, self.scale)
+
     @property
     def sign(self) -> Any:  # type: ignore[override]
         """The sign of ``scale`` (elementwise for a tensor): whether ``y`` rises with ``x``."""
@@ -207,6 +238,9 @@ class ComposeTransform(Transform):
             if self.event_dim > cod.event_dim:
                 cod = constraints.independent(cod, self.event_dim - cod.event_dim)
             self.domain, self.codomain = dom, cod
+
+    def _params(self) -> tuple:
+        return tuple(self.parts)
 
     @property
     def sign(self) -> Any:  # type: ignore[override]
