@@ -9,6 +9,7 @@ import numpy as np
 
 from .._core import Tensor
 from ..autodiff import no_grad
+from ..nn._errors import IndexRuntimeError
 from . import constraints
 from .distribution import (
     _LOG_SQRT_2PI,
@@ -133,6 +134,11 @@ class LogNormal(Distribution):
         self.loc, self.scale = broadcast_all(loc, scale)
         self.base_dist = Normal(self.loc, self.scale, validate_args=False)
         super().__init__(self.loc.shape, (), validate_args)
+
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Distribution:
+        new = super().expand(batch_shape, _instance)
+        new.base_dist = self.base_dist.expand(batch_shape)
+        return new
 
     @property
     def mean(self) -> Tensor:
@@ -758,7 +764,14 @@ class Categorical(Distribution):
         value = value.long().unsqueeze(-1)
         value, log_pmf = fg.broadcast_tensors(value, self.logits)
         value = value[..., :1]
-        return log_pmf.gather(-1, value).squeeze(-1)
+        try:
+            return log_pmf.gather(-1, value).squeeze(-1)
+        except IndexError as e:
+            # PyTorch raises RuntimeError here; IndexError still catches it
+            raise IndexRuntimeError(
+                f"Categorical.log_prob: value holds a category outside 0..{self._num_events - 1}"
+                f" ({e})"
+            ) from e
 
     def entropy(self) -> Tensor:
         logits = self.logits.clamp(min=_finfo(self.logits.dtype).min)
@@ -792,6 +805,11 @@ class OneHotCategorical(Distribution):
         super().__init__(param.shape[:-1], param.shape[-1:], validate_args=False)
         if validate_args is not None:
             self._validate_args = validate_args
+
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Distribution:
+        new = super().expand(batch_shape, _instance)
+        new._categorical = self._categorical.expand(batch_shape)
+        return new
 
     @property
     def probs(self) -> Tensor:
@@ -918,7 +936,7 @@ class Binomial(Distribution):
 
     @property
     def support(self) -> Any:
-        return constraints._Dependent(is_discrete=True)
+        return constraints.integer_interval(0, self.total_count)
 
     @property
     def mean(self) -> Tensor:
@@ -962,9 +980,10 @@ class Binomial(Distribution):
         log_factorial_nmk = fg.lgamma(n - value + 1)
         # k * logit - n * log1p(exp(logit)), written to stay finite for large |logit|
         logits = self.logits
-        normalize_term = (
-            n * logits.clamp(min=0) + n * (-logits.abs()).exp().log1p() - (value * logits)
-        )
+        # max(logits, 0) written so its gradient at logits == 0 is 1/2 (the mean of the
+        # one-sided slopes), which keeps d/dlogits exact at probs == 0.5
+        pos = (logits.clamp(min=0) + logits - logits.clamp(max=0)) / 2
+        normalize_term = n * pos + n * (-logits.abs()).exp().log1p() - (value * logits)
         return log_factorial_n - log_factorial_k - log_factorial_nmk - normalize_term
 
 
@@ -1026,6 +1045,12 @@ class MultivariateNormal(Distribution):
         else:
             # the Cholesky factor of the covariance, the inverse of the precision matrix
             self._unbroadcasted_scale_tril = fg.linalg.cholesky(fg.linalg.inv(precision_matrix))
+
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Distribution:
+        new = super().expand(batch_shape, _instance)
+        # the one Cholesky factor, shared (the public matrices are its broadcast views)
+        new._unbroadcasted_scale_tril = self._unbroadcasted_scale_tril
+        return new
 
     @lazy_property
     def scale_tril(self) -> Tensor:

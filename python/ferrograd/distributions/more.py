@@ -133,6 +133,9 @@ class PowerTransform(Transform):
         super().__init__(cache_size)
         (self.exponent,) = broadcast_all(exponent)
 
+    def _params(self) -> tuple:
+        return (self.exponent,)
+
     @property
     def sign(self) -> Any:  # type: ignore[override]
         return self.exponent.sign()
@@ -157,6 +160,18 @@ class StickBreakingTransform(Transform):
     event_dim = 1
     domain = constraints.real_vector
     codomain = constraints.simplex
+
+    def forward_shape(self, shape: Any) -> tuple:
+        shape = tuple(shape)
+        if not shape:
+            raise ValueError("StickBreakingTransform: a shape needs at least one dimension")
+        return (*shape[:-1], shape[-1] + 1)
+
+    def inverse_shape(self, shape: Any) -> tuple:
+        shape = tuple(shape)
+        if not shape:
+            raise ValueError("StickBreakingTransform: a shape needs at least one dimension")
+        return (*shape[:-1], shape[-1] - 1)
 
     @staticmethod
     def _offset(x: Tensor, n: int) -> Tensor:
@@ -768,9 +783,11 @@ class Weibull(_Transformed):
         return k.log() - self.scale.log() + (k - 1) * z.log() - z.pow(k)
 
     def cdf(self, value: Tensor) -> Tensor:
+        z = (value / self.scale).pow(self.concentration)
         if self._validate_args:
-            self._validate_sample(value)
-        return -(-(value / self.scale).pow(self.concentration)).expm1()
+            # checked where the exponential base is, as PyTorch's: 0 is in its support
+            self.base_dist._validate_sample(z)
+        return -(-z).expm1()
 
     def icdf(self, value: Tensor) -> Tensor:
         return self.scale * (-(-value).log1p()).pow(self.concentration_reciprocal)

@@ -67,8 +67,41 @@ class Transform:
     def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
         raise NotImplementedError
 
+    def _params(self) -> tuple:
+        """What two transforms of the same class must agree on to be equal."""
+        return ()
+
+    def __eq__(self, other: object) -> bool:
+        """Same class and equal parameters (tensors equal everywhere), as PyTorch's."""
+        if type(self) is not type(other):
+            return False
+        assert isinstance(other, Transform)
+        mine, theirs = self._params(), other._params()
+        return len(mine) == len(theirs) and all(map(_same_param, mine, theirs))
+
+    __hash__ = None  # type: ignore[assignment]  (equality by value, as PyTorch's)
+
+    def forward_shape(self, shape: Any) -> tuple:
+        """The shape of ``t(x)`` for ``x`` of ``shape`` (the same, unless overridden)."""
+        return tuple(shape)
+
+    def inverse_shape(self, shape: Any) -> tuple:
+        """The shape of ``t.inv(y)`` for ``y`` of ``shape``."""
+        return tuple(shape)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _same_param(a: Any, b: Any) -> bool:
+    if isinstance(a, Transform) or isinstance(b, Transform):
+        return a == b
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        try:
+            return bool((a == b).all().item())
+        except (ValueError, RuntimeError):  # shapes that do not broadcast
+            return False
+    return bool(a == b)
 
 
 class _Inverse(Transform):
@@ -87,6 +120,19 @@ class _Inverse(Transform):
     @property
     def inv(self) -> Transform:
         return self._base
+
+    @property
+    def sign(self) -> Any:  # type: ignore[override]
+        return self._base.sign
+
+    def _params(self) -> tuple:
+        return (self._base,)
+
+    def forward_shape(self, shape: Any) -> tuple:
+        return self._base.inverse_shape(shape)
+
+    def inverse_shape(self, shape: Any) -> tuple:
+        return self._base.forward_shape(shape)
 
     def log_abs_det_jacobian(self, y: Tensor, x: Tensor) -> Tensor:
         return -self._base.log_abs_det_jacobian(x, y)
@@ -142,6 +188,21 @@ class AffineTransform(Transform):
     def __init__(self, loc: Any, scale: Any, event_dim: int = 0, cache_size: int = 0) -> None:
         super().__init__(cache_size)
         self.loc, self.scale, self.event_dim = loc, scale, event_dim
+        # an event of ``event_dim`` axes maps to an event of as many axes
+        space = (
+            constraints.independent(constraints.real, event_dim) if event_dim else constraints.real
+        )
+        self.domain = self.codomain = space
+
+    def _params(self) -> tuple:
+        return (self.loc, self.scale)
+
+    @property
+    def sign(self) -> Any:  # type: ignore[override]
+        """The sign of ``scale`` (elementwise for a tensor): whether ``y`` rises with ``x``."""
+        if isinstance(self.scale, Tensor):
+            return self.scale.sign()
+        return 1 if self.scale > 0 else -1 if self.scale < 0 else 0
 
     def _call(self, x: Tensor) -> Tensor:
         return self.loc + self.scale * x
@@ -168,6 +229,38 @@ class ComposeTransform(Transform):
         super().__init__(cache_size)
         self.parts = list(parts)
         self.event_dim = max((p.event_dim for p in self.parts), default=0)
+        if self.parts:
+            # the first part's domain and the last part's codomain, widened to whole events
+            # of the composition
+            dom, cod = self.parts[0].domain, self.parts[-1].codomain
+            if self.event_dim > dom.event_dim:
+                dom = constraints.independent(dom, self.event_dim - dom.event_dim)
+            if self.event_dim > cod.event_dim:
+                cod = constraints.independent(cod, self.event_dim - cod.event_dim)
+            self.domain, self.codomain = dom, cod
+
+    def _params(self) -> tuple:
+        return tuple(self.parts)
+
+    @property
+    def sign(self) -> Any:  # type: ignore[override]
+        """The product of the parts' signs."""
+        out: Any = 1
+        for p in self.parts:
+            out = out * p.sign
+        return out
+
+    def forward_shape(self, shape: Any) -> tuple:
+        shape = tuple(shape)
+        for p in self.parts:
+            shape = p.forward_shape(shape)
+        return shape
+
+    def inverse_shape(self, shape: Any) -> tuple:
+        shape = tuple(shape)
+        for p in reversed(self.parts):
+            shape = p.inverse_shape(shape)
+        return shape
 
     def _call(self, x: Tensor) -> Tensor:
         for p in self.parts:
@@ -206,9 +299,38 @@ class TransformedDistribution(Distribution):
         for t in self.transforms:
             if not isinstance(t, Transform):
                 raise TypeError(f"TransformedDistribution: {t!r} is not a Transform")
-        super().__init__(base_distribution.batch_shape, base_distribution.event_shape, False)
+        whole = ComposeTransform(self.transforms)
+        base_shape = tuple(base_distribution.batch_shape) + tuple(base_distribution.event_shape)
+        dom_dim, cod_dim = whole.domain.event_dim, whole.codomain.event_dim
+        if len(base_shape) < dom_dim:
+            raise ValueError(
+                f"TransformedDistribution: the base distribution's shape {base_shape} has fewer "
+                f"than the {dom_dim} event dimensions the transforms take"
+            )
+        # base batch axes that the transforms treat as one event become event axes
+        folded = dom_dim - len(base_distribution.event_shape)
+        if folded > 0:
+            from .families import Independent
+
+            self.base_dist = Independent(base_distribution, folded, validate_args=False)
+        shape = whole.forward_shape(base_shape)
+        event_dim = cod_dim + max(len(self.base_dist.event_shape) - dom_dim, 0)
+        cut = len(shape) - event_dim
+        super().__init__(shape[:cut], shape[cut:], False)
         if validate_args is not None:
             self._validate_args = validate_args
+
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Distribution:
+        """The base distribution expanded to ``batch_shape`` plus the base's batch axes
+        that the transforms fold into events; the same transforms."""
+        batch_shape = tuple(int(b) for b in batch_shape)
+        folded = tuple(self.base_dist.batch_shape)[len(self.batch_shape) :]
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.base_dist = self.base_dist.expand(batch_shape + folded)
+        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
 
     @property
     def has_rsample(self) -> bool:  # type: ignore[override]
@@ -216,7 +338,11 @@ class TransformedDistribution(Distribution):
 
     @property
     def support(self) -> Any:
-        return self.transforms[-1].codomain if self.transforms else self.base_dist.support
+        if not self.transforms:
+            return self.base_dist.support
+        out = self.transforms[-1].codomain
+        extra = len(self.event_shape) - out.event_dim
+        return constraints.independent(out, extra) if extra > 0 else out
 
     def sample(self, sample_shape: Any = ()) -> Tensor:
         # (no gradient reaches learnable transforms from a sample, as PyTorch's)
