@@ -138,9 +138,11 @@ class _Guards:
         for m, training in self.modules:
             if m.training is not training:
                 return False
-        for holder, values in self.scalars:
-            if _scalars_of(holder) != values:
-                return False
+        for d, keys, values in self.scalars:
+            for k, v in zip(keys, values):
+                now = d.get(k, _MISSING)
+                if now is not v and (type(now) is not type(v) or now != v):
+                    return False
         for how, holder, key, obj in self.links:
             try:
                 if how == _ATTR:
@@ -171,14 +173,19 @@ def _is_scalar(v: Any) -> bool:
     return isinstance(v, _SCALAR_TYPES)
 
 
+_MISSING = object()
+
+
 def _scalars_of(holder: Any) -> tuple:
     """The Python scalars a trace may have read from a module's attributes or an optimizer's
-    parameter group, as ``((key, type, value), ...)``."""
+    parameter group: ``(mapping, keys, values)``, the mapping re-read on every check (the
+    group itself, or the module's ``__dict__``)."""
     if isinstance(holder, dict):
-        items = [(k, v) for k, v in holder.items() if k not in _GROUP_SKIP]
+        d, skip = holder, _GROUP_SKIP
     else:
-        items = [(k, v) for k, v in vars(holder).items() if k != "training"]
-    return tuple((k, type(v), v) for k, v in items if _is_scalar(v))
+        d, skip = vars(holder), frozenset(("training",))
+    items = [(k, v) for k, v in d.items() if k not in skip and _is_scalar(v)]
+    return (d, tuple(k for k, _ in items), tuple(v for _, v in items))
 
 
 def _guards(fn: Callable[..., Any], wanted: set) -> _Guards:
@@ -236,9 +243,9 @@ def _guards(fn: Callable[..., Any], wanted: set) -> _Guards:
             seen.add(id(obj))
             if isinstance(obj, Module):
                 modules.append((obj, obj.training))
-                scalars.append((obj, _scalars_of(obj)))
+                scalars.append(_scalars_of(obj))
             elif isinstance(obj, _Group):
-                scalars.append((obj, _scalars_of(obj)))
+                scalars.append(_scalars_of(obj))
             visits += 1
             if visits > _GUARD_VISITS:
                 break
