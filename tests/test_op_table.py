@@ -99,6 +99,17 @@ ROWS = {
     "gelu": (lambda x: x.gelu(), [uniform(3, 2, lo=-5.0, hi=5.0)], 1e-6),
     "gelu_slope": (lambda x: x.gelu_slope(), [uniform(3, 2, lo=-5.0, hi=5.0)], 1e-6),
     "atan2": (lambda a, b: fg.atan2(a, b), [uniform(2, 3), uniform(3, lo=0.5, hi=2.0)], 1e-6),
+    # quotients kept between integers (2.06 to 2.9 in size), away from the jumps
+    "fmod": (
+        lambda a, b: fg.fmod(a, b),
+        [np.array([[2.3, -2.5, 2.8], [-2.2, 2.6, -2.9]]), np.array([1.01, -1.005, 1.015])],
+        1e-6,
+    ),
+    "remainder": (
+        lambda a, b: a % b,
+        [np.array([[2.3, -2.5, 2.8], [-2.2, 2.6, -2.9]]), np.array([1.01, -1.005, 1.015])],
+        1e-6,
+    ),
     "sigmoid": (lambda x: x.sigmoid(), [uniform(3, 2)], 1e-6),
     "relu": (lambda x: x.relu(), [away(3, 2)], 1e-6),
     "add": (lambda a, b: a + b, [uniform(3, 2), uniform(2)], 1e-6),

@@ -1546,3 +1546,31 @@ def test_constants_built_from_shapes_are_not_reported_as_python_data():
 
     with pytest.warns(fg.TraceWarning, match="Python data"):
         g(fg.ones(100))
+
+
+def test_remainders_in_a_trace_are_exact_as_eager() -> None:
+    # the traced graph runs the engine's fmod/remainder, not a - q * b (which loses the
+    # low bits of large dividends): bitwise the eager values and gradients
+    rng = np.random.default_rng(3)
+    a0 = rng.standard_normal(200) * rng.choice([1.0, 1e3, 1e7], 200)
+    b0 = rng.standard_normal(200) * rng.choice([0.01, 1.0, 3.7], 200)
+    a = fg.tensor(a0, dtype="float64")
+    b = fg.tensor(b0, dtype="float64")
+    gm = fg.GradManager().attach([a, b])
+
+    def step(s):
+        with gm:
+            out = (a % b) * s + fg.fmod(a, b) * 2.0
+            gm.backward(out.sum())
+        ga, gb = a.grad, b.grad
+        a.grad = b.grad = None
+        return out, ga, gb
+
+    traced = fg.trace(step)
+    scale = fg.tensor(1.5, dtype="float64")
+    want = [t.numpy().copy() for t in step(scale)]
+    for _ in range(2):
+        got = [t.numpy() for t in traced(scale)]
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(want[0], np.mod(a0, b0) * 1.5 + np.fmod(a0, b0) * 2.0)

@@ -26,7 +26,6 @@ from ._core import DTypeError, ShapeError, Tensor
 from ._ops import _check_tensor, _dim, _int, _values_indices, gather
 from ._tensor import _dtype_name, tensor
 from ._torch_compat import sort
-from .autodiff import Function as _Function
 
 __all__ = [
     "Size",
@@ -288,45 +287,18 @@ def _float_quotient(a: np.ndarray, b: np.ndarray, rounding: str, native: Any) ->
         return np.where(b == 0, r(a / b), out)
 
 
-def _float_mod(a: np.ndarray, b: np.ndarray, floor: bool) -> np.ndarray:
-    """The exact ``fmod(a, b)`` (the sign of ``a``), or with ``floor`` the remainder of the
-    floored division (``b`` added where the signs differ: the sign of ``b``)."""
-    with np.errstate(all="ignore"):
-        m = np.fmod(a, b)
-        if floor:
-            m = np.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
-        return m
-
-
-class _Mod(_Function):
-    """``fmod``/``remainder`` of floats: the value exact on the host, the gradient
-    ``(g, -g * q)`` with ``q`` the rounded quotient."""
-
-    floor: bool
-    q: Tensor
-
-    def forward(self, a: Tensor, b: Tensor) -> Tensor:
-        an, bn, native = _host_pair(a, b)
-        out = _float_mod(an, bn, self.floor).astype(native)
-        return tensor(out, device=a.device)
-
-    def backward(self, g: Tensor | None) -> Any:
-        if g is None:
-            return None, None
-        return g, -(g * self.q)
-
-
 def _mod(op: str, input: Any, other: Any, floor: bool) -> Tensor:
-    a, b, q = _quotient(op, input, other, "floor" if floor else "trunc")
+    if isinstance(input, Tensor) and isinstance(other, Tensor) and input.dtype == other.dtype:
+        a, b = input, other
+    else:
+        a, b = _pair(op, input, other)
     if _is_int(a) and _is_int(b):
+        _quotient(op, a, b, "floor")  # an integer division by zero raises
         fn = np.mod if floor else np.fmod
         return tensor(fn(a.numpy(), b.numpy()), device=a.device)
-    if _core._tracing():
-        return a - q * b
-    shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
-    fn = _Mod()
-    fn.floor, fn.q = floor, q
-    return fn(a.broadcast_to(shape), b.broadcast_to(shape))
+    # the engine's ops: exact (the remainder of a float division is representable), on the
+    # tensors' device, recorded by traces; gradients (g, -g * quotient) as PyTorch's
+    return _core.remainder(a, b) if floor else _core.fmod(a, b)
 
 
 def _no_grad() -> Any:
@@ -1991,6 +1963,9 @@ def _install() -> None:
         setattr(Tensor, name, fn)
     # arguments PyTorch programs pass to methods the engine defines
     Tensor.div = _div
+    # over the engine's float-only methods: integers, Python numbers and mixed dtypes
+    Tensor.remainder = remainder
+    Tensor.fmod = fmod
     Tensor.sum = _with_dtype("sum", Tensor.sum)
     Tensor.mean = _with_dtype("mean", Tensor.mean)
     Tensor.cumsum = _with_dtype("cumsum", Tensor.cumsum)

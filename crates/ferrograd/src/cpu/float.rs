@@ -1,7 +1,7 @@
 //! Float math for the f32 and f64 kernels: what the op tables' kernel expressions
 //! (`ops/unary.rs`, `ops/binary.rs`) call on an element `v: T`.
 
-use std::ops::{Add, Div, Mul, Neg, Sub};
+use std::ops::{Add, Div, Mul, Neg, Rem, Sub};
 
 use crate::storage::pool::Pooled;
 
@@ -18,6 +18,7 @@ pub(crate) trait Float:
     + Sub<Output = Self>
     + Mul<Output = Self>
     + Div<Output = Self>
+    + Rem<Output = Self>
 {
     const ZERO: Self;
     const ONE: Self;
@@ -90,6 +91,24 @@ pub(crate) trait Float:
             Self::ZERO
         } else {
             self * Self::ZERO
+        }
+    }
+
+    /// C's `fmod`: `self - trunc(self / other) * other`, exact, with the sign of `self`.
+    #[inline(always)]
+    fn fmod(self, other: Self) -> Self {
+        self % other
+    }
+
+    /// The remainder of the floored division (Python's `%`): [`Float::fmod`], with `other`
+    /// added where the signs differ, so the result has the sign of `other`.
+    #[inline(always)]
+    fn floor_mod(self, other: Self) -> Self {
+        let m = self % other;
+        if m != Self::ZERO && ((other < Self::ZERO) != (m < Self::ZERO)) {
+            m + other
+        } else {
+            m
         }
     }
 

@@ -39,6 +39,13 @@ template <typename T> __device__ __forceinline__ T sgn(T v) {
     return v > T(0) ? T(1) : (v < T(0) ? T(-1) : (v == v ? v * T(0) : T(0)));
 }
 
+/// The remainder of the floored division: C's `fmod` (the sign of `a`), with `b` added where
+/// the signs differ (Python's `%`, the sign of `b`).
+template <typename T> __device__ __forceinline__ T floor_mod(T a, T b) {
+    T m = fmod(a, b);
+    return (m != T(0) && ((b < T(0)) != (m < T(0)))) ? m + b : m;
+}
+
 // ---- unary ops: one line per op of the engine's unary table (`ops/unary.rs`), a kernel per
 // ---- dtype named unary_<name>_<dtype>. The expression computes `v`'s result.
 
@@ -141,6 +148,8 @@ BINARY_INT(maximum, a > b ? a : b)
 BINARY_FLOAT(minimum, (a <= b || a != a) ? a : b)
 BINARY_INT(minimum, a < b ? a : b)
 BINARY_FLOAT(atan2, atan2(a, b))
+BINARY_FLOAT(fmod, fmod(a, b))
+BINARY_FLOAT(remainder, floor_mod(a, b))
 
 // ---- comparisons (`ops/binary.rs`'s compare table): compare_<name>_<dtype>, bool results.
 

@@ -41,6 +41,10 @@ macro_rules! binary_ops {
             Minimum  minimum  (|p, q| p.minimum(q))    (|p, q| p.min(q))            (|dy, a, b| dy.mul(&share(BinaryOp::Minimum, &a, &b)?)?)  (|dy, a, b| dy.mul(&share(BinaryOp::Minimum, &b, &a)?)?),
             // d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
             Atan2    atan2    (|p, q| p.atan2(q))      ()                           (|dy, a, b| dy.mul(&b)?.div(&squares(&a, &b)?)?)  (|dy, a, b| dy.mul(&a)?.div(&squares(&a, &b)?)?.neg()?),
+            // a = q * b + out with q the rounded quotient: d/da = 1, d/db = -q (floats only:
+            // integer division by zero must raise, which a kernel cannot)
+            Fmod      fmod      (|p, q| p.fmod(q))       ()                           (|dy| dy.clone())                     (|dy, a, b| dy.mul(&quotient(&a, &b, false)?)?.neg()?),
+            Remainder remainder (|p, q| p.floor_mod(q))  ()                           (|dy| dy.clone())                     (|dy, a, b| dy.mul(&quotient(&a, &b, true)?)?.neg()?),
         }
     };
 }
@@ -86,6 +90,19 @@ fn pow_exponent_grad(dy: &Tensor, a: &Tensor, b: &Tensor, out: &Tensor) -> Resul
         &Tensor::scalar(false),
     )?;
     super::where_cond(&at_zero, &g.scalar_like(0.0), &g)
+}
+
+/// `a / b` rounded toward minus infinity (`floor`) or toward zero, as PyTorch's
+/// `div(rounding_mode=)` in the gradients of `remainder` and `fmod`. The floored quotient is
+/// `(a - remainder(a, b)) / b` rounded to the nearest integer: exact where the ratio `a / b`
+/// itself rounds up to the next integer. No gradient flows through it.
+fn quotient(a: &Tensor, b: &Tensor, floor: bool) -> Result<Tensor> {
+    let (a, b) = (a.detach(), b.detach());
+    if floor {
+        a.sub(&a.remainder(&b)?)?.div(&b)?.round()
+    } else {
+        a.div(&b)?.trunc()
+    }
 }
 
 /// The share of `maximum`'s (or `minimum`'s) gradient that goes to `a`: 1 where `a` wins, 1/2
