@@ -77,6 +77,8 @@ use Float as FloatLanes;
 /// A specialised sum of one contiguous run.
 type RunSum<'a, T> = &'a (dyn Fn(&[T]) -> T + Sync);
 
+/// Folds `x` (laid out as `l`) over `axes` with `f` from `init`; `run_sum`, where given,
+/// folds a whole contiguous run at once.
 fn fold<T: Copy + Send + Sync + crate::storage::pool::Pooled>(
     x: &[T],
     l: &Layout,
@@ -85,8 +87,34 @@ fn fold<T: Copy + Send + Sync + crate::storage::pool::Pooled>(
     f: impl Fn(T, T) -> T + Sync,
     run_sum: Option<RunSum<'_, T>>,
 ) -> Result<Vec<T>> {
-    let (kept, view) = reduced_view(l.shape(), axes);
     let nd = l.ndim();
+    // a contiguous buffer reduced over a leading and a trailing block of axes (NCHW summed
+    // over N, H and W, as a convolution's bias gradient and batch norm's statistics do): the
+    // trailing rows first, then the leading columns, adding in the order the general path does
+    if nd == 3 && axes == [0, 2] && l.is_contiguous() {
+        let (a, b, c) = (l.shape()[0], l.shape()[1], l.shape()[2]);
+        if a > 1 && c > 0 {
+            let rows = Layout::new(&[a * b, c], &[c as isize, 1], l.offset());
+            let partial = fold_by_shape(x, &rows, &[1], init, &f, run_sum)?;
+            let cols = Layout::new(&[a, b], &[b as isize, 1], 0);
+            return fold_by_shape(&partial, &cols, &[0], init, &f, None);
+        }
+    }
+    fold_by_shape(x, l, axes, init, f, run_sum)
+}
+
+/// [`fold`] of one layout: the rows of a last-axis reduction, the columns of a block of
+/// leading or middle axes, or else a walk over the runs of the general layout.
+fn fold_by_shape<T: Copy + Send + Sync + crate::storage::pool::Pooled>(
+    x: &[T],
+    l: &Layout,
+    axes: &[usize],
+    init: T,
+    f: impl Fn(T, T) -> T + Sync,
+    run_sum: Option<RunSum<'_, T>>,
+) -> Result<Vec<T>> {
+    let nd = l.ndim();
+    let (kept, view) = reduced_view(l.shape(), axes);
     // rows of a contiguous buffer reduced along the last axis: one tight loop per row
     if nd > 0 && axes == [nd - 1] && l.is_contiguous() && l.shape()[nd - 1] > 0 {
         let cols = l.shape()[nd - 1];
@@ -201,6 +229,34 @@ macro_rules! float_reduce {
     }};
 }
 
+/// The contiguous layout `l` with each run of neighbouring axes that are all reduced or all
+/// kept merged into one axis, and the merged reduced axes; `None` where nothing merges. The
+/// result's elements are in the same order either way.
+fn merge_axes(l: &Layout, axes: &[usize]) -> Option<(Layout, Vec<usize>)> {
+    if l.ndim() < 2 || !l.is_contiguous() {
+        return None;
+    }
+    let (mut shape, mut merged) = (Vec::new(), Vec::new());
+    let mut last: Option<bool> = None;
+    for (d, &n) in l.shape().iter().enumerate() {
+        let reduced = axes.contains(&d);
+        if last == Some(reduced) {
+            *shape.last_mut().expect("an axis before") *= n;
+        } else {
+            shape.push(n);
+            if reduced {
+                merged.push(shape.len() - 1);
+            }
+            last = Some(reduced);
+        }
+    }
+    if shape.len() == l.ndim() {
+        return None;
+    }
+    let strides = contiguous_strides(&shape);
+    Some((Layout::new(&shape, &strides, l.offset()), merged))
+}
+
 /// Reduces `axes` (sorted, unique); the result is contiguous with those axes kept as size 1.
 pub(crate) fn reduce(kind: ReduceKind, x: &CpuData, l: &Layout, axes: &[usize]) -> Result<CpuData> {
     let count: usize = axes.iter().map(|&a| l.shape()[a]).product();
@@ -213,6 +269,16 @@ pub(crate) fn reduce(kind: ReduceKind, x: &CpuData, l: &Layout, axes: &[usize]) 
             ),
         ));
     }
+    // neighbouring axes of a contiguous buffer that are both reduced or both kept act as one
+    // axis: (N, C, H, W) over (1, 2, 3) is 64 rows to sum, not a walk over short runs
+    let merged;
+    let (l, axes) = match merge_axes(l, axes) {
+        Some((ml, ma)) => {
+            merged = (ml, ma);
+            (&merged.0, merged.1.as_slice())
+        }
+        None => (l, axes),
+    };
     Ok(match x {
         CpuData::F32(v) => CpuData::F32(float_reduce!(f32, kind, v, l, axes, count)),
         CpuData::F64(v) => CpuData::F64(float_reduce!(f64, kind, v, l, axes, count)),
