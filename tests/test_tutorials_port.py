@@ -1,0 +1,98 @@
+"""Programs from the official PyTorch tutorials, run on PyTorch and on ferrograd from the same
+data and compared: the tensor tutorial's ``torch.matmul(a, b, out=c)`` / ``torch.mul(..., out=)``
+(``out=`` on the matmul family and the remaining elementwise and indexing functions, with
+PyTorch's dtype rules)."""
+
+from __future__ import annotations
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+
+def _lib(name):
+    return pytest.importorskip("torch") if name == "torch" else fg
+
+
+def _np(t):
+    return np.asarray(t.detach().cpu().numpy() if hasattr(t, "cpu") else t.detach().numpy())
+
+
+# ----------------------------------------------------------- 1. tensor tutorial, out=
+
+
+def _tensor_tutorial(L):
+    tensor = L.ones(4, 4, dtype=L.float64)
+    tensor[:, 1] = 0
+    y1 = tensor @ tensor.T
+    y2 = tensor.matmul(tensor.T)
+    y3 = L.rand_like(y1)
+    r3 = L.matmul(tensor, tensor.T, out=y3)
+    z1 = tensor * tensor
+    z3 = L.rand_like(tensor)
+    r4 = L.mul(tensor, tensor, out=z3)
+    return [r3 is y3, r4 is z3, _np(y1), _np(y2), _np(y3), _np(z1), _np(z3)]
+
+
+def test_tensor_tutorial_matmul_and_mul_into_out_match_torch():
+    mine, theirs = _tensor_tutorial(fg), _tensor_tutorial(_lib("torch"))
+    assert mine[:2] == theirs[:2] == [True, True]
+    for a, b in zip(mine[2:], theirs[2:]):
+        np.testing.assert_array_equal(a, b)
+
+
+_A = np.random.default_rng(0).uniform(0.1, 0.9, (3, 3))
+_V = _A[0].copy()
+_B3 = np.stack([_A, _A[::-1]])
+_OUT_CALLS = {
+    "matmul": lambda L: (L.tensor(_A), L.tensor(_A.T)),
+    "mm": lambda L: (L.tensor(_A), L.tensor(_A.T)),
+    "bmm": lambda L: (L.tensor(_B3), L.tensor(_B3)),
+    "mv": lambda L: (L.tensor(_A), L.tensor(_V)),
+    "dot": lambda L: (L.tensor(_V), L.tensor(_V)),
+    "addmm": lambda L: (L.tensor(_A), L.tensor(_A), L.tensor(_A)),
+    "baddbmm": lambda L: (L.tensor(_B3), L.tensor(_B3), L.tensor(_B3)),
+    "where": lambda L: (L.tensor(_A) > 0.5, L.tensor(_A), L.tensor(-_A)),
+    "outer": lambda L: (L.tensor(_V), L.tensor(_V)),
+    "log1p": lambda L: (L.tensor(_A),),
+    "rsqrt": lambda L: (L.tensor(_A),),
+    "sign": lambda L: (L.tensor(_A - 0.5),),
+    "tril": lambda L: (L.tensor(_A),),
+    "gather": lambda L: (L.tensor(_A), 1, L.tensor([[0], [2], [1]])),
+    "index_select": lambda L: (L.tensor(_A), 0, L.tensor([2, 0])),
+    "hypot": lambda L: (L.tensor(_A), L.tensor(_A.T)),
+    "lerp": lambda L: (L.tensor(_A), L.tensor(-_A), 0.3),
+    "vstack": lambda L: ([L.tensor(_A), L.tensor(_V[None])],),
+}
+
+
+def _out_call(L, name, dtype):
+    out = L.empty(0, dtype=getattr(L, dtype))
+    try:
+        res = getattr(L, name)(*_OUT_CALLS[name](L), out=out)
+    except (RuntimeError, TypeError) as e:
+        return ("raises", e)
+    return ("ok", res is out, str(out.dtype).replace("torch.", ""), _np(out))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+@pytest.mark.parametrize("name", sorted(_OUT_CALLS))
+def test_out_keyword_writes_or_refuses_as_torch(name, dtype):
+    # the matmul family, where/sign/tril/gather/index_select want out of the result's
+    # dtype; the elementwise ones cast into a float out of another width, never into int
+    mine = _out_call(fg, name, dtype)
+    theirs = _out_call(_lib("torch"), name, dtype)
+    assert mine[0] == theirs[0], (mine, theirs)
+    if mine[0] == "raises":
+        assert isinstance(mine[1], type(theirs[1])) and name in str(mine[1])
+    else:
+        assert mine[1:3] == theirs[1:3]
+        np.testing.assert_allclose(mine[3], theirs[3], rtol=1e-6)
+
+
+def test_out_keyword_refuses_inputs_that_require_grad():
+    w = fg.ones(2, 2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="automatic differentiation"):
+        fg.matmul(w, w, out=fg.empty(2, 2))
+    with fg.no_grad():
+        assert fg.matmul(w, w, out=fg.empty(2, 2)).tolist() == [[2.0, 2.0], [2.0, 2.0]]
