@@ -1,9 +1,12 @@
 """Programs from the official PyTorch tutorials, run on PyTorch and on ferrograd from the same
 data and compared: the tensor tutorial's ``torch.matmul(a, b, out=c)`` / ``torch.mul(..., out=)``
 (``out=`` on the matmul family and the remaining elementwise and indexing functions, with
-PyTorch's dtype rules)."""
+PyTorch's dtype rules); the leaf / non-leaf tutorial's warning on reading ``.grad`` of a
+computed tensor that does not retain it."""
 
 from __future__ import annotations
+
+import warnings
 
 import ferrograd as fg
 import numpy as np
@@ -96,3 +99,69 @@ def test_out_keyword_refuses_inputs_that_require_grad():
         fg.matmul(w, w, out=fg.empty(2, 2))
     with fg.no_grad():
         assert fg.matmul(w, w, out=fg.empty(2, 2)).tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
+# ------------------------------------------------- 2. leaf vs non-leaf tensors, .grad
+
+
+def _leaf_tutorial(L):
+    F = L.nn.functional
+    x = L.ones(1, 3, dtype=L.float64)
+    W = L.ones(3, 2, dtype=L.float64, requires_grad=True)
+    b = L.ones(1, 2, dtype=L.float64, requires_grad=True)
+    y = L.ones(1, 2, dtype=L.float64)
+    seen = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        z = (x @ W) + b
+        loss = F.mse_loss(F.relu(z), y)
+        loss.backward()
+        seen.append([len(caught), x.grad is None, len(caught), W.grad is None, len(caught)])
+        seen.append([z.grad is None, len(caught)])  # the warning: z is computed
+        z = (x @ W) + b
+        y_pred = F.relu(z)
+        loss = F.mse_loss(y_pred, y)
+        z.retain_grad()
+        y_pred.retain_grad()
+        loss.retain_grad()
+        W.grad = None
+        b.grad = None
+        loss.backward()
+        grads = [_np(t.grad) for t in (W, b, z, y_pred, loss)]
+        seen.append([len(caught), z.retains_grad, W.retains_grad])
+        h = W * 3
+        (h * b).sum().backward(inputs=[h])  # backward's own read of h.grad: no warning
+        seen.append([len(caught), _np(h.grad).tolist()])
+    msgs = [str(w.message) for w in caught]
+    return seen, grads, [w.category for w in caught], msgs
+
+
+def test_reading_grad_of_a_computed_tensor_warns_as_torch():
+    mine, theirs = _leaf_tutorial(fg), _leaf_tutorial(_lib("torch"))
+    assert (
+        mine[0]
+        == theirs[0]
+        == [
+            [0, True, 0, False, 0],
+            [True, 1],
+            [1, True, False],
+            [1, [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]],
+        ]
+    )
+    for a, b in zip(mine[1], theirs[1]):
+        np.testing.assert_array_equal(a, b)
+    assert mine[2] == theirs[2] == [UserWarning]
+    assert "not a leaf" in mine[3][0] and "retain_grad" in mine[3][0]
+    # no warning where nothing was computed for backward(), nor for a GradManager's tensors
+    w = fg.ones(2, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fg.no_grad():
+            assert (w * 2).grad is None
+        assert fg.ones(2).grad is None and fg.nn.Parameter(fg.ones(2)).grad is None
+        gm = fg.autodiff.GradManager()
+        with gm:
+            gm.attach([w])
+            h = w * 2
+            gm.backward(h.sum())
+        assert w.grad.tolist() == [2.0, 2.0]
