@@ -2,7 +2,9 @@
 data and compared: the tensor tutorial's ``torch.matmul(a, b, out=c)`` / ``torch.mul(..., out=)``
 (``out=`` on the matmul family and the remaining elementwise and indexing functions, with
 PyTorch's dtype rules); the leaf / non-leaf tutorial's warning on reading ``.grad`` of a
-computed tensor that does not retain it."""
+computed tensor that does not retain it; the text classification tutorial's
+``nn.EmbeddingBag`` refusing bad offsets and ``per_sample_weights`` with PyTorch's exception
+types."""
 
 from __future__ import annotations
 
@@ -165,3 +167,31 @@ def test_reading_grad_of_a_computed_tensor_warns_as_torch():
             h = w * 2
             gm.backward(h.sum())
         assert w.grad.tolist() == [2.0, 2.0]
+
+
+# ------------------------------------------- 3. text classification, nn.EmbeddingBag
+
+
+_BAG_CALLS = {
+    "per_sample_weights with mode mean": lambda L, e: e["mean"](
+        L.tensor([1, 2, 3]), L.tensor([0, 2]), per_sample_weights=L.tensor([1.0, 2.0, 3.0])
+    ),
+    "per_sample_weights with mode max": lambda L, e: e["max"](
+        L.tensor([1, 2, 3]), L.tensor([0, 2]), per_sample_weights=L.tensor([1.0, 2.0, 3.0])
+    ),
+    "offsets[0] not 0": lambda L, e: e["sum"](L.tensor([1, 2, 3]), L.tensor([1, 2])),
+    "offsets past the input": lambda L, e: e["sum"](L.tensor([1, 2, 3]), L.tensor([0, 5])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAG_CALLS))
+def test_embedding_bag_refuses_bad_bags_with_torchs_exception_type(case):
+    torch = _lib("torch")
+    raised = {}
+    for L in (torch, fg):
+        bags = {m: L.nn.EmbeddingBag(10, 3, mode=m) for m in ("sum", "mean", "max")}
+        with pytest.raises(Exception) as info:
+            _BAG_CALLS[case](L, bags)
+        raised[L.__name__] = info.value
+    assert isinstance(raised["ferrograd"], type(raised["torch"]))
+    assert "embedding_bag" in str(raised["ferrograd"])

@@ -29,7 +29,7 @@ from .._ops import one_hot as _one_hot
 from .._tensor import tensor
 from ..autodiff import Function as _EngineFunction
 from ..random import _traced_draw
-from ._errors import ArgumentRuntimeError, IndexRuntimeError
+from ._errors import ArgumentRuntimeError, IndexRuntimeError, UnsupportedValueError
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -3100,7 +3100,7 @@ def embedding_bag(
                 f"{per_sample_weights.dtype}"
             )
         if mode != "sum":
-            raise ValueError(
+            raise UnsupportedValueError(
                 f"{op}: per_sample_weights is only supported for mode 'sum', got {mode!r}"
             )
         if tuple(per_sample_weights.shape) != tuple(idx.shape):
@@ -3126,9 +3126,9 @@ def embedding_bag(
             )
         o = np.asarray(off.numpy(), dtype=np.int64)
         if o.size and o[0] != 0:
-            raise ValueError(f"{op}: offsets[0] must be 0, got {int(o[0])}")
+            raise ArgumentRuntimeError(f"{op}: offsets[0] must be 0, got {int(o[0])}")
         if np.any(np.diff(o) < 0) or (o.size and o[-1] > ids.size):
-            raise ValueError(
+            raise ArgumentRuntimeError(
                 f"{op}: offsets must be non-decreasing and at most {ids.size}, got {o.tolist()}"
             )
         if include_last_offset:
