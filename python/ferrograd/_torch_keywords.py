@@ -224,8 +224,9 @@ _OUT_CASTING = (
     "logaddexp", "hypot", "copysign", "outer", "kron", "addr", "std", "var", "diff",
     "polygamma", "mvlgamma", "lerp",
 )  # fmt: skip
-# reductions whose ``out=`` dtype is the dtype they compute in (``sum(x, out=i64)``)
-_OUT_DTYPE = ("sum", "prod", "mean", "nansum", "nanmean", "cumsum", "cumprod")
+# reductions whose ``out=`` dtype is the dtype they compute in (``sum(x, out=i64)``), and
+# ``eye``, which builds the identity in ``out``'s dtype
+_OUT_DTYPE = ("sum", "prod", "mean", "nansum", "nanmean", "cumsum", "cumprod", "eye")
 # functions whose ``out=`` must have the result's dtype
 _OUT_STRICT = (
     "neg", "amax", "amin", "argmax", "argmin", "logsumexp", "all", "any", "max", "min",
@@ -234,7 +235,7 @@ _OUT_STRICT = (
     "dot", "vdot", "inner", "addmm", "addmv", "addbmm", "baddbmm", "where", "sign", "sgn",
     "negative", "frac", "round", "nan_to_num", "clamp", "tril", "triu", "cross",
     "index_select", "gather", "masked_select", "take_along_dim", "norm", "logcumsumexp",
-    "renorm",
+    "renorm", "histc", "bucketize", "searchsorted",
 )  # fmt: skip
 # joins written into ``out=`` as ``cat``'s (cast where the kind is kept, else a DTypeError)
 _OUT_JOIN = ("hstack", "vstack", "dstack", "column_stack", "row_stack")
