@@ -4,7 +4,8 @@ data and compared: the tensor tutorial's ``torch.matmul(a, b, out=c)`` / ``torch
 PyTorch's dtype rules); the leaf / non-leaf tutorial's warning on reading ``.grad`` of a
 computed tensor that does not retain it; the text classification tutorial's
 ``nn.EmbeddingBag`` refusing bad offsets and ``per_sample_weights`` with PyTorch's exception
-types."""
+types; the spatial transformer tutorial's ``F.affine_grid`` / ``F.grid_sample`` without
+``align_corners`` (False, with PyTorch's warning)."""
 
 from __future__ import annotations
 
@@ -199,3 +200,27 @@ def test_embedding_bag_refuses_bad_bags_with_torchs_exception_type(case):
         raised[L.__name__] = info.value
     assert isinstance(raised["ferrograd"], type(raised["torch"]))
     assert "embedding_bag" in str(raised["ferrograd"])
+
+
+# ----------------------------------------- 4. spatial transformer, align_corners unset
+
+
+def _stn_sampling(L, **kw):
+    F = L.nn.functional
+    theta = L.tensor([[[0.9, 0.2, 0.1], [-0.1, 1.1, 0.0]]], dtype=L.float64)
+    x = L.tensor(np.arange(30.0).reshape(1, 1, 5, 6), requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        grid = F.affine_grid(theta, x.size(), **kw)
+        y = F.grid_sample(x, grid, **kw)
+    (y * y).sum().backward()
+    return _np(y), _np(x.grad), [(w.category, "align_corners" in str(w.message)) for w in caught]
+
+
+def test_stn_sampling_without_align_corners_warns_and_means_false_as_torch():
+    torch = _lib("torch")
+    for kw in ({}, {"align_corners": False}, {"align_corners": True}):
+        mine, theirs = _stn_sampling(fg, **kw), _stn_sampling(torch, **kw)
+        np.testing.assert_allclose(mine[0], theirs[0], rtol=1e-12)
+        np.testing.assert_allclose(mine[1], theirs[1], rtol=1e-12)
+        assert mine[2] == theirs[2] == ([(UserWarning, True)] * 2 if not kw else [])
