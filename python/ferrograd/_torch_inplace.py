@@ -249,8 +249,19 @@ def install() -> None:
     Tensor.is_signed = _is_signed
     getset = Tensor.__dict__.get("grad")
     if getset is not None and not isinstance(getset, property):
+        from . import autodiff
+        from .autodiff import _warn_unretained_grad
+
+        autodiff._grad_slot = getset
+
+        def _get_grad(self: Tensor, _get: Any = getset.__get__) -> Any:
+            g = _get(self)
+            if g is None:
+                _warn_unretained_grad(self)
+            return g
+
         Tensor.grad = property(
-            getset.__get__,
+            _get_grad,
             getset.__set__,
             lambda self: getset.__set__(self, None),
             getset.__doc__,

@@ -219,16 +219,26 @@ _OUT_CASTING = (
     "fmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
     "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "sqrt", "exp", "log",
     "sin", "cos", "tanh", "sigmoid", "abs", "floor", "ceil", "trunc", "xlogy", "addcdiv",
-    "addcmul",
+    "addcmul", "exp2", "log2", "log10", "expm1", "log1p", "rsqrt", "square", "reciprocal",
+    "sinh", "cosh", "tan", "asin", "acos", "atan", "erf", "lgamma", "digamma", "logit",
+    "logaddexp", "hypot", "copysign", "outer", "kron", "addr", "std", "var", "diff",
+    "polygamma", "mvlgamma", "lerp",
 )  # fmt: skip
-# reductions whose ``out=`` dtype is the dtype they compute in (``sum(x, out=i64)``)
-_OUT_DTYPE = ("sum", "prod", "mean", "nansum", "nanmean", "cumsum", "cumprod")
+# reductions whose ``out=`` dtype is the dtype they compute in (``sum(x, out=i64)``), and
+# ``eye``, which builds the identity in ``out``'s dtype
+_OUT_DTYPE = ("sum", "prod", "mean", "nansum", "nanmean", "cumsum", "cumprod", "eye")
 # functions whose ``out=`` must have the result's dtype
 _OUT_STRICT = (
     "neg", "amax", "amin", "argmax", "argmin", "logsumexp", "all", "any", "max", "min",
-    "sort", "kthvalue", "cummax", "cummin", "lerp", "concat", "concatenate", "topk", "msort",
-    "mode", "median", "nanmedian", "float_power", "heaviside",
+    "sort", "kthvalue", "cummax", "cummin", "concat", "concatenate", "topk", "msort",
+    "mode", "median", "nanmedian", "float_power", "heaviside", "matmul", "mm", "bmm", "mv",
+    "dot", "vdot", "inner", "addmm", "addmv", "addbmm", "baddbmm", "where", "sign", "sgn",
+    "negative", "frac", "round", "nan_to_num", "clamp", "tril", "triu", "cross",
+    "index_select", "gather", "masked_select", "take_along_dim", "norm", "logcumsumexp",
+    "renorm", "histc", "bucketize", "searchsorted",
 )  # fmt: skip
+# joins written into ``out=`` as ``cat``'s (cast where the kind is kept, else a DTypeError)
+_OUT_JOIN = ("hstack", "vstack", "dstack", "column_stack", "row_stack")
 # ``fg.linalg`` functions given ``out=`` (the result's dtype, as _OUT_STRICT)
 _LINALG_OUT = ("inv", "solve", "det", "cholesky", "matrix_power", "pinv", "svdvals")
 
@@ -254,12 +264,17 @@ def _with_out(fn: Callable[..., Any], name: str) -> Any:
         if name in _OUT_DTYPE and kwargs.get("dtype") is None:
             kwargs["dtype"] = out.dtype
         res = fn(*args, **kwargs)
+        if name in _OUT_JOIN:
+            from ._ops import _cast_for_out
+
+            res = _cast_for_out(name, out, res)
         if isinstance(res, Tensor) and res.dtype != out.dtype and name in _OUT_CASTING:
             import ferrograd as fg
 
             if not fg.can_cast(res.dtype, out.dtype):
                 raise RuntimeError(
-                    f"result type {res.dtype} can't be cast to the desired output type {out.dtype}"
+                    f"{name}: result type {res.dtype} can't be cast to the desired output type "
+                    f"{out.dtype}"
                 )
             res = res.to(out.dtype)
         return _write_out(name, out, res)
@@ -273,7 +288,7 @@ def install_out() -> None:
 
     import ferrograd as fg
 
-    for name in _OUT_CASTING + _OUT_DTYPE + _OUT_STRICT:
+    for name in _OUT_CASTING + _OUT_DTYPE + _OUT_STRICT + _OUT_JOIN:
         f = getattr(fg, name, None)
         if not callable(f):
             continue

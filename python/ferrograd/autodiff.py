@@ -252,7 +252,7 @@ class GradManager:
                 if g is None:
                     return
                 _check_callback_grad(cb, tensor, g)
-            if tensor.grad is None:
+            if _stored_grad(tensor) is None:
                 # .grad is the user's to write in place (scaler.unscale_, p.grad *= c): a
                 # broadcast view (the gradient of x.sum()) becomes its own contiguous copy
                 tensor.grad = g if traced or g.is_contiguous() else g.contiguous()
@@ -1123,6 +1123,34 @@ def _retain_grad(self: Tensor) -> None:
     _autograd.current()._attach(self, None, True)
 
 
+# the engine's own ``.grad`` getter, once ``Tensor.grad`` is wrapped to warn (see below)
+_grad_slot: Any = None
+
+
+def _stored_grad(t: Tensor) -> Any:
+    """``t.grad`` as stored, without the warning for reading it on a computed tensor: the
+    library's own reads (``backward(inputs=...)`` adding into a computed input's ``.grad``)
+    are not the user's mistake."""
+    return t.grad if _grad_slot is None else _grad_slot.__get__(t)
+
+
+def _warn_unretained_grad(self: Tensor) -> None:
+    """Warns, as PyTorch does, when the empty ``.grad`` of a computed tensor is read:
+    ``backward()`` leaves it None unless :meth:`retain_grad` was called first, which is
+    usually a mistake for the leaf it came from or a missing ``retain_grad``."""
+    if not _autograd.tracks(self) or _autograd.key._is_leaf_of(self) or _retains_grad(self):
+        return
+    import warnings
+
+    warnings.warn(
+        "Reading .grad of a tensor that is not a leaf (it was computed by an op): backward() "
+        "does not fill it. Call .retain_grad() on it before backward() to keep its gradient, "
+        "or read .grad of the leaf tensor it was computed from.",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 def _retains_grad(self: Tensor) -> bool:
     """Whether :meth:`retain_grad` was called on this (computed) tensor."""
     if not _autograd.tracks(self) or _autograd.is_leaf_tensor(self):
@@ -1224,7 +1252,7 @@ def _run_backward(
         with enable_grad() if create_graph else no_grad():
             for x, g in zip(xs, found):
                 if g is not None:
-                    old = x.grad
+                    old = _stored_grad(x)
                     if old is None:
                         # (a copy: the gradient may be the seed or another input's too)
                         x.grad = g.clone()
@@ -1306,7 +1334,7 @@ def _check_anomaly(op: str, leaves: list[Tensor]) -> None:
     import numpy as np
 
     for t in leaves:
-        g = t.grad
+        g = _stored_grad(t)
         if g is not None and g.dtype.kind == "f" and bool(np.isnan(g.detach().numpy()).any()):
             raise RuntimeError(
                 f"{op}: anomaly detection found NaN in the gradient of a tensor of shape "

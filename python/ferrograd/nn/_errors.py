@@ -25,3 +25,8 @@ class IndexValueError(IndexError, ShapeError):  # type: ignore[misc]
     """An empty dimension reduced (``argmax`` of an empty tensor, ...) where PyTorch raises
     ``IndexError``; ferrograd's older ``ValueError`` (a ``ShapeError``, so also a
     ``RuntimeError``) still catches it."""
+
+
+class UnsupportedValueError(NotImplementedError, ValueError):
+    """An argument combination PyTorch has not implemented (``NotImplementedError``);
+    ferrograd's older ``ValueError`` still catches it."""

@@ -29,7 +29,7 @@ from .._ops import one_hot as _one_hot
 from .._tensor import tensor
 from ..autodiff import Function as _EngineFunction
 from ..random import _traced_draw
-from ._errors import ArgumentRuntimeError, IndexRuntimeError
+from ._errors import ArgumentRuntimeError, IndexRuntimeError, UnsupportedValueError
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -2018,11 +2018,30 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 __all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "bilinear", "conv_transpose1d"]
 
 
-def affine_grid(theta: Tensor, size: Any, align_corners: bool = False) -> Tensor:
+def _default_align_corners(op: str, align_corners: bool | None) -> bool:
+    """``align_corners`` left unset means False, with PyTorch's warning that its default
+    was True before PyTorch 1.3 (code written for that default samples differently)."""
+    if align_corners is not None:
+        return bool(align_corners)
+    import warnings
+
+    warnings.warn(
+        f"{op}: align_corners was not given and defaults to False (PyTorch's default since "
+        "1.3.0; it was True before); pass align_corners=True for the old sampling grid, or "
+        "align_corners=False to keep this one and silence this warning.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return False
+
+
+def affine_grid(theta: Tensor, size: Any, align_corners: bool | None = None) -> Tensor:
     """Sampling coordinates ``(N, H, W, 2)`` in ``[-1, 1]`` for 2-D affine maps ``theta``
     ``(N, 2, 3)`` over an output of ``size`` ``(N, C, H, W)``, or ``(N, D, H, W, 3)`` for
-    3-D maps ``(N, 3, 4)`` over ``(N, C, D, H, W)``, as PyTorch's."""
+    3-D maps ``(N, 3, 4)`` over ``(N, C, D, H, W)``, as PyTorch's (``align_corners`` unset
+    is False, with PyTorch's warning)."""
     t = _float("affine_grid", "theta", theta)
+    align_corners = _default_align_corners("affine_grid", align_corners)
     nd = len(size) - 2
     if (
         nd not in (2, 3)
@@ -2078,9 +2097,11 @@ def grid_sample(
     """Samples ``input`` ``(N, C, H, W)`` at ``grid`` ``(N, Ho, Wo, 2)`` (x, y in ``[-1,
     1]``), or ``(N, C, D, H, W)`` at ``(N, Do, Ho, Wo, 3)`` (x, y, z): bilinear (trilinear
     on volumes), nearest or (4-D) bicubic, zeros, border or reflection padding, as
-    PyTorch's. Differentiable in the input and (bilinear, bicubic) in the grid."""
+    PyTorch's (``align_corners`` unset is False, with PyTorch's warning). Differentiable in
+    the input and (bilinear, bicubic) in the grid."""
     x = _float("grid_sample", "input", input)
     g = _float("grid_sample", "grid", grid)
+    align_corners = _default_align_corners("grid_sample", align_corners)
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(
             f"grid_sample: mode must be 'bilinear', 'nearest' or 'bicubic', got {mode!r}"
@@ -3100,7 +3121,7 @@ def embedding_bag(
                 f"{per_sample_weights.dtype}"
             )
         if mode != "sum":
-            raise ValueError(
+            raise UnsupportedValueError(
                 f"{op}: per_sample_weights is only supported for mode 'sum', got {mode!r}"
             )
         if tuple(per_sample_weights.shape) != tuple(idx.shape):
@@ -3126,9 +3147,9 @@ def embedding_bag(
             )
         o = np.asarray(off.numpy(), dtype=np.int64)
         if o.size and o[0] != 0:
-            raise ValueError(f"{op}: offsets[0] must be 0, got {int(o[0])}")
+            raise ArgumentRuntimeError(f"{op}: offsets[0] must be 0, got {int(o[0])}")
         if np.any(np.diff(o) < 0) or (o.size and o[-1] > ids.size):
-            raise ValueError(
+            raise ArgumentRuntimeError(
                 f"{op}: offsets must be non-decreasing and at most {ids.size}, got {o.tolist()}"
             )
         if include_last_offset:

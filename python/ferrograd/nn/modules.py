@@ -1309,8 +1309,10 @@ def _moved(t: Tensor, device: str | None, dtype: str | None) -> Tensor:
 def _replace_data(t: Tensor, v: Tensor) -> None:
     """``t`` (a leaf) now holds ``v``'s data, keeping its ``requires_grad`` and converting its
     ``.grad`` to the new dtype and device."""
+    from ..autodiff import _stored_grad
+
     rg = bool(t.requires_grad) and t.is_leaf
-    grad = t.grad
+    grad = _stored_grad(t)
     if rg:
         t.requires_grad_(False)
     t._replace_data(v)
