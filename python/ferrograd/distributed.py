@@ -71,6 +71,16 @@ class ReduceOp:
 _OPS = ("sum", "mean", "max", "min")
 
 
+class _GroupStateError(ValueError, RuntimeError):
+    """The default group is missing where it is needed, or there already: PyTorch raises
+    ValueError for both; a RuntimeError as well, which ferrograd raised before."""
+
+
+class _RankError(ValueError, RuntimeError):
+    """A rank argument outside the group: PyTorch's backends raise RuntimeError, ferrograd
+    raised ValueError; either catches it."""
+
+
 class _Group:
     def __init__(self, backend: str, comm: Any, mpi: Any) -> None:
         self.backend = backend
@@ -140,7 +150,7 @@ def init_process_group(
             f'init_process_group: backend must be "mpi", "gloo" or None, got {backend!r}'
         )
     if _group is not None:
-        raise RuntimeError(
+        raise _GroupStateError(
             "init_process_group: the default process group is already initialized; "
             "call destroy_process_group() first"
         )
@@ -167,7 +177,7 @@ def init_process_group(
 
 def _require(op: str) -> _Group:
     if _group is None:
-        raise RuntimeError(
+        raise _GroupStateError(
             f"{op}: the default process group is not initialized; call "
             "ferrograd.distributed.init_process_group() first"
         )
@@ -194,11 +204,15 @@ def get_backend() -> str:
     return _require("get_backend").backend
 
 
-def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> None:
-    """Returns once every rank has called it."""
+def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> Work | None:
+    """Returns once every rank has called it; with ``async_op=True`` returns at once with a
+    :class:`Work` whose ``wait()`` returns once every rank has called it."""
     g = _require("barrier")
     _check_group("barrier", group)
+    if async_op:
+        return Work(g, g.comm.Ibarrier(), None, None)
     g.comm.Barrier()
+    return None
 
 
 def destroy_process_group() -> None:
@@ -541,7 +555,7 @@ def broadcast(
 
 def _check_rank(op: str, name: str, r: Any, g: _Group) -> None:
     if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < g.size:
-        raise ValueError(f"{op}: {name} must be a rank in [0, {g.size}), got {r!r}")
+        raise _RankError(f"{op}: {name} must be a rank in [0, {g.size}), got {r!r}")
 
 
 def _from_host(flat: np.ndarray, like: Tensor) -> Tensor:
@@ -640,12 +654,7 @@ def reduce_scatter(
     group: Any = None,
     async_op: bool = False,
 ) -> Any:
-    """
-    if _core._tracing():
-        raise _core.TraceError(
-            "reduce_scatter: not supported inside fg.trace yet (it would run only when the "
-            "step is traced); call it outside the traced function"
-        )``reduce_scatter(tensor)``: reduces ``tensor`` over the ranks and returns this rank's
+    """``reduce_scatter(tensor)``: reduces ``tensor`` over the ranks and returns this rank's
     part of the result, the ``rank``-th of ``world_size`` equal slices along the first axis.
     ``reduce_scatter(output, input_list, op="sum")`` (PyTorch's form, also with those
     keywords) reduces ``input_list[i]`` over the ranks into rank ``i``'s ``output``, in place.
@@ -670,9 +679,7 @@ def reduce_scatter(
                 f"into {g.size} equal parts"
             )
         part_shape = (n0 // g.size, *t.shape[1:])
-        send = _view(t, writable=False)
-        if send is None:
-            send = _staged(t)
+        inputs = None
     elif len(args) == 2:
         output, inputs = args
         output = _check_tensor("reduce_scatter", "output", output)
@@ -689,10 +696,17 @@ def reduce_scatter(
                 )
         t = output
         part_shape = tuple(output.shape)
-        send = np.concatenate([_staged(x) for x in inputs])
     else:
         raise TypeError("reduce_scatter: expected (tensor) or (output, input_list)")
     o = _reduce_op("reduce_scatter", op, t)
+    if _core._tracing():
+        return _traced_reduce_scatter(t, output, inputs, o, async_op)
+    if inputs is None:
+        send = _view(t, writable=False)
+        if send is None:
+            send = _staged(t)
+    else:
+        send = np.concatenate([_staged(x) for x in inputs])
     _agree(g, "reduce_scatter", "tensor" if output is None else "output", t)
     recv = np.empty(send.size // g.size, dtype=send.dtype)
     req = g.comm.Ireduce_scatter_block(send, recv, op=_mpi_op(g, o))
@@ -710,6 +724,29 @@ def reduce_scatter(
         return work
     r = work.result()
     return r if output is None else None
+
+
+def _traced_reduce_scatter(
+    t: Tensor, output: Tensor | None, inputs: Sequence[Tensor] | None, o: str, async_op: bool
+) -> Tensor | None:
+    """:func:`reduce_scatter` inside ``fg.trace``: a node of the graph, run on every call (not
+    once, at trace time). PyTorch's form reduces its inputs stacked along a new first axis and
+    writes this rank's slice into ``output``."""
+    if async_op:
+        raise _core.TraceError(
+            "reduce_scatter: async_op=True inside fg.trace (a traced step cannot hand out a "
+            "work handle); call it blocking, or outside the traced function"
+        )
+    if inputs is None:
+        return _core._trace_call("reduce_scatter", lambda x: reduce_scatter(x, op=o), [t])
+    assert output is not None
+    stacked = _core.stack([x.astype(_dtype_name(output)) for x in inputs], 0)
+    part = _core._trace_call("reduce_scatter", lambda x: reduce_scatter(x, op=o), [stacked])
+    from .autodiff import no_grad
+
+    with no_grad():
+        output.copy_(part.reshape(tuple(output.shape)))
+    return None
 
 
 class _Like:
@@ -775,16 +812,20 @@ def shard(
     """This rank's indices of ``range(n_items)``, as PyTorch's ``DistributedSampler``: every
     rank gets ``ceil(n_items / world_size)`` indices (the list is padded by repeating its
     start), rank ``r`` takes every ``world_size``-th from ``r``; ``shuffle`` permutes first,
-    the same way on every rank for a given ``seed + epoch``."""
-    if not isinstance(n_items, int) or isinstance(n_items, bool) or n_items < 0:
+    the same way on every rank for a given ``seed + epoch``. Integers may be numpy's (a length
+    from ``x.shape`` or ``len``)."""
+    n_items = _integer("n_items", n_items)
+    if n_items < 0:
         raise ValueError(f"shard: n_items must be a non-negative int, got {n_items!r}")
     if world_size is None:
         world_size = get_world_size() if _group is not None else 1
     if rank is None:
         rank = get_rank() if _group is not None else 0
-    if not isinstance(world_size, int) or world_size < 1:
+    world_size = _integer("world_size", world_size)
+    rank = _integer("rank", rank)
+    if world_size < 1:
         raise ValueError(f"shard: world_size must be a positive int, got {world_size!r}")
-    if not isinstance(rank, int) or not 0 <= rank < world_size:
+    if not 0 <= rank < world_size:
         raise ValueError(f"shard: rank must be in [0, {world_size}), got {rank!r}")
     if shuffle:
         order = np.random.default_rng(seed + epoch).permutation(n_items).tolist()
@@ -796,6 +837,13 @@ def shard(
         reps = math.ceil((total - len(order)) / len(order))
         order = order + (order * reps)[: total - len(order)]
     return order[rank:total:world_size]
+
+
+def _integer(name: str, v: Any) -> int:
+    """``v`` as a Python int (numpy integers too); ``TypeError`` for anything else."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"shard: {name} must be an int, got {v!r}")
+    return int(v)
 
 
 # -- the gradient callback --------------------------------------------------------------------
