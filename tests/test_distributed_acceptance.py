@@ -446,6 +446,14 @@ def scenario_broadcast_parameters() -> None:
             want = dist.all_gather(v)[src]
             assert np.array_equal(v.numpy(), want.numpy()), f"{k} from {src}"
             everywhere_equal(v, k)
+        # a buffer left out of the state_dict is still part of the start (as in PyTorch DDP)
+        fg.manual_seed(30 + r)
+        mod = nn.Linear(2, 2)
+        mod.register_buffer("table", fg.randn(4), persistent=False)
+        dist.broadcast_parameters(mod, src=src)
+        for k, v in [*mod.named_parameters(), *mod.named_buffers()]:
+            assert np.array_equal(v.numpy(), dist.all_gather(v)[src].numpy()), f"{k} from {src}"
+            everywhere_equal(v, k)
         ts = [fg.full((2, 2), float(r)), fg.tensor([r, r + 1]), fg.full((3,), r + 0.5)]
         ts[0].requires_grad_(True)
         dist.broadcast_parameters(ts, src=src)

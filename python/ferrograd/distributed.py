@@ -763,11 +763,18 @@ class _Like:
 
 def broadcast_parameters(module_or_tensors: Any, src: int = 0) -> None:
     """Copies rank ``src``'s parameters and buffers (of a module, or the tensors of an iterable
-    or dict) into every rank's, in place, so that all ranks start from the same weights."""
+    or dict) into every rank's, in place, so that all ranks start from the same weights. A
+    module's buffers include those left out of its ``state_dict`` (``persistent=False``), as
+    PyTorch DDP's start, and a tensor shared by several modules is sent once."""
     g = _require("broadcast_parameters")
     _check_rank("broadcast_parameters", "src", src, g)
-    if hasattr(module_or_tensors, "state_dict") and hasattr(module_or_tensors, "parameters"):
-        tensors = list(module_or_tensors.state_dict().values())
+    if hasattr(module_or_tensors, "buffers") and hasattr(module_or_tensors, "parameters"):
+        tensors = []
+        seen: set[int] = set()
+        for t in (*module_or_tensors.parameters(), *module_or_tensors.buffers()):
+            if t is not None and id(t) not in seen:
+                seen.add(id(t))
+                tensors.append(t)
     elif isinstance(module_or_tensors, dict):
         tensors = list(module_or_tensors.values())
     elif isinstance(module_or_tensors, Tensor):
