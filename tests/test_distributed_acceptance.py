@@ -548,6 +548,97 @@ def scenario_raises() -> None:
     time.sleep(100)
 
 
+class TorchPartly:
+    """:class:`Partly` written for torch (built on first use: torch is imported lazily)."""
+
+    @staticmethod
+    def make(torch):
+        class Net(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.head = torch.nn.Linear(4, 3)
+                self.only0 = torch.nn.Linear(4, 3)
+                self.dead = torch.nn.Linear(4, 3)
+
+            def forward(self, x):
+                y = self.head(x)
+                if dist.get_rank() == 0:
+                    y = y + self.only0(x)
+                return y
+
+        return Net().double()
+
+
+def scenario_torch_ddp() -> None:
+    """The same data-parallel program on torch (DistributedDataParallel over gloo) from the
+    same weights: equal gradients (a CNN, and parameters some or no ranks use) and equal
+    parameters after three SGD steps."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as tdist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    r, n = dist.get_rank(), dist.get_world_size()
+    port = dist.all_gather(fg.tensor([29400 + os.getpid() % 500]))[0].item()
+    tdist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{int(port)}", rank=r, world_size=n
+    )
+    try:
+        fg.manual_seed(11)
+        model = cnn().to(fg.float64)
+        tmodel = torch.nn.Sequential(
+            torch.nn.Conv2d(2, 3, 3, padding=1),
+            torch.nn.Tanh(),
+            torch.nn.AvgPool2d(2),
+            torch.nn.Conv2d(3, 5, 3, stride=1),
+            torch.nn.ReLU(),
+            torch.nn.Flatten(),
+            torch.nn.Linear(5 * 2 * 2, 4),
+        ).double()
+        tmodel.load_state_dict(
+            {k: torch.from_numpy(v.numpy()) for k, v in model.state_dict().items()}
+        )
+        ddp = DDP(tmodel)
+        opt = fg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        topt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+        gm = fg.GradManager().attach(model.parameters(), callbacks=dist.make_allreduce_cb())
+        per = 3
+        for step in range(3):
+            x, y = batch("cnn", per * n, seed=90 + step)
+            mine = slice(r * per, (r + 1) * per)
+            with gm:
+                gm.backward(F.cross_entropy(model(fg.tensor(x[mine])), fg.tensor(y[mine])))
+            torch.nn.functional.cross_entropy(
+                ddp(torch.from_numpy(x[mine])), torch.from_numpy(y[mine])
+            ).backward()
+            for (k, p), q in zip(model.named_parameters(), tmodel.parameters()):
+                close(p.grad.numpy(), q.grad.numpy(), f"gradient of {k} at step {step} vs torch")
+            opt.step()
+            opt.zero_grad()
+            topt.step()
+            topt.zero_grad()
+            for (k, p), q in zip(model.named_parameters(), tmodel.parameters()):
+                close(p.numpy(), q.detach().numpy(), f"{k} after step {step} vs torch")
+
+        fg.manual_seed(12)
+        part = Partly().to(fg.float64)
+        tpart = TorchPartly.make(torch)
+        tpart.load_state_dict(
+            {k: torch.from_numpy(v.numpy()) for k, v in part.state_dict().items()}
+        )
+        tddp = DDP(tpart, find_unused_parameters=True)
+        x = np.random.default_rng(r).standard_normal((3, 4))
+        gm = fg.GradManager().attach(part.parameters(), callbacks=dist.make_allreduce_cb())
+        with gm:
+            gm.backward((part(fg.tensor(x)) ** 2).sum())
+        (tddp(torch.from_numpy(x)) ** 2).sum().backward()
+        for (k, p), q in zip(part.named_parameters(), tpart.parameters()):
+            assert (p.grad is None) == (q.grad is None), (k, p.grad, q.grad)
+            if q.grad is not None:
+                close(p.grad.numpy(), q.grad.numpy(), f"gradient of {k} vs torch")
+    finally:
+        tdist.destroy_process_group()
+
+
 def scenario_single() -> None:
     """One process, no mpiexec: a world of one where every collective leaves its tensor as it
     is and the callback gives the plain gradients (as torch.distributed with one rank)."""
@@ -585,6 +676,17 @@ def scenario_single() -> None:
         assert "already initialized" in str(e)
     else:
         raise AssertionError("a second init_process_group did not raise")
+    # leave and join again, as torch.distributed allows
+    dist.destroy_process_group()
+    assert not dist.is_initialized()
+    try:
+        dist.get_rank()
+    except ValueError as e:
+        assert "init_process_group" in str(e)
+    else:
+        raise AssertionError("get_rank after destroy_process_group did not raise")
+    dist.init_process_group(backend="mpi")
+    assert dist.is_initialized() and dist.get_world_size() == 1
 
 
 # -- pytest: launch the scenarios -----------------------------------------------------------
@@ -603,6 +705,14 @@ def test_two_ranks():
 @needs_mpi
 def test_three_ranks_oversubscribed():
     rc, out, _ = ranks(3, *EVERY)
+    assert rc == 0 and "all passed" in out, out
+
+
+@on_cpu
+@needs_mpi
+def test_two_ranks_against_torch_ddp():
+    pytest.importorskip("torch")
+    rc, out, _ = ranks(2, "torch_ddp", timeout=180)
     assert rc == 0 and "all passed" in out, out
 
 
