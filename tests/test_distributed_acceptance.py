@@ -394,6 +394,9 @@ def scenario_buckets() -> None:
             if attach == "forward" or step > 0:
                 # (attached in order of use, the first backward learns the order)
                 assert log == "ggSggggSggggSEDDD", (attach, step, log)
+            # "grad" names the tensor by its place in attach order; the last layer's first
+            arrived = [params[i] for e, i, _ in cb.events if e == "grad"]
+            assert [id(p) for p in arrived] == [id(p) for p in list(model.parameters())[::-1]]
             for p in params:
                 p.grad = None
     # 25 MB buckets: the first is still 1 MB

@@ -920,9 +920,10 @@ class AllreduceCallback:
     gets none, as without the callback. Put it last among a tensor's callbacks: it keeps the
     gradient, so callbacks after it do not run.
 
-    ``events`` logs ``(what, bucket or tensor index, time.perf_counter())`` of the last
-    backward: ``"grad"`` (a gradient arrived), ``"start"`` / ``"done"`` (a bucket's allreduce
-    started / completed), ``"backward_end"`` (the last grad rule returned).
+    ``events`` logs ``(what, index, time.perf_counter())`` of the last backward: ``"grad"``
+    (the gradient of the tensor at ``index`` in attach order arrived), ``"start"`` /
+    ``"done"`` (bucket ``index``'s allreduce started / completed), ``"backward_end"`` (the
+    last grad rule returned).
     """
 
     def __init__(self, reduce: str = "mean", bucket_mb: float = 25, first_bucket_mb: float = 1):
@@ -1011,9 +1012,10 @@ class AllreduceCallback:
             )
         b, j = where
         t, off, n = b.members[j]
-        self.events.append(("grad", j, time.perf_counter()))
+        position = self._position[id(tensor)]
+        self.events.append(("grad", position, time.perf_counter()))
         if self._arrivals is not None:
-            self._arrivals.append(self._position[id(tensor)])
+            self._arrivals.append(position)
         if tuple(grad.shape) != tuple(t.shape):
             raise RuntimeError(
                 f"allreduce callback: the gradient of a tensor of shape {list(t.shape)} has "
