@@ -659,6 +659,17 @@ def scenario_single() -> None:
     close(dist.reduce_scatter(t[None]).numpy(), values(2)[None], "reduce_scatter")
     w = dist.barrier(async_op=True)
     assert w.wait() and w.is_completed()
+    # lists not one tensor per rank: RuntimeError, as PyTorch's backends raise
+    for call, what in (
+        (lambda: dist.all_gather([fg.zeros(5), fg.zeros(5)], t), "tensor_list"),
+        (lambda: dist.reduce_scatter(fg.zeros(5), [t, t]), "input_list"),
+    ):
+        try:
+            call()
+        except RuntimeError as e:
+            assert what in str(e) and "1 tensors" in str(e), e
+        else:
+            raise AssertionError(f"a {what} of two tensors on one rank did not raise")
     assert dist.shard(5) == [0, 1, 2, 3, 4]
     fg.manual_seed(0)
     model = mlp().to(fg.float64)

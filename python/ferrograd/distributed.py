@@ -76,9 +76,10 @@ class _GroupStateError(ValueError, RuntimeError):
     ValueError for both; a RuntimeError as well, which ferrograd raised before."""
 
 
-class _RankError(ValueError, RuntimeError):
-    """A rank argument outside the group: PyTorch's backends raise RuntimeError, ferrograd
-    raised ValueError; either catches it."""
+class _ArgumentError(ValueError, RuntimeError):
+    """An argument that does not fit the group (a rank outside it, a list of tensors not one
+    per rank): PyTorch's backends raise RuntimeError, ferrograd raised ValueError; either
+    catches it."""
 
 
 class _Group:
@@ -555,7 +556,7 @@ def broadcast(
 
 def _check_rank(op: str, name: str, r: Any, g: _Group) -> None:
     if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < g.size:
-        raise _RankError(f"{op}: {name} must be a rank in [0, {g.size}), got {r!r}")
+        raise _ArgumentError(f"{op}: {name} must be a rank in [0, {g.size}), got {r!r}")
 
 
 def _from_host(flat: np.ndarray, like: Tensor) -> Tensor:
@@ -598,7 +599,7 @@ def all_gather(
         out_list, t = args
         t = _check_tensor("all_gather", "tensor", t)
         if not isinstance(out_list, list) or len(out_list) != g.size:
-            raise ValueError(
+            raise _ArgumentError(
                 f"all_gather: tensor_list must be a list of {g.size} tensors (one per rank)"
             )
         for i, o in enumerate(out_list):
@@ -684,7 +685,7 @@ def reduce_scatter(
         output, inputs = args
         output = _check_tensor("reduce_scatter", "output", output)
         if not isinstance(inputs, (list, tuple)) or len(inputs) != g.size:
-            raise ValueError(
+            raise _ArgumentError(
                 f"reduce_scatter: input_list must be a list of {g.size} tensors (one per rank)"
             )
         for i, x in enumerate(inputs):
