@@ -208,6 +208,67 @@ def scenario_api() -> None:
             raise AssertionError(f"broadcast(src={bad}) did not raise")
 
 
+def scenario_tensor_collectives() -> None:
+    """PyTorch's all_gather_into_tensor and reduce_scatter_tensor: the parts back to back
+    along the first axis or stacked along a new one, every float dtype, blocking, with a work
+    handle and inside fg.trace."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    every = np.stack([values(k) for k in range(n)])  # (n, 5)
+    for dtype in FLOATS:
+        tol = LOOSE[dtype]
+        for shape in ((n * 5,), (n, 5)):
+            out = fg.zeros(*shape).astype(dtype)
+            assert dist.all_gather_into_tensor(out, fg.tensor(values(r)).astype(dtype)) is None
+            close(out.astype("float64").numpy(), every.reshape(shape), f"gather {dtype}", tol)
+            out = fg.zeros(*shape).astype(dtype)
+            w = dist.all_gather_into_tensor(out, fg.tensor(values(r)).astype(dtype), None, True)
+            assert w.wait() and w.is_completed()
+            close(out.astype("float64").numpy(), every.reshape(shape), f"async gather {dtype}")
+            # rank k sends values(k) * (j - 1) as part j; rank r gets part r reduced
+            sent = np.stack([np.stack([values(k) * (j - 1) for j in range(n)]) for k in range(n)])
+            for op in ("sum", "mean", "max"):
+                want = getattr(np, op)(sent, axis=0)[r]
+                out = fg.zeros(5).astype(dtype)
+                x = fg.tensor(sent[r].reshape(shape)).astype(dtype)
+                w = dist.reduce_scatter_tensor(out, x, op=op, async_op=op == "max")
+                if w is not None:
+                    assert w.wait() and w.is_completed()
+                what = f"reduce_scatter_tensor {op} {dtype}"
+                close(out.astype("float64").numpy(), want, what, tol)
+    # sizes that do not fit the world size, and dtypes that differ
+    for bad in (
+        lambda: dist.all_gather_into_tensor(fg.zeros(n * 5 + 1), fg.zeros(5)),
+        lambda: dist.reduce_scatter_tensor(fg.zeros(4), fg.zeros(n * 5)),
+    ):
+        try:
+            bad()
+        except ValueError as e:
+            assert "world size" in str(e), e
+        else:
+            raise AssertionError("a size that does not fit did not raise")
+    try:
+        dist.all_gather_into_tensor(fg.zeros(n * 5, dtype=fg.float64), fg.zeros(5))
+    except TypeError as e:
+        assert "dtype" in str(e), e
+    else:
+        raise AssertionError("different dtypes did not raise")
+
+    @fg.trace
+    def step(x):
+        out = fg.zeros(n, 2, dtype=fg.float64)
+        dist.all_gather_into_tensor(out, x * 2.0)
+        part = fg.zeros(2, dtype=fg.float64)
+        dist.reduce_scatter_tensor(part, fg.cat([x * (j + 1) for j in range(n)]), op="mean")
+        return out, part
+
+    for k in range(3):
+        x = fg.tensor(np.array([r + k, -1.0 * r]))
+        out, part = step(x)
+        xs = np.stack([np.array([j + k, -1.0 * j]) for j in range(n)])
+        close(out.numpy(), 2 * xs, f"traced all_gather_into_tensor at call {k}")
+        close(part.numpy(), xs.mean(0) * (r + 1), f"traced reduce_scatter_tensor at call {k}")
+
+
 def scenario_progress() -> None:
     """A non-blocking allreduce finishes while this thread sleeps and never calls MPI: the
     progress runs in the background."""
@@ -638,6 +699,20 @@ def scenario_torch_ddp() -> None:
             assert (p.grad is None) == (q.grad is None), (k, p.grad, q.grad)
             if q.grad is not None:
                 close(p.grad.numpy(), q.grad.numpy(), f"gradient of {k} vs torch")
+
+        # the tensor forms of gather and reduce-scatter, side by side
+        x = np.random.default_rng(r).standard_normal((n, 3))
+        # (gloo takes the parts concatenated along the first axis only)
+        out = fg.zeros(n * n, 3, dtype=fg.float64)
+        tout = torch.zeros((n * n, 3), dtype=torch.float64)
+        dist.all_gather_into_tensor(out, fg.tensor(x))
+        tdist.all_gather_into_tensor(tout, torch.from_numpy(x))
+        close(out.numpy(), tout.numpy(), "all_gather_into_tensor vs torch")
+        part_ = fg.zeros(1, 3, dtype=fg.float64)
+        tpart_ = torch.zeros((1, 3), dtype=torch.float64)
+        dist.reduce_scatter_tensor(part_, fg.tensor(x))
+        tdist.reduce_scatter_tensor(tpart_, torch.from_numpy(x))
+        close(part_.numpy(), tpart_.numpy(), "reduce_scatter_tensor vs torch")
     finally:
         tdist.destroy_process_group()
 
@@ -705,7 +780,16 @@ def scenario_single() -> None:
 
 # -- pytest: launch the scenarios -----------------------------------------------------------
 
-EVERY = ("api", "progress", "gradients", "steps", "unused", "broadcast_parameters", "trace")
+EVERY = (
+    "api",
+    "tensor_collectives",
+    "progress",
+    "gradients",
+    "steps",
+    "unused",
+    "broadcast_parameters",
+    "trace",
+)
 
 
 @on_cpu

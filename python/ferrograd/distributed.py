@@ -42,6 +42,7 @@ __all__ = [
     "ReduceOp",
     "Work",
     "all_gather",
+    "all_gather_into_tensor",
     "all_reduce",
     "barrier",
     "broadcast",
@@ -54,6 +55,7 @@ __all__ = [
     "is_initialized",
     "make_allreduce_cb",
     "reduce_scatter",
+    "reduce_scatter_tensor",
     "shard",
 ]
 
@@ -725,6 +727,120 @@ def reduce_scatter(
         return work
     r = work.result()
     return r if output is None else None
+
+
+def _into_tensor_args(
+    op: str, g: _Group, output: Any, input: Any, out_name: str, in_name: str, parts: str
+) -> tuple[Tensor, Tensor]:
+    """Checks PyTorch's ``(output_tensor, input_tensor)`` of a collective whose larger side
+    holds one part per rank back to back (``parts``: which one is larger)."""
+    out = _check_tensor(op, out_name, output)
+    inp = _check_tensor(op, in_name, input)
+    if _dtype_name(out) != _dtype_name(inp):
+        raise _core.DTypeError(
+            f"{op}: {out_name} ({out.dtype}) and {in_name} ({inp.dtype}) must have one dtype"
+        )
+    small, large = (inp, out) if parts == "output" else (out, inp)
+    if large.numel() != g.size * small.numel():
+        raise _core.ShapeError(
+            f"{op}: {out_name if parts == 'output' else in_name} must hold {g.size} (the world "
+            f"size) times the elements of {in_name if parts == 'output' else out_name}; got "
+            f"shapes {list(out.shape)} and {list(inp.shape)}"
+        )
+    return out, inp
+
+
+def all_gather_into_tensor(
+    output_tensor: Tensor, input_tensor: Tensor, group: Any = None, async_op: bool = False
+) -> Work | None:
+    """Gathers every rank's ``input_tensor`` into ``output_tensor``, in rank order, in place
+    (PyTorch's): ``output_tensor`` holds ``world_size`` times its elements, as the inputs
+    concatenated along the first axis or stacked along a new one."""
+    g = _require("all_gather_into_tensor")
+    _check_group("all_gather_into_tensor", group)
+    out, inp = _into_tensor_args(
+        "all_gather_into_tensor", g, output_tensor, input_tensor, "output_tensor",
+        "input_tensor", "output",
+    )  # fmt: skip
+    if _core._tracing():
+        if async_op:
+            raise _core.TraceError(
+                "all_gather_into_tensor: async_op=True inside fg.trace (a traced step cannot "
+                "hand out a work handle); call it blocking, or outside the traced function"
+            )
+        parts = all_gather(inp)
+        from .autodiff import no_grad
+
+        with no_grad():
+            out.copy_(_core.stack(parts, 0).reshape(tuple(out.shape)))
+        return None
+    _agree(g, "all_gather_into_tensor", "input_tensor", inp)
+    src = _view(inp, writable=False)
+    if src is None:
+        src = _staged(inp)
+    recv = _view(out, writable=True)
+    staged = recv is None
+    if staged:
+        recv = np.empty(out.numel(), dtype=src.dtype)
+    req = g.comm.Iallgather(src, recv)
+
+    def finish() -> None:
+        if staged:
+            _write_back(out, recv)
+
+    work = Work(g, req, finish, (out, inp, src, recv))
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def reduce_scatter_tensor(
+    output: Tensor, input: Tensor, op: Any = "sum", group: Any = None, async_op: bool = False
+) -> Work | None:
+    """Reduces ``input`` over the ranks and writes this rank's part into ``output``, in place
+    (PyTorch's): ``input`` holds ``world_size`` times ``output``'s elements, the parts back to
+    back (concatenated along the first axis or stacked along a new one); rank ``r`` gets part
+    ``r``."""
+    g = _require("reduce_scatter_tensor")
+    _check_group("reduce_scatter_tensor", group)
+    out, inp = _into_tensor_args(
+        "reduce_scatter_tensor", g, output, input, "output", "input", "input"
+    )
+    o = _reduce_op("reduce_scatter_tensor", op, out)
+    if _core._tracing():
+        if async_op:
+            raise _core.TraceError(
+                "reduce_scatter_tensor: async_op=True inside fg.trace (a traced step cannot "
+                "hand out a work handle); call it blocking, or outside the traced function"
+            )
+        part = reduce_scatter(inp.reshape(g.size, -1), op=o)
+        from .autodiff import no_grad
+
+        with no_grad():
+            out.copy_(part.reshape(tuple(out.shape)))
+        return None
+    _agree(g, "reduce_scatter_tensor", "input", inp)
+    send = _view(inp, writable=False)
+    if send is None:
+        send = _staged(inp)
+    recv = _view(out, writable=True)
+    staged = recv is None
+    if staged:
+        recv = np.empty(out.numel(), dtype=send.dtype)
+    req = g.comm.Ireduce_scatter_block(send, recv, op=_mpi_op(g, o))
+
+    def finish() -> None:
+        if o == "mean":
+            np.divide(recv, g.size, out=recv)
+        if staged:
+            _write_back(out, recv)
+
+    work = Work(g, req, finish, (out, inp, send, recv))
+    if async_op:
+        return work
+    work.wait()
+    return None
 
 
 def _traced_reduce_scatter(
