@@ -198,6 +198,23 @@ def scenario_api() -> None:
 
     w = dist.barrier(async_op=True)
     assert w is not None and w.wait() and w.is_completed()
+    # PyTorch's group spellings: the default group as group.WORLD
+    assert dist.group.WORLD is not None
+    assert dist.get_rank(dist.group.WORLD) == dist.get_rank(group=None) == r
+    assert dist.get_world_size(group=dist.group.WORLD) == n
+    assert dist.get_backend(dist.group.WORLD) == "mpi"
+    t = fg.ones(2)
+    dist.all_reduce(t, group=dist.group.WORLD)
+    assert t.numpy().tolist() == [float(n)] * 2
+    assert dist.is_mpi_available() and dist.is_gloo_available() and not dist.is_nccl_available()
+    # Python objects
+    objs = [None] * n
+    assert dist.all_gather_object(objs, {"rank": r, "x": [r] * r}) is None
+    assert objs == [{"rank": k, "x": [k] * k} for k in range(n)]
+    for src in range(n):
+        objs = [f"from {r}", r, None]
+        assert dist.broadcast_object_list(objs, src=src) is None
+        assert objs == [f"from {src}", src, None]
     # a rank outside the group
     for bad in (n, -1):
         try:
@@ -713,6 +730,19 @@ def scenario_torch_ddp() -> None:
         dist.reduce_scatter_tensor(part_, fg.tensor(x))
         tdist.reduce_scatter_tensor(tpart_, torch.from_numpy(x))
         close(part_.numpy(), tpart_.numpy(), "reduce_scatter_tensor vs torch")
+
+        # Python objects, and the group spellings
+        mine, theirs = [None] * n, [None] * n
+        dist.all_gather_object(mine, ("r", r, {r: [1.5] * r}))
+        tdist.all_gather_object(theirs, ("r", r, {r: [1.5] * r}))
+        assert mine == theirs
+        mine, theirs = [r, "x", None], [r, "x", None]
+        dist.broadcast_object_list(mine, src=n - 1)
+        tdist.broadcast_object_list(theirs, src=n - 1)
+        assert mine == theirs
+        assert dist.get_rank(dist.group.WORLD) == tdist.get_rank(tdist.group.WORLD)
+        assert dist.get_world_size(dist.group.WORLD) == tdist.get_world_size(tdist.group.WORLD)
+        assert dist.is_mpi_available() is True and tdist.is_gloo_available() is True
     finally:
         tdist.destroy_process_group()
 
@@ -867,6 +897,7 @@ def test_calls_before_init_process_group_raise_as_torch():
         "all_reduce": ((fg.ones(2),), (torch.ones(2),)),
         "broadcast": ((fg.ones(2), 0), (torch.ones(2), 0)),
     }
+    assert dist.group.WORLD is tdist.group.WORLD is None
     for name, (fa, ta) in calls.items():
         with pytest.raises(ValueError) as want:
             getattr(tdist, name)(*ta)

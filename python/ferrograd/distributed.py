@@ -43,16 +43,23 @@ __all__ = [
     "Work",
     "all_gather",
     "all_gather_into_tensor",
+    "all_gather_object",
     "all_reduce",
     "barrier",
     "broadcast",
+    "broadcast_object_list",
     "broadcast_parameters",
     "destroy_process_group",
+    "get_backend",
     "get_rank",
     "get_world_size",
+    "group",
     "init_process_group",
     "is_available",
+    "is_gloo_available",
     "is_initialized",
+    "is_mpi_available",
+    "is_nccl_available",
     "make_allreduce_cb",
     "reduce_scatter",
     "reduce_scatter_tensor",
@@ -192,19 +199,53 @@ def is_initialized() -> bool:
     return _group is not None
 
 
-def get_rank() -> int:
-    """This process's rank in the default group."""
-    return _require("get_rank").rank
+def get_rank(group: Any = None) -> int:
+    """This process's rank in the default group (``group``: None or ``group.WORLD``, the only
+    group there is)."""
+    g = _require("get_rank")
+    _check_group("get_rank", group)
+    return g.rank
 
 
-def get_world_size() -> int:
-    """The number of ranks in the default group."""
-    return _require("get_world_size").size
+def get_world_size(group: Any = None) -> int:
+    """The number of ranks in the default group (``group``: None or ``group.WORLD``)."""
+    g = _require("get_world_size")
+    _check_group("get_world_size", group)
+    return g.size
 
 
-def get_backend() -> str:
-    """The default group's backend name."""
-    return _require("get_backend").backend
+def get_backend(group: Any = None) -> str:
+    """The default group's backend name (``group``: None or ``group.WORLD``)."""
+    g = _require("get_backend")
+    _check_group("get_backend", group)
+    return g.backend
+
+
+class _Groups:
+    """``group.WORLD``, PyTorch's name for the default group (None before
+    :func:`init_process_group`)."""
+
+    @property
+    def WORLD(self) -> Any:
+        return _group
+
+
+group = _Groups()
+
+
+def is_mpi_available() -> bool:
+    """Whether the MPI backend can be used (``mpi4py`` imports)."""
+    return is_available()
+
+
+def is_gloo_available() -> bool:
+    """Whether ``backend="gloo"`` can be used: it is taken as MPI."""
+    return is_available()
+
+
+def is_nccl_available() -> bool:
+    """Whether the NCCL backend can be used: not in this build."""
+    return False
 
 
 def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> Work | None:
@@ -218,11 +259,12 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -
     return None
 
 
-def destroy_process_group() -> None:
+def destroy_process_group(group: Any = None) -> None:
     """Waits for outstanding collectives and leaves the group (MPI itself stays initialised,
     so a later :func:`init_process_group` works)."""
     global _group
     g = _require("destroy_process_group")
+    _check_group("destroy_process_group", group)
     g.progress.shutdown()
     _group = None
     g.comm.Free()
@@ -864,6 +906,42 @@ def _traced_reduce_scatter(
     with no_grad():
         output.copy_(part.reshape(tuple(output.shape)))
     return None
+
+
+def all_gather_object(object_list: list, obj: Any, group: Any = None) -> None:
+    """Every rank's ``obj`` (any picklable object) into ``object_list``, in rank order, in
+    place (PyTorch's); ``object_list`` holds one entry per rank."""
+    g = _require("all_gather_object")
+    _check_group("all_gather_object", group)
+    if not isinstance(object_list, list) or len(object_list) != g.size:
+        raise _ArgumentError(
+            f"all_gather_object: object_list must be a list of {g.size} entries (one per rank), "
+            f"got {type(object_list).__name__} of length {len(object_list)}"
+            if isinstance(object_list, list)
+            else f"all_gather_object: object_list must be a list, got {type(object_list).__name__}"
+        )
+    object_list[:] = g.comm.allgather(obj)
+
+
+def broadcast_object_list(
+    object_list: list, src: int = 0, group: Any = None, device: Any = None
+) -> None:
+    """Replaces the entries of every rank's ``object_list`` with rank ``src``'s (picklable
+    objects), in place (PyTorch's); the list has one length on every rank."""
+    g = _require("broadcast_object_list")
+    _check_group("broadcast_object_list", group)
+    _check_rank("broadcast_object_list", "src", src, g)
+    if not isinstance(object_list, list):
+        raise TypeError(
+            f"broadcast_object_list: object_list must be a list, got {type(object_list).__name__}"
+        )
+    got = g.comm.bcast(list(object_list) if g.rank == src else None, root=src)
+    if len(got) != len(object_list):
+        raise _ArgumentError(
+            f"broadcast_object_list: rank {src} sent {len(got)} objects, this rank's object_list "
+            f"has {len(object_list)} entries"
+        )
+    object_list[:] = got
 
 
 class _Like:
