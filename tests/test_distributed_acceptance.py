@@ -873,8 +873,7 @@ def test_readme_command_trains_on_two_ranks():
 
 
 def test_mpi_extra_in_pyproject():
-    import tomllib
-
+    tomllib = pytest.importorskip("tomllib")  # (Python 3.11 and later)
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         meta = tomllib.load(f)
     extra = meta["project"]["optional-dependencies"]["mpi"]
