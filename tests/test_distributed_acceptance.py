@@ -747,6 +747,27 @@ def scenario_torch_ddp() -> None:
         tdist.destroy_process_group()
 
 
+def scenario_raises_in_backward() -> None:
+    """Rank 1 raises inside backward (a gradient callback of a middle layer), after its
+    first buckets started, while rank 0 finishes its backward and waits for the rest."""
+    fg.manual_seed(0)
+    model = deep(8, 256).to(fg.float64)
+    cb = dist.make_allreduce_cb(bucket_mb=0.5)
+    params = list(model.parameters())
+
+    def fail(tensor, grad):
+        if dist.get_rank() == 1:
+            raise ValueError("rank 1 stops in backward")
+        return grad
+
+    gm = fg.GradManager().attach(params[:4], callbacks=cb)
+    gm.attach(params[4], callbacks=[fail, cb])
+    gm.attach(params[5:], callbacks=cb)
+    with gm:
+        gm.backward(model(fg.ones(4, 256, dtype=fg.float64)).sum())
+    time.sleep(100)
+
+
 def scenario_single() -> None:
     """One process, no mpiexec: a world of one where every collective leaves its tensor as it
     is and the callback gives the plain gradients (as torch.distributed with one rank)."""
@@ -849,6 +870,9 @@ def test_two_ranks_against_torch_ddp():
 def test_a_rank_that_raises_ends_the_job():
     rc, out, took = ranks(2, "raises", timeout=60)
     assert rc != 0 and "rank 1 stops here" in out, out
+    assert took < 60
+    rc, out, took = ranks(2, "raises_in_backward", timeout=60)
+    assert rc != 0 and "rank 1 stops in backward" in out, out
     assert took < 60
 
 
