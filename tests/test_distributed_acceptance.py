@@ -984,3 +984,47 @@ if __name__ == "__main__":
     if dist.get_rank() == 0:
         print("all passed:", " ".join(sys.argv[1:]), flush=True)
     dist.destroy_process_group()
+
+
+def test_hook_on_a_computed_tensor_acts_in_grad_manager_backward():
+    # (a rank's hook that raises inside backward must raise: it was silently skipped)
+    torch = pytest.importorskip("torch")
+    x = np.array([[1.0, -2.0, 0.5], [0.25, 3.0, -1.0]])
+
+    def run(lib):
+        seen = []
+
+        def hook(g):
+            seen.append(np.array(g.detach().numpy() if lib == "torch" else g.numpy()))
+            return g * 3.0
+
+        if lib == "torch":
+            w = torch.tensor(x, requires_grad=True)
+            h = torch.tanh(w) * 2.0
+            h.register_hook(hook)
+            (h * h).sum().backward()
+            return seen, w.grad.numpy()
+        w = fg.tensor(x)
+        gm = fg.GradManager().attach([w])
+        with gm:
+            h = fg.tanh(w) * 2.0
+            h.register_hook(hook)
+            gm.backward((h * h).sum())
+        return seen, w.grad.numpy()
+
+    seen, grad = run("fg")
+    want_seen, want_grad = run("torch")
+    assert len(seen) == len(want_seen) == 1
+    np.testing.assert_allclose(seen[0], want_seen[0], rtol=1e-12)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-12)
+
+    def stop(g):
+        raise ValueError("stop")
+
+    w = fg.tensor(x)
+    gm = fg.GradManager().attach([w])
+    with gm:
+        h = w * 2.0
+        h.register_hook(stop)
+        with pytest.raises(ValueError, match="stop"):
+            gm.backward(h.sum())
