@@ -1016,7 +1016,16 @@ def _register_hook(self: Tensor, hook: Callable[[Tensor], Any]) -> RemovableHand
     ``Tensor.register_hook``). Returns a handle whose ``remove()`` stops it."""
     if not callable(hook):
         raise TypeError(f"register_hook: hook must be callable, got {type(hook).__name__}")
-    if not _requires_grad(self):
+    # recording GradManagers that computed this tensor or have it attached: their backward
+    # calls the hook too (as loss.backward() does)
+    managers = [
+        gm._key
+        for gm in list(_recording_managers)
+        if gm.is_recording
+        and gm._key is not None
+        and (gm._key._producer_node(self) is not None or gm._key.is_attached_to(self))
+    ]
+    if not (_requires_grad(self) or managers):
         raise RuntimeError(
             "register_hook: cannot register a hook on a tensor that doesn't require gradient "
             f"(shape {list(self.shape)})"
@@ -1025,9 +1034,13 @@ def _register_hook(self: Tensor, hook: Callable[[Tensor], Any]) -> RemovableHand
     key = _autograd.current()
     leaf = _autograd.is_leaf_tensor(self)
     # a leaf keeps its gradient in .grad as before; a computed tensor's hook only sees it
-    key._attach(self, cb, leaf)
+    if _requires_grad(self):
+        key._attach(self, cb, leaf)
     if leaf:
         _autograd.hooks.setdefault(id(self), []).append(cb)
+    for k in managers:
+        if k is not key:
+            k._attach(self, cb, False)
     return RemovableHandle(cb)
 
 

@@ -42,18 +42,27 @@ __all__ = [
     "ReduceOp",
     "Work",
     "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_object",
     "all_reduce",
     "barrier",
     "broadcast",
+    "broadcast_object_list",
     "broadcast_parameters",
     "destroy_process_group",
+    "get_backend",
     "get_rank",
     "get_world_size",
+    "group",
     "init_process_group",
     "is_available",
+    "is_gloo_available",
     "is_initialized",
+    "is_mpi_available",
+    "is_nccl_available",
     "make_allreduce_cb",
     "reduce_scatter",
+    "reduce_scatter_tensor",
     "shard",
 ]
 
@@ -69,6 +78,17 @@ class ReduceOp:
 
 
 _OPS = ("sum", "mean", "max", "min")
+
+
+class _GroupStateError(ValueError, RuntimeError):
+    """The default group is missing where it is needed, or there already: PyTorch raises
+    ValueError for both; a RuntimeError as well, which ferrograd raised before."""
+
+
+class _ArgumentError(ValueError, RuntimeError):
+    """An argument that does not fit the group (a rank outside it, a list of tensors not one
+    per rank): PyTorch's backends raise RuntimeError, ferrograd raised ValueError; either
+    catches it."""
 
 
 class _Group:
@@ -140,7 +160,7 @@ def init_process_group(
             f'init_process_group: backend must be "mpi", "gloo" or None, got {backend!r}'
         )
     if _group is not None:
-        raise RuntimeError(
+        raise _GroupStateError(
             "init_process_group: the default process group is already initialized; "
             "call destroy_process_group() first"
         )
@@ -167,7 +187,7 @@ def init_process_group(
 
 def _require(op: str) -> _Group:
     if _group is None:
-        raise RuntimeError(
+        raise _GroupStateError(
             f"{op}: the default process group is not initialized; call "
             "ferrograd.distributed.init_process_group() first"
         )
@@ -179,33 +199,72 @@ def is_initialized() -> bool:
     return _group is not None
 
 
-def get_rank() -> int:
-    """This process's rank in the default group."""
-    return _require("get_rank").rank
+def get_rank(group: Any = None) -> int:
+    """This process's rank in the default group (``group``: None or ``group.WORLD``, the only
+    group there is)."""
+    g = _require("get_rank")
+    _check_group("get_rank", group)
+    return g.rank
 
 
-def get_world_size() -> int:
-    """The number of ranks in the default group."""
-    return _require("get_world_size").size
+def get_world_size(group: Any = None) -> int:
+    """The number of ranks in the default group (``group``: None or ``group.WORLD``)."""
+    g = _require("get_world_size")
+    _check_group("get_world_size", group)
+    return g.size
 
 
-def get_backend() -> str:
-    """The default group's backend name."""
-    return _require("get_backend").backend
+def get_backend(group: Any = None) -> str:
+    """The default group's backend name (``group``: None or ``group.WORLD``)."""
+    g = _require("get_backend")
+    _check_group("get_backend", group)
+    return g.backend
 
 
-def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> None:
-    """Returns once every rank has called it."""
+class _Groups:
+    """``group.WORLD``, PyTorch's name for the default group (None before
+    :func:`init_process_group`)."""
+
+    @property
+    def WORLD(self) -> Any:
+        return _group
+
+
+group = _Groups()
+
+
+def is_mpi_available() -> bool:
+    """Whether the MPI backend can be used (``mpi4py`` imports)."""
+    return is_available()
+
+
+def is_gloo_available() -> bool:
+    """Whether ``backend="gloo"`` can be used: it is taken as MPI."""
+    return is_available()
+
+
+def is_nccl_available() -> bool:
+    """Whether the NCCL backend can be used: not in this build."""
+    return False
+
+
+def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> Work | None:
+    """Returns once every rank has called it; with ``async_op=True`` returns at once with a
+    :class:`Work` whose ``wait()`` returns once every rank has called it."""
     g = _require("barrier")
     _check_group("barrier", group)
+    if async_op:
+        return Work(g, g.comm.Ibarrier(), None, None)
     g.comm.Barrier()
+    return None
 
 
-def destroy_process_group() -> None:
+def destroy_process_group(group: Any = None) -> None:
     """Waits for outstanding collectives and leaves the group (MPI itself stays initialised,
     so a later :func:`init_process_group` works)."""
     global _group
     g = _require("destroy_process_group")
+    _check_group("destroy_process_group", group)
     g.progress.shutdown()
     _group = None
     g.comm.Free()
@@ -541,7 +600,7 @@ def broadcast(
 
 def _check_rank(op: str, name: str, r: Any, g: _Group) -> None:
     if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < g.size:
-        raise ValueError(f"{op}: {name} must be a rank in [0, {g.size}), got {r!r}")
+        raise _ArgumentError(f"{op}: {name} must be a rank in [0, {g.size}), got {r!r}")
 
 
 def _from_host(flat: np.ndarray, like: Tensor) -> Tensor:
@@ -584,7 +643,7 @@ def all_gather(
         out_list, t = args
         t = _check_tensor("all_gather", "tensor", t)
         if not isinstance(out_list, list) or len(out_list) != g.size:
-            raise ValueError(
+            raise _ArgumentError(
                 f"all_gather: tensor_list must be a list of {g.size} tensors (one per rank)"
             )
         for i, o in enumerate(out_list):
@@ -640,12 +699,7 @@ def reduce_scatter(
     group: Any = None,
     async_op: bool = False,
 ) -> Any:
-    """
-    if _core._tracing():
-        raise _core.TraceError(
-            "reduce_scatter: not supported inside fg.trace yet (it would run only when the "
-            "step is traced); call it outside the traced function"
-        )``reduce_scatter(tensor)``: reduces ``tensor`` over the ranks and returns this rank's
+    """``reduce_scatter(tensor)``: reduces ``tensor`` over the ranks and returns this rank's
     part of the result, the ``rank``-th of ``world_size`` equal slices along the first axis.
     ``reduce_scatter(output, input_list, op="sum")`` (PyTorch's form, also with those
     keywords) reduces ``input_list[i]`` over the ranks into rank ``i``'s ``output``, in place.
@@ -670,14 +724,12 @@ def reduce_scatter(
                 f"into {g.size} equal parts"
             )
         part_shape = (n0 // g.size, *t.shape[1:])
-        send = _view(t, writable=False)
-        if send is None:
-            send = _staged(t)
+        inputs = None
     elif len(args) == 2:
         output, inputs = args
         output = _check_tensor("reduce_scatter", "output", output)
         if not isinstance(inputs, (list, tuple)) or len(inputs) != g.size:
-            raise ValueError(
+            raise _ArgumentError(
                 f"reduce_scatter: input_list must be a list of {g.size} tensors (one per rank)"
             )
         for i, x in enumerate(inputs):
@@ -689,10 +741,17 @@ def reduce_scatter(
                 )
         t = output
         part_shape = tuple(output.shape)
-        send = np.concatenate([_staged(x) for x in inputs])
     else:
         raise TypeError("reduce_scatter: expected (tensor) or (output, input_list)")
     o = _reduce_op("reduce_scatter", op, t)
+    if _core._tracing():
+        return _traced_reduce_scatter(t, output, inputs, o, async_op)
+    if inputs is None:
+        send = _view(t, writable=False)
+        if send is None:
+            send = _staged(t)
+    else:
+        send = np.concatenate([_staged(x) for x in inputs])
     _agree(g, "reduce_scatter", "tensor" if output is None else "output", t)
     recv = np.empty(send.size // g.size, dtype=send.dtype)
     req = g.comm.Ireduce_scatter_block(send, recv, op=_mpi_op(g, o))
@@ -712,6 +771,179 @@ def reduce_scatter(
     return r if output is None else None
 
 
+def _into_tensor_args(
+    op: str, g: _Group, output: Any, input: Any, out_name: str, in_name: str, parts: str
+) -> tuple[Tensor, Tensor]:
+    """Checks PyTorch's ``(output_tensor, input_tensor)`` of a collective whose larger side
+    holds one part per rank back to back (``parts``: which one is larger)."""
+    out = _check_tensor(op, out_name, output)
+    inp = _check_tensor(op, in_name, input)
+    if _dtype_name(out) != _dtype_name(inp):
+        raise _core.DTypeError(
+            f"{op}: {out_name} ({out.dtype}) and {in_name} ({inp.dtype}) must have one dtype"
+        )
+    small, large = (inp, out) if parts == "output" else (out, inp)
+    if large.numel() != g.size * small.numel():
+        raise _core.ShapeError(
+            f"{op}: {out_name if parts == 'output' else in_name} must hold {g.size} (the world "
+            f"size) times the elements of {in_name if parts == 'output' else out_name}; got "
+            f"shapes {list(out.shape)} and {list(inp.shape)}"
+        )
+    return out, inp
+
+
+def all_gather_into_tensor(
+    output_tensor: Tensor, input_tensor: Tensor, group: Any = None, async_op: bool = False
+) -> Work | None:
+    """Gathers every rank's ``input_tensor`` into ``output_tensor``, in rank order, in place
+    (PyTorch's): ``output_tensor`` holds ``world_size`` times its elements, as the inputs
+    concatenated along the first axis or stacked along a new one."""
+    g = _require("all_gather_into_tensor")
+    _check_group("all_gather_into_tensor", group)
+    out, inp = _into_tensor_args(
+        "all_gather_into_tensor", g, output_tensor, input_tensor, "output_tensor",
+        "input_tensor", "output",
+    )  # fmt: skip
+    if _core._tracing():
+        if async_op:
+            raise _core.TraceError(
+                "all_gather_into_tensor: async_op=True inside fg.trace (a traced step cannot "
+                "hand out a work handle); call it blocking, or outside the traced function"
+            )
+        parts = all_gather(inp)
+        from .autodiff import no_grad
+
+        with no_grad():
+            out.copy_(_core.stack(parts, 0).reshape(tuple(out.shape)))
+        return None
+    _agree(g, "all_gather_into_tensor", "input_tensor", inp)
+    src = _view(inp, writable=False)
+    if src is None:
+        src = _staged(inp)
+    recv = _view(out, writable=True)
+    staged = recv is None
+    if staged:
+        recv = np.empty(out.numel(), dtype=src.dtype)
+    req = g.comm.Iallgather(src, recv)
+
+    def finish() -> None:
+        if staged:
+            _write_back(out, recv)
+
+    work = Work(g, req, finish, (out, inp, src, recv))
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def reduce_scatter_tensor(
+    output: Tensor, input: Tensor, op: Any = "sum", group: Any = None, async_op: bool = False
+) -> Work | None:
+    """Reduces ``input`` over the ranks and writes this rank's part into ``output``, in place
+    (PyTorch's): ``input`` holds ``world_size`` times ``output``'s elements, the parts back to
+    back (concatenated along the first axis or stacked along a new one); rank ``r`` gets part
+    ``r``."""
+    g = _require("reduce_scatter_tensor")
+    _check_group("reduce_scatter_tensor", group)
+    out, inp = _into_tensor_args(
+        "reduce_scatter_tensor", g, output, input, "output", "input", "input"
+    )
+    o = _reduce_op("reduce_scatter_tensor", op, out)
+    if _core._tracing():
+        if async_op:
+            raise _core.TraceError(
+                "reduce_scatter_tensor: async_op=True inside fg.trace (a traced step cannot "
+                "hand out a work handle); call it blocking, or outside the traced function"
+            )
+        part = reduce_scatter(inp.reshape(g.size, -1), op=o)
+        from .autodiff import no_grad
+
+        with no_grad():
+            out.copy_(part.reshape(tuple(out.shape)))
+        return None
+    _agree(g, "reduce_scatter_tensor", "input", inp)
+    send = _view(inp, writable=False)
+    if send is None:
+        send = _staged(inp)
+    recv = _view(out, writable=True)
+    staged = recv is None
+    if staged:
+        recv = np.empty(out.numel(), dtype=send.dtype)
+    req = g.comm.Ireduce_scatter_block(send, recv, op=_mpi_op(g, o))
+
+    def finish() -> None:
+        if o == "mean":
+            np.divide(recv, g.size, out=recv)
+        if staged:
+            _write_back(out, recv)
+
+    work = Work(g, req, finish, (out, inp, send, recv))
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def _traced_reduce_scatter(
+    t: Tensor, output: Tensor | None, inputs: Sequence[Tensor] | None, o: str, async_op: bool
+) -> Tensor | None:
+    """:func:`reduce_scatter` inside ``fg.trace``: a node of the graph, run on every call (not
+    once, at trace time). PyTorch's form reduces its inputs stacked along a new first axis and
+    writes this rank's slice into ``output``."""
+    if async_op:
+        raise _core.TraceError(
+            "reduce_scatter: async_op=True inside fg.trace (a traced step cannot hand out a "
+            "work handle); call it blocking, or outside the traced function"
+        )
+    if inputs is None:
+        return _core._trace_call("reduce_scatter", lambda x: reduce_scatter(x, op=o), [t])
+    assert output is not None
+    stacked = _core.stack([x.astype(_dtype_name(output)) for x in inputs], 0)
+    part = _core._trace_call("reduce_scatter", lambda x: reduce_scatter(x, op=o), [stacked])
+    from .autodiff import no_grad
+
+    with no_grad():
+        output.copy_(part.reshape(tuple(output.shape)))
+    return None
+
+
+def all_gather_object(object_list: list, obj: Any, group: Any = None) -> None:
+    """Every rank's ``obj`` (any picklable object) into ``object_list``, in rank order, in
+    place (PyTorch's); ``object_list`` holds one entry per rank."""
+    g = _require("all_gather_object")
+    _check_group("all_gather_object", group)
+    if not isinstance(object_list, list) or len(object_list) != g.size:
+        raise _ArgumentError(
+            f"all_gather_object: object_list must be a list of {g.size} entries (one per rank), "
+            f"got {type(object_list).__name__} of length {len(object_list)}"
+            if isinstance(object_list, list)
+            else f"all_gather_object: object_list must be a list, got {type(object_list).__name__}"
+        )
+    object_list[:] = g.comm.allgather(obj)
+
+
+def broadcast_object_list(
+    object_list: list, src: int = 0, group: Any = None, device: Any = None
+) -> None:
+    """Replaces the entries of every rank's ``object_list`` with rank ``src``'s (picklable
+    objects), in place (PyTorch's); the list has one length on every rank."""
+    g = _require("broadcast_object_list")
+    _check_group("broadcast_object_list", group)
+    _check_rank("broadcast_object_list", "src", src, g)
+    if not isinstance(object_list, list):
+        raise TypeError(
+            f"broadcast_object_list: object_list must be a list, got {type(object_list).__name__}"
+        )
+    got = g.comm.bcast(list(object_list) if g.rank == src else None, root=src)
+    if len(got) != len(object_list):
+        raise _ArgumentError(
+            f"broadcast_object_list: rank {src} sent {len(got)} objects, this rank's object_list "
+            f"has {len(object_list)} entries"
+        )
+    object_list[:] = got
+
+
 class _Like:
     """Shape of a result with the dtype and device of a tensor."""
 
@@ -726,11 +958,18 @@ class _Like:
 
 def broadcast_parameters(module_or_tensors: Any, src: int = 0) -> None:
     """Copies rank ``src``'s parameters and buffers (of a module, or the tensors of an iterable
-    or dict) into every rank's, in place, so that all ranks start from the same weights."""
+    or dict) into every rank's, in place, so that all ranks start from the same weights. A
+    module's buffers include those left out of its ``state_dict`` (``persistent=False``), as
+    PyTorch DDP's start, and a tensor shared by several modules is sent once."""
     g = _require("broadcast_parameters")
     _check_rank("broadcast_parameters", "src", src, g)
-    if hasattr(module_or_tensors, "state_dict") and hasattr(module_or_tensors, "parameters"):
-        tensors = list(module_or_tensors.state_dict().values())
+    if hasattr(module_or_tensors, "buffers") and hasattr(module_or_tensors, "parameters"):
+        tensors = []
+        seen: set[int] = set()
+        for t in (*module_or_tensors.parameters(), *module_or_tensors.buffers()):
+            if t is not None and id(t) not in seen:
+                seen.add(id(t))
+                tensors.append(t)
     elif isinstance(module_or_tensors, dict):
         tensors = list(module_or_tensors.values())
     elif isinstance(module_or_tensors, Tensor):
@@ -775,16 +1014,20 @@ def shard(
     """This rank's indices of ``range(n_items)``, as PyTorch's ``DistributedSampler``: every
     rank gets ``ceil(n_items / world_size)`` indices (the list is padded by repeating its
     start), rank ``r`` takes every ``world_size``-th from ``r``; ``shuffle`` permutes first,
-    the same way on every rank for a given ``seed + epoch``."""
-    if not isinstance(n_items, int) or isinstance(n_items, bool) or n_items < 0:
+    the same way on every rank for a given ``seed + epoch``. Integers may be numpy's (a length
+    from ``x.shape`` or ``len``)."""
+    n_items = _integer("n_items", n_items)
+    if n_items < 0:
         raise ValueError(f"shard: n_items must be a non-negative int, got {n_items!r}")
     if world_size is None:
         world_size = get_world_size() if _group is not None else 1
     if rank is None:
         rank = get_rank() if _group is not None else 0
-    if not isinstance(world_size, int) or world_size < 1:
+    world_size = _integer("world_size", world_size)
+    rank = _integer("rank", rank)
+    if world_size < 1:
         raise ValueError(f"shard: world_size must be a positive int, got {world_size!r}")
-    if not isinstance(rank, int) or not 0 <= rank < world_size:
+    if not 0 <= rank < world_size:
         raise ValueError(f"shard: rank must be in [0, {world_size}), got {rank!r}")
     if shuffle:
         order = np.random.default_rng(seed + epoch).permutation(n_items).tolist()
@@ -796,6 +1039,13 @@ def shard(
         reps = math.ceil((total - len(order)) / len(order))
         order = order + (order * reps)[: total - len(order)]
     return order[rank:total:world_size]
+
+
+def _integer(name: str, v: Any) -> int:
+    """``v`` as a Python int (numpy integers too); ``TypeError`` for anything else."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"shard: {name} must be an int, got {v!r}")
+    return int(v)
 
 
 # -- the gradient callback --------------------------------------------------------------------
@@ -865,9 +1115,10 @@ class AllreduceCallback:
     gets none, as without the callback. Put it last among a tensor's callbacks: it keeps the
     gradient, so callbacks after it do not run.
 
-    ``events`` logs ``(what, bucket or tensor index, time.perf_counter())`` of the last
-    backward: ``"grad"`` (a gradient arrived), ``"start"`` / ``"done"`` (a bucket's allreduce
-    started / completed), ``"backward_end"`` (the last grad rule returned).
+    ``events`` logs ``(what, index, time.perf_counter())`` of the last backward: ``"grad"``
+    (the gradient of the tensor at ``index`` in attach order arrived), ``"start"`` /
+    ``"done"`` (bucket ``index``'s allreduce started / completed), ``"backward_end"`` (the
+    last grad rule returned).
     """
 
     def __init__(self, reduce: str = "mean", bucket_mb: float = 25, first_bucket_mb: float = 1):
@@ -956,9 +1207,10 @@ class AllreduceCallback:
             )
         b, j = where
         t, off, n = b.members[j]
-        self.events.append(("grad", j, time.perf_counter()))
+        position = self._position[id(tensor)]
+        self.events.append(("grad", position, time.perf_counter()))
         if self._arrivals is not None:
-            self._arrivals.append(self._position[id(tensor)])
+            self._arrivals.append(position)
         if tuple(grad.shape) != tuple(t.shape):
             raise RuntimeError(
                 f"allreduce callback: the gradient of a tensor of shape {list(t.shape)} has "
