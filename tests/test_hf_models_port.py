@@ -58,3 +58,30 @@ def test_sdpa_dropout_p_out_of_range_raises(p):
         _sdpa(torch, *_qkv(torch), dropout_p=p)
     with pytest.raises(RuntimeError, match=f"dropout_p.*{p}"):
         _sdpa(fg, *_qkv(fg), dropout_p=p)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "int16", "int32", "uint8"])
+@pytest.mark.parametrize("op", ["mul_", "add_"])
+def test_inplace_update_of_narrow_dtype_with_bool_mask(dtype, op):
+    # Llama's causal mask in half precision: causal_mask *= arange(n) > positions
+    out = []
+    for lib in (torch, fg):
+        m = lib.triu(lib.full((4, 4), 3, dtype=getattr(lib, dtype)), diagonal=1)
+        keep = lib.arange(4) > lib.tensor([[0], [2], [1], [3]])
+        getattr(m, op)(keep)
+        assert m.dtype == getattr(lib, dtype)
+        out.append(np.asarray(m.float().numpy()))
+    np.testing.assert_array_equal(out[1], out[0])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_causal_mask_in_place_matches_torch(dtype):
+    out = []
+    for lib in (torch, fg):
+        dt = getattr(lib, dtype)
+        mask = lib.full((5, 5), lib.finfo(dt).min, dtype=dt)
+        mask = lib.triu(mask, diagonal=1)
+        mask *= lib.arange(5) > lib.arange(5).reshape(-1, 1)
+        mask += lib.tensor([[1, 0, 1, 1, 0]], dtype=lib.int64)
+        out.append(np.asarray(mask.float().numpy()))
+    np.testing.assert_array_equal(out[1], out[0])
