@@ -85,3 +85,82 @@ def test_half_causal_mask_in_place_matches_torch(dtype):
         mask += lib.tensor([[1, 0, 1, 1, 0]], dtype=lib.int64)
         out.append(np.asarray(mask.float().numpy()))
     np.testing.assert_array_equal(out[1], out[0])
+
+
+def test_traced_gather_and_scatter_add_follow_negative_indices_of_each_call():
+    @fg.trace
+    def step(x, i):
+        return fg.gather(x, 1, i), fg.zeros(2, 4).scatter_add(1, i, fg.ones(2, 3))
+
+    x = np.arange(8.0).reshape(2, 4)
+    for idx in ([[-1, 0, 2], [1, -4, -4]], [[0, 1, 2], [3, 3, 0]], [[-2, -2, -1], [0, 0, 0]]):
+        got = step(fg.tensor(x), fg.tensor(idx))
+        want = (
+            torch.gather(torch.tensor(x), 1, torch.tensor(idx) % 4),
+            torch.zeros(2, 4).scatter_add(1, torch.tensor(idx) % 4, torch.ones(2, 3)),
+        )
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(a.numpy()), b.numpy())
+
+
+def _top_p(lib, scores, top_p=0.8):
+    # transformers' TopPLogitsWarper
+    sorted_logits, sorted_indices = lib.sort(scores, descending=False)
+    cumulative_probs = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    sorted_indices_to_remove = cumulative_probs <= (1 - top_p)
+    sorted_indices_to_remove[..., -1:] = 0
+    indices_to_remove = sorted_indices_to_remove.scatter(
+        1, sorted_indices, sorted_indices_to_remove
+    )
+    return scores.masked_fill(indices_to_remove, -float("inf"))
+
+
+def test_top_p_filter_runs_under_trace_and_matches_torch():
+    step = fg.trace(lambda s: _top_p(fg, s))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        s = rng.standard_normal((3, 11)) * 2
+        want = _top_p(torch, torch.tensor(s)).numpy()
+        np.testing.assert_array_equal(np.asarray(step(fg.tensor(s)).numpy()), want)
+        np.testing.assert_array_equal(np.asarray(_top_p(fg, fg.tensor(s)).numpy()), want)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64", "bool"])
+def test_traced_scatter_takes_the_last_write_of_a_repeated_target_as_eager(dtype):
+    @fg.trace
+    def step(x, i, s):
+        return x.scatter(1, i, s), x.scatter(0, i[:, :2], 7)
+
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        x = rng.standard_normal((3, 5)).astype(dtype)
+        s = rng.standard_normal((3, 4)).astype(dtype)
+        idx = rng.integers(-3, 3, (3, 4))
+        got = step(fg.tensor(x), fg.tensor(idx), fg.tensor(s))
+        want = (
+            fg.tensor(x).scatter(1, fg.tensor(idx), fg.tensor(s)),
+            fg.tensor(x).scatter(0, fg.tensor(idx[:, :2]), 7),
+        )
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(a.numpy()), np.asarray(b.numpy()))
+        # PyTorch (no negative indices there) writes the last repeat on the CPU too
+        t = torch.tensor(x).scatter(1, torch.tensor(idx % 5), torch.tensor(s))
+        e = fg.tensor(x).scatter(1, fg.tensor(idx % 5), fg.tensor(s))
+        np.testing.assert_array_equal(np.asarray(e.numpy()), t.numpy())
+
+
+def test_traced_scatter_gradients_match_eager():
+    x0 = np.random.default_rng(2).standard_normal((3, 5))
+    s0 = np.random.default_rng(3).standard_normal((3, 4))
+    idx = fg.tensor([[0, 1, 0, 4], [2, 2, 2, 2], [4, 3, 1, 0]])
+    w = fg.tensor(np.arange(15.0).reshape(3, 5))
+
+    def grads(x, s):
+        return fg.autograd.grad((x.scatter(1, idx, s) * w).sum(), [x, s])
+
+    traced = fg.trace(grads)
+    for _ in range(2):
+        a = traced(fg.tensor(x0, requires_grad=True), fg.tensor(s0, requires_grad=True))
+        b = grads(fg.tensor(x0, requires_grad=True), fg.tensor(s0, requires_grad=True))
+        for p, q in zip(a, b):
+            np.testing.assert_allclose(np.asarray(p.numpy()), np.asarray(q.numpy()))
