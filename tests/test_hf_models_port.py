@@ -164,3 +164,14 @@ def test_traced_scatter_gradients_match_eager():
         b = grads(fg.tensor(x0, requires_grad=True), fg.tensor(s0, requires_grad=True))
         for p, q in zip(a, b):
             np.testing.assert_allclose(np.asarray(p.numpy()), np.asarray(q.numpy()))
+
+
+@pytest.mark.parametrize(
+    ("probs", "n", "replacement"),
+    [([[1.0, 2.0]], 3, False), ([1.0, 2.0], 0, True), ([1.0, 2.0], -1, False), ([[]], 1, False)],
+)
+def test_multinomial_bad_sample_counts_raise_runtime_error(probs, n, replacement):
+    with pytest.raises(RuntimeError):
+        torch.multinomial(torch.tensor(probs), n, replacement)
+    with pytest.raises(RuntimeError, match="multinomial"):
+        fg.multinomial(fg.tensor(probs), n, replacement)

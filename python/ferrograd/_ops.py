@@ -575,6 +575,14 @@ def multinomial(
     k = _int("multinomial", "num_samples", num_samples)
     if x.ndim not in (1, 2):
         raise ShapeError(f"multinomial: input must be 1-D or 2-D, got shape {list(x.shape)}")
+    from .nn._errors import ArgumentRuntimeError
+
+    if k <= 0:
+        raise ArgumentRuntimeError(f"multinomial: num_samples must be positive, got {k}")
+    if x.shape[-1] == 0:
+        raise ShapeError(
+            f"multinomial: input of shape {list(x.shape)} has no categories to draw from"
+        )
     w = x.numpy().astype(np.float64).reshape(-1, x.shape[-1])
     if not np.isfinite(w).all() or (w < 0).any():
         raise ShapeError("multinomial: weights must be finite and non-negative")
@@ -585,7 +593,7 @@ def multinomial(
         if total <= 0:
             raise ShapeError("multinomial: a row of weights sums to zero")
         if not replacement and k > np.count_nonzero(row):
-            raise ValueError(
+            raise ArgumentRuntimeError(
                 f"multinomial: cannot draw {k} samples without replacement from "
                 f"{np.count_nonzero(row)} categories of nonzero weight"
             )
