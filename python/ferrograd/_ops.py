@@ -575,6 +575,14 @@ def multinomial(
     k = _int("multinomial", "num_samples", num_samples)
     if x.ndim not in (1, 2):
         raise ShapeError(f"multinomial: input must be 1-D or 2-D, got shape {list(x.shape)}")
+    from .nn._errors import ArgumentRuntimeError
+
+    if k <= 0:
+        raise ArgumentRuntimeError(f"multinomial: num_samples must be positive, got {k}")
+    if x.shape[-1] == 0:
+        raise ShapeError(
+            f"multinomial: input of shape {list(x.shape)} has no categories to draw from"
+        )
     w = x.numpy().astype(np.float64).reshape(-1, x.shape[-1])
     if not np.isfinite(w).all() or (w < 0).any():
         raise ShapeError("multinomial: weights must be finite and non-negative")
@@ -585,7 +593,7 @@ def multinomial(
         if total <= 0:
             raise ShapeError("multinomial: a row of weights sums to zero")
         if not replacement and k > np.count_nonzero(row):
-            raise ValueError(
+            raise ArgumentRuntimeError(
                 f"multinomial: cannot draw {k} samples without replacement from "
                 f"{np.count_nonzero(row)} categories of nonzero weight"
             )
@@ -1078,6 +1086,9 @@ def scatter(
     s = _scatter_src("scatter", x, idx, d, src)
     if reduce not in (None, "multiply"):
         raise ShapeError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+    if reduce is None and _core._tracing():
+        # inside fg.trace the index's values are not known while the graph is built
+        return _scatter_traced(x, d, idx, s)
     pos = idx.numpy()
     n = x.shape[d]
     if pos.size and (pos.min() < -n or pos.max() >= n):
@@ -1106,6 +1117,46 @@ def scatter(
         written = _core._scatter_add(s.astype("int8"), idx, d, tuple(x.shape)) != 0
     else:
         written = _core._scatter_add(s, idx, d, tuple(x.shape))
+    return _dtype_like(where(hits > 0, written, x), x)
+
+
+def _scatter_traced(x: Tensor, d: int, idx: Tensor, s: Tensor) -> Tensor:
+    """``scatter`` (no reduction) with graph ops only, for fg.trace: the same last write per
+    target as the eager path, found by sorting the entries by (target, row-major position)
+    and keeping the last of each run of equal targets. An index out of range raises when the
+    step runs (in the scatter kernel)."""
+    shape = tuple(x.shape)
+    m = idx.numel()
+    if m == 0:
+        return x
+    n = shape[d]
+    pos = where(idx < 0, idx + n, idx)
+    flat = None
+    stride = 1
+    for e in reversed(range(idx.ndim)):
+        if e == d:
+            c = pos
+        else:
+            view = [1] * idx.ndim
+            view[e] = idx.shape[e]
+            c = arange(idx.shape[e], dtype="int64", device=x.device).reshape(*view)
+        flat = c * stride if flat is None else flat + c * stride
+        stride *= shape[e]
+    flat = (flat + _core.zeros(tuple(idx.shape), dtype="int64", device=x.device)).reshape(m)
+    order = arange(m, dtype="int64", device=x.device)
+    perm = _core._argsort(flat * m + order, 0, False)
+    by_target = flat[perm]
+    last = concat(
+        [by_target[1:] != by_target[:-1], _core.ones((1,), dtype="bool", device=x.device)], 0
+    )
+    keep = last[_core._argsort(perm, 0, False)].reshape(*idx.shape)
+    ones = _core.ones(idx.shape, dtype="int64", device=x.device)
+    hits = _core._scatter_add(ones, idx, d, shape)
+    s = where(keep, s, 0)
+    if s.dtype.name == "bool":
+        written = _core._scatter_add(s.astype("int8"), idx, d, shape) != 0
+    else:
+        written = _core._scatter_add(s, idx, d, shape)
     return _dtype_like(where(hits > 0, written, x), x)
 
 

@@ -654,7 +654,36 @@ def scaled_dot_product_attention(
             "must have the same length S"
         )
     if attn_mask is not None and is_causal:
-        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+        raise ArgumentRuntimeError(
+            "scaled_dot_product_attention: give attn_mask or is_causal, not both"
+        )
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ArgumentRuntimeError(
+            f"scaled_dot_product_attention: dropout_p must lie in [0, 1], got {dropout_p}"
+        )
+    if attn_mask is not None:
+        attn_mask = _t("scaled_dot_product_attention", "attn_mask", attn_mask)
+        # an integer mask (a 0/1 padding mask passed as is) would be added to the scores
+        # and shift them by 0 or 1 instead of masking: refused, as PyTorch
+        if attn_mask.dtype.kind != "b" and attn_mask.dtype.name not in ("float32", q.dtype.name):
+            raise DTypeError(
+                "scaled_dot_product_attention: attn_mask must be bool, float32 or the "
+                f"query's dtype ({q.dtype.name}), got {attn_mask.dtype.name}"
+            )
+        want = (
+            *np.broadcast_shapes(tuple(q.shape[:-2]), tuple(k.shape[:-2])),
+            q.shape[-2],
+            k.shape[-2],
+        )
+        try:
+            fits = np.broadcast_shapes(want, tuple(attn_mask.shape)) == want
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ShapeError(
+                f"scaled_dot_product_attention: attn_mask of shape {list(attn_mask.shape)} "
+                f"does not broadcast to the attention scores' shape {list(want)}"
+            )
     s = (1.0 / math.sqrt(q.shape[-1])) if scale is None else scale
     if (
         attn_mask is None

@@ -159,17 +159,19 @@ impl Tensor {
             // wide dtype, rounded once) and written back
             let result = {
                 let _g = no_grad();
-                // a wider operand (a float64 scalar) meets this tensor in the dtype the
-                // storage-only dtypes compute in, as PyTorch's half kernels do
-                let other = if other.dtype() != self.dtype() && other.dtype().is_float() {
-                    other.astype(DType::F32)?
+                // an operand of another dtype meets this tensor in the dtype the storage-only
+                // dtypes compute in (float32 for a float operand, as PyTorch's half kernels
+                // do; int64 for integers): a wider float scalar, or a bool or integer mask
+                // (`mask *= keep` on a float16 tensor)
+                let (wide, other) = if other.dtype() == self.dtype() {
+                    (self.clone(), other.clone())
                 } else {
-                    other.clone()
-                };
-                let wide = if other.dtype() == DType::F32 {
-                    self.astype(DType::F32)?
-                } else {
-                    self.clone()
+                    let c = if other.dtype().is_float() {
+                        DType::F32
+                    } else {
+                        self.dtype().compute()
+                    };
+                    (self.astype(c)?, other.astype(c)?)
                 };
                 crate::dispatch::apply1(&crate::op::Op::Binary(op), &[&wide, &other])?
                     .astype(self.dtype())?

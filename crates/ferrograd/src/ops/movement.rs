@@ -464,8 +464,11 @@ fn argsort(x: &Tensor, axis: usize, descending: bool) -> Result<Tensor> {
     Tensor::from_cpu(crate::storage::CpuData::I64(idx), &shape).to_device(x.device())
 }
 
-/// `idx` with negative entries counted from the end of an axis of length `n`; an `IndexError`
-/// naming `op` for any entry outside `-n..n`.
+/// `idx` itself after an `IndexError` naming `op` for any entry outside `-n..n`. Negative
+/// entries stay as they are: the gather and scatter-add kernels count them from the end. (A
+/// rewritten copy would be a new tensor made from values read on the host, which a trace
+/// records as a constant: every later run of the graph would use the indices of the run that
+/// traced it.)
 fn wrap_indices(op: &str, idx: &Tensor, n: usize, axis: usize, shape: &[usize]) -> Result<Tensor> {
     let v = idx.to_vec::<i64>()?;
     let n = n as i64;
@@ -475,11 +478,7 @@ fn wrap_indices(op: &str, idx: &Tensor, n: usize, axis: usize, shape: &[usize]) 
             format!("index {bad} is out of bounds for axis {axis} with size {n} (shape {shape:?})"),
         ));
     }
-    if v.iter().all(|&i| i >= 0) {
-        return Ok(idx.clone());
-    }
-    let fixed: Vec<i64> = v.iter().map(|&i| if i < 0 { i + n } else { i }).collect();
-    Tensor::from_vec(fixed, idx.shape())
+    Ok(idx.clone())
 }
 
 fn check_index(op: &str, x: &Tensor, idx: &Tensor, axis: usize) -> Result<()> {
