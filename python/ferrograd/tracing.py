@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable
@@ -290,20 +291,27 @@ class _Entry:
             self.unpack = lambda outs: _unflatten(out_tree, outs)
 
 
-def _check_options(mirror: Any, memory_budget: Any) -> None:
+def _check_options(mirror: Any, memory_budget: Any) -> int | None:
+    """Refuses bad options; returns the budget as a Python int (a numpy integer is one too)."""
     if mirror is not None and mirror != "auto" and not callable(mirror):
         raise ValueError(
             f'trace: mirror must be None, "auto" or a callable policy(op_name) -> bool, '
             f"got {mirror!r}"
         )
-    if memory_budget is not None:
-        if isinstance(memory_budget, bool) or not isinstance(memory_budget, int):
-            raise TypeError(
-                f"trace: memory_budget must be a number of bytes (int), got "
-                f"{type(memory_budget).__name__}"
-            )
-        if memory_budget <= 0:
-            raise ValueError(f"trace: memory_budget must be positive, got {memory_budget}")
+    if memory_budget is None:
+        return None
+    try:
+        if isinstance(memory_budget, bool):
+            raise TypeError
+        budget = operator.index(memory_budget)
+    except TypeError:
+        raise TypeError(
+            f"trace: memory_budget must be a number of bytes (int), got "
+            f"{type(memory_budget).__name__}"
+        ) from None
+    if budget <= 0:
+        raise ValueError(f"trace: memory_budget must be positive, got {budget}")
+    return budget
 
 
 class TracedFunction:
@@ -318,10 +326,9 @@ class TracedFunction:
     ) -> None:
         if not callable(fn):
             raise TypeError(f"trace: expected a callable, got {type(fn).__name__}")
-        _check_options(mirror, memory_budget)
         self._fn = fn
         self.mirror = mirror
-        self.memory_budget = memory_budget
+        self.memory_budget = _check_options(mirror, memory_budget)
         # per signature, the graphs traced for it, newest first: a few variants, one per state
         # of what the guards check (gradient accumulation alternates between `.grad` None and
         # set, a module between train and eval)
@@ -463,6 +470,10 @@ def trace(
     shape, say) traces again. ``GradManager.backward``,
     ``fg.grad`` and ``fg.vjp`` inside build the gradient graph (callbacks run at their point
     of every step).
+
+    As with ``jax.jit``, Python code in the function (a print, appending to a list, a numpy
+    random draw) runs once, when a signature is traced, not on later calls; values computed
+    inside cannot be read there (``.item()``, ``if`` on a tensor: :class:`TraceError`).
 
     ``mirror``: ``"auto"`` recomputes cheap forward values in backward where that lowers the
     memory held (never raising the planned peak), or a ``policy(op_name) -> bool`` says which
