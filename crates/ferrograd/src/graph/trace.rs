@@ -194,12 +194,21 @@ impl Tracer {
                 return Some(n);
             }
         }
-        self.by_storage
-            .get(&storage_key(t))?
+        let nodes = self.by_storage.get(&storage_key(t))?;
+        let latest = nodes
             .iter()
             .rev()
             .copied()
-            .find(|&n| self.layout_is(n, t))
+            .find(|&n| self.layout_is(n, t))?;
+        // views of the same layout (a reshape to the same shape, `x[:]`) hold the same data
+        // but only some of the tensor's uses read through them: the handle is the first node
+        // with this data (the argument, capture or in-place write the views came from), or a
+        // gradient taken for it would miss every other use
+        let version = self.versions[latest];
+        nodes
+            .iter()
+            .copied()
+            .find(|&n| self.versions[n] == version && self.layout_is(n, t))
     }
 
     /// Refuses node `n` if its value's storage was written in place after it was made.
