@@ -269,6 +269,21 @@ def _guards(fn: Callable[..., Any], wanted: set) -> _Guards:
     return _Guards(list(links.values()), list(data.values()), modules, scalars)
 
 
+def _sharing(tensors: list[Tensor]) -> tuple | None:
+    """How the tensor arguments share memory, part of the cache key: None when no two do,
+    else for each the index of the first one that is the same tensor object and of the first
+    one over the same storage. A graph traced for distinct arguments would run a write into
+    one without the other seeing it, and one traced for a tensor passed twice would add the
+    gradients of both places into one ``.grad``."""
+    if len(tensors) < 2:
+        return None
+    storages = [t._data_key[0] for t in tensors]
+    if len(set(storages)) == len(storages):
+        return None
+    objects = [id(t) for t in tensors]
+    return tuple((objects.index(o), storages.index(s)) for o, s in zip(objects, storages))
+
+
 # graphs kept per signature (the newest; an older one is traced again if it is needed again)
 _VARIANTS = 4
 
@@ -378,6 +393,8 @@ class TracedFunction:
             # the common case, kept short: tensors only, a graph for them that can run
             try:
                 key: Any = tuple([a._spec for a in args])
+                if len(args) > 1 and len({a._data_key[0] for a in args}) < len(args):
+                    key = None  # arguments sharing memory: keyed by how they share it
             except AttributeError:
                 key = None
             if key is not None:
@@ -402,6 +419,9 @@ class TracedFunction:
             key: Any = tuple([a._spec for a in args])
         else:
             key = _signature(tree, tensors)
+        shared = _sharing(tensors)
+        if shared is not None:
+            key = (key, shared)
         variants = self._cache.get(key, [])
         for entry in variants:
             if entry.exe.guard_failure(tensors) is None and entry.guards.hold():
@@ -422,6 +442,10 @@ class TracedFunction:
         for name in {str(t.device) for t in tensors} | {str(_core.get_default_device())}:
             _random._ensure_counter(name)
         handles = _core._trace_begin(tensors)
+        # a tensor passed twice is one tensor inside too (`x is y`, one `.grad`), as in eager
+        # mode; the graph's other input for it goes unread
+        first: dict[int, Tensor] = {}
+        handles = [first.setdefault(id(t), h) for t, h in zip(tensors, handles)]
         try:
             args, kwargs = _unflatten(tree, handles)
             result = self._fn(*args, **kwargs)
@@ -462,8 +486,8 @@ def trace(
     ``@fg.trace(mirror="auto")``).
 
     The cache key is the signature: shapes, dtypes and devices of the tensor arguments (also
-    inside lists, tuples and dicts), the other arguments by value. A new signature traces
-    again. Tensors the function reads without receiving them (parameters, optimizer state)
+    inside lists, tuples and dicts) and which of them share memory (the same tensor passed
+    twice), the other arguments by value. A new signature traces again. Tensors the function reads without receiving them (parameters, optimizer state)
     are captured by reference and updated in place by every call. Where the function finds
     them (a global or closure variable, and attributes or items of what those hold, such as
     ``model.fc.weight``) is guarded: a call that finds another tensor there (one of another

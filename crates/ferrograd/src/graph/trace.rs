@@ -430,9 +430,11 @@ pub fn begin(inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         .map(|(i, t)| {
             // (sharing the argument's `.grad`: the function reads and sets the caller's)
             let h = t.snapshot();
+            // (a tensor passed twice is the first argument it was passed as)
             tracer
                 .input_storage
-                .insert(Arc::as_ptr(t.storage()) as usize, i);
+                .entry(Arc::as_ptr(t.storage()) as usize)
+                .or_insert(i);
             tracer.push(NodeKind::Input(i), &h);
             h
         })
