@@ -657,7 +657,13 @@ pub fn check_read(t: &Tensor, what: &str) -> Result<()> {
         return Ok(());
     }
     let made_by = with_tracer(|tr| match trace_ref(t) {
-        Some((id, n)) if id == tr.id => Some(tr.graph.nodes[n].name().to_string()),
+        Some((id, mut n)) if id == tr.id => {
+            // a detached handle's value was made by the op it detaches
+            while let NodeKind::Detach(x) = tr.graph.nodes[n].kind {
+                n = x;
+            }
+            Some(tr.graph.nodes[n].name().to_string())
+        }
         _ => None,
     })
     .flatten();
