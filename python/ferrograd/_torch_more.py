@@ -17,7 +17,7 @@ import builtins
 import math
 from collections import namedtuple
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -238,22 +238,32 @@ def _quotient(op: str, a: Any, b: Any, rounding: str) -> tuple[Tensor, Tensor, T
     floats as :func:`_float_quotient` does."""
     a, b = _pair(op, a, b)
     if _is_int(a) and _is_int(b):
-        an, bn = a.numpy().astype(np.int64), b.numpy().astype(np.int64)
-        if np.any(bn == 0):
-            raise IntegerDivisionByZero(f"{op}: integer division by zero")
-        q = np.floor_divide(an, bn)
-        if rounding == "trunc":
-            q = np.where((q < 0) & (q * bn != an), q + 1, q)
-        return a, b, tensor(q.astype(np.dtype(_dtype_name(a.dtype))), device=a.device)
+
+        def int_quotient(a: Tensor, b: Tensor) -> Tensor:
+            an, bn = a.numpy().astype(np.int64), b.numpy().astype(np.int64)
+            if np.any(bn == 0):
+                raise IntegerDivisionByZero(f"{op}: integer division by zero")
+            q = np.floor_divide(an, bn)
+            if rounding == "trunc":
+                q = np.where((q < 0) & (q * bn != an), q + 1, q)
+            return tensor(q.astype(np.dtype(_dtype_name(a.dtype))), device=a.device)
+
+        return a, b, _on_host(op, int_quotient, a, b)
+
+    def float_quotient(a: Tensor, b: Tensor) -> Tensor:
+        an, bn, native = _host_pair(a, b)
+        return tensor(_float_quotient(an, bn, rounding, native).astype(native), device=a.device)
+
+    return a, b, _on_host(op, float_quotient, a, b)
+
+
+def _on_host(op: str, fn: Callable[..., Tensor], *tensors: Tensor) -> Tensor:
+    """``fn(*tensors)``, a result computed on the host (through numpy). Inside a trace it is a
+    node that runs ``fn`` on every run: the values read at trace time would otherwise be
+    fixed into the graph (and an approximation by tensor ops is not what eager computes)."""
     if _core._tracing():
-        # a trace records ops, not host values: the rounded quotient of the traced operands
-        with _no_grad():
-            ratio = a.detach() / b.detach()
-            q = ratio.floor() if rounding == "floor" else ratio.trunc()
-        return a, b, q
-    an, bn, native = _host_pair(a, b)
-    q = _float_quotient(an, bn, rounding, native)
-    return a, b, tensor(q.astype(native), device=a.device)
+        return _core._trace_call(op, fn, [t.detach() for t in tensors])
+    return fn(*tensors)
 
 
 def _host_pair(a: Tensor, b: Tensor) -> tuple[np.ndarray, np.ndarray, Any]:
@@ -306,9 +316,11 @@ class _Mod(_Function):
     q: Tensor
 
     def forward(self, a: Tensor, b: Tensor) -> Tensor:
-        an, bn, native = _host_pair(a, b)
-        out = _float_mod(an, bn, self.floor).astype(native)
-        return tensor(out, device=a.device)
+        def mod(a: Tensor, b: Tensor) -> Tensor:
+            an, bn, native = _host_pair(a, b)
+            return tensor(_float_mod(an, bn, self.floor).astype(native), device=a.device)
+
+        return _on_host("remainder" if self.floor else "fmod", mod, a, b)
 
     def backward(self, g: Tensor | None) -> Any:
         if g is None:
@@ -320,9 +332,7 @@ def _mod(op: str, input: Any, other: Any, floor: bool) -> Tensor:
     a, b, q = _quotient(op, input, other, "floor" if floor else "trunc")
     if _is_int(a) and _is_int(b):
         fn = np.mod if floor else np.fmod
-        return tensor(fn(a.numpy(), b.numpy()), device=a.device)
-    if _core._tracing():
-        return a - q * b
+        return _on_host(op, lambda a, b: tensor(fn(a.numpy(), b.numpy()), device=a.device), a, b)
     shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
     fn = _Mod()
     fn.floor, fn.q = floor, q
