@@ -572,3 +572,76 @@ def test_mirroring_and_budgets_on_other_models(which):
         assert all(g.numpy().tobytes() == r.numpy().tobytes() for g, r in zip(grads, ref[1]))
         assert f.memory_report()["last_run_new_buffers"] == 0
     assert peaks == sorted(peaks, reverse=True)
+
+
+@pytest.mark.parametrize("opt_name", ["sgd_momentum", "adam"])
+def test_several_optimizer_steps_inside_one_traced_call_equal_eager_steps(opt_name):
+    # each step's manager resolves the parameters to their values after the previous update,
+    # also when the loss reads them through views of their own shape
+    rng = np.random.default_rng(0)
+    w0, b0 = rng.standard_normal((4, 3)) * 0.5, rng.standard_normal(3) * 0.1
+
+    def make():
+        w, b = f64(w0), f64(b0)
+        if opt_name == "adam":
+            opt = fg.optim.Adam([w, b], lr=0.05)
+        else:
+            opt = fg.optim.SGD([w, b], lr=0.1, momentum=0.9)
+        gm = fg.GradManager().attach([w, b])
+
+        def steps(xs, ys):
+            losses = []
+            for x, y in zip(xs, ys):
+                with gm:
+                    fit = ((x @ w.reshape(4, 3) + b[:]) - y).pow(2).mean()
+                    loss = fit + w.view(-1).abs().sum() * 1e-3
+                    gm.backward(loss)
+                opt.step()
+                opt.zero_grad()
+                losses.append(loss)
+            return losses
+
+        return (w, b), steps
+
+    pe, eager = make()
+    pt, traced = make()
+    traced = fg.trace(traced)
+    for _ in range(3):
+        xs = [f64(rng.standard_normal((5, 4))) for _ in range(3)]
+        ys = [f64(rng.standard_normal((5, 3))) for _ in range(3)]
+        for a, b in zip(traced(xs, ys), eager(xs, ys)):
+            assert a.numpy().tobytes() == b.numpy().tobytes()
+        for a, b in zip(pt, pe):
+            assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
+def test_a_gradient_penalty_step_traced_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w0 = [rng.standard_normal((3, 8)) * 0.5, rng.standard_normal((8, 1)) * 0.5]
+
+    def make(lib):
+        W = [lib.tensor(w.copy(), requires_grad=True) for w in w0]
+        opt = lib.optim.Adam(W, lr=0.01)
+
+        def step(x):
+            x = x.detach().requires_grad_(True)
+            out = (lib.tanh(x @ W[0]) @ W[1]).sum()
+            (gx,) = lib.autograd.grad(out, [x], create_graph=True)
+            loss = out + ((gx.norm(dim=1) - 1) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return W, step
+
+    tw, tstep = make(torch)
+    fw, fstep = make(fg)
+    traced = fg.trace(fstep)
+    for _ in range(4):
+        xa = rng.standard_normal((6, 3))
+        want = tstep(torch.tensor(xa)).item()
+        np.testing.assert_allclose(traced(f64(xa)).item(), want, rtol=1e-12)
+        for a, b in zip(fw, tw):
+            np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-15)
