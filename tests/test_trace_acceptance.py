@@ -645,3 +645,30 @@ def test_a_gradient_penalty_step_traced_matches_torch():
         np.testing.assert_allclose(traced(f64(xa)).item(), want, rtol=1e-12)
         for a, b in zip(fw, tw):
             np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_batch_norm_with_a_cumulative_average_trains_traced_as_in_torch(dtype):
+    torch = pytest.importorskip("torch")
+    tb = torch.nn.BatchNorm2d(3, momentum=None).to(getattr(torch, dtype))
+    fb, eb = fg.nn.BatchNorm2d(3, momentum=None), fg.nn.BatchNorm2d(3, momentum=None)
+    if dtype == "float64":
+        fb.double()
+        eb.double()
+
+    @fg.trace
+    def f(x):
+        return fb(x) * 2.0
+
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        x = rng.standard_normal((5, 3, 2, 2)).astype(dtype)
+        want = tb(torch.tensor(x)).detach().numpy() * 2.0
+        got = f(fg.tensor(x))
+        assert got.numpy().tobytes() == (eb(fg.tensor(x)) * 2.0).numpy().tobytes()
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+        for name in ("running_mean", "running_var"):
+            a, b = getattr(fb, name).numpy(), getattr(eb, name).numpy()
+            assert a.tobytes() == b.tobytes()
+            np.testing.assert_allclose(a, getattr(tb, name).numpy(), rtol=1e-6, atol=1e-7)
+    assert int(fb.num_batches_tracked.item()) == int(tb.num_batches_tracked) == 4
