@@ -672,3 +672,29 @@ def test_batch_norm_with_a_cumulative_average_trains_traced_as_in_torch(dtype):
             assert a.tobytes() == b.tobytes()
             np.testing.assert_allclose(a, getattr(tb, name).numpy(), rtol=1e-6, atol=1e-7)
     assert int(fb.num_batches_tracked.item()) == int(tb.num_batches_tracked) == 4
+
+
+def test_an_embedding_with_max_norm_renormalises_the_rows_of_each_call_in_a_trace():
+    torch = pytest.importorskip("torch")
+    w0 = np.random.default_rng(1).standard_normal((10, 3)) * 2.0
+    te = torch.nn.Embedding(10, 3, max_norm=1.0).double()
+    with torch.no_grad():
+        te.weight.copy_(torch.tensor(w0))
+    fe, ee = (fg.nn.Embedding(10, 3, max_norm=1.0).double() for _ in range(2))
+    for m in (fe, ee):
+        with fg.no_grad():
+            m.weight.copy_(f64(w0))
+
+    @fg.trace
+    def f(idx):
+        return (fe(idx) ** 2).sum(1)
+
+    rng = np.random.default_rng(2)
+    for _ in range(4):
+        idx = rng.integers(0, 10, (2, 5))  # with repeated rows
+        want = (te(torch.tensor(idx)) ** 2).sum(1).detach().numpy()
+        got = f(fg.tensor(idx))
+        assert got.numpy().tobytes() == (ee(fg.tensor(idx)) ** 2).sum(1).numpy().tobytes()
+        assert fe.weight.numpy().tobytes() == ee.weight.numpy().tobytes()
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+        np.testing.assert_allclose(fe.weight.numpy(), te.weight.detach().numpy(), rtol=1e-12)
