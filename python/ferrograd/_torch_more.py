@@ -17,7 +17,7 @@ import builtins
 import math
 from collections import namedtuple
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -237,22 +237,32 @@ def _quotient(op: str, a: Any, b: Any, rounding: str) -> tuple[Tensor, Tensor, T
     floats as :func:`_float_quotient` does."""
     a, b = _pair(op, a, b)
     if _is_int(a) and _is_int(b):
-        an, bn = a.numpy().astype(np.int64), b.numpy().astype(np.int64)
-        if np.any(bn == 0):
-            raise IntegerDivisionByZero(f"{op}: integer division by zero")
-        q = np.floor_divide(an, bn)
-        if rounding == "trunc":
-            q = np.where((q < 0) & (q * bn != an), q + 1, q)
-        return a, b, tensor(q.astype(np.dtype(_dtype_name(a.dtype))), device=a.device)
+
+        def int_quotient(a: Tensor, b: Tensor) -> Tensor:
+            an, bn = a.numpy().astype(np.int64), b.numpy().astype(np.int64)
+            if np.any(bn == 0):
+                raise IntegerDivisionByZero(f"{op}: integer division by zero")
+            q = np.floor_divide(an, bn)
+            if rounding == "trunc":
+                q = np.where((q < 0) & (q * bn != an), q + 1, q)
+            return tensor(q.astype(np.dtype(_dtype_name(a.dtype))), device=a.device)
+
+        return a, b, _on_host(op, int_quotient, a, b)
+
+    def float_quotient(a: Tensor, b: Tensor) -> Tensor:
+        an, bn, native = _host_pair(a, b)
+        return tensor(_float_quotient(an, bn, rounding, native).astype(native), device=a.device)
+
+    return a, b, _on_host(op, float_quotient, a, b)
+
+
+def _on_host(op: str, fn: Callable[..., Tensor], *tensors: Tensor) -> Tensor:
+    """``fn(*tensors)``, a result computed on the host (through numpy). Inside a trace it is a
+    node that runs ``fn`` on every run: the values read at trace time would otherwise be
+    fixed into the graph (and an approximation by tensor ops is not what eager computes)."""
     if _core._tracing():
-        # a trace records ops, not host values: the rounded quotient of the traced operands
-        with _no_grad():
-            ratio = a.detach() / b.detach()
-            q = ratio.floor() if rounding == "floor" else ratio.trunc()
-        return a, b, q
-    an, bn, native = _host_pair(a, b)
-    q = _float_quotient(an, bn, rounding, native)
-    return a, b, tensor(q.astype(native), device=a.device)
+        return _core._trace_call(op, fn, [t.detach() for t in tensors])
+    return fn(*tensors)
 
 
 def _host_pair(a: Tensor, b: Tensor) -> tuple[np.ndarray, np.ndarray, Any]:
@@ -293,9 +303,16 @@ def _mod(op: str, input: Any, other: Any, floor: bool) -> Tensor:
     else:
         a, b = _pair(op, input, other)
     if _is_int(a) and _is_int(b):
-        _quotient(op, a, b, "floor")  # an integer division by zero raises
         fn = np.mod if floor else np.fmod
-        return tensor(fn(a.numpy(), b.numpy()), device=a.device)
+
+        def int_mod(a: Tensor, b: Tensor) -> Tensor:
+            an, bn = a.numpy(), b.numpy()
+            if np.any(bn == 0):
+                raise IntegerDivisionByZero(f"{op}: integer division by zero")
+            return tensor(fn(an, bn), device=a.device)
+
+        # on the host (exact, and a division by zero raises), a node of its own in a trace
+        return _on_host(op, int_mod, a, b)
     # the engine's ops: exact (the remainder of a float division is representable), on the
     # tensors' device, recorded by traces; gradients (g, -g * quotient) as PyTorch's
     return _core.remainder(a, b) if floor else _core.fmod(a, b)

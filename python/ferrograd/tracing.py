@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable
@@ -268,6 +269,21 @@ def _guards(fn: Callable[..., Any], wanted: set) -> _Guards:
     return _Guards(list(links.values()), list(data.values()), modules, scalars)
 
 
+def _sharing(tensors: list[Tensor]) -> tuple | None:
+    """How the tensor arguments share memory, part of the cache key: None when no two do,
+    else for each the index of the first one that is the same tensor object and of the first
+    one over the same storage. A graph traced for distinct arguments would run a write into
+    one without the other seeing it, and one traced for a tensor passed twice would add the
+    gradients of both places into one ``.grad``."""
+    if len(tensors) < 2:
+        return None
+    storages = [t._data_key[0] for t in tensors]
+    if len(set(storages)) == len(storages):
+        return None
+    objects = [id(t) for t in tensors]
+    return tuple((objects.index(o), storages.index(s)) for o, s in zip(objects, storages))
+
+
 # graphs kept per signature (the newest; an older one is traced again if it is needed again)
 _VARIANTS = 4
 
@@ -290,20 +306,27 @@ class _Entry:
             self.unpack = lambda outs: _unflatten(out_tree, outs)
 
 
-def _check_options(mirror: Any, memory_budget: Any) -> None:
+def _check_options(mirror: Any, memory_budget: Any) -> int | None:
+    """Refuses bad options; returns the budget as a Python int (a numpy integer is one too)."""
     if mirror is not None and mirror != "auto" and not callable(mirror):
         raise ValueError(
             f'trace: mirror must be None, "auto" or a callable policy(op_name) -> bool, '
             f"got {mirror!r}"
         )
-    if memory_budget is not None:
-        if isinstance(memory_budget, bool) or not isinstance(memory_budget, int):
-            raise TypeError(
-                f"trace: memory_budget must be a number of bytes (int), got "
-                f"{type(memory_budget).__name__}"
-            )
-        if memory_budget <= 0:
-            raise ValueError(f"trace: memory_budget must be positive, got {memory_budget}")
+    if memory_budget is None:
+        return None
+    try:
+        if isinstance(memory_budget, bool):
+            raise TypeError
+        budget = operator.index(memory_budget)
+    except TypeError:
+        raise TypeError(
+            f"trace: memory_budget must be a number of bytes (int), got "
+            f"{type(memory_budget).__name__}"
+        ) from None
+    if budget <= 0:
+        raise ValueError(f"trace: memory_budget must be positive, got {budget}")
+    return budget
 
 
 class TracedFunction:
@@ -318,10 +341,9 @@ class TracedFunction:
     ) -> None:
         if not callable(fn):
             raise TypeError(f"trace: expected a callable, got {type(fn).__name__}")
-        _check_options(mirror, memory_budget)
         self._fn = fn
         self.mirror = mirror
-        self.memory_budget = memory_budget
+        self.memory_budget = _check_options(mirror, memory_budget)
         # per signature, the graphs traced for it, newest first: a few variants, one per state
         # of what the guards check (gradient accumulation alternates between `.grad` None and
         # set, a module between train and eval)
@@ -371,6 +393,8 @@ class TracedFunction:
             # the common case, kept short: tensors only, a graph for them that can run
             try:
                 key: Any = tuple([a._spec for a in args])
+                if len(args) > 1 and len({a._data_key[0] for a in args}) < len(args):
+                    key = None  # arguments sharing memory: keyed by how they share it
             except AttributeError:
                 key = None
             if key is not None:
@@ -395,6 +419,9 @@ class TracedFunction:
             key: Any = tuple([a._spec for a in args])
         else:
             key = _signature(tree, tensors)
+        shared = _sharing(tensors)
+        if shared is not None:
+            key = (key, shared)
         variants = self._cache.get(key, [])
         for entry in variants:
             if entry.exe.guard_failure(tensors) is None and entry.guards.hold():
@@ -415,6 +442,10 @@ class TracedFunction:
         for name in {str(t.device) for t in tensors} | {str(_core.get_default_device())}:
             _random._ensure_counter(name)
         handles = _core._trace_begin(tensors)
+        # a tensor passed twice is one tensor inside too (`x is y`, one `.grad`), as in eager
+        # mode; the graph's other input for it goes unread
+        first: dict[int, Tensor] = {}
+        handles = [first.setdefault(id(t), h) for t, h in zip(tensors, handles)]
         try:
             args, kwargs = _unflatten(tree, handles)
             result = self._fn(*args, **kwargs)
@@ -455,14 +486,18 @@ def trace(
     ``@fg.trace(mirror="auto")``).
 
     The cache key is the signature: shapes, dtypes and devices of the tensor arguments (also
-    inside lists, tuples and dicts), the other arguments by value. A new signature traces
-    again. Tensors the function reads without receiving them (parameters, optimizer state)
+    inside lists, tuples and dicts) and which of them share memory (the same tensor passed
+    twice), the other arguments by value. A new signature traces again. Tensors the function reads without receiving them (parameters, optimizer state)
     are captured by reference and updated in place by every call. Where the function finds
     them (a global or closure variable, and attributes or items of what those hold, such as
     ``model.fc.weight``) is guarded: a call that finds another tensor there (one of another
     shape, say) traces again. ``GradManager.backward``,
     ``fg.grad`` and ``fg.vjp`` inside build the gradient graph (callbacks run at their point
     of every step).
+
+    As with ``jax.jit``, Python code in the function (a print, appending to a list, a numpy
+    random draw) runs once, when a signature is traced, not on later calls; values computed
+    inside cannot be read there (``.item()``, ``if`` on a tensor: :class:`TraceError`).
 
     ``mirror``: ``"auto"`` recomputes cheap forward values in backward where that lowers the
     memory held (never raising the planned peak), or a ``policy(op_name) -> bool`` says which

@@ -325,6 +325,11 @@ impl Tensor {
     pub(crate) fn snapshot(&self) -> Tensor {
         let s = self.view(self.0.layout.clone());
         s.0.meta().grad = Some(self.grad_cell());
+        if crate::graph::is_tracing() {
+            // the same node of the trace: not whatever other node shares its storage and layout
+            let node = self.0.meta().trace;
+            s.0.meta().trace = node;
+        }
         s
     }
 

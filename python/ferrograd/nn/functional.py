@@ -602,7 +602,12 @@ def _renorm_rows_(w: Tensor, flat: Tensor, max_norm: float, norm_type: float) ->
 
     if not flat.numel():
         return
-    rows = tensor(np.unique(flat.numpy()), device=w.device)
+    if _core._tracing():
+        # the indices are values of this run: each picked row is scaled (a row picked twice
+        # gets the same scaled values twice)
+        rows = flat
+    else:
+        rows = tensor(np.unique(flat.numpy()), device=w.device)
     with no_grad():
         picked = _core.index_select(w, 0, rows, negative=False, op="embedding")
         if norm_type == float("inf"):

@@ -2069,7 +2069,11 @@ class _BatchNorm(Module):
         momentum = self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked += 1
-            if momentum is None:  # cumulative moving average
+            if momentum is None and _core._tracing():
+                # a cumulative average in a traced step: the count is a tensor the graph
+                # updates, so the factor is computed from it on every run
+                momentum = 1.0 / self.num_batches_tracked.astype("float64")
+            elif momentum is None:  # cumulative moving average
                 momentum = 1.0 / int(self.num_batches_tracked.item())
         update = not self.training or self.track_running_stats
         return F.batch_norm(

@@ -22,7 +22,10 @@ pub type Segment = Arc<dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync>;
 /// Runs `segment(args)` so that only `args` (and what the segment reads from outside) are
 /// kept for backward; the segment is rerun there.
 pub fn checkpoint(segment: Segment, args: &[Tensor]) -> Result<Vec<Tensor>> {
-    if !is_recording_any() {
+    // inside a trace the segment's ops are graph nodes like any others, differentiated by
+    // the graph gradient pass (recomputation there is the mirror pass's): the tape's op, with
+    // outputs detached from the trace, would leave everything before it without a gradient
+    if !is_recording_any() || crate::graph::is_tracing() {
         return segment(args);
     }
     let versions: Vec<u64> = args.iter().map(|a| a.storage().version()).collect();

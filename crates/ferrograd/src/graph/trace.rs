@@ -194,12 +194,21 @@ impl Tracer {
                 return Some(n);
             }
         }
-        self.by_storage
-            .get(&storage_key(t))?
+        let nodes = self.by_storage.get(&storage_key(t))?;
+        let latest = nodes
             .iter()
             .rev()
             .copied()
-            .find(|&n| self.layout_is(n, t))
+            .find(|&n| self.layout_is(n, t))?;
+        // views of the same layout (a reshape to the same shape, `x[:]`) hold the same data
+        // but only some of the tensor's uses read through them: the handle is the first node
+        // with this data (the argument, capture or in-place write the views came from), or a
+        // gradient taken for it would miss every other use
+        let version = self.versions[latest];
+        nodes
+            .iter()
+            .copied()
+            .find(|&n| self.versions[n] == version && self.layout_is(n, t))
     }
 
     /// Refuses node `n` if its value's storage was written in place after it was made.
@@ -421,9 +430,11 @@ pub fn begin(inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         .map(|(i, t)| {
             // (sharing the argument's `.grad`: the function reads and sets the caller's)
             let h = t.snapshot();
+            // (a tensor passed twice is the first argument it was passed as)
             tracer
                 .input_storage
-                .insert(Arc::as_ptr(t.storage()) as usize, i);
+                .entry(Arc::as_ptr(t.storage()) as usize)
+                .or_insert(i);
             tracer.push(NodeKind::Input(i), &h);
             h
         })
@@ -646,7 +657,13 @@ pub fn check_read(t: &Tensor, what: &str) -> Result<()> {
         return Ok(());
     }
     let made_by = with_tracer(|tr| match trace_ref(t) {
-        Some((id, n)) if id == tr.id => Some(tr.graph.nodes[n].name().to_string()),
+        Some((id, mut n)) if id == tr.id => {
+            // a detached handle's value was made by the op it detaches
+            while let NodeKind::Detach(x) = tr.graph.nodes[n].kind {
+                n = x;
+            }
+            Some(tr.graph.nodes[n].name().to_string())
+        }
         _ => None,
     })
     .flatten();
