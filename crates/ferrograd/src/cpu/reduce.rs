@@ -97,7 +97,9 @@ fn fold<T: Copy + Send + Sync + crate::storage::pool::Pooled>(
             let rows = Layout::new(&[a * b, c], &[c as isize, 1], l.offset());
             let partial = fold_by_shape(x, &rows, &[1], init, &f, run_sum)?;
             let cols = Layout::new(&[a, b], &[b as isize, 1], 0);
-            return fold_by_shape(&partial, &cols, &[0], init, &f, None);
+            let out = fold_by_shape(&partial, &cols, &[0], init, &f, None);
+            crate::storage::pool::keep(partial);
+            return out;
         }
     }
     fold_by_shape(x, l, axes, init, f, run_sum)
