@@ -1,0 +1,63 @@
+"""What porting torchvision's classic models (MobileNet, EfficientNet, DenseNet, ShuffleNet,
+GoogLeNet, ViT, ...) by renaming ``torch`` to ``ferrograd`` ran into: in-place activations
+whose gradient keeps their input (EfficientNet's ``SiLU(inplace=True)``) inside ``fg.trace``,
+``Tensor.bernoulli_`` (stochastic depth) inside a traced step and its argument checks, and
+``torch.fx`` / ``torch.onnx`` reached as attributes by model files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+PYTHON_DIR = str(Path(__file__).resolve().parents[1] / "python")
+
+
+def _drop_path(lib, x, p):
+    """torchvision's stochastic_depth in "row" mode, as its source writes it."""
+    survival = 1.0 - p
+    noise = lib.empty([x.shape[0]] + [1] * (x.ndim - 1), dtype=x.dtype)
+    noise = noise.bernoulli_(survival)
+    noise.div_(survival)
+    return x * noise
+
+
+def test_stochastic_depth_draws_a_fresh_mask_on_every_traced_call():
+    # bernoulli_ drew from a numpy stream, which fg.trace refuses (TraceError)
+    x = fg.ones(400, 2, dtype=fg.float64)
+
+    def step(x):
+        return _drop_path(fg, x, 0.25)
+
+    traced = fg.trace(step)
+    fg.manual_seed(3)
+    eager_draws = [step(x).numpy() for _ in range(3)]
+    fg.manual_seed(3)
+    traced_draws = [traced(x).numpy() for _ in range(3)]
+    for e, t in zip(eager_draws, traced_draws):
+        np.testing.assert_array_equal(t, e)  # the eager draws, replayed by the graph
+        assert set(np.unique(t).round(6)) == {0.0, round(1 / 0.75, 6)}
+        assert (t == t[:, :1]).all()  # one draw per row
+        assert 0.15 < (t[:, 0] == 0).mean() < 0.35
+    assert not np.array_equal(traced_draws[0], traced_draws[1])
+
+
+def test_bernoulli_inplace_checks_p_and_takes_a_tensor_p_as_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, fg):
+        for bad in (1.5, -0.1, float("nan")):
+            with pytest.raises(RuntimeError, match="bernoulli_"):
+                lib.zeros(3).bernoulli_(bad)
+        with pytest.raises(RuntimeError):
+            lib.zeros(2, 3).bernoulli_(lib.ones(4))  # p does not broadcast to (2, 3)
+        rows = lib.zeros(2, 3).bernoulli_(lib.tensor([[0.0], [1.0]]))
+        np.testing.assert_array_equal(np.asarray(rows.tolist()), [[0, 0, 0], [1, 1, 1]])
+        ints = lib.zeros(2, 3, dtype=lib.int64).bernoulli_(1.0)
+        assert str(ints.dtype).endswith("int64") and ints.tolist() == [[1, 1, 1]] * 2
+    with pytest.raises(TypeError, match="bernoulli_"):
+        fg.zeros(3).bernoulli_("0.5")
+    fg.manual_seed(0)
+    draws = fg.zeros(20000, dtype=fg.float64).bernoulli_(0.3).numpy()
+    assert set(np.unique(draws)) == {0.0, 1.0} and abs(draws.mean() - 0.3) < 0.02
