@@ -6,6 +6,8 @@ whose gradient keeps their input (EfficientNet's ``SiLU(inplace=True)``) inside 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import ferrograd as fg
@@ -61,3 +63,22 @@ def test_bernoulli_inplace_checks_p_and_takes_a_tensor_p_as_torch():
     fg.manual_seed(0)
     draws = fg.zeros(20000, dtype=fg.float64).bernoulli_(0.3).numpy()
     assert set(np.unique(draws)) == {0.0, 1.0} and abs(draws.mean() - 0.3) < 0.02
+
+
+def test_fx_and_onnx_are_reached_as_attributes_of_the_package():
+    # torchvision's model files call torch.fx.wrap(...) at import and
+    # torch.onnx.is_in_onnx_export() in forward, after only `import torch`
+    code = (
+        "import ferrograd as fg\n"
+        "assert fg.fx.wrap('pad') == 'pad'\n"
+        "assert fg.onnx.is_in_onnx_export() is False\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        env={"PYTHONPATH": PYTHON_DIR, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
