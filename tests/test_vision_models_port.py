@@ -82,3 +82,41 @@ def test_fx_and_onnx_are_reached_as_attributes_of_the_package():
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("ReLU6", ()),
+        ("Hardswish", ()),
+        ("Hardsigmoid", ()),
+        ("SELU", ()),
+        ("CELU", (0.7,)),
+        ("Mish", ()),
+        ("Threshold", (0.1, -2.0)),
+    ],
+)
+def test_inplace_activation_layers_write_their_input_as_torch(name, args):
+    # MobileNet's ReLU6(inplace=True) and Hardswish(inplace=True) returned a new tensor
+    # and left the input as it was; F.selu(x, inplace=True) left elu(x) in x
+    torch = pytest.importorskip("torch")
+    base = np.array([-4.0, -3.0, -1.0, 0.05, 0.5, 2.0, 3.0, 7.0])
+    seen = {}
+    for lib in (torch, fg):
+        w = lib.tensor(base, dtype=lib.float64, requires_grad=True)
+        h = w * 1.5
+        out = getattr(lib.nn, name)(*args, inplace=True)(h)
+        assert out is h
+        (out * out).sum().backward()
+        seen[lib] = (h.detach().numpy().copy(), w.grad.numpy().copy())
+        with pytest.raises(RuntimeError):  # a leaf that requires grad is refused
+            getattr(lib.nn, name)(*args, inplace=True)(lib.tensor(base, requires_grad=True))
+    np.testing.assert_allclose(seen[fg][0], seen[torch][0], rtol=1e-12)
+    # PyTorch's hardsigmoid and celu backward round their constants (1/6, 1/alpha) to
+    # float32 even for float64 tensors: ferrograd's exact gradient differs by ~1e-8
+    np.testing.assert_allclose(seen[fg][1], seen[torch][1], rtol=1e-7)
+    x = fg.tensor(base)
+    assert fg.nn.functional.selu(x, inplace=True) is x
+    np.testing.assert_allclose(
+        x.numpy(), torch.nn.functional.selu(torch.tensor(base)).numpy(), rtol=1e-12
+    )
