@@ -1,8 +1,9 @@
 """What porting torchvision's classic models (MobileNet, EfficientNet, DenseNet, ShuffleNet,
-GoogLeNet, ViT, ...) by renaming ``torch`` to ``ferrograd`` ran into: in-place activations
-whose gradient keeps their input (EfficientNet's ``SiLU(inplace=True)``) inside ``fg.trace``,
-``Tensor.bernoulli_`` (stochastic depth) inside a traced step and its argument checks, and
-``torch.fx`` / ``torch.onnx`` reached as attributes by model files."""
+GoogLeNet, ViT, ...) by renaming ``torch`` to ``ferrograd`` ran into: in-place activation
+layers that ignored ``inplace=True``, in-place ops whose gradient keeps their input
+(EfficientNet's ``SiLU(inplace=True)``) inside ``fg.trace``, ``Tensor.bernoulli_``
+(stochastic depth) inside a traced step and its argument checks, and ``torch.fx`` /
+``torch.onnx`` reached as attributes by model files."""
 
 from __future__ import annotations
 
@@ -15,6 +16,147 @@ import numpy as np
 import pytest
 
 PYTHON_DIR = str(Path(__file__).resolve().parents[1] / "python")
+
+
+def _mbconv(lib):
+    """A float64 EfficientNet block written as torchvision writes it (SiLU in place,
+    squeeze-excitation, depthwise conv), for ``lib`` = torch or ferrograd."""
+    nn = lib.nn
+
+    class SqueezeExcitation(nn.Module):
+        def __init__(self, c: int, sq: int) -> None:
+            super().__init__()
+            self.avgpool = nn.AdaptiveAvgPool2d(1)
+            self.fc1 = nn.Conv2d(c, sq, 1)
+            self.fc2 = nn.Conv2d(sq, c, 1)
+            self.activation = nn.SiLU(inplace=True)
+            self.scale_activation = nn.Sigmoid()
+
+        def forward(self, x):
+            s = self.scale_activation(self.fc2(self.activation(self.fc1(self.avgpool(x)))))
+            return s * x
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = nn.Sequential(
+                nn.Conv2d(4, 8, 1, bias=False),
+                nn.BatchNorm2d(8),
+                nn.SiLU(inplace=True),
+                nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False),
+                nn.BatchNorm2d(8),
+                nn.SiLU(inplace=True),
+                SqueezeExcitation(8, 2),
+                nn.Conv2d(8, 4, 1, bias=False),
+                nn.BatchNorm2d(4),
+            )
+            self.head = nn.Linear(4, 3)
+
+        def forward(self, x):
+            r = self.block(x)
+            r += x
+            return self.head(lib.flatten(nn.functional.adaptive_avg_pool2d(r, 1), 1))
+
+    return Block().double()
+
+
+def _copy_weights(src, dst) -> None:
+    dst.load_state_dict(
+        {k: fg.tensor(v.detach().numpy().copy()) for k, v in src.state_dict().items()}
+    )
+
+
+def _sgd_step(lib, model, opt):
+    def step(x, y):
+        loss = lib.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def test_an_inplace_silu_block_trains_the_same_traced_eager_and_in_torch():
+    # SiLU(inplace=True)'s gradient keeps its input; inside fg.trace the copy it computes
+    # from was the written tensor's own node, so the traced step raised TraceError
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    tm = _mbconv(torch)
+    eager, traced = _mbconv(fg), _mbconv(fg)
+    _copy_weights(tm, eager)
+    _copy_weights(tm, traced)
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((3, 4, 6, 6)), np.array([0, 2, 1])
+    topt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9)
+    eopt = fg.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
+    popt = fg.optim.SGD(traced.parameters(), lr=0.1, momentum=0.9)
+    tstep, estep = _sgd_step(torch, tm, topt), _sgd_step(fg, eager, eopt)
+    pstep = fg.trace(_sgd_step(fg, traced, popt))
+    for _ in range(3):
+        lt = tstep(torch.tensor(x), torch.tensor(y)).item()
+        le = estep(fg.tensor(x), fg.tensor(y)).item()
+        lp = pstep(fg.tensor(x), fg.tensor(y)).item()
+        np.testing.assert_allclose([le, lp], [lt, lt], rtol=1e-10)
+    es, ps = eager.state_dict(), traced.state_dict()
+    for k, v in tm.state_dict().items():
+        np.testing.assert_allclose(es[k].numpy(), v.numpy(), rtol=1e-8, atol=1e-12, err_msg=k)
+        np.testing.assert_allclose(ps[k].numpy(), v.numpy(), rtol=1e-8, atol=1e-12, err_msg=k)
+
+
+def _imul(h, v):
+    h *= v
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda h, v: h.sin_(),
+        lambda h, v: h.pow_(3),
+        lambda h, v: h.mul_(h),
+        _imul,
+        lambda h, v: fg.nn.functional.silu(h, inplace=True),
+        lambda h, v: fg.nn.functional.hardswish(h, inplace=True),
+    ],
+    ids=["sin_", "pow_", "mul_self", "imul", "silu_inplace", "hardswish_inplace"],
+)
+def test_inplace_ops_whose_gradient_keeps_the_input_trace_like_eager(write):
+    # inside fg.trace the value such a rule saved was the written tensor's own node: the
+    # traced backward raised TraceError (read after an in-place write)
+    rng = np.random.default_rng(1)
+    w = fg.nn.Parameter(fg.tensor(rng.standard_normal((2, 3))))
+    v = fg.nn.Parameter(fg.tensor(rng.standard_normal((2, 3))))
+
+    def grads():
+        w.grad = v.grad = None
+        h = w * 1.5
+        write(h, v)
+        (h * h).sum().backward()
+        return w.grad.clone(), (v.grad if v.grad is not None else fg.zeros(2, 3)).clone()
+
+    eager = [g.numpy() for g in grads()]
+    traced = fg.trace(grads)
+    for _ in range(2):
+        for got, want in zip(traced(), eager):
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    # and the eager gradients are the derivatives (central differences, float64)
+    for p, g in zip((w, v), eager):
+        base, eps, fd = p.numpy().copy(), 1e-6, np.zeros((2, 3))
+
+        def value(a, p=p):
+            with fg.no_grad():
+                ws = fg.tensor(a) if p is w else w.detach()
+                vs = fg.tensor(a) if p is v else v.detach()
+                h = ws * 1.5
+                write(h, vs)
+                return float((h * h).sum().item())
+
+        for i in np.ndindex(2, 3):
+            up, down = base.copy(), base.copy()
+            up[i] += eps
+            down[i] -= eps
+            fd[i] = (value(up) - value(down)) / (2 * eps)
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
 
 
 def _drop_path(lib, x, p):
