@@ -262,3 +262,37 @@ def test_inplace_activation_layers_write_their_input_as_torch(name, args):
     np.testing.assert_allclose(
         x.numpy(), torch.nn.functional.selu(torch.tensor(base)).numpy(), rtol=1e-12
     )
+
+
+def test_a_product_reading_an_inplace_silu_output_traces_in_a_long_step():
+    # the value silu_ wrote was the node of silu's own result, which the trace released
+    # (silu's rule keeps only its input); a squeeze-excitation product reading it after a
+    # release sweep raised TraceError in the traced backward
+    fg.manual_seed(0)
+    nn, F = fg.nn, fg.nn.functional
+    convs = [nn.Conv2d(8, 8, 1, bias=False).double() for _ in range(4)]
+    bns = [nn.BatchNorm2d(8).double() for _ in range(2)]
+    fc1, fc2 = nn.Conv2d(8, 2, 1).double(), nn.Conv2d(2, 8, 1).double()
+    params = [p for m in (*convs, *bns, fc1, fc2) for p in m.parameters()]
+
+    def step(x):
+        for p in params:
+            p.grad = None
+        h = x
+        for i in range(2):
+            a = F.silu(bns[i](convs[2 * i](h)), inplace=True)
+            s = fc2(F.silu(fc1(a.mean((2, 3), keepdim=True)), inplace=True)).sigmoid()
+            r = convs[2 * i + 1](s * a)
+            r += h
+            h = r
+        (h**2).sum().backward()
+        return [p.grad.clone() for p in params]
+
+    x = fg.tensor(np.random.default_rng(0).standard_normal((2, 8, 4, 4)))
+    for b in bns:
+        b.eval()  # running statistics left alone: every call sees the same model
+    eager = [g.numpy() for g in step(x)]
+    traced = fg.trace(step)
+    for _ in range(2):
+        for got, want in zip(traced(x), eager):
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-10, atol=1e-12)
