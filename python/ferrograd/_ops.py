@@ -616,9 +616,30 @@ def _normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: An
     return self
 
 
-def _bernoulli_(self: Tensor, p: float = 0.5, *, generator: Any = None) -> Tensor:
-    u = _rng_for("bernoulli_", generator, self.device).random(self.shape) < p
-    self.copy_(_from_numpy(u, self.dtype.name, self.device))
+def _bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:
+    """Fills ``self`` in place with 1 with probability ``p`` (a number, or a tensor
+    broadcast to ``self``'s shape), else 0. Drawn as :func:`bernoulli` draws, so with the
+    global generator it also runs inside ``fg.trace`` (a fresh draw on every call, as the
+    stochastic-depth masks of a traced training step need)."""
+    if isinstance(p, Tensor):
+        try:
+            probs = p.broadcast_to(self.shape)
+        except ValueError:
+            raise ShapeError(
+                f"bernoulli_: p of shape {list(p.shape)} does not broadcast to the tensor's "
+                f"shape {list(self.shape)}"
+            ) from None
+        wide = p.dtype.name if p.dtype.name in ("float32", "float64") else "float64"
+        out = bernoulli(probs.astype(wide), generator=generator)
+    else:
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
+            raise TypeError(f"bernoulli_: p must be a number or a Tensor, got {p!r}")
+        if not 0.0 <= float(p) <= 1.0:
+            from .nn._errors import ArgumentRuntimeError
+
+            raise ArgumentRuntimeError(f"bernoulli_: p must lie in [0, 1], got p={float(p)}")
+        out = bernoulli(self, float(p), generator=generator)
+    self.copy_(out)
     return self
 
 

@@ -122,6 +122,14 @@ fn binary_op(op: &str) -> Option<ferrograd::op::BinaryOp> {
     })
 }
 
+/// Whether a trace is recording ops whose gradients its graph may take (no tape records
+/// inside a trace, so `is_recorded` says nothing there): an in-place write must then leave
+/// the value a grad rule saved as it was, computing from a copy (an ordinary traced op,
+/// gradients flowing through it).
+fn traced_with_grad() -> bool {
+    ferrograd::graph::is_tracing() && ferrograd::autograd::grad_enabled()
+}
+
 impl PyTensor {
     fn inplace(&self, py: Python<'_>, op: &str, o: &Bound<'_, PyAny>, f: Binary) -> PyResult<()> {
         let x = self.t();
@@ -138,12 +146,23 @@ impl PyTensor {
         // tracked: `buf *= w`), so a rule that saves it keeps the value before the write; so
         // is an operand over the same storage (`y *= y`, `y *= y[::-1]`), which the write
         // would change as well (the same fork when it is the destination itself)
+        let traced = traced_with_grad();
         let tracked = x.is_recorded() || y.is_recorded();
-        let src = if tracked { x.fork().py()? } else { x.clone() };
+        let src = if tracked {
+            x.fork().py()?
+        } else if traced {
+            x.copy().py()?
+        } else {
+            x.clone()
+        };
         let y = if y.same(&x) {
             src.clone()
         } else if Arc::ptr_eq(y.storage(), x.storage()) {
-            y.fork().py()?
+            if traced {
+                y.copy().py()?
+            } else {
+                y.fork().py()?
+            }
         } else {
             y
         };
@@ -1528,14 +1547,16 @@ impl PyTensor {
     }
 
     /// What an in-place op computes from before writing its result here: a copy carrying
-    /// this tensor's tape state when a tape records the write (so a grad rule that saves its
-    /// input keeps the value before the write), this tensor itself otherwise. The one rule
-    /// for every in-place spelling composed in Python (`x.sin_()`, `F.silu(x, inplace=True)`);
-    /// the binary ones (`x += y`) apply it here.
+    /// this tensor's tape state when a tape records the write, a traced copy when a trace
+    /// may differentiate it (so a grad rule that saves its input keeps the value before the
+    /// write), this tensor itself otherwise. The one rule for every in-place spelling composed in Python
+    /// (`x.sin_()`, `F.silu(x, inplace=True)`); the binary ones (`x += y`) apply it here.
     fn _write_source(&self) -> PyResult<PyTensor> {
         let x = self.t();
         Ok(PyTensor::from(if x.is_recorded() {
             x.fork().py()?
+        } else if traced_with_grad() {
+            x.copy().py()?
         } else {
             x
         }))

@@ -131,7 +131,7 @@ def _simple(name: str, fn: Any, fields: tuple[tuple[str, Any], ...] = ()) -> typ
         _set_fields(self, name, fields, args, kwargs)
 
     def forward(self: Module, *xs: Tensor) -> Tensor:
-        return fn(*xs, **{k: getattr(self, k) for k, _ in fields if k != "inplace"})
+        return fn(*xs, **{k: getattr(self, k) for k, _ in fields})
 
     def extra_repr(self: Module) -> str:
         return ", ".join(f"{k}={getattr(self, k)!r}" for k, _ in fields)

@@ -245,8 +245,12 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``scale * elu(x, alpha)`` with SELU's constants; ``inplace`` writes that into ``input``
+    (not the intermediate ``elu``) and returns it."""
     scale, alpha = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
-    return scale * elu(input, alpha, inplace)
+    x = _t("selu", "input", input)
+    out = scale * elu(x, alpha)
+    return _write_into(x, out) if inplace else out
 
 
 def hardtanh(
@@ -1468,21 +1472,36 @@ def softmin(input: Tensor, dim: int = -1, _stacklevel: int = 3, dtype: Any = Non
     return softmax(-_float("softmin", "input", input), dim)
 
 
+def _write_into(input: Tensor, out: Tensor) -> Tensor:
+    """An activation's ``inplace=True``: ``out`` written into ``input``, which is returned
+    (as PyTorch's in-place activations return the tensor they were given)."""
+    input.copy_(out)
+    return input
+
+
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """``relu6(x + 3) / 6``."""
-    return relu6(_float("hardsigmoid", "input", input) + 3.0) / 6.0
+    x = _float("hardsigmoid", "input", input)
+    out = relu6(x + 3.0) / 6.0
+    return _write_into(x, out) if inplace else out
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
-    """``x * relu6(x + 3) / 6``."""
+    """``x * relu6(x + 3) / 6``. In place, it computes from a copy of ``x`` where a tape
+    records (the product's gradient keeps ``x``, which the write changes)."""
     x = _float("hardswish", "input", input)
-    return x * relu6(x + 3.0) / 6.0
+    src = x._write_source() if inplace else x
+    out = src * relu6(src + 3.0) / 6.0
+    return _write_into(x, out) if inplace else out
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
-    """``x * tanh(softplus(x))``."""
+    """``x * tanh(softplus(x))`` (in place: computed from a copy of ``x``, as
+    :func:`hardswish`)."""
     x = _float("mish", "input", input)
-    return x * softplus(x).tanh()
+    src = x._write_source() if inplace else x
+    out = src * softplus(src).tanh()
+    return _write_into(x, out) if inplace else out
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
@@ -1491,7 +1510,8 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0")
     # alpha elu(x / alpha) for x <= 0 (gradient 1 at 0, as PyTorch's), x itself above
-    return _core.where(x > 0, x, alpha * elu(x / alpha))
+    out = _core.where(x > 0, x, alpha * elu(x / alpha))
+    return _write_into(x, out) if inplace else out
 
 
 def softsign(input: Tensor) -> Tensor:
@@ -2264,7 +2284,8 @@ __all__ += ["affine_grid", "grid_sample"]
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``input`` where it is above ``threshold``, else ``value``."""
     x = _float("threshold", "input", input)
-    return _core.where(x > threshold, x, x * 0.0 + value)
+    out = _core.where(x > threshold, x, x * 0.0 + value)
+    return _write_into(x, out) if inplace else out
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:

@@ -236,6 +236,16 @@ impl Tensor {
     /// The same values and tape state over a storage of its own: the operand an in-place op
     /// computes from, so rules that save it are not invalidated by the op's own write.
     pub fn fork(&self) -> Result<Tensor> {
+        if crate::graph::trace::is_tracing() {
+            // The trace must see a copy node of its own, which gradients flow through to
+            // this tensor's node: were the fork tagged with this tensor's node, the rule that
+            // saves it would read that node after the in-place write changed it.
+            let data = self.copy()?;
+            let node = data.0.meta().trace;
+            let next = data.continued_as(self);
+            next.0.meta().trace = node;
+            return Ok(next);
+        }
         let data = {
             let _g = no_grad();
             self.detach().copy()?

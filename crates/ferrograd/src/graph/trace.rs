@@ -585,7 +585,14 @@ pub(crate) fn on_update(op: &str, dst: &Tensor, result: &Tensor) -> Result<()> {
                     dst.shape()
                 ),
             }),
-            false => Ok(()),
+            false => {
+                // `dst` now stands for `node`, whose value is `result`'s own handle: keep it,
+                // since a rule of a later op that reads `dst` reads that value (released once
+                // nothing else held it, a `silu_` whose rule keeps only its input left the
+                // next op's gradient without it)
+                tr.saved[node] = true;
+                Ok(())
+            }
         }
     })
     .unwrap_or(Ok(()))
