@@ -778,6 +778,12 @@ class RNNBase(Module):
         return
 
     @property
+    def _flat_weights(self) -> list[Any]:
+        """The weights in PyTorch's flat order, as they are now (a pruned weight is the
+        masked tensor, no longer a Parameter)."""
+        return [getattr(self, n, None) for n in self._flat_weights_names]
+
+    @property
     def all_weights(self) -> list[list[Parameter]]:
         """The parameters of each layer and direction, in PyTorch's order."""
         return [[getattr(self, n) for n in names] for names in self._all_weights]

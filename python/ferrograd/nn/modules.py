@@ -92,6 +92,10 @@ def _rebuild_parameter(data: Any, dtype: str, device: str, requires_grad: bool) 
 
 
 _INTERNAL = {"training", "_buffer_names", "_modules", "_parameters", "_null_params"}
+# the hook tables a module keeps in its __dict__ (see _register_hook)
+_HOOK_STORES = frozenset(
+    {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"}
+)
 
 
 class _ParametersView(MutableMapping):
@@ -633,6 +637,10 @@ class Module:
             return _ParametersView(self)
         if name == "_buffers":
             return _BuffersView(self)
+        if name in _HOOK_STORES:
+            # created on first use; reading it (PyTorch's module._forward_pre_hooks) makes
+            # the empty table that later registrations fill
+            return d.setdefault(name, {})
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     # -------------------------------------------------------------------- registration

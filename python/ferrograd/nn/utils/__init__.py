@@ -2,7 +2,7 @@
 (:mod:`.convert_parameters`), batch-norm fusion (:mod:`.fusion`), the deprecated
 ``functional_call`` (:mod:`.stateless`), :mod:`.rnn` (padding and packing sequences),
 :mod:`.parametrize` and :mod:`.parametrizations` (weight and spectral norm as
-parametrizations)."""
+parametrizations), :mod:`.prune` (masking parameters)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 from ... import _core
 from ..._core import Tensor
 from ...autodiff import no_grad
-from . import convert_parameters, fusion, parametrizations, parametrize, rnn, stateless
+from . import convert_parameters, fusion, parametrizations, parametrize, prune, rnn, stateless
 from ._norms import *
 from ._norms import __all__ as _norms_all
 from .convert_parameters import parameters_to_vector, vector_to_parameters
@@ -29,6 +29,7 @@ __all__ = [  # noqa: PLE0604
     "parameters_to_vector",
     "parametrizations",
     "parametrize",
+    "prune",
     "rnn",
     "stateless",
     "vector_to_parameters",
