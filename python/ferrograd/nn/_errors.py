@@ -30,3 +30,8 @@ class IndexValueError(IndexError, ShapeError):  # type: ignore[misc]
 class UnsupportedValueError(NotImplementedError, ValueError):
     """An argument combination PyTorch has not implemented (``NotImplementedError``);
     ferrograd's older ``ValueError`` still catches it."""
+
+
+class ShapeAssertionError(ShapeError, AssertionError):  # type: ignore[misc]
+    """A shape PyTorch refuses with an ``assert`` (``AssertionError``: the inputs and masks
+    of ``MultiheadAttention``); ferrograd's older ``ShapeError`` still catches it."""

@@ -16,7 +16,7 @@ from .._core import ShapeError, Tensor
 from .._tensor import _dtype_name, default_float, tensor
 from ..random import _numpy_rng
 from . import functional as F
-from ._errors import ArgumentAssertionError
+from ._errors import ArgumentAssertionError, ShapeAssertionError
 from .modules import Linear, Module, Parameter, _count, _filled_param, _uniform_param
 
 __all__ = ["MultiheadAttention", "SDPBackend", "sdpa_kernel"]
@@ -184,11 +184,17 @@ class MultiheadAttention(Module):
                 raise TypeError(
                     f"MultiheadAttention: {name} must be a Tensor, got {type(t).__name__}"
                 )
-        if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
-            raise ShapeError(
-                f"MultiheadAttention: query, key and value must all be 3-D (batched) or all "
-                f"2-D (unbatched), got shapes {list(query.shape)}, {list(key.shape)}, "
-                f"{list(value.shape)}"
+        if query.ndim not in (2, 3):
+            raise ShapeAssertionError(
+                "MultiheadAttention: query should be unbatched 2D or batched 3D tensor but "
+                f"received {query.ndim}-D query tensor (shape {list(query.shape)})"
+            )
+        if key.ndim != query.ndim or value.ndim != query.ndim:
+            kind = "batched (3-D)" if query.ndim == 3 else "unbatched (2-D)"
+            raise ShapeAssertionError(
+                f"MultiheadAttention: for {kind} `query`, expected `key` and `value` to be "
+                f"{query.ndim}-D but found {key.ndim}-D and {value.ndim}-D tensors "
+                f"respectively (shapes {list(key.shape)} and {list(value.shape)})"
             )
         for name, t, size in (
             ("query", query, self.embed_dim),
@@ -207,10 +213,11 @@ class MultiheadAttention(Module):
             )
         batched = query.ndim == 3
         if kpm is not None and kpm.ndim != (2 if batched else 1):
-            raise ShapeError(
-                f"MultiheadAttention: key_padding_mask must be "
-                f"{'(N, S)' if batched else '(S,)'} for "
-                f"{'batched' if batched else 'unbatched'} input, got {list(kpm.shape)}"
+            raise ShapeAssertionError(
+                f"MultiheadAttention: expected `key_padding_mask` to be `None` or "
+                f"{'2-D (N, S)' if batched else '1-D (S,)'} for "
+                f"{'batched' if batched else 'unbatched'} input but found {kpm.ndim}-D tensor "
+                f"instead (shape {list(kpm.shape)})"
             )
         return batched
 
@@ -236,10 +243,25 @@ class MultiheadAttention(Module):
         elif self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         L, N, E = query.shape
-        S = key.shape[0]
         h, d = self.num_heads, self.head_dim
+        # F.multi_head_attention_forward's static_k / static_v: keys and values already
+        # projected and split into heads, (N * num_heads, S, head_dim), used as they are
+        static_k = getattr(self, "_static_k", None)
+        static_v = getattr(self, "_static_v", None)
+        for name, st in (("static_k", static_k), ("static_v", static_v)):
+            if st is not None and (st.ndim != 3 or st.shape[0] != N * h or st.shape[2] != d):
+                raise ShapeAssertionError(
+                    f"multi_head_attention_forward: expected {name} of shape "
+                    f"[{N * h}, S, {d}] (batch * num_heads, S, head_dim), got {list(st.shape)}"
+                )
+        S = static_k.shape[1] if static_k is not None else key.shape[0]
+        if static_v is not None and static_v.shape[1] != S:
+            raise ShapeAssertionError(
+                f"multi_head_attention_forward: static_v has {static_v.shape[1]} keys, the "
+                f"keys have {S}"
+            )
         if kpm is not None and tuple(kpm.shape) != (N, S):
-            raise ShapeError(
+            raise ShapeAssertionError(
                 f"MultiheadAttention: key_padding_mask must have shape {[N, S]}, got "
                 f"{list(kpm.shape)}"
             )
@@ -255,7 +277,7 @@ class MultiheadAttention(Module):
             mask = _float_mask("attn_mask", attn_mask, query)
             want = (L, S) if mask.ndim == 2 else (N * h, L, S)
             if mask.ndim not in (2, 3) or tuple(mask.shape) != want:
-                raise ShapeError(
+                raise ShapeAssertionError(
                     f"MultiheadAttention: attn_mask must have shape {[L, S]} or "
                     f"{[N * h, L, S]}, got {list(mask.shape)}"
                 )
@@ -267,16 +289,16 @@ class MultiheadAttention(Module):
         bq, bk, bv = (b[:E], b[E : 2 * E], b[2 * E :]) if b is not None else (None,) * 3
         wq, wk, wv = self._projections()
         q = F.linear(query, wq, bq)
-        k = F.linear(key, wk, bk)
-        v = F.linear(value, wv, bv)
+        k = F.linear(key, wk, bk) if static_k is None else None
+        v = F.linear(value, wv, bv) if static_v is None else None
         if self.bias_k is not None and self.bias_v is not None:
             k = _core.concat([k, self.bias_k.broadcast_to(1, N, E)], 0)
             v = _core.concat([v, self.bias_v.broadcast_to(1, N, E)], 0)
             mask, kpm = _pad_last(mask), _pad_last(kpm)
         # (n, N, E) -> (N * h, n, d), batch and head merged as PyTorch's
         q = q.reshape(L, N * h, d).transpose(0, 1)
-        k = k.reshape(k.shape[0], N * h, d).transpose(0, 1)
-        v = v.reshape(v.shape[0], N * h, d).transpose(0, 1)
+        k = k.reshape(k.shape[0], N * h, d).transpose(0, 1) if k is not None else static_k
+        v = v.reshape(v.shape[0], N * h, d).transpose(0, 1) if v is not None else static_v
         if self.add_zero_attn:
             zeros = _core.zeros((N * h, 1, d), dtype=k.dtype.name, device=k.device)
             k = _core.concat([k, zeros], 1)
@@ -357,8 +379,10 @@ def multi_head_attention_forward(
     with its weights given as arguments (inputs ``(L, N, E)`` or unbatched ``(L, E)``);
     returns ``(output, weights)``."""
     op = "multi_head_attention_forward"
-    if static_k is not None or static_v is not None:
-        raise NotImplementedError(f"{op}: static_k and static_v are not supported")
+    if (static_k is not None or static_v is not None) and (
+        bias_k is not None or bias_v is not None
+    ):
+        raise ArgumentAssertionError(f"{op}: bias cannot be added to static key or value.")
     if not isinstance(query, Tensor) or query.shape[-1] != embed_dim_to_check:
         got = list(query.shape) if isinstance(query, Tensor) else type(query).__name__
         raise ShapeError(
@@ -391,6 +415,7 @@ def multi_head_attention_forward(
         a.in_proj_weight, a.kdim, a.vdim = in_proj_weight, e, e
     a.in_proj_bias = in_proj_bias
     a.bias_k, a.bias_v = bias_k, bias_v
+    a._static_k, a._static_v = static_k, static_v
     a.add_zero_attn = bool(add_zero_attn)
     a.dropout, a.training, a.batch_first = float(dropout_p), bool(training), False
     a.out_proj = _AttentionArguments._Out(out_proj_weight, out_proj_bias)
