@@ -9,9 +9,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._core import Tensor
+from .._core import ShapeError, Tensor
 from .._tensor import default_float, tensor
 from . import functional as F
+from ._errors import ArgumentRuntimeError
 from .modules import Dropout, LayerNorm, Linear, Module, ModuleList, MultiheadAttention
 
 __all__ = [
@@ -30,7 +31,9 @@ def _activation(activation: Any) -> Callable[[Tensor], Tensor]:
         return F.relu
     if activation == "gelu":
         return F.gelu
-    raise ValueError(f"activation must be 'relu', 'gelu' or a callable, got {activation!r}")
+    raise ArgumentRuntimeError(
+        f"activation should be 'relu', 'gelu' or a callable, got {activation!r}"
+    )
 
 
 def _build(
@@ -356,6 +359,17 @@ class Transformer(Module):
         tgt_is_causal: bool | None = None,
         memory_is_causal: bool = False,
     ) -> Tensor:
+        batch_axis = 0 if self.batch_first else 1
+        if src.dim() == 3 and tgt.dim() == 3 and src.shape[batch_axis] != tgt.shape[batch_axis]:
+            raise ShapeError(
+                f"Transformer: the batch number of src and tgt must be equal, got src "
+                f"{list(src.shape)} and tgt {list(tgt.shape)} (batch_first={self.batch_first})"
+            )
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise ShapeError(
+                f"Transformer: the feature number of src and tgt must be equal to d_model "
+                f"({self.d_model}), got src {list(src.shape)} and tgt {list(tgt.shape)}"
+            )
         memory = self.encoder(src, src_mask, src_key_padding_mask, src_is_causal)
         return self.decoder(
             tgt,
