@@ -1,0 +1,360 @@
+"""PyTorch's attention, transformer and pruning tests, ported: ``nn.utils.prune`` (masking a
+parameter through ``<name>_orig`` / ``<name>_mask`` and a forward pre-hook),
+``F.multi_head_attention_forward``'s ``static_k`` / ``static_v``, ``MultiheadAttention``'s
+shape errors (``AssertionError`` as PyTorch) and ``Transformer``'s input checks, each run
+against torch where torch is installed."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+from unittest import mock
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+LIBS = ["fg", "torch"]
+
+
+def _lib(name: str) -> Any:
+    if name == "torch":
+        torch = pytest.importorskip("torch")
+        pytest.importorskip("torch.nn.utils.prune")  # a submodule torch does not import
+
+        return torch
+    return fg
+
+
+def _np(t: Any) -> np.ndarray:
+    return t.detach().numpy()
+
+
+# ----------------------------------------------------------------------------- pruning
+
+
+def _by_hand_pruning(lib: Any) -> dict:
+    """Torch's by-hand pruning cases (test_pruning.py), results as numpy."""
+    prune, nn = lib.nn.utils.prune, lib.nn
+    out: dict = {}
+    m = nn.Linear(4, 2)
+    m.weight = nn.Parameter(lib.tensor([[1, 2, 3, 4], [-4, -3, -2, -1]], dtype=lib.float32))
+    prune.l1_unstructured(m, "weight", amount=2)
+    out["l1_once"] = _np(m.weight).copy()
+    prune.l1_unstructured(m, "weight", amount=2)
+    out["l1_twice"] = _np(m.weight).copy()
+    hook = next(iter(m._forward_pre_hooks.values()))
+    out["hook"] = (type(hook).__name__, len(hook), hook._tensor_name)
+    out["names"] = (
+        [n for n, _ in m.named_parameters()],
+        [n for n, _ in m.named_buffers()],
+        list(m.state_dict()),
+    )
+
+    m = nn.Linear(4, 2)
+    m.weight = nn.Parameter(lib.tensor([[1, 2, 3, 4], [-4, -3, -2, -1]], dtype=lib.float32))
+    scores = lib.tensor([[4, 2, 1, 3], [-3, -1, -2, -4]], dtype=lib.float32)
+    prune.l1_unstructured(m, "weight", amount=2, importance_scores=scores)
+    prune.l1_unstructured(m, "weight", amount=2, importance_scores=scores)
+    out["l1_scores"] = _np(m.weight).copy()
+
+    t = lib.tensor([[1, 2, 3, 4], [5, 6, 7, 8]]).to(dtype=lib.float32)
+    default = lib.tensor([[1, 1, 1, 0], [1, 1, 0, 1]])
+    c = prune.PruningContainer()
+    c._tensor_name = "test"
+    for method in (
+        prune.L1Unstructured(amount=2),
+        prune.LnStructured(amount=1, n=2, dim=0),
+        prune.LnStructured(amount=1, n=2, dim=1),
+    ):
+        method._tensor_name = "test"
+        c.add_pruning_method(method)
+        out[f"container{len(c)}"] = _np(c.compute_mask(t, default))
+    p = prune.L1Unstructured(amount=2)
+    out["prune"] = _np(p.prune(t, default))
+    other = lib.tensor([[1, 2, 3, 4], [1.5, 1.6, 1.7, 1.8]])
+    out["prune_scores"] = _np(p.prune(t, default, importance_scores=other))
+
+    m = nn.Conv2d(3, 1, 2)
+    m.weight.data = lib.tensor(
+        [[[[1.0, 2.0], [1.0, 2.5]], [[0.5, 1.0], [0.1, 0.1]], [[-3.0, -5.0], [0.1, -1.0]]]]
+    )
+    prune.ln_structured(m, "weight", amount=1, n=2, dim=1)
+    out["ln_dim1"] = _np(m.weight_mask).copy()
+    prune.ln_structured(m, "weight", amount=1, n=1, dim=-1)
+    out["ln_dim-1"] = _np(m.weight_mask).copy()
+    prune.ln_structured(m, "weight", amount=1, n=float("inf"), dim=2)
+    out["ln_inf"] = _np(m.weight_mask).copy()
+
+    m, n = nn.Linear(4, 2), nn.Linear(3, 1)
+    m.weight = nn.Parameter(lib.tensor([[1, 2, 3, 4], [-4, -3, -2, -1]], dtype=lib.float32))
+    n.weight = nn.Parameter(lib.tensor([[0, 0.1, -2]], dtype=lib.float32))
+    prune.global_unstructured(
+        ((m, "weight"), (n, "weight")), pruning_method=prune.L1Unstructured, amount=4
+    )
+    out["global"] = (_np(m.weight).copy(), _np(n.weight).copy())
+
+    mask = prune.CustomFromMask(mask=lib.tensor([[0, 1, 1, 0], [0, 0, 1, 1]])).compute_mask(
+        lib.rand(2, 4), lib.tensor([[0, 0, 0, 0], [1, 1, 1, 1]])
+    )
+    out["custom"] = _np(mask)
+    out["nparams"] = [
+        prune._compute_nparams_toprune(a, s)
+        for a, s in ((0, 15), (10, 15), (1, 15), (1.0, 15), (0.4, 17))
+    ]
+    return out
+
+
+def test_prune_by_hand_matches_torch() -> None:
+    """The masks, pruned weights, containers and names agree with torch's."""
+    torch = _lib("torch")
+    ours, theirs = _by_hand_pruning(fg), _by_hand_pruning(torch)
+    assert ours.keys() == theirs.keys()
+    for key, want in theirs.items():
+        got = ours[key]
+        if isinstance(want, tuple) and isinstance(want[0], np.ndarray):
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w, err_msg=key)
+        elif isinstance(want, np.ndarray):
+            np.testing.assert_array_equal(got, want, err_msg=key)
+        else:
+            assert got == want, key
+
+
+def test_pruned_linear_trains_as_torch() -> None:
+    """A pruned float64 layer: forward, the gradient of ``weight_orig`` (zero where
+    masked), SGD steps and ``remove`` agree with torch."""
+    torch = _lib("torch")
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((3, 5)), rng.standard_normal(3)
+    x = rng.standard_normal((4, 5))
+    results = []
+    for lib in (fg, torch):
+        m = lib.nn.Linear(5, 3).double()
+        with lib.no_grad():
+            m.weight.copy_(lib.tensor(w))
+            m.bias.copy_(lib.tensor(b))
+        opt = lib.optim.SGD(m.parameters(), lr=0.1)
+        lib.nn.utils.prune.l1_unstructured(m, "weight", amount=0.4)
+        lib.nn.utils.prune.ln_structured(m, "weight", amount=1, n=2, dim=0)
+        grads = []
+        for _ in range(3):
+            opt.zero_grad()
+            (m(lib.tensor(x)) ** 2).sum().backward()
+            grads.append(_np(m.weight_orig.grad).copy())
+            opt.step()
+        out = _np(m(lib.tensor(x)))
+        lib.nn.utils.prune.remove(m, "weight")
+        results.append((grads, out, _np(m.weight), type(m.weight).__name__))
+    (g1, o1, w1, t1), (g2, o2, w2, t2) = results
+    for a, c in zip(g1, g2):
+        np.testing.assert_allclose(a, c, rtol=1e-8)
+    np.testing.assert_allclose(o1, o2, rtol=1e-8)
+    np.testing.assert_allclose(w1, w2, rtol=1e-8)
+    assert t1 == t2 == "Parameter"
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_prune_reparametrization(lib_name: str) -> None:
+    """``weight_orig`` is the same Parameter object, the mask a buffer, ``weight`` their
+    product; ``remove`` restores the Parameter (same object) with the masked values."""
+    lib = _lib(lib_name)
+    prune = lib.nn.utils.prune
+    m = lib.nn.Linear(5, 2, bias=False)
+    param = next(iter(m.parameters()))
+    prune.random_unstructured(m, name="weight", amount=0.5)
+    assert next(iter(m.parameters())) is param
+    assert m.weight_orig is param
+    assert "weight" not in dict(m.named_parameters())
+    assert "weight_mask" in dict(m.named_buffers())
+    assert int((m.weight_mask == 0).sum()) == 5
+    np.testing.assert_array_equal(_np(m.weight), _np(param) * _np(m.weight_mask))
+    assert prune.is_pruned(lib.nn.Sequential(m))
+    pruned = _np(m.weight).copy()
+    prune.remove(m, "weight")
+    assert m.weight is param
+    np.testing.assert_array_equal(_np(m.weight), pruned)
+    assert list(dict(m.named_parameters())) == ["weight"]
+    assert not prune.is_pruned(m)
+    with pytest.raises(ValueError, match="has to be pruned"):
+        prune.remove(m, "weight")
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_prune_mask_of_ones_keeps_forward_and_backward(lib_name: str) -> None:
+    """``identity`` and a mocked all-ones mask leave outputs and gradients unchanged."""
+    lib = _lib(lib_name)
+    prune = lib.nn.utils.prune
+    x = lib.ones(1, 5)
+    for how in ("identity", "mock"):
+        m = lib.nn.Linear(5, 2)
+        before = m(x)
+        before.sum().backward()
+        gw = _np(m.weight.grad).copy()
+        m.zero_grad()
+        if how == "identity":
+            prune.identity(m, "weight")
+        else:
+            target = f"{lib.__name__}.nn.utils.prune.RandomUnstructured.compute_mask"
+            with mock.patch(target) as compute_mask:
+                compute_mask.return_value = lib.ones_like(m.weight)
+                prune.random_unstructured(m, name="weight", amount=0.9)
+        after = m(x)
+        np.testing.assert_array_equal(_np(after), _np(before))
+        after.sum().backward()
+        np.testing.assert_array_equal(_np(m.weight_orig.grad), gw)
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_prune_failure_rolls_back(lib_name: str) -> None:
+    """A mask computation that raises leaves the module unpruned."""
+    lib = _lib(lib_name)
+    for m in (lib.nn.Linear(5, 7), lib.nn.Conv3d(2, 2, 2)):
+        for name in ("weight", "bias"):
+            target = f"{lib.__name__}.nn.utils.prune.L1Unstructured.compute_mask"
+            with mock.patch(target) as compute_mask:
+                compute_mask.side_effect = Exception("boom")
+                with pytest.raises(Exception, match="boom"):
+                    lib.nn.utils.prune.l1_unstructured(m, name=name, amount=0.9)
+            assert name in dict(m.named_parameters())
+            assert name + "_orig" not in dict(m.named_parameters())
+            assert name + "_mask" not in dict(m.named_buffers())
+            assert not lib.nn.utils.prune.is_pruned(m)
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_prune_pickle_rnn_and_counts(lib_name: str) -> None:
+    """A pruned module pickles; a pruned LSTM weight drops out of the Parameters in
+    ``_flat_weights`` and comes back on ``remove``; amounts are validated as torch."""
+    lib = _lib(lib_name)
+    prune = lib.nn.utils.prune
+    m = lib.nn.Conv3d(2, 2, 2)
+    prune.random_unstructured(m, "bias", amount=0.5)
+    m2 = pickle.loads(pickle.dumps(m))
+    np.testing.assert_array_equal(_np(m2.bias), _np(m.bias))
+    assert prune.is_pruned(m2)
+
+    lstm = lib.nn.LSTM(8, 8)
+    prune.l1_unstructured(lstm, "weight_ih_l0", 0.5)
+    assert sum(isinstance(p, lib.nn.Parameter) for p in lstm._flat_weights) == 3
+    lstm(lib.ones(3, 2, 8))[0].sum().backward()
+    assert lstm.weight_ih_l0_orig.grad is not None
+    prune.remove(lstm, "weight_ih_l0")
+    assert sum(isinstance(p, lib.nn.Parameter) for p in lstm._flat_weights) == 4
+
+    with pytest.raises(TypeError):
+        prune._validate_pruning_amount_init(amount="a string")
+    for bad in (1.1, 20.0, -10):
+        with pytest.raises(ValueError):
+            prune._validate_pruning_amount_init(amount=bad)
+    with pytest.raises(ValueError):
+        prune._validate_pruning_amount(amount=20, tensor_size=19)
+    mask = prune.RandomStructured(amount=0.6, dim=2).compute_mask(
+        lib.ones(5, 4, 2), default_mask=lib.ones(5, 4, 2)
+    )
+    assert sorted(_np((mask == 0).sum(axis=(0, 1))).tolist()) == [0, 20]
+    t = 2 * lib.randint(low=-1, high=2, size=(10, 7))
+    mask = prune.L1Unstructured(amount=0.2).compute_mask(t, default_mask=lib.ones_like(t))
+    assert int((mask == 0).sum()) == 14
+    c = prune.PruningContainer()
+    c._tensor_name = "test"
+    q = prune.L1Unstructured(amount=2)
+    q._tensor_name = "other"
+    with pytest.raises(ValueError):
+        c.add_pruning_method(q)
+    with pytest.raises(TypeError):
+        c.add_pruning_method(10)
+
+
+# ------------------------------------------------------------------ multi-head attention
+
+
+@pytest.mark.parametrize("zero_attn", [False, True])
+@pytest.mark.parametrize("use_kpm", [False, True])
+def test_static_kv_matches_torch(zero_attn: bool, use_kpm: bool) -> None:
+    """``F.multi_head_attention_forward`` with ``static_k`` / ``static_v`` (already
+    projected, per head): outputs, weights and float64 gradients as torch's."""
+    torch = _lib("torch")
+    rng = np.random.default_rng(5)
+    e, h, tgt, src, n = 8, 2, 3, 5, 2
+    arrays = [
+        rng.standard_normal((tgt, n, e)),
+        rng.standard_normal((4, n, e)),
+        rng.standard_normal((3 * e, e)) * 0.3,
+        rng.standard_normal(3 * e) * 0.1,
+        rng.standard_normal((e, e)) * 0.3,
+        rng.standard_normal(e) * 0.1,
+        rng.standard_normal((n * h, src, e // h)),
+        rng.standard_normal((n * h, src, e // h)),
+    ]
+    kpm = np.zeros((n, src), bool)
+    kpm[1, -1] = True
+    results = []
+    for lib in (fg, torch):
+        ts = [lib.tensor(a, requires_grad=True) for a in arrays]
+        out, w = lib.nn.functional.multi_head_attention_forward(
+            *ts[:2], ts[1], e, h, ts[2], ts[3], None, None, zero_attn, 0.0, ts[4], ts[5],
+            key_padding_mask=lib.tensor(kpm) if use_kpm else None,
+            static_k=ts[6], static_v=ts[7],
+        )  # fmt: skip
+        (out.sum() + (w * w).sum()).backward()
+        results.append([_np(out), _np(w)] + [None if t.grad is None else _np(t.grad) for t in ts])
+    for got, want in zip(*results):
+        assert (got is None) == (want is None)
+        if want is not None:
+            np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-12)
+
+
+def test_static_kv_with_bias_kv_is_refused() -> None:
+    f = fg.nn.functional.multi_head_attention_forward
+    x = fg.randn(3, 2, 4)
+    with pytest.raises(AssertionError, match="bias cannot be added to static key"):
+        f(
+            x, x, x, 4, 2, fg.randn(12, 4), fg.randn(12), fg.randn(1, 1, 4),
+            fg.randn(1, 1, 4), False, 0.0, fg.randn(4, 4), fg.randn(4),
+            static_k=fg.randn(4, 3, 2), static_v=fg.randn(4, 3, 2),
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_mha_invalid_shapes_raise_assertion_error(lib_name: str) -> None:
+    """Mismatched ranks of query / key / value and masks of the wrong rank or shape raise
+    ``AssertionError`` (PyTorch's type), naming the argument."""
+    lib = _lib(lib_name)
+    mha = lib.nn.MultiheadAttention(4, 4)
+    q3, q2 = lib.randn(4, 4, 4), lib.randn(4, 4)
+    flags = lib.tensor([False, False, True, True])
+    cases = [
+        (lambda: mha(q3, lib.randn(4, 4), q3), "key"),
+        (lambda: mha(q3, q3, lib.randn(4, 4)), "value"),
+        (lambda: mha(q3, q3, q3, key_padding_mask=flags), "key_padding_mask"),
+        (lambda: mha(q3, q3, q3, attn_mask=flags), "attn_mask"),
+        (lambda: mha(q2, lib.randn(4, 4, 4), q2), "key"),
+        (lambda: mha(q2, q2, q2, key_padding_mask=lib.zeros(1, 8, dtype=lib.bool)), "key_pad"),
+        (lambda: mha(q2, q2, q2, attn_mask=lib.zeros(5, 4, 4, dtype=lib.bool)), "attn_mask"),
+        (lambda: mha(lib.randn(4), lib.randn(4), lib.randn(4)), "query"),
+    ]
+    for call, word in cases:
+        with pytest.raises(AssertionError, match=word):
+            call()
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_transformer_rejects_mismatched_src_tgt(lib_name: str) -> None:
+    """``Transformer`` names the mismatch of src's and tgt's batch or feature sizes."""
+    lib = _lib(lib_name)
+    for batch_first in (False, True):
+        t = lib.nn.Transformer(8, 2, 1, 1, 16, batch_first=batch_first)
+        src = lib.randn(5, 3, 8)
+        tgt = lib.randn(4, 2, 8) if batch_first else lib.randn(4, 4, 8)
+        with pytest.raises(RuntimeError, match="batch number of src and tgt"):
+            t(src, tgt)
+        with pytest.raises(RuntimeError, match="feature number of src and tgt"):
+            t(src, lib.randn(5, 3, 9))
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_unknown_activation_is_runtime_error(lib_name: str) -> None:
+    lib = _lib(lib_name)
+    with pytest.raises(RuntimeError, match="activation should be"):
+        lib.nn.TransformerEncoderLayer(8, 2, activation="foo")
