@@ -358,3 +358,21 @@ def test_unknown_activation_is_runtime_error(lib_name: str) -> None:
     lib = _lib(lib_name)
     with pytest.raises(RuntimeError, match="activation should be"):
         lib.nn.TransformerEncoderLayer(8, 2, activation="foo")
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+@pytest.mark.parametrize("dtype", ["uint8", "int64"])
+def test_integer_padding_mask_is_assertion_error(lib_name: str, dtype: str) -> None:
+    """An integer ``src_key_padding_mask`` is refused with ``AssertionError`` (PyTorch's
+    type) in training and evaluation."""
+    lib = _lib(lib_name)
+    enc = lib.nn.TransformerEncoder(
+        lib.nn.TransformerEncoderLayer(2, 2, 4, 0.0, batch_first=True),
+        2,
+        enable_nested_tensor=False,
+    )
+    mask = lib.tensor([[1, 1, 0, 0]]).to(getattr(lib, dtype))
+    for training in (True, False):
+        enc.train(training)
+        with pytest.raises(AssertionError, match="only bool and floating types"):
+            enc(lib.randn(1, 4, 2), src_key_padding_mask=mask)

@@ -3,7 +3,7 @@ code written against either catches them."""
 
 from __future__ import annotations
 
-from .._core import ShapeError
+from .._core import DTypeError, ShapeError
 
 
 class ArgumentAssertionError(AssertionError, ValueError):
@@ -35,3 +35,8 @@ class UnsupportedValueError(NotImplementedError, ValueError):
 class ShapeAssertionError(ShapeError, AssertionError):  # type: ignore[misc]
     """A shape PyTorch refuses with an ``assert`` (``AssertionError``: the inputs and masks
     of ``MultiheadAttention``); ferrograd's older ``ShapeError`` still catches it."""
+
+
+class DTypeAssertionError(DTypeError, AssertionError):  # type: ignore[misc]
+    """A dtype PyTorch refuses with an ``assert`` (an integer attention mask); ferrograd's
+    older ``TypeError`` (a ``DTypeError``) still catches it."""

@@ -16,7 +16,7 @@ from .._core import ShapeError, Tensor
 from .._tensor import _dtype_name, default_float, tensor
 from ..random import _numpy_rng
 from . import functional as F
-from ._errors import ArgumentAssertionError, ShapeAssertionError
+from ._errors import ArgumentAssertionError, DTypeAssertionError, ShapeAssertionError
 from .modules import Linear, Module, Parameter, _count, _filled_param, _uniform_param
 
 __all__ = ["MultiheadAttention", "SDPBackend", "sdpa_kernel"]
@@ -79,7 +79,7 @@ def _float_mask(name: str, mask: Tensor, like: Tensor) -> Tensor:
         zero = _core.zeros((), dtype=like.dtype.name, device=like.device)
         return _core.where(mask.to(like.device), -math.inf, zero)
     if mask.dtype.kind != "f":
-        raise TypeError(
+        raise DTypeAssertionError(
             f"MultiheadAttention: only bool and floating types of {name} are supported, got "
             f"{mask.dtype}"
         )
