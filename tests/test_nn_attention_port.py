@@ -376,3 +376,57 @@ def test_integer_padding_mask_is_assertion_error(lib_name: str, dtype: str) -> N
         enc.train(training)
         with pytest.raises(AssertionError, match="only bool and floating types"):
             enc(lib.randn(1, 4, 2), src_key_padding_mask=mask)
+
+
+# ---------------------------------------------------------------------- packed sequences
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_packed_sequence_casts_and_to(lib_name: str) -> None:
+    """Every cast PyTorch's ``PackedSequence`` has gives the padded dtype it names;
+    ``to`` / ``cpu`` with nothing to change return the same object."""
+    lib = _lib(lib_name)
+    rnn = lib.nn.utils.rnn
+    padded = rnn.pad_sequence([lib.tensor([1, 2, 3, 4]), lib.tensor([5, 6, 7]), lib.tensor([8])])
+    casts = {
+        "double": "float64",
+        "float": "float32",
+        "long": "int64",
+        "int": "int32",
+        "short": "int16",
+        "char": "int8",
+        "byte": "uint8",
+    }
+    for enforce_sorted in (True, False):
+        packed = rnn.pack_padded_sequence(padded, [4, 3, 1], enforce_sorted=enforce_sorted)
+        for cast, want in casts.items():
+            unpacked, _ = rnn.pad_packed_sequence(getattr(packed, cast)())
+            assert str(unpacked.dtype).replace("torch.", "") == want
+            np.testing.assert_array_equal(_np(unpacked).astype(np.int64), _np(padded))
+        packed = packed.int()
+        assert packed.to("cpu") is packed
+        assert packed.cpu() is packed
+        assert packed.to("cpu", dtype=lib.int32) is packed
+        assert packed.to(lib.int64) is not packed
+        assert not packed.is_pinned()
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_packing_errors_are_runtime_errors(lib_name: str) -> None:
+    """Bad arguments to ``pad_sequence`` / ``pack_padded_sequence`` raise ``RuntimeError``
+    as PyTorch; a tensor of sequences pads as the list of its rows."""
+    lib = _lib(lib_name)
+    rnn = lib.nn.utils.rnn
+    with pytest.raises(RuntimeError, match="Expected iterable for input sequences"):
+        rnn.pad_sequence(5)
+    with pytest.raises(RuntimeError):
+        rnn.pad_sequence([lib.tensor([4, 5])], padding_side="middle")
+    padded = rnn.pad_sequence([lib.tensor([1, 2, 3]), lib.tensor([4, 5]), lib.tensor([6])])
+    with pytest.raises(RuntimeError):
+        rnn.pack_padded_sequence(padded, [3, 2, 0])
+    with pytest.raises(RuntimeError, match="enforce_sorted"):
+        rnn.pack_padded_sequence(padded, [2, 3, 1], enforce_sorted=True)
+    got = rnn.pad_sequence(lib.tensor([[[7, 6]], [[-7, -1]]]))
+    want = rnn.pad_sequence((lib.tensor([[7, 6]]), lib.tensor([[-7, -1]])))
+    assert tuple(got.shape) == (1, 2, 2)
+    np.testing.assert_array_equal(_np(got), _np(want))

@@ -21,6 +21,11 @@ class ArgumentRuntimeError(ValueError, RuntimeError):
     ``ValueError`` still catches it."""
 
 
+class ArgumentTypeRuntimeError(TypeError, RuntimeError):
+    """An argument of the wrong kind where PyTorch raises ``RuntimeError``; ferrograd's
+    older ``TypeError`` still catches it."""
+
+
 class IndexValueError(IndexError, ShapeError):  # type: ignore[misc]
     """An empty dimension reduced (``argmax`` of an empty tensor, ...) where PyTorch raises
     ``IndexError``; ferrograd's older ``ValueError`` (a ``ShapeError``, so also a

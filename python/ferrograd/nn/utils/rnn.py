@@ -14,6 +14,7 @@ import numpy as np
 from ... import _core
 from ..._core import ShapeError, Tensor
 from ..._tensor import tensor
+from .._errors import ArgumentRuntimeError, ArgumentTypeRuntimeError
 
 __all__ = [
     "PackedSequence",
@@ -40,7 +41,12 @@ class PackedSequence(NamedTuple):
         """The sequence with ``data`` moved or cast as ``Tensor.to`` does (the index
         tensors stay int64 and follow a device change, as PyTorch's)."""
         data = self.data.to(*args, **kwargs)
-        if data is self.data:
+        if data is self.data or (
+            data.dtype == self.data.dtype
+            and data.device == self.data.device
+            and not kwargs.get("copy", False)
+        ):
+            # nothing to move or cast: the same object, as PyTorch's
             return self
         out = self._replace(data=data)
         if data.device != self.data.device:
@@ -75,6 +81,19 @@ class PackedSequence(NamedTuple):
     def int(self) -> PackedSequence:
         return self._cast("int32")
 
+    def short(self) -> PackedSequence:
+        return self._cast("int16")
+
+    def char(self) -> PackedSequence:
+        return self._cast("int8")
+
+    def byte(self) -> PackedSequence:
+        return self._cast("uint8")
+
+    def is_pinned(self) -> bool:
+        """Whether ``data`` is in pinned host memory (never, here: as ``Tensor``)."""
+        return bool(self.data.is_pinned())
+
     def cpu(self) -> PackedSequence:
         return self.to("cpu")
 
@@ -94,11 +113,20 @@ def pad_sequence(
 ) -> Tensor:
     """Stacks tensors ``(L_i, *)`` into ``(max L, B, *)`` (``(B, max L, *)`` with
     ``batch_first``), padding with ``padding_value``."""
-    seqs = list(sequences)
+    if isinstance(sequences, Tensor):
+        seqs = list(sequences.unbind(0))
+    else:
+        try:
+            seqs = list(sequences)
+        except TypeError:
+            raise ArgumentTypeRuntimeError(
+                "pad_sequence: Expected iterable for input sequences, but got arg of type: "
+                f"{type(sequences).__name__}"
+            ) from None
     if not seqs:
         raise ValueError("pad_sequence: needs at least one sequence")
     if padding_side not in ("right", "left"):
-        raise ValueError(
+        raise ArgumentRuntimeError(
             f"pad_sequence: padding_side must be 'right' or 'left', got {padding_side!r}"
         )
     trailing = tuple(seqs[0].shape[1:])
@@ -139,7 +167,7 @@ def pack_padded_sequence(
     if lens.shape[0] != b:
         raise ValueError(f"pack_padded_sequence: {lens.shape[0]} lengths for a batch of {b}")
     if lens.size and (lens.min() <= 0 or lens.max() > x.shape[0]):
-        raise ValueError(
+        raise ArgumentRuntimeError(
             f"pack_padded_sequence: lengths must lie in [1, {x.shape[0]}], got {lens.tolist()}"
         )
     if enforce_sorted:
