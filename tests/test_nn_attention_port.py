@@ -430,3 +430,37 @@ def test_packing_errors_are_runtime_errors(lib_name: str) -> None:
     want = rnn.pad_sequence((lib.tensor([[7, 6]]), lib.tensor([[-7, -1]])))
     assert tuple(got.shape) == (1, 2, 2)
     np.testing.assert_array_equal(_np(got), _np(want))
+
+
+# ------------------------------------------------------------ scaled_dot_product_attention
+
+
+@pytest.mark.parametrize(("lq", "lk"), [(3, 5), (5, 3), (4, 4)])
+@pytest.mark.parametrize("variant", ["causal_upper_left", "causal_lower_right"])
+def test_causal_bias_matches_torch(lq: int, lk: int, variant: str) -> None:
+    """``nn.attention.bias``'s causal masks as ``attn_mask``: the dense mask, the output
+    and float64 gradients as torch's, rows that see no key included."""
+    torch = _lib("torch")
+    import importlib
+
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal((2, 2, n, 8)) for n in (lq, lk, lk)]
+    results = []
+    for lib in (fg, torch):
+        bias_mod = importlib.import_module(lib.__name__ + ".nn.attention.bias")
+        with pytest.warns(UserWarning) if variant[-5:] == "right" and lq > lk else _nowarn():
+            bias = getattr(bias_mod, variant)(lq, lk)
+        ts = [lib.tensor(a, requires_grad=True) for a in arrays]
+        out = lib.nn.functional.scaled_dot_product_attention(*ts, attn_mask=bias)
+        (out * out).sum().backward()
+        results.append([_np(bias._materialize()), _np(out)] + [_np(t.grad) for t in ts])
+        with pytest.raises(ValueError, match="CausalBias"):
+            lib.nn.functional.scaled_dot_product_attention(*ts, attn_mask=bias, is_causal=True)
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-12)
+
+
+def _nowarn() -> Any:
+    import contextlib
+
+    return contextlib.nullcontext()

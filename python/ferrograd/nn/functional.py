@@ -662,6 +662,20 @@ def scaled_dot_product_attention(
             f"scaled_dot_product_attention: key {list(k.shape)} and value {list(v.shape)} "
             "must have the same length S"
         )
+    if attn_mask is not None and not isinstance(attn_mask, Tensor):
+        from .attention.bias import CausalBias, CausalVariant
+
+        if isinstance(attn_mask, CausalBias):
+            # torch.nn.attention.bias: upper left is is_causal's mask, lower right a dense one
+            if is_causal:
+                raise ValueError(
+                    "scaled_dot_product_attention: CausalBias should not be used with "
+                    "is_causal=True"
+                )
+            if attn_mask.variant == CausalVariant.UPPER_LEFT:
+                attn_mask, is_causal = None, True
+            else:
+                attn_mask = attn_mask._materialize(q.device)
     if attn_mask is not None and is_causal:
         raise ArgumentRuntimeError(
             "scaled_dot_product_attention: give attn_mask or is_causal, not both"

@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import _core
-from .._core import ShapeError, Tensor
-from .._tensor import _dtype_name, default_float, tensor
-from ..random import _numpy_rng
-from . import functional as F
-from ._errors import ArgumentAssertionError, DTypeAssertionError, ShapeAssertionError
-from .modules import Linear, Module, Parameter, _count, _filled_param, _uniform_param
+from ... import _core
+from ..._core import ShapeError, Tensor
+from ..._tensor import _dtype_name, default_float, tensor
+from ...random import _numpy_rng
+from .. import functional as F
+from .._errors import ArgumentAssertionError, DTypeAssertionError, ShapeAssertionError
+from ..modules import Linear, Module, Parameter, _count, _filled_param, _uniform_param
 
 __all__ = ["MultiheadAttention", "SDPBackend", "sdpa_kernel"]
 
@@ -47,7 +47,7 @@ def sdpa_kernel(backends: Any, set_priority: bool = False) -> Any:
     ``backends`` (an :class:`SDPBackend` or a list of them) for its block, as PyTorch's
     ``torch.backends.cuda.*_sdp_enabled()`` then report; ferrograd has one attention path,
     so the choice is recorded and changes nothing."""
-    from ..backends.cuda import _SdpFlags
+    from ...backends.cuda import _SdpFlags
 
     listed = list(backends) if isinstance(backends, (list, tuple, set)) else [backends]
     if not listed or not all(isinstance(b, SDPBackend) for b in listed):
