@@ -464,3 +464,40 @@ def _nowarn() -> Any:
     import contextlib
 
     return contextlib.nullcontext()
+
+
+# -------------------------------------------------------------------------- transformers
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_stacks_call_layers_by_keyword(lib_name: str) -> None:
+    """``TransformerEncoder`` / ``TransformerDecoder`` (and ``Transformer``) pass the masks
+    to their layers by keyword, so a replacement layer that orders its arguments otherwise
+    gets each mask under its own name."""
+    lib = _lib(lib_name)
+    x = lib.tensor(np.random.default_rng(0).standard_normal((1, 3, 2)).astype(np.float32))
+    causal = lib.tensor(np.triu(np.ones((3, 3), bool), 1))
+    pad = lib.tensor([[False, False, True]])
+
+    class Encoder(lib.nn.Module):
+        def forward(self, src, src_key_padding_mask=None, is_causal=None, src_mask=None):
+            self.got = (src_mask, src_key_padding_mask)
+            return src
+
+    class Decoder(lib.nn.Module):
+        self_attn = lib.nn.MultiheadAttention(2, 1, batch_first=True)  # read by torch's stack
+
+        def forward(self, tgt, memory, memory_key_padding_mask=None, tgt_mask=None, **kw):
+            self.got = (tgt_mask, memory_key_padding_mask)
+            return tgt
+
+    model = lib.nn.Transformer(2, 1, 2, 1, 4, 0.0, batch_first=True)
+    model.encoder.layers[1] = Encoder()
+    model.decoder.layers[0] = Decoder()
+    model(x, x, src_mask=causal, src_key_padding_mask=pad, tgt_mask=causal)
+    enc_mask, enc_pad = model.encoder.layers[1].got
+    assert tuple(enc_mask.shape) == (3, 3)
+    assert tuple(enc_pad.shape) == (1, 3)
+    dec_mask, dec_pad = model.decoder.layers[0].got
+    assert tuple(dec_mask.shape) == (3, 3)
+    assert dec_pad is None

@@ -249,7 +249,13 @@ class TransformerEncoder(Module):
     ) -> Tensor:
         x = src
         for layer in self.layers:
-            x = layer(x, mask, src_key_padding_mask, bool(is_causal))
+            # by keyword, as PyTorch: a custom layer may order its arguments otherwise
+            x = layer(
+                x,
+                src_mask=mask,
+                is_causal=bool(is_causal),
+                src_key_padding_mask=src_key_padding_mask,
+            )
         return self.norm(x) if self.norm is not None else x
 
 
@@ -280,12 +286,12 @@ class TransformerDecoder(Module):
             x = layer(
                 x,
                 memory,
-                tgt_mask,
-                memory_mask,
-                tgt_key_padding_mask,
-                memory_key_padding_mask,
-                bool(tgt_is_causal),
-                memory_is_causal,
+                tgt_mask=tgt_mask,
+                memory_mask=memory_mask,
+                tgt_key_padding_mask=tgt_key_padding_mask,
+                memory_key_padding_mask=memory_key_padding_mask,
+                tgt_is_causal=bool(tgt_is_causal),
+                memory_is_causal=memory_is_causal,
             )
         return self.norm(x) if self.norm is not None else x
 
@@ -370,16 +376,18 @@ class Transformer(Module):
                 f"Transformer: the feature number of src and tgt must be equal to d_model "
                 f"({self.d_model}), got src {list(src.shape)} and tgt {list(tgt.shape)}"
             )
-        memory = self.encoder(src, src_mask, src_key_padding_mask, src_is_causal)
+        memory = self.encoder(
+            src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal
+        )
         return self.decoder(
             tgt,
             memory,
-            tgt_mask,
-            memory_mask,
-            tgt_key_padding_mask,
-            memory_key_padding_mask,
-            tgt_is_causal,
-            memory_is_causal,
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+            tgt_is_causal=tgt_is_causal,
+            memory_is_causal=memory_is_causal,
         )
 
     @staticmethod
