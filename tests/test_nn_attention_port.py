@@ -266,6 +266,23 @@ def test_prune_pickle_rnn_and_counts(lib_name: str) -> None:
         c.add_pruning_method(10)
 
 
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_prune_shape_mismatches_are_assertion_errors(lib_name: str) -> None:
+    """Importance scores or a custom mask of the wrong shape raise ``AssertionError`` as
+    PyTorch's, and leave the module unpruned."""
+    lib = _lib(lib_name)
+    prune = lib.nn.utils.prune
+    m = lib.nn.Linear(3, 2)
+    with pytest.raises(AssertionError):
+        prune.l1_unstructured(m, "weight", amount=1, importance_scores=lib.ones(2, 2))
+    assert not prune.is_pruned(m)
+    with pytest.raises(AssertionError):
+        prune.custom_from_mask(m, "weight", mask=lib.ones(3, 2))
+    assert "weight" in dict(m.named_parameters())
+    with pytest.raises(AssertionError):
+        prune.L1Unstructured(amount=1).prune(lib.ones(2, 3), importance_scores=lib.ones(3))
+
+
 # ------------------------------------------------------------------ multi-head attention
 
 

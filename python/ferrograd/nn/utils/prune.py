@@ -18,6 +18,7 @@ from typing import Any
 from ... import _core, _ops
 from ..._core import Tensor
 from ...autodiff import no_grad
+from .._errors import ShapeAssertionError
 from .convert_parameters import parameters_to_vector
 
 
@@ -103,7 +104,7 @@ class BasePruningMethod(ABC):
         orig = getattr(module, name)
         if importance_scores is not None:
             if tuple(importance_scores.shape) != tuple(orig.shape):
-                raise ValueError(
+                raise ShapeAssertionError(
                     f"{cls.__name__}.apply: importance_scores should have the same shape as "
                     f"parameter {name!r} ({tuple(orig.shape)}), got "
                     f"{tuple(importance_scores.shape)}"
@@ -159,7 +160,7 @@ class BasePruningMethod(ABC):
         given, else from ``t``), starting from ``default_mask`` (all ones when None)."""
         if importance_scores is not None:
             if tuple(importance_scores.shape) != tuple(t.shape):
-                raise ValueError(
+                raise ShapeAssertionError(
                     f"{type(self).__name__}.prune: importance_scores should have the same "
                     f"shape as t ({tuple(t.shape)}), got {tuple(importance_scores.shape)}"
                 )
@@ -463,7 +464,7 @@ class CustomFromMask(BasePruningMethod):
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
         if tuple(default_mask.shape) != tuple(self.mask.shape):
-            raise ValueError(
+            raise ShapeAssertionError(
                 f"CustomFromMask: the mask's shape {tuple(self.mask.shape)} differs from "
                 f"the tensor's {tuple(default_mask.shape)}"
             )
