@@ -441,8 +441,10 @@ def test_packing_errors_are_runtime_errors(lib_name: str) -> None:
     padded = rnn.pad_sequence([lib.tensor([1, 2, 3]), lib.tensor([4, 5]), lib.tensor([6])])
     with pytest.raises(RuntimeError):
         rnn.pack_padded_sequence(padded, [3, 2, 0])
-    with pytest.raises(RuntimeError, match="enforce_sorted"):
+    with pytest.raises(RuntimeError, match="You can pass `enforce_sorted=False`"):
         rnn.pack_padded_sequence(padded, [2, 3, 1], enforce_sorted=True)
+    with pytest.raises(RuntimeError, match="must be sorted in decreasing order"):
+        rnn.pack_sequence([lib.tensor([4, 5]), lib.tensor([1, 2, 3])], enforce_sorted=True)
     got = rnn.pad_sequence(lib.tensor([[[7, 6]], [[-7, -1]]]))
     want = rnn.pad_sequence((lib.tensor([[7, 6]]), lib.tensor([[-7, -1]])))
     assert tuple(got.shape) == (1, 2, 2)

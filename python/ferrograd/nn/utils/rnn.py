@@ -174,7 +174,8 @@ def pack_padded_sequence(
         if np.any(np.diff(lens) > 0):
             raise RuntimeError(
                 "pack_padded_sequence: lengths must be sorted in decreasing order with "
-                "enforce_sorted=True, got " + str(lens.tolist())
+                f"enforce_sorted=True, got {lens.tolist()}. You can pass "
+                "`enforce_sorted=False` to take the sequences in any order."
             )
         order = None
     else:
