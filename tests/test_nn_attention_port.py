@@ -520,3 +520,14 @@ def test_stacks_call_layers_by_keyword(lib_name: str) -> None:
     dec_mask, dec_pad = model.decoder.layers[0].got
     assert tuple(dec_mask.shape) == (3, 3)
     assert dec_pad is None
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_sdpa_mask_with_is_causal_message(lib_name: str) -> None:
+    """Both an explicit mask and ``is_causal`` is a ``RuntimeError`` worded as PyTorch's."""
+    lib = _lib(lib_name)
+    q = lib.randn(2, 3, 4)
+    with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set when is_causal"):
+        lib.nn.functional.scaled_dot_product_attention(
+            q, q, q, attn_mask=lib.ones(3, 3, dtype=lib.bool), is_causal=True
+        )

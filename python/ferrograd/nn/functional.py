@@ -678,7 +678,8 @@ def scaled_dot_product_attention(
                 attn_mask = attn_mask._materialize(q.device)
     if attn_mask is not None and is_causal:
         raise ArgumentRuntimeError(
-            "scaled_dot_product_attention: give attn_mask or is_causal, not both"
+            "scaled_dot_product_attention: Explicit attn_mask should not be set when "
+            "is_causal=True (give attn_mask or is_causal, not both)"
         )
     if not 0.0 <= dropout_p <= 1.0:
         raise ArgumentRuntimeError(
