@@ -25,7 +25,8 @@ class _MgeBatchNorm:
     weighs the old running value (``running = momentum * running + (1 - momentum) *
     batch``, 0.9 by default); ``freeze=True`` normalises with the running statistics and
     keeps them and the affine parameters fixed; parameters and running statistics have
-    MegEngine's shape ``(1, C, 1, 1)`` (the state-dict keys are the package's)."""
+    MegEngine's shape ``(1, C, 1, 1)`` and the default dtype (the state-dict keys are the
+    package's)."""
 
     _ndims: tuple = ()
 
@@ -46,11 +47,11 @@ class _MgeBatchNorm:
         self.freeze = freeze
         tshape = (1, num_features, 1, 1)
         if affine:
-            self.weight = _nn.Parameter(fg.ones(tshape, dtype="float32"))
-            self.bias = _nn.Parameter(fg.zeros(tshape, dtype="float32"))
+            self.weight = _nn.Parameter(fg.ones(tshape))
+            self.bias = _nn.Parameter(fg.zeros(tshape))
         if track_running_stats:
-            self.register_buffer("running_mean", fg.zeros(tshape, dtype="float32"))
-            self.register_buffer("running_var", fg.ones(tshape, dtype="float32"))
+            self.register_buffer("running_mean", fg.zeros(tshape))
+            self.register_buffer("running_var", fg.ones(tshape))
 
     def reset_running_stats(self) -> None:
         if self.track_running_stats:
@@ -277,7 +278,7 @@ class PReLU(_nn.PReLU):
         super().__init__(num_parameters, init)
         if num_parameters > 1:
             shape = (1, num_parameters, 1, 1)
-            self.weight = _nn.Parameter(fg.full(shape, init, dtype="float32"))
+            self.weight = _nn.Parameter(fg.full(shape, float(init)))
 
     def forward(self, x: Tensor) -> Tensor:
         return _MF.prelu(x, self.weight)
@@ -365,7 +366,7 @@ class LocalConv2d(_nn.Module):
         ] + 1
         shape = (groups, oh, ow, in_channels // groups, kh, kw, out_channels // groups)
         std = math.sqrt(1.0 / (in_channels // groups * kh * kw))
-        self.weight = _nn.Parameter(fg.tensor(np.random.normal(0.0, std, shape).astype(np.float32)))
+        self.weight = _nn.Parameter(fg.randn(shape) * std)
         self.bias = None
 
     def forward(self, inp: Tensor) -> Tensor:
