@@ -166,6 +166,137 @@ class SyncBatchNorm(_MgeBatchNorm, _TorchSyncBatchNorm):
 # ---------------------------------------------------------------------- other layers
 
 
+def _check_modes(op: str, conv_mode: str | None, compute_mode: str) -> None:
+    """Checks MegEngine's ``conv_mode`` (only "cross_correlation", as MegEngine 1.x
+    computes) and ``compute_mode`` ("default", or "float32", MegEngine's request for float32
+    intermediates with float16 input; accepted without changing how the package computes)."""
+    if conv_mode is not None and str(conv_mode).lower() != "cross_correlation":
+        raise ValueError(f'{op}: conv_mode must be "cross_correlation", got {conv_mode!r}')
+    if str(compute_mode).lower() not in ("default", "float32"):
+        raise ValueError(f'{op}: compute_mode must be "default" or "float32", got {compute_mode!r}')
+
+
+class Linear(_nn.Linear):
+    """MegEngine's ``Linear(in_features, out_features, bias=True, compute_mode="default")``;
+    the weight is ``(out_features, in_features)``, as in PyTorch."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        compute_mode: str = "default",
+        **kwargs: Any,
+    ) -> None:
+        _check_modes("Linear", None, compute_mode)
+        kwargs.pop("name", None)
+        super().__init__(in_features, out_features, bias, **kwargs)
+        self.compute_mode = compute_mode
+
+
+def _mge_conv(base: Any, op: str) -> Any:
+    """A MegEngine convolution class over the package's ``base``: MegEngine's argument order
+    (``stride, padding, dilation, groups, bias``, the same as PyTorch's) plus ``conv_mode``,
+    ``compute_mode`` and the module ``name``."""
+
+    class Conv(base):  # type: ignore[misc, valid-type]
+        def __init__(
+            self,
+            in_channels: int,
+            out_channels: int,
+            kernel_size: Any,
+            stride: Any = 1,
+            padding: Any = 0,
+            dilation: Any = 1,
+            groups: int = 1,
+            bias: bool = True,
+            conv_mode: str = "cross_correlation",
+            compute_mode: str = "default",
+            padding_mode: str = "zeros",
+            **kwargs: Any,
+        ) -> None:
+            _check_modes(op, conv_mode, compute_mode)
+            kwargs.pop("name", None)
+            super().__init__(
+                in_channels,
+                out_channels,
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                groups,
+                bias,
+                padding_mode,
+                **kwargs,
+            )
+            self.conv_mode = conv_mode
+            self.compute_mode = compute_mode
+
+    Conv.__name__ = Conv.__qualname__ = op
+    Conv.__doc__ = (
+        f"MegEngine's ``{op}(in_channels, out_channels, kernel_size, stride=1, padding=0, "
+        'dilation=1, groups=1, bias=True, conv_mode="cross_correlation", '
+        'compute_mode="default", padding_mode="zeros")``; weights in the package\'s '
+        "``(out, in / groups, *kernel)`` layout."
+    )
+    return Conv
+
+
+Conv1d = _mge_conv(_nn.Conv1d, "Conv1d")
+Conv2d = _mge_conv(_nn.Conv2d, "Conv2d")
+Conv3d = _mge_conv(_nn.Conv3d, "Conv3d")
+
+
+def _mge_conv_transpose(base: Any, op: str) -> Any:
+    """A MegEngine transposed convolution over the package's ``base``: MegEngine's argument
+    order puts ``dilation`` before ``groups`` and ``bias`` (PyTorch's puts it last)."""
+
+    class ConvTranspose(base):  # type: ignore[misc, valid-type]
+        def __init__(
+            self,
+            in_channels: int,
+            out_channels: int,
+            kernel_size: Any,
+            stride: Any = 1,
+            padding: Any = 0,
+            output_padding: Any = 0,
+            dilation: Any = 1,
+            groups: int = 1,
+            bias: bool = True,
+            conv_mode: str = "cross_correlation",
+            compute_mode: str = "default",
+            **kwargs: Any,
+        ) -> None:
+            _check_modes(op, conv_mode, compute_mode)
+            kwargs.pop("name", None)
+            super().__init__(
+                in_channels,
+                out_channels,
+                kernel_size,
+                stride,
+                padding,
+                output_padding,
+                groups=groups,
+                bias=bias,
+                dilation=dilation,
+                **kwargs,
+            )
+            self.conv_mode = conv_mode
+            self.compute_mode = compute_mode
+
+    ConvTranspose.__name__ = ConvTranspose.__qualname__ = op
+    ConvTranspose.__doc__ = (
+        f"MegEngine's ``{op}(in_channels, out_channels, kernel_size, stride=1, padding=0, "
+        "output_padding=0, dilation=1, groups=1, bias=True, conv_mode, compute_mode)`` "
+        "(``dilation`` comes before ``groups``, unlike PyTorch's)."
+    )
+    return ConvTranspose
+
+
+ConvTranspose2d = _mge_conv_transpose(_nn.ConvTranspose2d, "ConvTranspose2d")
+ConvTranspose3d = _mge_conv_transpose(_nn.ConvTranspose3d, "ConvTranspose3d")
+
+
 class AvgPool2d(_nn.AvgPool2d):
     """MegEngine's ``AvgPool2d``: ``mode`` "average_count_exclude_padding" (the default:
     padded entries are not counted) or "average"."""
