@@ -1,0 +1,345 @@
+"""MegEngine's official classification models and training step (ResNet's BasicBlock,
+ShuffleNetV2's blocks, GradManager + SGD + cross_entropy) ported by renaming the imports
+only, checked against the same program in PyTorch from identical float64 weights; and the
+MegEngine names such a port meets at import time (``hub.pretrained``, ``logger``) and in
+its layers (``conv_mode``/``compute_mode``, ConvTranspose2d's argument order)."""
+
+import io
+import logging
+
+import ferrograd as mge
+import ferrograd.functional as F
+import ferrograd.module as M
+import ferrograd.optimizer as optim
+import numpy as np
+import pytest
+from ferrograd import autodiff, hub, jit
+
+
+@pytest.fixture
+def float64_default():
+    old = mge.get_default_dtype()
+    mge.set_default_dtype(mge.float64)
+    try:
+        yield
+    finally:
+        mge.set_default_dtype(old)
+
+
+# --------------------------------------------------- the model, as MegEngine's sources write it
+
+
+class ShuffleV2Block(M.Module):
+    def __init__(self, inp, oup, mid_channels, *, ksize, stride):
+        super().__init__()
+        self.stride = stride
+        pad = ksize // 2
+        outputs = oup - inp
+        self.branch_main = M.Sequential(
+            M.Conv2d(inp, mid_channels, 1, 1, 0, bias=False),
+            M.BatchNorm2d(mid_channels),
+            M.ReLU(),
+            M.Conv2d(
+                mid_channels, mid_channels, ksize, stride, pad, groups=mid_channels, bias=False
+            ),
+            M.BatchNorm2d(mid_channels),
+            M.Conv2d(mid_channels, outputs, 1, 1, 0, bias=False),
+            M.BatchNorm2d(outputs),
+            M.ReLU(),
+        )
+        if stride == 2:
+            self.branch_proj = M.Sequential(
+                M.Conv2d(inp, inp, ksize, stride, pad, groups=inp, bias=False),
+                M.BatchNorm2d(inp),
+                M.Conv2d(inp, inp, 1, 1, 0, bias=False),
+                M.BatchNorm2d(inp),
+                M.ReLU(),
+            )
+        else:
+            self.branch_proj = None
+
+    def forward(self, old_x):
+        if self.stride == 1:
+            x_proj, x = self.channel_shuffle(old_x)
+            return F.concat((x_proj, self.branch_main(x)), 1)
+        return F.concat((self.branch_proj(old_x), self.branch_main(old_x)), 1)
+
+    def channel_shuffle(self, x):
+        batchsize, num_channels, height, width = x.shape
+        x = x.reshape(batchsize * num_channels // 2, 2, height * width)
+        x = F.transpose(x, (1, 0, 2))
+        x = x.reshape(2, -1, num_channels // 2, height, width)
+        return x[0], x[1]
+
+
+class BasicBlock(M.Module):
+    def __init__(self, in_channels, channels, stride=1, norm=M.BatchNorm2d):
+        super().__init__()
+        self.conv1 = M.Conv2d(in_channels, channels, 3, stride, padding=1, bias=False)
+        self.bn1 = norm(channels)
+        self.conv2 = M.Conv2d(channels, channels, 3, 1, padding=1, bias=False)
+        self.bn2 = norm(channels)
+        self.downsample = M.Identity()
+
+    def forward(self, x):
+        identity = x
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.bn2(self.conv2(x))
+        x += self.downsample(identity)
+        return F.relu(x)
+
+
+class Net(M.Module):
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.first_conv = M.Sequential(
+            M.Conv2d(3, 8, 3, 2, 1, bias=False), M.BatchNorm2d(8), M.ReLU()
+        )
+        self.maxpool = M.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        self.features = M.Sequential(
+            ShuffleV2Block(8, 16, mid_channels=8, ksize=3, stride=2),
+            ShuffleV2Block(8, 16, mid_channels=8, ksize=3, stride=1),
+        )
+        self.res = BasicBlock(16, 16)
+        self.fc = M.Linear(16, num_classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.first_conv(x))
+        x = self.res(self.features(x))
+        x = F.avg_pool2d(x, 2)
+        x = F.flatten(x, 1)
+        return self.fc(x)
+
+
+def _torch_net(torch):
+    nn = torch.nn
+
+    class TShuffle(nn.Module):
+        def __init__(self, inp, oup, mid, stride):
+            super().__init__()
+            self.stride = stride
+            out = oup - inp
+            self.branch_main = nn.Sequential(
+                nn.Conv2d(inp, mid, 1, 1, 0, bias=False),
+                nn.BatchNorm2d(mid),
+                nn.ReLU(),
+                nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False),
+                nn.BatchNorm2d(mid),
+                nn.Conv2d(mid, out, 1, 1, 0, bias=False),
+                nn.BatchNorm2d(out),
+                nn.ReLU(),
+            )
+            if stride == 2:
+                self.branch_proj = nn.Sequential(
+                    nn.Conv2d(inp, inp, 3, stride, 1, groups=inp, bias=False),
+                    nn.BatchNorm2d(inp),
+                    nn.Conv2d(inp, inp, 1, 1, 0, bias=False),
+                    nn.BatchNorm2d(inp),
+                    nn.ReLU(),
+                )
+
+        def forward(self, x):
+            if self.stride == 1:
+                n, c, h, w = x.shape
+                x = x.reshape(n * c // 2, 2, h * w).permute(1, 0, 2).reshape(2, -1, c // 2, h, w)
+                return torch.cat((x[0], self.branch_main(x[1])), 1)
+            return torch.cat((self.branch_proj(x), self.branch_main(x)), 1)
+
+    class TBasic(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.conv1 = nn.Conv2d(c, c, 3, 1, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(c)
+            self.conv2 = nn.Conv2d(c, c, 3, 1, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(c)
+
+        def forward(self, x):
+            y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+            return torch.relu(y + x)
+
+    class TNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first_conv = nn.Sequential(
+                nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU()
+            )
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+            self.features = nn.Sequential(TShuffle(8, 16, 8, 2), TShuffle(8, 16, 8, 1))
+            self.res = TBasic(16)
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            x = self.res(self.features(self.maxpool(self.first_conv(x))))
+            return self.fc(torch.flatten(torch.nn.functional.avg_pool2d(x, 2), 1))
+
+    return TNet().double()
+
+
+def _copy_to_torch(model, tmodel, torch):
+    tsd = tmodel.state_dict()
+    msd = model.state_dict()
+    assert list(msd) == list(tsd)
+    with torch.no_grad():
+        for k, v in msd.items():
+            tsd[k].copy_(torch.from_numpy(v.numpy().reshape(tuple(tsd[k].shape))))
+
+
+def _assert_same_state(model, tmodel):
+    tsd = tmodel.state_dict()
+    for k, v in model.state_dict().items():
+        want = tsd[k].numpy()
+        np.testing.assert_allclose(
+            v.numpy().reshape(want.shape), want, rtol=1e-8, atol=1e-12, err_msg=k
+        )
+
+
+def _batches(n):
+    rng = np.random.RandomState(0)
+    return [(rng.randn(4, 3, 16, 16), rng.randint(0, 10, size=4)) for _ in range(n)]
+
+
+def test_batchnorm_parameters_and_statistics_follow_the_default_dtype(float64_default):
+    bn = M.BatchNorm2d(3)
+    for t in (bn.weight, bn.bias, bn.running_mean, bn.running_var):
+        assert t.dtype == mge.float64
+        assert tuple(t.shape) == (1, 3, 1, 1)
+    assert M.PReLU(3).weight.dtype == mge.float64
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "jit.trace"])
+def test_renamed_megengine_training_step_matches_torch(float64_default, tmp_path, traced):
+    torch = pytest.importorskip("torch")
+    mge.manual_seed(0)
+    model = Net()
+    tmodel = _torch_net(torch)
+    _copy_to_torch(model, tmodel, torch)
+
+    gm = autodiff.GradManager().attach(model.parameters())
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    topt = torch.optim.SGD(tmodel.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+
+    def train_step(image, label):
+        with gm:
+            logits = model(image)
+            loss = F.nn.cross_entropy(logits, label, label_smooth=0.1)
+            gm.backward(loss)
+            grads = [p.grad.detach() * 1 for p in model.parameters()]
+            opt.step().clear_grad()
+        return logits, loss, grads
+
+    if traced:
+        train_step = jit.trace(train_step, symbolic=True)
+
+    for image, label in _batches(3):
+        logits, loss, grads = train_step(mge.tensor(image), mge.tensor(label, dtype="int32"))
+
+        tlogits = tmodel(torch.from_numpy(image))
+        tloss = torch.nn.functional.cross_entropy(
+            tlogits, torch.from_numpy(label), label_smoothing=0.1
+        )
+        topt.zero_grad()
+        tloss.backward()
+        topt.step()
+
+        np.testing.assert_allclose(logits.numpy(), tlogits.detach().numpy(), rtol=1e-8)
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-10)
+        for g, (n, p) in zip(grads, tmodel.named_parameters()):
+            want = p.grad.numpy()
+            np.testing.assert_allclose(
+                g.numpy().reshape(want.shape), want, rtol=1e-8, atol=1e-12, err_msg=n
+            )
+        _assert_same_state(model, tmodel)
+
+    model.eval()
+    tmodel.eval()
+    x = np.random.RandomState(1).randn(2, 3, 16, 16)
+    np.testing.assert_allclose(
+        model(mge.tensor(x)).numpy(), tmodel(torch.from_numpy(x)).detach().numpy(), rtol=1e-8
+    )
+
+    # the checkpoint MegEngine's train.py writes, read back into a fresh model
+    path = str(tmp_path / "checkpoint.pkl")
+    mge.save({"epoch": 1, "state_dict": model.state_dict()}, path)
+    ckpt = mge.load(path)
+    fresh = Net()
+    fresh.load_state_dict(ckpt["state_dict"])
+    fresh.eval()
+    assert ckpt["epoch"] == 1
+    np.testing.assert_array_equal(fresh(mge.tensor(x)).numpy(), model(mge.tensor(x)).numpy())
+
+
+# ------------------------------------------------------------- names met at import time
+
+
+def test_hub_pretrained_adds_the_pretrained_keyword(tmp_path):
+    @hub.pretrained(str(tmp_path / "weights.pkl"))
+    def small(**kwargs):
+        """Builds a small model."""
+        return M.Linear(3, 2, **kwargs)
+
+    assert small.__name__ == "small" and small.__doc__ == "Builds a small model."
+    fresh = small(bias=False)
+    assert fresh.bias is None
+
+    trained = M.Linear(3, 2)
+    mge.save(trained.state_dict(), str(tmp_path / "weights.pkl"))
+    loaded = small(pretrained=True)
+    np.testing.assert_array_equal(loaded.weight.numpy(), trained.weight.numpy())
+    np.testing.assert_array_equal(loaded.bias.numpy(), trained.bias.numpy())
+
+
+def test_logger_get_logger_and_set_log_file():
+    log = mge.logger.get_logger("ferrograd_port_test")
+    assert isinstance(log, logging.Logger)
+    assert mge.logger.get_logger("ferrograd_port_test") is log
+    assert not log.propagate and len(log.handlers) == 1
+    out = io.StringIO()
+    mge.logger.set_log_file(out)
+    try:
+        log.info("Epoch %d Step %d, LR %.4f", 1, 20, 0.1)
+        log.warning("slow step")
+    finally:
+        mge.logger.set_log_file(None)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].endswith("Epoch 1 Step 20, LR 0.1000")
+    assert lines[1].endswith("WRN slow step")
+    old = mge.logger.set_log_level(logging.ERROR)
+    try:
+        assert log.level == logging.ERROR
+    finally:
+        mge.logger.set_log_level(old)
+
+
+# ------------------------------------------------------------------ layer arguments
+
+
+def test_conv_and_linear_accept_megengine_modes():
+    c = M.Conv2d(4, 6, 3, 1, 1, 1, 2, False, conv_mode="cross_correlation", compute_mode="default")
+    assert tuple(c.weight.shape) == (6, 2, 3, 3) and c.bias is None and c.groups == 2
+    assert tuple(M.Conv1d(2, 3, 3, compute_mode="float32")(mge.randn(1, 2, 5)).shape) == (1, 3, 3)
+    assert tuple(M.Conv3d(2, 3, 3, conv_mode="CROSS_CORRELATION").weight.shape) == (3, 2, 3, 3, 3)
+    lin = M.Linear(3, 4, compute_mode="default")
+    assert tuple(lin.weight.shape) == (4, 3)
+    with pytest.raises(ValueError, match="conv_mode"):
+        M.Conv2d(2, 2, 3, conv_mode="convolution")
+    with pytest.raises(ValueError, match="compute_mode"):
+        M.Linear(2, 2, compute_mode="float16")
+
+
+def test_conv_transpose2d_takes_dilation_before_groups():
+    torch = pytest.importorskip("torch")
+    # MegEngine's order: stride, padding, output_padding, dilation, groups, bias
+    m = M.ConvTranspose2d(4, 6, 3, 2, 1, 1, 2, 2, False)
+    assert m.groups == 2 and m.bias is None
+    t = torch.nn.ConvTranspose2d(4, 6, 3, 2, 1, 1, groups=2, bias=False, dilation=2).double()
+    with torch.no_grad():
+        t.weight.copy_(torch.from_numpy(m.weight.numpy().astype(np.float64)))
+    x = np.random.RandomState(0).randn(1, 4, 5, 5)
+    got = m(mge.tensor(x.astype(np.float32))).numpy()
+    want = t(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    m3 = M.ConvTranspose3d(2, 4, 3, 1, 0, 0, 2, 2)
+    assert m3.groups == 2 and m3.bias is not None
+    # dilation 2 widens the 3-wide kernel to 5: 4 + 5 - 1
+    assert tuple(m3(mge.randn(1, 2, 4, 4, 4)).shape) == (1, 4, 8, 8, 8)
