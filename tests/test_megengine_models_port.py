@@ -343,3 +343,59 @@ def test_conv_transpose2d_takes_dilation_before_groups():
     assert m3.groups == 2 and m3.bias is not None
     # dilation 2 widens the 3-wide kernel to 5: 4 + 5 - 1
     assert tuple(m3(mge.randn(1, 2, 4, 4, 4)).shape) == (1, 4, 8, 8, 8)
+
+
+# ------------------------------------------------- the training scripts' data transforms
+
+
+def test_random_resized_crop_windows_and_resize():
+    from ferrograd.data import transform as T
+
+    img = (np.random.RandomState(0).rand(40, 60, 3) * 255).astype(np.uint8)
+    # the whole image at its own ratio: the same as resizing it
+    whole = T.RandomResizedCrop((10, 20), scale_range=(1, 1), ratio_range=(1.5, 1.5))
+    np.testing.assert_array_equal(whole.apply(img), T.Resize((10, 20)).apply(img))
+    # no square of the full area fits: the centred square of the image's height
+    square = T.RandomResizedCrop(8, scale_range=(1, 1), ratio_range=(1, 1))
+    got = square.apply(img)
+    np.testing.assert_array_equal(got, T.Resize((8, 8)).apply(img[:, 10:50]))
+    coords = np.array([[10.0, 0.0], [50.0, 40.0]])
+    np.testing.assert_allclose(square._apply_coords(coords), [[0.0, 0.0], [8.0, 8.0]])
+    # random windows stay inside the image and come out at the asked size
+    crop = T.RandomResizedCrop(16)
+    for _ in range(20):
+        assert crop.apply(img).shape == (16, 16, 3)
+        x, y, w, h = crop._window
+        assert 0 <= x and x + w <= 60 and 0 <= y and y + h <= 40
+    with pytest.raises(ValueError, match="scale_range"):
+        T.RandomResizedCrop(8, scale_range=(1.0, 0.5))
+
+
+def test_color_jitter_blends_with_gray_references():
+    from ferrograd.data import transform as T
+
+    img = np.full((2, 2, 3), 100, np.uint8)
+    img[0, 0] = [0, 0, 250]  # BGR: pure red
+    np.random.seed(3)
+    alpha = np.float32(np.random.uniform(0.5, 1.5))
+    gray = (img.astype(np.float32) @ np.array([0.114, 0.587, 0.299], np.float32))[..., None]
+    np.random.seed(3)
+    got = T.SaturationTransform(0.5).apply(img)
+    want = (img * alpha + gray * (1 - alpha)).clip(0, 255).astype(np.uint8)
+    np.testing.assert_array_equal(got, want)
+    np.random.seed(3)
+    got = T.ContrastTransform(0.5).apply(img)
+    want = (img * alpha + gray.mean() * (1 - alpha)).clip(0, 255).astype(np.uint8)
+    np.testing.assert_array_equal(got, want)
+    np.random.seed(3)
+    got = T.BrightnessTransform(0.5).apply(img)
+    np.testing.assert_array_equal(got, (img * alpha).clip(0, 255).astype(np.uint8))
+
+    jitter = T.ColorJitter(brightness=0.4, contrast=0.4, saturation=0.4)
+    out = jitter.apply(img)
+    assert out.shape == img.shape and out.dtype == np.uint8
+    assert T.ColorJitter().apply(img) is img
+    with pytest.raises(NotImplementedError, match="hue"):
+        T.ColorJitter(hue=0.1)
+    with pytest.raises(ValueError, match="non-negative"):
+        T.BrightnessTransform(-1)
