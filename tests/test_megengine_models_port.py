@@ -399,3 +399,41 @@ def test_color_jitter_blends_with_gray_references():
         T.ColorJitter(hue=0.1)
     with pytest.raises(ValueError, match="non-negative"):
         T.BrightnessTransform(-1)
+
+
+# ------------------------------------------------------------------------ optimizers
+
+
+def test_sgd_takes_megengine_argument_order():
+    torch = pytest.importorskip("torch")
+    w0 = np.random.RandomState(0).randn(5)
+    p = mge.Parameter(mge.tensor(w0, dtype="float64"))
+    # MegEngine's order: lr, momentum, nesterov, weight_decay
+    opt = optim.SGD([p], 0.1, 0.9, True, 1e-2)
+    tp = torch.tensor(w0, requires_grad=True)
+    topt = torch.optim.SGD([tp], lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-2)
+    for t in range(3):
+        g = np.cos(np.arange(5.0) + t)
+        p.grad = mge.tensor(g, dtype="float64")
+        opt.step().clear_grad()
+        tp.grad = torch.from_numpy(g)
+        topt.step()
+    np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-12)
+    with pytest.raises(TypeError):
+        optim.SGD([p])  # MegEngine's lr has no default
+
+
+def test_adagrad_puts_eps_inside_the_square_root():
+    w0 = np.random.RandomState(0).randn(5)
+    p = mge.Parameter(mge.tensor(w0, dtype="float64"))
+    # MegEngine's order: lr, lr_decay, eps, weight_decay
+    opt = optim.Adagrad([p], 0.1, 0.01, 1e-3, 0.05)
+    want, total = w0.copy(), np.zeros(5)
+    for t in range(1, 4):
+        g = 0.01 * np.arange(5.0) * t
+        p.grad = mge.tensor(g, dtype="float64")
+        opt.step().clear_grad()
+        g = g + 0.05 * want
+        total += g * g
+        want = want - 0.1 / (1 + (t - 1) * 0.01) * g / np.sqrt(total + 1e-3)
+    np.testing.assert_allclose(p.numpy(), want, rtol=1e-12)
