@@ -437,3 +437,17 @@ def test_adagrad_puts_eps_inside_the_square_root():
         total += g * g
         want = want - 0.1 / (1 + (t - 1) * 0.01) * g / np.sqrt(total + 1e-3)
     np.testing.assert_allclose(p.numpy(), want, rtol=1e-12)
+
+
+def test_tensor_flatten_takes_megengine_keywords():
+    torch = pytest.importorskip("torch")
+    a = np.arange(24.0).reshape(2, 3, 4)
+    x = mge.tensor(a)
+    t = torch.from_numpy(a)
+    np.testing.assert_array_equal(x.flatten(start_axis=1).numpy(), t.flatten(1).numpy())
+    np.testing.assert_array_equal(
+        x.flatten(start_axis=0, end_axis=1).numpy(), t.flatten(0, 1).numpy()
+    )
+    np.testing.assert_array_equal(
+        F.flatten(x, start_axis=1).numpy(), x.flatten(start_dim=1).numpy()
+    )
