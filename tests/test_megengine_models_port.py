@@ -451,3 +451,88 @@ def test_tensor_flatten_takes_megengine_keywords():
     np.testing.assert_array_equal(
         F.flatten(x, start_axis=1).numpy(), x.flatten(start_dim=1).numpy()
     )
+
+
+# ------------------------------------------------------------------ vision datasets
+
+
+def _idx(path, magic, arr):
+    import gzip
+
+    header = np.array([magic, *arr.shape], dtype=">i4").tobytes()
+    with gzip.open(path, "wb") as f:
+        f.write(header + arr.astype(np.uint8).tobytes())
+
+
+def test_mnist_reads_idx_files(tmp_path):
+    from ferrograd import data
+    from ferrograd.data import transform as T
+
+    rng = np.random.RandomState(0)
+    imgs = {n: rng.randint(0, 256, size=(n, 28, 28)) for n in (5, 3)}
+    labs = {n: rng.randint(0, 10, size=n) for n in (5, 3)}
+    _idx(tmp_path / "train-images-idx3-ubyte.gz", 0x803, imgs[5])
+    _idx(tmp_path / "train-labels-idx1-ubyte.gz", 0x801, labs[5])
+    _idx(tmp_path / "t10k-images-idx3-ubyte.gz", 0x803, imgs[3])
+    _idx(tmp_path / "t10k-labels-idx1-ubyte.gz", 0x801, labs[3])
+    for train, n in ((True, 5), (False, 3)):
+        ds = data.dataset.MNIST(str(tmp_path), train=train, download=False)
+        assert len(ds) == n
+        image, label = ds[1]
+        assert image.shape == (28, 28, 1) and image.dtype == np.uint8
+        np.testing.assert_array_equal(image[..., 0], imgs[n][1])
+        assert label == labs[n][1] and label.dtype == np.int32
+
+    ds = data.dataset.MNIST(str(tmp_path))
+    loader = data.DataLoader(
+        ds,
+        sampler=data.SequentialSampler(ds, batch_size=2),
+        transform=T.Compose([T.Normalize(mean=0.1307 * 255, std=0.3081 * 255), T.ToMode("CHW")]),
+    )
+    image, label = next(iter(loader))
+    assert image.shape == (2, 1, 28, 28) and image.dtype == np.float32
+    np.testing.assert_allclose(image[1, 0], (imgs[5][1] - 0.1307 * 255) / (0.3081 * 255), rtol=1e-5)
+    np.testing.assert_array_equal(label, labs[5][:2])
+
+    with pytest.raises(ValueError, match="train-images-idx3-ubyte.gz"):
+        data.dataset.MNIST(str(tmp_path / "nowhere"))
+
+
+def test_cifar_reads_pickled_batches_as_bgr(tmp_path):
+    import pickle
+
+    from ferrograd import data
+
+    rng = np.random.RandomState(0)
+    d10 = tmp_path / "cifar-10-batches-py"
+    d10.mkdir()
+    batches = {}
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batches[name] = {
+            b"data": rng.randint(0, 256, size=(2, 3 * 32 * 32)).astype(np.uint8),
+            b"labels": list(rng.randint(0, 10, size=2)),
+        }
+        with open(d10 / name, "wb") as f:
+            pickle.dump(batches[name], f)
+    ds = data.dataset.CIFAR10(str(tmp_path), download=False)
+    assert len(ds) == 10
+    image, label = ds[3]  # data_batch_2, second image
+    rgb = batches["data_batch_2"][b"data"][1].reshape(3, 32, 32)
+    assert image.shape == (32, 32, 3) and image.dtype == np.uint8
+    np.testing.assert_array_equal(image, rgb.transpose(1, 2, 0)[..., ::-1])
+    assert label == batches["data_batch_2"][b"labels"][1] and label.dtype == np.int32
+    assert len(data.dataset.CIFAR10(str(tmp_path), train=False)) == 2
+
+    d100 = tmp_path / "cifar-100-python"
+    d100.mkdir()
+    test = {
+        b"data": rng.randint(0, 256, size=(3, 3 * 32 * 32)).astype(np.uint8),
+        b"fine_labels": [5, 60, 99],
+        b"coarse_labels": [1, 2, 19],
+    }
+    with open(d100 / "test", "wb") as f:
+        pickle.dump(test, f)
+    image, fine, coarse = data.dataset.CIFAR100(str(tmp_path), train=False)[2]
+    assert (fine, coarse) == (99, 19)
+    with pytest.raises(ValueError, match="train"):
+        data.dataset.CIFAR100(str(tmp_path), train=True)
