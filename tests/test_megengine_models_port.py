@@ -536,3 +536,39 @@ def test_cifar_reads_pickled_batches_as_bgr(tmp_path):
     assert (fine, coarse) == (99, 19)
     with pytest.raises(ValueError, match="train"):
         data.dataset.CIFAR100(str(tmp_path), train=True)
+
+
+# ------------------------------------------------------------ functional convolutions
+
+
+def test_conv2d_takes_megengine_grouped_weights():
+    torch = pytest.importorskip("torch")
+    rng = np.random.RandomState(0)
+    x = rng.randn(2, 4, 6, 6)
+    w = rng.randn(2, 3, 2, 3, 3)  # (groups, out / groups, in / groups, kh, kw)
+    xt = torch.from_numpy(x)
+    wt = torch.from_numpy(w).requires_grad_()
+    want = torch.nn.functional.conv2d(xt, wt.reshape(6, 2, 3, 3), padding=1, groups=2)
+    want.square().sum().backward()
+
+    wf = mge.Parameter(mge.tensor(w))
+    gm = autodiff.GradManager().attach([wf])
+    with gm:
+        got = F.conv2d(mge.tensor(x), wf, padding=1, groups=2)
+        gm.backward(got.square().sum())
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-10, atol=1e-12)
+    assert tuple(wf.grad.shape) == w.shape
+    np.testing.assert_allclose(wf.grad.numpy(), wt.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+    # transposed: (groups, in / groups, out / groups, kh, kw)
+    wt2 = rng.randn(2, 2, 3, 3, 3)
+    got = F.conv_transpose2d(mge.tensor(x), mge.tensor(wt2), stride=2, groups=2).numpy()
+    want = torch.nn.functional.conv_transpose2d(
+        xt, torch.from_numpy(wt2.reshape(4, 3, 3, 3)), stride=2, groups=2
+    ).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+    with pytest.raises(mge.ShapeError, match="group count"):
+        F.conv2d(mge.tensor(x), mge.tensor(w), groups=4)
+    with pytest.raises(ValueError, match="conv_mode"):
+        F.conv2d(mge.tensor(x), mge.tensor(w), groups=2, conv_mode="convolution")
