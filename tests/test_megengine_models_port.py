@@ -572,3 +572,55 @@ def test_conv2d_takes_megengine_grouped_weights():
         F.conv2d(mge.tensor(x), mge.tensor(w), groups=4)
     with pytest.raises(ValueError, match="conv_mode"):
         F.conv2d(mge.tensor(x), mge.tensor(w), groups=2, conv_mode="convolution")
+
+
+# ------------------------------------------------------------- MegEngine's checkpoints
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_load_reads_megengine_pickled_checkpoints(tmp_path, protocol):
+    import pickle
+    from collections import OrderedDict
+
+    rng = np.random.RandomState(0)
+    state = OrderedDict(
+        weight=rng.randn(2, 3).astype(np.float32), bias=rng.randn(2).astype(np.float32)
+    )
+    path = tmp_path / "checkpoint.pkl"
+    with open(path, "wb") as f:
+        pickle.dump({"epoch": 3, "state_dict": state, "lr": np.float32(0.1)}, f, protocol)
+    ckpt = mge.load(str(path))
+    assert ckpt["epoch"] == 3 and ckpt["lr"] == np.float32(0.1)
+    model = M.Linear(3, 2)
+    model.load_state_dict(ckpt["state_dict"])
+    np.testing.assert_array_equal(model.weight.numpy(), state["weight"])
+    np.testing.assert_array_equal(model.bias.numpy(), state["bias"])
+
+    # MegEngine's published weights load through hub.pretrained the same way
+    @hub.pretrained(str(tmp_path / "weights.pkl"))
+    def linear(**kwargs):
+        return M.Linear(3, 2)
+
+    with open(tmp_path / "weights.pkl", "wb") as f:
+        pickle.dump(state, f, protocol)
+    np.testing.assert_array_equal(linear(pretrained=True).bias.numpy(), state["bias"])
+
+
+class _Runs:
+    def __reduce__(self):
+        return (print, ("ran",))
+
+
+def test_load_refuses_code_in_a_pickle_unless_trusted(tmp_path, capsys):
+    import pickle
+
+    path = tmp_path / "evil.pkl"
+    with open(path, "wb") as f:
+        pickle.dump({"x": _Runs()}, f)
+    with pytest.raises(pickle.UnpicklingError, match="builtins.print"):
+        mge.load(str(path))
+    assert capsys.readouterr().out == ""
+    assert mge.load(str(path), weights_only=False) == {"x": None}
+    assert capsys.readouterr().out == "ran\n"
+    with pytest.raises(ValueError, match="corrupt"):
+        mge.load(io.BytesIO(b"\x80\x04\x95truncated"))

@@ -99,7 +99,8 @@ class pretrained:
     """MegEngine's ``@hub.pretrained(url)`` decorator for a model-building function: the
     function gains a ``pretrained=False`` keyword; with ``pretrained=True`` the model it
     builds loads the state dict at ``url`` (which, as for :func:`load_state_dict_from_url`,
-    must already be in the cache directory or be a local path: nothing is downloaded)."""
+    must already be in the cache directory or be a local path: nothing is downloaded;
+    MegEngine's published weights are pickles of numpy arrays, which load as they are)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -111,8 +112,7 @@ class pretrained:
         def build(pretrained: bool = False, **kwargs: Any) -> Any:
             model = func(**kwargs)
             if pretrained:
-                # MegEngine's published weights are plain pickles of numpy arrays
-                model.load_state_dict(load_state_dict_from_url(url, weights_only=False))
+                model.load_state_dict(load_state_dict_from_url(url))
             return model
 
         return build
