@@ -624,3 +624,32 @@ def test_load_refuses_code_in_a_pickle_unless_trusted(tmp_path, capsys):
     assert capsys.readouterr().out == "ran\n"
     with pytest.raises(ValueError, match="corrupt"):
         mge.load(io.BytesIO(b"\x80\x04\x95truncated"))
+
+
+def test_conv_loads_megengine_grouped_weights_and_biases():
+    rng = np.random.RandomState(0)
+    block = M.Sequential(
+        M.Conv2d(4, 4, 3, 1, 1, groups=4, bias=False),  # depthwise, as in ShuffleNetV2
+        M.Conv2d(4, 6, 3, 1, 1, groups=2),
+        M.ConvTranspose2d(6, 4, 2, 2, groups=2),
+    )
+    megengine_state = {
+        "0.weight": rng.randn(4, 1, 1, 3, 3).astype(np.float32),
+        "1.weight": rng.randn(2, 3, 2, 3, 3).astype(np.float32),
+        "1.bias": rng.randn(1, 6, 1, 1).astype(np.float32),
+        "2.weight": rng.randn(2, 3, 2, 2, 2).astype(np.float32),
+        "2.bias": rng.randn(1, 4, 1, 1).astype(np.float32),
+    }
+    block.load_state_dict(megengine_state)
+    assert tuple(block[1].weight.shape) == (6, 2, 3, 3) and tuple(block[1].bias.shape) == (6,)
+
+    x = mge.tensor(rng.randn(1, 4, 5, 5).astype(np.float32))
+    s = {k: mge.tensor(v) for k, v in megengine_state.items()}
+    want = F.conv2d(x, s["0.weight"], padding=1, groups=4)
+    want = F.conv2d(want, s["1.weight"], s["1.bias"], padding=1, groups=2)
+    want = F.conv_transpose2d(want, s["2.weight"], s["2.bias"], stride=2, groups=2)
+    np.testing.assert_allclose(block(x).numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+    wrong = dict(megengine_state, **{"1.weight": rng.randn(3, 2, 2, 3, 3)})
+    with pytest.raises(mge.ShapeError, match="size mismatch for 1.weight"):
+        block.load_state_dict(wrong)

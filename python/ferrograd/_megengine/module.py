@@ -194,6 +194,35 @@ class Linear(_nn.Linear):
         self.compute_mode = compute_mode
 
 
+def _megengine_layout(module: Any, state_dict: Any, prefix: str, *rest: Any) -> None:
+    """Load-time reshape of MegEngine's convolution layouts: a grouped weight with its
+    leading group axis, ``(G, OC / G, IC / G, *kernel)``, and a bias of shape
+    ``(1, OC, 1, 1)`` become the package's ``(OC, IC / G, *kernel)`` and ``(OC,)``."""
+    for name in ("weight", "bias"):
+        key = prefix + name
+        target = module.__dict__.get(name)
+        if target is None or key not in state_dict:
+            continue
+        value = state_dict[key]
+        shape, want = tuple(np.shape(value)), tuple(target.shape)
+        if name == "weight":
+            grouped = (
+                len(shape) == len(want) + 1
+                and shape[0] == module.groups
+                and shape[0] * shape[1] == want[0]
+                and shape[2:] == want[1:]
+            )
+            if grouped:
+                state_dict[key] = value.reshape(want)
+        elif (
+            len(want) == 1
+            and len(shape) > 2
+            and shape[:2] == (1, want[0])
+            and all(d == 1 for d in shape[2:])
+        ):
+            state_dict[key] = value.reshape(want)
+
+
 def _mge_conv(base: Any, op: str) -> Any:
     """A MegEngine convolution class over the package's ``base``: MegEngine's argument order
     (``stride, padding, dilation, groups, bias``, the same as PyTorch's) plus ``conv_mode``,
@@ -231,13 +260,15 @@ def _mge_conv(base: Any, op: str) -> Any:
             )
             self.conv_mode = conv_mode
             self.compute_mode = compute_mode
+            self.register_load_state_dict_pre_hook(_megengine_layout)
 
     Conv.__name__ = Conv.__qualname__ = op
     Conv.__doc__ = (
         f"MegEngine's ``{op}(in_channels, out_channels, kernel_size, stride=1, padding=0, "
         'dilation=1, groups=1, bias=True, conv_mode="cross_correlation", '
         'compute_mode="default", padding_mode="zeros")``; weights in the package\'s '
-        "``(out, in / groups, *kernel)`` layout."
+        "``(out, in / groups, *kernel)`` layout, MegEngine's grouped weights and "
+        "``(1, out, 1, 1)`` biases reshaped when a state dict is loaded."
     )
     return Conv
 
@@ -283,12 +314,15 @@ def _mge_conv_transpose(base: Any, op: str) -> Any:
             )
             self.conv_mode = conv_mode
             self.compute_mode = compute_mode
+            self.register_load_state_dict_pre_hook(_megengine_layout)
 
     ConvTranspose.__name__ = ConvTranspose.__qualname__ = op
     ConvTranspose.__doc__ = (
         f"MegEngine's ``{op}(in_channels, out_channels, kernel_size, stride=1, padding=0, "
         "output_padding=0, dilation=1, groups=1, bias=True, conv_mode, compute_mode)`` "
-        "(``dilation`` comes before ``groups``, unlike PyTorch's)."
+        "(``dilation`` comes before ``groups``, unlike PyTorch's); MegEngine's grouped "
+        "weights ``(groups, in / groups, out / groups, *kernel)`` and ``(1, out, 1, 1)`` "
+        "biases are reshaped when a state dict is loaded."
     )
     return ConvTranspose
 
