@@ -194,6 +194,7 @@ _torch_keywords.install()
 from . import _torch_inplace
 from . import fx as fx  # torch.fx.wrap at a model file's top level (torchvision's Swin)
 from . import hub as hub
+from . import logger as logger  # megengine.logger.get_logger() in training scripts
 from . import onnx as onnx  # torch.onnx.is_in_onnx_export() in model code
 
 _torch_inplace.install()

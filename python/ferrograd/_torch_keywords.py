@@ -185,6 +185,8 @@ def install() -> None:
 
     fn("squeeze", lambda f: _renamed(_positional(f, ("input",), False), {"dim": "axis"}))
     method("squeeze", lambda f: _renamed(f, {"dim": "axis"}))
+    # MegEngine's Tensor.flatten(start_axis, end_axis)
+    method("flatten", lambda f: _renamed(f, {"start_axis": "start_dim", "end_axis": "end_dim"}))
     for name in ("transpose", "swapaxes", "swapdims"):
         fn(name, lambda f: _positional(f, ("input", "dim0", "dim1"), False))
         method(name, lambda f: _positional(f, ("dim0", "dim1"), True))

@@ -5,6 +5,7 @@ path) and raises otherwise."""
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -94,4 +95,27 @@ def load_state_dict_from_url(
     )
 
 
-__all__ = ["get_dir", "load_state_dict_from_url", "set_dir", "tqdm"]  # noqa: F822 (lazy)
+class pretrained:
+    """MegEngine's ``@hub.pretrained(url)`` decorator for a model-building function: the
+    function gains a ``pretrained=False`` keyword; with ``pretrained=True`` the model it
+    builds loads the state dict at ``url`` (which, as for :func:`load_state_dict_from_url`,
+    must already be in the cache directory or be a local path: nothing is downloaded;
+    MegEngine's published weights are pickles of numpy arrays, which load as they are)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __call__(self, func: Any) -> Any:
+        url = self.url
+
+        @functools.wraps(func)
+        def build(pretrained: bool = False, **kwargs: Any) -> Any:
+            model = func(**kwargs)
+            if pretrained:
+                model.load_state_dict(load_state_dict_from_url(url))
+            return model
+
+        return build
+
+
+__all__ = ["get_dir", "load_state_dict_from_url", "pretrained", "set_dir", "tqdm"]  # noqa: F822 (lazy)

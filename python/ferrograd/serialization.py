@@ -369,6 +369,44 @@ def _decode(
     raise ValueError("load: the checkpoint's structure is corrupt")
 
 
+# what a plain pickle of numpy state may name when loaded with weights_only=True
+_NUMPY_PICKLE_NAMES = {
+    ("collections", "OrderedDict"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"),  # protocol 5's arrays
+    ("numpy._core.numeric", "_frombuffer"),
+    ("_codecs", "encode"),  # how protocol 2 spells bytes
+}
+
+
+def _load_pickle(data: bytes, weights_only: bool) -> Any:
+    """A plain pickle, such as MegEngine's ``save`` writes (its state dicts hold numpy
+    arrays). With ``weights_only`` only numpy arrays, scalars and dtypes, dicts, lists,
+    tuples and plain values are rebuilt; anything else raises ``pickle.UnpicklingError``."""
+    import io
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if not weights_only or (module, name) in _NUMPY_PICKLE_NAMES:
+                return super().find_class(module, name)
+            raise pickle.UnpicklingError(
+                f"load: this pickled checkpoint holds a {module}.{name}, which is not a numpy "
+                "array, dict or plain value; pass weights_only=False for a file you trust"
+            )
+
+    try:
+        return Unpickler(io.BytesIO(data)).load()
+    except (EOFError, ValueError, pickle.UnpicklingError) as e:
+        if isinstance(e, pickle.UnpicklingError) and str(e).startswith("load:"):
+            raise
+        raise ValueError(f"load: a corrupt pickled checkpoint ({e})") from None
+
+
 def load(
     f: Any, map_location: Any = None, weights_only: bool = True, *, mmap: Any = None, **_: Any
 ) -> Any:
@@ -378,7 +416,9 @@ def load(
     function of the saved device). Pickled objects load only with ``weights_only=False``
     (``pickle.UnpicklingError`` otherwise). A truncated or corrupt file raises
     ``ValueError``. ``mmap`` (PyTorch's memory-mapped loading) is accepted; the tensors are
-    read into memory."""
+    read into memory. A plain pickle (MegEngine's ``save``: state dicts of numpy arrays)
+    loads as it was pickled, numpy arrays staying numpy arrays (``load_state_dict`` takes
+    them)."""
     if hasattr(f, "read"):
         data = f.read()
     else:
@@ -393,7 +433,17 @@ def load(
             "load: a file in PyTorch's legacy (before 1.6) format; re-save it with "
             "torch.save(obj, path) from a current PyTorch (its zip format loads here)"
         )
-    pairs, meta = _core._from_safetensors(data)
+    if len(data) > 2 and data[0] == 0x80 and 2 <= data[1] <= 5:
+        # a pickle's protocol mark; a safetensors header length can begin with the same
+        # bytes, so the file is read as a pickle only when it is not valid safetensors
+        try:
+            pairs, meta = _core._from_safetensors(data)
+        except ValueError:
+            pairs = None
+        if pairs is None:
+            return _load_pickle(data, weights_only)
+    else:
+        pairs, meta = _core._from_safetensors(data)
     tensors = dict(pairs)
     if not meta or _KEY not in meta:
         dev = None if map_location is None else _device_for("cpu", map_location)

@@ -718,6 +718,30 @@ def linear(inp: Tensor, weight: Tensor, bias: Tensor | None = None, compute_mode
     return _F.linear(inp, weight, bias)
 
 
+def _conv_weight(op: str, weight: Tensor, groups: int, nd: int) -> Tensor:
+    """MegEngine's grouped weight ``(groups, out / groups, in / groups, *kernel)`` (for a
+    transposed convolution ``(groups, in / groups, out / groups, *kernel)``) as the
+    package's ``(out, in / groups, *kernel)`` (``(in, out / groups, *kernel)``), by merging
+    the first two axes; a weight with ``nd + 2`` axes is used as it is."""
+    if weight.ndim != nd + 3:
+        return weight
+    if weight.shape[0] != groups:
+        raise fg.ShapeError(
+            f"{op}: a grouped weight's first axis is the group count ({groups}), got weight "
+            f"shape {list(weight.shape)}"
+        )
+    return weight.reshape(weight.shape[0] * weight.shape[1], *weight.shape[2:])
+
+
+def _conv_modes(op: str, conv_mode: Any, compute_mode: Any = "default") -> None:
+    """MegEngine computes only cross-correlation; ``compute_mode`` is "default" or
+    "float32" (accepted: it asks for float32 intermediates with float16 input)."""
+    if str(conv_mode).lower() != "cross_correlation":
+        raise ValueError(f'{op}: conv_mode must be "cross_correlation", got {conv_mode!r}')
+    if str(compute_mode).lower() not in ("default", "float32"):
+        raise ValueError(f'{op}: compute_mode must be "default" or "float32", got {compute_mode!r}')
+
+
 def _bias1(bias: Any) -> Any:
     return None if bias is None else bias.reshape(-1)
 
@@ -733,7 +757,10 @@ def conv1d(
     conv_mode: str = "cross_correlation",
     compute_mode: str = "default",
 ) -> Tensor:
-    """1-D convolution (cross-correlation); ``bias`` of shape ``(1, OC, 1)`` or ``(OC,)``."""
+    """1-D convolution (cross-correlation); ``bias`` of shape ``(1, OC, 1)`` or ``(OC,)``;
+    a grouped weight may have MegEngine's leading group axis."""
+    _conv_modes("conv1d", conv_mode, compute_mode)
+    weight = _conv_weight("conv1d", weight, groups, 1)
     return _F.conv1d(inp, weight, _bias1(bias), stride, padding, dilation, groups)
 
 
@@ -749,7 +776,9 @@ def conv2d(
     compute_mode: str = "default",
 ) -> Tensor:
     """2-D convolution (cross-correlation); ``bias`` of shape ``(1, OC, 1, 1)`` or
-    ``(OC,)``."""
+    ``(OC,)``; a grouped weight may have MegEngine's shape ``(G, OC / G, IC / G, kh, kw)``."""
+    _conv_modes("conv2d", conv_mode, compute_mode)
+    weight = _conv_weight("conv2d", weight, groups, 2)
     return _F.conv2d(inp, weight, _bias1(bias), stride, padding, dilation, groups)
 
 
@@ -766,7 +795,10 @@ def conv_transpose2d(
     compute_mode: str = "default",
 ) -> Tensor:
     """2-D transposed convolution (MegEngine's argument order: ``dilation`` before
-    ``groups``); ``bias`` of shape ``(1, OC, 1, 1)`` or ``(OC,)``."""
+    ``groups``); ``bias`` of shape ``(1, OC, 1, 1)`` or ``(OC,)``; a grouped weight may have
+    MegEngine's shape ``(G, IC / G, OC / G, kh, kw)``."""
+    _conv_modes("conv_transpose2d", conv_mode, compute_mode)
+    weight = _conv_weight("conv_transpose2d", weight, groups, 2)
     return _F.conv_transpose2d(
         inp, weight, _bias1(bias), stride=stride, padding=padding,
         output_padding=output_padding, groups=groups, dilation=dilation,
@@ -784,7 +816,9 @@ def conv3d(
     conv_mode: str = "cross_correlation",
 ) -> Tensor:
     """3-D convolution (cross-correlation); ``bias`` of shape ``(1, OC, 1, 1, 1)`` or
-    ``(OC,)``."""
+    ``(OC,)``; a grouped weight may have MegEngine's leading group axis."""
+    _conv_modes("conv3d", conv_mode)
+    weight = _conv_weight("conv3d", weight, groups, 3)
     return _F.conv3d(inp, weight, _bias1(bias), stride, padding, dilation, groups)
 
 

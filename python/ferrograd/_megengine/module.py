@@ -25,7 +25,8 @@ class _MgeBatchNorm:
     weighs the old running value (``running = momentum * running + (1 - momentum) *
     batch``, 0.9 by default); ``freeze=True`` normalises with the running statistics and
     keeps them and the affine parameters fixed; parameters and running statistics have
-    MegEngine's shape ``(1, C, 1, 1)`` (the state-dict keys are the package's)."""
+    MegEngine's shape ``(1, C, 1, 1)`` and the default dtype (the state-dict keys are the
+    package's)."""
 
     _ndims: tuple = ()
 
@@ -46,11 +47,11 @@ class _MgeBatchNorm:
         self.freeze = freeze
         tshape = (1, num_features, 1, 1)
         if affine:
-            self.weight = _nn.Parameter(fg.ones(tshape, dtype="float32"))
-            self.bias = _nn.Parameter(fg.zeros(tshape, dtype="float32"))
+            self.weight = _nn.Parameter(fg.ones(tshape))
+            self.bias = _nn.Parameter(fg.zeros(tshape))
         if track_running_stats:
-            self.register_buffer("running_mean", fg.zeros(tshape, dtype="float32"))
-            self.register_buffer("running_var", fg.ones(tshape, dtype="float32"))
+            self.register_buffer("running_mean", fg.zeros(tshape))
+            self.register_buffer("running_var", fg.ones(tshape))
 
     def reset_running_stats(self) -> None:
         if self.track_running_stats:
@@ -165,6 +166,171 @@ class SyncBatchNorm(_MgeBatchNorm, _TorchSyncBatchNorm):
 # ---------------------------------------------------------------------- other layers
 
 
+def _check_modes(op: str, conv_mode: str | None, compute_mode: str) -> None:
+    """Checks MegEngine's ``conv_mode`` (only "cross_correlation", as MegEngine 1.x
+    computes) and ``compute_mode`` ("default", or "float32", MegEngine's request for float32
+    intermediates with float16 input; accepted without changing how the package computes)."""
+    if conv_mode is not None and str(conv_mode).lower() != "cross_correlation":
+        raise ValueError(f'{op}: conv_mode must be "cross_correlation", got {conv_mode!r}')
+    if str(compute_mode).lower() not in ("default", "float32"):
+        raise ValueError(f'{op}: compute_mode must be "default" or "float32", got {compute_mode!r}')
+
+
+class Linear(_nn.Linear):
+    """MegEngine's ``Linear(in_features, out_features, bias=True, compute_mode="default")``;
+    the weight is ``(out_features, in_features)``, as in PyTorch."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        compute_mode: str = "default",
+        **kwargs: Any,
+    ) -> None:
+        _check_modes("Linear", None, compute_mode)
+        kwargs.pop("name", None)
+        super().__init__(in_features, out_features, bias, **kwargs)
+        self.compute_mode = compute_mode
+
+
+def _megengine_layout(module: Any, state_dict: Any, prefix: str, *rest: Any) -> None:
+    """Load-time reshape of MegEngine's convolution layouts: a grouped weight with its
+    leading group axis, ``(G, OC / G, IC / G, *kernel)``, and a bias of shape
+    ``(1, OC, 1, 1)`` become the package's ``(OC, IC / G, *kernel)`` and ``(OC,)``."""
+    for name in ("weight", "bias"):
+        key = prefix + name
+        target = module.__dict__.get(name)
+        if target is None or key not in state_dict:
+            continue
+        value = state_dict[key]
+        shape, want = tuple(np.shape(value)), tuple(target.shape)
+        if name == "weight":
+            grouped = (
+                len(shape) == len(want) + 1
+                and shape[0] == module.groups
+                and shape[0] * shape[1] == want[0]
+                and shape[2:] == want[1:]
+            )
+            if grouped:
+                state_dict[key] = value.reshape(want)
+        elif (
+            len(want) == 1
+            and len(shape) > 2
+            and shape[:2] == (1, want[0])
+            and all(d == 1 for d in shape[2:])
+        ):
+            state_dict[key] = value.reshape(want)
+
+
+def _mge_conv(base: Any, op: str) -> Any:
+    """A MegEngine convolution class over the package's ``base``: MegEngine's argument order
+    (``stride, padding, dilation, groups, bias``, the same as PyTorch's) plus ``conv_mode``,
+    ``compute_mode`` and the module ``name``."""
+
+    class Conv(base):  # type: ignore[misc, valid-type]
+        def __init__(
+            self,
+            in_channels: int,
+            out_channels: int,
+            kernel_size: Any,
+            stride: Any = 1,
+            padding: Any = 0,
+            dilation: Any = 1,
+            groups: int = 1,
+            bias: bool = True,
+            conv_mode: str = "cross_correlation",
+            compute_mode: str = "default",
+            padding_mode: str = "zeros",
+            **kwargs: Any,
+        ) -> None:
+            _check_modes(op, conv_mode, compute_mode)
+            kwargs.pop("name", None)
+            super().__init__(
+                in_channels,
+                out_channels,
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                groups,
+                bias,
+                padding_mode,
+                **kwargs,
+            )
+            self.conv_mode = conv_mode
+            self.compute_mode = compute_mode
+            self.register_load_state_dict_pre_hook(_megengine_layout)
+
+    Conv.__name__ = Conv.__qualname__ = op
+    Conv.__doc__ = (
+        f"MegEngine's ``{op}(in_channels, out_channels, kernel_size, stride=1, padding=0, "
+        'dilation=1, groups=1, bias=True, conv_mode="cross_correlation", '
+        'compute_mode="default", padding_mode="zeros")``; weights in the package\'s '
+        "``(out, in / groups, *kernel)`` layout, MegEngine's grouped weights and "
+        "``(1, out, 1, 1)`` biases reshaped when a state dict is loaded."
+    )
+    return Conv
+
+
+Conv1d = _mge_conv(_nn.Conv1d, "Conv1d")
+Conv2d = _mge_conv(_nn.Conv2d, "Conv2d")
+Conv3d = _mge_conv(_nn.Conv3d, "Conv3d")
+
+
+def _mge_conv_transpose(base: Any, op: str) -> Any:
+    """A MegEngine transposed convolution over the package's ``base``: MegEngine's argument
+    order puts ``dilation`` before ``groups`` and ``bias`` (PyTorch's puts it last)."""
+
+    class ConvTranspose(base):  # type: ignore[misc, valid-type]
+        def __init__(
+            self,
+            in_channels: int,
+            out_channels: int,
+            kernel_size: Any,
+            stride: Any = 1,
+            padding: Any = 0,
+            output_padding: Any = 0,
+            dilation: Any = 1,
+            groups: int = 1,
+            bias: bool = True,
+            conv_mode: str = "cross_correlation",
+            compute_mode: str = "default",
+            **kwargs: Any,
+        ) -> None:
+            _check_modes(op, conv_mode, compute_mode)
+            kwargs.pop("name", None)
+            super().__init__(
+                in_channels,
+                out_channels,
+                kernel_size,
+                stride,
+                padding,
+                output_padding,
+                groups=groups,
+                bias=bias,
+                dilation=dilation,
+                **kwargs,
+            )
+            self.conv_mode = conv_mode
+            self.compute_mode = compute_mode
+            self.register_load_state_dict_pre_hook(_megengine_layout)
+
+    ConvTranspose.__name__ = ConvTranspose.__qualname__ = op
+    ConvTranspose.__doc__ = (
+        f"MegEngine's ``{op}(in_channels, out_channels, kernel_size, stride=1, padding=0, "
+        "output_padding=0, dilation=1, groups=1, bias=True, conv_mode, compute_mode)`` "
+        "(``dilation`` comes before ``groups``, unlike PyTorch's); MegEngine's grouped "
+        "weights ``(groups, in / groups, out / groups, *kernel)`` and ``(1, out, 1, 1)`` "
+        "biases are reshaped when a state dict is loaded."
+    )
+    return ConvTranspose
+
+
+ConvTranspose2d = _mge_conv_transpose(_nn.ConvTranspose2d, "ConvTranspose2d")
+ConvTranspose3d = _mge_conv_transpose(_nn.ConvTranspose3d, "ConvTranspose3d")
+
+
 class AvgPool2d(_nn.AvgPool2d):
     """MegEngine's ``AvgPool2d``: ``mode`` "average_count_exclude_padding" (the default:
     padded entries are not counted) or "average"."""
@@ -277,7 +443,7 @@ class PReLU(_nn.PReLU):
         super().__init__(num_parameters, init)
         if num_parameters > 1:
             shape = (1, num_parameters, 1, 1)
-            self.weight = _nn.Parameter(fg.full(shape, init, dtype="float32"))
+            self.weight = _nn.Parameter(fg.full(shape, float(init)))
 
     def forward(self, x: Tensor) -> Tensor:
         return _MF.prelu(x, self.weight)
@@ -365,7 +531,7 @@ class LocalConv2d(_nn.Module):
         ] + 1
         shape = (groups, oh, ow, in_channels // groups, kh, kw, out_channels // groups)
         std = math.sqrt(1.0 / (in_channels // groups * kh * kw))
-        self.weight = _nn.Parameter(fg.tensor(np.random.normal(0.0, std, shape).astype(np.float32)))
+        self.weight = _nn.Parameter(fg.randn(shape) * std)
         self.bias = None
 
     def forward(self, inp: Tensor) -> Tensor:

@@ -1,6 +1,7 @@
 """MegEngine 1.x's ``megengine.optimizer`` names that PyTorch spells differently:
 ``clip_grad_norm``, ``clip_grad_value``, ``LRScheduler`` and ``MultiStepLR`` (with
-``current_epoch``)."""
+``current_epoch``); and ``SGD``/``Adagrad``, whose arguments (and, for Adagrad, formula)
+differ from PyTorch's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,50 @@ from typing import Any
 
 import ferrograd as fg
 
+from .. import optim as _optim
 from .._core import Tensor
+
+
+class SGD(_optim.SGD):
+    """MegEngine's ``SGD(params, lr, momentum=0.0, nesterov=False, weight_decay=0.0)``:
+    PyTorch's update without dampening, with MegEngine's argument order (``nesterov``
+    third, where PyTorch has ``dampening``)."""
+
+    def __init__(
+        self,
+        params: Any,
+        lr: float,
+        momentum: float = 0.0,
+        nesterov: bool = False,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(params, lr, momentum, 0.0, weight_decay, nesterov)
+
+
+class Adagrad(_optim.Adagrad):
+    """MegEngine's ``Adagrad(params, lr=1e-2, lr_decay=0.0, eps=1e-10, weight_decay=0.0)``:
+    the step is ``lr / (1 + (t - 1) * lr_decay) * g / sqrt(sum + eps)``, ``eps`` inside the
+    square root (PyTorch adds it to the root), ``sum`` the running sum of ``g * g`` from 0."""
+
+    def __init__(
+        self,
+        params: Any,
+        lr: float = 1e-2,
+        lr_decay: float = 0.0,
+        eps: float = 1e-10,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(params, lr, lr_decay, weight_decay, 0.0, eps)
+
+    def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
+        step = state["step"]
+        step += 1.0
+        clr = lr / (1.0 + (step - 1.0) * group["lr_decay"])
+        if group["weight_decay"]:
+            g = g + group["weight_decay"] * p
+        s = state["sum"]
+        s += g * g
+        p -= clr * (g / (s + group["eps"]).sqrt())
 
 
 def _with_grad(tensors: Any) -> list:

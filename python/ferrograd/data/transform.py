@@ -8,6 +8,7 @@ fields beyond ``order``. Besides "image" they handle "coords" (N, 2) x-y points,
 from __future__ import annotations
 
 import collections.abc
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -449,6 +450,164 @@ class RandomVerticalFlip(VisionTransform):
     _apply_mask = _apply_image
 
 
+class RandomResizedCrop(VisionTransform):
+    """Crops a random window, then resizes it to ``output_size`` ((height, width), or an int
+    for a square): the window covers a fraction of the image area drawn uniformly from
+    ``scale_range`` and has a width/height ratio drawn log-uniformly from ``ratio_range``.
+    After 10 draws that do not fit, it takes the centred window of the whole image clamped
+    to ``ratio_range``. Masks are resized with nearest interpolation."""
+
+    def __init__(
+        self,
+        output_size: Any,
+        scale_range: Sequence[float] = (0.08, 1.0),
+        ratio_range: Sequence[float] = (3.0 / 4, 4.0 / 3),
+        interpolation: Any = INTER_LINEAR,
+        *,
+        order: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__(order)
+        if scale_range[0] > scale_range[1]:
+            raise ValueError(
+                f"RandomResizedCrop: scale_range should be (min, max), got {tuple(scale_range)}"
+            )
+        if ratio_range[0] > ratio_range[1] or ratio_range[0] <= 0:
+            raise ValueError(
+                "RandomResizedCrop: ratio_range should be (min, max) of positive ratios, got "
+                f"{tuple(ratio_range)}"
+            )
+        self.output_size = _pair(output_size)
+        self.scale_range = tuple(scale_range)
+        self.ratio_range = tuple(ratio_range)
+        self.interpolation = interpolation
+
+    def apply(self, input: Any) -> Any:
+        self._window = self._draw(*_image_shape("RandomResizedCrop", self._get_image(input)))
+        return super().apply(input)
+
+    def _draw(self, height: int, width: int, attempts: int = 10) -> tuple[int, int, int, int]:
+        area = height * width
+        lo, hi = np.log(self.ratio_range[0]), np.log(self.ratio_range[1])
+        for _ in range(attempts):
+            target = float(np.random.uniform(*self.scale_range)) * area
+            ratio = float(np.exp(np.random.uniform(lo, hi)))
+            w = round(math.sqrt(target * ratio))
+            h = round(math.sqrt(target / ratio))
+            if 0 < w <= width and 0 < h <= height:
+                return (
+                    np.random.randint(0, width - w + 1),
+                    np.random.randint(0, height - h + 1),
+                    w,
+                    h,
+                )
+        w, h = width, height
+        if width / height < self.ratio_range[0]:
+            h = round(width / self.ratio_range[0])
+        elif width / height > self.ratio_range[1]:
+            w = round(height * self.ratio_range[1])
+        return (width - w) // 2, (height - h) // 2, w, h
+
+    def _apply_image(self, image: np.ndarray) -> np.ndarray:
+        x, y, w, h = self._window
+        return _resize(image[y : y + h, x : x + w], *self.output_size, self.interpolation)
+
+    def _apply_coords(self, coords: np.ndarray) -> np.ndarray:
+        x, y, w, h = self._window
+        coords = np.array(coords)
+        coords[:, 0] = (coords[:, 0] - x) * (self.output_size[1] / w)
+        coords[:, 1] = (coords[:, 1] - y) * (self.output_size[0] / h)
+        return coords
+
+    def _apply_mask(self, mask: np.ndarray) -> np.ndarray:
+        x, y, w, h = self._window
+        return _resize(mask[y : y + h, x : x + w], *self.output_size, INTER_NEAREST)
+
+
+def _gray(image: np.ndarray) -> np.ndarray:
+    """The (H, W, 1) luma of a BGR image (OpenCV's weights 0.114, 0.587, 0.299)."""
+    return image[..., :3] @ np.array([0.114, 0.587, 0.299], dtype=np.float32)[:, None]
+
+
+class _ColorTransform(VisionTransform):
+    """Blends the image with a reference (``_reference``) by a factor drawn uniformly from
+    ``[max(0, 1 - value), 1 + value]``, in float32, clipped to [0, 255] and cast back."""
+
+    def __init__(self, value: float, *, order: Sequence[str] | None = None) -> None:
+        super().__init__(order)
+        if value < 0:
+            raise ValueError(f"{type(self).__name__}: value should be non-negative, got {value}")
+        self.value = value
+
+    def _reference(self, image: np.ndarray) -> Any:
+        return 0.0
+
+    def _apply_image(self, image: np.ndarray) -> np.ndarray:
+        if self.value == 0:
+            return image
+        img = image.astype(np.float32)
+        alpha = np.float32(np.random.uniform(max(0.0, 1 - self.value), 1 + self.value))
+        out = img * alpha + self._reference(img) * (1 - alpha)
+        return out.clip(0, 255).astype(image.dtype)
+
+    def _apply_coords(self, coords: np.ndarray) -> np.ndarray:
+        return coords
+
+    def _apply_mask(self, mask: np.ndarray) -> np.ndarray:
+        return mask
+
+
+class BrightnessTransform(_ColorTransform):
+    """Scales the image by a random factor in ``[max(0, 1 - value), 1 + value]``."""
+
+
+class ContrastTransform(_ColorTransform):
+    """Moves the image towards or away from its mean gray level by a random factor."""
+
+    def _reference(self, image: np.ndarray) -> Any:
+        return _gray(image).mean()
+
+
+class SaturationTransform(_ColorTransform):
+    """Moves each pixel towards or away from its own gray level by a random factor."""
+
+    def _reference(self, image: np.ndarray) -> Any:
+        return _gray(image)
+
+
+class ColorJitter(VisionTransform):
+    """Brightness, contrast and saturation jitter (each skipped when 0), applied in a
+    random order per sample. Hue jitter needs an HSV conversion this package does not
+    have: a non-zero ``hue`` raises ``NotImplementedError``."""
+
+    def __init__(
+        self,
+        brightness: float = 0,
+        contrast: float = 0,
+        saturation: float = 0,
+        hue: float = 0,
+        *,
+        order: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__(order)
+        if hue != 0:
+            raise NotImplementedError(f"ColorJitter: hue jitter is not supported (hue={hue})")
+        parts: list[VisionTransform] = []
+        if brightness != 0:
+            parts.append(BrightnessTransform(brightness))
+        if contrast != 0:
+            parts.append(ContrastTransform(contrast))
+        if saturation != 0:
+            parts.append(SaturationTransform(saturation))
+        self.transforms = Compose(
+            parts, shuffle_indices=[tuple(range(1, len(parts) + 1))], order=order
+        )
+
+    def apply(self, input: Any) -> Any:
+        self.transforms.order = self.order
+        self.transforms._set_order()
+        return self.transforms.apply(input)
+
+
 class Normalize(VisionTransform):
     """``(image - mean) / std`` per channel (last axis), computed in float32."""
 
@@ -470,15 +629,20 @@ class Normalize(VisionTransform):
 
 
 __all__ = [
+    "BrightnessTransform",
     "CenterCrop",
+    "ColorJitter",
     "Compose",
+    "ContrastTransform",
     "Normalize",
     "Pad",
     "PseudoTransform",
     "RandomCrop",
     "RandomHorizontalFlip",
+    "RandomResizedCrop",
     "RandomVerticalFlip",
     "Resize",
+    "SaturationTransform",
     "ToMode",
     "Transform",
     "VisionTransform",
