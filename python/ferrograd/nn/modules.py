@@ -91,6 +91,22 @@ def _rebuild_parameter(data: Any, dtype: str, device: str, requires_grad: bool) 
     return Parameter(_rebuild_tensor(data, dtype, device, False), requires_grad=requires_grad)
 
 
+# a module's hook tables, by the attribute names PyTorch's modules give them
+_HOOK_TABLES = frozenset(
+    {
+        "_forward_hooks",
+        "_forward_hooks_with_kwargs",
+        "_forward_hooks_always_call",
+        "_forward_pre_hooks",
+        "_forward_pre_hooks_with_kwargs",
+        "_backward_hooks",
+        "_backward_pre_hooks",
+        "_state_dict_hooks",
+        "_state_dict_pre_hooks",
+        "_load_state_dict_pre_hooks",
+        "_load_state_dict_post_hooks",
+    }
+)
 _INTERNAL = {"training", "_buffer_names", "_modules", "_parameters", "_null_params"}
 
 
@@ -216,6 +232,10 @@ class _HookHandle:
         self._hooks = hooks
         hooks[self.id] = hook
 
+    def hooks_dict_ref(self) -> dict:
+        """The table this hook sits in (empty once every hook in it is removed)."""
+        return self._hooks
+
     def remove(self) -> None:
         self._hooks.pop(self.id, None)
         for extra in getattr(self, "_extra", ()):
@@ -234,11 +254,14 @@ def _register_hook(
     """Adds ``hook`` to ``module.<store>`` (first with ``prepend``), its options in the
     ``<store>_<flag>`` dicts."""
     d = module.__dict__
-    hooks = d.setdefault(store, {})
+    hooks = d.setdefault(store, OrderedDict())
     handle = _HookHandle(hooks, hook)
     if prepend:
-        d[store] = {handle.id: hook, **{k: v for k, v in hooks.items() if k != handle.id}}
-        handle._hooks = d[store]
+        # reordered in place: the module's table stays the object callers may hold
+        rest = [(k, v) for k, v in hooks.items() if k != handle.id]
+        hooks.clear()
+        hooks[handle.id] = hook
+        hooks.update(rest)
     extras = []
     for flag, on in flags.items():
         if on:
@@ -281,11 +304,52 @@ def register_module_full_backward_hook(hook: Callable[..., Any]) -> _HookHandle:
     return _HookHandle(_global_backward_hooks, hook)
 
 
+def register_module_backward_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """PyTorch's deprecated spelling of :func:`register_module_full_backward_hook`."""
+    return register_module_full_backward_hook(hook)
+
+
 def register_module_full_backward_pre_hook(hook: Callable[..., Any]) -> _HookHandle:
     """``hook(module, grad_output)`` runs for every module before its backward (before the
     module's own pre-hooks); a returned tuple replaces ``grad_output``. Returns a handle
     whose ``remove()`` drops it."""
     return _HookHandle(_global_backward_pre_hooks, hook)
+
+
+# global registration hooks (register_module_*_registration_hook): ``hook(module, name,
+# value)`` runs when a module registers a buffer, parameter or sub-module; a returned value
+# is registered instead
+_global_buffer_registration_hooks: dict = OrderedDict()
+_global_module_registration_hooks: dict = OrderedDict()
+_global_parameter_registration_hooks: dict = OrderedDict()
+
+
+def register_module_buffer_registration_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """``hook(module, name, buffer)`` runs whenever any module registers a buffer; a
+    returned tensor is registered instead. Returns a handle whose ``remove()`` drops it."""
+    return _HookHandle(_global_buffer_registration_hooks, hook)
+
+
+def register_module_module_registration_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """``hook(module, name, submodule)`` runs whenever any module registers a sub-module; a
+    returned module is registered instead. Returns a handle whose ``remove()`` drops it."""
+    return _HookHandle(_global_module_registration_hooks, hook)
+
+
+def register_module_parameter_registration_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """``hook(module, name, param)`` runs whenever any module registers a parameter; a
+    returned parameter is registered instead. Returns a handle whose ``remove()`` drops
+    it."""
+    return _HookHandle(_global_parameter_registration_hooks, hook)
+
+
+def _registered(hooks: dict, module: Any, name: str, value: Any) -> Any:
+    """``value`` after the registration hooks in ``hooks`` (each may replace it)."""
+    for hook in list(hooks.values()):
+        r = hook(module, name, value)
+        if r is not None:
+            value = r
+    return value
 
 
 class _IncompatibleKeys(namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -580,6 +644,19 @@ class Module:
             raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
         bufs = d.get("_buffer_names")
         if isinstance(value, Parameter):
+            if _global_parameter_registration_hooks:
+                value = _registered(_global_parameter_registration_hooks, self, name, value)
+        elif isinstance(value, Module):
+            if _global_module_registration_hooks:
+                value = _registered(_global_module_registration_hooks, self, name, value)
+        elif (
+            bufs
+            and name in bufs
+            and isinstance(value, Tensor)
+            and _global_buffer_registration_hooks
+        ):
+            value = _registered(_global_buffer_registration_hooks, self, name, value)
+        if isinstance(value, Parameter):
             if bufs and name in bufs:
                 del bufs[name]
         elif value is not None:
@@ -629,6 +706,10 @@ class Module:
             items = d.get(store)
             if items is not None and name in items:
                 return items[name]
+        if name in _HOOK_TABLES:
+            # PyTorch's modules carry these tables from __init__; programs read, clear and
+            # iterate them (`len(m._forward_hooks)`), so an empty one appears on first use
+            return d.setdefault(name, OrderedDict())
         if name == "_parameters":
             return _ParametersView(self)
         if name == "_buffers":
@@ -715,6 +796,8 @@ class Module:
                 f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                 "(torch Tensor or None required)"
             )
+        if tensor is not None and _global_buffer_registration_hooks:
+            tensor = _registered(_global_buffer_registration_hooks, self, name, tensor)
         if "_buffer_names" not in self.__dict__:
             self.__dict__["_buffer_names"] = {}
         self.__dict__["_buffer_names"][name] = persistent
@@ -725,6 +808,8 @@ class Module:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_slot_name("module", name)
+        if module is not None and _global_module_registration_hooks:
+            module = _registered(_global_module_registration_hooks, self, name, module)
         d = self.__dict__
         if name in d and name not in (d.get("_modules") or ()):
             # a module (or None) first set by attribute assignment: replaced in its place
@@ -1085,9 +1170,20 @@ class Module:
             for hook in list(m.__dict__.get("_load_state_dict_post_hooks", {}).values()):
                 hook(m, result)
         if strict and (missing or unexpected):
+            msgs = []
+            if missing:
+                msgs.append(
+                    "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". "
+                )
+            if unexpected:
+                msgs.append(
+                    "Unexpected key(s) in state_dict: "
+                    + ", ".join(f'"{k}"' for k in unexpected)
+                    + ". "
+                )
             raise _StateDictKeyError(
-                f"load_state_dict: missing keys {missing}, unexpected keys {unexpected} "
-                f"(strict=True)"
+                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                + "\n\t".join(msgs + custom_errors)
             )
         if custom_errors:
             raise RuntimeError(
