@@ -336,3 +336,81 @@ def test_registration_hook_replaces_the_value(L) -> None:
         lin.extra = L.nn.Parameter(L.zeros(2))
     np.testing.assert_allclose(_np(lin.extra), 1.0)
     assert len(list(lin.parameters())) == 2
+
+
+# ----------------------------------------------------------------------- load_state_dict
+
+
+@LIBS
+def test_load_state_dict_rejects_a_non_mapping(L) -> None:
+    for bad in ["", 2]:
+        with pytest.raises(TypeError, match="Expected state_dict to be dict-like, got"):
+            L.nn.Module().load_state_dict(bad)
+
+
+@LIBS
+def test_failed_load_still_loads_every_matching_key(L) -> None:
+    m = L.nn.Sequential(L.nn.Linear(2, 2), L.nn.Linear(2, 3))
+    sd = {
+        "0.weight": L.ones(2, 2),
+        "0.bias": L.ones(2),
+        "1.weight": L.ones(5, 5),
+        "1.bias": L.ones(3),
+        "zz": L.ones(1),
+    }
+    with pytest.raises(
+        RuntimeError,
+        match=r'Sequential:\n\tUnexpected key\(s\) in state_dict: "zz". \n\tsize mismatch for '
+        r"1.weight: copying a param with shape .*\[5, 5\].* from checkpoint, the shape in "
+        r"current model is .*\[3, 2\]",
+    ):
+        m.load_state_dict(sd)
+    for name in ("0.weight", "0.bias", "1.bias"):
+        np.testing.assert_array_equal(_np(m.get_parameter(name)), 1.0)
+    assert not np.all(_np(m[1].weight) == 1.0)
+    sd.pop("zz")
+    with pytest.raises(RuntimeError, match="size mismatch for 1.weight"):
+        m.load_state_dict(sd, strict=False)
+
+
+@pytest.mark.parametrize("keep_vars", [True, False])
+@LIBS
+def test_load_with_assign_takes_the_checkpoint_tensors(L, keep_vars: bool) -> None:
+    src = L.nn.Sequential(L.nn.Linear(3, 4), L.nn.BatchNorm1d(4))
+    src[0].weight.requires_grad_(False)
+    sd = src.state_dict(keep_vars=keep_vars)
+    dst = L.nn.Sequential(L.nn.Linear(3, 4), L.nn.BatchNorm1d(4))
+    before = dst.state_dict(keep_vars=True)
+    dst.load_state_dict(sd, assign=True)
+    after = dst.state_dict(keep_vars=True)
+    for k, v in sd.items():
+        assert (after[k] is v) == (keep_vars or k.startswith("1.running") or k.endswith("tracked"))
+        np.testing.assert_array_equal(_np(after[k]), _np(v))
+        if k.endswith(("weight", "bias")):
+            assert isinstance(after[k], L.nn.Parameter)
+            assert after[k].requires_grad == before[k].requires_grad
+    # the module and the checkpoint share memory
+    with L.no_grad():
+        dst[0].bias.add_(1.0)
+    np.testing.assert_array_equal(_np(sd["0.bias"]), _np(dst[0].bias))
+
+
+@LIBS
+def test_load_with_assign_keeps_the_checkpoint_dtype_and_trains(L) -> None:
+    L.manual_seed(0)
+    net = L.nn.Sequential(L.nn.Linear(3, 5), L.nn.BatchNorm1d(5))
+    sd = {k: v.double() if v.is_floating_point() else v for k, v in net.state_dict().items()}
+    net.double()
+    net2 = L.nn.Sequential(L.nn.Linear(3, 5), L.nn.BatchNorm1d(5))
+    net2.load_state_dict(sd, assign=True)
+    assert net2[0].weight.dtype == L.float64 and net2[1].running_mean.dtype == L.float64
+    assert net2[0].weight.requires_grad
+    opts = [L.optim.Adam(n.parameters(), lr=0.1) for n in (net, net2)]
+    x = L.randn(4, 3, dtype=L.float64)
+    for _ in range(3):
+        for n, opt in zip((net, net2), opts):
+            opt.zero_grad()
+            n(x).pow(2).sum().backward()
+            opt.step()
+    for k, v in net.state_dict().items():
+        np.testing.assert_allclose(_np(net2.state_dict()[k]), _np(v), rtol=1e-12)

@@ -1099,14 +1099,17 @@ class Module:
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
         """Copies the values of ``state_dict`` (tensors, numpy arrays or anything
-        ``fg.tensor`` reads) into this module's parameters and buffers, in place. With
-        ``strict``, missing and unexpected keys raise ``KeyError`` (also a ``RuntimeError``,
-        PyTorch's type); a shape mismatch always
-        raises ``ShapeError``. Returns ``(missing_keys, unexpected_keys)``."""
+        ``fg.tensor`` reads) into this module's parameters and buffers, in place; with
+        ``assign``, the module takes the checkpoint's tensors themselves (their dtype and
+        memory; parameters keep their ``requires_grad``). Every matching key is loaded
+        first; then, with ``strict``, missing and unexpected keys raise ``KeyError`` (also a
+        ``RuntimeError``, PyTorch's type), and a shape mismatch always raises
+        ``ShapeError``, all in one PyTorch-style message. Returns ``(missing_keys,
+        unexpected_keys)``."""
 
         if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
             raise TypeError(
-                f"load_state_dict: expected state_dict to be dict-like, got {type(state_dict)}"
+                f"load_state_dict: Expected state_dict to be dict-like, got {type(state_dict)}."
             )
         mods = list(self.named_modules())
         metadata = getattr(state_dict, "_metadata", None)
@@ -1169,32 +1172,14 @@ class Module:
         for _, m in mods:
             for hook in list(m.__dict__.get("_load_state_dict_post_hooks", {}).values()):
                 hook(m, result)
-        if strict and (missing or unexpected):
-            msgs = []
-            if missing:
-                msgs.append(
-                    "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". "
-                )
-            if unexpected:
-                msgs.append(
-                    "Unexpected key(s) in state_dict: "
-                    + ", ".join(f'"{k}"' for k in unexpected)
-                    + ". "
-                )
-            raise _StateDictKeyError(
-                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
-                + "\n\t".join(msgs + custom_errors)
-            )
-        if custom_errors:
-            raise RuntimeError(
-                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
-                + "\n\t".join(custom_errors)
-            )
         extra = {
             (name + "." if name else "") + "_extra_state": m
             for name, m in mods
             if type(m).set_extra_state is not Module.set_extra_state
         }
+        owners = dict(mods) if assign else {}
+        # every key that matches is loaded before any error is raised, as PyTorch's
+        size_errors = []
         for k, target in own.items():
             if k not in state_dict:
                 continue
@@ -1205,12 +1190,38 @@ class Module:
             if not isinstance(v, Tensor):
                 v = tensor(v)
             if tuple(v.shape) != tuple(target.shape):
-                raise ShapeError(
-                    f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                size_errors.append(
                     f"size mismatch for {k}: copying a param with shape {list(v.shape)} from "
                     f"checkpoint, the shape in current model is {list(target.shape)}."
                 )
-            _copy_loaded(target, v)
+                continue
+            if assign:
+                _assign_loaded(owners, k, target, v)
+            else:
+                _copy_loaded(target, v)
+        msgs = []
+        if strict and result.missing_keys:
+            msgs.append(
+                "Missing key(s) in state_dict: "
+                + ", ".join(f'"{k}"' for k in result.missing_keys)
+                + ". "
+            )
+        if strict and result.unexpected_keys:
+            msgs.append(
+                "Unexpected key(s) in state_dict: "
+                + ", ".join(f'"{k}"' for k in result.unexpected_keys)
+                + ". "
+            )
+        errors = msgs + custom_errors + size_errors
+        if errors:
+            text = f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(
+                errors
+            )
+            if msgs:
+                raise _StateDictKeyError(text)
+            if size_errors:
+                raise ShapeError(text)
+            raise RuntimeError(text)
         return result
 
     # ---------------------------------------------------------------------------- modes
@@ -1317,6 +1328,21 @@ class Module:
             return f"{type(self).__name__}({extra})"
         head = f"{type(self).__name__}(" + (f"{extra}" if extra else "")
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _assign_loaded(owners: dict, key: str, target: Tensor, v: Tensor) -> None:
+    """``load_state_dict(assign=True)``: the module keeps the checkpoint's tensor itself (its
+    dtype and memory) in place of ``target``; a parameter stays a Parameter with
+    ``target``'s ``requires_grad``."""
+    owner_name, _, attr = key.rpartition(".")
+    owner = owners[owner_name]
+    if isinstance(target, Parameter):
+        needs = bool(target.requires_grad)
+        if not isinstance(v, Parameter):
+            v = Parameter(v.detach(), requires_grad=needs and v.dtype.kind == "f")
+        elif bool(v.requires_grad) != needs:
+            v.requires_grad_(needs)
+    setattr(owner, attr, v)
 
 
 def _run_load_pre_hooks(
