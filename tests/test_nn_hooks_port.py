@@ -414,3 +414,54 @@ def test_load_with_assign_keeps_the_checkpoint_dtype_and_trains(L) -> None:
             opt.step()
     for k, v in net.state_dict().items():
         np.testing.assert_allclose(_np(net2.state_dict()[k]), _np(v), rtol=1e-12)
+
+
+# ------------------------------------------------------------------------- lazy modules
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [("Linear", (5, 5)), ("Conv2d", (2, 16, 8, 6)), ("ConvTranspose1d", (2, 16, 9))],
+)
+@LIBS
+def test_pickled_lazy_layer_stays_lazy_until_it_runs(L, name: str, shape: tuple) -> None:
+    import pickle
+
+    lazy_cls, cls = getattr(L.nn, "Lazy" + name), getattr(L.nn, name)
+    args = (10,) if name == "Linear" else (8, 2)
+    m = pickle.loads(pickle.dumps(lazy_cls(*args)))
+    assert isinstance(m, lazy_cls)
+    assert isinstance(m.weight, L.nn.parameter.UninitializedParameter)
+    assert isinstance(m.bias, L.nn.parameter.UninitializedParameter)
+    m(L.ones(*shape))
+    n = pickle.loads(pickle.dumps(m))
+    assert isinstance(n, cls) and not isinstance(n, lazy_cls)
+    assert not isinstance(n.weight, L.nn.parameter.UninitializedParameter)
+    np.testing.assert_array_equal(_np(n.weight), _np(m.weight))
+
+
+@pytest.mark.parametrize(
+    ("lazy", "sized"),
+    [
+        (lambda nn: nn.LazyLinear(10), lambda nn: nn.Linear(5, 10)),
+        (lambda nn: nn.LazyConv1d(32, 2), lambda nn: nn.Conv1d(16, 32, 2)),
+        (lambda nn: nn.LazyBatchNorm2d(), lambda nn: nn.BatchNorm2d(10)),
+    ],
+)
+@LIBS
+def test_state_of_an_unrun_lazy_layer_does_not_load_into_a_sized_one(L, lazy, sized) -> None:
+    sd = lazy(L.nn).state_dict()
+    assert isinstance(sd["weight"], L.nn.parameter.UninitializedParameter)
+    with pytest.raises(RuntimeError, match="shape of an uninitialized"):
+        sized(L.nn).load_state_dict(sd)
+
+
+@pytest.mark.parametrize("name", ["BatchNorm1d", "BatchNorm2d", "InstanceNorm1d"])
+@LIBS
+def test_lazy_norm_takes_its_input_by_keyword(L, name: str) -> None:
+    shape = (4, 3, 6) if name.endswith("1d") else (4, 3, 6, 5)
+    x = L.arange(float(np.prod(shape)), dtype=L.float64).reshape(shape).sin()
+    lazy = getattr(L.nn, "Lazy" + name)(dtype=L.float64)
+    plain = getattr(L.nn, name)(3, dtype=L.float64)
+    np.testing.assert_allclose(_np(lazy(input=x)), _np(plain(input=x)), rtol=1e-12)
+    assert isinstance(lazy, getattr(L.nn, name))

@@ -985,7 +985,7 @@ class Module:
         """Puts this module's own state (not its sub-modules') in ``destination``, as
         PyTorch's; subclasses may override it (state_dict calls the override)."""
         for name, v in self._local_state():
-            destination[prefix + name] = v if keep_vars or not isinstance(v, Tensor) else v.detach()
+            destination[prefix + name] = _state_value(v, keep_vars)
 
     def _load_from_state_dict(
         self,
@@ -1054,7 +1054,7 @@ class Module:
             if isinstance(getattr(out, "_metadata", None), dict):
                 out._metadata.update(meta)
         for k, v in items.items():
-            out[k] = v if keep_vars or not isinstance(v, Tensor) else v.detach()
+            out[k] = _state_value(v, keep_vars)
         return out
 
     # --------------------------------------------------------------- state-dict hooks
@@ -1189,6 +1189,13 @@ class Module:
             v = state_dict[k]
             if not isinstance(v, Tensor):
                 v = tensor(v)
+            if _uninitialized(v) and not _uninitialized(target):
+                size_errors.append(
+                    f'While copying the parameter named "{k}": can\'t access the shape of an '
+                    "uninitialized parameter or buffer (the checkpoint comes from a lazy module "
+                    "that has not run a forward pass)"
+                )
+                continue
             if tuple(v.shape) != tuple(target.shape):
                 size_errors.append(
                     f"size mismatch for {k}: copying a param with shape {list(v.shape)} from "
@@ -1328,6 +1335,19 @@ class Module:
             return f"{type(self).__name__}({extra})"
         head = f"{type(self).__name__}(" + (f"{extra}" if extra else "")
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _state_value(v: Any, keep_vars: bool) -> Any:
+    """What state_dict reports for ``v``: detached unless ``keep_vars``; a lazy layer's
+    placeholder stays one (so loading it into a sized module is refused, as PyTorch's)."""
+    if keep_vars or not isinstance(v, Tensor) or _uninitialized(v):
+        return v
+    return v.detach()
+
+
+def _uninitialized(t: Tensor) -> bool:
+    """Whether ``t`` is a lazy layer's placeholder (its shape is not known yet)."""
+    return type(t).__name__ in ("UninitializedParameter", "UninitializedBuffer")
 
 
 def _assign_loaded(owners: dict, key: str, target: Tensor, v: Tensor) -> None:

@@ -411,6 +411,11 @@ class UninitializedParameter(Parameter):
     def __repr__(self) -> str:
         return "<UninitializedParameter>"
 
+    def __reduce__(self) -> tuple:
+        # pickled (and deep-copied) as a placeholder still, so the copy of a lazy layer
+        # that has not run stays lazy
+        return (_rebuild_uninitialized, (UninitializedParameter, self.dtype.name, str(self.device)))
+
 
 class UninitializedBuffer(Tensor):
     """PyTorch's ``nn.parameter.UninitializedBuffer``: a lazy layer's buffer (running
@@ -420,6 +425,13 @@ class UninitializedBuffer(Tensor):
 
     def __repr__(self) -> str:
         return "<UninitializedBuffer>"
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild_uninitialized, (UninitializedBuffer, self.dtype.name, str(self.device)))
+
+
+def _rebuild_uninitialized(cls: type, dtype: str, device: str) -> Tensor:
+    return cls(_placeholder(dtype, device))
 
 
 def is_lazy(param: Any) -> bool:
@@ -494,12 +506,18 @@ class _LazyMixin:
         self.__class__ = self.cls_to_become
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if not args or not isinstance(args[0], Tensor):
+        # the input comes first, positionally or by keyword (`bn(input=x)`)
+        first = args[0] if args else next(iter(kwargs.values()), None)
+        if not isinstance(first, Tensor):
             raise TypeError(
                 f"{type(self).__name__}: the first input must be a Tensor, got "
-                f"{type(args[0]).__name__ if args else 'nothing'}"
+                f"{type(first).__name__ if first is not None else 'nothing'}"
             )
-        self.initialize_parameters(args[0])
+        self.initialize_parameters(first)
+        if kwargs:  # PyTorch's keyword names, as the plain layer's __call__ maps them
+            from .modules import _torch_forward_keywords
+
+            args, kwargs = _torch_forward_keywords(self, args, kwargs)
         return self.forward(*args, **kwargs)  # (now the plain layer's forward)
 
 
