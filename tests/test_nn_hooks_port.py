@@ -440,6 +440,18 @@ def test_pickled_lazy_layer_stays_lazy_until_it_runs(L, name: str, shape: tuple)
     np.testing.assert_array_equal(_np(n.weight), _np(m.weight))
 
 
+@LIBS
+def test_deep_copied_lazy_layer_stays_lazy(L) -> None:
+    import copy
+
+    m = copy.deepcopy(L.nn.LazyLinear(3, dtype=L.float64))
+    assert isinstance(m.weight, L.nn.parameter.UninitializedParameter)
+    assert isinstance(m.bias, L.nn.parameter.UninitializedParameter)
+    m(L.ones(2, 4, dtype=L.float64))
+    assert isinstance(m, L.nn.Linear) and tuple(m.weight.shape) == (3, 4)
+    assert m.weight.dtype == L.float64 and m.bias.dtype == L.float64
+
+
 @pytest.mark.parametrize(
     ("lazy", "sized"),
     [

@@ -416,6 +416,9 @@ class UninitializedParameter(Parameter):
         # that has not run stays lazy
         return (_rebuild_uninitialized, (UninitializedParameter, self.dtype.name, str(self.device)))
 
+    def __deepcopy__(self, memo: dict) -> UninitializedParameter:
+        return _rebuild_uninitialized(type(self), self.dtype.name, str(self.device))
+
 
 class UninitializedBuffer(Tensor):
     """PyTorch's ``nn.parameter.UninitializedBuffer``: a lazy layer's buffer (running
@@ -428,6 +431,9 @@ class UninitializedBuffer(Tensor):
 
     def __reduce__(self) -> tuple:
         return (_rebuild_uninitialized, (UninitializedBuffer, self.dtype.name, str(self.device)))
+
+    def __deepcopy__(self, memo: dict) -> UninitializedBuffer:
+        return _rebuild_uninitialized(type(self), self.dtype.name, str(self.device))
 
 
 def _rebuild_uninitialized(cls: type, dtype: str, device: str) -> Tensor:
