@@ -477,3 +477,71 @@ def test_lazy_norm_takes_its_input_by_keyword(L, name: str) -> None:
     plain = getattr(L.nn, name)(3, dtype=L.float64)
     np.testing.assert_allclose(_np(lazy(input=x)), _np(plain(input=x)), rtol=1e-12)
     assert isinstance(lazy, getattr(L.nn, name))
+
+
+def _user_lazy_module(L):
+    """A lazy module of the user's own: ``LazyModuleMixin`` before ``nn.Module``."""
+
+    class LazyScale(L.nn.modules.lazy.LazyModuleMixin, L.nn.Module):
+        cls_to_become = None
+
+        def __init__(self):
+            super().__init__()
+            self.scale = L.nn.parameter.UninitializedParameter()
+            self.shift = L.nn.parameter.UninitializedBuffer()
+
+        def initialize_parameters(self, x):
+            if self.has_uninitialized_params():
+                with L.no_grad():
+                    self.scale.materialize(x.shape[-1:])
+                    self.shift.materialize(x.shape[-1:])
+                    self.scale.fill_(2.0)
+                    self.shift.fill_(0.5)
+
+        def forward(self, x):
+            return x * self.scale + self.shift
+
+    return LazyScale
+
+
+@LIBS
+def test_user_lazy_module_sizes_itself_on_its_first_call(L) -> None:
+    LazyScale = _user_lazy_module(L)
+    m = LazyScale()
+    assert m.has_uninitialized_params()
+    assert isinstance(m.state_dict()["shift"], L.nn.parameter.UninitializedBuffer)
+    with pytest.raises(RuntimeError, match="share memory on an uninitialized"):
+        m.share_memory()
+    x = L.arange(6, dtype=L.float64).reshape(2, 3).requires_grad_()
+    m.double()
+    pre = m.register_forward_pre_hook(lambda mod, args: (args[0] + 1,))
+    out = m(x)
+    pre.remove()
+    assert not m.has_uninitialized_params()
+    assert type(m.scale) is L.nn.Parameter and m.scale.dtype == L.float64
+    assert dict(m.named_buffers()).keys() == {"shift"}
+    np.testing.assert_allclose(_np(out), (_np(x) + 1) * 2 + 0.5)
+    out.sum().backward()
+    np.testing.assert_allclose(_np(m.scale.grad), (_np(x) + 1).sum(0))
+    np.testing.assert_allclose(_np(x.grad), 2.0)
+    # the initialising hook is gone: a second call does not re-initialise
+    with L.no_grad():
+        m.scale.fill_(3.0)
+    np.testing.assert_allclose(_np(m(x)), _np(x) * 3 + 0.5)
+
+
+@LIBS
+def test_user_lazy_module_is_sized_by_a_state_dict(L) -> None:
+    LazyScale = _user_lazy_module(L)
+    src = LazyScale()
+    src(L.ones(2, 4))
+    dst = LazyScale()
+    dst.load_state_dict(src.state_dict())
+    assert tuple(dst.scale.shape) == (4,)
+    np.testing.assert_array_equal(_np(dst.scale), 2.0)
+    np.testing.assert_array_equal(_np(dst.shift), 0.5)
+    unrun = LazyScale()
+    unrun.load_state_dict(LazyScale().state_dict())
+    assert unrun.has_uninitialized_params()
+    with pytest.raises(RuntimeError, match="shape of an uninitialized"):
+        src.load_state_dict(LazyScale().state_dict())

@@ -1317,7 +1317,11 @@ class Module:
 
     def share_memory(self) -> Module:
         """Returns self: ferrograd's data-loading workers are threads of this process, so
-        parameters need no shared-memory copy to be seen by them."""
+        parameters need no shared-memory copy to be seen by them. A lazy layer's placeholder
+        raises, as PyTorch's (it has no memory to share yet)."""
+        for t in [*self.parameters(), *self.buffers()]:
+            if _uninitialized(t):
+                t.share_memory_()
         return self
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
@@ -1440,9 +1444,10 @@ def _moved(t: Tensor, device: str | None, dtype: str | None) -> Tensor:
         v = v.astype(new_dtype)
     if device is not None and v.device != device:
         v = v.to(device)
-    if isinstance(t, Parameter):
+    if isinstance(t, Parameter) or _uninitialized(t):
         # the same object over the converted data (and gradient), as PyTorch's: optimizers
-        # and references made before the move keep working
+        # and references made before the move keep working (and a lazy layer's placeholder
+        # stays one)
         _replace_data(t, v.copy() if v._data_key[0] == t._data_key[0] else v)
         return t
     return v.copy() if v._data_key[0] == t._data_key[0] else v
