@@ -30,7 +30,7 @@ def _clear_global_hooks() -> None:
         M = _module_mod(L)
         for name in dir(M):
             table = getattr(M, name)
-            if name.startswith("_global_") and name.endswith("hooks") and isinstance(table, dict):
+            if name.startswith("_global_") and isinstance(table, dict):
                 table.clear()
     # PyTorch remembers which kind of global backward hook it last took
     _module_mod(torch)._global_is_full_backward_hook = None
@@ -200,6 +200,33 @@ def test_global_hooks_run_before_local_ones(L) -> None:
         "global bwd",
         "local bwd",
     ]
+
+
+@LIBS
+def test_global_forward_hook_with_kwargs_and_always_call(L) -> None:
+    M = _module_mod(L)
+    seen = []
+
+    class Mod(L.nn.Module):
+        def forward(self, x, scale=1.0):
+            if scale < 0:
+                raise ValueError("negative scale")
+            return x * scale
+
+    m = Mod()
+    x = L.ones(2, dtype=L.float64)
+    with M.register_module_forward_hook(
+        lambda mod, args, kwargs, out: seen.append(dict(kwargs)) or out + kwargs["scale"],
+        with_kwargs=True,
+    ):
+        np.testing.assert_array_equal(_np(m(x, scale=3.0)), 6.0)
+    assert seen == [{"scale": 3.0}]
+    with (
+        M.register_module_forward_hook(lambda mod, args, out: seen.append(out), always_call=True),
+        pytest.raises(ValueError, match="negative scale"),
+    ):
+        m(x, scale=-1.0)
+    assert seen[-1] is None
 
 
 # ------------------------------------------------------------------------ hook tables

@@ -284,10 +284,28 @@ def register_module_forward_pre_hook(hook: Callable[..., Any]) -> _HookHandle:
     return _HookHandle(_global_forward_pre_hooks, hook)
 
 
-def register_module_forward_hook(hook: Callable[..., Any]) -> _HookHandle:
+_global_forward_hooks_with_kwargs: dict = {}
+_global_forward_hooks_always_call: dict = {}
+
+
+def register_module_forward_hook(
+    hook: Callable[..., Any], *, with_kwargs: bool = False, always_call: bool = False
+) -> _HookHandle:
     """``hook(module, args, output)`` runs after every module's ``forward`` (a returned
-    value replaces the output). Returns a handle whose ``remove()`` drops it."""
-    return _HookHandle(_global_forward_hooks, hook)
+    value replaces the output); with ``with_kwargs``, ``hook(module, args, kwargs,
+    output)``; ``always_call`` runs it (with output None) when ``forward`` raises. Returns a
+    handle whose ``remove()`` drops it."""
+    handle = _HookHandle(_global_forward_hooks, hook)
+    extras = []
+    for on, table in (
+        (with_kwargs, _global_forward_hooks_with_kwargs),
+        (always_call, _global_forward_hooks_always_call),
+    ):
+        if on:
+            table[handle.id] = True
+            extras.append(table)
+    handle._extra = extras
+    return handle
 
 
 # global backward hooks (register_module_full_backward_hook / _pre_hook): run for every
@@ -556,15 +574,17 @@ class Module:
             if backward_hooks:
                 out = wrap_outputs(bw_state, out)
         except BaseException:
-            for key, hook in (post or {}).items():
-                if key in always:
+            for key, hook in [*_global_forward_hooks.items(), *(post or {}).items()]:
+                if key in always or key in _global_forward_hooks_always_call:
+                    with_kw = key in post_kw or key in _global_forward_hooks_with_kwargs
                     try:
-                        hook(self, args, kwargs, None) if key in post_kw else hook(self, args, None)
+                        hook(self, args, kwargs, None) if with_kw else hook(self, args, None)
                     except Exception:  # noqa: BLE001, S110 (the forward's own error is raised)
                         pass
             raise
         for key, hook in [*_global_forward_hooks.items(), *(post or {}).items()]:
-            r = hook(self, args, kwargs, out) if key in post_kw else hook(self, args, out)
+            with_kw = key in post_kw or key in _global_forward_hooks_with_kwargs
+            r = hook(self, args, kwargs, out) if with_kw else hook(self, args, out)
             if r is not None:
                 out = r
         return out
