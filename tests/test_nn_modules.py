@@ -87,7 +87,7 @@ def test_state_dict_roundtrip_and_strict():
     b.load_state_dict({"weight": np.zeros((2, 3)), "bias": [1.0, 2.0]})
     assert b.weight is w  # in place
     assert b.weight.numpy().sum() == 0 and b.bias.numpy().tolist() == [1.0, 2.0]
-    with pytest.raises(KeyError, match="missing keys"):
+    with pytest.raises(KeyError, match="Missing key"):
         b.load_state_dict({"weight": np.zeros((2, 3))})
     res = b.load_state_dict({"weight": np.ones((2, 3)), "extra": 1.0}, strict=False)
     assert res.missing_keys == ["bias"] and res.unexpected_keys == ["extra"]

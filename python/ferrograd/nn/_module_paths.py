@@ -44,6 +44,7 @@ _FILES = {
     "distance": "PairwiseDistance CosineSimilarity",
     "channelshuffle": "ChannelShuffle",
     "adaptive": "AdaptiveLogSoftmaxWithLoss",
+    "lazy": "",
 }
 
 # PyTorch's private base classes under their files' names, so that ``isinstance(m,
@@ -54,6 +55,7 @@ _PRIVATE = {
     "conv": {"_ConvNd": "modules._ConvNd"},
     "loss": {"_Loss": "modules._Loss", "_WeightedLoss": "modules._WeightedLoss"},
     "instancenorm": {"_InstanceNorm": "extra._InstanceNorm"},
+    "lazy": {"LazyModuleMixin": "more.LazyModuleMixin"},
 }
 
 

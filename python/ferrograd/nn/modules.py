@@ -91,6 +91,22 @@ def _rebuild_parameter(data: Any, dtype: str, device: str, requires_grad: bool) 
     return Parameter(_rebuild_tensor(data, dtype, device, False), requires_grad=requires_grad)
 
 
+# a module's hook tables, by the attribute names PyTorch's modules give them
+_HOOK_TABLES = frozenset(
+    {
+        "_forward_hooks",
+        "_forward_hooks_with_kwargs",
+        "_forward_hooks_always_call",
+        "_forward_pre_hooks",
+        "_forward_pre_hooks_with_kwargs",
+        "_backward_hooks",
+        "_backward_pre_hooks",
+        "_state_dict_hooks",
+        "_state_dict_pre_hooks",
+        "_load_state_dict_pre_hooks",
+        "_load_state_dict_post_hooks",
+    }
+)
 _INTERNAL = {"training", "_buffer_names", "_modules", "_parameters", "_null_params"}
 # the hook tables a module keeps in its __dict__ (see _register_hook)
 _HOOK_STORES = frozenset(
@@ -220,6 +236,10 @@ class _HookHandle:
         self._hooks = hooks
         hooks[self.id] = hook
 
+    def hooks_dict_ref(self) -> dict:
+        """The table this hook sits in (empty once every hook in it is removed)."""
+        return self._hooks
+
     def remove(self) -> None:
         self._hooks.pop(self.id, None)
         for extra in getattr(self, "_extra", ()):
@@ -238,11 +258,14 @@ def _register_hook(
     """Adds ``hook`` to ``module.<store>`` (first with ``prepend``), its options in the
     ``<store>_<flag>`` dicts."""
     d = module.__dict__
-    hooks = d.setdefault(store, {})
+    hooks = d.setdefault(store, OrderedDict())
     handle = _HookHandle(hooks, hook)
     if prepend:
-        d[store] = {handle.id: hook, **{k: v for k, v in hooks.items() if k != handle.id}}
-        handle._hooks = d[store]
+        # reordered in place: the module's table stays the object callers may hold
+        rest = [(k, v) for k, v in hooks.items() if k != handle.id]
+        hooks.clear()
+        hooks[handle.id] = hook
+        hooks.update(rest)
     extras = []
     for flag, on in flags.items():
         if on:
@@ -265,10 +288,28 @@ def register_module_forward_pre_hook(hook: Callable[..., Any]) -> _HookHandle:
     return _HookHandle(_global_forward_pre_hooks, hook)
 
 
-def register_module_forward_hook(hook: Callable[..., Any]) -> _HookHandle:
+_global_forward_hooks_with_kwargs: dict = {}
+_global_forward_hooks_always_call: dict = {}
+
+
+def register_module_forward_hook(
+    hook: Callable[..., Any], *, with_kwargs: bool = False, always_call: bool = False
+) -> _HookHandle:
     """``hook(module, args, output)`` runs after every module's ``forward`` (a returned
-    value replaces the output). Returns a handle whose ``remove()`` drops it."""
-    return _HookHandle(_global_forward_hooks, hook)
+    value replaces the output); with ``with_kwargs``, ``hook(module, args, kwargs,
+    output)``; ``always_call`` runs it (with output None) when ``forward`` raises. Returns a
+    handle whose ``remove()`` drops it."""
+    handle = _HookHandle(_global_forward_hooks, hook)
+    extras = []
+    for on, table in (
+        (with_kwargs, _global_forward_hooks_with_kwargs),
+        (always_call, _global_forward_hooks_always_call),
+    ):
+        if on:
+            table[handle.id] = True
+            extras.append(table)
+    handle._extra = extras
+    return handle
 
 
 # global backward hooks (register_module_full_backward_hook / _pre_hook): run for every
@@ -285,11 +326,52 @@ def register_module_full_backward_hook(hook: Callable[..., Any]) -> _HookHandle:
     return _HookHandle(_global_backward_hooks, hook)
 
 
+def register_module_backward_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """PyTorch's deprecated spelling of :func:`register_module_full_backward_hook`."""
+    return register_module_full_backward_hook(hook)
+
+
 def register_module_full_backward_pre_hook(hook: Callable[..., Any]) -> _HookHandle:
     """``hook(module, grad_output)`` runs for every module before its backward (before the
     module's own pre-hooks); a returned tuple replaces ``grad_output``. Returns a handle
     whose ``remove()`` drops it."""
     return _HookHandle(_global_backward_pre_hooks, hook)
+
+
+# global registration hooks (register_module_*_registration_hook): ``hook(module, name,
+# value)`` runs when a module registers a buffer, parameter or sub-module; a returned value
+# is registered instead
+_global_buffer_registration_hooks: dict = OrderedDict()
+_global_module_registration_hooks: dict = OrderedDict()
+_global_parameter_registration_hooks: dict = OrderedDict()
+
+
+def register_module_buffer_registration_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """``hook(module, name, buffer)`` runs whenever any module registers a buffer; a
+    returned tensor is registered instead. Returns a handle whose ``remove()`` drops it."""
+    return _HookHandle(_global_buffer_registration_hooks, hook)
+
+
+def register_module_module_registration_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """``hook(module, name, submodule)`` runs whenever any module registers a sub-module; a
+    returned module is registered instead. Returns a handle whose ``remove()`` drops it."""
+    return _HookHandle(_global_module_registration_hooks, hook)
+
+
+def register_module_parameter_registration_hook(hook: Callable[..., Any]) -> _HookHandle:
+    """``hook(module, name, param)`` runs whenever any module registers a parameter; a
+    returned parameter is registered instead. Returns a handle whose ``remove()`` drops
+    it."""
+    return _HookHandle(_global_parameter_registration_hooks, hook)
+
+
+def _registered(hooks: dict, module: Any, name: str, value: Any) -> Any:
+    """``value`` after the registration hooks in ``hooks`` (each may replace it)."""
+    for hook in list(hooks.values()):
+        r = hook(module, name, value)
+        if r is not None:
+            value = r
+    return value
 
 
 class _IncompatibleKeys(namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -496,15 +578,17 @@ class Module:
             if backward_hooks:
                 out = wrap_outputs(bw_state, out)
         except BaseException:
-            for key, hook in (post or {}).items():
-                if key in always:
+            for key, hook in [*_global_forward_hooks.items(), *(post or {}).items()]:
+                if key in always or key in _global_forward_hooks_always_call:
+                    with_kw = key in post_kw or key in _global_forward_hooks_with_kwargs
                     try:
-                        hook(self, args, kwargs, None) if key in post_kw else hook(self, args, None)
+                        hook(self, args, kwargs, None) if with_kw else hook(self, args, None)
                     except Exception:  # noqa: BLE001, S110 (the forward's own error is raised)
                         pass
             raise
         for key, hook in [*_global_forward_hooks.items(), *(post or {}).items()]:
-            r = hook(self, args, kwargs, out) if key in post_kw else hook(self, args, out)
+            with_kw = key in post_kw or key in _global_forward_hooks_with_kwargs
+            r = hook(self, args, kwargs, out) if with_kw else hook(self, args, out)
             if r is not None:
                 out = r
         return out
@@ -584,6 +668,19 @@ class Module:
             raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
         bufs = d.get("_buffer_names")
         if isinstance(value, Parameter):
+            if _global_parameter_registration_hooks:
+                value = _registered(_global_parameter_registration_hooks, self, name, value)
+        elif isinstance(value, Module):
+            if _global_module_registration_hooks:
+                value = _registered(_global_module_registration_hooks, self, name, value)
+        elif (
+            bufs
+            and name in bufs
+            and isinstance(value, Tensor)
+            and _global_buffer_registration_hooks
+        ):
+            value = _registered(_global_buffer_registration_hooks, self, name, value)
+        if isinstance(value, Parameter):
             if bufs and name in bufs:
                 del bufs[name]
         elif value is not None:
@@ -633,6 +730,10 @@ class Module:
             items = d.get(store)
             if items is not None and name in items:
                 return items[name]
+        if name in _HOOK_TABLES:
+            # PyTorch's modules carry these tables from __init__; programs read, clear and
+            # iterate them (`len(m._forward_hooks)`), so an empty one appears on first use
+            return d.setdefault(name, OrderedDict())
         if name == "_parameters":
             return _ParametersView(self)
         if name == "_buffers":
@@ -723,6 +824,8 @@ class Module:
                 f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                 "(torch Tensor or None required)"
             )
+        if tensor is not None and _global_buffer_registration_hooks:
+            tensor = _registered(_global_buffer_registration_hooks, self, name, tensor)
         if "_buffer_names" not in self.__dict__:
             self.__dict__["_buffer_names"] = {}
         self.__dict__["_buffer_names"][name] = persistent
@@ -733,6 +836,8 @@ class Module:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_slot_name("module", name)
+        if module is not None and _global_module_registration_hooks:
+            module = _registered(_global_module_registration_hooks, self, name, module)
         d = self.__dict__
         if name in d and name not in (d.get("_modules") or ()):
             # a module (or None) first set by attribute assignment: replaced in its place
@@ -908,7 +1013,7 @@ class Module:
         """Puts this module's own state (not its sub-modules') in ``destination``, as
         PyTorch's; subclasses may override it (state_dict calls the override)."""
         for name, v in self._local_state():
-            destination[prefix + name] = v if keep_vars or not isinstance(v, Tensor) else v.detach()
+            destination[prefix + name] = _state_value(v, keep_vars)
 
     def _load_from_state_dict(
         self,
@@ -977,7 +1082,7 @@ class Module:
             if isinstance(getattr(out, "_metadata", None), dict):
                 out._metadata.update(meta)
         for k, v in items.items():
-            out[k] = v if keep_vars or not isinstance(v, Tensor) else v.detach()
+            out[k] = _state_value(v, keep_vars)
         return out
 
     # --------------------------------------------------------------- state-dict hooks
@@ -1022,14 +1127,17 @@ class Module:
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
         """Copies the values of ``state_dict`` (tensors, numpy arrays or anything
-        ``fg.tensor`` reads) into this module's parameters and buffers, in place. With
-        ``strict``, missing and unexpected keys raise ``KeyError`` (also a ``RuntimeError``,
-        PyTorch's type); a shape mismatch always
-        raises ``ShapeError``. Returns ``(missing_keys, unexpected_keys)``."""
+        ``fg.tensor`` reads) into this module's parameters and buffers, in place; with
+        ``assign``, the module takes the checkpoint's tensors themselves (their dtype and
+        memory; parameters keep their ``requires_grad``). Every matching key is loaded
+        first; then, with ``strict``, missing and unexpected keys raise ``KeyError`` (also a
+        ``RuntimeError``, PyTorch's type), and a shape mismatch always raises
+        ``ShapeError``, all in one PyTorch-style message. Returns ``(missing_keys,
+        unexpected_keys)``."""
 
         if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
             raise TypeError(
-                f"load_state_dict: expected state_dict to be dict-like, got {type(state_dict)}"
+                f"load_state_dict: Expected state_dict to be dict-like, got {type(state_dict)}."
             )
         mods = list(self.named_modules())
         metadata = getattr(state_dict, "_metadata", None)
@@ -1092,21 +1200,14 @@ class Module:
         for _, m in mods:
             for hook in list(m.__dict__.get("_load_state_dict_post_hooks", {}).values()):
                 hook(m, result)
-        if strict and (missing or unexpected):
-            raise _StateDictKeyError(
-                f"load_state_dict: missing keys {missing}, unexpected keys {unexpected} "
-                f"(strict=True)"
-            )
-        if custom_errors:
-            raise RuntimeError(
-                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
-                + "\n\t".join(custom_errors)
-            )
         extra = {
             (name + "." if name else "") + "_extra_state": m
             for name, m in mods
             if type(m).set_extra_state is not Module.set_extra_state
         }
+        owners = dict(mods) if assign else {}
+        # every key that matches is loaded before any error is raised, as PyTorch's
+        size_errors = []
         for k, target in own.items():
             if k not in state_dict:
                 continue
@@ -1116,13 +1217,46 @@ class Module:
             v = state_dict[k]
             if not isinstance(v, Tensor):
                 v = tensor(v)
+            if _uninitialized(v) and not _uninitialized(target):
+                size_errors.append(
+                    f'While copying the parameter named "{k}": can\'t access the shape of an '
+                    "uninitialized parameter or buffer (the checkpoint comes from a lazy module "
+                    "that has not run a forward pass)"
+                )
+                continue
             if tuple(v.shape) != tuple(target.shape):
-                raise ShapeError(
-                    f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                size_errors.append(
                     f"size mismatch for {k}: copying a param with shape {list(v.shape)} from "
                     f"checkpoint, the shape in current model is {list(target.shape)}."
                 )
-            _copy_loaded(target, v)
+                continue
+            if assign:
+                _assign_loaded(owners, k, target, v)
+            else:
+                _copy_loaded(target, v)
+        msgs = []
+        if strict and result.missing_keys:
+            msgs.append(
+                "Missing key(s) in state_dict: "
+                + ", ".join(f'"{k}"' for k in result.missing_keys)
+                + ". "
+            )
+        if strict and result.unexpected_keys:
+            msgs.append(
+                "Unexpected key(s) in state_dict: "
+                + ", ".join(f'"{k}"' for k in result.unexpected_keys)
+                + ". "
+            )
+        errors = msgs + custom_errors + size_errors
+        if errors:
+            text = f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(
+                errors
+            )
+            if msgs:
+                raise _StateDictKeyError(text)
+            if size_errors:
+                raise ShapeError(text)
+            raise RuntimeError(text)
         return result
 
     # ---------------------------------------------------------------------------- modes
@@ -1211,7 +1345,11 @@ class Module:
 
     def share_memory(self) -> Module:
         """Returns self: ferrograd's data-loading workers are threads of this process, so
-        parameters need no shared-memory copy to be seen by them."""
+        parameters need no shared-memory copy to be seen by them. A lazy layer's placeholder
+        raises, as PyTorch's (it has no memory to share yet)."""
+        for t in [*self.parameters(), *self.buffers()]:
+            if _uninitialized(t):
+                t.share_memory_()
         return self
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
@@ -1229,6 +1367,34 @@ class Module:
             return f"{type(self).__name__}({extra})"
         head = f"{type(self).__name__}(" + (f"{extra}" if extra else "")
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _state_value(v: Any, keep_vars: bool) -> Any:
+    """What state_dict reports for ``v``: detached unless ``keep_vars``; a lazy layer's
+    placeholder stays one (so loading it into a sized module is refused, as PyTorch's)."""
+    if keep_vars or not isinstance(v, Tensor) or _uninitialized(v):
+        return v
+    return v.detach()
+
+
+def _uninitialized(t: Tensor) -> bool:
+    """Whether ``t`` is a lazy layer's placeholder (its shape is not known yet)."""
+    return type(t).__name__ in ("UninitializedParameter", "UninitializedBuffer")
+
+
+def _assign_loaded(owners: dict, key: str, target: Tensor, v: Tensor) -> None:
+    """``load_state_dict(assign=True)``: the module keeps the checkpoint's tensor itself (its
+    dtype and memory) in place of ``target``; a parameter stays a Parameter with
+    ``target``'s ``requires_grad``."""
+    owner_name, _, attr = key.rpartition(".")
+    owner = owners[owner_name]
+    if isinstance(target, Parameter):
+        needs = bool(target.requires_grad)
+        if not isinstance(v, Parameter):
+            v = Parameter(v.detach(), requires_grad=needs and v.dtype.kind == "f")
+        elif bool(v.requires_grad) != needs:
+            v.requires_grad_(needs)
+    setattr(owner, attr, v)
 
 
 def _run_load_pre_hooks(
@@ -1306,9 +1472,10 @@ def _moved(t: Tensor, device: str | None, dtype: str | None) -> Tensor:
         v = v.astype(new_dtype)
     if device is not None and v.device != device:
         v = v.to(device)
-    if isinstance(t, Parameter):
+    if isinstance(t, Parameter) or _uninitialized(t):
         # the same object over the converted data (and gradient), as PyTorch's: optimizers
-        # and references made before the move keep working
+        # and references made before the move keep working (and a lazy layer's placeholder
+        # stays one)
         _replace_data(t, v.copy() if v._data_key[0] == t._data_key[0] else v)
         return t
     return v.copy() if v._data_key[0] == t._data_key[0] else v

@@ -411,6 +411,40 @@ class UninitializedParameter(Parameter):
     def __repr__(self) -> str:
         return "<UninitializedParameter>"
 
+    def __reduce__(self) -> tuple:
+        # pickled (and deep-copied) as a placeholder still, so the copy of a lazy layer
+        # that has not run stays lazy
+        return (_rebuild_uninitialized, (UninitializedParameter, self.dtype.name, str(self.device)))
+
+    def __deepcopy__(self, memo: dict) -> UninitializedParameter:
+        return _rebuild_uninitialized(type(self), self.dtype.name, str(self.device))
+
+    def materialize(self, shape: Any, device: Any = None, dtype: Any = None) -> None:
+        """Becomes a :class:`Parameter` of ``shape`` (zeros; the layer initialises it),
+        with this placeholder's dtype and device unless given."""
+        _materialize_placeholder(self, shape, device, dtype)
+
+    def share_memory_(self) -> Any:
+        raise RuntimeError(_SHARE_ERROR)
+
+
+def _materialize_placeholder(t: Tensor, shape: Any, device: Any, dtype: Any) -> None:
+    """Gives a placeholder zero-filled storage of ``shape`` (its own dtype and device
+    unless given) and makes it the plain class it stands for, in place."""
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    name = _dtype_name(dtype) if dtype is not None else t.dtype.name
+    data = _core.zeros(shape, dtype=name, device=device if device is not None else t.device)
+    from .modules import _replace_data
+
+    _replace_data(t, data)  # (keeping requires_grad)
+    t.__class__ = t.cls_to_become
+
+
+_SHARE_ERROR = (
+    "Can't share memory on an uninitialized parameter or buffer. Call `forward` to "
+    "initialize the parameters before calling `module.share_memory()`."
+)
+
 
 class UninitializedBuffer(Tensor):
     """PyTorch's ``nn.parameter.UninitializedBuffer``: a lazy layer's buffer (running
@@ -420,6 +454,24 @@ class UninitializedBuffer(Tensor):
 
     def __repr__(self) -> str:
         return "<UninitializedBuffer>"
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild_uninitialized, (UninitializedBuffer, self.dtype.name, str(self.device)))
+
+    def __deepcopy__(self, memo: dict) -> UninitializedBuffer:
+        return _rebuild_uninitialized(type(self), self.dtype.name, str(self.device))
+
+    def materialize(self, shape: Any, device: Any = None, dtype: Any = None) -> None:
+        """Becomes a plain tensor of ``shape`` (zeros), with this placeholder's dtype and
+        device unless given."""
+        _materialize_placeholder(self, shape, device, dtype)
+
+    def share_memory_(self) -> Any:
+        raise RuntimeError(_SHARE_ERROR)
+
+
+def _rebuild_uninitialized(cls: type, dtype: str, device: str) -> Tensor:
+    return cls(_placeholder(dtype, device))
 
 
 def is_lazy(param: Any) -> bool:
@@ -494,13 +546,75 @@ class _LazyMixin:
         self.__class__ = self.cls_to_become
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if not args or not isinstance(args[0], Tensor):
+        # the input comes first, positionally or by keyword (`bn(input=x)`)
+        first = args[0] if args else next(iter(kwargs.values()), None)
+        if not isinstance(first, Tensor):
             raise TypeError(
                 f"{type(self).__name__}: the first input must be a Tensor, got "
-                f"{type(args[0]).__name__ if args else 'nothing'}"
+                f"{type(first).__name__ if first is not None else 'nothing'}"
             )
-        self.initialize_parameters(args[0])
+        self.initialize_parameters(first)
+        if kwargs:  # PyTorch's keyword names, as the plain layer's __call__ maps them
+            from .modules import _torch_forward_keywords
+
+            args, kwargs = _torch_forward_keywords(self, args, kwargs)
         return self.forward(*args, **kwargs)  # (now the plain layer's forward)
+
+
+def _lazy_infer(module: Any, args: tuple, kwargs: dict) -> None:
+    """The forward pre-hook of a :class:`LazyModuleMixin` module: its first call sizes it."""
+    module.initialize_parameters(*args, **kwargs)
+    if module.has_uninitialized_params():
+        raise RuntimeError(
+            f"{type(module).__name__}: initialize_parameters left parameters or buffers "
+            "uninitialized"
+        )
+    d = module.__dict__
+    for key in ("_lazy_forward_handle", "_lazy_load_handle"):
+        handle = d.pop(key, None)
+        if handle is not None:
+            handle.remove()
+    if module.cls_to_become is not None:
+        module.__class__ = module.cls_to_become
+
+
+def _lazy_mixin_load(module: Any, state_dict: Any, prefix: str, *rest: Any) -> None:
+    """Sizes the module's placeholders from the tensors of the state dict being loaded (a
+    placeholder in the state dict leaves them as they are)."""
+    for name, t in [*module._parameters.items(), *module._buffers.items()]:
+        key = prefix + name
+        if t is None or not is_lazy(t) or key not in state_dict:
+            continue
+        v = state_dict[key]
+        if not is_lazy(v):
+            t.materialize(tuple(np.shape(v) if not isinstance(v, Tensor) else v.shape))
+
+
+class LazyModuleMixin:
+    """PyTorch's ``nn.modules.lazy.LazyModuleMixin``, for lazy modules of your own: put it
+    before ``nn.Module`` in the bases, hold :class:`UninitializedParameter` /
+    :class:`UninitializedBuffer` placeholders, and define ``initialize_parameters(*inputs)``
+    to ``materialize`` them from the first call's inputs; the module then becomes
+    ``cls_to_become`` (when set). Loading a state dict sizes the placeholders from its
+    tensors."""
+
+    cls_to_become: type | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        d = self.__dict__
+        d["_lazy_load_handle"] = self.register_load_state_dict_pre_hook(_lazy_mixin_load)
+        d["_lazy_forward_handle"] = self.register_forward_pre_hook(_lazy_infer, with_kwargs=True)
+
+    def has_uninitialized_params(self) -> bool:
+        """Whether any of this module's own parameters or buffers is still a placeholder."""
+        own = [*self._parameters.values(), *self._buffers.values()]  # type: ignore[attr-defined]
+        return any(is_lazy(t) for t in own if t is not None)
+
+    def initialize_parameters(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            f"{type(self).__name__}: a lazy module defines initialize_parameters(*inputs)"
+        )
 
 
 class LazyLinear(_LazyMixin, Linear):
@@ -909,7 +1023,8 @@ def _install_buffer_assignment() -> None:
         return
 
     def __setattr__(self: Module, name: str, value: Any) -> None:
-        if not isinstance(value, Buffer):
+        # (a lazy module's UninitializedBuffer registers as a buffer too, as PyTorch's)
+        if not isinstance(value, (Buffer, UninitializedBuffer)):
             plain(self, name, value)
             return
         d = self.__dict__
@@ -927,10 +1042,10 @@ def _install_buffer_assignment() -> None:
         if getattr(register, "__func__", None) is Module.register_buffer or _takes_persistent(
             register
         ):
-            register(name, value, value.persistent)
+            register(name, value, getattr(value, "persistent", True))
             return
         # a subclass's register_buffer(self, name, value) without `persistent`, as PyTorch
-        if not value.persistent:
+        if not getattr(value, "persistent", True):
             raise RuntimeError(
                 "Registering a non-persistent buffer on a Module subclass that implements "
                 "register_buffer() without the persistent argument is not allowed."
