@@ -1367,6 +1367,16 @@ def _check_conv_stride(op: str, stride: Any) -> None:
             )
 
 
+def _check_same_stride(op: str, padding: Any, stride: Any) -> None:
+    """PyTorch's ``RuntimeError`` for ``padding='same'`` with a stride other than 1 (the
+    output size would not be the input's)."""
+    vals = stride if isinstance(stride, (list, tuple)) else (stride,)
+    if isinstance(padding, str) and padding == "same" and any(v != 1 for v in vals):
+        raise ArgumentRuntimeError(
+            f"{op}: padding='same' is not supported for strided convolutions, got stride {stride!r}"
+        )
+
+
 def conv2d(
     input: Tensor,
     weight: Tensor,
@@ -1379,6 +1389,7 @@ def conv2d(
     """2-D convolution of ``(N, C, H, W)`` (or ``(C, H, W)``) with ``(O, C / groups, kh,
     kw)`` weights; ``padding`` may be ints or ``"same"``/``"valid"``."""
     _check_conv_stride("conv2d", stride)
+    _check_same_stride("conv2d", padding, stride)
     return _conv2d(input, weight, bias, stride, padding, dilation, groups)
 
 
@@ -1396,6 +1407,7 @@ def conv1d(
     x = _t("conv1d", "input", input)
     w = _t("conv1d", "weight", weight)
     _check_conv_stride("conv1d", stride)
+    _check_same_stride("conv1d", padding, stride)
     if x.ndim != 3 or w.ndim != 3:
         raise ShapeError(
             f"conv1d: input (N, C, L) and weight (O, C/groups, K) expected, got "

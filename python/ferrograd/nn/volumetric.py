@@ -76,6 +76,7 @@ def conv3d(
     if not isinstance(weight, Tensor) or weight.ndim != 5:
         raise ShapeError(f"{op}: weight must be (O, C/groups, kD, kH, kW), got {weight!r}")
     st, dl = _tuple(stride, 3), _tuple(dilation, 3)
+    F._check_same_stride(op, padding, stride)
     kd, kh, kw = weight.shape[2:]
     (d0, d1), (h0, h1), (w0, w1) = _pads3(op, padding, (kd, kh, kw), dl)
     if h0 != h1 or w0 != w1:  # uneven: padded here, none left for the 2-D products
