@@ -35,3 +35,25 @@ def test_conv_same_padding_with_stride_raises_runtime_error(nd: int) -> None:
         padding="same",
     )
     assert list(y.shape) == [1, 3, *([6] * nd)]
+
+
+# ---------------------------------------------------------------------------------- pooling
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("ceil_mode", [False, True])
+def test_max_pool_window_of_only_neg_inf_next_to_padding(nd: int, ceil_mode: bool) -> None:
+    torch = _torch()
+    x = np.full((2, 1) + (4,) * nd, -np.inf)
+    x.reshape(2, -1)[0, -1] = 1.0  # one finite value; the rest of the windows are all -inf
+    results = []
+    for lib in (torch, fg):
+        t = lib.tensor(x, requires_grad=True)
+        pool = getattr(lib.nn.functional, f"max_pool{nd}d")
+        y, idx = pool(t, 3, 2, 1, ceil_mode=ceil_mode, return_indices=True)
+        y.sum().backward()
+        results.append((_np(y), _np(idx), _np(t.grad)))
+    (ty, ti, tg), (fy, fi, fgrad) = results
+    np.testing.assert_array_equal(fy, ty)
+    np.testing.assert_array_equal(fi, ti)
+    np.testing.assert_array_equal(fgrad, tg)

@@ -2549,6 +2549,17 @@ __all__ += [
 # ------------------------------------------------------- pooling with indices and unpooling
 
 
+def _skip_padding(idx: Tensor, table: np.ndarray, pad: int) -> Tensor:
+    """``idx`` with each padding position ``pad`` replaced by its window's first input
+    position. A window whose inputs are all -inf ties with its padding, and argmax may pick
+    the padding; PyTorch reports the first input there (and the value must be gathered
+    from the input, not from past its end)."""
+    valid = table != pad
+    first = np.take_along_axis(table, valid.argmax(-1)[..., None], -1)[..., 0]
+    first = tensor(first.reshape(-1, idx.shape[-1]), device=idx.device)
+    return where(idx == pad, first, idx)
+
+
 def _window_max(x: Tensor, rows: np.ndarray, cols: np.ndarray) -> tuple[Tensor, Tensor]:
     """The max of ``x`` (``(..., H, W)``) over separable windows, with its flat position
     ``h * W + w`` (int64). ``rows`` ``(OH, KH)`` and ``cols`` ``(OW, KW)`` list the input rows
@@ -2570,6 +2581,7 @@ def _window_max(x: Tensor, rows: np.ndarray, cols: np.ndarray) -> tuple[Tensor, 
     kstar = win.argmax(2)  # the first maximum of each window
     base = tensor((np.arange(oh * ow, dtype=np.int64) * k).reshape(1, -1), device=x.device)
     idx = _core.index_select(t, 0, (kstar + base).reshape(-1)).reshape(b, oh * ow)
+    idx = _skip_padding(idx, table, h * w)
     y = flat.gather(1, idx)
     return y.reshape(*lead, oh, ow), idx.reshape(*lead, oh, ow)
 
@@ -2871,6 +2883,7 @@ def _window_max_nd(x: Tensor, table: np.ndarray) -> tuple[Tensor, Tensor]:
     win = padded.gather(1, t).reshape(b, n_out, k)
     kstar = win.argmax(2)  # the first maximum of each window
     idx = t.reshape(b, n_out, k).gather(2, kstar.unsqueeze(2)).reshape(b, n_out)
+    idx = _skip_padding(idx, table, x.shape[1])
     return x.gather(1, idx), idx
 
 
