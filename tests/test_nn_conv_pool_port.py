@@ -57,3 +57,110 @@ def test_max_pool_window_of_only_neg_inf_next_to_padding(nd: int, ceil_mode: boo
     np.testing.assert_array_equal(fy, ty)
     np.testing.assert_array_equal(fi, ti)
     np.testing.assert_array_equal(fgrad, tg)
+
+
+# -------------------------------------------------------------------------------- embedding
+
+
+def test_embedding_padding_idx_out_of_range_raises() -> None:
+    torch = _torch()
+    for lib in (torch, fg):
+        w = lib.ones(10, 3, dtype=lib.float64)
+        i = lib.tensor([[1, 2]])
+        for bad in (10, -11):
+            with pytest.raises(AssertionError):
+                lib.nn.functional.embedding(i, w, padding_idx=bad)
+        # the ends of the range are fine
+        lib.nn.functional.embedding(i, w, padding_idx=9)
+        lib.nn.functional.embedding(i, w, padding_idx=-10)
+
+
+_BAG_IDS = [1, 2, 1, 5, 1, 3, 2, 9]
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0])
+def test_embedding_bag_max_norm_renormalises_weight_in_place(mode: str, norm_type: float) -> None:
+    torch = _torch()
+    w0 = np.random.default_rng(0).standard_normal((10, 4)) * 3
+    results = []
+    for lib in (torch, fg):
+        w = lib.tensor(w0.copy(), requires_grad=True)
+        out = lib.nn.functional.embedding_bag(
+            lib.tensor(_BAG_IDS),
+            w,
+            lib.tensor([0, 4]),
+            max_norm=1.5,
+            norm_type=norm_type,
+            mode=mode,
+            padding_idx=5,
+        )
+        (out * lib.tensor(np.arange(8.0).reshape(2, 4))).sum().backward()
+        results.append((_np(out), _np(w), _np(w.grad)))
+    for f, t in zip(results[1], results[0]):
+        np.testing.assert_allclose(f, t, rtol=1e-8, atol=1e-12)
+    # rows the input never picks are left as they were
+    np.testing.assert_array_equal(results[1][1][[0, 4, 6, 7, 8]], w0[[0, 4, 6, 7, 8]])
+
+
+def test_embedding_bag_module_max_norm_and_scale_grad_by_freq() -> None:
+    torch = _torch()
+    w0 = np.random.default_rng(1).standard_normal((10, 4)) * 2
+    results = []
+    for lib in (torch, fg):
+        bag = lib.nn.EmbeddingBag(
+            10, 4, mode="mean", max_norm=1.0, scale_grad_by_freq=True
+        ).double()
+        with lib.no_grad():
+            bag.weight.copy_(lib.tensor(w0))
+        out = bag(lib.tensor([[1, 2, 3], [3, 4, 4]]))
+        out.sum().backward()
+        results.append((_np(out), _np(bag.weight), _np(bag.weight.grad)))
+    for f, t in zip(results[1], results[0]):
+        np.testing.assert_allclose(f, t, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("two_d", [False, True])
+def test_embedding_bag_scale_grad_by_freq(mode: str, two_d: bool) -> None:
+    torch = _torch()
+    w0 = np.random.default_rng(2).standard_normal((10, 4))
+    psw0 = np.random.default_rng(3).standard_normal(8)
+    results = []
+    for lib in (torch, fg):
+        w = lib.tensor(w0, requires_grad=True)
+        ids = lib.tensor(_BAG_IDS)
+        kw: dict = {"mode": mode, "scale_grad_by_freq": True, "padding_idx": 5}
+        if two_d:
+            out = lib.nn.functional.embedding_bag(ids.reshape(2, 4), w, **kw)
+        else:
+            out = lib.nn.functional.embedding_bag(ids, w, lib.tensor([0, 3]), **kw)
+        loss = (out * lib.tensor(np.linspace(-1, 2, 8).reshape(2, 4))).sum()
+        if mode == "sum":
+            psw = lib.tensor(psw0, requires_grad=True)
+            off = None if two_d else lib.tensor([0, 3])
+            o2 = lib.nn.functional.embedding_bag(
+                ids.reshape(2, 4) if two_d else ids,
+                w,
+                off,
+                mode="sum",
+                scale_grad_by_freq=True,
+                per_sample_weights=psw.reshape(2, 4) if two_d else psw,
+            )
+            loss = loss + (o2 * o2).sum()
+        loss.backward()
+        results.append((_np(out), _np(w.grad)))
+    for f, t in zip(results[1], results[0]):
+        np.testing.assert_allclose(f, t, rtol=1e-8, atol=1e-12)
+
+
+def test_embedding_bag_scale_grad_by_freq_refuses_max_mode() -> None:
+    torch = _torch()
+    for lib in (torch, fg):
+        with pytest.raises(ValueError, match="max"):
+            lib.nn.functional.embedding_bag(
+                lib.tensor([[1, 2]]),
+                lib.ones(4, 2, dtype=lib.float64),
+                mode="max",
+                scale_grad_by_freq=True,
+            )

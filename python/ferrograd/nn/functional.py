@@ -29,7 +29,12 @@ from .._ops import one_hot as _one_hot
 from .._tensor import tensor
 from ..autodiff import Function as _EngineFunction
 from ..random import _traced_draw
-from ._errors import ArgumentRuntimeError, IndexRuntimeError, UnsupportedValueError
+from ._errors import (
+    ArgumentAssertionError,
+    ArgumentRuntimeError,
+    IndexRuntimeError,
+    UnsupportedValueError,
+)
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -593,6 +598,11 @@ def embedding(
         scale = tensor((1.0 / counts[inverse]).reshape(-1, 1), dtype=w.dtype.name, device=w.device)
         out = out * scale + (out * (1.0 - scale)).detach()
     if padding_idx is not None:
+        if not -w.shape[0] <= padding_idx < w.shape[0]:
+            raise ArgumentAssertionError(
+                f"embedding: padding_idx must be within the number of embeddings, "
+                f"{-w.shape[0]} through {w.shape[0] - 1}, got {padding_idx}"
+            )
         pi = padding_idx + w.shape[0] if padding_idx < 0 else padding_idx
         keep = (flat != pi).reshape(-1, 1)
         out = where(keep, out, out.detach())
@@ -3172,8 +3182,10 @@ def embedding_bag(
     """Sums, means or maxes of bags of rows of ``weight``: bags are the rows of a 2-D
     ``input``, or the runs of a 1-D ``input`` that start at ``offsets``. Entries equal to
     ``padding_idx`` are left out; an empty bag gives zeros. ``per_sample_weights`` (mode
-    ``"sum"`` only) scales each looked-up row. The bags are laid out on the host, so the
-    index values are read (no tracing)."""
+    ``"sum"`` only) scales each looked-up row. ``max_norm`` scales the picked rows of
+    ``weight`` in place first, as :func:`embedding`; ``scale_grad_by_freq`` divides each
+    row's gradient by how often ``input`` picks it (not for mode ``"max"``). The bags are
+    laid out on the host, so the index values are read (no tracing)."""
     op = "embedding_bag"
     idx = _t(op, "input", input)
     w = _float(op, "weight", weight)
@@ -3183,10 +3195,8 @@ def embedding_bag(
         raise ShapeError(f"{op}: weight must be 2-D, got shape {list(w.shape)}")
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"{op}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
-    if max_norm is not None:
-        raise NotImplementedError(f"{op}: max_norm is not supported")
-    if scale_grad_by_freq:
-        raise NotImplementedError(f"{op}: scale_grad_by_freq is not supported")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError(f"{op}: mode 'max' does not support scale_grad_by_freq")
     num, dim = w.shape
     if padding_idx is not None and not -num <= int(padding_idx) < num:
         raise IndexRuntimeError(
@@ -3249,6 +3259,8 @@ def embedding_bag(
             f"{op}: indices must lie in [0, {num}): Expected idx >= 0 && idx < num_embeddings "
             f"but found idx to be {int(bad[0])}"
         )
+    if max_norm is not None:
+        _renorm_rows_(w, tensor(ids, device=w.device), float(max_norm), float(norm_type))
     pad_i = None if padding_idx is None else int(padding_idx) % num
     b = len(starts)
     lengths = ends - starts
@@ -3266,6 +3278,12 @@ def embedding_bag(
     rows_idx = np.append(ids, 0)[table]  # the weight row of each entry (0 when none)
     rows = _core.index_select(w, 0, tensor(rows_idx.reshape(-1), device=dev), negative=False, op=op)
     rows = rows.reshape(b, width, dim)
+    if scale_grad_by_freq and ids.size:
+        # each row's gradient over how often the whole input picks it
+        _, inverse, freq = np.unique(ids, return_inverse=True, return_counts=True)
+        per_entry = np.append(1.0 / freq[inverse], 1.0)[table]
+        s = tensor(per_entry[:, :, None], device=dev).astype(w.dtype.name)
+        rows = rows * s + (rows * (1.0 - s)).detach()
     mask = tensor(valid[:, :, None], device=dev)
     if mode == "max":
         neg = _core.full((1,), -math.inf, dtype=w.dtype.name, device=dev)
