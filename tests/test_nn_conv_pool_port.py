@@ -59,6 +59,60 @@ def test_max_pool_window_of_only_neg_inf_next_to_padding(nd: int, ceil_mode: boo
     np.testing.assert_array_equal(fgrad, tg)
 
 
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("norm_type", [2.0, 3.0, 1.5])
+def test_lp_pool_all_zero_window_has_zero_gradient(nd: int, norm_type: float) -> None:
+    torch = _torch()
+    x = np.maximum(np.sin(np.arange(2 * 3 * 6**nd)).reshape((2, 3) + (6,) * nd), 0.0)
+    x[..., :2] = 0.0  # windows of only zeros, as after a ReLU
+    results = []
+    for lib in (torch, fg):
+        t = lib.tensor(x, requires_grad=True)
+        y = getattr(lib.nn.functional, f"lp_pool{nd}d")(t, norm_type, 2)
+        (y * lib.tensor(np.cos(np.arange(y.numel())).reshape(tuple(y.shape)))).sum().backward()
+        results.append((_np(y), _np(t.grad)))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-10)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-10, atol=1e-12)
+    assert np.isfinite(results[1][1]).all()
+
+
+def test_lp_pool_gradient_matches_finite_differences_next_to_zero_windows() -> None:
+    x = np.abs(np.sin(np.arange(32.0))).reshape(1, 2, 4, 4) + 0.1
+    x[0, 0, :2, :2] = 0.0
+
+    def f(v: np.ndarray) -> float:
+        return float(fg.nn.functional.lp_pool2d(fg.tensor(v), 2.0, 2).sum())
+
+    t = fg.tensor(x, requires_grad=True)
+    fg.nn.functional.lp_pool2d(t, 2.0, 2).sum().backward()
+    g = _np(t.grad)
+    # the norm has no derivative at 0: PyTorch's choice there is 0
+    np.testing.assert_array_equal(g[x == 0.0], 0.0)
+    eps = 1e-6
+    for i in np.ndindex(x.shape):
+        if x[i] == 0.0:
+            continue
+        d = np.zeros_like(x)
+        d[i] = eps
+        np.testing.assert_allclose(g[i], (f(x + d) - f(x - d)) / (2 * eps), rtol=1e-6)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("norm_type", [float("inf"), -float("inf")])
+def test_lp_pool_infinite_norm_type(nd: int, norm_type: float) -> None:
+    torch = _torch()
+    x = np.sin(np.arange(2 * 3 * 5**nd)).reshape((2, 3) + (5,) * nd)
+    results = []
+    for lib in (torch, fg):
+        t = lib.tensor(x, requires_grad=True)
+        pool = getattr(lib.nn, f"LPPool{nd}d")(norm_type, 2, ceil_mode=True)
+        y = pool(t)
+        (y * y).sum().backward()
+        results.append((_np(y), _np(t.grad)))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-12)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12)
+
+
 # -------------------------------------------------------------------------------- embedding
 
 

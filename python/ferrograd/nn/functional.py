@@ -3141,19 +3141,45 @@ def lp_pool2d(
     input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
 ) -> Tensor:
     """Power-average pooling: ``(sum over the window of x ** norm_type) ** (1 / norm_type)``
-    over ``(N, C, H, W)`` (or ``(C, H, W)``)."""
+    over ``(N, C, H, W)`` (or ``(C, H, W)``); ``norm_type`` ``inf`` takes each window's
+    largest ``|x|``, ``-inf`` its smallest."""
     x = _float("lp_pool2d", "input", input)
     if x.ndim not in (3, 4):
         raise ShapeError(f"lp_pool2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}")
-    p = float(norm_type)
-    if p == 0.0 or not math.isfinite(p):
-        raise ValueError(f"lp_pool2d: norm_type must be finite and non-zero, got {norm_type}")
+    p = _lp_norm_type("lp_pool2d", norm_type)
     _check_pool_input("lp_pool2d", x, 2)
     (kh, kw), s, _, _ = _check_pool_args("lp_pool2d", 2, kernel_size, stride, 0)
     x4 = x.unsqueeze(0) if x.ndim == 3 else x
-    y = avg_pool2d(x4**p, (kh, kw), s, 0, ceil_mode) * float(kh * kw)
-    y = y ** (1.0 / p)
+    if math.isinf(p):
+        y = _lp_extreme(max_pool2d, x4, p, (kh, kw), s, ceil_mode)
+    else:
+        y = _lp_root(avg_pool2d(x4**p, (kh, kw), s, 0, ceil_mode) * float(kh * kw), p)
     return y[0] if x.ndim == 3 else y
+
+
+def _lp_norm_type(op: str, norm_type: Any) -> float:
+    p = float(norm_type)
+    if p == 0.0 or math.isnan(p):
+        raise ValueError(f"{op}: norm_type must be a non-zero number, got {norm_type}")
+    return p
+
+
+def _lp_extreme(pool: Any, x: Tensor, p: float, kernel: Any, stride: Any, ceil: bool) -> Tensor:
+    """Power pooling's limits: the largest ``|x|`` of each window for ``p = inf``, the
+    smallest for ``p = -inf``."""
+    if p > 0:
+        return pool(x.abs(), kernel, stride, 0, 1, ceil)
+    return -pool(-x.abs(), kernel, stride, 0, 1, ceil)
+
+
+def _lp_root(total: Tensor, p: float) -> Tensor:
+    """``total ** (1 / p)`` for power pooling. A window whose powers sum to 0 (all zeros)
+    gives ``0 ** (1 / p)`` with zero gradient, as PyTorch: the root's slope is infinite
+    there, and without the mask an all-zero window (common after a ReLU) puts NaN in the
+    input's gradient."""
+    zero = total == 0
+    root = where(zero, 1.0, total) ** (1.0 / p)
+    return where(zero, 0.0 if p > 0 else math.inf, root)
 
 
 def lp_pool1d(

@@ -455,14 +455,15 @@ def lp_pool3d(
     input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
 ) -> Tensor:
     """Power-average pooling of ``(N, C, D, H, W)`` (or ``(C, D, H, W)``): ``(sum over the
-    window of x ** norm_type) ** (1 / norm_type)``, as :func:`lp_pool2d`."""
+    window of x ** norm_type) ** (1 / norm_type)``, and ``inf``/``-inf`` as
+    :func:`lp_pool2d`."""
     x = F._float("lp_pool3d", "input", input)
-    p = float(norm_type)
-    if p == 0.0 or not math.isfinite(p):
-        raise ValueError(f"lp_pool3d: norm_type must be finite and non-zero, got {norm_type}")
+    p = F._lp_norm_type("lp_pool3d", norm_type)
     k, _, _, _ = F._check_pool_args("lp_pool3d", 3, kernel_size, stride, 0)
+    if math.isinf(p):
+        return F._lp_extreme(max_pool3d, x, p, kernel_size, stride, ceil_mode)
     y = avg_pool3d(x**p, kernel_size, stride, 0, ceil_mode) * float(k[0] * k[1] * k[2])
-    return y ** (1.0 / p)
+    return F._lp_root(y, p)
 
 
 class LPPool3d(Module):
