@@ -113,6 +113,30 @@ def test_lp_pool_infinite_norm_type(nd: int, norm_type: float) -> None:
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12)
 
 
+@pytest.mark.parametrize("nd", [2, 3])
+@pytest.mark.parametrize(
+    "shape,output_size",
+    [((0, 2), 3), ((2, 3), "zero_first"), ((3,), "zero_last")],
+    ids=["empty_batch", "zero_output", "unbatched_zero_output"],
+)
+def test_fractional_max_pool_empty_batch_or_output(nd: int, shape: tuple, output_size) -> None:
+    torch = _torch()
+    full = shape + (6,) * nd
+    if output_size == "zero_first":
+        output_size = (0,) + (1,) * (nd - 1)
+    elif output_size == "zero_last":
+        output_size = (1,) * (nd - 1) + (0,)
+    results = []
+    for lib in (torch, fg):
+        x = lib.ones(*full, dtype=lib.float64, requires_grad=True)
+        pool = getattr(lib.nn, f"FractionalMaxPool{nd}d")(2, output_size, return_indices=True)
+        y, idx = pool(x)
+        y.sum().backward()
+        results.append((list(y.shape), list(idx.shape), str(idx.dtype).split(".")[-1], _np(x.grad)))
+    assert results[1][:3] == results[0][:3]
+    np.testing.assert_array_equal(results[1][3], results[0][3])
+
+
 # -------------------------------------------------------------------------------- embedding
 
 

@@ -2980,8 +2980,8 @@ def _fractional_max_pool(
     else:
         out = _ints(op, "output_size", output_size, nd)
     for i in range(nd):
-        if out[i] <= 0:
-            raise ShapeError(f"{op}: output_size must be positive, got {list(out)}")
+        if out[i] < 0:
+            raise ShapeError(f"{op}: output_size must be non-negative, got {list(out)}")
         if out[i] + k[i] - 1 > spatial[i]:
             raise ShapeError(
                 f"{op}: kernel_size {k[i]} too large relative to input size {spatial[i]} "
@@ -3001,6 +3001,13 @@ def _fractional_max_pool(
                 f"{op}: _random_samples must have shape {[n, c, nd]}, got {list(samples.shape)}"
             )
         samples = samples[:n]
+    if n * c == 0 or 0 in out:
+        # nothing to pool (PyTorch gives the empty result); still a function of the input
+        y = x.reshape(-1)[:0].reshape(n, c, *out)
+        idx = _core.zeros((n, c, *out), dtype="int64", device=x.device)
+        if unbatched:
+            y, idx = y.squeeze(0), idx.squeeze(0)
+        return (y, idx) if return_indices else y
     smp = samples.detach().numpy()
     if smp.dtype not in (np.float32, np.float64):
         smp = smp.astype(np.float32 if x.dtype.name != "float64" else np.float64)
