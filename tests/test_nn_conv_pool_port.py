@@ -37,6 +37,55 @@ def test_conv_same_padding_with_stride_raises_runtime_error(nd: int) -> None:
     assert list(y.shape) == [1, 3, *([6] * nd)]
 
 
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("name", ["stride", "padding", "dilation"])
+def test_conv_argument_of_wrong_length_raises(nd: int, transposed: bool, name: str) -> None:
+    torch = _torch()
+    op = ("conv_transpose" if transposed else "conv") + f"{nd}d"
+    for lib in (torch, fg):
+        x = lib.ones(1, 2, *([6] * nd), dtype=lib.float64)
+        w = lib.ones(2, 2, *([3] * nd), dtype=lib.float64)
+        with pytest.raises(RuntimeError, match=f"{name}"):
+            getattr(lib.nn.functional, op)(x, w, **{name: (1,) * (nd + 1)})
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_conv_one_entry_lists_apply_to_every_axis(nd: int, transposed: bool) -> None:
+    torch = _torch()
+    op = ("conv_transpose" if transposed else "conv") + f"{nd}d"
+    x0 = np.sin(np.arange(2 * 7**nd)).reshape((1, 2) + (7,) * nd)
+    w0 = np.cos(np.arange(4 * 3**nd)).reshape((2, 2) + (3,) * nd)
+    results = []
+    for lib in (torch, fg):
+        x = lib.tensor(x0, requires_grad=True)
+        w = lib.tensor(w0, requires_grad=True)
+        y = getattr(lib.nn.functional, op)(x, w, stride=[2], padding=(1,), dilation=[2])
+        (y * y).sum().backward()
+        results.append((_np(y), _np(x.grad), _np(w.grad)))
+    for f, t in zip(results[1], results[0]):
+        np.testing.assert_allclose(f, t, rtol=1e-10)
+
+
+def test_conv1d_two_entry_padding_is_not_read_as_its_first() -> None:
+    # (0, 1) used to pad by 0: the second entry was dropped without a word
+    x = fg.ones(1, 1, 5, dtype=fg.float64)
+    w = fg.ones(1, 1, 3, dtype=fg.float64)
+    with pytest.raises(RuntimeError, match="padding"):
+        fg.nn.functional.conv1d(x, w, padding=(0, 1))
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_conv_transpose_output_too_small_raises(nd: int) -> None:
+    torch = _torch()
+    for lib in (torch, fg):
+        x = lib.ones(1, 2, *([4] * nd), dtype=lib.float64)
+        w = lib.ones(2, 2, *([1] * nd), dtype=lib.float64)
+        with pytest.raises(RuntimeError, match="(?i)too small"):
+            getattr(lib.nn.functional, f"conv_transpose{nd}d")(x, w, padding=3)
+
+
 # ---------------------------------------------------------------------------------- pooling
 
 

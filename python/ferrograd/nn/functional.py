@@ -1377,6 +1377,22 @@ def _check_conv_stride(op: str, stride: Any) -> None:
             )
 
 
+def _conv_arg(op: str, name: str, v: Any, nd: int) -> Any:
+    """A convolution's ``stride``/``padding``/``dilation``/``output_padding``: an int, or a
+    list of one value (used for every axis) or of ``nd`` values, as PyTorch; any other
+    length raises its ``RuntimeError`` (a 2-tuple given to a 1-D convolution was read as
+    its first entry)."""
+    if isinstance(v, (list, tuple)):
+        if len(v) == 1:
+            return v[0]
+        if len(v) != nd:
+            raise ArgumentRuntimeError(
+                f"{op}: expected {name} to be a single integer value or a list of {nd} values "
+                f"to match the convolution dimensions, but got {name}={list(v)}"
+            )
+    return v
+
+
 def _check_same_stride(op: str, padding: Any, stride: Any) -> None:
     """PyTorch's ``RuntimeError`` for ``padding='same'`` with a stride other than 1 (the
     output size would not be the input's)."""
@@ -1398,6 +1414,12 @@ def conv2d(
 ) -> Tensor:
     """2-D convolution of ``(N, C, H, W)`` (or ``(C, H, W)``) with ``(O, C / groups, kh,
     kw)`` weights; ``padding`` may be ints or ``"same"``/``"valid"``."""
+    stride, dilation = (
+        _conv_arg("conv2d", "stride", stride, 2),
+        _conv_arg("conv2d", "dilation", dilation, 2),
+    )
+    if not isinstance(padding, str):
+        padding = _conv_arg("conv2d", "padding", padding, 2)
     _check_conv_stride("conv2d", stride)
     _check_same_stride("conv2d", padding, stride)
     return _conv2d(input, weight, bias, stride, padding, dilation, groups)
@@ -1416,6 +1438,12 @@ def conv1d(
     convolution of height 1)."""
     x = _t("conv1d", "input", input)
     w = _t("conv1d", "weight", weight)
+    stride, dilation = (
+        _conv_arg("conv1d", "stride", stride, 1),
+        _conv_arg("conv1d", "dilation", dilation, 1),
+    )
+    if not isinstance(padding, str):
+        padding = _conv_arg("conv1d", "padding", padding, 1)
     _check_conv_stride("conv1d", stride)
     _check_same_stride("conv1d", padding, stride)
     if x.ndim != 3 or w.ndim != 3:
@@ -1452,6 +1480,15 @@ def conv_transpose2d(
     stride - 2 padding + dilation (kh - 1) + output_padding + 1``."""
     x = _t("conv_transpose2d", "input", input)
     w = _t("conv_transpose2d", "weight", weight)
+    stride, padding, output_padding, dilation = (
+        _conv_arg("conv_transpose2d", name, v, 2)
+        for name, v in (
+            ("stride", stride),
+            ("padding", padding),
+            ("output_padding", output_padding),
+            ("dilation", dilation),
+        )
+    )
     _check_conv_stride("conv_transpose2d", stride)
     if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[0] or w.shape[0] % groups:
         raise ShapeError(
@@ -1463,9 +1500,21 @@ def conv_transpose2d(
     oph, opw = (int(v) for v in _pair("conv_transpose2d", "output_padding", output_padding))
     dh, dw = (int(v) for v in _pair("conv_transpose2d", "dilation", dilation))
     if oph >= max(sh, dh) or opw >= max(sw, dw):
-        raise ValueError("conv_transpose2d: output_padding must be smaller than stride or dilation")
+        raise ArgumentRuntimeError(
+            f"conv_transpose2d: output_padding must be smaller than stride or dilation, got "
+            f"output_padding {(oph, opw)}, stride {(sh, sw)}, dilation {(dh, dw)}"
+        )
     n, cin, h, wd = x.shape
     kh, kw = w.shape[2], w.shape[3]
+    out_hw = [
+        (size - 1) * st - 2 * p + dl * (k - 1) + o + 1
+        for size, st, p, dl, k, o in ((h, sh, ph, dh, kh, oph), (wd, sw, pw, dw, kw, opw))
+    ]
+    if min(out_hw) <= 0:
+        raise ShapeError(
+            f"conv_transpose2d: input of size {[h, wd]} per channel gives an output of size "
+            f"{out_hw}: the output is too small (padding {(ph, pw)} crops too much)"
+        )
     cout_g = w.shape[1]
     # spread the input with stride - 1 zeros between entries
     if sh > 1 or sw > 1:
@@ -1984,6 +2033,15 @@ def conv_transpose1d(
     groups, k)`` (the 2-D transposed convolution over a height of 1)."""
     x = _t("conv_transpose1d", "input", input)
     w = _t("conv_transpose1d", "weight", weight)
+    stride, padding, output_padding, dilation = (
+        _conv_arg("conv_transpose1d", name, v, 1)
+        for name, v in (
+            ("stride", stride),
+            ("padding", padding),
+            ("output_padding", output_padding),
+            ("dilation", dilation),
+        )
+    )
     _check_conv_stride("conv_transpose1d", stride)
     if x.ndim != 3 or w.ndim != 3:
         raise ShapeError(

@@ -72,6 +72,12 @@ def conv3d(
     ``(O, C / groups, kD, kH, kW)``, PyTorch's arguments."""
     op = "conv3d"
     x, unbatched = _five(op, input)
+    stride, dilation = (
+        F._conv_arg(op, "stride", stride, 3),
+        F._conv_arg(op, "dilation", dilation, 3),
+    )
+    if not isinstance(padding, str):
+        padding = F._conv_arg(op, "padding", padding, 3)
     F._check_conv_stride(op, stride)
     if not isinstance(weight, Tensor) or weight.ndim != 5:
         raise ShapeError(f"{op}: weight must be (O, C/groups, kD, kH, kW), got {weight!r}")
@@ -134,6 +140,15 @@ def conv_transpose3d(
     per axis."""
     op = "conv_transpose3d"
     x, unbatched = _five(op, input)
+    stride, padding, output_padding, dilation = (
+        F._conv_arg(op, name, v, 3)
+        for name, v in (
+            ("stride", stride),
+            ("padding", padding),
+            ("output_padding", output_padding),
+            ("dilation", dilation),
+        )
+    )
     F._check_conv_stride(op, stride)
     if not isinstance(weight, Tensor) or weight.ndim != 5:
         raise ShapeError(f"{op}: weight must be (C, O/groups, kD, kH, kW), got {weight!r}")
