@@ -291,3 +291,26 @@ def test_embedding_bag_scale_grad_by_freq_refuses_max_mode() -> None:
                 mode="max",
                 scale_grad_by_freq=True,
             )
+
+
+# ---------------------------------------------------------------------------------- dropout
+
+
+@pytest.mark.parametrize("p", [0.3, 1.0])
+def test_alpha_dropout_inplace_writes_into_input(p: float) -> None:
+    torch = _torch()
+    results = []
+    for lib in (torch, fg):
+        lib.manual_seed(0)
+        x = lib.tensor(np.linspace(-2, 2, 20000), requires_grad=True)
+        h = x * 1.0
+        out = lib.nn.functional.alpha_dropout(h, p, True, inplace=True)
+        assert out is h
+        out.sum().backward()
+        g = _np(x.grad)
+        kept = g != 0
+        # the kept entries share one scale; the dropped ones get no gradient
+        scales = np.unique(np.round(g[kept], 12))
+        results.append((scales, round(kept.mean(), 1), float(np.round(_np(h).std(), 1))))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-10)
+    assert results[1][1:] == results[0][1:]

@@ -2501,20 +2501,26 @@ def alpha_dropout(
     input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False
 ) -> Tensor:
     """Dropout that keeps SELU's zero mean and unit variance: dropped entries take SELU's
-    negative saturation value, then an affine map restores the moments."""
+    negative saturation value, then an affine map restores the moments. ``inplace`` writes
+    the result into ``input`` and returns it."""
     x = _float("alpha_dropout", "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"alpha_dropout: p must lie in [0, 1], got {p}")
     if not training or p == 0.0:
         return x
     if p == 1.0:
-        return x * 0.0
-    from .. import bernoulli, full
+        out = x * 0.0
+    else:
+        from .. import bernoulli, full
 
-    keep = bernoulli(full(list(x.shape), 1.0 - p, dtype=x.dtype.name, device=x.device))
-    a = ((1.0 - p) * (1.0 + p * _SELU_ALPHA_PRIME**2)) ** -0.5
-    b = -a * _SELU_ALPHA_PRIME * p
-    return (x * keep + (1.0 - keep) * _SELU_ALPHA_PRIME) * a + b
+        keep = bernoulli(full(list(x.shape), 1.0 - p, dtype=x.dtype.name, device=x.device))
+        a = ((1.0 - p) * (1.0 + p * _SELU_ALPHA_PRIME**2)) ** -0.5
+        b = -a * _SELU_ALPHA_PRIME * p
+        out = (x * keep + (1.0 - keep) * _SELU_ALPHA_PRIME) * a + b
+    if inplace:
+        x.copy_(out)
+        return x
+    return out
 
 
 def local_response_norm(
