@@ -314,3 +314,32 @@ def test_alpha_dropout_inplace_writes_into_input(p: float) -> None:
         results.append((scales, round(kept.mean(), 1), float(np.round(_np(h).std(), 1))))
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-10)
     assert results[1][1:] == results[0][1:]
+
+
+def test_channel_shuffle_module_repr_and_checks() -> None:
+    torch = _torch()
+    assert repr(fg.nn.ChannelShuffle(3)) == repr(torch.nn.ChannelShuffle(3))
+    x0 = np.arange(2 * 6 * 3.0).reshape(2, 6, 3)
+    for lib in (torch, fg):
+        with pytest.raises(RuntimeError):
+            lib.nn.ChannelShuffle(2)(lib.tensor(x0[:, :, 0]))  # fewer than 3 axes
+        with pytest.raises(RuntimeError):
+            lib.nn.functional.channel_shuffle(lib.tensor(x0), 0)
+    outs = [_np(lib.native_channel_shuffle(lib.tensor(x0), 3)) for lib in (torch, fg)]
+    np.testing.assert_array_equal(outs[1], outs[0])
+
+
+@pytest.mark.parametrize("pad", [0, 1, 2])
+def test_conv_tbc(pad: int) -> None:
+    torch = _torch()
+    x0 = np.sin(np.arange(7 * 2 * 4.0)).reshape(7, 2, 4)
+    w0 = np.cos(np.arange(3 * 4 * 5.0)).reshape(3, 4, 5)
+    b0 = np.linspace(-1, 1, 5)
+    results = []
+    for lib in (torch, fg):
+        x, w, b = (lib.tensor(v, requires_grad=True) for v in (x0, w0, b0))
+        y = lib.conv_tbc(x, w, b, pad)
+        (y * y).sum().backward()
+        results.append((_np(y), _np(x.grad), _np(w.grad), _np(b.grad)))
+    for f, t in zip(results[1], results[0]):
+        np.testing.assert_allclose(f, t, rtol=1e-10)

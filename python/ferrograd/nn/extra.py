@@ -469,12 +469,10 @@ class ChannelShuffle(Module):
         self.groups = _count("ChannelShuffle", "groups", groups, 1)
 
     def forward(self, x: Tensor) -> Tensor:
-        n, c = x.shape[0], x.shape[1]
-        if c % self.groups:
-            raise ShapeError(f"ChannelShuffle: {c} channels do not split into {self.groups} groups")
-        rest = list(x.shape[2:])
-        y = x.reshape(n, self.groups, c // self.groups, *rest).transpose(1, 2)
-        return y.reshape(n, c, *rest)
+        return F.channel_shuffle(x, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
 
 
 class PReLU(Module):

@@ -3564,7 +3564,9 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     """Interleaves ``groups`` groups of the channels (axis 1) of ``(N, C, ...)``."""
     x = _t("channel_shuffle", "input", input)
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise ValueError(f"channel_shuffle: groups must be a positive int, got {groups!r}")
+        raise ArgumentRuntimeError(
+            f"channel_shuffle: groups must be a positive int, got {groups!r}"
+        )
     if x.ndim < 3:
         raise ShapeError(f"channel_shuffle: input must be (N, C, *), got {list(x.shape)}")
     n, c = x.shape[0], x.shape[1]
@@ -3572,6 +3574,29 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
         raise ShapeError(f"channel_shuffle: {c} channels do not split into {groups} groups")
     rest = list(x.shape[2:])
     return x.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
+
+
+def _conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:
+    """PyTorch's ``conv_tbc``: a 1-D convolution over time of ``(T, B, C_in)`` with weights
+    ``(K, C_in, C_out)`` and ``bias`` ``(C_out,)``, ``pad`` steps of zeros at both ends,
+    giving ``(T + 2 pad - K + 1, B, C_out)`` (the layout of fairseq's convolutional
+    models)."""
+    op = "conv_tbc"
+    x = _t(op, "input", input)
+    w = _t(op, "weight", weight)
+    b = _t(op, "bias", bias)
+    if x.ndim != 3 or w.ndim != 3 or b.ndim != 1:
+        raise ShapeError(
+            f"{op}: input (T, B, C_in), weight (K, C_in, C_out) and bias (C_out,) expected, "
+            f"got {list(x.shape)}, {list(w.shape)} and {list(b.shape)}"
+        )
+    if x.shape[2] != w.shape[1] or b.shape[0] != w.shape[2]:
+        raise ShapeError(
+            f"{op}: input channels {x.shape[2]} and bias size {b.shape[0]} must match the "
+            f"weight's {w.shape[1]} input and {w.shape[2]} output channels"
+        )
+    y = conv1d(x.permute(1, 2, 0), w.permute(2, 1, 0), b, padding=int(pad))
+    return y.permute(2, 0, 1)
 
 
 __all__ += [
