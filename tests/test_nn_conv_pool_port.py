@@ -343,3 +343,16 @@ def test_conv_tbc(pad: int) -> None:
         results.append((_np(y), _np(x.grad), _np(w.grad), _np(b.grad)))
     for f, t in zip(results[1], results[0]):
         np.testing.assert_allclose(f, t, rtol=1e-10)
+
+
+def test_dropout_of_int_tensor() -> None:
+    torch = _torch()
+    for lib in (torch, fg):
+        x = lib.ones(2, 3, 4, 5, dtype=lib.int64)
+        f = lib.nn.functional.dropout
+        with pytest.raises(RuntimeError):
+            f(x, 0.5, True)  # the kept entries' 1 / (1 - p) scale is no int
+        # nothing to scale: p = 0, p = 1 and evaluation keep the dtype
+        assert f(x, 0.0, True).dtype == lib.int64
+        assert int(f(x, 1.0, True).abs().sum()) == 0
+        assert f(x, 0.5, False) is x

@@ -304,6 +304,16 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return y + bias if bias is not None else y
 
 
+def _check_dropout_dtype(op: str, x: Tensor, p: float) -> None:
+    """PyTorch's error for dropping out of an int or bool tensor: the kept entries would
+    be scaled by ``1 / (1 - p)``, which that dtype cannot hold."""
+    if 0.0 < p < 1.0 and x.dtype.kind not in "fc":
+        raise DTypeError(
+            f"{op}: result type float can't be cast to the input's dtype {x.dtype} (the kept "
+            f"entries are scaled by 1 / (1 - p)); convert the input to a float dtype first"
+        )
+
+
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zeroes each entry with probability ``p`` and scales the rest by ``1 / (1 - p)``
     while ``training``; the identity otherwise. Masks come from ``fg.manual_seed``'s
@@ -316,6 +326,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         )
     if not training or p == 0.0:
         return x
+    _check_dropout_dtype("dropout", x, p)
     if p == 1.0:
         out = x * 0.0
     else:
