@@ -356,3 +356,29 @@ def test_dropout_of_int_tensor() -> None:
         assert f(x, 0.0, True).dtype == lib.int64
         assert int(f(x, 1.0, True).abs().sum()) == 0
         assert f(x, 0.5, False) is x
+
+
+# ------------------------------------------------------------------------- module attributes
+
+
+@pytest.mark.parametrize(
+    "name,args,kwargs",
+    [
+        ("AvgPool1d", (3,), {}),
+        ("AvgPool1d", (3, 2, 1), {}),
+        ("MaxUnpool1d", (2,), {}),
+        ("MaxUnpool2d", (2,), {"stride": (1, 2), "padding": 1}),
+        ("Embedding", (10, 3), {"scale_grad_by_freq": True, "sparse": True, "norm_type": 1.0}),
+        ("EmbeddingBag", (10, 3), {"max_norm": 1.0, "scale_grad_by_freq": True}),
+        ("EmbeddingBag", (10, 3), {"mode": "max", "norm_type": 3.0, "padding_idx": 2}),
+        ("AlphaDropout", (0.3,), {}),
+    ],
+)
+def test_layer_repr_and_stored_arguments(name: str, args: tuple, kwargs: dict) -> None:
+    torch = _torch()
+    t = getattr(torch.nn, name)(*args, **kwargs)
+    f = getattr(fg.nn, name)(*args, **kwargs)
+    assert repr(f) == repr(t)
+    for attr in ("kernel_size", "stride", "padding"):
+        if hasattr(t, attr):
+            assert getattr(f, attr) == getattr(t, attr)

@@ -179,7 +179,7 @@ MaxPool1d = _simple(
         ("ceil_mode", False),
     ),
 )
-AvgPool1d = _simple(
+_AvgPool1d = _simple(
     "AvgPool1d",
     F.avg_pool1d,
     (
@@ -190,6 +190,26 @@ AvgPool1d = _simple(
         ("count_include_pad", True),
     ),
 )
+
+
+class AvgPool1d(_AvgPool1d):  # type: ignore[valid-type,misc]
+    """PyTorch's ``nn.AvgPool1d`` (see ``nn.functional``); ``kernel_size``, ``stride`` and
+    ``padding`` are kept as 1-tuples, as PyTorch keeps them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+        def one(v: Any) -> tuple:
+            return tuple(v) if isinstance(v, (list, tuple)) else (v,)
+
+        stride = self.kernel_size if self.stride is None else self.stride
+        self.kernel_size, self.stride, self.padding = (
+            one(self.kernel_size),
+            one(stride),
+            one(self.padding),
+        )
+
+
 AdaptiveAvgPool1d = _simple("AdaptiveAvgPool1d", F.adaptive_avg_pool1d, (("output_size", 1),))
 AdaptiveMaxPool1d = _simple(
     "AdaptiveMaxPool1d", F.adaptive_max_pool1d, (("output_size", 1), ("return_indices", False))
@@ -248,7 +268,7 @@ class AlphaDropout(Module):
         return F.alpha_dropout(x, self.p, self.training)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 Upsample = _simple(
