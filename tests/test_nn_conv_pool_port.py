@@ -382,3 +382,31 @@ def test_layer_repr_and_stored_arguments(name: str, args: tuple, kwargs: dict) -
     for attr in ("kernel_size", "stride", "padding"):
         if hasattr(t, attr):
             assert getattr(f, attr) == getattr(t, attr)
+
+
+# ------------------------------------------------------------------------------- nn.grad
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("wrt", ["input", "weight"])
+def test_nn_grad_conv_input_and_weight(nd: int, wrt: str) -> None:
+    torch = _torch()
+    rng = np.random.default_rng(nd)
+    x0 = rng.standard_normal((2, 4) + (5,) * nd)
+    w0 = rng.standard_normal((6, 2) + (3,) * nd)
+    args = (2, 1, 1, 2)  # stride, padding, dilation, groups
+    results = []
+    for lib in (torch, fg):
+        conv = getattr(lib.nn.functional, f"conv{nd}d")
+        y = conv(lib.tensor(x0), lib.tensor(w0), None, *args)
+        go = lib.tensor(np.cos(np.arange(y.numel())).reshape(tuple(y.shape)), requires_grad=True)
+        if wrt == "input":
+            other = lib.tensor(w0, requires_grad=True)
+            g = getattr(lib.nn.grad, f"conv{nd}d_input")(list(x0.shape), other, go, *args)
+        else:
+            other = lib.tensor(x0, requires_grad=True)
+            g = getattr(lib.nn.grad, f"conv{nd}d_weight")(other, list(w0.shape), go, *args)
+        (g * g).sum().backward()  # the result is differentiable in both arguments
+        results.append((_np(g), _np(other.grad), _np(go.grad)))
+    for f, t in zip(results[1], results[0]):
+        np.testing.assert_allclose(f, t, rtol=1e-10, atol=1e-12)
