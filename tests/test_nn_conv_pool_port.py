@@ -410,3 +410,26 @@ def test_nn_grad_conv_input_and_weight(nd: int, wrt: str) -> None:
         results.append((_np(g), _np(other.grad), _np(go.grad)))
     for f, t in zip(results[1], results[0]):
         np.testing.assert_allclose(f, t, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"groups": 0}, "groups"),
+        ({"groups": -1}, "groups"),
+        ({"dilation": 0}, "dilation"),
+        ({"padding": -1}, "padding"),
+    ],
+)
+def test_conv_bad_groups_dilation_padding_raise_runtime_error(
+    nd: int, transposed: bool, kwargs: dict, message: str
+) -> None:
+    torch = _torch()
+    op = ("conv_transpose" if transposed else "conv") + f"{nd}d"
+    for lib in (torch, fg):
+        x = lib.ones(1, 2, *([6] * nd), dtype=lib.float64)
+        w = lib.ones(2, 2, *([3] * nd), dtype=lib.float64)
+        with pytest.raises(RuntimeError, match=message):
+            getattr(lib.nn.functional, op)(x, w, **kwargs)

@@ -1404,6 +1404,28 @@ def _conv_arg(op: str, name: str, v: Any, nd: int) -> Any:
     return v
 
 
+def _check_conv_ints(op: str, groups: Any, padding: Any, dilation: Any) -> None:
+    """PyTorch's ``RuntimeError`` for a non-positive ``groups`` or ``dilation`` or a negative
+    ``padding``, raised before any shape arithmetic can divide by them."""
+
+    def vals(v: Any) -> tuple:
+        return tuple(v) if isinstance(v, (list, tuple)) else (v,)
+
+    def ints(v: Any) -> list[int]:
+        return [int(e) for e in vals(v) if isinstance(e, (int, np.integer))]
+
+    if isinstance(groups, (int, np.integer)) and not isinstance(groups, bool) and groups <= 0:
+        raise ArgumentRuntimeError(f"{op}: non-positive groups is not supported, got {groups}")
+    if any(v <= 0 for v in ints(dilation)):
+        raise ArgumentRuntimeError(
+            f"{op}: dilation should be greater than zero, got dilation {dilation!r}"
+        )
+    if not isinstance(padding, str) and any(v < 0 for v in ints(padding)):
+        raise ArgumentRuntimeError(
+            f"{op}: negative padding is not supported, got padding {padding!r}"
+        )
+
+
 def _check_same_stride(op: str, padding: Any, stride: Any) -> None:
     """PyTorch's ``RuntimeError`` for ``padding='same'`` with a stride other than 1 (the
     output size would not be the input's)."""
@@ -1432,6 +1454,7 @@ def conv2d(
     if not isinstance(padding, str):
         padding = _conv_arg("conv2d", "padding", padding, 2)
     _check_conv_stride("conv2d", stride)
+    _check_conv_ints("conv2d", groups, padding, dilation)
     _check_same_stride("conv2d", padding, stride)
     return _conv2d(input, weight, bias, stride, padding, dilation, groups)
 
@@ -1456,6 +1479,7 @@ def conv1d(
     if not isinstance(padding, str):
         padding = _conv_arg("conv1d", "padding", padding, 1)
     _check_conv_stride("conv1d", stride)
+    _check_conv_ints("conv1d", groups, padding, dilation)
     _check_same_stride("conv1d", padding, stride)
     if x.ndim != 3 or w.ndim != 3:
         raise ShapeError(
@@ -1501,6 +1525,7 @@ def conv_transpose2d(
         )
     )
     _check_conv_stride("conv_transpose2d", stride)
+    _check_conv_ints("conv_transpose2d", groups, padding, dilation)
     if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[0] or w.shape[0] % groups:
         raise ShapeError(
             f"conv_transpose2d: input (N, C_in, H, W) and weight (C_in, C_out/groups, kh, kw) "
@@ -2054,6 +2079,7 @@ def conv_transpose1d(
         )
     )
     _check_conv_stride("conv_transpose1d", stride)
+    _check_conv_ints("conv_transpose1d", groups, padding, dilation)
     if x.ndim != 3 or w.ndim != 3:
         raise ShapeError(
             f"conv_transpose1d: input (N, C_in, L) and weight (C_in, C_out/groups, k) expected, "

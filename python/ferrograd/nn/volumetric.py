@@ -79,6 +79,7 @@ def conv3d(
     if not isinstance(padding, str):
         padding = F._conv_arg(op, "padding", padding, 3)
     F._check_conv_stride(op, stride)
+    F._check_conv_ints(op, groups, padding, dilation)
     if not isinstance(weight, Tensor) or weight.ndim != 5:
         raise ShapeError(f"{op}: weight must be (O, C/groups, kD, kH, kW), got {weight!r}")
     st, dl = _tuple(stride, 3), _tuple(dilation, 3)
@@ -150,6 +151,7 @@ def conv_transpose3d(
         )
     )
     F._check_conv_stride(op, stride)
+    F._check_conv_ints(op, groups, padding, dilation)
     if not isinstance(weight, Tensor) or weight.ndim != 5:
         raise ShapeError(f"{op}: weight must be (C, O/groups, kD, kH, kW), got {weight!r}")
     st, pd, op_, dl = (_tuple(v, 3) for v in (stride, padding, output_padding, dilation))
