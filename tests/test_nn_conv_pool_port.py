@@ -433,3 +433,46 @@ def test_conv_bad_groups_dilation_padding_raise_runtime_error(
         w = lib.ones(2, 2, *([3] * nd), dtype=lib.float64)
         with pytest.raises(RuntimeError, match=message):
             getattr(lib.nn.functional, op)(x, w, **kwargs)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect"])
+def test_conv_forward_with_a_transformed_weight(nd: int, padding_mode: str) -> None:
+    # weight-standardised convolutions override forward and call _conv_forward
+    torch = _torch()
+    x0 = np.sin(np.arange(2 * 4 * 5**nd)).reshape((2, 4) + (5,) * nd)
+    results = []
+    for lib in (torch, fg):
+        conv = getattr(lib.nn, f"Conv{nd}d")(
+            4, 6, 3, padding=1, groups=2, padding_mode=padding_mode
+        ).double()
+        with lib.no_grad():
+            conv.weight.copy_(lib.tensor(np.linspace(-1, 1, conv.weight.numel()).reshape(
+                tuple(conv.weight.shape)
+            )))  # fmt: skip
+            conv.bias.fill_(0.1)
+        x = lib.tensor(x0, requires_grad=True)
+        w = conv.weight
+        dims = tuple(range(1, nd + 2))
+        w_std = (w - w.mean(dims, keepdim=True)) / (w.var(dims, keepdim=True) + 1e-5).sqrt()
+        y = conv._conv_forward(x, w_std, conv.bias)
+        (y * y).sum().backward()
+        results.append((_np(y), _np(x.grad), _np(conv.weight.grad), _np(conv.bias.grad)))
+    for f, t in zip(results[1], results[0]):
+        np.testing.assert_allclose(f, t, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_conv_layers_store_per_axis_tuples(nd: int) -> None:
+    torch = _torch()
+    for name, kwargs in (
+        (f"Conv{nd}d", {"stride": 2, "padding": 1, "dilation": 2}),
+        (f"Conv{nd}d", {"padding": "same"}),
+        (f"ConvTranspose{nd}d", {"stride": 2, "padding": 1, "output_padding": 1}),
+    ):
+        t = getattr(torch.nn, name)(4, 6, 3, **kwargs)
+        f = getattr(fg.nn, name)(4, 6, 3, **kwargs)
+        for attr in ("kernel_size", "stride", "padding", "dilation", "output_padding"):
+            assert getattr(f, attr) == getattr(t, attr), (name, attr)
+        assert f.transposed == t.transposed
+        assert repr(f) == repr(t)

@@ -22,6 +22,7 @@ from .modules import (
     _count,
     _filled_param,
     _Loss,
+    _tuple,
     _uniform_param,
 )
 from .utils.rnn import PackedSequence, pad_packed_sequence
@@ -434,8 +435,9 @@ class ConvTranspose1d(ConvTranspose2d):
             rng,
             transposed=True,
         )
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-        self.output_padding = output_padding
+        self.stride, self.padding = _tuple(stride, 1), _tuple(padding, 1)
+        self.dilation, self.output_padding = _tuple(dilation, 1), _tuple(output_padding, 1)
+        self.transposed = True
 
     def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
         op = self.output_padding

@@ -1860,8 +1860,13 @@ class _ConvNd(Module):
                     f"(stride {stride!r})"
                 )
         self._setup(kind, in_channels, out_channels, k, groups, bias, device, dtype, rng)
-        self.stride, self.padding, self.dilation = stride, padding, dilation
+        nd = self._nd
+        # per-axis tuples, as PyTorch stores them (code ported from it indexes them)
+        self.stride, self.dilation = _tuple(stride, nd), _tuple(dilation, nd)
+        self.padding = padding if isinstance(padding, str) else _tuple(padding, nd)
+        self.output_padding, self.transposed = (0,) * nd, False
         self.padding_mode = padding_mode
+        self._reversed_padding_repeated_twice = self._explicit_padding()
 
     def _explicit_padding(self) -> list[int]:
         """F.pad's amounts (last axis first) for a padding_mode other than zeros."""
@@ -1916,16 +1921,20 @@ class _ConvNd(Module):
             _uniform_param(rng, bound, (self.out_channels,), dtype, device) if bias else None
         )
 
-    def forward(self, x: Tensor) -> Tensor:
+    def _conv_forward(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        """This layer's convolution of ``x`` with the given ``weight`` and ``bias`` (its
+        stride, padding, padding_mode, dilation and groups), as PyTorch's: layers that
+        transform their weight first (weight standardisation) call it."""
         mode = getattr(self, "padding_mode", "zeros")
         if mode != "zeros":
             x = F.pad(x, self._explicit_padding(), mode=mode)
-            return type(self)._conv(
-                x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups
-            )
+            return type(self)._conv(x, weight, bias, self.stride, 0, self.dilation, self.groups)
         return type(self)._conv(
-            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+            x, weight, bias, self.stride, self.padding, self.dilation, self.groups
         )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._conv_forward(x, self.weight, self.bias)
 
 
 class Conv1d(_ConvNd):
@@ -1980,8 +1989,9 @@ class ConvTranspose2d(_ConvNd):
             rng,
             transposed=True,
         )
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-        self.output_padding = output_padding
+        self.stride, self.padding = _tuple(stride, 2), _tuple(padding, 2)
+        self.dilation, self.output_padding = _tuple(dilation, 2), _tuple(output_padding, 2)
+        self.transposed = True
 
     def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
         """``output_size`` (the spatial size, or a full NCHW shape) picks the

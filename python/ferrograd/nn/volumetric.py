@@ -347,8 +347,9 @@ class ConvTranspose3d(_ConvNd):
             rng,
             transposed=True,
         )
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-        self.output_padding, self.padding_mode = output_padding, padding_mode
+        self.stride, self.padding = _tuple(stride, 3), _tuple(padding, 3)
+        self.dilation, self.output_padding = _tuple(dilation, 3), _tuple(output_padding, 3)
+        self.padding_mode, self.transposed = padding_mode, True
 
     def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
         op = self.output_padding
