@@ -476,3 +476,45 @@ def test_conv_layers_store_per_axis_tuples(nd: int) -> None:
             assert getattr(f, attr) == getattr(t, attr), (name, attr)
         assert f.transposed == t.transposed
         assert repr(f) == repr(t)
+
+
+@pytest.mark.parametrize(
+    "name,args",
+    [
+        ("Conv1d", (16, 64, 5)),
+        ("Conv2d", (8, 64, 3)),
+        ("Conv3d", (4, 64, 3)),
+        ("ConvTranspose1d", (8, 64, 3)),
+        ("ConvTranspose2d", (8, 64, 3)),
+        ("ConvTranspose3d", (4, 64, 3)),
+    ],
+)
+def test_conv_reset_parameters_redraws_pytorch_bounds(name: str, args: tuple) -> None:
+    torch = _torch()
+    stats = []
+    for lib in (torch, fg):
+        layer = getattr(lib.nn, name)(*args)
+        with lib.no_grad():
+            layer.weight.fill_(7.0)
+            layer.bias.fill_(7.0)
+        layer.reset_parameters()
+        w, b = _np(layer.weight), _np(layer.bias)
+        stats.append((np.abs(w).max(), w.std(), np.abs(b).max()))
+    (tw, ts, tb), (fw, fs, fb) = stats
+    bound = tw  # the largest of thousands of uniform draws: within 2% of the bound
+    assert fw <= bound * 1.02 and fw >= bound * 0.98
+    assert abs(fs - ts) < 0.05 * ts
+    assert fb <= bound * 1.02 and fb > 0.5 * tb
+
+
+@pytest.mark.parametrize("name", ["Embedding", "EmbeddingBag"])
+def test_embedding_reset_parameters(name: str) -> None:
+    torch = _torch()
+    for lib in (torch, fg):
+        layer = getattr(lib.nn, name)(2000, 8, padding_idx=3)
+        with lib.no_grad():
+            layer.weight.fill_(5.0)
+        layer.reset_parameters()
+        w = _np(layer.weight)
+        assert abs(w.std() - 1.0) < 0.05 and abs(w.mean()) < 0.05
+        np.testing.assert_array_equal(w[3], 0.0)

@@ -1921,6 +1921,18 @@ class _ConvNd(Module):
             _uniform_param(rng, bound, (self.out_channels,), dtype, device) if bias else None
         )
 
+    def reset_parameters(self) -> None:
+        """Draws the weight and bias again from PyTorch's initial distribution:
+        ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``, ``fan_in`` the weight's entries per output
+        channel (kaiming_uniform with ``a = sqrt(5)``)."""
+        from . import init
+
+        fan_in = int(np.prod(self.weight.shape[1:]))
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
     def _conv_forward(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         """This layer's convolution of ``x`` with the given ``weight`` and ``bias`` (its
         stride, padding, padding_mode, dilation and groups), as PyTorch's: layers that
@@ -2231,6 +2243,20 @@ class Embedding(Module):
             )
             return
         self.weight = _embedding_weight(num_embeddings, embedding_dim, padding_idx, device, dtype)
+
+    def reset_parameters(self) -> None:
+        """Draws the table again from N(0, 1), the ``padding_idx`` row zero, as PyTorch."""
+        from . import init
+
+        init.normal_(self.weight)
+        self._fill_padding_idx_with_zero()
+
+    def _fill_padding_idx_with_zero(self) -> None:
+        if self.padding_idx is not None:
+            from ..autodiff import no_grad
+
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
 
     @classmethod
     def from_pretrained(

@@ -285,6 +285,16 @@ class EmbeddingBag(Module):
             return
         self.weight = _embedding_weight(num_embeddings, embedding_dim, padding_idx, device, dtype)
 
+    def reset_parameters(self) -> None:
+        """Draws the table again from N(0, 1), the ``padding_idx`` row zero, as PyTorch."""
+        from ..autodiff import no_grad
+        from . import init
+
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
+
     @classmethod
     def from_pretrained(
         cls,
