@@ -308,6 +308,8 @@ def install() -> None:
         "hardshrink",
     ):
         alias(name, getattr(F, name, None))
+    alias("conv_tbc", F._conv_tbc)
+    alias("native_channel_shuffle", F.channel_shuffle)
     alias("get_rng_state", getattr(_random, "get_rng_state", None))
     alias("set_rng_state", getattr(_random, "set_rng_state", None))
     alias("seed", getattr(_random, "seed", None))

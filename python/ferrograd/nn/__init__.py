@@ -1,7 +1,7 @@
 """Neural-network building blocks: layers (:mod:`.modules`), their functions
 (:mod:`.functional`), initialisations (:mod:`.init`) and utilities (:mod:`.utils`)."""
 
-from . import functional, init, parallel, parameter, utils  # noqa: F401
+from . import functional, grad, init, parallel, parameter, utils  # noqa: F401
 from ._ctc import CTCLoss
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .extra import *
@@ -17,6 +17,7 @@ from .volumetric import __all__ as _volumetric_all
 
 __all__ = [  # noqa: PLE0604
     "functional",
+    "grad",
     "init",
     "parallel",
     "utils",

@@ -70,6 +70,12 @@ def _embedding(self: Any) -> str:
         s += f", padding_idx={self.padding_idx}"
     if getattr(self, "max_norm", None) is not None:
         s += f", max_norm={self.max_norm}"
+    if getattr(self, "norm_type", 2) != 2:
+        s += f", norm_type={self.norm_type}"
+    if getattr(self, "scale_grad_by_freq", False):
+        s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+    if getattr(self, "sparse", False):
+        s += ", sparse=True"
     return s
 
 

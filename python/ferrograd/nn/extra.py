@@ -22,6 +22,7 @@ from .modules import (
     _count,
     _filled_param,
     _Loss,
+    _tuple,
     _uniform_param,
 )
 from .utils.rnn import PackedSequence, pad_packed_sequence
@@ -179,7 +180,7 @@ MaxPool1d = _simple(
         ("ceil_mode", False),
     ),
 )
-AvgPool1d = _simple(
+_AvgPool1d = _simple(
     "AvgPool1d",
     F.avg_pool1d,
     (
@@ -190,6 +191,26 @@ AvgPool1d = _simple(
         ("count_include_pad", True),
     ),
 )
+
+
+class AvgPool1d(_AvgPool1d):  # type: ignore[valid-type,misc]
+    """PyTorch's ``nn.AvgPool1d`` (see ``nn.functional``); ``kernel_size``, ``stride`` and
+    ``padding`` are kept as 1-tuples, as PyTorch keeps them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+        def one(v: Any) -> tuple:
+            return tuple(v) if isinstance(v, (list, tuple)) else (v,)
+
+        stride = self.kernel_size if self.stride is None else self.stride
+        self.kernel_size, self.stride, self.padding = (
+            one(self.kernel_size),
+            one(stride),
+            one(self.padding),
+        )
+
+
 AdaptiveAvgPool1d = _simple("AdaptiveAvgPool1d", F.adaptive_avg_pool1d, (("output_size", 1),))
 AdaptiveMaxPool1d = _simple(
     "AdaptiveMaxPool1d", F.adaptive_max_pool1d, (("output_size", 1), ("return_indices", False))
@@ -248,7 +269,7 @@ class AlphaDropout(Module):
         return F.alpha_dropout(x, self.p, self.training)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 Upsample = _simple(
@@ -414,8 +435,9 @@ class ConvTranspose1d(ConvTranspose2d):
             rng,
             transposed=True,
         )
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-        self.output_padding = output_padding
+        self.stride, self.padding = _tuple(stride, 1), _tuple(padding, 1)
+        self.dilation, self.output_padding = _tuple(dilation, 1), _tuple(output_padding, 1)
+        self.transposed = True
 
     def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
         op = self.output_padding
@@ -469,12 +491,10 @@ class ChannelShuffle(Module):
         self.groups = _count("ChannelShuffle", "groups", groups, 1)
 
     def forward(self, x: Tensor) -> Tensor:
-        n, c = x.shape[0], x.shape[1]
-        if c % self.groups:
-            raise ShapeError(f"ChannelShuffle: {c} channels do not split into {self.groups} groups")
-        rest = list(x.shape[2:])
-        y = x.reshape(n, self.groups, c // self.groups, *rest).transpose(1, 2)
-        return y.reshape(n, c, *rest)
+        return F.channel_shuffle(x, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
 
 
 class PReLU(Module):

@@ -29,7 +29,12 @@ from .._ops import one_hot as _one_hot
 from .._tensor import tensor
 from ..autodiff import Function as _EngineFunction
 from ..random import _traced_draw
-from ._errors import ArgumentRuntimeError, IndexRuntimeError, UnsupportedValueError
+from ._errors import (
+    ArgumentAssertionError,
+    ArgumentRuntimeError,
+    IndexRuntimeError,
+    UnsupportedValueError,
+)
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -299,6 +304,16 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return y + bias if bias is not None else y
 
 
+def _check_dropout_dtype(op: str, x: Tensor, p: float) -> None:
+    """PyTorch's error for dropping out of an int or bool tensor: the kept entries would
+    be scaled by ``1 / (1 - p)``, which that dtype cannot hold."""
+    if 0.0 < p < 1.0 and x.dtype.kind not in "fc":
+        raise DTypeError(
+            f"{op}: result type float can't be cast to the input's dtype {x.dtype} (the kept "
+            f"entries are scaled by 1 / (1 - p)); convert the input to a float dtype first"
+        )
+
+
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zeroes each entry with probability ``p`` and scales the rest by ``1 / (1 - p)``
     while ``training``; the identity otherwise. Masks come from ``fg.manual_seed``'s
@@ -311,6 +326,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         )
     if not training or p == 0.0:
         return x
+    _check_dropout_dtype("dropout", x, p)
     if p == 1.0:
         out = x * 0.0
     else:
@@ -593,6 +609,11 @@ def embedding(
         scale = tensor((1.0 / counts[inverse]).reshape(-1, 1), dtype=w.dtype.name, device=w.device)
         out = out * scale + (out * (1.0 - scale)).detach()
     if padding_idx is not None:
+        if not -w.shape[0] <= padding_idx < w.shape[0]:
+            raise ArgumentAssertionError(
+                f"embedding: padding_idx must be within the number of embeddings, "
+                f"{-w.shape[0]} through {w.shape[0] - 1}, got {padding_idx}"
+            )
         pi = padding_idx + w.shape[0] if padding_idx < 0 else padding_idx
         keep = (flat != pi).reshape(-1, 1)
         out = where(keep, out, out.detach())
@@ -1382,6 +1403,54 @@ def _check_conv_stride(op: str, stride: Any) -> None:
             )
 
 
+def _conv_arg(op: str, name: str, v: Any, nd: int) -> Any:
+    """A convolution's ``stride``/``padding``/``dilation``/``output_padding``: an int, or a
+    list of one value (used for every axis) or of ``nd`` values, as PyTorch; any other
+    length raises its ``RuntimeError`` (a 2-tuple given to a 1-D convolution was read as
+    its first entry)."""
+    if isinstance(v, (list, tuple)):
+        if len(v) == 1:
+            return v[0]
+        if len(v) != nd:
+            raise ArgumentRuntimeError(
+                f"{op}: expected {name} to be a single integer value or a list of {nd} values "
+                f"to match the convolution dimensions, but got {name}={list(v)}"
+            )
+    return v
+
+
+def _check_conv_ints(op: str, groups: Any, padding: Any, dilation: Any) -> None:
+    """PyTorch's ``RuntimeError`` for a non-positive ``groups`` or ``dilation`` or a negative
+    ``padding``, raised before any shape arithmetic can divide by them."""
+
+    def vals(v: Any) -> tuple:
+        return tuple(v) if isinstance(v, (list, tuple)) else (v,)
+
+    def ints(v: Any) -> list[int]:
+        return [int(e) for e in vals(v) if isinstance(e, (int, np.integer))]
+
+    if isinstance(groups, (int, np.integer)) and not isinstance(groups, bool) and groups <= 0:
+        raise ArgumentRuntimeError(f"{op}: non-positive groups is not supported, got {groups}")
+    if any(v <= 0 for v in ints(dilation)):
+        raise ArgumentRuntimeError(
+            f"{op}: dilation should be greater than zero, got dilation {dilation!r}"
+        )
+    if not isinstance(padding, str) and any(v < 0 for v in ints(padding)):
+        raise ArgumentRuntimeError(
+            f"{op}: negative padding is not supported, got padding {padding!r}"
+        )
+
+
+def _check_same_stride(op: str, padding: Any, stride: Any) -> None:
+    """PyTorch's ``RuntimeError`` for ``padding='same'`` with a stride other than 1 (the
+    output size would not be the input's)."""
+    vals = stride if isinstance(stride, (list, tuple)) else (stride,)
+    if isinstance(padding, str) and padding == "same" and any(v != 1 for v in vals):
+        raise ArgumentRuntimeError(
+            f"{op}: padding='same' is not supported for strided convolutions, got stride {stride!r}"
+        )
+
+
 def conv2d(
     input: Tensor,
     weight: Tensor,
@@ -1393,7 +1462,15 @@ def conv2d(
 ) -> Tensor:
     """2-D convolution of ``(N, C, H, W)`` (or ``(C, H, W)``) with ``(O, C / groups, kh,
     kw)`` weights; ``padding`` may be ints or ``"same"``/``"valid"``."""
+    stride, dilation = (
+        _conv_arg("conv2d", "stride", stride, 2),
+        _conv_arg("conv2d", "dilation", dilation, 2),
+    )
+    if not isinstance(padding, str):
+        padding = _conv_arg("conv2d", "padding", padding, 2)
     _check_conv_stride("conv2d", stride)
+    _check_conv_ints("conv2d", groups, padding, dilation)
+    _check_same_stride("conv2d", padding, stride)
     return _conv2d(input, weight, bias, stride, padding, dilation, groups)
 
 
@@ -1410,7 +1487,15 @@ def conv1d(
     convolution of height 1)."""
     x = _t("conv1d", "input", input)
     w = _t("conv1d", "weight", weight)
+    stride, dilation = (
+        _conv_arg("conv1d", "stride", stride, 1),
+        _conv_arg("conv1d", "dilation", dilation, 1),
+    )
+    if not isinstance(padding, str):
+        padding = _conv_arg("conv1d", "padding", padding, 1)
     _check_conv_stride("conv1d", stride)
+    _check_conv_ints("conv1d", groups, padding, dilation)
+    _check_same_stride("conv1d", padding, stride)
     if x.ndim != 3 or w.ndim != 3:
         raise ShapeError(
             f"conv1d: input (N, C, L) and weight (O, C/groups, K) expected, got "
@@ -1445,7 +1530,17 @@ def conv_transpose2d(
     stride - 2 padding + dilation (kh - 1) + output_padding + 1``."""
     x = _t("conv_transpose2d", "input", input)
     w = _t("conv_transpose2d", "weight", weight)
+    stride, padding, output_padding, dilation = (
+        _conv_arg("conv_transpose2d", name, v, 2)
+        for name, v in (
+            ("stride", stride),
+            ("padding", padding),
+            ("output_padding", output_padding),
+            ("dilation", dilation),
+        )
+    )
     _check_conv_stride("conv_transpose2d", stride)
+    _check_conv_ints("conv_transpose2d", groups, padding, dilation)
     if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[0] or w.shape[0] % groups:
         raise ShapeError(
             f"conv_transpose2d: input (N, C_in, H, W) and weight (C_in, C_out/groups, kh, kw) "
@@ -1456,9 +1551,21 @@ def conv_transpose2d(
     oph, opw = (int(v) for v in _pair("conv_transpose2d", "output_padding", output_padding))
     dh, dw = (int(v) for v in _pair("conv_transpose2d", "dilation", dilation))
     if oph >= max(sh, dh) or opw >= max(sw, dw):
-        raise ValueError("conv_transpose2d: output_padding must be smaller than stride or dilation")
+        raise ArgumentRuntimeError(
+            f"conv_transpose2d: output_padding must be smaller than stride or dilation, got "
+            f"output_padding {(oph, opw)}, stride {(sh, sw)}, dilation {(dh, dw)}"
+        )
     n, cin, h, wd = x.shape
     kh, kw = w.shape[2], w.shape[3]
+    out_hw = [
+        (size - 1) * st - 2 * p + dl * (k - 1) + o + 1
+        for size, st, p, dl, k, o in ((h, sh, ph, dh, kh, oph), (wd, sw, pw, dw, kw, opw))
+    ]
+    if min(out_hw) <= 0:
+        raise ShapeError(
+            f"conv_transpose2d: input of size {[h, wd]} per channel gives an output of size "
+            f"{out_hw}: the output is too small (padding {(ph, pw)} crops too much)"
+        )
     cout_g = w.shape[1]
     # spread the input with stride - 1 zeros between entries
     if sh > 1 or sw > 1:
@@ -1977,7 +2084,17 @@ def conv_transpose1d(
     groups, k)`` (the 2-D transposed convolution over a height of 1)."""
     x = _t("conv_transpose1d", "input", input)
     w = _t("conv_transpose1d", "weight", weight)
+    stride, padding, output_padding, dilation = (
+        _conv_arg("conv_transpose1d", name, v, 1)
+        for name, v in (
+            ("stride", stride),
+            ("padding", padding),
+            ("output_padding", output_padding),
+            ("dilation", dilation),
+        )
+    )
     _check_conv_stride("conv_transpose1d", stride)
+    _check_conv_ints("conv_transpose1d", groups, padding, dilation)
     if x.ndim != 3 or w.ndim != 3:
         raise ShapeError(
             f"conv_transpose1d: input (N, C_in, L) and weight (C_in, C_out/groups, k) expected, "
@@ -2436,20 +2553,26 @@ def alpha_dropout(
     input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False
 ) -> Tensor:
     """Dropout that keeps SELU's zero mean and unit variance: dropped entries take SELU's
-    negative saturation value, then an affine map restores the moments."""
+    negative saturation value, then an affine map restores the moments. ``inplace`` writes
+    the result into ``input`` and returns it."""
     x = _float("alpha_dropout", "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"alpha_dropout: p must lie in [0, 1], got {p}")
     if not training or p == 0.0:
         return x
     if p == 1.0:
-        return x * 0.0
-    from .. import bernoulli, full
+        out = x * 0.0
+    else:
+        from .. import bernoulli, full
 
-    keep = bernoulli(full(list(x.shape), 1.0 - p, dtype=x.dtype.name, device=x.device))
-    a = ((1.0 - p) * (1.0 + p * _SELU_ALPHA_PRIME**2)) ** -0.5
-    b = -a * _SELU_ALPHA_PRIME * p
-    return (x * keep + (1.0 - keep) * _SELU_ALPHA_PRIME) * a + b
+        keep = bernoulli(full(list(x.shape), 1.0 - p, dtype=x.dtype.name, device=x.device))
+        a = ((1.0 - p) * (1.0 + p * _SELU_ALPHA_PRIME**2)) ** -0.5
+        b = -a * _SELU_ALPHA_PRIME * p
+        out = (x * keep + (1.0 - keep) * _SELU_ALPHA_PRIME) * a + b
+    if inplace:
+        x.copy_(out)
+        return x
+    return out
 
 
 def local_response_norm(
@@ -2552,6 +2675,17 @@ __all__ += [
 # ------------------------------------------------------- pooling with indices and unpooling
 
 
+def _skip_padding(idx: Tensor, table: np.ndarray, pad: int) -> Tensor:
+    """``idx`` with each padding position ``pad`` replaced by its window's first input
+    position. A window whose inputs are all -inf ties with its padding, and argmax may pick
+    the padding; PyTorch reports the first input there (and the value must be gathered
+    from the input, not from past its end)."""
+    valid = table != pad
+    first = np.take_along_axis(table, valid.argmax(-1)[..., None], -1)[..., 0]
+    first = tensor(first.reshape(-1, idx.shape[-1]), device=idx.device)
+    return where(idx == pad, first, idx)
+
+
 def _window_max(x: Tensor, rows: np.ndarray, cols: np.ndarray) -> tuple[Tensor, Tensor]:
     """The max of ``x`` (``(..., H, W)``) over separable windows, with its flat position
     ``h * W + w`` (int64). ``rows`` ``(OH, KH)`` and ``cols`` ``(OW, KW)`` list the input rows
@@ -2573,6 +2707,7 @@ def _window_max(x: Tensor, rows: np.ndarray, cols: np.ndarray) -> tuple[Tensor, 
     kstar = win.argmax(2)  # the first maximum of each window
     base = tensor((np.arange(oh * ow, dtype=np.int64) * k).reshape(1, -1), device=x.device)
     idx = _core.index_select(t, 0, (kstar + base).reshape(-1)).reshape(b, oh * ow)
+    idx = _skip_padding(idx, table, h * w)
     y = flat.gather(1, idx)
     return y.reshape(*lead, oh, ow), idx.reshape(*lead, oh, ow)
 
@@ -2874,6 +3009,7 @@ def _window_max_nd(x: Tensor, table: np.ndarray) -> tuple[Tensor, Tensor]:
     win = padded.gather(1, t).reshape(b, n_out, k)
     kstar = win.argmax(2)  # the first maximum of each window
     idx = t.reshape(b, n_out, k).gather(2, kstar.unsqueeze(2)).reshape(b, n_out)
+    idx = _skip_padding(idx, table, x.shape[1])
     return x.gather(1, idx), idx
 
 
@@ -2960,8 +3096,8 @@ def _fractional_max_pool(
     else:
         out = _ints(op, "output_size", output_size, nd)
     for i in range(nd):
-        if out[i] <= 0:
-            raise ShapeError(f"{op}: output_size must be positive, got {list(out)}")
+        if out[i] < 0:
+            raise ShapeError(f"{op}: output_size must be non-negative, got {list(out)}")
         if out[i] + k[i] - 1 > spatial[i]:
             raise ShapeError(
                 f"{op}: kernel_size {k[i]} too large relative to input size {spatial[i]} "
@@ -2981,6 +3117,13 @@ def _fractional_max_pool(
                 f"{op}: _random_samples must have shape {[n, c, nd]}, got {list(samples.shape)}"
             )
         samples = samples[:n]
+    if n * c == 0 or 0 in out:
+        # nothing to pool (PyTorch gives the empty result); still a function of the input
+        y = x.reshape(-1)[:0].reshape(n, c, *out)
+        idx = _core.zeros((n, c, *out), dtype="int64", device=x.device)
+        if unbatched:
+            y, idx = y.squeeze(0), idx.squeeze(0)
+        return (y, idx) if return_indices else y
     smp = samples.detach().numpy()
     if smp.dtype not in (np.float32, np.float64):
         smp = smp.astype(np.float32 if x.dtype.name != "float64" else np.float64)
@@ -3121,19 +3264,45 @@ def lp_pool2d(
     input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
 ) -> Tensor:
     """Power-average pooling: ``(sum over the window of x ** norm_type) ** (1 / norm_type)``
-    over ``(N, C, H, W)`` (or ``(C, H, W)``)."""
+    over ``(N, C, H, W)`` (or ``(C, H, W)``); ``norm_type`` ``inf`` takes each window's
+    largest ``|x|``, ``-inf`` its smallest."""
     x = _float("lp_pool2d", "input", input)
     if x.ndim not in (3, 4):
         raise ShapeError(f"lp_pool2d: input must be (N, C, H, W) or (C, H, W), got {list(x.shape)}")
-    p = float(norm_type)
-    if p == 0.0 or not math.isfinite(p):
-        raise ValueError(f"lp_pool2d: norm_type must be finite and non-zero, got {norm_type}")
+    p = _lp_norm_type("lp_pool2d", norm_type)
     _check_pool_input("lp_pool2d", x, 2)
     (kh, kw), s, _, _ = _check_pool_args("lp_pool2d", 2, kernel_size, stride, 0)
     x4 = x.unsqueeze(0) if x.ndim == 3 else x
-    y = avg_pool2d(x4**p, (kh, kw), s, 0, ceil_mode) * float(kh * kw)
-    y = y ** (1.0 / p)
+    if math.isinf(p):
+        y = _lp_extreme(max_pool2d, x4, p, (kh, kw), s, ceil_mode)
+    else:
+        y = _lp_root(avg_pool2d(x4**p, (kh, kw), s, 0, ceil_mode) * float(kh * kw), p)
     return y[0] if x.ndim == 3 else y
+
+
+def _lp_norm_type(op: str, norm_type: Any) -> float:
+    p = float(norm_type)
+    if p == 0.0 or math.isnan(p):
+        raise ValueError(f"{op}: norm_type must be a non-zero number, got {norm_type}")
+    return p
+
+
+def _lp_extreme(pool: Any, x: Tensor, p: float, kernel: Any, stride: Any, ceil: bool) -> Tensor:
+    """Power pooling's limits: the largest ``|x|`` of each window for ``p = inf``, the
+    smallest for ``p = -inf``."""
+    if p > 0:
+        return pool(x.abs(), kernel, stride, 0, 1, ceil)
+    return -pool(-x.abs(), kernel, stride, 0, 1, ceil)
+
+
+def _lp_root(total: Tensor, p: float) -> Tensor:
+    """``total ** (1 / p)`` for power pooling. A window whose powers sum to 0 (all zeros)
+    gives ``0 ** (1 / p)`` with zero gradient, as PyTorch: the root's slope is infinite
+    there, and without the mask an all-zero window (common after a ReLU) puts NaN in the
+    input's gradient."""
+    zero = total == 0
+    root = where(zero, 1.0, total) ** (1.0 / p)
+    return where(zero, 0.0 if p > 0 else math.inf, root)
 
 
 def lp_pool1d(
@@ -3162,8 +3331,10 @@ def embedding_bag(
     """Sums, means or maxes of bags of rows of ``weight``: bags are the rows of a 2-D
     ``input``, or the runs of a 1-D ``input`` that start at ``offsets``. Entries equal to
     ``padding_idx`` are left out; an empty bag gives zeros. ``per_sample_weights`` (mode
-    ``"sum"`` only) scales each looked-up row. The bags are laid out on the host, so the
-    index values are read (no tracing)."""
+    ``"sum"`` only) scales each looked-up row. ``max_norm`` scales the picked rows of
+    ``weight`` in place first, as :func:`embedding`; ``scale_grad_by_freq`` divides each
+    row's gradient by how often ``input`` picks it (not for mode ``"max"``). The bags are
+    laid out on the host, so the index values are read (no tracing)."""
     op = "embedding_bag"
     idx = _t(op, "input", input)
     w = _float(op, "weight", weight)
@@ -3173,10 +3344,8 @@ def embedding_bag(
         raise ShapeError(f"{op}: weight must be 2-D, got shape {list(w.shape)}")
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"{op}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
-    if max_norm is not None:
-        raise NotImplementedError(f"{op}: max_norm is not supported")
-    if scale_grad_by_freq:
-        raise NotImplementedError(f"{op}: scale_grad_by_freq is not supported")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError(f"{op}: mode 'max' does not support scale_grad_by_freq")
     num, dim = w.shape
     if padding_idx is not None and not -num <= int(padding_idx) < num:
         raise IndexRuntimeError(
@@ -3239,6 +3408,8 @@ def embedding_bag(
             f"{op}: indices must lie in [0, {num}): Expected idx >= 0 && idx < num_embeddings "
             f"but found idx to be {int(bad[0])}"
         )
+    if max_norm is not None:
+        _renorm_rows_(w, tensor(ids, device=w.device), float(max_norm), float(norm_type))
     pad_i = None if padding_idx is None else int(padding_idx) % num
     b = len(starts)
     lengths = ends - starts
@@ -3256,6 +3427,12 @@ def embedding_bag(
     rows_idx = np.append(ids, 0)[table]  # the weight row of each entry (0 when none)
     rows = _core.index_select(w, 0, tensor(rows_idx.reshape(-1), device=dev), negative=False, op=op)
     rows = rows.reshape(b, width, dim)
+    if scale_grad_by_freq and ids.size:
+        # each row's gradient over how often the whole input picks it
+        _, inverse, freq = np.unique(ids, return_inverse=True, return_counts=True)
+        per_entry = np.append(1.0 / freq[inverse], 1.0)[table]
+        s = tensor(per_entry[:, :, None], device=dev).astype(w.dtype.name)
+        rows = rows * s + (rows * (1.0 - s)).detach()
     mask = tensor(valid[:, :, None], device=dev)
     if mode == "max":
         neg = _core.full((1,), -math.inf, dtype=w.dtype.name, device=dev)
@@ -3439,7 +3616,9 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     """Interleaves ``groups`` groups of the channels (axis 1) of ``(N, C, ...)``."""
     x = _t("channel_shuffle", "input", input)
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise ValueError(f"channel_shuffle: groups must be a positive int, got {groups!r}")
+        raise ArgumentRuntimeError(
+            f"channel_shuffle: groups must be a positive int, got {groups!r}"
+        )
     if x.ndim < 3:
         raise ShapeError(f"channel_shuffle: input must be (N, C, *), got {list(x.shape)}")
     n, c = x.shape[0], x.shape[1]
@@ -3447,6 +3626,29 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
         raise ShapeError(f"channel_shuffle: {c} channels do not split into {groups} groups")
     rest = list(x.shape[2:])
     return x.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
+
+
+def _conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:
+    """PyTorch's ``conv_tbc``: a 1-D convolution over time of ``(T, B, C_in)`` with weights
+    ``(K, C_in, C_out)`` and ``bias`` ``(C_out,)``, ``pad`` steps of zeros at both ends,
+    giving ``(T + 2 pad - K + 1, B, C_out)`` (the layout of fairseq's convolutional
+    models)."""
+    op = "conv_tbc"
+    x = _t(op, "input", input)
+    w = _t(op, "weight", weight)
+    b = _t(op, "bias", bias)
+    if x.ndim != 3 or w.ndim != 3 or b.ndim != 1:
+        raise ShapeError(
+            f"{op}: input (T, B, C_in), weight (K, C_in, C_out) and bias (C_out,) expected, "
+            f"got {list(x.shape)}, {list(w.shape)} and {list(b.shape)}"
+        )
+    if x.shape[2] != w.shape[1] or b.shape[0] != w.shape[2]:
+        raise ShapeError(
+            f"{op}: input channels {x.shape[2]} and bias size {b.shape[0]} must match the "
+            f"weight's {w.shape[1]} input and {w.shape[2]} output channels"
+        )
+    y = conv1d(x.permute(1, 2, 0), w.permute(2, 1, 0), b, padding=int(pad))
+    return y.permute(2, 0, 1)
 
 
 __all__ += [

@@ -2035,8 +2035,13 @@ class _ConvNd(Module):
                     f"(stride {stride!r})"
                 )
         self._setup(kind, in_channels, out_channels, k, groups, bias, device, dtype, rng)
-        self.stride, self.padding, self.dilation = stride, padding, dilation
+        nd = self._nd
+        # per-axis tuples, as PyTorch stores them (code ported from it indexes them)
+        self.stride, self.dilation = _tuple(stride, nd), _tuple(dilation, nd)
+        self.padding = padding if isinstance(padding, str) else _tuple(padding, nd)
+        self.output_padding, self.transposed = (0,) * nd, False
         self.padding_mode = padding_mode
+        self._reversed_padding_repeated_twice = self._explicit_padding()
 
     def _explicit_padding(self) -> list[int]:
         """F.pad's amounts (last axis first) for a padding_mode other than zeros."""
@@ -2091,16 +2096,32 @@ class _ConvNd(Module):
             _uniform_param(rng, bound, (self.out_channels,), dtype, device) if bias else None
         )
 
-    def forward(self, x: Tensor) -> Tensor:
+    def reset_parameters(self) -> None:
+        """Draws the weight and bias again from PyTorch's initial distribution:
+        ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``, ``fan_in`` the weight's entries per output
+        channel (kaiming_uniform with ``a = sqrt(5)``)."""
+        from . import init
+
+        fan_in = int(np.prod(self.weight.shape[1:]))
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def _conv_forward(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        """This layer's convolution of ``x`` with the given ``weight`` and ``bias`` (its
+        stride, padding, padding_mode, dilation and groups), as PyTorch's: layers that
+        transform their weight first (weight standardisation) call it."""
         mode = getattr(self, "padding_mode", "zeros")
         if mode != "zeros":
             x = F.pad(x, self._explicit_padding(), mode=mode)
-            return type(self)._conv(
-                x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups
-            )
+            return type(self)._conv(x, weight, bias, self.stride, 0, self.dilation, self.groups)
         return type(self)._conv(
-            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+            x, weight, bias, self.stride, self.padding, self.dilation, self.groups
         )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._conv_forward(x, self.weight, self.bias)
 
 
 class Conv1d(_ConvNd):
@@ -2155,8 +2176,9 @@ class ConvTranspose2d(_ConvNd):
             rng,
             transposed=True,
         )
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-        self.output_padding = output_padding
+        self.stride, self.padding = _tuple(stride, 2), _tuple(padding, 2)
+        self.dilation, self.output_padding = _tuple(dilation, 2), _tuple(output_padding, 2)
+        self.transposed = True
 
     def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
         """``output_size`` (the spatial size, or a full NCHW shape) picks the
@@ -2396,6 +2418,20 @@ class Embedding(Module):
             )
             return
         self.weight = _embedding_weight(num_embeddings, embedding_dim, padding_idx, device, dtype)
+
+    def reset_parameters(self) -> None:
+        """Draws the table again from N(0, 1), the ``padding_idx`` row zero, as PyTorch."""
+        from . import init
+
+        init.normal_(self.weight)
+        self._fill_padding_idx_with_zero()
+
+    def _fill_padding_idx_with_zero(self) -> None:
+        if self.padding_idx is not None:
+            from ..autodiff import no_grad
+
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
 
     @classmethod
     def from_pretrained(

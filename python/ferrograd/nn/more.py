@@ -85,12 +85,17 @@ class MaxUnpool2d(Module):
     """The partial inverse of :class:`MaxPool2d` (see ``F.max_unpool2d``)."""
 
     _fn = staticmethod(F.max_unpool2d)
+    _nd = 2
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
         super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
+
+        def per_axis(v: Any) -> tuple:  # one entry per axis, as PyTorch stores them
+            return tuple(v) if isinstance(v, (list, tuple)) else (v,) * self._nd
+
+        self.kernel_size = per_axis(kernel_size)
+        self.stride = per_axis(stride if stride is not None else kernel_size)
+        self.padding = per_axis(padding)
 
     def forward(self, input: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
         return self._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
@@ -103,21 +108,14 @@ class MaxUnpool1d(MaxUnpool2d):
     """The partial inverse of :class:`MaxPool1d`."""
 
     _fn = staticmethod(F.max_unpool1d)
+    _nd = 1
 
 
 class MaxUnpool3d(MaxUnpool2d):
     """The partial inverse of :class:`MaxPool3d` (see ``F.max_unpool3d``)."""
 
     _fn = staticmethod(F.max_unpool3d)
-
-    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
-        def triple(v: Any) -> tuple:
-            return tuple(v) if isinstance(v, (list, tuple)) else (v, v, v)
-
-        super().__init__(
-            triple(kernel_size), triple(stride if stride is not None else kernel_size),
-            triple(padding),
-        )  # fmt: skip
+    _nd = 3
 
 
 class _FractionalMaxPoolNd(Module):
@@ -287,6 +285,16 @@ class EmbeddingBag(Module):
             return
         self.weight = _embedding_weight(num_embeddings, embedding_dim, padding_idx, device, dtype)
 
+    def reset_parameters(self) -> None:
+        """Draws the table again from N(0, 1), the ``padding_idx`` row zero, as PyTorch."""
+        from ..autodiff import no_grad
+        from . import init
+
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
+
     @classmethod
     def from_pretrained(
         cls,
@@ -386,7 +394,14 @@ class EmbeddingBag(Module):
         F._renorm_rows_(self.weight, ids, float(self.max_norm), float(self.norm_type))
 
     def extra_repr(self) -> str:
-        s = f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm!r}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type!r}"
+        if self.scale_grad_by_freq:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq!r}"
+        s += f", mode={self.mode!r}"
         return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
 
 

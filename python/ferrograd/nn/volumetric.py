@@ -72,10 +72,18 @@ def conv3d(
     ``(O, C / groups, kD, kH, kW)``, PyTorch's arguments."""
     op = "conv3d"
     x, unbatched = _five(op, input)
+    stride, dilation = (
+        F._conv_arg(op, "stride", stride, 3),
+        F._conv_arg(op, "dilation", dilation, 3),
+    )
+    if not isinstance(padding, str):
+        padding = F._conv_arg(op, "padding", padding, 3)
     F._check_conv_stride(op, stride)
+    F._check_conv_ints(op, groups, padding, dilation)
     if not isinstance(weight, Tensor) or weight.ndim != 5:
         raise ShapeError(f"{op}: weight must be (O, C/groups, kD, kH, kW), got {weight!r}")
     st, dl = _tuple(stride, 3), _tuple(dilation, 3)
+    F._check_same_stride(op, padding, stride)
     kd, kh, kw = weight.shape[2:]
     (d0, d1), (h0, h1), (w0, w1) = _pads3(op, padding, (kd, kh, kw), dl)
     if h0 != h1 or w0 != w1:  # uneven: padded here, none left for the 2-D products
@@ -133,7 +141,17 @@ def conv_transpose3d(
     per axis."""
     op = "conv_transpose3d"
     x, unbatched = _five(op, input)
+    stride, padding, output_padding, dilation = (
+        F._conv_arg(op, name, v, 3)
+        for name, v in (
+            ("stride", stride),
+            ("padding", padding),
+            ("output_padding", output_padding),
+            ("dilation", dilation),
+        )
+    )
     F._check_conv_stride(op, stride)
+    F._check_conv_ints(op, groups, padding, dilation)
     if not isinstance(weight, Tensor) or weight.ndim != 5:
         raise ShapeError(f"{op}: weight must be (C, O/groups, kD, kH, kW), got {weight!r}")
     st, pd, op_, dl = (_tuple(v, 3) for v in (stride, padding, output_padding, dilation))
@@ -329,8 +347,9 @@ class ConvTranspose3d(_ConvNd):
             rng,
             transposed=True,
         )
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-        self.output_padding, self.padding_mode = output_padding, padding_mode
+        self.stride, self.padding = _tuple(stride, 3), _tuple(padding, 3)
+        self.dilation, self.output_padding = _tuple(dilation, 3), _tuple(output_padding, 3)
+        self.padding_mode, self.transposed = padding_mode, True
 
     def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
         op = self.output_padding
@@ -454,14 +473,15 @@ def lp_pool3d(
     input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
 ) -> Tensor:
     """Power-average pooling of ``(N, C, D, H, W)`` (or ``(C, D, H, W)``): ``(sum over the
-    window of x ** norm_type) ** (1 / norm_type)``, as :func:`lp_pool2d`."""
+    window of x ** norm_type) ** (1 / norm_type)``, and ``inf``/``-inf`` as
+    :func:`lp_pool2d`."""
     x = F._float("lp_pool3d", "input", input)
-    p = float(norm_type)
-    if p == 0.0 or not math.isfinite(p):
-        raise ValueError(f"lp_pool3d: norm_type must be finite and non-zero, got {norm_type}")
+    p = F._lp_norm_type("lp_pool3d", norm_type)
     k, _, _, _ = F._check_pool_args("lp_pool3d", 3, kernel_size, stride, 0)
+    if math.isinf(p):
+        return F._lp_extreme(max_pool3d, x, p, kernel_size, stride, ceil_mode)
     y = avg_pool3d(x**p, kernel_size, stride, 0, ceil_mode) * float(k[0] * k[1] * k[2])
-    return y ** (1.0 / p)
+    return F._lp_root(y, p)
 
 
 class LPPool3d(Module):
