@@ -7,6 +7,7 @@ layers that ignored ``inplace=True``, in-place ops whose gradient keeps their in
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,8 @@ import ferrograd as fg
 import numpy as np
 import pytest
 
-PYTHON_DIR = str(Path(__file__).resolve().parents[1] / "python")
+# the folder the package under test was imported from (the source tree or an installed wheel)
+PYTHON_DIR = str(Path(fg.__file__).resolve().parents[1])
 
 
 def _mbconv(lib):
@@ -218,7 +220,7 @@ def test_fx_and_onnx_are_reached_as_attributes_of_the_package():
     done = subprocess.run(
         [sys.executable, "-c", code],
         check=False,
-        env={"PYTHONPATH": PYTHON_DIR, "PATH": "/usr/bin:/bin"},
+        env={**os.environ, "PYTHONPATH": PYTHON_DIR},
         capture_output=True,
         text=True,
         timeout=120,
