@@ -1065,6 +1065,45 @@ def test_reductions_over_leading_and_middle_axes_match_numpy(shape, axes, kind):
         np.testing.assert_array_equal(got, getattr(np, kind)(i, axis=axes))
 
 
+@pytest.mark.parametrize(
+    "shape,axes",
+    [
+        ((64, 16, 28, 28), (0, 2)),
+        ((64, 16, 28, 28), (1, 3)),
+        ((64, 16, 28, 28), (0, 2, 3)),
+        ((8, 9, 10, 11, 12), (0, 2, 4)),
+        ((8, 9, 10, 11, 12), (1, 3)),
+        ((8, 9, 10, 11, 12), (0, 1, 3, 4)),
+        ((3, 4, 5, 6), (0, 3)),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("kind", ["sum", "mean", "max", "min"])
+def test_reductions_over_separate_blocks_of_axes_match_numpy(shape, axes, kind):
+    # reduced axes with kept axes between them (NCHW over N and H): reduced one block at a
+    # time, each pass parallel for large inputs; NaNs propagate through every pass, and a
+    # permuted (non-contiguous) view reduces the same
+    x = np.random.default_rng(1).standard_normal(shape)
+    if kind in ("max", "min"):
+        x.flat[x.size // 3] = np.nan
+    count = int(np.prod([shape[i] for i in axes]))
+    for dtype in (np.float64, np.float32):
+        a = x.astype(dtype)
+        want = getattr(np, kind)(a.astype(np.float64), axis=axes)
+        atol = 2e-6 * count**0.5 * 4 if dtype == np.float32 else tol(dtype)["atol"]
+        got = getattr(fg.tensor(a), kind)(axis=axes).numpy()
+        np.testing.assert_allclose(got, want, rtol=tol(dtype)["rtol"], atol=atol)
+    perm = tuple(reversed(range(len(shape))))
+    t = fg.tensor(x).permute(*perm)
+    paxes = tuple(sorted(perm.index(a) for a in axes))
+    want = getattr(np, kind)(x.transpose(perm), axis=paxes)
+    np.testing.assert_allclose(getattr(t, kind)(axis=paxes).numpy(), want, rtol=1e-12, atol=1e-12)
+    if kind != "mean":
+        i = np.nan_to_num(x * 100).astype(np.int64)
+        got = getattr(fg.tensor(i), kind)(axis=axes).numpy()
+        np.testing.assert_array_equal(got, getattr(np, kind)(i, axis=axes))
+
+
 def test_take_along_axis_index_select_and_scatter_add_match_numpy():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 4, 5))

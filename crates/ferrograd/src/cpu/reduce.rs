@@ -87,22 +87,40 @@ fn fold<T: Copy + Send + Sync + crate::storage::pool::Pooled>(
     f: impl Fn(T, T) -> T + Sync,
     run_sum: Option<RunSum<'_, T>>,
 ) -> Result<Vec<T>> {
-    let nd = l.ndim();
-    // a contiguous buffer reduced over a leading and a trailing block of axes (NCHW summed
-    // over N, H and W, as a convolution's bias gradient and batch norm's statistics do): the
-    // trailing rows first, then the leading columns, adding in the order the general path does
-    if nd == 3 && axes == [0, 2] && l.is_contiguous() {
-        let (a, b, c) = (l.shape()[0], l.shape()[1], l.shape()[2]);
-        if a > 1 && c > 0 {
-            let rows = Layout::new(&[a * b, c], &[c as isize, 1], l.offset());
-            let partial = fold_by_shape(x, &rows, &[1], init, &f, run_sum)?;
-            let cols = Layout::new(&[a, b], &[b as isize, 1], 0);
-            let out = fold_by_shape(&partial, &cols, &[0], init, &f, None);
-            crate::storage::pool::keep(partial);
+    // a contiguous buffer reduced over several separate blocks of axes (NCHW summed over N,
+    // H and W, as a convolution's bias gradient and batch norm's statistics do, or over N and
+    // H): the last block first, each pass a row or column fold that runs in parallel, then the
+    // rest over the smaller partial result
+    let mut partial: Option<Vec<T>> = None;
+    let (mut l, mut axes) = (l.clone(), axes.to_vec());
+    loop {
+        let src = partial.as_deref().unwrap_or(x);
+        let mut start = axes.len().saturating_sub(1);
+        while start > 0 && axes[start - 1] + 1 == axes[start] {
+            start -= 1;
+        }
+        if start == 0 || !l.is_contiguous() {
+            let out = fold_by_shape(src, &l, &axes, init, &f, run_sum);
+            if let Some(p) = partial {
+                crate::storage::pool::keep(p);
+            }
             return out;
         }
+        let block = &axes[start..];
+        let next = fold_by_shape(src, &l, block, init, &f, run_sum)?;
+        let shape: Vec<usize> = (0..l.ndim())
+            .filter(|d| !block.contains(d))
+            .map(|d| l.shape()[d])
+            .collect();
+        axes.truncate(start);
+        l = Layout::new(&shape, &contiguous_strides(&shape), 0);
+        if let Some((ml, ma)) = merge_axes(&l, &axes) {
+            (l, axes) = (ml, ma);
+        }
+        if let Some(p) = partial.replace(next) {
+            crate::storage::pool::keep(p);
+        }
     }
-    fold_by_shape(x, l, axes, init, f, run_sum)
 }
 
 /// [`fold`] of one layout: the rows of a last-axis reduction, the columns of a block of
