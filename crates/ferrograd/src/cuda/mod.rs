@@ -14,6 +14,7 @@ mod index;
 mod launch;
 mod linalg;
 mod memory;
+pub mod nccl;
 mod norm;
 pub(crate) mod optim;
 mod reduce;
