@@ -50,9 +50,13 @@ class _Group(dict):
 
     def __setitem__(self, key: str, value: Any) -> None:
         if key == "lr":
-            value = _check_lr(value)
+            # (any number: as PyTorch, only the optimizer's construction rejects a negative
+            # rate; a schedule stepped past its end, e.g. OneCycleLR's last linear step, may
+            # set one)
+            value = _check_lr(value, nonneg=False)
             with no_grad():
-                for t in self._lr_tensors.values():
+                # (unpickling sets the items before it restores the tensors)
+                for t in self.__dict__.get("_lr_tensors", {}).values():
                     t.fill_(value)
         super().__setitem__(key, value)
 
@@ -78,12 +82,12 @@ class _Group(dict):
         return t
 
 
-def _check_lr(value: Any) -> float:
+def _check_lr(value: Any, nonneg: bool = True) -> float:
     if isinstance(value, Tensor):
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"learning rate must be a number, got {type(value).__name__}")
-    if not value >= 0.0:
+    if nonneg and not value >= 0.0:
         raise ValueError(f"Invalid learning rate: {value} (must be >= 0)")
     return float(value)
 
@@ -326,6 +330,14 @@ class Optimizer:
                         cur.copy_(src.astype(cur.dtype).to(cur.device))
                     else:
                         self.state[p][k] = v
+
+    def __getstate__(self) -> dict:
+        # (without the step wrapper a learning-rate scheduler put on this instance: it is
+        # a closure, which neither pickles nor belongs to a copy)
+        state = dict(self.__dict__)
+        if getattr(state.get("step"), "_wrapped_by_lr_sched", False):
+            del state["step"]
+        return state
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
