@@ -10,6 +10,7 @@ import types
 import warnings
 
 import ferrograd as fg
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -403,3 +404,36 @@ def test_an_optimizer_with_a_scheduler_pickles_and_copies():
         other.param_groups[0]["lr"] = 0.2
         assert other.param_groups[0]["lr"] == 0.2
         assert opt.param_groups[0]["lr"] == 0.05
+
+
+def test_update_bn_recomputes_batch_norms_only():
+    # an instance norm tracking running statistics keeps them, as in PyTorch (ferrograd
+    # reset and recomputed them too)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((5, 2, 7)) for _ in range(4)]
+
+    def body(lib):
+        n = lib.nn
+        m = n.Sequential(
+            n.Conv1d(2, 4, 3), n.InstanceNorm1d(4, track_running_stats=True), n.BatchNorm1d(4)
+        ).double()
+        with torch.no_grad(), fg.no_grad():
+            for p in m.parameters():
+                p.copy_(lib.tensor(np.linspace(-1, 1, p.numel()).reshape(tuple(p.shape))))
+        m(lib.tensor(xs[0]) * 3)
+        m.eval()
+        lib.optim.swa_utils.update_bn([(lib.tensor(x), 0) for x in xs], m)
+        stats = [m[1].running_mean, m[1].running_var, m[2].running_mean, m[2].running_var]
+        return [s.detach().numpy().tolist() for s in stats] + [m.training, m[2].momentum]
+
+    _check_both(body)
+
+
+def test_averaged_model_with_both_averaging_functions_raises_assertion_error():
+    def body(lib):
+        S = lib.optim.swa_utils
+        S.AveragedModel(
+            lib.nn.Linear(2, 2), avg_fn=S.get_swa_avg_fn(), multi_avg_fn=S.get_swa_multi_avg_fn()
+        )
+
+    assert _check_both(body) == ("raised", "AssertionError")

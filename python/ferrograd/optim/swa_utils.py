@@ -87,7 +87,8 @@ class AveragedModel(Module):
     ) -> None:
         super().__init__()
         if avg_fn is not None and multi_avg_fn is not None:
-            raise ValueError("AveragedModel: give avg_fn or multi_avg_fn, not both")
+            # (PyTorch's exception type)
+            raise AssertionError("AveragedModel: give avg_fn or multi_avg_fn, not both")
         self.module = copy.deepcopy(model)
         if device is not None:
             self.module = self.module.to(device)
@@ -135,9 +136,14 @@ class AveragedModel(Module):
 def update_bn(loader: Iterable, model: Module, device: Any = None) -> None:
     """Recomputes the running statistics of every batch-norm layer of ``model`` over one
     pass of ``loader`` (its batches, or the first element of each), as cumulative averages."""
+    from ..nn.extra import _InstanceNorm
+    from ..nn.modules import _BatchNorm
+
     momenta = {}
     for m in model.modules():
-        if hasattr(m, "running_mean") and getattr(m, "running_mean", None) is not None:
+        # batch norms only, as PyTorch: an instance norm tracking running statistics keeps
+        # them (ferrograd's instance norms derive from the batch-norm base)
+        if isinstance(m, _BatchNorm) and not isinstance(m, _InstanceNorm):
             m.reset_running_stats()
             momenta[m] = m.momentum
     if not momenta:
