@@ -437,3 +437,147 @@ def test_averaged_model_with_both_averaging_functions_raises_assertion_error():
         )
 
     assert _check_both(body) == ("raised", "AssertionError")
+
+
+# ---------------------------------------------------------------- optimizer API (test_optim)
+
+_W = np.arange(6.0).reshape(2, 3) / 7 - 0.3
+
+
+def _param(lib):
+    return lib.nn.Parameter(lib.tensor(_W.copy()))
+
+
+def _backward(p, k=1.0):
+    (p * p * k).sum().backward()
+
+
+def test_optimizer_state_dict_hooks():
+    def body(lib):
+        p, log = _param(lib), []
+        o = lib.optim.Adam([p], lr=0.1)
+        o.register_state_dict_pre_hook(lambda opt: log.append("pre"))
+        o.register_state_dict_pre_hook(lambda opt: log.append("pre first"), prepend=True)
+
+        def post(opt, sd):
+            log.append("post")
+            sd["param_groups"][0]["extra"] = 1
+            return sd
+
+        o.register_state_dict_post_hook(post)
+        _backward(p)
+        o.step()
+        sd = o.state_dict()
+        log.append(sd["param_groups"][0]["extra"])
+
+        def load_pre(opt, sd):
+            log.append("load pre")
+            return dict(sd, param_groups=[dict(g, lr=0.5) for g in sd["param_groups"]])
+
+        o.register_load_state_dict_pre_hook(load_pre)
+        h = o.register_load_state_dict_post_hook(lambda opt: log.append(opt.param_groups[0]["lr"]))
+        o.load_state_dict(sd)
+        h.remove()
+        o.load_state_dict(sd)
+        return log
+
+    _check_both(body)
+
+
+def test_step_hooks_get_the_optimizer_in_args_and_a_bad_pre_hook_result_raises():
+    def body(lib):
+        p, log = _param(lib), []
+        o = lib.optim.SGD([p], lr=0.1)
+        h = o.register_step_pre_hook(lambda opt, a, k: log.append(("pre", a[0] is opt, sorted(k))))
+        o.register_step_post_hook(lambda opt, a, k: log.append(("post", len(a), sorted(k))))
+        _backward(p)
+        o.step()
+        o.step(closure=lambda: 1.0)
+        h.remove()
+        o.register_step_pre_hook(lambda opt, a, k: 5)
+        log.append(_outcome(lib, lambda lib: o.step()))
+        return log
+
+    _check_both(body)
+
+
+def test_global_optimizer_step_hooks():
+    def body(lib):
+        mod = __import__(f"{lib.__name__}.optim.optimizer", fromlist=["x"])
+        p, log = _param(lib), []
+        o = lib.optim.SGD([p], lr=0.1)
+        h1 = mod.register_optimizer_step_pre_hook(lambda opt, a, k: log.append("global pre"))
+        h2 = mod.register_optimizer_step_post_hook(lambda opt, a, k: log.append("global post"))
+        o.register_step_pre_hook(lambda opt, a, k: log.append("pre"))
+        o.register_step_post_hook(lambda opt, a, k: log.append("post"))
+        try:
+            _backward(p)
+            o.step()
+        finally:
+            h1.remove()
+            h2.remove()
+        o.step()
+        return log
+
+    _check_both(body)
+
+
+def test_add_param_group_rejects_non_leaf_tensors_and_warns_on_duplicates():
+    def non_leaf(lib):
+        p = _param(lib)
+        lib.optim.SGD([p], lr=0.1).add_param_group({"params": [p * 2]})
+
+    assert _check_both(non_leaf) == ("raised", "ValueError")
+
+    def duplicate(lib):
+        p, q = _param(lib), _param(lib)
+        o = lib.optim.SGD([p], lr=0.1)
+        ws = _warned(lambda: o.add_param_group({"params": [q, q]}))
+        return [len(ws), len(o.param_groups[1]["params"])]
+
+    assert _check_both(duplicate)[1] == [1, 2]
+
+
+def test_zero_grad_without_set_to_none_zeroes_the_same_tensor():
+    def body(lib):
+        p = _param(lib)
+        o = lib.optim.SGD([p], lr=0.1)
+        _backward(p)
+        g = p.grad
+        o.zero_grad(set_to_none=False)
+        return [p.grad is g, g.detach().numpy().tolist()]
+
+    assert _check_both(body)[1][0] is True
+
+
+def test_load_state_dict_takes_the_saved_groups_and_maps_saved_ids_in_order():
+    def body(lib):
+        a, b = _param(lib), _param(lib)
+        o = lib.optim.SGD([a, b], lr=0.1, momentum=0.9)
+        _backward(a)
+        _backward(b, 3.0)
+        o.step()
+        sd = o.state_dict()
+        # ids need not be 0..n-1: they map onto the parameters in group order
+        sd = {
+            "state": {10 + k: v for k, v in sd["state"].items()},
+            "param_groups": [
+                dict(g, params=[10 + i for i in g["params"]]) for g in sd["param_groups"]
+            ],
+        }
+        c, d = _param(lib), _param(lib)
+        o2 = lib.optim.SGD([c, d], lr=0.5, momentum=0.9)
+        lib.optim.lr_scheduler.StepLR(o2, 2)  # adds initial_lr, which the saved groups lack
+        o2.load_state_dict(sd)
+        sd["param_groups"][0]["lr"] = 9.0  # the optimizer keeps its own copy
+        _backward(c)
+        _backward(d, 3.0)
+        o2.step()
+        return [
+            sorted(o2.param_groups[0]),
+            o2.param_groups[0]["lr"],
+            c.detach().numpy().tolist(),
+            d.detach().numpy().tolist(),
+        ]
+
+    _check_both(body)
