@@ -581,3 +581,26 @@ def test_load_state_dict_takes_the_saved_groups_and_maps_saved_ids_in_order():
         ]
 
     _check_both(body)
+
+
+def test_a_scheduler_leaves_no_reference_cycle_through_the_optimizer():
+    import gc
+    import weakref
+
+    def body(lib):
+        def run():
+            p = lib.nn.Parameter(lib.zeros(10))
+            opt = lib.optim.SGD([p], lr=0.5)
+            s = lib.optim.lr_scheduler.LambdaLR(opt, lambda e: 1.0)
+            opt.step()
+            s.step()
+            return weakref.ref(opt), weakref.ref(s)
+
+        gc.disable()
+        try:
+            refs = run()
+            return [r() is None for r in refs]
+        finally:
+            gc.enable()
+
+    assert _check_both(body)[1] == [True, True]

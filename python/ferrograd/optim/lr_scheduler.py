@@ -65,12 +65,21 @@ def _track_optimizer_step(optimizer: Any) -> None:
     opt_ref = weakref.ref(optimizer)
     bound = optimizer.step
     func = getattr(bound, "__func__", None)
+    wrapped = func if func is not None else bound
+    if func is not None:
+        del bound  # (a bound method would hold the optimizer: a reference cycle)
 
-    @functools.wraps(func or bound)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return func(opt_ref(), *args, **kwargs)
+    else:
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return wrapped(*args, **kwargs)
+
+    @functools.wraps(wrapped)
     def step(*args: Any, **kwargs: Any) -> Any:
-        opt = opt_ref()
-        opt._opt_called = True
-        return func(opt, *args, **kwargs) if func is not None else bound(*args, **kwargs)
+        opt_ref()._opt_called = True
+        return call(*args, **kwargs)
 
     step._wrapped_by_lr_sched = True  # type: ignore[attr-defined]
     optimizer.step = step
