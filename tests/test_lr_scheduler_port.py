@@ -604,3 +604,36 @@ def test_a_scheduler_leaves_no_reference_cycle_through_the_optimizer():
             gc.enable()
 
     assert _check_both(body)[1] == [True, True]
+
+
+def test_one_cycle_loads_a_legacy_state_dict_with_its_anneal_function():
+    def body(lib):
+        S = lib.optim.lr_scheduler
+        opt = _opt(lib, momentum=0.9)
+        s = S.OneCycleLR(
+            opt, max_lr=25, final_div_factor=2, base_momentum=1, max_momentum=22, total_steps=10
+        )
+        del s._anneal_func_type
+        state = s.state_dict()
+        state["anneal_func"] = S.OneCycleLR._annealing_cos
+        s.load_state_dict(state)
+        rec = ["anneal_func_type" in state]
+        for _ in range(9):
+            opt.step()
+            s.step()
+            rec.append(_lrs(opt) + [g["momentum"] for g in opt.param_groups])
+        return rec
+
+    _check_both(body)
+
+
+def test_scheduler_helpers_pytorch_exposes():
+    S = fg.optim.lr_scheduler
+    opt = _opt(fg)
+    seq = S.SequentialLR(opt, [S.ConstantLR(opt), S.ExponentialLR(opt, 0.5)], milestones=[2])
+    before = [s.last_epoch for s in seq._schedulers]
+    seq.recursive_undo()
+    assert [s.last_epoch for s in seq._schedulers] == [e - 1 for e in before]
+    assert S.CyclicLR._triangular2_scale_fn(3) == 0.25
+    assert S.CyclicLR._exp_range_scale_fn(0.5, 2) == 0.25
+    assert S.OneCycleLR._annealing_linear(1.0, 3.0, 0.5) == 2.0

@@ -525,15 +525,18 @@ class SequentialLR(LRScheduler):
         # with the one that runs now
         for g in optimizer.param_groups:
             g["lr"] = g["initial_lr"]
-        self._undo(self)
+        self.recursive_undo()
         idx = bisect.bisect_right(self._milestones, 0)
         self._schedulers[idx]._initial_step()
         self._last_lr = self._schedulers[idx].get_last_lr()
 
-    def _undo(self, s: Any) -> None:
+    def recursive_undo(self, sched: Any = None) -> None:
+        """Takes every scheduler inside (nested ones too) one epoch back: the first step
+        each took when it was made."""
+        s = self if sched is None else sched
         if hasattr(s, "_schedulers"):
             for inner in s._schedulers:
-                self._undo(inner)
+                self.recursive_undo(inner)
         elif hasattr(s, "last_epoch"):
             s.last_epoch -= 1
 
@@ -787,14 +790,26 @@ class CyclicLR(LRScheduler):
         if self._scale_fn_custom is not None:
             return
         if self.mode == "triangular":
-            self._scale_fn_ref = _triangular_scale
+            self._scale_fn_ref = self._triangular_scale_fn
             self.scale_mode = "cycle"
         elif self.mode == "triangular2":
-            self._scale_fn_ref = _triangular2_scale
+            self._scale_fn_ref = self._triangular2_scale_fn
             self.scale_mode = "cycle"
         elif self.mode == "exp_range":
-            self._scale_fn_ref = functools.partial(_exp_range_scale, self.gamma)
+            self._scale_fn_ref = functools.partial(self._exp_range_scale_fn, self.gamma)
             self.scale_mode = "iterations"
+
+    @staticmethod
+    def _triangular_scale_fn(x: float) -> float:
+        return 1.0
+
+    @staticmethod
+    def _triangular2_scale_fn(x: float) -> float:
+        return 1 / (2.0 ** (x - 1))
+
+    @staticmethod
+    def _exp_range_scale_fn(gamma: float, x: float) -> float:
+        return gamma**x
 
     def scale_fn(self, x: float) -> float:
         if self._scale_fn_custom is not None:
@@ -840,18 +855,6 @@ class CyclicLR(LRScheduler):
         if fn is not None and self._scale_fn_custom is not None:
             self._scale_fn_custom.__dict__.update(fn)
         self._init_scale_fn()
-
-
-def _triangular_scale(x: float) -> float:
-    return 1.0
-
-
-def _triangular2_scale(x: float) -> float:
-    return 1 / (2.0 ** (x - 1))
-
-
-def _exp_range_scale(gamma: float, x: float) -> float:
-    return gamma**x
 
 
 def _scalar(v: Any) -> Any:
@@ -1019,10 +1022,24 @@ class OneCycleLR(LRScheduler):
                     g["max_momentum"], g["base_momentum"] = hi, lo
         super().__init__(optimizer, last_epoch)
 
-    def _anneal(self, start: float, end: float, pct: float) -> float:
-        if self._anneal_func_type == "cos":
-            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+    @staticmethod
+    def _annealing_cos(start: float, end: float, pct: float) -> float:
+        return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+
+    @staticmethod
+    def _annealing_linear(start: float, end: float, pct: float) -> float:
         return (end - start) * pct + start
+
+    def _anneal_func(self, start: float, end: float, pct: float) -> float:
+        kind = getattr(self, "_anneal_func_type", None)
+        if kind is None:
+            # a state dict of an older PyTorch saved the function itself as anneal_func
+            return self.anneal_func(start, end, pct)
+        if kind == "cos":
+            return self._annealing_cos(start, end, pct)
+        if kind == "linear":
+            return self._annealing_linear(start, end, pct)
+        raise ValueError(f"OneCycleLR: unknown _anneal_func_type {kind!r}")
 
     def get_lr(self) -> list[float]:
         self._warn_outside_step()
@@ -1040,9 +1057,9 @@ class OneCycleLR(LRScheduler):
                 end_step = ph["end_step"]
                 if step <= end_step or i == len(phases) - 1:
                     pct = (step - start_step) / (end_step - start_step)
-                    lrs.append(self._anneal(g[ph["start_lr"]], g[ph["end_lr"]], pct))
+                    lrs.append(self._anneal_func(g[ph["start_lr"]], g[ph["end_lr"]], pct))
                     if self.cycle_momentum:
-                        m = self._anneal(g[ph["start_momentum"]], g[ph["end_momentum"]], pct)
+                        m = self._anneal_func(g[ph["start_momentum"]], g[ph["end_momentum"]], pct)
                         _set_momentum(g, m, self.use_beta1)
                     break
                 start_step = end_step
