@@ -637,3 +637,17 @@ def test_scheduler_helpers_pytorch_exposes():
     assert S.CyclicLR._triangular2_scale_fn(3) == 0.25
     assert S.CyclicLR._exp_range_scale_fn(0.5, 2) == 0.25
     assert S.OneCycleLR._annealing_linear(1.0, 3.0, 0.5) == 2.0
+
+
+def test_warm_restarts_refuse_a_group_added_after_them():
+    # PyTorch raises ValueError (one base rate short); ferrograd left the new group alone
+    def body(lib):
+        opt = _opt(lib)
+        s = lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=3)
+        opt.step()
+        s.step()
+        opt.add_param_group({"params": [lib.nn.Parameter(lib.zeros(2))], "lr": 0.3})
+        opt.step()
+        s.step()
+
+    assert _check_both(body) == ("raised", "ValueError")

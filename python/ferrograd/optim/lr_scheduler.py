@@ -181,8 +181,12 @@ class LRScheduler:
                 values = closed() if closed is not None else self.get_lr()
         finally:
             self._get_lr_called_within_step = False
+        self._set_lrs(values)
+
+    def _set_lrs(self, values: list[float]) -> None:
         groups = self.optimizer.param_groups
         if len(values) != len(groups):
+            # (e.g. a group added after the scheduler was made, which it has no base rate for)
             raise ValueError(
                 f"{type(self).__name__}: get_lr() gave {len(values)} rates for {len(groups)} "
                 "parameter groups"
@@ -925,9 +929,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             values = self.get_lr()
         finally:
             self._get_lr_called_within_step = False
-        for g, lr in zip(self.optimizer.param_groups, values):
-            g["lr"] = lr
-        self._last_lr = self._lrs()
+        self._set_lrs(values)
 
 
 class OneCycleLR(LRScheduler):
