@@ -651,3 +651,22 @@ def test_warm_restarts_refuse_a_group_added_after_them():
         s.step()
 
     assert _check_both(body) == ("raised", "ValueError")
+
+
+def test_swalr_copies_a_tensor_swa_lr_and_warns_on_direct_get_lr():
+    # a tensor swa_lr changed in place afterwards must not move the schedule (PyTorch
+    # clones it; ferrograd kept the tensor, so the rates followed its changes)
+    def body(lib):
+        opt = lib.optim.SGD([lib.nn.Parameter(lib.zeros(1))], lr=0.1)
+        swa_lr = lib.tensor(0.05, dtype=lib.float64)
+        s = lib.optim.swa_utils.SWALR(opt, swa_lr=swa_lr, anneal_epochs=3)
+        rec = []
+        for _ in range(4):
+            swa_lr.mul_(0.5)
+            opt.step()
+            s.step()
+            rec.append([_num(opt.param_groups[0]["swa_lr"]), *_lrs(opt)])
+        rec.append(len(_warned(s.get_lr)))
+        return rec
+
+    _check_both(body)

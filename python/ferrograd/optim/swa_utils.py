@@ -14,7 +14,7 @@ from typing import Any
 from .._core import Tensor
 from ..autodiff import no_grad
 from ..nn.modules import Module
-from .lr_scheduler import LRScheduler
+from .lr_scheduler import LRScheduler, _scalar
 
 __all__ = [
     "SWALR",
@@ -188,7 +188,9 @@ class SWALR(LRScheduler):
         else:
             swa_lrs = [swa_lr] * len(groups)
         for lr, group in zip(swa_lrs, groups):
-            group["swa_lr"] = lr
+            # (a tensor's number, copied: later in-place changes to it do not reach the
+            # schedule, as PyTorch's clone)
+            group["swa_lr"] = _scalar(lr)
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(
                 "SWALR: anneal_strategy must be one of 'cos' or 'linear', instead got "
@@ -226,6 +228,7 @@ class SWALR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         # (PyTorch's formula: the rate the previous step would have started from, moved on)
+        self._warn_outside_step()
         step = self._step_count - 1
         if self.anneal_epochs == 0:
             step = max(1, step)
