@@ -670,3 +670,28 @@ def test_swalr_copies_a_tensor_swa_lr_and_warns_on_direct_get_lr():
         return rec
 
     _check_both(body)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "RMSprop"])
+def test_a_torch_state_dict_with_tensor_learning_rates_loads(name):
+    # PyTorch keeps a tensor lr in the group (and its state dict): loading it raised
+    # TypeError "learning rate must be a number"
+    kw = {"SGD": {"momentum": 0.9}, "Adam": {"amsgrad": True}, "RMSprop": {"centered": True}}[name]
+    tp = torch.nn.Parameter(torch.tensor(_W.copy()))
+    to = getattr(torch.optim, name)([tp], lr=torch.tensor(0.01, dtype=torch.float64), **kw)
+    fp = fg.nn.Parameter(fg.tensor(_W.copy()))
+    fo = getattr(fg.optim, name)([fp], lr=0.5, **kw)
+    for i in range(5):
+        if i == 2:
+            with fg.no_grad():
+                fp.copy_(fg.tensor(tp.detach().numpy()))
+            fo.load_state_dict(to.state_dict())
+        to.zero_grad()
+        _backward(tp, 1 + i)
+        to.step()
+        if i >= 2:
+            fo.zero_grad()
+            _backward(fp, 1 + i)
+            fo.step()
+    assert fo.param_groups[0]["lr"] == 0.01
+    np.testing.assert_allclose(fp.detach().numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-15)

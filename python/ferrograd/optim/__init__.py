@@ -86,7 +86,10 @@ class _Group(dict):
 
 
 def _check_lr(value: Any, nonneg: bool = True) -> float:
-    if isinstance(value, Tensor):
+    if isinstance(value, Tensor) or (
+        # a one-element array or another library's tensor, e.g. from a torch state dict
+        hasattr(value, "item") and not isinstance(value, (bool, int, float))
+    ):
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"learning rate must be a number, got {type(value).__name__}")
