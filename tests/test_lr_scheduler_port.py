@@ -695,3 +695,14 @@ def test_a_torch_state_dict_with_tensor_learning_rates_loads(name):
             fo.step()
     assert fo.param_groups[0]["lr"] == 0.01
     np.testing.assert_allclose(fp.detach().numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("lib", [torch, fg], ids=["torch", "ferrograd"])
+def test_resuming_without_initial_lr_raises_key_error_with_torchs_message(lib):
+    opt = lib.optim.SGD([lib.nn.Parameter(lib.zeros(2))], lr=0.1)
+    pattern = (
+        r"param 'initial_lr' is not specified in param_groups\[0\] when resuming scheduler "
+        r"with last_epoch >= 0"
+    )
+    with pytest.raises(KeyError, match=pattern):
+        lib.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.1, last_epoch=1)

@@ -99,7 +99,9 @@ class LRScheduler:
         from . import Optimizer
 
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+            raise TypeError(
+                f"{type(self).__name__}: {type(optimizer).__name__} is not an Optimizer"
+            )
         self.optimizer = optimizer
         if last_epoch == -1:
             for g in optimizer.param_groups:
@@ -108,9 +110,10 @@ class LRScheduler:
             for i, g in enumerate(optimizer.param_groups):
                 if "initial_lr" not in g:
                     raise KeyError(
-                        f"param 'initial_lr' is not specified in param_groups[{i}] when "
-                        "resuming scheduler with last_epoch >= 0 (load the optimizer's state "
-                        "dict first, or leave last_epoch at -1 for a fresh run)"
+                        f"{type(self).__name__}: param 'initial_lr' is not specified in "
+                        f"param_groups[{i}] when resuming scheduler with last_epoch >= 0 (load "
+                        "the optimizer's state dict first, or leave last_epoch at -1 for a "
+                        "fresh run)"
                     )
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
@@ -621,7 +624,9 @@ class ReduceLROnPlateau(LRScheduler):
             raise ValueError(f"ReduceLROnPlateau: factor should be < 1.0, got {factor}")
         self.factor = factor
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+            raise TypeError(
+                f"{type(self).__name__}: {type(optimizer).__name__} is not an Optimizer"
+            )
         self.optimizer = optimizer
         n = len(optimizer.param_groups)
         if isinstance(min_lr, (list, tuple)):
@@ -751,7 +756,9 @@ class CyclicLR(LRScheduler):
         from . import Optimizer
 
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+            raise TypeError(
+                f"{type(self).__name__}: {type(optimizer).__name__} is not an Optimizer"
+            )
         self.optimizer = optimizer
         base_lrs = [_scalar(v) for v in _per_group("base_lr", optimizer, base_lr)]
         if last_epoch == -1:
@@ -957,7 +964,9 @@ class OneCycleLR(LRScheduler):
         from . import Optimizer
 
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+            raise TypeError(
+                f"{type(self).__name__}: {type(optimizer).__name__} is not an Optimizer"
+            )
         self.optimizer = optimizer
         if total_steps is not None:
             if not isinstance(total_steps, int) or total_steps <= 0:
