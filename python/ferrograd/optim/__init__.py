@@ -12,6 +12,9 @@ reaches the traced step too.
 
 from __future__ import annotations
 
+import copy
+import warnings
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any, Callable, Self
 
@@ -50,9 +53,13 @@ class _Group(dict):
 
     def __setitem__(self, key: str, value: Any) -> None:
         if key == "lr":
-            value = _check_lr(value)
+            # (any number: as PyTorch, only the optimizer's construction rejects a negative
+            # rate; a schedule stepped past its end, e.g. OneCycleLR's last linear step, may
+            # set one)
+            value = _check_lr(value, nonneg=False)
             with no_grad():
-                for t in self._lr_tensors.values():
+                # (unpickling sets the items before it restores the tensors)
+                for t in self.__dict__.get("_lr_tensors", {}).values():
                     t.fill_(value)
         super().__setitem__(key, value)
 
@@ -78,12 +85,15 @@ class _Group(dict):
         return t
 
 
-def _check_lr(value: Any) -> float:
-    if isinstance(value, Tensor):
+def _check_lr(value: Any, nonneg: bool = True) -> float:
+    if isinstance(value, Tensor) or (
+        # a one-element array or another library's tensor, e.g. from a torch state dict
+        hasattr(value, "item") and not isinstance(value, (bool, int, float))
+    ):
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"learning rate must be a number, got {type(value).__name__}")
-    if not value >= 0.0:
+    if nonneg and not value >= 0.0:
         raise ValueError(f"Invalid learning rate: {value} (must be >= 0)")
     return float(value)
 
@@ -159,6 +169,15 @@ class Optimizer:
                 )
             if id(p) in existing:
                 raise ValueError(f"{name}: some parameters appear in more than one parameter group")
+            if not self.defaults.get("differentiable") and not (p.is_leaf or p.retains_grad):
+                raise ValueError(f"{name}: can't optimize a non-leaf Tensor (parameter {i})")
+        if len({id(p) for p in ps}) != len(ps):
+            warnings.warn(
+                f"{name}: optimizer contains a parameter group with duplicate parameters; in "
+                "future, this will cause an error; see github.com/pytorch/pytorch/issues/40967 "
+                "for more information",
+                stacklevel=3,
+            )
         group = _Group()
         dict.update(group, {k: v for k, v in self.defaults.items()})
         dict.update(group, {k: v for k, v in param_group.items() if k != "params"})
@@ -206,11 +225,18 @@ class Optimizer:
             g["lr"] = value
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drops every gradient (``set_to_none``), or zeroes each in place (the gradient
+        tensors stay the same objects, detached from any graph), as PyTorch."""
         for p in self.params:
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
-                p.grad = _core.zeros_like(p.grad)
+                g = p.grad
+                if g.requires_grad:
+                    g = g.detach()
+                    p.grad = g
+                with no_grad():
+                    g.zero_()
 
     def clear_grad(self) -> Optimizer:
         """MegEngine's spelling of ``zero_grad()``: every gradient becomes None. Returns
@@ -245,14 +271,52 @@ class Optimizer:
         ``(args, kwargs)`` replaces them). Returns a handle whose ``remove()`` drops it."""
         from ..nn.modules import _HookHandle
 
-        return _HookHandle(self.__dict__.setdefault("_step_pre_hooks", {}), hook)
+        return _HookHandle(self.__dict__.setdefault("_step_pre_hooks", OrderedDict()), hook)
 
     def register_step_post_hook(self, hook: Callable[..., Any]) -> Any:
         """``hook(optimizer, args, kwargs)`` runs after each ``step``. Returns a handle whose
         ``remove()`` drops it."""
         from ..nn.modules import _HookHandle
 
-        return _HookHandle(self.__dict__.setdefault("_step_post_hooks", {}), hook)
+        return _HookHandle(self.__dict__.setdefault("_step_post_hooks", OrderedDict()), hook)
+
+    def _hook_table(self, name: str, hook: Callable[..., Any], prepend: bool = False) -> Any:
+        from ..nn.modules import _HookHandle
+
+        table = self.__dict__.setdefault(name, OrderedDict())
+        handle = _HookHandle(table, hook)
+        if prepend:
+            table.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_state_dict_pre_hook(
+        self, hook: Callable[[Any], None], prepend: bool = False
+    ) -> Any:
+        """``hook(optimizer)`` runs before :meth:`state_dict` builds the dict (first of all
+        with ``prepend``). Returns a handle whose ``remove()`` drops it."""
+        return self._hook_table("_state_dict_pre_hooks", hook, prepend)
+
+    def register_state_dict_post_hook(
+        self, hook: Callable[[Any, dict], dict | None], prepend: bool = False
+    ) -> Any:
+        """``hook(optimizer, state_dict)`` runs on the dict :meth:`state_dict` built; a
+        returned dict replaces it. Returns a handle whose ``remove()`` drops it."""
+        return self._hook_table("_state_dict_post_hooks", hook, prepend)
+
+    def register_load_state_dict_pre_hook(
+        self, hook: Callable[[Any, dict], dict | None], prepend: bool = False
+    ) -> Any:
+        """``hook(optimizer, state_dict)`` runs before :meth:`load_state_dict` reads the
+        dict (a shallow copy of the one given); a returned dict is loaded instead. Returns a
+        handle whose ``remove()`` drops it."""
+        return self._hook_table("_load_state_dict_pre_hooks", hook, prepend)
+
+    def register_load_state_dict_post_hook(
+        self, hook: Callable[[Any], None], prepend: bool = False
+    ) -> Any:
+        """``hook(optimizer)`` runs after :meth:`load_state_dict`. Returns a handle whose
+        ``remove()`` drops it."""
+        return self._hook_table("_load_state_dict_post_hooks", hook, prepend)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -263,7 +327,10 @@ class Optimizer:
 
     def state_dict(self) -> dict:
         """``{"state": {index: {name: tensor}}, "param_groups": [{..., "params": [index]}]}``
-        with parameters numbered across groups, as PyTorch (state tensors are copies)."""
+        with parameters numbered across groups, as PyTorch (state tensors are copies); the
+        state-dict hooks run around it."""
+        for hook in list(self.__dict__.get("_state_dict_pre_hooks", {}).values()):
+            hook(self)
         index = {id(p): i for i, p in enumerate(self.params)}
         # (parameters without state, or not stepped yet, are left out, as PyTorch does)
         stepped = self.__dict__.get("_stepped", set())
@@ -277,12 +344,25 @@ class Optimizer:
             d = {k: v for k, v in g.items() if k != "params"}
             d["params"] = [index[id(p)] for p in g["params"]]
             groups.append(d)
-        return {"state": state, "param_groups": groups}
+        out = {"state": state, "param_groups": groups}
+        for hook in list(self.__dict__.get("_state_dict_post_hooks", {}).values()):
+            replaced = hook(self, out)
+            if replaced is not None:
+                out = replaced
+        return out
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restores hyperparameters and state written by :meth:`state_dict` (into the
-        existing state tensors, in place)."""
-        groups = state_dict["param_groups"]
+        existing state tensors, in place). Each group's hyperparameters become the saved
+        group's, as PyTorch (keys the saved group lacks are dropped, those this optimizer
+        needs coming back from its defaults); saved parameter ids map onto this optimizer's
+        parameters in group order. The load-state-dict hooks run around it."""
+        state_dict = dict(state_dict)
+        for hook in list(self.__dict__.get("_load_state_dict_pre_hooks", {}).values()):
+            replaced = hook(self, state_dict)
+            if replaced is not None:
+                state_dict = replaced
+        groups = copy.deepcopy(state_dict["param_groups"])
         if len(groups) != len(self.param_groups):
             raise ValueError(
                 f"{type(self).__name__}.load_state_dict: {len(groups)} parameter groups in the "
@@ -296,14 +376,20 @@ class Optimizer:
                     f"of {len(mine['params'])} here"
                 )
         params = self.params
+        saved_ids = [i for g in groups for i in g["params"]]
         saved = state_dict["state"]
         for mine, theirs in zip(self.param_groups, groups):
+            for k in [k for k in mine if k not in theirs and k not in ("params", "param_names")]:
+                if k in self.defaults:
+                    mine[k] = self.defaults[k]
+                else:
+                    del mine[k]
             for k, v in theirs.items():
                 if k != "params":
                     mine[k] = v
         with no_grad():
-            for i, p in enumerate(params):
-                s = saved.get(i, saved.get(str(i)))
+            for i, (sid, p) in enumerate(zip(saved_ids, params)):
+                s = saved.get(sid, saved.get(str(sid)))
                 if s is None:
                     continue
                 self.__dict__.setdefault("_stepped", set()).add(id(p))
@@ -326,6 +412,16 @@ class Optimizer:
                         cur.copy_(src.astype(cur.dtype).to(cur.device))
                     else:
                         self.state[p][k] = v
+        for hook in list(self.__dict__.get("_load_state_dict_post_hooks", {}).values()):
+            hook(self)
+
+    def __getstate__(self) -> dict:
+        # (without the step wrapper a learning-rate scheduler put on this instance: it is
+        # a closure, which neither pickles nor belongs to a copy)
+        state = dict(self.__dict__)
+        if getattr(state.get("step"), "_wrapped_by_lr_sched", False):
+            del state["step"]
+        return state
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -351,26 +447,55 @@ def _state_tensor(v: Any) -> Tensor:
     return Tensor._from_numpy(a)
 
 
+# hooks run around every optimizer's step (``optimizer.register_optimizer_step_pre_hook``)
+_global_step_pre_hooks: OrderedDict = OrderedDict()
+_global_step_post_hooks: OrderedDict = OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook: Callable[..., Any]) -> Any:
+    """``hook(optimizer, args, kwargs)`` runs before every optimizer's ``step`` (before the
+    optimizer's own pre-hooks); a returned ``(args, kwargs)`` replaces them. Returns a
+    handle whose ``remove()`` drops it."""
+    from ..nn.modules import _HookHandle
+
+    return _HookHandle(_global_step_pre_hooks, hook)
+
+
+def register_optimizer_step_post_hook(hook: Callable[..., Any]) -> Any:
+    """``hook(optimizer, args, kwargs)`` runs after every optimizer's ``step`` (after the
+    optimizer's own post-hooks). Returns a handle whose ``remove()`` drops it."""
+    from ..nn.modules import _HookHandle
+
+    return _HookHandle(_global_step_post_hooks, hook)
+
+
 def _with_step_hooks(step: Callable[..., Any]) -> Callable[..., Any]:
-    """``step`` running the optimizer's step hooks around it (once, also when a subclass's
-    step calls its base's)."""
+    """``step`` running the step hooks around it (once, also when a subclass's step calls
+    its base's). As PyTorch, a hook's ``args`` start with the optimizer itself."""
     import functools
 
     @functools.wraps(step)
     def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
         d = self.__dict__
-        pre, post = d.get("_step_pre_hooks"), d.get("_step_post_hooks")
-        if not (pre or post) or d.get("_in_step_hooks"):
+        pre, post = d.get("_step_pre_hooks") or {}, d.get("_step_post_hooks") or {}
+        gpre, gpost = _global_step_pre_hooks, _global_step_post_hooks
+        if not (pre or post or gpre or gpost) or d.get("_in_step_hooks"):
             return step(self, *args, **kwargs)
         d["_in_step_hooks"] = True
         try:
-            for hook in list((pre or {}).values()):
-                r = hook(self, args, kwargs)
+            full = (self, *args)
+            for hook in [*gpre.values(), *pre.values()]:
+                r = hook(self, full, kwargs)
                 if r is not None:
-                    args, kwargs = r
-            out = step(self, *args, **kwargs)
-            for hook in list((post or {}).values()):
-                hook(self, args, kwargs)
+                    if not (isinstance(r, tuple) and len(r) == 2):
+                        raise RuntimeError(
+                            f"{type(self).__name__}.step: a step pre-hook must return None or "
+                            f"a tuple of (new_args, new_kwargs), but got {r!r}"
+                        )
+                    full, kwargs = r
+            out = step(*full, **kwargs)
+            for hook in [*post.values(), *gpost.values()]:
+                hook(self, full, kwargs)
             return out
         finally:
             d["_in_step_hooks"] = False

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import math
 import types
+import warnings
+import weakref
 from typing import Any
 
 __all__ = [
@@ -29,9 +32,68 @@ __all__ = [
 ]
 
 
+EPOCH_DEPRECATION_WARNING = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated "
+    "where possible. Please use `scheduler.step()` to step the scheduler. During the "
+    "deprecation, if epoch is different from None, the closed form is used instead of the "
+    "new chainable form, where available. Please open an issue if you are unable to "
+    "replicate your use case: https://github.com/pytorch/pytorch/issues/new/choose."
+)
+
+_ORDER_URL = "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate"
+
+
+def _per_group(name: str, optimizer: Any, value: Any) -> list:
+    """``value`` for each parameter group: a list or tuple must have one entry a group."""
+    n = len(optimizer.param_groups)
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(
+                f"{name} must have the same length as optimizer.param_groups. {name} has "
+                f"{len(value)} values, param_groups has {n}."
+            )
+        return list(value)
+    return [value] * n
+
+
+def _track_optimizer_step(optimizer: Any) -> None:
+    """Wraps the optimizer's ``step`` (once) so that a scheduler can tell whether it ran
+    before the scheduler's first ``step``. The wrapper holds the optimizer weakly, so no
+    reference cycle keeps it alive."""
+    if getattr(optimizer.step, "_wrapped_by_lr_sched", False):
+        return
+    opt_ref = weakref.ref(optimizer)
+    bound = optimizer.step
+    func = getattr(bound, "__func__", None)
+    wrapped = func if func is not None else bound
+    if func is not None:
+        del bound  # (a bound method would hold the optimizer: a reference cycle)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return func(opt_ref(), *args, **kwargs)
+    else:
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return wrapped(*args, **kwargs)
+
+    @functools.wraps(wrapped)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        opt_ref()._opt_called = True
+        return call(*args, **kwargs)
+
+    step._wrapped_by_lr_sched = True  # type: ignore[attr-defined]
+    optimizer.step = step
+
+
 class LRScheduler:
-    """Base class: ``get_lr()`` gives each group's rate at ``last_epoch``; construction
-    takes the first step (epoch 0), as PyTorch."""
+    """Base class, as PyTorch's: ``get_lr()`` gives each group's rate at ``last_epoch`` from
+    the rates of the step before (the chainable form, so that schedulers stepped together
+    compose); ``_get_closed_form_lr()``, where a schedule has one, gives it from
+    ``base_lrs`` alone and serves the deprecated ``step(epoch)``. Construction takes the
+    first step (epoch 0)."""
+
+    _get_lr_called_within_step: bool = False
+    _is_initial: bool = False
 
     def __init__(self, optimizer: Any, last_epoch: int = -1) -> None:
         from . import Optimizer
@@ -49,12 +111,16 @@ class LRScheduler:
                 if "initial_lr" not in g:
                     raise KeyError(
                         f"{type(self).__name__}: param 'initial_lr' is not specified in "
-                        f"param_groups[{i}] when resuming an optimizer"
+                        f"param_groups[{i}] when resuming scheduler with last_epoch >= 0 (load "
+                        "the optimizer's state dict first, or leave last_epoch at -1 for a "
+                        "fresh run)"
                     )
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
-        self._last_lr: list[float] = [g["lr"] for g in optimizer.param_groups]
-        self._get_lr_called_within_step = False
+        _track_optimizer_step(optimizer)
+        self._initial_step()
+
+    def _initial_step(self) -> None:
         self._step_count = 0
         self._is_initial = True
         try:
@@ -62,38 +128,75 @@ class LRScheduler:
         finally:
             self._is_initial = False
 
-    # PyTorch's schedulers whose first step (in the constructor) keeps the groups' rates: a
-    # scheduler made with ``last_epoch`` of a resumed run does not move them a step ahead
-    _initial_keeps_lr = False
-
-    def _keeps_initial_lr(self) -> bool:
-        return self._initial_keeps_lr
-
     def get_lr(self) -> list[float]:
         raise NotImplementedError
 
     def get_last_lr(self) -> list[float]:
-        return list(self._last_lr)
-
-    def _chain_lr(self) -> list[float] | None:
-        """PyTorch's step-to-step ("chainable") form, from the groups' current rates: what a
-        plain ``step()`` uses, so schedulers stepped together compose as in PyTorch. None:
-        this scheduler has only the closed form."""
-        return None
+        """The rates the last ``step`` set."""
+        return self._last_lr
 
     def _lrs(self) -> list[float]:
         return [g["lr"] for g in self.optimizer.param_groups]
 
+    def _warn_outside_step(self) -> None:
+        if not self._get_lr_called_within_step:
+            warnings.warn(
+                "To get the last learning rate computed by the scheduler, please use "
+                "`get_last_lr()`.",
+                UserWarning,
+                stacklevel=3,
+            )
+
     def step(self, epoch: int | None = None) -> None:
-        self._step_count = getattr(self, "_step_count", 0) + 1
-        self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
-        if getattr(self, "_is_initial", False) and self._keeps_initial_lr():
-            self._last_lr = self._lrs()
-            return
-        chained = self._chain_lr() if epoch is None else None
-        for g, lr in zip(self.optimizer.param_groups, chained or self.get_lr()):
+        if self._step_count == 1:
+            if not getattr(self.optimizer.step, "_wrapped_by_lr_sched", False):
+                warnings.warn(
+                    "Seems like `optimizer.step()` has been overridden after learning rate "
+                    "scheduler initialization. Please, make sure to call `optimizer.step()` "
+                    f"before `lr_scheduler.step()`. See more details at {_ORDER_URL}",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            elif not getattr(self.optimizer, "_opt_called", False):
+                warnings.warn(
+                    "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In "
+                    "PyTorch 1.1.0 and later, you should call them in the opposite order: "
+                    "`optimizer.step()` before `lr_scheduler.step()`.  Failure to do this "
+                    "will result in PyTorch skipping the first value of the learning rate "
+                    f"schedule. See more details at {_ORDER_URL}",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        self._step_count += 1
+        if epoch is not None:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch: int | None = None) -> None:
+        self._get_lr_called_within_step = True
+        try:
+            if epoch is None:
+                self.last_epoch += 1
+                values = self.get_lr()
+            else:
+                self.last_epoch = epoch
+                closed = getattr(self, "_get_closed_form_lr", None)
+                values = closed() if closed is not None else self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+        self._set_lrs(values)
+
+    def _set_lrs(self, values: list[float]) -> None:
+        groups = self.optimizer.param_groups
+        if len(values) != len(groups):
+            # (e.g. a group added after the scheduler was made, which it has no base rate for)
+            raise ValueError(
+                f"{type(self).__name__}: get_lr() gave {len(values)} rates for {len(groups)} "
+                "parameter groups"
+            )
+        for g, lr in zip(groups, values):
             g["lr"] = lr
-        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+        self._last_lr = self._lrs()
 
     def state_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)}
@@ -137,59 +240,156 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
-        return [b * self.gamma ** (self.last_epoch // self.step_size) for b in self.base_lrs]
-
-    def _chain_lr(self) -> list[float]:
+        self._warn_outside_step()
         e = self.last_epoch
         f = self.gamma if e != 0 and e % self.step_size == 0 else 1.0
         return [lr * f for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [b * self.gamma ** (self.last_epoch // self.step_size) for b in self.base_lrs]
 
 
 class MultiStepLR(LRScheduler):
     """``base_lr * gamma ** (number of milestones passed)``."""
 
     def __init__(
-        self, optimizer: Any, milestones: list[int], gamma: float = 0.1, last_epoch: int = -1
+        self, optimizer: Any, milestones: Any, gamma: float = 0.1, last_epoch: int = -1
     ) -> None:
         # a Counter, as PyTorch keeps it (so state dicts load across)
-        self.milestones, self.gamma = collections.Counter(int(m) for m in milestones), gamma
+        self.milestones, self.gamma = collections.Counter(milestones), gamma
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
+        self._warn_outside_step()
+        k = self.milestones.get(self.last_epoch, 0)
+        return [lr * self.gamma**k for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
         k = bisect.bisect_right(sorted(self.milestones.elements()), self.last_epoch)
         return [b * self.gamma**k for b in self.base_lrs]
-
-    def _chain_lr(self) -> list[float]:
-        k = self.milestones[self.last_epoch]
-        return [lr * self.gamma**k for lr in self._lrs()]
 
     def load_state_dict(self, state_dict: dict) -> None:
         super().load_state_dict(state_dict)
         if not isinstance(self.milestones, collections.Counter):
-            self.milestones = collections.Counter(int(m) for m in self.milestones)
+            self.milestones = collections.Counter(self.milestones)
+
+
+class ConstantLR(LRScheduler):
+    """``base_lr * factor`` for the first ``total_iters`` steps, then ``base_lr``."""
+
+    def __init__(
+        self, optimizer: Any, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
+    ) -> None:
+        if not 0.0 <= factor <= 1.0:
+            raise ValueError(
+                f"ConstantLR: the constant multiplicative factor must lie in [0, 1], got {factor}"
+            )
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        self._warn_outside_step()
+        e = self.last_epoch
+        if e == 0:
+            return [lr * self.factor for lr in self._lrs()]
+        if e != self.total_iters:
+            return self._lrs()
+        if self.factor == 0:
+            # (the step form would divide by the factor: back to the base rates instead)
+            return list(self.base_lrs)
+        return [lr * (1.0 / self.factor) for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        f = self.factor if self.last_epoch < self.total_iters else 1.0
+        return [b * f for b in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """A factor going linearly from ``start_factor`` to ``end_factor`` over
+    ``total_iters`` steps, then staying."""
+
+    def __init__(
+        self,
+        optimizer: Any,
+        start_factor: float = 1.0 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ) -> None:
+        if not 0 < start_factor <= 1:
+            raise ValueError(
+                "LinearLR: the starting multiplicative factor must lie in (0, 1], got "
+                f"{start_factor}"
+            )
+        if not 0 <= end_factor <= 1:
+            raise ValueError(
+                f"LinearLR: the ending multiplicative factor must lie in [0, 1], got {end_factor}"
+            )
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        self._warn_outside_step()
+        e, n = self.last_epoch, self.total_iters
+        if e == 0:
+            return [lr * self.start_factor for lr in self._lrs()]
+        if self._is_initial or e > n:
+            return self._lrs()
+        d = self.end_factor - self.start_factor
+        f = 1.0 + d / (n * self.start_factor + (e - 1) * d)
+        return [lr * f for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        t = min(self.last_epoch, self.total_iters)
+        f = self.start_factor + (self.end_factor - self.start_factor) * t / self.total_iters
+        return [b * f for b in self.base_lrs]
 
 
 class ExponentialLR(LRScheduler):
     """``base_lr * gamma ** epoch``."""
-
-    _initial_keeps_lr = True
 
     def __init__(self, optimizer: Any, gamma: float, last_epoch: int = -1) -> None:
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
+        self._warn_outside_step()
+        if self._is_initial:
+            return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
         return [b * self.gamma**self.last_epoch for b in self.base_lrs]
 
-    def _chain_lr(self) -> list[float]:
-        f = self.gamma if self.last_epoch != 0 else 1.0
+
+class PolynomialLR(LRScheduler):
+    """``base_lr * (1 - min(epoch, total_iters) / total_iters) ** power``."""
+
+    def __init__(
+        self, optimizer: Any, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1
+    ) -> None:
+        if total_iters <= 0:
+            raise ValueError(f"PolynomialLR: total_iters must be positive, got {total_iters}")
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        self._warn_outside_step()
+        e, n = self.last_epoch, self.total_iters
+        if self._is_initial or e > n:
+            return self._lrs()
+        f = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
         return [lr * f for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        t = min(self.last_epoch, self.total_iters)
+        return [b * (1.0 - t / self.total_iters) ** self.power for b in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
-    """``eta_min + (base_lr - eta_min) (1 + cos(pi epoch / T_max)) / 2``."""
-
-    _initial_keeps_lr = True
+    """``eta_min + (base_lr - eta_min) (1 + cos(pi epoch / T_max)) / 2``; stepped, PyTorch's
+    recursive form (which departs from the closed form once anything else changed the
+    rates)."""
 
     def __init__(
         self, optimizer: Any, T_max: int, eta_min: float = 0.0, last_epoch: int = -1
@@ -200,38 +400,69 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
-        c = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
-        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
-
-    def _chain_lr(self) -> list[float]:
-        # PyTorch's recursive form (it differs from the closed form once the rates were
-        # changed by anything else, or after a resume)
+        self._warn_outside_step()
         e, t, lo = self.last_epoch, self.T_max, self.eta_min
-        if e == 0:
+        if self._is_initial:
             return self._lrs()
         if self._step_count == 1 and e > 0:
-            return self.get_lr()
+            return self._get_closed_form_lr()
         if (e - 1 - t) % (2 * t) == 0:
             f = (1 - math.cos(math.pi / t)) / 2
             return [lr + (b - lo) * f for lr, b in zip(self._lrs(), self.base_lrs)]
         r = (1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t))
         return [r * (lr - lo) + lo for lr in self._lrs()]
 
+    def _get_closed_form_lr(self) -> list[float]:
+        c = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+
+
+def _lambdas(name: str, optimizer: Any, lr_lambda: Any, check: bool) -> list:
+    n = len(optimizer.param_groups)
+    if isinstance(lr_lambda, (list, tuple)):
+        if len(lr_lambda) != n:
+            raise ValueError(f"{name}: expected {n} lr_lambdas, but got {len(lr_lambda)}")
+        fns = list(lr_lambda)
+    else:
+        fns = [lr_lambda] * n
+    if check:
+        for fn in fns:
+            if not callable(fn):
+                raise TypeError(
+                    f"{name}: lr_lambda should be a function, but got {type(fn).__name__}"
+                )
+    return fns
+
+
+def _lambdas_state(s: LRScheduler) -> dict:
+    """PyTorch's state of a scheduler with ``lr_lambdas``: None for each function, the
+    attributes of each callable object."""
+    state = {k: v for k, v in s.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+    state["lr_lambdas"] = [
+        None if isinstance(f, types.FunctionType) else dict(getattr(f, "__dict__", {}))
+        for f in s.lr_lambdas
+    ]
+    return state
+
+
+def _load_lambdas_state(s: LRScheduler, state_dict: dict) -> None:
+    state = dict(state_dict)
+    lambdas = state.pop("lr_lambdas", None) or []
+    s.__dict__.update(state)
+    for f, saved in zip(s.lr_lambdas, lambdas):
+        if saved is not None:
+            f.__dict__.update(saved)
+
 
 class LambdaLR(LRScheduler):
     """``base_lr * lr_lambda(epoch)`` (one function, or one per group)."""
 
     def __init__(self, optimizer: Any, lr_lambda: Any, last_epoch: int = -1) -> None:
-        n = len(optimizer.param_groups)
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != n:
-                raise ValueError(f"LambdaLR: expected {n} lr_lambdas, got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
-        else:
-            self.lr_lambdas = [lr_lambda] * n
+        self.lr_lambdas = _lambdas("LambdaLR", optimizer, lr_lambda, check=False)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
+        self._warn_outside_step()
         return [b * f(self.last_epoch) for b, f in zip(self.base_lrs, self.lr_lambdas)]
 
     def state_dict(self) -> dict:
@@ -241,171 +472,87 @@ class LambdaLR(LRScheduler):
         _load_lambdas_state(self, state_dict)
 
 
-class LinearLR(LRScheduler):
-    """A factor going linearly from ``start_factor`` to ``end_factor`` over
-    ``total_iters`` steps, then staying."""
+class MultiplicativeLR(LRScheduler):
+    """Each step multiplies the rate by ``lr_lambda(epoch)`` (one function, or one per
+    group)."""
 
-    def _keeps_initial_lr(self) -> bool:
-        # (a new schedule starts at base_lr * start_factor)
-        return self.last_epoch != 0
-
-    def __init__(
-        self,
-        optimizer: Any,
-        start_factor: float = 1.0 / 3,
-        end_factor: float = 1.0,
-        total_iters: int = 5,
-        last_epoch: int = -1,
-    ) -> None:
-        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
-            raise ValueError(
-                "LinearLR: start_factor must lie in (0, 1] and end_factor in [0, 1], got "
-                f"{start_factor} and {end_factor}"
-            )
-        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+    def __init__(self, optimizer: Any, lr_lambda: Any, last_epoch: int = -1) -> None:
+        self.lr_lambdas = _lambdas("MultiplicativeLR", optimizer, lr_lambda, check=True)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
-        t = min(self.last_epoch, self.total_iters)
-        f = self.start_factor + (self.end_factor - self.start_factor) * t / self.total_iters
-        return [b * f for b in self.base_lrs]
-
-    def _chain_lr(self) -> list[float]:
-        e, n = self.last_epoch, self.total_iters
-        if e == 0:
-            return [lr * self.start_factor for lr in self._lrs()]
-        if e > n:
+        self._warn_outside_step()
+        if self._is_initial:
             return self._lrs()
-        d = self.end_factor - self.start_factor
-        f = 1.0 + d / (n * self.start_factor + (e - 1) * d)
-        return [lr * f for lr in self._lrs()]
+        return [lr * f(self.last_epoch) for lr, f in zip(self._lrs(), self.lr_lambdas)]
+
+    def state_dict(self) -> dict:
+        return _lambdas_state(self)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        _load_lambdas_state(self, state_dict)
 
 
-class OneCycleLR(LRScheduler):
-    """The 1cycle policy (Smith): warm up from ``max_lr / div_factor`` to ``max_lr`` over
-    ``pct_start`` of the steps, then anneal to ``initial / final_div_factor`` (cosine or
-    linear); momentum (or Adam's ``beta1``) cycles the other way."""
-
-    def __init__(
-        self,
-        optimizer: Any,
-        max_lr: Any,
-        total_steps: int | None = None,
-        epochs: int | None = None,
-        steps_per_epoch: int | None = None,
-        pct_start: float = 0.3,
-        anneal_strategy: str = "cos",
-        cycle_momentum: bool = True,
-        base_momentum: float = 0.85,
-        max_momentum: float = 0.95,
-        div_factor: float = 25.0,
-        final_div_factor: float = 1e4,
-        three_phase: bool = False,
-        last_epoch: int = -1,
-    ) -> None:
-        if total_steps is None:
-            if epochs is None or steps_per_epoch is None:
-                raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
-            total_steps = epochs * steps_per_epoch
-        if total_steps <= 0:
-            raise ValueError(f"OneCycleLR: total_steps must be positive, got {total_steps}")
-        if anneal_strategy not in ("cos", "linear"):
-            raise ValueError("OneCycleLR: anneal_strategy must be 'cos' or 'linear'")
-        self.total_steps = total_steps
-        self.anneal_strategy = anneal_strategy
-        groups = optimizer.param_groups
-        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * len(groups)
-        if last_epoch == -1:
-            for g, m in zip(groups, max_lrs):
-                g["initial_lr"] = m / div_factor
-                g["max_lr"] = m
-                g["min_lr"] = g["initial_lr"] / final_div_factor
-        end = float(pct_start * total_steps) - 1
-        if three_phase:
-            self._phases = [
-                (end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
-                (2 * end, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
-                (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum"),
-            ]
-        else:
-            self._phases = [
-                (end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
-                (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"),
-            ]
-        self.cycle_momentum = cycle_momentum
-        if cycle_momentum:
-            for g in groups:
-                self._use_betas = "betas" in g
-                if last_epoch == -1:
-                    g["max_momentum"], g["base_momentum"] = max_momentum, base_momentum
-                    self._set_momentum(g, max_momentum)
-        super().__init__(optimizer, last_epoch)
-
-    @staticmethod
-    def _set_momentum(g: dict, m: float) -> None:
-        if "betas" in g:
-            g["betas"] = (m, *g["betas"][1:])
-        elif "momentum" in g:
-            g["momentum"] = m
-
-    def _anneal(self, start: float, end: float, pct: float) -> float:
-        if self.anneal_strategy == "cos":
-            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
-        return (end - start) * pct + start
-
-    def get_lr(self) -> list[float]:
-        step = self.last_epoch
-        if step > self.total_steps:
-            raise ValueError(
-                f"OneCycleLR: tried to step {step} times, more than total_steps {self.total_steps}"
+def _check_members(name: str, optimizer: Any, schedulers: Any) -> None:
+    for i, s in enumerate(schedulers):
+        if not hasattr(s, "optimizer"):
+            raise TypeError(f"{name}: the scheduler at index {i} has no `optimizer` attribute")
+        if isinstance(s, ReduceLROnPlateau):
+            raise ValueError(  # noqa: TRY004 (PyTorch's type)
+                f"{name} does not support ReduceLROnPlateau (its step needs the metric), but "
+                f"got one at index {i}"
             )
-        lrs = []
-        for g in self.optimizer.param_groups:
-            start_step = 0.0
-            for i, (end_step, lr0, lr1, m0, m1) in enumerate(self._phases):
-                if step <= end_step or i == len(self._phases) - 1:
-                    pct = (step - start_step) / (end_step - start_step)
-                    lr = self._anneal(g[lr0], g[lr1], pct)
-                    if self.cycle_momentum:
-                        self._set_momentum(g, self._anneal(g[m0], g[m1], pct))
-                    break
-                start_step = end_step
-            lrs.append(lr)
-        return lrs
+        if s.optimizer is not optimizer:
+            raise ValueError(
+                f"{name} expects all schedulers to belong to the same optimizer, but the "
+                f"{type(s).__name__} at index {i} drives another one"
+            )
 
 
 class SequentialLR(LRScheduler):
-    """Runs ``schedulers`` one after another, switching at each of ``milestones``."""
+    """Runs ``schedulers`` one after another, switching at each of ``milestones`` (a
+    scheduler switched to starts its own schedule at epoch 0)."""
 
     def __init__(
         self, optimizer: Any, schedulers: list, milestones: list[int], last_epoch: int = -1
     ) -> None:
+        if len(schedulers) < 1:
+            raise ValueError("SequentialLR expects at least one scheduler, but got none")
+        _check_members("SequentialLR", optimizer, schedulers)
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(
                 f"SequentialLR: expected {len(schedulers) - 1} milestones for "
                 f"{len(schedulers)} schedulers, got {len(milestones)}"
             )
-        for s in schedulers:
-            if s.optimizer is not optimizer:
-                raise ValueError("SequentialLR: every scheduler must drive the same optimizer")
-        self.optimizer = optimizer
         self._schedulers = list(schedulers)
         self._milestones = list(milestones)
         self.last_epoch = last_epoch + 1
-        # undo the steps the later schedulers took when they were made
-        for g, lr in zip(optimizer.param_groups, [g["initial_lr"] for g in optimizer.param_groups]):
-            g["lr"] = lr
-        for s in self._schedulers:
-            s.last_epoch -= 1
-        self._schedulers[0].step()
-        self._last_lr = self._schedulers[0].get_last_lr()
+        self.optimizer = optimizer
+        # undo the first steps the schedulers took when they were made, then start over
+        # with the one that runs now
+        for g in optimizer.param_groups:
+            g["lr"] = g["initial_lr"]
+        self.recursive_undo()
+        idx = bisect.bisect_right(self._milestones, 0)
+        self._schedulers[idx]._initial_step()
+        self._last_lr = self._schedulers[idx].get_last_lr()
 
-    def step(self, epoch: int | None = None) -> None:
+    def recursive_undo(self, sched: Any = None) -> None:
+        """Takes every scheduler inside (nested ones too) one epoch back: the first step
+        each took when it was made."""
+        s = self if sched is None else sched
+        if hasattr(s, "_schedulers"):
+            for inner in s._schedulers:
+                self.recursive_undo(inner)
+        elif hasattr(s, "last_epoch"):
+            s.last_epoch -= 1
+
+    def step(self) -> None:  # type: ignore[override]
         self.last_epoch += 1
         idx = bisect.bisect_right(self._milestones, self.last_epoch)
         s = self._schedulers[idx]
         if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
-            s.step(0)
+            s._update_lr(0)
         else:
             s.step()
         self._last_lr = s.get_last_lr()
@@ -423,9 +570,41 @@ class SequentialLR(LRScheduler):
             s.load_state_dict(sd)
 
 
-class ReduceLROnPlateau:
+class ChainedScheduler(LRScheduler):
+    """Steps several schedulers together (their effects compose)."""
+
+    def __init__(self, schedulers: Any, optimizer: Any = None) -> None:
+        schedulers = list(schedulers)
+        if len(schedulers) < 1:
+            raise ValueError("ChainedScheduler expects at least one scheduler, but got none")
+        optimizer = optimizer or schedulers[0].optimizer
+        _check_members("ChainedScheduler", optimizer, schedulers)
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = self._lrs()
+
+    def step(self) -> None:  # type: ignore[override]
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = self._lrs()
+
+    def state_dict(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state = dict(state_dict)
+        inner = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, sd in zip(self._schedulers, inner):
+            s.load_state_dict(sd)
+
+
+class ReduceLROnPlateau(LRScheduler):
     """Multiplies the rates by ``factor`` when ``step(metric)`` has not improved for
-    ``patience`` steps (``mode`` "min" or "max", relative or absolute ``threshold``)."""
+    ``patience`` steps (``mode`` "min" or "max", relative or absolute ``threshold``), then
+    waits ``cooldown`` steps; never below ``min_lr``."""
 
     def __init__(
         self,
@@ -439,219 +618,116 @@ class ReduceLROnPlateau:
         min_lr: Any = 0.0,
         eps: float = 1e-8,
     ) -> None:
+        from . import Optimizer
+
         if factor >= 1.0:
-            raise ValueError(f"ReduceLROnPlateau: factor must be < 1, got {factor}")
-        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
-            raise ValueError("ReduceLROnPlateau: mode must be min/max, threshold_mode rel/abs")
+            raise ValueError(f"ReduceLROnPlateau: factor should be < 1.0, got {factor}")
+        self.factor = factor
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(
+                f"{type(self).__name__}: {type(optimizer).__name__} is not an Optimizer"
+            )
         self.optimizer = optimizer
         n = len(optimizer.param_groups)
-        self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
-        self.mode, self.factor, self.patience = mode, factor, patience
-        self.threshold, self.threshold_mode = threshold, threshold_mode
-        self.cooldown, self.eps = cooldown, eps
-        self.best = math.inf if mode == "min" else -math.inf
-        self.num_bad_epochs = 0
-        self.cooldown_counter = 0
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != n:
+                raise ValueError(f"ReduceLROnPlateau: expected {n} min_lrs, got {len(min_lr)}")
+            self.default_min_lr = None
+            self.min_lrs = list(min_lr)
+        else:
+            self.default_min_lr = min_lr
+            self.min_lrs = [min_lr] * n
+        self.patience, self.cooldown, self.eps = patience, cooldown, eps
         self.last_epoch = 0
-        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+        self._last_lr = self._lrs()
+        self._init_is_better(mode, threshold, threshold_mode)
+        self._reset()
 
-    def _better(self, a: float, best: float) -> bool:
-        if self.mode == "min":
-            ref = (
-                best * (1 - self.threshold)
-                if self.threshold_mode == "rel"
-                else best - self.threshold
+    def _reset(self) -> None:
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    def _init_is_better(self, mode: str, threshold: float, threshold_mode: str) -> None:
+        if mode not in ("min", "max"):
+            raise ValueError(f"ReduceLROnPlateau: mode {mode!r} is unknown (min or max)")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(
+                f"ReduceLROnPlateau: threshold mode {threshold_mode!r} is unknown (rel or abs)"
             )
-            return a < ref
-        ref = best * (1 + self.threshold) if self.threshold_mode == "rel" else best + self.threshold
-        return a > ref
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
 
-    def step(self, metrics: Any) -> None:
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def _is_better(self, a: float, best: float) -> bool:
+        rel = self.threshold_mode == "rel"
+        if self.mode == "min":
+            return a < (best * (1.0 - self.threshold) if rel else best - self.threshold)
+        return a > (best * (self.threshold + 1.0) if rel else best + self.threshold)
+
+    def step(self, metrics: Any, epoch: int | None = None) -> None:  # type: ignore[override]
         current = float(metrics.item() if hasattr(metrics, "item") else metrics)
-        self.last_epoch += 1
-        if self._better(current, self.best):
+        if epoch is None:
+            epoch = self.last_epoch + 1
+        else:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self.last_epoch = epoch
+        if self._is_better(current, self.best):
             self.best = current
             self.num_bad_epochs = 0
         else:
             self.num_bad_epochs += 1
-        if self.cooldown_counter > 0:
+        if self.in_cooldown:
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            for g, lo in zip(self.optimizer.param_groups, self.min_lrs):
-                new = max(g["lr"] * self.factor, lo)
-                if g["lr"] - new > self.eps:
-                    g["lr"] = new
+            self._reduce_lr(epoch)
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
-        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+        self._last_lr = self._lrs()
 
-    def get_last_lr(self) -> list[float]:
-        return list(self._last_lr)
-
-    def state_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+    def _reduce_lr(self, epoch: int) -> None:
+        groups = self.optimizer.param_groups
+        if len(groups) != len(self.min_lrs):
+            if self.default_min_lr is None:
+                raise RuntimeError(
+                    f"The number of param groups in the `optimizer` ({len(groups)}) differs "
+                    f"from when `ReduceLROnPlateau` was initialized ({len(self.min_lrs)}), "
+                    "usually due to a new param group being added to the optimizer. Please "
+                    "modify the `min_lrs` field to match the length of the `optimizer` param "
+                    "groups."
+                )
+            self.min_lrs = [self.default_min_lr] * len(groups)
+        for g, lo in zip(groups, self.min_lrs):
+            old = float(g["lr"])
+            new = max(old * self.factor, lo)
+            if old - new > self.eps:
+                g["lr"] = new
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.__dict__.update(state_dict)
+        self._init_is_better(self.mode, self.threshold, self.threshold_mode)
 
 
-class MultiplicativeLR(LRScheduler):
-    """Each step multiplies the rate by ``lr_lambda(epoch)`` (one function, or one per
-    group)."""
-
-    _initial_keeps_lr = True
-
-    def __init__(self, optimizer: Any, lr_lambda: Any, last_epoch: int = -1) -> None:
-        n = len(optimizer.param_groups)
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != n:
-                raise ValueError(f"MultiplicativeLR: expected {n} lr_lambdas, got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
-        else:
-            self.lr_lambdas = [lr_lambda] * n
-        super().__init__(optimizer, last_epoch)
-
-    def get_lr(self) -> list[float]:
-        groups = self.optimizer.param_groups
-        if self.last_epoch <= 0:
-            return [g["lr"] for g in groups]
-        return [g["lr"] * f(self.last_epoch) for g, f in zip(groups, self.lr_lambdas)]
-
-    def state_dict(self) -> dict:
-        return _lambdas_state(self)
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        _load_lambdas_state(self, state_dict)
+def _set_momentum(g: dict, m: float, use_beta1: bool) -> None:
+    if use_beta1:
+        g["betas"] = (m, *g["betas"][1:])
+    else:
+        g["momentum"] = m
 
 
-class ConstantLR(LRScheduler):
-    """``base_lr * factor`` for the first ``total_iters`` steps, then ``base_lr``."""
-
-    def __init__(
-        self, optimizer: Any, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
-    ) -> None:
-        if not 0.0 <= factor <= 1.0:
-            raise ValueError(f"ConstantLR: factor must lie in [0, 1], got {factor}")
-        self.factor, self.total_iters = factor, total_iters
-        super().__init__(optimizer, last_epoch)
-
-    def get_lr(self) -> list[float]:
-        f = self.factor if self.last_epoch < self.total_iters else 1.0
-        return [b * f for b in self.base_lrs]
-
-    def _chain_lr(self) -> list[float] | None:
-        if self.factor == 0:
-            return None  # (the closed form; the step form would divide by 0)
-        e = self.last_epoch
-        f = self.factor if e == 0 else (1.0 / self.factor if e == self.total_iters else 1.0)
-        return [lr * f for lr in self._lrs()]
-
-
-class PolynomialLR(LRScheduler):
-    """``base_lr * (1 - min(epoch, total_iters) / total_iters) ** power``."""
-
-    _initial_keeps_lr = True
-
-    def __init__(
-        self, optimizer: Any, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1
-    ) -> None:
-        if total_iters <= 0:
-            raise ValueError(f"PolynomialLR: total_iters must be positive, got {total_iters}")
-        self.total_iters, self.power = total_iters, power
-        super().__init__(optimizer, last_epoch)
-
-    def get_lr(self) -> list[float]:
-        t = min(self.last_epoch, self.total_iters)
-        f = (1.0 - t / self.total_iters) ** self.power
-        return [b * f for b in self.base_lrs]
-
-    def _chain_lr(self) -> list[float]:
-        e, n = self.last_epoch, self.total_iters
-        if e == 0 or e > n:
-            return self._lrs()
-        f = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
-        return [lr * f for lr in self._lrs()]
-
-
-class CosineAnnealingWarmRestarts(LRScheduler):
-    """SGDR: cosine annealing from ``base_lr`` to ``eta_min`` over ``T_i`` epochs, restarted
-    with ``T_{i+1} = T_i * T_mult`` (``step(epoch)`` takes fractional epochs too)."""
-
-    def __init__(
-        self,
-        optimizer: Any,
-        T_0: int,
-        T_mult: int = 1,
-        eta_min: float = 0.0,
-        last_epoch: int = -1,
-    ) -> None:
-        if not isinstance(T_0, int) or T_0 <= 0:
-            raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be a positive int, got {T_0}")
-        if not isinstance(T_mult, int) or T_mult < 1:
-            raise ValueError(
-                f"CosineAnnealingWarmRestarts: T_mult must be an int >= 1, got {T_mult}"
-            )
-        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
-        self.T_cur = last_epoch
-        super().__init__(optimizer, last_epoch)
-
-    def get_lr(self) -> list[float]:
-        c = (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
-        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
-
-    def step(self, epoch: float | None = None) -> None:
-        if epoch is None and self.last_epoch < 0:
-            epoch = 0
-        if epoch is None:
-            epoch = self.last_epoch + 1
-            self.T_cur = self.T_cur + 1
-            if self.T_cur >= self.T_i:
-                self.T_cur = self.T_cur - self.T_i
-                self.T_i = self.T_i * self.T_mult
-        else:
-            if epoch < 0:
-                raise ValueError(f"CosineAnnealingWarmRestarts: epoch must be >= 0, got {epoch}")
-            if epoch >= self.T_0:
-                if self.T_mult == 1:
-                    self.T_cur = epoch % self.T_0
-                else:
-                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
-                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
-                    self.T_i = self.T_0 * self.T_mult**n
-            else:
-                self.T_i = self.T_0
-                self.T_cur = epoch
-        self.last_epoch = math.floor(epoch)
-        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
-            g["lr"] = lr
-        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
-
-
-class ChainedScheduler:
-    """Steps several schedulers together (their effects compose)."""
-
-    def __init__(self, schedulers: Any, optimizer: Any = None) -> None:
-        self._schedulers = list(schedulers)
-        if not self._schedulers:
-            raise ValueError("ChainedScheduler: needs at least one scheduler")
-        self.optimizer = optimizer if optimizer is not None else self._schedulers[0].optimizer
-        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
-
-    def step(self) -> None:
-        for s in self._schedulers:
-            s.step()
-        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
-
-    def get_last_lr(self) -> list[float]:
-        return list(self._last_lr)
-
-    def state_dict(self) -> dict:
-        return {"_schedulers": [s.state_dict() for s in self._schedulers]}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        for s, sd in zip(self._schedulers, state_dict["_schedulers"]):
-            s.load_state_dict(sd)
+def _cycles_momentum(name: str, optimizer: Any) -> bool:
+    """Whether the optimizer's groups cycle Adam's ``beta1`` (else ``momentum``); raises
+    when it has neither."""
+    d = optimizer.defaults
+    if "momentum" not in d and "betas" not in d:
+        raise ValueError(
+            f"{name}: optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
+        )
+    return "betas" in d
 
 
 class CyclicLR(LRScheduler):
@@ -677,77 +753,335 @@ class CyclicLR(LRScheduler):
         max_momentum: Any = 0.9,
         last_epoch: int = -1,
     ) -> None:
-        groups = optimizer.param_groups
+        from . import Optimizer
 
-        def per_group(name: str, v: Any) -> list[float]:
-            vs = list(v) if isinstance(v, (list, tuple)) else [v] * len(groups)
-            if len(vs) != len(groups):
-                raise ValueError(f"CyclicLR: {len(vs)} values of {name} for {len(groups)} groups")
-            return [float(x) for x in vs]
-
-        base_lrs = per_group("base_lr", base_lr)
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(
+                f"{type(self).__name__}: {type(optimizer).__name__} is not an Optimizer"
+            )
+        self.optimizer = optimizer
+        base_lrs = [_scalar(v) for v in _per_group("base_lr", optimizer, base_lr)]
         if last_epoch == -1:
-            for g, lr in zip(groups, base_lrs):
+            for g, lr in zip(optimizer.param_groups, base_lrs):
                 g["lr"] = lr
-                g["initial_lr"] = lr
-        self.max_lrs = per_group("max_lr", max_lr)
+        self.max_lrs = [_scalar(v) for v in _per_group("max_lr", optimizer, max_lr)]
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up
-        if up <= 0 or down <= 0:
-            raise ValueError("CyclicLR: step sizes must be positive")
         self.total_size = up + down
         self.step_ratio = up / self.total_size
         if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
             raise ValueError(
-                f"CyclicLR: mode must be triangular, triangular2 or exp_range, got {mode!r}"
+                f"CyclicLR: mode {mode!r} is invalid (triangular, triangular2 or exp_range) "
+                "and scale_fn is None"
             )
         self.mode, self.gamma = mode, gamma
         self._scale_fn_custom = scale_fn
-        self.scale_mode = (
-            scale_mode
-            if scale_fn is not None
-            else ("iterations" if mode == "exp_range" else "cycle")
-        )
+        self.scale_mode = scale_mode
+        self._init_scale_fn()
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if not all("momentum" in g or "betas" in g for g in groups):
-                raise ValueError(
-                    "CyclicLR: optimizer must support momentum or beta1 with cycle_momentum enabled"
-                )
-            self.base_momentums = per_group("base_momentum", base_momentum)
-            self.max_momentums = per_group("max_momentum", max_momentum)
+            self.use_beta1 = _cycles_momentum("CyclicLR", optimizer)
+            self.base_momentums = [
+                _scalar(v) for v in _per_group("base_momentum", optimizer, base_momentum)
+            ]
+            self.max_momentums = [
+                _scalar(v) for v in _per_group("max_momentum", optimizer, max_momentum)
+            ]
             if last_epoch == -1:
-                for g, m in zip(groups, self.max_momentums):
-                    OneCycleLR._set_momentum(g, m)
+                for hi, lo, g in zip(
+                    self.max_momentums, self.base_momentums, optimizer.param_groups
+                ):
+                    _set_momentum(g, hi, self.use_beta1)
+                    g["max_momentum"], g["base_momentum"] = hi, lo
+        # (as PyTorch: the first step still reads the groups' initial rates as base_lrs)
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 
-    def _scale(self, x: float) -> float:
+    def _init_scale_fn(self) -> None:
         if self._scale_fn_custom is not None:
-            return float(self._scale_fn_custom(x))
+            return
         if self.mode == "triangular":
-            return 1.0
-        if self.mode == "triangular2":
-            return 1.0 / (2.0 ** (x - 1))
-        return self.gamma**x
+            self._scale_fn_ref = self._triangular_scale_fn
+            self.scale_mode = "cycle"
+        elif self.mode == "triangular2":
+            self._scale_fn_ref = self._triangular2_scale_fn
+            self.scale_mode = "cycle"
+        elif self.mode == "exp_range":
+            self._scale_fn_ref = functools.partial(self._exp_range_scale_fn, self.gamma)
+            self.scale_mode = "iterations"
+
+    @staticmethod
+    def _triangular_scale_fn(x: float) -> float:
+        return 1.0
+
+    @staticmethod
+    def _triangular2_scale_fn(x: float) -> float:
+        return 1 / (2.0 ** (x - 1))
+
+    @staticmethod
+    def _exp_range_scale_fn(gamma: float, x: float) -> float:
+        return gamma**x
+
+    def scale_fn(self, x: float) -> float:
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        return self._scale_fn_ref(x)
 
     def get_lr(self) -> list[float]:
+        self._warn_outside_step()
         cycle = math.floor(1 + self.last_epoch / self.total_size)
         x = 1.0 + self.last_epoch / self.total_size - cycle
         if x <= self.step_ratio:
             scale_factor = x / self.step_ratio
         else:
             scale_factor = (x - 1) / (self.step_ratio - 1)
-        arg = cycle if self.scale_mode == "cycle" else self.last_epoch
-        lrs = []
-        base_lrs = getattr(self, "base_lrs", [g["initial_lr"] for g in self.optimizer.param_groups])
-        for base, top in zip(base_lrs, self.max_lrs):
-            height = (top - base) * scale_factor
-            lrs.append(base + height * self._scale(arg))
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [b + (top - b) * scale_factor * scale for b, top in zip(self.base_lrs, self.max_lrs)]
         if self.cycle_momentum:
             for g, lo, hi in zip(
                 self.optimizer.param_groups, self.base_momentums, self.max_momentums
             ):
-                height = (hi - lo) * scale_factor
-                OneCycleLR._set_momentum(g, hi - height * self._scale(arg))
+                _set_momentum(g, hi - (hi - lo) * scale_factor * scale, self.use_beta1)
         return lrs
+
+    def state_dict(self) -> dict:
+        state = {
+            k: v
+            for k, v in self.__dict__.items()
+            if k not in ("optimizer", "_scale_fn_ref", "_scale_fn_custom")
+        }
+        fn = self._scale_fn_custom
+        # (a function is not saved; a callable object's attributes are)
+        state["_scale_fn_custom"] = (
+            fn.__dict__.copy()
+            if fn is not None and not isinstance(fn, types.FunctionType)
+            else None
+        )
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state = dict(state_dict)
+        fn = state.pop("_scale_fn_custom", None)
+        self.__dict__.update(state)
+        if fn is not None and self._scale_fn_custom is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+        self._init_scale_fn()
+
+
+def _scalar(v: Any) -> Any:
+    """A hyperparameter given as a tensor, as its number (a copy: later in-place changes to
+    the tensor do not reach the schedule)."""
+    return v.item() if hasattr(v, "item") and not isinstance(v, (int, float)) else v
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR: cosine annealing from ``base_lr`` to ``eta_min`` over ``T_i`` epochs, restarted
+    with ``T_{i+1} = T_i * T_mult`` (``step(epoch)`` takes fractional epochs too)."""
+
+    def __init__(
+        self,
+        optimizer: Any,
+        T_0: int,
+        T_mult: int = 1,
+        eta_min: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
+        if not isinstance(T_0, int) or T_0 <= 0:
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected a positive int T_0, got {T_0}")
+        if not isinstance(T_mult, int) or T_mult < 1:
+            raise ValueError(
+                f"CosineAnnealingWarmRestarts: expected an int T_mult >= 1, got {T_mult}"
+            )
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(  # noqa: TRY004 (PyTorch's type)
+                "CosineAnnealingWarmRestarts: expected a float or int eta_min, got "
+                f"{eta_min!r} of type {type(eta_min).__name__}"
+            )
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        self._warn_outside_step()
+        c = (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+
+    def step(self, epoch: float | None = None) -> None:
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(
+                    f"CosineAnnealingWarmRestarts: expected a non-negative epoch, got {epoch}"
+                )
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult**n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        self._get_lr_called_within_step = True
+        try:
+            values = self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+        self._set_lrs(values)
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy (Smith): warm up from ``max_lr / div_factor`` to ``max_lr`` over
+    ``pct_start`` of the steps, then anneal to ``initial / final_div_factor`` (cosine or
+    linear); momentum (or Adam's ``beta1``) cycles the other way."""
+
+    def __init__(
+        self,
+        optimizer: Any,
+        max_lr: Any,
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum: Any = 0.85,
+        max_momentum: Any = 0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        last_epoch: int = -1,
+    ) -> None:
+        from . import Optimizer
+
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(
+                f"{type(self).__name__}: {type(optimizer).__name__} is not an Optimizer"
+            )
+        self.optimizer = optimizer
+        if total_steps is not None:
+            if not isinstance(total_steps, int) or total_steps <= 0:
+                raise ValueError(
+                    f"OneCycleLR: expected a positive integer total_steps, got {total_steps}"
+                )
+            self.total_steps = total_steps
+        elif epochs is not None and steps_per_epoch is not None:
+            if not isinstance(epochs, int) or epochs <= 0:
+                raise ValueError(f"OneCycleLR: expected a positive integer epochs, got {epochs}")
+            if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
+                raise ValueError(
+                    "OneCycleLR: expected a positive integer steps_per_epoch, got "
+                    f"{steps_per_epoch}"
+                )
+            self.total_steps = epochs * steps_per_epoch
+        else:
+            raise ValueError(
+                "OneCycleLR: you must define either total_steps OR (epochs AND steps_per_epoch)"
+            )
+        n = self.total_steps
+        up = float(pct_start * n) - 1
+        if three_phase:
+            self._schedule_phases = [
+                _phase(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                _phase(
+                    float(2 * pct_start * n) - 2,
+                    "max_lr",
+                    "initial_lr",
+                    "base_momentum",
+                    "max_momentum",
+                ),
+                _phase(n - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum"),
+            ]
+        else:
+            self._schedule_phases = [
+                _phase(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                _phase(n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"),
+            ]
+        if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
+            raise ValueError(
+                f"OneCycleLR: expected a float pct_start between 0 and 1, got {pct_start}"
+            )
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(
+                "OneCycleLR: anneal_strategy must be one of 'cos' or 'linear', instead got "
+                f"{anneal_strategy!r}"
+            )
+        self._anneal_func_type = anneal_strategy
+        max_lrs = [_scalar(v) for v in _per_group("max_lr", optimizer, max_lr)]
+        if last_epoch == -1:
+            for g, m in zip(optimizer.param_groups, max_lrs):
+                g["initial_lr"] = m / div_factor
+                g["max_lr"] = m
+                g["min_lr"] = g["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            self.use_beta1 = _cycles_momentum("OneCycleLR", optimizer)
+            his = [_scalar(v) for v in _per_group("max_momentum", optimizer, max_momentum)]
+            los = [_scalar(v) for v in _per_group("base_momentum", optimizer, base_momentum)]
+            if last_epoch == -1:
+                for hi, lo, g in zip(his, los, optimizer.param_groups):
+                    _set_momentum(g, hi, self.use_beta1)
+                    g["max_momentum"], g["base_momentum"] = hi, lo
+        super().__init__(optimizer, last_epoch)
+
+    @staticmethod
+    def _annealing_cos(start: float, end: float, pct: float) -> float:
+        return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+
+    @staticmethod
+    def _annealing_linear(start: float, end: float, pct: float) -> float:
+        return (end - start) * pct + start
+
+    def _anneal_func(self, start: float, end: float, pct: float) -> float:
+        kind = getattr(self, "_anneal_func_type", None)
+        if kind is None:
+            # a state dict of an older PyTorch saved the function itself as anneal_func
+            return self.anneal_func(start, end, pct)
+        if kind == "cos":
+            return self._annealing_cos(start, end, pct)
+        if kind == "linear":
+            return self._annealing_linear(start, end, pct)
+        raise ValueError(f"OneCycleLR: unknown _anneal_func_type {kind!r}")
+
+    def get_lr(self) -> list[float]:
+        self._warn_outside_step()
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(
+                f"OneCycleLR: tried to step {step} times; the specified number of total steps "
+                f"is {self.total_steps}"
+            )
+        lrs = []
+        phases = self._schedule_phases
+        for g in self.optimizer.param_groups:
+            start_step = 0.0
+            for i, ph in enumerate(phases):
+                end_step = ph["end_step"]
+                if step <= end_step or i == len(phases) - 1:
+                    pct = (step - start_step) / (end_step - start_step)
+                    lrs.append(self._anneal_func(g[ph["start_lr"]], g[ph["end_lr"]], pct))
+                    if self.cycle_momentum:
+                        m = self._anneal_func(g[ph["start_momentum"]], g[ph["end_momentum"]], pct)
+                        _set_momentum(g, m, self.use_beta1)
+                    break
+                start_step = end_step
+        return lrs
+
+
+def _phase(end: float, lr0: str, lr1: str, m0: str, m1: str) -> dict:
+    return {
+        "end_step": end,
+        "start_lr": lr0,
+        "end_lr": lr1,
+        "start_momentum": m0,
+        "end_momentum": m1,
+    }

@@ -14,7 +14,7 @@ from typing import Any
 from .._core import Tensor
 from ..autodiff import no_grad
 from ..nn.modules import Module
-from .lr_scheduler import LRScheduler
+from .lr_scheduler import LRScheduler, _scalar
 
 __all__ = [
     "SWALR",
@@ -87,7 +87,8 @@ class AveragedModel(Module):
     ) -> None:
         super().__init__()
         if avg_fn is not None and multi_avg_fn is not None:
-            raise ValueError("AveragedModel: give avg_fn or multi_avg_fn, not both")
+            # (PyTorch's exception type)
+            raise AssertionError("AveragedModel: give avg_fn or multi_avg_fn, not both")
         self.module = copy.deepcopy(model)
         if device is not None:
             self.module = self.module.to(device)
@@ -135,9 +136,14 @@ class AveragedModel(Module):
 def update_bn(loader: Iterable, model: Module, device: Any = None) -> None:
     """Recomputes the running statistics of every batch-norm layer of ``model`` over one
     pass of ``loader`` (its batches, or the first element of each), as cumulative averages."""
+    from ..nn.extra import _InstanceNorm
+    from ..nn.modules import _BatchNorm
+
     momenta = {}
     for m in model.modules():
-        if hasattr(m, "running_mean") and getattr(m, "running_mean", None) is not None:
+        # batch norms only, as PyTorch: an instance norm tracking running statistics keeps
+        # them (ferrograd's instance norms derive from the batch-norm base)
+        if isinstance(m, _BatchNorm) and not isinstance(m, _InstanceNorm):
             m.reset_running_stats()
             momenta[m] = m.momentum
     if not momenta:
@@ -182,7 +188,9 @@ class SWALR(LRScheduler):
         else:
             swa_lrs = [swa_lr] * len(groups)
         for lr, group in zip(swa_lrs, groups):
-            group["swa_lr"] = lr
+            # (a tensor's number, copied: later in-place changes to it do not reach the
+            # schedule, as PyTorch's clone)
+            group["swa_lr"] = _scalar(lr)
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(
                 "SWALR: anneal_strategy must be one of 'cos' or 'linear', instead got "
@@ -220,6 +228,7 @@ class SWALR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         # (PyTorch's formula: the rate the previous step would have started from, moved on)
+        self._warn_outside_step()
         step = self._step_count - 1
         if self.anneal_epochs == 0:
             step = max(1, step)
