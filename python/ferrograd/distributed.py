@@ -1014,8 +1014,9 @@ def shard(
     """This rank's indices of ``range(n_items)``, as PyTorch's ``DistributedSampler``: every
     rank gets ``ceil(n_items / world_size)`` indices (the list is padded by repeating its
     start), rank ``r`` takes every ``world_size``-th from ``r``; ``shuffle`` permutes first,
-    the same way on every rank for a given ``seed + epoch``. Integers may be numpy's (a length
-    from ``x.shape`` or ``len``)."""
+    the same way on every rank for a given ``seed + epoch``, with PyTorch's permutation for
+    that seed, so a sampler of either library deals the same indices. Integers may be
+    numpy's (a length from ``x.shape`` or ``len``)."""
     n_items = _integer("n_items", n_items)
     if n_items < 0:
         raise ValueError(f"shard: n_items must be a non-negative int, got {n_items!r}")
@@ -1029,16 +1030,43 @@ def shard(
         raise ValueError(f"shard: world_size must be a positive int, got {world_size!r}")
     if not 0 <= rank < world_size:
         raise ValueError(f"shard: rank must be in [0, {world_size}), got {rank!r}")
-    if shuffle:
-        order = np.random.default_rng(seed + epoch).permutation(n_items).tolist()
-    else:
-        order = list(range(n_items))
+    seed = _integer("seed", seed)
+    epoch = _integer("epoch", epoch)
+    order = _torch_randperm(n_items, seed + epoch) if shuffle else list(range(n_items))
     per_rank = math.ceil(n_items / world_size) if n_items else 0
     total = per_rank * world_size
     if total > len(order) and order:
         reps = math.ceil((total - len(order)) / len(order))
         order = order + (order * reps)[: total - len(order)]
     return order[rank:total:world_size]
+
+
+def _torch_randperm(n: int, seed: int) -> list[int]:
+    """``torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()``, the
+    permutation PyTorch's ``DistributedSampler`` shuffles with, computed without torch.
+
+    PyTorch's CPU generator is a Mersenne Twister (MT19937) seeded with the low 32 bits of
+    ``seed``, as numpy's legacy ``RandomState`` seeds it, so the two draw the same 32-bit
+    words; ``randperm`` swaps position ``i`` with ``i + word % (n - i)`` for each ``i`` in
+    turn, one word each (two, high then low, making a 64-bit word from
+    ``n >= 2**32 / 20`` on)."""
+    if n <= 1:
+        return list(range(n))
+    wide = n >= 0xFFFFFFFF // 20
+    # the generator's raw words (a full-range uint32 draw is one word, unchanged)
+    words = np.random.RandomState(seed & 0xFFFFFFFF).randint(
+        0, 2**32, size=2 * (n - 1) if wide else n - 1, dtype=np.uint32
+    )
+    words = words.astype(np.uint64)
+    if wide:
+        words = (words[0::2] << np.uint64(32)) | words[1::2]
+    # word % (n - i) for every i at once; the swaps themselves run in order
+    offsets = (words % np.arange(n, 1, -1, dtype=np.uint64)).tolist()
+    order = list(range(n))
+    for i, z in enumerate(offsets):
+        j = i + z
+        order[i], order[j] = order[j], order[i]
+    return order
 
 
 def _integer(name: str, v: Any) -> int:
