@@ -631,6 +631,42 @@ def _staged(t: Tensor) -> np.ndarray:
     return np.ascontiguousarray(x.numpy()).reshape(-1)
 
 
+def _source(t: Tensor) -> np.ndarray:
+    """The flat host data of ``t`` to send: its own memory where MPI can read it, else a copy
+    (float16/bfloat16 widened to float32)."""
+    src = _view(t, writable=False)
+    return _staged(t) if src is None else src
+
+
+def _target(t: Tensor) -> tuple[np.ndarray, bool]:
+    """A flat host buffer to receive ``t``'s data into: its own memory where MPI can write
+    it, else a new array (then True: :func:`_write_back` it)."""
+    buf = _view(t, writable=True)
+    if buf is not None:
+        return buf, False
+    wire = _wire_dtype(_dtype_name(t))
+    return np.empty(t.numel(), np.bool_ if wire == "bool" else wire), True
+
+
+def _in_place(t: Tensor) -> tuple[np.ndarray, bool]:
+    """A flat host buffer holding ``t``'s data that MPI reads and overwrites: its own memory
+    where it can, else a copy (then True: :func:`_write_back` the result)."""
+    buf = _view(t, writable=True)
+    return (_staged(t), True) if buf is None else (buf, False)
+
+
+def _pack_gradient(buffer: np.ndarray, offset: int, grad: Tensor, flag: int) -> None:
+    """Copies ``grad`` into ``buffer[offset : offset + grad.numel()]`` in the buffer's dtype
+    (straight from the gradient's memory, whatever its strides, where it can be read; from a
+    host copy otherwise) and marks it present with a 1 at ``buffer[flag]``: how gradient
+    buckets are filled before their allreduce."""
+    src = _view(grad, False, contiguous=False)
+    if src is None:
+        src = _staged(grad)
+    np.copyto(buffer[offset : offset + src.size].reshape(src.shape), src, casting="unsafe")
+    buffer[flag] = 1
+
+
 def _write_back(t: Tensor, flat: np.ndarray) -> None:
     from .autodiff import no_grad
 
@@ -803,10 +839,7 @@ def _traced_in_place(name: str, t: Tensor, async_op: bool, run: Callable[[Tensor
 def _all_reduce(g: _Group, t: Tensor, o: str, async_op: bool) -> Work | None:
     """:func:`all_reduce` of arguments already checked (and buffers every rank made alike,
     as data-parallel gradient buckets are: no shape agreement round)."""
-    buf = _view(t, writable=True)
-    staged = buf is None
-    if staged:
-        buf = _staged(t)
+    buf, staged = _in_place(t)
 
     def finish() -> None:
         if o == "mean":
@@ -841,10 +874,7 @@ def broadcast(
             "broadcast", t, async_op, lambda y: broadcast(y, group=group, group_src=root)
         )
     _agree(g, "broadcast", "tensor", t)
-    buf = _view(t, writable=True)
-    staged = buf is None
-    if staged:
-        buf = _staged(t)
+    buf, staged = _in_place(t)
 
     def finish() -> None:
         if staged and g.group_rank != root:
@@ -933,9 +963,7 @@ def all_gather(
                 o.copy_(part)
         return None
     _agree(g, "all_gather", "tensor", t)
-    src = _view(t, writable=False)
-    if src is None:
-        src = _staged(t)
+    src = _source(t)
     out = np.empty((g.group_size, src.size), dtype=src.dtype)
     req = g.comm.Iallgather(src, out)
 
@@ -1010,9 +1038,7 @@ def reduce_scatter(
     if _core._tracing():
         return _traced_reduce_scatter(t, output, inputs, o, async_op, group)
     if inputs is None:
-        send = _view(t, writable=False)
-        if send is None:
-            send = _staged(t)
+        send = _source(t)
     else:
         send = np.concatenate([_staged(x) for x in inputs])
     _agree(g, "reduce_scatter", "tensor" if output is None else "output", t)
@@ -1081,13 +1107,8 @@ def all_gather_into_tensor(
             out.copy_(_core.stack(parts, 0).reshape(tuple(out.shape)))
         return None
     _agree(g, "all_gather_into_tensor", "input_tensor", inp)
-    src = _view(inp, writable=False)
-    if src is None:
-        src = _staged(inp)
-    recv = _view(out, writable=True)
-    staged = recv is None
-    if staged:
-        recv = np.empty(out.numel(), dtype=src.dtype)
+    src = _source(inp)
+    recv, staged = _target(out)
     req = g.comm.Iallgather(src, recv)
 
     def finish() -> None:
@@ -1128,13 +1149,8 @@ def reduce_scatter_tensor(
             out.copy_(part.reshape(tuple(out.shape)))
         return None
     _agree(g, "reduce_scatter_tensor", "input", inp)
-    send = _view(inp, writable=False)
-    if send is None:
-        send = _staged(inp)
-    recv = _view(out, writable=True)
-    staged = recv is None
-    if staged:
-        recv = np.empty(out.numel(), dtype=send.dtype)
+    send = _source(inp)
+    recv, staged = _target(out)
     req = g.comm.Ireduce_scatter_block(send, recv, op=_mpi_op(g, o))
 
     def finish() -> None:
@@ -1236,23 +1252,6 @@ def _check_data(op: str, name: str, t: Any) -> Tensor:
     if not isinstance(t, Tensor):
         raise TypeError(f"{op}: argument '{name}' must be a Tensor, got {type(t).__name__}")
     return t
-
-
-def _source(t: Tensor) -> np.ndarray:
-    """The flat host data of ``t`` to send: its own memory where MPI can read it, else a copy
-    (float16/bfloat16 widened to float32)."""
-    src = _view(t, writable=False)
-    return _staged(t) if src is None else src
-
-
-def _target(t: Tensor) -> tuple[np.ndarray, bool]:
-    """A flat host buffer to receive ``t``'s data into: its own memory where MPI can write
-    it, else a new array (then True: :func:`_write_back` it)."""
-    buf = _view(t, writable=True)
-    if buf is not None:
-        return buf, False
-    wire = _wire_dtype(_dtype_name(t))
-    return np.empty(t.numel(), np.bool_ if wire == "bool" else wire), True
 
 
 def _consent(g: _Group, op: str, check: Callable[[], Any]) -> list[Any]:
@@ -2123,7 +2122,7 @@ class AllreduceCallback:
                 "allreduce callback: got the gradient of a tensor it was not attached to"
             )
         b, j = where
-        t, off, n = b.members[j]
+        t, off, _ = b.members[j]
         position = self._position[id(tensor)]
         self.events.append(("grad", position, time.perf_counter()))
         if self._arrivals is not None:
@@ -2133,11 +2132,7 @@ class AllreduceCallback:
                 f"allreduce callback: the gradient of a tensor of shape {list(t.shape)} has "
                 f"shape {list(grad.shape)}"
             )
-        src = _view(grad, False, contiguous=False) if grad.dtype == t.dtype else None
-        if src is None:
-            src = _staged(grad)
-        np.copyto(b.buffer[off : off + n].reshape(src.shape), src, casting="unsafe")
-        b.buffer[b.size + j] = 1
+        _pack_gradient(b.buffer, off, grad, b.size + j)
         b.arrived += 1
         self._start_ready()
 
@@ -2200,14 +2195,7 @@ class AllreduceCallback:
                 for j, here in enumerate(present):
                     if not here:
                         continue
-                    g = next(it)
-                    src = _view(g, False, contiguous=False)
-                    if src is None:
-                        src = _staged(g)
-                    np.copyto(
-                        buf[offsets[j] : offsets[j + 1]].reshape(src.shape), src, casting="unsafe"
-                    )
-                    buf[n_all + j] = 1
+                    _pack_gradient(buf, offsets[j], next(it), n_all + j)
                 group.comm.Allreduce(group.MPI.IN_PLACE, buf, op=group.MPI.SUM)
                 for j, c in enumerate(buf[n_all:]):
                     if 0 < c < size or (c and not present[j]):

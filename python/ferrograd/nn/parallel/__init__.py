@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ...distributed import _pack_gradient, _wire_dtype
 from ..modules import Module
 from ..more import DataParallel
 
@@ -42,10 +43,6 @@ class _Round:
         self.buffers = [np.zeros(b.size + len(b.members), b.wire) for b in buckets]
         self.packed: list[set[int]] = [set() for _ in buckets]
         self.started: list[tuple[Any, Any]] = []  # (flat tensor, Work), in bucket order
-
-
-def _wire_dtype(name: str) -> str:
-    return "float32" if name in ("float16", "bfloat16") else name
 
 
 def _delivered_by_grad_manager(p: Any) -> bool:
@@ -232,14 +229,12 @@ class DistributedDataParallel(Module):
     @staticmethod
     def _pack(rnd: _Round, b: _Bucket, j: int) -> None:
         """Copies member ``j``'s ``.grad`` (if any) into its bucket's buffer."""
-        p, off, n = b.members[j]
+        p, off, _ = b.members[j]
         rnd.packed[b.index].add(j)
         g = p.grad
         if g is None:
             return
-        buf = rnd.buffers[b.index]
-        buf[off : off + n] = np.asarray(g.detach().numpy(), dtype=b.wire).reshape(-1)
-        buf[b.size + j] = 1
+        _pack_gradient(rnd.buffers[b.index], off, g, b.size + j)
 
     def _grad_ready(self, p: Any) -> None:
         """``p``'s post-accumulate-grad hook: pack it, start the buckets that are ready."""
@@ -326,7 +321,7 @@ class DistributedDataParallel(Module):
             groups.setdefault((p.dtype.name, str(p.device)), []).append(p)
         with no_grad():
             for (dtype, device), members in groups.items():
-                wire = "float32" if dtype in ("float16", "bfloat16") else dtype
+                wire = _wire_dtype(dtype)
                 start = 0
                 while start < len(members):
                     bucket, nbytes = [], 0
@@ -339,8 +334,7 @@ class DistributedDataParallel(Module):
                     buf = np.zeros(int(offsets[-1]) + len(bucket), dtype=wire)
                     for j, p in enumerate(bucket):
                         if p.grad is not None:
-                            buf[offsets[j] : offsets[j + 1]] = p.grad.numpy().reshape(-1)
-                            buf[offsets[-1] + j] = 1
+                            _pack_gradient(buf, int(offsets[j]), p.grad, int(offsets[-1]) + j)
                     flat = tensor(buf)
                     dist._all_reduce(dist._require("all_reduce"), flat, "sum", False)
                     out = flat.numpy()
