@@ -347,6 +347,71 @@ def scenario_groups() -> None:
     dist.destroy_process_group(rev)
 
 
+def scenario_group_training() -> None:
+    """``DistributedDataParallel(process_group=)`` and ``make_allreduce_cb(group=)`` average
+    over the group's ranks only: the gradients equal one process's on the members' batches
+    concatenated (float64, 1e-12), the members start from the group's first rank's weights,
+    and a rank outside the group is refused."""
+    import ferrograd.nn.functional as F
+    from ferrograd import nn
+
+    r, n = dist.get_rank(), dist.get_world_size()
+    members = [0, n - 1]
+    g = dist.new_group(members)
+    per = 3
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2 * per, 4))
+    y = rng.integers(0, 3, 2 * per)
+
+    def model():
+        fg.manual_seed(r)  # different weights on every rank until they are broadcast
+        return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)).to(fg.float64)
+
+    def reference(m):
+        ref = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)).to(fg.float64)
+        ref.load_state_dict(m.state_dict())
+        F.cross_entropy(ref(fg.tensor(x)), fg.tensor(y)).backward()
+        return [p.grad.numpy() for p in ref.parameters()]
+
+    if r not in members:
+        raises(
+            ValueError,
+            "not a member",
+            lambda: nn.parallel.DistributedDataParallel(model(), process_group=g),
+        )
+        cb = dist.make_allreduce_cb(group=g)
+        m = model()
+        gm = fg.GradManager().attach(m.parameters(), callbacks=cb)
+        with pytest.raises(ValueError, match="not a member"), gm:
+            gm.backward(F.cross_entropy(m(fg.tensor(x)), fg.tensor(y)))
+        return
+    mine = slice(members.index(r) * per, (members.index(r) + 1) * per)
+    m = model()
+    ddp = nn.parallel.DistributedDataParallel(m, process_group=g)
+    for k, other in enumerate(dist.all_gather(m[0].weight, group=g)):
+        assert np.array_equal(other.numpy(), m[0].weight.numpy()), f"weights differ on {k}"
+    want = reference(m)
+    F.cross_entropy(ddp(fg.tensor(x[mine])), fg.tensor(y[mine])).backward()
+    for i, (p, w) in enumerate(zip(m.parameters(), want)):
+        close(p.grad.numpy(), w, f"DistributedDataParallel over a group: gradient {i}")
+    m = model()
+    dist.broadcast_parameters(m, src=n - 1, group=g)
+    want = reference(m)
+    gm = fg.GradManager().attach(m.parameters(), callbacks=dist.make_allreduce_cb(group=g))
+    with gm:
+        gm.backward(F.cross_entropy(m(fg.tensor(x[mine])), fg.tensor(y[mine])))
+    for i, (p, w) in enumerate(zip(m.parameters(), want)):
+        close(p.grad.numpy(), w, f"make_allreduce_cb over a group: gradient {i}")
+    # the new calls have no graph form: inside fg.trace they refuse instead of running once
+
+    @fg.trace
+    def step(t):
+        dist.gather(t, [fg.zeros_like(t) for _ in members] if r == 0 else None, group=g)
+        return t * 2
+
+    raises(fg.TraceError, "gather inside fg.trace", lambda: step(fg.ones(2)))
+
+
 # -- the tests --------------------------------------------------------------------------------
 
 
@@ -355,7 +420,15 @@ def scenario_groups() -> None:
 def test_two_ranks():
     pytest.importorskip("torch")
     rc, out, _ = launch(
-        HERE, 2, "values", "completion_order", "bad_input", "groups", "against_torch", timeout=180
+        HERE,
+        2,
+        "values",
+        "completion_order",
+        "bad_input",
+        "groups",
+        "group_training",
+        "against_torch",
+        timeout=180,
     )
     assert rc == 0 and "all passed" in out, out
 
@@ -365,7 +438,15 @@ def test_two_ranks():
 def test_three_ranks_oversubscribed():
     pytest.importorskip("torch")
     rc, out, _ = launch(
-        HERE, 3, "values", "completion_order", "bad_input", "groups", "against_torch", timeout=240
+        HERE,
+        3,
+        "values",
+        "completion_order",
+        "bad_input",
+        "groups",
+        "group_training",
+        "against_torch",
+        timeout=240,
     )
     assert rc == 0 and "all passed" in out, out
 

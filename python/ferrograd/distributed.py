@@ -1844,13 +1844,16 @@ class _Like:
 # -- helpers for training ---------------------------------------------------------------------
 
 
-def broadcast_parameters(module_or_tensors: Any, src: int = 0) -> None:
+def broadcast_parameters(module_or_tensors: Any, src: int = 0, group: Any = None) -> None:
     """Copies rank ``src``'s parameters and buffers (of a module, or the tensors of an iterable
-    or dict) into every rank's, in place, so that all ranks start from the same weights. A
-    module's buffers include those left out of its ``state_dict`` (``persistent=False``), as
-    PyTorch DDP's start, and a tensor shared by several modules is sent once."""
-    g = _require("broadcast_parameters")
-    _check_rank("broadcast_parameters", "src", src, g)
+    or dict) into every rank's of ``group`` (the default group when None; ``src`` a global
+    rank in it), in place, so that all ranks start from the same weights. A module's buffers
+    include those left out of its ``state_dict`` (``persistent=False``), as PyTorch DDP's
+    start, and a tensor shared by several modules is sent once."""
+    g = _resolve("broadcast_parameters", group)
+    if g is None:
+        return
+    root = _group_index("broadcast_parameters", "src", src, g)
     if hasattr(module_or_tensors, "buffers") and hasattr(module_or_tensors, "parameters"):
         tensors = []
         seen: set[int] = set()
@@ -1871,16 +1874,15 @@ def broadcast_parameters(module_or_tensors: Any, src: int = 0) -> None:
                 f"broadcast_parameters: item {i} is a {type(t).__name__}, expected a Tensor"
             )
         if _dtype_name(t) == "bool":
-            works.append(_broadcast_bool(t, src))
+            works.append(_broadcast_bool(g, t, root))
             continue
-        works.append(broadcast(t, src, async_op=True))
+        works.append(broadcast(t, group=group, async_op=True, group_src=root))
     for w in works:
         if w is not None:
             w.wait()
 
 
-def _broadcast_bool(t: Tensor, src: int) -> Work:
-    g = _require("broadcast")
+def _broadcast_bool(g: _Group, t: Tensor, src: int) -> Work:
     buf = np.ascontiguousarray(t.numpy().reshape(-1).astype(np.uint8))
     req = g.comm.Ibcast(buf, root=src)
 
@@ -2037,12 +2039,19 @@ class AllreduceCallback:
     last grad rule returned).
     """
 
-    def __init__(self, reduce: str = "mean", bucket_mb: float = 25, first_bucket_mb: float = 1):
+    def __init__(
+        self,
+        reduce: str = "mean",
+        bucket_mb: float = 25,
+        first_bucket_mb: float = 1,
+        group: Any = None,
+    ):
         if reduce not in ("mean", "sum"):
             raise ValueError(f'make_allreduce_cb: reduce must be "mean" or "sum", got {reduce!r}')
         if not isinstance(bucket_mb, (int, float)) or not bucket_mb > 0:
             raise ValueError(f"make_allreduce_cb: bucket_mb must be positive, got {bucket_mb!r}")
         self.reduce = reduce
+        self.group = group
         self.bucket_bytes = int(bucket_mb * 2**20)
         self.first_bucket_bytes = int(min(first_bucket_mb, bucket_mb) * 2**20)
         self.events: list[tuple[str, int, float]] = []
@@ -2062,7 +2071,11 @@ class AllreduceCallback:
 
     # GradManager calls these around its backward
     def _backward_begin(self, tensors: Sequence[Tensor]) -> None:
-        g = _require("make_allreduce_cb")
+        g = _resolve("make_allreduce_cb", self.group)
+        if g is None:
+            raise ValueError(
+                "allreduce callback: this rank is not a member of the group it reduces over"
+            )
         self._group = g
         self.events = []
         if _core._tracing():
@@ -2283,10 +2296,13 @@ def _wire_dtype(name: str) -> str:
     return "float32" if name in ("float16", "bfloat16") else name
 
 
-def make_allreduce_cb(reduce: str = "mean", bucket_mb: float = 25) -> AllreduceCallback:
-    """A GradManager callback that all-reduces each gradient over the ranks as soon as it is
-    final, in buckets, overlapping the rest of backward (see :class:`AllreduceCallback`)::
+def make_allreduce_cb(
+    reduce: str = "mean", bucket_mb: float = 25, group: Any = None
+) -> AllreduceCallback:
+    """A GradManager callback that all-reduces each gradient over the ranks of ``group`` (the
+    default group when None) as soon as it is final, in buckets, overlapping the rest of
+    backward (see :class:`AllreduceCallback`)::
 
         gm.attach(model.parameters(), callbacks=make_allreduce_cb("mean"))
     """
-    return AllreduceCallback(reduce, bucket_mb)
+    return AllreduceCallback(reduce, bucket_mb, group=group)
