@@ -309,6 +309,31 @@ def scenario_bad_input() -> None:
     raises(TypeError, "group", lambda: dist.all_reduce(x, group="world"))
     # bitwise reductions need integers
     raises(TypeError, "integer", lambda: dist.all_reduce(x, op=dist.ReduceOp.BXOR))
+    # the collectives over every rank too: one rank's bad argument raises there, and on the
+    # others (which used to wait for it in the collective)
+    t = fg.tensor([1.0, 2.0])
+    raises(
+        (ValueError, RuntimeError),
+        "op must be one of" if r == 1 else "rank 1 raised on its arguments",
+        lambda: dist.all_reduce(t, op="median" if r == 1 else "sum"),
+    )
+    raises(
+        (ValueError, RuntimeError),
+        "src must be a rank" if r == 1 else "rank 1 raised",
+        lambda: dist.broadcast(t, src=n if r == 1 else 0),
+    )
+    short = [fg.zeros(2)] * (n - 1)
+    raises(
+        (ValueError, RuntimeError),
+        "tensor_list must be a list" if r == 1 else "rank 1 raised",
+        lambda: dist.all_gather(short, t) if r == 1 else dist.all_gather(t),
+    )
+    out = fg.zeros(2, dtype="float64") if r == n - 1 else fg.zeros(2)
+    raises(
+        (TypeError, ValueError),
+        "dtype" if r == n - 1 else f"rank {n - 1} raised",
+        lambda: dist.reduce_scatter_tensor(out, fg.zeros(2 * n)),
+    )
     # the job is still in step: a collective after all of that
     t = fg.tensor([1.0 + r])
     dist.all_reduce(t)

@@ -34,6 +34,7 @@ the caller computes.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import threading
 import time
@@ -710,6 +711,9 @@ def _agree(g: _Group, op: str, name: str, t: Tensor) -> None:
     """Checks that every rank passes ``tensor`` with one shape and dtype (a collective over
     buffers of different sizes reads past the end of some and leaves others half reduced): one
     small gather of each rank's shape and dtype, and the same ``ValueError`` on every rank."""
+    state = getattr(_shared, "state", None)
+    if state is not None:
+        state["agreed"] = True
     if g.group_size == 1:
         return
     meta = _meta(t)
@@ -717,11 +721,46 @@ def _agree(g: _Group, op: str, name: str, t: Tensor) -> None:
     g.comm.Allgather(meta, every)
     if (every == every[0]).all():
         return
+    flagged = np.flatnonzero(every[:, _FLAG])
+    if flagged.size:
+        raise _ArgumentError(
+            f"{op}: rank {g.ranks[int(flagged[0])]} raised on its arguments, so no rank runs it"
+        )
     other = next(r for r in range(g.group_size) if not (every[r] == every[0]).all())
     raise ValueError(
         f"{op}: every rank must pass {name} with the same shape and dtype; rank {g.ranks[0]} "
         f"passed {_describe(every[0])}, rank {g.ranks[other]} passed {_describe(every[other])}"
     )
+
+
+# the slot of a _meta row that no tensor fills: 1 marks a rank whose arguments raised
+_FLAG = 11
+_shared = threading.local()
+
+
+def _shares_argument_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """For a collective that checks its arguments on each rank, then agrees on the tensors'
+    shapes with one gather (:func:`_agree`): a rank whose checks raise before that round
+    still takes part in it, flagged, so that the other ranks raise naming it instead of
+    waiting in the collective for it."""
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        outer = getattr(_shared, "state", None)
+        state = _shared.state = {"group": None, "agreed": False}
+        try:
+            return fn(*args, **kwargs)
+        except (TypeError, ValueError, RuntimeError):
+            g = state["group"]
+            if g is not None and not state["agreed"] and g.group_size > 1 and not _core._tracing():
+                flag = np.zeros(12, np.int64)
+                flag[_FLAG] = 1
+                g.comm.Allgather(flag, np.empty((g.group_size, 12), np.int64))
+            raise
+        finally:
+            _shared.state = outer
+
+    return checked
 
 
 def _resolve(op: str, group: Any) -> ProcessGroup | None:
@@ -730,11 +769,18 @@ def _resolve(op: str, group: Any) -> ProcessGroup | None:
     nothing, as PyTorch's."""
     world = _require(op)
     if group is None or group is world:
-        return world
-    if isinstance(group, ProcessGroup):
+        g = world
+    elif isinstance(group, ProcessGroup):
         if group.destroyed:
             raise ValueError(f"{op}: the process group {group!r} was destroyed")
-        return group
+        g = group
+    else:
+        g = None
+    if g is not None:
+        state = getattr(_shared, "state", None)
+        if state is not None and state["group"] is None:
+            state["group"] = g
+        return g
     if isinstance(group, int) and not isinstance(group, bool) and group == -100:
         return None
     raise TypeError(
@@ -798,6 +844,7 @@ def _mpi_op(g: _Group, o: str) -> Any:
 # -- collectives ------------------------------------------------------------------------------
 
 
+@_shares_argument_errors
 def all_reduce(
     tensor: Tensor, op: str = "sum", group: Any = None, async_op: bool = False
 ) -> Work | None:
@@ -854,6 +901,7 @@ def _all_reduce(g: _Group, t: Tensor, o: str, async_op: bool) -> Work | None:
     return Work(g, g.comm.Iallreduce(g.MPI.IN_PLACE, buf, op=_mpi_op(g, o)), finish, (t, buf))
 
 
+@_shares_argument_errors
 def broadcast(
     tensor: Tensor,
     src: int | None = None,
@@ -903,6 +951,7 @@ def _from_host(flat: np.ndarray, like: Tensor) -> Tensor:
     return out
 
 
+@_shares_argument_errors
 def all_gather(
     *args: Any,
     tensor: Any = None,
@@ -981,6 +1030,7 @@ def all_gather(
     return r if out_list is None else None
 
 
+@_shares_argument_errors
 def reduce_scatter(
     *args: Any,
     output: Any = None,
@@ -1081,6 +1131,7 @@ def _into_tensor_args(
     return out, inp
 
 
+@_shares_argument_errors
 def all_gather_into_tensor(
     output_tensor: Tensor, input_tensor: Tensor, group: Any = None, async_op: bool = False
 ) -> Work | None:
@@ -1122,6 +1173,7 @@ def all_gather_into_tensor(
     return None
 
 
+@_shares_argument_errors
 def reduce_scatter_tensor(
     output: Tensor, input: Tensor, op: Any = "sum", group: Any = None, async_op: bool = False
 ) -> Work | None:
