@@ -1628,6 +1628,8 @@ def all_to_all_single(
     _, _, ins, outs = every[g.group_rank]
     send = _source(input)
     recv, staged = _target(output)
+    if np.shares_memory(send, recv):  # (MPI reads and writes buffers that must not overlap)
+        send = send.copy()
 
     def finish() -> None:
         if staged:
