@@ -94,7 +94,7 @@ __all__ = [
 
 class ReduceOp:
     """Names of the reductions, for ``op=`` (plain strings are accepted everywhere too):
-    ``BAND``, ``BOR`` and ``BXOR`` reduce integer and bool tensors only."""
+    ``BAND``, ``BOR`` and ``BXOR`` reduce integer tensors only."""
 
     SUM = "sum"
     MEAN = "mean"
