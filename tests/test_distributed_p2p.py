@@ -117,6 +117,22 @@ def program(lib: str) -> dict[str, np.ndarray]:
         D.destroy_process_group(g)
     else:
         got["group_rank"] = np.array([D.get_rank(g), D.get_world_size(g)], dtype=np.float64)
+    # reduce to the last rank, blocking and async (what the other ranks' tensors hold after
+    # it is unspecified: gloo leaves partial results there, ferrograd their own values)
+    t = make([r + 1.0, 2.0 * r])
+    D.reduce(t, dst=last)
+    t2 = make([r + 1.0, -2.0 * r])
+    D.reduce(t2, last, op=D.ReduceOp.MAX, async_op=True).wait()
+    if r == last:
+        got["reduce"], got["reduce_max"] = t.numpy(), t2.numpy()
+    # picklable objects
+    objs = [None] * n if r == last else None
+    D.gather_object({"rank": r, "sq": r * r}, objs, dst=last)
+    if objs is not None:
+        got["gather_object"] = np.array([o["sq"] + 10 * o["rank"] for o in objs], np.float64)
+    out = [None]
+    D.scatter_object_list(out, [(k, "x" * k) for k in range(n)] if r == 0 else None, src=0)
+    got["scatter_object_list"] = np.array([out[0][0], len(out[0][1])], np.float64)
     # the reduction names as op=
     t = make([r + 2.0, -1.0 - r])
     D.all_reduce(t, op=D.ReduceOp.PRODUCT)
@@ -190,6 +206,12 @@ def scenario_values() -> None:
     dist.all_to_all_single(t, t)
     want = np.concatenate([[2.0 * r + 100 * k, 2.0 * r + 1 + 100 * k] for k in range(n)])
     assert t.numpy().tolist() == want.tolist(), t
+    # reduce with op="mean": the mean on dst, the others keep their values
+    t = fg.tensor([1.0 + r, 2.0])
+    dist.reduce(t, dst=n - 1, op="mean")
+    assert t.numpy().tolist() == (
+        [np.mean(np.arange(n)) + 1, 2.0] if r == n - 1 else [1.0 + r, 2.0]
+    )
     # integers and bools travel too
     if r < 2:
         m = fg.tensor(np.array([True, False, r == 1]))
@@ -339,6 +361,16 @@ def scenario_bad_input() -> None:
         (TypeError, ValueError),
         "dtype" if r == n - 1 else f"rank {n - 1} raised",
         lambda: dist.reduce_scatter_tensor(out, fg.zeros(2 * n)),
+    )
+    raises(
+        (ValueError, RuntimeError),
+        "dst must be a rank" if r == 0 else "rank 0 raised",
+        lambda: dist.reduce(t, dst=n if r == 0 else 0),
+    )
+    raises(
+        (ValueError, RuntimeError),
+        "object_gather_list must be a list" if r == 0 else "rank 0 passed",
+        lambda: dist.gather_object(r, [None] if r == 0 else None),
     )
     # the job is still in step: a collective after all of that
     t = fg.tensor([1.0 + r])
@@ -502,6 +534,9 @@ def test_signatures_as_torch():
         "get_process_group_ranks",
         "get_group_rank",
         "get_global_rank",
+        "reduce",
+        "gather_object",
+        "scatter_object_list",
     ):
         ours = list(inspect.signature(getattr(dist, name)).parameters)
         theirs = list(inspect.signature(getattr(tdist, name)).parameters)

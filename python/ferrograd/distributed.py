@@ -66,6 +66,7 @@ __all__ = [
     "broadcast_parameters",
     "destroy_process_group",
     "gather",
+    "gather_object",
     "get_backend",
     "get_global_rank",
     "get_group_rank",
@@ -84,9 +85,11 @@ __all__ = [
     "make_allreduce_cb",
     "new_group",
     "recv",
+    "reduce",
     "reduce_scatter",
     "reduce_scatter_tensor",
     "scatter",
+    "scatter_object_list",
     "send",
     "shard",
 ]
@@ -1467,6 +1470,125 @@ def scatter(
             _write_back(t, recv)
 
     return _run(Work(g, req, finish, (t, send, recv)), async_op)
+
+
+@_shares_argument_errors
+def reduce(
+    tensor: Tensor,
+    dst: int | None = None,
+    op: Any = "sum",
+    group: Any = None,
+    async_op: bool = False,
+    group_dst: int | None = None,
+) -> Work | None:
+    """Reduces ``tensor`` over the ranks into rank ``dst``'s ``tensor``, in place (``op`` as
+    :func:`all_reduce`'s), as PyTorch's; the other ranks' tensors are left as they were.
+    ``dst`` is a global rank (``group_dst``: an index in the group), rank 0 when neither is
+    given. Every rank passes a tensor of one shape and dtype."""
+    g = _resolve("reduce", group)
+    if g is None:
+        return None
+    t = _check_tensor("reduce", "tensor", tensor)
+    o = _reduce_op("reduce", op, t)
+    root = _peer("reduce", "dst", dst, "group_dst", group_dst, g, 0)
+    _untraceable("reduce")
+    _agree(g, "reduce", "tensor", t)
+    mine = g.group_rank == root
+    if mine:
+        buf, staged = _in_place(t)
+        req = g.comm.Ireduce(g.MPI.IN_PLACE, buf, op=_mpi_op(g, o), root=root)
+    else:
+        buf, staged = _source(t), False
+        req = g.comm.Ireduce(buf, None, op=_mpi_op(g, o), root=root)
+
+    def finish() -> None:
+        if not mine:
+            return
+        if o == "mean":
+            np.divide(buf, g.group_size, out=buf)
+        if staged:
+            _write_back(t, buf)
+
+    return _run(Work(g, req, finish, (t, buf)), async_op)
+
+
+def gather_object(
+    obj: Any,
+    object_gather_list: list | None = None,
+    dst: int | None = None,
+    group: Any = None,
+    group_dst: int | None = None,
+    weights_only: bool = False,
+) -> None:
+    """Every rank's ``obj`` (any picklable object) into rank ``dst``'s
+    ``object_gather_list``, in group order, in place, as PyTorch's; the list (one entry per
+    rank of the group) is given on ``dst`` only."""
+    g = _resolve("gather_object", group)
+    if g is None:
+        return
+
+    def check() -> int:
+        root = _peer("gather_object", "dst", dst, "group_dst", group_dst, g, 0)
+        if g.group_rank == root and (
+            not isinstance(object_gather_list, list) or len(object_gather_list) != g.group_size
+        ):
+            raise _ArgumentError(
+                f"gather_object: object_gather_list must be a list of {g.group_size} entries "
+                f"(one per rank of the group) on the destination rank, got {object_gather_list!r}"
+            )
+        return root
+
+    roots = _consent(g, "gather_object", check)
+    root = roots[g.group_rank]
+    if any(r != root for r in roots):
+        raise _ArgumentError(
+            f"gather_object: every rank must pass one dst; got {[g.ranks[r] for r in roots]}"
+        )
+    got = g.comm.gather(obj, root=root)
+    if g.group_rank == root:
+        assert object_gather_list is not None
+        object_gather_list[:] = got
+
+
+def scatter_object_list(
+    scatter_object_output_list: list,
+    scatter_object_input_list: Sequence[Any] | None = None,
+    src: int | None = None,
+    group: Any = None,
+    group_src: int | None = None,
+    weights_only: bool = False,
+) -> None:
+    """Rank ``src``'s ``scatter_object_input_list[i]`` (picklable objects, one per rank of
+    the group) into the first entry of the group's rank ``i``'s
+    ``scatter_object_output_list``, in place, as PyTorch's."""
+    g = _resolve("scatter_object_list", group)
+    if g is None:
+        return
+
+    def check() -> int:
+        root = _peer("scatter_object_list", "src", src, "group_src", group_src, g, 0)
+        if not isinstance(scatter_object_output_list, list) or not scatter_object_output_list:
+            raise ValueError(
+                "scatter_object_list: scatter_object_output_list must be a list of at least "
+                f"one entry, got {scatter_object_output_list!r}"
+            )
+        if g.group_rank == root and (
+            scatter_object_input_list is None or len(scatter_object_input_list) != g.group_size
+        ):
+            raise _ArgumentError(
+                f"scatter_object_list: scatter_object_input_list must hold {g.group_size} "
+                "objects (one per rank of the group) on the source rank"
+            )
+        return root
+
+    roots = _consent(g, "scatter_object_list", check)
+    root = roots[g.group_rank]
+    if any(r != root for r in roots):
+        raise _ArgumentError(
+            f"scatter_object_list: every rank must pass one src; got {[g.ranks[r] for r in roots]}"
+        )
+    items = list(scatter_object_input_list) if g.group_rank == root else None  # type: ignore[arg-type]
+    scatter_object_output_list[0] = g.comm.scatter(items, root=root)
 
 
 def _same_dtype(op: str, tensors: list[tuple[str, Tensor]]) -> str:
