@@ -549,6 +549,28 @@ def test_signatures_as_torch():
     assert dist.GroupMember.NON_GROUP_MEMBER == tdist.GroupMember.NON_GROUP_MEMBER
 
 
+def test_p2p_argument_errors_as_torch():
+    # raised before any communication, so without a process group too
+    torch = pytest.importorskip("torch")
+    import torch.distributed as tdist
+
+    for ours, theirs in (
+        (
+            lambda: dist.P2POp(dist.send, fg.ones(2), 1),
+            lambda: tdist.P2POp(tdist.send, torch.ones(2), 1),
+        ),
+        (lambda: dist.batch_isend_irecv([fg.ones(2)]), lambda: tdist.batch_isend_irecv([1])),
+    ):
+        with pytest.raises(Exception) as want:
+            theirs()
+        with pytest.raises(type(want.value)):
+            ours()
+    with pytest.raises(ValueError, match="init_process_group"):
+        dist.new_group([0])
+    with pytest.raises(ValueError, match="init_process_group"):
+        dist.send(fg.ones(2), 1)
+
+
 @pytest.mark.parametrize("n_items", [0, 1, 2, 7, 16, 33])
 @pytest.mark.parametrize("world", [1, 2, 3, 5])
 def test_shuffled_shard_and_sampler_deal_torch_indices(n_items, world):
