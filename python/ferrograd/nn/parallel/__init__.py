@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ...distributed import _pack_gradient, _wire_dtype
 from ..modules import Module
 from ..more import DataParallel
 
@@ -44,10 +45,6 @@ class _Round:
         self.started: list[tuple[Any, Any]] = []  # (flat tensor, Work), in bucket order
 
 
-def _wire_dtype(name: str) -> str:
-    return "float32" if name in ("float16", "bfloat16") else name
-
-
 def _delivered_by_grad_manager(p: Any) -> bool:
     """Whether ``p``'s gradient comes from a GradManager's backward (not ``loss.backward()``):
     a manager that records ``p`` takes it over from the autograd key, so only its backward
@@ -71,7 +68,8 @@ class DistributedDataParallel(Module):
     ranks with ``mpiexec``; ``init_process_group`` first): on construction every rank takes
     rank 0's parameters and buffers; each ``loss.backward()`` after a forward through it
     averages the parameters' gradients over the ranks, so every rank's optimizer takes the
-    same step. A parameter whose gradient no rank produced keeps none; one produced on some
+    same step. With ``process_group`` (from :func:`ferrograd.distributed.new_group`) "the
+    ranks" are that group's, and its first rank's weights are the start. A parameter whose gradient no rank produced keeps none; one produced on some
     ranks only is averaged with zeros from the others. :meth:`no_sync` skips the averaging
     (gradient accumulation), as PyTorch's.
 
@@ -116,10 +114,11 @@ class DistributedDataParallel(Module):
                 "DistributedDataParallel: the default process group has not been initialized; "
                 "call fg.distributed.init_process_group() first (ranks started by mpiexec)"
             )
-        if process_group is not None:
-            raise NotImplementedError(
-                "DistributedDataParallel: only the default process group is supported"
-            )
+        pg = dist._resolve("DistributedDataParallel", process_group)
+        if pg is None:
+            raise ValueError("DistributedDataParallel: this rank is not a member of process_group")
+        self.__dict__["_pg"] = pg
+        self.__dict__["process_group"] = pg
         self.module = module
         self.device_ids = list(device_ids) if device_ids is not None else None
         self.output_device, self.dim = output_device, dim
@@ -137,7 +136,7 @@ class DistributedDataParallel(Module):
         self.__dict__["_round"] = None
         self.__dict__["events"] = []
         self.__dict__["_hooked"] = self._register_hooks()
-        dist.broadcast_parameters(module, src=0)
+        dist.broadcast_parameters(module, src=pg.ranks[0], group=pg)
         _after_backward.add(self)
 
     def _register_hooks(self) -> bool:
@@ -168,7 +167,8 @@ class DistributedDataParallel(Module):
             if bufs:
                 from ... import distributed as dist
 
-                dist.broadcast_parameters(bufs, src=0)
+                pg = self.__dict__["_pg"]
+                dist.broadcast_parameters(bufs, src=pg.ranks[0], group=pg)
         self.__dict__["_armed"] = self.__dict__["_sync"]
         # (what a backward that raised left behind is dropped)
         self.__dict__["_round"] = None
@@ -232,14 +232,12 @@ class DistributedDataParallel(Module):
     @staticmethod
     def _pack(rnd: _Round, b: _Bucket, j: int) -> None:
         """Copies member ``j``'s ``.grad`` (if any) into its bucket's buffer."""
-        p, off, n = b.members[j]
+        p, off, _ = b.members[j]
         rnd.packed[b.index].add(j)
         g = p.grad
         if g is None:
             return
-        buf = rnd.buffers[b.index]
-        buf[off : off + n] = np.asarray(g.detach().numpy(), dtype=b.wire).reshape(-1)
-        buf[b.size + j] = 1
+        _pack_gradient(rnd.buffers[b.index], off, g, b.size + j)
 
     def _grad_ready(self, p: Any) -> None:
         """``p``'s post-accumulate-grad hook: pack it, start the buckets that are ready."""
@@ -272,7 +270,7 @@ class DistributedDataParallel(Module):
                         self._pack(rnd, b, j)
             flat = tensor(rnd.buffers[b.index])
             # every rank's buckets are alike by construction: no shape agreement round
-            work = dist._all_reduce(dist._require("all_reduce"), flat, "sum", True)
+            work = dist._all_reduce(self.__dict__["_pg"], flat, "sum", True)
             rnd.started.append((flat, work))
             self.events.append(("start", b.index, time.perf_counter()))
 
@@ -288,7 +286,6 @@ class DistributedDataParallel(Module):
 
     def _finish_round(self, rnd: _Round | None) -> None:
         """Starts what is left, waits for every bucket, writes the means into ``.grad``."""
-        from ... import distributed as dist
         from ..._tensor import tensor
         from ...autodiff import no_grad
 
@@ -296,7 +293,7 @@ class DistributedDataParallel(Module):
             rnd = self._begin_round()
         self.events.append(("backward_end", -1, time.perf_counter()))
         self._start_ready(rnd, force=True)
-        size = dist.get_world_size()
+        size = self.__dict__["_pg"].group_size
         with no_grad():
             for b, (flat, work) in zip(rnd.buckets, rnd.started):
                 work.wait()
@@ -319,14 +316,14 @@ class DistributedDataParallel(Module):
         from ...autodiff import no_grad
 
         params = [p for p in self.module.parameters() if p.requires_grad]
-        size = dist.get_world_size()
+        size = self.__dict__["_pg"].group_size
         # buckets of one dtype and device, in reverse of definition order (as PyTorch's)
         groups: dict[tuple[str, str], list] = {}
         for p in reversed(params):
             groups.setdefault((p.dtype.name, str(p.device)), []).append(p)
         with no_grad():
             for (dtype, device), members in groups.items():
-                wire = "float32" if dtype in ("float16", "bfloat16") else dtype
+                wire = _wire_dtype(dtype)
                 start = 0
                 while start < len(members):
                     bucket, nbytes = [], 0
@@ -339,10 +336,9 @@ class DistributedDataParallel(Module):
                     buf = np.zeros(int(offsets[-1]) + len(bucket), dtype=wire)
                     for j, p in enumerate(bucket):
                         if p.grad is not None:
-                            buf[offsets[j] : offsets[j + 1]] = p.grad.numpy().reshape(-1)
-                            buf[offsets[-1] + j] = 1
+                            _pack_gradient(buf, int(offsets[j]), p.grad, int(offsets[-1]) + j)
                     flat = tensor(buf)
-                    dist._all_reduce(dist._require("all_reduce"), flat, "sum", False)
+                    dist._all_reduce(self.__dict__["_pg"], flat, "sum", False)
                     out = flat.numpy()
                     for j, p in enumerate(bucket):
                         if out[offsets[-1] + j] == 0:

@@ -16,8 +16,8 @@ class DistributedSampler(Sampler):
     """This rank's indices of ``dataset``: ``ceil(len / num_replicas)`` of them (the list is
     padded by repeating its start, or cut to a multiple of ``num_replicas`` with
     ``drop_last``), rank ``r`` taking every ``num_replicas``-th from ``r``; with ``shuffle``
-    the order is a permutation seeded by ``seed + epoch``, the same on every rank, so call
-    :meth:`set_epoch` at the start of each epoch. ``num_replicas`` and ``rank`` default to
+    the order is PyTorch's permutation for ``seed + epoch`` (the same indices as its
+    sampler), the same on every rank, so call :meth:`set_epoch` at the start of each epoch. ``num_replicas`` and ``rank`` default to
     the initialised process group's (one process, rank 0, without one)."""
 
     def __init__(
@@ -53,11 +53,11 @@ class DistributedSampler(Sampler):
         self.total_size = self.num_samples * num_replicas
 
     def __iter__(self) -> Iterator[int]:
-        import numpy as np
+        from ...distributed import _torch_randperm
 
         n = len(self.dataset)
         if self.shuffle:
-            order = np.random.default_rng(self.seed + self.epoch).permutation(n).tolist()
+            order = _torch_randperm(n, self.seed + self.epoch)
         else:
             order = list(range(n))
         if not self.drop_last:
