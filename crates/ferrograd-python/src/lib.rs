@@ -8,6 +8,7 @@ mod function;
 mod functions;
 mod grad;
 mod graph;
+mod nccl;
 mod table;
 mod tensor;
 
@@ -25,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     table::register(m)?;
     function::register(m)?;
     graph::register(m)?;
+    nccl::register(m)?;
     m.add("_OP_GRADIENTS", ferrograd::Op::name_table().to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // what `from ferrograd._core import *` re-exports: every public name registered above

@@ -170,6 +170,7 @@ impl ReduceOp {
 }
 
 /// NCCL's `ncclDataType_t` for `dtype`.
+#[cfg_attr(feature = "cuda-emulator", allow(dead_code))]
 fn nccl_dtype(op: &str, dtype: DType) -> Result<c_int> {
     Ok(match dtype {
         DType::I8 => 0,
