@@ -112,10 +112,40 @@ def _no_ranges(key: Any) -> Any:
     return key
 
 
+_SEQUENCE_AS_TUPLE_WARNING = (
+    "Using a non-tuple sequence for multidimensional indexing is deprecated; use x[tuple(seq)] "
+    "instead of x[seq]. A later PyTorch will read it as one index array, x[tensor(seq)], "
+    "which gives an error or a different result"
+)
+
+
+def _sequence_as_tuple(key: Any) -> Any:
+    """A list key read as PyTorch (and numpy before 1.23) reads it: a list of fewer than 32
+    items of which one is a tensor, an array, a sequence, a slice, ``None`` or ``...`` is the
+    tuple of its items (``x[[rows, cols]]`` is ``x[rows, cols]``, with a deprecation
+    warning); any other list is one index array. Without this, ``x[[[0, 1], [1, 0]]]`` would
+    select two rows of rows where PyTorch selects the two elements ``x[0, 1]`` and
+    ``x[1, 0]``."""
+    if not isinstance(key, list) or len(key) >= 32:
+        return key
+    for k in key:
+        if (
+            isinstance(k, (Tensor, np.ndarray, list, tuple, range, slice))
+            or k is None
+            or k is Ellipsis
+        ):
+            import warnings
+
+            warnings.warn(_SEQUENCE_AS_TUPLE_WARNING, UserWarning, stacklevel=3)
+            return tuple(key)
+    return key
+
+
 def _torch_tensor_items(key: Any) -> Any:
     """PyTorch's reading of the tensors in a key: a 0-d integer tensor is an integer (so
-    ``a[torch.tensor(1)]`` is a view, as ``a[1]``), and a uint8 tensor a boolean mask
-    (deprecated in PyTorch, which warns)."""
+    ``a[torch.tensor(1)]`` is a view, as ``a[1]``), a uint8 tensor a boolean mask
+    (deprecated in PyTorch, which warns), and a 0-d mask a scalar boolean (so
+    ``a[torch.tensor(True)] = v`` takes the values a scalar ``True`` key takes)."""
     items = key if isinstance(key, tuple) else (key,)
     if not any(isinstance(k, Tensor) for k in items):
         return key
@@ -136,6 +166,14 @@ def _torch_tensor_items(key: Any) -> Any:
                 k = k != 0
             elif kind == "i" and k.ndim == 0 and not _core._tracing():
                 k = int(k.item())
+            if (
+                isinstance(k, Tensor)
+                and k.ndim == 0
+                and k.dtype.kind == "b"
+                and not _core._tracing()
+            ):
+                # a 0-d mask is the boolean it holds: a new axis of length 1 or 0
+                k = bool(k.item())
         out.append(k)
     return tuple(out) if isinstance(key, tuple) else out[0]
 
@@ -380,7 +418,7 @@ def _traced_mask_check(key: Any, op: str) -> None:
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:
-    key = _torch_tensor_items(_no_ranges(key))
+    key = _torch_tensor_items(_no_ranges(_sequence_as_tuple(key)))
     if not _needs_numpy(key):
         out = _basic_getitem(x, key)
         items = key if isinstance(key, tuple) else (key,)
@@ -402,9 +440,14 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 
 
 def setitem(x: Tensor, key: Any, value: Any) -> None:
-    key = _torch_tensor_items(_no_ranges(key))
+    key = _torch_tensor_items(_no_ranges(_sequence_as_tuple(key)))
     items = key if isinstance(key, tuple) else (key,)
     if not any(_is_array(k) for k in items):
+        if isinstance(value, Tensor) and value.ndim and value.shape[0] == 1:
+            # leading axes of one beyond the target's rank are dropped (PyTorch's rule)
+            target_ndim = _basic_getitem(x, key).ndim
+            while value.ndim > target_ndim and value.shape[0] == 1:
+                value = value.reshape(*value.shape[1:])
         return _basic_setitem(x, key, value)
     _traced_mask_check(key, "setitem")
     if _uses_tensor_route(key):
@@ -454,6 +497,9 @@ def _setitem_value(x: Tensor, value: Any, rshape: tuple, mask: bool = False) -> 
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"setitem: cannot assign {value!r} to a {x.dtype} tensor")
         v = tensor(arr, device=x.device).astype(x.dtype.name)
+    # leading axes of one beyond the index result's rank are dropped (PyTorch's rule)
+    while v.ndim > len(rshape) and v.shape[0] == 1:
+        v = v.reshape(*v.shape[1:])
     try:
         return v.broadcast_to(*rshape).reshape(-1)
     except _core.ShapeError:

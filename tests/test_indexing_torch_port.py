@@ -1,0 +1,146 @@
+"""Indexing, index_put and the scatter/gather family against PyTorch, from a port of
+PyTorch's own indexing and scatter/gather tests: where ferrograd read a key, took an index
+or checked an argument differently, the same code runs here on both libraries."""
+
+from __future__ import annotations
+
+import warnings
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+
+def _np(t):
+    return np.asarray(t.detach().numpy())
+
+
+def _run(fn):
+    """``fn`` on ferrograd and on PyTorch, the results as numpy arrays."""
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [_np(r) for r in fn(fg)], [_np(r) for r in fn(torch)]
+
+
+def _same(fn):
+    got, want = _run(fn)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+# ------------------------------------------------------------------ list keys read as tuples
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        [[0, 1], [1, 0]],
+        [[0, 2], [3]],
+        [[0, 1], slice(None)],
+        [0, None],
+        [1, Ellipsis],
+        [range(2), [3, 1]],
+        [[True, False, True]],
+    ],
+    ids=["two lists", "broadcast", "list slice", "int None", "int ellipsis", "range", "mask"],
+)
+def test_short_list_key_holding_sequences_is_a_tuple(key):
+    # x[[rows, cols]] is x[rows, cols] in PyTorch (with a deprecation warning), not one
+    # index array: [[0, 1], [1, 0]] picks x[0, 1] and x[1, 0], not rows 0, 1, 1, 0
+    def get(T):
+        x = T.arange(12.0).reshape(3, 4)
+        return [x[key]]
+
+    def put(T):
+        x = T.arange(12.0).reshape(3, 4)
+        x[key] = -1.0
+        return [x]
+
+    _same(get)
+    _same(put)
+    x = fg.arange(12.0).reshape(3, 4)
+    with pytest.warns(UserWarning, match="non-tuple sequence"):
+        x[key]
+
+
+def test_list_key_of_tensors_is_a_tuple():
+    _same(lambda T: [T.arange(12.0).reshape(3, 4)[[T.tensor([0, 2]), T.tensor([3, 1])]]])
+
+
+def test_long_or_flat_list_key_is_one_index_array():
+    # 32 or more entries, or entries that are all integers: one index array
+    def fn(T):
+        t = T.arange(100.0)
+        windows = [range(i, i + 5) for i in range(40)]
+        return [t[windows], t[windows[:32]], t[[3, 1, 4]]]
+
+    _same(fn)
+    with pytest.raises(IndexError):
+        fg.arange(100.0)[[range(i, i + 5) for i in range(31)]]
+
+
+# ------------------------------------------------------- 0-d masks and leading axes of one
+
+
+def test_zero_dim_uint8_or_bool_key_assigns_a_value_with_leading_ones():
+    def fn(T):
+        out = []
+        for a in (T.arange(6.0).reshape(2, 3), T.tensor(3)):
+            ones = (T.ones_like(a) * -1).unsqueeze(0).unsqueeze(0)
+            a[T.tensor(1, dtype=T.uint8)] = ones * 2
+            out.append(a.clone())
+            a[T.tensor(0, dtype=T.uint8)] = 5
+            out.append(a.clone())
+            a[T.tensor(True)] = ones * 3
+            out.append(a.clone())
+            a[T.tensor(False)] = 7
+            out.append(a.clone())
+        return out
+
+    _same(fn)
+
+
+def test_index_tensor_key_assigns_a_value_with_leading_ones():
+    def fn(T):
+        x = T.zeros(4, 3)
+        x[T.tensor([0, 2])] = T.arange(6.0).reshape(1, 1, 2, 3)
+        y = T.zeros(4, 3)
+        y[T.tensor([True, False, True, False]), 1] = T.tensor([[[5.0, 6.0]]])
+        return [x, y]
+
+    _same(fn)
+
+
+# ------------------------------------------------------------------------------- index_put
+
+
+def test_index_put_takes_a_uint8_index_as_a_mask():
+    def fn(T):
+        y = T.ones(10, 10)
+        mask = T.zeros(10, dtype=T.uint8)
+        y.index_put_((mask,), y[mask], accumulate=True)
+        z = T.zeros(3, 4)
+        z.index_put_((T.tensor([1, 0, 1], dtype=T.uint8),), T.ones(2, 4), accumulate=True)
+        return [y, z]
+
+    _same(fn)
+
+
+@pytest.mark.parametrize(
+    "indices",
+    [
+        lambda T: (T.tensor([True, False]),),
+        lambda T: (T.tensor([0.0]),),
+        lambda T: (T.zeros(4, 4, dtype=T.bool),),
+    ],
+    ids=["short mask", "float index", "mask of the wrong shape"],
+)
+def test_index_put_rejects_bad_indices_with_index_error(indices):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(IndexError):
+        torch.zeros(3, 4).index_put_(indices(torch), torch.tensor(1.0))
+    with pytest.raises(IndexError, match="index_put"):
+        fg.zeros(3, 4).index_put_(indices(fg), fg.tensor(1.0))
