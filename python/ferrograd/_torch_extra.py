@@ -1562,12 +1562,35 @@ def _lin_indices(op: str, x: Tensor, indices: Any) -> tuple[np.ndarray, int]:
     for i, t in enumerate(indices):
         t = _check_tensor(op, f"indices[{i}]", t)
         a = _host(t)
+        if a.dtype == np.uint8:
+            # a uint8 index is a mask, as in indexing (deprecated in PyTorch, which warns)
+            import warnings
+
+            warnings.warn(
+                "indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                "torch.bool instead.",
+                UserWarning,
+                stacklevel=4,
+            )
+            a = a != 0
         if a.dtype == bool:
+            at = len(arrays)
+            want = tuple(x.shape[at : at + a.ndim])
+            if a.shape != want:
+                raise IndexError(
+                    f"{op}: the shape of the mask indices[{i}] {list(a.shape)} does not match "
+                    f"the shape {list(want)} of the indexed tensor's dims {at}.."
+                    f"{at + a.ndim - 1} (tensor shape {list(x.shape)})"
+                )
             arrays.extend(np.nonzero(a))
         elif a.dtype.kind in "iu":
             arrays.append(a.astype(np.int64))
         else:
-            raise TypeError(f"{op}: indices[{i}] must be an integer or bool tensor, got {t.dtype}")
+            from .nn._errors import IndexTypeError
+
+            raise IndexTypeError(
+                f"{op}: indices[{i}] must be a long, int, byte or bool tensor, got {t.dtype}"
+            )
     k = len(arrays)
     if k > x.ndim:
         raise IndexError(f"{op}: {k} index tensors for a tensor of shape {list(x.shape)}")
