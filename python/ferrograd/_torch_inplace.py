@@ -191,7 +191,20 @@ def _contains(self: Tensor, element: Any) -> bool:
 
 def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     """Writes ``source`` at the flat positions ``index`` (in row-major order) of this tensor,
-    adding when ``accumulate``; returns self, as PyTorch's ``put_``."""
+    adding when ``accumulate``; returns self, as PyTorch's ``put_``. ``index`` and
+    ``source`` must have as many entries as each other (their shapes may differ)."""
+    if not isinstance(index, Tensor) or not isinstance(source, Tensor):
+        raise TypeError(
+            f"put_: index and source must be Tensors, got {type(index).__name__} and "
+            f"{type(source).__name__}"
+        )
+    if index.dtype.kind not in "iu":
+        raise DTypeError(f"put_: index must be an integer tensor, got {index.dtype}")
+    if index.numel() != source.numel():
+        raise IndexError(
+            f"put_: source and index must have the same number of elements, got "
+            f"source.numel() = {source.numel()} and index.numel() = {index.numel()}"
+        )
     if not self.is_contiguous():
         # a strided view: the writes go to a row-major copy, copied back through the view
         tmp = self.contiguous()
@@ -212,6 +225,12 @@ def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False)
     else:
         flat[idx] = src
     return self
+
+
+def _put(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """A copy of this tensor with ``source`` written (or added, with ``accumulate``) at the
+    flat positions ``index``, as PyTorch's ``put``; differentiable in both tensors."""
+    return _put_(self.clone(), index, source, accumulate)
 
 
 def _split_with_sizes(self: Tensor, split_sizes: Any, dim: int = 0) -> tuple:
@@ -268,6 +287,10 @@ def install() -> None:
         )
     if not hasattr(Tensor, "put_"):
         Tensor.put_ = _put_
+    if not hasattr(Tensor, "put"):
+        Tensor.put = _put
+    if not hasattr(fg, "put"):
+        fg.put = _put
     from .autodiff import is_inference_mode_enabled
 
     fg.is_inference_mode_enabled = is_inference_mode_enabled

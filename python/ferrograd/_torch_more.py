@@ -1170,6 +1170,8 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     """Entries of the flattened ``input`` at ``index`` (its shape)."""
     x = _check_tensor("take", "input", input)
     idx = _check_tensor("take", "index", index)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"take: index must be an integer tensor, got {idx.dtype}")
     flat = x.reshape(-1)
     n = flat.shape[0]
     ii = idx.numpy().astype(np.int64)
