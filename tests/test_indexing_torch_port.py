@@ -144,3 +144,65 @@ def test_index_put_rejects_bad_indices_with_index_error(indices):
         torch.zeros(3, 4).index_put_(indices(torch), torch.tensor(1.0))
     with pytest.raises(IndexError, match="index_put"):
         fg.zeros(3, 4).index_put_(indices(fg), fg.tensor(1.0))
+
+
+# ---------------------------------------------------------------------------- take and put
+
+
+def test_take_and_put_refuse_a_float_index():
+    torch = pytest.importorskip("torch")
+    for T in (torch, fg):
+        with pytest.raises(RuntimeError):
+            T.take(T.zeros(3, 4), T.tensor([0.0, 1.5]))
+        with pytest.raises(RuntimeError):
+            T.zeros(3, 4).put_(T.tensor([0.0]), T.tensor([1.0]))
+
+
+def test_put_refuses_a_source_of_another_length():
+    # (the one source entry was written at both positions)
+    torch = pytest.importorskip("torch")
+    for T in (torch, fg):
+        with pytest.raises(IndexError):
+            T.zeros(3, 4).put_(T.tensor([1, 2]), T.tensor([1.0]))
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_put_out_of_place_values_and_gradients(accumulate):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, v, g = rng.normal(size=(3, 4)), rng.normal(size=(2, 2)), rng.normal(size=(3, 4))
+    index = [[0, 5], [5, -1]] if accumulate else [[0, 5], [7, -1]]
+    out = []
+    for T in (fg, torch):
+        a = T.tensor(x, requires_grad=True)
+        b = T.tensor(v, requires_grad=True)
+        y = a.put(T.tensor(index), b, accumulate=accumulate)
+        y.backward(T.tensor(g))
+        out.append([_np(y), _np(a.grad), _np(b.grad)])
+        if T is fg:
+            np.testing.assert_array_equal(_np(fg.put(a, fg.tensor(index), b, accumulate)), _np(y))
+    for got, want in zip(*out):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_masked_select_mask_that_does_not_broadcast_is_a_shape_error():
+    with pytest.raises(fg.ShapeError, match="masked_select"):
+        fg.masked_select(fg.zeros(4, 5), fg.zeros(3, dtype=fg.bool))
+
+
+# ------------------------------------------------------------------ adding into booleans
+
+
+def test_scatter_add_and_index_add_into_bool_tensors_are_a_logical_or():
+    def fn(T):
+        src = T.tensor([[True, True, True, True, True], [True, False, True, False, True]])
+        index = T.tensor([[0, 1, 2, 0, 0], [2, 0, 0, 1, 2]])
+        return [
+            T.zeros(3, 5, dtype=T.bool).scatter_add_(0, index, src),
+            T.scatter_add(T.zeros(3, 5, dtype=T.bool), 0, index, src),
+            T.zeros(3, 2, dtype=T.bool).index_add(
+                1, T.tensor([1, 1]), T.tensor([[True, False], [False, False], [False, True]])
+            ),
+        ]
+
+    _same(fn)

@@ -1082,6 +1082,10 @@ def scatter_add(input: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
         s1 = _as_1d(src) if isinstance(src, Tensor) else src
         return scatter_add(_as_1d(x), d, _as_1d(idx), s1).reshape(*x.shape)
     s = _scatter_src("scatter_add", x, idx, d, src)
+    if x.dtype.name == "bool":
+        # a sum of booleans is True where any is (PyTorch's): added up as int8, read as bool
+        added = _core._scatter_add(s.astype("int8"), idx, d, tuple(x.shape))
+        return x | (added != 0)
     return x + _core._scatter_add(s, idx, d, tuple(x.shape))
 
 
@@ -1238,6 +1242,10 @@ def index_add(input: Tensor, dim: int, index: Any, source: Tensor, *, alpha: Any
     if alpha != 1:
         src = src * alpha
     full_idx = idx.reshape(*[-1 if e == d else 1 for e in range(x.ndim)]).broadcast_to(*want)
+    if x.dtype.name == "bool":
+        # a sum of booleans is True where any is (PyTorch's): added up as int8, read as bool
+        added = _core._scatter_add(src.astype("int8"), full_idx, d, tuple(x.shape))
+        return x | (added != 0)
     return x + _dtype_like(_core._scatter_add(src, full_idx, d, tuple(x.shape)), x)
 
 
@@ -1260,7 +1268,13 @@ def masked_select(input: Tensor, mask: Any) -> Tensor:
     m = mask if isinstance(mask, Tensor) else tensor(np.asarray(mask), device=x.device)
     if m.dtype.kind != "b":
         raise DTypeError(f"masked_select: mask must be a bool tensor, got {m.dtype}")
-    shape = np.broadcast_shapes(tuple(x.shape), tuple(m.shape))
+    try:
+        shape = np.broadcast_shapes(tuple(x.shape), tuple(m.shape))
+    except ValueError:
+        raise ShapeError(
+            f"masked_select: mask of shape {list(m.shape)} does not broadcast with input of "
+            f"shape {list(x.shape)}"
+        ) from None
     mm = np.broadcast_to(m.numpy(), shape)
     pos = np.flatnonzero(mm)
     xb = x.broadcast_to(*shape).reshape(-1) if shape else x.reshape(-1)
