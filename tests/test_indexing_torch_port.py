@@ -206,3 +206,27 @@ def test_scatter_add_and_index_add_into_bool_tensors_are_a_logical_or():
         ]
 
     _same(fn)
+
+
+# ---------------------------------------------------------------------- error messages
+
+
+def test_mask_of_the_wrong_shape_says_mask():
+    torch = pytest.importorskip("torch")
+    for T in (torch, fg):
+        arr = T.ones(5, 4, 3)
+        with pytest.raises(IndexError, match="mask"):
+            arr[T.tensor([True])]
+        with pytest.raises(IndexError, match="mask"):
+            arr[(slice(None), T.zeros(4, 4, dtype=T.bool))]
+
+
+@pytest.mark.parametrize("value", [[], [1.0, 2.0, 3.0]])
+def test_assigned_value_of_the_wrong_shape_is_a_shape_mismatch_before_a_dtype_error(value):
+    # PyTorch checks the shapes first: a float value of the wrong shape into an int64
+    # tensor is a shape mismatch, not a dtype error
+    torch = pytest.importorskip("torch")
+    for T in (torch, fg):
+        a = T.arange(0, 4)
+        with pytest.raises(RuntimeError, match="shape mismatch"):
+            a[a > -1] = T.tensor(value)

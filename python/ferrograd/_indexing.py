@@ -95,7 +95,8 @@ def _positions(shape: tuple, key: Any, op: str) -> np.ndarray:
         try:
             coord = grid[items]
         except IndexError as e:
-            raise IndexError(f"{op}: {e} (tensor shape {shape})") from None
+            what = "mask does not match the tensor: " if "boolean index" in str(e) else ""
+            raise IndexError(f"{op}: {what}{e} (tensor shape {shape})") from None
         part = coord * strides[d]
         flat = part if flat is None else flat + part
     if flat is None:  # a 0-d tensor
@@ -480,18 +481,12 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
 
 
 def _setitem_value(x: Tensor, value: Any, rshape: tuple, mask: bool = False) -> Tensor:
-    """The assigned value in x's dtype, broadcast to the index result's shape, flat. A tensor
-    value must have x's dtype, as PyTorch's index_put (a 0-d value under one boolean mask,
-    ``mask``, is a fill, which casts)."""
+    """The assigned value in x's dtype, broadcast to the index result's shape, flat. The
+    shapes are checked first, then the dtype: a tensor value must have x's dtype, as
+    PyTorch's index_put (a 0-d value under one boolean mask, ``mask``, is a fill, which
+    casts)."""
     if isinstance(value, Tensor):
         v = value
-        if v.dtype != x.dtype:
-            if not (v.ndim == 0 and mask):
-                raise _core.DTypeError(
-                    f"setitem: an advanced index writes only a value of the tensor's dtype "
-                    f"{x.dtype}, got {v.dtype}; cast the value first"
-                )
-            v = v.astype(x.dtype.name)
     else:
         arr = np.asarray(value)
         if arr.dtype.kind not in "biuf":
@@ -500,13 +495,22 @@ def _setitem_value(x: Tensor, value: Any, rshape: tuple, mask: bool = False) -> 
     # leading axes of one beyond the index result's rank are dropped (PyTorch's rule)
     while v.ndim > len(rshape) and v.shape[0] == 1:
         v = v.reshape(*v.shape[1:])
-    try:
-        return v.broadcast_to(*rshape).reshape(-1)
-    except _core.ShapeError:
+    shape = tuple(v.shape)
+    if len(shape) > len(rshape) or any(
+        a not in (1, b) for a, b in zip(reversed(shape), reversed(rshape))
+    ):
         raise _core.ShapeError(
-            f"setitem: cannot assign a value of shape {v.shape} to an index result of shape "
-            f"{rshape}"
-        ) from None
+            f"setitem: shape mismatch: cannot assign a value of shape {shape} to an index "
+            f"result of shape {rshape}"
+        )
+    if v.dtype != x.dtype:
+        if not (v.ndim == 0 and mask):
+            raise _core.DTypeError(
+                f"setitem: an advanced index writes only a value of the tensor's dtype "
+                f"{x.dtype}, got {v.dtype}; cast the value first"
+            )
+        v = v.astype(x.dtype.name)
+    return v.broadcast_to(*rshape).reshape(-1)
 
 
 def _tensor_setitem(x: Tensor, tpos: Tensor, value: Any) -> None:
