@@ -82,6 +82,22 @@ def test_long_or_flat_list_key_is_one_index_array():
         fg.arange(100.0)[[range(i, i + 5) for i in range(31)]]
 
 
+def test_numpy_uint8_array_key_is_a_mask():
+    # PyTorch converts a numpy key to a tensor: uint8 is a (deprecated) mask, not positions
+    def fn(T):
+        x = T.arange(12.0).reshape(3, 4)
+        mask = np.array([1, 0, 1], dtype=np.uint8)
+        return [x[mask], x[mask, 1:], x[np.array(1, dtype=np.uint8)]]
+
+    _same(fn)
+    # (PyTorch's own assignment through it fails in masked_fill_; here it writes the rows)
+    y = fg.arange(12.0).reshape(3, 4)
+    with pytest.warns(UserWarning, match="uint8"):
+        y[np.array([1, 0, 1], dtype=np.uint8)] = -1.0
+    np.testing.assert_array_equal(_np(y)[[0, 2]], -1.0)
+    np.testing.assert_array_equal(_np(y)[1], [4.0, 5.0, 6.0, 7.0])
+
+
 # ------------------------------------------------------- 0-d masks and leading axes of one
 
 

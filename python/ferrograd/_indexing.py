@@ -148,10 +148,13 @@ def _torch_tensor_items(key: Any) -> Any:
     (deprecated in PyTorch, which warns), and a 0-d mask a scalar boolean (so
     ``a[torch.tensor(True)] = v`` takes the values a scalar ``True`` key takes)."""
     items = key if isinstance(key, tuple) else (key,)
-    if not any(isinstance(k, Tensor) for k in items):
+    if not any(isinstance(k, (Tensor, np.ndarray)) for k in items):
         return key
     out = []
     for k in items:
+        if isinstance(k, np.ndarray) and k.dtype == np.uint8:
+            # PyTorch reads a numpy array as the tensor it converts to: a uint8 mask
+            k = tensor(k)
         if isinstance(k, Tensor):
             kind = k.dtype.kind
             if kind == "u" and k.dtype.name == "uint8":
