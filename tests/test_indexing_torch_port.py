@@ -246,3 +246,23 @@ def test_assigned_value_of_the_wrong_shape_is_a_shape_mismatch_before_a_dtype_er
         a = T.arange(0, 4)
         with pytest.raises(RuntimeError, match="shape mismatch"):
             a[a > -1] = T.tensor(value)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda T, x: x.gather(1, T.tensor([[4]])),
+        lambda T, x: x.scatter_add(1, T.tensor([[4]]), T.ones(1, 1)),
+        lambda T, x: x.scatter_reduce(1, T.tensor([[4]]), T.ones(1, 1), "sum"),
+        lambda T, x: x.index_select(1, T.tensor([4])),
+        lambda T, x: x.index_add(1, T.tensor([4]), T.ones(3, 1)),
+    ],
+    ids=["gather", "scatter_add", "scatter_reduce", "index_select", "index_add"],
+)
+def test_index_out_of_range_is_a_runtime_error_as_in_torch(call):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError):
+        call(torch, torch.zeros(3, 4))
+    with pytest.raises(RuntimeError, match="out of bounds") as info:
+        call(fg, fg.zeros(3, 4))
+    assert isinstance(info.value, IndexError)  # (what ferrograd raised before)

@@ -6,10 +6,11 @@ and numpy's (``axis``, ``keepdims``)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -1036,7 +1037,25 @@ def gather(input: Tensor, dim: Any = None, index: Any = None, *, axis: Any = Non
             )
         return gather(x1, d, i1).reshape(*idx.shape)
     src = _fit("gather", "input", x, tuple(idx.shape), d)
-    return _core.take_along_axis(src, idx, d)
+    with _out_of_range_is_runtime("gather"):
+        return _core.take_along_axis(src, idx, d)
+
+
+@contextlib.contextmanager
+def _out_of_range_is_runtime(op: str) -> Iterator[None]:
+    """An index out of range in gather, scatter_add, index_add or index_select raises an
+    error that is both PyTorch's ``RuntimeError`` and the ``IndexError`` ferrograd raised,
+    its message naming ``op`` (not the engine op it is written with)."""
+    try:
+        yield
+    except IndexError as e:
+        if isinstance(e, RuntimeError):
+            raise
+        from .nn._errors import IndexRuntimeError
+
+        head, sep, rest = str(e).partition(": ")
+        msg = f"{op}: {rest}" if sep and " " not in head else f"{op}: {e}"
+        raise IndexRuntimeError(msg) from None
 
 
 def _as_1d(x: Tensor) -> Tensor:
@@ -1061,7 +1080,8 @@ def index_select(input: Tensor, dim: Any, index: Any) -> Tensor:
                 f"{index.numel()}"
             )
         return _core.index_select(x.reshape(1), 0, index.reshape(1)).reshape()
-    return _core.index_select(x, d, _as_1d(index))
+    with _out_of_range_is_runtime("index_select"):
+        return _core.index_select(x, d, _as_1d(index))
 
 
 def _scatter_src(op: str, x: Tensor, idx: Tensor, d: int, src: Any) -> Tensor:
@@ -1084,9 +1104,11 @@ def scatter_add(input: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
     s = _scatter_src("scatter_add", x, idx, d, src)
     if x.dtype.name == "bool":
         # a sum of booleans is True where any is (PyTorch's): added up as int8, read as bool
-        added = _core._scatter_add(s.astype("int8"), idx, d, tuple(x.shape))
+        with _out_of_range_is_runtime("scatter_add"):
+            added = _core._scatter_add(s.astype("int8"), idx, d, tuple(x.shape))
         return x | (added != 0)
-    return x + _core._scatter_add(s, idx, d, tuple(x.shape))
+    with _out_of_range_is_runtime("scatter_add"):
+        return x + _core._scatter_add(s, idx, d, tuple(x.shape))
 
 
 def scatter(
@@ -1244,9 +1266,11 @@ def index_add(input: Tensor, dim: int, index: Any, source: Tensor, *, alpha: Any
     full_idx = idx.reshape(*[-1 if e == d else 1 for e in range(x.ndim)]).broadcast_to(*want)
     if x.dtype.name == "bool":
         # a sum of booleans is True where any is (PyTorch's): added up as int8, read as bool
-        added = _core._scatter_add(src.astype("int8"), full_idx, d, tuple(x.shape))
+        with _out_of_range_is_runtime("index_add"):
+            added = _core._scatter_add(src.astype("int8"), full_idx, d, tuple(x.shape))
         return x | (added != 0)
-    return x + _dtype_like(_core._scatter_add(src, full_idx, d, tuple(x.shape)), x)
+    with _out_of_range_is_runtime("index_add"):
+        return x + _dtype_like(_core._scatter_add(src, full_idx, d, tuple(x.shape)), x)
 
 
 def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:

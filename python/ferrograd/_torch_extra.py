@@ -1400,7 +1400,12 @@ def _check_index(op: str, x: Tensor, d: int, index: Any, src: Any) -> Tensor:
         ii = _host(idx)
         n = x.shape[d]
         if ii.min() < 0 or ii.max() >= n:
-            raise IndexError(f"{op}: an index is out of range for size {n} along dim {d}")
+            from .nn._errors import IndexRuntimeError
+
+            bad = int(ii.min()) if ii.min() < 0 else int(ii.max())
+            raise IndexRuntimeError(
+                f"{op}: index {bad} is out of bounds for dimension {d} with size {n}"
+            )
     return idx
 
 
