@@ -266,3 +266,50 @@ def test_index_out_of_range_is_a_runtime_error_as_in_torch(call):
     with pytest.raises(RuntimeError, match="out of bounds") as info:
         call(fg, fg.zeros(3, 4))
     assert isinstance(info.value, IndexError)  # (what ferrograd raised before)
+
+
+# ---------------------------------------------------------------------- keyword arguments
+
+
+def test_gather_takes_sparse_grad():
+    def fn(T):
+        out = []
+        for sparse in (False, True):
+            x = T.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+            y = T.gather(x, 1, T.tensor([[1, 1], [0, 3], [2, 2]]), sparse_grad=sparse)
+            y.backward(T.tensor(np.arange(6.0).reshape(3, 2)))
+            grad = x.grad.to_dense() if x.grad.is_sparse else x.grad
+            out += [y, grad]
+        return out
+
+    _same(fn)
+
+
+@pytest.mark.parametrize(
+    "name, args, shape",
+    [
+        ("take", lambda T: (T.tensor([[1, -1]]),), (1, 2)),
+        ("index_add", lambda T: (0, T.tensor([1, 1]), T.ones(2, 4, dtype=T.float64)), (3, 4)),
+        ("index_copy", lambda T: (0, T.tensor([2]), T.ones(1, 4, dtype=T.float64)), (3, 4)),
+        ("scatter", lambda T: (0, T.tensor([[1, 2]]), T.ones(1, 2, dtype=T.float64)), (3, 4)),
+        ("scatter_add", lambda T: (0, T.tensor([[1, 1]]), T.ones(1, 2, dtype=T.float64)), (3, 4)),
+        (
+            "scatter_reduce",
+            lambda T: (1, T.tensor([[0, 0]]), T.ones(1, 2, dtype=T.float64), "amax"),
+            (3, 4),
+        ),
+        (
+            "index_reduce",
+            lambda T: (0, T.tensor([1]), T.full((1, 4), 2.0, dtype=T.float64), "prod"),
+            (3, 4),
+        ),
+    ],
+)
+def test_out_keyword(name, args, shape):
+    def fn(T):
+        x = T.arange(12.0, dtype=T.float64).reshape(3, 4)
+        out = T.zeros(*shape, dtype=T.float64)
+        res = getattr(T, name)(x, *args(T), out=out)
+        return [res, out]
+
+    _same(fn)

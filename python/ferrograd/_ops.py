@@ -1012,9 +1012,18 @@ def _fit(op: str, name: str, x: Tensor, shape: tuple, d: int) -> Tensor:
     return x[tuple(key)] if tuple(x.shape) != tuple(shape) else x
 
 
-def gather(input: Tensor, dim: Any = None, index: Any = None, *, axis: Any = None) -> Tensor:
+def gather(
+    input: Tensor,
+    dim: Any = None,
+    index: Any = None,
+    *,
+    axis: Any = None,
+    sparse_grad: bool = False,
+) -> Tensor:
     """``out[p] = input[p with dim replaced by index[p]]`` (PyTorch's ``gather``; the index
-    may be smaller than ``input`` on the other axes). ``axis=`` is ``dim``'s other name."""
+    may be smaller than ``input`` on the other axes). ``axis=`` is ``dim``'s other name.
+    ``sparse_grad`` is accepted for PyTorch's signature: the gradient is always dense (its
+    values are the same)."""
     x = _check_tensor("gather", "input", input)
     dim = _pick("gather", dim, axis)
     if dim is None or index is None:
