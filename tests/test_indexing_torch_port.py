@@ -313,3 +313,21 @@ def test_out_keyword(name, args, shape):
         return [res, out]
 
     _same(fn)
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda T, x: x.index_copy(0, T.tensor([0, 1]), T.ones(1, 4)), IndexError),
+        (lambda T, x: x.index_copy(0, T.tensor([0, 1]), T.ones(2, 4, 1)), IndexError),
+        (lambda T, x: x.index_copy(0, T.tensor([0, 1]), T.ones(2, 3)), RuntimeError),
+        (lambda T, x: x.index_fill(0, T.tensor([[0]]), 1.0), RuntimeError),
+    ],
+    ids=["index_copy count", "index_copy rank", "index_copy slice", "index_fill 2-D index"],
+)
+def test_index_copy_and_index_fill_error_types(call, error):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(error):
+        call(torch, torch.zeros(3, 4))
+    with pytest.raises(error, match="index_(copy|fill)"):
+        call(fg, fg.zeros(3, 4))

@@ -1225,7 +1225,12 @@ def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     d = _ops_dim("index_fill", x, dim)
     idx = index.detach().numpy() if isinstance(index, Tensor) else np.asarray(index)
     if idx.ndim > 1:
-        raise IndexError(f"index_fill: index must be 0-d or 1-D, got shape {list(idx.shape)}")
+        from .nn._errors import IndexRuntimeError
+
+        raise IndexRuntimeError(
+            f"index_fill: index must be 0-d or 1-D (a vector or scalar), got shape "
+            f"{list(idx.shape)}"
+        )
     if idx.size and idx.dtype.kind not in "iu":
         raise IndexError(f"index_fill: Expected dtype int64 for index, got {idx.dtype}")
     if isinstance(value, complex):

@@ -1500,7 +1500,12 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
         want = list(x.shape)
         want[d] = k
         if list(src.shape) != want:
-            raise ShapeError(
+            from .nn._errors import IndexValueError
+
+            # (PyTorch: IndexError for a wrong count or rank, RuntimeError for the other
+            # dims; a ShapeError is both ValueError and RuntimeError)
+            other_dims = src.ndim == x.ndim and src.shape[d] == k
+            raise (ShapeError if other_dims else IndexValueError)(
                 f"index_copy: source has shape {list(src.shape)}, expected {want} (input's "
                 f"shape with dim {d} of the index's length)"
             )
