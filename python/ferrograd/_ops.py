@@ -1094,6 +1094,14 @@ def index_select(input: Tensor, dim: Any, index: Any) -> Tensor:
 
 
 def _scatter_src(op: str, x: Tensor, idx: Tensor, d: int, src: Any) -> Tensor:
+    """``src`` cut to the index's shape (a scalar filled to it), after checking that the
+    index fits ``x`` on every axis but ``d``, as PyTorch's scatter does."""
+    too_large = [e for e, (i, n) in enumerate(zip(idx.shape, x.shape)) if e != d and i > n]
+    if idx.ndim != x.ndim or too_large:
+        raise ShapeError(
+            f"{op}: index of shape {list(idx.shape)} must have input's number of dimensions "
+            f"and be no larger than input of shape {list(x.shape)} apart from dim {d}"
+        )
     if isinstance(src, Tensor):
         s = _fit(op, "src", src, tuple(idx.shape), -1)
         return _dtype_like(s, x)
