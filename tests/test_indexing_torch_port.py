@@ -344,3 +344,47 @@ def test_scatter_index_wider_than_input_is_a_shape_error(reduce):
             x.scatter(0, T.zeros(2, 5, dtype=T.int64), T.ones(2, 5), **kwargs)
     with pytest.raises(fg.ShapeError, match="scatter: index of shape"):
         fg.zeros(3, 4).scatter(0, fg.zeros(2, 5, dtype=fg.int64), 1.0, **kwargs)
+
+
+# ----------------------------------------------------------------------------- inside trace
+
+
+def test_mask_assignment_of_a_fill_value_traces_and_replays_new_masks():
+    # x[mask] = value, common in PyTorch code (scores[mask] = -inf), raised TraceError:
+    # with a value that does not depend on how many entries are selected it is a where
+    def step(x, mask, row):
+        y = x * 1.0
+        y[mask] = -1.0
+        y[mask[:, 0]] = row
+        y[mask] = fg.tensor(2, dtype=fg.int64)  # (a 0-d value is cast, as a fill)
+        return y * x
+
+    traced = fg.trace(step)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        a, m, r = rng.normal(size=(4, 3)), rng.random((4, 3)) > 0.5, rng.normal(size=3)
+        args = (fg.tensor(a), fg.tensor(m), fg.tensor(r))
+        np.testing.assert_array_equal(_np(traced(*args)), _np(step(*args)))
+
+
+def test_mask_assignment_gradients_inside_a_traced_step():
+    rng = np.random.default_rng(1)
+    a, r = rng.normal(size=(4, 3)), rng.normal(size=3)
+    grads = []
+    for wrap in (lambda f: f, fg.trace):
+        x = fg.tensor(a, requires_grad=True)
+        row = fg.tensor(r, requires_grad=True)
+
+        def step(mask, x=x, row=row):
+            y = x * 1.0
+            y[mask] = -1.0
+            y[mask[:, 0]] = row
+            loss = (y * x).sum()
+            loss.backward()
+            return loss
+
+        mask = np.array([[1, 0, 0], [0, 1, 1], [1, 1, 0], [0, 0, 0]], dtype=bool)
+        wrap(step)(fg.tensor(mask))
+        grads.append([_np(x.grad), _np(row.grad)])
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=1e-12)

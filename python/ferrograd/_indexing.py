@@ -453,6 +453,8 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
             while value.ndim > target_ndim and value.shape[0] == 1:
                 value = value.reshape(*value.shape[1:])
         return _basic_setitem(x, key, value)
+    if _core._tracing() and _traced_mask_fill(x, items, value):
+        return None
     _traced_mask_check(key, "setitem")
     if _uses_tensor_route(key):
         tpos = _tensor_positions(tuple(x.shape), key, "setitem", x.device)
@@ -514,6 +516,40 @@ def _setitem_value(x: Tensor, value: Any, rshape: tuple, mask: bool = False) -> 
             )
         v = v.astype(x.dtype.name)
     return v.broadcast_to(*rshape).reshape(-1)
+
+
+def _traced_mask_fill(x: Tensor, items: tuple, value: Any) -> bool:
+    """``x[mask] = value`` inside a trace where the assignment does not depend on how many
+    entries the mask selects: one boolean mask tensor over x's leading axes and a value that
+    broadcasts to one selected entry (a number, a 0-d tensor, or a tensor of the trailing
+    axes' shape). Written as ``where(mask, value, x)``, which traces. False (nothing done)
+    for any other key or value."""
+    if len(items) != 1 or not isinstance(items[0], Tensor):
+        return False
+    mask = items[0]
+    k = mask.ndim
+    if mask.dtype.kind != "b" or k == 0 or tuple(mask.shape) != tuple(x.shape[:k]):
+        return False
+    rest = tuple(x.shape[k:])
+    if isinstance(value, Tensor):
+        v = value
+        while v.ndim > len(rest) and v.shape[0] == 1:
+            v = v.reshape(*v.shape[1:])
+        if v.ndim > len(rest) or any(
+            a not in (1, b) for a, b in zip(reversed(v.shape), reversed(rest))
+        ):
+            return False
+        if v.dtype != x.dtype:
+            if v.ndim:
+                return False  # (the eager route raises its dtype error)
+            v = v.astype(x.dtype.name)
+    elif isinstance(value, (bool, int, float, np.number)):
+        v = _core.full((), value, dtype=x.dtype.name, device=x.device)
+    else:
+        return False
+    m = mask.reshape(*mask.shape, *([1] * len(rest)))
+    x.copy_(_core.where(m, v, x))
+    return True
 
 
 def _tensor_setitem(x: Tensor, tpos: Tensor, value: Any) -> None:
