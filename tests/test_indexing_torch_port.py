@@ -388,3 +388,50 @@ def test_mask_assignment_gradients_inside_a_traced_step():
         grads.append([_np(x.grad), _np(row.grad)])
     for got, want in zip(*grads):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_index_put_with_index_tensors_traces_and_replays_new_indices():
+    # (it read the indices to the host, which raised TraceError)
+    def step(x, i, j, v):
+        y = x.clone()
+        y.index_put_((i,), v[:, None] * 2)
+        return (
+            x.index_put((i, j), v, accumulate=True),
+            x.index_put((i, j), v),  # repeated positions: the last write wins
+            y,
+            (x > 0).index_put((i,), fg.tensor(True), accumulate=True),
+        )
+
+    traced = fg.trace(step)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        args = (
+            fg.tensor(rng.normal(size=(5, 3))),
+            fg.tensor(rng.integers(-5, 5, 6)),
+            fg.tensor(rng.integers(-3, 3, 6).astype(np.int32)),
+            fg.tensor(rng.normal(size=6)),
+        )
+        for got, want in zip(traced(*args), step(*args)):
+            np.testing.assert_array_equal(_np(got), _np(want))
+    with pytest.raises(IndexError):
+        traced(args[0], fg.tensor([7] * 6), args[2], args[3])
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_index_put_gradients_inside_a_traced_step(accumulate):
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(5, 3)), rng.normal(size=(4, 3))
+    grads = []
+    for wrap in (lambda f: f, fg.trace):
+        x = fg.tensor(a, requires_grad=True)
+        v = fg.tensor(b, requires_grad=True)
+
+        def step(i, x=x, v=v):
+            loss = (x.index_put((i,), v, accumulate=accumulate) * x).sum()
+            loss.backward()
+            return loss
+
+        wrap(step)(fg.tensor([0, 3, -1, 1]))
+        grads.append([_np(x.grad), _np(v.grad)])
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=1e-12)

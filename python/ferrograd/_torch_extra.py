@@ -1620,6 +1620,10 @@ def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False
     adding up); differentiable in ``input`` and ``values``."""
     op = "index_put"
     x = _check_tensor(op, "input", input)
+    if _core._tracing():
+        traced = _index_put_traced(x, indices, values, accumulate)
+        if traced is not None:
+            return traced
     lin, k = _lin_indices(op, x, indices)
     rest = tuple(x.shape[k:])
     target = (*lin.shape, *rest)
@@ -1662,6 +1666,55 @@ def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False
             else flat_x
         )
     return out.reshape(*x.shape)
+
+
+def _index_put_traced(x: Tensor, indices: Any, values: Any, accumulate: bool) -> Tensor | None:
+    """``index_put`` inside ``fg.trace`` with integer index tensors, whose values are not
+    known while the graph is built: the flat positions come from tensor ops (as a traced
+    advanced index's), so each replay takes the new indices. None for other indices (a
+    mask, whose selection has a shape that depends on its values), left to the host route
+    and its TraceError."""
+    from ._indexing import _tensor_positions, _tensor_setitem
+
+    if isinstance(indices, Tensor):
+        indices = (indices,)
+    if not isinstance(indices, (list, tuple)) or not indices:
+        return None
+    if not all(isinstance(t, Tensor) and t.dtype.kind == "i" for t in indices):
+        return None
+    if not isinstance(values, Tensor):
+        values = tensor(values, dtype=_dtype_name(x.dtype), device=x.device)
+    elif values.dtype != x.dtype:
+        raise DTypeError(
+            f"index_put: values must have the input's dtype {x.dtype}, got {values.dtype}; "
+            f"cast them first"
+        )
+    if len(indices) > x.ndim:
+        raise IndexError(
+            f"index_put: {len(indices)} index tensors for a tensor of shape {list(x.shape)}"
+        )
+    tpos = _tensor_positions(tuple(x.shape), tuple(indices), "index_put", x.device)
+    if tpos is None:
+        return None
+    target = tuple(tpos.shape)
+    try:
+        np.broadcast_shapes(tuple(values.shape), target)
+    except ValueError:
+        raise ShapeError(
+            f"index_put: values of shape {list(values.shape)} do not broadcast to the indexed "
+            f"shape {list(target)}"
+        ) from None
+    if not accumulate:
+        out = x.clone()
+        _tensor_setitem(out, tpos, values)
+        return out
+    n = math.prod(x.shape)
+    v = values.broadcast_to(*target).reshape(-1)
+    pos = tpos.reshape(-1)
+    if x.dtype.kind == "b":  # (PyTorch's bool accumulate is a logical or)
+        added = _core._scatter_add(v.astype("int8"), pos, 0, (n,)) != 0
+        return (x.reshape(-1) | added).reshape(*x.shape)
+    return (x.reshape(-1) + _core._scatter_add(v, pos, 0, (n,))).reshape(*x.shape)
 
 
 # ------------------------------------------------------------------------ Tensor methods
