@@ -435,3 +435,52 @@ def test_index_put_gradients_inside_a_traced_step(accumulate):
         grads.append([_np(x.grad), _np(v.grad)])
     for got, want in zip(*grads):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_index_fill_and_index_copy_trace_and_replay_new_indices():
+    # (they read the index to the host, which raised TraceError)
+    def step(x, i, s, v):
+        return (
+            x.index_fill(1, i, 2.5),
+            x.index_fill(0, i[:1] % 4, v),
+            (x > 0).index_fill(1, i, False),
+            x.clone().index_fill_(1, i, -1.0),
+            x.index_copy(1, i, s),
+            x.clone().index_copy_(1, i, s),
+            (x > 0).index_copy(1, i, s > 0),
+        )
+
+    traced = fg.trace(step)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        args = (
+            fg.tensor(rng.normal(size=(4, 5))),
+            fg.tensor(rng.permutation(5)[:3]),
+            fg.tensor(rng.normal(size=(4, 3))),
+            fg.tensor(rng.normal()),
+        )
+        for got, want in zip(traced(*args), step(*args)):
+            np.testing.assert_array_equal(_np(got), _np(want))
+    with pytest.raises(IndexError):
+        traced(args[0], fg.tensor([5, 0, 1]), args[2], args[3])
+
+
+def test_index_fill_and_index_copy_gradients_inside_a_traced_step():
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(4, 5)), rng.normal(size=(4, 2))
+    grads = []
+    for wrap in (lambda f: f, fg.trace):
+        x = fg.tensor(a, requires_grad=True)
+        s = fg.tensor(b, requires_grad=True)
+        v = fg.tensor(0.5, dtype=fg.float64, requires_grad=True)
+
+        def step(i, x=x, s=s, v=v):
+            y = x.index_copy(1, i, s).index_fill(1, i[:1] + 1, v)
+            loss = (y * x).sum()
+            loss.backward()
+            return loss
+
+        wrap(step)(fg.tensor([3, 0]))
+        grads.append([_np(x.grad), _np(s.grad), _np(v.grad)])
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -1509,6 +1509,13 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
                 f"index_copy: source has shape {list(src.shape)}, expected {want} (input's "
                 f"shape with dim {d} of the index's length)"
             )
+    if _core._tracing() and x.ndim:
+        # the index's values are not known while the graph is built: an index_put along
+        # dim, whose traced form takes each replay's index (the last write wins)
+        from ._torch_extra import index_put
+
+        moved = index_put(x.movedim(d, 0), (idx,), _dtype_like_x(src, x).movedim(d, 0))
+        return moved.movedim(0, d)
     pos = idx.numpy()
     if pos.size and (pos.min() < 0 or pos.max() >= n):
         # (a negative index too, as PyTorch's)
