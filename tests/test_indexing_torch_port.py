@@ -484,3 +484,19 @@ def test_index_fill_and_index_copy_gradients_inside_a_traced_step():
         grads.append([_np(x.grad), _np(s.grad), _np(v.grad)])
     for got, want in zip(*grads):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_take_traces_and_replays_new_indices():
+    # (it read the index to the host, which raised TraceError)
+    def step(x, i):
+        return fg.take(x, i), x.t().take(i)
+
+    traced = fg.trace(step)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        args = (fg.tensor(rng.normal(size=(4, 5))), fg.tensor(rng.integers(-20, 20, (2, 3))))
+        for got, want in zip(traced(*args), step(*args)):
+            np.testing.assert_array_equal(_np(got), _np(want))
+    for bad in (20, -21):
+        with pytest.raises(IndexError, match="take"):
+            traced(args[0], fg.tensor([[bad]]))

@@ -1174,6 +1174,14 @@ def take(input: Tensor, index: Tensor) -> Tensor:
         raise DTypeError(f"take: index must be an integer tensor, got {idx.dtype}")
     flat = x.reshape(-1)
     n = flat.shape[0]
+    if _core._tracing():
+        # the index's values are not known while the graph is built: wrapped with tensor
+        # ops, checked against [-n, n) by the gather itself when the graph runs
+        pos = idx.reshape(-1).astype("int64")
+        ones = _core.ones((n,), dtype="int64", device=x.device)
+        ok = _core.index_select(ones, 0, pos, op="take")
+        pos = _core.where(pos < 0, pos + n, pos) * ok
+        return _core.index_select(flat, 0, pos).reshape(*idx.shape)
     ii = idx.numpy().astype(np.int64)
     if ii.size and (ii.min() < -n or ii.max() >= n):
         raise IndexError(f"take: an index is out of range for {n} entries")
