@@ -500,3 +500,22 @@ def test_take_traces_and_replays_new_indices():
     for bad in (20, -21):
         with pytest.raises(IndexError, match="take"):
             traced(args[0], fg.tensor([[bad]]))
+
+
+def test_put_traces_and_replays_new_indices():
+    # (put_ read the index to the host to check it, which raised TraceError)
+    def step(x, i, v):
+        return x.put(i, v), x.put(i, v, accumulate=True), x.t().clone().put_(i, v)
+
+    traced = fg.trace(step)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        args = (
+            fg.tensor(rng.normal(size=(4, 5))),
+            fg.tensor(rng.integers(-20, 20, (2, 3))),
+            fg.tensor(rng.normal(size=6)),
+        )
+        for got, want in zip(traced(*args), step(*args)):
+            np.testing.assert_array_equal(_np(got), _np(want))
+    with pytest.raises(IndexError, match="put_"):
+        traced(args[0], fg.tensor([[20] * 3] * 2), args[2])

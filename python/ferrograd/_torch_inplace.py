@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _core
 from ._core import DTypeError, ShapeError, Tensor
 
 # in-place name -> the out-of-place method it writes back
@@ -216,7 +217,12 @@ def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False)
     flat = self.reshape(-1)
     idx = index.reshape(-1).astype("int64")
     n = flat.shape[0]
-    if idx.numel() and bool(((idx < -n) | (idx >= n)).any()):
+    if _core._tracing():
+        # (the index's values are not known while the graph is built: checked against
+        # [-n, n) by a gather from n ones, which raises when the graph runs)
+        ones = _core.ones((n,), dtype="int64", device=self.device)
+        idx = idx * _core.index_select(ones, 0, idx, op="put_")
+    elif idx.numel() and bool(((idx < -n) | (idx >= n)).any()):
         raise IndexError(f"put_: an index is out of range for a tensor of {n} elements")
     idx = idx + (idx < 0).astype("int64") * n
     src = source.reshape(-1).astype(self.dtype.name)
