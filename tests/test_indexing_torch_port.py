@@ -519,3 +519,55 @@ def test_put_traces_and_replays_new_indices():
             np.testing.assert_array_equal(_np(got), _np(want))
     with pytest.raises(IndexError):
         traced(args[0], fg.tensor([[20] * 3] * 2), args[2])
+
+
+def test_masked_scatter_traces_and_replays_new_masks():
+    # (it read the mask to the host, which raised TraceError)
+    def step(x, m, s, row_mask):
+        return (
+            x.masked_scatter(m, s),
+            x.masked_scatter(row_mask, s),
+            x.clone().masked_scatter_(m, s),
+            (x > 0).masked_scatter(m, s > 0),
+        )
+
+    traced = fg.trace(step)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        args = (
+            fg.tensor(rng.normal(size=(4, 5))),
+            fg.tensor(rng.random((4, 5)) > 0.5),
+            fg.tensor(rng.normal(size=20)),
+            fg.tensor(rng.random(5) > 0.5),
+        )
+        for got, want in zip(traced(*args), step(*args)):
+            np.testing.assert_array_equal(_np(got), _np(want))
+
+    short = fg.trace(lambda x, m, s: x.masked_scatter(m, s))
+    x = fg.zeros(2, 3)
+    np.testing.assert_array_equal(
+        _np(short(x, fg.tensor([[True, False, False]] * 2), fg.tensor([1.0, 2.0]))),
+        [[1.0, 0.0, 0.0], [2.0, 0.0, 0.0]],
+    )
+    with pytest.raises(IndexError):  # (three entries selected, two in the source)
+        short(x, fg.tensor([[True, True, False], [True, False, False]]), fg.tensor([1.0, 2.0]))
+
+
+def test_masked_scatter_gradients_inside_a_traced_step():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(4, 5)), rng.normal(size=12)
+    mask = fg.tensor(rng.random((4, 5)) > 0.5)
+    grads = []
+    for wrap in (lambda f: f, fg.trace):
+        x = fg.tensor(a, requires_grad=True)
+        s = fg.tensor(b, requires_grad=True)
+
+        def step(m, x=x, s=s):
+            loss = (x.masked_scatter(m, s) * x).sum()
+            loss.backward()
+            return loss
+
+        wrap(step)(mask)
+        grads.append([_np(x.grad), _np(s.grad)])
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=1e-12)

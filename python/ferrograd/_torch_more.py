@@ -1577,6 +1577,14 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
         ) from None
     if shape != tuple(x.shape):
         x = x.broadcast_to(*shape)
+    if _core._tracing() and src.numel():
+        # the mask's values are not known while the graph is built: each selected entry
+        # takes the source entry numbered by the count of selected entries before it (a
+        # running sum); a source too short raises when the graph runs (its gather)
+        m_flat = mk.broadcast_to(*shape).reshape(-1)
+        order = _core.where(m_flat, m_flat.astype("int64").cumsum(0) - 1, 0)
+        picked = _core.index_select(src.reshape(-1), 0, order, op="masked_scatter")
+        return _core.where(m_flat, picked, x.reshape(-1)).reshape(*shape)
     m = np.broadcast_to(mk.numpy(), shape).astype(bool)
     k = int(m.sum())
     src = src.reshape(-1)
