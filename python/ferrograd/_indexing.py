@@ -95,7 +95,8 @@ def _positions(shape: tuple, key: Any, op: str) -> np.ndarray:
         try:
             coord = grid[items]
         except IndexError as e:
-            raise IndexError(f"{op}: {e} (tensor shape {shape})") from None
+            what = "mask does not match the tensor: " if "boolean index" in str(e) else ""
+            raise IndexError(f"{op}: {what}{e} (tensor shape {shape})") from None
         part = coord * strides[d]
         flat = part if flat is None else flat + part
     if flat is None:  # a 0-d tensor
@@ -112,15 +113,48 @@ def _no_ranges(key: Any) -> Any:
     return key
 
 
+_SEQUENCE_AS_TUPLE_WARNING = (
+    "Using a non-tuple sequence for multidimensional indexing is deprecated; use x[tuple(seq)] "
+    "instead of x[seq]. A later PyTorch will read it as one index array, x[tensor(seq)], "
+    "which gives an error or a different result"
+)
+
+
+def _sequence_as_tuple(key: Any) -> Any:
+    """A list key read as PyTorch (and numpy before 1.23) reads it: a list of fewer than 32
+    items of which one is a tensor, an array, a sequence, a slice, ``None`` or ``...`` is the
+    tuple of its items (``x[[rows, cols]]`` is ``x[rows, cols]``, with a deprecation
+    warning); any other list is one index array. Without this, ``x[[[0, 1], [1, 0]]]`` would
+    select two rows of rows where PyTorch selects the two elements ``x[0, 1]`` and
+    ``x[1, 0]``."""
+    if not isinstance(key, list) or len(key) >= 32:
+        return key
+    for k in key:
+        if (
+            isinstance(k, (Tensor, np.ndarray, list, tuple, range, slice))
+            or k is None
+            or k is Ellipsis
+        ):
+            import warnings
+
+            warnings.warn(_SEQUENCE_AS_TUPLE_WARNING, UserWarning, stacklevel=3)
+            return tuple(key)
+    return key
+
+
 def _torch_tensor_items(key: Any) -> Any:
     """PyTorch's reading of the tensors in a key: a 0-d integer tensor is an integer (so
-    ``a[torch.tensor(1)]`` is a view, as ``a[1]``), and a uint8 tensor a boolean mask
-    (deprecated in PyTorch, which warns)."""
+    ``a[torch.tensor(1)]`` is a view, as ``a[1]``), a uint8 tensor a boolean mask
+    (deprecated in PyTorch, which warns), and a 0-d mask a scalar boolean (so
+    ``a[torch.tensor(True)] = v`` takes the values a scalar ``True`` key takes)."""
     items = key if isinstance(key, tuple) else (key,)
-    if not any(isinstance(k, Tensor) for k in items):
+    if not any(isinstance(k, (Tensor, np.ndarray)) for k in items):
         return key
     out = []
     for k in items:
+        if isinstance(k, np.ndarray) and k.dtype == np.uint8:
+            # PyTorch reads a numpy array as the tensor it converts to: a uint8 mask
+            k = tensor(k)
         if isinstance(k, Tensor):
             kind = k.dtype.kind
             if kind == "u" and k.dtype.name == "uint8":
@@ -136,6 +170,14 @@ def _torch_tensor_items(key: Any) -> Any:
                 k = k != 0
             elif kind == "i" and k.ndim == 0 and not _core._tracing():
                 k = int(k.item())
+            if (
+                isinstance(k, Tensor)
+                and k.ndim == 0
+                and k.dtype.kind == "b"
+                and not _core._tracing()
+            ):
+                # a 0-d mask is the boolean it holds: a new axis of length 1 or 0
+                k = bool(k.item())
         out.append(k)
     return tuple(out) if isinstance(key, tuple) else out[0]
 
@@ -380,7 +422,7 @@ def _traced_mask_check(key: Any, op: str) -> None:
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:
-    key = _torch_tensor_items(_no_ranges(key))
+    key = _torch_tensor_items(_no_ranges(_sequence_as_tuple(key)))
     if not _needs_numpy(key):
         out = _basic_getitem(x, key)
         items = key if isinstance(key, tuple) else (key,)
@@ -402,10 +444,17 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 
 
 def setitem(x: Tensor, key: Any, value: Any) -> None:
-    key = _torch_tensor_items(_no_ranges(key))
+    key = _torch_tensor_items(_no_ranges(_sequence_as_tuple(key)))
     items = key if isinstance(key, tuple) else (key,)
     if not any(_is_array(k) for k in items):
+        if isinstance(value, Tensor) and value.ndim and value.shape[0] == 1:
+            # leading axes of one beyond the target's rank are dropped (PyTorch's rule)
+            target_ndim = _basic_getitem(x, key).ndim
+            while value.ndim > target_ndim and value.shape[0] == 1:
+                value = value.reshape(*value.shape[1:])
         return _basic_setitem(x, key, value)
+    if _core._tracing() and _traced_mask_fill(x, items, value):
+        return None
     _traced_mask_check(key, "setitem")
     if _uses_tensor_route(key):
         tpos = _tensor_positions(tuple(x.shape), key, "setitem", x.device)
@@ -437,30 +486,70 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
 
 
 def _setitem_value(x: Tensor, value: Any, rshape: tuple, mask: bool = False) -> Tensor:
-    """The assigned value in x's dtype, broadcast to the index result's shape, flat. A tensor
-    value must have x's dtype, as PyTorch's index_put (a 0-d value under one boolean mask,
-    ``mask``, is a fill, which casts)."""
+    """The assigned value in x's dtype, broadcast to the index result's shape, flat. The
+    shapes are checked first, then the dtype: a tensor value must have x's dtype, as
+    PyTorch's index_put (a 0-d value under one boolean mask, ``mask``, is a fill, which
+    casts)."""
     if isinstance(value, Tensor):
         v = value
-        if v.dtype != x.dtype:
-            if not (v.ndim == 0 and mask):
-                raise _core.DTypeError(
-                    f"setitem: an advanced index writes only a value of the tensor's dtype "
-                    f"{x.dtype}, got {v.dtype}; cast the value first"
-                )
-            v = v.astype(x.dtype.name)
     else:
         arr = np.asarray(value)
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"setitem: cannot assign {value!r} to a {x.dtype} tensor")
         v = tensor(arr, device=x.device).astype(x.dtype.name)
-    try:
-        return v.broadcast_to(*rshape).reshape(-1)
-    except _core.ShapeError:
+    # leading axes of one beyond the index result's rank are dropped (PyTorch's rule)
+    while v.ndim > len(rshape) and v.shape[0] == 1:
+        v = v.reshape(*v.shape[1:])
+    shape = tuple(v.shape)
+    if len(shape) > len(rshape) or any(
+        a not in (1, b) for a, b in zip(reversed(shape), reversed(rshape))
+    ):
         raise _core.ShapeError(
-            f"setitem: cannot assign a value of shape {v.shape} to an index result of shape "
-            f"{rshape}"
-        ) from None
+            f"setitem: shape mismatch: cannot assign a value of shape {shape} to an index "
+            f"result of shape {rshape}"
+        )
+    if v.dtype != x.dtype:
+        if not (v.ndim == 0 and mask):
+            raise _core.DTypeError(
+                f"setitem: an advanced index writes only a value of the tensor's dtype "
+                f"{x.dtype}, got {v.dtype}; cast the value first"
+            )
+        v = v.astype(x.dtype.name)
+    return v.broadcast_to(*rshape).reshape(-1)
+
+
+def _traced_mask_fill(x: Tensor, items: tuple, value: Any) -> bool:
+    """``x[mask] = value`` inside a trace where the assignment does not depend on how many
+    entries the mask selects: one boolean mask tensor over x's leading axes and a value that
+    broadcasts to one selected entry (a number, a 0-d tensor, or a tensor of the trailing
+    axes' shape). Written as ``where(mask, value, x)``, which traces. False (nothing done)
+    for any other key or value."""
+    if len(items) != 1 or not isinstance(items[0], Tensor):
+        return False
+    mask = items[0]
+    k = mask.ndim
+    if mask.dtype.kind != "b" or k == 0 or tuple(mask.shape) != tuple(x.shape[:k]):
+        return False
+    rest = tuple(x.shape[k:])
+    if isinstance(value, Tensor):
+        v = value
+        while v.ndim > len(rest) and v.shape[0] == 1:
+            v = v.reshape(*v.shape[1:])
+        if v.ndim > len(rest) or any(
+            a not in (1, b) for a, b in zip(reversed(v.shape), reversed(rest))
+        ):
+            return False
+        if v.dtype != x.dtype:
+            if v.ndim:
+                return False  # (the eager route raises its dtype error)
+            v = v.astype(x.dtype.name)
+    elif isinstance(value, (bool, int, float, np.number)):
+        v = _core.full((), value, dtype=x.dtype.name, device=x.device)
+    else:
+        return False
+    m = mask.reshape(*mask.shape, *([1] * len(rest)))
+    x.copy_(_core.where(m, v, x))
+    return True
 
 
 def _tensor_setitem(x: Tensor, tpos: Tensor, value: Any) -> None:

@@ -6,10 +6,11 @@ and numpy's (``axis``, ``keepdims``)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -1011,9 +1012,18 @@ def _fit(op: str, name: str, x: Tensor, shape: tuple, d: int) -> Tensor:
     return x[tuple(key)] if tuple(x.shape) != tuple(shape) else x
 
 
-def gather(input: Tensor, dim: Any = None, index: Any = None, *, axis: Any = None) -> Tensor:
+def gather(
+    input: Tensor,
+    dim: Any = None,
+    index: Any = None,
+    *,
+    axis: Any = None,
+    sparse_grad: bool = False,
+) -> Tensor:
     """``out[p] = input[p with dim replaced by index[p]]`` (PyTorch's ``gather``; the index
-    may be smaller than ``input`` on the other axes). ``axis=`` is ``dim``'s other name."""
+    may be smaller than ``input`` on the other axes). ``axis=`` is ``dim``'s other name.
+    ``sparse_grad`` is accepted for PyTorch's signature: the gradient is always dense (its
+    values are the same)."""
     x = _check_tensor("gather", "input", input)
     dim = _pick("gather", dim, axis)
     if dim is None or index is None:
@@ -1036,7 +1046,25 @@ def gather(input: Tensor, dim: Any = None, index: Any = None, *, axis: Any = Non
             )
         return gather(x1, d, i1).reshape(*idx.shape)
     src = _fit("gather", "input", x, tuple(idx.shape), d)
-    return _core.take_along_axis(src, idx, d)
+    with _out_of_range_is_runtime("gather"):
+        return _core.take_along_axis(src, idx, d)
+
+
+@contextlib.contextmanager
+def _out_of_range_is_runtime(op: str) -> Iterator[None]:
+    """An index out of range in gather, scatter_add, index_add or index_select raises an
+    error that is both PyTorch's ``RuntimeError`` and the ``IndexError`` ferrograd raised,
+    its message naming ``op`` (not the engine op it is written with)."""
+    try:
+        yield
+    except IndexError as e:
+        if isinstance(e, RuntimeError):
+            raise
+        from .nn._errors import IndexRuntimeError
+
+        head, sep, rest = str(e).partition(": ")
+        msg = f"{op}: {rest}" if sep and " " not in head else f"{op}: {e}"
+        raise IndexRuntimeError(msg) from None
 
 
 def _as_1d(x: Tensor) -> Tensor:
@@ -1061,10 +1089,19 @@ def index_select(input: Tensor, dim: Any, index: Any) -> Tensor:
                 f"{index.numel()}"
             )
         return _core.index_select(x.reshape(1), 0, index.reshape(1)).reshape()
-    return _core.index_select(x, d, _as_1d(index))
+    with _out_of_range_is_runtime("index_select"):
+        return _core.index_select(x, d, _as_1d(index))
 
 
 def _scatter_src(op: str, x: Tensor, idx: Tensor, d: int, src: Any) -> Tensor:
+    """``src`` cut to the index's shape (a scalar filled to it), after checking that the
+    index fits ``x`` on every axis but ``d``, as PyTorch's scatter does."""
+    too_large = [e for e, (i, n) in enumerate(zip(idx.shape, x.shape)) if e != d and i > n]
+    if idx.ndim != x.ndim or too_large:
+        raise ShapeError(
+            f"{op}: index of shape {list(idx.shape)} must have input's number of dimensions "
+            f"and be no larger than input of shape {list(x.shape)} apart from dim {d}"
+        )
     if isinstance(src, Tensor):
         s = _fit(op, "src", src, tuple(idx.shape), -1)
         return _dtype_like(s, x)
@@ -1082,7 +1119,13 @@ def scatter_add(input: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
         s1 = _as_1d(src) if isinstance(src, Tensor) else src
         return scatter_add(_as_1d(x), d, _as_1d(idx), s1).reshape(*x.shape)
     s = _scatter_src("scatter_add", x, idx, d, src)
-    return x + _core._scatter_add(s, idx, d, tuple(x.shape))
+    if x.dtype.name == "bool":
+        # a sum of booleans is True where any is (PyTorch's): added up as int8, read as bool
+        with _out_of_range_is_runtime("scatter_add"):
+            added = _core._scatter_add(s.astype("int8"), idx, d, tuple(x.shape))
+        return x | (added != 0)
+    with _out_of_range_is_runtime("scatter_add"):
+        return x + _core._scatter_add(s, idx, d, tuple(x.shape))
 
 
 def scatter(
@@ -1238,7 +1281,13 @@ def index_add(input: Tensor, dim: int, index: Any, source: Tensor, *, alpha: Any
     if alpha != 1:
         src = src * alpha
     full_idx = idx.reshape(*[-1 if e == d else 1 for e in range(x.ndim)]).broadcast_to(*want)
-    return x + _dtype_like(_core._scatter_add(src, full_idx, d, tuple(x.shape)), x)
+    if x.dtype.name == "bool":
+        # a sum of booleans is True where any is (PyTorch's): added up as int8, read as bool
+        with _out_of_range_is_runtime("index_add"):
+            added = _core._scatter_add(src.astype("int8"), full_idx, d, tuple(x.shape))
+        return x | (added != 0)
+    with _out_of_range_is_runtime("index_add"):
+        return x + _dtype_like(_core._scatter_add(src, full_idx, d, tuple(x.shape)), x)
 
 
 def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
@@ -1260,7 +1309,13 @@ def masked_select(input: Tensor, mask: Any) -> Tensor:
     m = mask if isinstance(mask, Tensor) else tensor(np.asarray(mask), device=x.device)
     if m.dtype.kind != "b":
         raise DTypeError(f"masked_select: mask must be a bool tensor, got {m.dtype}")
-    shape = np.broadcast_shapes(tuple(x.shape), tuple(m.shape))
+    try:
+        shape = np.broadcast_shapes(tuple(x.shape), tuple(m.shape))
+    except ValueError:
+        raise ShapeError(
+            f"masked_select: mask of shape {list(m.shape)} does not broadcast with input of "
+            f"shape {list(x.shape)}"
+        ) from None
     mm = np.broadcast_to(m.numpy(), shape)
     pos = np.flatnonzero(mm)
     xb = x.broadcast_to(*shape).reshape(-1) if shape else x.reshape(-1)

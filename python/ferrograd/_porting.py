@@ -354,22 +354,6 @@ def _implicit_dim(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     return wrapped
 
 
-def _setitem_drop_leading_ones(setitem: Callable[..., Any]) -> Callable[..., Any]:
-    """``a[i] = v`` where ``v`` has extra leading length-1 axes (``(1, n)`` into ``(n,)``):
-    PyTorch drops them."""
-
-    def __setitem__(self: Tensor, key: Any, value: Any) -> None:
-        if isinstance(value, Tensor) and value.ndim and value.shape[0] == 1:
-            target_ndim = self[key].ndim if not isinstance(key, Tensor) else None
-            if target_ndim is not None and value.ndim > target_ndim:
-                extra = value.ndim - target_ndim
-                if all(n == 1 for n in value.shape[:extra]):
-                    value = value.reshape(*value.shape[extra:])
-        setitem(self, key, value)
-
-    return __setitem__
-
-
 def _new(self: Tensor, *args: Any) -> Tensor:
     """PyTorch's legacy ``x.new(...)``: ``new(d0, d1, ...)`` zeros of this dtype and device,
     ``new(data)`` the data as this dtype on this device, ``new()`` an empty one."""
@@ -415,7 +399,6 @@ def _install() -> None:
         setattr(F, name, _implicit_dim(getattr(F, name), name))
     ferrograd.index_select = _int64_index(ferrograd.index_select)
     Tensor.index_select = _int64_index(Tensor.index_select)
-    Tensor.__setitem__ = _setitem_drop_leading_ones(Tensor.__setitem__)
     Tensor.new = _new
     Tensor.numpy = _numpy
     Tensor.device = property(_device_of, doc="The device the tensor lives on (``fg.device``).")

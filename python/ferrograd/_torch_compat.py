@@ -1223,9 +1223,16 @@ def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
 
     x = _check_tensor("index_fill", "input", input)
     d = _ops_dim("index_fill", x, dim)
+    if _core._tracing() and isinstance(index, Tensor) and index.dtype.kind == "i" and x.ndim:
+        return _index_fill_traced(x, d, index, value)
     idx = index.detach().numpy() if isinstance(index, Tensor) else np.asarray(index)
     if idx.ndim > 1:
-        raise IndexError(f"index_fill: index must be 0-d or 1-D, got shape {list(idx.shape)}")
+        from .nn._errors import IndexRuntimeError
+
+        raise IndexRuntimeError(
+            f"index_fill: index must be 0-d or 1-D (a vector or scalar), got shape "
+            f"{list(idx.shape)}"
+        )
     if idx.size and idx.dtype.kind not in "iu":
         raise IndexError(f"index_fill: Expected dtype int64 for index, got {idx.dtype}")
     if isinstance(value, complex):
@@ -1253,6 +1260,42 @@ def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     else:
         fill = _core.full((), value, dtype=x.dtype.name, device=x.device)
     return _core.where(mask, x, fill)
+
+
+def _index_fill_traced(x: Tensor, d: int, index: Tensor, value: Any) -> Tensor:
+    """:func:`index_fill` inside ``fg.trace``, where the index's values are not known while
+    the graph is built: the filled slices are marked by a scatter of ones (negative indices
+    wrapped; one out of range raises when the graph runs), so each replay takes the new
+    index."""
+    if index.ndim > 1:
+        from .nn._errors import IndexRuntimeError
+
+        raise IndexRuntimeError(
+            f"index_fill: index must be 0-d or 1-D (a vector or scalar), got shape "
+            f"{list(index.shape)}"
+        )
+    if isinstance(value, complex):
+        raise DTypeError(
+            "index_fill: Converting complex Scalar to non-complex type is not supported"
+        )
+    n = x.shape[d]
+    idx = index.reshape(-1).astype("int64")
+    # (checked against [-n, n) by a gather from n ones, which raises when the graph runs)
+    ok = _core.index_select(_core.ones((n,), dtype="int64", device=x.device), 0, idx)
+    idx = _core.where(idx < 0, idx + n, idx) * ok
+    ones = _core.ones((idx.shape[0],), dtype="int64", device=x.device)
+    hit = _core._scatter_add(ones, idx, 0, (n,)) > 0
+    shape = [1] * x.ndim
+    shape[d] = n
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise ShapeError(
+                f"index_fill: value must be a 0-dimensional tensor, got shape {list(value.shape)}"
+            )
+        fill = value if value.dtype == x.dtype else value.astype(x.dtype.name)
+    else:
+        fill = _core.full((), value, dtype=x.dtype.name, device=x.device)
+    return _core.where(hit.reshape(*shape), fill, x)
 
 
 def _random_fill(draw: Any) -> Any:

@@ -1400,7 +1400,12 @@ def _check_index(op: str, x: Tensor, d: int, index: Any, src: Any) -> Tensor:
         ii = _host(idx)
         n = x.shape[d]
         if ii.min() < 0 or ii.max() >= n:
-            raise IndexError(f"{op}: an index is out of range for size {n} along dim {d}")
+            from .nn._errors import IndexRuntimeError
+
+            bad = int(ii.min()) if ii.min() < 0 else int(ii.max())
+            raise IndexRuntimeError(
+                f"{op}: index {bad} is out of bounds for dimension {d} with size {n}"
+            )
     return idx
 
 
@@ -1562,12 +1567,35 @@ def _lin_indices(op: str, x: Tensor, indices: Any) -> tuple[np.ndarray, int]:
     for i, t in enumerate(indices):
         t = _check_tensor(op, f"indices[{i}]", t)
         a = _host(t)
+        if a.dtype == np.uint8:
+            # a uint8 index is a mask, as in indexing (deprecated in PyTorch, which warns)
+            import warnings
+
+            warnings.warn(
+                "indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                "torch.bool instead.",
+                UserWarning,
+                stacklevel=4,
+            )
+            a = a != 0
         if a.dtype == bool:
+            at = len(arrays)
+            want = tuple(x.shape[at : at + a.ndim])
+            if a.shape != want:
+                raise IndexError(
+                    f"{op}: the shape of the mask indices[{i}] {list(a.shape)} does not match "
+                    f"the shape {list(want)} of the indexed tensor's dims {at}.."
+                    f"{at + a.ndim - 1} (tensor shape {list(x.shape)})"
+                )
             arrays.extend(np.nonzero(a))
         elif a.dtype.kind in "iu":
             arrays.append(a.astype(np.int64))
         else:
-            raise TypeError(f"{op}: indices[{i}] must be an integer or bool tensor, got {t.dtype}")
+            from .nn._errors import IndexTypeError
+
+            raise IndexTypeError(
+                f"{op}: indices[{i}] must be a long, int, byte or bool tensor, got {t.dtype}"
+            )
     k = len(arrays)
     if k > x.ndim:
         raise IndexError(f"{op}: {k} index tensors for a tensor of shape {list(x.shape)}")
@@ -1592,6 +1620,10 @@ def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False
     adding up); differentiable in ``input`` and ``values``."""
     op = "index_put"
     x = _check_tensor(op, "input", input)
+    if _core._tracing():
+        traced = _index_put_traced(x, indices, values, accumulate)
+        if traced is not None:
+            return traced
     lin, k = _lin_indices(op, x, indices)
     rest = tuple(x.shape[k:])
     target = (*lin.shape, *rest)
@@ -1634,6 +1666,55 @@ def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False
             else flat_x
         )
     return out.reshape(*x.shape)
+
+
+def _index_put_traced(x: Tensor, indices: Any, values: Any, accumulate: bool) -> Tensor | None:
+    """``index_put`` inside ``fg.trace`` with integer index tensors, whose values are not
+    known while the graph is built: the flat positions come from tensor ops (as a traced
+    advanced index's), so each replay takes the new indices. None for other indices (a
+    mask, whose selection has a shape that depends on its values), left to the host route
+    and its TraceError."""
+    from ._indexing import _tensor_positions, _tensor_setitem
+
+    if isinstance(indices, Tensor):
+        indices = (indices,)
+    if not isinstance(indices, (list, tuple)) or not indices:
+        return None
+    if not all(isinstance(t, Tensor) and t.dtype.kind == "i" for t in indices):
+        return None
+    if not isinstance(values, Tensor):
+        values = tensor(values, dtype=_dtype_name(x.dtype), device=x.device)
+    elif values.dtype != x.dtype:
+        raise DTypeError(
+            f"index_put: values must have the input's dtype {x.dtype}, got {values.dtype}; "
+            f"cast them first"
+        )
+    if len(indices) > x.ndim:
+        raise IndexError(
+            f"index_put: {len(indices)} index tensors for a tensor of shape {list(x.shape)}"
+        )
+    tpos = _tensor_positions(tuple(x.shape), tuple(indices), "index_put", x.device)
+    if tpos is None:
+        return None
+    target = tuple(tpos.shape)
+    try:
+        np.broadcast_shapes(tuple(values.shape), target)
+    except ValueError:
+        raise ShapeError(
+            f"index_put: values of shape {list(values.shape)} do not broadcast to the indexed "
+            f"shape {list(target)}"
+        ) from None
+    if not accumulate:
+        out = x.clone()
+        _tensor_setitem(out, tpos, values)
+        return out
+    n = math.prod(x.shape)
+    v = values.broadcast_to(*target).reshape(-1)
+    pos = tpos.reshape(-1)
+    if x.dtype.kind == "b":  # (PyTorch's bool accumulate is a logical or)
+        added = _core._scatter_add(v.astype("int8"), pos, 0, (n,)) != 0
+        return (x.reshape(-1) | added).reshape(*x.shape)
+    return (x.reshape(-1) + _core._scatter_add(v, pos, 0, (n,))).reshape(*x.shape)
 
 
 # ------------------------------------------------------------------------ Tensor methods

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _core
 from ._core import DTypeError, ShapeError, Tensor
 
 # in-place name -> the out-of-place method it writes back
@@ -191,7 +192,20 @@ def _contains(self: Tensor, element: Any) -> bool:
 
 def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     """Writes ``source`` at the flat positions ``index`` (in row-major order) of this tensor,
-    adding when ``accumulate``; returns self, as PyTorch's ``put_``."""
+    adding when ``accumulate``; returns self, as PyTorch's ``put_``. ``index`` and
+    ``source`` must have as many entries as each other (their shapes may differ)."""
+    if not isinstance(index, Tensor) or not isinstance(source, Tensor):
+        raise TypeError(
+            f"put_: index and source must be Tensors, got {type(index).__name__} and "
+            f"{type(source).__name__}"
+        )
+    if index.dtype.kind not in "iu":
+        raise DTypeError(f"put_: index must be an integer tensor, got {index.dtype}")
+    if index.numel() != source.numel():
+        raise IndexError(
+            f"put_: source and index must have the same number of elements, got "
+            f"source.numel() = {source.numel()} and index.numel() = {index.numel()}"
+        )
     if not self.is_contiguous():
         # a strided view: the writes go to a row-major copy, copied back through the view
         tmp = self.contiguous()
@@ -203,7 +217,12 @@ def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False)
     flat = self.reshape(-1)
     idx = index.reshape(-1).astype("int64")
     n = flat.shape[0]
-    if idx.numel() and bool(((idx < -n) | (idx >= n)).any()):
+    if _core._tracing():
+        # (the index's values are not known while the graph is built: checked against
+        # [-n, n) by a gather from n ones, which raises when the graph runs)
+        ones = _core.ones((n,), dtype="int64", device=self.device)
+        idx = idx * _core.index_select(ones, 0, idx, op="put_")
+    elif idx.numel() and bool(((idx < -n) | (idx >= n)).any()):
         raise IndexError(f"put_: an index is out of range for a tensor of {n} elements")
     idx = idx + (idx < 0).astype("int64") * n
     src = source.reshape(-1).astype(self.dtype.name)
@@ -212,6 +231,12 @@ def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False)
     else:
         flat[idx] = src
     return self
+
+
+def _put(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """A copy of this tensor with ``source`` written (or added, with ``accumulate``) at the
+    flat positions ``index``, as PyTorch's ``put``; differentiable in both tensors."""
+    return _put_(self.clone(), index, source, accumulate)
 
 
 def _split_with_sizes(self: Tensor, split_sizes: Any, dim: int = 0) -> tuple:
@@ -268,6 +293,10 @@ def install() -> None:
         )
     if not hasattr(Tensor, "put_"):
         Tensor.put_ = _put_
+    if not hasattr(Tensor, "put"):
+        Tensor.put = _put
+    if not hasattr(fg, "put"):
+        fg.put = _put
     from .autodiff import is_inference_mode_enabled
 
     fg.is_inference_mode_enabled = is_inference_mode_enabled

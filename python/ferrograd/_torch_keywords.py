@@ -237,7 +237,8 @@ _OUT_STRICT = (
     "dot", "vdot", "inner", "addmm", "addmv", "addbmm", "baddbmm", "where", "sign", "sgn",
     "negative", "frac", "round", "nan_to_num", "clamp", "tril", "triu", "cross",
     "index_select", "gather", "masked_select", "take_along_dim", "norm", "logcumsumexp",
-    "renorm", "histc", "bucketize", "searchsorted",
+    "renorm", "histc", "bucketize", "searchsorted", "take", "index_add", "index_copy",
+    "index_reduce", "scatter", "scatter_add", "scatter_reduce",
 )  # fmt: skip
 # joins written into ``out=`` as ``cat``'s (cast where the kind is kept, else a DTypeError)
 _OUT_JOIN = ("hstack", "vstack", "dstack", "column_stack", "row_stack")

@@ -1170,8 +1170,18 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     """Entries of the flattened ``input`` at ``index`` (its shape)."""
     x = _check_tensor("take", "input", input)
     idx = _check_tensor("take", "index", index)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"take: index must be an integer tensor, got {idx.dtype}")
     flat = x.reshape(-1)
     n = flat.shape[0]
+    if _core._tracing():
+        # the index's values are not known while the graph is built: wrapped with tensor
+        # ops, checked against [-n, n) by the gather itself when the graph runs
+        pos = idx.reshape(-1).astype("int64")
+        ones = _core.ones((n,), dtype="int64", device=x.device)
+        ok = _core.index_select(ones, 0, pos, op="take")
+        pos = _core.where(pos < 0, pos + n, pos) * ok
+        return _core.index_select(flat, 0, pos).reshape(*idx.shape)
     ii = idx.numpy().astype(np.int64)
     if ii.size and (ii.min() < -n or ii.max() >= n):
         raise IndexError(f"take: an index is out of range for {n} entries")
@@ -1498,10 +1508,22 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
         want = list(x.shape)
         want[d] = k
         if list(src.shape) != want:
-            raise ShapeError(
+            from .nn._errors import IndexValueError
+
+            # (PyTorch: IndexError for a wrong count or rank, RuntimeError for the other
+            # dims; a ShapeError is both ValueError and RuntimeError)
+            other_dims = src.ndim == x.ndim and src.shape[d] == k
+            raise (ShapeError if other_dims else IndexValueError)(
                 f"index_copy: source has shape {list(src.shape)}, expected {want} (input's "
                 f"shape with dim {d} of the index's length)"
             )
+    if _core._tracing() and x.ndim:
+        # the index's values are not known while the graph is built: an index_put along
+        # dim, whose traced form takes each replay's index (the last write wins)
+        from ._torch_extra import index_put
+
+        moved = index_put(x.movedim(d, 0), (idx,), _dtype_like_x(src, x).movedim(d, 0))
+        return moved.movedim(0, d)
     pos = idx.numpy()
     if pos.size and (pos.min() < 0 or pos.max() >= n):
         # (a negative index too, as PyTorch's)
@@ -1555,6 +1577,14 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
         ) from None
     if shape != tuple(x.shape):
         x = x.broadcast_to(*shape)
+    if _core._tracing() and src.numel():
+        # the mask's values are not known while the graph is built: each selected entry
+        # takes the source entry numbered by the count of selected entries before it (a
+        # running sum); a source too short raises when the graph runs (its gather)
+        m_flat = mk.broadcast_to(*shape).reshape(-1)
+        order = _core.where(m_flat, m_flat.astype("int64").cumsum(0) - 1, 0)
+        picked = _core.index_select(src.reshape(-1), 0, order, op="masked_scatter")
+        return _core.where(m_flat, picked, x.reshape(-1)).reshape(*shape)
     m = np.broadcast_to(mk.numpy(), shape).astype(bool)
     k = int(m.sum())
     src = src.reshape(-1)

@@ -16,6 +16,11 @@ class IndexRuntimeError(IndexError, RuntimeError):
     ``IndexError`` still catches it."""
 
 
+class IndexTypeError(IndexError, TypeError):
+    """An index of the wrong dtype (a float index tensor) where PyTorch raises
+    ``IndexError``; ferrograd's older ``TypeError`` still catches it."""
+
+
 class ArgumentRuntimeError(ValueError, RuntimeError):
     """A bad argument value where PyTorch raises ``RuntimeError``; ferrograd's older
     ``ValueError`` still catches it."""
