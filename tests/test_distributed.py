@@ -105,9 +105,49 @@ def test_collectives_need_init_process_group():
 def test_init_process_group_rejects_unknown_backends():
     with pytest.raises(ValueError, match="backend"):
         dist.init_process_group("ucc")
-    with pytest.raises(NotImplementedError, match="NCCL"):
-        dist.init_process_group("nccl")
+    # without the NCCL library, or without a CUDA device, the NCCL backend is refused
+    # before anything is joined
+    if not (dist.is_nccl_available() and fg.cuda.is_available()):
+        with pytest.raises(RuntimeError, match="NCCL"):
+            dist.init_process_group("nccl")
     assert not dist.is_initialized()
+
+
+def test_nccl_library_loads_from_the_pip_package_without_a_gpu():
+    # nvidia-nccl-cu13 ships libnccl.so.2, a name cudarc's loader never tries: the package
+    # finds it on sys.path and loads it by path; the version and a unique id need no GPU
+    from ferrograd import _core
+
+    path = dist._nccl_library()
+    if path is None:
+        pytest.skip("nvidia-nccl-cu13 is not installed")
+    assert dist.is_nccl_available()
+    assert os.path.basename(path).startswith("libnccl.so")
+    version = _core._nccl_load(path)
+    assert version >= 21800  # major * 10000 + minor * 100 + patch
+    uid = _core._nccl_unique_id()
+    assert isinstance(uid, bytes) and len(uid) == 128
+    assert uid != _core._nccl_unique_id()
+    with pytest.raises(ValueError, match="128 bytes"):
+        _core._NcclComm(b"short", 1, 0, 0)
+    if not fg.cuda.is_available() or fg.cuda.device_count() == 0:
+        return
+    if "emulator" in fg.cuda.get_device_name(0):
+        # the host-memory CUDA emulator has no device memory NCCL could address
+        with pytest.raises(fg.DeviceError, match="emulator"):
+            _core._NcclComm(uid, 1, 0, 0)
+        return
+    # a world of one on the first device: every collective is the identity (sum, max) or
+    # the value itself
+    comm = _core._NcclComm(uid, 1, 0, 0)
+    t = fg.arange(6.0, device="cuda").reshape(2, 3)
+    comm.all_reduce(t, "sum")
+    comm.broadcast(t, 0)
+    out = fg.zeros(6, device="cuda")
+    comm.all_gather(t.reshape(6), out)
+    assert out.numpy().tolist() == list(range(6))
+    with pytest.raises(ValueError):
+        comm.all_reduce(fg.ones(2), "sum")  # a CPU tensor: not this communicator's device
 
 
 def test_make_allreduce_cb_arguments():

