@@ -571,3 +571,18 @@ def test_masked_scatter_gradients_inside_a_traced_step():
         grads.append([_np(x.grad), _np(s.grad)])
     for got, want in zip(*grads):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("value_shape", [(1,), ()])
+def test_assigning_through_an_all_false_mask_gives_the_value_a_zero_gradient(value_shape):
+    # nothing is written, but the value took part: its gradient is zeros, not None
+    def fn(T):
+        x = T.arange(3.0, dtype=T.float64).requires_grad_()
+        v = T.full(value_shape, 5.0, dtype=T.float64).requires_grad_()
+        y = x * 1
+        y[T.tensor([False, False, False])] = v
+        (y * 2).sum().backward()
+        assert v.grad is not None
+        return y, x.grad, v.grad
+
+    _same(fn)

@@ -464,8 +464,8 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     rshape = pos.shape
     pos = pos.reshape(-1)
     v = _setitem_value(x, value, rshape, _is_mask_key(items))
-    if pos.size == 0:
-        return None
+    if pos.size == 0 and not isinstance(value, Tensor):
+        return None  # (a tensor value writes nothing either, but gets its zero gradient)
     # repeated positions: the last value written wins, as in numpy
     rev_first = np.unique(pos[::-1], return_index=True)[1]
     keep = np.sort(pos.size - 1 - rev_first)
