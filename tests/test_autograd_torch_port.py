@@ -523,3 +523,16 @@ def test_backward_inputs_does_not_alias_the_seed(L):
     assert vals(g) == [1.0, 1.0, 1.0]
     assert vals(x.grad) == [2.0, 2.0, 2.0]
     assert first is x.grad
+
+
+@pytest.mark.parametrize("seed_dtype", ["float64", "int64", "float16"])
+def test_backward_casts_a_gradient_of_another_dtype_to_the_output_dtype(seed_dtype):
+    # PyTorch casts the seed gradient to the output's dtype, for backward and autograd.grad
+    out = {}
+    for T in (torch, fg):
+        x = T.tensor([1.0, 2.0, 3.0]).requires_grad_()
+        (x * x).backward(T.tensor([1, 2, 3], dtype=getattr(T, seed_dtype)))
+        w = T.tensor([1.0, 2.0]).requires_grad_()
+        (g,) = T.autograd.grad(w * 3, w, T.tensor([2, 1], dtype=getattr(T, seed_dtype)))
+        out[T.__name__] = (vals(x.grad), str(x.grad.dtype).split(".")[-1], vals(g))
+    assert out["ferrograd"] == out["torch"]

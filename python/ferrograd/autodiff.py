@@ -1192,13 +1192,14 @@ def _backward(
 
 def _seed_gradients(roots: list[Tensor], gradients: list[Any]) -> list[Tensor] | None:
     """The gradients backward starts from: None for all ones, else one tensor per root (ones
-    where not given, a number filled out)."""
+    where not given, a number filled out, a tensor of another dtype cast to the root's, as
+    PyTorch does)."""
     if all(g is None for g in gradients):
         return None
     return [
         _core.ones_like(r)
         if g is None
-        else g
+        else (g if g.dtype == r.dtype else g.astype(r.dtype.name))
         if isinstance(g, Tensor)
         else _core.full(r.shape, g, dtype=r.dtype.name, device=r.device)
         for r, g in zip(roots, gradients)
