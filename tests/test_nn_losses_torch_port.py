@@ -240,12 +240,14 @@ def test_loss_values_and_float64_gradients_match_pytorch(case: Any) -> None:
 # ------------------------------------------------------------------- refused arguments
 
 
-def _raises_like_torch(fn: Callable[[Any], Any], exc: type[BaseException]) -> None:
+def _raises_like_torch(
+    fn: Callable[[Any], Any], exc: type[BaseException], match: str | None = None
+) -> None:
     torch = _torch()
     for lib in (torch, fg):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with pytest.raises(exc):
+            with pytest.raises(exc, match=match):
                 fn(lib)
 
 
@@ -262,6 +264,7 @@ def test_class_weight_of_wrong_shape_raises_runtime_error(op: str, shape: tuple)
             _t(L, _X[:, :3]), _t(L, [0, 1, 2, 1, 0]), weight=_t(L, np.ones(shape))
         ),
         RuntimeError,
+        "defined either for all 3 classes or no classes",
     )
 
 
@@ -278,6 +281,7 @@ def test_cross_entropy_refuses_ignore_index_with_probability_targets() -> None:
     _raises_like_torch(
         lambda L: L.nn.functional.cross_entropy(_t(L, _X), _t(L, _P), ignore_index=1),
         RuntimeError,
+        "ignore_index .*not supported for floating point target",
     )
     # the default -100 is fine
     _compare(lambda F: F.cross_entropy, [_X, _P], [True, True], {"ignore_index": -100})
@@ -294,7 +298,9 @@ def test_label_smoothing_above_one_raises_runtime_error() -> None:
 def test_huber_loss_refuses_non_positive_delta(delta: float) -> None:
     # ferrograd returned 0 and -0.5
     _raises_like_torch(
-        lambda L: L.nn.functional.huber_loss(_t(L, _A), _t(L, _B), delta=delta), RuntimeError
+        lambda L: L.nn.functional.huber_loss(_t(L, _A), _t(L, _B), delta=delta),
+        RuntimeError,
+        "huber_loss does not support non-positive values for delta",
     )
     _raises_like_torch(lambda L: L.nn.HuberLoss(delta=delta)(_t(L, _A), _t(L, _B)), RuntimeError)
 
@@ -350,6 +356,7 @@ def test_triplet_losses_refuse_bad_margin_and_ranks(op: str) -> None:
     _raises_like_torch(
         lambda L: getattr(L.nn.functional, op)(_t(L, a), _t(L, p), _t(L, n), margin=0.0),
         ValueError,
+        "margin must be greater than 0",
     )
     _raises_like_torch(
         lambda L: getattr(L.nn.functional, op)(_t(L, a), _t(L, p[0]), _t(L, n)), RuntimeError
@@ -365,6 +372,17 @@ def test_gaussian_nll_loss_refuses_var_of_incorrect_size(var_shape: tuple) -> No
             _t(L, np.zeros(shape)), _t(L, np.ones(shape)), _t(L, np.ones(var_shape))
         ),
         ValueError,
+        "var is of incorrect size",
+    )
+
+
+def test_gaussian_nll_loss_refuses_negative_var() -> None:
+    _raises_like_torch(
+        lambda L: L.nn.functional.gaussian_nll_loss(
+            _t(L, np.zeros(3)), _t(L, np.ones(3)), _t(L, [1.0, -1.0, 1.0])
+        ),
+        ValueError,
+        "var has negative entry",
     )
 
 

@@ -836,8 +836,8 @@ def _check_class_weight(op: str, weight: Any, c: int) -> None:
     any other shape would be read out of place or broadcast silently."""
     if weight is not None and tuple(_t(op, "weight", weight).shape) != (c,):
         raise ArgumentRuntimeError(
-            f"{op}: weight must hold one entry for each of the {c} classes (shape [{c}]), "
-            f"got shape {list(weight.shape)}"
+            f"{op}: weight should be defined either for all {c} classes or no classes "
+            f"(shape [{c}]), got shape {list(weight.shape)}"
         )
 
 
@@ -877,7 +877,7 @@ def _cross_entropy(
 ) -> Tensor:
     if not 0.0 <= label_smoothing <= 1.0:
         raise ArgumentRuntimeError(
-            f"cross_entropy: label_smoothing must lie in [0, 1], got {label_smoothing}"
+            f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}"
         )
     if x.ndim == 0:
         raise ShapeError("cross_entropy: input must have 1 or more dimensions (classes), got 0-d")
@@ -891,8 +891,8 @@ def _cross_entropy(
         if ignore_index >= 0:
             # no class index to compare with: PyTorch refuses rather than ignore nothing
             raise ArgumentRuntimeError(
-                f"cross_entropy: ignore_index ({ignore_index}) is not supported with class "
-                "probabilities (a float target)"
+                f"cross_entropy: ignore_index ({ignore_index}) is not supported for floating "
+                "point target (class probabilities)"
             )
         logp = log_softmax(x, 1)
         p = target * (1 - label_smoothing) + label_smoothing / c if label_smoothing else target
@@ -974,7 +974,9 @@ def huber_loss(
     x = _float("huber_loss", "input", input)
     x, target = _broadcast_pair("huber_loss", x, target)
     if not delta > 0:
-        raise ArgumentRuntimeError(f"huber_loss: delta must be positive, got delta={delta}")
+        raise ArgumentRuntimeError(
+            f"huber_loss does not support non-positive values for delta: got delta={delta}"
+        )
     d = (x - target).abs()
     loss = where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
     return _reduce("huber_loss", loss, reduction)
@@ -1947,7 +1949,7 @@ def _triplet_check(op: str, anchor: Any, positive: Any, negative: Any, margin: f
     """The margin must be positive and the three tensors of one rank (broadcasting a lone
     embedding against a batch is refused, as PyTorch)."""
     if not margin > 0:
-        raise ValueError(f"{op}: margin must be positive, got {margin}")
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
     shapes = [
         tuple(_t(op, n, v).shape)
         for n, v in (("anchor", anchor), ("positive", positive), ("negative", negative))
@@ -1972,7 +1974,7 @@ def gaussian_nll_loss(
     x = _float("gaussian_nll_loss", "input", input)
     v = var if isinstance(var, Tensor) else _core.full((), float(var), dtype=x.dtype.name)
     if bool((v < 0).any().item()):
-        raise ValueError("gaussian_nll_loss: var has negative entries")
+        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
     if tuple(v.shape) != tuple(x.shape) and isinstance(var, Tensor):
         if v.ndim == x.ndim - 1 and tuple(v.shape) == tuple(x.shape[:-1]):
             v = v.unsqueeze(-1)  # one variance per sample, shared by its last axis
@@ -1980,9 +1982,9 @@ def gaussian_nll_loss(
             # otherwise only one axis of var may differ from input's, and be 1: any other
             # shape is a mistake broadcasting would hide
             raise ValueError(
-                f"gaussian_nll_loss: var of shape {list(v.shape)} does not fit input of shape "
-                f"{list(x.shape)} (same shape, one axis of 1, or the shape without the last "
-                "axis)"
+                f"gaussian_nll_loss: var is of incorrect size: {list(v.shape)} for input of "
+                f"shape {list(x.shape)} (want the same shape, one axis of 1, or the shape "
+                "without the last axis)"
             )
     # clamped without a gradient of its own, as PyTorch (the gradient passes straight through
     # where var < eps)
@@ -2729,14 +2731,14 @@ def multi_margin_loss(
         )
     if weight is not None and (weight.ndim != 1 or weight.shape[0] != c):
         raise ArgumentRuntimeError(
-            f"{op}: weight must hold one entry for each of the {c} classes (shape [{c}]), got "
-            f"shape {list(weight.shape)}"
+            f"{op}: inconsistent weight size, expected one entry for each of the {c} classes "
+            f"(shape [{c}]), got shape {list(weight.shape)}"
         )
     if not _core._tracing() and t.numel():
         lo, hi = int(t.min().item()), int(t.max().item())
         if lo < 0 or hi >= c:
             bad = lo if lo < 0 else hi
-            raise IndexRuntimeError(f"{op}: target {bad} is out of range for {c} classes")
+            raise IndexRuntimeError(f"{op}: target out of range: {bad} for {c} classes")
     y = t.reshape(-1, 1).astype("int64")
     picked = gather(x2, 1, y)
     terms = (x2 - picked + margin).clamp(min=0.0)
