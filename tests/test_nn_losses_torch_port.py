@@ -457,3 +457,16 @@ def test_multilabel_margin_loss_target_out_of_range_raises_runtime_error() -> No
 )
 def test_invalid_reduction_strings_raise_value_error(call: Any) -> None:
     _raises_like_torch(lambda L: call(L.nn.functional, L), ValueError)
+
+
+@pytest.mark.parametrize("op", ["nll_loss", "cross_entropy"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_byte_class_targets_match_long_ones(op: str, reduction: str) -> None:
+    # cross_entropy's fused path refused uint8 labels ("labels must be int64")
+    def fn(F: Any) -> Any:
+        return lambda x, t, **k: getattr(F, op)(x, t, **k)
+
+    _compare(fn, [_X, _T.astype(np.uint8)], [True, False], {"reduction": reduction})
+    got = _np(getattr(fg.nn.functional, op)(fg.tensor(_X), fg.tensor(_T.astype(np.uint8))))
+    want = _np(getattr(fg.nn.functional, op)(fg.tensor(_X), fg.tensor(_T)))
+    np.testing.assert_allclose(got, want, rtol=1e-12)

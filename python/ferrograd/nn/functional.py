@@ -907,9 +907,10 @@ def _cross_entropy(
         and reduction == "mean"
         and x.ndim == 2
         and not _core._tracing()  # traced: the composition, which handles ignored targets
-        and not (_class_target("cross_entropy", x, target).numpy() == ignore_index).any()
     ):
-        return _core.cross_entropy(x, target)  # the fused kernel
+        t64 = _class_target("cross_entropy", x, target)  # (uint8 labels too, as int64)
+        if not (t64.numpy() == ignore_index).any():
+            return _core.cross_entropy(x, t64)  # the fused kernel
     logp = log_softmax(x, 1)
     nll = nll_loss(logp, target, weight, ignore_index, reduction)
     if label_smoothing == 0.0:
