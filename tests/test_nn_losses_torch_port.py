@@ -470,3 +470,16 @@ def test_byte_class_targets_match_long_ones(op: str, reduction: str) -> None:
     got = _np(getattr(fg.nn.functional, op)(fg.tensor(_X), fg.tensor(_T.astype(np.uint8))))
     want = _np(getattr(fg.nn.functional, op)(fg.tensor(_X), fg.tensor(_T)))
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_multilabel_soft_margin_loss_promotes_a_wider_float_target() -> None:
+    # the float64 target was cast down to the float32 input's dtype (a float32 loss)
+    torch = _torch()
+    x = _XM.astype(np.float32)
+    y = (_XM > 0.3) * 0.9 + 0.05
+    outs = []
+    for lib in (torch, fg):
+        out = lib.nn.functional.multilabel_soft_margin_loss(_t(lib, x), _t(lib, y))
+        assert str(out.dtype).endswith("float64")
+        outs.append(_np(out))
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-6)

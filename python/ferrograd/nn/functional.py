@@ -2694,7 +2694,11 @@ def multilabel_soft_margin_loss(
 ) -> Tensor:
     """Per-class logistic loss averaged over the classes (the last axis)."""
     x = _float("multilabel_soft_margin_loss", "input", input)
-    t = target.astype(x.dtype.name) if target.dtype != x.dtype else target
+    t = _t("multilabel_soft_margin_loss", "target", target)
+    if t.dtype.kind != "f":
+        t = t.astype(x.dtype.name)
+    # (a float target of another dtype promotes with the input's log-sigmoids, as PyTorch:
+    # casting a float64 target down to a float32 input lost its precision)
     loss = -(t * logsigmoid(x) + (1.0 - t) * logsigmoid(-x))
     if weight is not None:
         loss = loss * weight
