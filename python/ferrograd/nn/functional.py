@@ -791,7 +791,17 @@ def nll_loss(
     targets equal to ``ignore_index`` count for nothing; ``"mean"`` divides by the total
     weight of the counted targets, as PyTorch."""
     x = _float("nll_loss", "input", input)
+    if x.ndim == 0:
+        raise ShapeError(
+            "nll_loss: input must have 1 or more dimensions (classes), got a 0-d tensor"
+        )
     if x.ndim == 1:
+        tn = _t("nll_loss", "target", target)
+        if tn.ndim > 1 or tn.numel() != 1:
+            raise ShapeError(
+                f"nll_loss: a 1-D input (one sample) takes a 0-d or 1-element target, got "
+                f"target of shape {list(tn.shape)}"
+            )
         if reduction == "none":
             # an unbatched input (C,) has a 0-d loss, as PyTorch's
             t1 = _t("nll_loss", "target", target).reshape(1)
@@ -800,6 +810,7 @@ def nll_loss(
         target = _t("nll_loss", "target", target).reshape(1)
     t = _class_target("nll_loss", x, target)
     c = x.shape[1]
+    _check_class_weight("nll_loss", weight, c)
     if not _core._tracing():  # (inside a trace the values are not known yet)
         tv = t.numpy()
         ok = tv != ignore_index
@@ -818,6 +829,16 @@ def nll_loss(
     if reduction == "mean":
         return _mean_over_weight(loss.sum(), w.sum())
     return _reduce("nll_loss", loss, reduction)
+
+
+def _check_class_weight(op: str, weight: Any, c: int) -> None:
+    """A per-class ``weight`` must hold exactly one entry per class (a ``(C,)`` tensor):
+    any other shape would be read out of place or broadcast silently."""
+    if weight is not None and tuple(_t(op, "weight", weight).shape) != (c,):
+        raise ArgumentRuntimeError(
+            f"{op}: weight should be defined either for all {c} classes or no classes "
+            f"(shape [{c}]), got shape {list(weight.shape)}"
+        )
 
 
 def _mean_over_weight(total: Tensor, weight: Tensor) -> Tensor:
@@ -855,15 +876,24 @@ def _cross_entropy(
     label_smoothing: float,
 ) -> Tensor:
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(
-            f"cross_entropy: label_smoothing must lie in [0, 1], got {label_smoothing}"
+        raise ArgumentRuntimeError(
+            f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}"
         )
+    if x.ndim == 0:
+        raise ShapeError("cross_entropy: input must have 1 or more dimensions (classes), got 0-d")
     if x.ndim == 1:
         x = x.reshape(1, -1)
         target = target.reshape(1, -1) if target.dtype.kind == "f" else target.reshape(1)
     c = x.shape[1]
+    _check_class_weight("cross_entropy", weight, c)
     if target.dtype.kind == "f":  # probabilities
         _same_shape("cross_entropy", x, target)
+        if ignore_index >= 0:
+            # no class index to compare with: PyTorch refuses rather than ignore nothing
+            raise ArgumentRuntimeError(
+                f"cross_entropy: ignore_index ({ignore_index}) is not supported for floating "
+                "point target (class probabilities)"
+            )
         logp = log_softmax(x, 1)
         p = target * (1 - label_smoothing) + label_smoothing / c if label_smoothing else target
         terms = logp * p
@@ -877,9 +907,10 @@ def _cross_entropy(
         and reduction == "mean"
         and x.ndim == 2
         and not _core._tracing()  # traced: the composition, which handles ignored targets
-        and not (_class_target("cross_entropy", x, target).numpy() == ignore_index).any()
     ):
-        return _core.cross_entropy(x, target)  # the fused kernel
+        t64 = _class_target("cross_entropy", x, target)  # (uint8 labels too, as int64)
+        if not (t64.numpy() == ignore_index).any():
+            return _core.cross_entropy(x, t64)  # the fused kernel
     logp = log_softmax(x, 1)
     nll = nll_loss(logp, target, weight, ignore_index, reduction)
     if label_smoothing == 0.0:
@@ -943,6 +974,10 @@ def huber_loss(
     """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
     x = _float("huber_loss", "input", input)
     x, target = _broadcast_pair("huber_loss", x, target)
+    if not delta > 0:
+        raise ArgumentRuntimeError(
+            f"huber_loss does not support non-positive values for delta: got delta={delta}"
+        )
     d = (x - target).abs()
     loss = where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
     return _reduce("huber_loss", loss, reduction)
@@ -958,7 +993,9 @@ def binary_cross_entropy(
     if not _core._tracing():  # (a trace cannot read values: the check runs eagerly only)
         pv = p.detach().numpy()
         if pv.size and (np.isnan(pv).any() or pv.min() < 0 or pv.max() > 1):
-            raise ValueError("binary_cross_entropy: input must hold probabilities in [0, 1]")
+            raise ArgumentRuntimeError(
+                "binary_cross_entropy: input must hold probabilities in [0, 1]"
+            )
     t = target if isinstance(target, Tensor) else tensor(target, dtype=p.dtype)
     if t.dtype != p.dtype:
         t = t.astype(p.dtype)
@@ -1026,6 +1063,16 @@ def kl_div(
     divides the sum by the batch size."""
     x = _float("kl_div", "input", input)
     t = _t("kl_div", "target", target)
+    if reduction == "mean":
+        import warnings
+
+        warnings.warn(
+            "kl_div: reduction='mean' divides the summed loss by the number of elements "
+            "(batch size times the size of the distribution); reduction='batchmean' divides by "
+            "the batch size alone, which is the KL divergence's definition",
+            UserWarning,
+            stacklevel=2,
+        )
     if log_target:
         loss = t.exp() * (t - x)
     else:
@@ -1824,6 +1871,12 @@ def margin_ranking_loss(
     """``max(0, -target (input1 - input2) + margin)``."""
     a = _float("margin_ranking_loss", "input1", input1)
     b = _float("margin_ranking_loss", "input2", input2)
+    t = _t("margin_ranking_loss", "target", target)
+    if not a.ndim == b.ndim == t.ndim:
+        raise ShapeError(
+            "margin_ranking_loss: input1, input2 and target must have the same number of "
+            f"dimensions, got shapes {list(a.shape)}, {list(b.shape)} and {list(t.shape)}"
+        )
     loss = (-target * (a - b) + margin).clamp(min=0.0)
     return _reduce("margin_ranking_loss", loss, reduction)
 
@@ -1855,6 +1908,15 @@ def cosine_embedding_loss(
     along the last axis)."""
     a = _float("cosine_embedding_loss", "input1", input1)
     b = _float("cosine_embedding_loss", "input2", input2)
+    t = _t("cosine_embedding_loss", "target", target)
+    if t.ndim > 1 or not a.ndim == b.ndim == t.ndim + 1:
+        # one sample (1-D inputs, 0-d target) or a batch (2-D inputs, 1-D target) only:
+        # higher ranks would pair the targets with the wrong axis
+        raise ShapeError(
+            "cosine_embedding_loss: takes 1-D inputs with a 0-d target or 2-D inputs with a "
+            f"1-D target, got inputs of shapes {list(a.shape)} and {list(b.shape)} and a "
+            f"target of shape {list(t.shape)}"
+        )
     eps = 1e-12
     cos = (a * b).sum(-1) / (((a * a).sum(-1) + eps) * ((b * b).sum(-1) + eps)).sqrt()
     zero = cos * 0.0
@@ -1875,12 +1937,29 @@ def triplet_margin_loss(
     reduction: str = "mean",
 ) -> Tensor:
     """``max(0, d(a, p) - d(a, n) + margin)`` with :func:`pairwise_distance`."""
+    _triplet_check("triplet_margin_loss", anchor, positive, negative, margin)
     d_ap = pairwise_distance(anchor, positive, p, eps)
     d_an = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_an = _core.minimum(d_an, pairwise_distance(positive, negative, p, eps))
     loss = (d_ap - d_an + margin).clamp(min=0.0)
     return _reduce("triplet_margin_loss", loss, reduction)
+
+
+def _triplet_check(op: str, anchor: Any, positive: Any, negative: Any, margin: float) -> None:
+    """The margin must be positive and the three tensors of one rank (broadcasting a lone
+    embedding against a batch is refused, as PyTorch)."""
+    if not margin > 0:
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+    shapes = [
+        tuple(_t(op, n, v).shape)
+        for n, v in (("anchor", anchor), ("positive", positive), ("negative", negative))
+    ]
+    if len({len(sh) for sh in shapes}) != 1:
+        raise ShapeError(
+            f"{op}: anchor, positive and negative must have the same number of dimensions, "
+            f"got shapes {[list(sh) for sh in shapes]}"
+        )
 
 
 def gaussian_nll_loss(
@@ -1896,9 +1975,18 @@ def gaussian_nll_loss(
     x = _float("gaussian_nll_loss", "input", input)
     v = var if isinstance(var, Tensor) else _core.full((), float(var), dtype=x.dtype.name)
     if bool((v < 0).any().item()):
-        raise ValueError("gaussian_nll_loss: var has negative entries")
-    if v.ndim == x.ndim - 1 and v.ndim and tuple(v.shape) == tuple(x.shape[:-1]):
-        v = v.unsqueeze(-1)
+        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+    if tuple(v.shape) != tuple(x.shape) and isinstance(var, Tensor):
+        if v.ndim == x.ndim - 1 and tuple(v.shape) == tuple(x.shape[:-1]):
+            v = v.unsqueeze(-1)  # one variance per sample, shared by its last axis
+        elif v.ndim != x.ndim or sum(vs for xs, vs in zip(x.shape, v.shape) if xs != vs) != 1:
+            # otherwise only one axis of var may differ from input's, and be 1: any other
+            # shape is a mistake broadcasting would hide
+            raise ValueError(
+                f"gaussian_nll_loss: var is of incorrect size: {list(v.shape)} for input of "
+                f"shape {list(x.shape)} (want the same shape, one axis of 1, or the shape "
+                "without the last axis)"
+            )
     # clamped without a gradient of its own, as PyTorch (the gradient passes straight through
     # where var < eps)
     vc = v + (v.clamp(min=eps) - v).detach()
@@ -2606,7 +2694,11 @@ def multilabel_soft_margin_loss(
 ) -> Tensor:
     """Per-class logistic loss averaged over the classes (the last axis)."""
     x = _float("multilabel_soft_margin_loss", "input", input)
-    t = target.astype(x.dtype.name) if target.dtype != x.dtype else target
+    t = _t("multilabel_soft_margin_loss", "target", target)
+    if t.dtype.kind != "f":
+        t = t.astype(x.dtype.name)
+    # (a float target of another dtype promotes with the input's log-sigmoids, as PyTorch:
+    # casting a float64 target down to a float32 input lost its precision)
     loss = -(t * logsigmoid(x) + (1.0 - t) * logsigmoid(-x))
     if weight is not None:
         loss = loss * weight
@@ -2627,12 +2719,32 @@ def multi_margin_loss(
     if x.ndim == 0:
         # a 0-d input is one sample of one class (PyTorch's; its loss is 0)
         x = x.reshape(1)
-        if isinstance(target, Tensor) and target.ndim == 0:
-            target = target.reshape(1)
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: p must be 1 or 2, got {p}")
+    op = "multi_margin_loss"
+    t = _t(op, "target", target)
+    if t.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: target must hold int class indices, got {t.dtype}")
+    if x.ndim > 2:
+        raise ShapeError(f"{op}: input must be (C,) or (N, C), got shape {list(x.shape)}")
     x2 = x.reshape(1, -1) if x.ndim == 1 else x
-    y = target.reshape(-1, 1).astype("int64")
+    n, c = x2.shape
+    if t.ndim > 1 or t.numel() != n:
+        raise ShapeError(
+            f"{op}: target must be 1-D with one class index per sample ({n}), got shape "
+            f"{list(t.shape)}"
+        )
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != c):
+        raise ArgumentRuntimeError(
+            f"{op}: inconsistent weight size, expected one entry for each of the {c} classes "
+            f"(shape [{c}]), got shape {list(weight.shape)}"
+        )
+    if not _core._tracing() and t.numel():
+        lo, hi = int(t.min().item()), int(t.max().item())
+        if lo < 0 or hi >= c:
+            bad = lo if lo < 0 else hi
+            raise IndexRuntimeError(f"{op}: target out of range: {bad} for {c} classes")
+    y = t.reshape(-1, 1).astype("int64")
     picked = gather(x2, 1, y)
     terms = (x2 - picked + margin).clamp(min=0.0)
     if p == 2:
@@ -2642,8 +2754,8 @@ def multi_margin_loss(
     classes = tensor(np.arange(x2.shape[1]).reshape(1, -1), device=x.device)
     terms = _core.where(classes == y, terms * 0.0, terms)
     loss = terms.sum(axis=1) / x2.shape[1]
-    if x.ndim == 1:
-        loss = loss.reshape(())
+    if x.ndim == 1 and t.ndim == 0:
+        loss = loss.reshape(())  # (a 1-element target keeps its axis, as PyTorch's)
     return _reduce("multi_margin_loss", loss, reduction)
 
 
@@ -3569,7 +3681,9 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, reduction: str = "mean
         bad = _core.where(before, t2, 0)
         lo, hi = int(bad.min().item()), int(bad.max().item())
         if lo < 0 or hi >= c:
-            raise IndexError(f"{op}: target labels must lie in [0, {c}) or be -1, got {lo}..{hi}")
+            raise IndexRuntimeError(
+                f"{op}: target labels must lie in [0, {c}) or be -1, got {lo}..{hi}"
+            )
     safe = _core.where(before, t2, 0)
     zeros = _core.zeros(tuple(x2.shape), dtype=x.dtype.name, device=x.device)
     counts = zeros.scatter_add(1, safe, before.astype(x.dtype.name))  # times each class is a label
@@ -3595,10 +3709,7 @@ def triplet_margin_with_distance_loss(
     """``max(0, d(a, p) - d(a, n) + margin)`` with a given distance (default
     :func:`pairwise_distance`); with ``swap``, ``d(a, n)`` is ``min(d(a, n), d(p, n))``."""
     op = "triplet_margin_with_distance_loss"
-    for name, v in (("anchor", anchor), ("positive", positive), ("negative", negative)):
-        _t(op, name, v)
-    if margin <= 0:
-        raise ValueError(f"{op}: margin must be positive, got {margin}")
+    _triplet_check(op, anchor, positive, negative, margin)
     if distance_function is not None and not callable(distance_function):
         raise TypeError(
             f"{op}: distance_function must be callable, got {type(distance_function).__name__}"
