@@ -533,3 +533,20 @@ def test_sdpa_mask_with_is_causal_message(lib_name: str) -> None:
         lib.nn.functional.scaled_dot_product_attention(
             q, q, q, attn_mask=lib.ones(3, 3, dtype=lib.bool), is_causal=True
         )
+
+
+@pytest.mark.parametrize("lib_name", LIBS)
+def test_multihead_attention_is_causal_hint_needs_the_mask(lib_name: str) -> None:
+    """``is_causal`` is only a hint that ``attn_mask`` is causal: without the mask it is a
+    ``RuntimeError`` in the module and in the encoder layer built on it, as in PyTorch."""
+    lib = _lib(lib_name)
+    x = lib.randn(1, 3, 4)
+    mha = lib.nn.MultiheadAttention(4, 2, batch_first=True)
+    with pytest.raises(RuntimeError, match="Need attn_mask if specifying the is_causal hint"):
+        mha(x, x, x, is_causal=True)
+    layer = lib.nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, batch_first=True)
+    with pytest.raises(RuntimeError, match="Need attn_mask if specifying the is_causal hint"):
+        layer(x, is_causal=True)
+    mask = lib.nn.Transformer.generate_square_subsequent_mask(3)
+    out, _ = mha(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)
+    assert tuple(out.shape) == (1, 3, 4)

@@ -234,7 +234,14 @@ class MultiheadAttention(Module):
     ) -> tuple[Tensor, Tensor | None]:
         """``attn_mask`` ``(L, S)`` or ``(N * num_heads, L, S)`` and ``key_padding_mask``
         ``(N, S)``: bool masks are True where attention is not allowed, float masks are
-        added to the scores. ``is_causal`` without ``attn_mask`` masks the future keys."""
+        added to the scores. ``is_causal`` is PyTorch's hint that ``attn_mask`` is the causal
+        mask (which must be given, as PyTorch requires)."""
+        if is_causal and attn_mask is None:
+            raise RuntimeError(
+                "MultiheadAttention: Need attn_mask if specifying the is_causal hint. You may "
+                "use the Transformer module method `generate_square_subsequent_mask` to create "
+                "this mask."
+            )
         batched = self._check(query, key, value, key_padding_mask)
         kpm = key_padding_mask
         if not batched:
@@ -270,8 +277,6 @@ class MultiheadAttention(Module):
         causal = is_causal and kpm is None and not need_weights
         if causal:
             attn_mask = None
-        elif is_causal and attn_mask is None:
-            attn_mask = tensor(~np.tri(L, S, 0, dtype=bool), device=query.device)
         mask = None
         if attn_mask is not None:
             mask = _float_mask("attn_mask", attn_mask, query)
