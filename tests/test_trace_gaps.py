@@ -1,0 +1,142 @@
+"""Steps that used to raise (or misbehave) inside ``fg.trace``: mixed precision with
+``GradScaler``, ``EmbeddingBag``, ``multinomial`` and an unreachable ``memory_budget``, each
+checked against the same step run eagerly."""
+
+from __future__ import annotations
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+# ----------------------------------------------------------------- GradScaler and autocast
+
+
+def _amp_setup(dtype: str):
+    fg.manual_seed(0)
+    model = fg.nn.Sequential(fg.nn.Linear(4, 8), fg.nn.ReLU(), fg.nn.Linear(8, 3))
+    model = model.to(getattr(fg, dtype))
+    opt = fg.optim.Adam(model.parameters(), lr=0.01)
+    # factors that are not powers of two, so the float32 rounding of the scale shows
+    scaler = fg.amp.GradScaler(
+        "cpu", init_scale=3.0 * 2.0**10, growth_factor=3.0, backoff_factor=0.3, growth_interval=2
+    )
+
+    def step(x, y):
+        with fg.amp.autocast(device_type="cpu", dtype=fg.bfloat16):
+            out = model(x)
+        loss = ((out.astype(dtype) - y) ** 2).mean()
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        fg.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    return model, opt, scaler, step
+
+
+def _amp_batches(dtype: str, overflow: tuple = (2, 5), n: int = 7) -> list:
+    rng = np.random.default_rng(0)
+    big = 1e300 if dtype == "float64" else 3e38
+    out = []
+    for i in range(n):
+        x = rng.standard_normal((5, 4)).astype(dtype)
+        if i in overflow:
+            x[0, 0] = big  # the scaled gradients overflow: the step is skipped
+        out.append((fg.tensor(x), fg.tensor(rng.standard_normal((5, 3)).astype(dtype))))
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_traced_grad_scaler_step_matches_eager_including_skipped_steps(dtype):
+    me, oe, se, eager = _amp_setup(dtype)
+    mt, ot, st, fn = _amp_setup(dtype)
+    traced = fg.trace(fn)
+    scales = []
+    for i, (x, y) in enumerate(_amp_batches(dtype)):
+        le, lt = eager(x, y), traced(x, y)
+        assert np.array_equal(le.numpy(), lt.numpy()), i
+        assert se.get_scale() == st.get_scale(), i
+        assert se.state_dict() == st.state_dict(), i
+        scales.append(st.get_scale())
+        for a, b in zip(me.parameters(), mt.parameters()):
+            assert np.array_equal(a.numpy(), b.numpy()), i
+            assert np.array_equal(a.grad.numpy(), b.grad.numpy(), equal_nan=True), i
+        for sa, sb in zip(oe.state.values(), ot.state.values()):
+            for k, v in sa.items():
+                if isinstance(v, fg.Tensor):
+                    assert np.array_equal(v.numpy(), sb[k].numpy()), (i, k)
+    assert traced.cache_size == 1
+    # the scale grew after two clean steps and backed off after each overflow, per call
+    assert scales[1] == scales[0] * 3 and scales[2] < scales[1] and scales[5] < scales[4]
+
+
+def test_traced_grad_scaler_skips_the_step_by_the_data_of_each_call():
+    model, opt, scaler, fn = _amp_setup("float64")
+    traced = fg.trace(fn)
+    batches = _amp_batches("float64", overflow=(1,), n=3)
+    traced(*batches[0])  # traced on a clean batch
+    before = [p.numpy().copy() for p in model.parameters()]
+    moments = [s["exp_avg"].numpy().copy() for s in opt.state.values()]
+    scale = scaler.get_scale()
+    traced(*batches[1])  # replayed on an overflowing one: nothing moves, the scale backs off
+    for p, b in zip(model.parameters(), before):
+        assert np.array_equal(p.numpy(), b)
+    for s, m in zip(opt.state.values(), moments):
+        assert np.array_equal(s["exp_avg"].numpy(), m)
+    assert scaler.get_scale() == np.float32(scale * 0.3)
+    traced(*batches[2])  # and a clean one steps again
+    assert not np.array_equal(next(iter(model.parameters())).numpy(), before[0])
+
+
+def test_grad_scaler_scale_and_skips_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    w0 = rng.standard_normal((3, 4))
+    xs = [rng.standard_normal((5, 4)) for _ in range(5)]
+    xs[2][0, 0] = 1e300
+
+    def run(lib, trace):
+        w = lib.tensor(w0.copy(), requires_grad=True)
+        opt = lib.optim.SGD([w], lr=0.1)
+        scaler = lib.amp.GradScaler(
+            "cpu", init_scale=1024.0, growth_factor=3.0, backoff_factor=0.3, growth_interval=2
+        )
+
+        def step(x):
+            loss = (x @ w.T).pow(2).mean()
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            scaler.step(opt)
+            scaler.update()
+            return loss
+
+        step = fg.trace(step) if trace else step
+        out = []
+        for x in xs:
+            step(lib.tensor(x))
+            out.append((w.detach().numpy().copy(), scaler.get_scale()))
+        return out
+
+    ref = run(torch, False)
+    for got in (run(fg, False), run(fg, True)):
+        for (wa, sa), (wb, sb) in zip(ref, got):
+            np.testing.assert_allclose(wb, wa, rtol=1e-12, atol=0)
+            assert sa == sb
+
+
+def test_grad_scaler_megengine_unscale_inside_trace_raises_trace_error():
+    w = fg.tensor(np.ones(3), requires_grad=True)
+    gm = fg.autodiff.GradManager().attach([w])
+    scaler = fg.amp.GradScaler("cpu")
+
+    @fg.trace
+    def step(x):
+        with gm:
+            scaler.backward(gm, (w * x).sum())
+        return w.grad
+
+    with pytest.raises(fg.TraceError, match="GradScaler.unscale"):
+        step(fg.tensor(np.ones(3)))
