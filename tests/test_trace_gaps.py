@@ -140,3 +140,41 @@ def test_grad_scaler_megengine_unscale_inside_trace_raises_trace_error():
 
     with pytest.raises(fg.TraceError, match="GradScaler.unscale"):
         step(fg.tensor(np.ones(3)))
+
+
+# ------------------------------------------------------------------------------ multinomial
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("shape", [(6,), (3, 6)])
+def test_traced_multinomial_draws_anew_each_call_and_follows_manual_seed(replacement, shape):
+    probs = fg.tensor(np.random.default_rng(0).random(shape) + 0.05)
+
+    def draw(p):
+        return fg.multinomial(p, 4, replacement=replacement)
+
+    traced = fg.trace(draw)
+    fg.manual_seed(7)
+    eager = [draw(probs).numpy() for _ in range(4)]
+    fg.manual_seed(7)
+    got = [traced(probs).numpy() for _ in range(4)]
+    for a, b in zip(eager, got):
+        assert a.dtype == b.dtype == np.int64 and a.shape == shape[:-1] + (4,)
+        assert np.array_equal(a, b)
+    assert any(not np.array_equal(got[0], g) for g in got[1:])
+    if not replacement:
+        for g in got:
+            rows = g.reshape(-1, 4)
+            assert all(len(set(r.tolist())) == 4 for r in rows)
+
+
+def test_multinomial_frequencies_follow_the_weights():
+    torch = pytest.importorskip("torch")
+    w = [1.0, 0.0, 3.0, 6.0]
+    fg.manual_seed(3)
+    n = 20000
+    draws = fg.trace(lambda p: fg.multinomial(p, n, replacement=True))(fg.tensor(w)).numpy()
+    ref = torch.multinomial(torch.tensor(w), n, replacement=True).numpy()
+    freq = np.bincount(draws, minlength=4) / n
+    np.testing.assert_allclose(freq, np.bincount(ref, minlength=4) / n, atol=0.02)
+    assert freq[1] == 0
