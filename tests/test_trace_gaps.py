@@ -178,3 +178,116 @@ def test_multinomial_frequencies_follow_the_weights():
     freq = np.bincount(draws, minlength=4) / n
     np.testing.assert_allclose(freq, np.bincount(ref, minlength=4) / n, atol=0.02)
     assert freq[1] == 0
+
+
+# ----------------------------------------------------------------------------- EmbeddingBag
+
+
+def _bag_data(rng, two_d: bool, include_last: bool, n: int = 9, bags: int = 4):
+    if two_d:
+        return rng.integers(0, 10, (bags, 3)), None
+    ids = rng.integers(0, 10, n)
+    off = np.sort(rng.integers(0, n + 1, bags))
+    off[0] = 0  # (some bags come out empty)
+    if include_last:
+        off = np.append(off, n)
+    return ids, off
+
+
+BAG_CASES = [
+    {"mode": "sum"},
+    {"mode": "sum", "per_sample_weights": True, "padding_idx": 2},
+    {"mode": "sum", "scale_grad_by_freq": True, "max_norm": 1.0},
+    {"mode": "mean", "padding_idx": 2},
+    {"mode": "mean", "include_last_offset": True, "scale_grad_by_freq": True},
+    {"mode": "max"},
+    {"mode": "max", "padding_idx": 2, "include_last_offset": True},
+    {"mode": "max", "max_norm": 1.0},
+]
+
+
+@pytest.mark.parametrize("two_d", [False, True])
+@pytest.mark.parametrize(
+    "case", BAG_CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items())
+)
+def test_traced_embedding_bag_matches_eager_and_torch(case, two_d):
+    torch = pytest.importorskip("torch")
+    case = dict(case)
+    psw = case.pop("per_sample_weights", False)
+    include_last = case.get("include_last_offset", False)
+    if two_d and include_last:
+        pytest.skip("include_last_offset is for 1-D input")
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((10, 3)) * 2
+
+    def make(lib):
+        m = lib.nn.EmbeddingBag(10, 3, **case).double()
+        with lib.no_grad():
+            m.weight.copy_(lib.tensor(w0))
+        return m
+
+    def step_for(lib, m):
+        def step(ids, off, psw):
+            out = m(ids, off, per_sample_weights=psw)
+            weights = lib.arange(out.numel(), dtype=lib.float64).reshape(out.shape)
+            (out * weights).sum().backward()
+            return out
+
+        return step
+
+    ms = {"eager": make(fg), "traced": make(fg), "torch": make(torch)}
+    steps = {k: step_for(torch if k == "torch" else fg, m) for k, m in ms.items()}
+    steps["traced"] = fg.trace(steps["traced"])
+    for _ in range(3):  # new indices and offsets on each call, one graph
+        ids, off = _bag_data(rng, two_d, include_last)
+        sw = rng.random(ids.shape) if psw else None
+        res = {}
+        for k, m in ms.items():
+            lib = torch if k == "torch" else fg
+            m.weight.grad = None
+            out = steps[k](
+                lib.tensor(ids),
+                None if off is None else lib.tensor(off),
+                None if sw is None else lib.tensor(sw),
+            )
+            res[k] = (out.detach().numpy(), m.weight.grad.numpy(), m.weight.detach().numpy())
+        for k in ("traced", "torch"):
+            for got, want in zip(res[k], res["eager"]):
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    assert steps["traced"].cache_size == 1
+
+
+def test_traced_embedding_bag_gradient_matches_finite_differences():
+    rng = np.random.default_rng(3)
+    ids = fg.tensor(rng.integers(0, 6, 8))
+    off = fg.tensor([0, 3, 3, 6])
+    psw0 = rng.random(8)
+
+    @fg.trace
+    def f(w, psw):
+        return (
+            fg.nn.functional.embedding_bag(ids, w, off, mode="sum", per_sample_weights=psw) ** 2
+        ).sum()
+
+    def grads(w0, p0):
+        w = fg.tensor(w0, requires_grad=True)
+        p = fg.tensor(p0, requires_grad=True)
+        return fg.autograd.grad(f(w, p), [w, p])
+
+    w0 = rng.standard_normal((6, 2))
+    gw, gp = grads(w0, psw0)
+
+    def value(w, p):
+        return f(fg.tensor(w), fg.tensor(p)).item()
+
+    eps = 1e-6
+    for arr, g in ((w0, gw), (psw0, gp)):
+        num = np.zeros_like(arr)
+        for i in np.ndindex(arr.shape):
+            hi, lo = arr.copy(), arr.copy()
+            hi[i] += eps
+            lo[i] -= eps
+            args_hi = (hi, psw0) if arr is w0 else (w0, hi)
+            args_lo = (lo, psw0) if arr is w0 else (w0, lo)
+            num[i] = (value(*args_hi) - value(*args_lo)) / (2 * eps)
+        np.testing.assert_allclose(g.numpy(), num, rtol=1e-6, atol=1e-8)
