@@ -291,3 +291,15 @@ def test_traced_embedding_bag_gradient_matches_finite_differences():
             args_lo = (lo, psw0) if arr is w0 else (w0, lo)
             num[i] = (value(*args_hi) - value(*args_lo)) / (2 * eps)
         np.testing.assert_allclose(g.numpy(), num, rtol=1e-6, atol=1e-8)
+
+
+def test_traced_causal_mask_is_shape_data_and_matches_torch():
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    f = fg.trace(lambda x: x + fg.nn.Transformer.generate_square_subsequent_mask(9).double())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fg.tracing.TraceWarning)
+        got = f(fg.zeros(9, 9, dtype=fg.float64)).numpy()
+    want = torch.nn.Transformer.generate_square_subsequent_mask(9).double().numpy()
+    assert np.array_equal(got, want)
