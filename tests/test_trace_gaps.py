@@ -293,6 +293,53 @@ def test_traced_embedding_bag_gradient_matches_finite_differences():
         np.testing.assert_allclose(g.numpy(), num, rtol=1e-6, atol=1e-8)
 
 
+# ------------------------------------------------------------------ unreachable memory budget
+
+
+def _state(model, opt):
+    out = [t.numpy().copy() for t in model.state_dict().values()]
+    out += [p.grad.numpy().copy() if p.grad is not None else None for p in model.parameters()]
+    for s in opt.state.values():
+        out += [v.numpy().copy() for v in s.values() if isinstance(v, fg.Tensor)]
+    return out
+
+
+@pytest.mark.parametrize("grads_before", [False, True])
+def test_unreachable_memory_budget_raises_before_anything_changes(grads_before):
+    fg.manual_seed(0)
+    model = fg.nn.Sequential(
+        fg.nn.Linear(6, 8), fg.nn.BatchNorm1d(8), fg.nn.Dropout(0.3), fg.nn.Linear(8, 2)
+    ).double()
+    opt = fg.optim.Adam(model.parameters(), lr=0.1)
+    x = fg.tensor(np.random.default_rng(0).standard_normal((5, 6)))
+    if grads_before:  # gradients accumulated before the call are kept too
+        model(x).sum().backward()
+
+    def step(x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    before = _state(model, opt)
+    fg.manual_seed(5)
+    with pytest.raises(ValueError, match="budget"):
+        fg.trace(step, memory_budget=1)(x)
+    after = _state(model, opt)
+    assert len(before) == len(after)
+    for a, b in zip(before, after):
+        if a is None:
+            assert b is None
+        else:
+            assert np.array_equal(a, b)
+    # the random stream is where the failed call found it (its dropout draw is undone)
+    drawn = fg.rand(4).numpy()
+    fg.manual_seed(5)
+    assert np.array_equal(fg.rand(4).numpy(), drawn)
+    # and the step then runs when traced without a budget
+    assert np.isfinite(fg.trace(step)(x).numpy()).all()
+
+
 def test_traced_causal_mask_is_shape_data_and_matches_torch():
     import warnings
 
