@@ -340,6 +340,60 @@ def test_unreachable_memory_budget_raises_before_anything_changes(grads_before):
     assert np.isfinite(fg.trace(step)(x).numpy()).all()
 
 
+# ------------------------------------------------------------------- two optimizers (a GAN)
+
+
+def test_traced_gan_step_with_two_optimizers_matches_eager():
+    nn = fg.nn
+
+    def build():
+        fg.manual_seed(0)
+        gen = nn.Sequential(nn.Linear(8, 64), nn.Unflatten(1, (1, 8, 8)), nn.Tanh()).double()
+        disc = nn.Sequential(
+            nn.Conv2d(1, 16, 4, 2, 1, bias=False),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(16, 1, 4, 1, 0, bias=False),
+            nn.Flatten(),
+            nn.Sigmoid(),
+        ).double()
+        opt_g = fg.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        opt_d = fg.optim.Adam(disc.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        crit = nn.BCELoss()
+
+        def step(real, noise):
+            b = real.shape[0]
+            ones = fg.ones(b, dtype=fg.float64)
+            zeros = fg.zeros(b, dtype=fg.float64)
+            disc.zero_grad()
+            err_real = crit(disc(real).view(-1), ones)
+            err_real.backward()
+            fake = gen(noise)
+            err_fake = crit(disc(fake.detach()).view(-1), zeros)
+            err_fake.backward()
+            opt_d.step()
+            gen.zero_grad()
+            err_g = crit(disc(fake).view(-1), ones)
+            err_g.backward()
+            opt_g.step()
+            return err_real + err_fake, err_g
+
+        return [gen, disc], step
+
+    rng = np.random.default_rng(0)
+    data = [
+        (fg.tensor(rng.random((4, 1, 8, 8)) * 2 - 1), fg.tensor(rng.standard_normal((4, 8))))
+        for _ in range(5)
+    ]
+    (me, eager), (mt, fn) = build(), build()
+    traced = fg.trace(fn)
+    for real, noise in data:
+        for a, b in zip(eager(real, noise), traced(real, noise)):
+            np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-12, atol=0)
+    for a, b in zip(me, mt):
+        for p, q in zip(a.parameters(), b.parameters()):
+            np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-12, atol=1e-15)
+
+
 def test_traced_causal_mask_is_shape_data_and_matches_torch():
     import warnings
 

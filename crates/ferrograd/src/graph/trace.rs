@@ -265,6 +265,16 @@ impl Tracer {
             for (k, &i) in ins.iter().enumerate() {
                 if k >= 64 || mask.keeps(k) {
                     self.saved[i] = true;
+                    if self.values[i].is_none() {
+                        if let Some(t) = inputs.get(k) {
+                            // a node released while no rule wanted it, read again now through
+                            // another handle of the same data: the value written into a
+                            // captured tensor in place (`w -= lr * g`; the buffer the update
+                            // computed was released, the parameter holds the data)
+                            self.values[i] = Some((*t).clone());
+                            self.versions[i] = t.storage().version();
+                        }
+                    }
                 }
             }
         }
