@@ -363,7 +363,7 @@ impl Tracer {
 
     /// Whether `t`'s memory existed before the trace: an argument, a tensor from outside
     /// (captured or not yet seen) or the `.grad` of one, not a value the trace computed.
-    fn from_outside(&self, t: &Tensor) -> bool {
+    fn made_outside(&self, t: &Tensor) -> bool {
         match self.by_storage.get(&storage_key(t)) {
             None => true,
             Some(nodes) => nodes.iter().any(|&n| {
@@ -544,7 +544,7 @@ fn keep_old_value(dst: &Tensor) -> Result<()> {
                 .any(|(t, _)| Arc::ptr_eq(t.storage(), dst.storage()) && t.layout() == dst.layout())
         })
     });
-    if !wanted || !with_tracer(|tr| tr.from_outside(dst)).unwrap_or(false) {
+    if !wanted || !with_tracer(|tr| tr.made_outside(dst)).unwrap_or(false) {
         return Ok(());
     }
     // the copy is no part of the graph
