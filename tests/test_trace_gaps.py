@@ -127,6 +127,42 @@ def test_grad_scaler_scale_and_skips_match_torch():
             assert sa == sb
 
 
+def test_traced_grad_scaler_with_two_optimizers_and_nan_matches_eager():
+    def build():
+        fg.manual_seed(0)
+        a, b = fg.nn.Linear(4, 4).double(), fg.nn.Linear(4, 1).double()
+        opt_a = fg.optim.SGD(a.parameters(), lr=0.1, momentum=0.9)
+        opt_b = fg.optim.Adam(b.parameters(), lr=0.01)
+        scaler = fg.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
+
+        def step(x):
+            loss = b(a(x)).pow(2).mean()
+            opt_a.zero_grad()
+            opt_b.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt_a)  # one optimizer unscaled by hand, the other by step()
+            scaler.step(opt_a)
+            scaler.step(opt_b)
+            scaler.update()
+            return loss
+
+        return [a, b], scaler, step
+
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((3, 4)) for _ in range(6)]
+    xs[2][0, 0] = 1e300
+    xs[4][1, 1] = np.nan
+    (me, se, eager), (mt, st, fn) = build(), build()
+    traced = fg.trace(fn)
+    for x in xs:
+        eager(fg.tensor(x))
+        traced(fg.tensor(x))
+        assert se.get_scale() == st.get_scale()
+        for m1, m2 in zip(me, mt):
+            for p, q in zip(m1.parameters(), m2.parameters()):
+                assert np.array_equal(p.numpy(), q.numpy())
+
+
 def test_grad_scaler_megengine_unscale_inside_trace_raises_trace_error():
     w = fg.tensor(np.ones(3), requires_grad=True)
     gm = fg.autodiff.GradManager().attach([w])
