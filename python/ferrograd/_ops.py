@@ -571,7 +571,10 @@ def normal(
 def multinomial(
     input: Tensor, num_samples: int, replacement: bool = False, *, generator: Any = None
 ) -> Tensor:
-    """Indices drawn from the rows of ``input`` (non-negative weights, 1-D or 2-D), int64."""
+    """Indices drawn from the rows of ``input`` (non-negative weights, 1-D or 2-D), int64.
+    Without ``generator=`` the draw comes from the device's counter-based generator, so it
+    also runs inside ``fg.trace`` (a fresh draw on every call, the one the same step draws
+    eagerly after the same ``manual_seed``); the weights are checked eagerly only."""
     x = _check_tensor("multinomial", "input", input)
     k = _int("multinomial", "num_samples", num_samples)
     if x.ndim not in (1, 2):
@@ -584,23 +587,39 @@ def multinomial(
         raise ShapeError(
             f"multinomial: input of shape {list(x.shape)} has no categories to draw from"
         )
-    w = x.numpy().astype(np.float64).reshape(-1, x.shape[-1])
-    if not np.isfinite(w).all() or (w < 0).any():
-        raise ShapeError("multinomial: weights must be finite and non-negative")
-    rng = _rng_for("multinomial", generator, x.device)
-    rows = []
-    for row in w:
-        total = row.sum()
-        if total <= 0:
-            raise ShapeError("multinomial: a row of weights sums to zero")
-        if not replacement and k > np.count_nonzero(row):
-            raise ArgumentRuntimeError(
-                f"multinomial: cannot draw {k} samples without replacement from "
-                f"{np.count_nonzero(row)} categories of nonzero weight"
-            )
-        rows.append(rng.choice(row.size, size=k, replace=replacement, p=row / total))
-    out = np.array(rows, dtype=np.int64).reshape(*x.shape[:-1], k)
-    return tensor(out, device=x.device)
+    if not replacement and k > x.shape[-1]:
+        raise ArgumentRuntimeError(
+            f"multinomial: cannot draw {k} samples without replacement from "
+            f"{x.shape[-1]} categories"
+        )
+    if _core._tracing():
+        if not _global_stream(generator):
+            _rng_for("multinomial", generator, x.device)  # raises TraceError
+    else:
+        w = x.numpy().astype(np.float64).reshape(-1, x.shape[-1])
+        if not np.isfinite(w).all() or (w < 0).any():
+            raise ShapeError("multinomial: weights must be finite and non-negative")
+        for row in w:
+            if row.sum() <= 0:
+                raise ShapeError("multinomial: a row of weights sums to zero")
+            if not replacement and k > np.count_nonzero(row):
+                raise ArgumentRuntimeError(
+                    f"multinomial: cannot draw {k} samples without replacement from "
+                    f"{np.count_nonzero(row)} categories of nonzero weight"
+                )
+        if not _global_stream(generator):
+            rng = _rng_for("multinomial", generator, x.device)
+            rows = [rng.choice(r.size, size=k, replace=replacement, p=r / r.sum()) for r in w]
+            out = np.array(rows, dtype=np.int64).reshape(*x.shape[:-1], k)
+            return tensor(out, device=x.device)
+    # the device's counter-based generator, eagerly and inside fg.trace alike (a traced step
+    # draws on each call what the same step draws eagerly after the same manual_seed)
+    from .random import _categories
+
+    w2 = x.detach().astype("float64").reshape(-1, x.shape[-1])
+    draw = lambda shape: _traced_draw(shape, x.device, "float64", False)
+    out = _categories(w2, k, replacement, draw)
+    return out.reshape(*x.shape[:-1], k)
 
 
 def _uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:

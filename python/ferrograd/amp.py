@@ -689,25 +689,76 @@ def _install() -> None:
 # ------------------------------------------------------------------------- GradScaler
 
 
-def _unscale_grads(tensors: list, inv: float, check: bool) -> bool:
+def _unscale_grads(tensors: list, inv: float | Tensor, check: bool) -> bool | Tensor:
     """Multiplies each tensor's ``.grad`` by ``inv`` in place; returns whether any holds
     inf or NaN (when ``check``). Gradients that are one memory (the same storage, shape and
-    strides, as two parameters can get from one backward) are multiplied once."""
+    strides, as two parameters can get from one backward) are multiplied once.
+
+    Inside ``fg.trace``, ``inv`` is a float32 0-d tensor (the reciprocal of the scale tensor)
+    and the answer a bool 0-d tensor: the graph computes both on every call from that call's
+    gradients, nothing is read on the host."""
+    from . import _core
+    from ._elementwise import isfinite
     from .autodiff import no_grad
 
-    found, seen = False, set()
+    traced = _core._tracing()
+    found: Any = False
+    seen = set()
     with no_grad():
         for t in tensors:
             g = getattr(t, "grad", None)
             if g is None:
                 continue
-            key = (g.data_ptr(), tuple(g.shape), tuple(g.stride()), g.dtype.name)
+            if traced:
+                key = (g._data_key, g.dtype.name)
+            else:
+                key = (g.data_ptr(), tuple(g.shape), tuple(g.stride()), g.dtype.name)
             if key not in seen:
                 seen.add(key)
-                g.mul_(inv)
-            if check and not found:
+                if isinstance(inv, Tensor):
+                    # rounded to the gradient's dtype first, as a Python number would be
+                    g.mul_(inv.to(g.device).astype(g.dtype.name))
+                else:
+                    g.mul_(inv)
+            if not check:
+                continue
+            if traced:
+                bad = isfinite(g.detach()).all().logical_not().to(_scale_device(inv))
+                found = bad if found is False else found.logical_or(bad)
+            elif not found:
                 found = not bool(np.isfinite(g.detach().numpy()).all())
+    if traced and check and found is False:
+        return _core.zeros((), dtype="bool", device=_scale_device(inv))
     return found
+
+
+def _scale_device(inv: Any) -> Any:
+    return inv.device if isinstance(inv, Tensor) else "cpu"
+
+
+def _step_unless(found: Tensor, optimizer: Any, args: tuple, kwargs: dict) -> Any:
+    """``optimizer.step(...)`` inside ``fg.trace`` where ``found`` (a bool 0-d tensor of
+    this call) says whether a gradient held inf or NaN: the step runs, then every parameter
+    with a gradient and its optimizer state take back their values from before it where
+    ``found`` is true, so each call of the graph skips the step or not by its own data."""
+    from . import _core
+    from .autodiff import no_grad
+
+    held: list[Tensor] = []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if getattr(p, "grad", None) is None:
+                continue
+            held.append(p)
+            state = optimizer.state.get(p, {}) if hasattr(optimizer, "state") else {}
+            held.extend(v for v in state.values() if isinstance(v, Tensor))
+    with no_grad():
+        before = [t.detach().clone() for t in held]
+    out = optimizer.step(*args, **kwargs)
+    with no_grad():
+        for t, old in zip(held, before):
+            t.copy_(_core.where(found.to(t.device), old, t.detach()))
+    return out
 
 
 class GradScaler:
@@ -752,6 +803,17 @@ class GradScaler:
         if growth_interval < 0:
             raise ValueError(f"GradScaler: growth_interval must be >= 0, got {growth_interval}")
         self._device, self._enabled = kind, bool(enabled)
+        # the scale and the growth tracker as tensors too, made now so that a traced training
+        # step captures them (it updates them in place on every call); once a trace has used
+        # them they hold the values, else the Python numbers do (kept equal to them)
+        self._scale_t: Tensor | None = None
+        self._tracker_t: Tensor | None = None
+        self._in_graph = False
+        if self._enabled:
+            from ._tensor import tensor
+
+            self._scale_t = tensor(np.array(0.0, dtype=np.float32))
+            self._tracker_t = tensor(np.array(0, dtype=np.int64))
         # the scale is a float32 number, as PyTorch's (its growth stops below float32's max)
         self._scale = _f32(init_scale)
         self._scale_used = False  # scale() called (or a state loaded): update() may run
@@ -762,6 +824,61 @@ class GradScaler:
         self._found_non_finite = False
 
     _no_cuda = False
+    _scale_t: Tensor | None = None
+    _tracker_t: Tensor | None = None
+    _in_graph = False
+
+    @property
+    def _scale(self) -> float:
+        if self._in_graph and self._scale_t is not None:
+            return float(self._scale_t.item())
+        return self._scale_value
+
+    @_scale.setter
+    def _scale(self, value: float) -> None:
+        self._scale_value = value
+        if self._scale_t is not None:
+            self._write(self._scale_t, value)
+
+    @property
+    def _growth_tracker(self) -> int:
+        if self._in_graph and self._tracker_t is not None:
+            return int(self._tracker_t.item())
+        return self._tracker_value
+
+    @_growth_tracker.setter
+    def _growth_tracker(self, value: int) -> None:
+        self._tracker_value = value
+        if self._tracker_t is not None:
+            self._write(self._tracker_t, value)
+
+    @staticmethod
+    def _write(t: Tensor, value: float) -> None:
+        from . import _core
+        from .autodiff import no_grad
+
+        if _core._tracing():
+            raise _core.TraceError(
+                "GradScaler: the scale cannot be set from a Python number inside fg.trace "
+                "(it would be fixed into every call); set it outside the traced function"
+            )
+        with no_grad():
+            t.fill_(value)
+
+    def _traced(self) -> bool:
+        """Whether this call runs inside ``fg.trace``: the scale, the growth tracker and the
+        inf checks are then tensors of the graph (see :meth:`_update_traced`)."""
+        from . import _core
+
+        if not _core._tracing():
+            return False
+        if self._scale_t is None:
+            raise _core.TraceError(
+                "GradScaler: a scaler made disabled and turned on later has no scale tensor "
+                "for fg.trace; make it enabled"
+            )
+        self._in_graph = True
+        return True
 
     def is_enabled(self) -> bool:
         return self._enabled
@@ -789,6 +906,8 @@ class GradScaler:
         if isinstance(outputs, Tensor):
             if outputs.dtype.name in _LOWER:
                 outputs = outputs.astype("float32")
+            if self._traced():
+                return outputs * self._scale_t.to(outputs.device)
             return outputs * self._scale
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
@@ -824,7 +943,12 @@ class GradScaler:
             if g is not None and g.dtype.name == "float16":
                 # float16 gradients unscaled in place lose what the scale protected
                 raise ValueError("Attempting to unscale FP16 gradients.")
-        found = _unscale_grads(params, 1.0 / self._scale, check=True)
+        # the reciprocal rounded to float32 (also for float64 gradients), as PyTorch's
+        if self._traced():
+            inv: Any = (1.0 / self._scale_t.astype("float64")).astype("float32")
+        else:
+            inv = _f32(1.0 / self._scale)
+        found = _unscale_grads(params, inv, check=True)
         st["unscaled"], st["found_inf"] = True, found
 
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
@@ -840,6 +964,8 @@ class GradScaler:
         if not st["unscaled"]:
             self.unscale_(optimizer)
         st["stepped"] = True
+        if isinstance(st["found_inf"], Tensor):
+            return _step_unless(st["found_inf"], optimizer, args, kwargs)
         if st["found_inf"]:
             return None
         return optimizer.step(*args, **kwargs)
@@ -856,11 +982,19 @@ class GradScaler:
                 "did not use scaler.scale(loss or outputs) earlier in the iteration."
             )
         if new_scale is not None:
-            self._scale = _f32(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
+            if self._traced():
+                from .autodiff import no_grad
+
+                with no_grad():
+                    self._scale_t.copy_(_core_tensor(new_scale, self._scale_t))
+            else:
+                self._scale = _f32(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
         elif not self._mge_used and not any(st["unscaled"] for st in self._per_opt.values()):
             raise AssertionError("No inf checks were recorded prior to update.")
         elif self._growth_interval == 0:
             pass
+        elif self._traced():
+            self._update_traced()
         else:
             found = self._found_non_finite or any(st["found_inf"] for st in self._per_opt.values())
             if found:
@@ -876,6 +1010,42 @@ class GradScaler:
                     self._growth_tracker = 0
         self._per_opt.clear()
         self._found_non_finite = False
+
+    def _update_traced(self) -> None:
+        """:meth:`update` as graph ops: the scale backs off where this call found inf/NaN,
+        else the tracker counts the clean step and the scale grows after
+        ``growth_interval`` of them (unless growing overflows float32), as eagerly."""
+        from . import _core
+        from ._elementwise import isfinite
+        from .autodiff import no_grad
+
+        s, n = self._scale_t, self._tracker_t
+        dev = s.device
+        found: Any = None
+        for st in self._per_opt.values():
+            f = st["found_inf"]
+            if isinstance(f, Tensor):
+                f = f.to(dev)
+            elif f:
+                f = _core.ones((), dtype="bool", device=dev)
+            else:
+                continue
+            found = f if found is None else found.logical_or(f)
+        if found is None:
+            found = _core.zeros((), dtype="bool", device=dev)
+        with no_grad():
+            # in float64, then rounded once to float32, as the eager update's Python numbers
+            wide = s.astype("float64")
+            backed = (wide * self._backoff_factor).astype("float32")
+            grown = (wide * self._growth_factor).astype("float32")
+            grown = _core.where(isfinite(grown), grown, s)
+            count = n + 1
+            due = count == self._growth_interval
+            zero = _core.zeros_like(n)
+            new_s = _core.where(found, backed, _core.where(due, grown, s))
+            new_n = _core.where(found, zero, _core.where(due, zero, count))
+            s.copy_(new_s)
+            n.copy_(new_n)
 
     # -- MegEngine's API -----------------------------------------------------------------
     def _mge_on(self) -> bool:
@@ -931,10 +1101,18 @@ class GradScaler:
         :meth:`update` lowers the scale. With ``growth_interval=0`` nothing is checked."""
         if not self._mge_on():
             return self
+        from . import _core
+
+        if _core._tracing():
+            raise _core.TraceError(
+                "GradScaler.unscale: dropping the gradients when one holds inf or NaN decides "
+                "on their values, which fg.trace cannot; in a traced step use "
+                "scaler.scale(loss), scaler.unscale_(opt), scaler.step(opt), scaler.update()"
+            )
         tensors = [
             t for t in grad_tensors if t is not None and getattr(t, "grad", None) is not None
         ]
-        found = _unscale_grads(tensors, 1.0 / self._scale, check=self._growth_interval > 0)
+        found = _unscale_grads(tensors, _f32(1.0 / self._scale), check=self._growth_interval > 0)
         if found:
             self._found_non_finite = True
             for t in tensors:
@@ -966,6 +1144,15 @@ class GradScaler:
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
         self._growth_tracker = int(state_dict["_growth_tracker"])
+
+
+def _core_tensor(value: Any, like: Tensor) -> Tensor:
+    """``value`` (a number or a tensor) as a 0-d tensor of ``like``'s dtype and device."""
+    if isinstance(value, Tensor):
+        return value.reshape(()).to(like.device).astype(like.dtype.name)
+    from ._tensor import tensor
+
+    return tensor(np.array(_f32(value), dtype=np.float32), device=like.device)
 
 
 def _f32(x: Any) -> float:

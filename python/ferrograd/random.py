@@ -2,13 +2,13 @@
 ``nn.init``: one stream per device, all reseeded by :func:`manual_seed`, reproducible for a
 given seed (the same seed gives the same numbers on every run and machine).
 
-``rand``, ``randn``, ``rand_like``, ``randn_like``, ``bernoulli`` and dropout (without a
-``generator=``) draw from a counter-based generator per device (the engine's ``random`` op,
-keyed by a counter tensor that each draw advances), eagerly and inside ``fg.trace`` alike: a
-traced step draws, on each run, the numbers the same step draws eagerly from the same state
-(so traced and eager training with dropout agree after the same :func:`manual_seed`). Other
-draws (``randint``, ``randperm``, ``multinomial``, initialisers) use a numpy PCG64 stream per
-device, and raise ``TraceError`` inside a trace.
+``rand``, ``randn``, ``rand_like``, ``randn_like``, ``bernoulli``, ``multinomial`` and
+dropout (without a ``generator=``) draw from a counter-based generator per device (the
+engine's ``random`` op, keyed by a counter tensor that each draw advances), eagerly and inside
+``fg.trace`` alike: a traced step draws, on each run, the numbers the same step draws eagerly
+from the same state (so traced and eager training with dropout agree after the same
+:func:`manual_seed`). Other draws (``randint``, ``randperm``, initialisers) use a numpy PCG64
+stream per device, and raise ``TraceError`` inside a trace.
 
 MegEngine's ``megengine.random`` (:class:`RNG` and the functions ``uniform``, ``normal``,
 ``gamma``, ``beta``, ``poisson``, ``exponential``, ``multinomial``, ``permutation``,
@@ -178,6 +178,30 @@ def _traced_draw(shape: tuple, device: object, dtype: str, normal: bool) -> obje
         counter.copy_(np.array(value + 1, dtype=np.int64))
         _mirror[name] = (value + 1, counter._version)
     return out if wide == dtype else out.astype(dtype)
+
+
+def _categories(w: Any, num_samples: int, replacement: bool, draw: Any) -> Any:
+    """Category indices drawn ``num_samples`` times from each row of the float64 weights
+    ``w`` (2-D, rows of non-negative weights, not read on the host), with tensor ops only,
+    so the draw also runs inside ``fg.trace``; ``draw(shape)`` gives uniform ``[0, 1)``
+    float64 numbers. Returns int64 indices of shape ``(rows, num_samples)``."""
+    import ferrograd as fg
+
+    rows, k = w.shape
+    if replacement:
+        # inverse CDF: the index is how many cumulative weights lie at or below u * total
+        cdf = fg.cumsum(w, dim=-1)
+        total = cdf[:, k - 1 :]
+        v = draw((rows, num_samples)) * total
+        count = (cdf.reshape(rows, 1, k) <= v.reshape(rows, num_samples, 1)).sum(-1)
+        # u * total can round up to total: stay on the last positive category
+        last = (cdf < total).sum(-1, keepdim=True)
+        return fg.minimum(count, last).astype("int64")
+    # exponential races: the num_samples smallest of E / w (E ~ Exp(1)) are a draw without
+    # replacement with probabilities proportional to w
+    e = -fg.log1p(-draw((rows, k)))
+    keys = fg.where(w > 0, e / w, fg.full_like(w, float("inf")))
+    return fg.argsort(keys, dim=-1, stable=True)[:, :num_samples].astype("int64")
 
 
 def manual_seed(seed: int) -> Generator:
@@ -841,23 +865,8 @@ class RNG:
                     f"{op}: a row has fewer positive weights ({int(positive.min())}) than "
                     f"num_samples ({num_samples}), without replacement"
                 )
-        rows = w.shape[0]
-        if replacement:
-            # inverse CDF: the index is how many cumulative weights lie at or below u * total
-            cdf = fg.cumsum(w, dim=-1)
-            total = cdf[:, k - 1 :]
-            v = self._draw((rows, num_samples), False, "float64") * total
-            count = (cdf.reshape(rows, 1, k) <= v.reshape(rows, num_samples, 1)).sum(-1)
-            # u * total can round up to total: stay on the last positive category
-            last = (cdf < total).sum(-1, keepdim=True)
-            out = fg.minimum(count, last)
-        else:
-            # exponential races: the num_samples smallest of E / w (E ~ Exp(1)) are a draw
-            # without replacement with probabilities proportional to w
-            e = -fg.log1p(-self._draw((rows, k), False, "float64"))
-            keys = fg.where(w > 0, e / w, fg.full_like(w, float("inf")))
-            out = fg.argsort(keys, dim=-1, stable=True)[:, :num_samples]
-        out = out.astype("int32")
+        draw = lambda shape: self._draw(shape, False, "float64")
+        out = _categories(w, num_samples, replacement, draw).astype("int32")
         return out.reshape(num_samples) if input.ndim == 1 else out
 
     def permutation(self, n: object, *, dtype: str = "int32") -> Any:

@@ -441,20 +441,34 @@ class TracedFunction:
 
         for name in {str(t.device) for t in tensors} | {str(_core.get_default_device())}:
             _random._ensure_counter(name)
-        handles = _core._trace_begin(tensors)
-        # a tensor passed twice is one tensor inside too (`x is y`, one `.grad`), as in eager
-        # mode; the graph's other input for it goes unread
-        first: dict[int, Tensor] = {}
-        handles = [first.setdefault(id(t), h) for t, h in zip(tensors, handles)]
+        # with a memory budget the graph may turn out not to fit any plan: the trace keeps
+        # what it changes in parameters, optimizer state, buffers and arguments (and their
+        # `.grad`), and puts it back before refusing, so the failed call leaves them as they were
+        undo = self.memory_budget is not None
+        _core._trace_keep_undo(undo)
         try:
-            args, kwargs = _unflatten(tree, handles)
-            result = self._fn(*args, **kwargs)
-        except BaseException:
-            _core._trace_abort()
-            raise
-        outs: list[Tensor] = []
-        out_tree = _flatten(result, outs)
-        graph = _core._trace_end(outs)
+            handles = _core._trace_begin(tensors)
+            # a tensor passed twice is one tensor inside too (`x is y`, one `.grad`), as in
+            # eager mode; the graph's other input for it goes unread
+            first: dict[int, Tensor] = {}
+            handles = [first.setdefault(id(t), h) for t, h in zip(tensors, handles)]
+            try:
+                args, kwargs = _unflatten(tree, handles)
+                result = self._fn(*args, **kwargs)
+            except BaseException:
+                _core._trace_abort()
+                raise
+            outs: list[Tensor] = []
+            out_tree = _flatten(result, outs)
+            graph = _core._trace_end(outs)
+            try:
+                exe = _core._compile(graph, self.mirror, self.memory_budget)
+            except ValueError:
+                if undo:
+                    _core._trace_undo()
+                raise
+        finally:
+            _core._trace_keep_undo(False)
         big = [s for s in graph.constant_shapes() if math.prod(s) >= _BIG_CONSTANT]
         if big:
             warnings.warn(
@@ -465,7 +479,6 @@ class TracedFunction:
                 TraceWarning,
                 stacklevel=3,
             )
-        exe = _core._compile(graph, self.mirror, self.memory_budget)
         wanted = {t._data_key for t in exe.captures()}
         return result, _Entry(exe, out_tree, _guards(self._fn, wanted))
 

@@ -175,6 +175,20 @@ fn _trace_abort() {
     graph::abort()
 }
 
+/// Whether the traces started from now keep what they change in tensors from outside them,
+/// so that `_trace_undo` can put it back (off: drops what was kept).
+#[pyfunction]
+fn _trace_keep_undo(on: bool) {
+    graph::keep_undo(on)
+}
+
+/// Puts back the values and `.grad`s the last trace changed in tensors from outside it (kept
+/// by `_trace_keep_undo(True)`); returns whether anything was kept.
+#[pyfunction]
+fn _trace_undo() -> PyResult<bool> {
+    graph::undo().py()
+}
+
 /// Whether a recording key tracks any of `tensors` (a traced call then runs eagerly, for it).
 #[pyfunction]
 fn _any_recorded(tensors: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -426,6 +440,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_trace_begin, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_end, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_abort, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_keep_undo, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_undo, m)?)?;
     m.add_function(wrap_pyfunction!(_tracing, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_shape_data, m)?)?;
     m.add_function(wrap_pyfunction!(_any_recorded, m)?)?;

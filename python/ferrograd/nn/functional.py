@@ -3480,6 +3480,19 @@ def embedding_bag(
                 f"{op}: per_sample_weights of shape {list(per_sample_weights.shape)} must match "
                 f"input of shape {list(idx.shape)}"
             )
+    if _core._tracing():
+        return _embedding_bag_graph(
+            idx,
+            w,
+            offsets,
+            max_norm,
+            norm_type,
+            scale_grad_by_freq,
+            mode,
+            per_sample_weights,
+            include_last_offset,
+            None if padding_idx is None else int(padding_idx) % num,
+        )
     ids = np.asarray(idx.numpy(), dtype=np.int64)
     if idx.ndim == 2:
         if offsets is not None:
@@ -3562,6 +3575,114 @@ def embedding_bag(
         picked = _core.index_select(flat, 0, tensor(table.reshape(-1), device=psw.device))
         coef = coef * picked.reshape(b, width, 1).to(dev)
     return (rows * coef).sum(1)
+
+
+def _embedding_bag_graph(
+    idx: Tensor,
+    w: Tensor,
+    offsets: Tensor | None,
+    max_norm: float | None,
+    norm_type: float,
+    scale_grad_by_freq: bool,
+    mode: str,
+    per_sample_weights: Tensor | None,
+    include_last_offset: bool,
+    pad_i: int | None,
+) -> Tensor:
+    """:func:`embedding_bag` with tensor ops only, for ``fg.trace``: the indices and offsets
+    are values of each call (never read on the host, so not checked either), the bags laid
+    out by the graph. A 2-D input is one bag per row (looked up as a padded table, as
+    eagerly); for a 1-D input each entry's bag is the count of offsets at or before it, sums
+    and means are ``index_add`` into the bags, maxes a running maximum over each run of
+    entries (doubling steps), read at the run's last entry."""
+    op = "embedding_bag"
+    num, dim = w.shape
+    dev, dt = w.device, w.dtype.name
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{op}: offsets must be None when input is 2-D (one bag per row)")
+    elif idx.ndim == 1:
+        if offsets is None:
+            raise ValueError(f"{op}: offsets is required when input is 1-D")
+        off = _t(op, "offsets", offsets)
+        if off.dtype.kind not in "iu" or off.ndim != 1:
+            raise ShapeError(
+                f"{op}: offsets must be a 1-D int tensor, got {off.dtype} {list(off.shape)}"
+            )
+        if include_last_offset and off.shape[0] == 0:
+            raise ValueError(f"{op}: with include_last_offset, offsets must not be empty")
+    else:
+        raise ShapeError(f"{op}: input must be 1-D (with offsets) or 2-D, got {list(idx.shape)}")
+    ids = idx.reshape(-1).astype("int64")
+    n = ids.shape[0]
+    if max_norm is not None:
+        _renorm_rows_(w, ids, float(max_norm), float(norm_type))
+    if pad_i is None:
+        valid = _core.ones((n,), dtype="bool", device=ids.device)
+    else:
+        valid = ids != pad_i
+    rows = _core.index_select(w, 0, ids, negative=False, op=op)
+    if scale_grad_by_freq and n:
+        # each row's gradient over how often the whole input picks it
+        freq = _core.zeros((num,), dtype="float64", device=ids.device)
+        freq = freq.index_add(0, ids, _core.ones((n,), dtype="float64", device=ids.device))
+        s = (1.0 / freq[ids]).reshape(n, 1).to(dev).astype(dt)
+        rows = rows * s + (rows * (1.0 - s)).detach()
+    psw = None if per_sample_weights is None else per_sample_weights.reshape(-1).to(dev)
+    if idx.ndim == 2:
+        b, length = idx.shape
+        rows = rows.reshape(b, length, dim)
+        mask = valid.reshape(b, length).to(dev)
+        if mode == "max":
+            neg = _core.full((1,), -math.inf, dtype=dt, device=dev)
+            out = where(mask.reshape(b, length, 1), rows, neg).max([1])
+            nonempty = mask.any(1).reshape(b, 1)
+            return where(nonempty, out, _core.zeros_like(out.detach()))
+        coef = mask.astype("float64")
+        if mode == "mean":
+            count = mask.astype("int64").sum(1, keepdims=True)
+            coef = coef / _core.maximum(count, 1).astype("float64")
+        coef = coef.reshape(b, length, 1).astype(dt)
+        if psw is not None:
+            coef = coef * psw.reshape(b, length, 1)
+        return (rows * coef).sum(1)
+    nb = off.shape[0] - 1 if include_last_offset else off.shape[0]
+    if n == 0 or nb == 0:
+        return _core.zeros((nb, dim), dtype=dt, device=dev)
+    starts = off[:nb].astype("int64").to(ids.device).clip(0, n)
+    # the bag of entry j: how many bags start at or before j, less one
+    marks = _core.zeros((n + 1,), dtype="int64", device=ids.device)
+    marks = marks.index_add(0, starts, _core.ones((nb,), dtype="int64", device=ids.device))
+    bag = (marks.cumsum(0)[:n] - 1).clip(0, nb - 1)
+    count = _core.zeros((nb,), dtype="float64", device=ids.device)
+    count = count.index_add(0, bag, valid.astype("float64"))
+    if mode == "max":
+        neg = _core.full((1, dim), -math.inf, dtype=dt, device=dev)
+        run = where(valid.reshape(n, 1).to(dev), rows, neg)
+        bag_d = bag.to(dev)
+        k = 1
+        while k < n:
+            # entry j takes the maximum with entry j - k when both lie in one bag
+            earlier = _core.concat([neg.broadcast_to((k, dim)), run[: n - k]], 0)
+            same = _core.concat(
+                [_core.zeros((k,), dtype="bool", device=dev), bag_d[k:] == bag_d[: n - k]], 0
+            )
+            run = where(same.reshape(n, 1), _core.maximum(run, earlier), run)
+            k *= 2
+        every = _core.zeros((nb,), dtype="int64", device=ids.device)
+        every = every.index_add(0, bag, _core.ones((n,), dtype="int64", device=ids.device))
+        last = (every.cumsum(0) - 1).clip(0, n - 1)
+        out = _core.index_select(run, 0, last.to(dev), negative=False, op=op)
+        nonempty = (count > 0).reshape(nb, 1).to(dev)
+        return where(nonempty, out, _core.zeros_like(out.detach()))
+    coef = valid.astype("float64")
+    if mode == "mean":
+        coef = coef / _core.maximum(count, 1.0)[bag]
+    coef = coef.to(dev).astype(dt)
+    if psw is not None:
+        coef = coef * psw
+    out = _core.zeros((nb, dim), dtype=dt, device=dev)
+    return out.index_add(0, bag.to(dev), rows * coef.reshape(n, 1))
 
 
 def _warn_dropout_rank(op: str, ndim: int, nd: int) -> None:

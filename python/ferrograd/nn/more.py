@@ -369,6 +369,16 @@ class EmbeddingBag(Module):
                 else type(offsets).__name__
             )
             raise ShapeError(f"EmbeddingBag: offsets must be a 1-D int tensor, got {got}")
+        from .. import _core
+
+        if _core._tracing():
+            # the values are this call's (not read on the host inside fg.trace)
+            if offsets.shape[0] < 2:
+                raise ValueError(
+                    "EmbeddingBag: with include_last_offset, offsets must hold each bag's "
+                    f"start and one more entry (at least 2 entries), got {offsets.shape[0]}"
+                )
+            return offsets[:-1]
         o = offsets.numpy()
         if o.size < 2:
             raise ValueError(
@@ -387,10 +397,13 @@ class EmbeddingBag(Module):
         range are left to ``F.embedding_bag`` to report)."""
         if input.dtype.kind not in "iu":
             return
+        from .. import _core
+
         ids = input.reshape(-1)
-        values = ids.numpy()
-        if values.size and (values.min() < 0 or values.max() >= self.num_embeddings):
-            return
+        if not _core._tracing():  # (inside fg.trace the indices are not read on the host)
+            values = ids.numpy()
+            if values.size and (values.min() < 0 or values.max() >= self.num_embeddings):
+                return
         F._renorm_rows_(self.weight, ids, float(self.max_norm), float(self.norm_type))
 
     def extra_repr(self) -> str:

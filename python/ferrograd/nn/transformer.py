@@ -392,6 +392,11 @@ class Transformer(Module):
 
     @staticmethod
     def generate_square_subsequent_mask(sz: int, device: Any = None, dtype: Any = None) -> Tensor:
-        """A float mask with -inf above the diagonal (0 on and below it)."""
+        """A float mask with -inf above the diagonal (0 on and below it). Inside ``fg.trace``
+        it is a constant of the size, which the trace keys on (no warning of data fixed into
+        the graph)."""
+        from .._ops import _shape_data
+
         m = np.triu(np.full((sz, sz), -np.inf), 1)
-        return tensor(m, dtype=dtype or default_float(), device=device)
+        with _shape_data():
+            return tensor(m, dtype=dtype or default_float(), device=device)

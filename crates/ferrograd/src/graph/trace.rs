@@ -102,7 +102,17 @@ pub fn set_shape_data(on: bool) -> bool {
     SHAPE_DATA.with(|s| s.replace(on))
 }
 
+/// What a trace changed in tensors from outside it, kept when asked for ([`keep_undo`]) so
+/// that [`undo`] can put it back: the values a tensor from outside had before the trace first
+/// wrote into it in place, and the `.grad` such a tensor had before the trace first set it.
+#[derive(Default)]
+struct UndoLog {
+    data: Vec<(Tensor, Tensor)>,
+    grads: Vec<(Tensor, Option<Tensor>)>,
+}
+
 thread_local! {
+    static UNDO: RefCell<Option<UndoLog>> = const { RefCell::new(None) };
     static SHAPE_DATA: Cell<bool> = const { Cell::new(false) };
     static READING_STALE: Cell<bool> = const { Cell::new(false) };
     static STATE: Cell<u8> = const { Cell::new(NONE) };
@@ -255,6 +265,16 @@ impl Tracer {
             for (k, &i) in ins.iter().enumerate() {
                 if k >= 64 || mask.keeps(k) {
                     self.saved[i] = true;
+                    if self.values[i].is_none() {
+                        if let Some(t) = inputs.get(k) {
+                            // a node released while no rule wanted it, read again now through
+                            // another handle of the same data: the value written into a
+                            // captured tensor in place (`w -= lr * g`; the buffer the update
+                            // computed was released, the parameter holds the data)
+                            self.values[i] = Some((*t).clone());
+                            self.versions[i] = t.storage().version();
+                        }
+                    }
                 }
             }
         }
@@ -339,6 +359,23 @@ impl Tracer {
         let n = self.push(NodeKind::Capture(c), t);
         self.capture_nodes.push(n);
         n
+    }
+
+    /// Whether `t`'s memory existed before the trace: an argument, a tensor from outside
+    /// (captured or not yet seen) or the `.grad` of one, not a value the trace computed.
+    fn made_outside(&self, t: &Tensor) -> bool {
+        match self.by_storage.get(&storage_key(t)) {
+            None => true,
+            Some(nodes) => nodes.iter().any(|&n| {
+                matches!(
+                    self.graph.nodes[n].kind,
+                    NodeKind::Input(_)
+                        | NodeKind::Capture(_)
+                        | NodeKind::GradOf(_)
+                        | NodeKind::InputGrad(_)
+                )
+            }),
+        }
     }
 
     /// The capture `t` is the whole of (same storage and layout: the captured tensor or any
@@ -472,6 +509,70 @@ fn take() -> Result<Tracer> {
         })
 }
 
+/// Whether the traces started from now on this thread keep what they change in tensors from
+/// outside them (parameters, optimizer state, buffers, arguments and their `.grad`), so that
+/// [`undo`] can restore it: the first call of a traced function runs the step, and a graph
+/// that then cannot be compiled (a memory budget no plan meets) must leave no trace of it.
+/// Turning it off drops what was kept.
+pub fn keep_undo(on: bool) {
+    UNDO.with(|u| *u.borrow_mut() = on.then(UndoLog::default));
+}
+
+/// Puts back what the last trace changed in tensors from outside it (see [`keep_undo`]):
+/// their values and `.grad`s as they were before it. Returns whether anything was kept.
+pub fn undo() -> Result<bool> {
+    let Some(log) = UNDO.with(|u| u.borrow_mut().take()) else {
+        return Ok(false);
+    };
+    let _no_grad = crate::autograd::no_grad();
+    for (dst, old) in log.data.into_iter().rev() {
+        dst.detach().update_("trace", &old)?;
+    }
+    for (t, old) in log.grads.into_iter().rev() {
+        *t.grad_cell().lock().unwrap_or_else(|e| e.into_inner()) = old;
+    }
+    Ok(true)
+}
+
+/// Keeps a copy of `dst`'s value before the trace's first in-place write into it, when the
+/// trace keeps an undo log and `dst` is from outside the trace.
+fn keep_old_value(dst: &Tensor) -> Result<()> {
+    let wanted = UNDO.with(|u| {
+        u.borrow().as_ref().is_some_and(|log| {
+            !log.data
+                .iter()
+                .any(|(t, _)| Arc::ptr_eq(t.storage(), dst.storage()) && t.layout() == dst.layout())
+        })
+    });
+    if !wanted || !with_tracer(|tr| tr.made_outside(dst)).unwrap_or(false) {
+        return Ok(());
+    }
+    // the copy is no part of the graph
+    STATE.with(|s| s.set(SUSPENDED));
+    let copy = dst.detach().copy();
+    STATE.with(|s| s.set(TRACING));
+    let copy = copy?;
+    UNDO.with(|u| {
+        if let Some(log) = u.borrow_mut().as_mut() {
+            log.data.push((dst.clone(), copy));
+        }
+    });
+    Ok(())
+}
+
+/// Keeps `t`'s `.grad` before the trace first sets it, when the trace keeps an undo log.
+fn keep_old_grad(t: &Tensor) {
+    UNDO.with(|u| {
+        if let Some(log) = u.borrow_mut().as_mut() {
+            if !log.grads.iter().any(|(g, _)| Arc::ptr_eq(&g.0, &t.0)) {
+                let old = t.0.meta().grad.clone();
+                let old = old.and_then(|c| c.lock().unwrap_or_else(|e| e.into_inner()).clone());
+                log.grads.push((t.clone(), old));
+            }
+        }
+    });
+}
+
 /// After an op ran: its output becomes a node (called by `apply`).
 #[inline]
 pub(crate) fn on_op(op: &Op, inputs: &[&Tensor], out: &Tensor) -> Result<()> {
@@ -544,6 +645,7 @@ pub(crate) fn on_update(op: &str, dst: &Tensor, result: &Tensor) -> Result<()> {
     if !is_tracing() {
         return Ok(());
     }
+    keep_old_value(dst)?;
     with_tracer(|tr| {
         let node = tr.node_of(result)?;
         if let Some(&i) = tr.input_storage.get(&(Arc::as_ptr(dst.storage()) as usize)) {
@@ -640,6 +742,7 @@ pub(crate) fn on_set_grad(t: &Tensor, grad: Option<&Tensor>) -> Result<()> {
     if !is_tracing() {
         return Ok(());
     }
+    keep_old_grad(t);
     with_tracer(|tr| {
         if let Some(i) = tr.input_of(t) {
             let node = grad.map(|g| tr.node_of(g)).transpose()?;
