@@ -53,6 +53,9 @@ except Exception as e:
     print('torch:', e)
 EOF"
 step cuda_tests "${T_CUDA_TESTS:-90}" "$PY" -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py
+# NCCL (from the nvidia-nccl-cu13 wheel PyTorch depends on): load, unique id, a world of one
+step nccl "${T_NCCL:-60}" "$PY" -m pytest -q -p no:cacheprovider -rs tests/test_distributed.py \
+    -k "nccl or backends"
 step digits "${T_DIGITS:-60}" "$PY" examples/train_digits.py --device cuda --epochs 5
 step bench "${T_BENCH:-200}" "$PY" benches/run.py --device cuda --json "$OUTDIR/cuda.json"
 step nn_ops "${T_NN_OPS:-60}" "$PY" benches/nn_ops.py --device cuda
