@@ -98,3 +98,33 @@ def test_a_generator_draw_inside_a_trace_raises_trace_error():
 def test_a_wrong_generator_type_is_named():
     with pytest.raises(TypeError, match="randn: generator"):
         fg.randn(3, generator="seed")
+
+
+def test_a_generator_seeded_like_the_global_stream_draws_the_same_numbers():
+    # torch.Generator().manual_seed(n) and torch.manual_seed(n) give one stream: a script
+    # that moves its draws onto a generator keeps its numbers
+    def draws(generator):
+        kw = {} if generator is None else {"generator": generator}
+        return [
+            fg.randn(3, **kw),
+            fg.rand(2, 2, dtype=fg.float64, **kw),
+            fg.randperm(7, **kw),
+            fg.randint(0, 10, (4,), **kw),
+            fg.normal(0.0, 2.0, (3,), **kw),
+            fg.bernoulli(fg.full((5,), 0.5), **kw),
+            fg.multinomial(fg.ones(6), 3, **kw),
+        ]
+
+    fg.manual_seed(123)
+    want = draws(None)
+    got = draws(fg.Generator().manual_seed(123))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    # and a state saved mid-stream replays what follows
+    g = fg.Generator().manual_seed(5)
+    fg.randn(2, generator=g)
+    state = g.get_state()
+    first = draws(g)
+    g.set_state(state)
+    for a, b in zip(first, draws(g)):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -19,7 +19,7 @@ from . import _core
 from ._core import DTypeError, ShapeError, Tensor, concat, where
 from ._elementwise import isnan
 from ._tensor import _dtype_name, default_float, tensor
-from .random import _global_stream, _rng_for, _traced_draw
+from .random import Generator, _global_stream, _rng_for, _traced_draw
 
 __all__ = [
     "all",
@@ -448,6 +448,8 @@ def rand(*size: Any, dtype: Any = None, device: Any = None, generator: Any = Non
     dev = _device(device)
     if _global_stream(generator):  # the device's counter-based generator (also in fg.trace)
         return _traced_draw(shape, dev, _float_dtype("rand", dtype), False)
+    if isinstance(generator, Generator):  # its own counter-based generator
+        return generator._draw(shape, dev, _float_dtype("rand", dtype), False)
     rng = _rng_for("rand", generator, dev)
     return _from_numpy(rng.random(shape), _float_dtype("rand", dtype), dev)
 
@@ -459,6 +461,8 @@ def randn(*size: Any, dtype: Any = None, device: Any = None, generator: Any = No
     dev = _device(device)
     if _global_stream(generator):  # the device's counter-based generator (also in fg.trace)
         return _traced_draw(shape, dev, _float_dtype("randn", dtype), True)
+    if isinstance(generator, Generator):  # its own counter-based generator
+        return generator._draw(shape, dev, _float_dtype("randn", dtype), True)
     rng = _rng_for("randn", generator, dev)
     return _from_numpy(rng.standard_normal(shape), _float_dtype("randn", dtype), dev)
 
@@ -525,14 +529,17 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Any = None) -
         probs = x.numpy().astype(np.float64) if p is None else np.full(x.shape, float(p))
         if probs.size and (np.isnan(probs).any() or probs.min() < 0 or probs.max() > 1):
             raise ShapeError("bernoulli: probabilities must lie in [0, 1]")
-        if not _global_stream(generator):
+        if not _global_stream(generator) and not isinstance(generator, Generator):
             u = _rng_for("bernoulli", generator, x.device).random(x.shape)
             return _from_numpy(u < probs, x.dtype.name, x.device)
     elif not _global_stream(generator):
         _rng_for("bernoulli", generator, x.device)  # raises TraceError
-    # the device's counter-based generator (also inside fg.trace)
+    # the device's counter-based generator (also inside fg.trace), or the generator's own
     wide = x.dtype.name if x.dtype.name in ("float32", "float64") else "float64"
-    u = _traced_draw(x.shape, x.device, wide, False)
+    if isinstance(generator, Generator):
+        u = generator._draw(x.shape, x.device, wide, False)
+    else:
+        u = _traced_draw(x.shape, x.device, wide, False)
     return (u < (x if p is None else float(p))).astype(x.dtype.name)
 
 
@@ -607,7 +614,7 @@ def multinomial(
                     f"multinomial: cannot draw {k} samples without replacement from "
                     f"{np.count_nonzero(row)} categories of nonzero weight"
                 )
-        if not _global_stream(generator):
+        if not _global_stream(generator) and not isinstance(generator, Generator):
             rng = _rng_for("multinomial", generator, x.device)
             rows = [rng.choice(r.size, size=k, replace=replacement, p=r / r.sum()) for r in w]
             out = np.array(rows, dtype=np.int64).reshape(*x.shape[:-1], k)
@@ -617,7 +624,10 @@ def multinomial(
     from .random import _categories
 
     w2 = x.detach().astype("float64").reshape(-1, x.shape[-1])
-    draw = lambda shape: _traced_draw(shape, x.device, "float64", False)
+    if isinstance(generator, Generator):  # its own counter-based generator
+        draw = lambda shape: generator._draw(shape, x.device, "float64", False)
+    else:
+        draw = lambda shape: _traced_draw(shape, x.device, "float64", False)
     out = _categories(w2, k, replacement, draw)
     return out.reshape(*x.shape[:-1], k)
 

@@ -441,7 +441,8 @@ class Generator:
     ``rand``, ``randn``, ``randint``, ``randperm``, ``normal``, ``bernoulli``,
     ``multinomial``, the in-place fills (``uniform_``, ``normal_``, ...), ``nn.init`` and
     ``utils.data`` (``random_split``, samplers, ``DataLoader``) so those draws neither use
-    nor advance the global stream of :func:`manual_seed`.
+    nor advance the global stream of :func:`manual_seed`. Seeded with ``n``, it draws the
+    same numbers as the global stream after ``fg.manual_seed(n)`` (as PyTorch's do).
 
     ``Generator(device="cpu")``; ``g.manual_seed(n)`` (returns ``g``), ``g.seed()``,
     ``g.initial_seed()``, ``g.get_state()`` / ``g.set_state(state)`` (a uint8 tensor).
@@ -455,8 +456,9 @@ class Generator:
         self._reset()
 
     def _reset(self) -> None:
-        seq = np.random.SeedSequence([self._seed, *b"fg.Generator"])
-        self._np = np.random.Generator(np.random.PCG64(seq))
+        # the streams of a thread that draws apart from the global ones, made from the seed
+        # exactly as the global streams are made from manual_seed's
+        self._own = _ThreadStreams(self._seed)
 
     @property
     def device(self) -> object:
@@ -485,14 +487,12 @@ class Generator:
 
         from ._tensor import tensor
 
-        st = self._np.bit_generator.state
+        own = self._own
         blob = json.dumps(
             {
                 "seed": str(self._seed),
-                "state": str(st["state"]["state"]),
-                "inc": str(st["state"]["inc"]),
-                "has_uint32": int(st["has_uint32"]),
-                "uinteger": int(st["uinteger"]),
+                "counters": {k: str(v) for k, v in own.counters.items()},
+                "streams": {k: _jsonable(g.bit_generator.state) for k, g in own.streams.items()},
             }
         ).encode()
         return tensor(np.frombuffer(blob, dtype=np.uint8).copy(), dtype="uint8")
@@ -503,23 +503,21 @@ class Generator:
         try:
             arr = np.asarray(new_state.numpy() if hasattr(new_state, "numpy") else new_state)
             d = json.loads(arr.astype(np.uint8).tobytes().decode())
-            bg = np.random.PCG64()
-            bg.state = {
-                "bit_generator": "PCG64",
-                "state": {"state": int(d["state"]), "inc": int(d["inc"])},
-                "has_uint32": int(d["has_uint32"]),
-                "uinteger": int(d["uinteger"]),
-            }
-            seed = int(d["seed"])
+            own = _ThreadStreams(int(d["seed"]))
+            own.counters = {k: int(v) for k, v in d["counters"].items()}
+            for k, st in d["streams"].items():
+                g = np.random.Generator(np.random.PCG64())
+                g.bit_generator.state = _from_jsonable(st)
+                own.streams[k] = g
         except (KeyError, TypeError, ValueError, UnicodeDecodeError, AttributeError) as e:
             raise ValueError(
                 f"Generator.set_state: not a state from Generator.get_state ({e})"
             ) from None
-        self._seed = seed
-        self._np = np.random.Generator(bg)
+        self._seed = own.seed
+        self._own = own
         return self
 
-    def _stream(self) -> np.random.Generator:
+    def _check_untraced(self) -> None:
         from . import _core
 
         if _core._tracing():
@@ -527,10 +525,44 @@ class Generator:
                 "a draw from an fg.Generator cannot run inside fg.trace: it would become a "
                 "constant of the graph; draw it outside the traced step"
             )
-        return self._np
+
+    def _stream(self, device: object = None) -> np.random.Generator:
+        """The numpy stream for draws on ``device`` (the generator's own by default)."""
+        self._check_untraced()
+        return self._own.stream(_stream_key(device if device is not None else self._device))
+
+    def _draw(self, shape: tuple, device: object, dtype: str, normal: bool) -> object:
+        """Uniform or normal numbers from the counter-based generator, as the global stream
+        draws them (one counter step per draw)."""
+        from . import _core
+        from ._tensor import tensor
+
+        self._check_untraced()
+        name = _stream_key(device if device is not None else self._device)
+        wide = dtype if dtype in ("float32", "float64") else "float32"
+        key = tensor(np.array(self._own.take_counter(name), dtype=np.int64), device=name)
+        out = _core._random(key, list(shape), wide, 0, normal)
+        return out if wide == dtype else out.astype(dtype)
 
     def __repr__(self) -> str:
         return f"<ferrograd.Generator device={self.device} seed={self._seed}>"
+
+
+def _jsonable(state: dict) -> dict:
+    """A numpy bit generator's state with its big integers as strings (JSON)."""
+    return {
+        k: _jsonable(v) if isinstance(v, dict) else (str(v) if isinstance(v, int) else v)
+        for k, v in state.items()
+    }
+
+
+def _from_jsonable(state: dict) -> dict:
+    return {
+        k: _from_jsonable(v)
+        if isinstance(v, dict)
+        else (int(v) if isinstance(v, str) and v.isdigit() else v)
+        for k, v in state.items()
+    }
 
 
 class _DefaultGenerator(Generator):
@@ -565,8 +597,11 @@ class _DefaultGenerator(Generator):
         set_rng_state(state)
         return self
 
-    def _stream(self) -> np.random.Generator:
-        return _numpy_rng("cpu")
+    def _stream(self, device: object = None) -> np.random.Generator:
+        return _numpy_rng("cpu" if device is None else device)
+
+    def _draw(self, shape: tuple, device: object, dtype: str, normal: bool) -> object:
+        return _traced_draw(shape, device, dtype, normal)
 
     def __repr__(self) -> str:
         return "<ferrograd.default_generator (the stream of fg.manual_seed)>"
@@ -587,7 +622,7 @@ def _rng_for(op: str, generator: object, device: object = None) -> np.random.Gen
     if generator is None:
         return _numpy_rng(device)
     if isinstance(generator, Generator):
-        return generator._stream()
+        return generator._stream(device)
     if isinstance(generator, np.random.Generator):
         return generator
     raise TypeError(
