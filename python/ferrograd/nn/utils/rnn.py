@@ -165,7 +165,10 @@ def pack_padded_sequence(
     lens = _lengths(lengths)
     b = x.shape[1]
     if lens.shape[0] != b:
-        raise ValueError(f"pack_padded_sequence: {lens.shape[0]} lengths for a batch of {b}")
+        raise ArgumentRuntimeError(
+            f"pack_padded_sequence: expected len(lengths) to equal the batch size {b}, got "
+            f"{lens.shape[0]} lengths"
+        )
     if lens.size and (lens.min() <= 0 or lens.max() > x.shape[0]):
         raise ArgumentRuntimeError(
             f"pack_padded_sequence: lengths must lie in [1, {x.shape[0]}], got {lens.tolist()}"
