@@ -413,3 +413,65 @@ def test_rnn_dropout(lib, p, train):
         kept = out[0, 0, 0] * (1 - p) / 10
         assert abs(kept - round(kept)) < 1e-2
         assert np.all(out == out[0, 0, 0])
+
+
+@pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"])
+def test_double_backward_matches_torch(mode):
+    torch.manual_seed(5)
+    cell = mode.endswith("Cell")
+    tm, fm = _pair(mode, 3, 4) if cell else _pair(mode, 3, 4, 2, bidirectional=True)
+    x = torch.randn(*((2, 3) if cell else (5, 2, 3)), dtype=torch.float64, requires_grad=True)
+    xf = _fg(x, True)
+
+    def first(m, x):
+        o = m(x)
+        return o[0] if isinstance(o, tuple) else o
+
+    gt = torch.autograd.grad((first(tm, x) ** 2).sum(), [x, *tm.parameters()], create_graph=True)
+    gf = fg.autograd.grad((first(fm, xf) ** 2).sum(), [xf, *fm.parameters()], create_graph=True)
+    ggt = torch.autograd.grad(sum(g.sin().sum() for g in gt), [x, *tm.parameters()])
+    ggf = fg.autograd.grad(sum(g.sin().sum() for g in gf), [xf, *fm.parameters()])
+    for a, b in zip(ggt, ggf):
+        _close(a, b, "second-order gradient")
+
+
+@pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU"])
+def test_empty_batch(mode):
+    for m in (torch, fg):
+        rnn = getattr(m.nn, mode)(input_size=3, hidden_size=4)
+        out = rnn(m.zeros(5, 0, 3))[0]
+        assert tuple(out.shape) == (5, 0, 4)
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU"])
+def test_variable_sequence_matches_each_sequence_alone(mode):
+    torch.manual_seed(6)
+    tm, fm = _pair(mode, 3, 4, 2, bidirectional=True)
+    lengths = [4, 3, 1]
+    seqs = [torch.randn(n, 3, dtype=torch.float64) for n in lengths]
+    out, _ = fm(frnn.pack_sequence([_fg(s) for s in seqs]))
+    padded, _ = frnn.pad_packed_sequence(out)
+    for i, s in enumerate(seqs):
+        alone = tm(s.unsqueeze(1))[0][:, 0]
+        _close(alone, padded[: lengths[i], i], f"sequence {i}")
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_optimizer_steps_match_torch(train):
+    torch.manual_seed(7)
+    tm, fm = _pair("LSTM", 3, 4, 2, bidirectional=True, proj_size=2)
+    tm.train(train)
+    fm.train(train)
+    to = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9)
+    fo = fg.optim.SGD(fm.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(5, 2, 3, dtype=torch.float64)
+    for _ in range(3):
+        to.zero_grad()
+        tm(x)[0].pow(2).sum().backward()
+        to.step()
+        fo.zero_grad()
+        fm(_fg(x))[0].pow(2).sum().backward()
+        fo.step()
+    for (n, a), b in zip(tm.named_parameters(), fm.parameters()):
+        _close(a, b, n)
