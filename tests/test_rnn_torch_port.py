@@ -475,3 +475,17 @@ def test_optimizer_steps_match_torch(train):
         fo.step()
     for (n, a), b in zip(tm.named_parameters(), fm.parameters()):
         _close(a, b, n)
+
+
+def test_packed_sequence_given_only_sorted_indices_unsorts():
+    from torch.nn.utils import rnn as trnn
+
+    x = np.random.default_rng(8).standard_normal((4, 3, 2))
+    tp = trnn.pack_padded_sequence(torch.tensor(x), [2, 4, 1], enforce_sorted=False)
+    fp = frnn.pack_padded_sequence(fg.tensor(x), [2, 4, 1], enforce_sorted=False)
+    t2 = trnn.PackedSequence(tp.data, tp.batch_sizes, tp.sorted_indices)
+    f2 = frnn.PackedSequence(fp.data, fp.batch_sizes, fp.sorted_indices)
+    _close(t2.unsorted_indices, f2.unsorted_indices, "unsorted_indices")
+    _close(trnn.pad_packed_sequence(t2)[0], frnn.pad_packed_sequence(f2)[0], "padded")
+    tm, fm = _pair("GRU", 2, 3)
+    _close(tm(t2)[1], fm(f2)[1], "h_n in the batch's order")
