@@ -50,3 +50,8 @@ class ShapeAssertionError(ShapeError, AssertionError):  # type: ignore[misc]
 class DTypeAssertionError(DTypeError, AssertionError):  # type: ignore[misc]
     """A dtype PyTorch refuses with an ``assert`` (an integer attention mask); ferrograd's
     older ``TypeError`` (a ``DTypeError``) still catches it."""
+
+
+class DTypeValueError(DTypeError, ValueError):  # type: ignore[misc]
+    """A dtype PyTorch refuses with ``ValueError`` (a recurrent layer's input that does not
+    match its weights); ferrograd's older ``DTypeError`` still catches it."""

@@ -14,6 +14,7 @@ from .. import _core
 from .._core import ShapeError, Tensor
 from .._tensor import tensor
 from . import functional as F
+from ._errors import ArgumentTypeRuntimeError, DTypeValueError
 from .modules import (
     ConvTranspose2d,
     Module,
@@ -684,6 +685,12 @@ PoissonNLLLoss = _loss(
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
+def _gates(t: Tensor, n: int) -> list[Tensor]:
+    """The ``n`` equal gate blocks of the last axis (each empty when a cell has no hidden
+    features, where ``chunk`` would give a single block)."""
+    return [t] * n if t.shape[-1] == 0 else list(t.chunk(n, -1))
+
+
 def _cell(
     mode: str,
     x_w: Tensor,
@@ -697,19 +704,48 @@ def _cell(
     state (and cell state for an LSTM, whose hidden state ``w_hr`` projects when given)."""
     h_w = F.linear(h, w_hh, b_hh)
     if mode == "LSTM":
-        i, f, g, o = (x_w + h_w).chunk(4, -1)
+        i, f, g, o = _gates(x_w + h_w, 4)
         c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
         h2 = o.sigmoid() * c2.tanh()
         return (h2 if w_hr is None else F.linear(h2, w_hr)), c2
     if mode == "GRU":
-        xr, xz, xn = x_w.chunk(3, -1)
-        hr, hz, hn = h_w.chunk(3, -1)
+        xr, xz, xn = _gates(x_w, 3)
+        hr, hz, hn = _gates(h_w, 3)
         r = (xr + hr).sigmoid()
         z = (xz + hz).sigmoid()
         n = (xn + r * hn).tanh()
         return (1.0 - z) * n + z * h, None
     pre = x_w + h_w
     return (pre.tanh() if mode == "RNN_TANH" else pre.relu()), None
+
+
+def _reset_uniform(module: Module, hidden_size: int) -> None:
+    """Draws every parameter of a recurrent module again from PyTorch's initial
+    distribution, U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) (zero when there is no
+    hidden state)."""
+    from . import init
+
+    k = 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0
+    for p in module.parameters():
+        init.uniform_(p, -k, k)
+
+
+def _check_rnn_dtype(module: Module, name: str, x: Tensor) -> None:
+    """The input must have the weights' dtype (PyTorch raises ``ValueError``), except under
+    autocast, which runs the layer in its own dtype (``_autocast_low``) or casts the
+    operands of each product itself."""
+    from .. import amp
+
+    st = amp._state()
+    if "_autocast_low" in module.__dict__ or st["mge"] or st["cpu"] or st["cuda"]:
+        return
+    weight = module.weight_ih_l0
+    if x.dtype != weight.dtype:
+        raise DTypeValueError(
+            f"{name}: input dtype ({x.dtype.name}) does not match weight dtype "
+            f"({weight.dtype.name}); convert the input with .to({weight.dtype.name}) or the "
+            f"module with .to({x.dtype.name})"
+        )
 
 
 def _flag(name: str, arg: str, value: object) -> bool:
@@ -757,8 +793,12 @@ class RNNBase(Module):
             raise ValueError(
                 f"{name}: proj_size ({proj_size}) must be smaller than hidden_size ({hidden_size})"
             )
-        if isinstance(dropout, bool) or not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"{name}: dropout must lie in [0, 1], got {dropout}")
+        if (
+            isinstance(dropout, bool)
+            or not isinstance(dropout, (int, float, np.integer, np.floating))
+            or not 0.0 <= dropout <= 1.0
+        ):
+            raise ValueError(f"{name}: dropout must be a number in [0, 1], got {dropout!r}")
         if dropout > 0 and num_layers == 1:
             warnings.warn(
                 "dropout option adds dropout after all but last recurrent layer, so non-zero "
@@ -791,6 +831,11 @@ class RNNBase(Module):
                 names = [what + sfx for what in shapes]
                 self._flat_weights_names.extend(names)
                 self._all_weights.append(names)
+
+    def reset_parameters(self) -> None:
+        """Draws every weight and bias again from U(-1/sqrt(hidden_size),
+        1/sqrt(hidden_size)), as at construction."""
+        _reset_uniform(self, self.hidden_size)
 
     def flatten_parameters(self) -> None:
         """PyTorch packs cuDNN's weights here; ferrograd's recurrent kernels read the
@@ -837,15 +882,43 @@ class RNNBase(Module):
                     else hx.index_select(1, order)
                 )
         batched = input.ndim == 3
-        if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
+        if input.ndim not in (2, 3):
+            raise ShapeError(
+                f"{name}: expected input to be 2-D (unbatched) or 3-D, got {input.ndim}-D "
+                f"input of shape {list(input.shape)}"
+            )
+        if input.shape[-1] != self.input_size:
             raise ShapeError(
                 f"{name}: input must be (L, N, {self.input_size}) (or batch first, or "
                 f"unbatched (L, {self.input_size})), got {list(input.shape)}"
             )
+        if hx is not None:
+            if lstm != isinstance(hx, (tuple, list)):
+                want = "a tuple (h_0, c_0)" if lstm else "a tensor"
+                raise ArgumentTypeRuntimeError(
+                    f"{name}: hx must be {want}, got {type(hx).__name__}"
+                )
+            if lstm and len(hx) != 2:
+                raise ArgumentTypeRuntimeError(
+                    f"{name}: hx must be a tuple (h_0, c_0), got {len(hx)} items"
+                )
+            dims = [t.ndim for t in (hx if lstm else (hx,))]
+            if any(d != input.ndim for d in dims):
+                what = "unbatched 2-D" if input.ndim == 2 else "batched 3-D"
+                got = ", ".join(f"{d}-D" for d in dims)
+                raise ShapeError(
+                    f"{name}: for {what} input, {'h_0 and c_0' if lstm else 'h_0'} must also "
+                    f"be {input.ndim}-D, got {got}"
+                )
         x = input if batched else input.unsqueeze(1)
         if batched and self.batch_first and packed is None:
             x = x.transpose(0, 1)
         steps, n = x.shape[0], x.shape[1]
+        if steps == 0:
+            raise ShapeError(
+                f"{name}: expected a sequence length larger than 0, got input of "
+                f"shape {list(input.shape)}"
+            )
         dirs = 2 if self.bidirectional else 1
         h_shape = (self.num_layers * dirs, n, self.proj_size or self.hidden_size)
         c_shape = (self.num_layers * dirs, n, self.hidden_size)
@@ -858,6 +931,7 @@ class RNNBase(Module):
                 raise ShapeError(
                     f"{name}: {what} must have shape {list(shape)}, got {list(t.shape)}"
                 )
+        _check_rnn_dtype(self, name, x)
         if h0 is None:
             h0 = _core.zeros(h_shape, dtype=x.dtype.name, device=x.device)
         if lstm and c0 is None:
@@ -984,14 +1058,20 @@ class RNNCellBase(Module):
         super().__init__()
         name = type(self).__name__
         self.input_size = _count(name, "input_size", input_size, 1)
-        self.hidden_size = _count(name, "hidden_size", hidden_size, 1)
+        # a cell may have no hidden features (its output is then (N, 0)), as PyTorch's
+        self.hidden_size = _count(name, "hidden_size", hidden_size, 0)
         self.bias = _flag(name, "bias", bias)
         gates = _count(name, "num_chunks", num_chunks, 1) * self.hidden_size
-        k = 1.0 / math.sqrt(self.hidden_size)
+        k = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
         self.weight_ih = _uniform_param(None, k, (gates, self.input_size), dtype, device)
         self.weight_hh = _uniform_param(None, k, (gates, self.hidden_size), dtype, device)
         self.bias_ih = _uniform_param(None, k, (gates,), dtype, device) if bias else None
         self.bias_hh = _uniform_param(None, k, (gates,), dtype, device) if bias else None
+
+    def reset_parameters(self) -> None:
+        """Draws every weight and bias again from U(-1/sqrt(hidden_size),
+        1/sqrt(hidden_size)), as at construction."""
+        _reset_uniform(self, self.hidden_size)
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
@@ -1027,6 +1107,20 @@ class _CellBase(RNNCellBase):
         x = input if batched else input.unsqueeze(0)
         shape = (x.shape[0], self.hidden_size)
         zeros = _core.zeros(shape, dtype=x.dtype.name, device=x.device)
+        if hx is not None:
+            if lstm != isinstance(hx, (tuple, list)) or (lstm and len(hx) != 2):
+                want = "a tuple (h_0, c_0)" if lstm else "a tensor"
+                raise ArgumentTypeRuntimeError(
+                    f"{name}: hx must be {want}, got {type(hx).__name__}"
+                )
+            # every state must be (N, hidden_size), or (hidden_size,) for an unbatched input
+            want_shape = shape if batched else (self.hidden_size,)
+            for what, t in zip(("h_0", "c_0"), hx if lstm else (hx,)):
+                if tuple(t.shape) != want_shape:
+                    raise ShapeError(
+                        f"{name}: {what} must have shape {list(want_shape)} for an input of "
+                        f"shape {list(input.shape)}, got {list(t.shape)}"
+                    )
         h, c = (hx if lstm else (hx, None)) if hx is not None else (None, None)
         if h is not None and not batched:
             h = h.unsqueeze(0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from ... import _core
 from ..._core import ShapeError, Tensor
 from ..._tensor import tensor
 from .._errors import ArgumentRuntimeError, ArgumentTypeRuntimeError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = [
     "PackedSequence",
@@ -27,15 +30,34 @@ __all__ = [
 ]
 
 
-class PackedSequence(NamedTuple):
-    """Sequences of different lengths packed time step by time step: ``data`` holds, for
-    each step ``t``, the rows of the ``batch_sizes[t]`` sequences still running (longest
-    first); ``sorted_indices`` maps that order to the batch's, ``unsorted_indices`` back."""
-
+class _PackedFields(NamedTuple):
     data: Tensor
     batch_sizes: Tensor
     sorted_indices: Tensor | None = None
     unsorted_indices: Tensor | None = None
+
+
+class PackedSequence(_PackedFields):
+    """Sequences of different lengths packed time step by time step: ``data`` holds, for
+    each step ``t``, the rows of the ``batch_sizes[t]`` sequences still running (longest
+    first); ``sorted_indices`` maps that order to the batch's, ``unsorted_indices`` back
+    (computed from ``sorted_indices`` when only that is given)."""
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        data: Tensor,
+        batch_sizes: Tensor,
+        sorted_indices: Tensor | None = None,
+        unsorted_indices: Tensor | None = None,
+    ) -> Self:
+        if unsorted_indices is None and sorted_indices is not None:
+            order = np.asarray(sorted_indices.numpy()).astype(np.int64)
+            unsorted_indices = tensor(
+                np.argsort(order, kind="stable"), dtype="int64", device=sorted_indices.device
+            )
+        return super().__new__(cls, data, batch_sizes, sorted_indices, unsorted_indices)
 
     def to(self, *args: Any, **kwargs: Any) -> PackedSequence:
         """The sequence with ``data`` moved or cast as ``Tensor.to`` does (the index
@@ -165,7 +187,10 @@ def pack_padded_sequence(
     lens = _lengths(lengths)
     b = x.shape[1]
     if lens.shape[0] != b:
-        raise ValueError(f"pack_padded_sequence: {lens.shape[0]} lengths for a batch of {b}")
+        raise ArgumentRuntimeError(
+            f"pack_padded_sequence: expected len(lengths) to equal the batch size {b}, got "
+            f"{lens.shape[0]} lengths"
+        )
     if lens.size and (lens.min() <= 0 or lens.max() > x.shape[0]):
         raise ArgumentRuntimeError(
             f"pack_padded_sequence: lengths must lie in [1, {x.shape[0]}], got {lens.tolist()}"
