@@ -789,7 +789,15 @@ def nanmedian(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
             if x.dtype.kind == "f":  # NaN, as PyTorch's (on the graph of ``input``)
                 return flat.sum() * 0.0 + float("nan")
             raise ShapeError("nanmedian: the input is empty")
-        return _sorted_pick("nanmedian", flat, 0, False, _nanmedian_pick, _NanmedianResult)[0]
+        v = _sorted_pick("nanmedian", flat, 0, False, _nanmedian_pick, _NanmedianResult)[0]
+        if x.dtype.kind != "f" or bool(v.detach().isnan()):
+            return v
+        # the gradient is shared by every entry equal to the median, as PyTorch's (and as
+        # median's); NaN entries are masked out rather than multiplied by zero
+        vd = v.detach()
+        ties = flat.detach() == vd
+        diff = _core.where(ties, flat - vd, _core.zeros_like(flat))
+        return vd + diff.sum() / ties.astype(x.dtype.name).sum()
     if x.ndim == 0:
         _dim("nanmedian", x, dim)
         return _NanmedianResult(x, _core.zeros((), dtype="int64", device=x.device))

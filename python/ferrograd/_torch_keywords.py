@@ -304,3 +304,65 @@ def install_out() -> None:
         f = getattr(fg.linalg, name, None)
         if callable(f) and "out" not in inspect.signature(f).parameters:
             setattr(fg.linalg, name, _with_out(f, f"linalg.{name}"))
+
+
+# reductions where PyTorch reads an empty ``dim`` (``()`` or ``[]``) as every dim
+_EMPTY_DIM_IS_ALL = (
+    "sum",
+    "mean",
+    "nansum",
+    "nanmean",
+    "var",
+    "std",
+    "var_mean",
+    "std_mean",
+    "logsumexp",
+    "count_nonzero",
+    "amax",
+    "amin",
+)
+
+
+def _empty_dim_is_all(fn: Callable[..., Any]) -> Any:
+    """``fn`` with ``dim=()`` / ``dim=[]`` reducing over every dim, as PyTorch's reductions
+    do (the engine reads an empty axis list as no reduction at all, which would silently
+    return the input unreduced)."""
+
+    def empty(d: Any) -> bool:
+        return isinstance(d, (tuple, list)) and len(d) == 0
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > 1 and empty(args[1]):
+            args = (args[0], None, *args[2:])
+        elif kwargs:
+            for key in ("dim", "axis"):
+                if key in kwargs and empty(kwargs[key]):
+                    kwargs[key] = None
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def install_empty_dims() -> None:
+    """PyTorch's reading of an empty ``dim`` on the package's reductions and their methods,
+    and on ``linalg.vector_norm``."""
+    import ferrograd as fg
+
+    for name in _EMPTY_DIM_IS_ALL:
+        for owner in (fg, Tensor):
+            f = getattr(owner, name, None)
+            if callable(f):
+                setattr(owner, name, _empty_dim_is_all(f))
+    f = getattr(fg.linalg, "vector_norm", None)
+    if callable(f):
+        # vector_norm(x, ord, dim): dim is the third argument
+        @functools.wraps(f)
+        def vector_norm(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > 2 and isinstance(args[2], (tuple, list)) and not args[2]:
+                args = (args[0], args[1], None, *args[3:])
+            elif isinstance(kwargs.get("dim"), (tuple, list)) and not kwargs["dim"]:
+                kwargs["dim"] = None
+            return f(*args, **kwargs)
+
+        fg.linalg.vector_norm = vector_norm

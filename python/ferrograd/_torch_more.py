@@ -838,7 +838,7 @@ def nansum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any 
         x = x.astype(_dtype_name(dtype))
     if x.dtype.kind == "f":
         x = _core.where(x.isnan(), _core.zeros_like(x), x)
-    out = x.sum(dim=dim, keepdim=keepdim) if dim is not None else x.sum()
+    out = x.sum(dim=dim, keepdim=keepdim)
     # with dtype, the result is of dtype (PyTorch's; an int64 sum cast down wraps as the
     # narrower dtype's arithmetic would)
     return out.astype(x.dtype.name) if dtype is not None and out.dtype != x.dtype else out
@@ -856,7 +856,7 @@ def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any
     keep = ~x.isnan()
     total = nansum(x, dim, keepdim)
     count = keep.astype(_dtype_name(x.dtype))
-    count = count.sum(dim=dim, keepdim=keepdim) if dim is not None else count.sum()
+    count = count.sum(dim=dim, keepdim=keepdim)
     return total / count
 
 
@@ -1296,15 +1296,16 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
 
 
 def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
-    """A histogram of ``bins`` equal bins over ``[min, max]`` (the data's range when both
-    are 0); entries outside are ignored. No gradient."""
+    """A histogram of ``bins`` equal bins over ``[min, max]`` (the data's range when
+    ``min == max``, as PyTorch's, not only when both are 0); entries outside are ignored.
+    No gradient."""
     x = _float("histc", input)
     bins = _int("histc", "bins", bins)
     if bins <= 0:
         raise ShapeError(f"histc: bins must be positive, got {bins}")
     a = x.numpy().reshape(-1)
     lo, hi = _as_builtin_float(min), _as_builtin_float(max)
-    if lo == 0 and hi == 0 and a.size:
+    if lo == hi and a.size:
         lo, hi = _as_builtin_float(a.min()), _as_builtin_float(a.max())
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise ShapeError(f"torch.histc: range of [{lo:g}, {hi:g}] is not finite")

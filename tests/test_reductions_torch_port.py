@@ -1,0 +1,144 @@
+"""Cases from PyTorch's test_reductions.py where ferrograd differed: the same code run on
+PyTorch and on ferrograd, values, shapes, dtypes and float64 gradients compared."""
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+NAN = float("nan")
+
+
+def _np(t):
+    return np.asarray(t.detach().numpy())
+
+
+def _both(fn):
+    """``fn`` run on torch and on ferrograd, as lists of numpy arrays."""
+    torch = pytest.importorskip("torch")
+    out = []
+    for lib in (torch, fg):
+        r = fn(lib)
+        rs = list(r) if isinstance(r, tuple) else [r]
+        out.append([(str(t.dtype).split(".")[-1], _np(t)) for t in rs])
+    return out
+
+
+def _assert_same(fn):
+    want, got = _both(fn)
+    assert len(want) == len(got)
+    for (wd, w), (gd, g) in zip(want, got):
+        assert wd == gd
+        assert w.shape == g.shape
+        np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-12, equal_nan=True)
+
+
+A = np.arange(24.0).reshape(2, 3, 4) / 7 - 1.5
+AN = np.array([[1.0, NAN, 3.0, 3.0], [2.0, 2.0, -1.0, NAN], [5.0, 5.0, 5.0, 0.0]])
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "nansum", "nanmean", "var", "std"])
+@pytest.mark.parametrize("dim", [(), []])
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("method", [False, True])
+def test_empty_dim_reduces_everything(name, dim, keepdim, method):
+    # an empty dim list means every dim (it used to return the input unreduced)
+    def fn(lib):
+        x = lib.tensor(A)
+        if method:
+            return getattr(x, name)(dim, keepdim=keepdim)
+        return getattr(lib, name)(x, dim=dim, keepdim=keepdim)
+
+    _assert_same(fn)
+
+
+@pytest.mark.parametrize("name", ["var_mean", "std_mean"])
+def test_empty_dim_var_mean(name):
+    _assert_same(lambda lib: getattr(lib, name)(lib.tensor(A), dim=(), keepdim=True))
+    _assert_same(lambda lib: getattr(lib, name)(lib.tensor(A), [], correction=0))
+
+
+def test_empty_dim_count_nonzero_and_vector_norm():
+    x = np.array([[0.0, 1.0, 2.0], [3.0, 0.0, -4.0]])
+    _assert_same(lambda lib: lib.count_nonzero(lib.tensor(x), dim=()))
+    _assert_same(lambda lib: lib.tensor(x).count_nonzero([]))
+    _assert_same(lambda lib: lib.linalg.vector_norm(lib.tensor(x), dim=()))
+    _assert_same(lambda lib: lib.linalg.vector_norm(lib.tensor(x), 1, []))
+    _assert_same(lambda lib: lib.linalg.vector_norm(lib.tensor(x), 3, (), True))
+
+
+def test_empty_dim_gradient():
+    # compared with PyTorch's dim=None gradient: PyTorch's own var/std backward with an
+    # empty dim divides by zero (its forward reduces everything, its backward nothing)
+    torch = pytest.importorskip("torch")
+    x = fg.tensor(A, requires_grad=True)
+    (fg.sum(x, dim=()) * 2 + x.var(()) + fg.amax(x, dim=[]) + x.std([], correction=0)).backward()
+    t = torch.tensor(A, requires_grad=True)
+    (torch.sum(t) * 2 + t.var() + torch.amax(t) + t.std(correction=0)).backward()
+    np.testing.assert_allclose(_np(x.grad), _np(t.grad), rtol=1e-10)
+    eps = 1e-6
+    fd = np.zeros_like(A)
+    for i in np.ndindex(*A.shape):
+        hi, lo = A.copy(), A.copy()
+        hi[i] += eps
+        lo[i] -= eps
+        fd[i] = (hi.var(ddof=1) - lo.var(ddof=1)) / (2 * eps)
+    x = fg.tensor(A, requires_grad=True)
+    fg.var(x, dim=[]).backward()
+    np.testing.assert_allclose(_np(x.grad), fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["nansum", "nanmean"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int8", "bool"])
+def test_nan_reductions_keepdim_without_dim(name, dtype):
+    # keepdim=True over all dims keeps every dim as size 1 (it used to give a 0-d result)
+    if name == "nanmean" and dtype not in ("float32", "float64"):
+        pytest.skip("nanmean refuses integer inputs")
+
+    def fn(lib):
+        x = lib.tensor(AN if dtype.startswith("float") else np.nan_to_num(AN))
+        x = x.to(getattr(lib, dtype))
+        return getattr(lib, name)(x, keepdim=True), getattr(x, name)(keepdim=True)
+
+    _assert_same(fn)
+
+
+def _grad(lib, a, f):
+    x = lib.tensor(a, dtype=lib.float64, requires_grad=True)
+    y = f(lib, x)
+    (y * 1.3).backward()
+    return _np(x.grad)
+
+
+@pytest.mark.parametrize(
+    "a",
+    [
+        np.array([[1.0, 4.0, 3.0, 3.0], [2.0, 2.0, -1.0, 7.0], [5.0, 5.0, 5.0, 0.0]]),
+        np.array([[1.0, NAN, 3.0, 3.0], [2.0, 2.0, -1.0, NAN], [5.0, 5.0, 5.0, 0.0]]),
+        np.array([[3.0, 3.0], [3.0, NAN]]),
+    ],
+)
+def test_nanmedian_all_gradient_shared_by_ties(a):
+    # the gradient of the median of all entries is split evenly among the entries equal to
+    # it, as PyTorch's and as median()'s (it all went to one of them)
+    torch = pytest.importorskip("torch")
+
+    def f(lib, x):
+        return lib.nanmedian(x)
+
+    want, got = _grad(torch, a, f), _grad(fg, a, f)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert float(fg.nanmedian(fg.tensor(a))) == float(torch.nanmedian(torch.tensor(a)))
+
+
+@pytest.mark.parametrize("args", [(5, 1, 1), (3, 3, 3), (4, -2.0, -2.0), (2, 7.5, 7.5)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_histc_equal_min_max_uses_data_range(args, dtype):
+    # min == max (any value, not only 0) means the data's own range, as PyTorch's
+    h = np.array([1.0, 2.0, 1.0, 2.5, -3.0, 7.0, 10.0])
+    _assert_same(lambda lib: lib.histc(lib.tensor(h).to(getattr(lib, dtype)), *args))
+    _assert_same(lambda lib: lib.tensor(h).to(getattr(lib, dtype)).histc(*args))
+
+
+def test_histc_constant_data_equal_min_max():
+    _assert_same(lambda lib: lib.histc(lib.tensor([2.0, 2.0]), 3, 5, 5))
+    _assert_same(lambda lib: lib.histc(lib.zeros(0), 2, 1, 1))
