@@ -142,3 +142,26 @@ def test_histc_equal_min_max_uses_data_range(args, dtype):
 def test_histc_constant_data_equal_min_max():
     _assert_same(lambda lib: lib.histc(lib.tensor([2.0, 2.0]), 3, 5, 5))
     _assert_same(lambda lib: lib.histc(lib.zeros(0), 2, 1, 1))
+
+
+@pytest.mark.parametrize(
+    "name, method",
+    [("sum", False), ("mean", False), ("amax", False), ("amin", False), ("amax", True)],
+)
+def test_repeated_dim_is_runtime_error(name, method):
+    # PyTorch raises a RuntimeError for a dim named twice (a bare ValueError before)
+    torch = pytest.importorskip("torch")
+    for lib in (torch, fg):
+        x = lib.ones(2, 3)
+        with pytest.raises(RuntimeError, match="1"):
+            getattr(x, name)((1, -1)) if method else getattr(lib, name)(x, (1, -1))
+
+
+def test_aminmax_out():
+    def fn(lib):
+        lo, hi = lib.empty(0, dtype=lib.float64), lib.empty(0, dtype=lib.float64)
+        r = lib.aminmax(lib.tensor(A), dim=1, keepdim=True, out=(lo, hi))
+        assert r[0] is lo and r[1] is hi
+        return lo, hi
+
+    _assert_same(fn)

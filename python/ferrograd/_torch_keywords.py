@@ -237,7 +237,7 @@ _OUT_STRICT = (
     "dot", "vdot", "inner", "addmm", "addmv", "addbmm", "baddbmm", "where", "sign", "sgn",
     "negative", "frac", "round", "nan_to_num", "clamp", "tril", "triu", "cross",
     "index_select", "gather", "masked_select", "take_along_dim", "norm", "logcumsumexp",
-    "renorm", "histc", "bucketize", "searchsorted",
+    "renorm", "histc", "bucketize", "searchsorted", "aminmax",
 )  # fmt: skip
 # joins written into ``out=`` as ``cat``'s (cast where the kind is kept, else a DTypeError)
 _OUT_JOIN = ("hstack", "vstack", "dstack", "column_stack", "row_stack")
@@ -323,10 +323,11 @@ _EMPTY_DIM_IS_ALL = (
 )
 
 
-def _empty_dim_is_all(fn: Callable[..., Any]) -> Any:
+def _empty_dim_is_all(fn: Callable[..., Any], name: str) -> Any:
     """``fn`` with ``dim=()`` / ``dim=[]`` reducing over every dim, as PyTorch's reductions
     do (the engine reads an empty axis list as no reduction at all, which would silently
-    return the input unreduced)."""
+    return the input unreduced), and the engine's bare ValueError for a dim named twice
+    raised as a ShapeError (a RuntimeError, as PyTorch's)."""
 
     def empty(d: Any) -> bool:
         return isinstance(d, (tuple, list)) and len(d) == 0
@@ -339,7 +340,14 @@ def _empty_dim_is_all(fn: Callable[..., Any]) -> Any:
             for key in ("dim", "axis"):
                 if key in kwargs and empty(kwargs[key]):
                     kwargs[key] = None
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as e:
+            if type(e) is not ValueError:
+                raise
+            from ._core import ShapeError
+
+            raise ShapeError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
 
     return wrapped
 
@@ -353,7 +361,7 @@ def install_empty_dims() -> None:
         for owner in (fg, Tensor):
             f = getattr(owner, name, None)
             if callable(f):
-                setattr(owner, name, _empty_dim_is_all(f))
+                setattr(owner, name, _empty_dim_is_all(f, name))
     f = getattr(fg.linalg, "vector_norm", None)
     if callable(f):
         # vector_norm(x, ord, dim): dim is the third argument
