@@ -165,3 +165,49 @@ def test_aminmax_out():
         return lo, hi
 
     _assert_same(fn)
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+@pytest.mark.parametrize("dim", [None, 1])
+@pytest.mark.parametrize("q", [0.5, [0.25, 0.5, 0.9]])
+def test_quantile_nan_row_gradient_goes_to_the_nan(interpolation, dim, q):
+    # a row holding a NaN has quantile NaN, taken from that entry, which gets the gradient
+    # as in PyTorch (it got none)
+    torch = pytest.importorskip("torch")
+    a = np.array([[1.0, NAN, 2.5, 4.0, 0.5], [3.0, 1.5, 2.0, 0.0, 7.0]])
+    grads = []
+    for lib in (torch, fg):
+        t = lib.tensor(a, requires_grad=True)
+        r = lib.quantile(t, lib.tensor(q, dtype=lib.float64), dim=dim, interpolation=interpolation)
+        r.sum().backward()
+        grads.append(_np(t.grad))
+        assert np.isnan(_np(r)).sum() == (r.numel() if dim is None else r.numel() // 2)
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["quantile", "nanquantile"])
+def test_quantile_out(name):
+    def fn(lib):
+        x = lib.tensor(A)
+        out = lib.empty(0, dtype=lib.float64)
+        r = getattr(lib, name)(x, lib.tensor([0.2, 0.7], dtype=lib.float64), 1, out=out)
+        assert r is out
+        return out
+
+    _assert_same(fn)
+    torch = pytest.importorskip("torch")
+    for lib in (torch, fg):
+        with pytest.raises(RuntimeError, match="dtype"):
+            getattr(lib, name)(lib.tensor([1.0]), 0.5, out=lib.empty([], dtype=lib.int32))
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool"])
+def test_nanmean_integer_message(dtype):
+    # the message PyTorch's own tests match on
+    torch = pytest.importorskip("torch")
+    for lib in (torch, fg):
+        with pytest.raises(
+            RuntimeError,
+            match=r"nanmean\(\): expected input to have floating point or complex dtype but got",
+        ):
+            lib.nanmean(lib.zeros(3, 4, dtype=getattr(lib, dtype)))

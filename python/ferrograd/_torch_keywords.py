@@ -237,7 +237,7 @@ _OUT_STRICT = (
     "dot", "vdot", "inner", "addmm", "addmv", "addbmm", "baddbmm", "where", "sign", "sgn",
     "negative", "frac", "round", "nan_to_num", "clamp", "tril", "triu", "cross",
     "index_select", "gather", "masked_select", "take_along_dim", "norm", "logcumsumexp",
-    "renorm", "histc", "bucketize", "searchsorted", "aminmax",
+    "renorm", "histc", "bucketize", "searchsorted", "aminmax", "quantile", "nanquantile",
 )  # fmt: skip
 # joins written into ``out=`` as ``cat``'s (cast where the kind is kept, else a DTypeError)
 _OUT_JOIN = ("hstack", "vstack", "dstack", "column_stack", "row_stack")

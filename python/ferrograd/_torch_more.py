@@ -750,11 +750,12 @@ def quantile(
     x, qs, d = _quantile_args("quantile", input, q, dim, interpolation)
     n = x.shape[d]
     s = sort(x, d).values
-    # a row holding NaN gives NaN (PyTorch's; ``nanquantile`` skips them)
+    # a row holding NaN gives NaN (PyTorch's; ``nanquantile`` skips them): its last sorted
+    # entry, a NaN, so that the gradient goes to that entry as PyTorch's does
     nan_rows = x.detach().isnan().any(d, keepdim=True) if bool(x.detach().isnan().any()) else None
 
     def _nan_fill(v: Tensor) -> Tensor:
-        return v if nan_rows is None else _core.where(nan_rows, math.nan, v)
+        return v if nan_rows is None else _core.where(nan_rows, s.narrow(d, n - 1, 1), v)
 
     # a tensor q is differentiable (linear interpolation), as PyTorch's: the weight is
     # q * (n - 1) - floor(q * (n - 1)), the upper neighbour ceil(q * (n - 1))
@@ -849,7 +850,7 @@ def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any
     x = _check_tensor("nanmean", "input", input)
     if x.dtype.kind != "f" and dtype is None:
         raise DTypeError(
-            f"nanmean(): expected input to have floating point dtype but got {x.dtype}"
+            f"nanmean(): expected input to have floating point or complex dtype but got {x.dtype}"
         )
     if dtype is not None:
         x = x.astype(_dtype_name(dtype))
