@@ -23,13 +23,13 @@ def _both(fn):
     return out
 
 
-def _assert_same(fn):
+def _assert_same(fn, rtol=1e-7):
     want, got = _both(fn)
     assert len(want) == len(got)
     for (wd, w), (gd, g) in zip(want, got):
         assert wd == gd
         assert w.shape == g.shape
-        np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-12, equal_nan=True)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-12, equal_nan=True)
 
 
 A = np.arange(24.0).reshape(2, 3, 4) / 7 - 1.5
@@ -211,3 +211,110 @@ def test_nanmean_integer_message(dtype):
             match=r"nanmean\(\): expected input to have floating point or complex dtype but got",
         ):
             lib.nanmean(lib.zeros(3, 4, dtype=getattr(lib, dtype)))
+
+
+@pytest.mark.parametrize("name", ["amax", "amin"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_amax_amin_over_empty_dim_is_index_error(name, keepdim):
+    # PyTorch raises IndexError for a max/min over a size-0 dim (a ShapeError before);
+    # the other dims of an empty tensor still reduce to an empty result
+    torch = pytest.importorskip("torch")
+    for lib in (torch, fg):
+        x = lib.zeros(2, 0, 4)
+        with pytest.raises(IndexError, match="Expected reduction dim"):
+            getattr(lib, name)(x, dim=1, keepdim=keepdim)
+        with pytest.raises(IndexError, match="Expected reduction dim"):
+            getattr(x, name)((0, 1), keepdim)
+    _assert_same(lambda lib: getattr(lib, name)(lib.zeros(2, 0, 4), dim=-1, keepdim=keepdim))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("which", ["min", "max"])
+def test_histc_at_the_ends_of_the_dtype(dtype, which):
+    # PyTorch's own check: every entry is counted (numpy's binning raised ValueError)
+    torch = pytest.importorskip("torch")
+    v = getattr(np.finfo(dtype), which)
+    for lib in (torch, fg):
+        h = lib.histc(lib.full((3,), float(v), dtype=getattr(lib, dtype)), bins=4)
+        assert float(h.sum()) == 3.0
+    h = fg.histc(fg.tensor(np.array([np.finfo(dtype).min, 0, np.finfo(dtype).max], dtype)), 4)
+    np.testing.assert_array_equal(_np(h), [1, 0, 1, 1])
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (3, 5), (2, 3, 5)])
+@pytest.mark.parametrize("bins", [1, 3, 7])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("density", [False, True])
+def test_histogram(shape, bins, weighted, density):
+    # torch.histogram did not exist (AttributeError)
+    rng = np.random.default_rng(sum(shape) * 10 + bins)
+    v = rng.uniform(-9, 9, shape).astype(np.float32)
+    w = rng.uniform(0, 9, shape).astype(np.float32)
+    edges = np.sort(rng.uniform(-9, 9, bins + 1)).astype(np.float32)
+
+    def run(lib, b, **kw):
+        return lib.histogram(
+            lib.tensor(v), b, weight=lib.tensor(w) if weighted else None, density=density, **kw
+        )
+
+    # float32 edges and weighted sums as PyTorch's up to rounding (its own test's tolerance)
+    _assert_same(lambda lib: run(lib, bins), 1e-5)
+    _assert_same(lambda lib: run(lib, bins, range=(-3.0, 4.0)), 1e-5)
+    _assert_same(lambda lib: run(lib, bins, range=(2.0, 2.0)), 1e-5)
+    _assert_same(lambda lib: run(lib, lib.tensor(edges)), 1e-5)
+
+
+def test_histogram_method_out_and_corner_cases():
+    def out(lib):
+        h, e = lib.empty(0), lib.empty(0)
+        r = lib.histogram(lib.tensor([1.0, 2.0, 2.5, 3.0]), 3, out=(h, e))
+        assert r[0] is h and r[1] is e
+        return h, e
+
+    _assert_same(out, 1e-6)
+    _assert_same(lambda lib: lib.tensor([1.0, 2.0]).histogram(2))
+    _assert_same(lambda lib: lib.histogram(lib.tensor([]), 3))
+    _assert_same(lambda lib: lib.histogram(lib.tensor([2.0, 2.0]), 3))
+    _assert_same(lambda lib: lib.histogram(lib.tensor([1.0, NAN, 3.0]), 2, range=(0.0, 4.0)))
+    _assert_same(
+        lambda lib: lib.histogram(lib.tensor([[1.0, 2.0], [3, 4]]), lib.tensor([0.0, 2, 5]))
+    )
+    _assert_same(
+        lambda lib: lib.histogram(lib.tensor([1.0, 2, 3]), 2, weight=lib.zeros(3), density=True)
+    )
+    r = fg.histogram(fg.tensor([1.0, 2.0]), 2)
+    assert r.hist is r[0] and r.bin_edges is r[1]
+
+
+@pytest.mark.parametrize(
+    "call, exc",
+    [
+        (lambda lib: lib.histogram(lib.tensor(1, dtype=lib.int32), 1), NotImplementedError),
+        (
+            lambda lib: lib.histogram(lib.tensor(1.0), lib.tensor([0.0, 1.0], dtype=lib.float64)),
+            RuntimeError,
+        ),
+        (
+            lambda lib: lib.histogram(
+                lib.tensor([1.0]), 1, weight=lib.tensor([1.0], dtype=lib.float64)
+            ),
+            RuntimeError,
+        ),
+        (lambda lib: lib.histogram(lib.ones(2, 2), lib.ones(2, 2)), RuntimeError),
+        (lambda lib: lib.histogram(lib.ones(0), lib.ones(0)), RuntimeError),
+        (lambda lib: lib.histogram(lib.tensor(1.0), -1), RuntimeError),
+        (lambda lib: lib.histogram(lib.ones(2, 2), 1, weight=lib.ones(1)), RuntimeError),
+        (lambda lib: lib.histogram(lib.tensor(1.0), 2, range=(1.0, 0.0)), RuntimeError),
+        (lambda lib: lib.histogram(lib.tensor([NAN]), 2), RuntimeError),
+        (lambda lib: lib.histogram(lib.tensor([1.0, float("inf")]), 2), RuntimeError),
+        (
+            lambda lib: lib.histogram(lib.tensor(1.0), lib.tensor([0.0, 1.0]), range=(0, 1)),
+            TypeError,
+        ),
+    ],
+)
+def test_histogram_errors(call, exc):
+    torch = pytest.importorskip("torch")
+    for lib in (torch, fg):
+        with pytest.raises(exc):
+            call(lib)

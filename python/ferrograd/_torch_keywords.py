@@ -238,6 +238,7 @@ _OUT_STRICT = (
     "negative", "frac", "round", "nan_to_num", "clamp", "tril", "triu", "cross",
     "index_select", "gather", "masked_select", "take_along_dim", "norm", "logcumsumexp",
     "renorm", "histc", "bucketize", "searchsorted", "aminmax", "quantile", "nanquantile",
+    "histogram",
 )  # fmt: skip
 # joins written into ``out=`` as ``cat``'s (cast where the kind is kept, else a DTypeError)
 _OUT_JOIN = ("hstack", "vstack", "dstack", "column_stack", "row_stack")

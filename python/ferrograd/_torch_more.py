@@ -81,6 +81,7 @@ __all__ = [
     "gt",
     "heaviside",
     "histc",
+    "histogram",
     "hypot",
     "iinfo",
     "index_copy",
@@ -1314,8 +1315,112 @@ def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
         raise ShapeError(f"torch.histc: max must be larger than min (min {lo}, max {hi})")
     if lo == hi:
         lo, hi = lo - 1, hi + 1
+    if lo == hi:
+        # a value so large that +-1 does not move it: the entries equal to it fall in the
+        # middle bin, as they would for any smaller value
+        counts = np.zeros(bins, dtype=np.int64)
+        counts[bins // 2] = int(np.count_nonzero(a == lo))
+        return tensor(counts.astype(a.dtype), device=x.device)
+    with np.errstate(over="ignore"):
+        width = np.asarray(hi, dtype=a.dtype) - np.asarray(lo, dtype=a.dtype)
+    if not np.isfinite(width):
+        # the width overflows the dtype (a range spanning most of it): bin everything
+        # halved, which puts each entry in the same bin
+        a, lo, hi = a / 2, lo / 2, hi / 2
     counts, _ = np.histogram(a, bins=bins, range=(lo, hi))
-    return tensor(counts.astype(a.dtype), device=x.device)
+    return tensor(counts.astype(x.numpy().dtype), device=x.device)
+
+
+_HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
+
+
+def _histogram_edges(lo: float, hi: float, n: int, dtype: Any) -> np.ndarray:
+    """``n + 1`` equal-width edges from ``lo`` to ``hi`` in ``dtype``, each half built from
+    its own end (as PyTorch's linspace), so that both ends are exact."""
+    lo_, hi_ = np.asarray(lo, dtype=dtype), np.asarray(hi, dtype=dtype)
+    step = (hi_ - lo_) / dtype.type(n)
+    i = np.arange(n + 1)
+    edges = np.where(
+        i < (n + 1) // 2, lo_ + i.astype(dtype) * step, hi_ - (n - i).astype(dtype) * step
+    )
+    return edges.astype(dtype)
+
+
+def histogram(
+    input: Tensor,
+    bins: Any,
+    *,
+    range: Any = None,
+    weight: Any = None,
+    density: bool = False,
+) -> Any:
+    """A histogram of all entries as ``(hist, bin_edges)``, in ``input``'s float dtype:
+    ``bins`` equal bins over ``range`` (the data's min and max by default, widened by 0.5
+    each way when they are equal, ``[0, 1]`` for no data), or the bins between the edges of
+    a 1-D tensor ``bins``. Each bin holds its left edge, the last also its right one;
+    entries outside (and NaN) are left out. ``weight`` (``input``'s shape) weights each
+    entry; ``density`` divides by the total and the bin width. No gradient."""
+    x = _check_tensor("histogram", "input", input)
+    if x.dtype.kind != "f":
+        raise NotImplementedError(
+            f"histogram: not implemented for {x.dtype} input; cast it to a float dtype"
+        )
+    a = x.detach().numpy().reshape(-1)
+    dt = a.dtype
+    w = None
+    if weight is not None:
+        wt = _check_tensor("histogram", "weight", weight)
+        if wt.dtype != x.dtype:
+            raise DTypeError(f"histogram: weight must have input's dtype {x.dtype}, got {wt.dtype}")
+        if tuple(wt.shape) != tuple(x.shape):
+            raise ShapeError(
+                f"histogram: weight must have input's shape {list(x.shape)}, got {list(wt.shape)}"
+            )
+        w = wt.detach().numpy().reshape(-1)
+    if isinstance(bins, Tensor):
+        if range is not None:
+            raise TypeError("histogram: range cannot be given with a tensor of bin edges")
+        if bins.dtype != x.dtype:
+            raise DTypeError(f"histogram: bins must have input's dtype {x.dtype}, got {bins.dtype}")
+        if bins.ndim != 1 or bins.shape[0] == 0:
+            raise ShapeError(
+                f"histogram: bins must be a 1-D tensor of at least 1 edge, "
+                f"got shape {list(bins.shape)}"
+            )
+        edges = bins.detach().numpy().astype(dt)
+    else:
+        n = _int("histogram", "bins", bins)
+        if n <= 0:
+            raise ShapeError(f"histogram: bins must be > 0, got {n}")
+        if range is not None:
+            if not isinstance(range, (tuple, list)) or len(range) != 2:
+                raise TypeError(f"histogram: range must be (min, max), got {range!r}")
+            lo, hi = _as_builtin_float(range[0]), _as_builtin_float(range[1])
+            if lo > hi:
+                raise ShapeError(f"histogram: min should not exceed max, got min {lo} max {hi}")
+        elif a.size:
+            lo, hi = _as_builtin_float(a.min()), _as_builtin_float(a.max())
+        else:
+            lo, hi = 0.0, 1.0
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ShapeError(f"histogram: range [{lo:g}, {hi:g}] is not finite")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges = _histogram_edges(lo, hi, n, dt)
+    m = edges.shape[0] - 1
+    hist = np.zeros(builtins.max(m, 0), dtype=np.float64)
+    if m > 0 and a.size:
+        keep = (a >= edges[0]) & (a <= edges[-1])  # False for NaN
+        idx = np.searchsorted(edges, a[keep], side="right") - 1
+        idx = np.clip(idx, 0, m - 1)  # the last edge belongs to the last bin
+        hist = np.bincount(idx, weights=None if w is None else w[keep], minlength=m)
+        hist = hist.astype(np.float64)
+    if density:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hist = hist / (hist.sum() * np.diff(edges.astype(np.float64)))
+    return _HistogramResult(
+        tensor(hist.astype(dt), device=x.device), tensor(edges, device=x.device)
+    )
 
 
 # ------------------------------------------------------------------------ more products
@@ -1919,6 +2024,7 @@ def _install() -> None:
         "take": take,
         "bincount": bincount,
         "histc": histc,
+        "histogram": histogram,
         "cuda": _cuda,
         "stride": _stride,
         "trace": _trace_method,
