@@ -318,3 +318,51 @@ def test_histogram_errors(call, exc):
     for lib in (torch, fg):
         with pytest.raises(exc):
             call(lib)
+
+
+@pytest.mark.parametrize(
+    "shape", [(1, 5), (3, 5), (1, 5, 1), (2, 3, 5), (7, 7, 3), (7, 0, 3), (5, 0)]
+)
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("density", [False, True])
+def test_histogramdd(shape, weighted, density):
+    # torch.histogramdd did not exist (AttributeError)
+    rng = np.random.default_rng(sum(shape) + 7 * weighted)
+    v = rng.uniform(-9, 9, shape).astype(np.float32)
+    w = rng.uniform(0, 9, shape[:-1]).astype(np.float32)
+    d = shape[-1]
+    counts = [int(c) for c in rng.integers(1, 5, d)]
+    spans = [sorted(rng.uniform(-9, 9, 2)) for _ in range(d)]
+    flat = [float(e) for s in spans for e in s]
+    edges = [np.sort(rng.uniform(-9, 9, c + 1)).astype(np.float32) for c in counts]
+
+    def run(lib, bins, **kw):
+        r = lib.histogramdd(
+            lib.tensor(v), bins, weight=lib.tensor(w) if weighted else None, density=density, **kw
+        )
+        return (r.hist, *r.bin_edges)
+
+    _assert_same(lambda lib: run(lib, 3), 1e-5)
+    _assert_same(lambda lib: run(lib, counts), 1e-5)
+    _assert_same(lambda lib: run(lib, counts, range=flat), 1e-5)
+    _assert_same(lambda lib: run(lib, counts, range=[flat[i - i % 2] for i in range(2 * d)]), 1e-5)
+    if d:
+        _assert_same(lambda lib: run(lib, [lib.tensor(e) for e in edges]), 1e-5)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib: lib.histogramdd(lib.tensor([1.0, 2.0]), 2),
+        lambda lib: lib.histogramdd(lib.ones(3, 2), [2]),
+        lambda lib: lib.histogramdd(lib.ones(3, 2), 2, range=[0.0, 1.0]),
+        lambda lib: lib.histogramdd(lib.ones(3, 2), 2, range=[1.0, 0.0, 0.0, 1.0]),
+        lambda lib: lib.histogramdd(lib.ones(3, 2), 2, weight=lib.ones(2)),
+        lambda lib: lib.histogramdd(lib.ones(3, 2), -1),
+    ],
+)
+def test_histogramdd_errors(call):
+    torch = pytest.importorskip("torch")
+    for lib in (torch, fg):
+        with pytest.raises(RuntimeError):
+            call(lib)

@@ -82,6 +82,7 @@ __all__ = [
     "heaviside",
     "histc",
     "histogram",
+    "histogramdd",
     "hypot",
     "iinfo",
     "index_copy",
@@ -1420,6 +1421,121 @@ def histogram(
             hist = hist / (hist.sum() * np.diff(edges.astype(np.float64)))
     return _HistogramResult(
         tensor(hist.astype(dt), device=x.device), tensor(edges, device=x.device)
+    )
+
+
+_HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
+
+
+def histogramdd(
+    input: Tensor,
+    bins: Any,
+    *,
+    range: Any = None,
+    weight: Any = None,
+    density: bool = False,
+) -> Any:
+    """A ``D``-dimensional histogram of the points in the last dim of ``input`` (shape
+    ``(..., D)``), as ``(hist, bin_edges)``: ``bins`` is a count for every dim, one count
+    per dim, or one 1-D tensor of edges per dim; ``range`` is ``[min0, max0, min1, ...]``
+    (each dim's data range by default, widened by 0.5 each way when it is one value,
+    ``[0, 1]`` for no points). Bins hold their left edge, the last also its right one; a
+    point outside any dim's edges is left out. ``weight`` (``input.shape[:-1]``) weights
+    each point; ``density`` divides by the total and the cell volume. No gradient."""
+    op = "histogramdd"
+    x = _check_tensor(op, "input", input)
+    if x.dtype.kind != "f":
+        raise NotImplementedError(
+            f"{op}: not implemented for {x.dtype} input; cast it to a float dtype"
+        )
+    if x.ndim < 2:
+        raise ShapeError(
+            f"{op}: input must have at least 2 dims (points, D), got shape {list(x.shape)}"
+        )
+    dims = x.shape[-1]
+    pts = x.detach().numpy().reshape(int(np.prod(x.shape[:-1])), dims)
+    dt = pts.dtype
+    w = None
+    if weight is not None:
+        wt = _check_tensor(op, "weight", weight)
+        if wt.dtype != x.dtype:
+            raise DTypeError(f"{op}: weight must have input's dtype {x.dtype}, got {wt.dtype}")
+        if tuple(wt.shape) != tuple(x.shape[:-1]):
+            raise ShapeError(
+                f"{op}: weight must have shape {list(x.shape[:-1])} (input's without its last "
+                f"dim), got {list(wt.shape)}"
+            )
+        w = wt.detach().numpy().reshape(-1)
+    if isinstance(bins, (list, tuple)) and bins and isinstance(bins[0], Tensor):
+        if range is not None:
+            raise TypeError(f"{op}: range cannot be given with tensors of bin edges")
+        if len(bins) != dims:
+            raise ShapeError(f"{op}: expected {dims} tensors of bin edges, got {len(bins)}")
+        edges = []
+        for i, b in enumerate(bins):
+            if not isinstance(b, Tensor) or b.dtype != x.dtype:
+                raise DTypeError(f"{op}: the bin edges for dim {i} must be a {x.dtype} tensor")
+            if b.ndim != 1 or b.shape[0] == 0:
+                raise ShapeError(
+                    f"{op}: the bin edges for dim {i} must be 1-D and not empty, "
+                    f"got shape {list(b.shape)}"
+                )
+            edges.append(b.detach().numpy().astype(dt))
+    else:
+        counts = list(bins) if isinstance(bins, (list, tuple)) else [bins] * dims
+        if len(counts) != dims:
+            raise ShapeError(f"{op}: expected {dims} bin counts (one per dim), got {len(counts)}")
+        counts = [_int(op, "bins", c) for c in counts]
+        if range is not None:
+            range = [_as_builtin_float(r) for r in range]
+            if len(range) != 2 * dims:
+                raise ShapeError(
+                    f"{op}: range must have {2 * dims} entries for {dims} dims, got {len(range)}"
+                )
+        edges = []
+        for i, n in enumerate(counts):
+            if n <= 0:
+                raise ShapeError(f"{op}: bins must be > 0, got {n} for dim {i}")
+            if range is not None:
+                lo, hi = range[2 * i], range[2 * i + 1]
+                if lo > hi:
+                    raise ShapeError(f"{op}: min should not exceed max, got {lo} > {hi} (dim {i})")
+            elif pts.shape[0]:
+                lo, hi = _as_builtin_float(pts[:, i].min()), _as_builtin_float(pts[:, i].max())
+            else:
+                lo, hi = 0.0, 1.0
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                raise ShapeError(f"{op}: the range [{lo:g}, {hi:g}] of dim {i} is not finite")
+            if lo == hi:
+                lo, hi = lo - 0.5, hi + 0.5
+            edges.append(_histogram_edges(lo, hi, n, dt))
+    sizes = [e.shape[0] - 1 for e in edges]
+    hist = np.zeros(sizes, dtype=np.float64)
+    if dims and pts.shape[0] and builtins.min(sizes) > 0:
+        keep = np.ones(pts.shape[0], dtype=bool)
+        idx = []
+        for i, e in enumerate(edges):
+            keep &= (pts[:, i] >= e[0]) & (pts[:, i] <= e[-1])  # False for NaN
+        for i, e in enumerate(edges):
+            j = np.searchsorted(e, pts[keep, i], side="right") - 1
+            idx.append(np.clip(j, 0, sizes[i] - 1))
+        flat = np.ravel_multi_index(idx, sizes) if idx else np.zeros(0, dtype=np.int64)
+        hist = (
+            np.bincount(flat, weights=None if w is None else w[keep], minlength=int(np.prod(sizes)))
+            .astype(np.float64)
+            .reshape(sizes)
+        )
+    if density:
+        cell = np.ones(sizes, dtype=np.float64)
+        for i, e in enumerate(edges):
+            shape = [1] * len(sizes)
+            shape[i] = sizes[i]
+            cell = cell * np.diff(e.astype(np.float64)).reshape(shape)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hist = hist / (hist.sum() * cell)
+    return _HistogramddResult(
+        tensor(hist.astype(dt), device=x.device),
+        tuple(tensor(e, device=x.device) for e in edges),
     )
 
 
