@@ -366,3 +366,31 @@ def test_histogramdd_errors(call):
     for lib in (torch, fg):
         with pytest.raises(RuntimeError):
             call(lib)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib, x: lib.var(x),
+        lambda lib, x: x.std(0),
+        lambda lib, x: lib.var_mean(x, 1),
+        lambda lib, x: lib.std_mean(x),
+        lambda lib, x: lib.linalg.vector_norm(x),
+        lambda lib, x: lib.norm(x, dim=1),
+        lambda lib, x: lib.nanmean(x),
+        lambda lib, x: lib.mean(x),
+        lambda lib, x: x.mean(1, keepdim=True),
+        lambda lib, x: lib.mean(x.float(), dtype=lib.int64),
+    ],
+)
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool"])
+def test_float_only_reductions_raise_not_implemented(call, dtype):
+    # PyTorch raises NotImplementedError for these dtypes (a DTypeError alone before; it
+    # is still one)
+    torch = pytest.importorskip("torch")
+    for lib in (torch, fg):
+        x = lib.ones(2, 3, dtype=getattr(lib, dtype))
+        with pytest.raises(NotImplementedError):
+            call(lib, x)
+    with pytest.raises(fg.DTypeError):
+        call(fg, fg.ones(2, 3, dtype=getattr(fg, dtype)))

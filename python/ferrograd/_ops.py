@@ -1474,7 +1474,9 @@ def var(
         raise TypeError("var: give one of unbiased=, correction= and ddof=")
     c = 1 if not given else (int(unbiased) if unbiased is not None else given[0])
     if x.dtype.kind != "f":
-        raise DTypeError(f"var: input must be a float tensor, got {x.dtype}")
+        from .nn._errors import UnsupportedDTypeError
+
+        raise UnsupportedDTypeError(f"var: input must be a float tensor, got {x.dtype}")
     if x.dtype.name in _HALF:
         # squared deviations overflow float16 (65504): accumulated in float32, the result
         # rounded once to the input's dtype, as PyTorch's
@@ -1552,7 +1554,9 @@ def norm(
     if dtype is not None:
         x = x.astype(_dtype_name(dtype))
     if x.dtype.kind != "f":
-        raise DTypeError(f"norm: input must be a float tensor, got {x.dtype}")
+        from .nn._errors import UnsupportedDTypeError
+
+        raise UnsupportedDTypeError(f"norm: input must be a float tensor, got {x.dtype}")
     if x.dtype.name in _HALF:
         # x*x and |x|**p overflow float16 (and lose bfloat16's few bits) summed in the input
         # dtype: computed in float32, rounded once to the input's dtype, as PyTorch's

@@ -327,8 +327,9 @@ _EMPTY_DIM_IS_ALL = (
 def _empty_dim_is_all(fn: Callable[..., Any], name: str) -> Any:
     """``fn`` with ``dim=()`` / ``dim=[]`` reducing over every dim, as PyTorch's reductions
     do (the engine reads an empty axis list as no reduction at all, which would silently
-    return the input unreduced), and the engine's bare ValueError for a dim named twice
-    raised as a ShapeError (a RuntimeError, as PyTorch's)."""
+    return the input unreduced), the engine's bare ValueError for a dim named twice raised
+    as a ShapeError (a RuntimeError, as PyTorch's), and ``mean`` of an integer tensor
+    refused with a DTypeError that is also the NotImplementedError PyTorch raises."""
 
     def empty(d: Any) -> bool:
         return isinstance(d, (tuple, list)) and len(d) == 0
@@ -349,6 +350,14 @@ def _empty_dim_is_all(fn: Callable[..., Any], name: str) -> Any:
             from ._core import ShapeError
 
             raise ShapeError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
+        except TypeError as e:
+            from ._core import DTypeError
+
+            if type(e) is not DTypeError or name != "mean":
+                raise
+            from .nn._errors import UnsupportedDTypeError
+
+            raise UnsupportedDTypeError(str(e)) from None
 
     return wrapped
 

@@ -851,7 +851,9 @@ def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any
     """The mean of the entries that are not NaN (NaN where all are)."""
     x = _check_tensor("nanmean", "input", input)
     if x.dtype.kind != "f" and dtype is None:
-        raise DTypeError(
+        from .nn._errors import UnsupportedDTypeError
+
+        raise UnsupportedDTypeError(
             f"nanmean(): expected input to have floating point or complex dtype but got {x.dtype}"
         )
     if dtype is not None:
