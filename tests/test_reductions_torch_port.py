@@ -394,3 +394,32 @@ def test_float_only_reductions_raise_not_implemented(call, dtype):
             call(lib, x)
     with pytest.raises(fg.DTypeError):
         call(fg, fg.ones(2, 3, dtype=getattr(fg, dtype)))
+
+
+def test_empty_dim_leaves_all_any_and_axis_alone():
+    # all/any read an empty dim as no reduction in PyTorch; the engine's axis=() keeps its
+    # meaning (no reduction) for the package's internals
+    _assert_same(lambda lib: (lib.all(lib.tensor(A), dim=()), lib.any(lib.tensor(A), dim=[])))
+    x = fg.tensor(A)
+    assert tuple(x.sum(axis=()).shape) == x.shape
+
+
+def test_weight_norm_of_a_vector_is_entrywise():
+    # the norm over every dim but dim 0 of a 1-D parameter is each entry's magnitude
+    torch = pytest.importorskip("torch")
+    out = []
+    for lib in (torch, fg):
+        m = lib.nn.Linear(3, 2)
+        with lib.no_grad():
+            m.bias.copy_(lib.tensor([3.0, -4.0]))
+        with pytest.warns(FutureWarning) if lib is torch else _nullcontext():
+            lib.nn.utils.weight_norm(m, "bias", dim=0)
+        out.append((_np(m.bias_g), _np(m.bias_v)))
+    np.testing.assert_allclose(out[1][0], out[0][0])
+    np.testing.assert_allclose(out[1][1], out[0][1])
+
+
+def _nullcontext():
+    import contextlib
+
+    return contextlib.nullcontext()

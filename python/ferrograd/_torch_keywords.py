@@ -336,12 +336,12 @@ def _empty_dim_is_all(fn: Callable[..., Any], name: str) -> Any:
 
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
+        # only PyTorch's spellings (positional or dim=): the engine's own axis=() keeps
+        # meaning no reduction, which the package's internals rely on
         if len(args) > 1 and empty(args[1]):
             args = (args[0], None, *args[2:])
-        elif kwargs:
-            for key in ("dim", "axis"):
-                if key in kwargs and empty(kwargs[key]):
-                    kwargs[key] = None
+        elif kwargs and empty(kwargs.get("dim")):
+            kwargs["dim"] = None
         try:
             return fn(*args, **kwargs)
         except ValueError as e:
