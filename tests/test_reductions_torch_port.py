@@ -423,3 +423,17 @@ def _nullcontext():
     import contextlib
 
     return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("ord", [-1, -0.5, -2.5])
+@pytest.mark.parametrize("shape, dim", [((0,), None), ((2, 0), 1), ((0, 3), None), ((2, 0), -1)])
+def test_negative_norm_over_empty_dim_raises(ord, shape, dim):
+    # no identity for a negative-order norm of no entries: PyTorch raises (inf before)
+    torch = pytest.importorskip("torch")
+    for lib in (torch, fg):
+        with pytest.raises(RuntimeError, match="norm"):
+            lib.linalg.vector_norm(lib.zeros(shape), ord, dim)
+        with pytest.raises(RuntimeError, match="norm"):
+            lib.norm(lib.zeros(shape), ord, dim)
+    # over a non-empty dim of an empty tensor the result is just empty
+    _assert_same(lambda lib: lib.linalg.vector_norm(lib.zeros(2, 0), ord, 0))

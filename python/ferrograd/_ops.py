@@ -1589,6 +1589,16 @@ def norm(
         return nonzero if x.ndim == 0 else nonzero.sum(**kw)
     if x.ndim == 0:
         return a
+    if p < 0 and x.numel() == 0:
+        reduced = (
+            range(x.ndim) if dims is None else dims if isinstance(dims, (list, tuple)) else [dims]
+        )
+        if _builtin_any(x.shape[d] == 0 for d in reduced):
+            # a min-like norm has no identity to give for no entries (inf would be made up)
+            raise ShapeError(
+                f"norm: cannot compute the {p} norm over a dim of size 0 (shape "
+                f"{list(x.shape)}): the operation has no identity"
+            )
     if p == 2:
         return _safe_sqrt((x * x).sum(**kw))
     if p == 1:
