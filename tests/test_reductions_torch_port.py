@@ -437,3 +437,11 @@ def test_negative_norm_over_empty_dim_raises(ord, shape, dim):
             lib.norm(lib.zeros(shape), ord, dim)
     # over a non-empty dim of an empty tensor the result is just empty
     _assert_same(lambda lib: lib.linalg.vector_norm(lib.zeros(2, 0), ord, 0))
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_other_keyword(name):
+    # max(x, other=y) is PyTorch's elementwise form (TypeError before)
+    b = A[::-1].copy()
+    _assert_same(lambda lib: getattr(lib, name)(lib.tensor(A), other=lib.tensor(b)))
+    _assert_same(lambda lib: getattr(lib.tensor(A), name)(other=lib.tensor(b)))

@@ -1745,6 +1745,12 @@ def _extreme_method(kind: str, engine: Any, result: type, pairwise: Any) -> Any:
     largest = kind == "max"
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if not args and "other" in kwargs:  # x.max(other=y): PyTorch's keyword
+            args = (kwargs.pop("other"),)
+            if kwargs:
+                raise TypeError(f"{kind}: with other= give nothing else, got {kwargs}")
+            if not isinstance(args[0], Tensor):
+                raise TypeError(f"{kind}: other must be a Tensor, got {type(args[0]).__name__}")
         if args and isinstance(args[0], Tensor):  # x.max(other): elementwise
             return pairwise(self, args[0])
         if args and isinstance(args[0], (int, np.integer)) and not isinstance(args[0], bool):
