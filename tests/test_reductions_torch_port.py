@@ -519,3 +519,12 @@ def test_logcumsumexp_traced_matches_eager():
     traced = fg.trace(step)
     traced(fg.tensor(a, requires_grad=True))
     np.testing.assert_array_equal(_np(traced(fg.tensor(a, requires_grad=True))), eager)
+
+
+def test_empty_dim_norm():
+    # norm(x, p, dim=()) is the norm of every entry, as PyTorch's (each entry's |x| before)
+    x = np.array([[0.0, 1.0, 2.0], [3.0, 0.0, -4.0]])
+    _assert_same(lambda lib: lib.norm(lib.tensor(x), dim=()))
+    _assert_same(lambda lib: lib.norm(lib.tensor(x), 1, []))
+    _assert_same(lambda lib: lib.tensor(x).norm(3, (), True))
+    _assert_same(lambda lib: lib.tensor(x).norm(dim=[]))

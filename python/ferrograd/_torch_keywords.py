@@ -324,7 +324,7 @@ _EMPTY_DIM_IS_ALL = (
 )
 
 
-def _empty_dim_is_all(fn: Callable[..., Any], name: str) -> Any:
+def _empty_dim_is_all(fn: Callable[..., Any], name: str, pos: int = 1) -> Any:
     """``fn`` with ``dim=()`` / ``dim=[]`` reducing over every dim, as PyTorch's reductions
     do (the engine reads an empty axis list as no reduction at all, which would silently
     return the input unreduced), the engine's bare ValueError for a dim named twice raised
@@ -338,8 +338,8 @@ def _empty_dim_is_all(fn: Callable[..., Any], name: str) -> Any:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         # only PyTorch's spellings (positional or dim=): the engine's own axis=() keeps
         # meaning no reduction, which the package's internals rely on
-        if len(args) > 1 and empty(args[1]):
-            args = (args[0], None, *args[2:])
+        if len(args) > pos and empty(args[pos]):
+            args = (*args[:pos], None, *args[pos + 1 :])
         elif kwargs and empty(kwargs.get("dim")):
             kwargs["dim"] = None
         try:
@@ -364,7 +364,7 @@ def _empty_dim_is_all(fn: Callable[..., Any], name: str) -> Any:
 
 def install_empty_dims() -> None:
     """PyTorch's reading of an empty ``dim`` on the package's reductions and their methods,
-    and on ``linalg.vector_norm``."""
+    and on ``norm`` / ``linalg.vector_norm`` (whose ``dim`` comes third)."""
     import ferrograd as fg
 
     for name in _EMPTY_DIM_IS_ALL:
@@ -372,15 +372,11 @@ def install_empty_dims() -> None:
             f = getattr(owner, name, None)
             if callable(f):
                 setattr(owner, name, _empty_dim_is_all(f, name))
+    for owner in (fg, Tensor):
+        for name in ("norm",):
+            f = getattr(owner, name, None)
+            if callable(f):
+                setattr(owner, name, _empty_dim_is_all(f, name, 2))
     f = getattr(fg.linalg, "vector_norm", None)
     if callable(f):
-        # vector_norm(x, ord, dim): dim is the third argument
-        @functools.wraps(f)
-        def vector_norm(*args: Any, **kwargs: Any) -> Any:
-            if len(args) > 2 and isinstance(args[2], (tuple, list)) and not args[2]:
-                args = (args[0], args[1], None, *args[3:])
-            elif isinstance(kwargs.get("dim"), (tuple, list)) and not kwargs["dim"]:
-                kwargs["dim"] = None
-            return f(*args, **kwargs)
-
-        fg.linalg.vector_norm = vector_norm
+        fg.linalg.vector_norm = _empty_dim_is_all(f, "vector_norm", 2)
