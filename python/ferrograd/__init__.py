@@ -274,4 +274,5 @@ def _install_lu() -> None:
 _install_lu()
 del _install_lu
 
+_torch_keywords.install_empty_dims()
 _torch_keywords.install_out()

@@ -51,6 +51,8 @@ def register() -> None:
 
         def reduce(self, x: Any, operation: str, reduced_axes: Any) -> Any:
             axes = list(reduced_axes)
+            if not axes:  # nothing to reduce (an empty dim list would reduce everything)
+                return x
             if operation == "min":
                 return x.amin(dim=axes)
             if operation == "max":

@@ -1558,7 +1558,9 @@ def var(
         raise TypeError("var: give one of unbiased=, correction= and ddof=")
     c = 1 if not given else (int(unbiased) if unbiased is not None else given[0])
     if x.dtype.kind != "f":
-        raise DTypeError(f"var: input must be a float tensor, got {x.dtype}")
+        from .nn._errors import UnsupportedDTypeError
+
+        raise UnsupportedDTypeError(f"var: input must be a float tensor, got {x.dtype}")
     if x.dtype.name in _HALF:
         # squared deviations overflow float16 (65504): accumulated in float32, the result
         # rounded once to the input's dtype, as PyTorch's
@@ -1636,7 +1638,9 @@ def norm(
     if dtype is not None:
         x = x.astype(_dtype_name(dtype))
     if x.dtype.kind != "f":
-        raise DTypeError(f"norm: input must be a float tensor, got {x.dtype}")
+        from .nn._errors import UnsupportedDTypeError
+
+        raise UnsupportedDTypeError(f"norm: input must be a float tensor, got {x.dtype}")
     if x.dtype.name in _HALF:
         # x*x and |x|**p overflow float16 (and lose bfloat16's few bits) summed in the input
         # dtype: computed in float32, rounded once to the input's dtype, as PyTorch's
@@ -1669,6 +1673,16 @@ def norm(
         return nonzero if x.ndim == 0 else nonzero.sum(**kw)
     if x.ndim == 0:
         return a
+    if p < 0 and x.numel() == 0:
+        reduced = (
+            range(x.ndim) if dims is None else dims if isinstance(dims, (list, tuple)) else [dims]
+        )
+        if _builtin_any(x.shape[d] == 0 for d in reduced):
+            # a min-like norm has no identity to give for no entries (inf would be made up)
+            raise ShapeError(
+                f"norm: cannot compute the {p} norm over a dim of size 0 (shape "
+                f"{list(x.shape)}): the operation has no identity"
+            )
     if p == 2:
         return _safe_sqrt((x * x).sum(**kw))
     if p == 1:
@@ -1815,6 +1829,12 @@ def _extreme_method(kind: str, engine: Any, result: type, pairwise: Any) -> Any:
     largest = kind == "max"
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if not args and "other" in kwargs:  # x.max(other=y): PyTorch's keyword
+            args = (kwargs.pop("other"),)
+            if kwargs:
+                raise TypeError(f"{kind}: with other= give nothing else, got {kwargs}")
+            if not isinstance(args[0], Tensor):
+                raise TypeError(f"{kind}: other must be a Tensor, got {type(args[0]).__name__}")
         if args and isinstance(args[0], Tensor):  # x.max(other): elementwise
             return pairwise(self, args[0])
         if args and isinstance(args[0], (int, np.integer)) and not isinstance(args[0], bool):

@@ -541,6 +541,7 @@ def amax(
     x = _check_tensor("amax", "input", input)
     dim, keepdim = (axis if axis is not None else dim), (keepdim if keepdims is None else keepdims)
     d = _dims(dim) or None
+    _check_nonempty_dims("amax", x, d)
     return _core.max(x, d, keepdim) if d is not None else _core.max(x, None, keepdim)
 
 
@@ -551,7 +552,23 @@ def amin(
     x = _check_tensor("amin", "input", input)
     dim, keepdim = (axis if axis is not None else dim), (keepdim if keepdims is None else keepdims)
     d = _dims(dim) or None
+    _check_nonempty_dims("amin", x, d)
     return _core.min(x, d, keepdim) if d is not None else _core.min(x, None, keepdim)
+
+
+def _check_nonempty_dims(op: str, x: Tensor, dims: Any) -> None:
+    """An IndexError (as PyTorch's) for a max/min over a dim of size 0, which has no
+    identity to return; other dims of an empty tensor reduce to an empty result."""
+    if dims is None or x.numel() != 0:
+        return
+    for d in dims if isinstance(dims, (tuple, list)) else (dims,):
+        if isinstance(d, int) and -x.ndim <= d < x.ndim and x.shape[d] == 0:
+            from .nn._errors import IndexValueError
+
+            raise IndexValueError(
+                f"{op}(): Expected reduction dim {d} to have non-zero size "
+                f"(input shape {list(x.shape)})"
+            )
 
 
 def clamp_min(input: Tensor, min: Any) -> Tensor:

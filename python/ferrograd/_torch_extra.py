@@ -722,15 +722,56 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
         _dim("logcumsumexp", x, dim)
         return x
     d = _dim("logcumsumexp", x, dim)
+    if x.shape[d] == 0:
+        return x * 1.0
+    op = _LogCumSumExp()
+    op.d = d
+    return op(x)
 
-    def combine(a: Tensor, b: Tensor) -> Tensor:
-        m = _core.maximum(a, b).detach()
-        m = _where(m.isinf(), _const(0.0, m), m)
-        return m + ((a - m).exp() + (b - m).exp()).log()
 
-    from ._ops import _scan
+def _log_add_exp_pair(a: Tensor, b: Tensor) -> Tensor:
+    m = _core.maximum(a, b).detach()
+    m = _where(m.isinf(), _const(0.0, m), m)
+    return m + ((a - m).exp() + (b - m).exp()).log()
 
-    return _scan(x, d, combine, -math.inf)
+
+class _LogCumSumExp(_Function):
+    """``logcumsumexp`` along ``d``: a scan of pairwise log-add-exps forward; backward is
+    PyTorch's closed form, ``grad_i = sum_{j >= i} g_j exp(x_i - out_j)``, summed as
+    reversed logcumsumexps of ``log|g_j| - out_j`` (positive and negative ``g`` apart), so
+    an entry of -inf gets exactly 0 (differentiating the scan let a +inf elsewhere in the
+    line turn it into NaN), and it stays differentiable."""
+
+    d: int
+
+    def forward(self, x: Tensor) -> Tensor:
+        from ._ops import _scan
+
+        self.x = x
+        return _scan(x, self.d, _log_add_exp_pair, -math.inf)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None
+        # out taken again as a function of x (not the forward's detached value), so that a
+        # gradient of this gradient sees its dependence on x
+        x, d = self.x, self.d
+        out = logcumsumexp(x, d)
+        # the lowest finite value, not -inf, stands for log 0: the scans of these terms then
+        # never meet -inf - -inf, which would put NaN into a gradient of this gradient
+        lowest = _const(float(np.finfo(_dtype_name(g.dtype)).min), g)
+        one = _core.ones_like(g)
+
+        def part(mask: Tensor, mag: Tensor) -> Tensor:
+            w = _where(mask, _where(mask, mag, one).log(), lowest) - out
+            return (x + logcumsumexp(w.flip(d), d).flip(d)).exp()
+
+        grad = part(g > 0, g) - part(g < 0, -g)
+        # a NaN in g reaches every entry up to it, as the sum would carry it
+        from ._ops import cumsum
+
+        reach = cumsum(g.isnan().astype("int64").flip(d), d).flip(d) > 0
+        return _where(reach, _const(math.nan, grad), grad)
 
 
 def _sorted_pick(op: str, x: Tensor, d: int, keepdim: bool, pick: Any, result: type) -> Any:
@@ -789,7 +830,15 @@ def nanmedian(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
             if x.dtype.kind == "f":  # NaN, as PyTorch's (on the graph of ``input``)
                 return flat.sum() * 0.0 + float("nan")
             raise ShapeError("nanmedian: the input is empty")
-        return _sorted_pick("nanmedian", flat, 0, False, _nanmedian_pick, _NanmedianResult)[0]
+        v = _sorted_pick("nanmedian", flat, 0, False, _nanmedian_pick, _NanmedianResult)[0]
+        if x.dtype.kind != "f" or bool(v.detach().isnan()):
+            return v
+        # the gradient is shared by every entry equal to the median, as PyTorch's (and as
+        # median's); NaN entries are masked out rather than multiplied by zero
+        vd = v.detach()
+        ties = flat.detach() == vd
+        diff = _core.where(ties, flat - vd, _core.zeros_like(flat))
+        return vd + diff.sum() / ties.astype(x.dtype.name).sum()
     if x.ndim == 0:
         _dim("nanmedian", x, dim)
         return _NanmedianResult(x, _core.zeros((), dtype="int64", device=x.device))

@@ -238,7 +238,8 @@ _OUT_STRICT = (
     "negative", "frac", "round", "nan_to_num", "clamp", "tril", "triu", "cross",
     "index_select", "gather", "masked_select", "take_along_dim", "norm", "logcumsumexp",
     "renorm", "histc", "bucketize", "searchsorted", "take", "index_add", "index_copy",
-    "index_reduce", "scatter", "scatter_add", "scatter_reduce",
+    "index_reduce", "scatter", "scatter_add", "scatter_reduce", "aminmax", "quantile",
+    "nanquantile", "histogram",
 )  # fmt: skip
 # joins written into ``out=`` as ``cat``'s (cast where the kind is kept, else a DTypeError)
 _OUT_JOIN = ("hstack", "vstack", "dstack", "column_stack", "row_stack")
@@ -305,3 +306,78 @@ def install_out() -> None:
         f = getattr(fg.linalg, name, None)
         if callable(f) and "out" not in inspect.signature(f).parameters:
             setattr(fg.linalg, name, _with_out(f, f"linalg.{name}"))
+
+
+# reductions where PyTorch reads an empty ``dim`` (``()`` or ``[]``) as every dim
+_EMPTY_DIM_IS_ALL = (
+    "sum",
+    "mean",
+    "nansum",
+    "nanmean",
+    "var",
+    "std",
+    "var_mean",
+    "std_mean",
+    "logsumexp",
+    "count_nonzero",
+    "amax",
+    "amin",
+)
+
+
+def _empty_dim_is_all(fn: Callable[..., Any], name: str, pos: int = 1) -> Any:
+    """``fn`` with ``dim=()`` / ``dim=[]`` reducing over every dim, as PyTorch's reductions
+    do (the engine reads an empty axis list as no reduction at all, which would silently
+    return the input unreduced), the engine's bare ValueError for a dim named twice raised
+    as a ShapeError (a RuntimeError, as PyTorch's), and ``mean`` of an integer tensor
+    refused with a DTypeError that is also the NotImplementedError PyTorch raises."""
+
+    def empty(d: Any) -> bool:
+        return isinstance(d, (tuple, list)) and len(d) == 0
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        # only PyTorch's spellings (positional or dim=): the engine's own axis=() keeps
+        # meaning no reduction, which the package's internals rely on
+        if len(args) > pos and empty(args[pos]):
+            args = (*args[:pos], None, *args[pos + 1 :])
+        elif kwargs and empty(kwargs.get("dim")):
+            kwargs["dim"] = None
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as e:
+            if type(e) is not ValueError:
+                raise
+            from ._core import ShapeError
+
+            raise ShapeError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
+        except TypeError as e:
+            from ._core import DTypeError
+
+            if type(e) is not DTypeError or name != "mean":
+                raise
+            from .nn._errors import UnsupportedDTypeError
+
+            raise UnsupportedDTypeError(str(e)) from None
+
+    return wrapped
+
+
+def install_empty_dims() -> None:
+    """PyTorch's reading of an empty ``dim`` on the package's reductions and their methods,
+    and on ``norm`` / ``linalg.vector_norm`` (whose ``dim`` comes third)."""
+    import ferrograd as fg
+
+    for name in _EMPTY_DIM_IS_ALL:
+        for owner in (fg, Tensor):
+            f = getattr(owner, name, None)
+            if callable(f):
+                setattr(owner, name, _empty_dim_is_all(f, name))
+    for owner in (fg, Tensor):
+        for name in ("norm",):
+            f = getattr(owner, name, None)
+            if callable(f):
+                setattr(owner, name, _empty_dim_is_all(f, name, 2))
+    f = getattr(fg.linalg, "vector_norm", None)
+    if callable(f):
+        fg.linalg.vector_norm = _empty_dim_is_all(f, "vector_norm", 2)

@@ -81,6 +81,8 @@ __all__ = [
     "gt",
     "heaviside",
     "histc",
+    "histogram",
+    "histogramdd",
     "hypot",
     "iinfo",
     "index_copy",
@@ -750,11 +752,12 @@ def quantile(
     x, qs, d = _quantile_args("quantile", input, q, dim, interpolation)
     n = x.shape[d]
     s = sort(x, d).values
-    # a row holding NaN gives NaN (PyTorch's; ``nanquantile`` skips them)
+    # a row holding NaN gives NaN (PyTorch's; ``nanquantile`` skips them): its last sorted
+    # entry, a NaN, so that the gradient goes to that entry as PyTorch's does
     nan_rows = x.detach().isnan().any(d, keepdim=True) if bool(x.detach().isnan().any()) else None
 
     def _nan_fill(v: Tensor) -> Tensor:
-        return v if nan_rows is None else _core.where(nan_rows, math.nan, v)
+        return v if nan_rows is None else _core.where(nan_rows, s.narrow(d, n - 1, 1), v)
 
     # a tensor q is differentiable (linear interpolation), as PyTorch's: the weight is
     # q * (n - 1) - floor(q * (n - 1)), the upper neighbour ceil(q * (n - 1))
@@ -838,7 +841,7 @@ def nansum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any 
         x = x.astype(_dtype_name(dtype))
     if x.dtype.kind == "f":
         x = _core.where(x.isnan(), _core.zeros_like(x), x)
-    out = x.sum(dim=dim, keepdim=keepdim) if dim is not None else x.sum()
+    out = x.sum(dim=dim, keepdim=keepdim)
     # with dtype, the result is of dtype (PyTorch's; an int64 sum cast down wraps as the
     # narrower dtype's arithmetic would)
     return out.astype(x.dtype.name) if dtype is not None and out.dtype != x.dtype else out
@@ -848,15 +851,17 @@ def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any
     """The mean of the entries that are not NaN (NaN where all are)."""
     x = _check_tensor("nanmean", "input", input)
     if x.dtype.kind != "f" and dtype is None:
-        raise DTypeError(
-            f"nanmean(): expected input to have floating point dtype but got {x.dtype}"
+        from .nn._errors import UnsupportedDTypeError
+
+        raise UnsupportedDTypeError(
+            f"nanmean(): expected input to have floating point or complex dtype but got {x.dtype}"
         )
     if dtype is not None:
         x = x.astype(_dtype_name(dtype))
     keep = ~x.isnan()
     total = nansum(x, dim, keepdim)
     count = keep.astype(_dtype_name(x.dtype))
-    count = count.sum(dim=dim, keepdim=keepdim) if dim is not None else count.sum()
+    count = count.sum(dim=dim, keepdim=keepdim)
     return total / count
 
 
@@ -1306,15 +1311,16 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
 
 
 def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
-    """A histogram of ``bins`` equal bins over ``[min, max]`` (the data's range when both
-    are 0); entries outside are ignored. No gradient."""
+    """A histogram of ``bins`` equal bins over ``[min, max]`` (the data's range when
+    ``min == max``, as PyTorch's, not only when both are 0); entries outside are ignored.
+    No gradient."""
     x = _float("histc", input)
     bins = _int("histc", "bins", bins)
     if bins <= 0:
         raise ShapeError(f"histc: bins must be positive, got {bins}")
     a = x.numpy().reshape(-1)
     lo, hi = _as_builtin_float(min), _as_builtin_float(max)
-    if lo == 0 and hi == 0 and a.size:
+    if lo == hi and a.size:
         lo, hi = _as_builtin_float(a.min()), _as_builtin_float(a.max())
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise ShapeError(f"torch.histc: range of [{lo:g}, {hi:g}] is not finite")
@@ -1322,8 +1328,227 @@ def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
         raise ShapeError(f"torch.histc: max must be larger than min (min {lo}, max {hi})")
     if lo == hi:
         lo, hi = lo - 1, hi + 1
+    if lo == hi:
+        # a value so large that +-1 does not move it: the entries equal to it fall in the
+        # middle bin, as they would for any smaller value
+        counts = np.zeros(bins, dtype=np.int64)
+        counts[bins // 2] = int(np.count_nonzero(a == lo))
+        return tensor(counts.astype(a.dtype), device=x.device)
+    with np.errstate(over="ignore"):
+        width = np.asarray(hi, dtype=a.dtype) - np.asarray(lo, dtype=a.dtype)
+    if not np.isfinite(width):
+        # the width overflows the dtype (a range spanning most of it): bin everything
+        # halved, which puts each entry in the same bin
+        a, lo, hi = a / 2, lo / 2, hi / 2
     counts, _ = np.histogram(a, bins=bins, range=(lo, hi))
-    return tensor(counts.astype(a.dtype), device=x.device)
+    return tensor(counts.astype(x.numpy().dtype), device=x.device)
+
+
+_HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
+
+
+def _histogram_edges(lo: float, hi: float, n: int, dtype: Any) -> np.ndarray:
+    """``n + 1`` equal-width edges from ``lo`` to ``hi`` in ``dtype``, each half built from
+    its own end (as PyTorch's linspace), so that both ends are exact."""
+    lo_, hi_ = np.asarray(lo, dtype=dtype), np.asarray(hi, dtype=dtype)
+    step = (hi_ - lo_) / dtype.type(n)
+    i = np.arange(n + 1)
+    edges = np.where(
+        i < (n + 1) // 2, lo_ + i.astype(dtype) * step, hi_ - (n - i).astype(dtype) * step
+    )
+    return edges.astype(dtype)
+
+
+def histogram(
+    input: Tensor,
+    bins: Any,
+    *,
+    range: Any = None,
+    weight: Any = None,
+    density: bool = False,
+) -> Any:
+    """A histogram of all entries as ``(hist, bin_edges)``, in ``input``'s float dtype:
+    ``bins`` equal bins over ``range`` (the data's min and max by default, widened by 0.5
+    each way when they are equal, ``[0, 1]`` for no data), or the bins between the edges of
+    a 1-D tensor ``bins``. Each bin holds its left edge, the last also its right one;
+    entries outside (and NaN) are left out. ``weight`` (``input``'s shape) weights each
+    entry; ``density`` divides by the total and the bin width. No gradient."""
+    x = _check_tensor("histogram", "input", input)
+    if x.dtype.kind != "f":
+        raise NotImplementedError(
+            f"histogram: not implemented for {x.dtype} input; cast it to a float dtype"
+        )
+    a = x.detach().numpy().reshape(-1)
+    dt = a.dtype
+    w = None
+    if weight is not None:
+        wt = _check_tensor("histogram", "weight", weight)
+        if wt.dtype != x.dtype:
+            raise DTypeError(f"histogram: weight must have input's dtype {x.dtype}, got {wt.dtype}")
+        if tuple(wt.shape) != tuple(x.shape):
+            raise ShapeError(
+                f"histogram: weight must have input's shape {list(x.shape)}, got {list(wt.shape)}"
+            )
+        w = wt.detach().numpy().reshape(-1)
+    if isinstance(bins, Tensor):
+        if range is not None:
+            raise TypeError("histogram: range cannot be given with a tensor of bin edges")
+        if bins.dtype != x.dtype:
+            raise DTypeError(f"histogram: bins must have input's dtype {x.dtype}, got {bins.dtype}")
+        if bins.ndim != 1 or bins.shape[0] == 0:
+            raise ShapeError(
+                f"histogram: bins must be a 1-D tensor of at least 1 edge, "
+                f"got shape {list(bins.shape)}"
+            )
+        edges = bins.detach().numpy().astype(dt)
+    else:
+        n = _int("histogram", "bins", bins)
+        if n <= 0:
+            raise ShapeError(f"histogram: bins must be > 0, got {n}")
+        if range is not None:
+            if not isinstance(range, (tuple, list)) or len(range) != 2:
+                raise TypeError(f"histogram: range must be (min, max), got {range!r}")
+            lo, hi = _as_builtin_float(range[0]), _as_builtin_float(range[1])
+            if lo > hi:
+                raise ShapeError(f"histogram: min should not exceed max, got min {lo} max {hi}")
+        elif a.size:
+            lo, hi = _as_builtin_float(a.min()), _as_builtin_float(a.max())
+        else:
+            lo, hi = 0.0, 1.0
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ShapeError(f"histogram: range [{lo:g}, {hi:g}] is not finite")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges = _histogram_edges(lo, hi, n, dt)
+    m = edges.shape[0] - 1
+    hist = np.zeros(builtins.max(m, 0), dtype=np.float64)
+    if m > 0 and a.size:
+        keep = (a >= edges[0]) & (a <= edges[-1])  # False for NaN
+        idx = np.searchsorted(edges, a[keep], side="right") - 1
+        idx = np.clip(idx, 0, m - 1)  # the last edge belongs to the last bin
+        hist = np.bincount(idx, weights=None if w is None else w[keep], minlength=m)
+        hist = hist.astype(np.float64)
+    if density:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hist = hist / (hist.sum() * np.diff(edges.astype(np.float64)))
+    return _HistogramResult(
+        tensor(hist.astype(dt), device=x.device), tensor(edges, device=x.device)
+    )
+
+
+_HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
+
+
+def histogramdd(
+    input: Tensor,
+    bins: Any,
+    *,
+    range: Any = None,
+    weight: Any = None,
+    density: bool = False,
+) -> Any:
+    """A ``D``-dimensional histogram of the points in the last dim of ``input`` (shape
+    ``(..., D)``), as ``(hist, bin_edges)``: ``bins`` is a count for every dim, one count
+    per dim, or one 1-D tensor of edges per dim; ``range`` is ``[min0, max0, min1, ...]``
+    (each dim's data range by default, widened by 0.5 each way when it is one value,
+    ``[0, 1]`` for no points). Bins hold their left edge, the last also its right one; a
+    point outside any dim's edges is left out. ``weight`` (``input.shape[:-1]``) weights
+    each point; ``density`` divides by the total and the cell volume. No gradient."""
+    op = "histogramdd"
+    x = _check_tensor(op, "input", input)
+    if x.dtype.kind != "f":
+        raise NotImplementedError(
+            f"{op}: not implemented for {x.dtype} input; cast it to a float dtype"
+        )
+    if x.ndim < 2:
+        raise ShapeError(
+            f"{op}: input must have at least 2 dims (points, D), got shape {list(x.shape)}"
+        )
+    dims = x.shape[-1]
+    pts = x.detach().numpy().reshape(int(np.prod(x.shape[:-1])), dims)
+    dt = pts.dtype
+    w = None
+    if weight is not None:
+        wt = _check_tensor(op, "weight", weight)
+        if wt.dtype != x.dtype:
+            raise DTypeError(f"{op}: weight must have input's dtype {x.dtype}, got {wt.dtype}")
+        if tuple(wt.shape) != tuple(x.shape[:-1]):
+            raise ShapeError(
+                f"{op}: weight must have shape {list(x.shape[:-1])} (input's without its last "
+                f"dim), got {list(wt.shape)}"
+            )
+        w = wt.detach().numpy().reshape(-1)
+    if isinstance(bins, (list, tuple)) and bins and isinstance(bins[0], Tensor):
+        if range is not None:
+            raise TypeError(f"{op}: range cannot be given with tensors of bin edges")
+        if len(bins) != dims:
+            raise ShapeError(f"{op}: expected {dims} tensors of bin edges, got {len(bins)}")
+        edges = []
+        for i, b in enumerate(bins):
+            if not isinstance(b, Tensor) or b.dtype != x.dtype:
+                raise DTypeError(f"{op}: the bin edges for dim {i} must be a {x.dtype} tensor")
+            if b.ndim != 1 or b.shape[0] == 0:
+                raise ShapeError(
+                    f"{op}: the bin edges for dim {i} must be 1-D and not empty, "
+                    f"got shape {list(b.shape)}"
+                )
+            edges.append(b.detach().numpy().astype(dt))
+    else:
+        counts = list(bins) if isinstance(bins, (list, tuple)) else [bins] * dims
+        if len(counts) != dims:
+            raise ShapeError(f"{op}: expected {dims} bin counts (one per dim), got {len(counts)}")
+        counts = [_int(op, "bins", c) for c in counts]
+        if range is not None:
+            range = [_as_builtin_float(r) for r in range]
+            if len(range) != 2 * dims:
+                raise ShapeError(
+                    f"{op}: range must have {2 * dims} entries for {dims} dims, got {len(range)}"
+                )
+        edges = []
+        for i, n in enumerate(counts):
+            if n <= 0:
+                raise ShapeError(f"{op}: bins must be > 0, got {n} for dim {i}")
+            if range is not None:
+                lo, hi = range[2 * i], range[2 * i + 1]
+                if lo > hi:
+                    raise ShapeError(f"{op}: min should not exceed max, got {lo} > {hi} (dim {i})")
+            elif pts.shape[0]:
+                lo, hi = _as_builtin_float(pts[:, i].min()), _as_builtin_float(pts[:, i].max())
+            else:
+                lo, hi = 0.0, 1.0
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                raise ShapeError(f"{op}: the range [{lo:g}, {hi:g}] of dim {i} is not finite")
+            if lo == hi:
+                lo, hi = lo - 0.5, hi + 0.5
+            edges.append(_histogram_edges(lo, hi, n, dt))
+    sizes = [e.shape[0] - 1 for e in edges]
+    hist = np.zeros(sizes, dtype=np.float64)
+    if dims and pts.shape[0] and builtins.min(sizes) > 0:
+        keep = np.ones(pts.shape[0], dtype=bool)
+        idx = []
+        for i, e in enumerate(edges):
+            keep &= (pts[:, i] >= e[0]) & (pts[:, i] <= e[-1])  # False for NaN
+        for i, e in enumerate(edges):
+            j = np.searchsorted(e, pts[keep, i], side="right") - 1
+            idx.append(np.clip(j, 0, sizes[i] - 1))
+        flat = np.ravel_multi_index(idx, sizes) if idx else np.zeros(0, dtype=np.int64)
+        hist = (
+            np.bincount(flat, weights=None if w is None else w[keep], minlength=int(np.prod(sizes)))
+            .astype(np.float64)
+            .reshape(sizes)
+        )
+    if density:
+        cell = np.ones(sizes, dtype=np.float64)
+        for i, e in enumerate(edges):
+            shape = [1] * len(sizes)
+            shape[i] = sizes[i]
+            cell = cell * np.diff(e.astype(np.float64)).reshape(shape)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hist = hist / (hist.sum() * cell)
+    return _HistogramddResult(
+        tensor(hist.astype(dt), device=x.device),
+        tuple(tensor(e, device=x.device) for e in edges),
+    )
 
 
 # ------------------------------------------------------------------------ more products
@@ -1947,6 +2172,7 @@ def _install() -> None:
         "take": take,
         "bincount": bincount,
         "histc": histc,
+        "histogram": histogram,
         "cuda": _cuda,
         "stride": _stride,
         "trace": _trace_method,

@@ -37,6 +37,11 @@ class IndexValueError(IndexError, ShapeError):  # type: ignore[misc]
     ``RuntimeError``) still catches it."""
 
 
+class UnsupportedDTypeError(DTypeError, NotImplementedError):  # type: ignore[misc]
+    """A dtype an op does not compute in (``var`` of integers, ...), where PyTorch raises
+    ``NotImplementedError``; ferrograd's older ``DTypeError`` still catches it."""
+
+
 class UnsupportedValueError(NotImplementedError, ValueError):
     """An argument combination PyTorch has not implemented (``NotImplementedError``);
     ferrograd's older ``ValueError`` still catches it."""

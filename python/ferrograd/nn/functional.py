@@ -1745,6 +1745,8 @@ def rms_norm(
     dtype's machine epsilon, as PyTorch)."""
     x = _float("rms_norm", "input", input)
     shape = _norm_shape(normalized_shape)
+    if not shape:
+        raise ShapeError("rms_norm: normalized_shape must name at least one dim, got []")
     if tuple(x.shape[x.ndim - len(shape) :]) != shape:
         raise ShapeError(
             f"rms_norm: normalized_shape {list(shape)} does not end the input shape {list(x.shape)}"

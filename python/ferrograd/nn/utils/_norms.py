@@ -56,6 +56,8 @@ def _norm_except_dim(v: Tensor, dim: int) -> Tensor:
     if dim == -1:
         return (v * v).sum().sqrt()
     axes = [a for a in range(v.ndim) if a != dim]
+    if not axes:  # a 1-D v: the norm of each entry alone
+        return v.abs()
     return (v * v).sum(axes, keepdims=True).sqrt()
 
 
