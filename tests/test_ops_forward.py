@@ -567,6 +567,10 @@ def test_reduce_forward(name, dtype, sa, keepdims, seed):
     assert_same(getattr(fg, name)(x, axis=axis, keepdims=keepdims), expected, **kw)
     assert_same(getattr(x, name)(axis=axis, keepdims=keepdims), expected, **kw)
     got = getattr(x, name)(axis, keepdims)
+    if axis == () and name in ("sum", "mean"):
+        # PyTorch's positional dim: an empty one reduces every axis (numpy's axis=(),
+        # given as axis=, reduces none)
+        expected = np.asarray(ref(a, axis=None, keepdims=keepdims)).astype(dtype)
     if name in ("max", "min") and isinstance(axis, int):
         # PyTorch's x.max(1): (values, indices)
         got, idx = got
