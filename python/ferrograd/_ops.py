@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import weakref
 from collections import namedtuple
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -2086,7 +2087,31 @@ def _shared(arr: np.ndarray) -> Tensor:
     be shared (bool, misaligned, byte-swapped or empty arrays, dtypes ferrograd does not
     store)."""
     t = _core._share_numpy(arr)
-    return t if t is not None else tensor(arr, device="cpu")
+    if t is None:
+        return tensor(arr, device="cpu")
+    if not arr.flags.writeable:
+        with contextlib.suppress(ValueError, RuntimeError):
+            start, nbytes, _, _ = _core._host_memory(t)
+            _READ_ONLY_MEMORY[start] = (nbytes, weakref.ref(arr))
+    return t
+
+
+# each read-only foreign buffer a tensor shares (a read-only numpy array, a JAX array): its
+# start, its size in bytes and a weak reference to the array that owns it. The tensor keeps
+# that array alive, so a live reference means the memory is still that read-only buffer.
+_READ_ONLY_MEMORY: dict[int, tuple[int, weakref.ref]] = {}
+
+
+def _is_read_only_memory(address: int) -> bool:
+    """Whether memory at ``address`` (a tensor's first byte, as ``_host_memory`` gives it)
+    lies in a read-only foreign buffer that some tensor shares (a numpy view of that tensor
+    must then be read-only too)."""
+    for start, (nbytes, ref) in list(_READ_ONLY_MEMORY.items()):
+        if ref() is None:
+            del _READ_ONLY_MEMORY[start]
+        elif start <= address < start + nbytes or address == start:
+            return True
+    return False
 
 
 def from_dlpack(ext_tensor: Any) -> Tensor:
@@ -2147,28 +2172,38 @@ def _cuda_to_host(op: str, x: Any) -> np.ndarray:
 
 
 def _dlpack(self: Tensor, *, stream: Any = None, max_version: Any = None, **kw: Any) -> Any:
-    """The tensor as a DLPack capsule. A CPU tensor is shared, not copied, with a consumer
-    that speaks DLPack 1.0 (numpy 2, PyTorch): the capsule is marked read-only (numpy keeps
-    it so; PyTorch ignores the mark, and writes through it bypass autodiff's in-place
-    checks, as with any shared memory). A consumer asking for an older DLPack (which cannot
-    mark memory read-only) gets a copy. bfloat16 is exported as DLPack's kDLBfloat. Views
-    keep their strides."""
+    """The tensor as a DLPack capsule, over its own memory unless ``copy=True`` asks for a
+    copy. A consumer that speaks DLPack 1.0 (numpy 2, PyTorch) gets the capsule marked
+    read-only (numpy keeps it so; PyTorch ignores the mark, and writes through it bypass
+    autodiff's in-place checks, as with any shared memory). A consumer of the older format
+    gets a writable capsule, as PyTorch's, except for memory shared read-only with another
+    library, which that format cannot mark: a copy. bfloat16 is exported as DLPack's
+    kDLBfloat. Views keep their strides. ``dl_device`` other than the tensor's own device
+    raises BufferError (an export to another device is not done here)."""
     if self.device != "cpu":
         raise _core.DeviceError(
             f"__dlpack__: only CPU tensors can be exported here, this one is on {self.device}"
         )
+    dl_device = kw.get("dl_device")
+    if dl_device is not None and tuple(int(d) for d in dl_device) != (1, 0):
+        raise BufferError(
+            f"__dlpack__: cannot export to DLPack device {tuple(dl_device)}: the tensor is on "
+            "the CPU, DLPack device (1, 0)"
+        )
+    copy = kw.get("copy")
     if str(self.dtype) == "bfloat16":  # (numpy exports no bfloat16): its bits, retagged
         from ._tensor import _dlpack_bfloat16
 
-        return _dlpack_bfloat16(self, stream, max_version, kw.get("copy"))
-    if kw.get("copy") is not True and max_version is not None:
-        try:
-            view = np.asarray(self)  # zero-copy, read-only (see Tensor.__array_interface__)
-            if view.base is not None or view.size == 0:
-                return view.__dlpack__(stream=stream, max_version=max_version)
-        except (BufferError, TypeError, ValueError):
-            pass
-    arr = self.numpy()
+        return _dlpack_bfloat16(self, stream, max_version, copy)
+    if copy is not True and max_version is not None:
+        from ._porting import _shared_numpy
+
+        view = _shared_numpy(self, read_only=True)
+        if view is not None:
+            return view.__dlpack__(stream=stream, max_version=max_version)
+    arr = self.numpy()  # the tensor's own memory (a copy where it has none numpy reads)
+    if copy is True or not arr.flags.writeable:
+        arr = arr.copy()
     if max_version is not None:
         try:
             return arr.__dlpack__(stream=stream, max_version=max_version)
