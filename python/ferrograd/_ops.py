@@ -2122,15 +2122,29 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
     bfloat16 are shared; data that cannot be (another producer's bfloat16) is copied.
     CUDA data (a PyTorch, JAX or CuPy GPU array) gives a tensor on the same CUDA device, a
     copy made through the host: changes on one side are not seen by the other."""
-    from ._tensor import _Capsule, _is_capsule, _shared_bfloat16
+    from ._tensor import _Capsule, _capsule_name, _is_capsule, _shared_bfloat16
 
     if isinstance(ext_tensor, Tensor):
         return ext_tensor.detach()
     if _is_capsule(ext_tensor):  # torch.utils.dlpack.to_dlpack(t): consumed once
+        name = _capsule_name(ext_tensor)
+        if name.startswith("used_"):
+            raise RuntimeError(
+                "from_dlpack: this DLPack capsule was already consumed (a capsule can be "
+                "imported once; export the tensor again for another import)"
+            )
+        if name not in ("dltensor", "dltensor_versioned"):
+            raise TypeError(f"from_dlpack: expected a DLPack capsule, got a capsule named {name!r}")
         try:
-            return _shared(np.from_dlpack(_Capsule(ext_tensor)))
+            arr = np.from_dlpack(_Capsule(ext_tensor))
         except (BufferError, TypeError, ValueError, RuntimeError) as e:
             raise TypeError(f"from_dlpack: cannot import the DLPack capsule: {e}") from e
+        if name == "dltensor" and not arr.flags.writeable:
+            # numpy reads every legacy capsule as read-only, but the legacy format has no
+            # read-only mark: its memory is the producer's writable memory (PyTorch's
+            # to_dlpack shares it so), and the tensor shares it writably too
+            arr = _writable_view(arr)
+        return _shared(arr)
     if not hasattr(ext_tensor, "__dlpack__"):
         raise TypeError(f"from_dlpack: {type(ext_tensor).__name__} has no __dlpack__")
     dev = getattr(ext_tensor, "__dlpack_device__", lambda: (1, 0))()
@@ -2149,6 +2163,23 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
         except (BufferError, TypeError, ValueError, RuntimeError):
             raise TypeError(f"from_dlpack: cannot import {type(ext_tensor).__name__}: {e}") from e
     return _shared(arr)
+
+
+class _WritableOwner:
+    """Hands numpy another array's memory as writable (``_writable_view``) and keeps that
+    array alive as the view's base."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+        interface = dict(array.__array_interface__)
+        interface["data"] = (interface["data"][0], False)
+        self.__array_interface__ = interface
+
+
+def _writable_view(arr: np.ndarray) -> np.ndarray:
+    """A writable numpy view of ``arr``'s memory (for memory numpy marked read-only only
+    because its producer could not say otherwise)."""
+    return np.asarray(_WritableOwner(arr))
 
 
 def _cuda_to_host(op: str, x: Any) -> np.ndarray:

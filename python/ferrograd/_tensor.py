@@ -637,6 +637,18 @@ def _is_capsule(x: Any) -> bool:
     return type(x).__name__ == "PyCapsule"
 
 
+def _capsule_name(capsule: Any) -> str:
+    """A capsule's name: ``"dltensor"`` / ``"dltensor_versioned"`` before a consumer takes
+    it, ``"used_dltensor"`` / ``"used_dltensor_versioned"`` after."""
+    import ctypes
+
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    name = api.PyCapsule_GetName(capsule)
+    return name.decode() if name is not None else ""
+
+
 def _retag_bfloat16(capsule: Any) -> Any:
     """Marks a DLPack capsule of 16-bit unsigned ints (bfloat16's bits) as bfloat16, in
     place (the struct is the producer's, not yet consumed)."""
