@@ -196,3 +196,22 @@ def test_dlpack_copy_true_is_a_copy_for_both_formats():
     y = torch.from_dlpack(x)
     y[0] = 5.0
     assert x[0].item() == 5.0
+
+
+@pytest.mark.parametrize("to_array", [np.asarray, lambda t: t.numpy()], ids=["asarray", "numpy"])
+def test_array_of_a_tensor_stays_valid_after_the_tensor_gets_new_memory(to_array):
+    import gc
+
+    a = fg.arange(100_000.0)
+    view = to_array(a)
+    a.set_(fg.ones(4))
+    gc.collect()
+    _ = [fg.full((100_000,), 7.0) for _ in range(5)]  # reuse any memory freed
+    np.testing.assert_array_equal(view[:5], [0.0, 1.0, 2.0, 3.0, 4.0])
+    lin = fg.nn.Linear(300, 300)
+    weight = to_array(lin.weight)
+    want = weight.copy()
+    lin.to(fg.float64)  # the same Parameter over new float64 memory
+    gc.collect()
+    _ = [fg.full((300, 300), 3.0) for _ in range(5)]
+    np.testing.assert_array_equal(weight, want)
