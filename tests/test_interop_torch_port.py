@@ -215,3 +215,45 @@ def test_array_of_a_tensor_stays_valid_after_the_tensor_gets_new_memory(to_array
     gc.collect()
     _ = [fg.full((300, 300), 3.0) for _ in range(5)]
     np.testing.assert_array_equal(weight, want)
+
+
+class _DLPackOnly:
+    """Offers only the DLPack methods (no __array__, no buffer protocol)."""
+
+    def __init__(self, tensor: object) -> None:
+        self.tensor = tensor
+
+    def __dlpack__(self, *args: object, **kwargs: object) -> object:
+        return self.tensor.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.tensor.__dlpack_device__()
+
+
+@LIBS
+def test_tensor_of_an_object_offering_only_dlpack_is_a_copy_of_its_values(lib):
+    src = np.arange(10.0)
+    t = lib.tensor(_DLPackOnly(src))
+    assert str(t.dtype).split(".")[-1] == "float64"
+    np.testing.assert_array_equal(t.numpy(), src)
+    t[0] = 5.0
+    assert src[0] == 0.0
+    assert lib.tensor(_DLPackOnly(np.array([True, False]))).dtype == lib.bool
+
+
+@LIBS
+def test_dlpack_stream_on_the_cpu_is_refused_as_pytorch(lib):
+    x = lib.arange(5.0)
+    with pytest.raises(AssertionError, match="stream should be None"):
+        x.__dlpack__(stream=0)
+    with pytest.raises(TypeError):
+        x.__dlpack__(stream=object())
+
+
+@LIBS
+def test_numpy_then_from_dlpack_is_the_same_memory(lib):
+    t = lib.arange(5.0)
+    res = lib.from_dlpack(t.numpy())
+    assert t.data_ptr() == res.data_ptr()
+    x = lib.arange(16.0)[::3][:1]
+    assert lib.from_dlpack(np.from_dlpack(x)).stride() == (3,)

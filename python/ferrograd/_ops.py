@@ -2215,6 +2215,12 @@ def _dlpack(self: Tensor, *, stream: Any = None, max_version: Any = None, **kw: 
         raise _core.DeviceError(
             f"__dlpack__: only CPU tensors can be exported here, this one is on {self.device}"
         )
+    if stream is not None:
+        if not isinstance(stream, int):
+            raise TypeError(
+                f"__dlpack__: stream must be an int or None, got {type(stream).__name__}"
+            )
+        raise AssertionError(f"__dlpack__: stream should be None on the CPU, got {stream}")
     dl_device = kw.get("dl_device")
     if dl_device is not None and tuple(int(d) for d in dl_device) != (1, 0):
         raise BufferError(

@@ -420,6 +420,17 @@ def _tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
         # a PyTorch tensor (a Parameter too): its values, detached, in its own dtype
         # (other dtypes, such as uint16, as numpy reads them)
         return _tensor(_foreign_to_numpy(data), name or _foreign_dtype(data), device)
+    if (
+        not isinstance(data, (Tensor, np.ndarray))
+        and hasattr(data, "__dlpack__")
+        and hasattr(data, "__dlpack_device__")
+        and not hasattr(data, "__array__")
+    ):
+        # an object that offers only DLPack (a JAX array or CuPy array wrapper): read
+        # through it, as PyTorch's tensor() does, rather than as a Python object
+        from ._ops import from_dlpack
+
+        data = from_dlpack(data)
     found: dict = {}
     if isinstance(data, (list, tuple)) and data:
         # numpy scalars and tensors in a list keep their dtypes (PyTorch's promotion)
