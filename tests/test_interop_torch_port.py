@@ -257,3 +257,18 @@ def test_numpy_then_from_dlpack_is_the_same_memory(lib):
     assert t.data_ptr() == res.data_ptr()
     x = lib.arange(16.0)[::3][:1]
     assert lib.from_dlpack(np.from_dlpack(x)).stride() == (3,)
+
+
+@LIBS
+def test_from_dlpack_copy_and_device_keywords(lib):
+    a = np.arange(4.0)
+    r = lib.from_dlpack(a, copy=True)
+    r[0] = 9.0
+    assert a[0] == 0.0
+    r = lib.from_dlpack(a, copy=False)
+    r[0] = 9.0
+    assert a[0] == 9.0
+    r = lib.from_dlpack(a, device="cpu")
+    assert r.data_ptr() == a.ctypes.data
+    with pytest.raises(ValueError, match="without (a )?cop"):
+        lib.from_dlpack(a, device="cuda", copy=False)

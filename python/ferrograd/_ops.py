@@ -2114,14 +2114,38 @@ def _is_read_only_memory(address: int) -> bool:
     return False
 
 
-def from_dlpack(ext_tensor: Any) -> Tensor:
+def from_dlpack(ext_tensor: Any, *, device: Any = None, copy: bool | None = None) -> Tensor:
     """A tensor over the memory of any CPU object with ``__dlpack__`` (a numpy array, a
     PyTorch or JAX CPU tensor), without a copy: writes on either side are seen by the other
     (read-only memory, such as a JAX array's, gives a tensor that refuses writes); a DLPack
     capsule (``torch.utils.dlpack.to_dlpack(t)``) is accepted too. bool and PyTorch's
     bfloat16 are shared; data that cannot be (another producer's bfloat16) is copied.
     CUDA data (a PyTorch, JAX or CuPy GPU array) gives a tensor on the same CUDA device, a
-    copy made through the host: changes on one side are not seen by the other."""
+    copy made through the host: changes on one side are not seen by the other.
+
+    As PyTorch's: ``copy=True`` gives a copy; ``device`` puts the result on that device (a
+    copy where it differs from the data's own, which ``copy=False`` refuses with
+    ValueError)."""
+    if copy is not None and not isinstance(copy, bool):
+        raise TypeError(f"from_dlpack: copy must be True, False or None, got {copy!r}")
+    out = _from_dlpack(ext_tensor)
+    if device is not None:
+        from ._torch_compat import device as _device
+
+        want = str(_device(device))
+        if want == "cuda":
+            want = "cuda:0"
+        if want != str(out.device):
+            if copy is False:
+                raise ValueError(
+                    f"from_dlpack: cannot move the data from {out.device} to {want} "
+                    "without a copy (copy=False)"
+                )
+            return out.to(want)
+    return out.clone().detach() if copy is True else out
+
+
+def _from_dlpack(ext_tensor: Any) -> Tensor:
     from ._tensor import _Capsule, _capsule_name, _is_capsule, _shared_bfloat16
 
     if isinstance(ext_tensor, Tensor):
