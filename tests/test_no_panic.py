@@ -391,7 +391,14 @@ ISOLATED = [
     ("oom_ones", "fg.ones(2**31)", "memory"),
     ("oom_binary", "x = fg.ones(1).broadcast_to(2**31); x + 1", "memory"),
     ("oom_astype", "fg.ones(1).broadcast_to(2**31).astype('float64')", "memory"),
-    ("oom_numpy", "fg.ones(1).broadcast_to(2**31).numpy()", "memory"),
+    # (numpy() of a broadcast is a zero-stride view of its memory, as PyTorch's: nothing to
+    # allocate; tolist() copies)
+    (
+        "oom_numpy",
+        "result = fg.ones(1).broadcast_to(2**31).numpy().strides",
+        ("value", [0]),
+    ),
+    ("oom_tolist", "fg.ones(1).broadcast_to(2**31).tolist()", "memory"),
     # (a broadcast reshaped along its own axes is a view, as PyTorch's: transposed, it copies)
     (
         "oom_reshape_copy",

@@ -219,7 +219,7 @@ def test_lbfgs_state_dict_round_trip(line_search_fn):
     opt2.load_state_dict(sd)
     assert opt2.param_groups[0]["lr"] == 0.5 and opt2.param_groups[0]["history_size"] == 3
     # the saved copy is not aliased to the live state
-    before = sd["state"][0]["d"].numpy()
+    before = sd["state"][0]["d"].numpy().copy()
     for _ in range(2):
         l1 = opt.step(_closure(fg, f, opt, ps))
         l2 = opt2.step(_closure(fg, f, opt2, ps2))

@@ -117,10 +117,11 @@ def test_np_asarray_is_a_zero_copy_read_only_view_of_a_cpu_tensor():
 
     gc.collect()
     assert view.tolist() == [1.5, 2.5]
-    # t.numpy() stays a writable copy
+    # t.numpy() is a writable view, as PyTorch's: writes through it reach the tensor
     c = t.numpy()
     c[0, 0] = 100.0
-    assert t[0, 0].item() == 1.0
+    assert t[0, 0].item() == 100.0
+    t[0, 0] = 1.0
     # dtypes numpy cannot read as they are, and values inside a trace, take the copying path
     assert np.asarray(fg.tensor([1.0], device="cpu").astype("bfloat16").float()).tolist() == [1.0]
     traced = fg.trace(lambda x: np.asarray(x * 2))

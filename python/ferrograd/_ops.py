@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import weakref
 from collections import namedtuple
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -2135,26 +2136,88 @@ def _shared(arr: np.ndarray) -> Tensor:
     be shared (bool, misaligned, byte-swapped or empty arrays, dtypes ferrograd does not
     store)."""
     t = _core._share_numpy(arr)
-    return t if t is not None else tensor(arr, device="cpu")
+    if t is None:
+        return tensor(arr, device="cpu")
+    if not arr.flags.writeable:
+        with contextlib.suppress(ValueError, RuntimeError):
+            start, nbytes, _, _ = _core._host_memory(t)
+            _READ_ONLY_MEMORY[start] = (nbytes, weakref.ref(arr))
+    return t
 
 
-def from_dlpack(ext_tensor: Any) -> Tensor:
+# each read-only foreign buffer a tensor shares (a read-only numpy array, a JAX array): its
+# start, its size in bytes and a weak reference to the array that owns it. The tensor keeps
+# that array alive, so a live reference means the memory is still that read-only buffer.
+_READ_ONLY_MEMORY: dict[int, tuple[int, weakref.ref]] = {}
+
+
+def _is_read_only_memory(address: int) -> bool:
+    """Whether memory at ``address`` (a tensor's first byte, as ``_host_memory`` gives it)
+    lies in a read-only foreign buffer that some tensor shares (a numpy view of that tensor
+    must then be read-only too)."""
+    for start, (nbytes, ref) in list(_READ_ONLY_MEMORY.items()):
+        if ref() is None:
+            del _READ_ONLY_MEMORY[start]
+        elif start <= address < start + nbytes or address == start:
+            return True
+    return False
+
+
+def from_dlpack(ext_tensor: Any, *, device: Any = None, copy: bool | None = None) -> Tensor:
     """A tensor over the memory of any CPU object with ``__dlpack__`` (a numpy array, a
     PyTorch or JAX CPU tensor), without a copy: writes on either side are seen by the other
     (read-only memory, such as a JAX array's, gives a tensor that refuses writes); a DLPack
     capsule (``torch.utils.dlpack.to_dlpack(t)``) is accepted too. bool and PyTorch's
     bfloat16 are shared; data that cannot be (another producer's bfloat16) is copied.
     CUDA data (a PyTorch, JAX or CuPy GPU array) gives a tensor on the same CUDA device, a
-    copy made through the host: changes on one side are not seen by the other."""
-    from ._tensor import _Capsule, _is_capsule, _shared_bfloat16
+    copy made through the host: changes on one side are not seen by the other.
+
+    As PyTorch's: ``copy=True`` gives a copy; ``device`` puts the result on that device (a
+    copy where it differs from the data's own, which ``copy=False`` refuses with
+    ValueError)."""
+    if copy is not None and not isinstance(copy, bool):
+        raise TypeError(f"from_dlpack: copy must be True, False or None, got {copy!r}")
+    out = _from_dlpack(ext_tensor)
+    if device is not None:
+        from ._torch_compat import device as _device
+
+        want = str(_device(device))
+        if want == "cuda":
+            want = "cuda:0"
+        if want != str(out.device):
+            if copy is False:
+                raise ValueError(
+                    f"from_dlpack: cannot move the data from {out.device} to {want} "
+                    "without a copy (copy=False)"
+                )
+            return out.to(want)
+    return out.clone().detach() if copy is True else out
+
+
+def _from_dlpack(ext_tensor: Any) -> Tensor:
+    from ._tensor import _Capsule, _capsule_name, _is_capsule, _shared_bfloat16
 
     if isinstance(ext_tensor, Tensor):
         return ext_tensor.detach()
     if _is_capsule(ext_tensor):  # torch.utils.dlpack.to_dlpack(t): consumed once
+        name = _capsule_name(ext_tensor)
+        if name.startswith("used_"):
+            raise RuntimeError(
+                "from_dlpack: this DLPack capsule was already consumed (a capsule can be "
+                "imported once; export the tensor again for another import)"
+            )
+        if name not in ("dltensor", "dltensor_versioned"):
+            raise TypeError(f"from_dlpack: expected a DLPack capsule, got a capsule named {name!r}")
         try:
-            return _shared(np.from_dlpack(_Capsule(ext_tensor)))
+            arr = np.from_dlpack(_Capsule(ext_tensor))
         except (BufferError, TypeError, ValueError, RuntimeError) as e:
             raise TypeError(f"from_dlpack: cannot import the DLPack capsule: {e}") from e
+        if name == "dltensor" and not arr.flags.writeable:
+            # numpy reads every legacy capsule as read-only, but the legacy format has no
+            # read-only mark: its memory is the producer's writable memory (PyTorch's
+            # to_dlpack shares it so), and the tensor shares it writably too
+            arr = _writable_view(arr)
+        return _shared(arr)
     if not hasattr(ext_tensor, "__dlpack__"):
         raise TypeError(f"from_dlpack: {type(ext_tensor).__name__} has no __dlpack__")
     dev = getattr(ext_tensor, "__dlpack_device__", lambda: (1, 0))()
@@ -2173,6 +2236,23 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
         except (BufferError, TypeError, ValueError, RuntimeError):
             raise TypeError(f"from_dlpack: cannot import {type(ext_tensor).__name__}: {e}") from e
     return _shared(arr)
+
+
+class _WritableOwner:
+    """Hands numpy another array's memory as writable (``_writable_view``) and keeps that
+    array alive as the view's base."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+        interface = dict(array.__array_interface__)
+        interface["data"] = (interface["data"][0], False)
+        self.__array_interface__ = interface
+
+
+def _writable_view(arr: np.ndarray) -> np.ndarray:
+    """A writable numpy view of ``arr``'s memory (for memory numpy marked read-only only
+    because its producer could not say otherwise)."""
+    return np.asarray(_WritableOwner(arr))
 
 
 def _cuda_to_host(op: str, x: Any) -> np.ndarray:
@@ -2196,28 +2276,44 @@ def _cuda_to_host(op: str, x: Any) -> np.ndarray:
 
 
 def _dlpack(self: Tensor, *, stream: Any = None, max_version: Any = None, **kw: Any) -> Any:
-    """The tensor as a DLPack capsule. A CPU tensor is shared, not copied, with a consumer
-    that speaks DLPack 1.0 (numpy 2, PyTorch): the capsule is marked read-only (numpy keeps
-    it so; PyTorch ignores the mark, and writes through it bypass autodiff's in-place
-    checks, as with any shared memory). A consumer asking for an older DLPack (which cannot
-    mark memory read-only) gets a copy. bfloat16 is exported as DLPack's kDLBfloat. Views
-    keep their strides."""
+    """The tensor as a DLPack capsule, over its own memory unless ``copy=True`` asks for a
+    copy. A consumer that speaks DLPack 1.0 (numpy 2, PyTorch) gets the capsule marked
+    read-only (numpy keeps it so; PyTorch ignores the mark, and writes through it bypass
+    autodiff's in-place checks, as with any shared memory). A consumer of the older format
+    gets a writable capsule, as PyTorch's, except for memory shared read-only with another
+    library, which that format cannot mark: a copy. bfloat16 is exported as DLPack's
+    kDLBfloat. Views keep their strides. ``dl_device`` other than the tensor's own device
+    raises BufferError (an export to another device is not done here)."""
     if self.device != "cpu":
         raise _core.DeviceError(
             f"__dlpack__: only CPU tensors can be exported here, this one is on {self.device}"
         )
+    if stream is not None:
+        if not isinstance(stream, int):
+            raise TypeError(
+                f"__dlpack__: stream must be an int or None, got {type(stream).__name__}"
+            )
+        raise AssertionError(f"__dlpack__: stream should be None on the CPU, got {stream}")
+    dl_device = kw.get("dl_device")
+    if dl_device is not None and tuple(int(d) for d in dl_device) != (1, 0):
+        raise BufferError(
+            f"__dlpack__: cannot export to DLPack device {tuple(dl_device)}: the tensor is on "
+            "the CPU, DLPack device (1, 0)"
+        )
+    copy = kw.get("copy")
     if str(self.dtype) == "bfloat16":  # (numpy exports no bfloat16): its bits, retagged
         from ._tensor import _dlpack_bfloat16
 
-        return _dlpack_bfloat16(self, stream, max_version, kw.get("copy"))
-    if kw.get("copy") is not True and max_version is not None:
-        try:
-            view = np.asarray(self)  # zero-copy, read-only (see Tensor.__array_interface__)
-            if view.base is not None or view.size == 0:
-                return view.__dlpack__(stream=stream, max_version=max_version)
-        except (BufferError, TypeError, ValueError):
-            pass
-    arr = self.numpy()
+        return _dlpack_bfloat16(self, stream, max_version, copy)
+    if copy is not True and max_version is not None:
+        from ._porting import _shared_numpy
+
+        view = _shared_numpy(self, read_only=True)
+        if view is not None:
+            return view.__dlpack__(stream=stream, max_version=max_version)
+    arr = self.numpy()  # the tensor's own memory (a copy where it has none numpy reads)
+    if copy is True or not arr.flags.writeable:
+        arr = arr.copy()
     if max_version is not None:
         try:
             return arr.__dlpack__(stream=stream, max_version=max_version)

@@ -309,9 +309,48 @@ _rust_numpy = Tensor.numpy
 
 
 def _numpy(self: Tensor, *, force: bool = False) -> np.ndarray:
-    """A writable numpy copy of the values (``force`` is accepted for PyTorch scripts: the
-    copy is made from any device and whether or not the tensor requires grad)."""
-    return _rust_numpy(self)
+    """The values as a numpy array. For a CPU tensor of a dtype numpy stores, the array is
+    a view of the tensor's own memory, as PyTorch's: its strides and offset are the
+    tensor's, writes on either side show on the other (writes through the array bypass
+    autodiff's in-place checks, as any shared memory does) and it keeps the tensor alive;
+    memory shared read-only with another library gives a read-only array. Other tensors
+    (CUDA, bfloat16, values inside ``fg.trace``) give a copy, or the error that explains
+    why there is none. ``force`` is accepted for PyTorch scripts."""
+    array = _shared_numpy(self)
+    return array if array is not None else _rust_numpy(self)
+
+
+class _MemoryOwner:
+    """Hands numpy a tensor's memory through ``__array_interface__`` and keeps that memory
+    alive as the array's base (through an alias of the tensor, so the memory outlives a
+    later ``set_`` or ``Module.to`` that gives the tensor itself new memory)."""
+
+    def __init__(self, alias: Tensor, interface: dict) -> None:
+        self.alias = alias
+        self.__array_interface__ = interface
+
+
+def _shared_numpy(t: Tensor, read_only: bool = False) -> np.ndarray | None:
+    """A numpy view over a CPU tensor's memory (read-only where asked, or where the memory
+    is shared read-only with another library), or None where there can be none."""
+    from ._ops import _is_read_only_memory
+    from ._tensor import _TYPESTR
+
+    typestr = _TYPESTR.get(str(t.dtype))
+    if typestr is None or str(_rust_device.__get__(t)) != "cpu":
+        return None
+    try:
+        address, _, offset, strides = _core._host_memory(t)
+    except (ValueError, RuntimeError, TypeError):  # a value inside fg.trace
+        return None
+    interface = {
+        "version": 3,
+        "shape": tuple(t.shape),
+        "typestr": typestr,
+        "data": (address + offset, read_only or _is_read_only_memory(address)),
+        "strides": tuple(strides),
+    }
+    return np.asarray(_MemoryOwner(t.detach(), interface))
 
 
 def _accepts_dtype(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -420,6 +420,17 @@ def _tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
         # a PyTorch tensor (a Parameter too): its values, detached, in its own dtype
         # (other dtypes, such as uint16, as numpy reads them)
         return _tensor(_foreign_to_numpy(data), name or _foreign_dtype(data), device)
+    if (
+        not isinstance(data, (Tensor, np.ndarray))
+        and hasattr(data, "__dlpack__")
+        and hasattr(data, "__dlpack_device__")
+        and not hasattr(data, "__array__")
+    ):
+        # an object that offers only DLPack (a JAX array or CuPy array wrapper): read
+        # through it, as PyTorch's tensor() does, rather than as a Python object
+        from ._ops import from_dlpack
+
+        data = from_dlpack(data)
     found: dict = {}
     if isinstance(data, (list, tuple)) and data:
         # numpy scalars and tensors in a list keep their dtypes (PyTorch's promotion)
@@ -585,29 +596,25 @@ _TYPESTR = {name: np.dtype(name).str for name in _SUPPORTED if name != "bfloat16
 
 
 def _install_array_interface() -> None:
-    """``np.asarray(t)`` of a CPU tensor without a copy: numpy reads the tensor's memory through
-    ``__array_interface__`` (and keeps the tensor alive). The array is read-only, so numpy
-    code cannot change a value that autodiff saved for backward behind its back; ``t.numpy()``
-    still returns a writable copy. CUDA and bfloat16 tensors, and values inside ``fg.trace``,
-    have no interface (numpy falls back to ``__array__``, which copies or raises)."""
+    """``np.asarray(t)`` of a CPU tensor without a copy: a read-only numpy view of the
+    tensor's memory, so numpy code cannot change a value that autodiff saved for backward
+    behind its back (``t.numpy()`` is the writable view). The view keeps the memory alive
+    through an alias of the tensor, so it stays valid after a ``set_`` or ``Module.to``
+    gives the tensor new memory. Another dtype, ``copy=True``, CUDA and bfloat16 tensors
+    and values inside ``fg.trace`` take the engine's copying ``__array__`` (which raises
+    where there can be no copy)."""
+    engine_array = Tensor.__array__
 
-    def array_interface(self: Tensor) -> dict:
-        typestr = _TYPESTR.get(str(self.dtype))
-        if typestr is None or str(self.device) != "cpu":
-            raise AttributeError("__array_interface__")
-        try:
-            addr, _, offset, strides = _core._host_memory(self)
-        except (ValueError, RuntimeError):  # a value inside fg.trace: __array__ explains
-            raise AttributeError("__array_interface__") from None
-        return {
-            "version": 3,
-            "shape": tuple(self.shape),
-            "typestr": typestr,
-            "data": (addr + offset, True),
-            "strides": tuple(strides),
-        }
+    def __array__(self: Tensor, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy is not True and (dtype is None or np.dtype(dtype).name == str(self.dtype)):
+            from ._porting import _shared_numpy
 
-    Tensor.__array_interface__ = property(array_interface)
+            view = _shared_numpy(self, read_only=True)
+            if view is not None:
+                return view
+        return engine_array(self, dtype=dtype, copy=copy)
+
+    Tensor.__array__ = __array__
 
 
 _install_array_interface()
@@ -635,6 +642,18 @@ class _Capsule:
 
 def _is_capsule(x: Any) -> bool:
     return type(x).__name__ == "PyCapsule"
+
+
+def _capsule_name(capsule: Any) -> str:
+    """A capsule's name: ``"dltensor"`` / ``"dltensor_versioned"`` before a consumer takes
+    it, ``"used_dltensor"`` / ``"used_dltensor_versioned"`` after."""
+    import ctypes
+
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    name = api.PyCapsule_GetName(capsule)
+    return name.decode() if name is not None else ""
 
 
 def _retag_bfloat16(capsule: Any) -> Any:

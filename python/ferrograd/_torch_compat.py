@@ -1184,14 +1184,61 @@ def is_tensor(obj: Any) -> bool:
 
 def from_numpy(ndarray: np.ndarray) -> Tensor:
     """A CPU tensor over the array's own memory, as PyTorch's: writes on either side are
-    seen by the other, and the tensor keeps the array alive (a read-only array gives a
-    tensor that refuses writes). Arrays whose memory cannot be shared (byte-swapped,
-    misaligned or empty ones) are copied."""
+    seen by the other, and the tensor keeps the array alive. A read-only array gives a
+    tensor that refuses writes (with a UserWarning, where PyTorch warns that writes are
+    undefined). Arrays whose memory cannot be read as a tensor raise instead of being
+    copied, as PyTorch's do: a dtype ferrograd does not store (TypeError), a byte order
+    other than the machine's or strides that are not whole elements (ValueError). Arrays
+    with negative strides are shared too (PyTorch refuses them); the rare array whose data
+    is not aligned to its element size is copied."""
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(ndarray).__name__}")
+    dt = ndarray.dtype
+    if dt.name not in _FROM_NUMPY_DTYPES:
+        raise TypeError(
+            f"from_numpy: cannot share an array of dtype {dt}; the dtypes a tensor can "
+            f"hold are {', '.join(_FROM_NUMPY_DTYPES)}"
+        )
+    if not dt.isnative:
+        raise ValueError(
+            f"from_numpy: the array's byte order ({dt.str}) is not this machine's, so its "
+            "memory cannot be shared; convert it first, e.g. "
+            "array.astype(array.dtype.newbyteorder('='))"
+        )
+    if any(s % dt.itemsize for s in ndarray.strides):
+        raise ValueError(
+            f"from_numpy: the array's strides {ndarray.strides} are not multiples of its "
+            f"element size ({dt.itemsize} bytes for {dt}), so its memory cannot be shared; "
+            "copy the array first"
+        )
+    if not ndarray.flags.writeable:
+        import warnings
+
+        warnings.warn(
+            "from_numpy: the array is not writable, so the tensor shares its memory "
+            "read-only and refuses writes; copy the array first for a writable tensor",
+            UserWarning,
+            stacklevel=2,
+        )
     from ._ops import _shared
 
     return _shared(ndarray)
+
+
+# the numpy dtypes ``from_numpy`` shares (ferrograd's, less bfloat16, which numpy lacks
+# without ml_dtypes; an ml_dtypes bfloat16 array is shared too)
+_FROM_NUMPY_DTYPES = (
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+)
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
