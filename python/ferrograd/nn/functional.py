@@ -486,6 +486,13 @@ def batch_norm(
                 f"of input of shape {list(x.shape)})"
             )
     if training:
+        if (running_mean is None) != (running_var is None):
+            # one statistic updated and the other not would leave them out of step
+            raise ValueError(
+                "batch_norm: running_mean and running_var must either both be None or neither "
+                f"be None, got running_mean={'None' if running_mean is None else 'a tensor'} "
+                f"and running_var={'None' if running_var is None else 'a tensor'}"
+            )
         n = int(np.prod([x.shape[d] for d in axes]))
         if n <= 1:
             raise ValueError(
@@ -551,6 +558,12 @@ def group_norm(
             f"group_norm: num_groups {num_groups} must divide the channels (axis 1) of input "
             f"of shape {list(x.shape)}"
         )
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (x.shape[1],):
+            raise ShapeError(
+                f"group_norm: {name} must be a vector of the {x.shape[1]} channels of input of "
+                f"shape {list(x.shape)}, got {name} of shape {list(t.shape)}"
+            )
     g = x.reshape(x.shape[0], num_groups, math.prod(x.shape[1:]) // num_groups)
     mean = g.mean(axis=2, keepdims=True)
     gc = g - mean
@@ -564,11 +577,22 @@ def group_norm(
     return y
 
 
-def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """``input / max(norm_p(input, dim), eps)``."""
+def normalize(
+    input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None
+) -> Tensor:
+    """``input / max(norm_p(input, dim), eps)``; ``out``: written into that tensor (which is
+    returned), as PyTorch's."""
     x = _float("normalize", "input", input)
     n = x.norm(p, dim, keepdim=True)
-    return x / n.clamp(min=eps)
+    y = x / n.clamp(min=eps)
+    if out is None:
+        return y
+    if not isinstance(out, Tensor):
+        raise TypeError(f"normalize: out must be a Tensor, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(y.shape):
+        out.resize_(*y.shape)
+    out.copy_(y)
+    return out
 
 
 # -------------------------------------------------------------------------------- embedding
@@ -2061,6 +2085,12 @@ def instance_norm(
     n, c = x.shape[0], x.shape[1]
     cs = _channel_shape(x)
     if use_input_stats:
+        if math.prod(x.shape[2:]) == 1:
+            # one value per channel and sample: its variance is 0 and the output all zeros
+            raise ValueError(
+                "instance_norm: expected more than 1 spatial element when training, got input "
+                f"of shape {list(x.shape)}"
+            )
         flat = x.reshape(n, c, -1)
         mean = flat.mean(axis=2, keepdims=True)
         centred = flat - mean

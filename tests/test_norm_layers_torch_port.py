@@ -1,0 +1,222 @@
+"""PyTorch's normalization-layer checks (test_nn.py, test/nn/) run on ferrograd and on
+torch from the same float64 weights: outputs, first and second order gradients, running
+statistics, error cases and the module helpers."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(7)
+
+# (class name, constructor args, constructor keywords, input shape)
+CASES: list[tuple[str, tuple, dict, tuple]] = [
+    ("BatchNorm1d", (3,), {}, (4, 3)),
+    ("BatchNorm1d", (3,), {"momentum": None}, (4, 3, 5)),
+    ("BatchNorm2d", (3,), {"momentum": 0.3, "eps": 1e-3}, (3, 3, 4, 2)),
+    ("BatchNorm2d", (3,), {"track_running_stats": False}, (3, 3, 2, 2)),
+    ("BatchNorm2d", (3,), {"affine": False}, (3, 3, 2, 2)),
+    ("BatchNorm3d", (3,), {"bias": False}, (2, 3, 2, 3, 2)),
+    ("InstanceNorm1d", (3,), {"affine": True, "track_running_stats": True}, (2, 3, 5)),
+    ("InstanceNorm1d", (3,), {"affine": True}, (3, 5)),
+    ("InstanceNorm2d", (3,), {"track_running_stats": True, "momentum": 0.2}, (2, 3, 4, 3)),
+    ("InstanceNorm3d", (3,), {"affine": True}, (3, 2, 3, 2)),
+    ("LayerNorm", ((3, 5),), {}, (2, 3, 5)),
+    ("LayerNorm", (5,), {"bias": False, "eps": 1e-2}, (2, 3, 5)),
+    ("LayerNorm", ([5],), {"elementwise_affine": False}, (2, 3, 5)),
+    ("GroupNorm", (2, 4), {}, (3, 4, 5)),
+    ("GroupNorm", (4, 4), {"affine": False, "eps": 1e-3}, (3, 4, 2, 3)),
+    ("LocalResponseNorm", (), {"size": 3, "alpha": 1e-2, "beta": 0.5, "k": 2.0}, (2, 6, 3, 3)),
+    ("LocalResponseNorm", (), {"size": 5}, (2, 6, 7)),
+    ("RMSNorm", ((3, 5),), {}, (2, 3, 5)),
+    ("RMSNorm", (5,), {"eps": 1e-2}, (2, 3, 5)),
+    ("RMSNorm", (5,), {"elementwise_affine": False}, (2, 3, 5)),
+]
+
+
+def _pair(name: str, args: tuple, kw: dict) -> tuple[Any, Any]:
+    dt = {} if name == "LocalResponseNorm" else {"dtype": torch.float64}
+    tm = getattr(torch.nn, name)(*args, **kw, **dt)
+    with torch.no_grad():
+        for p in tm.parameters():
+            p.copy_(torch.tensor(RNG.standard_normal(tuple(p.shape))))
+    fm = getattr(fg.nn, name)(*args, **kw, **({"dtype": "float64"} if dt else {}))
+    fm.load_state_dict({k: fg.tensor(v.numpy().copy()) for k, v in tm.state_dict().items()})
+    return tm, fm
+
+
+def _close(a: Any, b: Any) -> None:
+    np.testing.assert_allclose(b.numpy(), a.detach().numpy(), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[2]}-{len(c[3])}d")
+def test_layer_matches_torch(case: tuple) -> None:
+    """Forward, input and parameter gradients, second-order gradients (training, where
+    they depend on the input) and buffers after every step, in train() then eval()."""
+    name, args, kw, shape = case
+    tm, fm = _pair(name, args, kw)
+    for mode in ("train", "eval", "train"):
+        getattr(tm, mode)()
+        getattr(fm, mode)()
+        for _ in range(2):
+            xv = RNG.standard_normal(shape) * 2 + 0.5
+            gv = RNG.standard_normal(shape)
+            xt = torch.tensor(xv, requires_grad=True)
+            xf = fg.tensor(xv, requires_grad=True)
+            yt, yf = tm(xt), fm(xf)
+            _close(yt, yf)
+            ts, fs = [xt, *tm.parameters()], [xf, *fm.parameters()]
+            gt = torch.autograd.grad((yt * torch.tensor(gv)).sum(), ts, create_graph=True)
+            gf = fg.autograd.grad((yf * fg.tensor(gv)).sum(), fs, create_graph=True)
+            for a, b in zip(gt, gf):
+                _close(a, b)
+            if gf[0].requires_grad and gf[0].grad_fn is not None:
+                st = sum((g * g * g).sum() for g in gt)
+                sf = gf[0].pow(3).sum()
+                for g in gf[1:]:
+                    sf = sf + g.pow(3).sum()
+                ht = torch.autograd.grad(st, ts, allow_unused=True)
+                hf = fg.autograd.grad(sf, fs, allow_unused=True)
+                for t, a, b in zip(ts, ht, hf):
+                    a = torch.zeros_like(t) if a is None else a
+                    b = fg.zeros(tuple(t.shape), dtype="float64") if b is None else b
+                    _close(a, b)
+            fsd = fm.state_dict()
+            for k, v in tm.state_dict().items():
+                _close(v, fsd[k])
+
+
+@pytest.mark.parametrize("case", CASES[::3], ids=lambda c: f"{c[0]}-{len(c[3])}d")
+def test_layer_gradients_match_finite_differences(case: tuple) -> None:
+    name, args, kw, shape = case
+    _, fm = _pair(name, args, kw)
+    xv = RNG.standard_normal(shape)
+    gv = RNG.standard_normal(shape)
+    for mode in ("train", "eval"):
+        getattr(fm, mode)()
+        state = {k: v.numpy().copy() for k, v in fm.state_dict().items()}
+
+        def loss(x: np.ndarray, state: dict = state) -> float:
+            fm.load_state_dict({k: fg.tensor(v) for k, v in state.items()})
+            with fg.no_grad():
+                return float((fm(fg.tensor(x)) * fg.tensor(gv)).sum().item())
+
+        x = fg.tensor(xv, requires_grad=True)
+        fm.load_state_dict({k: fg.tensor(v) for k, v in state.items()})
+        (fm(x) * fg.tensor(gv)).sum().backward()
+        num = np.zeros_like(xv)
+        h = 1e-6
+        for i in np.ndindex(*shape):
+            e = np.zeros_like(xv)
+            e[i] = h
+            num[i] = (loss(xv + e) - loss(xv - e)) / (2 * h)
+        np.testing.assert_allclose(x.grad.numpy(), num, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("lib", ["torch", "fg"])
+@pytest.mark.parametrize("shape", [(1, 3, 1), (2, 3, 1), (3, 1)])
+def test_instance_norm_single_spatial_element_in_training_raises(lib: str, shape: tuple) -> None:
+    m = (torch if lib == "torch" else fg).nn.InstanceNorm1d(3)
+    x = torch.ones(shape) if lib == "torch" else fg.ones(shape)
+    with pytest.raises(ValueError, match="(?i)more than 1 spatial element"):
+        m(x)
+    m.eval()  # without running statistics eval() still normalises with the input's
+    with pytest.raises(ValueError, match="(?i)more than 1 spatial element"):
+        m(x)
+    m = (torch if lib == "torch" else fg).nn.InstanceNorm1d(3, track_running_stats=True).eval()
+    assert tuple(m(x).shape) == shape
+
+
+def test_instance_norm_single_spatial_element_functional_raises() -> None:
+    with pytest.raises(ValueError, match="instance_norm: .*1 spatial element"):
+        fg.nn.functional.instance_norm(fg.ones((2, 3, 1, 1)))
+    r = fg.nn.functional.instance_norm(
+        fg.ones((2, 3, 1)), fg.zeros(3), fg.ones(3), use_input_stats=False
+    )
+    np.testing.assert_allclose(r.numpy(), np.ones((2, 3, 1)) / np.sqrt(1 + 1e-5))
+
+
+@pytest.mark.parametrize("which", ["mean", "var"])
+def test_batch_norm_one_running_statistic_in_training_raises(which: str) -> None:
+    xv = RNG.standard_normal((4, 3))
+    for lib in (torch, fg):
+        rm = lib.zeros(3) if which == "mean" else None
+        rv = lib.ones(3) if which == "var" else None
+        with pytest.raises(ValueError, match="both be None or neither be None"):
+            lib.nn.functional.batch_norm(lib.tensor(xv), rm, rv, training=True)
+    # nothing was updated
+    rm = fg.zeros(3)
+    with pytest.raises(ValueError):
+        fg.nn.functional.batch_norm(fg.tensor(xv), rm, None, training=True)
+    assert not rm.numpy().any()
+
+
+@pytest.mark.parametrize("arg", ["weight", "bias"])
+def test_group_norm_affine_shape_mismatch_names_argument(arg: str) -> None:
+    for lib in (torch, fg):
+        kw = {arg: lib.ones(4)}
+        with pytest.raises(RuntimeError, match=arg):
+            lib.nn.functional.group_norm(lib.ones(2, 6, 3), 2, **kw)
+    with pytest.raises(fg.ShapeError, match=r"group_norm: weight .*\[2, 6, 3\].*\[4\]"):
+        fg.nn.GroupNorm(2, 4)(fg.ones(2, 6, 3))
+
+
+def test_normalize_out() -> None:
+    xv = RNG.standard_normal((4, 3, 5))
+    ot, of = torch.zeros(4, 3, 5, dtype=torch.float64), fg.zeros((4, 3, 5), dtype="float64")
+    rt = torch.nn.functional.normalize(torch.tensor(xv), p=3, dim=2, out=ot)
+    rf = fg.nn.functional.normalize(fg.tensor(xv), p=3, dim=2, out=of)
+    assert rf is of and rt is ot
+    _close(ot, of)
+
+
+def test_convert_sync_batchnorm() -> None:
+    xv = RNG.standard_normal((2, 3, 2, 2)).astype(np.float32)
+    for lib in (torch, fg):
+        nn = lib.nn
+        m = nn.Sequential(
+            nn.Conv2d(3, 3, 1),
+            nn.BatchNorm2d(3, momentum=0.2),
+            nn.Sequential(nn.BatchNorm1d(3, affine=False), nn.InstanceNorm1d(3)),
+        )
+        m[1](lib.tensor(xv))
+        m[2][0].eval()
+        old = m[1]
+        s = nn.SyncBatchNorm.convert_sync_batchnorm(m)
+        assert s is m
+        assert type(s[1]) is nn.SyncBatchNorm and type(s[2][0]) is nn.SyncBatchNorm
+        assert type(s[2][1]) is nn.InstanceNorm1d and type(s[0]) is nn.Conv2d
+        assert s[1].momentum == 0.2 and s[1].weight is old.weight
+        assert s[1].running_mean is old.running_mean
+        assert int(s[1].num_batches_tracked.item()) == 1
+        assert s[2][0].weight is None and not s[2][0].training and s[1].training
+        assert (
+            sorted(s.state_dict()) == sorted(k for k in m.state_dict())
+            and "1.running_var" in s.state_dict()
+        )
+        one = nn.BatchNorm1d(4, bias=False)
+        new = nn.SyncBatchNorm.convert_sync_batchnorm(one)
+        assert type(new) is nn.SyncBatchNorm and new.bias is None and new.weight is one.weight
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda nn: nn.InstanceNorm2d(3),
+        lambda nn: nn.InstanceNorm1d(3, affine=True, track_running_stats=True),
+        lambda nn: nn.RMSNorm(4),
+        lambda nn: nn.RMSNorm((2, 4), eps=1e-3, elementwise_affine=False),
+        lambda nn: nn.LocalResponseNorm(3),
+        lambda nn: nn.LocalResponseNorm(2, alpha=0.5, beta=1.0, k=3.0),
+    ],
+)
+def test_repr_matches_torch(make: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert repr(make(fg.nn)) == repr(make(torch.nn))
