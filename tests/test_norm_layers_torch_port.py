@@ -167,6 +167,17 @@ def test_group_norm_affine_shape_mismatch_names_argument(arg: str) -> None:
         fg.nn.GroupNorm(2, 4)(fg.ones(2, 6, 3))
 
 
+@pytest.mark.parametrize("shape", [(1, 4), (1, 4, 1), (1, 4, 1, 1)])
+def test_group_norm_one_value_per_group_raises(shape: tuple) -> None:
+    for lib in (torch, fg):
+        m = lib.nn.GroupNorm(4, 4).eval()
+        with pytest.raises(ValueError, match="more than 1 value per channel"):
+            m(lib.ones(*shape))
+        # two samples, or two channels a group: normalised as usual
+        _ = lib.nn.GroupNorm(4, 4)(lib.ones(2, *shape[1:]))
+        _ = lib.nn.GroupNorm(2, 4)(lib.ones(*shape))
+
+
 def test_normalize_out() -> None:
     xv = RNG.standard_normal((4, 3, 5))
     ot, of = torch.zeros(4, 3, 5, dtype=torch.float64), fg.zeros((4, 3, 5), dtype="float64")

@@ -558,6 +558,13 @@ def group_norm(
             f"group_norm: num_groups {num_groups} must divide the channels (axis 1) of input "
             f"of shape {list(x.shape)}"
         )
+    if x.shape[0] * (x.shape[1] // num_groups) * math.prod(x.shape[2:]) == 1:
+        # PyTorch's check (made in eval mode too): a single sample whose groups each hold
+        # one value, normalised to all zeros
+        raise ValueError(
+            "group_norm: expected more than 1 value per channel when training, got input of "
+            f"shape {list(x.shape)} with num_groups={num_groups}"
+        )
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and tuple(t.shape) != (x.shape[1],):
             raise ShapeError(
