@@ -231,3 +231,23 @@ def test_repr_matches_torch(make: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert repr(make(fg.nn)) == repr(make(torch.nn))
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 2), (2, 3, 0), (0, 3, 0)])
+def test_instance_norm_empty_input(shape: tuple) -> None:
+    """An empty input comes back empty with zero gradients; the running statistics are left
+    as they are (PyTorch leaves them for an empty spatial size too; with an empty batch it
+    sets them to nan, which ferrograd does not copy)."""
+    xt = torch.zeros(shape, dtype=torch.float64, requires_grad=True)
+    yt = torch.nn.functional.instance_norm(xt)
+    yt.sum().backward()
+    xf = fg.zeros(shape, dtype="float64", requires_grad=True)
+    w = fg.ones(3, dtype="float64", requires_grad=True)
+    rm, rv = fg.zeros(3, dtype="float64"), fg.ones(3, dtype="float64")
+    yf = fg.nn.functional.instance_norm(xf, rm, rv, w)
+    yf.sum().backward()
+    assert tuple(yf.shape) == tuple(yt.shape) == shape
+    _close(xt.grad, xf.grad)
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros(3))
+    np.testing.assert_array_equal(rm.numpy(), np.zeros(3))
+    np.testing.assert_array_equal(rv.numpy(), np.ones(3))

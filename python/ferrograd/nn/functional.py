@@ -2073,6 +2073,31 @@ __all__ += [
 ]
 
 
+def _instance_stats(
+    x: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    momentum: float,
+    eps: float,
+) -> Tensor:
+    """``x`` (non-empty ``(N, C, ...)``) normalised per sample and channel over its spatial
+    axes; the running statistics, when both given, moved towards the batch's."""
+    n, c = x.shape[0], x.shape[1]
+    flat = x.reshape(n, c, -1)
+    mean = flat.mean(axis=2, keepdims=True)
+    centred = flat - mean
+    var = (centred * centred).mean(axis=2, keepdims=True)
+    y = (centred * (var + eps).rsqrt()).reshape(*x.shape)
+    if running_mean is not None and running_var is not None:
+        size = flat.shape[2]
+        with _no_record():
+            m = mean.detach().reshape(n, c).mean(axis=0)
+            v = var.detach().reshape(n, c).mean(axis=0) * (size / max(size - 1, 1))
+            running_mean.copy_(running_mean * (1.0 - momentum) + m * momentum)
+            running_var.copy_(running_var * (1.0 - momentum) + v * momentum)
+    return y
+
+
 def instance_norm(
     input: Tensor,
     running_mean: Tensor | None = None,
@@ -2089,7 +2114,6 @@ def instance_norm(
     x = _float("instance_norm", "input", input)
     if x.ndim < 3:
         raise ShapeError(f"instance_norm: input must be (N, C, ...), got {list(x.shape)}")
-    n, c = x.shape[0], x.shape[1]
     cs = _channel_shape(x)
     if use_input_stats:
         if math.prod(x.shape[2:]) == 1:
@@ -2098,18 +2122,12 @@ def instance_norm(
                 "instance_norm: expected more than 1 spatial element when training, got input "
                 f"of shape {list(x.shape)}"
             )
-        flat = x.reshape(n, c, -1)
-        mean = flat.mean(axis=2, keepdims=True)
-        centred = flat - mean
-        var = (centred * centred).mean(axis=2, keepdims=True)
-        y = (centred * (var + eps).rsqrt()).reshape(*x.shape)
-        if running_mean is not None and running_var is not None:
-            size = flat.shape[2]
-            with _no_record():
-                m = mean.detach().reshape(n, c).mean(axis=0)
-                v = var.detach().reshape(n, c).mean(axis=0) * (size / max(size - 1, 1))
-                running_mean.copy_(running_mean * (1.0 - momentum) + m * momentum)
-                running_var.copy_(running_var * (1.0 - momentum) + v * momentum)
+        if x.numel() == 0:
+            # an empty input: nothing to normalise, and no statistics to move the running
+            # ones by (their mean over no values would be nan)
+            y = x * 1.0
+        else:
+            y = _instance_stats(x, running_mean, running_var, momentum, eps)
     else:
         if running_mean is None or running_var is None:
             raise ValueError(
