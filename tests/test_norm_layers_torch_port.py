@@ -251,3 +251,49 @@ def test_instance_norm_empty_input(shape: tuple) -> None:
     np.testing.assert_array_equal(w.grad.numpy(), np.zeros(3))
     np.testing.assert_array_equal(rm.numpy(), np.zeros(3))
     np.testing.assert_array_equal(rv.numpy(), np.ones(3))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda nn: nn.BatchNorm1d(3, momentum=None),
+        lambda nn: nn.InstanceNorm1d(3, affine=True, track_running_stats=True),
+        lambda nn: nn.LayerNorm(3),
+        lambda nn: nn.GroupNorm(1, 3),
+        lambda nn: nn.RMSNorm(3),
+    ],
+)
+def test_reset_parameters_and_flags(make: Any) -> None:
+    """After training steps and changed weights, reset_parameters gives the initial layer
+    back (running statistics included); the constructor flags are attributes."""
+    xv = RNG.standard_normal((3, 4, 3, 5))
+    out = []
+    for lib in (torch, fg):
+        m = make(lib.nn)
+        kind = type(m).__name__
+        for i in range(2):
+            x = lib.tensor(
+                xv[i, :, :, 0]
+                if kind == "BatchNorm1d"
+                else xv[i].transpose(0, 2, 1).copy()
+                if kind in ("LayerNorm", "RMSNorm")
+                else xv[i]
+            )
+            m(x.float())
+        with torch.no_grad() if lib is torch else fg.no_grad():
+            for p in m.parameters():
+                p.add_(2.0)
+        before = {k: v.numpy().copy() for k, v in m.state_dict().items()}
+        m.reset_parameters()
+        after = {k: v.numpy().copy() for k, v in m.state_dict().items()}
+        flags = {
+            k: getattr(m, k)
+            for k in ("affine", "elementwise_affine", "track_running_stats")
+            if hasattr(make(torch.nn), k)
+        }
+        out.append((before, after, flags))
+    (tb, ta, tf), (fb, fa, ff) = out
+    assert tf == ff
+    for k in tb:
+        np.testing.assert_allclose(fb[k], tb[k], rtol=1e-5)
+        np.testing.assert_array_equal(fa[k], ta[k])
