@@ -92,31 +92,42 @@ def test_layer_matches_torch(case: tuple) -> None:
                 _close(v, fsd[k])
 
 
-@pytest.mark.parametrize("case", CASES[::3], ids=lambda c: f"{c[0]}-{len(c[3])}d")
+@pytest.mark.parametrize("case", CASES[::2], ids=lambda c: f"{c[0]}-{len(c[3])}d")
 def test_layer_gradients_match_finite_differences(case: tuple) -> None:
+    """Gradients w.r.t. the input and every parameter entry against central differences of
+    the float64 loss (the running statistics put back before each evaluation)."""
     name, args, kw, shape = case
     _, fm = _pair(name, args, kw)
     xv = RNG.standard_normal(shape)
     gv = RNG.standard_normal(shape)
+    params = [k for k, _ in fm.named_parameters()]
     for mode in ("train", "eval"):
         getattr(fm, mode)()
         state = {k: v.numpy().copy() for k, v in fm.state_dict().items()}
 
-        def loss(x: np.ndarray, state: dict = state) -> float:
-            fm.load_state_dict({k: fg.tensor(v) for k, v in state.items()})
+        def loss(x: np.ndarray, st: dict, base: dict = state) -> float:
+            fm.load_state_dict({k: fg.tensor(st.get(k, v)) for k, v in base.items()})
             with fg.no_grad():
                 return float((fm(fg.tensor(x)) * fg.tensor(gv)).sum().item())
 
         x = fg.tensor(xv, requires_grad=True)
         fm.load_state_dict({k: fg.tensor(v) for k, v in state.items()})
+        fm.zero_grad()
         (fm(x) * fg.tensor(gv)).sum().backward()
-        num = np.zeros_like(xv)
+        got = {"": x.grad.numpy()}
+        got.update({k: p.grad.numpy() for k, p in fm.named_parameters()})
         h = 1e-6
-        for i in np.ndindex(*shape):
-            e = np.zeros_like(xv)
-            e[i] = h
-            num[i] = (loss(xv + e) - loss(xv - e)) / (2 * h)
-        np.testing.assert_allclose(x.grad.numpy(), num, rtol=1e-5, atol=1e-7)
+        for key in ["", *params]:
+            base = xv if key == "" else state[key]
+            num = np.zeros_like(base)
+            for i in np.ndindex(*base.shape):
+                e = np.zeros_like(base)
+                e[i] = h
+                if key == "":
+                    num[i] = (loss(xv + e, {}) - loss(xv - e, {})) / (2 * h)
+                else:
+                    num[i] = (loss(xv, {key: base + e}) - loss(xv, {key: base - e})) / (2 * h)
+            np.testing.assert_allclose(got[key], num, rtol=1e-5, atol=1e-7, err_msg=key)
 
 
 @pytest.mark.parametrize("lib", ["torch", "fg"])
