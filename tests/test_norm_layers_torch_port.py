@@ -308,3 +308,44 @@ def test_reset_parameters_and_flags(make: Any) -> None:
     for k in tb:
         np.testing.assert_allclose(fb[k], tb[k], rtol=1e-5)
         np.testing.assert_array_equal(fa[k], ta[k])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_rms_norm_half_precision_computes_in_float32(dtype: str) -> None:
+    """Small float16 values square into float16's subnormal range; PyTorch normalises in
+    float32 (with float32's epsilon by default) and rounds once."""
+    xv = np.concatenate([np.full((2, 4), 1e-3), RNG.standard_normal((2, 4)) * 1e-2], axis=0).astype(
+        np.float32
+    )
+    wv = RNG.standard_normal(4).astype(np.float32)
+    for w in (None, wv):
+        yt = torch.nn.functional.rms_norm(
+            torch.tensor(xv).to(getattr(torch, dtype)),
+            (4,),
+            None if w is None else torch.tensor(w).to(getattr(torch, dtype)),
+        )
+        yf = fg.nn.functional.rms_norm(
+            fg.tensor(xv).astype(dtype), (4,), None if w is None else fg.tensor(w).astype(dtype)
+        )
+        assert yf.dtype.name == dtype
+        np.testing.assert_allclose(
+            yf.astype("float32").numpy(), yt.float().numpy(), rtol=1e-2, atol=1e-3
+        )
+
+
+@pytest.mark.parametrize(
+    ("call", "arg"),
+    [
+        (lambda F, lib, x: F.layer_norm(x, (5,), lib.ones(4)), "weight"),
+        (lambda F, lib, x: F.layer_norm(x, (5,), None, lib.ones(4)), "bias"),
+        (lambda F, lib, x: F.layer_norm(x, (3, 5), lib.ones(15)), "weight"),
+        (lambda F, lib, x: F.rms_norm(x, (5,), lib.ones(4)), "weight"),
+        (lambda F, lib, x: F.instance_norm(x, weight=lib.ones(4)), "weight"),
+        (lambda F, lib, x: F.instance_norm(x, lib.zeros(4), lib.ones(4)), "running_mean"),
+    ],
+)
+def test_affine_and_statistics_shape_mismatch_names_argument(call: Any, arg: str) -> None:
+    xv = RNG.standard_normal((4, 3, 5))
+    for lib in (torch, fg):
+        with pytest.raises(RuntimeError, match=arg):
+            call(lib.nn.functional, lib, lib.tensor(xv, dtype=lib.float32))

@@ -364,6 +364,15 @@ def _up(t: Any) -> Any:
 # also their output dtype with float32 weights, as PyTorch's.
 
 
+def _check_affine_shape(op: str, name: str, t: Tensor | None, shape: tuple) -> None:
+    """``t`` (when given) must have exactly the normalised shape."""
+    if t is not None and tuple(t.shape) != tuple(shape):
+        raise ShapeError(
+            f"{op}: {name} must have the shape of normalized_shape {list(shape)}, got {name} "
+            f"of shape {list(t.shape)}"
+        )
+
+
 def layer_norm(
     input: Tensor,
     normalized_shape: Any,
@@ -384,6 +393,8 @@ def layer_norm(
             f"layer_norm: normalized_shape {list(shape)} does not match the trailing axes of "
             f"input of shape {list(x.shape)}"
         )
+    _check_affine_shape("layer_norm", "weight", weight, shape)
+    _check_affine_shape("layer_norm", "bias", bias, shape)
     fused_eps = isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0
     if str(x.dtype) in ("float32", "float64") and fused_eps:
         # one fused op (forward one pass, backward one pass for every gradient); a negative
@@ -1775,11 +1786,17 @@ def rms_norm(
     """``x / sqrt(mean(x^2 over the last axes) + eps) * weight`` (``eps`` defaults to the
     dtype's machine epsilon, as PyTorch)."""
     x = _float("rms_norm", "input", input)
+    if x.dtype.name in _HALF:
+        # as PyTorch's: in float32 (a float16 square below 6e-5 loses its precision), with
+        # float32's epsilon by default, rounded once to the input's dtype
+        y = rms_norm(x.astype("float32"), normalized_shape, _up(weight), eps)
+        return y.astype(x.dtype.name)
     shape = _norm_shape(normalized_shape)
     if tuple(x.shape[x.ndim - len(shape) :]) != shape:
         raise ShapeError(
             f"rms_norm: normalized_shape {list(shape)} does not end the input shape {list(x.shape)}"
         )
+    _check_affine_shape("rms_norm", "weight", weight, shape)
     if eps is None:
         eps = float(np.finfo(np.float32 if x.dtype.name != "float64" else np.float64).eps)
     axes = list(range(x.ndim - len(shape), x.ndim))
@@ -2115,6 +2132,17 @@ def instance_norm(
     if x.ndim < 3:
         raise ShapeError(f"instance_norm: input must be (N, C, ...), got {list(x.shape)}")
     cs = _channel_shape(x)
+    for name, t in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        if t is not None and tuple(t.shape) != (x.shape[1],):
+            raise ShapeError(
+                f"instance_norm: {name} has shape {list(t.shape)}, expected [{x.shape[1]}] (the "
+                f"channels of input of shape {list(x.shape)})"
+            )
     if use_input_stats:
         if math.prod(x.shape[2:]) == 1:
             # one value per channel and sample: its variance is 0 and the output all zeros
