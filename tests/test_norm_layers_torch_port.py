@@ -349,3 +349,23 @@ def test_affine_and_statistics_shape_mismatch_names_argument(call: Any, arg: str
     for lib in (torch, fg):
         with pytest.raises(RuntimeError, match=arg):
             call(lib.nn.functional, lib, lib.tensor(xv, dtype=lib.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_instance_norm_half_precision_large_values(dtype: str) -> None:
+    """Values near 300 have a variance above float16's largest value: PyTorch normalises in
+    float32 and rounds once; the running statistics keep the module's dtype."""
+    xv = (RNG.standard_normal((2, 4, 6)) * 300 + 300).astype(np.float32)
+    tdt = getattr(torch, dtype)
+    tm = torch.nn.InstanceNorm1d(4, affine=True, track_running_stats=True).to(tdt)
+    fm = fg.nn.InstanceNorm1d(4, affine=True, track_running_stats=True).to(dtype)
+    yt = tm(torch.tensor(xv).to(tdt)).detach()
+    yf = fm(fg.tensor(xv).astype(dtype))
+    assert yf.dtype.name == dtype and fm.running_var.dtype.name == dtype
+    tol = 1e-2 if dtype == "float16" else 4e-2  # a few units in the last place
+    np.testing.assert_allclose(yf.astype("float32").numpy(), yt.float().numpy(), atol=tol)
+    np.testing.assert_allclose(
+        fm.running_var.astype("float32").numpy(),
+        tm.running_var.float().numpy(),
+        rtol=2e-3 if dtype == "float16" else 1e-2,
+    )

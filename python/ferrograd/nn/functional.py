@@ -2129,6 +2129,18 @@ def instance_norm(
     running statistics given, updates them (the batch's mean of the per-sample statistics,
     variance unbiased) or, without ``use_input_stats``, normalises with them."""
     x = _float("instance_norm", "input", input)
+    if x.dtype.name in _HALF:
+        y = instance_norm(
+            x.astype("float32"),
+            running_mean,
+            running_var,
+            _up(weight),
+            _up(bias),
+            use_input_stats,
+            momentum,
+            eps,
+        )
+        return y.astype(x.dtype.name)
     if x.ndim < 3:
         raise ShapeError(f"instance_norm: input must be (N, C, ...), got {list(x.shape)}")
     cs = _channel_shape(x)
