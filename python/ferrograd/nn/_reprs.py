@@ -126,7 +126,16 @@ def install() -> None:
         "AvgPool2d": _avg_pool,
         "AvgPool3d": _avg_pool,
         "LayerNorm": _norm_layer,
-        "RMSNorm": _norm_layer,
+        "RMSNorm": lambda self: (
+            f"{tuple(self.normalized_shape)}, eps={self.eps}, "
+            f"elementwise_affine={getattr(self, 'weight', None) is not None}"
+        ),
+        "LocalResponseNorm": lambda self: (
+            f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+        ),
+        "InstanceNorm1d": _batch_norm,
+        "InstanceNorm2d": _batch_norm,
+        "InstanceNorm3d": _batch_norm,
         "BatchNorm1d": _batch_norm,
         "BatchNorm2d": _batch_norm,
         "BatchNorm3d": _batch_norm,

@@ -23,6 +23,7 @@ from .modules import (
     _count,
     _filled_param,
     _Loss,
+    _reset_affine,
     _tuple,
     _uniform_param,
 )
@@ -619,6 +620,10 @@ class RMSNorm(Module):
         self.weight = (
             _filled_param(1.0, self.normalized_shape, dtype, device) if elementwise_affine else None
         )
+
+    def reset_parameters(self) -> None:
+        """Weight back to ones."""
+        _reset_affine(self)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)

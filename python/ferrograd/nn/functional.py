@@ -364,6 +364,15 @@ def _up(t: Any) -> Any:
 # also their output dtype with float32 weights, as PyTorch's.
 
 
+def _check_affine_shape(op: str, name: str, t: Tensor | None, shape: tuple) -> None:
+    """``t`` (when given) must have exactly the normalised shape."""
+    if t is not None and tuple(t.shape) != tuple(shape):
+        raise ShapeError(
+            f"{op}: {name} must have the shape of normalized_shape {list(shape)}, got {name} "
+            f"of shape {list(t.shape)}"
+        )
+
+
 def layer_norm(
     input: Tensor,
     normalized_shape: Any,
@@ -384,6 +393,8 @@ def layer_norm(
             f"layer_norm: normalized_shape {list(shape)} does not match the trailing axes of "
             f"input of shape {list(x.shape)}"
         )
+    _check_affine_shape("layer_norm", "weight", weight, shape)
+    _check_affine_shape("layer_norm", "bias", bias, shape)
     fused_eps = isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0
     if str(x.dtype) in ("float32", "float64") and fused_eps:
         # one fused op (forward one pass, backward one pass for every gradient); a negative
@@ -486,6 +497,13 @@ def batch_norm(
                 f"of input of shape {list(x.shape)})"
             )
     if training:
+        if (running_mean is None) != (running_var is None):
+            # one statistic updated and the other not would leave them out of step
+            raise ValueError(
+                "batch_norm: running_mean and running_var must either both be None or neither "
+                f"be None, got running_mean={'None' if running_mean is None else 'a tensor'} "
+                f"and running_var={'None' if running_var is None else 'a tensor'}"
+            )
         n = int(np.prod([x.shape[d] for d in axes]))
         if n <= 1:
             raise ValueError(
@@ -551,6 +569,19 @@ def group_norm(
             f"group_norm: num_groups {num_groups} must divide the channels (axis 1) of input "
             f"of shape {list(x.shape)}"
         )
+    if x.shape[0] * (x.shape[1] // num_groups) * math.prod(x.shape[2:]) == 1:
+        # PyTorch's check (made in eval mode too): a single sample whose groups each hold
+        # one value, normalised to all zeros
+        raise ValueError(
+            "group_norm: expected more than 1 value per channel when training, got input of "
+            f"shape {list(x.shape)} with num_groups={num_groups}"
+        )
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (x.shape[1],):
+            raise ShapeError(
+                f"group_norm: {name} must be a vector of the {x.shape[1]} channels of input of "
+                f"shape {list(x.shape)}, got {name} of shape {list(t.shape)}"
+            )
     g = x.reshape(x.shape[0], num_groups, math.prod(x.shape[1:]) // num_groups)
     mean = g.mean(axis=2, keepdims=True)
     gc = g - mean
@@ -564,11 +595,22 @@ def group_norm(
     return y
 
 
-def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """``input / max(norm_p(input, dim), eps)``."""
+def normalize(
+    input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None
+) -> Tensor:
+    """``input / max(norm_p(input, dim), eps)``; ``out``: written into that tensor (which is
+    returned), as PyTorch's."""
     x = _float("normalize", "input", input)
     n = x.norm(p, dim, keepdim=True)
-    return x / n.clamp(min=eps)
+    y = x / n.clamp(min=eps)
+    if out is None:
+        return y
+    if not isinstance(out, Tensor):
+        raise TypeError(f"normalize: out must be a Tensor, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(y.shape):
+        out.resize_(*y.shape)
+    out.copy_(y)
+    return out
 
 
 # -------------------------------------------------------------------------------- embedding
@@ -1744,6 +1786,11 @@ def rms_norm(
     """``x / sqrt(mean(x^2 over the last axes) + eps) * weight`` (``eps`` defaults to the
     dtype's machine epsilon, as PyTorch)."""
     x = _float("rms_norm", "input", input)
+    if x.dtype.name in _HALF:
+        # as PyTorch's: in float32 (a float16 square below 6e-5 loses its precision), with
+        # float32's epsilon by default, rounded once to the input's dtype
+        y = rms_norm(x.astype("float32"), normalized_shape, _up(weight), eps)
+        return y.astype(x.dtype.name)
     shape = _norm_shape(normalized_shape)
     if not shape:
         raise ShapeError("rms_norm: normalized_shape must name at least one dim, got []")
@@ -1751,6 +1798,7 @@ def rms_norm(
         raise ShapeError(
             f"rms_norm: normalized_shape {list(shape)} does not end the input shape {list(x.shape)}"
         )
+    _check_affine_shape("rms_norm", "weight", weight, shape)
     if eps is None:
         eps = float(np.finfo(np.float32 if x.dtype.name != "float64" else np.float64).eps)
     axes = list(range(x.ndim - len(shape), x.ndim))
@@ -2044,6 +2092,31 @@ __all__ += [
 ]
 
 
+def _instance_stats(
+    x: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    momentum: float,
+    eps: float,
+) -> Tensor:
+    """``x`` (non-empty ``(N, C, ...)``) normalised per sample and channel over its spatial
+    axes; the running statistics, when both given, moved towards the batch's."""
+    n, c = x.shape[0], x.shape[1]
+    flat = x.reshape(n, c, -1)
+    mean = flat.mean(axis=2, keepdims=True)
+    centred = flat - mean
+    var = (centred * centred).mean(axis=2, keepdims=True)
+    y = (centred * (var + eps).rsqrt()).reshape(*x.shape)
+    if running_mean is not None and running_var is not None:
+        size = flat.shape[2]
+        with _no_record():
+            m = mean.detach().reshape(n, c).mean(axis=0)
+            v = var.detach().reshape(n, c).mean(axis=0) * (size / max(size - 1, 1))
+            running_mean.copy_(running_mean * (1.0 - momentum) + m * momentum)
+            running_var.copy_(running_var * (1.0 - momentum) + v * momentum)
+    return y
+
+
 def instance_norm(
     input: Tensor,
     running_mean: Tensor | None = None,
@@ -2058,23 +2131,45 @@ def instance_norm(
     running statistics given, updates them (the batch's mean of the per-sample statistics,
     variance unbiased) or, without ``use_input_stats``, normalises with them."""
     x = _float("instance_norm", "input", input)
+    if x.dtype.name in _HALF:
+        y = instance_norm(
+            x.astype("float32"),
+            running_mean,
+            running_var,
+            _up(weight),
+            _up(bias),
+            use_input_stats,
+            momentum,
+            eps,
+        )
+        return y.astype(x.dtype.name)
     if x.ndim < 3:
         raise ShapeError(f"instance_norm: input must be (N, C, ...), got {list(x.shape)}")
-    n, c = x.shape[0], x.shape[1]
     cs = _channel_shape(x)
+    for name, t in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        if t is not None and tuple(t.shape) != (x.shape[1],):
+            raise ShapeError(
+                f"instance_norm: {name} has shape {list(t.shape)}, expected [{x.shape[1]}] (the "
+                f"channels of input of shape {list(x.shape)})"
+            )
     if use_input_stats:
-        flat = x.reshape(n, c, -1)
-        mean = flat.mean(axis=2, keepdims=True)
-        centred = flat - mean
-        var = (centred * centred).mean(axis=2, keepdims=True)
-        y = (centred * (var + eps).rsqrt()).reshape(*x.shape)
-        if running_mean is not None and running_var is not None:
-            size = flat.shape[2]
-            with _no_record():
-                m = mean.detach().reshape(n, c).mean(axis=0)
-                v = var.detach().reshape(n, c).mean(axis=0) * (size / max(size - 1, 1))
-                running_mean.copy_(running_mean * (1.0 - momentum) + m * momentum)
-                running_var.copy_(running_var * (1.0 - momentum) + v * momentum)
+        if math.prod(x.shape[2:]) == 1:
+            # one value per channel and sample: its variance is 0 and the output all zeros
+            raise ValueError(
+                "instance_norm: expected more than 1 spatial element when training, got input "
+                f"of shape {list(x.shape)}"
+            )
+        if x.numel() == 0:
+            # an empty input: nothing to normalise, and no statistics to move the running
+            # ones by (their mean over no values would be nan)
+            y = x * 1.0
+        else:
+            y = _instance_stats(x, running_mean, running_var, momentum, eps)
     else:
         if running_mean is None or running_var is None:
             raise ValueError(

@@ -1951,6 +1951,17 @@ def _filled_param(value: float, shape: tuple, dtype: Any, device: Any) -> Parame
     return Parameter(_core.full(shape, value, dtype=name, device=device))
 
 
+def _reset_affine(module: Module) -> None:
+    """The initial affine part of a normalisation layer, in place: ``weight`` ones and
+    ``bias`` zeros (either may be absent)."""
+    from . import init
+
+    if getattr(module, "weight", None) is not None:
+        init.ones_(module.weight)
+    if getattr(module, "bias", None) is not None:
+        init.zeros_(module.bias)
+
+
 def _bound(fan_in: int) -> float:
     """PyTorch's default initialisation bound ``1 / sqrt(fan_in)`` (0 for no inputs)."""
     return 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
@@ -2253,6 +2264,11 @@ class _BatchNorm(Module):
             self.running_var.fill_(1.0)
             self.num_batches_tracked.zero_()
 
+    def reset_parameters(self) -> None:
+        """Back to the initial state: running statistics reset, weight ones, bias zeros."""
+        self.reset_running_stats()
+        _reset_affine(self)
+
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in self._dims:
             raise ShapeError(
@@ -2314,6 +2330,7 @@ class LayerNorm(Module):
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
         self.normalized_shape = tuple(int(s) for s in shape)
         self.eps = eps
+        self.elementwise_affine = elementwise_affine
         self.weight = (
             _filled_param(1.0, self.normalized_shape, dtype, device) if elementwise_affine else None
         )
@@ -2322,6 +2339,10 @@ class LayerNorm(Module):
             if elementwise_affine and bias
             else None
         )
+
+    def reset_parameters(self) -> None:
+        """Weight back to ones, bias to zeros."""
+        _reset_affine(self)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -2348,9 +2369,14 @@ class GroupNorm(Module):
                 f"({num_groups})"
             )
         self.eps = eps
+        self.affine = affine
         c = self.num_channels
         self.weight = _filled_param(1.0, (c,), dtype, device) if affine else None
         self.bias = _filled_param(0.0, (c,), dtype, device) if affine and bias else None
+
+    def reset_parameters(self) -> None:
+        """Weight back to ones, bias to zeros."""
+        _reset_affine(self)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)

@@ -985,6 +985,37 @@ class SyncBatchNorm(_BatchNorm):
         )
         self.process_group = process_group
 
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Module, process_group: Any = None) -> Module:
+        """``module`` with every batch norm layer in it (``BatchNorm1d/2d/3d`` and their
+        lazy forms; not the instance norms) replaced by a ``SyncBatchNorm`` of the same
+        settings that shares its parameters and running statistics and keeps its training
+        flag. A batch norm ``module`` itself comes back as a new layer; any other module is
+        changed in place and returned, as PyTorch's."""
+        from .extra import _InstanceNorm
+
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, _InstanceNorm):
+            out = cls(
+                module.num_features,
+                module.eps,
+                module.momentum,
+                module.affine,
+                module.track_running_stats,
+                process_group,
+                bias=module.bias is not None,
+            )
+            if module.affine:
+                out.weight = module.weight
+                out.bias = module.bias
+            out.running_mean = module.running_mean
+            out.running_var = module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return out
+
 
 class DataParallel(Module):
     """``torch.nn.DataParallel``'s spelling for scripts that wrap their model in it: the
