@@ -66,13 +66,16 @@ def test_numpy_does_not_disturb_a_pending_backward():
     w = fg.tensor([3.0, 4.0], dtype=fg.float64, requires_grad=True)
     y = x * w
     y.numpy(), w.numpy()  # reading is not a write: no version moves on
-    view = x.numpy()
+    view = x.detach().numpy()  # shared, as PyTorch's
+    copy = x.numpy()  # a tensor that requires grad gives a copy (PyTorch refuses)
+    copy[0] = 100.0  # so writing into it cannot change what autodiff saved
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
     np.testing.assert_array_equal(w.grad.numpy(), [1.0, 2.0])
     with fg.no_grad():
         x.sub_(x.grad)  # an optimizer's step shows in the array taken before
     np.testing.assert_array_equal(view, [-2.0, -2.0])
+    assert copy.tolist() == [100.0, 2.0]
 
 
 def test_numpy_of_memory_shared_read_only_is_read_only():

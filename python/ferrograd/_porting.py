@@ -315,7 +315,13 @@ def _numpy(self: Tensor, *, force: bool = False) -> np.ndarray:
     autodiff's in-place checks, as any shared memory does) and it keeps the tensor alive;
     memory shared read-only with another library gives a read-only array. Other tensors
     (CUDA, bfloat16, values inside ``fg.trace``) give a copy, or the error that explains
-    why there is none. ``force`` is accepted for PyTorch scripts."""
+    why there is none. ``force`` is accepted for PyTorch scripts.
+
+    A tensor that requires grad (PyTorch refuses ``numpy()`` there, MegEngine copies) gives a
+    copy: writes through a shared array would change values autodiff saved without its
+    knowing (``t.detach().numpy()`` shares, as in PyTorch)."""
+    if self.requires_grad:
+        return _rust_numpy(self)
     array = _shared_numpy(self)
     return array if array is not None else _rust_numpy(self)
 
