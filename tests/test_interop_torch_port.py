@@ -12,6 +12,16 @@ import numpy as np
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    """These tests are about sharing host memory: their tensors are CPU tensors, whatever
+    device the rest of the suite makes tensors on."""
+    previous = fg.get_default_device()
+    fg.set_default_device("cpu")
+    yield
+    fg.set_default_device(previous)
+
+
 def _libs() -> list[ModuleType]:
     libs: list[ModuleType] = [fg]
     try:
