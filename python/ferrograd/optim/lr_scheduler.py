@@ -434,26 +434,6 @@ def _lambdas(name: str, optimizer: Any, lr_lambda: Any, check: bool) -> list:
     return fns
 
 
-def _lambdas_state(s: LRScheduler) -> dict:
-    """PyTorch's state of a scheduler with ``lr_lambdas``: None for each function, the
-    attributes of each callable object."""
-    state = {k: v for k, v in s.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
-    state["lr_lambdas"] = [
-        None if isinstance(f, types.FunctionType) else dict(getattr(f, "__dict__", {}))
-        for f in s.lr_lambdas
-    ]
-    return state
-
-
-def _load_lambdas_state(s: LRScheduler, state_dict: dict) -> None:
-    state = dict(state_dict)
-    lambdas = state.pop("lr_lambdas", None) or []
-    s.__dict__.update(state)
-    for f, saved in zip(s.lr_lambdas, lambdas):
-        if saved is not None:
-            f.__dict__.update(saved)
-
-
 class LambdaLR(LRScheduler):
     """``base_lr * lr_lambda(epoch)`` (one function, or one per group)."""
 
