@@ -489,7 +489,25 @@ def _check_members(name: str, optimizer: Any, schedulers: Any) -> None:
             )
 
 
-class SequentialLR(LRScheduler):
+class _Composite(LRScheduler):
+    """A scheduler made of others (``_schedulers``): its state holds each member's state."""
+
+    _schedulers: list
+
+    def state_dict(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state = dict(state_dict)
+        inner = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, sd in zip(self._schedulers, inner):
+            s.load_state_dict(sd)
+
+
+class SequentialLR(_Composite):
     """Runs ``schedulers`` one after another, switching at each of ``milestones`` (a
     scheduler switched to starts its own schedule at epoch 0)."""
 
@@ -537,20 +555,8 @@ class SequentialLR(LRScheduler):
             s.step()
         self._last_lr = s.get_last_lr()
 
-    def state_dict(self) -> dict:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
 
-    def load_state_dict(self, state_dict: dict) -> None:
-        state = dict(state_dict)
-        inner = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for s, sd in zip(self._schedulers, inner):
-            s.load_state_dict(sd)
-
-
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_Composite):
     """Steps several schedulers together (their effects compose)."""
 
     def __init__(self, schedulers: Any, optimizer: Any = None) -> None:
@@ -567,18 +573,6 @@ class ChainedScheduler(LRScheduler):
         for s in self._schedulers:
             s.step()
         self._last_lr = self._lrs()
-
-    def state_dict(self) -> dict:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        state = dict(state_dict)
-        inner = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for s, sd in zip(self._schedulers, inner):
-            s.load_state_dict(sd)
 
 
 class ReduceLROnPlateau(LRScheduler):
