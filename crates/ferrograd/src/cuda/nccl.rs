@@ -243,38 +243,35 @@ impl Comm {
 
     /// Reduces `t` over every rank, in place.
     pub fn all_reduce(&self, t: &Tensor, op: ReduceOp) -> Result<()> {
-        let name = "all_reduce";
+        self.in_place("all_reduce", t, |api| api.all_reduce, op as c_int)
+    }
+
+    /// Copies `t` of rank `root` into `t` on every other rank.
+    pub fn broadcast(&self, t: &Tensor, root: usize) -> Result<()> {
+        self.check_rank("broadcast", root)?;
+        self.in_place("broadcast", t, |api| api.broadcast, root as c_int)
+    }
+
+    /// Runs the collective `pick` chooses on `t` as both its input and its output, with `arg`
+    /// (the reduction, or the root) as its fifth argument.
+    fn in_place(
+        &self,
+        name: &str,
+        t: &Tensor,
+        pick: impl Fn(&Api) -> Collective,
+        arg: c_int,
+    ) -> Result<()> {
         let api = api(name)?;
         let b = imp::buffer(name, "tensor", t, self.ordinal, true)?;
         // SAFETY: `b.ptr` addresses `b.count` elements of `b.dtype` on this communicator's
         // device, alive until the stream has run the collective (see the module's notes)
         check(api, name, unsafe {
-            (api.all_reduce)(
+            pick(api)(
                 b.ptr as *const c_void,
                 b.ptr as *mut c_void,
                 b.count,
                 b.dtype,
-                op as c_int,
-                self.raw,
-                b.stream,
-            )
-        })
-    }
-
-    /// Copies `t` of rank `root` into `t` on every other rank.
-    pub fn broadcast(&self, t: &Tensor, root: usize) -> Result<()> {
-        let name = "broadcast";
-        self.check_rank(name, root)?;
-        let api = api(name)?;
-        let b = imp::buffer(name, "tensor", t, self.ordinal, true)?;
-        // SAFETY: as in `all_reduce`
-        check(api, name, unsafe {
-            (api.broadcast)(
-                b.ptr as *const c_void,
-                b.ptr as *mut c_void,
-                b.count,
-                b.dtype,
-                root as c_int,
+                arg,
                 self.raw,
                 b.stream,
             )
@@ -288,7 +285,7 @@ impl Comm {
         let i = imp::buffer(name, "input", input, self.ordinal, false)?;
         let o = imp::buffer(name, "output", output, self.ordinal, true)?;
         self.check_pair(name, &i, &o, i.count * self.size, o.count)?;
-        // SAFETY: as in `all_reduce`; `output` holds `size * count` elements
+        // SAFETY: as in `in_place`; `output` holds `size * count` elements
         check(api, name, unsafe {
             (api.all_gather)(
                 i.ptr as *const c_void,
