@@ -280,6 +280,7 @@ impl Executable {
                     .iter()
                     .map(|&i| value(vals, i))
                     .collect::<Result<Vec<_>>>()?;
+                check_index_range(op, &ins)?;
                 crate::dispatch::eval(op, &ins)?
             }
             NodeKind::Detach(x) => value(vals, *x)?.clone(),
@@ -461,6 +462,22 @@ fn choose_mirroring(g: Graph, opts: &Options) -> Result<Graph> {
 
 /// Node `i`'s value (the plan runs a node's inputs before it and keeps them until their last
 /// read: a missing value is a malformed plan).
+/// An `IndexError` for a gather or scatter-add whose indices (this run's values) leave the
+/// axis, read on the host as eager mode reads them. CPU kernels check as they go; device
+/// kernels clamp (memory-safe) and would give a silently wrong result without this.
+fn check_index_range(op: &crate::op::Op, ins: &[&Tensor]) -> Result<()> {
+    use crate::op::{MovementOp, Op};
+    let (name, axis, shape) = match op {
+        Op::Movement(MovementOp::Gather(axis)) => ("gather", *axis, ins[0].shape()),
+        Op::Movement(MovementOp::ScatterAdd { axis, shape }) => ("scatter_add", *axis, &shape[..]),
+        _ => return Ok(()),
+    };
+    if ins[0].device() == crate::Device::Cpu || ins.len() < 2 {
+        return Ok(());
+    }
+    crate::ops::movement::wrap_indices(name, ins[1], shape[axis], axis, shape).map(|_| ())
+}
+
 fn value(vals: &[Option<Tensor>], i: NodeId) -> Result<&Tensor> {
     vals.get(i)
         .and_then(Option::as_ref)

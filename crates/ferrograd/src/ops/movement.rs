@@ -469,7 +469,13 @@ fn argsort(x: &Tensor, axis: usize, descending: bool) -> Result<Tensor> {
 /// rewritten copy would be a new tensor made from values read on the host, which a trace
 /// records as a constant: every later run of the graph would use the indices of the run that
 /// traced it.)
-fn wrap_indices(op: &str, idx: &Tensor, n: usize, axis: usize, shape: &[usize]) -> Result<Tensor> {
+pub(crate) fn wrap_indices(
+    op: &str,
+    idx: &Tensor,
+    n: usize,
+    axis: usize,
+    shape: &[usize],
+) -> Result<Tensor> {
     let v = idx.to_vec::<i64>()?;
     let n = n as i64;
     if let Some(&bad) = v.iter().find(|&&i| i < -n || i >= n) {
