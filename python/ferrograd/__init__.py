@@ -211,6 +211,17 @@ from . import _torch_storage
 
 _torch_storage.install()
 
+# PyTorch's other spellings: in-place function forms, method aliases, torch.range, predicates
+from . import _torch_aliases
+from ._torch_aliases import *  # (its range shadows the builtin here, as torch.range does)
+from ._torch_aliases import __all__ as _aliases_all
+
+_aliases_all = _aliases_all + _torch_aliases.install(globals())
+__all__ += [name for name in _aliases_all if name not in __all__]
+from .amp import GradScaler as GradScaler  # torch.GradScaler
+
+__all__ += ["GradScaler", "OutOfMemoryError"]
+
 # MegEngine's name for it
 is_cuda_available = cuda.is_available
 

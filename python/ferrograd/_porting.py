@@ -152,7 +152,9 @@ def _typed(name: str, dtype: str, on: str | None = None) -> type:
                 return False
             return isinstance(obj, Tensor) and obj.dtype == dtype
 
-    return _Meta(name, (), {"__new__": new, "__doc__": doc, "dtype": dtype, "_torch_name": name})
+    return _Meta(
+        name, (), {"__new__": new, "__doc__": doc, "dtype": dtype, "_torch_name": name, "_on": on}
+    )
 
 
 FloatTensor = _typed("FloatTensor", "float32")

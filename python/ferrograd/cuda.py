@@ -18,6 +18,10 @@ from . import _core
 
 _LIBS = ("nvrtc", "nvrtc-builtins", "cublasLt", "cublas")
 
+# what a failed device allocation raises (also a RuntimeError and a MemoryError), as
+# torch.cuda.OutOfMemoryError
+OutOfMemoryError = _core.OutOfMemoryError
+
 
 def _driver_present() -> bool:
     """Whether the NVIDIA driver library loads (without it no GPU can be used, and the

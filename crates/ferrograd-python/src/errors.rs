@@ -19,6 +19,7 @@ static GRAD_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static INPLACE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static TRACE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static AXIS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static OOM_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn make_type<'py>(
     py: Python<'py>,
@@ -50,7 +51,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         Vec<Bound<'py, PyType>>,
     );
     let index = py.get_type::<PyIndexError>();
-    let specs: [Spec<'_, '_>; 7] = [
+    let memory = py.get_type::<PyMemoryError>();
+    let specs: [Spec<'_, '_>; 8] = [
         (
             &SHAPE_ERROR,
             "ShapeError",
@@ -94,6 +96,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
             "An axis out of range for a tensor's rank: an IndexError, as PyTorch raises, and a \
              ValueError, as numpy's AxisError is.",
             vec![index.clone(), value.clone()],
+        ),
+        (
+            &OOM_ERROR,
+            "OutOfMemoryError",
+            "A buffer the device could not allocate: a RuntimeError, as PyTorch's \
+             `OutOfMemoryError` is, and a MemoryError.",
+            vec![runtime.clone(), memory.clone()],
         ),
     ];
     for (cell, name, doc, bases) in specs {
@@ -141,7 +150,7 @@ pub fn to_pyerr(e: Error) -> PyErr {
         Error::Invalid { .. } => PyValueError::new_err(msg),
         Error::Index { .. } => PyIndexError::new_err(msg),
         Error::Axis { .. } => raise(&AXIS_ERROR, PyIndexError::new_err, msg),
-        Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
+        Error::OutOfMemory { .. } => raise(&OOM_ERROR, PyMemoryError::new_err, msg),
         Error::Autograd { .. } => {
             // (PyTorch's wording too, which ported tests match)
             let msg = if msg.contains("a leaf tensor that requires grad (or a view of one)") {
