@@ -127,6 +127,63 @@ def test_grad_scaler_scale_and_skips_match_torch():
             assert sa == sb
 
 
+def test_grad_scaler_settings_changed_between_calls_match_torch_eager_and_traced():
+    # (set_growth_factor / set_backoff_factor / set_growth_interval were missing, and a traced
+    # update kept the factors it was traced with)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    w0 = rng.standard_normal((2, 3))
+    xs = [rng.standard_normal((4, 3)) for _ in range(11)]
+    for i in (6, 9):
+        xs[i][0, 0] = np.inf
+
+    def run(lib, trace):
+        w = lib.tensor(w0.copy(), requires_grad=True)
+        opt = lib.optim.SGD([w], lr=0.1)
+        scaler = lib.amp.GradScaler("cpu", init_scale=4.0, growth_interval=2)
+
+        def step(x):
+            loss = (x @ w.T).pow(2).mean()
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            return loss
+
+        step = fg.trace(step) if trace else step
+        out = []
+        for i, x in enumerate(xs):
+            if i == 3:
+                scaler.set_growth_factor(4.0)
+            if i == 5:
+                scaler.set_backoff_factor(0.25)
+            if i == 8:
+                scaler.set_growth_interval(3)
+            step(lib.tensor(x))
+            out.append((w.detach().numpy().copy(), scaler.get_scale()))
+        assert scaler.get_growth_factor() == 4.0 and scaler.get_backoff_factor() == 0.25
+        assert scaler.get_growth_interval() == 3
+        if trace:
+            assert step.cache_size == 1
+        return out
+
+    ref = run(torch, False)
+    assert len({s for _, s in ref}) > 3  # grew, grew by the new factor, backed off
+    for got in (run(fg, False), run(fg, True)):
+        for (wa, sa), (wb, sb) in zip(ref, got):
+            np.testing.assert_allclose(wb, wa, rtol=1e-12, atol=0)
+            assert sa == sb
+    scaler = fg.amp.GradScaler("cpu")
+    for bad in (
+        lambda: scaler.set_growth_factor(1.0),
+        lambda: scaler.set_backoff_factor(1.5),
+        lambda: scaler.set_growth_interval(-1),
+        lambda: scaler.set_growth_interval(2.5),
+    ):
+        with pytest.raises(ValueError):
+            bad()
+
+
 def test_traced_grad_scaler_with_two_optimizers_and_nan_matches_eager():
     def build():
         fg.manual_seed(0)

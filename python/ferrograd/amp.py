@@ -814,6 +814,11 @@ class GradScaler:
 
             self._scale_t = tensor(np.array(0.0, dtype=np.float32))
             self._tracker_t = tensor(np.array(0, dtype=np.int64))
+            # the settings too, so that a traced update follows set_growth_factor() and the
+            # like (and load_state_dict) without tracing again
+            self._growth_t = tensor(np.array(0.0, dtype=np.float64))
+            self._backoff_t = tensor(np.array(0.0, dtype=np.float64))
+            self._interval_t = tensor(np.array(0, dtype=np.int64))
         # the scale is a float32 number, as PyTorch's (its growth stops below float32's max)
         self._scale = _f32(init_scale)
         self._scale_used = False  # scale() called (or a state loaded): update() may run
@@ -826,7 +831,40 @@ class GradScaler:
     _no_cuda = False
     _scale_t: Tensor | None = None
     _tracker_t: Tensor | None = None
+    _growth_t: Tensor | None = None
+    _backoff_t: Tensor | None = None
+    _interval_t: Tensor | None = None
     _in_graph = False
+
+    @property
+    def _growth_factor(self) -> float:
+        return self._growth_value
+
+    @_growth_factor.setter
+    def _growth_factor(self, value: float) -> None:
+        self._growth_value = float(value)
+        if self._growth_t is not None:
+            self._write(self._growth_t, self._growth_value)
+
+    @property
+    def _backoff_factor(self) -> float:
+        return self._backoff_value
+
+    @_backoff_factor.setter
+    def _backoff_factor(self, value: float) -> None:
+        self._backoff_value = float(value)
+        if self._backoff_t is not None:
+            self._write(self._backoff_t, self._backoff_value)
+
+    @property
+    def _growth_interval(self) -> int:
+        return self._interval_value
+
+    @_growth_interval.setter
+    def _growth_interval(self, value: int) -> None:
+        self._interval_value = int(value)
+        if self._interval_t is not None:
+            self._write(self._interval_t, self._interval_value)
 
     @property
     def _scale(self) -> float:
@@ -894,6 +932,26 @@ class GradScaler:
 
     def get_growth_interval(self) -> int:
         return self._growth_interval
+
+    def set_growth_factor(self, new_factor: float) -> None:
+        """Sets the factor the scale grows by (> 1); a traced step uses it from its next call."""
+        if not float(new_factor) > 1.0:
+            raise ValueError(f"GradScaler: growth_factor must be > 1, got {new_factor}")
+        self._growth_factor = float(new_factor)
+
+    def set_backoff_factor(self, new_factor: float) -> None:
+        """Sets the factor the scale shrinks by after inf/NaN gradients (in (0, 1))."""
+        if not 0.0 < float(new_factor) < 1.0:
+            raise ValueError(f"GradScaler: backoff_factor must be in (0, 1), got {new_factor}")
+        self._backoff_factor = float(new_factor)
+
+    def set_growth_interval(self, new_interval: int) -> None:
+        """Sets how many clean steps in a row make the scale grow (0: never)."""
+        if isinstance(new_interval, bool) or int(new_interval) != new_interval or new_interval < 0:
+            raise ValueError(
+                f"GradScaler: growth_interval must be an int >= 0, got {new_interval!r}"
+            )
+        self._growth_interval = int(new_interval)
 
     def scale(self, outputs: Any) -> Any:
         """``outputs`` (a tensor, or an iterable of them: a list or tuple gives one of the
@@ -991,10 +1049,10 @@ class GradScaler:
                 self._scale = _f32(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
         elif not self._mge_used and not any(st["unscaled"] for st in self._per_opt.values()):
             raise AssertionError("No inf checks were recorded prior to update.")
-        elif self._growth_interval == 0:
-            pass
         elif self._traced():
             self._update_traced()
+        elif self._growth_interval == 0:
+            pass
         else:
             found = self._found_non_finite or any(st["found_inf"] for st in self._per_opt.values())
             if found:
@@ -1036,14 +1094,19 @@ class GradScaler:
         with no_grad():
             # in float64, then rounded once to float32, as the eager update's Python numbers
             wide = s.astype("float64")
-            backed = (wide * self._backoff_factor).astype("float32")
-            grown = (wide * self._growth_factor).astype("float32")
+            backed = (wide * self._backoff_t.to(dev)).astype("float32")
+            grown = (wide * self._growth_t.to(dev)).astype("float32")
             grown = _core.where(isfinite(grown), grown, s)
+            interval = self._interval_t.to(dev)
             count = n + 1
-            due = count == self._growth_interval
+            due = count == interval
             zero = _core.zeros_like(n)
             new_s = _core.where(found, backed, _core.where(due, grown, s))
             new_n = _core.where(found, zero, _core.where(due, zero, count))
+            # growth_interval 0 keeps the scale fixed (MegEngine's convention)
+            fixed = interval == 0
+            new_s = _core.where(fixed, s, new_s)
+            new_n = _core.where(fixed, n, new_n)
             s.copy_(new_s)
             n.copy_(new_n)
 
