@@ -23,7 +23,7 @@ from . import _core
 from ._core import DTypeError, ShapeError, Tensor
 from ._ops import _check_tensor, _dim, _int, gather, index_add
 from ._tensor import _dtype_name, bfloat16, tensor
-from ._torch_more import _pair, tensor_split
+from ._torch_more import _on_host, _pair, tensor_split
 from .autodiff import Function as _Function
 
 __all__ = [
@@ -1445,17 +1445,20 @@ def _check_index(op: str, x: Tensor, d: int, index: Any, src: Any) -> Tensor:
                 f"{op}: index of shape {list(idx.shape)} is larger than src "
                 f"{list(src.shape)} or input {list(x.shape)} at dim {j}"
             )
-    if not _core._tracing() and idx.numel():
-        ii = _host(idx)
-        n = x.shape[d]
-        if ii.min() < 0 or ii.max() >= n:
-            from .nn._errors import IndexRuntimeError
-
-            bad = int(ii.min()) if ii.min() < 0 else int(ii.max())
-            raise IndexRuntimeError(
-                f"{op}: index {bad} is out of bounds for dimension {d} with size {n}"
-            )
+    if not _core._tracing():
+        _check_range(op, _host(idx), d, x.shape[d])
     return idx
+
+
+def _check_range(op: str, ii: np.ndarray, d: int, n: int) -> None:
+    """Raises PyTorch's error for an entry of the index array ``ii`` outside ``[0, n)``."""
+    if ii.size and (ii.min() < 0 or ii.max() >= n):
+        from .nn._errors import IndexRuntimeError
+
+        bad = int(ii.min()) if ii.min() < 0 else int(ii.max())
+        raise IndexRuntimeError(
+            f"{op}: index {bad} is out of bounds for dimension {d} with size {n}"
+        )
 
 
 def scatter_reduce(
@@ -1463,8 +1466,10 @@ def scatter_reduce(
 ) -> Tensor:
     """``input`` with ``src``'s entries reduced into the positions ``index`` names along
     ``dim`` (``reduce``: sum, prod, mean, amax or amin; ``include_self``: whether ``input``'s
-    own entries take part). Differentiable for every reduction (``prod`` through
-    ``exp(sum(log|src|))``: not at zeros); ``amax``/``amin`` share the gradient among ties."""
+    own entries take part). Differentiable for every reduction (``prod`` by PyTorch's rule,
+    zeros included); ``amax``/``amin`` share the gradient among ties. ``prod``, ``amax`` and
+    ``amin`` are computed on the host; inside ``fg.trace`` that computation is a node of the
+    graph, so each call reduces its own ``index`` and ``src``."""
     op = "scatter_reduce"
     x = _check_tensor(op, "input", input)
     s = _check_tensor(op, "src", src)
@@ -1513,14 +1518,14 @@ def scatter_reduce(
         return total / n
     if reduce == "prod":
         if x.dtype.kind not in "fc":
-            return _host_scatter(x, d, idx, s, np.multiply, include_self)
+            return _host_scatter(op, x, d, idx, s, np.multiply, include_self)
         # the products themselves (exact, in order) on the host; PyTorch's gradient rule
         fn = _ScatterProd()
         fn.d, fn.idx, fn.include_self, fn.hit = d, idx, include_self, hit
         return fn(x, s)
     # amax / amin: the values on the host; the gradient shared among the entries that attain
     ufunc = np.maximum if reduce == "amax" else np.minimum
-    val = _host_scatter(x, d, idx, s.detach(), ufunc, include_self)
+    val = _host_scatter(op, x, d, idx, s, ufunc, include_self)
     if x.dtype.kind not in "fc":
         return val
     gathered = gather(val, d, idx)
@@ -1547,7 +1552,9 @@ class _ScatterProd(_Function):
 
     def forward(self, x: Tensor, s: Tensor) -> Tensor:
         self.x, self.s = x, s
-        return _host_scatter(x, self.d, self.idx, s, np.multiply, self.include_self)
+        return _host_scatter(
+            "scatter_reduce", x, self.d, self.idx, s, np.multiply, self.include_self
+        )
 
     def backward(self, g: Tensor | None) -> Any:
         if g is None:
@@ -1582,11 +1589,26 @@ def _sadd(x: Tensor, d: int, idx: Tensor, src: Tensor) -> Tensor:
 
 
 def _host_scatter(
-    x: Tensor, d: int, idx: Tensor, s: Tensor, ufunc: Any, include_self: bool
+    op: str, x: Tensor, d: int, idx: Tensor, s: Tensor, ufunc: Any, include_self: bool
+) -> Tensor:
+    """``ufunc`` (multiply, maximum or minimum) of ``s``'s entries into ``x`` at ``idx``
+    along ``d``, computed on the host in order (not differentiable). Inside a trace it is a
+    node of the graph that reads every run's ``x``, ``idx`` and ``s`` (and checks that run's
+    indices)."""
+
+    def run(x: Tensor, idx: Tensor, s: Tensor) -> Tensor:
+        return _host_scatter_values(op, x, d, idx, s, ufunc, include_self)
+
+    return _on_host(op, run, x, idx, s)
+
+
+def _host_scatter_values(
+    op: str, x: Tensor, d: int, idx: Tensor, s: Tensor, ufunc: Any, include_self: bool
 ) -> Tensor:
     xa = _host(x).copy()
     ia = _host(idx).astype(np.int64)
     sa = _host(s)
+    _check_range(op, ia, d, xa.shape[d])
     coords = list(np.indices(ia.shape))
     coords[d] = ia
     coords_t = tuple(coords)
