@@ -120,3 +120,122 @@ def test_a_traced_integer_scatter_reduce_prod_reads_each_calls_values():
             1, torch.tensor(ia), torch.tensor(sa), "prod", include_self=False
         )
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def _both(fn):
+    """``fn(lib)`` run on torch and on ferrograd, as numpy arrays."""
+    torch = pytest.importorskip("torch")
+    return fn(torch).detach().numpy(), fn(fg).detach().numpy()
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    ("reduce", "values"),
+    [
+        ("amax", [1, np.nan, -np.inf, -np.inf, 2, np.inf]),
+        ("amin", [1, np.nan, -2, -np.inf, np.inf, np.inf]),
+    ],
+)
+def test_scatter_reduce_amax_amin_keep_infinities_and_nans_in_their_own_slot(
+    reduce, values, dtype, include_self
+):
+    def run(lib):
+        x = lib.zeros(3, dtype=getattr(lib, dtype))
+        src = lib.tensor(np.array(values, dtype=dtype))
+        idx = lib.tensor([0, 0, 1, 1, 2, 2])
+        return x.scatter_reduce_(0, idx, src, reduce, include_self=include_self)
+
+    want, got = _both(run)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+def test_scatter_reduce_amax_amin_gradient_with_infinite_entries(reduce, include_self):
+    torch = pytest.importorskip("torch")
+    xa = np.array([0.5, -1.0, 2.0])
+    sa = np.array([1.0, np.inf, -np.inf, 3.0, -2.0, 0.25])
+    idx = [0, 0, 1, 1, 2, 2]
+    w = np.array([1.0, -2.0, 3.0])
+
+    def run(lib):
+        x = lib.tensor(xa.copy(), requires_grad=True)
+        s = lib.tensor(sa.copy(), requires_grad=True)
+        out = x.scatter_reduce(0, lib.tensor(idx), s, reduce, include_self=include_self)
+        finite = lib.where(out.isfinite(), out, lib.zeros_like(out))
+        (finite * lib.tensor(w)).sum().backward()
+        return out.detach().numpy(), x.grad.numpy(), s.grad.numpy()
+
+    for a, b in zip(run(fg), run(torch)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, i, s: x.scatter(0, i, s),
+        lambda x, i, s: x.scatter_(0, i, s),
+        lambda x, i, s: x.scatter(0, i, s, reduce="multiply"),
+        lambda x, i, s: x.scatter_add(0, i, s),
+        lambda x, i, s: x.scatter_add_(0, i, s),
+        lambda x, i, s: x.scatter_reduce(0, i, s, "prod"),
+        lambda x, i, s: x.scatter_reduce_(0, i, s, "amax", include_self=False),
+        lambda x, i, s: x.scatter_reduce(0, i, s, "mean"),
+    ],
+)
+def test_an_empty_index_of_any_shape_leaves_the_input_unchanged(call, dtype):
+    rng = np.random.default_rng(4)
+    xa = (rng.standard_normal((2, 2)) * 5).astype(dtype)
+    sa = (rng.standard_normal((2, 2)) * 5).astype(dtype)
+
+    def run(lib):
+        idx = lib.tensor(np.zeros((0,), np.int64))
+        return call(lib.tensor(xa), idx, lib.tensor(sa))
+
+    want, got = _both(run)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_an_empty_index_keeps_the_gradient_of_the_input():
+    x = fg.tensor(np.arange(4.0).reshape(2, 2), requires_grad=True)
+    out = x.scatter_reduce(
+        0, fg.tensor(np.zeros((0,), np.int64)), fg.ones(2, 2, dtype="float64"), "amax"
+    )
+    (out * 3.0).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 2), 3.0))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, i, s: x.scatter(0, i, s),
+        lambda x, i, s: x.scatter_(0, i, s),
+        lambda x, i, s: x.scatter(0, i, s, reduce="add"),
+        lambda x, i, s: x.scatter_add(0, i, s),
+        lambda x, i, s: x.scatter_reduce(0, i, s, "sum"),
+        lambda x, i, s: x.scatter_reduce(0, i, s, "amax"),
+    ],
+)
+@pytest.mark.parametrize("src_dtype", ["float32", "bool", "int64"])
+def test_scatter_refuses_a_src_of_another_dtype_as_torch(call, src_dtype):
+    torch = pytest.importorskip("torch")
+    xa = np.zeros((3, 4))
+    ia = np.array([[0, 1, 2, 0]])
+    sa = np.ones((1, 4), dtype=src_dtype)
+    with pytest.raises(RuntimeError):
+        call(torch.tensor(xa), torch.tensor(ia), torch.tensor(sa))
+    with pytest.raises(RuntimeError, match="dtype"):
+        call(fg.tensor(xa), fg.tensor(ia), fg.tensor(sa))
+
+
+def test_scatter_reduce_refuses_a_float_index_with_torchs_error_type():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, fg):
+        x, s = lib.zeros(3, 4, dtype=lib.float64), lib.ones(2, 4, dtype=lib.float64)
+        idx = lib.tensor(np.zeros((2, 4)))
+        with pytest.raises(RuntimeError):
+            x.scatter_reduce(0, idx, s, "sum")

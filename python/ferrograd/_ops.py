@@ -1133,9 +1133,18 @@ def _scatter_src(op: str, x: Tensor, idx: Tensor, d: int, src: Any) -> Tensor:
             f"and be no larger than input of shape {list(x.shape)} apart from dim {d}"
         )
     if isinstance(src, Tensor):
-        s = _fit(op, "src", src, tuple(idx.shape), -1)
-        return _dtype_like(s, x)
+        _same_dtype(op, x, src)
+        return _fit(op, "src", src, tuple(idx.shape), -1)
     return _core.full(idx.shape, src, dtype=x.dtype.name, device=x.device)
+
+
+def _same_dtype(op: str, x: Tensor, src: Tensor) -> None:
+    """PyTorch's scatters take a ``src`` tensor of ``input``'s dtype only (no conversion)."""
+    if src.dtype != x.dtype:
+        raise DTypeError(
+            f"{op}: src's dtype {src.dtype} must be input's dtype {x.dtype} (PyTorch does not "
+            "convert it)"
+        )
 
 
 def scatter_add(input: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
@@ -1144,6 +1153,11 @@ def scatter_add(input: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
     x = _check_tensor("scatter_add", "input", input)
     d = _dim("scatter_add", x, dim)
     idx = _index_tensor("scatter_add", index, x.device)
+    if idx.numel() == 0:
+        # an empty index changes nothing, whatever its shape (PyTorch's)
+        if isinstance(src, Tensor):
+            _same_dtype("scatter_add", x, src)
+        return x.clone()
     if x.ndim == 0 or idx.ndim == 0:
         # PyTorch reads 0-d tensors as 1-D of one entry
         s1 = _as_1d(src) if isinstance(src, Tensor) else src
@@ -1171,6 +1185,11 @@ def scatter(
         raise TypeError("scatter: give src or value")
     d = _dim("scatter", x, dim)
     idx = _index_tensor("scatter", index, x.device)
+    if idx.numel() == 0:
+        # an empty index changes nothing, whatever its shape (PyTorch's)
+        if isinstance(src, Tensor):
+            _same_dtype("scatter", x, src)
+        return x.clone()
     if x.ndim == 0 or idx.ndim == 0:
         # PyTorch reads 0-d tensors as 1-D of one entry
         s1 = _as_1d(src) if isinstance(src, Tensor) else src

@@ -1433,7 +1433,7 @@ def diagonal_scatter(
 def _check_index(op: str, x: Tensor, d: int, index: Any, src: Any) -> Tensor:
     idx = _check_tensor(op, "index", index)
     if idx.dtype.kind not in "iu":
-        raise TypeError(f"{op}: index must be an integer tensor, got {idx.dtype}")
+        raise DTypeError(f"{op}: index must be an integer tensor, got {idx.dtype}")
     if idx.ndim != x.ndim:
         raise ShapeError(
             f"{op}: index of shape {list(idx.shape)} must have input's number of dimensions "
@@ -1476,6 +1476,17 @@ def scatter_reduce(
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
         raise ShapeError(f"{op}: reduce must be one of sum, prod, mean, amax, amin; got {reduce!r}")
     d = _dim(op, x, dim)
+    if s.dtype != x.dtype:
+        raise DTypeError(
+            f"{op}: src's dtype {s.dtype} must be input's dtype {x.dtype} (PyTorch does not "
+            "convert it)"
+        )
+    if isinstance(index, Tensor) and index.numel() == 0:
+        # an empty index changes nothing, whatever its shape (PyTorch's)
+        _check_tensor(op, "index", index)
+        if index.dtype.kind not in "iu":
+            raise DTypeError(f"{op}: index must be an integer tensor, got {index.dtype}")
+        return x.clone()
     if x.ndim == 0 or s.ndim == 0 or (isinstance(index, Tensor) and index.ndim == 0):
         # PyTorch reads 0-d tensors as 1-D of one entry
         def one(t: Any) -> Any:
@@ -1489,8 +1500,6 @@ def scatter_reduce(
             f"(input's shape {list(x.shape)})"
         )
     idx = _check_index(op, x, d, index, s)
-    if s.dtype != x.dtype:
-        s = s.astype(_dtype_name(x.dtype))
     # src cut to index's shape
     if tuple(s.shape) != tuple(idx.shape):
         s = s[tuple(slice(0, n) for n in idx.shape)]
@@ -1525,18 +1534,42 @@ def scatter_reduce(
         return fn(x, s)
     # amax / amin: the values on the host; the gradient shared among the entries that attain
     ufunc = np.maximum if reduce == "amax" else np.minimum
-    val = _host_scatter(op, x, d, idx, s, ufunc, include_self)
     if x.dtype.kind not in "fc":
+        return _host_scatter(op, x, d, idx, s, ufunc, include_self)
+    ext = _ScatterExtreme()
+    ext.d, ext.idx, ext.include_self, ext.hit, ext.ufunc = d, idx, include_self, hit, ufunc
+    return ext(x, s)
+
+
+class _ScatterExtreme(_Function):
+    """``scatter_reduce(..., 'amax' / 'amin')`` of floats: the values reduced on the host (an
+    infinite or NaN entry stays in its own slot), the gradient of each slot shared equally
+    among the ``src`` entries (and the ``self`` entry, when it takes part) equal to the
+    result."""
+
+    d: int
+    idx: Tensor
+    include_self: bool
+    hit: Tensor
+    ufunc: Any
+
+    def forward(self, x: Tensor, s: Tensor) -> Tensor:
+        val = _host_scatter("scatter_reduce", x, self.d, self.idx, s, self.ufunc, self.include_self)
+        self.x, self.s, self.val = x, s, val
         return val
-    gathered = gather(val, d, idx)
-    src_on = (s.detach() == gathered).astype(dt)
-    self_on = (x.detach() == val).astype(dt)
-    if not include_self:
-        self_on = _where(hit, _core.zeros_like(self_on), self_on)
-    ties = _sadd(self_on, d, idx, src_on)
-    ties = _where(ties > 0, ties, _core.ones_like(ties))
-    contrib = _sadd((x - x.detach()) * self_on, d, idx, (s - s.detach()) * src_on)
-    return val + contrib / ties
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None, None
+        x, s, val, d, idx = self.x, self.s, self.val, self.d, self.idx
+        dt = _dtype_name(x.dtype)
+        src_on = (s.detach() == gather(val, d, idx)).astype(dt)
+        self_on = (x.detach() == val).astype(dt)
+        if not self.include_self:
+            self_on = _where(self.hit, _core.zeros_like(self_on), self_on)
+        ties = _sadd(self_on, d, idx, src_on)
+        share = g / _where(ties > 0, ties, _core.ones_like(ties))
+        return share * self_on, gather(share, d, idx) * src_on
 
 
 class _ScatterProd(_Function):
@@ -1623,7 +1656,8 @@ def _host_scatter_values(
             # (max/min are idempotent: one of the slot's own sources is a neutral seed)
             seed[coords_t] = sa
         xa = np.where(hit, seed, xa)
-    ufunc.at(xa, coords_t, sa)
+    with np.errstate(invalid="ignore"):  # (a NaN entry propagates, as in PyTorch)
+        ufunc.at(xa, coords_t, sa)
     return tensor(xa, device=x.device)
 
 
