@@ -239,3 +239,58 @@ def test_scatter_reduce_refuses_a_float_index_with_torchs_error_type():
         idx = lib.tensor(np.zeros((2, 4)))
         with pytest.raises(RuntimeError):
             x.scatter_reduce(0, idx, s, "sum")
+
+
+@pytest.mark.parametrize("src_is_tensor", [True, False])
+def test_scatter_multiply_traces_and_reads_each_calls_index(src_is_tensor):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+
+    def call(lib, x, i, s):
+        return x.scatter(0, i, s if src_is_tensor else 1.5, reduce="multiply")
+
+    traced = fg.trace(lambda x, i, s: call(fg, x, i, s))
+    for _ in range(3):
+        xa, sa = rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+        ia = rng.integers(0, 4, (5, 3))
+        got = traced(fg.tensor(xa), fg.tensor(ia), fg.tensor(sa)).numpy()
+        want = call(torch, torch.tensor(xa), torch.tensor(ia), torch.tensor(sa)).numpy()
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(
+            call(fg, fg.tensor(xa), fg.tensor(ia), fg.tensor(sa)).numpy(), want
+        )
+
+
+def test_scatter_multiply_gradient_in_a_traced_step_matches_finite_differences():
+    # (PyTorch has no derivative for scatter with reduce="multiply")
+    rng = np.random.default_rng(6)
+    xa, sa = rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    xa[1, 1] = 0.0
+    w = rng.standard_normal((4, 3))
+    x = fg.tensor(xa.copy(), requires_grad=True)
+    s = fg.tensor(sa.copy(), requires_grad=True)
+
+    @fg.trace
+    def step(i):
+        x.grad = s.grad = None
+        (x.scatter(0, i, s, reduce="multiply") * fg.tensor(w)).sum().backward()
+        return x.grad * 1.0, s.grad * 1.0
+
+    for _ in range(2):
+        ia = rng.integers(0, 4, (5, 3))
+
+        def f(xv, sv, ia=ia):
+            out = fg.tensor(xv).scatter(0, fg.tensor(ia), fg.tensor(sv), reduce="multiply")
+            return (out.numpy() * w).sum()
+
+        gx, gs = step(fg.tensor(ia))
+        for arr, grad, k in ((xa, gx.numpy(), 0), (sa, gs.numpy(), 1)):
+            num = np.zeros_like(arr)
+            for pos in np.ndindex(arr.shape):
+                up, dn = arr.copy(), arr.copy()
+                up[pos] += 1e-6
+                dn[pos] -= 1e-6
+                num[pos] = (
+                    f(*((up, sa) if k == 0 else (xa, up))) - f(*((dn, sa) if k == 0 else (xa, dn)))
+                ) / 2e-6
+            np.testing.assert_allclose(grad, num, rtol=1e-6, atol=1e-8)

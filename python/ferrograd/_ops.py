@@ -1199,7 +1199,13 @@ def scatter(
     s = _scatter_src("scatter", x, idx, d, src)
     if reduce not in (None, "multiply"):
         raise ShapeError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
-    if reduce is None and _core._tracing():
+    if reduce == "multiply":
+        # scatter_reduce's product (include_self): the factors multiplied in order, PyTorch's
+        # gradient rule for zeros, and a graph node that reads each call's values in a trace
+        from ._torch_extra import scatter_reduce
+
+        return scatter_reduce(x, d, idx, s, "prod")
+    if _core._tracing():
         # inside fg.trace the index's values are not known while the graph is built
         return _scatter_traced(x, d, idx, s)
     pos = idx.numpy()
@@ -1209,16 +1215,7 @@ def scatter(
 
         bad = int(pos.max()) if pos.max() >= n else int(pos.min())
         raise IndexRuntimeError(f"scatter: index {bad} is out of bounds for dim {d} with size {n}")
-    rank = _repeat_rank(pos, d, tuple(x.shape), from_end=reduce is None)
-    if reduce == "multiply":
-        # one round per repeat level: each round's targets are distinct
-        out = x
-        for r in range(int(rank.max()) + 1 if rank.size else 0):
-            sel = tensor(rank == r, device=x.device)
-            hit_r = _core._scatter_add(sel.astype("int64"), idx, d, tuple(x.shape)) > 0
-            factor = _core._scatter_add(where(sel, s, 0), idx, d, tuple(x.shape))
-            out = where(hit_r, out * factor, out)
-        return _dtype_like(out, x)
+    rank = _repeat_rank(pos, d, tuple(x.shape), from_end=True)
     # a repeated target takes its last write, as PyTorch's CPU kernel (which documents the
     # choice as unspecified)
     if rank.size and rank.max() > 0:
