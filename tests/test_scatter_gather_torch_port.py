@@ -294,3 +294,54 @@ def test_scatter_multiply_gradient_in_a_traced_step_matches_finite_differences()
                     f(*((up, sa) if k == 0 else (xa, up))) - f(*((dn, sa) if k == 0 else (xa, dn)))
                 ) / 2e-6
             np.testing.assert_allclose(grad, num, rtol=1e-6, atol=1e-8)
+
+
+_SOURCE_CALLS = {
+    "index_add": lambda lib, x, s: x.index_add(0, lib.tensor([0, 2]), s),
+    "index_add_": lambda lib, x, s: x.index_add_(0, lib.tensor([0, 2]), s),
+    "index_copy": lambda lib, x, s: x.index_copy(0, lib.tensor([0, 2]), s),
+    "index_reduce": lambda lib, x, s: x.index_reduce(0, lib.tensor([0, 2]), s, "amax"),
+    "put": lambda lib, x, s: x.put(lib.tensor([0, 5]), s[0, :2]),
+    "put_": lambda lib, x, s: x.put_(lib.tensor([0, 5]), s[0, :2], accumulate=True),
+}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("src_dtype", ["float32", "int64", "bool"])
+@pytest.mark.parametrize("name", sorted(_SOURCE_CALLS))
+def test_index_ops_refuse_a_source_of_another_dtype_as_torch(name, src_dtype):
+    torch = pytest.importorskip("torch")
+    call = _SOURCE_CALLS[name]
+    xa, sa = np.zeros((3, 4)), np.ones((2, 4), dtype=src_dtype)
+    with pytest.raises(RuntimeError):
+        call(torch, torch.tensor(xa), torch.tensor(sa))
+    with pytest.raises(RuntimeError, match="dtype"):
+        call(fg, fg.tensor(xa), fg.tensor(sa))
+
+
+_INDEX_CALLS = {
+    "gather": lambda lib, x, i: lib.gather(x, 0, i.reshape(1, 2)),
+    "scatter": lambda lib, x, i: x.scatter(0, i.reshape(1, 2), 1.0),
+    "scatter_add": lambda lib, x, i: x.scatter_add(0, i.reshape(1, 2), x[:1, :2]),
+    "scatter_reduce": lambda lib, x, i: x.scatter_reduce(0, i.reshape(1, 2), x[:1, :2], "amax"),
+    "index_select": lambda lib, x, i: x.index_select(0, i),
+    "index_add": lambda lib, x, i: x.index_add(0, i, x[:2]),
+    "index_reduce": lambda lib, x, i: x.index_reduce(0, i, x[:2], "prod"),
+}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("index_dtype", ["int16", "int8", "uint8"])
+@pytest.mark.parametrize("name", sorted(_INDEX_CALLS))
+def test_gathers_and_scatters_refuse_a_narrow_integer_index_as_torch(name, index_dtype):
+    torch = pytest.importorskip("torch")
+    call = _INDEX_CALLS[name]
+    xa, ia = np.arange(12.0).reshape(3, 4), np.array([0, 2], dtype=index_dtype)
+    with pytest.raises(RuntimeError):
+        call(torch, torch.tensor(xa), torch.tensor(ia))
+    with pytest.raises(RuntimeError, match="int64 or int32|int32/int64"):
+        call(fg, fg.tensor(xa), fg.tensor(ia))
+    # int32 is taken, as in torch
+    want = call(torch, torch.tensor(xa), torch.tensor(ia.astype(np.int32))).numpy()
+    got = call(fg, fg.tensor(xa), fg.tensor(ia.astype(np.int32))).numpy()
+    np.testing.assert_array_equal(got, want)

@@ -1021,9 +1021,17 @@ def _index_tensor(op: str, index: Any, device: str) -> Tensor:
         index = tensor(np.asarray(index))
     if index.dtype.kind not in "iu":
         raise DTypeError(f"{op}: index must hold integers, got {index.dtype}")
+    _wide_index(op, index)
     if index.dtype.name != "int64":
         index = index.astype("int64")
     return index if index.device == device else index.to(device)
+
+
+def _wide_index(op: str, index: Tensor) -> None:
+    """PyTorch's gathers and scatters take int64 or int32 indices only (not the 8- and
+    16-bit types, nor unsigned ones)."""
+    if index.dtype.name not in ("int64", "int32"):
+        raise DTypeError(f"{op}: index must be an int64 or int32 tensor, got {index.dtype}")
 
 
 def _fit(op: str, name: str, x: Tensor, shape: tuple, d: int) -> Tensor:
@@ -1138,12 +1146,12 @@ def _scatter_src(op: str, x: Tensor, idx: Tensor, d: int, src: Any) -> Tensor:
     return _core.full(idx.shape, src, dtype=x.dtype.name, device=x.device)
 
 
-def _same_dtype(op: str, x: Tensor, src: Tensor) -> None:
+def _same_dtype(op: str, x: Tensor, src: Tensor, name: str = "src") -> None:
     """PyTorch's scatters take a ``src`` tensor of ``input``'s dtype only (no conversion)."""
     if src.dtype != x.dtype:
         raise DTypeError(
-            f"{op}: src's dtype {src.dtype} must be input's dtype {x.dtype} (PyTorch does not "
-            "convert it)"
+            f"{op}: {name}'s dtype {src.dtype} must be input's dtype {x.dtype} (PyTorch does "
+            "not convert it)"
         )
 
 
@@ -1319,6 +1327,7 @@ def index_add(input: Tensor, dim: int, index: Any, source: Tensor, *, alpha: Any
         return x + _dtype_like(src * alpha if alpha != 1 else src, x)
     want = list(x.shape)
     want[d] = idx.shape[0]
+    _same_dtype("index_add", x, src, "source")
     if list(src.shape) != want:
         raise ShapeError(
             f"index_add: source has shape {list(src.shape)}, expected {want} (input's shape "

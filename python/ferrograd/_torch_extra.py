@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _core
 from ._core import DTypeError, ShapeError, Tensor
-from ._ops import _check_tensor, _dim, _int, gather, index_add
+from ._ops import _check_tensor, _dim, _int, _wide_index, gather, index_add
 from ._tensor import _dtype_name, bfloat16, tensor
 from ._torch_more import _on_host, _pair, tensor_split
 from .autodiff import Function as _Function
@@ -1434,6 +1434,7 @@ def _check_index(op: str, x: Tensor, d: int, index: Any, src: Any) -> Tensor:
     idx = _check_tensor(op, "index", index)
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"{op}: index must be an integer tensor, got {idx.dtype}")
+    _wide_index(op, idx)
     if idx.ndim != x.ndim:
         raise ShapeError(
             f"{op}: index of shape {list(idx.shape)} must have input's number of dimensions "

@@ -49,9 +49,14 @@ def index_reduce(
             f"{reduce}."
         )
     idx = index if isinstance(index, Tensor) else tensor(np.asarray(index, np.int64))
-    if idx.dtype.kind not in "iu":
+    if idx.dtype.name not in ("int32", "int64"):
         raise DTypeError(
             f"index_reduce_(): Expected dtype int32/int64 for index but got: {idx.dtype}"
+        )
+    if source.dtype != input.dtype:
+        raise DTypeError(
+            f"index_reduce_(): self ({input.dtype}) and source ({source.dtype}) must have the "
+            "same dtype"
         )
     if idx.ndim > 1:
         raise IndexError(
