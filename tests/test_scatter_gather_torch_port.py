@@ -345,3 +345,16 @@ def test_gathers_and_scatters_refuse_a_narrow_integer_index_as_torch(name, index
     want = call(torch, torch.tensor(xa), torch.tensor(ia.astype(np.int32))).numpy()
     got = call(fg, fg.tensor(xa), fg.tensor(ia.astype(np.int32))).numpy()
     np.testing.assert_array_equal(got, want)
+
+
+def test_index_add_refuses_a_fractional_alpha_for_integer_tensors():
+    # PyTorch truncates alpha to an integer here (1.5 adds the source once) while its add
+    # refuses a float alpha for integer tensors; ferrograd refused nothing and added
+    # trunc(1.5 * source)
+    torch = pytest.importorskip("torch")
+    x, s = np.zeros(2, np.int64), np.array([3, -3])
+    with pytest.raises(RuntimeError, match="alpha"):
+        fg.tensor(x).index_add(0, fg.tensor([0, 1]), fg.tensor(s), alpha=1.5)
+    want = torch.tensor(x).index_add(0, torch.tensor([0, 1]), torch.tensor(s), alpha=2.0)
+    got = fg.tensor(x).index_add(0, fg.tensor([0, 1]), fg.tensor(s), alpha=2.0)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -1306,6 +1306,11 @@ def index_add(input: Tensor, dim: int, index: Any, source: Tensor, *, alpha: Any
     src = _check_tensor("index_add", "source", source)
     d = _dim("index_add", x, dim)
     idx = _index_tensor("index_add", index, x.device)
+    if x.dtype.kind in "iub" and isinstance(alpha, float) and not alpha.is_integer():
+        # (PyTorch's add refuses it; its index_add silently truncates alpha to an integer)
+        raise DTypeError(
+            f"index_add: alpha must not be a fractional number ({alpha}) for integral inputs"
+        )
     if idx.ndim > 1:
         raise IndexError(f"index_add: index must be 0-d or 1-D, got shape {list(idx.shape)}")
     idx = idx.reshape(-1)
