@@ -1021,9 +1021,17 @@ def _index_tensor(op: str, index: Any, device: str) -> Tensor:
         index = tensor(np.asarray(index))
     if index.dtype.kind not in "iu":
         raise DTypeError(f"{op}: index must hold integers, got {index.dtype}")
+    _wide_index(op, index)
     if index.dtype.name != "int64":
         index = index.astype("int64")
     return index if index.device == device else index.to(device)
+
+
+def _wide_index(op: str, index: Tensor) -> None:
+    """PyTorch's gathers and scatters take int64 or int32 indices only (not the 8- and
+    16-bit types, nor unsigned ones)."""
+    if index.dtype.name not in ("int64", "int32"):
+        raise DTypeError(f"{op}: index must be an int64 or int32 tensor, got {index.dtype}")
 
 
 def _fit(op: str, name: str, x: Tensor, shape: tuple, d: int) -> Tensor:
@@ -1133,9 +1141,18 @@ def _scatter_src(op: str, x: Tensor, idx: Tensor, d: int, src: Any) -> Tensor:
             f"and be no larger than input of shape {list(x.shape)} apart from dim {d}"
         )
     if isinstance(src, Tensor):
-        s = _fit(op, "src", src, tuple(idx.shape), -1)
-        return _dtype_like(s, x)
+        _same_dtype(op, x, src)
+        return _fit(op, "src", src, tuple(idx.shape), -1)
     return _core.full(idx.shape, src, dtype=x.dtype.name, device=x.device)
+
+
+def _same_dtype(op: str, x: Tensor, src: Tensor, name: str = "src") -> None:
+    """PyTorch's scatters take a ``src`` tensor of ``input``'s dtype only (no conversion)."""
+    if src.dtype != x.dtype:
+        raise DTypeError(
+            f"{op}: {name}'s dtype {src.dtype} must be input's dtype {x.dtype} (PyTorch does "
+            "not convert it)"
+        )
 
 
 def scatter_add(input: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
@@ -1144,6 +1161,11 @@ def scatter_add(input: Tensor, dim: int, index: Any, src: Tensor) -> Tensor:
     x = _check_tensor("scatter_add", "input", input)
     d = _dim("scatter_add", x, dim)
     idx = _index_tensor("scatter_add", index, x.device)
+    if idx.numel() == 0:
+        # an empty index changes nothing, whatever its shape (PyTorch's)
+        if isinstance(src, Tensor):
+            _same_dtype("scatter_add", x, src)
+        return x.clone()
     if x.ndim == 0 or idx.ndim == 0:
         # PyTorch reads 0-d tensors as 1-D of one entry
         s1 = _as_1d(src) if isinstance(src, Tensor) else src
@@ -1171,6 +1193,11 @@ def scatter(
         raise TypeError("scatter: give src or value")
     d = _dim("scatter", x, dim)
     idx = _index_tensor("scatter", index, x.device)
+    if idx.numel() == 0:
+        # an empty index changes nothing, whatever its shape (PyTorch's)
+        if isinstance(src, Tensor):
+            _same_dtype("scatter", x, src)
+        return x.clone()
     if x.ndim == 0 or idx.ndim == 0:
         # PyTorch reads 0-d tensors as 1-D of one entry
         s1 = _as_1d(src) if isinstance(src, Tensor) else src
@@ -1180,7 +1207,13 @@ def scatter(
     s = _scatter_src("scatter", x, idx, d, src)
     if reduce not in (None, "multiply"):
         raise ShapeError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
-    if reduce is None and _core._tracing():
+    if reduce == "multiply":
+        # scatter_reduce's product (include_self): the factors multiplied in order, PyTorch's
+        # gradient rule for zeros, and a graph node that reads each call's values in a trace
+        from ._torch_extra import scatter_reduce
+
+        return scatter_reduce(x, d, idx, s, "prod")
+    if _core._tracing():
         # inside fg.trace the index's values are not known while the graph is built
         return _scatter_traced(x, d, idx, s)
     pos = idx.numpy()
@@ -1190,16 +1223,7 @@ def scatter(
 
         bad = int(pos.max()) if pos.max() >= n else int(pos.min())
         raise IndexRuntimeError(f"scatter: index {bad} is out of bounds for dim {d} with size {n}")
-    rank = _repeat_rank(pos, d, tuple(x.shape), from_end=reduce is None)
-    if reduce == "multiply":
-        # one round per repeat level: each round's targets are distinct
-        out = x
-        for r in range(int(rank.max()) + 1 if rank.size else 0):
-            sel = tensor(rank == r, device=x.device)
-            hit_r = _core._scatter_add(sel.astype("int64"), idx, d, tuple(x.shape)) > 0
-            factor = _core._scatter_add(where(sel, s, 0), idx, d, tuple(x.shape))
-            out = where(hit_r, out * factor, out)
-        return _dtype_like(out, x)
+    rank = _repeat_rank(pos, d, tuple(x.shape), from_end=True)
     # a repeated target takes its last write, as PyTorch's CPU kernel (which documents the
     # choice as unspecified)
     if rank.size and rank.max() > 0:
@@ -1282,6 +1306,11 @@ def index_add(input: Tensor, dim: int, index: Any, source: Tensor, *, alpha: Any
     src = _check_tensor("index_add", "source", source)
     d = _dim("index_add", x, dim)
     idx = _index_tensor("index_add", index, x.device)
+    if x.dtype.kind in "iub" and isinstance(alpha, float) and not alpha.is_integer():
+        # (PyTorch's add refuses it; its index_add silently truncates alpha to an integer)
+        raise DTypeError(
+            f"index_add: alpha must not be a fractional number ({alpha}) for integral inputs"
+        )
     if idx.ndim > 1:
         raise IndexError(f"index_add: index must be 0-d or 1-D, got shape {list(idx.shape)}")
     idx = idx.reshape(-1)
@@ -1303,6 +1332,7 @@ def index_add(input: Tensor, dim: int, index: Any, source: Tensor, *, alpha: Any
         return x + _dtype_like(src * alpha if alpha != 1 else src, x)
     want = list(x.shape)
     want[d] = idx.shape[0]
+    _same_dtype("index_add", x, src, "source")
     if list(src.shape) != want:
         raise ShapeError(
             f"index_add: source has shape {list(src.shape)}, expected {want} (input's shape "

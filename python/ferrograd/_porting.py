@@ -417,13 +417,13 @@ def _new(self: Tensor, *args: Any) -> Tensor:
 
 
 def _int64_index(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``index_select(x, dim, index)`` with an int32/int8/uint8 index (PyTorch takes any
-    integer index)."""
+    """``index_select(x, dim, index)`` with an int32 index, read as int64 (PyTorch takes
+    int32 and int64 indices; narrower ones are refused by the op)."""
     import functools
 
     @functools.wraps(fn)
     def wrapped(input: Any, dim: Any, index: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(index, Tensor) and index.dtype.kind in "iu" and index.dtype != "int64":
+        if isinstance(index, Tensor) and index.dtype == "int32":
             index = index.astype("int64")
         return fn(input, dim, index, *args, **kwargs)
 

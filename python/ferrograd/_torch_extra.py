@@ -21,9 +21,9 @@ import numpy as np
 
 from . import _core
 from ._core import DTypeError, ShapeError, Tensor
-from ._ops import _check_tensor, _dim, _int, gather, index_add
+from ._ops import _check_tensor, _dim, _int, _wide_index, gather, index_add
 from ._tensor import _dtype_name, bfloat16, tensor
-from ._torch_more import _pair, tensor_split
+from ._torch_more import _on_host, _pair, tensor_split
 from .autodiff import Function as _Function
 
 __all__ = [
@@ -1433,7 +1433,8 @@ def diagonal_scatter(
 def _check_index(op: str, x: Tensor, d: int, index: Any, src: Any) -> Tensor:
     idx = _check_tensor(op, "index", index)
     if idx.dtype.kind not in "iu":
-        raise TypeError(f"{op}: index must be an integer tensor, got {idx.dtype}")
+        raise DTypeError(f"{op}: index must be an integer tensor, got {idx.dtype}")
+    _wide_index(op, idx)
     if idx.ndim != x.ndim:
         raise ShapeError(
             f"{op}: index of shape {list(idx.shape)} must have input's number of dimensions "
@@ -1445,17 +1446,20 @@ def _check_index(op: str, x: Tensor, d: int, index: Any, src: Any) -> Tensor:
                 f"{op}: index of shape {list(idx.shape)} is larger than src "
                 f"{list(src.shape)} or input {list(x.shape)} at dim {j}"
             )
-    if not _core._tracing() and idx.numel():
-        ii = _host(idx)
-        n = x.shape[d]
-        if ii.min() < 0 or ii.max() >= n:
-            from .nn._errors import IndexRuntimeError
-
-            bad = int(ii.min()) if ii.min() < 0 else int(ii.max())
-            raise IndexRuntimeError(
-                f"{op}: index {bad} is out of bounds for dimension {d} with size {n}"
-            )
+    if not _core._tracing():
+        _check_range(op, _host(idx), d, x.shape[d])
     return idx
+
+
+def _check_range(op: str, ii: np.ndarray, d: int, n: int) -> None:
+    """Raises PyTorch's error for an entry of the index array ``ii`` outside ``[0, n)``."""
+    if ii.size and (ii.min() < 0 or ii.max() >= n):
+        from .nn._errors import IndexRuntimeError
+
+        bad = int(ii.min()) if ii.min() < 0 else int(ii.max())
+        raise IndexRuntimeError(
+            f"{op}: index {bad} is out of bounds for dimension {d} with size {n}"
+        )
 
 
 def scatter_reduce(
@@ -1463,14 +1467,27 @@ def scatter_reduce(
 ) -> Tensor:
     """``input`` with ``src``'s entries reduced into the positions ``index`` names along
     ``dim`` (``reduce``: sum, prod, mean, amax or amin; ``include_self``: whether ``input``'s
-    own entries take part). Differentiable for every reduction (``prod`` through
-    ``exp(sum(log|src|))``: not at zeros); ``amax``/``amin`` share the gradient among ties."""
+    own entries take part). Differentiable for every reduction (``prod`` by PyTorch's rule,
+    zeros included); ``amax``/``amin`` share the gradient among ties. ``prod``, ``amax`` and
+    ``amin`` are computed on the host; inside ``fg.trace`` that computation is a node of the
+    graph, so each call reduces its own ``index`` and ``src``."""
     op = "scatter_reduce"
     x = _check_tensor(op, "input", input)
     s = _check_tensor(op, "src", src)
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
         raise ShapeError(f"{op}: reduce must be one of sum, prod, mean, amax, amin; got {reduce!r}")
     d = _dim(op, x, dim)
+    if s.dtype != x.dtype:
+        raise DTypeError(
+            f"{op}: src's dtype {s.dtype} must be input's dtype {x.dtype} (PyTorch does not "
+            "convert it)"
+        )
+    if isinstance(index, Tensor) and index.numel() == 0:
+        # an empty index changes nothing, whatever its shape (PyTorch's)
+        _check_tensor(op, "index", index)
+        if index.dtype.kind not in "iu":
+            raise DTypeError(f"{op}: index must be an integer tensor, got {index.dtype}")
+        return x.clone()
     if x.ndim == 0 or s.ndim == 0 or (isinstance(index, Tensor) and index.ndim == 0):
         # PyTorch reads 0-d tensors as 1-D of one entry
         def one(t: Any) -> Any:
@@ -1484,8 +1501,6 @@ def scatter_reduce(
             f"(input's shape {list(x.shape)})"
         )
     idx = _check_index(op, x, d, index, s)
-    if s.dtype != x.dtype:
-        s = s.astype(_dtype_name(x.dtype))
     # src cut to index's shape
     if tuple(s.shape) != tuple(idx.shape):
         s = s[tuple(slice(0, n) for n in idx.shape)]
@@ -1513,25 +1528,49 @@ def scatter_reduce(
         return total / n
     if reduce == "prod":
         if x.dtype.kind not in "fc":
-            return _host_scatter(x, d, idx, s, np.multiply, include_self)
+            return _host_scatter(op, x, d, idx, s, np.multiply, include_self)
         # the products themselves (exact, in order) on the host; PyTorch's gradient rule
         fn = _ScatterProd()
         fn.d, fn.idx, fn.include_self, fn.hit = d, idx, include_self, hit
         return fn(x, s)
     # amax / amin: the values on the host; the gradient shared among the entries that attain
     ufunc = np.maximum if reduce == "amax" else np.minimum
-    val = _host_scatter(x, d, idx, s.detach(), ufunc, include_self)
     if x.dtype.kind not in "fc":
+        return _host_scatter(op, x, d, idx, s, ufunc, include_self)
+    ext = _ScatterExtreme()
+    ext.d, ext.idx, ext.include_self, ext.hit, ext.ufunc = d, idx, include_self, hit, ufunc
+    return ext(x, s)
+
+
+class _ScatterExtreme(_Function):
+    """``scatter_reduce(..., 'amax' / 'amin')`` of floats: the values reduced on the host (an
+    infinite or NaN entry stays in its own slot), the gradient of each slot shared equally
+    among the ``src`` entries (and the ``self`` entry, when it takes part) equal to the
+    result."""
+
+    d: int
+    idx: Tensor
+    include_self: bool
+    hit: Tensor
+    ufunc: Any
+
+    def forward(self, x: Tensor, s: Tensor) -> Tensor:
+        val = _host_scatter("scatter_reduce", x, self.d, self.idx, s, self.ufunc, self.include_self)
+        self.x, self.s, self.val = x, s, val
         return val
-    gathered = gather(val, d, idx)
-    src_on = (s.detach() == gathered).astype(dt)
-    self_on = (x.detach() == val).astype(dt)
-    if not include_self:
-        self_on = _where(hit, _core.zeros_like(self_on), self_on)
-    ties = _sadd(self_on, d, idx, src_on)
-    ties = _where(ties > 0, ties, _core.ones_like(ties))
-    contrib = _sadd((x - x.detach()) * self_on, d, idx, (s - s.detach()) * src_on)
-    return val + contrib / ties
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None, None
+        x, s, val, d, idx = self.x, self.s, self.val, self.d, self.idx
+        dt = _dtype_name(x.dtype)
+        src_on = (s.detach() == gather(val, d, idx)).astype(dt)
+        self_on = (x.detach() == val).astype(dt)
+        if not self.include_self:
+            self_on = _where(self.hit, _core.zeros_like(self_on), self_on)
+        ties = _sadd(self_on, d, idx, src_on)
+        share = g / _where(ties > 0, ties, _core.ones_like(ties))
+        return share * self_on, gather(share, d, idx) * src_on
 
 
 class _ScatterProd(_Function):
@@ -1547,7 +1586,9 @@ class _ScatterProd(_Function):
 
     def forward(self, x: Tensor, s: Tensor) -> Tensor:
         self.x, self.s = x, s
-        return _host_scatter(x, self.d, self.idx, s, np.multiply, self.include_self)
+        return _host_scatter(
+            "scatter_reduce", x, self.d, self.idx, s, np.multiply, self.include_self
+        )
 
     def backward(self, g: Tensor | None) -> Any:
         if g is None:
@@ -1582,11 +1623,26 @@ def _sadd(x: Tensor, d: int, idx: Tensor, src: Tensor) -> Tensor:
 
 
 def _host_scatter(
-    x: Tensor, d: int, idx: Tensor, s: Tensor, ufunc: Any, include_self: bool
+    op: str, x: Tensor, d: int, idx: Tensor, s: Tensor, ufunc: Any, include_self: bool
+) -> Tensor:
+    """``ufunc`` (multiply, maximum or minimum) of ``s``'s entries into ``x`` at ``idx``
+    along ``d``, computed on the host in order (not differentiable). Inside a trace it is a
+    node of the graph that reads every run's ``x``, ``idx`` and ``s`` (and checks that run's
+    indices)."""
+
+    def run(x: Tensor, idx: Tensor, s: Tensor) -> Tensor:
+        return _host_scatter_values(op, x, d, idx, s, ufunc, include_self)
+
+    return _on_host(op, run, x, idx, s)
+
+
+def _host_scatter_values(
+    op: str, x: Tensor, d: int, idx: Tensor, s: Tensor, ufunc: Any, include_self: bool
 ) -> Tensor:
     xa = _host(x).copy()
     ia = _host(idx).astype(np.int64)
     sa = _host(s)
+    _check_range(op, ia, d, xa.shape[d])
     coords = list(np.indices(ia.shape))
     coords[d] = ia
     coords_t = tuple(coords)
@@ -1601,7 +1657,8 @@ def _host_scatter(
             # (max/min are idempotent: one of the slot's own sources is a neutral seed)
             seed[coords_t] = sa
         xa = np.where(hit, seed, xa)
-    ufunc.at(xa, coords_t, sa)
+    with np.errstate(invalid="ignore"):  # (a NaN entry propagates, as in PyTorch)
+        ufunc.at(xa, coords_t, sa)
     return tensor(xa, device=x.device)
 
 

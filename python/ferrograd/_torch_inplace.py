@@ -201,6 +201,11 @@ def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False)
         )
     if index.dtype.kind not in "iu":
         raise DTypeError(f"put_: index must be an integer tensor, got {index.dtype}")
+    if source.dtype != self.dtype:
+        raise DTypeError(
+            f"put_: source's dtype {source.dtype} must be self's dtype {self.dtype} (PyTorch "
+            "does not convert it)"
+        )
     if index.numel() != source.numel():
         raise IndexError(
             f"put_: source and index must have the same number of elements, got "

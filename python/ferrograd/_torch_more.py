@@ -1711,6 +1711,11 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
     x = _check_tensor("index_copy", "input", input)
     src = _check_tensor("index_copy", "source", source)
     d = _dim("index_copy", x, dim)
+    if src.dtype != x.dtype:
+        raise DTypeError(
+            f"index_copy: source's dtype {src.dtype} must be input's dtype {x.dtype} "
+            "(PyTorch does not convert it)"
+        )
     idx = _index_tensor("index_copy", index, x.device)
     if idx.ndim > 1:
         raise IndexError(f"index_copy: index must be 0-d or 1-D, got shape {list(idx.shape)}")

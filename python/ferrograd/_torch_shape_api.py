@@ -35,7 +35,7 @@ def index_reduce(
     ``index_reduce``; ``include_self``: whether ``input``'s own entries take part.
     Differentiable as :func:`scatter_reduce`, which it is written over (PyTorch's backward
     also shares an ``amax``/``amin`` gradient with an excluded ``input`` entry that ties;
-    this one does not)."""
+    this one does not). Traceable: each call of a traced step reads its own ``index``."""
     from ._ops import _dim
     from ._tensor import tensor
     from ._torch_extra import scatter_reduce
@@ -49,9 +49,14 @@ def index_reduce(
             f"{reduce}."
         )
     idx = index if isinstance(index, Tensor) else tensor(np.asarray(index, np.int64))
-    if idx.dtype.kind not in "iu":
+    if idx.dtype.name not in ("int32", "int64"):
         raise DTypeError(
             f"index_reduce_(): Expected dtype int32/int64 for index but got: {idx.dtype}"
+        )
+    if source.dtype != input.dtype:
+        raise DTypeError(
+            f"index_reduce_(): self ({input.dtype}) and source ({source.dtype}) must have the "
+            "same dtype"
         )
     if idx.ndim > 1:
         raise IndexError(
@@ -78,13 +83,15 @@ def index_reduce(
                 f"index_reduce_(): source of shape {list(src.shape)} must match input's "
                 f"shape {list(x.shape)} apart from dim {d}"
             )
-    pos = idx.detach().numpy()
-    if pos.size and (pos.min() < 0 or pos.max() >= x.shape[d]):
-        raise IndexError("index out of range in self")
+    if not _core._tracing():
+        # (inside a trace the scatter checks each run's indices when the graph runs)
+        pos = idx.detach().numpy()
+        if pos.size and (pos.min() < 0 or pos.max() >= x.shape[d]):
+            raise IndexError("index out of range in self")
     shape = [1] * x.ndim
     shape[d] = k
-    spread = np.broadcast_to(pos.astype(np.int64).reshape(shape), tuple(src.shape))
-    full = tensor(np.ascontiguousarray(spread), device=x.device)
+    # index spread over source's shape by tensor ops, so a traced step reads each call's index
+    full = idx.astype("int64").reshape(*shape).expand(*src.shape).contiguous()
     return scatter_reduce(x, d, full, src, reduce, include_self=include_self)
 
 
