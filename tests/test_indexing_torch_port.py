@@ -607,7 +607,7 @@ def test_traced_gather_checks_each_runs_indices_on_every_device():
     np.testing.assert_array_equal(_np(g(x, fg.tensor([[0], [1], [2]]))), [[0], [5], [10]])
     with pytest.raises(IndexError):
         g(x, fg.tensor([[0], [4], [2]]))
-    s = fg.trace(lambda x, i: fg.zeros(3, 4).scatter_add(1, i, x[:, :1]))
+    s = fg.trace(lambda x, i: fg.zeros(3, 4, dtype=x.dtype).scatter_add(1, i, x[:, :1]))
     s(x, fg.tensor([[0], [1], [2]]))
     with pytest.raises(IndexError):
         s(x, fg.tensor([[0], [-5], [2]]))
