@@ -15,7 +15,16 @@ from typing import Any
 from . import _core
 from ._core import Tensor
 from .autodiff import Function as _EngineFunction
-from .autodiff import _as_list, _autograd, _run_backward, _seed_gradients, no_grad
+from .autodiff import (
+    _as_list,
+    _autograd,
+    _run_backward,
+    _seed_gradients,
+    enable_grad,
+    inference_mode,
+    no_grad,
+    set_grad_enabled,
+)
 
 __all__ = [
     "Function",
@@ -23,9 +32,13 @@ __all__ = [
     "Variable",
     "backward",
     "detect_anomaly",
+    "enable_grad",
     "grad",
+    "inference_mode",
     "is_anomaly_enabled",
+    "no_grad",
     "set_detect_anomaly",
+    "set_grad_enabled",
 ]
 
 
@@ -475,6 +488,27 @@ def _install_function() -> None:
 
 
 _install_function()
+
+
+def _install_grad_mode() -> None:
+    # torch.autograd.grad_mode and .anomaly_mode: where programs import the context managers
+    # from (`from torch.autograd.grad_mode import no_grad`)
+    import sys
+    import types
+
+    for sub, names in (
+        ("grad_mode", ("no_grad", "enable_grad", "set_grad_enabled", "inference_mode")),
+        ("anomaly_mode", ("detect_anomaly", "set_detect_anomaly")),
+    ):
+        mod = types.ModuleType(f"{__name__}.{sub}", f"PyTorch's torch.autograd.{sub}.")
+        for name in names:
+            setattr(mod, name, globals()[name])
+        mod.__all__ = list(names)  # type: ignore[attr-defined]
+        sys.modules[mod.__name__] = mod
+        globals()[sub] = mod
+
+
+_install_grad_mode()
 
 
 def _install_functional() -> None:

@@ -34,6 +34,7 @@ from ...random import _numpy_rng
 
 __all__ = [
     "BatchSampler",
+    "ChainDataset",
     "ConcatDataset",
     "DataLoader",
     "Dataset",
@@ -42,6 +43,7 @@ __all__ = [
     "RandomSampler",
     "Sampler",
     "SequentialSampler",
+    "StackDataset",
     "Subset",
     "SubsetRandomSampler",
     "TensorDataset",
@@ -84,10 +86,85 @@ class Dataset:
 
 
 class IterableDataset(Dataset):
-    """A dataset read by iterating over it (``__iter__``)."""
+    """A dataset read by iterating over it (``__iter__``); ``a + b`` chains two."""
 
     def __iter__(self) -> Iterator[Any]:
         raise NotImplementedError
+
+    def __add__(self, other: Dataset) -> ChainDataset:  # type: ignore[override]
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """Iterable datasets read one after another, each when the previous one is exhausted
+    (its length, where asked, the sum of theirs)."""
+
+    def __init__(self, datasets: Iterable[Any]) -> None:
+        self.datasets = datasets
+
+    def _parts(self) -> Iterator[Any]:
+        for i, d in enumerate(self.datasets):
+            if not isinstance(d, IterableDataset):
+                raise AssertionError(  # noqa: TRY004 - the type PyTorch raises
+                    f"ChainDataset only supports IterableDataset (part {i} is a {type(d).__name__})"
+                )
+            yield d
+
+    def __iter__(self) -> Iterator[Any]:
+        for d in self._parts():
+            yield from d
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self._parts())
+
+
+class StackDataset(Dataset):
+    """Datasets of one length side by side: ``StackDataset(a, b)[i]`` is ``(a[i], b[i])``,
+    ``StackDataset(x=a, y=b)[i]`` is ``{"x": a[i], "y": b[i]}``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and kwargs:
+            raise ValueError(
+                "StackDataset: give the datasets either positionally (items are tuples) or by "
+                "keyword (items are dicts), not both"
+            )
+        if not args and not kwargs:
+            raise ValueError("StackDataset: at least one dataset should be passed")
+        self.datasets: tuple | dict = args if args else dict(kwargs)
+        parts = list(args) if args else list(kwargs.values())
+        lengths = [len(d) for d in parts]
+        if len(set(lengths)) != 1:
+            raise ValueError(f"StackDataset: size mismatch between datasets (lengths {lengths})")
+        self._length = lengths[0]
+
+    def __getitem__(self, index: int) -> Any:
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices: list) -> list:
+        """The items of ``indices``, each part read in one batch where it can
+        (``__getitems__``)."""
+
+        def column(d: Any) -> list:
+            many = getattr(d, "__getitems__", None)
+            if callable(many):
+                got = list(many(indices))
+                if len(got) != len(indices):
+                    raise ValueError(
+                        f"StackDataset: a part returned {len(got)} items for {len(indices)} indices"
+                    )
+                return got
+            return [d[i] for i in indices]
+
+        if isinstance(self.datasets, dict):
+            cols = {k: column(d) for k, d in self.datasets.items()}
+            return [{k: c[j] for k, c in cols.items()} for j in range(len(indices))]
+        cols_t = [column(d) for d in self.datasets]
+        return [tuple(c[j] for c in cols_t) for j in range(len(indices))]
+
+    def __len__(self) -> int:
+        return self._length
 
 
 class TensorDataset(Dataset):

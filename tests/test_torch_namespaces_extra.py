@@ -1,0 +1,94 @@
+"""Names PyTorch programs import from torch.autograd and torch.utils.data: the grad-mode
+context managers under ``autograd`` (and its ``grad_mode``/``anomaly_mode`` modules),
+``ChainDataset`` and ``StackDataset``, each against PyTorch."""
+
+from __future__ import annotations
+
+import ferrograd as fg
+import numpy as np
+import pytest
+from ferrograd.utils.data import (
+    ChainDataset,
+    DataLoader,
+    IterableDataset,
+    StackDataset,
+    TensorDataset,
+)
+
+
+def test_grad_modes_importable_from_autograd():
+    from ferrograd.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
+    from ferrograd.autograd.anomaly_mode import detect_anomaly
+    from ferrograd.autograd.grad_mode import no_grad as no_grad2
+
+    assert no_grad2 is no_grad is fg.no_grad and detect_anomaly is fg.autograd.detect_anomaly
+    x = fg.ones(2, requires_grad=True)
+    with no_grad():
+        assert not (x * 2).requires_grad
+        with enable_grad():
+            assert (x * 2).requires_grad
+    with set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    with inference_mode():
+        assert not (x * 2).requires_grad
+    assert (x * 2).requires_grad
+
+
+class _Stream(IterableDataset):
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __len__(self):
+        return len(self.items)
+
+
+def test_chain_dataset_matches_torch():
+    torch = pytest.importorskip("torch")
+
+    class TStream(torch.utils.data.IterableDataset):
+        def __init__(self, items):
+            self.items = items
+
+        def __iter__(self):
+            return iter(self.items)
+
+        def __len__(self):
+            return len(self.items)
+
+    ours, theirs = _Stream([1, 2]) + _Stream([3]), TStream([1, 2]) + TStream([3])
+    assert isinstance(ours, ChainDataset)
+    assert list(ours) == list(theirs) == [1, 2, 3]
+    assert len(ours) == len(theirs) == 3
+    chained = ChainDataset([_Stream(range(3)), _Stream(range(10, 12))])
+    assert [int(b[0]) for b in DataLoader(chained, batch_size=1)] == [0, 1, 2, 10, 11]
+    with pytest.raises(AssertionError, match="IterableDataset"):
+        list(ChainDataset([_Stream([1]), [2, 3]]))
+
+
+def test_stack_dataset_tuples_and_dicts_match_torch():
+    torch = pytest.importorskip("torch")
+    a, b = np.arange(5.0), np.arange(5) * 10
+    ours = StackDataset(TensorDataset(fg.tensor(a)), list("abcde"))
+    theirs = torch.utils.data.StackDataset(
+        torch.utils.data.TensorDataset(torch.tensor(a)), list("abcde")
+    )
+    assert len(ours) == len(theirs) == 5
+    for i in range(5):
+        (x,), s = ours[i]
+        (tx,), ts = theirs[i]
+        assert float(x) == float(tx) and s == ts
+    named = StackDataset(x=list(a), y=list(b))
+    tnamed = torch.utils.data.StackDataset(x=list(a), y=list(b))
+    assert named[2] == tnamed[2] == {"x": 2.0, "y": 20}
+    assert named.__getitems__([4, 0]) == tnamed.__getitems__([4, 0])
+    batches = list(DataLoader(StackDataset(fg.tensor(a), fg.tensor(b)), batch_size=2))
+    np.testing.assert_array_equal(batches[1][0].numpy(), a[2:4])
+    np.testing.assert_array_equal(batches[1][1].numpy(), b[2:4])
+    for bad in (lambda: StackDataset(), lambda: StackDataset([1], y=[2])):
+        with pytest.raises(ValueError):
+            bad()
+    with pytest.raises(ValueError, match="size mismatch"):
+        StackDataset([1, 2], [1])
