@@ -35,6 +35,7 @@ __all__ = [
     "Adam",
     "AdamW",
     "Adamax",
+    "Muon",
     "NAdam",
     "Optimizer",
     "RAdam",
@@ -1220,6 +1221,7 @@ class Rprop(Optimizer):
 
 
 from .extra import *  # LBFGS, ASGD, Adafactor
+from .muon import Muon
 
 
 def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:
