@@ -92,3 +92,33 @@ def test_stack_dataset_tuples_and_dicts_match_torch():
             bad()
     with pytest.raises(ValueError, match="size mismatch"):
         StackDataset([1, 2], [1])
+
+
+def test_cuda_streams_and_events_run_programs_that_time_with_them():
+    if not fg.cuda.is_available():
+        pytest.skip("no CUDA device (or emulator) in this build")
+    s = fg.cuda.current_stream()
+    assert s == fg.cuda.default_stream() == fg.cuda.Stream()
+    assert str(s.device) == "cuda:0"
+    start, end = fg.cuda.Event(enable_timing=True), fg.cuda.Event(enable_timing=True)
+    x = fg.ones(64, 64, device="cuda")
+    start.record()
+    y = x @ x
+    end.record()
+    end.synchronize()
+    assert end.query() and start.elapsed_time(end) >= 0.0
+    with pytest.raises(RuntimeError, match="enable_timing"):
+        fg.cuda.Event().elapsed_time(end)
+    with pytest.raises(RuntimeError, match="recorded"):
+        fg.cuda.Event(enable_timing=True).elapsed_time(end)
+    side = fg.cuda.Stream()
+    side.wait_stream(fg.cuda.current_stream())
+    with fg.cuda.stream(side):
+        z = y + 1.0
+    fg.cuda.current_stream().wait_stream(side)
+    ev = side.record_event()
+    ev.wait()
+    assert ev.query()
+    np.testing.assert_array_equal(z.numpy(), np.full((64, 64), 65.0, dtype=np.float32))
+    with fg.cuda.device(0):
+        assert fg.cuda.current_device() == 0

@@ -12,7 +12,7 @@ import glob
 import os
 import sys
 import types
-from typing import Any
+from typing import Any, Self
 
 from . import _core
 
@@ -386,3 +386,170 @@ def set_rng_state_all(new_states: Any) -> None:
     """:func:`set_rng_state` for each CUDA device in turn."""
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
+
+
+# ------------------------------------------------------------------ streams and events
+#
+# Each device runs its work on one stream, in the order it was queued. PyTorch's stream
+# objects are kept so that programs using them run unchanged: work issued "on" another
+# stream goes to that one stream (ordered more strictly than asked, never less), and an
+# event marks the point in it where it is recorded.
+
+
+class Stream:
+    """A handle on a device's stream (``torch.cuda.Stream``). Every handle of one device
+    names the same stream: ferrograd orders all of a device's work on it."""
+
+    def __init__(self, device: object = None, priority: int = 0, **kwargs: Any) -> None:
+        self.device_index = _device_index(device)
+        self.priority = int(priority)
+
+    @property
+    def device(self) -> Any:
+        from . import device as _device
+
+        return _device(f"cuda:{self.device_index}")
+
+    def synchronize(self) -> None:
+        """Waits until the stream's queued work has finished."""
+        synchronize(self.device_index)
+
+    def query(self) -> bool:
+        """Whether the queued work has finished (it has, once this returns: it waits)."""
+        self.synchronize()
+        return True
+
+    def wait_stream(self, stream: Stream) -> None:
+        """Orders later work after ``stream``'s: already so (one stream per device)."""
+
+    def wait_event(self, event: Event) -> None:
+        """Orders later work after ``event``: already so (one stream per device)."""
+
+    def record_event(self, event: Event | None = None) -> Event:
+        """Records ``event`` (a new one when None) at this point of the stream."""
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stream) and other.device_index == self.device_index
+
+    def __hash__(self) -> int:
+        return hash(("cuda-stream", self.device_index))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"<ferrograd.cuda.Stream device=cuda:{self.device_index}>"
+
+
+def _device_index(device: object) -> int:
+    if device is None:
+        return current_device()
+    index = getattr(device, "index", device)
+    if index is None:
+        return current_device()
+    return _ordinal(index if isinstance(index, int) else str(index))
+
+
+class Event:
+    """A point in a device's stream (``torch.cuda.Event``): ``record()`` marks it (waiting
+    for the work queued before it), ``elapsed_time(end)`` is the time between two recorded
+    events in milliseconds (with ``enable_timing=True``)."""
+
+    def __init__(
+        self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> None:
+        self.enable_timing = bool(enable_timing)
+        self._at: float | None = None
+        self._device: int | None = None
+
+    def record(self, stream: Stream | None = None) -> None:
+        import time
+
+        index = current_device() if stream is None else stream.device_index
+        synchronize(index)
+        self._device, self._at = index, time.perf_counter()
+
+    def wait(self, stream: Stream | None = None) -> None:
+        """Orders ``stream``'s later work after this event: already so."""
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        """Waits for the work before the recorded point (done when it was recorded)."""
+
+    def elapsed_time(self, end_event: Event) -> float:
+        """Milliseconds from this event to ``end_event`` (both recorded, with timing)."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("elapsed_time: both events must be created with enable_timing=True")
+        if self._at is None or end_event._at is None:
+            raise RuntimeError("elapsed_time: both events must be recorded first")
+        return (end_event._at - self._at) * 1000.0
+
+    def __repr__(self) -> str:
+        state = "recorded" if self._at is not None else "not recorded"
+        return f"<ferrograd.cuda.Event {state}>"
+
+
+def current_stream(device: object = None) -> Stream:
+    """The stream work on ``device`` runs on."""
+    return Stream(device)
+
+
+def default_stream(device: object = None) -> Stream:
+    """The stream work on ``device`` runs on (its only one)."""
+    return Stream(device)
+
+
+class StreamContext:
+    """``with torch.cuda.stream(s):``: work inside runs on ``s``'s device stream."""
+
+    def __init__(self, stream: Stream | None) -> None:
+        self.stream = stream
+
+    def __enter__(self) -> Stream | None:
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def stream(stream: Stream | None) -> StreamContext:
+    """A context in which work runs on ``stream`` (see :class:`StreamContext`)."""
+    return StreamContext(stream)
+
+
+def set_stream(stream: Stream) -> None:
+    """Makes ``stream`` current (every stream of a device is its one stream)."""
+
+
+class device:  # (PyTorch's name, lower case)
+    """``with torch.cuda.device(i):`` makes device ``i`` current inside (ferrograd uses one
+    device per process: ``i`` must name it, or be None or -1, which change nothing)."""
+
+    def __init__(self, device: object) -> None:
+        index = getattr(device, "index", device)
+        self.idx = (
+            -1 if index is None else int(_ordinal(index) if not isinstance(index, int) else index)
+        )
+        if self.idx >= 0:
+            set_device(self.idx)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def initial_seed() -> int:
+    """The seed the CUDA random streams were last seeded with."""
+    from . import initial_seed as _initial_seed
+
+    return _initial_seed()
