@@ -6,6 +6,7 @@ from ._ctc import CTCLoss
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .extra import *
 from .extra import __all__ as _extra_all
+from .linear_ce import LinearCrossEntropyLoss, LinearCrossEntropyOptions, linear_cross_entropy
 from .modules import *
 from .modules import __all__ as _modules_all
 from .more import *
@@ -23,12 +24,19 @@ __all__ = [  # noqa: PLE0604
     "utils",
     "CTCLoss",
     "AdaptiveLogSoftmaxWithLoss",
+    "LinearCrossEntropyLoss",
+    "LinearCrossEntropyOptions",
     *_modules_all,
     *_extra_all,
     *_transformer_all,
     *_more_all,
     *_volumetric_all,
 ]
+
+# F.linear_cross_entropy (defined with its module, which is built on F.linear and
+# F.cross_entropy)
+functional.linear_cross_entropy = linear_cross_entropy
+functional.__all__.append("linear_cross_entropy")
 
 
 def _legacy_loss_arguments() -> None:
