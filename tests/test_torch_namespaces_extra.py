@@ -122,3 +122,21 @@ def test_cuda_streams_and_events_run_programs_that_time_with_them():
     np.testing.assert_array_equal(z.numpy(), np.full((64, 64), 65.0, dtype=np.float32))
     with fg.cuda.device(0):
         assert fg.cuda.current_device() == 0
+
+
+def test_nn_utils_submodules_programs_import_from():
+    from ferrograd.nn.utils.clip_grad import clip_grad_norm_, clip_grad_value_
+    from ferrograd.nn.utils.init import skip_init
+    from ferrograd.nn.utils.memory_format import convert_conv2d_weight_memory_format
+
+    w = fg.tensor([3.0, 4.0], requires_grad=True)
+    (w * w).sum().backward()  # grad (6, 8), norm 10
+    total = clip_grad_norm_([w], 5.0)
+    assert float(total) == pytest.approx(10.0)
+    np.testing.assert_allclose(w.grad.numpy(), [3.0, 4.0], rtol=1e-6)
+    clip_grad_value_([w], 3.5, foreach=None)
+    np.testing.assert_allclose(w.grad.numpy(), [3.0, 3.5], rtol=1e-6)
+    lin = skip_init(fg.nn.Linear, 3, 4)
+    assert tuple(lin.weight.shape) == (4, 3)
+    conv = fg.nn.Conv2d(2, 3, 3)
+    assert convert_conv2d_weight_memory_format(conv, fg.channels_last) is conv

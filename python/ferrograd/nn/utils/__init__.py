@@ -23,6 +23,8 @@ __all__ = [  # noqa: PLE0604
     "clip_grad_norm_",
     "clip_grad_value_",
     "clip_grads_with_norm_",
+    "convert_conv2d_weight_memory_format",
+    "convert_conv3d_weight_memory_format",
     "convert_parameters",
     "fusion",
     "get_total_norm",
@@ -139,10 +141,56 @@ def clip_grad_norm_(
     return total
 
 
-def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float) -> None:
-    """Clamps every gradient in place to ``[-clip_value, clip_value]``."""
+def clip_grad_value_(
+    parameters: Iterable[Tensor] | Tensor, clip_value: float, foreach: Any = None
+) -> None:
+    """Clamps every gradient to ``[-clip_value, clip_value]`` (``foreach``: PyTorch's
+    implementation switch, accepted)."""
 
     c = float(clip_value)
     with no_grad():
         for p in _with_grads(parameters):
             p.grad = p.grad.clamp(-c, c)
+
+
+def convert_conv2d_weight_memory_format(module: Any, memory_format: Any) -> Any:
+    """``module`` itself: PyTorch reorders convolution weights for a memory format
+    (channels_last); ferrograd's convolutions read one layout, so there is nothing to do."""
+    return module
+
+
+convert_conv3d_weight_memory_format = convert_conv2d_weight_memory_format
+
+
+def _install_submodules() -> None:
+    # torch.nn.utils.clip_grad, .init and .memory_format: where some programs import from
+    import sys
+    import types
+
+    g = globals()
+    for sub, names in (
+        (
+            "clip_grad",
+            (
+                "clip_grad_norm",
+                "clip_grad_norm_",
+                "clip_grad_value_",
+                "clip_grads_with_norm_",
+                "get_total_norm",
+            ),
+        ),
+        ("init", ("skip_init",)),
+        (
+            "memory_format",
+            ("convert_conv2d_weight_memory_format", "convert_conv3d_weight_memory_format"),
+        ),
+    ):
+        mod = types.ModuleType(f"{__name__}.{sub}", f"PyTorch's torch.nn.utils.{sub}.")
+        for name in names:
+            setattr(mod, name, g[name])
+        mod.__all__ = list(names)  # type: ignore[attr-defined]
+        sys.modules[mod.__name__] = mod
+        g[sub] = mod
+
+
+_install_submodules()
