@@ -475,6 +475,36 @@ def scenario_group_training() -> None:
     raises(fg.TraceError, "gather inside fg.trace", lambda: step(fg.ones(2)))
 
 
+def scenario_monitored() -> None:
+    """``monitored_barrier``: passes when every rank comes; when the last rank comes late,
+    rank 0 raises naming it and the others raise instead of waiting; bad timeouts raise."""
+    import datetime
+
+    r, n = dist.get_rank(), dist.get_world_size()
+    dist.monitored_barrier()
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30), wait_all_ranks=True)
+    with pytest.raises(ValueError, match="timeout"):
+        dist.monitored_barrier(timeout=-1)
+    late = n - 1
+    if r == late:
+        import time
+
+        time.sleep(1.5)
+        # rank 0 has given up on it: its own wait times out as well
+        with pytest.raises(RuntimeError, match="did not let it pass"):
+            dist.monitored_barrier(timeout=0.3)
+    elif r == 0:
+        with pytest.raises(RuntimeError, match=f"ranks? {late} failed to pass monitoredBarrier"):
+            dist.monitored_barrier(timeout=0.5, wait_all_ranks=True)
+    else:
+        with pytest.raises(RuntimeError, match="did not let it pass"):
+            dist.monitored_barrier(timeout=0.5)
+    # the collectives that follow run as usual
+    t = fg.tensor(np.full(3, float(r)))
+    dist.all_reduce(t)
+    close(t.numpy(), np.full(3, n * (n - 1) / 2.0), "all_reduce after monitored_barrier")
+
+
 # -- the tests --------------------------------------------------------------------------------
 
 
@@ -491,6 +521,7 @@ def test_two_ranks():
         "groups",
         "group_training",
         "against_torch",
+        "monitored",
         timeout=180,
     )
     assert rc == 0 and "all passed" in out, out
@@ -509,6 +540,7 @@ def test_three_ranks_oversubscribed():
         "groups",
         "group_training",
         "against_torch",
+        "monitored",
         timeout=240,
     )
     assert rc == 0 and "all passed" in out, out

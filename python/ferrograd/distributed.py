@@ -87,6 +87,7 @@ __all__ = [
     "is_nccl_available",
     "isend",
     "make_allreduce_cb",
+    "monitored_barrier",
     "new_group",
     "recv",
     "reduce",
@@ -518,6 +519,74 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -
         return Work(g, g.comm.Ibarrier(), None, None)
     g.comm.Barrier()
     return None
+
+
+def monitored_barrier(group: Any = None, timeout: Any = None, wait_all_ranks: bool = False) -> None:
+    """A barrier that reports the ranks that do not reach it: rank 0 waits up to ``timeout``
+    (a ``datetime.timedelta`` or seconds; default 30 minutes) for every other rank, then lets
+    them go; a rank missing by then makes rank 0 raise ``RuntimeError`` naming it (every
+    missing rank with ``wait_all_ranks``), and the ranks that arrived raise too when rank 0
+    does not answer within the timeout. As PyTorch's, for finding a rank that hangs."""
+    g = _resolve("monitored_barrier", group)
+    if g is None:
+        return
+    seconds = _timeout_seconds("monitored_barrier", timeout)
+    MPI = _mpi()
+    comm = g.comm
+    # a tag of its own (the largest the MPI library allows), so that no send of the program's
+    # is taken for an arrival
+    tag = int(comm.Get_attr(MPI.TAG_UB))
+    rank, size = comm.Get_rank(), comm.Get_size()
+    deadline = time.monotonic() + seconds
+    ms = round(seconds * 1000)
+
+    def wait_for(requests: dict[int, Any]) -> list[int]:
+        # polls (this thread completes its own requests); returns the ranks still missing
+        pending = dict(requests)
+        while pending:
+            for r in [r for r, q in pending.items() if q.Test()]:
+                del pending[r]
+            if not pending or time.monotonic() >= deadline:
+                break
+            time.sleep(0.0005)
+        for q in pending.values():
+            q.Cancel()
+            q.Wait()
+        return sorted(pending)
+
+    token = np.zeros(1, dtype=np.int8)
+    if rank == 0:
+        boxes = {r: np.zeros(1, dtype=np.int8) for r in range(1, size)}
+        missing = wait_for({r: comm.Irecv(boxes[r], source=r, tag=tag) for r in boxes})
+        if missing:
+            if wait_all_ranks:
+                names = ", ".join(str(g_rank) for g_rank in missing)
+                raise RuntimeError(
+                    f"monitored_barrier: ranks {names} failed to pass monitoredBarrier in {ms} ms"
+                )
+            raise RuntimeError(
+                f"monitored_barrier: rank {missing[0]} failed to pass monitoredBarrier in {ms} ms"
+            )
+        for q in [comm.Isend(token, dest=r, tag=tag) for r in boxes]:
+            q.Wait()
+        return
+    send = comm.Isend(token, dest=0, tag=tag)
+    ack = np.zeros(1, dtype=np.int8)
+    if wait_for({0: comm.Irecv(ack, source=0, tag=tag)}):
+        raise RuntimeError(
+            f"monitored_barrier: rank {rank} reached the barrier, but rank 0 did not let it "
+            f"pass within {ms} ms (see rank 0's error for the rank that failed)"
+        )
+    send.Wait()
+
+
+def _timeout_seconds(op: str, timeout: Any) -> float:
+    if timeout is None:
+        return 1800.0
+    seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise ValueError(f"{op}: timeout must be a positive timedelta or seconds, got {timeout!r}")
+    return float(seconds)
 
 
 def destroy_process_group(group: Any = None) -> None:
