@@ -437,24 +437,55 @@ def _float(op: str, x: Any) -> Tensor:
     return x
 
 
+_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+
+def _root_eps(x: Tensor) -> float:
+    """``sqrt(eps)`` of ``x``'s float dtype: below it ``asinh(x) = x`` and above its reciprocal
+    ``sqrt(x^2 + 1) = |x|`` to the dtype's precision."""
+    return math.sqrt(_EPS.get(str(x.dtype), 2.0**-23))
+
+
 def asinh(input: Tensor) -> Tensor:
-    """Inverse hyperbolic sine, accurate near 0 and for large ``|x|``."""
+    """Inverse hyperbolic sine: ``x`` itself near 0 (so -0.0 stays -0.0), ``log1p`` of an
+    exact rearrangement in between, ``log(2|x|)`` for large ``|x|`` (where ``x^2`` would
+    overflow); odd, +-inf at +-inf. Each branch sees only its own inputs, so no branch's
+    infinities reach another's gradient."""
     x = _float("asinh", input)
+    r = _root_eps(x)
     a = _core.where(x < 0, -x, x)  # |x|, with gradient +-1 on each side of 0
-    v = (a + a * a / (1.0 + (a * a + 1.0).sqrt())).log1p()
-    return _core.where(x < 0, -v, v)
+    small, big = a < r, a > 1.0 / r
+    one = _core.ones_like(a)
+    am = _core.where(small | big, one, a)
+    mid = (am + am * am / (1.0 + (am * am + 1.0).sqrt())).log1p()
+    far = _core.where(big, a, one).log() + math.log(2.0)
+    v = _core.where(big, far, mid)
+    return _core.where(small, x, _core.where(x < 0, -v, v))
 
 
 def acosh(input: Tensor) -> Tensor:
-    """Inverse hyperbolic cosine (NaN below 1)."""
+    """Inverse hyperbolic cosine: ``log1p(t + sqrt(t (t + 2)))`` with ``t = x - 1`` (accurate
+    near 1), ``log(2x)`` for large ``x`` (where ``x^2`` would overflow), NaN below 1 (its
+    gradient NaN there too)."""
     x = _float("acosh", input)
-    return (x + (x * x - 1.0).sqrt()).log()
+    r = _root_eps(x)
+    big = x > 1.0 / r
+    low = x < 1.0
+    one = _core.ones_like(x)
+    t = _core.where(big | low, one, x) - 1.0
+    # sqrt(t) sqrt(t + 2), not sqrt(t (t + 2)): the gradient at 1 is then inf, not NaN
+    mid = (t + t.sqrt() * (t + 2.0).sqrt()).log1p()
+    far = _core.where(big, x, one + one).log() + math.log(2.0)
+    v = _core.where(big, far, mid)
+    return _core.where(low, _core.where(low, x, one) * math.nan, v)
 
 
 def atanh(input: Tensor) -> Tensor:
-    """Inverse hyperbolic tangent (+-inf at +-1, NaN beyond)."""
+    """Inverse hyperbolic tangent, ``(log1p(x) - log1p(-x)) / 2``: the two terms have
+    opposite signs, so nothing cancels near 0 or near +-1, and its gradient is exactly
+    PyTorch's ``1 / (1 - x^2)`` (inf at +-1). +-inf at +-1, NaN beyond."""
     x = _float("atanh", input)
-    return 0.5 * (2.0 * x / (1.0 - x)).log1p()
+    return 0.5 * (x.log1p() - (-x).log1p())
 
 
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
@@ -537,8 +568,10 @@ def xlogy(input: Any, other: Any) -> Tensor:
 
 
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
-    """``log(p / (1 - p))``; with ``eps``, ``p`` is first clamped to ``[eps, 1 - eps]`` as
-    PyTorch does it: ``p < eps`` tested first (so with ``eps > 0.5`` every ``p`` becomes a
+    """``log(p / (1 - p))``, computed as ``log(p) - log1p(-p)`` so that the gradient is
+    PyTorch's ``1 / (p (1 - p))`` everywhere: +-inf at 0 and 1 (not the NaN of the ratio's
+    rule), NaN outside ``[0, 1]``. With ``eps``, ``p`` is first clamped to ``[eps, 1 - eps]``
+    as PyTorch does it: ``p < eps`` tested first (so with ``eps > 0.5`` every ``p`` becomes a
     constant, gradient 0), NaN kept."""
     p = _float("logit", input)
     if eps is not None:
@@ -546,7 +579,9 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
         lo = _core.zeros_like(p) + eps
         hi = _core.zeros_like(p) + (1.0 - eps)
         p = _core.where(p < eps, lo, _core.where(p > 1.0 - eps, hi, p))
-    return (p / (1.0 - p)).log()
+    out = p.log() - (-p).log1p()
+    outside = (p < 0.0) | (p > 1.0)
+    return _core.where(outside, _core.where(outside, p, _core.zeros_like(p)) * math.nan, out)
 
 
 def sinc(input: Tensor) -> Tensor:
