@@ -206,17 +206,26 @@ def _lgamma_near(w: Tensor) -> Tensor:
     return _where(near1 | near2, series, far)
 
 
+_EPS_OF = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+
 def lgamma(input: Tensor) -> Tensor:
     """``log|Gamma(x)|``; ``inf`` at the non-positive integers. Differentiable (the gradient
     is ``digamma``)."""
-    x = _float("lgamma", input)
+    x0 = _float("lgamma", input)
+    # +-inf, and the negative floats too large to have a fraction (all poles): inf, as
+    # PyTorch's (the series below would give inf - inf there); they are kept out of the
+    # series, whose gradient would be NaN at them; the gradient at +inf is inf
+    far = x0.isinf() | (x0 <= -1.0 / _EPS_OF.get(str(x0.dtype), 2.0**-23))
+    x = _where(far, _const(1.0, x0), x0)
     low = x < 0.5
     w = _where(low, 1.0 - x, x)
     pos = _lgamma_near(w)
     # reflection: log|Gamma(x)| = log(pi / |sin(pi x)|) - log Gamma(1 - x)
     r = _where(low, _reduce_frac(x), _const(0.5, x))
     refl = math.log(math.pi) - (r * math.pi).sin().abs().log() - pos
-    return _where(low, refl, pos)
+    out = _where(low, refl, pos)
+    return _where(far, _where(far, x0, _const(1.0, x0)).abs() * math.inf, out)
 
 
 def _polygamma_pos(n: int, w: Tensor) -> Tensor:
@@ -348,8 +357,12 @@ def erfinv(input: Tensor) -> Tensor:
     ec = xt.erfc()
     xt = xt + (ec.log() - logq) * ec / (_SQRT_PI_2 * (-xt * xt).exp())
     out = _where(central, xc, xt * y.detach().sign())
-    out = _where(ay == 1.0, y.detach() * math.inf, out)
-    return _where(ay > 1.0, _const(math.nan, y), out)
+    # the edges and outside, with PyTorch's gradient sqrt(pi)/2 exp(erfinv(y)^2) there:
+    # +inf at +-1 and NaN where the value is NaN (beyond +-1 and at NaN)
+    edge = ay == 1.0
+    out = _where(edge, _where(edge, y, _const(0.0, y)).abs() * y.detach() * math.inf, out)
+    outside = ~(ay <= 1.0)
+    return _where(outside, _where(outside, y, _const(0.0, y)) * math.nan, out)
 
 
 def _no_grad() -> Any:
@@ -369,6 +382,10 @@ def i0(input: Tensor) -> Tensor:
     """The modified Bessel function of the first kind, order 0: its power series in
     ``x^2/4`` for ``|x| <= 30``, the asymptotic expansion above. Differentiable."""
     x = _float("i0", input)
+    if x.dtype.kind == "f" and str(x.dtype) != "float64":
+        # the 64-term series loses about 1e-3 relative accuracy (and overflows its gradient)
+        # when summed in single precision: sum it in double, round once
+        return i0(x.astype("float64")).astype(x.dtype)
     small = x.abs() <= 30.0
     xs = _where(small, x, _const(0.0, x))
     series = _horner(_I0_SERIES, xs * xs * 0.25)
