@@ -529,8 +529,13 @@ def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     """``log(exp(input) + exp(other))`` without overflow."""
     a, b = _pair("logaddexp", input, other)
     shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
-    both = _core.stack([a.broadcast_to(*shape), b.broadcast_to(*shape)], 0)
-    return both.logsumexp(0)
+    a, b = a.broadcast_to(*shape), b.broadcast_to(*shape)
+    # max(a, b) + log1p(exp(-|a - b|)): at an infinite argument the correction is log1p(0)
+    # with gradient 0, so the larger side gets gradient 1 there (as PyTorch's
+    # 1 / (1 + exp(b - a))), where exp(a - logsumexp) would be exp(inf - inf) = NaN
+    both_inf = (a == b) & a.isinf()
+    d = _core.where(both_inf, _core.zeros_like(a), a - b)
+    return _core.maximum(a, b) + (-d.abs()).exp().log1p()
 
 
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
@@ -584,12 +589,30 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     return _core.where(outside, _core.where(outside, p, _core.zeros_like(p)) * math.nan, out)
 
 
+# sin(u) / u = sum_k (-1)^k u^(2k) / (2k + 1)!, through u^12: below |u| = 0.3 the next term
+# is under 1e-19 of the sum
+_SINC_SERIES = [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(7)]
+
+
 def sinc(input: Tensor) -> Tensor:
-    """``sin(pi x) / (pi x)``, 1 at 0 (gradient 0 there)."""
+    """``sin(pi x) / (pi x)``, 1 at 0. Below ``|pi x| = 0.3`` its Taylor series: the quotient's
+    gradient ``(u cos u - sin u) / u^2`` cancels there (1e-3 relative error at ``x = 1e-3``
+    in float32, most digits lost at ``x = 1e-8`` in float64), the series' does not."""
     x = _float("sinc", input)
-    zero = x == 0
-    safe = _core.where(zero, _core.ones_like(x), x) * math.pi
-    return _core.where(zero, _core.ones_like(x), safe.sin() / safe)
+    u = x * math.pi
+    near = u.abs() < 0.3
+    un = _core.where(near, u, _core.zeros_like(u))
+    series = _horner_coeffs(_SINC_SERIES, un * un)
+    uf = _core.where(near, _core.ones_like(u), u)
+    return _core.where(near, series, uf.sin() / uf)
+
+
+def _horner_coeffs(coeffs: list[float], t: Tensor) -> Tensor:
+    """``sum(c_k t^k)``."""
+    acc = _core.zeros_like(t) + coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        acc = acc * t + c
+    return acc
 
 
 def heaviside(input: Tensor, values: Any) -> Tensor:
