@@ -395,6 +395,63 @@ def i0(input: Tensor) -> Tensor:
     return _where(small, series, asym)
 
 
+def _bessel_asym(nu: int) -> list[float]:
+    """The coefficients ``a_k`` of ``I_nu(x) ~ exp(x) / sqrt(2 pi x) sum_k a_k x^-k``."""
+    mu, out = 4.0 * nu * nu, [1.0]
+    for k in range(1, 24):
+        out.append(-out[-1] * (mu - (2 * k - 1) ** 2) / (8.0 * k))
+    return out
+
+
+_BESSEL_SERIES = {
+    nu: [1.0 / (math.factorial(k) * math.factorial(k + nu)) for k in range(_I0_TERMS)]
+    for nu in (0, 1)
+}
+_BESSEL_ASYM = {nu: _bessel_asym(nu) for nu in (0, 1)}
+
+
+def _bessel_i(op: str, nu: int, input: Tensor, scaled: bool) -> Tensor:
+    """``I_nu(x)`` (``nu`` 0 or 1), times ``exp(-|x|)`` when ``scaled``: the power series
+    ``(x/2)^nu sum_k (x^2/4)^k / (k! (k + nu)!)`` for ``|x| <= 30``, the asymptotic expansion
+    above it (where the scaled form never overflows). Summed in double precision for the
+    narrower float dtypes; differentiable (``I0' = I1``, ``I1' = I0 - I1 / x``)."""
+    x = _float(op, input)
+    if str(x.dtype) != "float64":
+        return _bessel_i(op, nu, x.astype("float64"), scaled).astype(x.dtype)
+    small = x.abs() <= 30.0
+    xs = _where(small, x, _const(0.0, x))
+    series = _horner(_BESSEL_SERIES[nu], xs * xs * 0.25)
+    if nu:
+        series = series * (xs * 0.5)
+    if scaled:
+        series = series * (-xs.abs()).exp()
+    xl = _where(small, _const(31.0, x), x.abs())
+    asym = _horner(_BESSEL_ASYM[nu], xl.reciprocal()) / math.sqrt(2 * math.pi)
+    if scaled:
+        asym = asym / xl.sqrt()
+    else:
+        # exp(x) / sqrt(x) overflows past x ~ 709 before the quotient does: one exponent
+        asym = asym * (xl - 0.5 * xl.log()).exp()
+    if nu % 2:
+        asym = asym * x.detach().sign()
+    return _where(small, series, asym)
+
+
+def i0e(input: Tensor) -> Tensor:
+    """``i0(x) exp(-|x|)``, the exponentially scaled Bessel function (finite for every x)."""
+    return _bessel_i("i0e", 0, input, True)
+
+
+def i1(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind, order 1 (odd); differentiable."""
+    return _bessel_i("i1", 1, input, False)
+
+
+def i1e(input: Tensor) -> Tensor:
+    """``i1(x) exp(-|x|)``, the exponentially scaled ``i1``."""
+    return _bessel_i("i1e", 1, input, True)
+
+
 # ------------------------------------------------------------------------ shape functions
 
 

@@ -1,6 +1,7 @@
 """``torch.special``'s functions (``fg.special``): ``expit``, ``logit``, ``erf``, ``erfc``,
-``expm1``, ``exp2``, ``log1p``, ``xlogy``, ``xlog1py``, ``entr``, ``ndtr``, ``sinc``,
-``logsumexp``, ``softmax``, ``log_softmax``, ``round``; differentiable where PyTorch's are."""
+``expm1``, ``exp2``, ``log1p``, ``xlogy``, ``xlog1py``, ``entr``, ``ndtr``, ``log_ndtr``,
+``ndtri``, ``i0e``, ``i1``, ``i1e``, ``sinc``, ``logsumexp``, ``softmax``, ``log_softmax``,
+``round``; differentiable where PyTorch's are."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from . import _core
 from ._core import Tensor
 from ._ops import _check_tensor
 from ._ops import logsumexp as _logsumexp
-from ._torch_more import _pair, logit, sinc, xlogy
+from ._torch_extra import erfinv as _erfinv
+from ._torch_extra import i0e, i1, i1e
+from ._torch_more import _float, _pair, logit, sinc, xlogy
 
 __all__ = [
     "entr",
@@ -20,11 +23,16 @@ __all__ = [
     "exp2",
     "expit",
     "expm1",
+    "i0e",
+    "i1",
+    "i1e",
     "log1p",
+    "log_ndtr",
     "log_softmax",
     "logit",
     "logsumexp",
     "ndtr",
+    "ndtri",
     "round",
     "sinc",
     "softmax",
@@ -97,3 +105,68 @@ def softmax(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
 def log_softmax(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
     x = _check_tensor("log_softmax", "input", input)
     return (x if dtype is None else x.astype(str(dtype))).log_softmax(dim=dim)
+
+
+def log_ndtr(input: Tensor) -> Tensor:
+    """``log(ndtr(x))`` without underflow: ``log1p(-erfc(x / sqrt 2) / 2)`` above 0,
+    ``log(erfc(-x / sqrt 2) / 2)`` down to -20 and the asymptotic series of the Mills ratio
+    below, where ``ndtr`` itself underflows (``-x^2/2 - log(-x sqrt(2 pi))`` plus a
+    correction). Computed in double precision for the narrower float dtypes."""
+    x = _float("log_ndtr", input)
+    if str(x.dtype) != "float64":
+        return log_ndtr(x.astype("float64")).astype(x.dtype)
+    r2 = 1.0 / math.sqrt(2.0)
+    pos = x > 0
+    far = x < -20.0
+    one = _core.ones_like(x)
+    xp = _core.where(pos, x, one)
+    upper = (-0.5 * (xp * r2).erfc()).log1p()
+    xm = _core.where(pos | far, -one, x)
+    middle = (0.5 * (-xm * r2).erfc()).log()
+    xf = _core.where(far, x, -one - 20.0)
+    z = (xf * xf).reciprocal()
+    # log(1 - 1/x^2 + 3/x^4 - 15/x^6 + ...): the Mills ratio's series, exact to 1e-16 below -20
+    series = _core.ones_like(z)
+    term = _core.ones_like(z)
+    for k in range(1, 9):
+        term = term * z * (-(2.0 * k - 1.0))
+        series = series + term
+    lower = -0.5 * xf * xf - (-xf).log() - 0.5 * math.log(2.0 * math.pi) + series.log()
+    return _core.where(pos, upper, _core.where(far, lower, middle))
+
+
+def ndtri(input: Tensor) -> Tensor:
+    """The inverse of ``ndtr`` on ``[0, 1]`` (``-inf`` at 0, ``inf`` at 1, NaN outside):
+    ``sqrt(2) erfinv(2p - 1)`` on ``[0.25, 0.75]`` and at the ends; in the tails, where
+    ``2p - 1`` would lose ``p``'s digits, Newton steps on ``log_ndtr(z) = log(p)`` (``1 - p``
+    and an odd reflection above 0.75, exact there) from Abramowitz and Stegun's 26.2.23; the
+    last step carries the gradient ``1 / phi(z)``."""
+    from .autodiff import no_grad
+
+    p = _float("ndtri", input)
+    upper = p > 0.5
+    tail = ((p > 0.0) & (p < 0.25)) | ((p > 0.75) & (p < 1.0))
+    # each branch sees only its own inputs (erfinv's infinite gradient at -1 would otherwise
+    # turn the tail's into NaN)
+    pc = _core.where(tail, _core.ones_like(p) * 0.5, p)
+    central = math.sqrt(2.0) * _erfinv(2.0 * pc - 1.0)
+    q = _core.where(upper, 1.0 - p, p)
+    q = _core.where(tail, q, _core.ones_like(q) * 0.1)
+    logq = q.log()
+    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
+
+    def newton(z: Tensor) -> Tensor:
+        # log(phi(z) / ndtr(z)) is f'(z) / f(z) for f = log_ndtr
+        slope = (-0.5 * z * z - half_log_2pi - log_ndtr(z)).exp()
+        return z - (log_ndtr(z) - logq) / slope
+
+    with no_grad():
+        t = (-2.0 * logq.detach()).sqrt()
+        num = 2.515517 + t * (0.802853 + t * 0.010328)
+        den = 1.0 + t * (1.432788 + t * (0.189269 + t * 0.001308))
+        z = num / den - t
+        for _ in range(4):
+            z = newton(z)
+    z = newton(z.detach())
+    z = _core.where(upper, -z, z)
+    return _core.where(tail, z, central)
