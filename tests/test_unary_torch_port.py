@@ -329,3 +329,30 @@ def test_special_functions_added(name: str, dtype: str) -> None:
             want = t64.grad.numpy().astype("float32")
         finite &= np.abs(x) < 80
     np.testing.assert_allclose(t.grad.numpy()[finite], want[finite], rtol=rtol)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["asinh", "acosh", "atanh", "arcsinh", "erfc", "erfinv", "i0", "sinc", "deg2rad", "fix"]
+    + ["signbit", "isposinf", "isneginf"],
+)
+def test_out_argument(name: str) -> None:
+    """``out=`` was refused by these (PyTorch takes it); a float result casts into a float32
+    ``out`` where PyTorch casts it, and must match exactly where PyTorch requires that."""
+    torch = _torch()
+    x = np.array([0.3, -0.5, 0.9, INF])
+    want = getattr(torch, name)(torch.from_numpy(x.copy()))
+    out = fg.empty(tuple(want.shape), dtype=str(want.dtype).replace("torch.", ""))
+    assert getattr(fg, name)(fg.tensor(x.copy()), out=out) is out
+    np.testing.assert_allclose(out.numpy().astype(float), want.numpy().astype(float))
+    if want.dtype == torch.float64:
+        t32 = torch.empty(4)
+        try:
+            getattr(torch, name)(torch.from_numpy(x.copy()), out=t32)
+        except RuntimeError:
+            with pytest.raises(TypeError):
+                getattr(fg, name)(fg.tensor(x.copy()), out=fg.empty((4,), dtype="float32"))
+        else:
+            o32 = fg.empty((4,), dtype="float32")
+            getattr(fg, name)(fg.tensor(x.copy()), out=o32)
+            np.testing.assert_allclose(o32.numpy(), t32.numpy(), rtol=1e-6)
