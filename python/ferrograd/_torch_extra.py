@@ -213,11 +213,18 @@ def lgamma(input: Tensor) -> Tensor:
     """``log|Gamma(x)|``; ``inf`` at the non-positive integers. Differentiable (the gradient
     is ``digamma``)."""
     x0 = _float("lgamma", input)
+    if str(x0.dtype) != "float64":
+        # the reflection loses ~1e-5 near the negative zeros in single precision: compute in
+        # double, round once
+        return lgamma(x0.astype("float64")).astype(x0.dtype)
     # +-inf, and the negative floats too large to have a fraction (all poles): inf, as
     # PyTorch's (the series below would give inf - inf there); they are kept out of the
     # series, whose gradient would be NaN at them; the gradient at +inf is inf
     far = x0.isinf() | (x0 <= -1.0 / _EPS_OF.get(str(x0.dtype), 2.0**-23))
-    x = _where(far, _const(1.0, x0), x0)
+    # the poles at 0 and the negative integers: inf, also kept out of the series
+    zero = x0 == 0
+    pole = (x0 < 0) & (x0 == x0.detach().round()) & ~far
+    x = _where(far | zero | pole, _const(0.5, x0), x0)
     low = x < 0.5
     w = _where(low, 1.0 - x, x)
     pos = _lgamma_near(w)
@@ -225,6 +232,12 @@ def lgamma(input: Tensor) -> Tensor:
     r = _where(low, _reduce_frac(x), _const(0.5, x))
     refl = math.log(math.pi) - (r * math.pi).sin().abs().log() - pos
     out = _where(low, refl, pos)
+    # at +-0, -log(x) is inf with PyTorch's gradient digamma(+-0) = -+inf; at a negative
+    # pole -log|x - x| is inf with gradient NaN (inf times abs's 0 slope), PyTorch's too
+    xz = _where(zero, x0, _const(1.0, x0))
+    out = _where(zero, -xz.log(), out)
+    xp = _where(pole, x0, _const(1.0, x0))
+    out = _where(pole, -(xp - xp.detach()).abs().log(), out)
     return _where(far, _where(far, x0, _const(1.0, x0)).abs() * math.inf, out)
 
 
@@ -270,7 +283,15 @@ def _cot_derivative(n: int) -> list[float]:
     return poly
 
 
-def _polygamma(op: str, n: int, x: Tensor) -> Tensor:
+def _polygamma(op: str, n: int, x0: Tensor) -> Tensor:
+    if str(x0.dtype) != "float64":
+        # the reflection's cot loses ~1e-5 for negative x in single precision: compute in
+        # double, round once
+        return _polygamma(op, n, x0.astype("float64")).astype(x0.dtype)
+    # the poles (0 and the negative integers) are kept out of the series, whose gradient
+    # would be NaN there even where the value is replaced below
+    pole = (x0 <= 0) & (x0 == x0.detach().round())
+    x = _where(pole, _const(0.5, x0), x0)
     low = x < 0.5
     w = _where(low, 1.0 - x, x)
     pos = _polygamma_pos(n, w)
@@ -280,13 +301,21 @@ def _polygamma(op: str, n: int, x: Tensor) -> Tensor:
     c = (r * math.pi).cos() / (r * math.pi).sin()
     refl = ((-1.0) ** n) * pos - math.pi * _horner(_cot_derivative(n), c)
     out = _where(low, refl, pos)
+    # at the poles, d: x itself at +-0, x - x (+0 with slope 1) at the negative integers,
+    # 1 elsewhere (so nothing infinite reaches the other entries' gradients)
+    zero = x0 == 0
+    pz = _where(pole, x0, _const(1.0, x0))
+    d = _where(zero | ~pole, pz, pz - pz.detach())
     if n == 0:
-        # the poles: PyTorch gives -inf at +0, +inf at -0 and NaN at the negative integers
-        pole = (x <= 0) & (x == x.detach().round())
-        # -1/x is -inf at +0 and +inf at -0
-        special = _where(x == 0, -(x.detach().reciprocal()), _const(math.nan, x))
-        out = _where(pole, special, out)
-    return out
+        # PyTorch: -inf at +0, +inf at -0 (-1/x, gradient inf) and NaN at the negative
+        # integers
+        pn = _where(pole & ~zero, x0, _const(1.0, x0))
+        special = _where(zero, -d.reciprocal(), (pn - pn.detach()) * math.nan)
+    else:
+        # the leading term of the Laurent series, (-1)^(n+1) n! / d^(n+1): +inf for odd n
+        # (with PyTorch's -inf gradient), the one-sided limit from above for even n
+        special = ((-1.0) ** (n + 1) * math.factorial(n)) * d.reciprocal() ** (n + 1)
+    return _where(pole, special, out)
 
 
 def digamma(input: Tensor) -> Tensor:
