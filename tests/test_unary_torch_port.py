@@ -400,3 +400,21 @@ def test_gamma_family_at_poles(dtype: str) -> None:
         # at the negative poles: lgamma inf, digamma NaN, the rest +inf for odd n
         at_pole = y.detach().numpy()[(x < 0) & (x == np.round(x))]
         assert np.isinf(at_pole).all() or np.isnan(at_pole).all()
+
+
+@pytest.mark.parametrize("name", ["fmax", "fmin"])
+def test_fmax_fmin_gradient_with_nan(name: str) -> None:
+    """Where both inputs are NaN, PyTorch's fmax/fmin give the gradient to ``input``; ours
+    gave it to ``other``. A single NaN's partner gets it all; ties split it."""
+    torch = _torch()
+    a = np.array([1.0, NAN, 1.0, NAN, 2.0, -1.0])
+    b = np.array([1.0, 1.0, NAN, NAN, 1.0, 3.0])
+    res = []
+    for L in (fg, torch):
+        ta = L.tensor(a.copy(), requires_grad=True)
+        tb = L.tensor(b.copy(), requires_grad=True)
+        y = getattr(L, name)(ta, tb)
+        y.sum().backward()
+        res.append((y.detach().numpy(), ta.grad.numpy(), tb.grad.numpy()))
+    for got, want in zip(res[0], res[1]):
+        np.testing.assert_array_equal(got, want)

@@ -667,7 +667,8 @@ def fmax(input: Tensor, other: Tensor) -> Tensor:
     a, b = _pair("fmax", input, other)
     m = _core.maximum(a, b)
     a, b = a.broadcast_to(*m.shape), b.broadcast_to(*m.shape)
-    return _core.where(a.isnan(), b, _core.where(b.isnan(), a, m))
+    # where both are NaN the result (and the gradient) is ``input``'s, as PyTorch's
+    return _core.where(b.isnan(), a, _core.where(a.isnan(), b, m))
 
 
 def fmin(input: Tensor, other: Tensor) -> Tensor:
@@ -675,7 +676,8 @@ def fmin(input: Tensor, other: Tensor) -> Tensor:
     a, b = _pair("fmin", input, other)
     m = _core.minimum(a, b)
     a, b = a.broadcast_to(*m.shape), b.broadcast_to(*m.shape)
-    return _core.where(a.isnan(), b, _core.where(b.isnan(), a, m))
+    # where both are NaN the result (and the gradient) is ``input``'s, as PyTorch's
+    return _core.where(b.isnan(), a, _core.where(a.isnan(), b, m))
 
 
 # ------------------------------------------------------------------------ reductions
