@@ -418,3 +418,41 @@ def test_fmax_fmin_gradient_with_nan(name: str) -> None:
         res.append((y.detach().numpy(), ta.grad.numpy(), tb.grad.numpy()))
     for got, want in zip(res[0], res[1]):
         np.testing.assert_array_equal(got, want)
+
+
+def test_ndtr_lower_tail() -> None:
+    """ndtr was ``(1 + erf(x / sqrt 2)) / 2``: 0 from x = -8.3 on in float64 (PyTorch's has
+    the same flaw); it is ``erfc(-x / sqrt 2) / 2`` now, as scipy's."""
+    special = pytest.importorskip("scipy.special")
+    torch = _torch()
+    x = np.array([-30.0, -20.0, -10.0, -5.0, -1.0, 0.0, 2.0, 9.0])
+    got = fg.special.ndtr(fg.tensor(x)).numpy()
+    np.testing.assert_allclose(got, special.ndtr(x), rtol=1e-10)
+    t = fg.tensor(x, requires_grad=True)
+    fg.special.ndtr(t).sum().backward()
+    tt = torch.tensor(x, requires_grad=True)
+    torch.special.ndtr(tt).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-12)
+
+
+def test_digamma_against_scipy_near_poles() -> None:
+    """PyTorch's test_digamma: values just beside the poles, the poles and the signed zeros."""
+    special = pytest.importorskip("scipy.special")
+    v = [-0.999999994, -1.999999994, -2.0000000111, -100.99999994, 0.000000111]
+    v += [-1931.99999994, -0.000000111, 0.0, -0.0, -1.0, -2.0, -931.0]
+    for dtype, rtol in (("float32", 1e-5), ("float64", 1e-7)):
+        x = np.array(v, dtype=dtype)
+        got = fg.digamma(fg.tensor(x)).numpy()
+        np.testing.assert_allclose(got, special.digamma(x), rtol=rtol)
+
+
+def test_mvlgamma_argument_errors_are_runtime_errors() -> None:
+    """PyTorch raises RuntimeError for p < 1; ours was a ValueError only for entries outside
+    the domain (which PyTorch no longer checks; we still refuse them)."""
+    torch = _torch()
+    with pytest.raises(RuntimeError):
+        torch.mvlgamma(torch.tensor([4.0]), 0)
+    with pytest.raises(RuntimeError, match="mvlgamma: p"):
+        fg.mvlgamma(fg.tensor(np.array([4.0])), 0)
+    with pytest.raises(RuntimeError, match="mvlgamma"):
+        fg.mvlgamma(fg.tensor(np.array([1.0, 2.0, 0.3])), 3)

@@ -333,6 +333,11 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     return _polygamma("polygamma", n, _float("polygamma", input))
 
 
+class _DomainError(ValueError, RuntimeError):
+    """An argument outside a function's domain: a ValueError, and the RuntimeError PyTorch
+    raises for it."""
+
+
 def mvlgamma(input: Tensor, p: int) -> Tensor:
     """The multivariate log-gamma of dimension ``p``:
     ``p(p-1)/4 log(pi) + sum_{j<p} lgamma(x - j/2)``; every entry must exceed ``(p-1)/2``."""
@@ -341,7 +346,7 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:
     if p < 1:
         raise ShapeError(f"mvlgamma: p must be at least 1, got {p}")
     if not _core._tracing() and x.numel() and bool((x.detach() <= (p - 1) / 2).any()):
-        raise ValueError(f"mvlgamma: all entries of input must be greater than {(p - 1) / 2}")
+        raise _DomainError(f"mvlgamma: all entries of input must be greater than {(p - 1) / 2}")
     out = lgamma(x)
     for j in range(1, p):
         out = out + lgamma(x - j / 2)
