@@ -456,3 +456,24 @@ def test_mvlgamma_argument_errors_are_runtime_errors() -> None:
         fg.mvlgamma(fg.tensor(np.array([4.0])), 0)
     with pytest.raises(RuntimeError, match="mvlgamma"):
         fg.mvlgamma(fg.tensor(np.array([1.0, 2.0, 0.3])), 3)
+
+
+def test_angle_of_real_tensors() -> None:
+    """``fg.angle`` was missing: 0 or pi (NaN at NaN) for real inputs, integers promoted,
+    a zero gradient, ``out=``."""
+    torch = _torch()
+    x = np.array([0.0, -0.0, -1.0, 2.0, NAN, INF, -INF])
+    t = fg.tensor(x.copy(), requires_grad=True)
+    y = fg.angle(t)
+    y.sum().backward()
+    tt = torch.tensor(x.copy(), requires_grad=True)
+    ty = torch.angle(tt)
+    ty.sum().backward()
+    np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+    np.testing.assert_array_equal(t.grad.numpy(), tt.grad.numpy())
+    got = fg.angle(fg.tensor([1, -2]))
+    assert str(got.dtype) == "float32"
+    np.testing.assert_allclose(got.numpy(), torch.angle(torch.tensor([1, -2])).numpy())
+    out = fg.empty((7,), dtype="float64")
+    assert fg.angle(fg.tensor(x), out=out) is out
+    np.testing.assert_array_equal(out.numpy(), ty.detach().numpy())

@@ -226,7 +226,7 @@ _OUT_CASTING = (
     "logaddexp", "hypot", "copysign", "outer", "kron", "addr", "std", "var", "diff",
     "polygamma", "mvlgamma", "lerp", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
     "arctanh", "arcsin", "arccos", "arctan", "erfc", "erfinv", "i0", "sinc", "deg2rad",
-    "rad2deg",
+    "rad2deg", "angle",
 )  # fmt: skip
 # reductions whose ``out=`` dtype is the dtype they compute in (``sum(x, out=i64)``), and
 # ``eye``, which builds the identity in ``out``'s dtype

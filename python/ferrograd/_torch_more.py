@@ -35,6 +35,7 @@ __all__ = [
     "addmv",
     "addr",
     "aminmax",
+    "angle",
     "arccos",
     "arccosh",
     "arcsin",
@@ -613,6 +614,20 @@ def _horner_coeffs(coeffs: list[float], t: Tensor) -> Tensor:
     for c in reversed(coeffs[:-1]):
         acc = acc * t + c
     return acc
+
+
+def angle(input: Any) -> Any:
+    """The argument of each element: for real tensors 0 at and above 0, ``pi`` below, NaN
+    at NaN, as a float (integers promote); no gradient, as PyTorch's for real inputs. A
+    complex pair gives its own ``angle()``."""
+    if hasattr(input, "angle") and getattr(input.dtype, "kind", "") == "c":
+        return input.angle()
+    x = _float("angle", input)
+    zero = _core.zeros_like(x.detach())
+    out = _core.where(x.detach() < 0, zero + math.pi, zero)
+    out = _core.where(x.detach().isnan(), x.detach(), out)
+    # attached to ``x`` with a zero gradient (a never-true where), as PyTorch's result is
+    return _core.where(x.detach() < -math.inf, x, out)
 
 
 def heaviside(input: Tensor, values: Any) -> Tensor:
