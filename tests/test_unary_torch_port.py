@@ -477,3 +477,70 @@ def test_angle_of_real_tensors() -> None:
     out = fg.empty((7,), dtype="float64")
     assert fg.angle(fg.tensor(x), out=out) is out
     np.testing.assert_array_equal(out.numpy(), ty.detach().numpy())
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+def test_maximum_minimum_gradient_with_nan_and_ties(name: str) -> None:
+    """A NaN on either side gave both inputs no gradient; PyTorch gives each the full
+    gradient unless it loses, and splits ties 0.5/0.5."""
+    torch = _torch()
+    a = np.array([1.0, NAN, 1.0, NAN, 2.0, -1.0, INF, -INF])
+    b = np.array([1.0, 1.0, NAN, NAN, 1.0, 3.0, INF, 0.0])
+    res = []
+    for L in (fg, torch):
+        ta = L.tensor(a.copy(), requires_grad=True)
+        tb = L.tensor(b.copy(), requires_grad=True)
+        y = getattr(L, name)(ta, tb)
+        y.sum().backward()
+        res.append((y.detach().numpy(), ta.grad.numpy(), tb.grad.numpy()))
+    for got, want in zip(res[0], res[1]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_relu_nan_and_signed_zero() -> None:
+    """relu gave a NaN input no gradient (PyTorch: all of it) and turned -0.0 into +0.0;
+    sign(-0.0) was -0.0 (PyTorch: +0.0)."""
+    torch = _torch()
+    x = np.array([NAN, -0.0, 0.0, -1.0, 2.0, INF, -INF])
+    t = fg.tensor(x.copy(), requires_grad=True)
+    y = fg.relu(t)
+    y.sum().backward()
+    tt = torch.tensor(x.copy(), requires_grad=True)
+    ty = torch.relu(tt)
+    ty.sum().backward()
+    np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+    np.testing.assert_array_equal(np.signbit(y.detach().numpy()), np.signbit(ty.detach().numpy()))
+    np.testing.assert_array_equal(t.grad.numpy(), tt.grad.numpy())
+    for dtype in ("float32", "float64"):
+        s = fg.sign(fg.tensor(x.astype(dtype))).numpy()
+        ts = torch.sign(torch.from_numpy(x.astype(dtype))).numpy()
+        np.testing.assert_array_equal(s, ts)
+        np.testing.assert_array_equal(np.signbit(s), np.signbit(ts))
+
+
+def test_atan2_gradient_at_origin_and_tiny_arguments() -> None:
+    """atan2's gradient was NaN at (0, 0) (PyTorch: 0) and at arguments whose squares
+    underflow; it is scaled by the larger magnitude now, exact down to the subnormals."""
+    torch = _torch()
+    a = np.array([0.0, 0.0, 3.0, -2.0, 1e-200, INF, 1e200])
+    b = np.array([0.0, 2.0, 0.0, -5.0, 3e-200, 1.0, 1e200])
+    ta = fg.tensor(a.copy(), requires_grad=True)
+    tb = fg.tensor(b.copy(), requires_grad=True)
+    y = fg.atan2(ta, tb)
+    y.sum().backward()
+    with np.errstate(all="ignore"):
+        ga = np.where(np.isinf(a), 0.0, b / (a * a + b * b))
+        gb = np.where(np.isinf(a), np.nan, -a / (a * a + b * b))
+    m = 3e-200
+    ga[4] = (b[4] / m) / (((a[4] / m) ** 2 + (b[4] / m) ** 2) * m)
+    gb[4] = -(a[4] / m) / (((a[4] / m) ** 2 + (b[4] / m) ** 2) * m)
+    ga[6], gb[6] = 0.5e-200, -0.5e-200
+    ga[0] = gb[0] = 0.0
+    np.testing.assert_allclose(ta.grad.numpy(), ga, rtol=1e-12)
+    np.testing.assert_allclose(tb.grad.numpy(), gb, rtol=1e-12)
+    # where the squares stay in range, PyTorch's gradients
+    tt_a = torch.tensor(a[:4].copy(), requires_grad=True)
+    tt_b = torch.tensor(b[:4].copy(), requires_grad=True)
+    torch.atan2(tt_a, tt_b).sum().backward()
+    np.testing.assert_allclose(ta.grad.numpy()[:4], tt_a.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(tb.grad.numpy()[:4], tt_b.grad.numpy(), rtol=1e-12)

@@ -391,6 +391,9 @@ def erfinv(input: Tensor) -> Tensor:
     ec = xt.erfc()
     xt = xt + (ec.log() - logq) * ec / (_SQRT_PI_2 * (-xt * xt).exp())
     out = _where(central, xc, xt * y.detach().sign())
+    # +-0 keep their sign (the slope there is sqrt(pi)/2)
+    zero = y == 0
+    out = _where(zero, _where(zero, y, _const(0.0, y)) * (1.0 / _SQRT_PI_2), out)
     # the edges and outside, with PyTorch's gradient sqrt(pi)/2 exp(erfinv(y)^2) there:
     # +inf at +-1 and NaN where the value is NaN (beyond +-1 and at NaN)
     edge = ay == 1.0
