@@ -544,3 +544,28 @@ def test_atan2_gradient_at_origin_and_tiny_arguments() -> None:
     torch.atan2(tt_a, tt_b).sum().backward()
     np.testing.assert_allclose(ta.grad.numpy()[:4], tt_a.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(tb.grad.numpy()[:4], tt_b.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["both", "min", "max"])
+def test_clamp_tensor_bounds_gradient_with_nan_and_ties(mode: str) -> None:
+    """Tensor bounds: ties split the gradient, a bound above the other wins, and where the
+    result is NaN PyTorch gives the gradient to ``input`` alone with both bounds given (to
+    input and bound alike with one, as maximum/minimum)."""
+    torch = _torch()
+    x = np.array([-1.0, 1.0, NAN, 0.0, 2.0, 0.0, 0.5, NAN])
+    lo = np.array([-1.0, -1.0, -1.0, NAN, -1.0, 1.0, -2.0, NAN])
+    hi = np.array([1.0, 1.0, 1.0, 1.0, NAN, -1.0, 3.0, NAN])
+    res = []
+    for L in (fg, torch):
+        ts = [L.tensor(v.copy(), requires_grad=True) for v in (x, lo, hi)]
+        if mode == "both":
+            y = L.clamp(ts[0], ts[1], ts[2])
+        elif mode == "min":
+            y = L.clamp(ts[0], min=ts[1])
+        else:
+            y = L.clamp(ts[0], max=ts[2])
+        y.sum().backward()
+        grads = [np.zeros(8) if t.grad is None else t.grad.numpy() for t in ts]
+        res.append([y.detach().numpy(), *grads])
+    for got, want in zip(res[0], res[1]):
+        np.testing.assert_array_equal(got, want)
