@@ -294,14 +294,14 @@ def test_logaddexp_gradient_at_infinity() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", ["i0e", "i1", "i1e", "log_ndtr", "ndtri"])
+@pytest.mark.parametrize("name", ["i0e", "i1", "i1e", "log_ndtr", "ndtri", "erfcx"])
 def test_special_functions_added(name: str, dtype: str) -> None:
-    """``special.i0e``, ``i1``, ``i1e``, ``log_ndtr`` and ``ndtri`` were missing: values on a
-    grid with the extremes and gradients as PyTorch's."""
+    """``special.i0e``, ``i1``, ``i1e``, ``log_ndtr``, ``ndtri`` and ``erfcx`` were missing:
+    values on a grid with the extremes and gradients as PyTorch's."""
     torch = _torch()
     if name == "ndtri":
         x = np.array([0.0, 1e-300, 1e-20, 1e-10, 0.01, 0.25, 0.5, 0.76, 0.99, 1 - 1e-10, 1.0])
-        x = np.concatenate([x, [1.5, -0.1, NAN], np.linspace(0.001, 0.999, 41)])
+        x = np.concatenate([x, [1.5, -0.1, -1e-8, -1e-310, NAN], np.linspace(0.001, 0.999, 41)])
     else:
         x = np.concatenate([[0.0, -0.0, NAN, INF, -INF, 30.0, -30.5, -20.5, -40.0, 100.0]])
         x = np.concatenate([x, np.linspace(-60, 60, 121)])

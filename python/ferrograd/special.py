@@ -1,6 +1,6 @@
 """``torch.special``'s functions (``fg.special``): ``expit``, ``logit``, ``erf``, ``erfc``,
 ``expm1``, ``exp2``, ``log1p``, ``xlogy``, ``xlog1py``, ``entr``, ``ndtr``, ``log_ndtr``,
-``ndtri``, ``i0e``, ``i1``, ``i1e``, ``sinc``, ``logsumexp``, ``softmax``, ``log_softmax``,
+``ndtri``, ``erfcx``, ``i0e``, ``i1``, ``i1e``, ``sinc``, ``logsumexp``, ``softmax``, ``log_softmax``,
 ``round``; differentiable where PyTorch's are."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ __all__ = [
     "entr",
     "erf",
     "erfc",
+    "erfcx",
     "exp2",
     "expit",
     "expm1",
@@ -171,4 +172,34 @@ def ndtri(input: Tensor) -> Tensor:
             z = newton(z)
     z = newton(z.detach())
     z = _core.where(upper, -z, z)
-    return _core.where(tail, z, central)
+    out = _core.where(tail, z, central)
+    # below 0 (even by a subnormal, which 2p - 1 rounds away) and above 1: NaN
+    outside = (p < 0.0) | (p > 1.0)
+    return _core.where(outside, _core.where(outside, p, _core.zeros_like(p)) * math.nan, out)
+
+
+def erfcx(input: Tensor) -> Tensor:
+    """The scaled complementary error function ``exp(x^2) erfc(x)``: the product below
+    ``x = 10`` (``2 exp(x^2)`` below -26.5, inf where that overflows, as the value does),
+    the asymptotic series ``(1 - 1/(2x^2) + 3/(4x^4) - ...) / (x sqrt(pi))`` above, where
+    ``erfc`` underflows. Computed in double precision for the narrower float dtypes."""
+    x = _float("erfcx", input)
+    if str(x.dtype) != "float64":
+        return erfcx(x.astype("float64")).astype(x.dtype)
+    far = x > 10.0
+    # below -26.5, erfc(x) = 2 to double precision and 2 exp(x^2) is the whole value (inf
+    # from -26.7); kept apart so that its gradient is -inf there, not inf * 0
+    low = x < -26.5
+    one = _core.ones_like(x)
+    xn = _core.where(far | low, one, x)
+    near = (xn * xn).exp() * xn.erfc()
+    xl = _core.where(low, x, one)
+    near = _core.where(low, 2.0 * (xl * xl).exp(), near)
+    xf = _core.where(far, x, one + 10.0)
+    z = (2.0 * xf * xf).reciprocal()
+    series = _core.ones_like(z)
+    term = _core.ones_like(z)
+    for k in range(1, 14):
+        term = term * z * (-(2.0 * k - 1.0))
+        series = series + term
+    return _core.where(far, series / (xf * math.sqrt(math.pi)), near)
