@@ -133,10 +133,14 @@ def test_non_contiguous_inputs(name: str) -> None:
     np.testing.assert_allclose(f(fg.tensor(x)[:, ::2]).numpy(), want[:, ::2], rtol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["erfc", "i0", "sinc", "sgn", "fix", "negative", "asinh"])
+@pytest.mark.parametrize(
+    "name",
+    ["erfc", "i0", "sinc", "sgn", "fix", "negative", "asinh", "arcsin", "arccos", "arctan"]
+    + ["arcsinh", "arccosh", "arctanh", "absolute"],
+)
 def test_in_place_forms(name: str) -> None:
-    """``x.erfc_()``, ``x.i0_()``, ``x.sinc_()``, ``x.sgn_()``, ``x.fix_()`` and
-    ``x.negative_()`` were missing."""
+    """``x.erfc_()``, ``x.i0_()``, ``x.sinc_()``, ``x.sgn_()``, ``x.fix_()``,
+    ``x.negative_()``, ``x.absolute_()`` and the ``arc*_`` aliases were missing."""
     torch = _torch()
     x = np.array([0.3, -1.5, 0.0, 2.0])
     t = fg.tensor(x.copy())
@@ -569,3 +573,12 @@ def test_clamp_tensor_bounds_gradient_with_nan_and_ties(mode: str) -> None:
         res.append([y.detach().numpy(), *grads])
     for got, want in zip(res[0], res[1]):
         np.testing.assert_array_equal(got, want)
+
+
+def test_frac_refuses_integer_tensors() -> None:
+    """PyTorch's frac is not defined for integer tensors; ours returned zeros."""
+    torch = _torch()
+    with pytest.raises(NotImplementedError):
+        torch.frac(torch.tensor([1, 2]))
+    with pytest.raises(TypeError, match="frac"):
+        fg.frac(fg.tensor([1, 2]))

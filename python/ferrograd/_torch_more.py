@@ -509,8 +509,11 @@ def arctan2(input: Tensor, other: Tensor) -> Tensor:
 
 
 def frac(input: Tensor) -> Tensor:
-    """``x - trunc(x)`` (gradient 1)."""
+    """``x - trunc(x)`` (gradient 1); floating-point tensors only, as PyTorch's (an integer's
+    fractional part is no question a program means to ask)."""
     x = _check_tensor("frac", "input", input)
+    if x.dtype.kind != "f":
+        raise DTypeError(f"frac: input must be a floating-point tensor, got {x.dtype}")
     return x - x.detach().trunc()
 
 
