@@ -582,3 +582,14 @@ def test_frac_refuses_integer_tensors() -> None:
         torch.frac(torch.tensor([1, 2]))
     with pytest.raises(TypeError, match="frac"):
         fg.frac(fg.tensor([1, 2]))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sinc_half_precision_zeros(dtype: str) -> None:
+    """sinc in float16/bfloat16 computed pi x in that precision: 1e-3 off at the integers
+    (where it is 0) and NaN past 2e4 in float16; PyTorch computes in float32."""
+    torch = _torch()
+    x = np.array([-2.5, 0.0, 0.5, 3.0, 10.0, 100.0, 1000.0, 60000.0])
+    got = fg.sinc(fg.tensor(x).astype(dtype)).astype("float64").numpy()
+    want = torch.sinc(torch.tensor(x).to(getattr(torch, dtype))).double().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-6)

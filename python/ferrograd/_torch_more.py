@@ -603,6 +603,10 @@ def sinc(input: Tensor) -> Tensor:
     gradient ``(u cos u - sin u) / u^2`` cancels there (1e-3 relative error at ``x = 1e-3``
     in float32, most digits lost at ``x = 1e-8`` in float64), the series' does not."""
     x = _float("sinc", input)
+    if str(x.dtype) in ("float16", "bfloat16"):
+        # pi x rounded to 8 or 11 bits leaves sin(pi x) 1e-3 off its zeros (and overflows
+        # past 2e4 in float16): compute in float32, as PyTorch does, and round once
+        return sinc(x.astype("float32")).astype(x.dtype)
     u = x * math.pi
     near = u.abs() < 0.3
     un = _core.where(near, u, _core.zeros_like(u))
