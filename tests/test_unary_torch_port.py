@@ -593,3 +593,18 @@ def test_sinc_half_precision_zeros(dtype: str) -> None:
     got = fg.sinc(fg.tensor(x).astype(dtype)).astype("float64").numpy()
     want = torch.sinc(torch.tensor(x).to(getattr(torch, dtype))).double().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-6)
+
+
+def test_entr_gradient_at_the_edges() -> None:
+    """entr's gradient was 0 at 0 and below it and NaN at inf; PyTorch's -(log(x) + 1) is
+    +inf at 0, -inf at inf and NaN below 0."""
+    torch = _torch()
+    x = np.array([0.0, -0.0, NAN, INF, 1e-300, 0.5, 1.0, 2.0, -1.0, 1e300])
+    t = fg.tensor(x.copy(), requires_grad=True)
+    y = fg.special.entr(t)
+    y.sum().backward()
+    tt = torch.tensor(x.copy(), requires_grad=True)
+    ty = torch.special.entr(tt)
+    ty.sum().backward()
+    _assert_close(y.detach().numpy(), ty.detach().numpy(), "float64", "entr")
+    _assert_close(t.grad.numpy(), tt.grad.numpy(), "float64", "entr gradient")

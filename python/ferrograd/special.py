@@ -80,12 +80,25 @@ def xlog1py(input: Any, other: Any) -> Tensor:
 
 
 def entr(input: Tensor) -> Tensor:
-    """``-x * log(x)``: 0 at 0, ``-inf`` below 0."""
+    """``-x * log(x)``: 0 at 0, ``-inf`` below 0 and at inf. The gradient is PyTorch's
+    ``-(log(x) + 1)`` everywhere: +inf at 0 (not 0), -inf at inf and NaN below 0. Each case
+    has its own expression fed only its own entries: ``sqrt(x + 0)`` at +-0 (value 0, slope
+    +inf), ``-x^2`` at inf, ``log|x - x|`` below 0 (value -inf, slope inf * 0 = NaN; a
+    constant at -inf)."""
     x = _check_tensor("entr", "input", input)
+    one = _core.ones_like(x)
     zero = x == 0
-    safe = _core.where(zero | (x < 0), _core.ones_like(x), x)
-    out = -x * safe.log()
-    return _core.where(x < 0, _core.zeros_like(x) - math.inf, out)
+    neg = x < 0
+    big = x == math.inf
+    xm = _core.where(zero | neg | big, one, x)
+    out = -xm * xm.log()
+    xb = _core.where(big, x, one)
+    out = _core.where(big, -(xb * xb), out)
+    xz = _core.where(zero, x, one)
+    out = _core.where(zero, (xz + 0.0).sqrt(), out)
+    xn = _core.where(neg & (x != -math.inf), x, one)
+    out = _core.where(neg, (xn - xn.detach()).abs().log(), out)
+    return _core.where(x == -math.inf, _core.zeros_like(x) - math.inf, out)
 
 
 def ndtr(input: Tensor) -> Tensor:
