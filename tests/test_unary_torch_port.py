@@ -608,3 +608,15 @@ def test_entr_gradient_at_the_edges() -> None:
     ty.sum().backward()
     _assert_close(y.detach().numpy(), ty.detach().numpy(), "float64", "entr")
     _assert_close(t.grad.numpy(), tt.grad.numpy(), "float64", "entr gradient")
+
+
+def test_positive_refuses_bool_tensors() -> None:
+    """PyTorch's ``+x`` / ``positive`` is not defined for bool tensors; ours returned them."""
+    torch = _torch()
+    with pytest.raises(RuntimeError):
+        torch.positive(torch.tensor([True]))
+    with pytest.raises(TypeError, match="positive"):
+        fg.positive(fg.tensor([True]))
+    with pytest.raises(TypeError, match="positive"):
+        fg.tensor([True]).positive()
+    np.testing.assert_array_equal(fg.positive(fg.tensor([1, -2])).numpy(), [1, -2])

@@ -362,7 +362,9 @@ def install() -> None:
     alias("asarray", _asarray)
     alias("ravel", lambda input: input.ravel())
     alias("msort", lambda input: fg.sort(input, 0)[0])
-    alias("positive", lambda input: input)
+    from ._torch_more import _positive
+
+    alias("positive", _positive)
     alias("detach", lambda input: input.detach())
     alias("isposinf", lambda input: input == float("inf"))
     alias("isneginf", lambda input: input == float("-inf"))

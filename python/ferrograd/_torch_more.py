@@ -623,6 +623,13 @@ def _horner_coeffs(coeffs: list[float], t: Tensor) -> Tensor:
     return acc
 
 
+def _positive(input: Tensor) -> Tensor:
+    """``input`` itself; PyTorch refuses bool tensors (``+`` is not defined on them)."""
+    if isinstance(input, Tensor) and input.dtype.kind == "b":
+        raise DTypeError("positive: the + operator is not defined for bool tensors")
+    return input
+
+
 def angle(input: Any) -> Any:
     """The argument of each element: for real tensors 0 at and above 0, ``pi`` below, NaN
     at NaN, as a float (integers promote); no gradient, as PyTorch's for real inputs. A
@@ -2300,7 +2307,7 @@ def _install() -> None:
         "is_nonzero": _is_nonzero,
         "signbit": _signbit,
         "sgn": lambda self: self.sign(),
-        "positive": lambda self: self,
+        "positive": _positive,
         "ravel": _ravel,
         "moveaxis": lambda self, source, destination: self.movedim(source, destination),
         "swapdims": lambda self, d0, d1: self.swapaxes(d0, d1),
