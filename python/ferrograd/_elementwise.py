@@ -43,8 +43,9 @@ def _everywhere(x: Tensor) -> Tensor:
 def clamp(input: Tensor, min: Any = None, max: Any = None, *, out: Any = None) -> Tensor:
     """Limits ``input`` to ``[min, max]`` (either may be None, a number or a tensor that
     broadcasts). Gradients as PyTorch's: with number bounds ``input`` gets it strictly inside
-    them (none at a bound); a tensor bound is ``maximum``/``minimum`` (a tie shares the
-    gradient equally). NaN stays NaN; where ``min > max`` the result is ``max``.
+    them (none at a bound, none at a NaN input); a tensor bound is ``maximum``/``minimum`` (a
+    tie shares the gradient equally), except that with two tensor bounds a NaN result's
+    gradient goes to ``input`` alone. NaN stays NaN; where ``min > max`` the result is ``max``.
     ``out``: PyTorch's."""
     if out is not None:
         from ._ops import _write_out
@@ -63,6 +64,15 @@ def clamp(input: Tensor, min: Any = None, max: Any = None, *, out: Any = None) -
         out = minimum(out, max)
     elif max is not None:
         out = where(_everywhere(out) if _is_nan(max) else out >= max, max, out)
+    if isinstance(min, Tensor) and isinstance(max, Tensor) and out.dtype.kind == "f":
+        # with both bounds tensors PyTorch gives a NaN result's gradient to ``input`` alone
+        # (maximum/minimum would also pass it to the bounds); the value stays NaN
+        nan = out.isnan()
+        out = where(nan, x + (out.detach() - x.detach()), out)
+    if x.dtype.kind == "f" and not isinstance(min, Tensor) and not isinstance(max, Tensor):
+        # a NaN input stays NaN but, as in PyTorch (``min <= x <= max`` is false), gets no
+        # gradient
+        out = where(x.isnan(), x.detach(), out)
     if out.dtype != x.dtype and not isinstance(min, Tensor) and not isinstance(max, Tensor):
         # a float bound makes an integer tensor's result float (PyTorch's promotion)
         float_bound = any(isinstance(b, float) for b in (min, max))

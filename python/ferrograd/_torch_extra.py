@@ -206,17 +206,39 @@ def _lgamma_near(w: Tensor) -> Tensor:
     return _where(near1 | near2, series, far)
 
 
+_EPS_OF = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+
 def lgamma(input: Tensor) -> Tensor:
     """``log|Gamma(x)|``; ``inf`` at the non-positive integers. Differentiable (the gradient
     is ``digamma``)."""
-    x = _float("lgamma", input)
+    x0 = _float("lgamma", input)
+    if str(x0.dtype) != "float64":
+        # the reflection loses ~1e-5 near the negative zeros in single precision: compute in
+        # double, round once
+        return lgamma(x0.astype("float64")).astype(x0.dtype)
+    # +-inf, and the negative floats too large to have a fraction (all poles): inf, as
+    # PyTorch's (the series below would give inf - inf there); they are kept out of the
+    # series, whose gradient would be NaN at them; the gradient at +inf is inf
+    far = x0.isinf() | (x0 <= -1.0 / _EPS_OF.get(str(x0.dtype), 2.0**-23))
+    # the poles at 0 and the negative integers: inf, also kept out of the series
+    zero = x0 == 0
+    pole = (x0 < 0) & (x0 == x0.detach().round()) & ~far
+    x = _where(far | zero | pole, _const(0.5, x0), x0)
     low = x < 0.5
     w = _where(low, 1.0 - x, x)
     pos = _lgamma_near(w)
     # reflection: log|Gamma(x)| = log(pi / |sin(pi x)|) - log Gamma(1 - x)
     r = _where(low, _reduce_frac(x), _const(0.5, x))
     refl = math.log(math.pi) - (r * math.pi).sin().abs().log() - pos
-    return _where(low, refl, pos)
+    out = _where(low, refl, pos)
+    # at +-0, -log(x) is inf with PyTorch's gradient digamma(+-0) = -+inf; at a negative
+    # pole -log|x - x| is inf with gradient NaN (inf times abs's 0 slope), PyTorch's too
+    xz = _where(zero, x0, _const(1.0, x0))
+    out = _where(zero, -xz.log(), out)
+    xp = _where(pole, x0, _const(1.0, x0))
+    out = _where(pole, -(xp - xp.detach()).abs().log(), out)
+    return _where(far, _where(far, x0, _const(1.0, x0)).abs() * math.inf, out)
 
 
 def _polygamma_pos(n: int, w: Tensor) -> Tensor:
@@ -261,7 +283,15 @@ def _cot_derivative(n: int) -> list[float]:
     return poly
 
 
-def _polygamma(op: str, n: int, x: Tensor) -> Tensor:
+def _polygamma(op: str, n: int, x0: Tensor) -> Tensor:
+    if str(x0.dtype) != "float64":
+        # the reflection's cot loses ~1e-5 for negative x in single precision: compute in
+        # double, round once
+        return _polygamma(op, n, x0.astype("float64")).astype(x0.dtype)
+    # the poles (0 and the negative integers) are kept out of the series, whose gradient
+    # would be NaN there even where the value is replaced below
+    pole = (x0 <= 0) & (x0 == x0.detach().round())
+    x = _where(pole, _const(0.5, x0), x0)
     low = x < 0.5
     w = _where(low, 1.0 - x, x)
     pos = _polygamma_pos(n, w)
@@ -271,13 +301,21 @@ def _polygamma(op: str, n: int, x: Tensor) -> Tensor:
     c = (r * math.pi).cos() / (r * math.pi).sin()
     refl = ((-1.0) ** n) * pos - math.pi * _horner(_cot_derivative(n), c)
     out = _where(low, refl, pos)
+    # at the poles, d: x itself at +-0, x - x (+0 with slope 1) at the negative integers,
+    # 1 elsewhere (so nothing infinite reaches the other entries' gradients)
+    zero = x0 == 0
+    pz = _where(pole, x0, _const(1.0, x0))
+    d = _where(zero | ~pole, pz, pz - pz.detach())
     if n == 0:
-        # the poles: PyTorch gives -inf at +0, +inf at -0 and NaN at the negative integers
-        pole = (x <= 0) & (x == x.detach().round())
-        # -1/x is -inf at +0 and +inf at -0
-        special = _where(x == 0, -(x.detach().reciprocal()), _const(math.nan, x))
-        out = _where(pole, special, out)
-    return out
+        # PyTorch: -inf at +0, +inf at -0 (-1/x, gradient inf) and NaN at the negative
+        # integers
+        pn = _where(pole & ~zero, x0, _const(1.0, x0))
+        special = _where(zero, -d.reciprocal(), (pn - pn.detach()) * math.nan)
+    else:
+        # the leading term of the Laurent series, (-1)^(n+1) n! / d^(n+1): +inf for odd n
+        # (with PyTorch's -inf gradient), the one-sided limit from above for even n
+        special = ((-1.0) ** (n + 1) * math.factorial(n)) * d.reciprocal() ** (n + 1)
+    return _where(pole, special, out)
 
 
 def digamma(input: Tensor) -> Tensor:
@@ -295,6 +333,11 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     return _polygamma("polygamma", n, _float("polygamma", input))
 
 
+class _DomainError(ValueError, RuntimeError):
+    """An argument outside a function's domain: a ValueError, and the RuntimeError PyTorch
+    raises for it."""
+
+
 def mvlgamma(input: Tensor, p: int) -> Tensor:
     """The multivariate log-gamma of dimension ``p``:
     ``p(p-1)/4 log(pi) + sum_{j<p} lgamma(x - j/2)``; every entry must exceed ``(p-1)/2``."""
@@ -303,7 +346,7 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:
     if p < 1:
         raise ShapeError(f"mvlgamma: p must be at least 1, got {p}")
     if not _core._tracing() and x.numel() and bool((x.detach() <= (p - 1) / 2).any()):
-        raise ValueError(f"mvlgamma: all entries of input must be greater than {(p - 1) / 2}")
+        raise _DomainError(f"mvlgamma: all entries of input must be greater than {(p - 1) / 2}")
     out = lgamma(x)
     for j in range(1, p):
         out = out + lgamma(x - j / 2)
@@ -348,8 +391,15 @@ def erfinv(input: Tensor) -> Tensor:
     ec = xt.erfc()
     xt = xt + (ec.log() - logq) * ec / (_SQRT_PI_2 * (-xt * xt).exp())
     out = _where(central, xc, xt * y.detach().sign())
-    out = _where(ay == 1.0, y.detach() * math.inf, out)
-    return _where(ay > 1.0, _const(math.nan, y), out)
+    # +-0 keep their sign (the slope there is sqrt(pi)/2)
+    zero = y == 0
+    out = _where(zero, _where(zero, y, _const(0.0, y)) * (1.0 / _SQRT_PI_2), out)
+    # the edges and outside, with PyTorch's gradient sqrt(pi)/2 exp(erfinv(y)^2) there:
+    # +inf at +-1 and NaN where the value is NaN (beyond +-1 and at NaN)
+    edge = ay == 1.0
+    out = _where(edge, _where(edge, y, _const(0.0, y)).abs() * y.detach() * math.inf, out)
+    outside = ~(ay <= 1.0)
+    return _where(outside, _where(outside, y, _const(0.0, y)) * math.nan, out)
 
 
 def _no_grad() -> Any:
@@ -369,6 +419,10 @@ def i0(input: Tensor) -> Tensor:
     """The modified Bessel function of the first kind, order 0: its power series in
     ``x^2/4`` for ``|x| <= 30``, the asymptotic expansion above. Differentiable."""
     x = _float("i0", input)
+    if x.dtype.kind == "f" and str(x.dtype) != "float64":
+        # the 64-term series loses about 1e-3 relative accuracy (and overflows its gradient)
+        # when summed in single precision: sum it in double, round once
+        return i0(x.astype("float64")).astype(x.dtype)
     small = x.abs() <= 30.0
     xs = _where(small, x, _const(0.0, x))
     series = _horner(_I0_SERIES, xs * xs * 0.25)
@@ -376,6 +430,63 @@ def i0(input: Tensor) -> Tensor:
     asym = (xl - 0.5 * xl.log()).exp() / math.sqrt(2 * math.pi) * _horner(_I0_ASYM, xl.reciprocal())
     # exp(x) / sqrt(x) overflows past x ~ 709: split the exponent
     return _where(small, series, asym)
+
+
+def _bessel_asym(nu: int) -> list[float]:
+    """The coefficients ``a_k`` of ``I_nu(x) ~ exp(x) / sqrt(2 pi x) sum_k a_k x^-k``."""
+    mu, out = 4.0 * nu * nu, [1.0]
+    for k in range(1, 24):
+        out.append(-out[-1] * (mu - (2 * k - 1) ** 2) / (8.0 * k))
+    return out
+
+
+_BESSEL_SERIES = {
+    nu: [1.0 / (math.factorial(k) * math.factorial(k + nu)) for k in range(_I0_TERMS)]
+    for nu in (0, 1)
+}
+_BESSEL_ASYM = {nu: _bessel_asym(nu) for nu in (0, 1)}
+
+
+def _bessel_i(op: str, nu: int, input: Tensor, scaled: bool) -> Tensor:
+    """``I_nu(x)`` (``nu`` 0 or 1), times ``exp(-|x|)`` when ``scaled``: the power series
+    ``(x/2)^nu sum_k (x^2/4)^k / (k! (k + nu)!)`` for ``|x| <= 30``, the asymptotic expansion
+    above it (where the scaled form never overflows). Summed in double precision for the
+    narrower float dtypes; differentiable (``I0' = I1``, ``I1' = I0 - I1 / x``)."""
+    x = _float(op, input)
+    if str(x.dtype) != "float64":
+        return _bessel_i(op, nu, x.astype("float64"), scaled).astype(x.dtype)
+    small = x.abs() <= 30.0
+    xs = _where(small, x, _const(0.0, x))
+    series = _horner(_BESSEL_SERIES[nu], xs * xs * 0.25)
+    if nu:
+        series = series * (xs * 0.5)
+    if scaled:
+        series = series * (-xs.abs()).exp()
+    xl = _where(small, _const(31.0, x), x.abs())
+    asym = _horner(_BESSEL_ASYM[nu], xl.reciprocal()) / math.sqrt(2 * math.pi)
+    if scaled:
+        asym = asym / xl.sqrt()
+    else:
+        # exp(x) / sqrt(x) overflows past x ~ 709 before the quotient does: one exponent
+        asym = asym * (xl - 0.5 * xl.log()).exp()
+    if nu % 2:
+        asym = asym * x.detach().sign()
+    return _where(small, series, asym)
+
+
+def i0e(input: Tensor) -> Tensor:
+    """``i0(x) exp(-|x|)``, the exponentially scaled Bessel function (finite for every x)."""
+    return _bessel_i("i0e", 0, input, True)
+
+
+def i1(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind, order 1 (odd); differentiable."""
+    return _bessel_i("i1", 1, input, False)
+
+
+def i1e(input: Tensor) -> Tensor:
+    """``i1(x) exp(-|x|)``, the exponentially scaled ``i1``."""
+    return _bessel_i("i1e", 1, input, True)
 
 
 # ------------------------------------------------------------------------ shape functions

@@ -47,7 +47,13 @@ _WRITE_BACK = [
     "remainder",
     "fmod",
     "erf",
+    "erfc",
     "erfinv",
+    "i0",
+    "sinc",
+    "sgn",
+    "fix",
+    "negative",
     "reciprocal",
     "rsqrt",
     "sign",
@@ -66,6 +72,13 @@ _WRITE_BACK = [
     "asin",
     "acos",
     "atan",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "absolute",
     "sinh",
     "cosh",
     "asinh",
@@ -354,7 +367,9 @@ def install() -> None:
     alias("asarray", _asarray)
     alias("ravel", lambda input: input.ravel())
     alias("msort", lambda input: fg.sort(input, 0)[0])
-    alias("positive", lambda input: input)
+    from ._torch_more import _positive
+
+    alias("positive", _positive)
     alias("detach", lambda input: input.detach())
     alias("isposinf", lambda input: input == float("inf"))
     alias("isneginf", lambda input: input == float("-inf"))

@@ -224,7 +224,9 @@ _OUT_CASTING = (
     "addcmul", "exp2", "log2", "log10", "expm1", "log1p", "rsqrt", "square", "reciprocal",
     "sinh", "cosh", "tan", "asin", "acos", "atan", "erf", "lgamma", "digamma", "logit",
     "logaddexp", "hypot", "copysign", "outer", "kron", "addr", "std", "var", "diff",
-    "polygamma", "mvlgamma", "lerp",
+    "polygamma", "mvlgamma", "lerp", "asinh", "acosh", "atanh", "arcsinh", "arccosh",
+    "arctanh", "arcsin", "arccos", "arctan", "erfc", "erfinv", "i0", "sinc", "deg2rad",
+    "rad2deg", "angle",
 )  # fmt: skip
 # reductions whose ``out=`` dtype is the dtype they compute in (``sum(x, out=i64)``), and
 # ``eye``, which builds the identity in ``out``'s dtype
@@ -235,7 +237,8 @@ _OUT_STRICT = (
     "sort", "kthvalue", "cummax", "cummin", "concat", "concatenate", "topk", "msort",
     "mode", "median", "nanmedian", "float_power", "heaviside", "matmul", "mm", "bmm", "mv",
     "dot", "vdot", "inner", "addmm", "addmv", "addbmm", "baddbmm", "where", "sign", "sgn",
-    "negative", "frac", "round", "nan_to_num", "clamp", "tril", "triu", "cross",
+    "negative", "frac", "round", "nan_to_num", "clamp", "tril", "triu", "cross", "signbit",
+    "isposinf", "isneginf", "fix",
     "index_select", "gather", "masked_select", "take_along_dim", "norm", "logcumsumexp",
     "renorm", "histc", "bucketize", "searchsorted", "take", "index_add", "index_copy",
     "index_reduce", "scatter", "scatter_add", "scatter_reduce", "aminmax", "quantile",

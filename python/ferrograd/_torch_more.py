@@ -35,6 +35,7 @@ __all__ = [
     "addmv",
     "addr",
     "aminmax",
+    "angle",
     "arccos",
     "arccosh",
     "arcsin",
@@ -437,24 +438,55 @@ def _float(op: str, x: Any) -> Tensor:
     return x
 
 
+_EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+
+def _root_eps(x: Tensor) -> float:
+    """``sqrt(eps)`` of ``x``'s float dtype: below it ``asinh(x) = x`` and above its reciprocal
+    ``sqrt(x^2 + 1) = |x|`` to the dtype's precision."""
+    return math.sqrt(_EPS.get(str(x.dtype), 2.0**-23))
+
+
 def asinh(input: Tensor) -> Tensor:
-    """Inverse hyperbolic sine, accurate near 0 and for large ``|x|``."""
+    """Inverse hyperbolic sine: ``x`` itself near 0 (so -0.0 stays -0.0), ``log1p`` of an
+    exact rearrangement in between, ``log(2|x|)`` for large ``|x|`` (where ``x^2`` would
+    overflow); odd, +-inf at +-inf. Each branch sees only its own inputs, so no branch's
+    infinities reach another's gradient."""
     x = _float("asinh", input)
+    r = _root_eps(x)
     a = _core.where(x < 0, -x, x)  # |x|, with gradient +-1 on each side of 0
-    v = (a + a * a / (1.0 + (a * a + 1.0).sqrt())).log1p()
-    return _core.where(x < 0, -v, v)
+    small, big = a < r, a > 1.0 / r
+    one = _core.ones_like(a)
+    am = _core.where(small | big, one, a)
+    mid = (am + am * am / (1.0 + (am * am + 1.0).sqrt())).log1p()
+    far = _core.where(big, a, one).log() + math.log(2.0)
+    v = _core.where(big, far, mid)
+    return _core.where(small, x, _core.where(x < 0, -v, v))
 
 
 def acosh(input: Tensor) -> Tensor:
-    """Inverse hyperbolic cosine (NaN below 1)."""
+    """Inverse hyperbolic cosine: ``log1p(t + sqrt(t (t + 2)))`` with ``t = x - 1`` (accurate
+    near 1), ``log(2x)`` for large ``x`` (where ``x^2`` would overflow), NaN below 1 (its
+    gradient NaN there too)."""
     x = _float("acosh", input)
-    return (x + (x * x - 1.0).sqrt()).log()
+    r = _root_eps(x)
+    big = x > 1.0 / r
+    low = x < 1.0
+    one = _core.ones_like(x)
+    t = _core.where(big | low, one, x) - 1.0
+    # sqrt(t) sqrt(t + 2), not sqrt(t (t + 2)): the gradient at 1 is then inf, not NaN
+    mid = (t + t.sqrt() * (t + 2.0).sqrt()).log1p()
+    far = _core.where(big, x, one + one).log() + math.log(2.0)
+    v = _core.where(big, far, mid)
+    return _core.where(low, _core.where(low, x, one) * math.nan, v)
 
 
 def atanh(input: Tensor) -> Tensor:
-    """Inverse hyperbolic tangent (+-inf at +-1, NaN beyond)."""
+    """Inverse hyperbolic tangent, ``(log1p(x) - log1p(-x)) / 2``: the two terms have
+    opposite signs, so nothing cancels near 0 or near +-1, and its gradient is exactly
+    PyTorch's ``1 / (1 - x^2)`` (inf at +-1). +-inf at +-1, NaN beyond."""
     x = _float("atanh", input)
-    return 0.5 * (2.0 * x / (1.0 - x)).log1p()
+    return 0.5 * (x.log1p() - (-x).log1p())
 
 
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
@@ -477,8 +509,11 @@ def arctan2(input: Tensor, other: Tensor) -> Tensor:
 
 
 def frac(input: Tensor) -> Tensor:
-    """``x - trunc(x)`` (gradient 1)."""
+    """``x - trunc(x)`` (gradient 1); floating-point tensors only, as PyTorch's (an integer's
+    fractional part is no question a program means to ask)."""
     x = _check_tensor("frac", "input", input)
+    if x.dtype.kind != "f":
+        raise DTypeError(f"frac: input must be a floating-point tensor, got {x.dtype}")
     return x - x.detach().trunc()
 
 
@@ -498,8 +533,13 @@ def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     """``log(exp(input) + exp(other))`` without overflow."""
     a, b = _pair("logaddexp", input, other)
     shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
-    both = _core.stack([a.broadcast_to(*shape), b.broadcast_to(*shape)], 0)
-    return both.logsumexp(0)
+    a, b = a.broadcast_to(*shape), b.broadcast_to(*shape)
+    # max(a, b) + log1p(exp(-|a - b|)): at an infinite argument the correction is log1p(0)
+    # with gradient 0, so the larger side gets gradient 1 there (as PyTorch's
+    # 1 / (1 + exp(b - a))), where exp(a - logsumexp) would be exp(inf - inf) = NaN
+    both_inf = (a == b) & a.isinf()
+    d = _core.where(both_inf, _core.zeros_like(a), a - b)
+    return _core.maximum(a, b) + (-d.abs()).exp().log1p()
 
 
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
@@ -537,8 +577,10 @@ def xlogy(input: Any, other: Any) -> Tensor:
 
 
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
-    """``log(p / (1 - p))``; with ``eps``, ``p`` is first clamped to ``[eps, 1 - eps]`` as
-    PyTorch does it: ``p < eps`` tested first (so with ``eps > 0.5`` every ``p`` becomes a
+    """``log(p / (1 - p))``, computed as ``log(p) - log1p(-p)`` so that the gradient is
+    PyTorch's ``1 / (p (1 - p))`` everywhere: +-inf at 0 and 1 (not the NaN of the ratio's
+    rule), NaN outside ``[0, 1]``. With ``eps``, ``p`` is first clamped to ``[eps, 1 - eps]``
+    as PyTorch does it: ``p < eps`` tested first (so with ``eps > 0.5`` every ``p`` becomes a
     constant, gradient 0), NaN kept."""
     p = _float("logit", input)
     if eps is not None:
@@ -546,15 +588,60 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
         lo = _core.zeros_like(p) + eps
         hi = _core.zeros_like(p) + (1.0 - eps)
         p = _core.where(p < eps, lo, _core.where(p > 1.0 - eps, hi, p))
-    return (p / (1.0 - p)).log()
+    out = p.log() - (-p).log1p()
+    outside = (p < 0.0) | (p > 1.0)
+    return _core.where(outside, _core.where(outside, p, _core.zeros_like(p)) * math.nan, out)
+
+
+# sin(u) / u = sum_k (-1)^k u^(2k) / (2k + 1)!, through u^12: below |u| = 0.3 the next term
+# is under 1e-19 of the sum
+_SINC_SERIES = [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(7)]
 
 
 def sinc(input: Tensor) -> Tensor:
-    """``sin(pi x) / (pi x)``, 1 at 0 (gradient 0 there)."""
+    """``sin(pi x) / (pi x)``, 1 at 0. Below ``|pi x| = 0.3`` its Taylor series: the quotient's
+    gradient ``(u cos u - sin u) / u^2`` cancels there (1e-3 relative error at ``x = 1e-3``
+    in float32, most digits lost at ``x = 1e-8`` in float64), the series' does not."""
     x = _float("sinc", input)
-    zero = x == 0
-    safe = _core.where(zero, _core.ones_like(x), x) * math.pi
-    return _core.where(zero, _core.ones_like(x), safe.sin() / safe)
+    if str(x.dtype) in ("float16", "bfloat16"):
+        # pi x rounded to 8 or 11 bits leaves sin(pi x) 1e-3 off its zeros (and overflows
+        # past 2e4 in float16): compute in float32, as PyTorch does, and round once
+        return sinc(x.astype("float32")).astype(x.dtype)
+    u = x * math.pi
+    near = u.abs() < 0.3
+    un = _core.where(near, u, _core.zeros_like(u))
+    series = _horner_coeffs(_SINC_SERIES, un * un)
+    uf = _core.where(near, _core.ones_like(u), u)
+    return _core.where(near, series, uf.sin() / uf)
+
+
+def _horner_coeffs(coeffs: list[float], t: Tensor) -> Tensor:
+    """``sum(c_k t^k)``."""
+    acc = _core.zeros_like(t) + coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        acc = acc * t + c
+    return acc
+
+
+def _positive(input: Tensor) -> Tensor:
+    """``input`` itself; PyTorch refuses bool tensors (``+`` is not defined on them)."""
+    if isinstance(input, Tensor) and input.dtype.kind == "b":
+        raise DTypeError("positive: the + operator is not defined for bool tensors")
+    return input
+
+
+def angle(input: Any) -> Any:
+    """The argument of each element: for real tensors 0 at and above 0, ``pi`` below, NaN
+    at NaN, as a float (integers promote); no gradient, as PyTorch's for real inputs. A
+    complex pair gives its own ``angle()``."""
+    if hasattr(input, "angle") and getattr(input.dtype, "kind", "") == "c":
+        return input.angle()
+    x = _float("angle", input)
+    zero = _core.zeros_like(x.detach())
+    out = _core.where(x.detach() < 0, zero + math.pi, zero)
+    out = _core.where(x.detach().isnan(), x.detach(), out)
+    # attached to ``x`` with a zero gradient (a never-true where), as PyTorch's result is
+    return _core.where(x.detach() < -math.inf, x, out)
 
 
 def heaviside(input: Tensor, values: Any) -> Tensor:
@@ -609,7 +696,8 @@ def fmax(input: Tensor, other: Tensor) -> Tensor:
     a, b = _pair("fmax", input, other)
     m = _core.maximum(a, b)
     a, b = a.broadcast_to(*m.shape), b.broadcast_to(*m.shape)
-    return _core.where(a.isnan(), b, _core.where(b.isnan(), a, m))
+    # where both are NaN the result (and the gradient) is ``input``'s, as PyTorch's
+    return _core.where(b.isnan(), a, _core.where(a.isnan(), b, m))
 
 
 def fmin(input: Tensor, other: Tensor) -> Tensor:
@@ -617,7 +705,8 @@ def fmin(input: Tensor, other: Tensor) -> Tensor:
     a, b = _pair("fmin", input, other)
     m = _core.minimum(a, b)
     a, b = a.broadcast_to(*m.shape), b.broadcast_to(*m.shape)
-    return _core.where(a.isnan(), b, _core.where(b.isnan(), a, m))
+    # where both are NaN the result (and the gradient) is ``input``'s, as PyTorch's
+    return _core.where(b.isnan(), a, _core.where(a.isnan(), b, m))
 
 
 # ------------------------------------------------------------------------ reductions
@@ -2223,7 +2312,7 @@ def _install() -> None:
         "is_nonzero": _is_nonzero,
         "signbit": _signbit,
         "sgn": lambda self: self.sign(),
-        "positive": lambda self: self,
+        "positive": _positive,
         "ravel": _ravel,
         "moveaxis": lambda self, source, destination: self.movedim(source, destination),
         "swapdims": lambda self, d0, d1: self.swapaxes(d0, d1),

@@ -2601,7 +2601,9 @@ __all__ += ["affine_grid", "grid_sample"]
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``input`` where it is above ``threshold``, else ``value``."""
     x = _float("threshold", "input", input)
-    out = _core.where(x > threshold, x, x * 0.0 + value)
+    # PyTorch's test is ``x <= threshold``: NaN passes through (with its gradient), and the
+    # replacement is a constant (``x * 0 + value`` would be NaN at +-inf)
+    out = _core.where(x <= threshold, _core.zeros_like(x) + value, x)
     return _write_into(x, out) if inplace else out
 
 

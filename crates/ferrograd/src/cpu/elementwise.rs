@@ -424,7 +424,8 @@ fn sigmoid_grad<T: Float>(g: T, v: T) -> T {
 }
 #[inline(always)]
 fn relu_grad<T: Float>(g: T, v: T) -> T {
-    if v > T::ZERO {
+    // a NaN output passes the gradient (PyTorch zeroes it only where the output is <= 0)
+    if v > T::ZERO || v.is_nan() {
         g
     } else {
         T::ZERO

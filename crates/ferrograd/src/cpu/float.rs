@@ -59,13 +59,14 @@ pub(crate) trait Float:
         cdf + self * pdf
     }
 
-    /// `max(v, 0)`; NaN stays NaN (as PyTorch's relu).
+    /// `max(v, 0)`; NaN stays NaN and -0.0 stays -0.0 (as PyTorch's relu, which replaces
+    /// only what compares below 0).
     #[inline(always)]
     fn relu(self) -> Self {
-        if self > Self::ZERO || self.is_nan() {
-            self
-        } else {
+        if self < Self::ZERO {
             Self::ZERO
+        } else {
+            self
         }
     }
 
@@ -80,17 +81,15 @@ pub(crate) trait Float:
         }
     }
 
-    /// -1, 0 or 1 (a signed zero is kept; NaN gives 0, as PyTorch's `sign`).
+    /// -1, 0 or 1; both zeros and NaN give +0.0 (as PyTorch's `sign`, `(0 < v) - (v < 0)`).
     #[inline(always)]
     fn sign(self) -> Self {
         if self > Self::ZERO {
             Self::ONE
         } else if self < Self::ZERO {
             -Self::ONE
-        } else if self.is_nan() {
-            Self::ZERO
         } else {
-            self * Self::ZERO
+            Self::ZERO
         }
     }
 

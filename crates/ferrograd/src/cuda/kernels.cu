@@ -36,7 +36,7 @@ __device__ __forceinline__ long long pos(const Strided& l, long long i) {
 typedef unsigned char u8;
 
 template <typename T> __device__ __forceinline__ T sgn(T v) {
-    return v > T(0) ? T(1) : (v < T(0) ? T(-1) : (v == v ? v * T(0) : T(0)));
+    return v > T(0) ? T(1) : (v < T(0) ? T(-1) : T(0));
 }
 
 /// The remainder of the floored division: C's `fmod` (the sign of `a`), with `b` added where
@@ -71,7 +71,7 @@ UNARY_FLOAT(abs, fabs(v))
 UNARY_INT(abs, v < 0 ? -v : v)
 UNARY_FLOAT(tanh, tanh(v))
 UNARY_FLOAT(sigmoid, v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v)))
-UNARY_FLOAT(relu, (v > 0 || v != v) ? v : 0)
+UNARY_FLOAT(relu, v < 0 ? 0 : v)
 UNARY_INT(relu, v > 0 ? v : 0)
 UNARY_FLOAT(sign, sgn(v))
 UNARY_INT(sign, v > 0 ? 1 : (v < 0 ? -1 : 0))
@@ -191,7 +191,7 @@ COMPARE(greater_equal, a >= b)
 
 ACT_GRAD(tanh_grad, g * (1 - v * v))
 ACT_GRAD(sigmoid_grad, g * v * (1 - v))
-ACT_GRAD(relu_grad, v > 0 ? g : 0)
+ACT_GRAD(relu_grad, (v > 0 || v != v) ? g : 0)
 
 #define WHERE(NAME, T)                                                                        \
     extern "C" __global__ void NAME(const u8* c, Strided lc, const T* a, Strided la,          \

@@ -40,7 +40,7 @@ macro_rules! binary_ops {
             Maximum  maximum  (|p, q| p.maximum(q))    (|p, q| p.max(q))            (|dy, a, b| dy.mul(&share(BinaryOp::Maximum, &a, &b)?)?)  (|dy, a, b| dy.mul(&share(BinaryOp::Maximum, &b, &a)?)?),
             Minimum  minimum  (|p, q| p.minimum(q))    (|p, q| p.min(q))            (|dy, a, b| dy.mul(&share(BinaryOp::Minimum, &a, &b)?)?)  (|dy, a, b| dy.mul(&share(BinaryOp::Minimum, &b, &a)?)?),
             // d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
-            Atan2    atan2    (|p, q| p.atan2(q))      ()                           (|dy, a, b| dy.mul(&b)?.div(&squares(&a, &b)?)?)  (|dy, a, b| dy.mul(&a)?.div(&squares(&a, &b)?)?.neg()?),
+            Atan2    atan2    (|p, q| p.atan2(q))      ()                           (|dy, a, b| atan2_grad(&dy, &a, &b, true)?)  (|dy, a, b| atan2_grad(&dy, &a, &b, false)?),
             // a = q * b + out with q the rounded quotient: d/da = 1, d/db = -q (floats only:
             // integer division by zero must raise, which a kernel cannot)
             Fmod      fmod      (|p, q| p.fmod(q))       ()                           (|dy| dy.clone())                     (|dy, a, b| dy.mul(&quotient(&a, &b, false)?)?.neg()?),
@@ -69,6 +69,23 @@ macro_rules! compare_ops {
 /// `a^2 + b^2`.
 fn squares(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     a.mul(a)?.add(&b.mul(b)?)
+}
+
+/// `atan2(a, b)`'s gradient, `dy * b / (a^2 + b^2)` in `a` (`wrt_a`) and `-dy * a / (a^2 + b^2)`
+/// in `b`, with `a` and `b` first divided by the larger magnitude `m` (held constant, which
+/// leaves the quotient unchanged), so the squares neither underflow to 0 (an infinite or NaN
+/// gradient at tiny arguments) nor overflow. 0 at `a = b = 0`, as PyTorch.
+fn atan2_grad(dy: &Tensor, a: &Tensor, b: &Tensor, wrt_a: bool) -> Result<Tensor> {
+    let m = a.detach().abs()?.maximum(&b.detach().abs()?)?;
+    let origin = m.eq(&m.scalar_like(0.0))?;
+    let one = m.scalar_like(1.0);
+    let m = super::where_cond(&origin, &one, &m)?;
+    // at an infinite argument the unscaled quotient is already right (inf / inf would not be)
+    let m = super::where_cond(&m.eq(&m.scalar_like(f64::INFINITY))?, &one, &m)?;
+    let (a, b) = (a.div(&m)?, b.div(&m)?);
+    let num = if wrt_a { dy.mul(&b)? } else { dy.mul(&a)?.neg()? };
+    let g = num.div(&squares(&a, &b)?.mul(&m)?)?;
+    super::where_cond(&origin, &g.scalar_like(0.0), &g)
 }
 
 /// d(a ** b)/da = b * a ** (b - 1), and 0 where b == 0 (as PyTorch: `0 ** 0` has no slope,
@@ -105,17 +122,18 @@ fn quotient(a: &Tensor, b: &Tensor, floor: bool) -> Result<Tensor> {
     }
 }
 
-/// The share of `maximum`'s (or `minimum`'s) gradient that goes to `a`: 1 where `a` wins, 1/2
-/// on ties, as PyTorch splits it; 0 where either is NaN.
+/// The share of `maximum`'s (or `minimum`'s) gradient that goes to `a`, as PyTorch splits
+/// it: all of it unless `a` loses, half on ties. A NaN on either side loses nothing, so both
+/// operands get the full gradient there.
 fn share(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (a, b) = (a.detach(), b.detach());
-    let wins = if op == BinaryOp::Maximum {
-        a.gt(&b)?
-    } else {
+    let loses = if op == BinaryOp::Maximum {
         a.lt(&b)?
+    } else {
+        a.gt(&b)?
     };
     let ties = a.eq(&b)?.astype(a.dtype())?.mul_scalar(0.5)?;
-    wins.astype(a.dtype())?.add(&ties)
+    loses.astype(a.dtype())?.add(&ties)?.rsub_scalar(1.0)
 }
 
 /// Checks `x` and `y` and runs `kernel` on views of both broadcast to one shape; operands of
