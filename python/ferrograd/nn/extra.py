@@ -240,12 +240,6 @@ LocalResponseNorm = _simple(
     F.local_response_norm,
     (("size", 1), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)),
 )
-UpsamplingNearest2d = _simple(
-    "UpsamplingNearest2d", F.upsample_nearest, (("size", None), ("scale_factor", None))
-)
-UpsamplingBilinear2d = _simple(
-    "UpsamplingBilinear2d", F.upsample_bilinear, (("size", None), ("scale_factor", None))
-)
 
 
 def _softmax2d(x: Tensor) -> Tensor:
@@ -274,17 +268,63 @@ class AlphaDropout(Module):
         return f"p={self.p}, inplace={self.inplace}"
 
 
-Upsample = _simple(
-    "Upsample",
-    F.interpolate,
-    (
-        ("size", None),
-        ("scale_factor", None),
-        ("mode", "nearest"),
-        ("align_corners", None),
-        ("recompute_scale_factor", None),
-    ),
-)
+class Upsample(Module):
+    """Resizes ``(N, C, ...)`` inputs with :func:`F.interpolate` (PyTorch's ``nn.Upsample``):
+    ``size`` or ``scale_factor`` (kept as a float, or a tuple of floats), ``mode``,
+    ``align_corners`` and ``recompute_scale_factor`` as there."""
+
+    def __init__(
+        self,
+        size: Any = None,
+        scale_factor: Any = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self.name = type(self).__name__
+        self.size = size
+        if isinstance(scale_factor, (list, tuple)):
+            self.scale_factor: Any = tuple(float(f) for f in scale_factor)
+        else:
+            self.scale_factor = float(scale_factor) if scale_factor else None
+        self.mode = mode
+        self.align_corners = align_corners
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.interpolate(
+            input,
+            self.size,
+            self.scale_factor,
+            self.mode,
+            self.align_corners,
+            recompute_scale_factor=self.recompute_scale_factor,
+        )
+
+    def extra_repr(self) -> str:
+        if self.scale_factor is not None:
+            head = f"scale_factor={self.scale_factor!r}"
+        else:
+            head = f"size={self.size!r}"
+        return f"{head}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Nearest-neighbour resizing of ``(N, C, H, W)``: ``Upsample(size, scale_factor,
+    mode="nearest")`` (PyTorch's ``nn.UpsamplingNearest2d``, a subclass there too)."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear resizing of ``(N, C, H, W)`` with ``align_corners=True``: ``Upsample(size,
+    scale_factor, mode="bilinear", align_corners=True)`` (PyTorch's
+    ``nn.UpsamplingBilinear2d``, a subclass there too)."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
 def _dropout_class(name: str, fn: Any, forward: Any) -> type:

@@ -33,6 +33,8 @@ from ._errors import (
     ArgumentAssertionError,
     ArgumentRuntimeError,
     IndexRuntimeError,
+    ShapeNotImplementedError,
+    UnsupportedDTypeError,
     UnsupportedValueError,
 )
 
@@ -1344,6 +1346,104 @@ def _nearest_index(n_in: int, n_out: int, scale: float | None, exact: bool = Fal
     return np.minimum(np.floor(pos * ratio).astype(np.int64), n_in - 1)
 
 
+_INTERP_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def _interpolate_args(
+    x: Tensor,
+    size: Any,
+    scale_factor: Any,
+    mode: str,
+    align_corners: bool | None,
+    recompute_scale_factor: bool | None,
+    antialias: bool,
+) -> tuple[list[int], list]:
+    """Checks ``interpolate``'s arguments in PyTorch's order and with its exception types;
+    returns the output sizes and the per-axis scales the kernels use (``None`` where the
+    scale follows from the sizes: a given ``size`` or a recomputed factor)."""
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
+        raise ValueError(
+            "interpolate: align_corners can only be set with the interpolating modes "
+            f"(linear, bilinear, bicubic, trilinear), got mode {mode!r}"
+        )
+    k = x.ndim - 2
+    if size is not None and scale_factor is not None:
+        raise ValueError("interpolate: only one of size or scale_factor should be defined")
+    if size is None and scale_factor is None:
+        raise ValueError("interpolate: either size or scale_factor should be defined")
+    spatial = list(x.shape[2:])
+    if size is not None:
+        if isinstance(size, (list, tuple)) and len(size) != k:
+            raise ValueError(
+                f"interpolate: input and output must have the same number of spatial "
+                f"dimensions, got input with spatial dimensions {spatial} and output size "
+                f"{tuple(size)}"
+            )
+        if recompute_scale_factor:
+            raise ValueError(
+                "interpolate: recompute_scale_factor is not meaningful with an explicit size"
+            )
+    if isinstance(scale_factor, (list, tuple)) and len(scale_factor) != k:
+        raise ValueError(
+            f"interpolate: input and scale_factor must have the same number of spatial "
+            f"dimensions, got input with spatial dimensions {spatial} and scale_factor "
+            f"{tuple(scale_factor)}"
+        )
+    if antialias and not (mode in ("bilinear", "bicubic") and x.ndim == 4):
+        raise ValueError(
+            "interpolate: antialias=True goes with the bilinear and bicubic modes and a 4-D "
+            f"input, got mode {mode!r} and shape {list(x.shape)}"
+        )
+    if x.ndim not in (3, 4, 5):
+        raise ShapeNotImplementedError(
+            f"interpolate: input must be 3-D, 4-D or 5-D (N, C, d1, ...), got shape "
+            f"{list(x.shape)} (mode {mode!r})"
+        )
+    if mode not in ("nearest", "nearest-exact", "area") and mode not in _INTERP_DIMS:
+        raise UnsupportedValueError(
+            "interpolate: mode must be 'nearest', 'nearest-exact', 'linear', 'bilinear', "
+            f"'bicubic', 'trilinear' or 'area', got {mode!r}"
+        )
+    if mode in _INTERP_DIMS and _INTERP_DIMS[mode] != k:
+        raise ShapeNotImplementedError(
+            f"interpolate: mode {mode!r} needs a {_INTERP_DIMS[mode] + 2}-D input, got a "
+            f"{x.ndim}-D input of shape {list(x.shape)}"
+        )
+    if x.dtype.kind != "f":
+        raise UnsupportedDTypeError(
+            f"interpolate: input must be a float tensor, got {x.dtype} (mode {mode!r})"
+        )
+    if size is not None:
+        sizes = [int(s) for s in (size if isinstance(size, (list, tuple)) else [size] * k)]
+        scales: list = [None] * k
+    else:
+        sf = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
+        sf = [float(f) for f in sf]
+        sizes = []
+        for n, f in zip(spatial, sf):
+            v = math.floor(n * f) if math.isfinite(n * f) else n * f
+            if not math.isfinite(v) or abs(v) >= 2**63:
+                raise ArgumentRuntimeError(
+                    f"interpolate: scale_factor {f} gives an output size that is not a "
+                    f"finite 64-bit integer for input of shape {list(x.shape)}"
+                )
+            sizes.append(int(v))
+        # area always recomputes: adaptive pooling knows no scale
+        recompute = recompute_scale_factor or mode == "area"
+        scales = [None] * k if recompute else sf
+    if min(spatial) <= 0 or min(sizes) <= 0:
+        raise ArgumentRuntimeError(
+            f"interpolate: input and output sizes should be greater than 0, got input "
+            f"spatial sizes {spatial} and output sizes {sizes}"
+        )
+    if mode != "area" and x.shape[1] == 0:
+        raise ShapeError(
+            f"interpolate: non-empty {x.ndim}-D data tensor expected (mode {mode!r}), got "
+            f"shape {list(x.shape)}"
+        )
+    return sizes, scales
+
+
 def interpolate(
     input: Tensor,
     size: Any = None,
@@ -1359,27 +1459,14 @@ def interpolate(
     3-D/4-D/5-D), as PyTorch's (``align_corners`` for the linear modes;
     ``recompute_scale_factor=True`` computes from the output size instead of the given
     factor; ``antialias=True`` filters bilinear and bicubic shrinking as PIL does)."""
-    x = _float("interpolate", "input", input)
-    if antialias and (mode not in ("bilinear", "bicubic") or x.ndim != 4):
-        raise ValueError(
-            "interpolate: antialias=True goes with the bilinear and bicubic modes and a 4-D "
-            f"input, got mode {mode!r} and shape {list(x.shape)}"
-        )
+    x = _t("interpolate", "input", input)
+    sizes, scales = _interpolate_args(
+        x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
+    )
+    k = x.ndim - 2
+    in_sizes = list(x.shape[2:])
     if mode == "area":
-        if x.ndim not in (3, 4, 5):
-            raise ShapeError(
-                f"interpolate: input must be 3-D, 4-D or 5-D, got shape {list(x.shape)}"
-            )
-        k = x.ndim - 2
-        if (size is None) == (scale_factor is None):
-            raise ValueError("interpolate: give exactly one of size and scale_factor")
-        if size is not None:
-            out = [int(v) for v in (size if isinstance(size, (list, tuple)) else [size] * k)]
-        else:
-            sf = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
-            out = [math.floor(n * f) for n, f in zip(x.shape[2:], sf)]
-        if len(out) != k or min(out) <= 0:
-            raise ValueError(f"interpolate: bad output size {out} for input {list(x.shape)}")
+        out = sizes
         if k == 2:
             return adaptive_avg_pool2d(x, out)
         if k == 3:
@@ -1392,41 +1479,11 @@ def interpolate(
         return adaptive_avg_pool2d(x.reshape(*x.shape, 1), (out[0], 1)).reshape(
             *x.shape[:2], out[0]
         )
-    if recompute_scale_factor and scale_factor is not None:
-        k = x.ndim - 2
-        sf = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
-        size, scale_factor = [math.floor(n * f) for n, f in zip(x.shape[2:], sf)], None
-    if x.ndim not in (3, 4, 5):
-        raise ShapeError(f"interpolate: input must be 3-D, 4-D or 5-D, got shape {list(x.shape)}")
-    k = x.ndim - 2
-    if (size is None) == (scale_factor is None):
-        raise ValueError("interpolate: give exactly one of size and scale_factor")
-    in_sizes = list(x.shape[2:])
-    if size is not None:
-        sizes = [int(s) for s in (size if isinstance(size, (list, tuple)) else [size] * k)]
-        scales: list = [None] * k
-    else:
-        scales = list(
-            scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
-        )
-        sizes = [math.floor(n * s) for n, s in zip(in_sizes, scales)]
-    if len(sizes) != k or min(sizes) <= 0:
-        raise ValueError(f"interpolate: bad output size {sizes} for input {list(x.shape)}")
     if mode in ("nearest", "nearest-exact"):
-        if align_corners is not None:
-            raise ValueError("interpolate: align_corners only goes with the linear modes")
         for d in range(k):
             idx = _nearest_index(in_sizes[d], sizes[d], scales[d], mode == "nearest-exact")
             x = _core.index_select(x, 2 + d, tensor(idx, device=x.device))
         return x
-    dims = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
-    if mode not in dims:
-        raise ValueError(
-            "interpolate: mode must be 'nearest', 'nearest-exact', 'linear', 'bilinear', "
-            f"'bicubic', 'trilinear' or 'area', got {mode!r}"
-        )
-    if dims[mode] != k:
-        raise ShapeError(f"interpolate: mode {mode!r} does not fit a {x.ndim}-D input")
     ac = bool(align_corners)
     if antialias:
         cubic = mode == "bicubic"
