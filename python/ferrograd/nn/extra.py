@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from .._core import ShapeError, Tensor
+from .._core import DTypeError, ShapeError, Tensor
 from .._tensor import tensor
 from . import functional as F
-from ._errors import ArgumentTypeRuntimeError, DTypeValueError
+from ._errors import ArgumentRuntimeError, ArgumentTypeRuntimeError, DTypeValueError
 from .modules import (
     ConvTranspose2d,
     Module,
@@ -52,6 +52,7 @@ __all__ = [
     "ConvTranspose1d",
     "CosineEmbeddingLoss",
     "CosineSimilarity",
+    "CrossMapLRN2d",
     "Dropout1d",
     "Dropout2d",
     "Fold",
@@ -240,6 +241,41 @@ LocalResponseNorm = _simple(
     F.local_response_norm,
     (("size", 1), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)),
 )
+
+
+class CrossMapLRN2d(Module):
+    """Local response normalization across the channels of ``(N, C, H, W)`` (PyTorch's
+    ``nn.CrossMapLRN2d``, the legacy cross-map LRN): ``x_c / (k + alpha / size * S_c) **
+    beta`` with ``S_c`` the sum of ``x_j^2`` over the channels ``|j - c| <= (size - 1) // 2``.
+
+    PyTorch's forward also adds channel 0's square to every later window (an index slip in
+    its port from 0- to 1-based loops) and its backward is not the derivative of its
+    forward; this computes the windows as described, with autodiff's exact gradient."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim != 4:
+            raise ShapeError(
+                f"CrossMapLRN2d: expected input to be 4-D (N, C, H, W), got {input.ndim}-D "
+                f"of shape {list(input.shape)}"
+            )
+        if input.dtype.kind != "f":
+            raise DTypeError(f"CrossMapLRN2d: input must be a float tensor, got {input.dtype}")
+        c = input.shape[1]
+        half = (int(self.size) - 1) // 2
+        sq = input * input
+        if half > 0:
+            sq = F.pad(sq, (0, 0, 0, 0, half, half))
+        total = sq.narrow(1, 0, c)
+        for s in range(1, 2 * half + 1):
+            total = total + sq.narrow(1, s, c)
+        return input / (total * (self.alpha / self.size) + self.k) ** self.beta
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
 def _softmax2d(x: Tensor) -> Tensor:
@@ -530,7 +566,12 @@ class ChannelShuffle(Module):
 
     def __init__(self, groups: int) -> None:
         super().__init__()
-        self.groups = _count("ChannelShuffle", "groups", groups, 1)
+        if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+            # PyTorch's refuses these (at the first call) with RuntimeError
+            raise ArgumentRuntimeError(
+                f"ChannelShuffle: groups must be a positive int, got {groups!r}"
+            )
+        self.groups = int(groups)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.channel_shuffle(x, self.groups)

@@ -1807,8 +1807,16 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``(x1 / max(|x1|, eps)) . (x2 / max(|x2|, eps))`` along ``dim`` (inputs broadcast;
     PyTorch's: each norm floored at ``eps`` on its own)."""
-    a = _float("cosine_similarity", "x1", x1)
-    b = _float("cosine_similarity", "x2", x2)
+    a = _t("cosine_similarity", "x1", x1)
+    b = _t("cosine_similarity", "x2", x2)
+    if a.dtype != b.dtype and (a.dtype.kind == "f" or b.dtype.kind == "f"):
+        # PyTorch's: the inputs are promoted together first (an integer with a float input)
+        from .. import result_type
+
+        common = result_type(a, b)
+        a, b = a.astype(common), b.astype(common)
+    a = _float("cosine_similarity", "x1", a)
+    b = _float("cosine_similarity", "x2", b)
     if a.dtype.name in _HALF or b.dtype.name in _HALF:
         # products and norms in float32 (float16's overflow past 65504), rounded once
         out = cosine_similarity(_up(a), _up(b), dim, eps)
@@ -1821,9 +1829,10 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
         a, b = broadcast_tensors(a, b)
 
     def floored_norm(x: Tensor) -> Tensor:
-        # floored without a gradient of its own, as PyTorch's (clamped under no_grad)
+        # floored without a gradient of its own, as PyTorch's (clamped under no_grad); the
+        # lift is zero where the norm is above eps, so an infinite norm stays infinite
         n = x.norm(2, dim, keepdim=True)
-        return n + (n.clamp(min=eps) - n).detach()
+        return n + where(n < eps, eps - n, 0.0).detach()
 
     return ((a / floored_norm(a)) * (b / floored_norm(b))).sum(dim)
 
@@ -2739,6 +2748,11 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     x = _float("pdist", "input", input)
     if x.ndim != 2:
         raise ShapeError(f"pdist: input must be (N, M), got {list(x.shape)}")
+    if not p >= 0:
+        raise ArgumentRuntimeError(f"pdist: p must be non-negative, got {p}")
+    if x.shape[1] == 0:
+        # no features: every distance is 0 (the inf-norm's max over nothing included)
+        p = 1.0
     n = x.shape[0]
     i, j = np.triu_indices(n, 1)
     # fewer than two rows: an empty gather of x, so the (empty) result is on x's graph
@@ -4136,12 +4150,19 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot rows of the class indices in ``tensor`` (a new last axis of
     ``num_classes``, by default ``max + 1``). An empty ``tensor`` needs ``num_classes``; class
     values outside ``[0, num_classes)`` raise ``ShapeError`` (a ``RuntimeError``, as
-    PyTorch's)."""
+    PyTorch's). As PyTorch's, the indices must be int64 (``DTypeError``, a
+    ``RuntimeError``, for any other dtype)."""
+    if isinstance(tensor, Tensor) and tensor.dtype.name != "int64":
+        raise DTypeError(
+            "one_hot: one_hot is only applicable to index tensor of type LongTensor (int64), "
+            f"got {tensor.dtype}"
+        )
     if (
-        num_classes == -1
+        not isinstance(num_classes, bool)
+        and isinstance(num_classes, int)
+        and num_classes <= 0
         and isinstance(tensor, Tensor)
         and math.prod(tensor.shape) == 0
-        and tensor.dtype.kind in "iu"
     ):
         raise ShapeError("Can not infer total number of classes from empty tensor.")
     if not isinstance(num_classes, bool) and isinstance(num_classes, int) and num_classes < -1:
