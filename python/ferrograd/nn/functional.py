@@ -24,14 +24,16 @@ from .._core import (
 from .._core import avg_pool2d as _avg_pool2d
 from .._core import conv2d as _conv2d
 from .._core import max_pool2d as _max_pool2d
-from .._ops import gather, pad
+from .._ops import gather
 from .._ops import one_hot as _one_hot
+from .._ops import pad as _pad_any
 from .._tensor import tensor
 from ..autodiff import Function as _EngineFunction
 from ..random import _traced_draw
 from ._errors import (
     ArgumentAssertionError,
     ArgumentRuntimeError,
+    DTypeValueError,
     IndexRuntimeError,
     ShapeNotImplementedError,
     UnsupportedDTypeError,
@@ -2259,26 +2261,63 @@ def _patch_weight(op: str, c: int, kh: int, kw: int, x: Tensor) -> Tensor:
     return tensor(w, dtype=x.dtype.name, device=x.device)
 
 
+def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = None) -> Tensor:
+    """Pads the last ``len(pad) // 2`` axes: ``pad = (left_last, right_last, left_prev,
+    right_prev, ...)``, as PyTorch's ``F.pad``. ``mode`` ``"constant"`` (with ``value``;
+    negative pads crop) pads any axes; ``"reflect"``, ``"replicate"`` and ``"circular"``
+    pad the last 1, 2 or 3 axes of a batched or unbatched input (2-D/3-D, 3-D/4-D, 4-D/5-D)
+    and take no ``value``, as PyTorch's (``NotImplementedError`` for other ranks)."""
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise UnsupportedValueError(
+            f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}"
+        )
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise ArgumentRuntimeError(
+                f"pad: padding mode {mode!r} doesn't take in value argument, got {value!r}"
+            )
+        k = len(pad) // 2
+        nd = getattr(input, "ndim", None)
+        if len(pad) % 2 == 0 and not (k in (1, 2, 3) and nd in (k + 1, k + 2)):
+            raise ShapeNotImplementedError(
+                f"pad: {mode} padding of {k} axes (pad of length {len(pad)}) needs a "
+                f"{k + 1}-D or {k + 2}-D input, got a {nd}-D input"
+            )
+    return _pad_any(input, pad, mode, 0.0 if value is None else value)
+
+
+def _patch_arg(op: str, name: str, v: Any, least: int | None) -> tuple[int, int]:
+    """``fold``/``unfold``'s ``v`` (an int or a pair) as two ints, each at least ``least``
+    (``None``: any), refused as PyTorch's with ``RuntimeError``."""
+    pair = tuple(v) if isinstance(v, (list, tuple)) else (v, v)
+    if len(pair) != 2:
+        raise ArgumentRuntimeError(
+            f"{op}: it is expected {name} equals to 2, but got size {len(pair)} ({v!r})"
+        )
+    a, b = (int(x) for x in pair)
+    if least is not None and (a < least or b < least):
+        what = "non-negative" if least == 0 else "greater than zero"
+        raise ArgumentRuntimeError(f"{op}: {name} should be {what}, but got {v!r}")
+    return a, b
+
+
 def unfold(
     input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
 ) -> Tensor:
     """Sliding ``kernel_size`` patches of ``(N, C, H, W)`` as columns: ``(N, C kh kw, L)``
     (PyTorch's ``unfold``, im2col)."""
-    x = _float("unfold", "input", input)
+    x = _t("unfold", "input", input)
+    kh, kw = _patch_arg("unfold", "kernel_size", kernel_size, 1)
+    dil = _patch_arg("unfold", "dilation", dilation, 1)
+    pads = _patch_arg("unfold", "padding", padding, 0)
+    strides = _patch_arg("unfold", "stride", stride, 1)
     if x.ndim != 4:
         raise ShapeError(f"unfold: input must be (N, C, H, W), got {list(x.shape)}")
-    kh, kw = (int(v) for v in _pair("unfold", "kernel_size", kernel_size))
+    if x.dtype.kind != "f":
+        raise UnsupportedDTypeError(f"unfold: input must be a float tensor, got {x.dtype}")
     n, c = x.shape[0], x.shape[1]
     w = _patch_weight("unfold", c, kh, kw, x)
-    cols = conv2d(
-        x,
-        w,
-        None,
-        _pair("unfold", "stride", stride),
-        _pair("unfold", "padding", padding),
-        _pair("unfold", "dilation", dilation),
-        c,
-    )
+    cols = conv2d(x, w, None, strides, pads, dil, c)
     return cols.reshape(n, c * kh * kw, math.prod(cols.shape[2:]))  # (also for n = 0)
 
 
@@ -2292,12 +2331,14 @@ def fold(
 ) -> Tensor:
     """The adjoint of :func:`unfold`: columns ``(N, C kh kw, L)`` summed back into
     ``(N, C, H, W)`` (overlaps add)."""
-    x = _float("fold", "input", input)
-    kh, kw = (int(v) for v in _pair("fold", "kernel_size", kernel_size))
-    oh, ow = (int(v) for v in _pair("fold", "output_size", output_size))
-    sh, sw = (int(v) for v in _pair("fold", "stride", stride))
-    ph, pw = (int(v) for v in _pair("fold", "padding", padding))
-    dh, dw = (int(v) for v in _pair("fold", "dilation", dilation))
+    x = _t("fold", "input", input)
+    oh, ow = _patch_arg("fold", "output_size", output_size, None)
+    kh, kw = _patch_arg("fold", "kernel_size", kernel_size, 1)
+    dh, dw = _patch_arg("fold", "dilation", dilation, 1)
+    ph, pw = _patch_arg("fold", "padding", padding, 0)
+    sh, sw = _patch_arg("fold", "stride", stride, 1)
+    if x.dtype.kind != "f":
+        raise UnsupportedDTypeError(f"fold: input must be a float tensor, got {x.dtype}")
     if x.ndim != 3 or x.shape[1] % (kh * kw):
         raise ShapeError(f"fold: input must be (N, C * {kh * kw}, L), got {list(x.shape)}")
     bh = (oh + 2 * ph - dh * (kh - 1) - 1) // sh + 1
@@ -2477,15 +2518,17 @@ def affine_grid(theta: Tensor, size: Any, align_corners: bool | None = None) -> 
     ``(N, 2, 3)`` over an output of ``size`` ``(N, C, H, W)``, or ``(N, D, H, W, 3)`` for
     3-D maps ``(N, 3, 4)`` over ``(N, C, D, H, W)``, as PyTorch's (``align_corners`` unset
     is False, with PyTorch's warning)."""
-    t = _float("affine_grid", "theta", theta)
+    t = _t("affine_grid", "theta", theta)
+    if t.dtype.kind != "f":
+        raise DTypeValueError(f"affine_grid: theta must be a float tensor, got {t.dtype}")
     align_corners = _default_align_corners("affine_grid", align_corners)
     nd = len(size) - 2
-    if (
-        nd not in (2, 3)
-        or t.ndim != 3
-        or tuple(t.shape[1:]) != (nd, nd + 1)
-        or t.shape[0] != size[0]
-    ):
+    if nd not in (2, 3):
+        raise ShapeNotImplementedError(
+            "affine_grid: size must be 4-D (N, C, H, W) for 2-D maps or 5-D (N, C, D, H, W) "
+            f"for 3-D maps, got {tuple(size)}"
+        )
+    if t.ndim != 3 or tuple(t.shape[1:]) != (nd, nd + 1) or t.shape[0] != size[0]:
         raise ShapeError(
             f"affine_grid: theta (N, 2, 3) with size (N, C, H, W), or theta (N, 3, 4) with size "
             f"(N, C, D, H, W) expected, got {list(t.shape)} and {list(size)}"
@@ -2536,8 +2579,8 @@ def grid_sample(
     on volumes), nearest or (4-D) bicubic, zeros, border or reflection padding, as
     PyTorch's (``align_corners`` unset is False, with PyTorch's warning). Differentiable in
     the input and (bilinear, bicubic) in the grid."""
-    x = _float("grid_sample", "input", input)
-    g = _float("grid_sample", "grid", grid)
+    x = _t("grid_sample", "input", input)
+    g = _t("grid_sample", "grid", grid)
     align_corners = _default_align_corners("grid_sample", align_corners)
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(
@@ -2548,6 +2591,10 @@ def grid_sample(
             "grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got "
             f"{padding_mode!r}"
         )
+    if x.dtype != g.dtype:
+        raise DTypeError(
+            f"grid_sample: input and grid must have the same dtype, got {x.dtype} and {g.dtype}"
+        )
     k = x.ndim - 2
     if x.ndim not in (4, 5) or g.ndim != x.ndim or g.shape[-1] != k or g.shape[0] != x.shape[0]:
         raise ShapeError(
@@ -2555,6 +2602,12 @@ def grid_sample(
             "(N, C, D, H, W) with grid (N, Do, Ho, Wo, 3) expected, got "
             f"{list(x.shape)} and {list(g.shape)}"
         )
+    if min(x.shape[2:]) == 0:
+        raise ShapeError(
+            f"grid_sample: input must have non-empty spatial dimensions, got {list(x.shape)}"
+        )
+    if x.dtype.kind != "f":
+        raise UnsupportedDTypeError(f"grid_sample: input must be a float tensor, got {x.dtype}")
     if mode == "bicubic" and k != 2:
         raise ValueError("grid_sample: bicubic interpolation only supports 4D input")
     n, c = x.shape[0], x.shape[1]
