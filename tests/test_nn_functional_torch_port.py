@@ -773,3 +773,23 @@ def test_embedding_scale_grad_by_freq(scale_grad_by_freq: bool, padding_idx: Any
         [_r(4, 2)],
         fd=False,
     )
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_nan_and_inf_grid(mode: str, padding_mode: str, align_corners: bool) -> None:
+    # PyTorch documents NaN grid values as -1; reflecting an infinite one gives NaN, so it
+    # lands there too, and border padding clamps an infinite one to the edge
+    nan, inf = math.nan, math.inf
+    grid = np.array(
+        [[[[nan, 0.3], [0.2, nan], [inf, 0.3]]], [[[0.2, -inf], [-inf, inf], [nan, -inf]]]]
+    )
+    _compare(
+        lambda L, F, x, g: F.grid_sample(
+            x, g, mode=mode, padding_mode=padding_mode, align_corners=align_corners
+        ),
+        [_r(2, 2, 3, 4), grid],
+        # (values only: PyTorch's backward with such a grid reads outside the input)
+        [False, False],
+    )

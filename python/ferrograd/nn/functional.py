@@ -2624,15 +2624,19 @@ def grid_sample(
             fs.append(((gj + 1.0) * size - 1.0) / 2.0)
 
     def bound(f: Tensor, size: int) -> Tensor:
-        # PyTorch's compute_coordinates: clip (border) or reflect and clip (reflection)
+        # PyTorch's compute_coordinates: clip (border) or reflect and clip (reflection); a
+        # NaN position (a NaN grid value, or an infinite one reflected) lands on the first
+        # pixel, as PyTorch documents ("NaN values in grid would be interpreted as -1")
         if padding_mode == "border":
-            return f.clamp(0.0, size - 1.0)
+            f = f.clamp(0.0, size - 1.0)
+            return where(f.isnan(), 0.0, f)
         if padding_mode == "reflection":
             if align_corners:
                 f = _reflect_coordinates(f, 0.0, 2.0 * (size - 1))
             else:
                 f = _reflect_coordinates(f, -1.0, 2.0 * size - 1)
-            return f.clamp(0.0, size - 1.0)
+            f = f.clamp(0.0, size - 1.0)
+            return where(f.isnan(), 0.0, f)
         return f
 
     # one row of C values per voxel (N*prod(sizes), C): every tap reads a whole row at once
