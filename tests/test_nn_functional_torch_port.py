@@ -793,3 +793,63 @@ def test_grid_sample_nan_and_inf_grid(mode: str, padding_mode: str, align_corner
         # (values only: PyTorch's backward with such a grid reads outside the input)
         [False, False],
     )
+
+
+@pytest.mark.parametrize(
+    "shape,kw,dtype",
+    [
+        ((1, 2, 60), {"scale_factor": 5.2, "mode": "nearest"}, "float64"),
+        ((1, 2, 37), {"scale_factor": 5.4, "mode": "nearest"}, "float32"),
+        ((1, 2, 40), {"scale_factor": 4.9, "mode": "nearest-exact"}, "float64"),
+        ((1, 2, 56), {"scale_factor": 0.39, "mode": "nearest-exact"}, "float64"),
+        ((1, 2, 5, 5), {"scale_factor": 2.1, "mode": "nearest"}, "float64"),
+        ((1, 2, 5, 6), {"scale_factor": 1.1, "mode": "nearest"}, "float32"),
+        ((1, 2, 40, 26), {"size": (28, 88), "mode": "nearest"}, "float64"),
+        ((1, 2, 18, 16), {"size": (56, 61), "mode": "nearest-exact"}, "float64"),
+        ((1, 2, 7, 2), {"size": (74, 83), "mode": "nearest-exact"}, "float32"),
+        ((1, 2, 22, 33), {"scale_factor": (1.0, 3.7), "mode": "nearest-exact"}, "float64"),
+        ((1, 1, 5, 4, 3), {"scale_factor": 1.1, "mode": "nearest"}, "float64"),
+    ],
+)
+def test_interpolate_nearest_index_rounding(shape: tuple, kw: dict, dtype: str) -> None:
+    # PyTorch rounds the source position to float32 before flooring it, takes a float32
+    # ratio (and copies or repeats a kept or doubled axis) for small 2-D outputs, and fuses
+    # nearest-exact's multiply-add: positions a hair off an integer read the same element
+    torch = _torch()
+    x = _r(*shape)
+
+    def run(L: Any) -> np.ndarray:
+        t = L.tensor(x).to(getattr(L, dtype))
+        return _np(L.nn.functional.interpolate(t, recompute_scale_factor=False, **kw))
+
+    np.testing.assert_array_equal(run(fg), run(torch))
+
+
+@pytest.mark.parametrize(
+    "mode,shape,kw",
+    [
+        ("linear", (1, 2, 3), {"scale_factor": 1.063}),
+        ("linear", (1, 2, 5), {"scale_factor": 1.15, "align_corners": True}),
+        ("bilinear", (1, 2, 5, 6), {"scale_factor": (1.1, 1.5)}),
+        ("trilinear", (1, 2, 5, 4, 3), {"scale_factor": (1.1, 1.5, 1.2)}),
+        ("bilinear", (1, 2, 12, 5), {"scale_factor": (1.41, 1.1), "antialias": True}),
+        ("bicubic", (1, 2, 9, 12), {"scale_factor": (1.09, 1.64), "antialias": True}),
+        ("bicubic", (1, 2, 5, 6), {"scale_factor": (1.1, 1.5)}),
+    ],
+)
+def test_interpolate_axis_keeping_its_length(mode: str, shape: tuple, kw: dict) -> None:
+    # a scale_factor whose output length equals the input's copies that axis in PyTorch's
+    # linear and antialiased kernels (bicubic without antialias still resamples it)
+    def fn(L: Any, F: Any, x: Any) -> Any:
+        return F.interpolate(x, mode=mode, recompute_scale_factor=False, **kw)
+
+    x = _r(*shape)
+    if not kw.get("antialias"):
+        _compare(fn, [x])
+        return
+    # PyTorch's antialiased backward still resamples the kept axis (it is not its
+    # forward's derivative there): the values are compared, the gradient with finite
+    # differences
+    _compare(fn, [x], [False])
+    _, (g,) = _run(fg, fn, [x], [True])
+    np.testing.assert_allclose(g, _finite_diff(fn, [x], 0), rtol=1e-6, atol=1e-7)

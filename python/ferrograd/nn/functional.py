@@ -1239,7 +1239,11 @@ def _aa_matrix(
 ) -> np.ndarray:
     """The ``(n_out, n_in)`` weights of antialiased resizing along one axis (PyTorch's and
     PIL's): a triangle (bilinear) or Keys cubic with ``a = -0.5`` (bicubic) filter, widened
-    by the scale when shrinking, each row normalised to sum 1."""
+    by the scale when shrinking, each row normalised to sum 1. An axis that keeps its
+    length is copied, whatever scale_factor produced it (PyTorch's separable kernel skips
+    it)."""
+    if n_in == n_out:
+        return np.eye(n_in)
     if align_corners:
         s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
     else:
@@ -1303,6 +1307,10 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
 
 
 def _linear_matrix(n_in: int, n_out: int, align_corners: bool, scale: float | None) -> np.ndarray:
+    if n_in == n_out:
+        # an axis that keeps its length is copied, whatever scale_factor produced it (as
+        # PyTorch's linear kernels; bicubic resamples it)
+        return np.eye(n_in)
     m = np.zeros((n_out, n_in))
     for i in range(n_out):
         if align_corners:
@@ -1342,10 +1350,44 @@ def _cubic_matrix(n_in: int, n_out: int, align_corners: bool, scale: float | Non
     return m
 
 
-def _nearest_index(n_in: int, n_out: int, scale: float | None, exact: bool = False) -> np.ndarray:
-    ratio = (1.0 / scale) if scale else n_in / n_out
-    pos = np.arange(n_out) + (0.5 if exact else 0.0)
-    return np.minimum(np.floor(pos * ratio).astype(np.int64), n_in - 1)
+def _nearest_index(
+    n_in: int,
+    n_out: int,
+    scale: float | None,
+    exact: bool = False,
+    wide: bool = True,
+    table: bool = False,
+) -> np.ndarray:
+    """The input index each output position of ``interpolate``'s nearest modes reads, with
+    PyTorch's CPU rounding. By default the ratio and position are computed in float64
+    (``wide``: a float64 input) or float32 and the position is rounded to float32 before
+    it is floored, so a position a hair below an integer reads that integer's element.
+    With ``table`` (PyTorch's kernel for small 2-D outputs) the ratio is float32, an axis
+    that keeps its length or exactly doubles it is copied or repeated outright (nearest),
+    and ``nearest-exact`` floors ``(i + 0.5) * ratio``."""
+    i = np.arange(n_out)
+    if table:
+        if not exact and n_out == n_in:
+            return i
+        if not exact and n_out == 2 * n_in:
+            return i >> 1
+        ratio32 = np.float32(1.0 / scale) if scale else np.float32(n_in) / np.float32(n_out)
+        if exact:
+            pos = ((i + 0.5) * np.float64(ratio32)).astype(np.float32)
+        else:
+            pos = i.astype(np.float32) * ratio32
+        return np.minimum(np.floor(pos).astype(np.int64), n_in - 1)
+    real = np.float64 if wide else np.float32
+    ratio = real(1.0 / scale) if scale else real(n_in) / real(n_out)
+    if exact:
+        # (ratio * (i + 0.5) - 0.5 rounded once, as the fused multiply-add PyTorch's
+        # compiled kernel uses: exact in float64 for a float32 ratio)
+        src = (np.float64(ratio) * (i + 0.5) - 0.5).astype(real)
+        src = np.maximum(src, real(0.0))
+        pos = (src + real(0.5)).astype(np.float32)
+    else:
+        pos = (ratio * i.astype(real)).astype(np.float32)
+    return np.minimum(np.floor(pos).astype(np.int64), n_in - 1)
 
 
 _INTERP_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
@@ -1483,7 +1525,15 @@ def interpolate(
         )
     if mode in ("nearest", "nearest-exact"):
         for d in range(k):
-            idx = _nearest_index(in_sizes[d], sizes[d], scales[d], mode == "nearest-exact")
+            idx = _nearest_index(
+                in_sizes[d],
+                sizes[d],
+                scales[d],
+                mode == "nearest-exact",
+                wide=x.dtype.name == "float64",
+                # PyTorch's kernel for 2-D outputs with height + width <= 128
+                table=k == 2 and sizes[0] + sizes[1] <= 128,
+            )
             x = _core.index_select(x, 2 + d, tensor(idx, device=x.device))
         return x
     ac = bool(align_corners)
