@@ -845,8 +845,11 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: Any = None) -> T
             f"cdist: x1 and x2 must be [..., n, d] and [..., m, d], got {list(a.shape)} and "
             f"{list(b.shape)}"
         )
+    if a.dtype != b.dtype:
+        raise DTypeError(f"cdist: x1 and x2 must have the same dtype, got {a.dtype} and {b.dtype}")
     diff = a.unsqueeze(-2) - b.unsqueeze(-3)
-    return _core_norm(diff, p, -1)
+    # no features: every distance is 0 (the inf-norm's max over nothing included)
+    return _core_norm(diff, 1.0 if a.shape[-1] == 0 else p, -1)
 
 
 def _core_norm(x: Tensor, p: float, dim: int) -> Tensor:

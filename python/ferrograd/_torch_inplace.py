@@ -344,6 +344,8 @@ def install() -> None:
         "pairwise_distance",
         "pixel_shuffle",
         "pixel_unshuffle",
+        "pdist",
+        "channel_shuffle",
         "prelu",
         "selu",
         "celu",

@@ -60,3 +60,9 @@ class DTypeAssertionError(DTypeError, AssertionError):  # type: ignore[misc]
 class DTypeValueError(DTypeError, ValueError):  # type: ignore[misc]
     """A dtype PyTorch refuses with ``ValueError`` (a recurrent layer's input that does not
     match its weights); ferrograd's older ``DTypeError`` still catches it."""
+
+
+class ShapeNotImplementedError(ShapeError, NotImplementedError):  # type: ignore[misc]
+    """A rank an op has no kernel for (``interpolate``'s ``bilinear`` on a 3-D input, ...),
+    where PyTorch raises ``NotImplementedError``; ferrograd's older ``ShapeError`` still
+    catches it."""

@@ -28,7 +28,7 @@ _FILES = {
     "KLDivLoss BCELoss BCEWithLogitsLoss MarginRankingLoss HingeEmbeddingLoss "
     "MultiLabelMarginLoss HuberLoss SmoothL1Loss SoftMarginLoss MultiLabelSoftMarginLoss "
     "CosineEmbeddingLoss MultiMarginLoss TripletMarginLoss TripletMarginWithDistanceLoss",
-    "normalization": "LayerNorm GroupNorm LocalResponseNorm RMSNorm",
+    "normalization": "LayerNorm GroupNorm LocalResponseNorm CrossMapLRN2d RMSNorm",
     "padding": "ZeroPad1d ZeroPad2d ZeroPad3d ConstantPad1d ConstantPad2d ConstantPad3d "
     "ReflectionPad1d ReflectionPad2d ReflectionPad3d ReplicationPad1d ReplicationPad2d "
     "ReplicationPad3d CircularPad1d CircularPad2d CircularPad3d",

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from .._core import ShapeError, Tensor
+from .._core import DTypeError, ShapeError, Tensor
 from .._tensor import tensor
 from . import functional as F
-from ._errors import ArgumentTypeRuntimeError, DTypeValueError
+from ._errors import ArgumentRuntimeError, ArgumentTypeRuntimeError, DTypeValueError
 from .modules import (
     ConvTranspose2d,
     Module,
@@ -52,6 +52,7 @@ __all__ = [
     "ConvTranspose1d",
     "CosineEmbeddingLoss",
     "CosineSimilarity",
+    "CrossMapLRN2d",
     "Dropout1d",
     "Dropout2d",
     "Fold",
@@ -240,12 +241,41 @@ LocalResponseNorm = _simple(
     F.local_response_norm,
     (("size", 1), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)),
 )
-UpsamplingNearest2d = _simple(
-    "UpsamplingNearest2d", F.upsample_nearest, (("size", None), ("scale_factor", None))
-)
-UpsamplingBilinear2d = _simple(
-    "UpsamplingBilinear2d", F.upsample_bilinear, (("size", None), ("scale_factor", None))
-)
+
+
+class CrossMapLRN2d(Module):
+    """Local response normalization across the channels of ``(N, C, H, W)`` (PyTorch's
+    ``nn.CrossMapLRN2d``, the legacy cross-map LRN): ``x_c / (k + alpha / size * S_c) **
+    beta`` with ``S_c`` the sum of ``x_j^2`` over the channels ``|j - c| <= (size - 1) // 2``.
+
+    PyTorch's forward also adds channel 0's square to every later window (an index slip in
+    its port from 0- to 1-based loops) and its backward is not the derivative of its
+    forward; this computes the windows as described, with autodiff's exact gradient."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim != 4:
+            raise ShapeError(
+                f"CrossMapLRN2d: expected input to be 4-D (N, C, H, W), got {input.ndim}-D "
+                f"of shape {list(input.shape)}"
+            )
+        if input.dtype.kind != "f":
+            raise DTypeError(f"CrossMapLRN2d: input must be a float tensor, got {input.dtype}")
+        c = input.shape[1]
+        half = (int(self.size) - 1) // 2
+        sq = input * input
+        if half > 0:
+            sq = F.pad(sq, (0, 0, 0, 0, half, half))
+        total = sq.narrow(1, 0, c)
+        for s in range(1, 2 * half + 1):
+            total = total + sq.narrow(1, s, c)
+        return input / (total * (self.alpha / self.size) + self.k) ** self.beta
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
 def _softmax2d(x: Tensor) -> Tensor:
@@ -274,17 +304,63 @@ class AlphaDropout(Module):
         return f"p={self.p}, inplace={self.inplace}"
 
 
-Upsample = _simple(
-    "Upsample",
-    F.interpolate,
-    (
-        ("size", None),
-        ("scale_factor", None),
-        ("mode", "nearest"),
-        ("align_corners", None),
-        ("recompute_scale_factor", None),
-    ),
-)
+class Upsample(Module):
+    """Resizes ``(N, C, ...)`` inputs with :func:`F.interpolate` (PyTorch's ``nn.Upsample``):
+    ``size`` or ``scale_factor`` (kept as a float, or a tuple of floats), ``mode``,
+    ``align_corners`` and ``recompute_scale_factor`` as there."""
+
+    def __init__(
+        self,
+        size: Any = None,
+        scale_factor: Any = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self.name = type(self).__name__
+        self.size = size
+        if isinstance(scale_factor, (list, tuple)):
+            self.scale_factor: Any = tuple(float(f) for f in scale_factor)
+        else:
+            self.scale_factor = float(scale_factor) if scale_factor else None
+        self.mode = mode
+        self.align_corners = align_corners
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.interpolate(
+            input,
+            self.size,
+            self.scale_factor,
+            self.mode,
+            self.align_corners,
+            recompute_scale_factor=self.recompute_scale_factor,
+        )
+
+    def extra_repr(self) -> str:
+        if self.scale_factor is not None:
+            head = f"scale_factor={self.scale_factor!r}"
+        else:
+            head = f"size={self.size!r}"
+        return f"{head}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Nearest-neighbour resizing of ``(N, C, H, W)``: ``Upsample(size, scale_factor,
+    mode="nearest")`` (PyTorch's ``nn.UpsamplingNearest2d``, a subclass there too)."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear resizing of ``(N, C, H, W)`` with ``align_corners=True``: ``Upsample(size,
+    scale_factor, mode="bilinear", align_corners=True)`` (PyTorch's
+    ``nn.UpsamplingBilinear2d``, a subclass there too)."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
 def _dropout_class(name: str, fn: Any, forward: Any) -> type:
@@ -490,7 +566,12 @@ class ChannelShuffle(Module):
 
     def __init__(self, groups: int) -> None:
         super().__init__()
-        self.groups = _count("ChannelShuffle", "groups", groups, 1)
+        if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+            # PyTorch's refuses these (at the first call) with RuntimeError
+            raise ArgumentRuntimeError(
+                f"ChannelShuffle: groups must be a positive int, got {groups!r}"
+            )
+        self.groups = int(groups)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.channel_shuffle(x, self.groups)

@@ -24,15 +24,19 @@ from .._core import (
 from .._core import avg_pool2d as _avg_pool2d
 from .._core import conv2d as _conv2d
 from .._core import max_pool2d as _max_pool2d
-from .._ops import gather, pad
+from .._ops import gather
 from .._ops import one_hot as _one_hot
+from .._ops import pad as _pad_any
 from .._tensor import tensor
 from ..autodiff import Function as _EngineFunction
 from ..random import _traced_draw
 from ._errors import (
     ArgumentAssertionError,
     ArgumentRuntimeError,
+    DTypeValueError,
     IndexRuntimeError,
+    ShapeNotImplementedError,
+    UnsupportedDTypeError,
     UnsupportedValueError,
 )
 
@@ -1235,7 +1239,11 @@ def _aa_matrix(
 ) -> np.ndarray:
     """The ``(n_out, n_in)`` weights of antialiased resizing along one axis (PyTorch's and
     PIL's): a triangle (bilinear) or Keys cubic with ``a = -0.5`` (bicubic) filter, widened
-    by the scale when shrinking, each row normalised to sum 1."""
+    by the scale when shrinking, each row normalised to sum 1. An axis that keeps its
+    length is copied, whatever scale_factor produced it (PyTorch's separable kernel skips
+    it)."""
+    if n_in == n_out:
+        return np.eye(n_in)
     if align_corners:
         s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
     else:
@@ -1299,6 +1307,10 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
 
 
 def _linear_matrix(n_in: int, n_out: int, align_corners: bool, scale: float | None) -> np.ndarray:
+    if n_in == n_out:
+        # an axis that keeps its length is copied, whatever scale_factor produced it (as
+        # PyTorch's linear kernels; bicubic resamples it)
+        return np.eye(n_in)
     m = np.zeros((n_out, n_in))
     for i in range(n_out):
         if align_corners:
@@ -1338,10 +1350,142 @@ def _cubic_matrix(n_in: int, n_out: int, align_corners: bool, scale: float | Non
     return m
 
 
-def _nearest_index(n_in: int, n_out: int, scale: float | None, exact: bool = False) -> np.ndarray:
-    ratio = (1.0 / scale) if scale else n_in / n_out
-    pos = np.arange(n_out) + (0.5 if exact else 0.0)
-    return np.minimum(np.floor(pos * ratio).astype(np.int64), n_in - 1)
+def _nearest_index(
+    n_in: int,
+    n_out: int,
+    scale: float | None,
+    exact: bool = False,
+    wide: bool = True,
+    table: bool = False,
+) -> np.ndarray:
+    """The input index each output position of ``interpolate``'s nearest modes reads, with
+    PyTorch's CPU rounding. By default the ratio and position are computed in float64
+    (``wide``: a float64 input) or float32 and the position is rounded to float32 before
+    it is floored, so a position a hair below an integer reads that integer's element.
+    With ``table`` (PyTorch's kernel for small 2-D outputs) the ratio is float32, an axis
+    that keeps its length or exactly doubles it is copied or repeated outright (nearest),
+    and ``nearest-exact`` floors ``(i + 0.5) * ratio``."""
+    i = np.arange(n_out)
+    if table:
+        if not exact and n_out == n_in:
+            return i
+        if not exact and n_out == 2 * n_in:
+            return i >> 1
+        ratio32 = np.float32(1.0 / scale) if scale else np.float32(n_in) / np.float32(n_out)
+        if exact:
+            pos = ((i + 0.5) * np.float64(ratio32)).astype(np.float32)
+        else:
+            pos = i.astype(np.float32) * ratio32
+        return np.minimum(np.floor(pos).astype(np.int64), n_in - 1)
+    real = np.float64 if wide else np.float32
+    ratio = real(1.0 / scale) if scale else real(n_in) / real(n_out)
+    if exact:
+        # (ratio * (i + 0.5) - 0.5 rounded once, as the fused multiply-add PyTorch's
+        # compiled kernel uses: exact in float64 for a float32 ratio)
+        src = (np.float64(ratio) * (i + 0.5) - 0.5).astype(real)
+        src = np.maximum(src, real(0.0))
+        pos = (src + real(0.5)).astype(np.float32)
+    else:
+        pos = (ratio * i.astype(real)).astype(np.float32)
+    return np.minimum(np.floor(pos).astype(np.int64), n_in - 1)
+
+
+_INTERP_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def _interpolate_args(
+    x: Tensor,
+    size: Any,
+    scale_factor: Any,
+    mode: str,
+    align_corners: bool | None,
+    recompute_scale_factor: bool | None,
+    antialias: bool,
+) -> tuple[list[int], list]:
+    """Checks ``interpolate``'s arguments in PyTorch's order and with its exception types;
+    returns the output sizes and the per-axis scales the kernels use (``None`` where the
+    scale follows from the sizes: a given ``size`` or a recomputed factor)."""
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
+        raise ValueError(
+            "interpolate: align_corners can only be set with the interpolating modes "
+            f"(linear, bilinear, bicubic, trilinear), got mode {mode!r}"
+        )
+    k = x.ndim - 2
+    if size is not None and scale_factor is not None:
+        raise ValueError("interpolate: only one of size or scale_factor should be defined")
+    if size is None and scale_factor is None:
+        raise ValueError("interpolate: either size or scale_factor should be defined")
+    spatial = list(x.shape[2:])
+    if size is not None:
+        if isinstance(size, (list, tuple)) and len(size) != k:
+            raise ValueError(
+                f"interpolate: input and output must have the same number of spatial "
+                f"dimensions, got input with spatial dimensions {spatial} and output size "
+                f"{tuple(size)}"
+            )
+        if recompute_scale_factor:
+            raise ValueError(
+                "interpolate: recompute_scale_factor is not meaningful with an explicit size"
+            )
+    if isinstance(scale_factor, (list, tuple)) and len(scale_factor) != k:
+        raise ValueError(
+            f"interpolate: input and scale_factor must have the same number of spatial "
+            f"dimensions, got input with spatial dimensions {spatial} and scale_factor "
+            f"{tuple(scale_factor)}"
+        )
+    if antialias and not (mode in ("bilinear", "bicubic") and x.ndim == 4):
+        raise ValueError(
+            "interpolate: antialias=True goes with the bilinear and bicubic modes and a 4-D "
+            f"input, got mode {mode!r} and shape {list(x.shape)}"
+        )
+    if x.ndim not in (3, 4, 5):
+        raise ShapeNotImplementedError(
+            f"interpolate: input must be 3-D, 4-D or 5-D (N, C, d1, ...), got shape "
+            f"{list(x.shape)} (mode {mode!r})"
+        )
+    if mode not in ("nearest", "nearest-exact", "area") and mode not in _INTERP_DIMS:
+        raise UnsupportedValueError(
+            "interpolate: mode must be 'nearest', 'nearest-exact', 'linear', 'bilinear', "
+            f"'bicubic', 'trilinear' or 'area', got {mode!r}"
+        )
+    if mode in _INTERP_DIMS and _INTERP_DIMS[mode] != k:
+        raise ShapeNotImplementedError(
+            f"interpolate: mode {mode!r} needs a {_INTERP_DIMS[mode] + 2}-D input, got a "
+            f"{x.ndim}-D input of shape {list(x.shape)}"
+        )
+    if x.dtype.kind != "f":
+        raise UnsupportedDTypeError(
+            f"interpolate: input must be a float tensor, got {x.dtype} (mode {mode!r})"
+        )
+    if size is not None:
+        sizes = [int(s) for s in (size if isinstance(size, (list, tuple)) else [size] * k)]
+        scales: list = [None] * k
+    else:
+        sf = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
+        sf = [float(f) for f in sf]
+        sizes = []
+        for n, f in zip(spatial, sf):
+            v = math.floor(n * f) if math.isfinite(n * f) else n * f
+            if not math.isfinite(v) or abs(v) >= 2**63:
+                raise ArgumentRuntimeError(
+                    f"interpolate: scale_factor {f} gives an output size that is not a "
+                    f"finite 64-bit integer for input of shape {list(x.shape)}"
+                )
+            sizes.append(int(v))
+        # area always recomputes: adaptive pooling knows no scale
+        recompute = recompute_scale_factor or mode == "area"
+        scales = [None] * k if recompute else sf
+    if min(spatial) <= 0 or min(sizes) <= 0:
+        raise ArgumentRuntimeError(
+            f"interpolate: input and output sizes should be greater than 0, got input "
+            f"spatial sizes {spatial} and output sizes {sizes}"
+        )
+    if mode != "area" and x.shape[1] == 0:
+        raise ShapeError(
+            f"interpolate: non-empty {x.ndim}-D data tensor expected (mode {mode!r}), got "
+            f"shape {list(x.shape)}"
+        )
+    return sizes, scales
 
 
 def interpolate(
@@ -1359,27 +1503,14 @@ def interpolate(
     3-D/4-D/5-D), as PyTorch's (``align_corners`` for the linear modes;
     ``recompute_scale_factor=True`` computes from the output size instead of the given
     factor; ``antialias=True`` filters bilinear and bicubic shrinking as PIL does)."""
-    x = _float("interpolate", "input", input)
-    if antialias and (mode not in ("bilinear", "bicubic") or x.ndim != 4):
-        raise ValueError(
-            "interpolate: antialias=True goes with the bilinear and bicubic modes and a 4-D "
-            f"input, got mode {mode!r} and shape {list(x.shape)}"
-        )
+    x = _t("interpolate", "input", input)
+    sizes, scales = _interpolate_args(
+        x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
+    )
+    k = x.ndim - 2
+    in_sizes = list(x.shape[2:])
     if mode == "area":
-        if x.ndim not in (3, 4, 5):
-            raise ShapeError(
-                f"interpolate: input must be 3-D, 4-D or 5-D, got shape {list(x.shape)}"
-            )
-        k = x.ndim - 2
-        if (size is None) == (scale_factor is None):
-            raise ValueError("interpolate: give exactly one of size and scale_factor")
-        if size is not None:
-            out = [int(v) for v in (size if isinstance(size, (list, tuple)) else [size] * k)]
-        else:
-            sf = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
-            out = [math.floor(n * f) for n, f in zip(x.shape[2:], sf)]
-        if len(out) != k or min(out) <= 0:
-            raise ValueError(f"interpolate: bad output size {out} for input {list(x.shape)}")
+        out = sizes
         if k == 2:
             return adaptive_avg_pool2d(x, out)
         if k == 3:
@@ -1392,41 +1523,19 @@ def interpolate(
         return adaptive_avg_pool2d(x.reshape(*x.shape, 1), (out[0], 1)).reshape(
             *x.shape[:2], out[0]
         )
-    if recompute_scale_factor and scale_factor is not None:
-        k = x.ndim - 2
-        sf = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
-        size, scale_factor = [math.floor(n * f) for n, f in zip(x.shape[2:], sf)], None
-    if x.ndim not in (3, 4, 5):
-        raise ShapeError(f"interpolate: input must be 3-D, 4-D or 5-D, got shape {list(x.shape)}")
-    k = x.ndim - 2
-    if (size is None) == (scale_factor is None):
-        raise ValueError("interpolate: give exactly one of size and scale_factor")
-    in_sizes = list(x.shape[2:])
-    if size is not None:
-        sizes = [int(s) for s in (size if isinstance(size, (list, tuple)) else [size] * k)]
-        scales: list = [None] * k
-    else:
-        scales = list(
-            scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
-        )
-        sizes = [math.floor(n * s) for n, s in zip(in_sizes, scales)]
-    if len(sizes) != k or min(sizes) <= 0:
-        raise ValueError(f"interpolate: bad output size {sizes} for input {list(x.shape)}")
     if mode in ("nearest", "nearest-exact"):
-        if align_corners is not None:
-            raise ValueError("interpolate: align_corners only goes with the linear modes")
         for d in range(k):
-            idx = _nearest_index(in_sizes[d], sizes[d], scales[d], mode == "nearest-exact")
+            idx = _nearest_index(
+                in_sizes[d],
+                sizes[d],
+                scales[d],
+                mode == "nearest-exact",
+                wide=x.dtype.name == "float64",
+                # PyTorch's kernel for 2-D outputs with height + width <= 128
+                table=k == 2 and sizes[0] + sizes[1] <= 128,
+            )
             x = _core.index_select(x, 2 + d, tensor(idx, device=x.device))
         return x
-    dims = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
-    if mode not in dims:
-        raise ValueError(
-            "interpolate: mode must be 'nearest', 'nearest-exact', 'linear', 'bilinear', "
-            f"'bicubic', 'trilinear' or 'area', got {mode!r}"
-        )
-    if dims[mode] != k:
-        raise ShapeError(f"interpolate: mode {mode!r} does not fit a {x.ndim}-D input")
     ac = bool(align_corners)
     if antialias:
         cubic = mode == "bicubic"
@@ -1750,8 +1859,16 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``(x1 / max(|x1|, eps)) . (x2 / max(|x2|, eps))`` along ``dim`` (inputs broadcast;
     PyTorch's: each norm floored at ``eps`` on its own)."""
-    a = _float("cosine_similarity", "x1", x1)
-    b = _float("cosine_similarity", "x2", x2)
+    a = _t("cosine_similarity", "x1", x1)
+    b = _t("cosine_similarity", "x2", x2)
+    if a.dtype != b.dtype and (a.dtype.kind == "f" or b.dtype.kind == "f"):
+        # PyTorch's: the inputs are promoted together first (an integer with a float input)
+        from .. import result_type
+
+        common = result_type(a, b)
+        a, b = a.astype(common), b.astype(common)
+    a = _float("cosine_similarity", "x1", a)
+    b = _float("cosine_similarity", "x2", b)
     if a.dtype.name in _HALF or b.dtype.name in _HALF:
         # products and norms in float32 (float16's overflow past 65504), rounded once
         out = cosine_similarity(_up(a), _up(b), dim, eps)
@@ -1764,9 +1881,10 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
         a, b = broadcast_tensors(a, b)
 
     def floored_norm(x: Tensor) -> Tensor:
-        # floored without a gradient of its own, as PyTorch's (clamped under no_grad)
+        # floored without a gradient of its own, as PyTorch's (clamped under no_grad); the
+        # lift is zero where the norm is above eps, so an infinite norm stays infinite
         n = x.norm(2, dim, keepdim=True)
-        return n + (n.clamp(min=eps) - n).detach()
+        return n + where(n < eps, eps - n, 0.0).detach()
 
     return ((a / floored_norm(a)) * (b / floored_norm(b))).sum(dim)
 
@@ -2193,26 +2311,63 @@ def _patch_weight(op: str, c: int, kh: int, kw: int, x: Tensor) -> Tensor:
     return tensor(w, dtype=x.dtype.name, device=x.device)
 
 
+def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = None) -> Tensor:
+    """Pads the last ``len(pad) // 2`` axes: ``pad = (left_last, right_last, left_prev,
+    right_prev, ...)``, as PyTorch's ``F.pad``. ``mode`` ``"constant"`` (with ``value``;
+    negative pads crop) pads any axes; ``"reflect"``, ``"replicate"`` and ``"circular"``
+    pad the last 1, 2 or 3 axes of a batched or unbatched input (2-D/3-D, 3-D/4-D, 4-D/5-D)
+    and take no ``value``, as PyTorch's (``NotImplementedError`` for other ranks)."""
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise UnsupportedValueError(
+            f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}"
+        )
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise ArgumentRuntimeError(
+                f"pad: padding mode {mode!r} doesn't take in value argument, got {value!r}"
+            )
+        k = len(pad) // 2
+        nd = getattr(input, "ndim", None)
+        if len(pad) % 2 == 0 and not (k in (1, 2, 3) and nd in (k + 1, k + 2)):
+            raise ShapeNotImplementedError(
+                f"pad: {mode} padding of {k} axes (pad of length {len(pad)}) needs a "
+                f"{k + 1}-D or {k + 2}-D input, got a {nd}-D input"
+            )
+    return _pad_any(input, pad, mode, 0.0 if value is None else value)
+
+
+def _patch_arg(op: str, name: str, v: Any, least: int | None) -> tuple[int, int]:
+    """``fold``/``unfold``'s ``v`` (an int or a pair) as two ints, each at least ``least``
+    (``None``: any), refused as PyTorch's with ``RuntimeError``."""
+    pair = tuple(v) if isinstance(v, (list, tuple)) else (v, v)
+    if len(pair) != 2:
+        raise ArgumentRuntimeError(
+            f"{op}: it is expected {name} equals to 2, but got size {len(pair)} ({v!r})"
+        )
+    a, b = (int(x) for x in pair)
+    if least is not None and (a < least or b < least):
+        what = "non-negative" if least == 0 else "greater than zero"
+        raise ArgumentRuntimeError(f"{op}: {name} should be {what}, but got {v!r}")
+    return a, b
+
+
 def unfold(
     input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
 ) -> Tensor:
     """Sliding ``kernel_size`` patches of ``(N, C, H, W)`` as columns: ``(N, C kh kw, L)``
     (PyTorch's ``unfold``, im2col)."""
-    x = _float("unfold", "input", input)
+    x = _t("unfold", "input", input)
+    kh, kw = _patch_arg("unfold", "kernel_size", kernel_size, 1)
+    dil = _patch_arg("unfold", "dilation", dilation, 1)
+    pads = _patch_arg("unfold", "padding", padding, 0)
+    strides = _patch_arg("unfold", "stride", stride, 1)
     if x.ndim != 4:
         raise ShapeError(f"unfold: input must be (N, C, H, W), got {list(x.shape)}")
-    kh, kw = (int(v) for v in _pair("unfold", "kernel_size", kernel_size))
+    if x.dtype.kind != "f":
+        raise UnsupportedDTypeError(f"unfold: input must be a float tensor, got {x.dtype}")
     n, c = x.shape[0], x.shape[1]
     w = _patch_weight("unfold", c, kh, kw, x)
-    cols = conv2d(
-        x,
-        w,
-        None,
-        _pair("unfold", "stride", stride),
-        _pair("unfold", "padding", padding),
-        _pair("unfold", "dilation", dilation),
-        c,
-    )
+    cols = conv2d(x, w, None, strides, pads, dil, c)
     return cols.reshape(n, c * kh * kw, math.prod(cols.shape[2:]))  # (also for n = 0)
 
 
@@ -2226,12 +2381,14 @@ def fold(
 ) -> Tensor:
     """The adjoint of :func:`unfold`: columns ``(N, C kh kw, L)`` summed back into
     ``(N, C, H, W)`` (overlaps add)."""
-    x = _float("fold", "input", input)
-    kh, kw = (int(v) for v in _pair("fold", "kernel_size", kernel_size))
-    oh, ow = (int(v) for v in _pair("fold", "output_size", output_size))
-    sh, sw = (int(v) for v in _pair("fold", "stride", stride))
-    ph, pw = (int(v) for v in _pair("fold", "padding", padding))
-    dh, dw = (int(v) for v in _pair("fold", "dilation", dilation))
+    x = _t("fold", "input", input)
+    oh, ow = _patch_arg("fold", "output_size", output_size, None)
+    kh, kw = _patch_arg("fold", "kernel_size", kernel_size, 1)
+    dh, dw = _patch_arg("fold", "dilation", dilation, 1)
+    ph, pw = _patch_arg("fold", "padding", padding, 0)
+    sh, sw = _patch_arg("fold", "stride", stride, 1)
+    if x.dtype.kind != "f":
+        raise UnsupportedDTypeError(f"fold: input must be a float tensor, got {x.dtype}")
     if x.ndim != 3 or x.shape[1] % (kh * kw):
         raise ShapeError(f"fold: input must be (N, C * {kh * kw}, L), got {list(x.shape)}")
     bh = (oh + 2 * ph - dh * (kh - 1) - 1) // sh + 1
@@ -2411,15 +2568,17 @@ def affine_grid(theta: Tensor, size: Any, align_corners: bool | None = None) -> 
     ``(N, 2, 3)`` over an output of ``size`` ``(N, C, H, W)``, or ``(N, D, H, W, 3)`` for
     3-D maps ``(N, 3, 4)`` over ``(N, C, D, H, W)``, as PyTorch's (``align_corners`` unset
     is False, with PyTorch's warning)."""
-    t = _float("affine_grid", "theta", theta)
+    t = _t("affine_grid", "theta", theta)
+    if t.dtype.kind != "f":
+        raise DTypeValueError(f"affine_grid: theta must be a float tensor, got {t.dtype}")
     align_corners = _default_align_corners("affine_grid", align_corners)
     nd = len(size) - 2
-    if (
-        nd not in (2, 3)
-        or t.ndim != 3
-        or tuple(t.shape[1:]) != (nd, nd + 1)
-        or t.shape[0] != size[0]
-    ):
+    if nd not in (2, 3):
+        raise ShapeNotImplementedError(
+            "affine_grid: size must be 4-D (N, C, H, W) for 2-D maps or 5-D (N, C, D, H, W) "
+            f"for 3-D maps, got {tuple(size)}"
+        )
+    if t.ndim != 3 or tuple(t.shape[1:]) != (nd, nd + 1) or t.shape[0] != size[0]:
         raise ShapeError(
             f"affine_grid: theta (N, 2, 3) with size (N, C, H, W), or theta (N, 3, 4) with size "
             f"(N, C, D, H, W) expected, got {list(t.shape)} and {list(size)}"
@@ -2470,8 +2629,8 @@ def grid_sample(
     on volumes), nearest or (4-D) bicubic, zeros, border or reflection padding, as
     PyTorch's (``align_corners`` unset is False, with PyTorch's warning). Differentiable in
     the input and (bilinear, bicubic) in the grid."""
-    x = _float("grid_sample", "input", input)
-    g = _float("grid_sample", "grid", grid)
+    x = _t("grid_sample", "input", input)
+    g = _t("grid_sample", "grid", grid)
     align_corners = _default_align_corners("grid_sample", align_corners)
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(
@@ -2482,6 +2641,10 @@ def grid_sample(
             "grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got "
             f"{padding_mode!r}"
         )
+    if x.dtype != g.dtype:
+        raise DTypeError(
+            f"grid_sample: input and grid must have the same dtype, got {x.dtype} and {g.dtype}"
+        )
     k = x.ndim - 2
     if x.ndim not in (4, 5) or g.ndim != x.ndim or g.shape[-1] != k or g.shape[0] != x.shape[0]:
         raise ShapeError(
@@ -2489,6 +2652,12 @@ def grid_sample(
             "(N, C, D, H, W) with grid (N, Do, Ho, Wo, 3) expected, got "
             f"{list(x.shape)} and {list(g.shape)}"
         )
+    if min(x.shape[2:]) == 0:
+        raise ShapeError(
+            f"grid_sample: input must have non-empty spatial dimensions, got {list(x.shape)}"
+        )
+    if x.dtype.kind != "f":
+        raise UnsupportedDTypeError(f"grid_sample: input must be a float tensor, got {x.dtype}")
     if mode == "bicubic" and k != 2:
         raise ValueError("grid_sample: bicubic interpolation only supports 4D input")
     n, c = x.shape[0], x.shape[1]
@@ -2505,15 +2674,19 @@ def grid_sample(
             fs.append(((gj + 1.0) * size - 1.0) / 2.0)
 
     def bound(f: Tensor, size: int) -> Tensor:
-        # PyTorch's compute_coordinates: clip (border) or reflect and clip (reflection)
+        # PyTorch's compute_coordinates: clip (border) or reflect and clip (reflection); a
+        # NaN position (a NaN grid value, or an infinite one reflected) lands on the first
+        # pixel, as PyTorch documents ("NaN values in grid would be interpreted as -1")
         if padding_mode == "border":
-            return f.clamp(0.0, size - 1.0)
+            f = f.clamp(0.0, size - 1.0)
+            return where(f.isnan(), 0.0, f)
         if padding_mode == "reflection":
             if align_corners:
                 f = _reflect_coordinates(f, 0.0, 2.0 * (size - 1))
             else:
                 f = _reflect_coordinates(f, -1.0, 2.0 * size - 1)
-            return f.clamp(0.0, size - 1.0)
+            f = f.clamp(0.0, size - 1.0)
+            return where(f.isnan(), 0.0, f)
         return f
 
     # one row of C values per voxel (N*prod(sizes), C): every tap reads a whole row at once
@@ -2684,6 +2857,11 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     x = _float("pdist", "input", input)
     if x.ndim != 2:
         raise ShapeError(f"pdist: input must be (N, M), got {list(x.shape)}")
+    if not p >= 0:
+        raise ArgumentRuntimeError(f"pdist: p must be non-negative, got {p}")
+    if x.shape[1] == 0:
+        # no features: every distance is 0 (the inf-norm's max over nothing included)
+        p = 1.0
     n = x.shape[0]
     i, j = np.triu_indices(n, 1)
     # fewer than two rows: an empty gather of x, so the (empty) result is on x's graph
@@ -4081,12 +4259,19 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot rows of the class indices in ``tensor`` (a new last axis of
     ``num_classes``, by default ``max + 1``). An empty ``tensor`` needs ``num_classes``; class
     values outside ``[0, num_classes)`` raise ``ShapeError`` (a ``RuntimeError``, as
-    PyTorch's)."""
+    PyTorch's). As PyTorch's, the indices must be int64 (``DTypeError``, a
+    ``RuntimeError``, for any other dtype)."""
+    if isinstance(tensor, Tensor) and tensor.dtype.name != "int64":
+        raise DTypeError(
+            "one_hot: one_hot is only applicable to index tensor of type LongTensor (int64), "
+            f"got {tensor.dtype}"
+        )
     if (
-        num_classes == -1
+        not isinstance(num_classes, bool)
+        and isinstance(num_classes, int)
+        and num_classes <= 0
         and isinstance(tensor, Tensor)
         and math.prod(tensor.shape) == 0
-        and tensor.dtype.kind in "iu"
     ):
         raise ShapeError("Can not infer total number of classes from empty tensor.")
     if not isinstance(num_classes, bool) and isinstance(num_classes, int) and num_classes < -1:
