@@ -2,12 +2,13 @@
 ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``, ``Adadelta``; schedules in
 :mod:`.lr_scheduler`.
 
-Updates are in place and unrecorded, so attached parameters stay the same objects across
-steps. All optimizer state (momentum buffers, moments, step counts) and each group's
-learning rate are tensors made when the optimizer (or the group) is: a traced training step
-(``fg.trace``) captures them by reference, so every call of the traced step updates them, and
-setting a learning rate between calls (``opt.lr = ...``, ``group["lr"] = ...``, a scheduler)
-reaches the traced step too.
+Updates are in place and unrecorded (unless the optimizer is made with
+``differentiable=True``: then each step is recorded, as PyTorch's), so attached parameters
+stay the same objects across steps. All optimizer state (momentum buffers, moments, step
+counts) and each group's learning rate are tensors made when the optimizer (or the group)
+is: a traced training step (``fg.trace``) captures them by reference, so every call of the
+traced step updates them, and setting a learning rate between calls (``opt.lr = ...``,
+``group["lr"] = ...``, a scheduler) reaches the traced step too.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import copy
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any, Callable, Self
+from typing import Any, Callable, ClassVar, Self
 
 import numpy as np
 
 from .. import _core
 from .._core import Tensor, maximum
 from .._tensor import default_float
-from ..autodiff import no_grad
+from ..autodiff import enable_grad, is_grad_enabled, no_grad
 
 __all__ = [
     "ASGD",
@@ -57,6 +58,8 @@ class _Group(dict):
             # rate; a schedule stepped past its end, e.g. OneCycleLR's last linear step, may
             # set one)
             value = _check_lr(value, nonneg=False)
+            # (a new rate replaces a learning-rate tensor a differentiable step reads)
+            self.__dict__.pop("_grad_lr", None)
             with no_grad():
                 # (unpickling sets the items before it restores the tensors)
                 for t in self.__dict__.get("_lr_tensors", {}).values():
@@ -90,6 +93,9 @@ def _check_lr(value: Any, nonneg: bool = True) -> float:
         # a one-element array or another library's tensor, e.g. from a torch state dict
         hasattr(value, "item") and not isinstance(value, (bool, int, float))
     ):
+        n = value.numel() if hasattr(value, "numel") else np.size(value)
+        if n != 1:
+            raise ValueError(f"Tensor lr must be 1-element, got shape {list(value.shape)}")
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"learning rate must be a number, got {type(value).__name__}")
@@ -124,6 +130,14 @@ class Optimizer:
         # parameters a step updated (or a loaded state dict covered): PyTorch makes state on
         # a parameter's first step, so only these appear in `state_dict`
         self._stepped: set[int] = set()
+        if isinstance(params, set):
+            warnings.warn(
+                f"{type(self).__name__}: optimizer parameters need to be organized in ordered "
+                "collections, but the ordering of tensors in sets will change between runs. "
+                "Please use a list instead. This will be an error in a future release.",
+                FutureWarning,
+                stacklevel=2,
+            )
         items = list(params) if not isinstance(params, Tensor) else [params]
         if not items:
             raise ValueError(f"{type(self).__name__}: optimizer got an empty parameter list")
@@ -169,7 +183,7 @@ class Optimizer:
                 )
             if id(p) in existing:
                 raise ValueError(f"{name}: some parameters appear in more than one parameter group")
-            if not self.defaults.get("differentiable") and not (p.is_leaf or p.retains_grad):
+            if not self._differentiable() and not (p.is_leaf or p.retains_grad):
                 raise ValueError(f"{name}: can't optimize a non-leaf Tensor (parameter {i})")
         if len({id(p) for p in ps}) != len(ps):
             warnings.warn(
@@ -184,7 +198,11 @@ class Optimizer:
         if names:
             dict.__setitem__(group, "param_names", names)
         group._lr_tensors = {}
-        dict.__setitem__(group, "lr", _check_lr(group["lr"]))
+        lr = group["lr"]
+        if isinstance(lr, Tensor) and lr.requires_grad:
+            # a differentiable step reads this tensor itself, so that gradients reach it
+            group._grad_lr = lr
+        dict.__setitem__(group, "lr", _check_lr(lr))
         for p in ps:  # made now, so that a traced step captures them
             group._lr_on(p.device)
         dict.__setitem__(group, "params", ps)
@@ -196,8 +214,21 @@ class Optimizer:
     def _validate(self, group: dict) -> None:
         pass
 
+    def _differentiable(self) -> bool:
+        """Whether steps are recorded for autodiff (``differentiable=True``)."""
+        return bool(self.defaults.get("differentiable") or self.__dict__.get("_diff_init"))
+
     # PyTorch makes a parameter's state on its first step (Adagrad: at construction)
     _lazy_state = True
+    # what a hyperparameter missing from a loaded group (a state dict saved before it
+    # existed) becomes: PyTorch's value for such old groups, not this optimizer's setting
+    _legacy_defaults: ClassVar[dict[str, Any]] = {
+        "maximize": False,
+        "foreach": None,
+        "capturable": False,
+        "differentiable": False,
+        "fused": None,
+    }
     # state kept for the fused kernels only, not part of PyTorch's state dict
     _internal: tuple[str, ...] = ()
 
@@ -249,7 +280,11 @@ class Optimizer:
         given one (PyTorch), else the optimizer itself, so MegEngine's
         ``opt.step().clear_grad()`` chains."""
         loss = closure() if closure is not None else None
-        with no_grad():
+        # differentiable=True: the update is recorded (composed tensor ops, no fused pass),
+        # so gradients flow from the new parameters and state to the gradients, the old
+        # parameters and state and a learning-rate tensor that requires grad
+        diff = self._differentiable()
+        with enable_grad() if diff else no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
                     g = p.grad
@@ -258,7 +293,10 @@ class Optimizer:
                     if group.get("maximize"):
                         g = -g
                     self._stepped.add(id(p))
-                    self._update(p, g, group, self.state[p], group._lr_on(p.device))
+                    lr = group.__dict__.get("_grad_lr") if diff else None
+                    if lr is None:
+                        lr = group._lr_on(p.device)
+                    self._update(p, g, group, self.state[p], lr)
         return loss if closure is not None else self
 
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
@@ -380,7 +418,9 @@ class Optimizer:
         saved = state_dict["state"]
         for mine, theirs in zip(self.param_groups, groups):
             for k in [k for k in mine if k not in theirs and k not in ("params", "param_names")]:
-                if k in self.defaults:
+                if k in self._legacy_defaults:
+                    mine[k] = self._legacy_defaults[k]
+                elif k in self.defaults:
                     mine[k] = self.defaults[k]
                 else:
                     del mine[k]
@@ -412,8 +452,12 @@ class Optimizer:
                         cur.copy_(src.astype(cur.dtype).to(cur.device))
                     else:
                         self.state[p][k] = v
+        self._after_load()
         for hook in list(self.__dict__.get("_load_state_dict_post_hooks", {}).values()):
             hook(self)
+
+    def _after_load(self) -> None:
+        """Called when :meth:`load_state_dict` has restored the groups and the state."""
 
     def __getstate__(self) -> dict:
         # (without the step wrapper a learning-rate scheduler put on this instance: it is
@@ -546,7 +590,8 @@ def _fusable(tensors: list[Tensor], scalars: tuple[Tensor | None, ...] = ()) -> 
     """Whether the one-pass update takes these tensors (contiguous, one dtype and device,
     outside a trace; on the CPU, or on a CUDA device where the learning-rate and step
     tensors in ``scalars`` are float64 scalars on that device, as the optimizer makes them)."""
-    if not _core._optim_fusable(tensors, True):
+    if is_grad_enabled() or not _core._optim_fusable(tensors, True):
+        # (a differentiable step records the composed form)
         return False
     dev = str(tensors[0].device)
     return dev == "cpu" or all(
@@ -583,9 +628,9 @@ class SGD(Optimizer):
         self,
         params: Iterable[Any],
         lr: float = 1e-3,
-        momentum: float = 0.0,
-        dampening: float = 0.0,
-        weight_decay: float = 0.0,
+        momentum: float = 0,
+        dampening: float = 0,
+        weight_decay: float = 0,
         nesterov: bool = False,
         *,
         maximize: bool = False,
@@ -607,6 +652,11 @@ class SGD(Optimizer):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
 
     _internal = ("first",)
+    _legacy_defaults: ClassVar[dict[str, Any]] = {
+        **Optimizer._legacy_defaults,
+        "nesterov": False,
+        "fused": False,
+    }
 
     def _loading(self, p: Tensor, saved: dict) -> None:
         # PyTorch's state has no `first`: a saved momentum buffer means a step was taken
@@ -658,7 +708,9 @@ class SGD(Optimizer):
             buf *= m
             buf += g * ((1.0 - d) + d * first) if d else g
             first.zero_()
-            g = g + m * buf if group["nesterov"] else buf
+            # (a recorded step multiplies by a copy: a learning rate that requires grad
+            # keeps the factor for backward, and the buffer changes in place next step)
+            g = g + m * buf if group["nesterov"] else buf.copy() if is_grad_enabled() else buf
         p -= lr * g
 
 
@@ -666,6 +718,11 @@ class Adam(Optimizer):
     """Adam (Kingma and Ba, 2015) with L2 weight decay and AMSGrad, PyTorch's formulas."""
 
     _decoupled = False
+    _legacy_defaults: ClassVar[dict[str, Any]] = {
+        **Optimizer._legacy_defaults,
+        "amsgrad": False,
+        "decoupled_weight_decay": False,
+    }
 
     def __init__(
         self,
@@ -673,12 +730,24 @@ class Adam(Optimizer):
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         amsgrad: bool = False,
         *,
         maximize: bool = False,
         decoupled_weight_decay: bool = False,
     ) -> None:
+        b1, b2 = betas
+        if isinstance(b1, Tensor) != isinstance(b2, Tensor):
+            raise ValueError(
+                f"{type(self).__name__}: betas must be either both floats or both Tensors, got "
+                f"({type(b1).__name__}, {type(b2).__name__})"
+            )
+        for i, b in enumerate(betas):
+            if isinstance(b, Tensor) and b.numel() != 1:
+                raise ValueError(
+                    f"{type(self).__name__}: Tensor betas[{i}] must be 1-element, got shape "
+                    f"{list(b.shape)}"
+                )
         defaults = {
             "lr": lr,
             "betas": tuple(betas),
@@ -703,6 +772,22 @@ class Adam(Optimizer):
         if group["amsgrad"]:
             s["max_exp_avg_sq"] = _core.zeros_like(p)
         return s
+
+    @staticmethod
+    def _check_flags(bound: dict, foreach: bool | None, capturable: bool) -> None:
+        # PyTorch's multi-tensor Adam cannot read tensor hyperparameters unless capturable,
+        # and refuses them; so does this one, so that a program behaves the same on both
+        if not foreach or capturable:
+            return
+        if isinstance(bound.get("lr"), Tensor):
+            raise ValueError(  # noqa: TRY004 (PyTorch's type)
+                "lr as a Tensor is not supported for capturable=False and foreach=True"
+            )
+        for i, b in enumerate(bound.get("betas", ())):
+            if isinstance(b, Tensor):
+                raise ValueError(  # noqa: TRY004 (PyTorch's type)
+                    f"betas[{i}] as a Tensor is not supported for capturable=False and foreach=True"
+                )
 
     @property
     def t(self) -> int:
@@ -750,7 +835,8 @@ class Adam(Optimizer):
         bc2_sqrt = (1.0 - b2**step).sqrt()
         if group["amsgrad"]:
             vmax = state["max_exp_avg_sq"]
-            vmax.copy_(maximum(vmax, v))
+            # (a recorded step reads a copy: the maximum's backward needs the old values)
+            vmax.copy_(maximum(vmax.copy() if is_grad_enabled() else vmax, v))
             v = vmax
         denom = v.sqrt() / bc2_sqrt + group["eps"]
         p -= (lr / bc1) * (m / denom)
@@ -760,6 +846,11 @@ class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov and Hutter): ``p *= 1 - lr * wd``."""
 
     _decoupled = True
+
+    def _after_load(self) -> None:
+        # (a loaded group is AdamW's, whatever it says: PyTorch's rule for old AdamW dicts)
+        for g in self.param_groups:
+            g["decoupled_weight_decay"] = True
 
     def __init__(
         self,
@@ -778,14 +869,20 @@ class AdamW(Adam):
 class RMSprop(Optimizer):
     """RMSprop (centered and with momentum as options), PyTorch's formulas."""
 
+    _legacy_defaults: ClassVar[dict[str, Any]] = {
+        **Optimizer._legacy_defaults,
+        "momentum": 0,
+        "centered": False,
+    }
+
     def __init__(
         self,
         params: Iterable[Any],
         lr: float = 1e-2,
         alpha: float = 0.99,
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        momentum: float = 0.0,
+        weight_decay: float = 0,
+        momentum: float = 0,
         centered: bool = False,
         *,
         maximize: bool = False,
@@ -870,9 +967,9 @@ class Adagrad(Optimizer):
         self,
         params: Iterable[Any],
         lr: float = 1e-2,
-        lr_decay: float = 0.0,
-        weight_decay: float = 0.0,
-        initial_accumulator_value: float = 0.0,
+        lr_decay: float = 0,
+        weight_decay: float = 0,
+        initial_accumulator_value: float = 0,
         eps: float = 1e-10,
         *,
         maximize: bool = False,
@@ -935,7 +1032,7 @@ class Adadelta(Optimizer):
         lr: float = 1.0,
         rho: float = 0.9,
         eps: float = 1e-6,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         *,
         maximize: bool = False,
     ) -> None:
@@ -989,6 +1086,11 @@ class _AdamFamily(Optimizer):
     stay 0-d float64 tensors (as Adam's), so a step runs inside :func:`ferrograd.trace` and
     each call of the traced step uses the current step count."""
 
+    _legacy_defaults: ClassVar[dict[str, Any]] = {
+        **Optimizer._legacy_defaults,
+        "decoupled_weight_decay": False,
+    }
+
     def __init__(self, params: Iterable[Any], defaults: dict) -> None:
         defaults["betas"] = tuple(defaults["betas"])
         super().__init__(params, defaults)
@@ -1020,7 +1122,7 @@ class Adamax(_AdamFamily):
         lr: float = 2e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         *,
         maximize: bool = False,
     ) -> None:
@@ -1054,7 +1156,7 @@ class NAdam(_AdamFamily):
         lr: float = 2e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         momentum_decay: float = 4e-3,
         decoupled_weight_decay: bool = False,
         *,
@@ -1115,7 +1217,7 @@ class RAdam(_AdamFamily):
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         decoupled_weight_decay: bool = False,
         *,
         maximize: bool = False,
@@ -1174,7 +1276,7 @@ class Rprop(Optimizer):
         params: Iterable[Any],
         lr: float = 1e-2,
         etas: tuple[float, float] = (0.5, 1.2),
-        step_sizes: tuple[float, float] = (1e-6, 50.0),
+        step_sizes: tuple[float, float] = (1e-6, 50),
         *,
         maximize: bool = False,
     ) -> None:
@@ -1225,7 +1327,9 @@ from .extra import *  # LBFGS, ASGD, Adafactor
 def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:
     """PyTorch's implementation switches (``foreach``, ``fused``, ``capturable``) are taken
     and kept in the defaults: every update here is one fused pass per parameter already.
-    ``differentiable=True`` (a step recorded for autodiff) is refused."""
+    ``differentiable=True`` records each step for autodiff (the composed update, with
+    gradients enabled), so that it takes non-leaf parameters and gradients reach the old
+    parameters, the gradients, the state and a learning-rate tensor that requires grad."""
     import functools
 
     init = cls.__init__
@@ -1240,15 +1344,21 @@ def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:
         differentiable: bool = False,
         **kwargs: Any,
     ) -> None:
-        if differentiable:
-            raise NotImplementedError(
-                f"{cls.__name__}: differentiable=True (recording the step for autodiff) is "
-                "not supported"
-            )
+        if fused and differentiable:
+            raise RuntimeError(f"{cls.__name__}: `fused` does not support `differentiable`")
         if fused and "fused" not in names:
             raise TypeError(f"{cls.__name__}: there is no fused implementation to ask for")
         if fused and foreach:
             raise RuntimeError(f"{cls.__name__}: `fused` and `foreach` cannot be `True` together.")
+        check = getattr(cls, "_check_flags", None)
+        if check is not None:
+            bound = sig.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            check(bound.arguments, foreach, capturable)
+        # (known before the groups are added: a differentiable optimizer takes non-leaf
+        # parameters)
+        # (or-ed: a subclass's constructor calls its base's, wrapped too, without the flag)
+        self._diff_init = bool(differentiable) or self.__dict__.get("_diff_init", False)
         init(self, *args, **kwargs)
         given = {
             "foreach": foreach,
@@ -1257,6 +1367,9 @@ def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:
             "differentiable": differentiable,
         }
         flags = {k: given[k] for k in names}
+        if differentiable:
+            # (a subclass's flags: its base's wrapper stored False)
+            self._diff_init = True
         self.defaults.update(flags)
         for group in self.param_groups:
             group.update(flags)

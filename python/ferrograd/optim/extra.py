@@ -527,12 +527,14 @@ class ASGD(Optimizer):
         eta_t.copy_(_core.where(step == 0, lr.astype(eta_t.dtype), eta_t))
         step += 1.0
         t = step.astype("float64")
-        eta = eta_t.astype("float64")  # (PyTorch reads eta as a Python float)
+        # (PyTorch reads eta as a Python float; a copy, as eta_t changes in place below and
+        # a recorded step's backward reads it)
+        eta = eta_t.astype("float64").copy()
         if group["weight_decay"]:
             g = g + group["weight_decay"] * p
         p *= 1.0 - lambd * eta
         p -= g * eta
-        mu, ax = mu_t.astype("float64"), state["ax"]
+        mu, ax = mu_t.astype("float64").copy(), state["ax"]
         # ax follows p: a copy while mu is 1, else ax += (p - ax) mu
         ax.copy_(_core.where(mu == 1.0, p, ax + (p - ax) * mu))
         eta_t.copy_((lr / ((1.0 + lambd * lr * t) ** group["alpha"])).astype(eta_t.dtype))
