@@ -670,3 +670,36 @@ def test_a_state_dict_of_a_differentiable_step_is_detached_copies():
     sd = copy.deepcopy(opt.state_dict())
     assert not sd["state"][0]["exp_avg"].requires_grad
     np.testing.assert_allclose(sd["state"][0]["exp_avg"].numpy(), 0.1)
+
+
+# ------------------------------------------------------------------ positional arguments
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        # ASGD(params, lr, lambd, alpha, t0, weight_decay, foreach, maximize, ...): the
+        # seventh value is foreach (it was taken as maximize)
+        ("ASGD", (0.01, 1e-4, 0.75, 1e6, 0, True)),
+        ("ASGD", (0.01, 1e-4, 0.75, 1e6, 0, False, True)),
+        # RMSprop(params, lr, alpha, eps, weight_decay, momentum, centered, capturable,
+        # foreach, maximize, differentiable)
+        ("RMSprop", (0.01, 0.99, 1e-8, 0, 0, False, False, True, True)),
+        ("Adagrad", (0.01, 0, 0, 0, 1e-10, True)),
+        ("Adadelta", (1.0, 0.9, 1e-6, 0, True)),
+        ("Adamax", (2e-3, (0.9, 0.999), 1e-8, 0, True)),
+    ],
+)
+def test_positional_arguments_bind_as_torchs(name, args):
+    torch = pytest.importorskip("torch")
+    groups = []
+    for lib in (torch, fg):
+        opt = getattr(lib.optim, name)([_param(lib)], *args)
+        groups.append({k: v for k, v in opt.param_groups[0].items() if k != "params"})
+    assert groups[1] == groups[0]
+    t = inspect.signature(getattr(torch.optim, name)).parameters
+    f = inspect.signature(getattr(fg.optim, name)).parameters
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert [k for k, q in f.items() if q.kind == positional] == [
+        k for k, q in t.items() if q.kind == positional
+    ]

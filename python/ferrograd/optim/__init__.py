@@ -1324,15 +1324,27 @@ class Rprop(Optimizer):
 from .extra import *  # LBFGS, ASGD, Adafactor
 
 
-def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:
+def _accept_implementation_flags(
+    cls: type, names: tuple[str, ...], positional: tuple[str, ...] = ()
+) -> None:
     """PyTorch's implementation switches (``foreach``, ``fused``, ``capturable``) are taken
     and kept in the defaults: every update here is one fused pass per parameter already.
     ``differentiable=True`` records each step for autodiff (the composed update, with
     gradients enabled), so that it takes non-leaf parameters and gradients reach the old
-    parameters, the gradients, the state and a learning-rate tensor that requires grad."""
+    parameters, the gradients, the state and a learning-rate tensor that requires grad.
+    ``positional``: the arguments PyTorch also takes by position after the optimizer's own
+    (RMSprop's ``capturable, foreach, maximize, differentiable``, ASGD's ``foreach,
+    maximize, ...``), so that a positional call binds each value to the same argument."""
     import functools
+    import inspect
 
     init = cls.__init__
+    sig = inspect.signature(init)
+    own = [
+        q.name
+        for q in list(sig.parameters.values())[1:]
+        if q.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
+    ]
 
     @functools.wraps(init)
     def __init__(
@@ -1344,6 +1356,25 @@ def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:
         differentiable: bool = False,
         **kwargs: Any,
     ) -> None:
+        if len(args) > len(own):
+            extra = args[len(own) :]
+            if len(extra) > len(positional):
+                raise TypeError(
+                    f"{cls.__name__}() takes {len(own) + len(positional) + 1} positional "
+                    f"arguments but {len(args) + 1} were given"
+                )
+            args = args[: len(own)]
+            given_flags = {}
+            for name, value in zip(positional, extra):
+                if name in kwargs:
+                    raise TypeError(f"{cls.__name__}() got multiple values for argument {name!r}")
+                if name in ("foreach", "fused", "capturable", "differentiable"):
+                    given_flags[name] = value
+                else:
+                    kwargs[name] = value
+            foreach = given_flags.get("foreach", foreach)
+            capturable = given_flags.get("capturable", capturable)
+            differentiable = given_flags.get("differentiable", differentiable)
         if fused and differentiable:
             raise RuntimeError(f"{cls.__name__}: `fused` does not support `differentiable`")
         if fused and "fused" not in names:
@@ -1374,41 +1405,52 @@ def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:
         for group in self.param_groups:
             group.update(flags)
 
-    import inspect
-
-    sig = inspect.signature(init)
+    flag_defaults = {"foreach": None, "fused": None, "capturable": False, "differentiable": False}
+    params = list(sig.parameters.values())
+    defaults = {**flag_defaults, **{q.name: q.default for q in params}}
+    # (PyTorch's order: the optimizer's positional arguments, those it also takes by
+    # position, then the keyword-only ones)
+    tail = [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[name])
+        for name in positional
+    ]
     extra = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
-        for name, default in (
-            ("foreach", None),
-            ("fused", None),
-            ("capturable", False),
-            ("differentiable", False),
-        )
-        if name not in sig.parameters
+        for name, default in flag_defaults.items()
+        if name not in sig.parameters and name not in positional
     ]
-    params = list(sig.parameters.values())
-    kw = [i for i, q in enumerate(params) if q.kind == inspect.Parameter.VAR_KEYWORD]
-    at = kw[0] if kw else len(params)
-    __init__.__signature__ = sig.replace(parameters=params[:at] + extra + params[at:])
+    rest = [q for q in params[1 + len(own) :] if q.name not in positional]
+    kw = [i for i, q in enumerate(rest) if q.kind == inspect.Parameter.VAR_KEYWORD]
+    at = kw[0] if kw else len(rest)
+    ordered = params[: 1 + len(own)] + tail + rest[:at] + extra + rest[at:]
+    __init__.__signature__ = sig.replace(parameters=ordered)
     cls.__init__ = __init__
 
 
-# the switches each PyTorch optimizer has (its param groups carry them)
-for _cls, _names in (
-    (SGD, ("foreach", "differentiable", "fused")),
-    (Adam, ("foreach", "capturable", "differentiable", "fused")),
-    (AdamW, ("foreach", "capturable", "differentiable", "fused")),
-    (Adagrad, ("foreach", "differentiable", "fused")),
-    (RMSprop, ("foreach", "capturable", "differentiable")),
-    (Adadelta, ("foreach", "capturable", "differentiable")),
-    (Adamax, ("foreach", "capturable", "differentiable")),
-    (NAdam, ("foreach", "capturable", "differentiable")),
-    (RAdam, ("foreach", "capturable", "differentiable")),
-    (Rprop, ("foreach", "capturable", "differentiable")),
-    (ASGD, ("foreach", "capturable", "differentiable")),
+# the switches each PyTorch optimizer has (its param groups carry them), and those of its
+# arguments after its own that PyTorch takes by position too
+for _cls, _names, _positional in (
+    (SGD, ("foreach", "differentiable", "fused"), ()),
+    (Adam, ("foreach", "capturable", "differentiable", "fused"), ()),
+    (AdamW, ("foreach", "capturable", "differentiable", "fused"), ()),
+    (Adagrad, ("foreach", "differentiable", "fused"), ("foreach",)),
+    (
+        RMSprop,
+        ("foreach", "capturable", "differentiable"),
+        ("capturable", "foreach", "maximize", "differentiable"),
+    ),
+    (Adadelta, ("foreach", "capturable", "differentiable"), ("foreach",)),
+    (Adamax, ("foreach", "capturable", "differentiable"), ("foreach",)),
+    (NAdam, ("foreach", "capturable", "differentiable"), ()),
+    (RAdam, ("foreach", "capturable", "differentiable"), ()),
+    (Rprop, ("foreach", "capturable", "differentiable"), ()),
+    (
+        ASGD,
+        ("foreach", "capturable", "differentiable"),
+        ("foreach", "maximize", "differentiable", "capturable"),
+    ),
 ):
-    _accept_implementation_flags(_cls, _names)
-del _cls, _names
+    _accept_implementation_flags(_cls, _names, _positional)
+del _cls, _names, _positional
 
 from . import swa_utils

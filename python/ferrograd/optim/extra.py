@@ -487,6 +487,7 @@ class ASGD(Optimizer):
         alpha: float = 0.75,
         t0: float = 1e6,
         weight_decay: float = 0,
+        *,
         maximize: bool = False,
     ) -> None:
         defaults = {
