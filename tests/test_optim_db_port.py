@@ -581,16 +581,21 @@ def test_differentiable_step_gradients_match_torch(name, kw):
             np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12, err_msg=f"input {i}")
 
 
-def _two_steps_meta_loss(lib, name, lr0):
+def _two_steps_meta_loss(lib, name, hyper):
     """torch's _multistep_backprop_diff_hyperparams_fn: two steps whose gradients are
-    recorded (create_graph), then the last loss's gradient with respect to the learning
-    rate."""
+    recorded (create_graph), then the last loss's gradients with respect to the
+    hyperparameters given as tensors that require grad (lr, weight_decay, betas)."""
     f64 = "float64" if lib is fg else lib.float64
     rng = np.random.default_rng(3)
     p0 = lib.tensor(rng.uniform(size=10), dtype=f64, requires_grad=True)
-    lr = lib.tensor(lr0, dtype=f64, requires_grad=True)
+
+    def leaf(v):
+        return lib.tensor(v, dtype=f64, requires_grad=True)
+
+    kw = {k: tuple(map(leaf, v)) if k == "betas" else leaf(v) for k, v in hyper.items()}
+    wrt = [t for v in kw.values() for t in (v if isinstance(v, tuple) else (v,))]
     p = p0 * 1.0
-    opt = getattr(lib.optim, name)([p], lr=lr, differentiable=True)
+    opt = getattr(lib.optim, name)([p], differentiable=True, **kw)
     if name != "SGD":
         opt.state[p].update(
             {
@@ -605,17 +610,33 @@ def _two_steps_meta_loss(lib, name, lr0):
         loss.backward(inputs=(p,), create_graph=True)
         opt.step()
         opt.zero_grad()
-    loss.backward(inputs=(lr,))
-    return float(loss.item()), float(lr.grad.item())
+    loss.backward(inputs=tuple(wrt))
+    return [float(loss.item())] + [float(t.grad.item()) for t in wrt]
 
 
-@pytest.mark.parametrize(("name", "lr"), [("Adam", 1e-3), ("AdamW", 1e-2), ("SGD", 1e-2)])
-def test_differentiable_learning_rate_through_two_steps_matches_torch(name, lr):
+@pytest.mark.parametrize(
+    ("name", "hyper"),
+    [
+        ("Adam", {"lr": 1e-3}),
+        ("AdamW", {"lr": 1e-2}),
+        ("SGD", {"lr": 1e-2}),
+        # a tensor weight decay that requires grad (torch's
+        # test_adam_differentiable_weight_decay), also with the learning rate
+        ("Adam", {"weight_decay": 0.999}),
+        ("Adam", {"lr": 1e-3, "weight_decay": 0.9}),
+        ("AdamW", {"weight_decay": 0.5}),
+        ("SGD", {"lr": 1e-2, "weight_decay": 0.3}),
+        # tensor betas that require grad (test_adam_differentiable_betas)
+        ("Adam", {"betas": (0.9, 0.999)}),
+        ("Adam", {"lr": 1e-3, "betas": (0.9, 0.999)}),
+    ],
+)
+def test_differentiable_hyperparameters_through_two_steps_match_torch(name, hyper):
     torch = pytest.importorskip("torch")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (torch's create_graph reference-cycle warning)
-        t = _two_steps_meta_loss(torch, name, lr)
-    f = _two_steps_meta_loss(fg, name, lr)
+        t = _two_steps_meta_loss(torch, name, hyper)
+    f = _two_steps_meta_loss(fg, name, hyper)
     np.testing.assert_allclose(f, t, rtol=1e-10)
 
 

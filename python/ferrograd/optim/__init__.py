@@ -582,6 +582,14 @@ def _adam_moments(m: Tensor, v: Tensor | None, g: Tensor, b1: float, b2: float) 
         v += (1.0 - b2) * (g * g)
 
 
+def _recorded(t: Tensor) -> Tensor:
+    """``t``, or a copy of it while a step is recorded (``differentiable=True``): a tensor
+    the step changes in place later (a parameter, a step count) must not be what an
+    operation keeps for backward (the weight decay's ``wd * p`` with a tensor ``wd`` that
+    requires grad, ``beta ** step`` with tensor betas)."""
+    return t.copy() if is_grad_enabled() else t
+
+
 def _step_tensor(p: Tensor) -> Tensor:
     return _core.zeros((), dtype="float64", device=p.device)
 
@@ -701,7 +709,7 @@ class SGD(Optimizer):
                 first.zero_()
             return
         if wd:
-            g = g + wd * p
+            g = g + wd * _recorded(p)
         if m:
             buf, first = state["momentum_buffer"], state["first"]
             d = group["dampening"]
@@ -828,11 +836,12 @@ class Adam(Optimizer):
             if group.get("decoupled_weight_decay", self._decoupled):
                 p *= 1.0 - lr * wd
             else:
-                g = g + wd * p
+                g = g + wd * _recorded(p)
         m, v = state["exp_avg"], state["exp_avg_sq"]
         _adam_moments(m, v, g, b1, b2)
-        bc1 = 1.0 - b1**step
-        bc2_sqrt = (1.0 - b2**step).sqrt()
+        t = _recorded(step)
+        bc1 = 1.0 - b1**t
+        bc2_sqrt = (1.0 - b2**t).sqrt()
         if group["amsgrad"]:
             vmax = state["max_exp_avg_sq"]
             # (a recorded step reads a copy: the maximum's backward needs the old values)
@@ -938,7 +947,7 @@ class RMSprop(Optimizer):
             )
             return
         if wd:
-            g = g + wd * p
+            g = g + wd * _recorded(p)
         sq = state["square_avg"]
         sq *= a
         sq += (1.0 - a) * (g * g)
@@ -1018,7 +1027,7 @@ class Adagrad(Optimizer):
             return
         clr = lr / (1.0 + (step - 1.0) * group["lr_decay"])
         if group["weight_decay"]:
-            g = g + group["weight_decay"] * p
+            g = g + group["weight_decay"] * _recorded(p)
         s += g * g
         p -= clr * (g / (s.sqrt() + group["eps"]))
 
@@ -1069,7 +1078,7 @@ class Adadelta(Optimizer):
             _fused_step("adadelta", p, g, [sq, acc], hyper, lambda: {"lr": float(lr.item())}, lr)
             return
         if group["weight_decay"]:
-            g = g + group["weight_decay"] * p
+            g = g + group["weight_decay"] * _recorded(p)
         sq, acc = state["square_avg"], state["acc_delta"]
         sq *= rho
         sq += (1.0 - rho) * (g * g)
@@ -1105,12 +1114,12 @@ class _AdamFamily(Optimizer):
         if group.get("decoupled_weight_decay"):
             p *= 1.0 - lr * wd
             return g
-        return g + wd * p
+        return g + wd * _recorded(p)
 
 
 def _f64(t: Tensor) -> Tensor:
     """A 0-d state tensor as float64 (PyTorch reads such values as Python floats)."""
-    return t if t.dtype.name == "float64" else t.astype("float64")
+    return _recorded(t) if t.dtype.name == "float64" else t.astype("float64")
 
 
 class Adamax(_AdamFamily):

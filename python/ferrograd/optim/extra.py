@@ -22,7 +22,7 @@ from .. import _core
 from .._core import Tensor
 from .._tensor import default_float
 from ..autodiff import enable_grad, no_grad
-from . import Optimizer, _nonneg
+from . import Optimizer, _nonneg, _recorded
 
 __all__ = ["ASGD", "LBFGS", "Adafactor"]
 
@@ -532,7 +532,7 @@ class ASGD(Optimizer):
         # a recorded step's backward reads it)
         eta = eta_t.astype("float64").copy()
         if group["weight_decay"]:
-            g = g + group["weight_decay"] * p
+            g = g + group["weight_decay"] * _recorded(p)
         p *= 1.0 - lambd * eta
         p -= g * eta
         mu, ax = mu_t.astype("float64").copy(), state["ax"]
