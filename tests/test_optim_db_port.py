@@ -724,3 +724,46 @@ def test_positional_arguments_bind_as_torchs(name, args):
     assert [k for k, q in f.items() if q.kind == positional] == [
         k for k, q in t.items() if q.kind == positional
     ]
+
+
+# ------------------------------------------------------- options given in a parameter group
+
+
+def _group_options_run(lib, name, kw, steps):
+    """test_optim.py's test_param_groups_lr: a configuration given as one group's options
+    (switches and a tensor learning rate included), a tiny learning rate outside it, and a
+    second group whose parameter gets random gradients but (almost) does not move."""
+    rng = np.random.default_rng(11)
+    w0, b0, x0 = rng.normal(size=(10, 5)), rng.normal(size=10), rng.normal(size=5)
+    f64 = "float64" if lib is fg else lib.float64
+    w, b = (lib.tensor(a, dtype=f64, requires_grad=True) for a in (w0, b0))
+    other = lib.tensor(rng.normal(size=(2, 2)), dtype=f64, requires_grad=True)
+    kw = {k: _value(v, lib) for k, v in kw.items()}
+    kw.setdefault("lr", 1e-3)
+    outer = {"lr": 1e-28, **({"step_sizes": (0, 50)} if name == "Rprop" else {})}
+    opt = getattr(lib.optim, name)([{"params": [w, b], **kw}, {"params": [other]}], **outer)
+    sign = -1.0 if kw.get("maximize") else 1.0
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = ((w @ lib.tensor(x0) + b) ** 2).sum() * sign
+        loss.backward()
+        other.grad = lib.tensor(rng.uniform(size=(2, 2)), dtype=f64)
+        opt.step()
+    return [t.detach().numpy() for t in (w, b, other)], opt.state_dict()
+
+
+@pytest.mark.parametrize(
+    ("name", "kw"),
+    [c for c in _configs() if not c.values[1].get("differentiable") and c.values[0] != "LBFGS"],
+)
+def test_options_given_in_a_group_match_torch(name, kw):
+    torch = pytest.importorskip("torch")
+    if name == "Adagrad" and "initial_accumulator_value" in kw:
+        # torch fills the accumulators with the constructor's value, not the group's
+        pytest.skip("torch's Adagrad ignores a group's initial_accumulator_value")
+    (tp, tsd), (fp, fsd) = (_group_options_run(lib, name, kw, 3) for lib in (torch, fg))
+    # (torch's foreach ASGD rounds its float32 eta differently from its for-loop)
+    rtol = 1e-6 if name == "ASGD" and kw.get("foreach") else RTOL
+    for a, b in zip(tp, fp):
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=ATOL if rtol == RTOL else 1e-8)
+    _compare_state_dicts(tsd, fsd, "after 3 steps", rtol)

@@ -124,7 +124,8 @@ class Optimizer:
     with ``"params"`` and any hyperparameter overriding ``defaults``)."""
 
     def __init__(self, params: Iterable[Any], defaults: dict) -> None:
-        self.defaults = dict(defaults)
+        # (with the implementation switches the constructor was given: foreach, fused, ...)
+        self.defaults = {**defaults, **self.__dict__.get("_impl_flags", {})}
         self.param_groups: list[_Group] = []
         self.state: dict[Tensor, dict[str, Any]] = {}
         # parameters a step updated (or a loaded state dict covered): PyTorch makes state on
@@ -216,7 +217,7 @@ class Optimizer:
 
     def _differentiable(self) -> bool:
         """Whether steps are recorded for autodiff (``differentiable=True``)."""
-        return bool(self.defaults.get("differentiable") or self.__dict__.get("_diff_init"))
+        return bool(self.defaults.get("differentiable"))
 
     # PyTorch makes a parameter's state on its first step (Adagrad: at construction)
     _lazy_state = True
@@ -1395,24 +1396,19 @@ def _accept_implementation_flags(
             bound = sig.bind(self, *args, **kwargs)
             bound.apply_defaults()
             check(bound.arguments, foreach, capturable)
-        # (known before the groups are added: a differentiable optimizer takes non-leaf
-        # parameters)
-        # (or-ed: a subclass's constructor calls its base's, wrapped too, without the flag)
-        self._diff_init = bool(differentiable) or self.__dict__.get("_diff_init", False)
-        init(self, *args, **kwargs)
         given = {
             "foreach": foreach,
             "fused": fused,
             "capturable": capturable,
             "differentiable": differentiable,
         }
-        flags = {k: given[k] for k in names}
-        if differentiable:
-            # (a subclass's flags: its base's wrapper stored False)
-            self._diff_init = True
-        self.defaults.update(flags)
-        for group in self.param_groups:
-            group.update(flags)
+        # the switches join the defaults before the groups are added (as PyTorch's), so
+        # that a group's own switches stay and a differentiable optimizer takes non-leaf
+        # parameters; a subclass's constructor calls its base's, wrapped too: the outermost
+        # call's switches count
+        if "_impl_flags" not in self.__dict__:
+            self._impl_flags = {k: given[k] for k in names}
+        init(self, *args, **kwargs)
 
     flag_defaults = {"foreach": None, "fused": None, "capturable": False, "differentiable": False}
     params = list(sig.parameters.values())
