@@ -767,3 +767,55 @@ def test_options_given_in_a_group_match_torch(name, kw):
     for a, b in zip(tp, fp):
         np.testing.assert_allclose(b, a, rtol=rtol, atol=ATOL if rtol == RTOL else 1e-8)
     _compare_state_dicts(tsd, fsd, "after 3 steps", rtol)
+
+
+# ------------------------------------------------------------------------ state reset
+
+
+@pytest.mark.parametrize(
+    ("name", "kw"),
+    [
+        ("SGD", {"momentum": 0.9, "dampening": 0.5}),
+        ("Adam", {"amsgrad": True}),
+        ("AdamW", {}),
+        ("Adagrad", {"lr_decay": 0.1}),
+        ("RMSprop", {"momentum": 0.5, "centered": True}),
+        ("Adadelta", {}),
+        ("Adamax", {}),
+        ("NAdam", {}),
+        ("RAdam", {}),
+        ("Rprop", {}),
+        ("ASGD", {"t0": 1}),
+        ("Adafactor", {}),
+    ],
+)
+@pytest.mark.parametrize("reset", ["defaultdict", "clear", "by hand"])
+def test_a_reset_state_starts_afresh_as_torch(name, kw, reset):
+    """Clearing the state (``opt.state.clear()``, ``opt.state = defaultdict(dict)``) makes
+    the next step a first step, as in torch (it raised KeyError); a momentum buffer set by
+    hand in an emptied SGD state is used as the buffer."""
+    import collections
+
+    torch = pytest.importorskip("torch")
+    if reset == "by hand" and name != "SGD":
+        pytest.skip("a state set by hand: SGD's momentum buffer")
+    rng = np.random.default_rng(2)
+    w0, grads = rng.normal(size=(3, 2)), rng.normal(size=(4, 3, 2))
+    out = []
+    for lib in (torch, fg):
+        w = lib.tensor(w0, requires_grad=True)
+        opt = getattr(lib.optim, name)([w], lr=0.1, **kw)
+        for i, g in enumerate(grads):
+            w.grad = lib.tensor(g)
+            opt.step()
+            if i == 1:
+                if reset == "defaultdict":
+                    opt.state = collections.defaultdict(dict)
+                elif reset == "clear":
+                    opt.state.clear()
+                else:
+                    opt.state[w] = {"momentum_buffer": lib.tensor(np.full((3, 2), 2.0))}
+        out.append((w.detach().numpy(), opt.state_dict()))
+    (tw, tsd), (fw, fsd) = out
+    np.testing.assert_allclose(fw, tw, rtol=RTOL, atol=ATOL)
+    _compare_state_dicts(tsd, fsd, f"{name} after a {reset} reset")

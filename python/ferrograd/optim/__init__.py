@@ -297,7 +297,12 @@ class Optimizer:
                     lr = group.__dict__.get("_grad_lr") if diff else None
                     if lr is None:
                         lr = group._lr_on(p.device)
-                    self._update(p, g, group, self.state[p], lr)
+                    state = self.state.get(p)
+                    if not state:
+                        # a state cleared or replaced by an empty one (``opt.state.clear()``,
+                        # ``opt.state = defaultdict(dict)``): a fresh start, as PyTorch's
+                        state = self.state[p] = self._init_state(p, group)
+                    self._update(p, g, group, state, lr)
         return loss if closure is not None else self
 
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
@@ -684,6 +689,10 @@ class SGD(Optimizer):
 
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         wd, m = group["weight_decay"], group["momentum"]
+        if m and "first" not in state:
+            # a momentum buffer set by hand (PyTorch's state has only the buffer): the next
+            # step is not the first
+            state["first"] = _core.zeros((), dtype="float64", device=p.device)
         buf = state["momentum_buffer"] if m else None
         first = state["first"] if m else None
         if _fusable([p, g] + ([buf] if m else []), (lr, first)):
