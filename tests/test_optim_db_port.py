@@ -819,3 +819,32 @@ def test_a_reset_state_starts_afresh_as_torch(name, kw, reset):
     (tw, tsd), (fw, fsd) = out
     np.testing.assert_allclose(fw, tw, rtol=RTOL, atol=ATOL)
     _compare_state_dicts(tsd, fsd, f"{name} after a {reset} reset")
+
+
+def test_lbfgs_group_from_an_older_state_dict_gets_torchs_flags():
+    """LBFGS loads a group without ``maximize`` as not maximizing (torch's value for old
+    groups), then continues as torch's on a bounded problem."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w0, x0 = rng.normal(size=(4, 3)), rng.normal(size=3)
+    out = []
+    for lib in (torch, fg):
+        w = lib.tensor(w0, requires_grad=True)
+        opt = lib.optim.LBFGS([w], maximize=True, max_iter=5)
+
+        def closure(sign, w=w, opt=opt, lib=lib):
+            opt.zero_grad()
+            loss = (((w @ lib.tensor(x0)) ** 2).sum() + 0.1 * (w * w).sum()) * sign
+            loss.backward()
+            return loss
+
+        for _ in range(2):
+            opt.step(lambda: closure(-1.0))
+        sd = opt.state_dict()
+        del sd["param_groups"][0]["maximize"]
+        opt.load_state_dict(sd)
+        assert opt.param_groups[0].get("maximize", False) is False
+        for _ in range(2):
+            opt.step(lambda: closure(1.0))
+        out.append(w.detach().numpy())
+    np.testing.assert_allclose(out[1], out[0], rtol=1e-8, atol=1e-9)

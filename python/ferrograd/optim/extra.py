@@ -452,9 +452,13 @@ class LBFGS(Optimizer):
                 loaded[k] = None if v is None else _scalar(v)
             else:
                 loaded[k] = int(_scalar(v)) if k in ("func_evals", "n_iter") else v
+        mine = self.param_groups[0]
+        for k in [k for k in mine if k not in groups[0] and k not in ("params", "param_names")]:
+            # (a group saved before the key existed: PyTorch's value for old groups)
+            mine[k] = self._legacy_defaults.get(k, self.defaults.get(k))
         for k, v in groups[0].items():
             if k != "params":
-                self.param_groups[0][k] = v
+                mine[k] = v
         for p in self._params:
             self.state[p] = {}
         self.state[self._params[0]] = loaded
