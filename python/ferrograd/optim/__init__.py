@@ -2,12 +2,13 @@
 ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``, ``Adadelta``; schedules in
 :mod:`.lr_scheduler`.
 
-Updates are in place and unrecorded, so attached parameters stay the same objects across
-steps. All optimizer state (momentum buffers, moments, step counts) and each group's
-learning rate are tensors made when the optimizer (or the group) is: a traced training step
-(``fg.trace``) captures them by reference, so every call of the traced step updates them, and
-setting a learning rate between calls (``opt.lr = ...``, ``group["lr"] = ...``, a scheduler)
-reaches the traced step too.
+Updates are in place and unrecorded (unless the optimizer is made with
+``differentiable=True``: then each step is recorded, as PyTorch's), so attached parameters
+stay the same objects across steps. All optimizer state (momentum buffers, moments, step
+counts) and each group's learning rate are tensors made when the optimizer (or the group)
+is: a traced training step (``fg.trace``) captures them by reference, so every call of the
+traced step updates them, and setting a learning rate between calls (``opt.lr = ...``,
+``group["lr"] = ...``, a scheduler) reaches the traced step too.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import copy
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any, Callable, Self
+from typing import Any, Callable, ClassVar, Self
 
 import numpy as np
 
 from .. import _core
 from .._core import Tensor, maximum
 from .._tensor import default_float
-from ..autodiff import no_grad
+from ..autodiff import enable_grad, is_grad_enabled, no_grad
 
 __all__ = [
     "ASGD",
@@ -58,6 +59,8 @@ class _Group(dict):
             # rate; a schedule stepped past its end, e.g. OneCycleLR's last linear step, may
             # set one)
             value = _check_lr(value, nonneg=False)
+            # (a new rate replaces a learning-rate tensor a differentiable step reads)
+            self.__dict__.pop("_grad_lr", None)
             with no_grad():
                 # (unpickling sets the items before it restores the tensors)
                 for t in self.__dict__.get("_lr_tensors", {}).values():
@@ -91,6 +94,9 @@ def _check_lr(value: Any, nonneg: bool = True) -> float:
         # a one-element array or another library's tensor, e.g. from a torch state dict
         hasattr(value, "item") and not isinstance(value, (bool, int, float))
     ):
+        n = value.numel() if hasattr(value, "numel") else np.size(value)
+        if n != 1:
+            raise ValueError(f"Tensor lr must be 1-element, got shape {list(value.shape)}")
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"learning rate must be a number, got {type(value).__name__}")
@@ -119,12 +125,21 @@ class Optimizer:
     with ``"params"`` and any hyperparameter overriding ``defaults``)."""
 
     def __init__(self, params: Iterable[Any], defaults: dict) -> None:
-        self.defaults = dict(defaults)
+        # (with the implementation switches the constructor was given: foreach, fused, ...)
+        self.defaults = {**defaults, **self.__dict__.get("_impl_flags", {})}
         self.param_groups: list[_Group] = []
         self.state: dict[Tensor, dict[str, Any]] = {}
         # parameters a step updated (or a loaded state dict covered): PyTorch makes state on
         # a parameter's first step, so only these appear in `state_dict`
         self._stepped: set[int] = set()
+        if isinstance(params, set):
+            warnings.warn(
+                f"{type(self).__name__}: optimizer parameters need to be organized in ordered "
+                "collections, but the ordering of tensors in sets will change between runs. "
+                "Please use a list instead. This will be an error in a future release.",
+                FutureWarning,
+                stacklevel=2,
+            )
         items = list(params) if not isinstance(params, Tensor) else [params]
         if not items:
             raise ValueError(f"{type(self).__name__}: optimizer got an empty parameter list")
@@ -170,7 +185,7 @@ class Optimizer:
                 )
             if id(p) in existing:
                 raise ValueError(f"{name}: some parameters appear in more than one parameter group")
-            if not self.defaults.get("differentiable") and not (p.is_leaf or p.retains_grad):
+            if not self._differentiable() and not (p.is_leaf or p.retains_grad):
                 raise ValueError(f"{name}: can't optimize a non-leaf Tensor (parameter {i})")
         if len({id(p) for p in ps}) != len(ps):
             warnings.warn(
@@ -185,7 +200,11 @@ class Optimizer:
         if names:
             dict.__setitem__(group, "param_names", names)
         group._lr_tensors = {}
-        dict.__setitem__(group, "lr", _check_lr(group["lr"]))
+        lr = group["lr"]
+        if isinstance(lr, Tensor) and lr.requires_grad:
+            # a differentiable step reads this tensor itself, so that gradients reach it
+            group._grad_lr = lr
+        dict.__setitem__(group, "lr", _check_lr(lr))
         for p in ps:  # made now, so that a traced step captures them
             group._lr_on(p.device)
         dict.__setitem__(group, "params", ps)
@@ -197,8 +216,21 @@ class Optimizer:
     def _validate(self, group: dict) -> None:
         pass
 
+    def _differentiable(self) -> bool:
+        """Whether steps are recorded for autodiff (``differentiable=True``)."""
+        return bool(self.defaults.get("differentiable"))
+
     # PyTorch makes a parameter's state on its first step (Adagrad: at construction)
     _lazy_state = True
+    # what a hyperparameter missing from a loaded group (a state dict saved before it
+    # existed) becomes: PyTorch's value for such old groups, not this optimizer's setting
+    _legacy_defaults: ClassVar[dict[str, Any]] = {
+        "maximize": False,
+        "foreach": None,
+        "capturable": False,
+        "differentiable": False,
+        "fused": None,
+    }
     # state kept for the fused kernels only, not part of PyTorch's state dict
     _internal: tuple[str, ...] = ()
 
@@ -250,7 +282,11 @@ class Optimizer:
         given one (PyTorch), else the optimizer itself, so MegEngine's
         ``opt.step().clear_grad()`` chains."""
         loss = closure() if closure is not None else None
-        with no_grad():
+        # differentiable=True: the update is recorded (composed tensor ops, no fused pass),
+        # so gradients flow from the new parameters and state to the gradients, the old
+        # parameters and state and a learning-rate tensor that requires grad
+        diff = self._differentiable()
+        with enable_grad() if diff else no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
                     g = p.grad
@@ -259,7 +295,15 @@ class Optimizer:
                     if group.get("maximize"):
                         g = -g
                     self._stepped.add(id(p))
-                    self._update(p, g, group, self.state[p], group._lr_on(p.device))
+                    lr = group.__dict__.get("_grad_lr") if diff else None
+                    if lr is None:
+                        lr = group._lr_on(p.device)
+                    state = self.state.get(p)
+                    if not state:
+                        # a state cleared or replaced by an empty one (``opt.state.clear()``,
+                        # ``opt.state = defaultdict(dict)``): a fresh start, as PyTorch's
+                        state = self.state[p] = self._init_state(p, group)
+                    self._update(p, g, group, state, lr)
         return loss if closure is not None else self
 
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
@@ -381,7 +425,9 @@ class Optimizer:
         saved = state_dict["state"]
         for mine, theirs in zip(self.param_groups, groups):
             for k in [k for k in mine if k not in theirs and k not in ("params", "param_names")]:
-                if k in self.defaults:
+                if k in self._legacy_defaults:
+                    mine[k] = self._legacy_defaults[k]
+                elif k in self.defaults:
                     mine[k] = self.defaults[k]
                 else:
                     del mine[k]
@@ -413,8 +459,12 @@ class Optimizer:
                         cur.copy_(src.astype(cur.dtype).to(cur.device))
                     else:
                         self.state[p][k] = v
+        self._after_load()
         for hook in list(self.__dict__.get("_load_state_dict_post_hooks", {}).values()):
             hook(self)
+
+    def _after_load(self) -> None:
+        """Called when :meth:`load_state_dict` has restored the groups and the state."""
 
     def __getstate__(self) -> dict:
         # (without the step wrapper a learning-rate scheduler put on this instance: it is
@@ -539,6 +589,14 @@ def _adam_moments(m: Tensor, v: Tensor | None, g: Tensor, b1: float, b2: float) 
         v += (1.0 - b2) * (g * g)
 
 
+def _recorded(t: Tensor) -> Tensor:
+    """``t``, or a copy of it while a step is recorded (``differentiable=True``): a tensor
+    the step changes in place later (a parameter, a step count) must not be what an
+    operation keeps for backward (the weight decay's ``wd * p`` with a tensor ``wd`` that
+    requires grad, ``beta ** step`` with tensor betas)."""
+    return t.copy() if is_grad_enabled() else t
+
+
 def _step_tensor(p: Tensor) -> Tensor:
     return _core.zeros((), dtype="float64", device=p.device)
 
@@ -547,7 +605,8 @@ def _fusable(tensors: list[Tensor], scalars: tuple[Tensor | None, ...] = ()) -> 
     """Whether the one-pass update takes these tensors (contiguous, one dtype and device,
     outside a trace; on the CPU, or on a CUDA device where the learning-rate and step
     tensors in ``scalars`` are float64 scalars on that device, as the optimizer makes them)."""
-    if not _core._optim_fusable(tensors, True):
+    if is_grad_enabled() or not _core._optim_fusable(tensors, True):
+        # (a differentiable step records the composed form)
         return False
     dev = str(tensors[0].device)
     return dev == "cpu" or all(
@@ -584,9 +643,9 @@ class SGD(Optimizer):
         self,
         params: Iterable[Any],
         lr: float = 1e-3,
-        momentum: float = 0.0,
-        dampening: float = 0.0,
-        weight_decay: float = 0.0,
+        momentum: float = 0,
+        dampening: float = 0,
+        weight_decay: float = 0,
         nesterov: bool = False,
         *,
         maximize: bool = False,
@@ -608,6 +667,11 @@ class SGD(Optimizer):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
 
     _internal = ("first",)
+    _legacy_defaults: ClassVar[dict[str, Any]] = {
+        **Optimizer._legacy_defaults,
+        "nesterov": False,
+        "fused": False,
+    }
 
     def _loading(self, p: Tensor, saved: dict) -> None:
         # PyTorch's state has no `first`: a saved momentum buffer means a step was taken
@@ -626,6 +690,10 @@ class SGD(Optimizer):
 
     def _update(self, p: Tensor, g: Tensor, group: dict, state: dict, lr: Tensor) -> None:
         wd, m = group["weight_decay"], group["momentum"]
+        if m and "first" not in state:
+            # a momentum buffer set by hand (PyTorch's state has only the buffer): the next
+            # step is not the first
+            state["first"] = _core.zeros((), dtype="float64", device=p.device)
         buf = state["momentum_buffer"] if m else None
         first = state["first"] if m else None
         if _fusable([p, g] + ([buf] if m else []), (lr, first)):
@@ -652,14 +720,16 @@ class SGD(Optimizer):
                 first.zero_()
             return
         if wd:
-            g = g + wd * p
+            g = g + wd * _recorded(p)
         if m:
             buf, first = state["momentum_buffer"], state["first"]
             d = group["dampening"]
             buf *= m
             buf += g * ((1.0 - d) + d * first) if d else g
             first.zero_()
-            g = g + m * buf if group["nesterov"] else buf
+            # (a recorded step multiplies by a copy: a learning rate that requires grad
+            # keeps the factor for backward, and the buffer changes in place next step)
+            g = g + m * buf if group["nesterov"] else buf.copy() if is_grad_enabled() else buf
         p -= lr * g
 
 
@@ -667,6 +737,11 @@ class Adam(Optimizer):
     """Adam (Kingma and Ba, 2015) with L2 weight decay and AMSGrad, PyTorch's formulas."""
 
     _decoupled = False
+    _legacy_defaults: ClassVar[dict[str, Any]] = {
+        **Optimizer._legacy_defaults,
+        "amsgrad": False,
+        "decoupled_weight_decay": False,
+    }
 
     def __init__(
         self,
@@ -674,12 +749,24 @@ class Adam(Optimizer):
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         amsgrad: bool = False,
         *,
         maximize: bool = False,
         decoupled_weight_decay: bool = False,
     ) -> None:
+        b1, b2 = betas
+        if isinstance(b1, Tensor) != isinstance(b2, Tensor):
+            raise ValueError(
+                f"{type(self).__name__}: betas must be either both floats or both Tensors, got "
+                f"({type(b1).__name__}, {type(b2).__name__})"
+            )
+        for i, b in enumerate(betas):
+            if isinstance(b, Tensor) and b.numel() != 1:
+                raise ValueError(
+                    f"{type(self).__name__}: Tensor betas[{i}] must be 1-element, got shape "
+                    f"{list(b.shape)}"
+                )
         defaults = {
             "lr": lr,
             "betas": tuple(betas),
@@ -704,6 +791,22 @@ class Adam(Optimizer):
         if group["amsgrad"]:
             s["max_exp_avg_sq"] = _core.zeros_like(p)
         return s
+
+    @staticmethod
+    def _check_flags(bound: dict, foreach: bool | None, capturable: bool) -> None:
+        # PyTorch's multi-tensor Adam cannot read tensor hyperparameters unless capturable,
+        # and refuses them; so does this one, so that a program behaves the same on both
+        if not foreach or capturable:
+            return
+        if isinstance(bound.get("lr"), Tensor):
+            raise ValueError(  # noqa: TRY004 (PyTorch's type)
+                "lr as a Tensor is not supported for capturable=False and foreach=True"
+            )
+        for i, b in enumerate(bound.get("betas", ())):
+            if isinstance(b, Tensor):
+                raise ValueError(  # noqa: TRY004 (PyTorch's type)
+                    f"betas[{i}] as a Tensor is not supported for capturable=False and foreach=True"
+                )
 
     @property
     def t(self) -> int:
@@ -744,14 +847,16 @@ class Adam(Optimizer):
             if group.get("decoupled_weight_decay", self._decoupled):
                 p *= 1.0 - lr * wd
             else:
-                g = g + wd * p
+                g = g + wd * _recorded(p)
         m, v = state["exp_avg"], state["exp_avg_sq"]
         _adam_moments(m, v, g, b1, b2)
-        bc1 = 1.0 - b1**step
-        bc2_sqrt = (1.0 - b2**step).sqrt()
+        t = _recorded(step)
+        bc1 = 1.0 - b1**t
+        bc2_sqrt = (1.0 - b2**t).sqrt()
         if group["amsgrad"]:
             vmax = state["max_exp_avg_sq"]
-            vmax.copy_(maximum(vmax, v))
+            # (a recorded step reads a copy: the maximum's backward needs the old values)
+            vmax.copy_(maximum(vmax.copy() if is_grad_enabled() else vmax, v))
             v = vmax
         denom = v.sqrt() / bc2_sqrt + group["eps"]
         p -= (lr / bc1) * (m / denom)
@@ -761,6 +866,11 @@ class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov and Hutter): ``p *= 1 - lr * wd``."""
 
     _decoupled = True
+
+    def _after_load(self) -> None:
+        # (a loaded group is AdamW's, whatever it says: PyTorch's rule for old AdamW dicts)
+        for g in self.param_groups:
+            g["decoupled_weight_decay"] = True
 
     def __init__(
         self,
@@ -779,14 +889,20 @@ class AdamW(Adam):
 class RMSprop(Optimizer):
     """RMSprop (centered and with momentum as options), PyTorch's formulas."""
 
+    _legacy_defaults: ClassVar[dict[str, Any]] = {
+        **Optimizer._legacy_defaults,
+        "momentum": 0,
+        "centered": False,
+    }
+
     def __init__(
         self,
         params: Iterable[Any],
         lr: float = 1e-2,
         alpha: float = 0.99,
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        momentum: float = 0.0,
+        weight_decay: float = 0,
+        momentum: float = 0,
         centered: bool = False,
         *,
         maximize: bool = False,
@@ -842,7 +958,7 @@ class RMSprop(Optimizer):
             )
             return
         if wd:
-            g = g + wd * p
+            g = g + wd * _recorded(p)
         sq = state["square_avg"]
         sq *= a
         sq += (1.0 - a) * (g * g)
@@ -871,9 +987,9 @@ class Adagrad(Optimizer):
         self,
         params: Iterable[Any],
         lr: float = 1e-2,
-        lr_decay: float = 0.0,
-        weight_decay: float = 0.0,
-        initial_accumulator_value: float = 0.0,
+        lr_decay: float = 0,
+        weight_decay: float = 0,
+        initial_accumulator_value: float = 0,
         eps: float = 1e-10,
         *,
         maximize: bool = False,
@@ -922,7 +1038,7 @@ class Adagrad(Optimizer):
             return
         clr = lr / (1.0 + (step - 1.0) * group["lr_decay"])
         if group["weight_decay"]:
-            g = g + group["weight_decay"] * p
+            g = g + group["weight_decay"] * _recorded(p)
         s += g * g
         p -= clr * (g / (s.sqrt() + group["eps"]))
 
@@ -936,7 +1052,7 @@ class Adadelta(Optimizer):
         lr: float = 1.0,
         rho: float = 0.9,
         eps: float = 1e-6,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         *,
         maximize: bool = False,
     ) -> None:
@@ -973,7 +1089,7 @@ class Adadelta(Optimizer):
             _fused_step("adadelta", p, g, [sq, acc], hyper, lambda: {"lr": float(lr.item())}, lr)
             return
         if group["weight_decay"]:
-            g = g + group["weight_decay"] * p
+            g = g + group["weight_decay"] * _recorded(p)
         sq, acc = state["square_avg"], state["acc_delta"]
         sq *= rho
         sq += (1.0 - rho) * (g * g)
@@ -990,6 +1106,11 @@ class _AdamFamily(Optimizer):
     stay 0-d float64 tensors (as Adam's), so a step runs inside :func:`ferrograd.trace` and
     each call of the traced step uses the current step count."""
 
+    _legacy_defaults: ClassVar[dict[str, Any]] = {
+        **Optimizer._legacy_defaults,
+        "decoupled_weight_decay": False,
+    }
+
     def __init__(self, params: Iterable[Any], defaults: dict) -> None:
         defaults["betas"] = tuple(defaults["betas"])
         super().__init__(params, defaults)
@@ -1004,12 +1125,12 @@ class _AdamFamily(Optimizer):
         if group.get("decoupled_weight_decay"):
             p *= 1.0 - lr * wd
             return g
-        return g + wd * p
+        return g + wd * _recorded(p)
 
 
 def _f64(t: Tensor) -> Tensor:
     """A 0-d state tensor as float64 (PyTorch reads such values as Python floats)."""
-    return t if t.dtype.name == "float64" else t.astype("float64")
+    return _recorded(t) if t.dtype.name == "float64" else t.astype("float64")
 
 
 class Adamax(_AdamFamily):
@@ -1021,7 +1142,7 @@ class Adamax(_AdamFamily):
         lr: float = 2e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         *,
         maximize: bool = False,
     ) -> None:
@@ -1055,7 +1176,7 @@ class NAdam(_AdamFamily):
         lr: float = 2e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         momentum_decay: float = 4e-3,
         decoupled_weight_decay: bool = False,
         *,
@@ -1116,7 +1237,7 @@ class RAdam(_AdamFamily):
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         decoupled_weight_decay: bool = False,
         *,
         maximize: bool = False,
@@ -1175,7 +1296,7 @@ class Rprop(Optimizer):
         params: Iterable[Any],
         lr: float = 1e-2,
         etas: tuple[float, float] = (0.5, 1.2),
-        step_sizes: tuple[float, float] = (1e-6, 50.0),
+        step_sizes: tuple[float, float] = (1e-6, 50),
         *,
         maximize: bool = False,
     ) -> None:
@@ -1224,13 +1345,27 @@ from .extra import *  # LBFGS, ASGD, Adafactor
 from .muon import Muon
 
 
-def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:
+def _accept_implementation_flags(
+    cls: type, names: tuple[str, ...], positional: tuple[str, ...] = ()
+) -> None:
     """PyTorch's implementation switches (``foreach``, ``fused``, ``capturable``) are taken
     and kept in the defaults: every update here is one fused pass per parameter already.
-    ``differentiable=True`` (a step recorded for autodiff) is refused."""
+    ``differentiable=True`` records each step for autodiff (the composed update, with
+    gradients enabled), so that it takes non-leaf parameters and gradients reach the old
+    parameters, the gradients, the state and a learning-rate tensor that requires grad.
+    ``positional``: the arguments PyTorch also takes by position after the optimizer's own
+    (RMSprop's ``capturable, foreach, maximize, differentiable``, ASGD's ``foreach,
+    maximize, ...``), so that a positional call binds each value to the same argument."""
     import functools
+    import inspect
 
     init = cls.__init__
+    sig = inspect.signature(init)
+    own = [
+        q.name
+        for q in list(sig.parameters.values())[1:]
+        if q.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
+    ]
 
     @functools.wraps(init)
     def __init__(
@@ -1242,62 +1377,96 @@ def _accept_implementation_flags(cls: type, names: tuple[str, ...]) -> None:
         differentiable: bool = False,
         **kwargs: Any,
     ) -> None:
-        if differentiable:
-            raise NotImplementedError(
-                f"{cls.__name__}: differentiable=True (recording the step for autodiff) is "
-                "not supported"
-            )
+        if len(args) > len(own):
+            extra = args[len(own) :]
+            if len(extra) > len(positional):
+                raise TypeError(
+                    f"{cls.__name__}() takes {len(own) + len(positional) + 1} positional "
+                    f"arguments but {len(args) + 1} were given"
+                )
+            args = args[: len(own)]
+            given_flags = {}
+            for name, value in zip(positional, extra):
+                if name in kwargs:
+                    raise TypeError(f"{cls.__name__}() got multiple values for argument {name!r}")
+                if name in ("foreach", "fused", "capturable", "differentiable"):
+                    given_flags[name] = value
+                else:
+                    kwargs[name] = value
+            foreach = given_flags.get("foreach", foreach)
+            capturable = given_flags.get("capturable", capturable)
+            differentiable = given_flags.get("differentiable", differentiable)
+        if fused and differentiable:
+            raise RuntimeError(f"{cls.__name__}: `fused` does not support `differentiable`")
         if fused and "fused" not in names:
             raise TypeError(f"{cls.__name__}: there is no fused implementation to ask for")
         if fused and foreach:
             raise RuntimeError(f"{cls.__name__}: `fused` and `foreach` cannot be `True` together.")
-        init(self, *args, **kwargs)
+        check = getattr(cls, "_check_flags", None)
+        if check is not None:
+            bound = sig.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            check(bound.arguments, foreach, capturable)
         given = {
             "foreach": foreach,
             "fused": fused,
             "capturable": capturable,
             "differentiable": differentiable,
         }
-        flags = {k: given[k] for k in names}
-        self.defaults.update(flags)
-        for group in self.param_groups:
-            group.update(flags)
+        # the switches join the defaults before the groups are added (as PyTorch's), so
+        # that a group's own switches stay and a differentiable optimizer takes non-leaf
+        # parameters; a subclass's constructor calls its base's, wrapped too: the outermost
+        # call's switches count
+        if "_impl_flags" not in self.__dict__:
+            self._impl_flags = {k: given[k] for k in names}
+        init(self, *args, **kwargs)
 
-    import inspect
-
-    sig = inspect.signature(init)
+    flag_defaults = {"foreach": None, "fused": None, "capturable": False, "differentiable": False}
+    params = list(sig.parameters.values())
+    defaults = {**flag_defaults, **{q.name: q.default for q in params}}
+    # (PyTorch's order: the optimizer's positional arguments, those it also takes by
+    # position, then the keyword-only ones)
+    tail = [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[name])
+        for name in positional
+    ]
     extra = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
-        for name, default in (
-            ("foreach", None),
-            ("fused", None),
-            ("capturable", False),
-            ("differentiable", False),
-        )
-        if name not in sig.parameters
+        for name, default in flag_defaults.items()
+        if name not in sig.parameters and name not in positional
     ]
-    params = list(sig.parameters.values())
-    kw = [i for i, q in enumerate(params) if q.kind == inspect.Parameter.VAR_KEYWORD]
-    at = kw[0] if kw else len(params)
-    __init__.__signature__ = sig.replace(parameters=params[:at] + extra + params[at:])
+    rest = [q for q in params[1 + len(own) :] if q.name not in positional]
+    kw = [i for i, q in enumerate(rest) if q.kind == inspect.Parameter.VAR_KEYWORD]
+    at = kw[0] if kw else len(rest)
+    ordered = params[: 1 + len(own)] + tail + rest[:at] + extra + rest[at:]
+    __init__.__signature__ = sig.replace(parameters=ordered)
     cls.__init__ = __init__
 
 
-# the switches each PyTorch optimizer has (its param groups carry them)
-for _cls, _names in (
-    (SGD, ("foreach", "differentiable", "fused")),
-    (Adam, ("foreach", "capturable", "differentiable", "fused")),
-    (AdamW, ("foreach", "capturable", "differentiable", "fused")),
-    (Adagrad, ("foreach", "differentiable", "fused")),
-    (RMSprop, ("foreach", "capturable", "differentiable")),
-    (Adadelta, ("foreach", "capturable", "differentiable")),
-    (Adamax, ("foreach", "capturable", "differentiable")),
-    (NAdam, ("foreach", "capturable", "differentiable")),
-    (RAdam, ("foreach", "capturable", "differentiable")),
-    (Rprop, ("foreach", "capturable", "differentiable")),
-    (ASGD, ("foreach", "capturable", "differentiable")),
+# the switches each PyTorch optimizer has (its param groups carry them), and those of its
+# arguments after its own that PyTorch takes by position too
+for _cls, _names, _positional in (
+    (SGD, ("foreach", "differentiable", "fused"), ()),
+    (Adam, ("foreach", "capturable", "differentiable", "fused"), ()),
+    (AdamW, ("foreach", "capturable", "differentiable", "fused"), ()),
+    (Adagrad, ("foreach", "differentiable", "fused"), ("foreach",)),
+    (
+        RMSprop,
+        ("foreach", "capturable", "differentiable"),
+        ("capturable", "foreach", "maximize", "differentiable"),
+    ),
+    (Adadelta, ("foreach", "capturable", "differentiable"), ("foreach",)),
+    (Adamax, ("foreach", "capturable", "differentiable"), ("foreach",)),
+    (NAdam, ("foreach", "capturable", "differentiable"), ()),
+    (RAdam, ("foreach", "capturable", "differentiable"), ()),
+    (Rprop, ("foreach", "capturable", "differentiable"), ()),
+    (
+        ASGD,
+        ("foreach", "capturable", "differentiable"),
+        ("foreach", "maximize", "differentiable", "capturable"),
+    ),
 ):
-    _accept_implementation_flags(_cls, _names)
-del _cls, _names
+    _accept_implementation_flags(_cls, _names, _positional)
+del _cls, _names, _positional
 
 from . import swa_utils

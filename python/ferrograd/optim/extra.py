@@ -22,7 +22,7 @@ from .. import _core
 from .._core import Tensor
 from .._tensor import default_float
 from ..autodiff import enable_grad, no_grad
-from . import Optimizer, _nonneg
+from . import Optimizer, _nonneg, _recorded
 
 __all__ = ["ASGD", "LBFGS", "Adafactor"]
 
@@ -452,9 +452,13 @@ class LBFGS(Optimizer):
                 loaded[k] = None if v is None else _scalar(v)
             else:
                 loaded[k] = int(_scalar(v)) if k in ("func_evals", "n_iter") else v
+        mine = self.param_groups[0]
+        for k in [k for k in mine if k not in groups[0] and k not in ("params", "param_names")]:
+            # (a group saved before the key existed: PyTorch's value for old groups)
+            mine[k] = self._legacy_defaults.get(k, self.defaults.get(k))
         for k, v in groups[0].items():
             if k != "params":
-                self.param_groups[0][k] = v
+                mine[k] = v
         for p in self._params:
             self.state[p] = {}
         self.state[self._params[0]] = loaded
@@ -487,6 +491,7 @@ class ASGD(Optimizer):
         alpha: float = 0.75,
         t0: float = 1e6,
         weight_decay: float = 0,
+        *,
         maximize: bool = False,
     ) -> None:
         defaults = {
@@ -527,12 +532,14 @@ class ASGD(Optimizer):
         eta_t.copy_(_core.where(step == 0, lr.astype(eta_t.dtype), eta_t))
         step += 1.0
         t = step.astype("float64")
-        eta = eta_t.astype("float64")  # (PyTorch reads eta as a Python float)
+        # (PyTorch reads eta as a Python float; a copy, as eta_t changes in place below and
+        # a recorded step's backward reads it)
+        eta = eta_t.astype("float64").copy()
         if group["weight_decay"]:
-            g = g + group["weight_decay"] * p
+            g = g + group["weight_decay"] * _recorded(p)
         p *= 1.0 - lambd * eta
         p -= g * eta
-        mu, ax = mu_t.astype("float64"), state["ax"]
+        mu, ax = mu_t.astype("float64").copy(), state["ax"]
         # ax follows p: a copy while mu is 1, else ax += (p - ax) mu
         ax.copy_(_core.where(mu == 1.0, p, ax + (p - ax) * mu))
         eta_t.copy_((lr / ((1.0 + lambd * lr * t) ** group["alpha"])).astype(eta_t.dtype))
