@@ -90,6 +90,7 @@ def test_method_aliases_match_torch(torch, alias, other):
 
 
 def test_predicates_and_names(torch):
+    previous = fg.get_default_device()
     fg.set_default_device("cpu")
     try:
         for make, tmake in [
@@ -106,7 +107,7 @@ def test_predicates_and_names(torch):
         assert fg.typename(lin) == f"{type(lin).__module__}.Linear"
         assert fg.typename(3) == torch.typename(3) == "int"
     finally:
-        fg.set_default_device(None)
+        fg.set_default_device(previous)
     for data in ([1.0], [0.0], [[0.5]]):
         assert fg.is_nonzero(fg.tensor(data)) == torch.is_nonzero(torch.tensor(data))
         assert fg.tensor(data).is_nonzero() == torch.tensor(data).is_nonzero()

@@ -2706,7 +2706,9 @@ def grid_sample(
             ij = _core.concat([tap[j].reshape(n, m) for tap in taps], 1)
             ok = (ij >= 0) & (ij <= size - 1)
             inside = ok if inside is None else inside & ok
-            term = ij.clamp(0.0, size - 1.0) * float(strides[j])
+            # (a NaN coordinate reads row 0 with weight 0: a NaN cast to an integer is not
+            # the same number on every device)
+            term = where(ij.isnan(), 0.0, ij.clamp(0.0, size - 1.0)) * float(strides[j])
             pos = term if pos is None else pos + term
         pos = pos.astype("int64") + base
         v = _core.index_select(rows, 0, pos.reshape(-1))  # (N * nt * m, C)

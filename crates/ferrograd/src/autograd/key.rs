@@ -1088,11 +1088,18 @@ impl GradKey {
                 }
             }
         }
+        // Slots fired so far (record address, slot), and the attached tensors' slots that an
+        // unlink left waiting on other producers. A producer whose record dies in another
+        // thread while this run goes on unlinks itself without making the slot final (its
+        // drop cannot fire): every live producer has run by the end of the walk, so slots
+        // still waiting then are final, and fire there.
+        let mut fired: Vec<(usize, usize)> = Vec::new();
+        let mut waiting: Vec<(Arc<GradFn>, usize)> = Vec::new();
         for (f, idx) in &seeded {
             let mut empty = false;
             with_lists(&mut |l| empty = l.is_empty(f.slot_lists[*idx]));
-            if empty && is_needed(f) {
-                fire(f, *idx, &mut collect)?;
+            if empty && is_needed(f) && fire(f, *idx, &mut collect)? {
+                fired.push((Arc::as_ptr(f) as usize, *idx));
             }
         }
         // Keeps every GradFn that may still receive gradients alive until backward ends,
@@ -1143,8 +1150,8 @@ impl GradKey {
                 for (target, idx) in finals {
                     let mut empty = false;
                     with_lists(&mut |l| empty = l.is_empty(target.slot_lists[idx]));
-                    if empty && is_needed(&target) {
-                        fire(&target, idx, &mut collect)?;
+                    if empty && is_needed(&target) && fire(&target, idx, &mut collect)? {
+                        fired.push((Arc::as_ptr(&target) as usize, idx));
                     }
                 }
                 continue;
@@ -1156,11 +1163,35 @@ impl GradKey {
                 drop(seeds);
                 continue;
             }
+            let collected = |i: usize| {
+                collect.as_ref().is_some_and(|(targets, _, _)| {
+                    targets
+                        .iter()
+                        .any(|(tf, ti)| Arc::ptr_eq(tf, &f) && *ti == i)
+                })
+            };
+            let mut st = f.state();
+            if (0..st.slots.len()).any(|i| st.slots[i].attached.is_some() || collected(i)) {
+                // an output with callbacks (or collected) whose last consumer died in another
+                // thread was never made final: its consumers have all run, so it is final now
+                let watched: SmallVec<[usize; 2]> = (0..st.slots.len())
+                    .filter(|&i| st.slots[i].attached.is_some() || collected(i))
+                    .collect();
+                drop(st);
+                for idx in watched {
+                    let at = (Arc::as_ptr(&f) as usize, idx);
+                    if !fired.contains(&at) && fire(&f, idx, &mut collect)? {
+                        fired.push(at);
+                    }
+                }
+                st = f.state();
+            }
             let (grads, rule, dsts) = {
-                let mut st = f.state();
                 let grads: Vec<Option<Tensor>> =
                     st.slots.iter_mut().map(|s| s.grad.take()).collect();
-                (grads, st.rule.take(), std::mem::take(&mut st.dsts))
+                let taken = (grads, st.rule.take(), std::mem::take(&mut st.dsts));
+                drop(st);
+                taken
             };
             let reached = grads.iter().any(Option::is_some);
             let outcome = match &rule {
@@ -1209,6 +1240,12 @@ impl GradKey {
                     l.unlink(d.node);
                     if l.is_empty(d.target.slot_lists[d.idx as usize]) {
                         finals.push((d.target.clone(), d.idx as usize));
+                    } else if d.target.is_attach_record()
+                        && !waiting
+                            .iter()
+                            .any(|(t, i)| Arc::ptr_eq(t, &d.target) && *i == d.idx as usize)
+                    {
+                        waiting.push((d.target.clone(), d.idx as usize));
                     }
                 }
             });
@@ -1225,9 +1262,15 @@ impl GradKey {
             }
             outcome?;
             for (target, idx) in finals {
-                if is_needed(&target) {
-                    fire(&target, idx, &mut collect)?;
+                if is_needed(&target) && fire(&target, idx, &mut collect)? {
+                    fired.push((Arc::as_ptr(&target) as usize, idx));
                 }
+            }
+        }
+        for (target, idx) in waiting {
+            let at = (Arc::as_ptr(&target) as usize, idx);
+            if !fired.contains(&at) && is_needed(&target) && fire(&target, idx, &mut collect)? {
+                fired.push(at);
             }
         }
         for f in &keeper {
@@ -1368,7 +1411,10 @@ fn accumulate(f: &Arc<GradFn>, idx: usize, g: Tensor) -> Result<()> {
 
 /// A slot's gradient is final: run its callbacks and add the result into `.grad` (or, in
 /// functional mode, hand it over instead).
-fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Result<()> {
+/// Delivers slot `idx` of `f`, now final: to its callbacks and `.grad`, or to the gradients a
+/// functional run collects. Returns whether the slot is watched (attached, or collected), the
+/// slots a run must fire exactly once.
+fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Result<bool> {
     if let Some((targets, found, hooks)) = collect {
         let mut grad = f.state().slots[idx].grad.clone();
         if *hooks {
@@ -1388,14 +1434,16 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
                 grad = Some(last);
             }
         }
+        let mut watched = f.state().slots[idx].attached.is_some();
         for (i, (tf, ti)) in targets.iter().enumerate() {
             if Arc::ptr_eq(tf, f) && *ti == idx {
                 found[i] = grad.clone();
+                watched = true;
             }
         }
-        return Ok(());
+        return Ok(watched);
     }
-    let (grad, callbacks, target, accumulate, leaf) = {
+    let (grad, callbacks, target, accumulate, leaf, watched) = {
         let mut st = f.state();
         // an attached leaf's gradient has no further use in the tape once it is final: hand
         // it over, so a callback that consumes it (an optimizer step in backward) frees it
@@ -1413,12 +1461,13 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
                 Some(a.target.clone()),
                 a.accumulate,
                 leaf,
+                true,
             ),
-            None => (grad, Vec::new(), None, false, leaf),
+            None => (grad, Vec::new(), None, false, leaf, false),
         }
     };
     let (Some(g), Some(tensor)) = (grad, target) else {
-        return Ok(());
+        return Ok(watched);
     };
     let last = deliver(&tensor, g, &callbacks, accumulate)?;
     if f.is_attach_record() {
@@ -1429,7 +1478,7 @@ fn fire(f: &Arc<GradFn>, idx: usize, collect: &mut Option<Collect<'_>>) -> Resul
         // flows on through its producer
         f.state().slots[idx].grad = Some(last);
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The post-accumulate hooks of one `.grad` cell (see

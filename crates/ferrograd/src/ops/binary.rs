@@ -83,7 +83,11 @@ fn atan2_grad(dy: &Tensor, a: &Tensor, b: &Tensor, wrt_a: bool) -> Result<Tensor
     // at an infinite argument the unscaled quotient is already right (inf / inf would not be)
     let m = super::where_cond(&m.eq(&m.scalar_like(f64::INFINITY))?, &one, &m)?;
     let (a, b) = (a.div(&m)?, b.div(&m)?);
-    let num = if wrt_a { dy.mul(&b)? } else { dy.mul(&a)?.neg()? };
+    let num = if wrt_a {
+        dy.mul(&b)?
+    } else {
+        dy.mul(&a)?.neg()?
+    };
     let g = num.div(&squares(&a, &b)?.mul(&m)?)?;
     super::where_cond(&origin, &g.scalar_like(0.0), &g)
 }
