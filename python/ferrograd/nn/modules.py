@@ -695,6 +695,14 @@ class Module:
                     f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                     "(Tensor or None expected)"
                 )
+            mods = d.get("_modules")
+            if (isinstance(cur, Module) or (mods is not None and name in mods)) and not isinstance(
+                value, Module
+            ):
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                    "(nn.Module or None expected)"
+                )
         for store in ("_parameters", "_modules"):
             items = d.get(store)
             if items is not None and name in items:
@@ -757,11 +765,13 @@ class Module:
             for v in (value.values() if key in ("_modules", "_parameters") else (value,))
             if isinstance(v, (Parameter, Module))
         )
+        bufs = attrs.get("_buffer_names", ())
         for key, value in attrs.items():
             if key in ("_modules", "_parameters"):
                 for k, v in value.items():
                     _walk(v, str(k), out, seen, direct)
-            elif key not in _INTERNAL:
+            elif key not in _INTERNAL and key not in bufs:
+                # (a Parameter given to register_buffer is a buffer, as PyTorch's)
                 _walk(value, key, out, seen, direct)
         return out
 
@@ -818,6 +828,8 @@ class Module:
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """A tensor that is state but not a parameter (running statistics): in
         :meth:`state_dict` (when ``persistent``) and moved by :meth:`to`."""
+        if "training" not in self.__dict__ and type(self) is not Module:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
         self._check_slot_name("buffer", name)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(
@@ -871,7 +883,9 @@ class Module:
             raise ValueError("Cannot set the submodule without a target name!")
         module = _adopt(module)
         if not isinstance(module, Module):
-            raise TypeError(f"set_submodule: expected a Module, got {type(module).__name__}")
+            raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
+                f"set_submodule: `module` is not an nn.Module, found {type(module).__name__}"
+            )
         parent, _, name = target.rpartition(".")
         owner = self.get_submodule(parent)
         if strict and not hasattr(owner, name):
@@ -1048,7 +1062,8 @@ class Module:
                 continue
             _copy_loaded(target, v)
         extra_key = prefix + "_extra_state"
-        if type(self).set_extra_state is not Module.set_extra_state:
+        loads_extra = type(self).set_extra_state is not Module.set_extra_state
+        if loads_extra:
             if extra_key in state_dict:
                 self.set_extra_state(state_dict[extra_key])
             elif strict:
@@ -1056,7 +1071,8 @@ class Module:
         if strict:
             children = {name for name, _ in self.named_children()}
             for key in state_dict:
-                if key.startswith(prefix) and key != extra_key:
+                # (extra state that this module does not load is unexpected, as PyTorch's)
+                if key.startswith(prefix) and (key != extra_key or not loads_extra):
                     first = key[len(prefix) :].split(".", 1)[0]
                     if first not in children and first not in local:
                         unexpected_keys.append(key)
@@ -1151,6 +1167,11 @@ class Module:
                     state_dict = _run_load_pre_hooks(m, hooks, state_dict, name, metadata, strict)
         own: OrderedDict = OrderedDict()
         self._state_items("", own, set(), True)
+        for name, m in mods:
+            # extra state a module saves but cannot load is no key of its own: a checkpoint's
+            # copy is unexpected, as PyTorch's
+            if type(m).set_extra_state is Module.set_extra_state:
+                own.pop((name + "." if name else "") + "_extra_state", None)
         # sub-modules that load their own state themselves (an overridden
         # `_load_from_state_dict`, as PyTorch honours it)
         custom_missing: list = []
@@ -1361,12 +1382,22 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        lines = [f"({n}): " + repr(m).replace("\n", "\n  ") for n, m in self.named_children()]
+        # PyTorch's layout: a one-line extra_repr stays on the first line when there are
+        # no children; otherwise its lines and then every child (a module held under two
+        # names is shown under both) are indented one per line
         extra = self.extra_repr()
-        if not lines:
-            return f"{type(self).__name__}({extra})"
-        head = f"{type(self).__name__}(" + (f"{extra}" if extra else "")
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        lines = extra.split("\n") if extra else []
+        children = [
+            f"({n}): " + repr(m).replace("\n", "\n  ")
+            for n, m in self._items()
+            if isinstance(m, Module)
+        ]
+        name = type(self).__name__
+        if len(lines) == 1 and not children:
+            return f"{name}({lines[0]})"
+        if not lines and not children:
+            return f"{name}()"
+        return f"{name}(\n  " + "\n  ".join(lines + children) + "\n)"
 
 
 def _state_value(v: Any, keep_vars: bool) -> Any:
@@ -1626,6 +1657,11 @@ class Sequential(Module):
         return Sequential(*self, *other)
 
     def __iadd__(self, other: Sequential) -> Sequential:  # noqa: PYI034
+        if not isinstance(other, Sequential):
+            raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
+                "add operator supports only objects of Sequential class, got "
+                + type(other).__name__
+            )
         return self.extend(other)
 
     def __mul__(self, other: int) -> Sequential:
@@ -1675,6 +1711,8 @@ class ModuleList(Module):
 
     def insert(self, index: int, module: Module) -> None:
         module = _adopt(module)
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList.insert: {type(module).__name__} is not a Module subclass")
         items = self._list()
         items.insert(index, module)
         self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(items))
@@ -1712,6 +1750,24 @@ class ModuleList(Module):
 
     def __iter__(self) -> Iterator[Module]:
         return iter(self._list())
+
+    def __repr__(self) -> str:
+        """PyTorch's listing: consecutive entries that print the same are one line,
+        ``(0-2): 3 x ReLU()``."""
+        runs: list[list] = []  # [first index, last index, repr]
+        for i, m in enumerate(self._list()):
+            r = repr(m)
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        if not runs:
+            return f"{type(self).__name__}()"
+        lines = [
+            (f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}").replace("\n", "\n  ")
+            for a, b, r in runs
+        ]
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
 
 class ModuleDict(Module):
@@ -1762,6 +1818,25 @@ class ModuleDict(Module):
 
     def items(self) -> Any:
         return self._modules.items()
+
+
+def _entries_repr(items: Iterable[tuple[Any, Any]], typed: bool) -> str:
+    """The lines PyTorch's ParameterList / ParameterDict print for their entries: the
+    dtype (``typed``: the tensor type name) and size of each tensor, the type of anything
+    else."""
+    from .._torch_aliases import typename
+
+    lines = []
+    for k, v in items:
+        if isinstance(v, Tensor):
+            kind = "Parameter" if isinstance(v, Parameter) else "Tensor"
+            what = typename(v) if typed else v.dtype
+            size = "x".join(str(n) for n in v.shape)
+            dev = "" if v.device.type == "cpu" else f" ({v.device})"
+            lines.append(f"  ({k}): {kind} containing: [{what} of size {size}{dev}]")
+        else:
+            lines.append(f"  ({k}): Object of type: {type(v).__name__}")
+    return "\n".join(lines)
 
 
 def _as_parameter(value: Any) -> Any:
@@ -1819,6 +1894,14 @@ class ParameterList(Module):
     def __iter__(self) -> Iterator[Parameter]:
         return iter(list(self._parameters.values()))
 
+    def extra_repr(self) -> str:
+        return _entries_repr(enumerate(self), typed=False)
+
+
+class _MissingKeyError(KeyError, AttributeError):
+    """A key a ParameterDict does not hold: a ``KeyError``, and the ``AttributeError``
+    PyTorch raises."""
+
 
 class ParameterDict(Module):
     """A dict of parameters, each registered by its key."""
@@ -1830,10 +1913,22 @@ class ParameterDict(Module):
             self.update(parameters)
 
     def __getitem__(self, key: str) -> Parameter:
-        return self._parameters[key]
+        try:
+            return self._parameters[key]
+        except KeyError:
+            raise _MissingKeyError(key) from None
 
     def __setitem__(self, key: str, value: Any) -> None:
-        self._parameters[str(key)] = _as_parameter(value)
+        if not isinstance(key, str):
+            raise TypeError(
+                f"ParameterDict: a key must be a string, got {type(key).__name__} {key!r}"
+            )
+        value = _as_parameter(value)
+        if isinstance(value, Parameter):
+            # a parameter's name, as register_parameter checks it (no ".", not empty, not
+            # another attribute of the module)
+            self._check_slot_name("parameter", key)
+        self._parameters[key] = value
 
     def __delitem__(self, key: str) -> None:
         del self._parameters[key]
@@ -1845,7 +1940,9 @@ class ParameterDict(Module):
         return self._parameters.get(key, default)
 
     def pop(self, key: str) -> Parameter:
-        return self._parameters.pop(key)
+        v = self[key]
+        del self._parameters[key]
+        return v
 
     def popitem(self) -> tuple[str, Parameter]:
         return self._parameters.popitem()
@@ -1904,11 +2001,23 @@ class ParameterDict(Module):
         out.update(other)
         return out
 
+    def __ror__(self, other: Any) -> Any:
+        out = other.copy()
+        out.update(self)
+        return out
+
+    def __ior__(self, other: Any) -> ParameterDict:  # noqa: PYI034
+        self.update(other)
+        return self
+
     def __len__(self) -> int:
         return len(self._parameters)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._parameters)
+
+    def extra_repr(self) -> str:
+        return _entries_repr(self.items(), typed=True)
 
     def keys(self) -> Any:
         return self._parameters.keys()
@@ -2649,6 +2758,17 @@ class Flatten(Module):
 class Unflatten(Module):
     def __init__(self, dim: int, unflattened_size: Any) -> None:
         super().__init__()
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError(
+                "Unflatten: unflattened_size must be a tuple of ints, got "
+                f"{type(unflattened_size).__name__} {unflattened_size!r}"
+            )
+        for i, e in enumerate(unflattened_size):
+            if not isinstance(e, (int, np.integer)):
+                raise TypeError(
+                    "Unflatten: unflattened_size must be a tuple of ints, but element "
+                    f"{i} is {type(e).__name__} {e!r}"
+                )
         self.dim, self.unflattened_size = dim, tuple(unflattened_size)
 
     def forward(self, x: Tensor) -> Tensor:

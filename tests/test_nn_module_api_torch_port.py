@@ -1,0 +1,242 @@
+"""Module API and containers (registration rules, attribute assignment, extra state,
+reprs, Sequential / ModuleList / ParameterDict, Unflatten), each run on PyTorch and
+ferrograd with the same assertions (found by porting the Module-API tests of PyTorch's
+test_nn.py)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import ferrograd as fg
+import pytest
+
+torch = pytest.importorskip("torch")
+
+LIBS = pytest.mark.parametrize("L", [torch, fg], ids=["torch", "ferrograd"])
+
+
+def _names(items) -> list[str]:
+    return [n for n, _ in items]
+
+
+# ------------------------------------------------------------------------- registration
+
+
+@LIBS
+def test_parameter_given_to_register_buffer_is_a_buffer(L):
+    m = L.nn.Module()
+    m.p = L.nn.Parameter(L.ones(1))
+    m.register_buffer("nb", None)
+    m.register_buffer("pb", L.nn.Parameter(L.ones(1)))
+    assert _names(m.named_parameters()) == ["p"]
+    assert _names(m.named_buffers()) == ["pb"]
+    assert list(m.state_dict()) == ["p", "pb"]
+    m.register_buffer("nb", L.ones(1))
+    assert list(m.state_dict()) == ["p", "nb", "pb"]
+
+
+@LIBS
+def test_register_buffer_before_init_raises(L):
+    class M(L.nn.Module):
+        def __init__(self):
+            self.register_buffer("b", L.ones(1))
+
+    with pytest.raises(AttributeError, match="before Module.__init__"):
+        M()
+
+
+@LIBS
+def test_assigning_a_non_module_to_a_module_slot_raises(L):
+    m = L.nn.Linear(2, 2)
+    m.add_module("sub", L.nn.ReLU())
+    with pytest.raises(TypeError, match="sub"):
+        m.sub = 3
+    with pytest.raises(TypeError, match="sub"):
+        m.sub = L.ones(1)
+    assert isinstance(m.sub, L.nn.ReLU)
+    m.sub = None  # None is allowed
+    assert _names(m.named_children()) == []
+    m.sub = L.nn.Tanh()
+    assert _names(m.named_children()) == ["sub"]
+
+    s = L.nn.Sequential(L.nn.ReLU())
+    with pytest.raises(TypeError):
+        setattr(s, "0", "not a module")
+
+
+@LIBS
+def test_set_submodule_with_a_non_module_raises_value_error(L):
+    m = L.nn.Sequential(L.nn.ReLU())
+    with pytest.raises(ValueError, match="not an nn.Module"):
+        m.set_submodule("0", 3)
+    assert isinstance(m[0], L.nn.ReLU)
+
+
+# ------------------------------------------------------------------------- extra state
+
+
+@LIBS
+def test_extra_state_without_set_extra_state_is_an_unexpected_key(L):
+    class SavesOnly(L.nn.Module):
+        def get_extra_state(self):
+            return 3
+
+    sd = SavesOnly().state_dict()
+    assert list(sd) == ["_extra_state"]
+    with pytest.raises(RuntimeError, match="Unexpected key.*_extra_state"):
+        SavesOnly().load_state_dict(sd)
+    r = SavesOnly().load_state_dict(sd, strict=False)
+    assert list(r.unexpected_keys) == ["_extra_state"]
+    assert list(r.missing_keys) == []
+
+    r = L.nn.Sequential(SavesOnly()).load_state_dict({"0._extra_state": 1}, strict=False)
+    assert list(r.unexpected_keys) == ["0._extra_state"]
+
+
+# -------------------------------------------------------------------------------- reprs
+
+
+@LIBS
+def test_multiline_extra_repr_is_indented(L):
+    class E(L.nn.Module):
+        def extra_repr(self):
+            return "a=1\nb=2"
+
+    class WithChild(L.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = L.nn.Linear(1, 1)
+
+        def extra_repr(self):
+            return "x=1"
+
+    assert repr(E()) == "E(\n  a=1\n  b=2\n)"
+    assert repr(WithChild()) == (
+        "WithChild(\n  x=1\n  (lin): Linear(in_features=1, out_features=1, bias=True)\n)"
+    )
+
+
+@LIBS
+def test_repr_shows_a_shared_module_under_each_name(L):
+    relu = L.nn.ReLU()
+    m = L.nn.Sequential(relu, relu)
+    assert repr(m) == "Sequential(\n  (0): ReLU()\n  (1): ReLU()\n)"
+
+
+@LIBS
+def test_module_list_repr_groups_repeated_entries(L):
+    ml = L.nn.ModuleList([L.nn.ReLU()] * 3 + [L.nn.Tanh(), L.nn.Linear(1, 1), L.nn.Linear(1, 1)])
+    assert repr(ml) == (
+        "ModuleList(\n  (0-2): 3 x ReLU()\n  (3): Tanh()\n"
+        "  (4-5): 2 x Linear(in_features=1, out_features=1, bias=True)\n)"
+    )
+    assert repr(L.nn.ModuleList()) == "ModuleList()"
+    nested = L.nn.ModuleList([L.nn.Sequential(L.nn.ReLU())])
+    assert repr(nested) == "ModuleList(\n  (0): Sequential(\n    (0): ReLU()\n  )\n)"
+
+
+@LIBS
+def test_parameter_list_and_dict_reprs_list_their_entries(L):
+    pl = L.nn.ParameterList([L.nn.Parameter(L.ones(2, 3)), L.ones(1, dtype=L.float64), None, 3])
+    dt = "torch." if L is torch else ""
+    assert repr(pl) == (
+        "ParameterList(\n"
+        f"    (0): Parameter containing: [{dt}float32 of size 2x3]\n"
+        f"    (1): Parameter containing: [{dt}float64 of size 1]\n"
+        "    (2): Object of type: NoneType\n"
+        "    (3): Object of type: int\n)"
+    )
+    pd = L.nn.ParameterDict({"a": L.nn.Parameter(L.ones(2, 3)), "b": None})
+    assert repr(pd) == (
+        "ParameterDict(\n"
+        "    (a): Parameter containing: [torch.FloatTensor of size 2x3]\n"
+        "    (b): Object of type: NoneType\n)"
+    )
+
+
+# --------------------------------------------------------------------------- containers
+
+
+@LIBS
+def test_sequential_iadd_takes_only_a_sequential(L):
+    s = L.nn.Sequential(L.nn.ReLU())
+    with pytest.raises(ValueError, match="Sequential"):
+        s += L.nn.Tanh()
+    with pytest.raises(ValueError, match="Sequential"):
+        s += [L.nn.Tanh()]
+    assert len(s) == 1
+    s += L.nn.Sequential(OrderedDict(t=L.nn.Tanh()))
+    assert _names(s.named_children()) == ["0", "1"]
+
+
+def test_module_list_insert_takes_only_modules():
+    # (PyTorch's insert stores anything, and the list breaks later; ferrograd refuses it
+    # as append does)
+    ml = fg.nn.ModuleList([fg.nn.ReLU()])
+    with pytest.raises(TypeError, match="int is not a Module"):
+        ml.insert(0, 3)
+    assert [type(m).__name__ for m in ml] == ["ReLU"]
+
+
+@LIBS
+def test_parameter_dict_keys_follow_parameter_name_rules(L):
+    pd = L.nn.ParameterDict()
+    with pytest.raises(KeyError):
+        pd["a.b"] = L.ones(1)
+    with pytest.raises(KeyError):
+        pd[""] = L.ones(1)
+    with pytest.raises(TypeError):
+        pd[1] = L.ones(1)
+    with pytest.raises(KeyError, match="already exists"):
+        pd["keys"] = L.ones(1)
+    if L is fg:  # (PyTorch keeps a refused key in its listing)
+        assert len(pd) == 0
+    pd = L.nn.ParameterDict()
+    pd["n"] = None
+    pd["w"] = L.ones(1)
+    assert list(pd) == ["n", "w"]
+
+
+@LIBS
+def test_parameter_dict_missing_key_raises_key_and_attribute_error(L):
+    pd = L.nn.ParameterDict({"a": L.ones(1)})
+    # PyTorch raises AttributeError; ferrograd's error is also a KeyError
+    with pytest.raises(AttributeError):
+        pd["nope"]
+    with pytest.raises(AttributeError):
+        pd.pop("nope")
+    assert list(pd) == ["a"]
+    if L is fg:
+        with pytest.raises(KeyError):
+            pd["nope"]
+
+
+@LIBS
+def test_parameter_dict_or_with_a_dict_on_the_left(L):
+    pd = L.nn.ParameterDict({"a": L.ones(1)})
+    r = {"b": L.zeros(1)} | pd
+    assert type(r) is dict
+    assert list(r) == ["b", "a"]
+    assert r["a"] is pd["a"]
+    other = L.nn.ParameterDict({"q": L.ones(1)})
+    same = other
+    other |= pd
+    assert other is same
+    assert list(other) == ["q", "a"]
+
+
+# ------------------------------------------------------------------------------ Unflatten
+
+
+@LIBS
+def test_unflatten_checks_unflattened_size(L):
+    with pytest.raises(TypeError, match="tuple of ints"):
+        L.nn.Unflatten(1, 4)
+    with pytest.raises(TypeError, match="tuple of ints"):
+        L.nn.Unflatten(1, "ab")
+    with pytest.raises(TypeError, match="float"):
+        L.nn.Unflatten(1, (2.0, 2))
+    with pytest.raises(TypeError, match="float"):
+        L.nn.Unflatten(1, [2, 2.0])
+    out = L.nn.Unflatten(1, [2, -1])(L.ones(3, 4))
+    assert list(out.shape) == [3, 2, 2]
