@@ -240,3 +240,83 @@ def test_unflatten_checks_unflattened_size(L):
         L.nn.Unflatten(1, [2, 2.0])
     out = L.nn.Unflatten(1, [2, -1])(L.ones(3, 4))
     assert list(out.shape) == [3, 2, 2]
+
+
+# ------------------------------------------------------------------ _apply, to, _modules
+
+
+@LIBS
+def test_apply_converts_parameters_in_place_and_buffers(L):
+    lin = L.nn.Linear(2, 2)
+    m = L.nn.Sequential(lin, lin, L.nn.BatchNorm1d(2))
+    w = lin.weight
+    m(L.ones(3, 2)).sum().backward()
+    assert m._apply(lambda t: t.double()) is m
+    assert lin.weight is w  # the same Parameter, as optimizers hold it
+    assert lin.weight.dtype == L.float64
+    assert lin.weight.grad.dtype == L.float64
+    assert lin.weight.requires_grad and lin.weight.is_leaf
+    assert m[2].running_mean.dtype == L.float64
+    assert m[2].num_batches_tracked.dtype == L.float64  # (fn sees every tensor)
+
+
+@LIBS
+def test_apply_recurse_false_leaves_children(L):
+    m = L.nn.Sequential(L.nn.Linear(2, 2))
+    m.p = L.nn.Parameter(L.ones(1))
+    m._apply(lambda t: t * 3, recurse=False)
+    assert m.p.tolist() == [3.0]
+    m._apply(lambda t: t.double(), recurse=False)
+    assert m.p.dtype == L.float64
+    assert m[0].weight.dtype == L.float32
+
+
+@LIBS
+def test_apply_in_place_op_invalidates_saved_tensors(L):
+    m = L.nn.Linear(4, 3)
+    product = m.weight.mul(m.weight)
+    m._apply(lambda t: t.add_(1.0))
+    with pytest.raises(RuntimeError, match="inplace"):
+        product.backward(L.ones(3, 4))
+
+
+@LIBS
+def test_to_takes_a_tensor_only_first(L):
+    net = L.nn.Sequential(L.nn.Linear(3, 3))
+    with pytest.raises(TypeError):
+        net.to("cpu", L.tensor(3.0))
+    with pytest.raises(TypeError):
+        net.to(L.float64, L.zeros(1))
+    net.to(L.zeros(1, dtype=L.float64))
+    assert net[0].weight.dtype == L.float64
+
+
+@LIBS
+def test_modules_mapping_of_a_plain_module(L):
+    class M(L.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = L.nn.Linear(1, 1)
+            self.b = L.nn.ReLU()
+            self.w = L.nn.Parameter(L.ones(1))
+
+    m = M()
+    assert list(m._modules) == ["a", "b"]
+    assert m._modules["a"] is m.a
+    with pytest.raises(KeyError):
+        m._modules["w"]
+    # replacing children through the mapping, a common way to swap layers
+    for name, child in list(m._modules.items()):
+        if isinstance(child, L.nn.ReLU):
+            m._modules[name] = L.nn.Tanh()
+    assert isinstance(m.b, L.nn.Tanh)
+    m._modules["c"] = L.nn.Sigmoid()
+    del m._modules["a"]
+    assert _names(m.named_children()) == ["b", "c"]
+
+
+@LIBS
+def test_repr_lists_a_child_registered_as_none(L):
+    m = L.nn.Sequential(L.nn.ReLU())
+    m.add_module("x", None)
+    assert repr(m) == "Sequential(\n  (0): ReLU()\n  (x): None\n)"

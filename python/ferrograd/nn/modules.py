@@ -210,6 +210,46 @@ class _BuffersView(MutableMapping):
         return f"OrderedDict({list(self.items())!r})"
 
 
+class _ModulesView(MutableMapping):
+    """PyTorch's ``module._modules`` for a module that keeps its children as attributes: a
+    live name -> Module mapping in definition order; writing or deleting an entry sets or
+    removes the child."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: Module) -> None:
+        self._module = module
+
+    def _names(self) -> list[str]:
+        return [
+            k
+            for k, v in self._module.__dict__.items()
+            if isinstance(v, Module) and k not in _INTERNAL
+        ]
+
+    def __getitem__(self, key: str) -> Any:
+        v = self._module.__dict__.get(key)
+        if not isinstance(v, Module) or key in _INTERNAL:
+            raise KeyError(key)
+        return v
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        object.__setattr__(self._module, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self[key]  # (a KeyError for a name that is no child)
+        del self._module.__dict__[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return f"OrderedDict({list(self.items())!r})"
+
+
 def _copy_loaded(target: Tensor, v: Tensor) -> None:
     """Writes a loaded value into a parameter or buffer of the same shape, moved to its
     device and cast to its dtype."""
@@ -746,6 +786,8 @@ class Module:
             return _ParametersView(self)
         if name == "_buffers":
             return _BuffersView(self)
+        if name == "_modules":
+            return _ModulesView(self)
         if name in _HOOK_STORES:
             # created on first use; reading it (PyTorch's module._forward_pre_hooks) makes
             # the empty table that later registrations fill
@@ -754,8 +796,9 @@ class Module:
 
     # -------------------------------------------------------------------- registration
 
-    def _items(self) -> list[tuple[str, Any]]:
-        """This module's own parameters and sub-modules, named, in definition order."""
+    def _items(self, empty_children: bool = False) -> list[tuple[str, Any]]:
+        """This module's own parameters and sub-modules, named, in definition order (with
+        the children registered as ``None`` too when ``empty_children``)."""
         out: list = []
         seen: set = set()
         attrs = vars(self)
@@ -769,6 +812,8 @@ class Module:
         for key, value in attrs.items():
             if key in ("_modules", "_parameters"):
                 for k, v in value.items():
+                    if v is None and empty_children and key == "_modules":
+                        out.append((str(k), None))
                     _walk(v, str(k), out, seen, direct)
             elif key not in _INTERNAL and key not in bufs:
                 # (a Parameter given to register_buffer is a buffer, as PyTorch's)
@@ -1334,6 +1379,36 @@ class Module:
         _map_tensors(self, lambda t: _moved(t, device, dtype), {}, set())
         return self
 
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> Module:
+        """Replaces every parameter and buffer ``t`` by ``fn(t)`` (run without recording
+        gradients), the children first when ``recurse``. A parameter stays the same object
+        over the new data (and its gradient is converted by ``fn`` too), as PyTorch's, so
+        optimizers made before keep training it; a tensor shared by two names is converted
+        once."""
+        from ..autodiff import _stored_grad, no_grad
+
+        children = list(self.children())
+        if recurse:
+            for c in children:
+                c._apply(fn)
+
+        def convert(t: Tensor) -> Tensor:
+            with no_grad():
+                new = fn(t)
+            if not isinstance(t, Parameter):
+                return new
+            grad = _stored_grad(t)
+            if new is not t:
+                _replace_data(t, new.detach())
+            if grad is not None:
+                with no_grad():
+                    t.grad = fn(grad)
+            return t
+
+        # (the children are done, or left alone)
+        _map_tensors(self, convert, {}, {id(c) for c in children})
+        return self
+
     def cpu(self) -> Module:
         return self.to("cpu")
 
@@ -1389,8 +1464,8 @@ class Module:
         lines = extra.split("\n") if extra else []
         children = [
             f"({n}): " + repr(m).replace("\n", "\n  ")
-            for n, m in self._items()
-            if isinstance(m, Module)
+            for n, m in self._items(empty_children=True)
+            if m is None or isinstance(m, Module)
         ]
         name = type(self).__name__
         if len(lines) == 1 and not children:
@@ -1473,8 +1548,13 @@ def _to_args(args: tuple, kwargs: dict) -> tuple[str | None, str | None]:
     kwargs.pop("memory_format", None)  # (every tensor is row-major)
     if kwargs:
         raise TypeError(f"Module.to: unexpected keyword arguments {sorted(kwargs)}")
-    for a in args:
+    for i, a in enumerate(args):
         if isinstance(a, Tensor):
+            if i > 0:  # (only to(tensor) takes a tensor, as PyTorch's)
+                raise TypeError(
+                    "Module.to: a tensor is taken only as the first argument, got "
+                    f"({', '.join(type(x).__name__ for x in args)})"
+                )
             device, dtype = a.device, a.dtype
             continue
         try:
