@@ -320,3 +320,50 @@ def test_repr_lists_a_child_registered_as_none(L):
     m = L.nn.Sequential(L.nn.ReLU())
     m.add_module("x", None)
     assert repr(m) == "Sequential(\n  (0): ReLU()\n  (x): None\n)"
+
+
+# ---------------------------------------------------------------- slots and subclasses
+
+
+@LIBS
+def test_a_parameter_registered_as_none_takes_only_a_parameter(L):
+    m = L.nn.Module()
+    m.register_parameter("p", None)
+    with pytest.raises(TypeError, match="'p'"):
+        m.p = L.ones(1)
+    with pytest.raises(TypeError, match="'p'"):
+        m.p = 3
+    assert m.p is None
+    m.p = L.nn.Parameter(L.ones(1))
+    assert _names(m.named_parameters()) == ["p"]
+
+
+@LIBS
+def test_module_dict_keys_must_be_strings(L):
+    d = L.nn.ModuleDict()
+    with pytest.raises(TypeError):
+        d.update({1: L.nn.ReLU()})
+    with pytest.raises(TypeError):
+        L.nn.ModuleDict([(2, L.nn.ReLU())])
+    assert list(d) == []
+
+
+@LIBS
+def test_slices_of_container_subclasses_keep_the_subclass(L):
+    class MySeq(L.nn.Sequential):
+        pass
+
+    class MyList(L.nn.ModuleList):
+        pass
+
+    class MyParams(L.nn.ParameterList):
+        pass
+
+    s = MySeq(L.nn.ReLU(), L.nn.Tanh())
+    ml = MyList([L.nn.ReLU(), L.nn.Tanh()])
+    pl = MyParams([L.nn.Parameter(L.ones(1)), L.nn.Parameter(L.zeros(1))])
+    assert type(s[1:]) is MySeq
+    assert isinstance(s[1:][0], L.nn.Tanh)
+    assert type(ml[:1]) is MyList
+    assert type(pl[1:]) is MyParams
+    assert pl[1:][0] is pl[1]

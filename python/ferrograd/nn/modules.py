@@ -725,7 +725,9 @@ class Module:
                 del bufs[name]
         elif value is not None:
             cur = d.get(name)
-            if isinstance(cur, Parameter) and not isinstance(value, Parameter):
+            if (isinstance(cur, Parameter) or name in d.get("_null_params", ())) and not isinstance(
+                value, Parameter
+            ):
                 raise TypeError(
                     f"cannot assign '{type(value).__name__}' as parameter '{name}' "
                     "(nn.Parameter or None expected)"
@@ -1676,8 +1678,9 @@ class Sequential(Module):
 
     def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
-            # the children keep their names, as PyTorch's slices do
-            return Sequential(OrderedDict(list(self._modules.items())[i]))
+            # the children keep their names, as PyTorch's slices do (and a subclass's
+            # slice is of that subclass)
+            return type(self)(OrderedDict(list(self._modules.items())[i]))
         mods = list(self._modules.values())
         return mods[i]
 
@@ -1799,7 +1802,7 @@ class ModuleList(Module):
 
     def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
-            return ModuleList(self._list()[i])
+            return type(self)(self._list()[i])
         return self._list()[i]
 
     def __setitem__(self, i: int, module: Module) -> None:
@@ -1862,7 +1865,7 @@ class ModuleDict(Module):
     def update(self, modules: Any) -> None:
         items = modules.items() if hasattr(modules, "items") else modules
         for k, m in items:
-            self.add_module(str(k), m)
+            self.add_module(k, m)  # (a key that is no string raises, as PyTorch's)
 
     def pop(self, key: str) -> Module:
         v = self._modules[key]
@@ -1953,7 +1956,7 @@ class ParameterList(Module):
 
     def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
-            return ParameterList(list(self._parameters.values())[i])
+            return type(self)(list(self._parameters.values())[i])
         return list(self._parameters.values())[i]
 
     def __setitem__(self, i: int, value: Any) -> None:
