@@ -367,3 +367,61 @@ def test_slices_of_container_subclasses_keep_the_subclass(L):
     assert type(ml[:1]) is MyList
     assert type(pl[1:]) is MyParams
     assert pl[1:][0] is pl[1]
+
+
+# ------------------------------------------------------------- PyTorch's module internals
+
+
+@LIBS
+def test_dir_lists_registered_names_and_module_tables(L):
+    linear = L.nn.Linear(2, 2)
+    linear._test_submodule = L.nn.Linear(2, 2)
+    linear._test_parameter = L.nn.Parameter(L.ones(2, 2))
+    linear.register_buffer("_test_buffer", L.ones(2, 2))
+    keys = dir(linear)
+    for k in ("_test_submodule", "_test_parameter", "_test_buffer", "weight", "forward"):
+        assert k in keys
+    for k in ("_parameters", "_buffers", "_modules", "_forward_hooks"):
+        assert k in keys
+    assert all(hasattr(linear, k) for k in keys)
+    assert keys == sorted(keys)
+    s = L.nn.Sequential(
+        OrderedDict(a=L.nn.ReLU()),
+    )
+    s.append(L.nn.Tanh())
+    assert "a" in dir(s)
+    assert "1" not in dir(s)
+
+
+@LIBS
+def test_non_persistent_buffers_set(L):
+    m = L.nn.Module()
+    m.register_buffer("a", L.ones(1))
+    m.register_buffer("b", L.ones(1), persistent=False)
+    assert set(m._non_persistent_buffers_set) == {"b"}
+    assert "b" in m._non_persistent_buffers_set
+    assert "a" not in m._non_persistent_buffers_set
+    m._non_persistent_buffers_set.add("a")
+    assert list(m.state_dict()) == []
+    m._non_persistent_buffers_set.discard("a")
+    m._non_persistent_buffers_set.discard("b")
+    assert list(m.state_dict()) == ["a", "b"]
+
+
+@LIBS
+def test_get_name_and_call_impl(L):
+    m = L.nn.Linear(1, 1)
+    assert m._get_name() == "Linear"
+    calls = []
+    m.register_forward_hook(lambda *a: calls.append(1))
+    assert list(m._call_impl(L.ones(1, 1)).shape) == [1, 1]
+    assert calls == [1]
+
+
+@LIBS
+def test_always_call_hooks_table_has_pytorchs_name(L):
+    m = L.nn.Linear(1, 1)
+    m.register_forward_hook(lambda *a: None, always_call=True)
+    m.register_forward_hook(lambda *a: None)
+    assert len(m._forward_hooks_always_called) == 1
+    assert len(m._forward_hooks) == 2

@@ -16,7 +16,7 @@ import inspect
 import math
 import warnings
 from collections import OrderedDict, namedtuple
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, MutableSet
 from typing import Any, Callable
 
 import numpy as np
@@ -96,7 +96,7 @@ _HOOK_TABLES = frozenset(
     {
         "_forward_hooks",
         "_forward_hooks_with_kwargs",
-        "_forward_hooks_always_call",
+        "_forward_hooks_always_called",
         "_forward_pre_hooks",
         "_forward_pre_hooks_with_kwargs",
         "_backward_hooks",
@@ -250,6 +250,43 @@ class _ModulesView(MutableMapping):
         return f"OrderedDict({list(self.items())!r})"
 
 
+class _NonPersistentView(MutableSet):
+    """PyTorch's ``module._non_persistent_buffers_set``: the names of the buffers left out
+    of the state dict, live; adding or discarding a buffer's name changes whether it is
+    saved."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: Module) -> None:
+        self._module = module
+
+    def _flags(self) -> dict:
+        return self._module.__dict__.get("_buffer_names", {})
+
+    def __contains__(self, name: object) -> bool:
+        return self._flags().get(name, True) is False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([k for k, persistent in self._flags().items() if not persistent])
+
+    def __len__(self) -> int:
+        return sum(1 for persistent in self._flags().values() if not persistent)
+
+    def add(self, name: str) -> None:
+        # (a name that is no buffer is left alone: register_buffer decides for it)
+        flags = self._flags()
+        if name in flags:
+            flags[name] = False
+
+    def discard(self, name: str) -> None:
+        flags = self._flags()
+        if name in flags:
+            flags[name] = True
+
+    def __repr__(self) -> str:
+        return repr(set(self))
+
+
 def _copy_loaded(target: Tensor, v: Tensor) -> None:
     """Writes a loaded value into a parameter or buffer of the same shape, moved to its
     device and cast to its dtype."""
@@ -329,7 +366,7 @@ def register_module_forward_pre_hook(hook: Callable[..., Any]) -> _HookHandle:
 
 
 _global_forward_hooks_with_kwargs: dict = {}
-_global_forward_hooks_always_call: dict = {}
+_global_forward_hooks_always_called: dict = {}
 
 
 def register_module_forward_hook(
@@ -343,7 +380,7 @@ def register_module_forward_hook(
     extras = []
     for on, table in (
         (with_kwargs, _global_forward_hooks_with_kwargs),
-        (always_call, _global_forward_hooks_always_call),
+        (always_call, _global_forward_hooks_always_called),
     ):
         if on:
             table[handle.id] = True
@@ -565,6 +602,10 @@ class Module:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} defines no forward")
 
+    def _get_name(self) -> str:
+        """The class name, as reprs print it."""
+        return type(self).__name__
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             args, kwargs = _torch_forward_keywords(self, args, kwargs)
@@ -584,11 +625,14 @@ class Module:
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs, pre, post)
 
+    # (PyTorch's name for the call, which some programs use to bypass a subclass's __call__)
+    _call_impl = __call__
+
     def _call_with_hooks(self, args: tuple, kwargs: dict, pre: Any, post: Any) -> Any:
         d = self.__dict__
         pre_kw = d.get("_forward_pre_hooks_with_kwargs", {})
         post_kw = d.get("_forward_hooks_with_kwargs", {})
-        always = d.get("_forward_hooks_always_call", {})
+        always = d.get("_forward_hooks_always_called", {})
         for key, hook in [*_global_forward_pre_hooks.items(), *(pre or {}).items()]:
             if key in pre_kw:
                 r = hook(self, args, kwargs)
@@ -619,7 +663,7 @@ class Module:
                 out = wrap_outputs(bw_state, out)
         except BaseException:
             for key, hook in [*_global_forward_hooks.items(), *(post or {}).items()]:
-                if key in always or key in _global_forward_hooks_always_call:
+                if key in always or key in _global_forward_hooks_always_called:
                     with_kw = key in post_kw or key in _global_forward_hooks_with_kwargs
                     try:
                         hook(self, args, kwargs, None) if with_kw else hook(self, args, None)
@@ -661,7 +705,7 @@ class Module:
             "_forward_hooks",
             hook,
             prepend,
-            {"with_kwargs": with_kwargs, "always_call": always_call},
+            {"with_kwargs": with_kwargs, "always_called": always_call},
         )
 
     def register_full_backward_hook(
@@ -790,11 +834,23 @@ class Module:
             return _BuffersView(self)
         if name == "_modules":
             return _ModulesView(self)
+        if name == "_non_persistent_buffers_set":
+            return _NonPersistentView(self)
         if name in _HOOK_STORES:
             # created on first use; reading it (PyTorch's module._forward_pre_hooks) makes
             # the empty table that later registrations fill
             return d.setdefault(name, {})
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __dir__(self) -> list[str]:
+        # PyTorch's listing: the attributes, the registered names (not the indices of a
+        # container), and the tables PyTorch's modules carry (read through __getattr__)
+        d = self.__dict__
+        keys = set(super().__dir__()) | _HOOK_TABLES
+        keys |= {"_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"}
+        for store in ("_parameters", "_modules"):
+            keys.update(str(k) for k in d.get(store) or ())
+        return sorted(k for k in keys if not k[:1].isdigit())
 
     # -------------------------------------------------------------------- registration
 
