@@ -425,3 +425,28 @@ def test_always_call_hooks_table_has_pytorchs_name(L):
     m.register_forward_hook(lambda *a: None)
     assert len(m._forward_hooks_always_called) == 1
     assert len(m._forward_hooks) == 2
+
+
+@LIBS
+def test_modules_mapping_mixing_attributes_and_add_module(L):
+    class M(L.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = L.nn.Linear(1, 1)
+            self.p = L.nn.Parameter(L.ones(1))
+            self.add_module("b", L.nn.ReLU())
+            self.c = L.nn.Linear(1, 1)
+            self.add_module("n", None)
+
+        def forward(self, x):
+            return self.c(self.b(self.a(x)))
+
+    m = M()
+    assert list(m._modules) == ["a", "b", "c", "n"]
+    assert _names(m.named_children()) == ["a", "b", "c"]
+    assert _names(m.named_parameters()) == ["p", "a.weight", "a.bias", "c.weight", "c.bias"]
+    assert list(m(L.ones(2, 1)).shape) == [2, 1]
+    m.a = L.nn.Tanh()
+    assert isinstance(m._modules["a"], L.nn.Tanh)
+    del m.a
+    assert list(m._modules) == ["b", "c", "n"]

@@ -959,7 +959,10 @@ class Module:
             object.__setattr__(self, name, module)
             return
         if "_modules" not in d:
-            d["_modules"] = OrderedDict()
+            # the children set as attributes so far join the table first, so that
+            # `_modules` lists every child in order, as PyTorch's
+            moved = [k for k, v in d.items() if isinstance(v, Module) and k not in _INTERNAL]
+            d["_modules"] = OrderedDict((k, d.pop(k)) for k in moved)
         d["_modules"][name] = module
 
     register_module = add_module
