@@ -450,3 +450,24 @@ def test_modules_mapping_mixing_attributes_and_add_module(L):
     assert isinstance(m._modules["a"], L.nn.Tanh)
     del m.a
     assert list(m._modules) == ["b", "c", "n"]
+
+
+@LIBS
+def test_type_casts_every_parameter_and_buffer(L):
+    m = L.nn.BatchNorm1d(2)
+    w = m.weight
+    assert m.type(L.float64) is m
+    assert m.weight is w and m.weight.dtype == L.float64
+    assert m.num_batches_tracked.dtype == L.float64  # (integer buffers too)
+    m.type("torch.FloatTensor")
+    assert m.num_batches_tracked.dtype == L.float32
+    b = L.nn.Module()
+    b.register_buffer("x", L.ones(2))
+    b.type(L.int32)
+    assert b.x.dtype == L.int32
+    # .double() keeps integer buffers
+    b.register_buffer("y", L.ones(2, dtype=L.int64))
+    b.double()
+    assert b.y.dtype == L.int64
+    with pytest.raises(RuntimeError, match="floating point"):
+        L.nn.Linear(1, 1).type(L.int32)

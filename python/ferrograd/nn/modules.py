@@ -501,6 +501,10 @@ def _adopt(module: Any) -> Any:
     return module
 
 
+class _IntegerTypeError(TypeError, RuntimeError):
+    """A parameter that requires gradients cast to a non-floating type by Module.type."""
+
+
 class _StateDictKeyError(KeyError, RuntimeError):
     """Missing or unexpected state-dict keys: a ``KeyError``, and a ``RuntimeError`` as
     PyTorch raises."""
@@ -1489,8 +1493,11 @@ class Module:
         return self.to(dtype="bfloat16")
 
     def type(self, dst_type: Any) -> Module:
-        """Casts every floating parameter and buffer to ``dst_type`` (a dtype, a typed
-        tensor class such as ``fg.DoubleTensor``, or its name ``"torch.DoubleTensor"``)."""
+        """Casts every parameter and buffer to ``dst_type`` (a dtype, a typed tensor class
+        such as ``fg.DoubleTensor``, or its name ``"torch.DoubleTensor"``), integer buffers
+        included, as PyTorch's. A non-floating type with a parameter that requires
+        gradients raises before anything changes (a ``RuntimeError``, PyTorch's type, and a
+        ``TypeError``, as :meth:`to` raises)."""
         from .._torch_compat import _TYPE_NAMES
 
         name = getattr(dst_type, "_torch_name", None)
@@ -1498,7 +1505,15 @@ class Module:
             dst_type = dst_type.dtype
         elif isinstance(dst_type, str) and dst_type in _TYPE_NAMES:
             dst_type = _TYPE_NAMES[dst_type]
-        return self.to(dtype=_dtype_name(dst_type))
+        dtype = _dtype_name(dst_type)
+        if not dtype.startswith(("float", "bfloat", "complex")):
+            for n, p in self.named_parameters():
+                if p.requires_grad:
+                    raise _IntegerTypeError(
+                        f"Module.type: parameter {n!r} requires gradients, so only floating "
+                        f"point or complex dtypes can be given, but got desired dtype={dtype}"
+                    )
+        return self._apply(lambda t: t if t.dtype.name == dtype else t.astype(dtype))
 
     def share_memory(self) -> Module:
         """Returns self: ferrograd's data-loading workers are threads of this process, so
