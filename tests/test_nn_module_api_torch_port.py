@@ -471,3 +471,34 @@ def test_type_casts_every_parameter_and_buffer(L):
     assert b.y.dtype == L.int64
     with pytest.raises(RuntimeError, match="floating point"):
         L.nn.Linear(1, 1).type(L.int32)
+
+
+@LIBS
+def test_to_and_float_go_through_an_overridden_apply(L):
+    class WithCache(L.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = L.nn.Linear(2, 2)
+            self.cache = L.ones(3)  # (no buffer: converted by _apply below)
+            self.calls = 0
+
+        def _apply(self, fn, recurse=True):
+            self.calls += 1
+            super()._apply(fn, recurse)
+            self.cache = fn(self.cache)
+            return self
+
+        def forward(self, x):
+            return self.lin(x)
+
+    outer = L.nn.Sequential(WithCache(), L.nn.Linear(2, 2))
+    w = outer[0].lin.weight
+    outer(L.ones(1, 2)).sum().backward()
+    outer.double()
+    inner = outer[0]
+    assert inner.calls == 1
+    assert inner.cache.dtype == L.float64
+    assert inner.lin.weight is w and w.dtype == L.float64 and w.grad.dtype == L.float64
+    assert outer[1].weight.dtype == L.float64
+    outer.to(L.float32)
+    assert inner.cache.dtype == L.float32 and inner.calls == 2

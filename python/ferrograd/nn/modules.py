@@ -1441,6 +1441,10 @@ class Module:
                 "nn.Module.to only accepts floating point or complex dtypes, but got "
                 f"desired dtype={dtype}"
             )
+        if any(type(m)._apply is not Module._apply for m in self.modules()):
+            # a module that converts state of its own in an overridden _apply (caches,
+            # tensors kept outside its buffers) is converted through it, as PyTorch's
+            return self._apply(lambda t: _moved(t, device, dtype))
         _map_tensors(self, lambda t: _moved(t, device, dtype), {}, set())
         return self
 
