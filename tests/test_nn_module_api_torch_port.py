@@ -242,6 +242,12 @@ def test_unflatten_checks_unflattened_size(L):
     assert list(out.shape) == [3, 2, 2]
 
 
+@LIBS
+def test_unflatten_keeps_the_size_as_given(L):
+    assert repr(L.nn.Unflatten(1, [2, 3])) == "Unflatten(dim=1, unflattened_size=[2, 3])"
+    assert repr(L.nn.Unflatten(1, (2, 3))) == "Unflatten(dim=1, unflattened_size=(2, 3))"
+
+
 # ------------------------------------------------------------------ _apply, to, _modules
 
 

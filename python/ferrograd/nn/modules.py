@@ -2930,7 +2930,7 @@ class Unflatten(Module):
                     "Unflatten: unflattened_size must be a tuple of ints, but element "
                     f"{i} is {type(e).__name__} {e!r}"
                 )
-        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+        self.dim, self.unflattened_size = dim, unflattened_size  # (as given, as PyTorch)
 
     def forward(self, x: Tensor) -> Tensor:
         return x.unflatten(self.dim, self.unflattened_size)
