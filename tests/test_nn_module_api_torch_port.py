@@ -508,3 +508,17 @@ def test_to_and_float_go_through_an_overridden_apply(L):
     assert outer[1].weight.dtype == L.float64
     outer.to(L.float32)
     assert inner.cache.dtype == L.float32 and inner.calls == 2
+
+
+@LIBS
+def test_a_module_assigned_over_a_buffer_replaces_it(L):
+    m = L.nn.Module()
+    m.register_buffer("b", L.ones(1))
+    m.b = L.nn.ReLU()
+    assert _names(m.named_buffers()) == []
+    assert _names(m.named_children()) == ["b"]
+    assert list(m.state_dict()) == []
+    # a parameter's slot still refuses a module
+    m.p = L.nn.Parameter(L.ones(1))
+    with pytest.raises(TypeError, match="'p'"):
+        m.p = L.nn.ReLU()

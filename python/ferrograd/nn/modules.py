@@ -780,6 +780,10 @@ class Module:
                     f"cannot assign '{type(value).__name__}' as parameter '{name}' "
                     "(nn.Parameter or None expected)"
                 )
+            if isinstance(value, Module) and bufs and name in bufs:
+                # a module replaces a buffer, as PyTorch's
+                del bufs[name]
+                d.pop(name, None)
             if bufs and name in bufs and not isinstance(value, Tensor):
                 raise TypeError(
                     f"cannot assign '{type(value).__name__}' as buffer '{name}' "
