@@ -522,3 +522,42 @@ def test_a_module_assigned_over_a_buffer_replaces_it(L):
     m.p = L.nn.Parameter(L.ones(1))
     with pytest.raises(TypeError, match="'p'"):
         m.p = L.nn.ReLU()
+
+
+@LIBS
+def test_to_empty_then_reset_parameters(L):
+    m = L.nn.Sequential(L.nn.Linear(4, 300), L.nn.BatchNorm1d(300))
+    w = m[0].weight
+    assert m.to_empty(device="cpu") is m
+    assert m[0].weight is w and w.requires_grad
+    assert list(w.shape) == [300, 4]
+    assert m[1].num_batches_tracked.dtype == L.int64
+    m[0].reset_parameters()
+    assert float(w.abs().max()) <= 0.5 and float(w.abs().max()) > 0.4
+    assert float(m[0].bias.abs().max()) <= 0.5
+
+
+@LIBS
+def test_reset_parameters_of_linear_bilinear_prelu(L):
+    lin = L.nn.Linear(9, 200)
+    bil = L.nn.Bilinear(4, 3, 50)
+    prelu = L.nn.PReLU(3, init=0.1)
+    with L.no_grad():
+        for p in [*lin.parameters(), *bil.parameters(), prelu.weight]:
+            p.fill_(7.0)
+    lin.reset_parameters()
+    bil.reset_parameters()
+    prelu.reset_parameters()
+    assert 0.3 < float(lin.weight.abs().max()) <= 1 / 3
+    assert 0.3 < float(lin.bias.abs().max()) <= 1 / 3
+    assert 0.4 < float(bil.weight.abs().max()) <= 0.5
+    assert float(bil.bias.abs().max()) <= 0.5
+    assert prelu.weight.tolist() == pytest.approx([0.1] * 3)
+
+
+@LIBS
+def test_module_class_flags_and_wrapped_call(L):
+    m = L.nn.Linear(1, 1)
+    assert L.nn.Module.call_super_init is False
+    assert L.nn.Module.dump_patches is False
+    assert list(m._wrapped_call_impl(L.ones(2, 1)).shape) == [2, 1]

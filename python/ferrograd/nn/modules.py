@@ -599,6 +599,10 @@ class Module:
     training: bool = True
     # the version of a subclass's state-dict layout, saved in ``state_dict()._metadata``
     _version: int = 1
+    # PyTorch's class flags, read by programs that subclass Module (neither changes
+    # anything here)
+    call_super_init: bool = False
+    dump_patches: bool = False
 
     def __init__(self) -> None:
         self.training = True
@@ -629,8 +633,10 @@ class Module:
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs, pre, post)
 
-    # (PyTorch's name for the call, which some programs use to bypass a subclass's __call__)
+    # (PyTorch's names for the call, which some programs use to bypass a subclass's
+    # __call__)
     _call_impl = __call__
+    _wrapped_call_impl = __call__
 
     def _call_with_hooks(self, args: tuple, kwargs: dict, pre: Any, post: Any) -> Any:
         d = self.__dict__
@@ -1482,6 +1488,14 @@ class Module:
         _map_tensors(self, convert, {}, {id(c) for c in children})
         return self
 
+    def to_empty(self, *, device: Any, recurse: bool = True) -> Module:
+        """Gives every parameter and buffer new, uninitialised storage of the same shape and
+        dtype on ``device`` (parameters stay the same objects), as PyTorch's; initialise it
+        after, with ``reset_parameters`` or a state dict."""
+        from .._ops import empty_like
+
+        return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
+
     def cpu(self) -> Module:
         return self.to("cpu")
 
@@ -2270,6 +2284,19 @@ class Linear(Module):
         self.bias = (
             _uniform_param(rng, bound, (self.out_features,), dtype, device) if bias else None
         )
+
+    def reset_parameters(self) -> None:
+        """Re-draws ``weight`` and ``bias`` in place from the initial distribution (uniform
+        in ``±1/sqrt(in_features)``, PyTorch's); a lazy layer not sized yet is left as it
+        is."""
+        if _uninitialized(self.weight):
+            return
+        from . import init
+
+        bound = _bound(self.in_features)
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x, self.weight, self.bias)
