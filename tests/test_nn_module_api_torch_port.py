@@ -561,3 +561,18 @@ def test_module_class_flags_and_wrapped_call(L):
     assert L.nn.Module.call_super_init is False
     assert L.nn.Module.dump_patches is False
     assert list(m._wrapped_call_impl(L.ones(2, 1)).shape) == [2, 1]
+
+
+@LIBS
+def test_a_child_set_to_none_still_takes_only_a_module(L):
+    m = L.nn.Module()
+    m.s = L.nn.ReLU()
+    m.s = None
+    with pytest.raises(TypeError, match="'s'"):
+        m.s = L.ones(1)
+    assert m.s is None
+    m.s = L.nn.Tanh()
+    assert _names(m.named_children()) == ["s"]
+    del m.s
+    m.s = 3  # a plain attribute once deleted
+    assert m.s == 3

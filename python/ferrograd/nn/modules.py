@@ -107,7 +107,14 @@ _HOOK_TABLES = frozenset(
         "_load_state_dict_post_hooks",
     }
 )
-_INTERNAL = {"training", "_buffer_names", "_modules", "_parameters", "_null_params"}
+_INTERNAL = {
+    "training",
+    "_buffer_names",
+    "_modules",
+    "_parameters",
+    "_null_params",
+    "_null_modules",
+}
 # the hook tables a module keeps in its __dict__ (see _register_hook)
 _HOOK_STORES = frozenset(
     {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"}
@@ -796,13 +803,18 @@ class Module:
                     "(Tensor or None expected)"
                 )
             mods = d.get("_modules")
-            if (isinstance(cur, Module) or (mods is not None and name in mods)) and not isinstance(
-                value, Module
-            ):
+            if (
+                isinstance(cur, Module)
+                or (mods is not None and name in mods)
+                or name in d.get("_null_modules", ())
+            ) and not isinstance(value, Module):
                 raise TypeError(
                     f"cannot assign '{type(value).__name__}' as child module '{name}' "
                     "(nn.Module or None expected)"
                 )
+        if value is None and isinstance(d.get(name), Module):
+            # the child's slot stays a module's: a later tensor or number is refused
+            d.setdefault("_null_modules", set()).add(name)
         for store in ("_parameters", "_modules"):
             items = d.get(store)
             if items is not None and name in items:
@@ -826,9 +838,10 @@ class Module:
         bufs = d.get("_buffer_names")
         if bufs and name in bufs:
             del bufs[name]
-        nulls = d.get("_null_params")
-        if nulls:
-            nulls.discard(name)
+        for table in ("_null_params", "_null_modules"):
+            nulls = d.get(table)
+            if nulls:
+                nulls.discard(name)
         object.__delattr__(self, name)
 
     def __getattr__(self, name: str) -> Any:
