@@ -557,6 +557,16 @@ class Bilinear(Module):
         self.weight = _uniform_param(None, k, shape, dtype, device)
         self.bias = _uniform_param(None, k, (self.out_features,), dtype, device) if bias else None
 
+    def reset_parameters(self) -> None:
+        """Re-draws ``weight`` and ``bias`` in place, uniform in ``±1/sqrt(in1_features)``
+        as at construction."""
+        from . import init
+
+        k = 1.0 / math.sqrt(self.in1_features)
+        init.uniform_(self.weight, -k, k)
+        if self.bias is not None:
+            init.uniform_(self.bias, -k, k)
+
     def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
         return F.bilinear(input1, input2, self.weight, self.bias)
 
@@ -589,7 +599,14 @@ class PReLU(Module):
     ) -> None:
         super().__init__()
         self.num_parameters = _count("PReLU", "num_parameters", num_parameters, 1)
+        self.init = init
         self.weight = _filled_param(init, (self.num_parameters,), dtype, device)
+
+    def reset_parameters(self) -> None:
+        """Sets every slope back to ``init``."""
+        from . import init
+
+        init.constant_(self.weight, self.init)
 
     def forward(self, x: Tensor) -> Tensor:
         from . import functional as F

@@ -16,7 +16,7 @@ import inspect
 import math
 import warnings
 from collections import OrderedDict, namedtuple
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, MutableSet
 from typing import Any, Callable
 
 import numpy as np
@@ -96,7 +96,7 @@ _HOOK_TABLES = frozenset(
     {
         "_forward_hooks",
         "_forward_hooks_with_kwargs",
-        "_forward_hooks_always_call",
+        "_forward_hooks_always_called",
         "_forward_pre_hooks",
         "_forward_pre_hooks_with_kwargs",
         "_backward_hooks",
@@ -107,7 +107,14 @@ _HOOK_TABLES = frozenset(
         "_load_state_dict_post_hooks",
     }
 )
-_INTERNAL = {"training", "_buffer_names", "_modules", "_parameters", "_null_params"}
+_INTERNAL = {
+    "training",
+    "_buffer_names",
+    "_modules",
+    "_parameters",
+    "_null_params",
+    "_null_modules",
+}
 # the hook tables a module keeps in its __dict__ (see _register_hook)
 _HOOK_STORES = frozenset(
     {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"}
@@ -210,6 +217,83 @@ class _BuffersView(MutableMapping):
         return f"OrderedDict({list(self.items())!r})"
 
 
+class _ModulesView(MutableMapping):
+    """PyTorch's ``module._modules`` for a module that keeps its children as attributes: a
+    live name -> Module mapping in definition order; writing or deleting an entry sets or
+    removes the child."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: Module) -> None:
+        self._module = module
+
+    def _names(self) -> list[str]:
+        return [
+            k
+            for k, v in self._module.__dict__.items()
+            if isinstance(v, Module) and k not in _INTERNAL
+        ]
+
+    def __getitem__(self, key: str) -> Any:
+        v = self._module.__dict__.get(key)
+        if not isinstance(v, Module) or key in _INTERNAL:
+            raise KeyError(key)
+        return v
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        object.__setattr__(self._module, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self[key]  # (a KeyError for a name that is no child)
+        del self._module.__dict__[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return f"OrderedDict({list(self.items())!r})"
+
+
+class _NonPersistentView(MutableSet):
+    """PyTorch's ``module._non_persistent_buffers_set``: the names of the buffers left out
+    of the state dict, live; adding or discarding a buffer's name changes whether it is
+    saved."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: Module) -> None:
+        self._module = module
+
+    def _flags(self) -> dict:
+        return self._module.__dict__.get("_buffer_names", {})
+
+    def __contains__(self, name: object) -> bool:
+        return self._flags().get(name, True) is False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([k for k, persistent in self._flags().items() if not persistent])
+
+    def __len__(self) -> int:
+        return sum(1 for persistent in self._flags().values() if not persistent)
+
+    def add(self, name: str) -> None:
+        # (a name that is no buffer is left alone: register_buffer decides for it)
+        flags = self._flags()
+        if name in flags:
+            flags[name] = False
+
+    def discard(self, name: str) -> None:
+        flags = self._flags()
+        if name in flags:
+            flags[name] = True
+
+    def __repr__(self) -> str:
+        return repr(set(self))
+
+
 def _copy_loaded(target: Tensor, v: Tensor) -> None:
     """Writes a loaded value into a parameter or buffer of the same shape, moved to its
     device and cast to its dtype."""
@@ -289,7 +373,7 @@ def register_module_forward_pre_hook(hook: Callable[..., Any]) -> _HookHandle:
 
 
 _global_forward_hooks_with_kwargs: dict = {}
-_global_forward_hooks_always_call: dict = {}
+_global_forward_hooks_always_called: dict = {}
 
 
 def register_module_forward_hook(
@@ -303,7 +387,7 @@ def register_module_forward_hook(
     extras = []
     for on, table in (
         (with_kwargs, _global_forward_hooks_with_kwargs),
-        (always_call, _global_forward_hooks_always_call),
+        (always_call, _global_forward_hooks_always_called),
     ):
         if on:
             table[handle.id] = True
@@ -424,6 +508,10 @@ def _adopt(module: Any) -> Any:
     return module
 
 
+class _IntegerTypeError(TypeError, RuntimeError):
+    """A parameter that requires gradients cast to a non-floating type by Module.type."""
+
+
 class _StateDictKeyError(KeyError, RuntimeError):
     """Missing or unexpected state-dict keys: a ``KeyError``, and a ``RuntimeError`` as
     PyTorch raises."""
@@ -518,12 +606,20 @@ class Module:
     training: bool = True
     # the version of a subclass's state-dict layout, saved in ``state_dict()._metadata``
     _version: int = 1
+    # PyTorch's class flags, read by programs that subclass Module (neither changes
+    # anything here)
+    call_super_init: bool = False
+    dump_patches: bool = False
 
     def __init__(self) -> None:
         self.training = True
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} defines no forward")
+
+    def _get_name(self) -> str:
+        """The class name, as reprs print it."""
+        return type(self).__name__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
@@ -544,11 +640,16 @@ class Module:
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs, pre, post)
 
+    # (PyTorch's names for the call, which some programs use to bypass a subclass's
+    # __call__)
+    _call_impl = __call__
+    _wrapped_call_impl = __call__
+
     def _call_with_hooks(self, args: tuple, kwargs: dict, pre: Any, post: Any) -> Any:
         d = self.__dict__
         pre_kw = d.get("_forward_pre_hooks_with_kwargs", {})
         post_kw = d.get("_forward_hooks_with_kwargs", {})
-        always = d.get("_forward_hooks_always_call", {})
+        always = d.get("_forward_hooks_always_called", {})
         for key, hook in [*_global_forward_pre_hooks.items(), *(pre or {}).items()]:
             if key in pre_kw:
                 r = hook(self, args, kwargs)
@@ -579,7 +680,7 @@ class Module:
                 out = wrap_outputs(bw_state, out)
         except BaseException:
             for key, hook in [*_global_forward_hooks.items(), *(post or {}).items()]:
-                if key in always or key in _global_forward_hooks_always_call:
+                if key in always or key in _global_forward_hooks_always_called:
                     with_kw = key in post_kw or key in _global_forward_hooks_with_kwargs
                     try:
                         hook(self, args, kwargs, None) if with_kw else hook(self, args, None)
@@ -621,7 +722,7 @@ class Module:
             "_forward_hooks",
             hook,
             prepend,
-            {"with_kwargs": with_kwargs, "always_call": always_call},
+            {"with_kwargs": with_kwargs, "always_called": always_call},
         )
 
     def register_full_backward_hook(
@@ -685,16 +786,35 @@ class Module:
                 del bufs[name]
         elif value is not None:
             cur = d.get(name)
-            if isinstance(cur, Parameter) and not isinstance(value, Parameter):
+            if (isinstance(cur, Parameter) or name in d.get("_null_params", ())) and not isinstance(
+                value, Parameter
+            ):
                 raise TypeError(
                     f"cannot assign '{type(value).__name__}' as parameter '{name}' "
                     "(nn.Parameter or None expected)"
                 )
+            if isinstance(value, Module) and bufs and name in bufs:
+                # a module replaces a buffer, as PyTorch's
+                del bufs[name]
+                d.pop(name, None)
             if bufs and name in bufs and not isinstance(value, Tensor):
                 raise TypeError(
                     f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                     "(Tensor or None expected)"
                 )
+            mods = d.get("_modules")
+            if (
+                isinstance(cur, Module)
+                or (mods is not None and name in mods)
+                or name in d.get("_null_modules", ())
+            ) and not isinstance(value, Module):
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                    "(nn.Module or None expected)"
+                )
+        if value is None and isinstance(d.get(name), Module):
+            # the child's slot stays a module's: a later tensor or number is refused
+            d.setdefault("_null_modules", set()).add(name)
         for store in ("_parameters", "_modules"):
             items = d.get(store)
             if items is not None and name in items:
@@ -718,9 +838,10 @@ class Module:
         bufs = d.get("_buffer_names")
         if bufs and name in bufs:
             del bufs[name]
-        nulls = d.get("_null_params")
-        if nulls:
-            nulls.discard(name)
+        for table in ("_null_params", "_null_modules"):
+            nulls = d.get(table)
+            if nulls:
+                nulls.discard(name)
         object.__delattr__(self, name)
 
     def __getattr__(self, name: str) -> Any:
@@ -738,16 +859,31 @@ class Module:
             return _ParametersView(self)
         if name == "_buffers":
             return _BuffersView(self)
+        if name == "_modules":
+            return _ModulesView(self)
+        if name == "_non_persistent_buffers_set":
+            return _NonPersistentView(self)
         if name in _HOOK_STORES:
             # created on first use; reading it (PyTorch's module._forward_pre_hooks) makes
             # the empty table that later registrations fill
             return d.setdefault(name, {})
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
+    def __dir__(self) -> list[str]:
+        # PyTorch's listing: the attributes, the registered names (not the indices of a
+        # container), and the tables PyTorch's modules carry (read through __getattr__)
+        d = self.__dict__
+        keys = set(super().__dir__()) | _HOOK_TABLES
+        keys |= {"_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"}
+        for store in ("_parameters", "_modules"):
+            keys.update(str(k) for k in d.get(store) or ())
+        return sorted(k for k in keys if not k[:1].isdigit())
+
     # -------------------------------------------------------------------- registration
 
-    def _items(self) -> list[tuple[str, Any]]:
-        """This module's own parameters and sub-modules, named, in definition order."""
+    def _items(self, empty_children: bool = False) -> list[tuple[str, Any]]:
+        """This module's own parameters and sub-modules, named, in definition order (with
+        the children registered as ``None`` too when ``empty_children``)."""
         out: list = []
         seen: set = set()
         attrs = vars(self)
@@ -757,11 +893,15 @@ class Module:
             for v in (value.values() if key in ("_modules", "_parameters") else (value,))
             if isinstance(v, (Parameter, Module))
         )
+        bufs = attrs.get("_buffer_names", ())
         for key, value in attrs.items():
             if key in ("_modules", "_parameters"):
                 for k, v in value.items():
+                    if v is None and empty_children and key == "_modules":
+                        out.append((str(k), None))
                     _walk(v, str(k), out, seen, direct)
-            elif key not in _INTERNAL:
+            elif key not in _INTERNAL and key not in bufs:
+                # (a Parameter given to register_buffer is a buffer, as PyTorch's)
                 _walk(value, key, out, seen, direct)
         return out
 
@@ -818,6 +958,8 @@ class Module:
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """A tensor that is state but not a parameter (running statistics): in
         :meth:`state_dict` (when ``persistent``) and moved by :meth:`to`."""
+        if "training" not in self.__dict__ and type(self) is not Module:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
         self._check_slot_name("buffer", name)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(
@@ -844,7 +986,10 @@ class Module:
             object.__setattr__(self, name, module)
             return
         if "_modules" not in d:
-            d["_modules"] = OrderedDict()
+            # the children set as attributes so far join the table first, so that
+            # `_modules` lists every child in order, as PyTorch's
+            moved = [k for k, v in d.items() if isinstance(v, Module) and k not in _INTERNAL]
+            d["_modules"] = OrderedDict((k, d.pop(k)) for k in moved)
         d["_modules"][name] = module
 
     register_module = add_module
@@ -871,7 +1016,9 @@ class Module:
             raise ValueError("Cannot set the submodule without a target name!")
         module = _adopt(module)
         if not isinstance(module, Module):
-            raise TypeError(f"set_submodule: expected a Module, got {type(module).__name__}")
+            raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
+                f"set_submodule: `module` is not an nn.Module, found {type(module).__name__}"
+            )
         parent, _, name = target.rpartition(".")
         owner = self.get_submodule(parent)
         if strict and not hasattr(owner, name):
@@ -1048,7 +1195,8 @@ class Module:
                 continue
             _copy_loaded(target, v)
         extra_key = prefix + "_extra_state"
-        if type(self).set_extra_state is not Module.set_extra_state:
+        loads_extra = type(self).set_extra_state is not Module.set_extra_state
+        if loads_extra:
             if extra_key in state_dict:
                 self.set_extra_state(state_dict[extra_key])
             elif strict:
@@ -1056,7 +1204,8 @@ class Module:
         if strict:
             children = {name for name, _ in self.named_children()}
             for key in state_dict:
-                if key.startswith(prefix) and key != extra_key:
+                # (extra state that this module does not load is unexpected, as PyTorch's)
+                if key.startswith(prefix) and (key != extra_key or not loads_extra):
                     first = key[len(prefix) :].split(".", 1)[0]
                     if first not in children and first not in local:
                         unexpected_keys.append(key)
@@ -1151,6 +1300,11 @@ class Module:
                     state_dict = _run_load_pre_hooks(m, hooks, state_dict, name, metadata, strict)
         own: OrderedDict = OrderedDict()
         self._state_items("", own, set(), True)
+        for name, m in mods:
+            # extra state a module saves but cannot load is no key of its own: a checkpoint's
+            # copy is unexpected, as PyTorch's
+            if type(m).set_extra_state is Module.set_extra_state:
+                own.pop((name + "." if name else "") + "_extra_state", None)
         # sub-modules that load their own state themselves (an overridden
         # `_load_from_state_dict`, as PyTorch honours it)
         custom_missing: list = []
@@ -1310,8 +1464,50 @@ class Module:
                 "nn.Module.to only accepts floating point or complex dtypes, but got "
                 f"desired dtype={dtype}"
             )
+        if any(type(m)._apply is not Module._apply for m in self.modules()):
+            # a module that converts state of its own in an overridden _apply (caches,
+            # tensors kept outside its buffers) is converted through it, as PyTorch's
+            return self._apply(lambda t: _moved(t, device, dtype))
         _map_tensors(self, lambda t: _moved(t, device, dtype), {}, set())
         return self
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> Module:
+        """Replaces every parameter and buffer ``t`` by ``fn(t)`` (run without recording
+        gradients), the children first when ``recurse``. A parameter stays the same object
+        over the new data (and its gradient is converted by ``fn`` too), as PyTorch's, so
+        optimizers made before keep training it; a tensor shared by two names is converted
+        once."""
+        from ..autodiff import _stored_grad, no_grad
+
+        children = list(self.children())
+        if recurse:
+            for c in children:
+                c._apply(fn)
+
+        def convert(t: Tensor) -> Tensor:
+            with no_grad():
+                new = fn(t)
+            if not isinstance(t, Parameter):
+                return new
+            grad = _stored_grad(t)
+            if new is not t:
+                _replace_data(t, new.detach())
+            if grad is not None:
+                with no_grad():
+                    t.grad = fn(grad)
+            return t
+
+        # (the children are done, or left alone)
+        _map_tensors(self, convert, {}, {id(c) for c in children})
+        return self
+
+    def to_empty(self, *, device: Any, recurse: bool = True) -> Module:
+        """Gives every parameter and buffer new, uninitialised storage of the same shape and
+        dtype on ``device`` (parameters stay the same objects), as PyTorch's; initialise it
+        after, with ``reset_parameters`` or a state dict."""
+        from .._ops import empty_like
+
+        return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
 
     def cpu(self) -> Module:
         return self.to("cpu")
@@ -1332,8 +1528,11 @@ class Module:
         return self.to(dtype="bfloat16")
 
     def type(self, dst_type: Any) -> Module:
-        """Casts every floating parameter and buffer to ``dst_type`` (a dtype, a typed
-        tensor class such as ``fg.DoubleTensor``, or its name ``"torch.DoubleTensor"``)."""
+        """Casts every parameter and buffer to ``dst_type`` (a dtype, a typed tensor class
+        such as ``fg.DoubleTensor``, or its name ``"torch.DoubleTensor"``), integer buffers
+        included, as PyTorch's. A non-floating type with a parameter that requires
+        gradients raises before anything changes (a ``RuntimeError``, PyTorch's type, and a
+        ``TypeError``, as :meth:`to` raises)."""
         from .._torch_compat import _TYPE_NAMES
 
         name = getattr(dst_type, "_torch_name", None)
@@ -1341,7 +1540,15 @@ class Module:
             dst_type = dst_type.dtype
         elif isinstance(dst_type, str) and dst_type in _TYPE_NAMES:
             dst_type = _TYPE_NAMES[dst_type]
-        return self.to(dtype=_dtype_name(dst_type))
+        dtype = _dtype_name(dst_type)
+        if not dtype.startswith(("float", "bfloat", "complex")):
+            for n, p in self.named_parameters():
+                if p.requires_grad:
+                    raise _IntegerTypeError(
+                        f"Module.type: parameter {n!r} requires gradients, so only floating "
+                        f"point or complex dtypes can be given, but got desired dtype={dtype}"
+                    )
+        return self._apply(lambda t: t if t.dtype.name == dtype else t.astype(dtype))
 
     def share_memory(self) -> Module:
         """Returns self: ferrograd's data-loading workers are threads of this process, so
@@ -1361,12 +1568,22 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        lines = [f"({n}): " + repr(m).replace("\n", "\n  ") for n, m in self.named_children()]
+        # PyTorch's layout: a one-line extra_repr stays on the first line when there are
+        # no children; otherwise its lines and then every child (a module held under two
+        # names is shown under both) are indented one per line
         extra = self.extra_repr()
-        if not lines:
-            return f"{type(self).__name__}({extra})"
-        head = f"{type(self).__name__}(" + (f"{extra}" if extra else "")
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        lines = extra.split("\n") if extra else []
+        children = [
+            f"({n}): " + repr(m).replace("\n", "\n  ")
+            for n, m in self._items(empty_children=True)
+            if m is None or isinstance(m, Module)
+        ]
+        name = type(self).__name__
+        if len(lines) == 1 and not children:
+            return f"{name}({lines[0]})"
+        if not lines and not children:
+            return f"{name}()"
+        return f"{name}(\n  " + "\n  ".join(lines + children) + "\n)"
 
 
 def _state_value(v: Any, keep_vars: bool) -> Any:
@@ -1442,8 +1659,13 @@ def _to_args(args: tuple, kwargs: dict) -> tuple[str | None, str | None]:
     kwargs.pop("memory_format", None)  # (every tensor is row-major)
     if kwargs:
         raise TypeError(f"Module.to: unexpected keyword arguments {sorted(kwargs)}")
-    for a in args:
+    for i, a in enumerate(args):
         if isinstance(a, Tensor):
+            if i > 0:  # (only to(tensor) takes a tensor, as PyTorch's)
+                raise TypeError(
+                    "Module.to: a tensor is taken only as the first argument, got "
+                    f"({', '.join(type(x).__name__ for x in args)})"
+                )
             device, dtype = a.device, a.dtype
             continue
         try:
@@ -1565,8 +1787,9 @@ class Sequential(Module):
 
     def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
-            # the children keep their names, as PyTorch's slices do
-            return Sequential(OrderedDict(list(self._modules.items())[i]))
+            # the children keep their names, as PyTorch's slices do (and a subclass's
+            # slice is of that subclass)
+            return type(self)(OrderedDict(list(self._modules.items())[i]))
         mods = list(self._modules.values())
         return mods[i]
 
@@ -1626,6 +1849,11 @@ class Sequential(Module):
         return Sequential(*self, *other)
 
     def __iadd__(self, other: Sequential) -> Sequential:  # noqa: PYI034
+        if not isinstance(other, Sequential):
+            raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
+                "add operator supports only objects of Sequential class, got "
+                + type(other).__name__
+            )
         return self.extend(other)
 
     def __mul__(self, other: int) -> Sequential:
@@ -1675,13 +1903,15 @@ class ModuleList(Module):
 
     def insert(self, index: int, module: Module) -> None:
         module = _adopt(module)
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList.insert: {type(module).__name__} is not a Module subclass")
         items = self._list()
         items.insert(index, module)
         self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(items))
 
     def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
-            return ModuleList(self._list()[i])
+            return type(self)(self._list()[i])
         return self._list()[i]
 
     def __setitem__(self, i: int, module: Module) -> None:
@@ -1713,6 +1943,24 @@ class ModuleList(Module):
     def __iter__(self) -> Iterator[Module]:
         return iter(self._list())
 
+    def __repr__(self) -> str:
+        """PyTorch's listing: consecutive entries that print the same are one line,
+        ``(0-2): 3 x ReLU()``."""
+        runs: list[list] = []  # [first index, last index, repr]
+        for i, m in enumerate(self._list()):
+            r = repr(m)
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        if not runs:
+            return f"{type(self).__name__}()"
+        lines = [
+            (f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}").replace("\n", "\n  ")
+            for a, b, r in runs
+        ]
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
 
 class ModuleDict(Module):
     """A dict of modules, each registered by its key."""
@@ -1726,7 +1974,7 @@ class ModuleDict(Module):
     def update(self, modules: Any) -> None:
         items = modules.items() if hasattr(modules, "items") else modules
         for k, m in items:
-            self.add_module(str(k), m)
+            self.add_module(k, m)  # (a key that is no string raises, as PyTorch's)
 
     def pop(self, key: str) -> Module:
         v = self._modules[key]
@@ -1764,6 +2012,25 @@ class ModuleDict(Module):
         return self._modules.items()
 
 
+def _entries_repr(items: Iterable[tuple[Any, Any]], typed: bool) -> str:
+    """The lines PyTorch's ParameterList / ParameterDict print for their entries: the
+    dtype (``typed``: the tensor type name) and size of each tensor, the type of anything
+    else."""
+    from .._torch_aliases import typename
+
+    lines = []
+    for k, v in items:
+        if isinstance(v, Tensor):
+            kind = "Parameter" if isinstance(v, Parameter) else "Tensor"
+            what = typename(v) if typed else v.dtype
+            size = "x".join(str(n) for n in v.shape)
+            dev = "" if v.device.type == "cpu" else f" ({v.device})"
+            lines.append(f"  ({k}): {kind} containing: [{what} of size {size}{dev}]")
+        else:
+            lines.append(f"  ({k}): Object of type: {type(v).__name__}")
+    return "\n".join(lines)
+
+
 def _as_parameter(value: Any) -> Any:
     """An entry of a ParameterList / ParameterDict, as PyTorch stores it: a Tensor becomes a
     Parameter; anything else (``None`` above all) is kept as given, and is neither a
@@ -1798,7 +2065,7 @@ class ParameterList(Module):
 
     def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
-            return ParameterList(list(self._parameters.values())[i])
+            return type(self)(list(self._parameters.values())[i])
         return list(self._parameters.values())[i]
 
     def __setitem__(self, i: int, value: Any) -> None:
@@ -1819,6 +2086,14 @@ class ParameterList(Module):
     def __iter__(self) -> Iterator[Parameter]:
         return iter(list(self._parameters.values()))
 
+    def extra_repr(self) -> str:
+        return _entries_repr(enumerate(self), typed=False)
+
+
+class _MissingKeyError(KeyError, AttributeError):
+    """A key a ParameterDict does not hold: a ``KeyError``, and the ``AttributeError``
+    PyTorch raises."""
+
 
 class ParameterDict(Module):
     """A dict of parameters, each registered by its key."""
@@ -1830,10 +2105,22 @@ class ParameterDict(Module):
             self.update(parameters)
 
     def __getitem__(self, key: str) -> Parameter:
-        return self._parameters[key]
+        try:
+            return self._parameters[key]
+        except KeyError:
+            raise _MissingKeyError(key) from None
 
     def __setitem__(self, key: str, value: Any) -> None:
-        self._parameters[str(key)] = _as_parameter(value)
+        if not isinstance(key, str):
+            raise TypeError(
+                f"ParameterDict: a key must be a string, got {type(key).__name__} {key!r}"
+            )
+        value = _as_parameter(value)
+        if isinstance(value, Parameter):
+            # a parameter's name, as register_parameter checks it (no ".", not empty, not
+            # another attribute of the module)
+            self._check_slot_name("parameter", key)
+        self._parameters[key] = value
 
     def __delitem__(self, key: str) -> None:
         del self._parameters[key]
@@ -1845,7 +2132,9 @@ class ParameterDict(Module):
         return self._parameters.get(key, default)
 
     def pop(self, key: str) -> Parameter:
-        return self._parameters.pop(key)
+        v = self[key]
+        del self._parameters[key]
+        return v
 
     def popitem(self) -> tuple[str, Parameter]:
         return self._parameters.popitem()
@@ -1904,11 +2193,23 @@ class ParameterDict(Module):
         out.update(other)
         return out
 
+    def __ror__(self, other: Any) -> Any:
+        out = other.copy()
+        out.update(self)
+        return out
+
+    def __ior__(self, other: Any) -> ParameterDict:  # noqa: PYI034
+        self.update(other)
+        return self
+
     def __len__(self) -> int:
         return len(self._parameters)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._parameters)
+
+    def extra_repr(self) -> str:
+        return _entries_repr(self.items(), typed=True)
 
     def keys(self) -> Any:
         return self._parameters.keys()
@@ -1996,6 +2297,19 @@ class Linear(Module):
         self.bias = (
             _uniform_param(rng, bound, (self.out_features,), dtype, device) if bias else None
         )
+
+    def reset_parameters(self) -> None:
+        """Re-draws ``weight`` and ``bias`` in place from the initial distribution (uniform
+        in ``±1/sqrt(in_features)``, PyTorch's); a lazy layer not sized yet is left as it
+        is."""
+        if _uninitialized(self.weight):
+            return
+        from . import init
+
+        bound = _bound(self.in_features)
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x, self.weight, self.bias)
@@ -2649,7 +2963,18 @@ class Flatten(Module):
 class Unflatten(Module):
     def __init__(self, dim: int, unflattened_size: Any) -> None:
         super().__init__()
-        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError(
+                "Unflatten: unflattened_size must be a tuple of ints, got "
+                f"{type(unflattened_size).__name__} {unflattened_size!r}"
+            )
+        for i, e in enumerate(unflattened_size):
+            if not isinstance(e, (int, np.integer)):
+                raise TypeError(
+                    "Unflatten: unflattened_size must be a tuple of ints, but element "
+                    f"{i} is {type(e).__name__} {e!r}"
+                )
+        self.dim, self.unflattened_size = dim, unflattened_size  # (as given, as PyTorch)
 
     def forward(self, x: Tensor) -> Tensor:
         return x.unflatten(self.dim, self.unflattened_size)
