@@ -406,13 +406,8 @@ def test_gamma_family_at_poles(dtype: str) -> None:
         assert np.isinf(at_pole).all() or np.isnan(at_pole).all()
 
 
-@pytest.mark.parametrize("name", ["fmax", "fmin"])
-def test_fmax_fmin_gradient_with_nan(name: str) -> None:
-    """Where both inputs are NaN, PyTorch's fmax/fmin give the gradient to ``input``; ours
-    gave it to ``other``. A single NaN's partner gets it all; ties split it."""
-    torch = _torch()
-    a = np.array([1.0, NAN, 1.0, NAN, 2.0, -1.0])
-    b = np.array([1.0, 1.0, NAN, NAN, 1.0, 3.0])
+def _same_binary_values_and_gradients(torch, name: str, a: np.ndarray, b: np.ndarray) -> None:
+    """``name(a, b)`` and the gradients of its sum equal PyTorch's, exactly."""
     res = []
     for L in (fg, torch):
         ta = L.tensor(a.copy(), requires_grad=True)
@@ -422,6 +417,16 @@ def test_fmax_fmin_gradient_with_nan(name: str) -> None:
         res.append((y.detach().numpy(), ta.grad.numpy(), tb.grad.numpy()))
     for got, want in zip(res[0], res[1]):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["fmax", "fmin"])
+def test_fmax_fmin_gradient_with_nan(name: str) -> None:
+    """Where both inputs are NaN, PyTorch's fmax/fmin give the gradient to ``input``; ours
+    gave it to ``other``. A single NaN's partner gets it all; ties split it."""
+    torch = _torch()
+    a = np.array([1.0, NAN, 1.0, NAN, 2.0, -1.0])
+    b = np.array([1.0, 1.0, NAN, NAN, 1.0, 3.0])
+    _same_binary_values_and_gradients(torch, name, a, b)
 
 
 def test_ndtr_lower_tail() -> None:
@@ -490,15 +495,7 @@ def test_maximum_minimum_gradient_with_nan_and_ties(name: str) -> None:
     torch = _torch()
     a = np.array([1.0, NAN, 1.0, NAN, 2.0, -1.0, INF, -INF])
     b = np.array([1.0, 1.0, NAN, NAN, 1.0, 3.0, INF, 0.0])
-    res = []
-    for L in (fg, torch):
-        ta = L.tensor(a.copy(), requires_grad=True)
-        tb = L.tensor(b.copy(), requires_grad=True)
-        y = getattr(L, name)(ta, tb)
-        y.sum().backward()
-        res.append((y.detach().numpy(), ta.grad.numpy(), tb.grad.numpy()))
-    for got, want in zip(res[0], res[1]):
-        np.testing.assert_array_equal(got, want)
+    _same_binary_values_and_gradients(torch, name, a, b)
 
 
 def test_relu_nan_and_signed_zero() -> None:

@@ -121,15 +121,34 @@ _HOOK_STORES = frozenset(
 )
 
 
-class _ParametersView(MutableMapping):
-    """PyTorch's ``module._parameters`` for a module that keeps its parameters as
-    attributes: a live name -> Parameter (or ``None``) mapping in definition order; writing
-    or deleting an entry registers or removes the parameter."""
+class _LiveView(MutableMapping):
+    """A live mapping over some of a module's attributes (those :meth:`_names` picks), in
+    definition order: what PyTorch keeps as ``_parameters``, ``_buffers`` and ``_modules``."""
 
     __slots__ = ("_module",)
 
     def __init__(self, module: Module) -> None:
         self._module = module
+
+    def _names(self) -> list[str]:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return f"OrderedDict({list(self.items())!r})"
+
+
+class _ParametersView(_LiveView):
+    """PyTorch's ``module._parameters`` for a module that keeps its parameters as
+    attributes: a live name -> Parameter (or ``None``) mapping in definition order; writing
+    or deleting an entry registers or removes the parameter."""
+
+    __slots__ = ()
 
     def _names(self) -> list[str]:
         d = self._module.__dict__
@@ -168,24 +187,12 @@ class _ParametersView(MutableMapping):
         d.get("_null_params", set()).discard(key)
         del d[key]
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
 
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def __repr__(self) -> str:
-        return f"OrderedDict({list(self.items())!r})"
-
-
-class _BuffersView(MutableMapping):
+class _BuffersView(_LiveView):
     """PyTorch's ``module._buffers``: a live name -> Tensor (or ``None``) mapping of the
     module's buffers; writing or deleting an entry registers or removes the buffer."""
 
-    __slots__ = ("_module",)
-
-    def __init__(self, module: Module) -> None:
-        self._module = module
+    __slots__ = ()
 
     def __getitem__(self, key: str) -> Any:
         d = self._module.__dict__
@@ -207,25 +214,16 @@ class _BuffersView(MutableMapping):
         del bufs[key]
         d.pop(key, None)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._module.__dict__.get("_buffer_names", ())))
-
-    def __len__(self) -> int:
-        return len(self._module.__dict__.get("_buffer_names", ()))
-
-    def __repr__(self) -> str:
-        return f"OrderedDict({list(self.items())!r})"
+    def _names(self) -> list[str]:
+        return list(self._module.__dict__.get("_buffer_names", ()))
 
 
-class _ModulesView(MutableMapping):
+class _ModulesView(_LiveView):
     """PyTorch's ``module._modules`` for a module that keeps its children as attributes: a
     live name -> Module mapping in definition order; writing or deleting an entry sets or
     removes the child."""
 
-    __slots__ = ("_module",)
-
-    def __init__(self, module: Module) -> None:
-        self._module = module
+    __slots__ = ()
 
     def _names(self) -> list[str]:
         return [
@@ -246,15 +244,6 @@ class _ModulesView(MutableMapping):
     def __delitem__(self, key: str) -> None:
         self[key]  # (a KeyError for a name that is no child)
         del self._module.__dict__[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def __repr__(self) -> str:
-        return f"OrderedDict({list(self.items())!r})"
 
 
 class _NonPersistentView(MutableSet):
