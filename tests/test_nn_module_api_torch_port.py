@@ -137,7 +137,11 @@ def test_module_list_repr_groups_repeated_entries(L):
 
 @LIBS
 def test_parameter_list_and_dict_reprs_list_their_entries(L):
-    pl = L.nn.ParameterList([L.nn.Parameter(L.ones(2, 3)), L.ones(1, dtype=L.float64), None, 3])
+    # (host tensors: a device tensor's repr names its device, in both libraries)
+    pl = L.nn.ParameterList(
+        [L.nn.Parameter(L.ones(2, 3, device="cpu")), L.ones(1, dtype=L.float64, device="cpu")]
+        + [None, 3]
+    )
     dt = "torch." if L is torch else ""
     assert repr(pl) == (
         "ParameterList(\n"
@@ -146,7 +150,7 @@ def test_parameter_list_and_dict_reprs_list_their_entries(L):
         "    (2): Object of type: NoneType\n"
         "    (3): Object of type: int\n)"
     )
-    pd = L.nn.ParameterDict({"a": L.nn.Parameter(L.ones(2, 3)), "b": None})
+    pd = L.nn.ParameterDict({"a": L.nn.Parameter(L.ones(2, 3, device="cpu")), "b": None})
     assert repr(pd) == (
         "ParameterDict(\n"
         "    (a): Parameter containing: [torch.FloatTensor of size 2x3]\n"
