@@ -225,15 +225,16 @@ def resolve_neg(input: Tensor) -> Tensor:
 def fill(input: Tensor, value: Any) -> Tensor:
     """A new tensor of ``input``'s shape, dtype and device with every entry ``value``
     (``input`` unchanged; differentiable in a tensor ``value``)."""
-    out = _core.zeros_like(input)
+    from ._ops import full_like
+
     if isinstance(value, Tensor):
         if value.numel() != 1:
             raise _core.ShapeError(
                 f"fill: value must be a number or a tensor of one value, got shape "
                 f"{list(value.shape)}"
             )
-        return out + value.reshape(()).astype(out.dtype.name)
-    return out.fill_(value)
+        return _core.zeros_like(input) + value.reshape(()).astype(input.dtype.name)
+    return full_like(input, value)
 
 
 def split_with_sizes(input: Tensor, split_sizes: Any, dim: int = 0) -> Any:

@@ -761,6 +761,28 @@ def _step_unless(found: Tensor, optimizer: Any, args: tuple, kwargs: dict) -> An
     return out
 
 
+class _Mirrored:
+    """A GradScaler setting held as a Python number and written into the scaler's 0-d tensor
+    ``tensor_attr`` (when it has one) whenever it is set, so that a traced step, which reads
+    the tensor, follows changes made between calls."""
+
+    def __init__(self, tensor_attr: str, cast: Callable[[Any], Any]) -> None:
+        self.tensor_attr, self.cast = tensor_attr, cast
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.value_attr = f"{name}_value"
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else obj.__dict__[self.value_attr]
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        value = self.cast(value)
+        obj.__dict__[self.value_attr] = value
+        t = getattr(obj, self.tensor_attr)
+        if t is not None:
+            obj._write(t, value)
+
+
 class GradScaler:
     """PyTorch's ``GradScaler``: ``scaler.scale(loss).backward()`` (or
     ``gm.backward(scaler.scale(loss))``), ``scaler.unscale_(opt)`` (before clipping),
@@ -836,35 +858,11 @@ class GradScaler:
     _interval_t: Tensor | None = None
     _in_graph = False
 
-    @property
-    def _growth_factor(self) -> float:
-        return self._growth_value
-
-    @_growth_factor.setter
-    def _growth_factor(self, value: float) -> None:
-        self._growth_value = float(value)
-        if self._growth_t is not None:
-            self._write(self._growth_t, self._growth_value)
-
-    @property
-    def _backoff_factor(self) -> float:
-        return self._backoff_value
-
-    @_backoff_factor.setter
-    def _backoff_factor(self, value: float) -> None:
-        self._backoff_value = float(value)
-        if self._backoff_t is not None:
-            self._write(self._backoff_t, self._backoff_value)
-
-    @property
-    def _growth_interval(self) -> int:
-        return self._interval_value
-
-    @_growth_interval.setter
-    def _growth_interval(self, value: int) -> None:
-        self._interval_value = int(value)
-        if self._interval_t is not None:
-            self._write(self._interval_t, self._interval_value)
+    # the growth settings, kept as numbers and mirrored into 0-d tensors that a traced update
+    # reads (see _Mirrored)
+    _growth_factor = _Mirrored("_growth_t", float)
+    _backoff_factor = _Mirrored("_backoff_t", float)
+    _growth_interval = _Mirrored("_interval_t", int)
 
     @property
     def _scale(self) -> float:
