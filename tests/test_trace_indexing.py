@@ -260,3 +260,37 @@ def test_traced_hand_written_cross_entropy_step_matches_eager_with_new_labels():
         np.testing.assert_allclose(lt.numpy(), tl.item(), rtol=1e-12)
         np.testing.assert_allclose(gt.numpy(), tw.grad.numpy(), rtol=1e-10, atol=1e-14)
     assert traced.cache_size == 1
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "amax"])
+def test_traced_scatter_reduce_checks_each_runs_index_as_eager(reduce):
+    # eager scatter_reduce refuses a negative or too-large index (PyTorch's rule); a traced
+    # sum/mean ran the graph's scatter kernels, which wrapped -1 to the last slot
+    w = fg.nn.Parameter(fg.tensor(np.arange(1.0, 6.0)))
+    src = fg.nn.Parameter(fg.tensor([1.0, 2.0, 3.0], dtype=fg.float64))
+    gm = fg.autodiff.GradManager().attach([w, src])
+    weight = fg.tensor(np.arange(5.0))
+
+    def step(idx):
+        with gm:
+            y = w.scatter_reduce(0, idx, src, reduce)
+            gm.backward((y * weight).sum())
+        return y
+
+    traced = fg.trace(step)
+    for idx in ([0, 4, 0], [1, 1, 3]):
+        got = traced(fg.tensor(idx)).numpy()
+        gw, gs = w.grad.numpy(), src.grad.numpy()
+        w.grad = src.grad = None
+        want = step(fg.tensor(idx)).numpy()
+        np.testing.assert_allclose(got, want)
+        np.testing.assert_allclose(gw, w.grad.numpy())
+        np.testing.assert_allclose(gs, src.grad.numpy())
+        w.grad = src.grad = None
+    for bad in ([0, -1, 2], [5, 0, 0]):
+        with pytest.raises(IndexError, match="out of bounds"):
+            step(fg.tensor(bad))
+        with pytest.raises(IndexError, match="out of bounds"):
+            traced(fg.tensor(bad))
+        w.grad = src.grad = None
+    assert traced.cache_size == 1

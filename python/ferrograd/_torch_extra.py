@@ -1557,8 +1557,18 @@ def _check_index(op: str, x: Tensor, d: int, index: Any, src: Any) -> Tensor:
                 f"{op}: index of shape {list(idx.shape)} is larger than src "
                 f"{list(src.shape)} or input {list(x.shape)} at dim {j}"
             )
-    if not _core._tracing():
-        _check_range(op, _host(idx), d, x.shape[d])
+    n = x.shape[d]
+    if _core._tracing():
+        # each run's index is checked as eager mode checks it (the graph's scatter kernels
+        # would wrap a negative entry)
+        from ._torch_more import _on_host
+
+        def checked(i: Tensor) -> Tensor:
+            _check_range(op, _host(i), d, n)
+            return i
+
+        return _on_host(op, checked, idx)
+    _check_range(op, _host(idx), d, n)
     return idx
 
 
