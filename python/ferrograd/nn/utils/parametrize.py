@@ -99,11 +99,7 @@ class ParametrizationList(ModuleList):
                 )
             self.__dict__["ntensors"] = 1
             if new is not original:
-                if new.shape == original.shape and new.dtype == original.dtype:
-                    with no_grad():
-                        original.copy_(new)
-                else:
-                    original = Parameter(new.detach(), grad) if not as_buffer else new.detach()
+                _store(original, new)
             _register(self, "original", original, as_buffer)
         else:
             self.__dict__["ntensors"] = len(new)
@@ -158,6 +154,16 @@ class ParametrizationList(ModuleList):
         for m in mods[1:]:
             x = m(x)
         return x
+
+
+def _store(dst: Tensor, src: Tensor) -> None:
+    """``dst`` (the same object, so optimizers holding it keep training it) takes ``src``'s
+    value, and its shape when that differs (an ``unsafe`` parametrization)."""
+    with no_grad():
+        if tuple(dst.shape) == tuple(src.shape):
+            dst.copy_(src)
+        else:
+            dst.set_(src.detach().copy())
 
 
 def _copy_into(dst: Tensor, src: Tensor, name: str) -> None:
@@ -319,9 +325,8 @@ def remove_parametrizations(
         if leave_parametrized:
             with no_grad():
                 t = getattr(module, tensor_name)
-            if t.shape == original.shape and t.dtype == original.dtype:
-                with no_grad():
-                    original.copy_(t)
+            if t.dtype == original.dtype:
+                _store(original, t)
             else:
                 grad = bool(getattr(original, "requires_grad", False))
                 original = t.detach() if as_buffer else Parameter(t.detach(), grad)
