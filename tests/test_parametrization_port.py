@@ -325,7 +325,7 @@ def test_initialization_parametrization(L):
     model = L.nn.Linear(N, N)
     skew = Skew()
     with L.no_grad():
-        model.weight.copy_(skew(model.weight))
+        model.weight.set_(skew(model.weight))
     P.register_parametrization(model, "weight", skew)
     X = L.rand(N, N)
     with pytest.raises(ValueError, match="skew"):
@@ -780,3 +780,633 @@ def test_register_parametrization_no_grad(L):
     assert not model.weight.requires_grad
     assert not model.parametrizations.weight.original0.requires_grad
     assert not model.parametrizations.weight.original1.requires_grad
+
+
+# ------------------------------------------------------------------ parametrizations
+
+
+def _check_spectral_norm_modes(L, get_modules, u_of, v_of, orig_of, remove, reapply):
+    """The train / eval / remove checks shared by both spectral norm APIs."""
+    for requires_grad in (True, False):
+        m, sn = get_modules(requires_grad)
+        inp = L.randn(2, 3, dtype=L.float64)
+        u0, v0 = u_of(sn).clone(), v_of(sn).clone()
+        opt = L.optim.SGD(m.parameters(), lr=0.1)
+        opt.zero_grad()
+        m(inp).sum().backward()
+        opt.step()
+        out = m(inp)
+        if requires_grad:
+            _ne(u0, u_of(sn))
+            _ne(v0, v_of(sn))
+            (g,) = L.autograd.grad(out.sum(), orig_of(m))
+            assert g.shape == orig_of(m).shape
+
+        # removing in eval mode keeps the output
+        m, sn = get_modules(requires_grad)
+        pre = m(inp).detach()
+        m.eval()
+        m = remove(m)
+        _eq(m(inp), pre, atol=1e-12)
+        reapply(m)
+        for _ in range(3):
+            pre = m(inp).detach()
+        m.eval()
+        m = remove(m)
+        _eq(m(inp), pre, atol=1e-12)
+
+        # eval mode: no more power iterations
+        m, sn = get_modules(requires_grad)
+        m(inp)
+        last = m(inp)
+        lu, lv = u_of(sn).clone(), v_of(sn).clone()
+        m.zero_grad()
+        m.eval()
+        e0 = m(inp)
+        _eq(e0, last, atol=1e-12)
+        _eq(e0, m(inp), atol=1e-12)
+        _eq(lu, u_of(sn), atol=0)
+        _eq(lv, v_of(sn), atol=0)
+
+
+@LIBS
+def test_new_spectral_norm(L):
+    P, S = _pz(L), _pzs(L)
+    m = S.spectral_norm(L.nn.Linear(5, 7, dtype=L.float64))
+    snm = m.parametrizations.weight[0]
+    assert tuple(snm._u.shape) == (m.weight.size(0),)
+    assert "original" in m.parametrizations.weight._parameters
+    assert "_u" in snm._buffers and "_v" in snm._buffers
+    assert "weight" not in m._buffers and "weight" not in m._parameters
+    assert m.parametrizations.weight.original.shape == m.weight.shape
+    m = P.remove_parametrizations(m, "weight")
+    assert not hasattr(m, "parametrizations") and "weight" in m._parameters
+    m = S.spectral_norm(m, "weight")
+    m = S.spectral_norm(m, "weight")
+    m = S.spectral_norm(m, "bias")
+    m = P.remove_parametrizations(m, "bias")
+    assert "bias" in m._parameters and hasattr(m, "parametrizations")
+    assert "weight" not in m._parameters
+    m = P.remove_parametrizations(m, "weight")
+    assert not hasattr(m, "parametrizations") and "weight" in m._parameters
+    assert not P.is_parametrized(m)
+
+    def get_modules(requires_grad):
+        m = L.nn.Linear(3, 4, dtype=L.float64)
+        m.weight.requires_grad_(requires_grad)
+        m = S.spectral_norm(m)
+        return m, m.parametrizations.weight[0]
+
+    def reapply(m):
+        S.spectral_norm(m)
+
+    _check_spectral_norm_modes(
+        L,
+        get_modules,
+        lambda sn: sn._u,
+        lambda sn: sn._v,
+        lambda m: m.parametrizations.weight.original,
+        lambda m: P.remove_parametrizations(m, "weight"),
+        reapply,
+    )
+
+
+@LIBS
+def test_new_spectral_norm_load_state_dict(L):
+    P, S = _pz(L), _pzs(L)
+    for activate_times in (0, 3):
+        inp = L.randn(2, 3)
+        snm = S.spectral_norm(L.nn.Linear(3, 5))
+        snm.train()
+        for _ in range(activate_times):
+            snm(inp)
+        state_dict = copy.deepcopy(snm.state_dict())
+        assert set(state_dict) == {
+            "parametrizations.weight.original",
+            "bias",
+            "parametrizations.weight.0._v",
+            "parametrizations.weight.0._u",
+        }
+        bad = copy.deepcopy(state_dict)
+        bad["nonsense"] = L.zeros(1)
+        with pytest.raises(RuntimeError, match="nonsense"):
+            snm.load_state_dict(bad, strict=True)
+        snm.load_state_dict(bad, strict=False)
+        for k in (
+            "parametrizations.weight.original",
+            "parametrizations.weight.0._u",
+            "parametrizations.weight.0._v",
+            "bias",
+        ):
+            del bad[k]
+            snm.load_state_dict(bad, strict=False)
+
+        snm = S.spectral_norm(P.remove_parametrizations(snm, "weight"))
+        snm.load_state_dict(state_dict)
+        with L.no_grad():
+            snm.eval()
+            out0 = snm(inp)
+            snm.train()
+            out1, out2 = snm(inp), snm(inp)
+            snm.eval()
+            out3 = snm(inp)
+        snm = S.spectral_norm(P.remove_parametrizations(snm, "weight"))
+        snm.load_state_dict(state_dict)
+        with L.no_grad():
+            snm.eval()
+            _eq(out0, snm(inp), atol=0)
+            snm.train()
+            _eq(out1, snm(inp), atol=0)
+            _eq(out2, snm(inp), atol=0)
+            snm.eval()
+            _eq(out3, snm(inp), atol=0)
+
+
+@LIBS
+def test_new_spectral_norm_dim(L):
+    m = _pzs(L).spectral_norm(L.nn.ConvTranspose2d(3, 4, (5, 6)))
+    m(L.randn(2, 3, 10, 12))
+    snm = m.parametrizations.weight[0]
+    assert snm._u.shape == m.parametrizations.weight.original[0, :, 0, 0].shape
+
+
+@LIBS
+def test_new_spectral_norm_forward(L):
+    F = L.nn.functional
+    inp = L.randn(3, 5)
+    m = _pzs(L).spectral_norm(L.nn.Linear(5, 7))
+    snm = m.parametrizations.weight[0]
+    w = m.parametrizations.weight.original.detach().clone()
+    wm = w.reshape(w.size(0), -1)
+    u = F.normalize(L.mv(wm, snm._v), dim=0, eps=1e-12)
+    v = F.normalize(L.mv(wm.t(), u), dim=0, eps=1e-12)
+    w = w / L.dot(u, L.matmul(wm, v))
+    out_hat = F.linear(inp, w, m.bias)
+    _eq(m(inp), out_hat)
+
+
+@LIBS
+def test_new_spectral_norm_value(L):
+    m = L.nn.Linear(2, 2)
+    with L.no_grad():
+        x = L.diagonal(m.weight)
+        m.weight = L.nn.Parameter(L.diag(x))
+        _pzs(L).spectral_norm(m)
+        _eq(m.weight, L.diag(x / x.abs().max()))
+
+
+def _assert_is_orthogonal(L, X):
+    n, k = X.size(-2), X.size(-1)
+    if n < k:
+        X = X.mT
+        n, k = k, n
+    eye = np.broadcast_to(np.eye(k), (*X.shape[:-2], k, k))
+    eps = 10 * n * np.finfo(_np(X).dtype).eps
+    np.testing.assert_allclose(_np(X.mT @ X), eye, atol=eps, rtol=0)
+
+
+def _assert_weight_allclose_q(L, weight, W):
+    wide = W.size(-2) < W.size(-1)
+    if wide:
+        W = W.mT
+    Q, R = L.linalg.qr(W)
+    Q = Q * R.diagonal(dim1=-2, dim2=-1).sign().unsqueeze(-2)
+    if wide:
+        Q = Q.mT
+    np.testing.assert_allclose(_np(weight), _np(Q), atol=1e-5, rtol=0)
+
+
+@LIBS
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
+@pytest.mark.parametrize("orth_map", ["matrix_exp", "cayley", "householder"])
+@pytest.mark.parametrize("triv", [False, True])
+def test_orthogonal_parametrization(L, shape, orth_map, triv):
+    can_initialize = triv or orth_map == "householder"
+    m = L.nn.Linear(*shape)
+    inp = L.randn(3, shape[0])
+    w_init = m.weight.detach().clone()
+    wide = w_init.size(-2) < w_init.size(-1)
+    _pzs(L).orthogonal(m, "weight", orth_map, use_trivialization=triv)
+    assert w_init.shape == m.weight.shape
+    _assert_is_orthogonal(L, m.weight)
+    if can_initialize:
+        _assert_weight_allclose_q(L, m.weight, w_init)
+
+    X = L.randn_like(m.weight)
+    if wide:
+        X = X.mT
+    w_new = L.linalg.qr(X).Q
+    if wide:
+        w_new = w_new.mT
+    msg = "assign to the matrix exponential or the Cayley parametrization"
+    if can_initialize:
+        m.weight = w_new
+        np.testing.assert_allclose(_np(m.weight), _np(w_new), atol=1e-5, rtol=0)
+    else:
+        with pytest.raises(NotImplementedError, match=msg):
+            m.weight = w_new
+    w_new = L.randn_like(m.weight)
+    if can_initialize:
+        m.weight = w_new
+        _assert_weight_allclose_q(L, m.weight, w_new)
+    else:
+        with pytest.raises(NotImplementedError, match=msg):
+            m.weight = w_new
+
+    opt = L.optim.SGD(m.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        m(inp).norm().backward()
+        grad = m.parametrizations.weight.original.grad
+        assert grad is not None
+        zeros = grad.triu(1) if grad.size(-2) >= grad.size(-1) else grad.tril(-1)
+        assert not _np(zeros).any()
+        assert not _np(grad.diagonal(dim1=-2, dim2=-1)).any()
+        opt.step()
+        _assert_is_orthogonal(L, m.weight)
+
+
+@LIBS
+def test_orthogonal_errors(L):
+    S = _pzs(L)
+    m = L.nn.Linear(3, 4)
+    with pytest.raises(ValueError, match="has to be one of"):
+        S.orthogonal(m, "weight", "foo")
+    with pytest.raises(ValueError, match="Expected a matrix"):
+        S.orthogonal(m, "bias")
+    S.orthogonal(m, "weight")
+    with pytest.raises(ValueError, match="matrices of shape"):
+        m.weight = L.randn(5, 5)
+    _pz(L).remove_parametrizations(m, "weight")
+
+
+@LIBS
+def test_weight_norm_state_dict_compat(L):
+    m = L.nn.utils.weight_norm(L.nn.Linear(4, 5))
+    m2 = _pzs(L).weight_norm(L.nn.Linear(4, 5))
+    m2.load_state_dict(m.state_dict())
+    inp = L.randn(3, 4)
+    _eq(m(inp), m2(inp))
+
+
+@LIBS
+def test_weight_norm_pickle(L):
+    m = _pzs(L).weight_norm(L.nn.Linear(4, 5))
+    with pytest.raises(RuntimeError, match="state_dict"):
+        pickle.dumps(m)
+
+
+@LIBS
+def test_weight_norm_deepcopy(L):
+    m = _pzs(L).weight_norm(L.nn.Linear(4, 5))
+    m2 = copy.deepcopy(m)
+    inp = L.randn(3, 4)
+    _eq(m(inp), m2(inp))
+
+
+@LIBS
+def test_weight_norm_parametrization(L):
+    P, S = _pz(L), _pzs(L)
+    inp = L.randn(3, 4)
+    m = L.nn.Linear(4, 5)
+    expected = m(inp)
+    m = S.weight_norm(m)
+    assert m.parametrizations.weight.original1.shape == m.weight.shape
+    assert tuple(m.parametrizations.weight.original0.shape) == (5, 1)
+    _eq(m(inp), expected)
+    P.remove_parametrizations(m, "weight")
+    assert not hasattr(m, "parametrizations")
+    _eq(m(inp), expected)
+    m = S.weight_norm(m, dim=1)
+    assert m.parametrizations.weight.original1.shape == m.weight.shape
+    assert tuple(m.parametrizations.weight.original0.shape) == (1, 4)
+    _eq(m(inp), expected)
+    m = L.nn.Linear(4, 5)
+    expected = m(inp)
+    m = S.weight_norm(m, dim=None)
+    _eq(m(inp), expected)
+
+
+# ------------------------------------------------------------------ the hook-based APIs
+
+
+@LIBS
+def test_weight_norm(L):
+    U = L.nn.utils
+    inp = L.randn(3, 4)
+    m = L.nn.Linear(4, 5)
+    expected = m(inp)
+    m = U.weight_norm(m)
+    assert m.weight_v.shape == m.weight.shape
+    assert tuple(m.weight_g.shape) == (5, 1)
+    _eq(m(inp), expected)
+    m = U.remove_weight_norm(m)
+    assert not hasattr(m, "weight_g") and not hasattr(m, "weight_v")
+    _eq(m(inp), expected)
+    m = U.weight_norm(m, dim=1)
+    assert m.weight_v.shape == m.weight.shape
+    assert tuple(m.weight_g.shape) == (1, 4)
+    _eq(m(inp), expected)
+    m = L.nn.Linear(4, 5)
+    expected = m(inp)
+    m = U.weight_norm(m, dim=None)
+    _eq(m(inp), expected)
+    with pytest.raises(RuntimeError):
+        U.weight_norm(m)
+
+
+@LIBS
+def test_weight_norm_hook_pickle(L):
+    m = pickle.loads(pickle.dumps(L.nn.utils.weight_norm(L.nn.Linear(5, 7))))
+    assert isinstance(m, L.nn.Linear)
+    inp = L.randn(2, 5)
+    assert m(inp).shape == (2, 7)
+
+
+@LIBS
+def test_spectral_norm(L):
+    U = L.nn.utils
+    m = U.spectral_norm(L.nn.Linear(5, 7, dtype=L.float64))
+    assert tuple(m.weight_u.shape) == (m.weight.size(0),)
+    assert "weight_orig" in m._parameters
+    assert "weight_u" in m._buffers and "weight_v" in m._buffers
+    assert "weight" not in m._buffers and "weight" not in m._parameters
+    assert m.weight_orig.shape == m.weight.shape
+    m = U.remove_spectral_norm(m)
+    assert not hasattr(m, "weight_orig") and not hasattr(m, "weight_u")
+    assert "weight" in m._parameters
+    with pytest.raises(RuntimeError):
+        U.spectral_norm(U.spectral_norm(m))
+
+    def get_modules(requires_grad):
+        m = L.nn.Linear(3, 4, dtype=L.float64)
+        m.weight.requires_grad_(requires_grad)
+        m = U.spectral_norm(m)
+        return m, m
+
+    _check_spectral_norm_modes(
+        L,
+        get_modules,
+        lambda sn: sn.weight_u,
+        lambda sn: sn.weight_v,
+        lambda m: m.weight_orig,
+        U.remove_spectral_norm,
+        U.spectral_norm,
+    )
+
+
+@LIBS
+def test_spectral_norm_load_state_dict(L):
+    U = L.nn.utils
+    inp = L.randn(2, 3)
+    for activate_times in (0, 3):
+        snm = U.spectral_norm(L.nn.Linear(3, 5))
+        snm.train()
+        for _ in range(activate_times):
+            snm(inp)
+        ref = copy.deepcopy(snm.state_dict())
+        assert set(ref) == {"weight_orig", "bias", "weight_u", "weight_v"}
+        bad = copy.deepcopy(ref)
+        bad["nonsense"] = L.zeros(1)
+        with pytest.raises(RuntimeError, match="nonsense"):
+            snm.load_state_dict(bad, strict=True)
+        snm.load_state_dict(bad, strict=False)
+        for k in ("weight_orig", "weight_u", "weight_v", "bias"):
+            del bad[k]
+            snm.load_state_dict(bad, strict=False)
+
+        snm = U.spectral_norm(U.remove_spectral_norm(snm))
+        snm.load_state_dict(ref)
+        with L.no_grad():
+            snm.eval()
+            out0 = snm(inp)
+            snm.train()
+            out1, out2 = snm(inp), snm(inp)
+            snm.eval()
+            out3 = snm(inp)
+        snm = U.spectral_norm(U.remove_spectral_norm(snm))
+        snm.load_state_dict(ref)
+        with L.no_grad():
+            snm.eval()
+            _eq(out0, snm(inp), atol=0)
+            snm.train()
+            _eq(out1, snm(inp), atol=0)
+            _eq(out2, snm(inp), atol=0)
+            snm.eval()
+            _eq(out3, snm(inp), atol=0)
+
+
+@LIBS
+def test_spectral_norm_dim(L):
+    m = L.nn.utils.spectral_norm(L.nn.ConvTranspose2d(3, 4, (5, 6)))
+    m(L.randn(2, 3, 10, 12))
+    assert m.weight_u.shape == m.weight_orig[0, :, 0, 0].shape
+
+
+@LIBS
+def test_spectral_norm_forward(L):
+    F = L.nn.functional
+    inp = L.randn(3, 5)
+    m = L.nn.utils.spectral_norm(L.nn.Linear(5, 7))
+    w = m.weight_orig.detach().clone()
+    wm = w.reshape(w.size(0), -1)
+    v = F.normalize(L.mv(wm.t(), m.weight_u), dim=0, eps=1e-12)
+    u = F.normalize(L.mv(wm, v), dim=0, eps=1e-12)
+    w = w / L.dot(u, L.matmul(wm, v))
+    _eq(m(inp), F.linear(inp, w, m.bias))
+
+
+@LIBS
+def test_spectral_norm_hook_pickle(L):
+    m = pickle.loads(pickle.dumps(L.nn.utils.spectral_norm(L.nn.Linear(5, 7))))
+    assert isinstance(m, L.nn.Linear)
+    assert m(L.randn(2, 5)).shape == (2, 7)
+
+
+# ------------------------------------------------------------------ against torch, float64
+
+
+def _module_pair(make):
+    """The same module in both libraries (``make(lib)``), float64, with torch's values."""
+    torch.manual_seed(0)
+    tm = make(torch).double()
+    fm = make(fg)
+    fm.to(fg.float64)
+    return fm, tm
+
+
+def _copy_state(fm, tm):
+    fm.load_state_dict({k: fg.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    assert list(fm.state_dict()) == list(tm.state_dict())
+
+
+def _compare_state(fm, tm, rtol=1e-8):
+    fs = fm.state_dict()
+    for k, v in tm.state_dict().items():
+        np.testing.assert_allclose(_np(fs[k]), v.numpy(), rtol=rtol, atol=1e-12, err_msg=k)
+
+
+def _train_both(fm, tm, x, steps=3, opt="sgd", train=True):
+    fm.train(train)
+    tm.train(train)
+    if opt == "sgd":
+        fo = fg.optim.SGD(fm.parameters(), lr=0.1, momentum=0.9)
+        to = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9)
+    else:
+        fo = fg.optim.Adam(fm.parameters(), lr=0.01)
+        to = torch.optim.Adam(tm.parameters(), lr=0.01)
+    tnames = [n for n, _ in tm.named_parameters()]
+    assert [n for n, _ in fm.named_parameters()] == tnames
+    for _ in range(steps):
+        fo.zero_grad()
+        to.zero_grad()
+        fy, ty = fm(fg.tensor(x)), tm(torch.tensor(x))
+        np.testing.assert_allclose(_np(fy), _np(ty), rtol=1e-8, atol=1e-12)
+        (fy * fy).sum().backward()
+        (ty * ty).sum().backward()
+        for (n, fp), tp in zip(fm.named_parameters(), tm.parameters(), strict=True):
+            np.testing.assert_allclose(
+                _np(fp.grad), tp.grad.numpy(), rtol=1e-8, atol=1e-12, err_msg=n
+            )
+        fo.step()
+        to.step()
+        _compare_state(fm, tm)
+
+
+_CONVS = {
+    "linear": (lambda L: L.nn.Linear(5, 4), (3, 5)),
+    "conv2d": (lambda L: L.nn.Conv2d(2, 3, 3), (2, 2, 5, 5)),
+    "convT2d": (lambda L: L.nn.ConvTranspose2d(3, 2, (2, 3)), (2, 3, 4, 4)),
+}
+
+
+@pytest.mark.parametrize("kind", list(_CONVS))
+@pytest.mark.parametrize("api", ["parametrizations", "hooks"])
+@pytest.mark.parametrize("n_power_iterations", [1, 3])
+def test_spectral_norm_trains_as_torch(kind, api, n_power_iterations):
+    make, xshape = _CONVS[kind]
+    fm, tm = _module_pair(make)
+    for m, L in ((fm, fg), (tm, torch)):
+        sn = L.nn.utils.parametrizations.spectral_norm if api == "parametrizations" else None
+        sn = sn or L.nn.utils.spectral_norm
+        sn(m, n_power_iterations=n_power_iterations)
+    _copy_state(fm, tm)
+    x = np.random.default_rng(1).standard_normal(xshape)
+    _train_both(fm, tm, x)  # power iterations at each forward
+    _train_both(fm, tm, x, train=False)  # none in eval mode
+    _train_both(fm, tm, x, opt="adam")
+
+
+@pytest.mark.parametrize("kind", list(_CONVS))
+@pytest.mark.parametrize("api", ["parametrizations", "hooks"])
+@pytest.mark.parametrize("dim", [0, 1, -1, None])
+def test_weight_norm_trains_as_torch(kind, api, dim):
+    make, xshape = _CONVS[kind]
+    fm, tm = _module_pair(make)
+    for m, L in ((fm, fg), (tm, torch)):
+        if api == "parametrizations":
+            L.nn.utils.parametrizations.weight_norm(m, dim=dim)
+        else:
+            L.nn.utils.weight_norm(m, dim=dim)
+    _copy_state(fm, tm)
+    x = np.random.default_rng(2).standard_normal(xshape)
+    _train_both(fm, tm, x)
+    _train_both(fm, tm, x, opt="adam")
+    fm(fg.tensor(x))  # (the hook-based weight is recomputed at each forward)
+    if api == "parametrizations":
+        fw = fm.weight
+        g, v = fm.parametrizations.weight.original0, fm.parametrizations.weight.original1
+    else:
+        fw, g, v = fm.weight, fm.weight_g, fm.weight_v
+    v = _np(v)
+    axes = tuple(a for a in range(v.ndim) if dim is None or dim == -1 or a != dim % v.ndim)
+    if dim is None:
+        norm = np.sqrt((v * v).sum())
+    else:
+        norm = np.sqrt((v * v).sum(axis=axes, keepdims=True))
+    np.testing.assert_allclose(_np(fw), _np(g) * v / norm, rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
+@pytest.mark.parametrize("orth_map", ["matrix_exp", "cayley", "householder"])
+@pytest.mark.parametrize("triv", [False, True])
+def test_orthogonal_trains_as_torch(shape, orth_map, triv):
+    fm, tm = _module_pair(lambda L: L.nn.Linear(*shape))
+    for m, L in ((fm, fg), (tm, torch)):
+        L.nn.utils.parametrizations.orthogonal(m, orthogonal_map=orth_map, use_trivialization=triv)
+    _copy_state(fm, tm)
+    np.testing.assert_allclose(_np(fm.weight), _np(tm.weight), rtol=1e-8, atol=1e-12)
+    x = np.random.default_rng(3).standard_normal((3, shape[0]))
+    _train_both(fm, tm, x)
+    _train_both(fm, tm, x, opt="adam")
+
+
+def test_spectral_norm_double_forward_gradient_equals_finite_differences():
+    # training mode, the estimates reset before each evaluation: the gradient of two
+    # forwards (two power iterations) with respect to the input
+    fg.manual_seed(0)
+    m = fg.nn.utils.parametrizations.spectral_norm(fg.nn.Linear(3, 4, dtype="float64"))
+    sn = m.parametrizations.weight[0]
+    saved_u, saved_v = sn._u.detach().copy(), sn._v.detach().copy()
+
+    def fn(inp):
+        sn._u.copy_(saved_u)
+        sn._v.copy_(saved_v)
+        return m(inp) + m(inp)
+
+    x = fg.tensor(np.random.default_rng(4).standard_normal((2, 3)), requires_grad=True)
+    assert fg.autograd.gradcheck(fn, (x,))
+    m.eval()
+    assert fg.autograd.gradcheck(lambda w: m(x.detach()), (m.parametrizations.weight.original,))
+
+
+@LIBS
+def test_unsafe_shape_changes_keep_the_trained_parameter_object(L):
+    # registering a right_inverse that changes the shape, and removing a parametrization
+    # that does, leave the same Parameter object (an optimizer holding it trains it on)
+    P = _pz(L)
+
+    class Halves(L.nn.Module):
+        def forward(self, x):
+            return L.cat([x, x])
+
+        def right_inverse(self, w):
+            return w[: w.shape[0] // 2]
+
+    class Top(L.nn.Module):
+        def forward(self, x):
+            return x[[0]] * 3.0
+
+    m = L.nn.Linear(3, 4, dtype=L.float64)
+    w = m.weight
+    opt = L.optim.SGD([w], lr=0.5)
+    P.register_parametrization(m, "weight", Halves(), unsafe=True)
+    assert m.parametrizations.weight.original is w
+    assert tuple(w.shape) == (2, 3) and tuple(m.weight.shape) == (4, 3)
+    P.remove_parametrizations(m, "weight", leave_parametrized=False)
+    assert m.weight is w
+    P.register_parametrization(m, "weight", Top(), unsafe=True)
+    before = _np(m.weight).copy()
+    P.remove_parametrizations(m, "weight", leave_parametrized=True)
+    assert m.weight is w and tuple(w.shape) == (1, 3) and w.requires_grad and w.is_leaf
+    np.testing.assert_array_equal(_np(w), before)
+    opt.zero_grad()
+    (m.weight * m.weight).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(_np(w), before - 0.5 * 2 * before, rtol=1e-12)
+
+
+@LIBS
+def test_set_under_no_grad_keeps_a_trainable_leaf(L):
+    p = L.nn.Parameter(L.ones(3, 3))
+    src = L.zeros(1, 3)
+    with pytest.raises(RuntimeError, match="leaf"):
+        p.set_(src)
+    with L.no_grad():
+        p.set_(src)
+    assert tuple(p.shape) == (1, 3) and p.requires_grad and p.is_leaf
+    with L.no_grad():
+        src.add_(1.0)  # the memory is shared
+    np.testing.assert_array_equal(_np(p), np.ones((1, 3)))
+    (p * 2).sum().backward()
+    np.testing.assert_array_equal(_np(p.grad), np.full((1, 3), 2.0))

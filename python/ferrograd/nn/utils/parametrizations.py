@@ -53,7 +53,9 @@ def _tensor_named(module: Any, name: str, op: str) -> Tensor:
 def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Module:
     """``module.<name>`` becomes ``g * v / ||v||`` with the norm over every axis but ``dim``
     (``dim=None``: one norm of the whole tensor); ``g`` and ``v`` are trained, as
-    ``parametrizations.<name>.original0`` and ``original1``. Returns ``module``."""
+    ``parametrizations.<name>.original0`` and ``original1`` (a state dict of the hook-based
+    ``nn.utils.weight_norm``, with ``<name>_g`` and ``<name>_v``, loads too). Returns
+    ``module``."""
     w = _tensor_named(module, name, "weight_norm")
     if dim is None:
         dim = -1
@@ -62,6 +64,16 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     if dim < -1:
         dim += w.ndim
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def load_hook_style_keys(state_dict: Any, prefix: str, *_: Any) -> None:
+        # a checkpoint of the hook-based nn.utils.weight_norm names g and v
+        # `<name>_g` / `<name>_v`: they are this form's original0 / original1
+        g, v = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g in state_dict and v in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v)
+
+    module._register_load_state_dict_pre_hook(load_hook_style_keys)
     return module
 
 
