@@ -1277,6 +1277,8 @@ _CONVS = {
     "linear": (lambda L: L.nn.Linear(5, 4), (3, 5)),
     "conv2d": (lambda L: L.nn.Conv2d(2, 3, 3), (2, 2, 5, 5)),
     "convT2d": (lambda L: L.nn.ConvTranspose2d(3, 2, (2, 3)), (2, 3, 4, 4)),
+    "convT1d": (lambda L: L.nn.ConvTranspose1d(3, 2, 2), (2, 3, 4)),
+    "convT3d": (lambda L: L.nn.ConvTranspose3d(2, 3, 2), (1, 2, 3, 3, 2)),
 }
 
 
@@ -1410,3 +1412,40 @@ def test_set_under_no_grad_keeps_a_trainable_leaf(L):
     np.testing.assert_array_equal(_np(p), np.ones((1, 3)))
     (p * 2).sum().backward()
     np.testing.assert_array_equal(_np(p.grad), np.full((1, 3), 2.0))
+
+
+@pytest.mark.parametrize("api", ["parametrizations", "hooks"])
+def test_spectral_norm_mixed_mode_gradient_equals_finite_differences(api):
+    # train, eval, train, eval forwards from the same saved estimates: the gradient with
+    # respect to the input, and in eval mode with respect to the trained weight
+    fg.manual_seed(0)
+    m = fg.nn.Linear(3, 4, dtype="float64")
+    if api == "parametrizations":
+        fg.nn.utils.parametrizations.spectral_norm(m)
+        sn = m.parametrizations.weight[0]
+        bufs, weight = (sn._u, sn._v), m.parametrizations.weight.original
+    else:
+        fg.nn.utils.spectral_norm(m)
+        bufs, weight = (m.weight_u, m.weight_v), m.weight_orig
+    saved = [b.detach().copy() for b in bufs]
+
+    def fn(inp):
+        for b, s in zip(bufs, saved, strict=True):
+            b.copy_(s)
+        outs = []
+        for train in (True, False, True, False):
+            m.train(train)
+            outs.append(m(inp))
+        return outs[0] + outs[1] + outs[2] + outs[3]
+
+    x = fg.tensor(np.random.default_rng(5).standard_normal((2, 3)), requires_grad=True)
+    assert fg.autograd.gradcheck(fn, (x,))
+    m.eval()
+    assert fg.autograd.gradcheck(lambda w: m(x.detach()), (weight,))
+
+
+def test_hook_weight_norm_is_deprecated_as_in_torch():
+    with pytest.warns(FutureWarning, match="parametrizations.weight_norm"):
+        torch.nn.utils.weight_norm(torch.nn.Linear(2, 2))
+    with pytest.warns(FutureWarning, match="parametrizations.weight_norm"):
+        fg.nn.utils.weight_norm(fg.nn.Linear(2, 2))

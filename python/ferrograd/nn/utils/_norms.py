@@ -80,6 +80,11 @@ def weight_norm(module: Any, name: str = "weight", dim: int | None = 0) -> Any:
     forward pre-hook recomputes the weight before each call. ``dim=None`` (or -1) takes one
     norm of the whole tensor. Returns ``module``."""
     op = "weight_norm"
+    warnings.warn(
+        "nn.utils.weight_norm is deprecated in favor of nn.utils.parametrizations.weight_norm",
+        FutureWarning,
+        stacklevel=2,
+    )
     for hook in _hooks(module).values():
         if isinstance(hook, _WeightNorm) and hook.name == name:
             raise RuntimeError(f"{op}: {name!r} of {type(module).__name__} is already normalised")
@@ -162,6 +167,15 @@ class _SpectralNorm:
         object.__setattr__(module, self.name, self.compute_weight(module, module.training))
 
 
+def _default_spectral_dim(module: Any) -> int:
+    """1 for a transposed convolution (whose weight has the output channels second), else 0."""
+    from ..extra import ConvTranspose1d
+    from ..modules import ConvTranspose2d
+    from ..volumetric import ConvTranspose3d
+
+    return 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
+
+
 def spectral_norm(
     module: Any,
     name: str = "weight",
@@ -187,9 +201,7 @@ def spectral_norm(
     if not isinstance(w, Tensor):
         raise ValueError(f"{op}: {type(module).__name__} has no parameter {name!r}")  # noqa: TRY004 (a missing parameter, as PyTorch)
     if dim is None:
-        from ..modules import ConvTranspose2d
-
-        dim = 1 if isinstance(module, ConvTranspose2d) else 0
+        dim = _default_spectral_dim(module)
     if not isinstance(dim, int) or not -w.ndim <= dim < w.ndim:
         raise ValueError(f"{op}: dim {dim!r} is out of range for a {w.ndim}-D {name!r}")
     dim %= w.ndim

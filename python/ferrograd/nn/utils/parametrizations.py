@@ -20,7 +20,7 @@ from ...autodiff import no_grad
 from ...random import _numpy_rng
 from ..modules import Module
 from . import parametrize
-from ._norms import _norm_except_dim
+from ._norms import _default_spectral_dim, _norm_except_dim
 
 __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
@@ -152,10 +152,7 @@ def spectral_norm(
             f"spectral_norm: n_power_iterations must be an int, got {n_power_iterations!r}"
         )
     if dim is None:
-        from ..extra import ConvTranspose1d
-        from ..modules import ConvTranspose2d
-
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0
+        dim = _default_spectral_dim(module)
     parametrize.register_parametrization(
         module, name, _SpectralNorm(w, n_power_iterations, dim, eps)
     )
