@@ -1449,3 +1449,14 @@ def test_hook_weight_norm_is_deprecated_as_in_torch():
         torch.nn.utils.weight_norm(torch.nn.Linear(2, 2))
     with pytest.warns(FutureWarning, match="parametrizations.weight_norm"):
         fg.nn.utils.weight_norm(fg.nn.Linear(2, 2))
+
+
+@LIBS
+def test_weight_norm_dim_out_of_range_is_an_index_error(L):
+    for wn in (L.nn.utils.weight_norm, L.nn.utils.parametrizations.weight_norm):
+        with pytest.raises(IndexError):
+            wn(L.nn.Linear(2, 3), dim=5)
+        with pytest.raises(IndexError):
+            wn(L.nn.Linear(2, 3), dim=-3)
+    with pytest.raises(IndexError):
+        L.nn.utils.parametrizations.spectral_norm(L.nn.Linear(2, 3), dim=2)

@@ -8,7 +8,7 @@ import warnings
 from typing import Any
 
 from ... import _core
-from ..._core import ShapeError, Tensor
+from ..._core import AxisError, ShapeError, Tensor
 from ..._tensor import tensor
 from ...autodiff import no_grad
 from ...random import _numpy_rng
@@ -44,6 +44,15 @@ def _take_param(module: Any, name: str, op: str) -> Tensor:
         raise ValueError(f"{op}: {type(module).__name__} has no parameter {name!r}")  # noqa: TRY004 (a missing parameter, as PyTorch)
     del d[name]
     return w
+
+
+def _check_dim(op: str, dim: Any, ndim: int, name: str, stop: int) -> None:
+    """``dim`` must be an int in ``[-ndim, stop)``: ``TypeError`` otherwise, ``AxisError`` (an
+    ``IndexError``, PyTorch's type for a dimension out of range) when out of range."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{op}: dim must be an int or None, got {type(dim).__name__}")
+    if not -ndim <= dim < stop:
+        raise AxisError(f"{op}: dim {dim} is out of range for a {ndim}-D {name!r}")
 
 
 def _hooks(module: Any) -> dict:
@@ -93,8 +102,7 @@ def weight_norm(module: Any, name: str = "weight", dim: int | None = 0) -> Any:
         raise ValueError(f"{op}: {type(module).__name__} has no parameter {name!r}")  # noqa: TRY004 (a missing parameter, as PyTorch)
     if dim is None:
         dim = -1
-    if not isinstance(dim, int) or not -w.ndim <= dim < max(w.ndim, 1):
-        raise ValueError(f"{op}: dim {dim!r} is out of range for a {w.ndim}-D {name!r}")
+    _check_dim(op, dim, w.ndim, name, max(w.ndim, 1))
     if dim < -1:
         dim += w.ndim
     fn = _WeightNorm(name, dim)
@@ -202,8 +210,7 @@ def spectral_norm(
         raise ValueError(f"{op}: {type(module).__name__} has no parameter {name!r}")  # noqa: TRY004 (a missing parameter, as PyTorch)
     if dim is None:
         dim = _default_spectral_dim(module)
-    if not isinstance(dim, int) or not -w.ndim <= dim < w.ndim:
-        raise ValueError(f"{op}: dim {dim!r} is out of range for a {w.ndim}-D {name!r}")
+    _check_dim(op, dim, w.ndim, name, w.ndim)
     dim %= w.ndim
     fn = _SpectralNorm(name, n_power_iterations, dim, float(eps))
     w = _take_param(module, name, op)

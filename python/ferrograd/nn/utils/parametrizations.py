@@ -20,7 +20,7 @@ from ...autodiff import no_grad
 from ...random import _numpy_rng
 from ..modules import Module
 from . import parametrize
-from ._norms import _default_spectral_dim, _norm_except_dim
+from ._norms import _check_dim, _default_spectral_dim, _norm_except_dim
 
 __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
@@ -59,8 +59,7 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     w = _tensor_named(module, name, "weight_norm")
     if dim is None:
         dim = -1
-    if isinstance(dim, bool) or not isinstance(dim, int) or not -w.ndim <= dim < max(w.ndim, 1):
-        raise ValueError(f"weight_norm: dim {dim!r} is out of range for a {w.ndim}-D {name!r}")
+    _check_dim("weight_norm", dim, w.ndim, name, max(w.ndim, 1))
     if dim < -1:
         dim += w.ndim
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
