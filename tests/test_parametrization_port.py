@@ -1460,3 +1460,54 @@ def test_weight_norm_dim_out_of_range_is_an_index_error(L):
             wn(L.nn.Linear(2, 3), dim=-3)
     with pytest.raises(IndexError):
         L.nn.utils.parametrizations.spectral_norm(L.nn.Linear(2, 3), dim=2)
+
+
+def test_assigning_through_a_multi_output_parametrization_matches_torch():
+    def build(L):
+        class Split(L.nn.Module):
+            def forward(self, a, b):
+                return a + 2.0 * b
+
+            def right_inverse(self, w):
+                return w * 0.25, w * 0.375
+
+        class Scale(L.nn.Module):
+            def forward(self, x):
+                return 3.0 * x
+
+            def right_inverse(self, w):
+                return w / 3.0
+
+        m = L.nn.Linear(3, 2, dtype=L.float64)
+        L.nn.utils.parametrize.register_parametrization(m, "weight", Split())
+        L.nn.utils.parametrize.register_parametrization(m, "weight", Scale())
+        return m
+
+    fm, tm = build(fg), build(torch)
+    _copy_state(fm, tm)
+    a = np.random.default_rng(6).standard_normal((2, 3))
+    fm.weight = fg.tensor(a)
+    tm.weight = torch.tensor(a)
+    _compare_state(fm, tm)
+    np.testing.assert_allclose(_np(fm.weight), a, rtol=1e-12)
+    with pytest.raises(ValueError, match="shape"):
+        fm.weight = fg.tensor(np.ones((3, 3)))
+    x = np.random.default_rng(7).standard_normal((4, 3))
+    _train_both(fm, tm, x)
+
+
+@LIBS
+def test_assigning_another_shape_through_an_unsafe_parametrization(L):
+    class Twice(L.nn.Module):
+        def forward(self, x):
+            return L.cat([x, x])
+
+        def right_inverse(self, w):
+            return w[: w.shape[0] // 2]
+
+    m = L.nn.Linear(3, 4, dtype=L.float64)
+    L.nn.utils.parametrize.register_parametrization(m, "weight", Twice(), unsafe=True)
+    orig = m.parametrizations.weight.original
+    m.weight = L.ones(8, 3, dtype=L.float64)
+    assert m.parametrizations.weight.original is orig
+    assert tuple(orig.shape) == (4, 3) and tuple(m.weight.shape) == (8, 3)

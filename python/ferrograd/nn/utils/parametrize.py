@@ -136,14 +136,14 @@ class ParametrizationList(ModuleList):
                     raise ValueError(
                         f"right_inverse must return a Tensor, got {type(value).__name__}"
                     )
-                _copy_into(self.original, value, "original")
+                _copy_into(self.original, value, "original", self.unsafe)
             else:
                 if not isinstance(value, Sequence) or len(value) != self.ntensors:
                     raise ValueError(
                         f"right_inverse must return a sequence of {self.ntensors} Tensors"
                     )
                 for i, t in enumerate(value):
-                    _copy_into(getattr(self, f"original{i}"), t, f"original{i}")
+                    _copy_into(getattr(self, f"original{i}"), t, f"original{i}", self.unsafe)
 
     def forward(self) -> Tensor:  # type: ignore[override]
         mods = self._list()
@@ -166,13 +166,23 @@ def _store(dst: Tensor, src: Tensor) -> None:
             dst.set_(src.detach().copy())
 
 
-def _copy_into(dst: Tensor, src: Tensor, name: str) -> None:
-    if tuple(dst.shape) != tuple(src.shape) or dst.dtype != src.dtype:
-        raise ValueError(
-            f"right_inverse: {name} has shape {tuple(dst.shape)} {dst.dtype}, the new value "
-            f"{tuple(src.shape)} {src.dtype}"
+def _copy_into(dst: Tensor, src: Any, name: str, unsafe: bool) -> None:
+    """Stores an assigned value's ``right_inverse`` result ``src`` in the original ``dst``:
+    same dtype; another shape only for an ``unsafe`` parametrization."""
+    if not isinstance(src, Tensor):
+        raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
+            f"right_inverse must return a Tensor for {name}, got {type(src).__name__}"
         )
-    dst.copy_(src)
+    if dst.dtype != src.dtype:
+        raise ValueError(
+            f"right_inverse: the value for {name} must have its dtype {dst.dtype}, got {src.dtype}"
+        )
+    if not unsafe and tuple(dst.shape) != tuple(src.shape):
+        raise ValueError(
+            f"right_inverse: the value for {name} must have its shape {tuple(dst.shape)}, got "
+            f"{tuple(src.shape)} (a parametrization registered with unsafe=True may change it)"
+        )
+    _store(dst, src)
 
 
 def _inject_class(module: Module) -> None:
