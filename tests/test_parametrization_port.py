@@ -1511,3 +1511,75 @@ def test_assigning_another_shape_through_an_unsafe_parametrization(L):
     m.weight = L.ones(8, 3, dtype=L.float64)
     assert m.parametrizations.weight.original is orig
     assert tuple(orig.shape) == (4, 3) and tuple(m.weight.shape) == (8, 3)
+
+
+@pytest.mark.parametrize(
+    "kind", ["weight_norm", "spectral_norm", "orthogonal", "hook_weight_norm", "hook_spectral_norm"]
+)
+def test_traced_training_step_matches_eager(kind):
+    def build():
+        fg.manual_seed(0)
+        m = fg.nn.Linear(4, 4, dtype="float64")
+        U = fg.nn.utils
+        if kind.startswith("hook_"):
+            getattr(U, kind[5:])(m)
+        else:
+            getattr(U.parametrizations, kind)(m)
+        return m
+
+    x = fg.tensor(np.random.default_rng(8).standard_normal((3, 4)))
+    runs = []
+    for traced in (False, True):
+        m = build()
+        opt = fg.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, m=m, opt=opt):
+            opt.zero_grad()
+            loss = (m(x) ** 2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = fg.trace(step) if traced else step
+        losses = [float(f(x).numpy()) for _ in range(3)]
+        runs.append((losses, {k: _np(v).copy() for k, v in m.state_dict().items()}))
+    np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-10)
+    for k, v in runs[0][1].items():
+        np.testing.assert_allclose(runs[1][1][k], v, rtol=1e-10, atol=1e-14, err_msg=k)
+
+
+@pytest.mark.parametrize("api", ["parametrizations", "hooks"])
+@pytest.mark.parametrize("name, kw", [("weight_ih_l0", {}), ("weight_hr_l0", {"proj_size": 3})])
+def test_weight_norm_on_an_lstm_weight_trains_as_torch(api, name, kw):
+    fm, tm = _module_pair(lambda L: L.nn.LSTM(4, 5, **kw))
+    for m, L in ((fm, fg), (tm, torch)):
+        if api == "hooks":
+            L.nn.utils.weight_norm(m, name=name)
+        else:
+            L.nn.utils.parametrizations.weight_norm(m, name=name)
+    _copy_state(fm, tm)
+
+    class First(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(x)[0]
+
+    class FFirst(fg.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(x)[0]
+
+    x = np.random.default_rng(9).standard_normal((3, 2, 4))
+    _train_both(FFirst(fm), First(tm), x, steps=2)
+    if api == "hooks":
+        for m, L in ((fm, fg), (tm, torch)):
+            L.nn.utils.remove_weight_norm(m, name=name)
+            assert name in m._parameters
+            assert name + "_g" not in dict(m.named_parameters())
+        _train_both(FFirst(fm), First(tm), x, steps=1)
