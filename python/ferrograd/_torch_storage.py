@@ -154,10 +154,10 @@ def set_(
     storage from ``storage()`` / ``untyped_storage()``), seen as ``source`` sees it, or
     with ``size``, ``stride`` and ``storage_offset`` in elements of this dtype; with no
     source it becomes empty. Returns self. The buffer cannot grow: a view past its end
-    raises ``RuntimeError``."""
+    raises ``RuntimeError``. A leaf that requires grad may be set only under ``no_grad``."""
     import ferrograd as fg
 
-    if self.requires_grad and self.is_leaf:
+    if self.requires_grad and self.is_leaf and fg.is_grad_enabled():
         raise RuntimeError(
             "set_: a leaf Variable that requires grad is being used in an in-place operation."
         )
@@ -190,7 +190,14 @@ def set_(
             view = _strided("set_", src, src.shape, src.stride(), src.storage_offset())
     else:
         view = _strided("set_", src, size, stride, storage_offset or 0)
-    self._replace_view(view)
+    # (reached for a leaf that requires grad only under no_grad, as PyTorch allows: it stays
+    # a leaf that requires grad, now over the new memory)
+    leaf = self.requires_grad and self.is_leaf
+    if leaf:
+        self.requires_grad_(False)
+    self._replace_view(view.detach() if leaf else view)
+    if leaf:
+        self.requires_grad_(True)
     return self
 
 

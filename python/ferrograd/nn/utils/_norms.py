@@ -8,7 +8,7 @@ import warnings
 from typing import Any
 
 from ... import _core
-from ..._core import ShapeError, Tensor
+from ..._core import AxisError, ShapeError, Tensor
 from ..._tensor import tensor
 from ...autodiff import no_grad
 from ...random import _numpy_rng
@@ -46,6 +46,15 @@ def _take_param(module: Any, name: str, op: str) -> Tensor:
     return w
 
 
+def _check_dim(op: str, dim: Any, ndim: int, name: str, stop: int) -> None:
+    """``dim`` must be an int in ``[-ndim, stop)``: ``TypeError`` otherwise, ``AxisError`` (an
+    ``IndexError``, PyTorch's type for a dimension out of range) when out of range."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{op}: dim must be an int or None, got {type(dim).__name__}")
+    if not -ndim <= dim < stop:
+        raise AxisError(f"{op}: dim {dim} is out of range for a {ndim}-D {name!r}")
+
+
 def _hooks(module: Any) -> dict:
     return module.__dict__.get("_forward_pre_hooks", {})
 
@@ -80,6 +89,11 @@ def weight_norm(module: Any, name: str = "weight", dim: int | None = 0) -> Any:
     forward pre-hook recomputes the weight before each call. ``dim=None`` (or -1) takes one
     norm of the whole tensor. Returns ``module``."""
     op = "weight_norm"
+    warnings.warn(
+        "nn.utils.weight_norm is deprecated in favor of nn.utils.parametrizations.weight_norm",
+        FutureWarning,
+        stacklevel=2,
+    )
     for hook in _hooks(module).values():
         if isinstance(hook, _WeightNorm) and hook.name == name:
             raise RuntimeError(f"{op}: {name!r} of {type(module).__name__} is already normalised")
@@ -88,8 +102,7 @@ def weight_norm(module: Any, name: str = "weight", dim: int | None = 0) -> Any:
         raise ValueError(f"{op}: {type(module).__name__} has no parameter {name!r}")  # noqa: TRY004 (a missing parameter, as PyTorch)
     if dim is None:
         dim = -1
-    if not isinstance(dim, int) or not -w.ndim <= dim < max(w.ndim, 1):
-        raise ValueError(f"{op}: dim {dim!r} is out of range for a {w.ndim}-D {name!r}")
+    _check_dim(op, dim, w.ndim, name, max(w.ndim, 1))
     if dim < -1:
         dim += w.ndim
     fn = _WeightNorm(name, dim)
@@ -162,6 +175,15 @@ class _SpectralNorm:
         object.__setattr__(module, self.name, self.compute_weight(module, module.training))
 
 
+def _default_spectral_dim(module: Any) -> int:
+    """1 for a transposed convolution (whose weight has the output channels second), else 0."""
+    from ..extra import ConvTranspose1d
+    from ..modules import ConvTranspose2d
+    from ..volumetric import ConvTranspose3d
+
+    return 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
+
+
 def spectral_norm(
     module: Any,
     name: str = "weight",
@@ -187,11 +209,8 @@ def spectral_norm(
     if not isinstance(w, Tensor):
         raise ValueError(f"{op}: {type(module).__name__} has no parameter {name!r}")  # noqa: TRY004 (a missing parameter, as PyTorch)
     if dim is None:
-        from ..modules import ConvTranspose2d
-
-        dim = 1 if isinstance(module, ConvTranspose2d) else 0
-    if not isinstance(dim, int) or not -w.ndim <= dim < w.ndim:
-        raise ValueError(f"{op}: dim {dim!r} is out of range for a {w.ndim}-D {name!r}")
+        dim = _default_spectral_dim(module)
+    _check_dim(op, dim, w.ndim, name, w.ndim)
     dim %= w.ndim
     fn = _SpectralNorm(name, n_power_iterations, dim, float(eps))
     w = _take_param(module, name, op)

@@ -20,7 +20,7 @@ from ...autodiff import no_grad
 from ...random import _numpy_rng
 from ..modules import Module
 from . import parametrize
-from ._norms import _norm_except_dim
+from ._norms import _check_dim, _default_spectral_dim, _norm_except_dim
 
 __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
@@ -53,15 +53,26 @@ def _tensor_named(module: Any, name: str, op: str) -> Tensor:
 def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Module:
     """``module.<name>`` becomes ``g * v / ||v||`` with the norm over every axis but ``dim``
     (``dim=None``: one norm of the whole tensor); ``g`` and ``v`` are trained, as
-    ``parametrizations.<name>.original0`` and ``original1``. Returns ``module``."""
+    ``parametrizations.<name>.original0`` and ``original1`` (a state dict of the hook-based
+    ``nn.utils.weight_norm``, with ``<name>_g`` and ``<name>_v``, loads too). Returns
+    ``module``."""
     w = _tensor_named(module, name, "weight_norm")
     if dim is None:
         dim = -1
-    if isinstance(dim, bool) or not isinstance(dim, int) or not -w.ndim <= dim < max(w.ndim, 1):
-        raise ValueError(f"weight_norm: dim {dim!r} is out of range for a {w.ndim}-D {name!r}")
+    _check_dim("weight_norm", dim, w.ndim, name, max(w.ndim, 1))
     if dim < -1:
         dim += w.ndim
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def load_hook_style_keys(state_dict: Any, prefix: str, *_: Any) -> None:
+        # a checkpoint of the hook-based nn.utils.weight_norm names g and v
+        # `<name>_g` / `<name>_v`: they are this form's original0 / original1
+        g, v = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g in state_dict and v in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v)
+
+    module._register_load_state_dict_pre_hook(load_hook_style_keys)
     return module
 
 
@@ -140,10 +151,7 @@ def spectral_norm(
             f"spectral_norm: n_power_iterations must be an int, got {n_power_iterations!r}"
         )
     if dim is None:
-        from ..extra import ConvTranspose1d
-        from ..modules import ConvTranspose2d
-
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0
+        dim = _default_spectral_dim(module)
     parametrize.register_parametrization(
         module, name, _SpectralNorm(w, n_power_iterations, dim, eps)
     )

@@ -10,6 +10,7 @@ gradients see it. Assigning ``m.weight = value`` stores ``P.right_inverse(value)
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "is_parametrized",
     "register_parametrization",
     "remove_parametrizations",
+    "transfer_parametrizations_and_params",
     "type_before_parametrizations",
 ]
 
@@ -84,27 +86,28 @@ class ParametrizationList(ModuleList):
         self.__dict__["_as_buffer"] = as_buffer
         grad = bool(getattr(original, "requires_grad", False))
         if isinstance(new, Tensor):
-            if not unsafe and (new.shape != original.shape or new.dtype != original.dtype):
+            if new.dtype != original.dtype:
                 raise ValueError(
-                    "register_parametrization: right_inverse changed the tensor from "
-                    f"shape {tuple(original.shape)} {original.dtype} to "
-                    f"{tuple(new.shape)} {new.dtype}; pass unsafe=True to allow it"
+                    "register_parametrization: when right_inverse outputs one tensor, it may "
+                    f"not change the dtype ({original.dtype} to {new.dtype})"
+                )
+            if not unsafe and tuple(new.shape) != tuple(original.shape):
+                raise ValueError(
+                    "register_parametrization: right_inverse may not change the shape of the "
+                    f"tensor from {tuple(original.shape)} to {tuple(new.shape)}; pass "
+                    "unsafe=True to allow it"
                 )
             self.__dict__["ntensors"] = 1
             if new is not original:
-                if new.shape == original.shape and new.dtype == original.dtype:
-                    with no_grad():
-                        original.copy_(new)
-                else:
-                    original = Parameter(new.detach(), grad) if not as_buffer else new.detach()
+                _store(original, new)
             _register(self, "original", original, as_buffer)
         else:
             self.__dict__["ntensors"] = len(new)
             for i, t in enumerate(new):
                 if not isinstance(t, Tensor):
                     raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
-                        "register_parametrization: right_inverse must return Tensors, got "
-                        f"{type(t).__name__} at position {i}"
+                        "register_parametrization: right_inverse returned a sequence whose "
+                        f"element {i} is a {type(t).__name__}, not a Tensor"
                     )
                 v: Tensor = t.detach().copy()
                 if not as_buffer:
@@ -112,18 +115,9 @@ class ParametrizationList(ModuleList):
                 _register(self, f"original{i}", v, as_buffer)
         super().__init__(modules)
         if not unsafe:
-            z = self()
-            if not isinstance(z, Tensor):
-                raise ValueError(
-                    "register_parametrization: a parametrization must return a Tensor, got "
-                    f"{type(z).__name__}"
-                )
-            if z.shape != original.shape or z.dtype != original.dtype:
-                raise ValueError(
-                    "register_parametrization: the parametrization changes the tensor from "
-                    f"shape {tuple(original.shape)} {original.dtype} to {tuple(z.shape)} "
-                    f"{z.dtype}; pass unsafe=True to allow it"
-                )
+            _check_same(
+                "register_parametrization", "a parametrization", "the tensor", original, self()
+            )
 
     def right_inverse(self, value: Tensor) -> None:
         """Stores ``value`` as the parametrized tensor: each ``right_inverse`` in reverse
@@ -142,14 +136,14 @@ class ParametrizationList(ModuleList):
                     raise ValueError(
                         f"right_inverse must return a Tensor, got {type(value).__name__}"
                     )
-                _copy_into(self.original, value, "original")
+                _copy_into(self.original, value, "original", self.unsafe)
             else:
                 if not isinstance(value, Sequence) or len(value) != self.ntensors:
                     raise ValueError(
                         f"right_inverse must return a sequence of {self.ntensors} Tensors"
                     )
                 for i, t in enumerate(value):
-                    _copy_into(getattr(self, f"original{i}"), t, f"original{i}")
+                    _copy_into(getattr(self, f"original{i}"), t, f"original{i}", self.unsafe)
 
     def forward(self) -> Tensor:  # type: ignore[override]
         mods = self._list()
@@ -162,13 +156,33 @@ class ParametrizationList(ModuleList):
         return x
 
 
-def _copy_into(dst: Tensor, src: Tensor, name: str) -> None:
-    if tuple(dst.shape) != tuple(src.shape) or dst.dtype != src.dtype:
-        raise ValueError(
-            f"right_inverse: {name} has shape {tuple(dst.shape)} {dst.dtype}, the new value "
-            f"{tuple(src.shape)} {src.dtype}"
+def _store(dst: Tensor, src: Tensor) -> None:
+    """``dst`` (the same object, so optimizers holding it keep training it) takes ``src``'s
+    value, and its shape when that differs (an ``unsafe`` parametrization)."""
+    with no_grad():
+        if tuple(dst.shape) == tuple(src.shape):
+            dst.copy_(src)
+        else:
+            dst.set_(src.detach().copy())
+
+
+def _copy_into(dst: Tensor, src: Any, name: str, unsafe: bool) -> None:
+    """Stores an assigned value's ``right_inverse`` result ``src`` in the original ``dst``:
+    same dtype; another shape only for an ``unsafe`` parametrization."""
+    if not isinstance(src, Tensor):
+        raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
+            f"right_inverse must return a Tensor for {name}, got {type(src).__name__}"
         )
-    dst.copy_(src)
+    if dst.dtype != src.dtype:
+        raise ValueError(
+            f"right_inverse: the value for {name} must have its dtype {dst.dtype}, got {src.dtype}"
+        )
+    if not unsafe and tuple(dst.shape) != tuple(src.shape):
+        raise ValueError(
+            f"right_inverse: the value for {name} must have its shape {tuple(dst.shape)}, got "
+            f"{tuple(src.shape)} (a parametrization registered with unsafe=True may change it)"
+        )
+    _store(dst, src)
 
 
 def _inject_class(module: Module) -> None:
@@ -177,9 +191,26 @@ def _inject_class(module: Module) -> None:
     cls = type(module)
     if "_class_before_parametrizations" in cls.__dict__:
         return
-    module.__class__ = type(
-        f"Parametrized{cls.__name__}", (cls,), {"_class_before_parametrizations": cls}
+    ns: dict[str, Any] = {"_class_before_parametrizations": cls, "__getstate__": _no_pickle}
+    if not hasattr(cls, "__deepcopy__"):
+        ns["__deepcopy__"] = _deepcopy
+    module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), ns)
+
+
+def _no_pickle(self: Module) -> None:
+    # the injected class exists only on this instance, so pickle could not find it again
+    raise RuntimeError(
+        f"a parametrized {type_before_parametrizations(self).__name__} cannot be pickled; "
+        "save and load its state_dict() instead"
     )
+
+
+def _deepcopy(self: Module, memo: dict) -> Module:
+    """A copy of the parametrized module, its class (with the properties) shared."""
+    replica = self.__new__(type(self))
+    memo[id(self)] = replica
+    object.__setattr__(replica, "__dict__", copy.deepcopy(self.__dict__, memo))
+    return replica
 
 
 def _inject_property(module: Module, name: str) -> None:
@@ -212,6 +243,25 @@ def is_parametrized(module: Module, tensor_name: str | None = None) -> bool:
     return len(plists) > 0 if tensor_name is None else tensor_name in plists
 
 
+def _check_same(op: str, what: str, name: str, y: Tensor, z: Any) -> None:
+    """Raises unless ``z`` (``what`` applied to ``module.<name>``, ``y``) is a Tensor of
+    ``y``'s dtype and shape: what a safe parametrization keeps."""
+    if not isinstance(z, Tensor):
+        raise ValueError(  # noqa: TRY004 (PyTorch raises ValueError)
+            f"{op}: {what} must return a tensor, got {type(z).__name__}"
+        )
+    if z.dtype != y.dtype:
+        raise ValueError(
+            f"{op}: {what} may not change the dtype of {name!r} from {y.dtype} to {z.dtype}; "
+            "pass unsafe=True to allow it"
+        )
+    if tuple(z.shape) != tuple(y.shape):
+        raise ValueError(
+            f"{op}: {what} may not change the shape of {name!r} from {tuple(y.shape)} to "
+            f"{tuple(z.shape)}; pass unsafe=True to allow it"
+        )
+
+
 def register_parametrization(
     module: Module, tensor_name: str, parametrization: Module, *, unsafe: bool = False
 ) -> Module:
@@ -222,16 +272,22 @@ def register_parametrization(
         raise TypeError(
             f"{op}: the parametrization must be a Module, got {type(parametrization).__name__}"
         )
+    parametrization.train(module.training)
     if is_parametrized(module, tensor_name):
         plist = module.parametrizations[tensor_name]
         if not unsafe:
             y = getattr(module, tensor_name)
             z = parametrization(y)
-            if not isinstance(z, Tensor) or z.shape != y.shape or z.dtype != y.dtype:
-                raise ValueError(
-                    f"{op}: the new parametrization changes {tensor_name!r} from shape "
-                    f"{tuple(y.shape)} {y.dtype}; pass unsafe=True to allow it"
-                )
+            _check_same(op, "parametrization", tensor_name, y, z)
+            inv = getattr(parametrization, "right_inverse", None)
+            if inv is not None:
+                try:
+                    with no_grad():
+                        x = inv(z)
+                except NotImplementedError:
+                    pass  # an identity right_inverse
+                else:
+                    _check_same(op, "parametrization.right_inverse", tensor_name, y, x)
         plist.append(parametrization)
         plist.__dict__["unsafe"] = plist.unsafe or unsafe
         _cache.clear()
@@ -279,9 +335,8 @@ def remove_parametrizations(
         if leave_parametrized:
             with no_grad():
                 t = getattr(module, tensor_name)
-            if t.shape == original.shape and t.dtype == original.dtype:
-                with no_grad():
-                    original.copy_(t)
+            if t.dtype == original.dtype:
+                _store(original, t)
             else:
                 grad = bool(getattr(original, "requires_grad", False))
                 original = t.detach() if as_buffer else Parameter(t.detach(), grad)
@@ -289,7 +344,7 @@ def remove_parametrizations(
         if not leave_parametrized:
             raise ValueError(
                 f"{op}: {tensor_name!r} is computed from several tensors, so it cannot be "
-                "left unparametrized; use leave_parametrized=True"
+                "restored with leave_parametrized=False (there is no single original)"
             )
         with no_grad():
             t = getattr(module, tensor_name).detach().copy()
@@ -303,3 +358,36 @@ def remove_parametrizations(
         del module.__dict__["parametrizations"]
         module.__class__ = type_before_parametrizations(module)
     return module
+
+
+def transfer_parametrizations_and_params(
+    from_module: Module, to_module: Module, tensor_name: str | None = None
+) -> Module:
+    """Registers ``from_module``'s parametrizations (of ``tensor_name``, or of every
+    parametrized tensor) on ``to_module`` and makes it train the same tensors: its
+    ``original`` (``original0``, ...) become ``from_module``'s, shared, as are the
+    parametrization modules. A tensor ``to_module`` lacks is first added as a Parameter
+    holding ``from_module``'s current value. Returns ``to_module``."""
+    if not is_parametrized(from_module):
+        return to_module
+    names = list(from_module.parametrizations) if tensor_name is None else [tensor_name]
+    for name in names:
+        if not is_parametrized(from_module, name):
+            raise ValueError(
+                "transfer_parametrizations_and_params: "
+                f"{type_before_parametrizations(from_module).__name__} has no parametrization "
+                f"on {name!r}"
+            )
+        src = from_module.parametrizations[name]
+        if not hasattr(to_module, name):
+            with no_grad():
+                value = getattr(from_module, name).detach().copy()
+            setattr(to_module, name, Parameter(value))
+        for p in src:
+            register_parametrization(to_module, name, p)
+        dst = to_module.parametrizations[name]
+        keys = ["original"] if src.is_tensor else [f"original{i}" for i in range(src.ntensors)]
+        for k in keys:
+            setattr(dst, k, getattr(src, k))
+    _cache.clear()
+    return to_module
