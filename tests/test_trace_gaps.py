@@ -127,6 +127,52 @@ def test_grad_scaler_scale_and_skips_match_torch():
             assert sa == sb
 
 
+def test_traced_step_the_scaler_skips_also_undoes_what_step_hooks_wrote():
+    # eagerly a skipped step runs no optimizer hook; a traced step runs the step and takes the
+    # parameters back, and an EMA updated by a step post-hook kept the skipped step's update
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal((2, 3))
+    xs = [rng.standard_normal((4, 3)) for _ in range(6)]
+    xs[3][1, 2] = np.inf
+
+    def run(lib, trace):
+        w = lib.tensor(w0.copy(), requires_grad=True)
+        ema = lib.tensor(w0.copy())
+        opt = lib.optim.SGD([w], lr=0.1, momentum=0.9)
+        calls = []
+
+        def post(o, args, kwargs):
+            calls.append(1)
+            with lib.no_grad():
+                ema.mul_(0.5).add_(w.detach() * 0.5)
+
+        opt.register_step_post_hook(post)
+        scaler = lib.amp.GradScaler("cpu", init_scale=8.0, growth_interval=2)
+
+        def step(x):
+            loss = (x @ w.T).pow(2).mean()
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            return loss
+
+        step = fg.trace(step) if trace else step
+        out = []
+        for x in xs:
+            step(lib.tensor(x))
+            out.append((w.detach().numpy().copy(), ema.numpy().copy(), scaler.get_scale()))
+        return out
+
+    ref = run(torch, False)
+    for got in (run(fg, False), run(fg, True)):
+        for (wa, ea, sa), (wb, eb, sb) in zip(ref, got):
+            np.testing.assert_allclose(wb, wa, rtol=1e-12, atol=0)
+            np.testing.assert_allclose(eb, ea, rtol=1e-12, atol=0)
+            assert sa == sb
+
+
 def test_grad_scaler_settings_changed_between_calls_match_torch_eager_and_traced():
     # (set_growth_factor / set_backoff_factor / set_growth_interval were missing, and a traced
     # update kept the factors it was traced with)

@@ -754,10 +754,20 @@ def _step_unless(found: Tensor, optimizer: Any, args: tuple, kwargs: dict) -> An
             held.extend(v for v in state.values() if isinstance(v, Tensor))
     with no_grad():
         before = [t.detach().clone() for t in held]
-    out = optimizer.step(*args, **kwargs)
+    # what else the step writes (an EMA copy in a step hook) is put back as well: eagerly a
+    # skipped step runs no hook at all
+    _core._trace_guard_writes(True)
+    try:
+        out = optimizer.step(*args, **kwargs)
+    finally:
+        written = _core._trace_guard_writes(False)
+    keys = {t._data_key for t in held}
     with no_grad():
         for t, old in zip(held, before):
             t.copy_(_core.where(found.to(t.device), old, t.detach()))
+        for t, old in written:
+            if t._data_key not in keys:
+                t.copy_(_core.where(found.to(t.device), old, t.detach()))
     return out
 
 

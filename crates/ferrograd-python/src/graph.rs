@@ -182,6 +182,17 @@ fn _trace_keep_undo(on: bool) {
     graph::keep_undo(on)
 }
 
+/// Starts (`True`) or ends (`False`) a guarded part of the active trace; returns, for the
+/// part that ends, each tensor from outside the trace it wrote in place with a traced copy of
+/// its value from before the part's first write into it.
+#[pyfunction]
+fn _trace_guard_writes(on: bool) -> Vec<(PyTensor, PyTensor)> {
+    graph::guard_writes(on)
+        .into_iter()
+        .map(|(t, old)| (PyTensor::from(t), PyTensor::from(old)))
+        .collect()
+}
+
 /// Puts back the values and `.grad`s the last trace changed in tensors from outside it (kept
 /// by `_trace_keep_undo(True)`); returns whether anything was kept.
 #[pyfunction]
@@ -441,6 +452,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_trace_end, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_abort, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_keep_undo, m)?)?;
+    m.add_function(wrap_pyfunction!(_trace_guard_writes, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_undo, m)?)?;
     m.add_function(wrap_pyfunction!(_tracing, m)?)?;
     m.add_function(wrap_pyfunction!(_trace_shape_data, m)?)?;

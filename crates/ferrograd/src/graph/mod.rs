@@ -24,6 +24,6 @@ pub use ir::{Callable, CustomRule, Graph, Node, NodeId, NodeKind};
 pub use mirror::Mirror;
 pub use plan::MemoryReport;
 pub use trace::{
-    abort, begin, call, check_read, custom, end, is_tracing, keep_undo, keys_recording,
-    set_shape_data, undo,
+    abort, begin, call, check_read, custom, end, guard_writes, is_tracing, keep_undo,
+    keys_recording, set_shape_data, undo,
 };

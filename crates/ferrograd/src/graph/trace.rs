@@ -113,6 +113,7 @@ struct UndoLog {
 
 thread_local! {
     static UNDO: RefCell<Option<UndoLog>> = const { RefCell::new(None) };
+    static GUARD: RefCell<Option<Vec<(Tensor, Tensor)>>> = const { RefCell::new(None) };
     static SHAPE_DATA: Cell<bool> = const { Cell::new(false) };
     static READING_STALE: Cell<bool> = const { Cell::new(false) };
     static STATE: Cell<u8> = const { Cell::new(NONE) };
@@ -500,6 +501,7 @@ pub fn abort() {
 
 fn take() -> Result<Tracer> {
     STATE.with(|s| s.set(NONE));
+    GUARD.with(|g| g.borrow_mut().take());
     crate::autograd::set_trace_ceiling(usize::MAX);
     TRACER
         .with(|t| t.borrow_mut().take())
@@ -532,6 +534,44 @@ pub fn undo() -> Result<bool> {
         *t.grad_cell().lock().unwrap_or_else(|e| e.into_inner()) = old;
     }
     Ok(true)
+}
+
+/// Starts (`true`) or ends (`false`) a guarded part of the active trace and returns what the
+/// part that ends wrote: each tensor from outside the trace written in place during it, with a
+/// node of the graph holding its value from before the part's first write into it. A step the
+/// graph may have to skip at run time (a scaler's step on inf/NaN gradients) selects between
+/// the two after the part, so that a skip also undoes what hooks of the step wrote.
+pub fn guard_writes(on: bool) -> Vec<(Tensor, Tensor)> {
+    let done = GUARD.with(|g| g.borrow_mut().take());
+    if on {
+        GUARD.with(|g| *g.borrow_mut() = Some(Vec::new()));
+    }
+    done.unwrap_or_default()
+}
+
+/// Keeps, as a node of the graph, `dst`'s value before its first in-place write within a
+/// guarded part of the trace (see [`guard_writes`]), when `dst` is from outside the trace.
+fn guard_old_value(dst: &Tensor) -> Result<()> {
+    let wanted = GUARD.with(|g| {
+        g.borrow().as_ref().is_some_and(|log| {
+            !log.iter()
+                .any(|(t, _)| Arc::ptr_eq(t.storage(), dst.storage()) && t.layout() == dst.layout())
+        })
+    });
+    if !wanted || !with_tracer(|tr| tr.made_outside(dst)).unwrap_or(false) {
+        return Ok(());
+    }
+    // a copy made while tracing: a node that reads `dst`'s value as it is now
+    let old = {
+        let _no_grad = crate::autograd::no_grad();
+        dst.detach().copy()?
+    };
+    GUARD.with(|g| {
+        if let Some(log) = g.borrow_mut().as_mut() {
+            log.push((dst.clone(), old));
+        }
+    });
+    Ok(())
 }
 
 /// Keeps a copy of `dst`'s value before the trace's first in-place write into it, when the
@@ -646,6 +686,7 @@ pub(crate) fn on_update(op: &str, dst: &Tensor, result: &Tensor) -> Result<()> {
         return Ok(());
     }
     keep_old_value(dst)?;
+    guard_old_value(dst)?;
     with_tracer(|tr| {
         let node = tr.node_of(result)?;
         if let Some(&i) = tr.input_storage.get(&(Arc::as_ptr(dst.storage()) as usize)) {
