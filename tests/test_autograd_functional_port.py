@@ -1099,3 +1099,861 @@ def test_hessian_match_vhp_hvp(lib):
         return hes, hvp, vhp
 
     run(lib, body)
+
+
+# ------------------------------------------------------------------- custom autograd.Function
+
+
+def _once(e: Env) -> Callable:
+    return e.lib.autograd.function.once_differentiable
+
+
+def _scaled_sum_function(e: Env, once: bool) -> type:
+    """``t1 + s * t2 + t1 * t2`` with a hand-written backward (PyTorch's test_function)."""
+
+    def backward(ctx: Any, g: Any) -> Any:
+        if once:
+            assert not e.lib.is_grad_enabled()
+        t1, t2 = ctx.saved_tensors
+        assert e.is_tensor(t1) and e.is_tensor(t2) and e.is_tensor(g)
+        return g + g * t2, None, g * ctx.pyscalar + g * t1
+
+    def forward(ctx: Any, t1: Any, pyscalar: Any, t2: Any) -> Any:
+        ctx.pyscalar = pyscalar
+        ctx.save_for_backward(t1, t2)
+        return t1 + pyscalar * t2 + t1 * t2
+
+    return type(
+        "MyFunction",
+        (e.Function,),
+        {
+            "forward": staticmethod(forward),
+            "backward": staticmethod(_once(e)(backward) if once else backward),
+        },
+    )
+
+
+@pytest.mark.parametrize("once", [False, True])
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_create_graph_backward(lib, once):
+    def body(e: Env) -> Any:
+        fn = _scaled_sum_function(e, once)
+        x = e.randn(5, 5, dtype=e.double, requires_grad=True)
+        y = e.randn(5, 5, dtype=e.double, requires_grad=True)
+        go = e.ones([], dtype=e.double, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's note on create_graph into .grad
+            fn.apply(x, 2, y).sum().backward(go, create_graph=True)
+        np.testing.assert_allclose(x.grad.detach().numpy(), y.detach().numpy() + 1)
+        np.testing.assert_allclose(y.grad.detach().numpy(), x.detach().numpy() + 2)
+        assert x.grad.grad_fn is not None and y.grad.grad_fn is not None
+        if once:
+            # differentiating a once_differentiable backward again is an error, not a
+            # second derivative that silently lacks its terms
+            with pytest.raises(RuntimeError, match="differentiate twice a function that was"):
+                (x.grad * y).sum().backward()
+            # (torch has by then added into y.grad what its engine reached first; here a
+            # backward that fails changes no .grad)
+            return x.grad
+        (g,) = e.lib.autograd.grad((x.grad * y).sum(), go)
+        return x.grad, y.grad, g
+
+    run(lib, body, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_returns_input(lib):
+    def body(e: Env) -> Any:
+        class MyFunction(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                return x
+
+            @staticmethod
+            def backward(ctx: Any, grad: Any) -> Any:
+                return grad * 2
+
+        out = []
+        for shape in [(1,), ()]:
+            v = e.ones(*shape, requires_grad=True)
+            MyFunction.apply(v).backward()
+            np.testing.assert_allclose(v.grad.numpy(), np.full(shape, 2.0))
+            with e.lib.no_grad():
+                v.grad.zero_()
+            MyFunction.apply(v.clone()).backward()
+            np.testing.assert_allclose(v.grad.numpy(), np.full(shape, 2.0))
+            out.append(v.grad)
+        return out
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_returns_undefined_tensor(lib):
+    def body(e: Env) -> Any:
+        class MyFunction(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                return x * 2
+
+            @staticmethod
+            def backward(ctx: Any, grad: Any) -> Any:
+                return None
+
+        x = e.ones(1, requires_grad=True)
+        MyFunction.apply(x).backward()
+        assert x.grad is None
+        MyFunction.apply(x**2).backward()
+        assert x.grad is None
+        MyFunction.apply(x).sum().backward()
+        assert x.grad is None
+        assert e.lib.autograd.grad(MyFunction.apply(x), x, allow_unused=True)[0] is None
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("materialize", [True, False])
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_materialize_grads(lib, materialize):
+    def body(e: Env) -> Any:
+        seen = []
+
+        class MyFunction(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                ctx.set_materialize_grads(materialize)
+                return x.clone(), x.clone()
+
+            @staticmethod
+            def backward(ctx: Any, g0: Any, g1: Any) -> Any:
+                seen.append(g1)
+                return g0 if g1 is None else g0 + g1
+
+        a = e.tensor([1.0, 2.0], requires_grad=True)
+        MyFunction.apply(a)[0].sum().backward()
+        if materialize:
+            np.testing.assert_array_equal(seen[0].numpy(), [0.0, 0.0])
+        else:
+            assert seen == [None]
+        return a.grad
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_set_materialize_non_diff_grads(lib):
+    # PyTorch's private switch: an output marked non-differentiable gets None, not zeros
+    def body(e: Env) -> Any:
+        class Func(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                out0, out1 = x.clone(), x.clone()
+                ctx.mark_non_differentiable(out1)
+                ctx._materialize_non_diff_grads = False
+                return out0, out1
+
+            @staticmethod
+            def backward(ctx: Any, g0: Any, g1: Any) -> Any:
+                assert g1 is None
+                return g0
+
+        a = e.tensor(1.0, requires_grad=True)
+        Func.apply(a)[0].backward()
+        return a.grad
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_instance_is_deprecated_and_not_callable(lib):
+    e = Env(lib)
+
+    class Id(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g
+
+    with pytest.warns(DeprecationWarning, match="should not be instantiated"):
+        f = Id()
+    assert isinstance(f, Id)
+    with pytest.raises(RuntimeError, match="non-static forward method is deprecated"):
+        f(e.zeros(1, requires_grad=True))
+    assert Id.apply(e.zeros(1, requires_grad=True)).grad_fn.name() == "IdBackward"
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_saved_variables_is_deprecated(lib):
+    e = Env(lib)
+
+    class MyFunction(e.Function):
+        @staticmethod
+        def forward(ctx: Any, t1: Any, t2: Any) -> Any:
+            ctx.save_for_backward(t1, t2)
+            return t1 + t2
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            v1, v2 = ctx.saved_variables
+            return g * (v1 is not None), g * (v2 is not None)
+
+    x, y = e.randn(3, 3, requires_grad=True), e.randn(3, 3, requires_grad=True)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        MyFunction.apply(x, y).sum().backward()
+    assert any("saved_variables" in str(m.message) and "deprecated" in str(m.message) for m in w)
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((3, 3)))
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_backward_error_propagates(lib):
+    e = Env(lib)
+
+    class SimulateBackwardError(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x.clone()
+
+        @staticmethod
+        @_once(e)
+        def backward(ctx: Any, g: Any) -> Any:
+            raise ValueError("Simulate error on backward pass")
+
+    t1, t2 = e.rand(3, 3, requires_grad=True), e.rand(3, 3, requires_grad=True)
+    t3 = SimulateBackwardError.apply((t1 + t2) * (t1 + t2))
+    with pytest.raises(ValueError, match="Simulate error on backward pass"):
+        t3.sum().backward()
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_non_tensor_inputs_outputs(lib):
+    def body(e: Env) -> Any:
+        class MyFunction(e.Function):
+            @staticmethod
+            def forward(ctx: Any, t1: Any, t2: Any, scale: Any, t3: Any) -> Any:
+                t4 = t1 + t2 * t3
+                t5 = t1 * t2 + t3
+                t4 *= scale
+                t5 *= scale
+                ctx.scale = scale
+                ctx.save_for_backward(t1, t2, t3)
+                return scale, t4, None, True, t5, "bar", t1
+
+            @staticmethod
+            @_once(e)
+            def backward(ctx: Any, *grads: Any) -> Any:
+                assert len(grads) == 7
+                assert all(grads[i] is None for i in (0, 2, 3, 5))
+                s = ctx.scale
+                v1, v2, v3 = ctx.saved_tensors
+                return (
+                    grads[1] * s + grads[4] * v2 * s + grads[6],
+                    grads[1] * v3 * s + grads[4] * v1 * s,
+                    None,
+                    grads[1] * v2 * s + grads[4] * s,
+                )
+
+        t1 = e.rand(10, dtype=e.double, requires_grad=True)
+        t2 = e.rand(10, dtype=e.double, requires_grad=True)
+        t3 = e.rand(10, dtype=e.double)
+        res = MyFunction.apply(t1, t2, 3, t3)
+        assert res[0] == 3 and res[2] is None and res[3] is True and res[5] == "bar"
+        e.lib.autograd.backward([res[1].sum(), res[4].sum(), res[6].sum()])
+        assert t1.grad is not None and t2.grad is not None and t3.grad is None
+
+        def foo(t1: Any, t2: Any, t3: Any) -> Any:
+            r = MyFunction.apply(t1, t2, 3, t3)
+            return r[1], r[4], r[6]
+
+        assert e.gradcheck(foo, (t1, t2, t3))
+        return res[1], res[4], res[6], t1.grad, t2.grad
+
+    run(lib, body, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_without_tensors(lib):
+    e = Env(lib)
+
+    class MyFunction(e.Function):
+        @staticmethod
+        def forward(ctx: Any, t1: Any, t2: Any, scale: Any, t3: Any) -> Any:
+            t4 = (t1 + t2 * t3) * scale
+            t5 = (t1 * t2 + t3) * scale
+            return scale, t4, None, True, t5, "bar", t1
+
+        @staticmethod
+        def backward(ctx: Any, *args: Any) -> Any:
+            return args[0], args[1], None, args[2]
+
+    t1, t2, t3, scale = 0.25, 0.5, 0.75, 4
+    res = MyFunction.apply(t1, t2, scale, t3)
+    assert res == (scale, (t1 + t2 * t3) * scale, None, True, (t1 * t2 + t3) * scale, "bar", t1)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_gradient_of_wrong_shape(lib):
+    e = Env(lib)
+
+    class MyFunction(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return e.randn(10)
+
+    x = e.randn(5, 5, requires_grad=True)
+    with pytest.raises(RuntimeError, match="expected shape"):
+        MyFunction.apply(x).sum().backward()
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_gradient_of_a_broadcast_shape_is_summed(lib):
+    # a gradient the input's shape broadcasts to is reduced to it, as PyTorch's engine does
+    def body(e: Env) -> Any:
+        class MyFunction(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                return x * 2
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                return e.lib.stack([g, 3 * g]).reshape(2, 1, 3)
+
+        x = e.randn(1, 3, dtype=e.double, requires_grad=True)
+        MyFunction.apply(x).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.full((1, 3), 4.0))
+        return x.grad
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_gradient_of_another_float_dtype_is_cast(lib):
+    def body(e: Env) -> Any:
+        class MyFunction(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                (x,) = ctx.saved_tensors
+                return (2 * x * g).float()
+
+        x = e.tensor([1.5, -2.0], dtype=e.double, requires_grad=True)
+        MyFunction.apply(x).sum().backward()
+        assert x.grad.dtype == e.double
+        np.testing.assert_array_equal(x.grad.numpy(), [3.0, -4.0])
+        return x.grad
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_wrong_number_of_gradients(lib):
+    e = Env(lib)
+
+    class TooMany(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g, g
+
+    class TooFew(e.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, b: Any) -> Any:
+            return a * b
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g
+
+    class TrailingNones(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g, None, None
+
+    x = e.randn(5, 5, requires_grad=True)
+    with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+        TooMany.apply(x).sum().backward()
+    # (too few used to leave the second input silently without a gradient)
+    with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+        TooFew.apply(x, e.randn(5, 5, requires_grad=True)).sum().backward()
+    x.grad = None
+    TrailingNones.apply(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((5, 5)))
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_mark_non_differentiable(lib):
+    def body(e: Env) -> Any:
+        class Mask(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                out = x > 0
+                ctx.mark_non_differentiable(out)
+                return out
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                return (g * 0).to(e.double)
+
+        class Mixed(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                a, b = x + 1, x + 2
+                ctx.mark_non_differentiable(a)
+                return a, b
+
+            @staticmethod
+            def backward(ctx: Any, ga: Any, gb: Any) -> Any:
+                assert bool((ga == 0).all()) and bool((gb == 1).all())
+                return gb
+
+        class NoneBack(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                out = x.clone()
+                ctx.mark_non_differentiable(out)
+                return out
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                return None
+
+        x = e.randn(5, 5, dtype=e.double, requires_grad=True)
+        mask = Mask.apply(x)
+        assert not mask.requires_grad
+        x.masked_fill(mask, 0).sum().backward()
+        g1 = x.grad
+        x2 = e.randn(5, 5, dtype=e.double, requires_grad=True)
+        a, b = Mixed.apply(x2)
+        assert not a.requires_grad and b.requires_grad
+        b.sum().backward()
+        x3 = e.randn(5, 5, dtype=e.double, requires_grad=True)
+        r = NoneBack.apply(x3 * x3)
+        (r * x3).sum().backward()
+        return g1, x2.grad, x3.grad
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_returning_one_tensor_twice(lib):
+    def body(e: Env) -> Any:
+        class DoubleDuplicate(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                out = x * 2
+                return out, out
+
+            @staticmethod
+            def backward(ctx: Any, g1: Any, g2: Any) -> Any:
+                return g1 * 2 + g2 * 2
+
+        class DoubleInplace(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                x.mul_(2)
+                ctx.mark_dirty(x)
+                return x, x
+
+            @staticmethod
+            def backward(ctx: Any, g1: Any, g2: Any) -> Any:
+                return g1 * 2 + g2 * 2
+
+        def fn(x: Any) -> Any:
+            a, b = DoubleDuplicate.apply(x)
+            assert a is b
+            return a + b
+
+        def inplace_fn(x: Any) -> Any:
+            a, b = DoubleInplace.apply(x.clone())
+            assert a is b
+            return a + b
+
+        x = e.randn(5, 5, dtype=e.double, requires_grad=True)
+        for f in (fn, inplace_fn):
+            assert e.gradcheck(f, [x])
+            assert e.gradgradcheck(f, [x])
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            DoubleInplace.apply(x)
+        return e.lib.autograd.grad(fn(x).sum(), x)
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_saved_tensors_double_backward(lib):
+    def body(e: Env) -> Any:
+        def mult1(x: Any) -> Any:
+            return x.prod(dim=-1).prod(dim=-1)
+
+        class Mult(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                y = mult1(x)
+                ctx.save_for_backward(x, y)
+                return y
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                x, y = ctx.saved_tensors
+                return (g * y)[:, None, None] / x
+
+        class Double(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                y = x**2
+                ctx.save_for_backward(x, y)
+                return y
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                x, _ = ctx.saved_tensors
+                return g * 2 * x
+
+        class Double2(Double):
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                x, y = ctx.saved_tensors
+                return g * 2 * y / x
+
+        def repeated(x: Any, y: Any) -> Any:
+            (gy,) = e.lib.autograd.grad(y[0], x, create_graph=True)
+            (g1,) = e.lib.autograd.grad(gy[0, 0, 0], x, retain_graph=True)
+            (gy,) = e.lib.autograd.grad(y[0], x, create_graph=True)
+            (g2,) = e.lib.autograd.grad(gy[0, 0, 0], x, retain_graph=True)
+            np.testing.assert_array_equal(g1.numpy(), g2.numpy())
+            return g1
+
+        x = e.ones(2, 4, 4, dtype=e.double, requires_grad=True)
+        out = [repeated(x, mult1(x)), repeated(x, Mult.apply(x))]
+        np.testing.assert_allclose(out[0].numpy(), out[1].numpy())
+        s = e.tensor(2.0, dtype=e.double, requires_grad=True)
+        for f in (Double.apply, Double2.apply):
+            assert e.gradcheck(f, s) and e.gradgradcheck(f, s)
+            y = f(s)
+            out.append(e.lib.autograd.grad(y, s, create_graph=True)[0])
+            e.lib.autograd.grad(y, s)
+        return out
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_returning_its_input_leaf(lib):
+    def body(e: Env) -> Any:
+        class Identity(e.Function):
+            @staticmethod
+            def forward(ctx: Any, a: Any, b: Any) -> Any:
+                return a, a + b
+
+            @staticmethod
+            def backward(ctx: Any, ga: Any, gb: Any) -> Any:
+                return ga + gb, gb
+
+        called = []
+
+        def hook(g: Any) -> None:
+            called.append(1)
+            np.testing.assert_array_equal(g.numpy(), np.ones((5, 5)))
+
+        x, y = e.randn(5, 5, requires_grad=True), e.randn(5, 5, requires_grad=True)
+        q, p = Identity.apply(x, y)
+        q.register_hook(hook)
+        (q + p + x).sum().backward()
+        assert called
+        np.testing.assert_array_equal(x.grad.numpy(), np.full((5, 5), 3.0))
+        np.testing.assert_array_equal(y.grad.numpy(), np.ones((5, 5)))
+
+        class Inplace(e.lib.autograd.function.InplaceFunction):
+            @staticmethod
+            def forward(ctx: Any, a: Any, b: Any) -> Any:
+                ctx.mark_dirty(a)
+                return a.add_(b), b + 2
+
+            @staticmethod
+            def backward(ctx: Any, ga: Any, gb: Any) -> Any:
+                return ga, ga + gb
+
+        x2, y2 = e.randn(5, 5), e.randn(5, 5, requires_grad=True)
+        q2, _ = Inplace.apply(x2, y2)
+        assert q2 is x2 and q2.requires_grad
+        q2.sum().backward()
+        np.testing.assert_array_equal(y2.grad.numpy(), np.ones((5, 5)))
+        return x.grad, y.grad, q2
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_grad_modes(lib):
+    e = Env(lib)
+    seen = []
+
+    class MyFunction(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            seen.append(e.lib.is_grad_enabled())
+            return x + 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g
+
+    x = e.randn(5, requires_grad=True)
+    y = MyFunction.apply(x)
+    # forward runs with grad mode off; under no_grad the result is not recorded
+    assert seen == [False] and y.requires_grad
+    with e.lib.no_grad():
+        z = MyFunction.apply(x)
+    assert x.requires_grad and not z.requires_grad and z.grad_fn is None
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_saved_none_and_non_differentiable_dependency(lib):
+    def body(e: Env) -> Any:
+        class MyFn(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                ctx.save_for_backward(None, x, None)
+                return x * x
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                n1, x, n2 = ctx.saved_tensors
+                assert n1 is None and n2 is None
+                return 2 * x * g
+
+        class F1(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                out = x * 0 + 5
+                ctx.mark_non_differentiable(out)
+                return x, out
+
+            @staticmethod
+            def backward(ctx: Any, g: Any, ignored: Any) -> Any:
+                return g
+
+        class F2(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any, ignored: Any) -> Any:
+                return x
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                return g, None
+
+        x = e.randn(5, 5, requires_grad=True)
+        MyFn.apply(x).sum().backward()
+        x2 = e.randn(5, requires_grad=True)
+        a, b = F1.apply(x2)
+        b = b + 1
+        assert a.requires_grad and not b.requires_grad
+        c = F2.apply(a, b)
+        c.backward(e.ones(5))
+        np.testing.assert_array_equal(x2.grad.numpy(), np.ones(5))
+        return x.grad
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_needs_input_grad_and_none_gradient(lib):
+    def body(e: Env) -> Any:
+        class NoneGradient(e.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any, y: Any) -> Any:
+                assert ctx.needs_input_grad[0] and not ctx.needs_input_grad[1]
+                return x, y
+
+            @staticmethod
+            def backward(ctx: Any, gx: Any, gy: Any) -> Any:
+                return gx, None
+
+        called = []
+        x, y = e.randn(5, 5, requires_grad=True), e.randn(5, 5)
+        rx, ry = NoneGradient.apply(x, y)
+        rx.register_hook(lambda g: called.append(g is not None))
+        (rx + ry).sum().backward()
+        assert called == [True]
+        return x.grad
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_deep_chain(lib):
+    e = Env(lib)
+
+    class MyOp(e.Function):
+        @staticmethod
+        def forward(ctx: Any, a: Any, b: Any) -> Any:
+            return a + b
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g, g
+
+    x = e.randn(1, requires_grad=True)
+    y = x.clone()
+    for _ in range(2000):
+        y = MyOp.apply(y, y)
+    del y
+
+
+# ------------------------------------------------------------- setup_context-style Functions
+
+
+@pytest.mark.parametrize("kind", ["staticmethod", "classmethod"])
+@pytest.mark.parametrize("lib", LIBS)
+def test_setup_context_sees_forward_defaults(lib, kind):
+    def body(e: Env) -> Any:
+        wrap = staticmethod if kind == "staticmethod" else classmethod
+
+        def forward_s(x: Any, y: Any = 3) -> Any:
+            return e.lib.pow(x, y)
+
+        def forward_c(cls: Any, x: Any, y: Any = 3) -> Any:
+            return e.lib.pow(x, y)
+
+        def setup_s(ctx: Any, inputs: tuple, output: Any) -> None:
+            x, y = inputs
+            ctx.save_for_backward(x)
+            ctx.y = y
+
+        def setup_c(cls: Any, ctx: Any, inputs: tuple, output: Any) -> None:
+            setup_s(ctx, inputs, output)
+
+        def backward_s(ctx: Any, g: Any) -> Any:
+            (x,) = ctx.saved_tensors
+            return g * ctx.y * e.lib.pow(x, ctx.y - 1), None
+
+        def backward_c(cls: Any, ctx: Any, g: Any) -> Any:
+            return backward_s(ctx, g)
+
+        static = kind == "staticmethod"
+        Pow = type(
+            "PowFunction",
+            (e.Function,),
+            {
+                "forward": wrap(forward_s if static else forward_c),
+                "setup_context": wrap(setup_s if static else setup_c),
+                "backward": wrap(backward_s if static else backward_c),
+            },
+        )
+        x = e.tensor(2.0, requires_grad=True)
+        y1 = Pow.apply(x)
+        (g1,) = e.lib.autograd.grad(y1, x)
+        y2 = Pow.apply(x, 2)
+        (g2,) = e.lib.autograd.grad(y2, x)
+        np.testing.assert_allclose([float(y1), float(g1), float(y2), float(g2)], [8, 12, 4, 4])
+        return y1, g1, y2, g2
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_setup_context_saves_inputs_outputs_and_marks(lib):
+    def body(e: Env) -> Any:
+        seen = {}
+
+        class Mul(e.Function):
+            @staticmethod
+            def forward(a: Any, b: Any, scale: float) -> Any:
+                return a * b * scale
+
+            @staticmethod
+            def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+                a, b, scale = inputs
+                seen["needs"] = tuple(ctx.needs_input_grad)
+                ctx.save_for_backward(a, b)
+                ctx.scale = scale
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                a, b = ctx.saved_tensors
+                ga = g * b * ctx.scale if ctx.needs_input_grad[0] else None
+                gb = g * a * ctx.scale if ctx.needs_input_grad[1] else None
+                return ga, gb, None
+
+        class SqAndSign(e.Function):
+            @staticmethod
+            def forward(x: Any) -> Any:
+                return x * x, x > 0
+
+            @staticmethod
+            def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+                ctx.mark_non_differentiable(output[1])
+                ctx.save_for_backward(inputs[0])
+
+            @staticmethod
+            def backward(ctx: Any, gy: Any, gm: Any) -> Any:
+                (x,) = ctx.saved_tensors
+                return 2 * x * gy
+
+        class Exp(e.Function):
+            @staticmethod
+            def forward(x: Any) -> Any:
+                return x.exp()
+
+            @staticmethod
+            def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+                ctx.save_for_backward(output)
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                (y,) = ctx.saved_tensors
+                return g * y
+
+        a, b = e.tensor([1.0, 2.0], requires_grad=True), e.tensor([3.0, 4.0])
+        Mul.apply(a, b, 2.0).sum().backward()
+        assert seen["needs"] == (True, False, False) and b.grad is None
+        x = e.tensor([-1.0, 2.0], dtype=e.double, requires_grad=True)
+        y, m = SqAndSign.apply(x)
+        assert y.requires_grad and not m.requires_grad
+        assert e.gradgradcheck(lambda t: SqAndSign.apply(t)[0], x)
+        z = e.tensor([0.5, 1.0], dtype=e.double, requires_grad=True)
+        (g,) = e.lib.autograd.grad(Exp.apply(z).sum(), z, create_graph=True)
+        (gg,) = e.lib.autograd.grad(g.sum(), z)
+        assert e.gradcheck(Exp.apply, z) and e.gradgradcheck(Exp.apply, z)
+        return a.grad, y, g, gg
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_missing_forward_or_backward(lib):
+    e = Env(lib)
+
+    class NoBackward(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 2
+
+    class NoForward(e.Function):
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g
+
+    x = e.ones(2, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="You must implement either the backward"):
+        NoBackward.apply(x).sum().backward()
+    with pytest.raises(NotImplementedError, match="You must implement the forward function"):
+        NoForward.apply(x)

@@ -232,6 +232,12 @@ class FunctionCtx:
 
     @property
     def saved_variables(self) -> tuple:
+        """Deprecated spelling of :attr:`saved_tensors` (warns, as PyTorch's)."""
+        import warnings
+
+        warnings.warn(
+            "'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning, stacklevel=2
+        )
         return self.saved_tensors
 
     def mark_non_differentiable(self, *outputs: Tensor) -> None:
@@ -257,6 +263,16 @@ class Function:
     ``loss.backward()``, GradManagers and inside ``fg.trace``. (``fg.Function`` is
     MegEngine's form of the same thing.)"""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        import warnings
+
+        warnings.warn(
+            f"{type(self).__name__} should not be instantiated: a Function's methods are "
+            f"static, call {type(self).__name__}.apply(...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+
     @staticmethod
     def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
@@ -275,18 +291,32 @@ class Function:
     def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
         raise NotImplementedError
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"{type(self).__name__}: Legacy autograd function with non-static forward method is "
+            "deprecated: make forward and backward static methods and call "
+            f"{type(self).__name__}.apply(...) instead of an instance"
+        )
+
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         from . import _core as core
 
         ctx = FunctionCtx()
+        separate_setup = _overrides_setup_context(cls)
+        if separate_setup:
+            # forward's defaults are bound, so setup_context sees every argument (PyTorch's)
+            import inspect
+
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            args, kwargs = bound.args, bound.kwargs
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx.needs_input_grad = tuple(
             isinstance(a, Tensor)
             and (bool(a.requires_grad) or core._tracking_level([a]) is not None)
             for a in args
         )
-        separate_setup = cls.setup_context is not Function.setup_context
         if not positions:
             # no tensor argument: nothing to differentiate
             return (
@@ -298,7 +328,13 @@ class Function:
         result = op(*[args[i] for i in positions])
         raw_outs, returned, at = op.raw_outs, op.returned, op.at
         recorded = (result,) if isinstance(result, Tensor) else tuple(result)
-        ctx._outputs = {id(raw): rec for raw, rec in zip(raw_outs, recorded)}
+        # a tensor forward returned twice comes back as one object, as PyTorch's (the
+        # second output's gradient is then zeros, or None without materialize_grads)
+        first: dict[int, Tensor] = {}
+        recorded = tuple(first.setdefault(id(raw), rec) for raw, rec in zip(raw_outs, recorded))
+        if len(first) < len(raw_outs):
+            result = recorded
+        ctx._outputs = first
         if not (ctx.dirty or ctx.non_differentiable):
             return _with_non_tensors(result, returned[0], at)
         dirty = {id(t) for t in ctx.dirty}
@@ -316,6 +352,11 @@ class Function:
         return _with_non_tensors(
             final[0] if isinstance(result, Tensor) else tuple(final), returned[0], at
         )
+
+
+def _overrides_setup_context(cls: type) -> bool:
+    own = getattr(cls.setup_context, "__func__", cls.setup_context)
+    return own is not Function.__dict__["setup_context"].__func__
 
 
 _node_classes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -358,11 +399,16 @@ class _FunctionNode(_EngineFunction):
         full = list(self.args)
         for i, t in zip(self.positions, tensors):
             full[i] = t
-        if self.separate_setup:
-            out = outer.forward(*full, **self.kwargs)
-            outer.setup_context(ctx, tuple(full), out)
-        else:
-            out = outer.forward(ctx, *full, **self.kwargs)
+        self.in_dtypes = [t.dtype for t in tensors]
+        self.in_shapes = [tuple(t.shape) for t in tensors]
+        # (under no_grad as PyTorch's: is_grad_enabled() is False in forward; nothing in it
+        # is recorded either way)
+        with no_grad():
+            if self.separate_setup:
+                out = outer.forward(*full, **self.kwargs)
+                outer.setup_context(ctx, tuple(full), out)
+            else:
+                out = outer.forward(ctx, *full, **self.kwargs)
         outs = (out,) if isinstance(out, Tensor) else tuple(out)
         at = self.at
         at.extend(i for i, o in enumerate(outs) if isinstance(o, Tensor))
@@ -390,9 +436,18 @@ class _FunctionNode(_EngineFunction):
 
         outer, ctx, name, args = self.outer, self.ctx, self.outer.__name__, self.args
         if ctx.materialize_grads:
+            # (PyTorch's private ctx._materialize_non_diff_grads = False leaves the outputs
+            # marked non-differentiable at None)
+            frozen = (
+                set()
+                if getattr(ctx, "_materialize_non_diff_grads", True)
+                else {id(t) for t in ctx.non_differentiable}
+            )
             grads = tuple(
-                g if g is not None else core.zeros(sh, dtype=dt.name, device=dev)
-                for g, (sh, dt, dev) in zip(grads, self.shapes)
+                g
+                if g is not None or id(raw) in frozen
+                else core.zeros(sh, dtype=dt.name, device=dev)
+                for g, (sh, dt, dev), raw in zip(grads, self.shapes, self.raw_outs)
             )
         returned = self.returned
         if not isinstance(returned[0], Tensor):
@@ -404,11 +459,32 @@ class _FunctionNode(_EngineFunction):
         rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
         if _anomaly_on():
             _check_nan_grads(f"{name}Backward", rs)
-        if len(rs) > len(args) and any(g is not None for g in rs[len(args) :]):
+        if len(rs) < len(args) or any(g is not None for g in rs[len(args) :]):
+            # (trailing Nones past the arguments are allowed, as PyTorch's)
             raise RuntimeError(
-                f"{name}.backward returned {len(rs)} gradients for {len(args)} arguments of forward"
+                f"{name}.backward returned an incorrect number of gradients (expected "
+                f"{len(args)}, one per argument of forward, got {len(rs)})"
             )
-        return tuple(rs[i] if i < len(rs) else None for i in self.positions)
+        out = []
+        for i, dt, shape in zip(self.positions, self.in_dtypes, self.in_shapes):
+            g = rs[i]
+            if isinstance(g, Tensor):
+                # as PyTorch's engine: a floating gradient of another precision is cast to
+                # the input's (a float32 backward for a float64 input), and one of a shape the
+                # input broadcasts to is summed down to the input's shape
+                if g.dtype != dt and g.dtype.kind == dt.kind == "f":
+                    g = g.astype(dt.name)
+                if tuple(g.shape) != shape and _broadcasts_to(shape, tuple(g.shape)):
+                    g = g.sum_to_size(*shape) if shape else g.sum()
+            out.append(g)
+        return tuple(out)
+
+
+def _broadcasts_to(shape: tuple, target: tuple) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to ``target`` (without adding size)."""
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
 
 
 def _anomaly_on() -> bool:
@@ -445,17 +521,51 @@ def _with_non_tensors(result: Any, returned: Any, at: list) -> Any:
 def once_differentiable(fn: Any) -> Any:
     """PyTorch's decorator for a ``backward`` that is not itself differentiable: it runs
     under ``no_grad`` (also in a ``create_graph=True`` backward), so its results are not
-    recorded."""
+    recorded. In a ``create_graph=True`` backward its gradients still depend on what it read
+    (the incoming gradients, the saved tensors): they come out tied to those by a node that
+    raises when differentiated, as PyTorch's, instead of silently dropping that term from a
+    second derivative."""
     import functools
 
     from .autodiff import no_grad
 
     @functools.wraps(fn)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def wrapped(ctx: Any, *args: Any, **kwargs: Any) -> Any:
         with no_grad():
-            return fn(*args, **kwargs)
+            result = fn(ctx, *args, **kwargs)
+        saved = getattr(ctx, "saved_tensors", ()) if isinstance(ctx, FunctionCtx) else ()
+        read = [t for t in (*args, *saved) if isinstance(t, Tensor) and t.requires_grad]
+        if not read:
+            return result
+        many = isinstance(result, (tuple, list))
+        rs = list(result) if many else [result]
+        at = [i for i, r in enumerate(rs) if isinstance(r, Tensor)]
+        if not at:
+            return result
+        tied = _OnceDifferentiable(fn.__qualname__, [rs[i] for i in at])(*read)
+        for i, t in zip(at, tied):
+            rs[i] = t
+        return tuple(rs) if many else rs[0]
 
     return wrapped
+
+
+class _OnceDifferentiable(_EngineFunction):
+    """The gradients a ``once_differentiable`` backward returned, as outputs of the tensors
+    it read. Recorded only where the tape records a backward (``create_graph=True``); its
+    own backward raises."""
+
+    def __init__(self, name: str, results: list) -> None:
+        self.name, self.results = name, results
+
+    def forward(self, *read: Tensor) -> Any:
+        return tuple(self.results)
+
+    def backward(self, *grads: Any) -> Any:
+        raise RuntimeError(
+            f"{self.name}: trying to differentiate twice a function that was marked with "
+            "@once_differentiable"
+        )
 
 
 class InplaceFunction(Function):
