@@ -1957,3 +1957,49 @@ def test_function_missing_forward_or_backward(lib):
         NoBackward.apply(x).sum().backward()
     with pytest.raises(NotImplementedError, match="You must implement the forward function"):
         NoForward.apply(x)
+
+
+@pytest.mark.parametrize("what", ["input", "input_no_grad", "output"])
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_saved_tensor_modified_in_place_raises(lib, what):
+    # (the backward used to read the new values: a silently wrong gradient)
+    e = Env(lib)
+
+    class Sq(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    class Exp(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            (y,) = ctx.saved_tensors
+            return g * y
+
+    w = e.tensor([1.0, 2.0], requires_grad=True)
+    if what == "output":
+        y = Exp.apply(w)
+        y.mul_(2)
+    else:
+        x = w * 1
+        y = Sq.apply(x)
+        if what == "input":
+            x.add_(10)
+        else:
+            with e.lib.no_grad():
+                x.add_(10)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    assert w.grad is None

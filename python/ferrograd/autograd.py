@@ -215,20 +215,39 @@ class FunctionCtx:
         self.materialize_grads = True
         self.non_differentiable: tuple = ()
         self.dirty: tuple = ()
+        # the saved tensors' versions when apply() returned (None: not yet)
+        self._versions: tuple | None = None
 
     def save_for_backward(self, *tensors: Any) -> None:
         self._saved = tuple(tensors)
+        self._versions = None
+
+    def _stamp(self) -> None:
+        self._versions = tuple(t._version if isinstance(t, Tensor) else None for t in self._saved)
 
     @property
     def saved_tensors(self) -> tuple:
         """What ``save_for_backward`` kept; a saved output of ``forward`` comes back as the
         output ``apply`` returned (on the tape), so a backward that uses it is
-        differentiated through the function again (double backward), as PyTorch's."""
+        differentiated through the function again (double backward), as PyTorch's. A saved
+        tensor changed in place after ``apply`` returned raises (its gradient would be
+        computed from the new values)."""
+        if self._versions is not None:
+            for i, (t, v) in enumerate(zip(self._saved, self._versions)):
+                if v is not None and t._version != v:
+                    raise RuntimeError(
+                        f"saved_tensors: saved tensor {i} (shape {list(t.shape)}) was modified "
+                        f"in place after it was saved (saved at version {v}, now at version "
+                        f"{t._version}); clone it before changing it, or change it after "
+                        "backward (one of the variables needed for gradient computation has "
+                        "been modified by an inplace operation)"
+                    )
         return tuple(self._outputs.get(id(t), t) for t in self._saved)
 
     @saved_tensors.setter
     def saved_tensors(self, value: tuple) -> None:
         self._saved = tuple(value)
+        self._versions = None
 
     @property
     def saved_variables(self) -> tuple:
@@ -336,6 +355,7 @@ class Function:
             result = recorded
         ctx._outputs = first
         if not (ctx.dirty or ctx.non_differentiable):
+            ctx._stamp()
             return _with_non_tensors(result, returned[0], at)
         dirty = {id(t) for t in ctx.dirty}
         frozen = {id(t) for t in ctx.non_differentiable}
@@ -349,6 +369,7 @@ class Function:
             if id(raw) in frozen:
                 rec = rec.detach()
             final.append(rec)
+        ctx._stamp()
         return _with_non_tensors(
             final[0] if isinstance(result, Tensor) else tuple(final), returned[0], at
         )
