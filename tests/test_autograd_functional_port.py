@@ -2003,3 +2003,28 @@ def test_function_saved_tensor_modified_in_place_raises(lib, what):
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
     assert w.grad is None
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_jacobian_dtype_per_strategy(lib):
+    # reverse mode gives the input's dtype, forward mode the output's (both libraries)
+    def body(e: Env) -> Any:
+        def f(x: Any, y: Any) -> Any:
+            return (x * y).float(), (x * y).double()
+
+        x, y = e.randn(3, dtype=e.double), e.randn(3, dtype=e.double)
+        rev = e.F.jacobian(f, (x, y), vectorize=True)
+        fwd = e.F.jacobian(f, (x, y), vectorize=True, strategy="forward-mode")
+        assert [b.dtype for row in rev for b in row] == [e.double] * 4
+        assert [b.dtype for row in fwd for b in row] == [e.lib.float32] * 2 + [e.double] * 2
+        return rev, fwd
+
+    run(lib, body)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_hessian_unknown_outer_strategy_raises(lib):
+    # (torch's check is an assert; ferrograd raises ValueError, as for jacobian's strategy)
+    e = Env(lib)
+    with pytest.raises(AssertionError if lib == "torch" else ValueError, match="forward-mode"):
+        e.F.hessian(lambda a: a.sum(), e.rand(3), outer_jacobian_strategy="foo")

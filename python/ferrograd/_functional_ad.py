@@ -327,6 +327,9 @@ def jacobian(
                 j = _core.stack(rows[k], 0).reshape(*y.shape, *x.shape)
             else:
                 j = _core.zeros((*y.shape, *x.shape), dtype=x.dtype.name, device=x.device)
+            if strategy == "forward-mode" and j.dtype != y.dtype and y.dtype.kind == "f":
+                # (PyTorch's forward mode gives the output's dtype, reverse mode the input's)
+                j = j.astype(y.dtype.name)
             blocks.append(j if create_graph else j.detach())
         per_output.append(tuple(blocks) if in_tuple else blocks[0])
     return tuple(per_output) if out_tuple else per_output[0]
@@ -348,6 +351,11 @@ def hessian(
     outer_jacobian_strategy: str = "reverse-mode",
 ) -> Any:
     """The Hessian of a function returning one element: ``jacobian`` of its gradient."""
+    if outer_jacobian_strategy not in ("reverse-mode", "forward-mode"):
+        raise ValueError(
+            "hessian: outer_jacobian_strategy must be 'reverse-mode' or 'forward-mode', got "
+            f"{outer_jacobian_strategy!r}"
+        )
     if outer_jacobian_strategy == "forward-mode" and not vectorize:
         raise NotImplementedError(
             "hessian: Computing Jacobian using forward-AD or forward-over-reverse Hessian is "
