@@ -2028,3 +2028,32 @@ def test_hessian_unknown_outer_strategy_raises(lib):
     e = Env(lib)
     with pytest.raises(AssertionError if lib == "torch" else ValueError, match="forward-mode"):
         e.F.hessian(lambda a: a.sum(), e.rand(3), outer_jacobian_strategy="foo")
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_backward_grad_mode_follows_create_graph(lib):
+    e = Env(lib)
+    seen = []
+
+    class Sq(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            seen.append(e.lib.is_grad_enabled())
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    x = e.tensor([1.0, 2.0], requires_grad=True)
+    Sq.apply(x).sum().backward()
+    e.lib.autograd.grad(Sq.apply(x).sum(), x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        Sq.apply(x).sum().backward(create_graph=True)
+    e.lib.autograd.grad(Sq.apply(x).sum(), x, create_graph=True)
+    with e.lib.no_grad():
+        y = x * 1
+    assert seen == [False, False, True, True] and not y.requires_grad

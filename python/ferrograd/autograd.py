@@ -18,6 +18,8 @@ from .autodiff import Function as _EngineFunction
 from .autodiff import (
     _as_list,
     _autograd,
+    _backward_mode,
+    _current_backward_mode,
     _run_backward,
     _seed_gradients,
     enable_grad,
@@ -116,7 +118,8 @@ def grad(
     if retain_graph is None:
         retain_graph = create_graph and ambient
     try:
-        found = key._grad_reached(outs, dys, ins, bool(retain_graph), create_graph)
+        with _backward_mode(create_graph):
+            found = key._grad_reached(outs, dys, ins, bool(retain_graph), create_graph)
     finally:
         if ambient and key.is_finished:
             _autograd.consume(outs)
@@ -476,7 +479,13 @@ class _FunctionNode(_EngineFunction):
             for i, g in zip(self.at, grads):
                 full[i] = g
             grads = tuple(full)
-        r = outer.backward(ctx, *grads)
+        mode = _current_backward_mode()
+        if mode is None:
+            r = outer.backward(ctx, *grads)
+        else:
+            # grad mode is on in backward only when it is recorded (create_graph), as PyTorch's
+            with set_grad_enabled(mode):
+                r = outer.backward(ctx, *grads)
         rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
         if _anomaly_on():
             _check_nan_grads(f"{name}Backward", rs)
