@@ -2057,3 +2057,28 @@ def test_function_backward_grad_mode_follows_create_graph(lib):
     with e.lib.no_grad():
         y = x * 1
     assert seen == [False, False, True, True] and not y.requires_grad
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_vjp_is_another_name_for_backward(lib):
+    e = Env(lib)
+
+    class ByVjp(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 2
+
+        @staticmethod
+        def vjp(ctx: Any, g: Any) -> Any:
+            return g * 5
+
+    class Both(ByVjp):
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g
+
+    x = e.ones(2, requires_grad=True)
+    ByVjp.apply(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 5.0])
+    with pytest.raises(RuntimeError, match="Implementing both 'backward' and 'vjp'"):
+        Both.apply(x).sum().backward()

@@ -309,6 +309,9 @@ class Function:
             "vjp method for your custom autograd.Function to use it with backward mode AD.)"
         )
 
+    # PyTorch's other name for backward: a subclass may define vjp instead (not both)
+    vjp = backward
+
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
         raise NotImplementedError
@@ -376,6 +379,19 @@ class Function:
         return _with_non_tensors(
             final[0] if isinstance(result, Tensor) else tuple(final), returned[0], at
         )
+
+
+def _user_backward(cls: type) -> Any:
+    """The backward rule ``cls`` defines: its ``backward`` or its ``vjp`` (one of them)."""
+    base = Function.__dict__["backward"].__func__
+    own_backward = getattr(cls.backward, "__func__", cls.backward) is not base
+    own_vjp = getattr(cls.vjp, "__func__", cls.vjp) is not base
+    if own_backward and own_vjp:
+        raise RuntimeError(
+            f"{cls.__name__}: Implementing both 'backward' and 'vjp' for a custom Function is "
+            "not allowed; define only one of them"
+        )
+    return cls.vjp if own_vjp else cls.backward
 
 
 def _overrides_setup_context(cls: type) -> bool:
@@ -479,13 +495,14 @@ class _FunctionNode(_EngineFunction):
             for i, g in zip(self.at, grads):
                 full[i] = g
             grads = tuple(full)
+        user_backward = _user_backward(outer)
         mode = _current_backward_mode()
         if mode is None:
-            r = outer.backward(ctx, *grads)
+            r = user_backward(ctx, *grads)
         else:
             # grad mode is on in backward only when it is recorded (create_graph), as PyTorch's
             with set_grad_enabled(mode):
-                r = outer.backward(ctx, *grads)
+                r = user_backward(ctx, *grads)
         rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
         if _anomaly_on():
             _check_nan_grads(f"{name}Backward", rs)
