@@ -580,6 +580,8 @@ def once_differentiable(fn: Any) -> Any:
     def wrapped(ctx: Any, *args: Any, **kwargs: Any) -> Any:
         with no_grad():
             result = fn(ctx, *args, **kwargs)
+        if _current_backward_mode() is False:
+            return result  # a plain backward records nothing
         saved = getattr(ctx, "saved_tensors", ()) if isinstance(ctx, FunctionCtx) else ()
         read = [t for t in (*args, *saved) if isinstance(t, Tensor) and t.requires_grad]
         if not read:
