@@ -2082,3 +2082,25 @@ def test_function_vjp_is_another_name_for_backward(lib):
     np.testing.assert_array_equal(x.grad.numpy(), [5.0, 5.0])
     with pytest.raises(RuntimeError, match="Implementing both 'backward' and 'vjp'"):
         Both.apply(x).sum().backward()
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_dirty_input_must_be_returned(lib):
+    # (ferrograd returned normally: the changed input kept the history of its old value, so
+    # a later use of it got the wrong gradient)
+    e = Env(lib)
+
+    class F(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            x.mul_(2)
+            ctx.mark_dirty(x)
+            return x * 1
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g
+
+    w = e.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="marked as dirty during the forward method were not"):
+        F.apply(w.clone())

@@ -461,6 +461,14 @@ class _FunctionNode(_EngineFunction):
                 )
             outs = tuple(outs[i] for i in at)
         for d in ctx.dirty:
+            if not any(d is o for o in outs):
+                # (its recorded history would not follow the in-place change: a later use
+                # would get the gradient of the value before it)
+                raise RuntimeError(
+                    f"{name}: Some elements marked as dirty during the forward method were not "
+                    "returned as output; an input modified in place (mark_dirty) must be "
+                    "returned by forward"
+                )
             if isinstance(d, Tensor) and d.requires_grad and d.is_leaf:
                 raise RuntimeError(
                     f"{name}: a leaf Variable that requires grad is being used in an "
