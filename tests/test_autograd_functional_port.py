@@ -2104,3 +2104,31 @@ def test_function_dirty_input_must_be_returned(lib):
     w = e.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError, match="marked as dirty during the forward method were not"):
         F.apply(w.clone())
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_function_saved_tensors_are_gone_after_a_backward_without_retain_graph(lib):
+    e = Env(lib)
+
+    class Sq(e.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    x = e.ones(2, requires_grad=True)
+    y = Sq.apply(x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0])
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+    z = Sq.apply(x).sum()
+    e.lib.autograd.grad(z, x)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        e.lib.autograd.grad(z, x)

@@ -1262,7 +1262,7 @@ def _run_backward(
                     f"{op}: inputs[{i}] (shape {list(x.shape)}) does not require grad"
                 )
         try:
-            with _backward_mode(create_graph):
+            with _backward_mode(create_graph, retain):
                 found = key._grad_reached(roots, dys, xs, retain, create_graph)
         finally:
             consumed()
@@ -1283,7 +1283,7 @@ def _run_backward(
             _check_anomaly(op, xs)
         return
     try:
-        with _backward_mode(create_graph):
+        with _backward_mode(create_graph, retain):
             key.backward(roots, dys, retain_graph=retain, create_graph=create_graph)
     finally:
         consumed()
@@ -1349,11 +1349,11 @@ _backward_modes = threading.local()
 
 
 @contextlib.contextmanager
-def _backward_mode(create_graph: bool) -> Iterator[None]:
+def _backward_mode(create_graph: bool, retain_graph: bool = True) -> Iterator[None]:
     stack = getattr(_backward_modes, "stack", None)
     if stack is None:
         stack = _backward_modes.stack = []
-    stack.append(bool(create_graph))
+    stack.append((bool(create_graph), bool(retain_graph)))
     try:
         yield
     finally:
@@ -1364,7 +1364,14 @@ def _current_backward_mode() -> bool | None:
     """``create_graph`` of the innermost PyTorch-style backward running on this thread, or
     None outside one."""
     stack = getattr(_backward_modes, "stack", None)
-    return stack[-1] if stack else None
+    return stack[-1][0] if stack else None
+
+
+def _current_backward_retains() -> bool:
+    """Whether the innermost PyTorch-style backward on this thread keeps the graph
+    (``retain_graph``); True outside one."""
+    stack = getattr(_backward_modes, "stack", None)
+    return stack[-1][1] if stack else True
 
 
 # anomaly detection (torch.autograd.set_detect_anomaly): after each backward, a NaN in a

@@ -20,6 +20,7 @@ from .autodiff import (
     _autograd,
     _backward_mode,
     _current_backward_mode,
+    _current_backward_retains,
     _run_backward,
     _seed_gradients,
     enable_grad,
@@ -118,7 +119,7 @@ def grad(
     if retain_graph is None:
         retain_graph = create_graph and ambient
     try:
-        with _backward_mode(create_graph):
+        with _backward_mode(create_graph, bool(retain_graph)):
             found = key._grad_reached(outs, dys, ins, bool(retain_graph), create_graph)
     finally:
         if ambient and key.is_finished:
@@ -220,6 +221,8 @@ class FunctionCtx:
         self.dirty: tuple = ()
         # the saved tensors' versions when apply() returned (None: not yet)
         self._versions: tuple | None = None
+        # a backward that did not retain the graph has run: the saved tensors are gone
+        self._freed = False
 
     def save_for_backward(self, *tensors: Any) -> None:
         self._saved = tuple(tensors)
@@ -235,6 +238,13 @@ class FunctionCtx:
         differentiated through the function again (double backward), as PyTorch's. A saved
         tensor changed in place after ``apply`` returned raises (its gradient would be
         computed from the new values)."""
+        if self._freed and any(isinstance(t, Tensor) for t in self._saved):
+            raise RuntimeError(
+                "saved_tensors: Trying to backward through the graph a second time (or "
+                "directly access saved tensors after they have already been freed): a "
+                "backward without retain_graph=True already ran through this Function; "
+                "specify retain_graph=True the first time to backward twice"
+            )
         if self._versions is not None:
             for i, (t, v) in enumerate(zip(self._saved, self._versions)):
                 if v is not None and t._version != v:
@@ -511,6 +521,8 @@ class _FunctionNode(_EngineFunction):
             # grad mode is on in backward only when it is recorded (create_graph), as PyTorch's
             with set_grad_enabled(mode):
                 r = user_backward(ctx, *grads)
+            if not _current_backward_retains():
+                ctx._freed = True  # (PyTorch frees the saved tensors here)
         rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
         if _anomaly_on():
             _check_nan_grads(f"{name}Backward", rs)
