@@ -238,7 +238,7 @@ class FunctionCtx:
         differentiated through the function again (double backward), as PyTorch's. A saved
         tensor changed in place after ``apply`` returned raises (its gradient would be
         computed from the new values)."""
-        if self._freed and any(isinstance(t, Tensor) for t in self._saved):
+        if self._freed:
             raise RuntimeError(
                 "saved_tensors: Trying to backward through the graph a second time (or "
                 "directly access saved tensors after they have already been freed): a "
@@ -256,6 +256,12 @@ class FunctionCtx:
                         "been modified by an inplace operation)"
                     )
         return tuple(self._outputs.get(id(t), t) for t in self._saved)
+
+    def _free(self) -> None:
+        """A backward that does not retain the graph ran: the saved tensors are released."""
+        if any(isinstance(t, Tensor) for t in self._saved):
+            self._freed = True
+            self._saved, self._versions, self._outputs = (), None, {}
 
     @saved_tensors.setter
     def saved_tensors(self, value: tuple) -> None:
@@ -522,7 +528,7 @@ class _FunctionNode(_EngineFunction):
             with set_grad_enabled(mode):
                 r = user_backward(ctx, *grads)
             if not _current_backward_retains():
-                ctx._freed = True  # (PyTorch frees the saved tensors here)
+                ctx._free()  # (as PyTorch's)
         rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
         if _anomaly_on():
             _check_nan_grads(f"{name}Backward", rs)
