@@ -327,6 +327,9 @@ def jacobian(
                 j = _core.stack(rows[k], 0).reshape(*y.shape, *x.shape)
             else:
                 j = _core.zeros((*y.shape, *x.shape), dtype=x.dtype.name, device=x.device)
+            if strategy == "forward-mode" and j.dtype != y.dtype and y.dtype.kind == "f":
+                # (PyTorch's forward mode gives the output's dtype, reverse mode the input's)
+                j = j.astype(y.dtype.name)
             blocks.append(j if create_graph else j.detach())
         per_output.append(tuple(blocks) if in_tuple else blocks[0])
     return tuple(per_output) if out_tuple else per_output[0]
@@ -348,6 +351,11 @@ def hessian(
     outer_jacobian_strategy: str = "reverse-mode",
 ) -> Any:
     """The Hessian of a function returning one element: ``jacobian`` of its gradient."""
+    if outer_jacobian_strategy not in ("reverse-mode", "forward-mode"):
+        raise ValueError(
+            "hessian: outer_jacobian_strategy must be 'reverse-mode' or 'forward-mode', got "
+            f"{outer_jacobian_strategy!r}"
+        )
     if outer_jacobian_strategy == "forward-mode" and not vectorize:
         raise NotImplementedError(
             "hessian: Computing Jacobian using forward-AD or forward-over-reverse Hessian is "
@@ -391,40 +399,40 @@ def hessian(
     return jacobian(gradient, xs if in_tuple else xs[0], create_graph=create_graph, strict=strict)
 
 
-@_grad_on
-def vhp(
-    func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+def _vhp(
+    op: str, func: Callable, inputs: Any, v: Any, create_graph: bool, strict: bool
 ) -> tuple[Any, Any]:
-    """``(func(*inputs), v^T H)`` for a function returning one element."""
-    in_tuple, xs = _tuple("vhp", "inputs", inputs)
+    """``(func(*inputs), v^T H)`` for a function returning one element; ``op`` names the
+    public function in errors."""
+    in_tuple, xs = _tuple(op, "inputs", inputs)
     if v is None:
         if any(x.numel() != 1 for x in xs):
             raise RuntimeError(
-                "vhp: the inputs are not single elements: give v (The vector v can only be "
+                f"{op}: the inputs are not single elements: give v (The vector v can only be "
                 "None if the input to the user-provided function is a single Tensor with a "
                 "single element.)"
             )
         vs = tuple(_core.ones_like(x) for x in xs)
     else:
-        vs = _tuple("vhp", "v", v)[1]
-        _check_v("vhp", vs, xs, in_tuple, "input")
+        vs = _tuple(op, "v", v)[1]
+        _check_v(op, vs, xs, in_tuple, "input")
     xs = _prepare(xs, create_graph)
-    _, ys = _call("vhp", func, xs)
+    _, ys = _call(op, func, xs)
     if len(ys) != 1:
         raise RuntimeError(
-            f"vhp: The function given to vhp should return a single Tensor, got {len(ys)}"
+            f"{op}: The function given to {op} should return a single Tensor, got {len(ys)}"
         )
     if ys[0].numel() != 1:
         raise RuntimeError(
-            "vhp: the function must return a single-element tensor (The Tensor returned "
-            "by the function given to vhp should contain a single element)"
+            f"{op}: the function must return a single-element tensor (The Tensor returned "
+            f"by the function given to {op} should contain a single element)"
         )
-    _check_strict("vhp", ys, strict)
-    g = _grads(ys, xs, (_core.ones_like(ys[0]),), True, strict=_independent("vhp", strict))
-    _check_grads_tracked("vhp", g, strict)
+    _check_strict(op, ys, strict)
+    g = _grads(ys, xs, (_core.ones_like(ys[0]),), True, strict=_independent(op, strict))
+    _check_grads_tracked(op, g, strict)
     msg = (
         _strict_msg(
-            "vhp",
+            op,
             "The hessian of the user-provided function with respect to input {i} is "
             "independent of the input.",
         )
@@ -438,12 +446,20 @@ def vhp(
 
 
 @_grad_on
+def vhp(
+    func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> tuple[Any, Any]:
+    """``(func(*inputs), v^T H)`` for a function returning one element."""
+    return _vhp("vhp", func, inputs, v, create_graph, strict)
+
+
+@_grad_on
 def hvp(
     func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
 ) -> tuple[Any, Any]:
     """``(func(*inputs), H v)`` for a function returning one element (the Hessian is
-    symmetric, so this is :func:`vhp`'s product)."""
-    return vhp(func, inputs, v, create_graph, strict)
+    symmetric, so this is :func:`vhp`'s product); errors name ``hvp``."""
+    return _vhp("hvp", func, inputs, v, create_graph, strict)
 
 
 # ------------------------------------------------------------------------------ gradcheck

@@ -3,8 +3,10 @@ grad rule overrides and a functional layer (grad, vjp, jvp, hvp)."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 if TYPE_CHECKING:  # annotations only: the package needs nothing beyond numpy at run time
@@ -1260,7 +1262,8 @@ def _run_backward(
                     f"{op}: inputs[{i}] (shape {list(x.shape)}) does not require grad"
                 )
         try:
-            found = key._grad_reached(roots, dys, xs, retain, create_graph)
+            with _backward_mode(create_graph, retain):
+                found = key._grad_reached(roots, dys, xs, retain, create_graph)
         finally:
             consumed()
         with enable_grad() if create_graph else no_grad():
@@ -1280,7 +1283,8 @@ def _run_backward(
             _check_anomaly(op, xs)
         return
     try:
-        key.backward(roots, dys, retain_graph=retain, create_graph=create_graph)
+        with _backward_mode(create_graph, retain):
+            key.backward(roots, dys, retain_graph=retain, create_graph=create_graph)
     finally:
         consumed()
     if _anomaly["on"]:
@@ -1337,6 +1341,37 @@ def _broadcast_dy(y: Any, dy: Any) -> Any:
 
 # objects told when a Tensor.backward() has filled .grad (DistributedDataParallel's reducer)
 _after_backward: weakref.WeakSet = weakref.WeakSet()
+
+# PyTorch-style backward runs in progress on this thread, innermost last: whether each
+# records its computation (create_graph); a custom Function's backward runs with grad mode
+# set to that, as PyTorch's engine does
+_backward_modes = threading.local()
+
+
+@contextlib.contextmanager
+def _backward_mode(create_graph: bool, retain_graph: bool = True) -> Iterator[None]:
+    stack = getattr(_backward_modes, "stack", None)
+    if stack is None:
+        stack = _backward_modes.stack = []
+    stack.append((bool(create_graph), bool(retain_graph)))
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def _current_backward_mode() -> bool | None:
+    """``create_graph`` of the innermost PyTorch-style backward running on this thread, or
+    None outside one."""
+    stack = getattr(_backward_modes, "stack", None)
+    return stack[-1][0] if stack else None
+
+
+def _current_backward_retains() -> bool:
+    """Whether the innermost PyTorch-style backward on this thread keeps the graph
+    (``retain_graph``); True outside one."""
+    stack = getattr(_backward_modes, "stack", None)
+    return stack[-1][1] if stack else True
 
 
 # anomaly detection (torch.autograd.set_detect_anomaly): after each backward, a NaN in a

@@ -18,6 +18,9 @@ from .autodiff import Function as _EngineFunction
 from .autodiff import (
     _as_list,
     _autograd,
+    _backward_mode,
+    _current_backward_mode,
+    _current_backward_retains,
     _run_backward,
     _seed_gradients,
     enable_grad,
@@ -116,7 +119,8 @@ def grad(
     if retain_graph is None:
         retain_graph = create_graph and ambient
     try:
-        found = key._grad_reached(outs, dys, ins, bool(retain_graph), create_graph)
+        with _backward_mode(create_graph, bool(retain_graph)):
+            found = key._grad_reached(outs, dys, ins, bool(retain_graph), create_graph)
     finally:
         if ambient and key.is_finished:
             _autograd.consume(outs)
@@ -215,23 +219,63 @@ class FunctionCtx:
         self.materialize_grads = True
         self.non_differentiable: tuple = ()
         self.dirty: tuple = ()
+        # the saved tensors' versions when apply() returned (None: not yet)
+        self._versions: tuple | None = None
+        # a backward that did not retain the graph has run: the saved tensors are gone
+        self._freed = False
 
     def save_for_backward(self, *tensors: Any) -> None:
         self._saved = tuple(tensors)
+        self._versions = None
+
+    def _stamp(self) -> None:
+        self._versions = tuple(t._version if isinstance(t, Tensor) else None for t in self._saved)
 
     @property
     def saved_tensors(self) -> tuple:
         """What ``save_for_backward`` kept; a saved output of ``forward`` comes back as the
         output ``apply`` returned (on the tape), so a backward that uses it is
-        differentiated through the function again (double backward), as PyTorch's."""
+        differentiated through the function again (double backward), as PyTorch's. A saved
+        tensor changed in place after ``apply`` returned raises (its gradient would be
+        computed from the new values)."""
+        if self._freed:
+            raise RuntimeError(
+                "saved_tensors: Trying to backward through the graph a second time (or "
+                "directly access saved tensors after they have already been freed): a "
+                "backward without retain_graph=True already ran through this Function; "
+                "specify retain_graph=True the first time to backward twice"
+            )
+        if self._versions is not None:
+            for i, (t, v) in enumerate(zip(self._saved, self._versions)):
+                if v is not None and t._version != v:
+                    raise RuntimeError(
+                        f"saved_tensors: saved tensor {i} (shape {list(t.shape)}) was modified "
+                        f"in place after it was saved (saved at version {v}, now at version "
+                        f"{t._version}); clone it before changing it, or change it after "
+                        "backward (one of the variables needed for gradient computation has "
+                        "been modified by an inplace operation)"
+                    )
         return tuple(self._outputs.get(id(t), t) for t in self._saved)
+
+    def _free(self) -> None:
+        """A backward that does not retain the graph ran: the saved tensors are released."""
+        if any(isinstance(t, Tensor) for t in self._saved):
+            self._freed = True
+            self._saved, self._versions, self._outputs = (), None, {}
 
     @saved_tensors.setter
     def saved_tensors(self, value: tuple) -> None:
         self._saved = tuple(value)
+        self._versions = None
 
     @property
     def saved_variables(self) -> tuple:
+        """Deprecated spelling of :attr:`saved_tensors` (warns, as PyTorch's)."""
+        import warnings
+
+        warnings.warn(
+            "'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning, stacklevel=2
+        )
         return self.saved_tensors
 
     def mark_non_differentiable(self, *outputs: Tensor) -> None:
@@ -257,6 +301,16 @@ class Function:
     ``loss.backward()``, GradManagers and inside ``fg.trace``. (``fg.Function`` is
     MegEngine's form of the same thing.)"""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        import warnings
+
+        warnings.warn(
+            f"{type(self).__name__} should not be instantiated: a Function's methods are "
+            f"static, call {type(self).__name__}.apply(...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+
     @staticmethod
     def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
@@ -271,22 +325,39 @@ class Function:
             "vjp method for your custom autograd.Function to use it with backward mode AD.)"
         )
 
+    # PyTorch's other name for backward: a subclass may define vjp instead (not both)
+    vjp = backward
+
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
         raise NotImplementedError
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"{type(self).__name__}: Legacy autograd function with non-static forward method is "
+            "deprecated: make forward and backward static methods and call "
+            f"{type(self).__name__}.apply(...) instead of an instance"
+        )
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         from . import _core as core
 
         ctx = FunctionCtx()
+        separate_setup = _overrides_setup_context(cls)
+        if separate_setup:
+            # forward's defaults are bound, so setup_context sees every argument (PyTorch's)
+            import inspect
+
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            args, kwargs = bound.args, bound.kwargs
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx.needs_input_grad = tuple(
             isinstance(a, Tensor)
             and (bool(a.requires_grad) or core._tracking_level([a]) is not None)
             for a in args
         )
-        separate_setup = cls.setup_context is not Function.setup_context
         if not positions:
             # no tensor argument: nothing to differentiate
             return (
@@ -298,8 +369,15 @@ class Function:
         result = op(*[args[i] for i in positions])
         raw_outs, returned, at = op.raw_outs, op.returned, op.at
         recorded = (result,) if isinstance(result, Tensor) else tuple(result)
-        ctx._outputs = {id(raw): rec for raw, rec in zip(raw_outs, recorded)}
+        # a tensor forward returned twice comes back as one object, as PyTorch's (the
+        # second output's gradient is then zeros, or None without materialize_grads)
+        first: dict[int, Tensor] = {}
+        recorded = tuple(first.setdefault(id(raw), rec) for raw, rec in zip(raw_outs, recorded))
+        if len(first) < len(raw_outs):
+            result = recorded
+        ctx._outputs = first
         if not (ctx.dirty or ctx.non_differentiable):
+            ctx._stamp()
             return _with_non_tensors(result, returned[0], at)
         dirty = {id(t) for t in ctx.dirty}
         frozen = {id(t) for t in ctx.non_differentiable}
@@ -313,9 +391,28 @@ class Function:
             if id(raw) in frozen:
                 rec = rec.detach()
             final.append(rec)
+        ctx._stamp()
         return _with_non_tensors(
             final[0] if isinstance(result, Tensor) else tuple(final), returned[0], at
         )
+
+
+def _user_backward(cls: type) -> Any:
+    """The backward rule ``cls`` defines: its ``backward`` or its ``vjp`` (one of them)."""
+    base = Function.__dict__["backward"].__func__
+    own_backward = getattr(cls.backward, "__func__", cls.backward) is not base
+    own_vjp = getattr(cls.vjp, "__func__", cls.vjp) is not base
+    if own_backward and own_vjp:
+        raise RuntimeError(
+            f"{cls.__name__}: Implementing both 'backward' and 'vjp' for a custom Function is "
+            "not allowed; define only one of them"
+        )
+    return cls.vjp if own_vjp else cls.backward
+
+
+def _overrides_setup_context(cls: type) -> bool:
+    own = getattr(cls.setup_context, "__func__", cls.setup_context)
+    return own is not Function.__dict__["setup_context"].__func__
 
 
 _node_classes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -358,11 +455,16 @@ class _FunctionNode(_EngineFunction):
         full = list(self.args)
         for i, t in zip(self.positions, tensors):
             full[i] = t
-        if self.separate_setup:
-            out = outer.forward(*full, **self.kwargs)
-            outer.setup_context(ctx, tuple(full), out)
-        else:
-            out = outer.forward(ctx, *full, **self.kwargs)
+        self.in_dtypes = [t.dtype for t in tensors]
+        self.in_shapes = [tuple(t.shape) for t in tensors]
+        # (under no_grad as PyTorch's: is_grad_enabled() is False in forward; nothing in it
+        # is recorded either way)
+        with no_grad():
+            if self.separate_setup:
+                out = outer.forward(*full, **self.kwargs)
+                outer.setup_context(ctx, tuple(full), out)
+            else:
+                out = outer.forward(ctx, *full, **self.kwargs)
         outs = (out,) if isinstance(out, Tensor) else tuple(out)
         at = self.at
         at.extend(i for i, o in enumerate(outs) if isinstance(o, Tensor))
@@ -375,6 +477,14 @@ class _FunctionNode(_EngineFunction):
                 )
             outs = tuple(outs[i] for i in at)
         for d in ctx.dirty:
+            if not any(d is o for o in outs):
+                # (its recorded history would not follow the in-place change: a later use
+                # would get the gradient of the value before it)
+                raise RuntimeError(
+                    f"{name}: Some elements marked as dirty during the forward method were not "
+                    "returned as output; an input modified in place (mark_dirty) must be "
+                    "returned by forward"
+                )
             if isinstance(d, Tensor) and d.requires_grad and d.is_leaf:
                 raise RuntimeError(
                     f"{name}: a leaf Variable that requires grad is being used in an "
@@ -390,9 +500,18 @@ class _FunctionNode(_EngineFunction):
 
         outer, ctx, name, args = self.outer, self.ctx, self.outer.__name__, self.args
         if ctx.materialize_grads:
+            # (PyTorch's private ctx._materialize_non_diff_grads = False leaves the outputs
+            # marked non-differentiable at None)
+            frozen = (
+                set()
+                if getattr(ctx, "_materialize_non_diff_grads", True)
+                else {id(t) for t in ctx.non_differentiable}
+            )
             grads = tuple(
-                g if g is not None else core.zeros(sh, dtype=dt.name, device=dev)
-                for g, (sh, dt, dev) in zip(grads, self.shapes)
+                g
+                if g is not None or id(raw) in frozen
+                else core.zeros(sh, dtype=dt.name, device=dev)
+                for g, (sh, dt, dev), raw in zip(grads, self.shapes, self.raw_outs)
             )
         returned = self.returned
         if not isinstance(returned[0], Tensor):
@@ -400,15 +519,45 @@ class _FunctionNode(_EngineFunction):
             for i, g in zip(self.at, grads):
                 full[i] = g
             grads = tuple(full)
-        r = outer.backward(ctx, *grads)
+        user_backward = _user_backward(outer)
+        mode = _current_backward_mode()
+        if mode is None:
+            r = user_backward(ctx, *grads)
+        else:
+            # grad mode is on in backward only when it is recorded (create_graph), as PyTorch's
+            with set_grad_enabled(mode):
+                r = user_backward(ctx, *grads)
+            if not _current_backward_retains():
+                ctx._free()  # (as PyTorch's)
         rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
         if _anomaly_on():
             _check_nan_grads(f"{name}Backward", rs)
-        if len(rs) > len(args) and any(g is not None for g in rs[len(args) :]):
+        if len(rs) < len(args) or any(g is not None for g in rs[len(args) :]):
+            # (trailing Nones past the arguments are allowed, as PyTorch's)
             raise RuntimeError(
-                f"{name}.backward returned {len(rs)} gradients for {len(args)} arguments of forward"
+                f"{name}.backward returned an incorrect number of gradients (expected "
+                f"{len(args)}, one per argument of forward, got {len(rs)})"
             )
-        return tuple(rs[i] if i < len(rs) else None for i in self.positions)
+        out = []
+        for i, dt, shape in zip(self.positions, self.in_dtypes, self.in_shapes):
+            g = rs[i]
+            if isinstance(g, Tensor):
+                # as PyTorch's engine: a floating gradient of another precision is cast to
+                # the input's (a float32 backward for a float64 input), and one of a shape the
+                # input broadcasts to is summed down to the input's shape
+                if g.dtype != dt and g.dtype.kind == dt.kind == "f":
+                    g = g.astype(dt.name)
+                if tuple(g.shape) != shape and _broadcasts_to(shape, tuple(g.shape)):
+                    g = g.sum_to_size(*shape) if shape else g.sum()
+            out.append(g)
+        return tuple(out)
+
+
+def _broadcasts_to(shape: tuple, target: tuple) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to ``target`` (without adding size)."""
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
 
 
 def _anomaly_on() -> bool:
@@ -445,17 +594,53 @@ def _with_non_tensors(result: Any, returned: Any, at: list) -> Any:
 def once_differentiable(fn: Any) -> Any:
     """PyTorch's decorator for a ``backward`` that is not itself differentiable: it runs
     under ``no_grad`` (also in a ``create_graph=True`` backward), so its results are not
-    recorded."""
+    recorded. In a ``create_graph=True`` backward its gradients still depend on what it read
+    (the incoming gradients, the saved tensors): they come out tied to those by a node that
+    raises when differentiated, as PyTorch's, instead of silently dropping that term from a
+    second derivative."""
     import functools
 
     from .autodiff import no_grad
 
     @functools.wraps(fn)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def wrapped(ctx: Any, *args: Any, **kwargs: Any) -> Any:
         with no_grad():
-            return fn(*args, **kwargs)
+            result = fn(ctx, *args, **kwargs)
+        if _current_backward_mode() is False:
+            return result  # a plain backward records nothing
+        saved = getattr(ctx, "saved_tensors", ()) if isinstance(ctx, FunctionCtx) else ()
+        read = [t for t in (*args, *saved) if isinstance(t, Tensor) and t.requires_grad]
+        if not read:
+            return result
+        many = isinstance(result, (tuple, list))
+        rs = list(result) if many else [result]
+        at = [i for i, r in enumerate(rs) if isinstance(r, Tensor)]
+        if not at:
+            return result
+        tied = _OnceDifferentiable(fn.__qualname__, [rs[i] for i in at])(*read)
+        for i, t in zip(at, tied):
+            rs[i] = t
+        return tuple(rs) if many else rs[0]
 
     return wrapped
+
+
+class _OnceDifferentiable(_EngineFunction):
+    """The gradients a ``once_differentiable`` backward returned, as outputs of the tensors
+    it read. Recorded only where the tape records a backward (``create_graph=True``); its
+    own backward raises."""
+
+    def __init__(self, name: str, results: list) -> None:
+        self.name, self.results = name, results
+
+    def forward(self, *read: Tensor) -> Any:
+        return tuple(self.results)
+
+    def backward(self, *grads: Any) -> Any:
+        raise RuntimeError(
+            f"{self.name}: trying to differentiate twice a function that was marked with "
+            "@once_differentiable"
+        )
 
 
 class InplaceFunction(Function):
