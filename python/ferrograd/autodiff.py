@@ -3,6 +3,7 @@ grad rule overrides and a functional layer (grad, vjp, jvp, hvp)."""
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
@@ -622,6 +623,14 @@ def hvp(
 # -- recomputation ---------------------------------------------------------------------------
 
 
+_recompute = threading.local()
+
+
+def _recomputing() -> bool:
+    """Whether a checkpointed segment is being recomputed in this thread (in backward)."""
+    return getattr(_recompute, "depth", 0) > 0
+
+
 def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = True) -> Any:
     """Runs ``fn(*args)`` keeping only its inputs for backward; ``fn`` is rerun there.
 
@@ -630,16 +639,21 @@ def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = Tr
     of Tensors and must not modify its inputs in place. With ``preserve_rng_state`` (the
     default, as PyTorch's) the rerun draws the same random numbers as the first run (the
     same dropout masks) from ``fg.manual_seed``'s streams, and leaves them where they were.
+    The rerun also runs under the autocast setting of the first run. A checkpoint met while
+    an enclosing segment is being recomputed just runs ``fn``: that recomputation is
+    recorded in full and freed after its backward, so nesting costs no gradient.
     """
+    from . import amp as _amp
     from . import random as _random
 
-    if not _core._grad_enabled():
-        return fn(*args)  # nothing records: no graph to rerun the function for
+    if not _core._grad_enabled() or _recomputing():
+        return fn(*args)  # nothing records, or the enclosing recomputation records it all
     positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     tensors = [args[i] for i in positions]
     shape: dict = {}
     keep_rng = preserve_rng_state and not _core._tracing()
     first_streams = _random._capture_streams() if keep_rng else None
+    first_autocast = _amp._capture()
     runs = [0]
 
     def segment(*ts: Tensor) -> tuple[Tensor, ...]:
@@ -647,13 +661,18 @@ def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = Tr
         for i, t in zip(positions, ts):
             call_args[i] = t
         runs[0] += 1
-        if keep_rng and runs[0] > 1:
-            now = _random._capture_streams()
-            _random._restore_streams(first_streams)
+        if runs[0] > 1:
+            now = _random._capture_streams() if keep_rng else None
+            if keep_rng:
+                _random._restore_streams(first_streams)
+            _recompute.depth = getattr(_recompute, "depth", 0) + 1
             try:
-                out = fn(*call_args)
+                with _amp._replay(first_autocast):
+                    out = fn(*call_args)
             finally:
-                _random._restore_streams(now)
+                _recompute.depth -= 1
+                if keep_rng:
+                    _random._restore_streams(now)
         else:
             out = fn(*call_args)
         single = isinstance(out, Tensor)
@@ -664,7 +683,9 @@ def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = Tr
                 f"got {type(out).__name__}"
             )
         shape.setdefault("single", single)
-        return tuple(outs)
+        # an argument returned as it is was read by no op of the segment: an alias of it
+        # is, so its gradient passes through the checkpoint like any other output's
+        return tuple(o.view(o.shape) if any(o is t for t in ts) else o for o in outs)
 
     outs = _core._checkpoint(segment, tensors)
     return outs[0] if shape.get("single") else tuple(outs)
