@@ -410,6 +410,50 @@ def test_checkpoint_reentrant_then_backward(lib):
 
 
 @pytest.mark.parametrize("lib", LIBS)
+def test_checkpointing_without_reentrant_detached_tensor(lib):
+    class NoGrad(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = lib.nn.Linear(2, 2, bias=False)
+            self.lin2 = lib.nn.Linear(2, 2, bias=False)
+
+        def forward(self, x):
+            with lib.no_grad():
+                return self.lin2(self.linear(x))
+
+    module = NoGrad()
+    a = lib.randn(2, 2, requires_grad=True)
+    for _ in range(3):
+        a.grad = None
+        out = _ckpt(lib, module, a, use_reentrant=False)
+        out += a
+        out.sum().backward()
+        np.testing.assert_array_equal(_np(a.grad), np.ones((2, 2)))
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_checkpoint_keeps_no_grad_regions_inside_the_function(lib, use_reentrant):
+    # what the function computes under no_grad is a constant, in the forward run and when
+    # it is recomputed, as without checkpointing
+    x = lib.tensor([1.5, -0.5], dtype=lib.float64, requires_grad=True)
+
+    def partly_constant(t):
+        with lib.no_grad():
+            y = t * t
+        return y * t
+
+    def constant(t):
+        with lib.no_grad():
+            return t * 2
+
+    out = _ckpt(lib, partly_constant, x, use_reentrant=use_reentrant)
+    out.sum().backward()
+    np.testing.assert_allclose(_np(x.grad), _np(x) ** 2, rtol=1e-14)
+    assert not _ckpt(lib, constant, x, use_reentrant=False).requires_grad
+
+
+@pytest.mark.parametrize("lib", LIBS)
 def test_checkpointing_without_reentrant_correct_grad(lib):
     a = lib.randn(2, 2, dtype=lib.float64, requires_grad=True)
     lib.exp(a).sum().backward()
