@@ -631,6 +631,12 @@ def _recomputing() -> bool:
     return getattr(_recompute, "depth", 0) > 0
 
 
+def _in_checkpoint_forward() -> bool:
+    """Whether a checkpointed function is running its forward in this thread (nothing
+    records there: it cannot differentiate inside itself)."""
+    return getattr(_recompute, "forward", 0) > 0
+
+
 def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = True) -> Any:
     """Runs ``fn(*args)`` keeping only its inputs for backward; ``fn`` is rerun there.
 
@@ -674,7 +680,11 @@ def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = Tr
                 if keep_rng:
                     _random._restore_streams(now)
         else:
-            out = fn(*call_args)
+            _recompute.forward = getattr(_recompute, "forward", 0) + 1
+            try:
+                out = fn(*call_args)
+            finally:
+                _recompute.forward -= 1
         single = isinstance(out, Tensor)
         outs = (out,) if single else out
         if not isinstance(outs, (tuple, list)) or not all(isinstance(o, Tensor) for o in outs):
@@ -682,6 +692,17 @@ def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = Tr
                 f"checkpoint: the function must return a Tensor or a tuple of Tensors, "
                 f"got {type(out).__name__}"
             )
+        if runs[0] == 1 and not _core._tracing():
+            for o in outs:
+                if o.requires_grad and not o.is_leaf and not any(o is t for t in ts):
+                    # recorded despite the checkpoint's block: the function lifted it
+                    # itself, and the checkpoint op would cut that record off
+                    raise RuntimeError(
+                        "checkpoint: the function computed an output with gradients "
+                        "enabled inside it (enable_grad, or autograd.grad with "
+                        "create_graph=True); checkpointing cannot differentiate through "
+                        "that: call the function without checkpoint"
+                    )
         shape.setdefault("single", single)
         # an argument returned as it is was read by no op of the segment: an alias of it
         # is, so its gradient passes through the checkpoint like any other output's
