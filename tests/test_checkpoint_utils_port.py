@@ -522,6 +522,68 @@ def test_checkpoint_of_a_module_with_buffers(lib):
     _close(m[1].running_mean, m2[1].running_mean * 1.9, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("lib", LIBS)
+def test_checkpointing_without_reentrant_dataparallel(lib):
+    class Net(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = lib.nn.Linear(2, 2, bias=False)
+
+        def forward(self, x):
+            return self.linear(x)
+
+    a = lib.randn(2, 2, requires_grad=True)
+    model = Net()
+    copy.deepcopy(model)(a).sum().backward()
+    want = _np(a.grad).copy()
+    a.grad = None
+    module = lib.nn.DataParallel(copy.deepcopy(model))
+    _ckpt(lib, module, a, use_reentrant=False).sum().backward()
+    np.testing.assert_allclose(_np(a.grad), want, rtol=1e-6)
+
+
+def test_checkpoint_sequential_training_matches_pytorch_in_float64():
+    # same weights, same batches: losses, input gradients, parameters and running
+    # statistics after SGD steps agree with PyTorch, in train() and in eval()
+    def build(lib):
+        return lib.nn.Sequential(
+            lib.nn.Linear(6, 8),
+            lib.nn.BatchNorm1d(8),
+            lib.nn.GELU(),
+            lib.nn.Linear(8, 8),
+            lib.nn.LayerNorm(8),
+            lib.nn.Tanh(),
+            lib.nn.Linear(8, 3),
+        )
+
+    tm = build(torch).double()
+    fm = build(fg).to(fg.float64)
+    fm.load_state_dict(
+        {k: fg.tensor(v.detach().numpy().copy()) for k, v in tm.state_dict().items()}
+    )
+    topt = torch.optim.SGD(tm.parameters(), lr=0.1, momentum=0.9)
+    fopt = fg.optim.SGD(fm.parameters(), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(0)
+    for mode in ("train", "eval"):
+        getattr(tm, mode)()
+        getattr(fm, mode)()
+        for _ in range(3):
+            x = rng.standard_normal((5, 6))
+            got = []
+            for lib, m, opt in ((torch, tm, topt), (fg, fm, fopt)):
+                xi = lib.tensor(x, requires_grad=True)
+                out = lib.utils.checkpoint.checkpoint_sequential(m, 3, xi, use_reentrant=False)
+                loss = (out**2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                got.append((loss.item(), _np(xi.grad).copy()))
+            assert abs(got[0][0] - got[1][0]) < 1e-12
+            np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-8, atol=1e-14)
+        for (k, a), b in zip(tm.state_dict().items(), fm.state_dict().values()):
+            np.testing.assert_allclose(_np(b), _np(a), rtol=1e-8, atol=1e-14, err_msg=k)
+
+
 # -- test_autograd.py: TestNestedCheckpoint ----------------------------------------------------
 
 
