@@ -661,6 +661,7 @@ def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = Tr
     first_streams = _random._capture_streams() if keep_rng else None
     first_autocast = _amp._capture()
     runs = [0]
+    blocked = [False]
 
     def segment(*ts: Tensor) -> tuple[Tensor, ...]:
         call_args = list(args)
@@ -679,7 +680,11 @@ def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = Tr
                 _recompute.depth -= 1
                 if keep_rng:
                     _random._restore_streams(now)
+        elif _core._grad_enabled():
+            out = fn(*call_args)  # run as it is: no key records anything it reads
         else:
+            # the checkpoint's forward run, with every key kept from recording
+            blocked[0] = True
             _recompute.forward = getattr(_recompute, "forward", 0) + 1
             try:
                 out = fn(*call_args)
@@ -692,7 +697,7 @@ def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = Tr
                 f"checkpoint: the function must return a Tensor or a tuple of Tensors, "
                 f"got {type(out).__name__}"
             )
-        if runs[0] == 1 and not _core._tracing():
+        if runs[0] == 1 and blocked[0]:
             for o in outs:
                 if o.requires_grad and not o.is_leaf and not any(o is t for t in ts):
                     # recorded despite the checkpoint's block: the function lifted it
