@@ -25,6 +25,7 @@ NaN and adapts the scale (PyTorch's algorithm and defaults)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import threading
@@ -274,6 +275,30 @@ class autocast:
 
 def _snapshot(st: dict) -> dict:
     return {"cpu": st["cpu"], "cuda": st["cuda"], "dtype": dict(st["dtype"]), "mge": st["mge"]}
+
+
+def _capture() -> tuple:
+    """The calling thread's whole autocast setting, for :func:`_replay` (a checkpointed
+    segment is recomputed in backward under the autocast it first ran under)."""
+    return _snapshot(_state()), dict(_mge_config())
+
+
+@contextlib.contextmanager
+def _replay(captured: tuple) -> Any:
+    """Runs its body under the autocast setting :func:`_capture` took, then puts the
+    caller's back."""
+    st, cfg = _state(), _mge_config()
+    prev = (_snapshot(st), dict(cfg))
+    st.update(captured[0])
+    st["dtype"] = dict(captured[0]["dtype"])
+    cfg.update(captured[1])
+    _active[0] += 1
+    try:
+        yield
+    finally:
+        _active[0] -= 1
+        st.update(prev[0])
+        cfg.update(prev[1])
 
 
 def _check_low(op: str, dtype: Any) -> str:

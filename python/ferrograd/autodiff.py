@@ -624,6 +624,20 @@ def hvp(
 # -- recomputation ---------------------------------------------------------------------------
 
 
+_recompute = threading.local()
+
+
+def _recomputing() -> bool:
+    """Whether a checkpointed segment is being recomputed in this thread (in backward)."""
+    return getattr(_recompute, "depth", 0) > 0
+
+
+def _in_checkpoint_forward() -> bool:
+    """Whether a checkpointed function is running its forward in this thread (nothing
+    records there: it cannot differentiate inside itself)."""
+    return getattr(_recompute, "forward", 0) > 0
+
+
 def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = True) -> Any:
     """Runs ``fn(*args)`` keeping only its inputs for backward; ``fn`` is rerun there.
 
@@ -632,32 +646,51 @@ def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = Tr
     of Tensors and must not modify its inputs in place. With ``preserve_rng_state`` (the
     default, as PyTorch's) the rerun draws the same random numbers as the first run (the
     same dropout masks) from ``fg.manual_seed``'s streams, and leaves them where they were.
+    The rerun also runs under the autocast setting of the first run. A checkpoint met while
+    an enclosing segment is being recomputed just runs ``fn``: that recomputation is
+    recorded in full and freed after its backward, so nesting costs no gradient.
     """
+    from . import amp as _amp
     from . import random as _random
 
-    if not _core._grad_enabled():
-        return fn(*args)  # nothing records: no graph to rerun the function for
+    if not _core._grad_enabled() or _recomputing():
+        return fn(*args)  # nothing records, or the enclosing recomputation records it all
     positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     tensors = [args[i] for i in positions]
     shape: dict = {}
     keep_rng = preserve_rng_state and not _core._tracing()
     first_streams = _random._capture_streams() if keep_rng else None
+    first_autocast = _amp._capture()
     runs = [0]
+    blocked = [False]
 
     def segment(*ts: Tensor) -> tuple[Tensor, ...]:
         call_args = list(args)
         for i, t in zip(positions, ts):
             call_args[i] = t
         runs[0] += 1
-        if keep_rng and runs[0] > 1:
-            now = _random._capture_streams()
-            _random._restore_streams(first_streams)
+        if runs[0] > 1:
+            now = _random._capture_streams() if keep_rng else None
+            if keep_rng:
+                _random._restore_streams(first_streams)
+            _recompute.depth = getattr(_recompute, "depth", 0) + 1
+            try:
+                with _amp._replay(first_autocast):
+                    out = fn(*call_args)
+            finally:
+                _recompute.depth -= 1
+                if keep_rng:
+                    _random._restore_streams(now)
+        elif _core._grad_enabled():
+            out = fn(*call_args)  # run as it is: no key records anything it reads
+        else:
+            # the checkpoint's forward run, with every key kept from recording
+            blocked[0] = True
+            _recompute.forward = getattr(_recompute, "forward", 0) + 1
             try:
                 out = fn(*call_args)
             finally:
-                _random._restore_streams(now)
-        else:
-            out = fn(*call_args)
+                _recompute.forward -= 1
         single = isinstance(out, Tensor)
         outs = (out,) if single else out
         if not isinstance(outs, (tuple, list)) or not all(isinstance(o, Tensor) for o in outs):
@@ -665,8 +698,21 @@ def checkpoint(fn: Callable[..., Any], *args: Any, preserve_rng_state: bool = Tr
                 f"checkpoint: the function must return a Tensor or a tuple of Tensors, "
                 f"got {type(out).__name__}"
             )
+        if runs[0] == 1 and blocked[0]:
+            for o in outs:
+                if o.requires_grad and not o.is_leaf and not any(o is t for t in ts):
+                    # recorded despite the checkpoint's block: the function lifted it
+                    # itself, and the checkpoint op would cut that record off
+                    raise RuntimeError(
+                        "checkpoint: the function computed an output with gradients "
+                        "enabled inside it (enable_grad, or autograd.grad with "
+                        "create_graph=True); checkpointing cannot differentiate through "
+                        "that: call the function without checkpoint"
+                    )
         shape.setdefault("single", single)
-        return tuple(outs)
+        # an argument returned as it is was read by no op of the segment: an alias of it
+        # is, so its gradient passes through the checkpoint like any other output's
+        return tuple(o.view(o.shape) if any(o is t for t in ts) else o for o in outs)
 
     outs = _core._checkpoint(segment, tensors)
     return outs[0] if shape.get("single") else tuple(outs)

@@ -21,6 +21,7 @@ from .autodiff import (
     _backward_mode,
     _current_backward_mode,
     _current_backward_retains,
+    _in_checkpoint_forward,
     _run_backward,
     _seed_gradients,
     enable_grad,
@@ -97,6 +98,12 @@ def grad(
         return tuple(_graph_grad(outs, ins, dys, create_graph=True))
     keys = [k for t in outs for k in _core._tracking_keys(t)]
     if not keys:
+        if _in_checkpoint_forward():
+            raise RuntimeError(
+                "autograd.grad: called inside a checkpointed function, whose forward run "
+                "records nothing: differentiate outside the checkpoint, or call the "
+                "function without checkpoint"
+            )
         raise RuntimeError(
             "autograd.grad: element 0 of tensors does not require grad and does not have a "
             "grad_fn: make a leaf require grad first (x.requires_grad_() or nn.Parameter)"

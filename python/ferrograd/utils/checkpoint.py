@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from ..autodiff import checkpoint as _checkpoint
-from ..autodiff import checkpoint_sequential as _checkpoint_sequential
 
-__all__ = ["checkpoint", "checkpoint_sequential", "get_device_states", "set_device_states"]
+__all__ = [
+    "checkpoint",
+    "checkpoint_sequential",
+    "get_device_states",
+    "set_checkpoint_early_stop",
+    "set_device_states",
+]
 
 
 def checkpoint(
@@ -27,13 +34,23 @@ def checkpoint(
     again (with the same random numbers when ``preserve_rng_state``). Both modes of
     ``use_reentrant`` give the same gradients here; as PyTorch, ``use_reentrant=True`` takes
     no keyword arguments for ``function`` and, when no tensor argument requires grad, runs
-    it without recording (with a warning). ``function`` may return any structure of tuples,
+    it without recording (with a warning). Leaving ``use_reentrant`` out warns and means
+    ``True``, as in PyTorch. The whole function is rerun in backward whatever
+    ``early_stop`` says (the gradients are the same). ``function`` may return any structure of tuples,
     lists and dicts with tensors and other values in it. Under ``no_grad`` it is just
     called. ``context_fn()`` gives two context managers: the first wraps the forward run,
     the second the rerun in backward (``use_reentrant=False`` only)."""
     from .. import autodiff
     from .._core import Tensor
 
+    if use_reentrant is None:
+        warnings.warn(
+            "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly; "
+            "it defaults to True, as PyTorch's (pass use_reentrant=False to allow keyword "
+            "arguments and context_fn)",
+            stacklevel=2,
+        )
+        use_reentrant = True
     if use_reentrant and kwargs:
         raise ValueError("checkpoint: Unexpected keyword arguments: " + ",".join(kwargs))
     if use_reentrant and (context_fn is not None or debug):
@@ -117,12 +134,53 @@ def _flatten(value: Any, tensors: list) -> Callable[[Any], Any]:
 
 
 def checkpoint_sequential(
-    functions: Any, segments: int, input: Any, use_reentrant: bool | None = None, **kwargs: Any
+    functions: Any,
+    segments: int,
+    input: Any,
+    use_reentrant: bool | None = None,
+    **kwargs: Any,
 ) -> Any:
-    """Runs the modules of ``functions`` (a Sequential or a list) in ``segments``
-    checkpointed chunks."""
+    """Runs the modules of ``functions`` (a Sequential or a list) one after another, the
+    first ``segments - 1`` chunks of ``len(functions) // segments`` modules each
+    checkpointed, the rest run normally (their activations are needed at once), as
+    PyTorch's. ``kwargs`` (``preserve_rng_state``) go to :func:`checkpoint`; leaving
+    ``use_reentrant`` out warns and means ``True``."""
+    if use_reentrant is None:
+        warnings.warn(
+            "torch.utils.checkpoint.checkpoint_sequential: the use_reentrant parameter should "
+            "be passed explicitly; it defaults to True, as PyTorch's",
+            stacklevel=2,
+        )
+        use_reentrant = True
     layers = list(functions.children()) if hasattr(functions, "children") else list(functions)
-    return _checkpoint_sequential(layers, segments, input)
+    if not isinstance(segments, int) or isinstance(segments, bool) or segments < 1:
+        raise ValueError(
+            f"checkpoint_sequential: segments must be a positive int, got {segments!r}"
+        )
+
+    def run(chunk: list) -> Callable[[Any], Any]:
+        def forward(x: Any) -> Any:
+            for layer in chunk:
+                x = layer(x)
+            return x
+
+        return forward
+
+    size = len(layers) // segments
+    done = 0
+    if size > 0:
+        for done in range(size, size * segments, size):
+            chunk = run(layers[done - size : done])
+            input = checkpoint(chunk, input, use_reentrant=use_reentrant, **kwargs)
+    return run(layers[done:])(input)
+
+
+@contextlib.contextmanager
+def set_checkpoint_early_stop(enable: bool) -> Iterator[None]:
+    """PyTorch's switch for stopping a recomputation once it has rebuilt what backward
+    needs. Here a checkpointed function is always rerun whole (the gradients are the same
+    either way), so this only accepts the setting."""
+    yield
 
 
 def _tensors(value: Any, out: list) -> None:

@@ -258,10 +258,21 @@ pub(crate) struct Capture {
     pub(crate) reads: Vec<(Weak<Storage>, u64, Vec<usize>)>,
     /// Buffers the function made (its intermediates and their views).
     made: HashSet<usize>,
+    /// How many ceilings were pushed when the capture began: the checkpoint pushes one more
+    /// to keep the tape out of its forward run. A ceiling the function pushes itself
+    /// (`no_grad` inside it) keeps its inputs out of the segment's gradient, as it would
+    /// without checkpointing.
+    depth: usize,
 }
 
 pub(crate) fn push_capture() {
-    CAPTURES.with(|c| c.borrow_mut().push(Capture::default()));
+    let depth = ceiling_depth();
+    CAPTURES.with(|c| {
+        c.borrow_mut().push(Capture {
+            depth,
+            ..Capture::default()
+        })
+    });
     special(1);
 }
 
@@ -284,9 +295,11 @@ pub(crate) fn capture(inputs: &[&crate::Tensor], outputs: &[crate::Tensor]) {
         return;
     }
     let scope = snapshot();
+    let depth = ceiling_depth();
     CAPTURES.with(|c| {
         let mut c = c.borrow_mut();
         let Some(cap) = c.last_mut() else { return };
+        let own_block = depth <= cap.depth + 1;
         for t in inputs {
             let id = Arc::as_ptr(t.storage()) as usize;
             let known = cap.made.contains(&id)
@@ -298,7 +311,7 @@ pub(crate) fn capture(inputs: &[&crate::Tensor], outputs: &[crate::Tensor]) {
                     t.shape().to_vec(),
                 ));
             }
-            if !t.dtype().is_float() {
+            if !t.dtype().is_float() || !own_block {
                 continue;
             }
             for info in t.0.meta().infos.iter() {
@@ -327,14 +340,19 @@ pub(crate) struct Proxy {
     pub(crate) from: u64,
     pub(crate) to: super::GradKey,
     pub(crate) seen: Vec<(super::GradInfo, crate::Tensor)>,
+    /// How many ceilings were pushed when the recomputation began: the recompute key
+    /// records through those only, not through one the function pushes (`no_grad` in it).
+    depth: usize,
 }
 
 pub(crate) fn push_proxy(from: u64, to: super::GradKey) {
+    let depth = ceiling_depth();
     PROXY.with(|p| {
         p.borrow_mut().push(Proxy {
             from,
             to,
             seen: Vec::new(),
+            depth,
         })
     });
     special(1);
@@ -350,12 +368,24 @@ pub(crate) fn pop_proxy() -> Option<Proxy> {
 
 /// The recompute key allowed to record despite the ceiling, if any.
 pub(crate) fn proxy_key_id() -> Option<u64> {
-    PROXY.with(|p| p.borrow().last().map(|x| x.to.0.id))
+    let depth = ceiling_depth();
+    PROXY.with(|p| {
+        p.borrow()
+            .last()
+            .filter(|x| depth <= x.depth)
+            .map(|x| x.to.0.id)
+    })
 }
 
 /// Attaches to the recompute key every input tracked by the key being recomputed.
 pub(crate) fn proxy_inputs(inputs: &[&crate::Tensor]) -> crate::Result<()> {
-    let active = PROXY.with(|p| p.borrow().last().map(|x| (x.from, x.to.clone())));
+    let depth = ceiling_depth();
+    let active = PROXY.with(|p| {
+        p.borrow()
+            .last()
+            .filter(|x| depth <= x.depth)
+            .map(|x| (x.from, x.to.clone()))
+    });
     let Some((from, to)) = active else {
         return Ok(());
     };
