@@ -572,3 +572,282 @@ def test_rms_norm_result_keeps_the_input_dtype_under_a_wider_weight() -> None:
     for a, b in zip(out[torch], out[fg], strict=True):
         assert str(a.dtype).endswith(str(b.dtype).split(".")[-1])
         np.testing.assert_allclose(_np(b), _np(a), rtol=1e-6, atol=1e-6)
+
+
+# ------------------------------------------------------------------------ perceiver-pytorch
+
+
+def _perceiver(lib: Any) -> Any:
+    """perceiver-pytorch's Perceiver at toy sizes: Fourier-encoded pixel positions, masked
+    cross-attention (``masked_fill_`` of the similarities in place), inverted attention
+    (softmax over queries, then an L1 ``F.normalize``), GEGLU feed-forwards, weight-tied
+    latent blocks, einops' ``Reduce`` layer (``einops.layers.ferrograd`` in the port)."""
+    nn, F = lib.nn, lib.nn.functional
+    reduce_layer = __import__(f"einops.layers.{lib.__name__}", fromlist=["Reduce"]).Reduce
+    rearrange, repeat = einops.rearrange, einops.repeat
+    bands, latent, nlat = 2, 8, 3
+
+    class GEGLU(nn.Module):
+        def forward(self, x):
+            x, gates = x.chunk(2, dim=-1)
+            return x * F.gelu(gates)
+
+    class PreNorm(nn.Module):
+        def __init__(self, dim: int, fn: Any, context_dim: int | None = None) -> None:
+            super().__init__()
+            self.fn, self.norm = fn, nn.LayerNorm(dim)
+            self.norm_context = nn.LayerNorm(context_dim) if context_dim else None
+
+        def forward(self, x, **kwargs):
+            if self.norm_context is not None:
+                kwargs.update(context=self.norm_context(kwargs["context"]))
+            return self.fn(self.norm(x), **kwargs)
+
+    def ff() -> Any:
+        return PreNorm(
+            latent,
+            nn.Sequential(nn.Linear(latent, latent * 4), GEGLU(), nn.Linear(latent * 2, latent)),
+        )
+
+    class Attention(nn.Module):
+        def __init__(self, context_dim: int, heads: int) -> None:
+            super().__init__()
+            self.heads, self.scale = heads, 4**-0.5
+            self.to_q = nn.Linear(latent, 4 * heads, bias=False)
+            self.to_kv = nn.Linear(context_dim, 8 * heads, bias=False)
+            self.to_out = nn.Linear(4 * heads, latent)
+
+        def forward(self, x, context=None, mask=None, inverted=False):
+            context = x if context is None else context
+            k, v = self.to_kv(context).chunk(2, dim=-1)
+            q, k, v = (
+                rearrange(t, "b n (h d) -> (b h) n d", h=self.heads) for t in (self.to_q(x), k, v)
+            )
+            sim = lib.einsum("b i d, b j d -> b i j", q, k) * self.scale
+            if mask is not None:
+                mask = repeat(
+                    rearrange(mask, "b ... -> b (...)"), "b j -> (b h) () j", h=self.heads
+                )
+                sim.masked_fill_(~mask, -lib.finfo(sim.dtype).max)
+            if inverted:
+                attn = sim.softmax(dim=-2)
+                if mask is not None:
+                    attn = attn.masked_fill(~mask, 0.0)
+                attn = F.normalize(attn, p=1, dim=-1, eps=1e-8)
+            else:
+                attn = sim.softmax(dim=-1)
+            out = lib.einsum("b i j, b j d -> b i d", attn, v)
+            return self.to_out(rearrange(out, "(b h) n d -> b n (h d)", h=self.heads))
+
+    class Perceiver(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            cdim = 2 * (2 * bands + 1) + 3
+            self.latents = nn.Parameter(lib.randn(nlat, latent))
+            latent_attn, latent_ff = PreNorm(latent, Attention(latent, 2)), ff()
+            self.layers = nn.ModuleList(
+                [
+                    nn.ModuleList(
+                        [PreNorm(latent, Attention(cdim, 1), cdim), ff(), latent_attn, latent_ff]
+                    )
+                    for _ in range(2)
+                ]
+            )
+            self.to_logits = nn.Sequential(
+                reduce_layer("b n d -> b d", "mean"), nn.LayerNorm(latent), nn.Linear(latent, 5)
+            )
+
+        def forward(self, data, mask=None):
+            b, *axis, _ = data.shape
+            pos = lib.stack(
+                lib.meshgrid(
+                    *[lib.linspace(-1.0, 1.0, steps=n, dtype=data.dtype) for n in axis],
+                    indexing="ij",
+                ),
+                dim=-1,
+            )
+            x = rearrange(pos, "... -> ... 1")
+            scales = lib.linspace(1.0, 5 / 2, bands, dtype=x.dtype)[
+                (*((None,) * (x.ndim - 1)), Ellipsis)
+            ]
+            enc = lib.cat([(x * scales * np.pi).sin(), (x * scales * np.pi).cos(), x], dim=-1)
+            enc = repeat(rearrange(enc, "... n d -> ... (n d)"), "... -> b ...", b=b)
+            data = rearrange(lib.cat((data, enc), dim=-1), "b ... d -> b (...) d")
+            x = repeat(self.latents, "n d -> b n d", b=b)
+            for i, (cross, cross_ff, attn, attn_ff) in enumerate(self.layers):
+                x = cross(x, context=data, mask=mask, inverted=i == 1) + x
+                x = cross_ff(x) + x
+                x = attn(x) + x
+                x = attn_ff(x) + x
+            return self.to_logits(x)
+
+    return Perceiver().double()
+
+
+def test_perceiver_masked_and_inverted_cross_attention_trains_as_in_torch() -> None:
+    rng = np.random.default_rng(8)
+    data, labels = rng.standard_normal((2, 3, 4, 3)), rng.integers(0, 5, (2,))
+    mask = rng.random((2, 3, 4)) > 0.3
+
+    def step(lib: Any, m: Any, opt: Any, data: Any, labels: Any, mask: Any) -> tuple[Any, Any]:
+        out = m(data, mask=mask)
+        loss = lib.nn.functional.cross_entropy(out, labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return out, loss
+
+    _train_alike(
+        _perceiver,
+        lambda lib, m: lib.optim.Adam(m.parameters(), lr=1e-3),
+        step,
+        (data, labels, mask),
+    )
+
+
+# ----------------------------------------------------------------------- performer-pytorch
+
+
+def _orthogonal_features(lib: Any, rows: int, cols: int, device: Any = None) -> Any:
+    """performer-pytorch's Gaussian orthogonal random matrix: QR of Gaussian blocks, moved
+    ``.to(device)`` with its default ``device=None``, rows scaled by Gaussian norms."""
+    blocks = []
+    for _ in range(-(-rows // cols)):
+        q, _r = lib.linalg.qr(lib.randn((cols, cols), device=device).cpu(), mode="reduced")
+        blocks.append(q.to(device).t())
+    final = lib.cat(blocks)[:rows]
+    return lib.diag(lib.randn((rows, cols), device=device).norm(dim=1)) @ final
+
+
+def _performer(lib: Any) -> Any:
+    """performer-pytorch's PerformerLM at toy sizes: FAVOR+ softmax-kernel linear attention
+    over a random orthogonal projection (a buffer, copied across with the weights), rotary
+    position embeddings, GEGLU feed-forward, a masked value fill in place, tied embeddings."""
+    nn = lib.nn
+    rearrange, repeat = einops.rearrange, einops.repeat
+    dim, heads, dh, nf, vocab, seq = 8, 2, 4, 6, 11, 8
+
+    def softmax_kernel(data, proj, is_query, eps=1e-4):
+        norm = data.shape[-1] ** -0.25
+        projection = repeat(proj, "j d -> b h j d", b=data.shape[0], h=data.shape[1]).type_as(data)
+        dash = lib.einsum("...id,...jd->...ij", norm * data, projection)
+        diag = ((data**2).sum(dim=-1) / 2.0 * norm**2).unsqueeze(dim=-1)
+        dims = -1 if is_query else (-1, -2)
+        peak = lib.amax(dash, dim=dims, keepdim=True).detach()
+        return (nf**-0.5 * (lib.exp(dash - diag - peak) + eps)).type_as(data)
+
+    def rotate_every_two(x):
+        x1, x2 = rearrange(x, "... (d j) -> ... d j", j=2).unbind(dim=-1)
+        return rearrange(lib.stack((-x2, x1), dim=-1), "... d j -> ... (d j)")
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("projection_matrix", _orthogonal_features(lib, nf, dh))
+            self.to_q, self.to_k = nn.Linear(dim, heads * dh), nn.Linear(dim, heads * dh)
+            self.to_v, self.to_out = nn.Linear(dim, heads * dh), nn.Linear(heads * dh, dim)
+
+        def forward(self, x, pos_emb, mask):
+            q, k, v = (
+                rearrange(f(x), "b n (h d) -> b h n d", h=heads)
+                for f in (self.to_q, self.to_k, self.to_v)
+            )
+            v.masked_fill_(~mask[:, None, :, None], 0.0)
+            sin, cos = rearrange(pos_emb, "() n (j d) -> n j d", j=2).unbind(dim=-2)
+            sin, cos = (repeat(t, "b n -> b (n j)", j=2) for t in (sin, cos))
+            q, k = ((t * cos) + (rotate_every_two(t) * sin) for t in (q, k))
+            q = softmax_kernel(q, self.projection_matrix, True)
+            k = softmax_kernel(k, self.projection_matrix, False)
+            d_inv = 1.0 / lib.einsum("...nd,...d->...n", q, k.sum(dim=-2).type_as(q))
+            context = lib.einsum("...nd,...ne->...de", k, v)
+            out = lib.einsum("...de,...nd,...n->...ne", context, q, d_inv)
+            return self.to_out(rearrange(out, "b h n d -> b n (h d)"))
+
+    class FeedForward(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w1, self.w2, self.act = nn.Linear(dim, dim * 8), nn.Linear(dim * 4, dim), nn.GELU()
+
+        def forward(self, x):
+            x, v = self.w1(x).chunk(2, dim=-1)
+            return self.w2(self.act(x) * v)
+
+    def sinusoid(d: int) -> Any:
+        inv_freq = 1.0 / (10000 ** (lib.arange(0, d, 2).double() / d))
+        inp = lib.einsum("i,j->ij", lib.arange(0, seq, dtype=lib.float64), inv_freq)
+        return lib.cat((inp.sin(), inp.cos()), dim=-1)
+
+    class PerformerLM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.token_emb = nn.Embedding(vocab, dim)
+            self.register_buffer("pos", sinusoid(dim))
+            self.register_buffer("layer_pos", sinusoid(dh))
+            self.layers = nn.ModuleList(
+                [
+                    nn.ModuleList(
+                        [nn.LayerNorm(dim), Attention(), nn.LayerNorm(dim), FeedForward()]
+                    )
+                    for _ in range(2)
+                ]
+            )
+            self.norm = nn.LayerNorm(dim)
+
+        def forward(self, ids, mask):
+            x = self.token_emb(ids)
+            x += self.pos[None, : x.shape[1], :].to(x)
+            pos_emb = self.layer_pos[None, : x.shape[1], :].to(x)
+            for n1, attn, n2, ff in self.layers:
+                x = attn(n1(x), pos_emb, mask) + x
+                x = ff(n2(x)) + x
+            return self.norm(x) @ self.token_emb.weight.t()
+
+    return PerformerLM().double()
+
+
+def test_performer_favor_attention_trains_as_in_torch() -> None:
+    rng = np.random.default_rng(9)
+    ids, target = rng.integers(0, 11, (2, 6)), rng.integers(0, 11, (2, 6))
+    mask = rng.random((2, 6)) > 0.2
+
+    def step(lib: Any, m: Any, opt: Any, ids: Any, target: Any, mask: Any) -> tuple[Any, Any]:
+        out = m(ids, mask)
+        loss = lib.nn.functional.cross_entropy(out.reshape(-1, 11), target.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return out, loss
+
+    _train_alike(
+        _performer,
+        lambda lib, m: lib.optim.Adam(m.parameters(), lr=1e-3),
+        step,
+        (ids, target, mask),
+    )
+
+
+def test_orthogonal_features_match_torch_from_the_same_draws() -> None:
+    # with the Gaussian draws fixed (copied across), the QR-built projection agrees
+    rng = np.random.default_rng(10)
+    draws = [rng.standard_normal((4, 4)) for _ in range(2)] + [rng.standard_normal((6, 4))]
+    out = []
+    for lib in (torch, fg):
+        it = iter(draws)
+        randn = lambda shape, device=None, lib=lib, it=it: lib.tensor(next(it))
+        shim = type("Lib", (), {"randn": staticmethod(randn)})
+        for name in ("linalg", "cat", "diag"):
+            setattr(shim, name, getattr(lib, name))
+        out.append(_np(_orthogonal_features(shim, 6, 4)))
+    np.testing.assert_allclose(out[1], out[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("args", [(None,), (None, None), ("cpu", None), (None, "float16")])
+def test_tensor_to_none_changes_nothing_as_torch(args: tuple) -> None:
+    # performer-pytorch calls q.to(device) with device=None: PyTorch keeps the tensor as it
+    # is, ferrograd read the None as a dtype (NumPy's default) and cast to float64
+    for lib in (torch, fg):
+        a = lib.ones(3, dtype=lib.float32)
+        call = tuple(getattr(lib, v) if v == "float16" else v for v in args)
+        y = a.to(*call)
+        assert str(y.dtype).endswith("float16" if "float16" in args else "float32")
+        np.testing.assert_array_equal(_np(y.float()), np.ones(3))

@@ -430,6 +430,21 @@ def _int64_index(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+def _none_means_unchanged(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``Tensor.to`` with a positional ``None`` (``t.to(device)`` where ``device`` is
+    ``None``, as performer-pytorch's random projections pass it): no change, as PyTorch's.
+    The dtype parser read ``None`` as NumPy's default dtype, so the call cast to float64."""
+    import functools
+
+    @functools.wraps(fn)
+    def to(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if any(a is None for a in args):
+            args = tuple(a for a in args if a is not None)
+        return fn(self, *args, **kwargs)
+
+    return to
+
+
 def _install() -> None:
     import ferrograd
 
@@ -448,6 +463,7 @@ def _install() -> None:
     Tensor.index_select = _int64_index(Tensor.index_select)
     Tensor.new = _new
     Tensor.numpy = _numpy
+    Tensor.to = _none_means_unchanged(Tensor.to)
     Tensor.device = property(_device_of, doc="The device the tensor lives on (``fg.device``).")
     Tensor.__index__ = _index
     Tensor.__format__ = _format
