@@ -851,3 +851,176 @@ def test_tensor_to_none_changes_nothing_as_torch(args: tuple) -> None:
         y = a.to(*call)
         assert str(y.dtype).endswith("float16" if "float16" in args else "float32")
         np.testing.assert_array_equal(_np(y.float()), np.ones(3))
+
+
+# ------------------------------------------------------------------------- transformer-xl
+
+
+def _transformer_xl(lib: Any) -> Any:
+    """transformer-xl's MemTransformerLM (attn_type 0) at toy sizes: relative positional
+    attention with the zero-pad-and-view ``_rel_shift``, a bool causal mask filled through
+    ``.float()`` and back, memories concatenated in front and updated under ``no_grad``, an
+    adaptive embedding (``index_copy_`` of per-cluster projections, scaled in place) and a
+    projected adaptive log-softmax (head with cluster logits, ``nonzero().squeeze()``
+    gathers, a projected tail)."""
+    nn, F = lib.nn, lib.nn.functional
+    cutoffs, d, nh, dh, mem_len = [8, 20], 8, 2, 4, 4
+    ends = [0] + cutoffs
+
+    class RelAttn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv_net = nn.Linear(d, 3 * nh * dh, bias=False)
+            self.r_net = nn.Linear(d, nh * dh, bias=False)
+            self.o_net = nn.Linear(nh * dh, d, bias=False)
+            self.layer_norm = nn.LayerNorm(d)
+            self.ff = nn.Sequential(nn.Linear(d, 16), nn.ReLU(inplace=True), nn.Linear(16, d))
+            self.ff_norm = nn.LayerNorm(d)
+
+        @staticmethod
+        def _rel_shift(x):
+            zero_pad = lib.zeros((x.size(0), 1, *x.size()[2:]), device=x.device, dtype=x.dtype)
+            padded = lib.cat([zero_pad, x], dim=1).view(x.size(1) + 1, x.size(0), *x.size()[2:])
+            return padded[1:].view_as(x)
+
+        def forward(self, w, r, r_w_bias, r_r_bias, attn_mask, mems):
+            qlen, rlen, bsz = w.size(0), r.size(0), w.size(1)
+            heads = self.qkv_net(lib.cat([mems, w], 0))
+            q, k, v = lib.chunk(heads, 3, dim=-1)
+            q, klen = q[-qlen:].view(qlen, bsz, nh, dh), k.size(0)
+            k, v = k.view(klen, bsz, nh, dh), v.view(klen, bsz, nh, dh)
+            r_k = self.r_net(r).view(rlen, nh, dh)
+            ac = lib.einsum("ibnd,jbnd->ijbn", (q + r_w_bias, k))
+            bd = self._rel_shift(lib.einsum("ibnd,jnd->ijbn", (q + r_r_bias, r_k)))
+            score = ac + bd
+            score.mul_(dh**-0.5)
+            if attn_mask.any().item():
+                score = score.float().masked_fill(attn_mask[:, :, :, None], -float("inf"))
+                score = score.type_as(ac)
+            prob = F.softmax(score, dim=1)
+            vec = lib.einsum("ijbn,jbnd->ibnd", (prob, v)).contiguous().view(qlen, bsz, nh * dh)
+            out = self.layer_norm(w + self.o_net(vec))
+            return self.ff_norm(out + self.ff(out))
+
+    class MemTransformerLM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb_layers = nn.ModuleList()
+            self.emb_projs, self.out_projs = nn.ParameterList(), nn.ParameterList()
+            self.out_layers = nn.ModuleList()
+            for i in range(len(cutoffs)):
+                di = d // 2**i
+                self.emb_layers.append(nn.Embedding(ends[i + 1] - ends[i], di))
+                self.emb_projs.append(nn.Parameter(lib.randn(d, di) * 0.1))
+                self.out_layers.append(nn.Linear(di, ends[i + 1] - ends[i]))
+                self.out_layers[i].weight = self.emb_layers[i].weight
+                self.out_projs.append(
+                    self.emb_projs[i] if i else nn.Parameter(lib.randn(d, di) * 0.1)
+                )
+            self.cluster_weight = nn.Parameter(lib.randn(1, d) * 0.1)
+            self.cluster_bias = nn.Parameter(lib.zeros(1))
+            self.layers = nn.ModuleList([RelAttn(), RelAttn()])
+            self.register_buffer("inv_freq", 1 / (10000 ** (lib.arange(0.0, d, 2.0) / d)))
+            self.r_w_bias = nn.Parameter(lib.randn(nh, dh) * 0.1)
+            self.r_r_bias = nn.Parameter(lib.randn(nh, dh) * 0.1)
+
+        def embed(self, inp):
+            flat = inp.view(-1)
+            out = lib.zeros([flat.size(0), d], dtype=self.cluster_weight.dtype)
+            for i in range(len(cutoffs)):
+                idx = ((flat >= ends[i]) & (flat < ends[i + 1])).nonzero().squeeze()
+                if idx.numel() == 0:
+                    continue
+                e = self.emb_layers[i](flat.index_select(0, idx) - ends[i])
+                out.index_copy_(0, idx, F.linear(e, self.emb_projs[i]))
+            out = out.view(*inp.size(), d)
+            out.mul_(d**0.5)
+            return out
+
+        def crit(self, hidden, target):
+            def logit(h, weight, bias, proj):
+                return F.linear(F.linear(h, proj.t().contiguous()), weight, bias=bias)
+
+            w0 = lib.cat([self.out_layers[0].weight, self.cluster_weight], dim=0)
+            b0 = lib.cat([self.out_layers[0].bias, self.cluster_bias], dim=0)
+            head = F.log_softmax(logit(hidden, w0, b0, self.out_projs[0]), dim=1)
+            nll = lib.zeros_like(target, dtype=hidden.dtype, device=hidden.device)
+            offset = 0
+            for i in range(len(cutoffs)):
+                idx = ((target >= ends[i]) & (target < ends[i + 1])).nonzero().squeeze()
+                if idx.numel() == 0:
+                    continue
+                t_i, head_i = target.index_select(0, idx) - ends[i], head.index_select(0, idx)
+                if i == 0:
+                    lp = head_i.gather(1, t_i[:, None]).squeeze(1)
+                else:
+                    layer = self.out_layers[i]
+                    tail = logit(
+                        hidden.index_select(0, idx), layer.weight, layer.bias, self.out_projs[i]
+                    )
+                    lp = head_i[:, -i] + F.log_softmax(tail, dim=1).gather(1, t_i[:, None]).squeeze(
+                        1
+                    )
+                nll[offset : offset + lp.size(0)].copy_(-lp)
+                offset += lp.size(0)
+            return nll
+
+        def forward(self, data, target, *mems):
+            if not mems:
+                mems = [lib.empty(0, dtype=self.r_w_bias.dtype) for _ in range(3)]
+            qlen, mlen = data.size(0), mems[0].size(0)
+            klen = mlen + qlen
+            x = self.embed(data)
+            mask = lib.triu(x.new_ones(qlen, klen), diagonal=1 + mlen).bool()[:, :, None]
+            pos = lib.ger(lib.arange(klen - 1, -1, -1.0, dtype=x.dtype), self.inv_freq)
+            pos = lib.cat([pos.sin(), pos.cos()], dim=-1)[:, None, :]
+            hids = [x]
+            for i, layer in enumerate(self.layers):
+                x = layer(x, pos, self.r_w_bias, self.r_r_bias, mask, mems[i])
+                hids.append(x)
+            with lib.no_grad():
+                end = mlen + qlen
+                new_mems = [
+                    lib.cat([m, h], dim=0)[max(0, end - mem_len) : end].detach()
+                    for m, h in zip(mems, hids)
+                ]
+            loss = self.crit(x.view(-1, d), target.view(-1)).view(qlen, -1)
+            return [loss, *new_mems]
+
+    return MemTransformerLM().double()
+
+
+def test_transformer_xl_trains_with_memories_as_in_torch() -> None:
+    # (not under fg.trace: the attention reads attn_mask.any().item() to choose a branch)
+    seq = np.random.default_rng(11).integers(0, 20, (13, 2))
+    for mode in ("train", "eval"):
+        torch.manual_seed(0)
+        tm, fm = _transformer_xl(torch), _transformer_xl(fg)
+        _copy_weights(tm, fm)
+        state = {}
+        for lib, m in ((torch, tm), (fg, fm)):
+            getattr(m, mode)()
+            opt = lib.optim.Adam(m.parameters(), lr=1e-3)
+            state[lib] = m, opt, lib.optim.lr_scheduler.CosineAnnealingLR(opt, 10), ()
+        for i in range(3):
+            got = {}
+            for lib in (torch, fg):
+                m, opt, sched, mems = state[lib]
+                ret = m(
+                    lib.tensor(seq[4 * i : 4 * i + 4]),
+                    lib.tensor(seq[4 * i + 1 : 4 * i + 5]),
+                    *mems,
+                )
+                loss = ret[0].mean()
+                opt.zero_grad()
+                loss.backward()
+                lib.nn.utils.clip_grad_norm_(m.parameters(), 0.25)
+                opt.step()
+                sched.step()
+                state[lib] = m, opt, sched, tuple(ret[1:])
+                got[lib] = [ret[0], *ret[1:]]
+            for j, (a, b) in enumerate(zip(got[torch], got[fg], strict=True)):
+                _close(f"{mode} step {i}: output {j}", a, b)
+            if i == 0:
+                _same_state(f"{mode} step 0", tm, fm)
+        _same_state(f"{mode} after 3 steps", tm, fm)
