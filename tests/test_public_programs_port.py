@@ -6,6 +6,7 @@ every gradient, the parameters after three optimizer steps, train and eval, eage
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -1024,3 +1025,29 @@ def test_transformer_xl_trains_with_memories_as_in_torch() -> None:
             if i == 0:
                 _same_state(f"{mode} step 0", tm, fm)
         _same_state(f"{mode} after 3 steps", tm, fm)
+
+
+@pytest.mark.parametrize(
+    ("mode", "align_corners"),
+    [
+        ("bilinear", True),
+        ("bilinear", False),
+        ("bicubic", False),
+        ("nearest", None),
+        ("area", None),
+    ],
+)
+def test_traced_upsample_does_not_report_its_resampling_matrices_as_fixed_data(
+    mode: str, align_corners: bool | None
+) -> None:
+    # Pytorch-UNet's bilinear Upsample under fg.trace warned that the function "builds
+    # tensors from Python data", pointing at interpolate's own shape-derived matrices
+    xv = np.random.default_rng(12).standard_normal((1, 2, 5, 40))
+    up = fg.nn.Upsample(scale_factor=2, mode=mode, align_corners=align_corners)
+    traced = fg.trace(lambda x: up(x) * 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fg.TraceWarning)
+        got = [traced(fg.tensor(v)).numpy() for v in (xv, 2 * xv)]
+    tup = torch.nn.Upsample(scale_factor=2, mode=mode, align_corners=align_corners)
+    for v, g in zip((xv, 2 * xv), got, strict=True):
+        np.testing.assert_allclose(g, tup(torch.tensor(v)).numpy(), rtol=1e-10, atol=1e-12)

@@ -24,7 +24,7 @@ from .._core import (
 from .._core import avg_pool2d as _avg_pool2d
 from .._core import conv2d as _conv2d
 from .._core import max_pool2d as _max_pool2d
-from .._ops import gather
+from .._ops import _shape_data, gather
 from .._ops import one_hot as _one_hot
 from .._ops import pad as _pad_any
 from .._tensor import tensor
@@ -1555,6 +1555,16 @@ def interpolate(
     sizes, scales = _interpolate_args(
         x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
     )
+    # the resampling matrices and indices come from the shapes and the Python arguments
+    # alone: inside a trace they are not data fixed into the graph (no TraceWarning)
+    with _shape_data():
+        return _resize(x, sizes, scales, mode, align_corners, antialias)
+
+
+def _resize(
+    x: Tensor, sizes: list, scales: list, mode: str, align_corners: Any, antialias: bool
+) -> Tensor:
+    """``interpolate`` past its argument checks."""
     k = x.ndim - 2
     in_sizes = list(x.shape[2:])
     if mode == "area":
