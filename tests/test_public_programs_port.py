@@ -1051,3 +1051,18 @@ def test_traced_upsample_does_not_report_its_resampling_matrices_as_fixed_data(
     tup = torch.nn.Upsample(scale_factor=2, mode=mode, align_corners=align_corners)
     for v, g in zip((xv, 2 * xv), got, strict=True):
         np.testing.assert_allclose(g, tup(torch.tensor(v)).numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_tensor_to_that_changes_nothing_returns_the_tensor_itself() -> None:
+    # PyTorch returns self: a Parameter moved to its own device stays that Parameter (and
+    # stays registered when assigned back); ferrograd returned a new plain Tensor
+    for lib in (torch, fg):
+        m = lib.nn.Linear(2, 2)
+        w = m.weight
+        for call in (("cpu",), (lib.float32,), (w,), (None,), ()):
+            assert w.to(*call) is w
+        assert w.to("cpu", copy=True) is not w
+        assert w.to(lib.float64) is not w
+        m.weight = m.weight.to("cpu")
+        assert isinstance(m.weight, lib.nn.Parameter)
+        assert len(list(m.parameters())) == 2

@@ -431,16 +431,21 @@ def _int64_index(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _none_means_unchanged(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``Tensor.to`` with a positional ``None`` (``t.to(device)`` where ``device`` is
-    ``None``, as performer-pytorch's random projections pass it): no change, as PyTorch's.
-    The dtype parser read ``None`` as NumPy's default dtype, so the call cast to float64."""
+    """``Tensor.to`` as PyTorch's: a positional ``None`` (``t.to(device)`` where ``device``
+    is ``None``, as performer-pytorch's random projections pass it) changes nothing (the
+    dtype parser read it as NumPy's default dtype and cast to float64), and a call that
+    changes nothing returns the tensor itself (a Parameter stays that Parameter, so
+    ``module.w = module.w.to(device)`` keeps it registered)."""
     import functools
 
     @functools.wraps(fn)
     def to(self: Tensor, *args: Any, **kwargs: Any) -> Any:
         if any(a is None for a in args):
             args = tuple(a for a in args if a is not None)
-        return fn(self, *args, **kwargs)
+        out = fn(self, *args, **kwargs)
+        if out.dtype == self.dtype and out._data_key == self._data_key:
+            return self
+        return out
 
     return to
 
