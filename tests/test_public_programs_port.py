@@ -1053,7 +1053,7 @@ def test_traced_upsample_does_not_report_its_resampling_matrices_as_fixed_data(
         np.testing.assert_allclose(g, tup(torch.tensor(v)).numpy(), rtol=1e-10, atol=1e-12)
 
 
-def test_tensor_to_that_changes_nothing_returns_the_tensor_itself() -> None:
+def test_conversions_that_change_nothing_return_the_tensor_itself() -> None:
     # PyTorch returns self: a Parameter moved to its own device stays that Parameter (and
     # stays registered when assigned back); ferrograd returned a new plain Tensor
     for lib in (torch, fg):
@@ -1066,3 +1066,10 @@ def test_tensor_to_that_changes_nothing_returns_the_tensor_itself() -> None:
         m.weight = m.weight.to("cpu")
         assert isinstance(m.weight, lib.nn.Parameter)
         assert len(list(m.parameters())) == 2
+        for name in ("cpu", "float", "contiguous"):
+            assert getattr(w, name)() is w
+        assert w.type(lib.float32) is w and w.type_as(w) is w and w.double() is not w
+        i = lib.ones(2, dtype=lib.int64)
+        assert i.long() is i and i.int() is not i
+        m.bias = m.bias.float()
+        assert isinstance(m.bias, lib.nn.Parameter)
