@@ -1073,3 +1073,24 @@ def test_conversions_that_change_nothing_return_the_tensor_itself() -> None:
         assert i.long() is i and i.int() is not i
         m.bias = m.bias.float()
         assert isinstance(m.bias, lib.nn.Parameter)
+
+
+def test_where_takes_a_uint8_condition_with_a_warning_as_torch() -> None:
+    # transformer-era masks are uint8 (``.byte()``): PyTorch's where reads them as bool with
+    # a deprecation warning; ferrograd raised, naming the condition's dtype as int64
+    cv, xv = np.array([[0, 3], [1, 0]], dtype=np.uint8), np.array([[1.0, 2.0], [3.0, 4.0]])
+    got = {}
+    for lib in (torch, fg):
+        c, x = lib.tensor(cv), lib.tensor(xv, requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y = lib.where(c, x, 2 * x)
+            z = x.where(c, -x)
+        # (PyTorch warns once per process)
+        assert lib is torch or len([w for w in caught if "uint8 condition" in str(w.message)]) == 2
+        (y * z).sum().backward()
+        got[lib] = y, z, x.grad
+        with pytest.raises(RuntimeError, match="condition"):
+            lib.where(x, x, x)
+    for a, b in zip(got[torch], got[fg], strict=True):
+        np.testing.assert_allclose(_np(b), _np(a), rtol=1e-12)
