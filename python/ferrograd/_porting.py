@@ -430,6 +430,47 @@ def _int64_index(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+def _none_means_unchanged(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``Tensor.to`` as PyTorch's: a positional ``None`` (``t.to(device)`` where ``device``
+    is ``None``, as performer-pytorch's random projections pass it) changes nothing (the
+    dtype parser read it as NumPy's default dtype and cast to float64), and a call that
+    changes nothing returns the tensor itself (a Parameter stays that Parameter, so
+    ``module.w = module.w.to(device)`` keeps it registered)."""
+    import functools
+
+    @functools.wraps(fn)
+    def to(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if any(a is None for a in args):
+            args = tuple(a for a in args if a is not None)
+        out = fn(self, *args, **kwargs)
+        if out.dtype == self.dtype and out._data_key == self._data_key:
+            return self
+        return out
+
+    return to
+
+
+def _self_if_unchanged(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A conversion (``cpu``, ``float``, ``type(dtype)``, ...) that changes nothing returns
+    the tensor itself, as PyTorch's (``p.float() is p`` for a float32 Parameter)."""
+    import functools
+
+    @functools.wraps(fn)
+    def convert(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        out = fn(self, *args, **kwargs)
+        if isinstance(out, Tensor) and out.dtype == self.dtype and out._data_key == self._data_key:
+            return self
+        return out
+
+    return convert
+
+
+_CONVERSIONS = (
+    "cpu", "float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte",
+    "char", "type", "type_as",
+)  # fmt: skip
+
+
 def _install() -> None:
     import ferrograd
 
@@ -448,6 +489,11 @@ def _install() -> None:
     Tensor.index_select = _int64_index(Tensor.index_select)
     Tensor.new = _new
     Tensor.numpy = _numpy
+    Tensor.to = _none_means_unchanged(Tensor.to)
+    for name in _CONVERSIONS:
+        method = getattr(Tensor, name, None)
+        if callable(method):
+            setattr(Tensor, name, _self_if_unchanged(method))
     Tensor.device = property(_device_of, doc="The device the tensor lives on (``fg.device``).")
     Tensor.__index__ = _index
     Tensor.__format__ = _format

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import warnings
 from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any, Callable
@@ -2069,7 +2070,7 @@ def _round(engine: Any) -> Any:
 
 def _where_method(self: Tensor, condition: Any, y: Any) -> Tensor:
     """``self`` where ``condition`` holds, else ``y``."""
-    return _core.where(condition, self, y)
+    return _core.where(_uint8_condition(condition), self, y)
 
 
 def _bitwise(name: str, op: Any) -> Any:
@@ -2434,7 +2435,20 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:
         return nonzero(condition, as_tuple=True)
     if input is None or other is None:
         raise TypeError("where: give both input and other, or neither")
-    return _core.where(condition, input, other)
+    return _core.where(_uint8_condition(condition), input, other)
+
+
+def _uint8_condition(condition: Any) -> Any:
+    """A uint8 ``where`` condition (the masks of code written before bool tensors) read as
+    ``condition != 0`` with PyTorch's deprecation warning; any other condition as it is."""
+    if isinstance(condition, Tensor) and condition.dtype == "uint8":
+        warnings.warn(
+            "where received a uint8 condition tensor; this is deprecated, use a bool condition",
+            UserWarning,
+            stacklevel=3,
+        )
+        return condition != 0
+    return condition
 
 
 def argwhere(input: Tensor) -> Tensor:

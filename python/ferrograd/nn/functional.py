@@ -24,7 +24,7 @@ from .._core import (
 from .._core import avg_pool2d as _avg_pool2d
 from .._core import conv2d as _conv2d
 from .._core import max_pool2d as _max_pool2d
-from .._ops import gather
+from .._ops import _shape_data, gather
 from .._ops import one_hot as _one_hot
 from .._ops import pad as _pad_any
 from .._tensor import tensor
@@ -363,6 +363,27 @@ def _up(t: Any) -> Any:
     return t.astype("float32") if isinstance(t, Tensor) and t.dtype.name in _HALF else t
 
 
+def _check_param_dtypes(op: str, x: Tensor, **params: Tensor | None) -> None:
+    """The affine parameters and running statistics of a normalisation share one dtype: the
+    input's, or float32 for a float16/bfloat16 input (PyTorch's mixed-precision case). A
+    float32 input with float64 parameters (a model cast with ``.double()`` whose forward casts
+    back to float32) raises as in PyTorch instead of quietly computing in float64."""
+    xd = x.dtype.name
+    allowed = (xd, "float32") if xd in _HALF else (xd,)
+    first: str | None = None
+    for name, t in params.items():
+        if not isinstance(t, Tensor):
+            continue
+        td = t.dtype.name
+        first = first or td
+        if td not in allowed or td != first:
+            want = f"{xd} or float32" if xd in _HALF else xd
+            raise DTypeError(
+                f"{op}: {name} has dtype {td}, expected {want} (input has dtype {xd}; the "
+                f"parameters must share one dtype)"
+            )
+
+
 # The normalisations of float16/bfloat16 inputs run in float32 (a variance above 65504
 # overflows float16 and zeroes the output) and round once to the input's dtype, which is
 # also their output dtype with float32 weights, as PyTorch's.
@@ -387,6 +408,7 @@ def layer_norm(
     """Normalises over the last ``len(normalized_shape)`` axes (biased variance), then
     ``* weight + bias``."""
     x = _float("layer_norm", "input", input)
+    _check_param_dtypes("layer_norm", x, weight=weight, bias=bias)
     if x.dtype.name in _HALF:
         y = layer_norm(x.astype("float32"), normalized_shape, _up(weight), _up(bias), eps)
         return y.astype(x.dtype.name)
@@ -458,8 +480,33 @@ def batch_norm(
     the batch's statistics, updating ``running_mean``/``running_var`` in place (unbiased
     variance, ``momentum``); otherwise with the running statistics."""
     x = _float("batch_norm", "input", input)
+    if not (training and (running_mean is None) != (running_var is None)):
+        # (one running statistic without the other raises its own error below, first)
+        _check_param_dtypes(
+            "batch_norm",
+            x,
+            weight=weight,
+            bias=bias,
+            running_mean=running_mean,
+            running_var=running_var,
+        )
+    return _batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def _batch_norm(
+    x: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> Tensor:
+    """``batch_norm`` past its dtype check (a float16/bfloat16 input comes back here in
+    float32 with its running statistics as they are)."""
     if x.dtype.name in _HALF and x.numel():
-        y = batch_norm(
+        y = _batch_norm(
             x.astype("float32"),
             running_mean,
             running_var,
@@ -565,6 +612,7 @@ def group_norm(
     """Normalises each group of ``C / num_groups`` channels over those channels and the
     spatial axes, per sample; then per-channel ``* weight + bias``."""
     x = _float("group_norm", "input", input)
+    _check_param_dtypes("group_norm", x, weight=weight, bias=bias)
     if x.dtype.name in _HALF:
         y = group_norm(x.astype("float32"), num_groups, _up(weight), _up(bias), eps)
         return y.astype(x.dtype.name)
@@ -1507,6 +1555,16 @@ def interpolate(
     sizes, scales = _interpolate_args(
         x, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias
     )
+    # the resampling matrices and indices come from the shapes and the Python arguments
+    # alone: inside a trace they are not data fixed into the graph (no TraceWarning)
+    with _shape_data():
+        return _resize(x, sizes, scales, mode, align_corners, antialias)
+
+
+def _resize(
+    x: Tensor, sizes: list, scales: list, mode: str, align_corners: Any, antialias: bool
+) -> Tensor:
+    """``interpolate`` past its argument checks."""
     k = x.ndim - 2
     in_sizes = list(x.shape[2:])
     if mode == "area":
@@ -1921,7 +1979,13 @@ def rms_norm(
         eps = float(np.finfo(np.float32 if x.dtype.name != "float64" else np.float64).eps)
     axes = list(range(x.ndim - len(shape), x.ndim))
     y = x * ((x * x).mean(axes, keepdims=True) + eps).rsqrt()
-    return y if weight is None else y * weight
+    if weight is not None:
+        y = y * weight
+        if y.dtype != x.dtype:
+            # PyTorch's result takes the input's dtype: a float64 weight on a float32 input
+            # scales in float64 and rounds back to float32
+            y = y.astype(x.dtype.name)
+    return y
 
 
 def _pool1d(op: str, x: Tensor) -> Tensor:
@@ -2249,6 +2313,7 @@ def instance_norm(
     running statistics given, updates them (the batch's mean of the per-sample statistics,
     variance unbiased) or, without ``use_input_stats``, normalises with them."""
     x = _float("instance_norm", "input", input)
+    _check_param_dtypes("instance_norm", x, weight=weight, bias=bias)
     if x.dtype.name in _HALF:
         y = instance_norm(
             x.astype("float32"),
