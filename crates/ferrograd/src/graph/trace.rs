@@ -156,10 +156,10 @@ impl Tracer {
             device: value.device(),
             grad_pass: self.grad_pass,
             recompute: false,
-            no_grad: match self.grad_pass {
-                true => !self.grad_pass_differentiable,
-                false => !crate::autograd::grad_enabled(),
-            },
+            // (a gradient pass's nodes also follow `no_grad`: a custom backward that computes
+            // under it, between backwards of its own, makes constants, as it does eagerly)
+            no_grad: (self.grad_pass && !self.grad_pass_differentiable)
+                || !crate::autograd::grad_enabled(),
         });
         self.values.push(Some(value.clone()));
         self.saved.push(false);
