@@ -92,3 +92,29 @@ def test_erfinv_gradient_at_the_edges():
     _close(to, fo)
     assert np.array_equal(np.signbit(to.detach().numpy()), np.signbit(fo.numpy()))
     _close(torch.autograd.grad(to.sum(), t)[0], fg.autograd.grad(fo.sum(), f)[0])
+
+
+# ------------------------------------------------------------------- 2. nanquantile
+
+
+def test_nanquantile_gradient_in_q():
+    # a tensor q is differentiable with linear interpolation (as in quantile); nanquantile
+    # gave it no gradient. Rows with different counts of NaN have different slopes in q.
+    x = torch.tensor(
+        [[-4.8, 1.5, float("nan"), 0.25, 3.0], [2.0, float("nan"), -1.0, float("nan"), 7.5]],
+        dtype=torch.float64,
+    )
+    q = torch.tensor([0.2318, 0.0788, 0.7], dtype=torch.float64)
+    for dim in (1, None):
+        _gradgrad(
+            lambda a, b, d=dim: torch.nanquantile(a, b, dim=d),
+            lambda a, b, d=dim: fg.nanquantile(a, b, dim=d),
+            [x, q],
+            rtol=1e-12,
+        )
+    (num,) = numeric_grad(
+        lambda qq: fg.nanquantile(_fg(x), fg.tensor(qq), dim=1).sum().item(), [q.numpy()]
+    )
+    qf = _fg(q, True)
+    (g,) = fg.autograd.grad(fg.nanquantile(_fg(x), qf, dim=1).sum(), [qf])
+    np.testing.assert_allclose(g.numpy(), num, rtol=1e-7)

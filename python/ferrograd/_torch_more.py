@@ -893,12 +893,18 @@ def nanquantile(
     interpolation: str = "linear",
 ) -> Tensor:
     """:func:`quantile` ignoring NaN: each row's quantiles among its non-NaN entries (NaN
-    for a row of NaN only), as PyTorch's; differentiable in ``input``."""
+    for a row of NaN only), as PyTorch's; differentiable in ``input`` and, with linear
+    interpolation, in a tensor ``q``."""
     x, qs, d = _quantile_args("nanquantile", input, q, dim, interpolation)
     s = sort(x, d).values  # NaN sorts last
     valid = (~x.detach().isnan()).astype("int64").sum(d, keepdim=True).numpy()
+    q_flat = (
+        q.astype(x.dtype.name).reshape(-1)
+        if isinstance(q, Tensor) and interpolation == "linear" and q.dtype.kind == "f"
+        else None
+    )
     out = []
-    for qi in np.atleast_1d(qs).astype(np.float64):
+    for k, qi in enumerate(np.atleast_1d(qs).astype(np.float64)):
         pos = qi * (np.maximum(valid, 1) - 1)
         lo = np.floor(pos)
         hi = np.minimum(lo + 1, np.maximum(valid - 1, 0))
@@ -915,7 +921,12 @@ def nanquantile(
             frac_ = np.where((hi != lo) & (frac_ > 0), 0.5, 0.0)
         a = gather(s, d, tensor(lo.astype(np.int64), device=x.device))
         b = gather(s, d, tensor(hi.astype(np.int64), device=x.device))
-        w = tensor(frac_, dtype=x.dtype.name, device=x.device)
+        if q_flat is not None:
+            # the weight q * (n - 1) - floor(q * (n - 1)) as a function of q, per row's n
+            span = tensor(np.maximum(valid, 1) - 1, dtype=x.dtype.name, device=x.device)
+            w = q_flat[k] * span - tensor(lo, dtype=x.dtype.name, device=x.device)
+        else:
+            w = tensor(frac_, dtype=x.dtype.name, device=x.device)
         v = a + (b - a) * w
         if not (valid > 0).all():
             v = _core.where(tensor(valid == 0, device=x.device), math.nan, v)
