@@ -38,6 +38,10 @@ def _gradgrad(tf, ff, inputs, rtol=1e-9, atol=0.0, seed=0):
     vs = [rng.standard_normal(tuple(a.shape)) for a in tg]
     tl = sum((a * torch.from_numpy(v)).sum() for a, v in zip(tg, vs))
     fl = sum((b * fg.tensor(v)).sum() for b, v in zip(fgr, vs))
+    # a gradient that does not depend on the inputs has no graph: its gradients are zero
+    assert fl.requires_grad == tl.requires_grad
+    if not tl.requires_grad:
+        return fgr, None
     tgg = torch.autograd.grad(tl, ts)
     fgg = fg.autograd.grad(fl, fs)
     for a, b in zip(tgg, fgg):
@@ -118,3 +122,63 @@ def test_nanquantile_gradient_in_q():
     qf = _fg(q, True)
     (g,) = fg.autograd.grad(fg.nanquantile(_fg(x), qf, dim=1).sum(), [qf])
     np.testing.assert_allclose(g.numpy(), num, rtol=1e-7)
+
+
+# -------------------------------------------------------------------- 3. linspace
+
+
+def test_linspace_tensor_bounds_in_double():
+    # a float32 0-d tensor bound was spaced in float32, then cast: points off by 1e-8
+    for start, end in [(torch.tensor(-2.0), -3), (torch.tensor(1.1), torch.tensor(2))]:
+        for dt in (torch.float64, torch.float32):
+            t = torch.linspace(start, end, 50, dtype=dt)
+            f = fg.linspace(
+                _fg(start),
+                _fg(end) if isinstance(end, torch.Tensor) else end,
+                50,
+                dtype=getattr(fg, str(dt).split(".")[1]),
+            )
+            assert str(f.dtype) == str(t.dtype).split(".")[1]
+            _close(t, f, rtol=1e-13 if dt == torch.float64 else 1e-6)
+    with pytest.raises(RuntimeError, match="0-dimensional"):
+        torch.linspace(torch.tensor([1.0]), 2.0, 3)
+    with pytest.raises(RuntimeError, match="0-dimensional"):
+        fg.linspace(fg.tensor([1.0]), 2.0, 3)
+
+
+# ------------------------------------------------------------------- 4. nextafter
+
+
+def test_nextafter_gradient_passes_to_input():
+    # PyTorch's rule: the gradient goes to input unchanged (summed over broadcasting) and
+    # other gets zero; it raised NotImplementedError
+    a = torch.tensor([[1.0, -2.5, 0.0]], dtype=torch.float64)
+    b = torch.tensor([[3.0], [-1.0]], dtype=torch.float64)
+    fgr, _ = _gradgrad(torch.nextafter, fg.nextafter, [a, b], rtol=0)
+    assert float(fgr[1].abs().sum()) == 0.0
+    af = _fg(a, True)
+    (g,) = fg.autograd.grad(fg.nextafter(af, _fg(b)).sum(), [af])
+    assert g.tolist() == [[2.0, 2.0, 2.0]]
+
+
+# -------------------------------------------------------------- 5. Frobenius norm
+
+
+@pytest.mark.parametrize("fn", ["norm", "matrix_norm"])
+def test_frobenius_norm_gradient_at_zero(fn):
+    # sqrt(sum(A^2)) gave 0 * inf = NaN at a zero matrix; PyTorch's subgradient there is 0,
+    # as for the vector 2-norm
+    tf = getattr(torch.linalg, fn)
+    ff = getattr(fg.linalg, fn)
+    for A in (torch.zeros(5, 5, dtype=torch.float64), torch.zeros(2, 3, 4, dtype=torch.float64)):
+        t = A.clone().requires_grad_()
+        f = _fg(A, True)
+        kw = {"dim": (0, 2)} if A.ndim == 3 else {}
+        to, fo = tf(t, "fro", **kw), ff(f, "fro", **kw)
+        _close(to, fo)
+        _close(torch.autograd.grad(to.sum(), t)[0], fg.autograd.grad(fo.sum(), f)[0])
+    # away from zero: values, gradients and second order as before
+    B = torch.tensor([[0.0, 0.0], [1e-3, -2.0]], dtype=torch.float64)
+    _gradgrad(lambda x: tf(x, "fro"), lambda x: ff(x, "fro"), [B], rtol=1e-12)
+    g, num = _grad_fd(lambda x: ff(x, "fro"), B.numpy())
+    np.testing.assert_allclose(g, num, rtol=1e-7, atol=1e-9)
