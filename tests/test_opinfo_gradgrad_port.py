@@ -182,3 +182,47 @@ def test_frobenius_norm_gradient_at_zero(fn):
     _gradgrad(lambda x: tf(x, "fro"), lambda x: ff(x, "fro"), [B], rtol=1e-12)
     g, num = _grad_fd(lambda x: ff(x, "fro"), B.numpy())
     np.testing.assert_allclose(g, num, rtol=1e-7, atol=1e-9)
+
+
+# ------------------------------------------------------------------------ 6. lstsq
+
+
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
+@pytest.mark.parametrize("shape", [(4, 3), (2, 4, 3), (2, 3, 4)])
+def test_lstsq_fields_follow_the_driver(driver, shape):
+    # residuals were filled for gelsy (PyTorch's CPU default) and never with their own
+    # shape for the others; rank was a value for gels; singular_values were always empty
+    rng = np.random.default_rng(0)
+    A = torch.from_numpy(rng.standard_normal(shape))
+    B = torch.from_numpy(rng.standard_normal((*shape[:-1], 2)))
+    t = torch.linalg.lstsq(A, B, driver=driver)
+    f = fg.linalg.lstsq(_fg(A), _fg(B), driver=driver)
+    for a, b in zip(t, f):
+        assert str(b.dtype) == str(a.dtype).split(".")[1]
+        _close(a, b, rtol=1e-9, atol=1e-12)
+
+    # gradients of the solution and the residuals
+    def loss(lib):
+        def f(a, b):
+            r = lib.linalg.lstsq(a, b, driver=driver)
+            return r.solution.sum() + r.residuals.sum()
+
+        return f
+
+    _gradgrad(loss(torch), loss(fg), [A, B], rtol=1e-8, atol=1e-10)
+
+
+def test_lstsq_rank_deficient_and_bad_driver():
+    rng = np.random.default_rng(1)
+    A = torch.from_numpy(rng.standard_normal((2, 5, 3)))
+    A[1, :, 2] = A[1, :, 1]
+    B = torch.from_numpy(rng.standard_normal((2, 5, 2)))
+    for driver in ("gelsy", "gelsd"):
+        t = torch.linalg.lstsq(A, B, driver=driver)
+        f = fg.linalg.lstsq(_fg(A), _fg(B), driver=driver)
+        assert f.rank.tolist() == t.rank.tolist() == [3, 2]
+        assert tuple(f.residuals.shape) == tuple(t.residuals.shape) == (0,)
+    with pytest.raises(RuntimeError, match="driver"):
+        torch.linalg.lstsq(A, B, driver="qr")
+    with pytest.raises(RuntimeError, match="driver"):
+        fg.linalg.lstsq(_fg(A), _fg(B), driver="qr")

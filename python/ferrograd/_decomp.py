@@ -800,12 +800,27 @@ class LstsqResult(NamedTuple):
     singular_values: Tensor
 
 
+class _DriverError(ValueError, RuntimeError):
+    """An unknown LAPACK driver name: a ValueError, and the RuntimeError PyTorch raises."""
+
+
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
 def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: Any = None) -> LstsqResult:
     """The least-squares solution of ``A @ X = B`` (minimum norm where ``A`` is
-    rank-deficient), through the pseudo-inverse. ``residuals`` (squared, per column of ``B``)
-    is filled when ``A`` has more rows than columns and full rank, as PyTorch does."""
+    rank-deficient), through the pseudo-inverse. The other fields follow PyTorch's
+    ``driver`` (``gelsy`` by default, ``gels`` on CUDA): ``residuals`` (squared, per column
+    of ``B``) except with ``gelsy``, when ``A`` has more rows than columns and full rank;
+    ``rank`` except with ``gels``; ``singular_values`` with ``gelsd`` and ``gelss``. The
+    fields a driver does not fill are empty; only the solution and residuals carry
+    gradients."""
     A = _float_input("lstsq", "A", A, square=False)
     B = _check_tensor("lstsq", "B", B)
+    if driver is None:
+        driver = "gels" if str(A.device).startswith("cuda") else "gelsy"
+    if driver not in _LSTSQ_DRIVERS:
+        raise _DriverError(f"linalg.lstsq: driver must be one of {_LSTSQ_DRIVERS}, got {driver!r}")
     vector = B.ndim == A.ndim - 1
     Bm = B.unsqueeze(-1) if vector else B
     if Bm.shape[-2] != A.shape[-2]:
@@ -818,9 +833,12 @@ def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: Any = None) -> Lst
     rank = matrix_rank(A, rtol=rcond)
     empty = _core.zeros((0,), dtype=A.dtype, device=A.device)
     residuals = empty
-    if m > n and bool((rank == n).all()):
+    if driver != "gelsy" and m > n and (driver == "gels" or bool((rank == n).all())):
         residuals = ((A @ X - Bm) ** 2).sum(-2)
-    return LstsqResult(X.squeeze(-1) if vector else X, residuals, rank, empty)
+    singular_values = svdvals(A).detach() if driver in ("gelsd", "gelss") else empty
+    if driver == "gels":
+        rank = _core.zeros((0,), dtype="int64", device=A.device)
+    return LstsqResult(X.squeeze(-1) if vector else X, residuals, rank, singular_values)
 
 
 # -- PyTorch's top-level names and Tensor methods ------------------------------------------
