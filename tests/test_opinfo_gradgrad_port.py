@@ -226,3 +226,64 @@ def test_lstsq_rank_deficient_and_bad_driver():
         torch.linalg.lstsq(A, B, driver="qr")
     with pytest.raises(RuntimeError, match="driver"):
         fg.linalg.lstsq(_fg(A), _fg(B), driver="qr")
+
+
+# ------------------------------------------------------------ 7. empty batches, tolerances
+
+
+def test_searchsorted_and_lu_solve_with_empty_rows():
+    # reshape(-1, 0) of an empty batch is ambiguous: both raised ValueError
+    for s_shape, v_shape in [((0, 0), (0, 0)), ((0, 3), (0, 2)), ((2, 0), (2, 3))]:
+        s, v = torch.zeros(s_shape, dtype=torch.float64), torch.zeros(v_shape, dtype=torch.float64)
+        for right in (False, True):
+            t = torch.searchsorted(s, v, right=right)
+            f = fg.searchsorted(_fg(s), _fg(v), right=right)
+            assert tuple(f.shape) == tuple(t.shape) and f.tolist() == t.tolist()
+    for batch in ((), (2,)):
+        LU = torch.zeros(*batch, 0, 0, dtype=torch.float64)
+        piv = torch.zeros(*batch, 0, dtype=torch.int32)
+        B = torch.zeros(*batch, 0, 4, dtype=torch.float64)
+        t = torch.linalg.lu_solve(LU, piv, B, adjoint=True)
+        f = fg.linalg.lu_solve(_fg(LU), _fg(piv), _fg(B), adjoint=True)
+        assert tuple(f.shape) == tuple(t.shape)
+        assert tuple(fg.lu_unpack(_fg(LU), _fg(piv))[0].shape) == tuple(
+            torch.lu_unpack(LU, piv)[0].shape
+        )
+
+
+@pytest.mark.parametrize("fn", ["lu_factor", "lu_factor_ex", "lu"])
+def test_lu_of_an_empty_batch_is_on_the_graph(fn):
+    # the factors of an empty batch were constants: differentiating them raised
+    A = torch.zeros(0, 3, 5, dtype=torch.float64)
+    t = A.clone().requires_grad_()
+    f = _fg(A, True)
+    to, fo = getattr(torch.linalg, fn)(t), getattr(fg.linalg, fn)(f)
+    idx = 1 if fn == "lu" else 0  # (lu's P has no gradient)
+    assert fo[idx].requires_grad == to[idx].requires_grad
+    (tg,) = torch.autograd.grad(to[idx].sum(), t)
+    (fgr,) = fg.autograd.grad(fo[idx].sum(), f)
+    assert tuple(fgr.shape) == tuple(tg.shape) == (0, 3, 5)
+
+
+def test_matrix_rank_tensor_tolerances():
+    # tensor atol/rtol (broadcast against the batch) raised: only numbers were read
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((3, 4, 5))
+    A[1] *= 1e-3
+    tA, fA = torch.from_numpy(A), fg.tensor(A)
+    cases = [
+        {"atol": [0.0, 0.1, 0.5]},
+        {"rtol": [0.0, 0.1, 1e-20]},
+        {"atol": 0.0, "rtol": [[0.9], [0.1]]},
+        {"atol": [-1.0, 0.0, 2.0]},
+        {"atol": 2.0, "rtol": 0.5},
+    ]
+    for kw in cases:
+        tk = {k: torch.tensor(v, dtype=torch.float64) for k, v in kw.items()}
+        fk = {k: fg.tensor(np.asarray(v, dtype=np.float64)) for k, v in kw.items()}
+        t, f = torch.linalg.matrix_rank(tA, **tk), fg.linalg.matrix_rank(fA, **fk)
+        assert str(f.dtype) == "int64" and f.tolist() == t.tolist(), kw
+    empty = torch.zeros(0, 5, 5, dtype=torch.float64)
+    t = torch.linalg.matrix_rank(empty, rtol=torch.zeros(0, dtype=torch.float64))
+    f = fg.linalg.matrix_rank(_fg(empty), rtol=fg.zeros(0, dtype=fg.float64))
+    assert tuple(f.shape) == tuple(t.shape) == (0,)

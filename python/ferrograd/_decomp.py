@@ -552,16 +552,38 @@ def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = Fal
 def matrix_rank(
     A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
 ) -> Tensor:
-    """The number of singular values above the tolerance (as ``pinv``), int64."""
+    """The number of singular values above the tolerance ``max(atol, rtol * largest)``
+    (as ``pinv``), int64. ``atol`` and ``rtol`` are numbers or tensors broadcast against
+    the batch shape; an unspecified ``rtol`` is 0 where ``atol`` is positive and
+    ``eps * max(m, n)`` elsewhere, as PyTorch's."""
     A = _float_input("matrix_rank", "A", A, square=False)
     S = svdvals(A).detach()
     m, n = A.shape[-2], A.shape[-1]
+    if not isinstance(atol, Tensor) and not isinstance(rtol, Tensor):
+        if rtol is None:
+            rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A.dtype).eps * max(m, n)
+        cut = (S.amax(-1, True) if S.shape[-1] else S) * float(rtol)
+        if atol is not None:
+            cut = cut.clamp(min=float(atol))
+        return (S > cut).sum(-1)
+
+    def as_tensor(v: Any) -> Tensor:
+        if isinstance(v, Tensor):
+            return v.detach().astype(A.dtype.name)
+        return _core.full((), float(v), dtype=A.dtype.name, device=A.device)
+
+    default = np.finfo(A.dtype).eps * max(m, n)
     if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A.dtype).eps * max(m, n)
-    cut = (S.amax(-1, True) if S.shape[-1] else S) * float(rtol)
+        rtol_t = as_tensor(default)
+        if atol is not None:
+            rtol_t = _core.where(as_tensor(atol) > 0, as_tensor(0.0), rtol_t)
+    else:
+        rtol_t = as_tensor(rtol)
+    largest = S.amax(-1) if S.shape[-1] else _core.zeros(tuple(S.shape[:-1]), dtype=A.dtype.name)
+    cut = largest * rtol_t
     if atol is not None:
-        cut = cut.clamp(min=float(atol))
-    return (S > cut).sum(-1)
+        cut = cut.maximum(as_tensor(atol))
+    return (S > cut.unsqueeze(-1)).sum(-1)
 
 
 def matrix_power(A: Tensor, n: int) -> Tensor:

@@ -1361,9 +1361,13 @@ def searchsorted(
                 f"searchsorted: the leading axes of values {list(v.shape)} must match those "
                 f"of sorted_sequence {list(s.shape)}"
             )
-        rows_s = s.reshape(-1, s.shape[-1])
-        rows_v = v.reshape(-1, v.shape[-1])
-        out = np.stack([np.searchsorted(a, b, side=how) for a, b in zip(rows_s, rows_v)])
+        # (the row count spelled out: reshape(-1, 0) is ambiguous for an empty batch)
+        n_rows = math.prod(s.shape[:-1])
+        rows_s = s.reshape(n_rows, s.shape[-1])
+        rows_v = v.reshape(n_rows, v.shape[-1])
+        out = np.zeros((n_rows, v.shape[-1]), dtype=np.int64)
+        for i, (a, b) in enumerate(zip(rows_s, rows_v)):
+            out[i] = np.searchsorted(a, b, side=how)
         out = out.reshape(v.shape)
     out = np.asarray(out, dtype=np.int32 if out_int32 else np.int64)
     if scalar and out.ndim == 0:
