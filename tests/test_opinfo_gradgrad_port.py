@@ -287,3 +287,24 @@ def test_matrix_rank_tensor_tolerances():
     t = torch.linalg.matrix_rank(empty, rtol=torch.zeros(0, dtype=torch.float64))
     f = fg.linalg.matrix_rank(_fg(empty), rtol=fg.zeros(0, dtype=fg.float64))
     assert tuple(f.shape) == tuple(t.shape) == (0,)
+
+
+# -------------------------------------------------------------------------- 8. histc
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_histc_entries_on_bin_edges(dtype):
+    # PyTorch bins an entry as trunc((x - min) * bins / (max - min)); comparing with the
+    # edges put 5e-6 of [0, 1e-5] in 1000 bins into bin 500 instead of 499
+    x = torch.tensor([0.0, 5e-6, 1e-5, 1.2e-5, float("nan")], dtype=dtype)
+    t = torch.histc(x, bins=1000, min=0.0, max=1e-5)
+    f = fg.histc(_fg(x), bins=1000, min=0.0, max=1e-5)
+    assert f.numpy().tolist() == t.tolist()
+    rng = np.random.default_rng(0)
+    for bins, lo, hi in [(7, -3.3, 4.0), (1000, 1e-7, 0.1), (3, 0.0, 1.0)]:
+        edges = np.linspace(lo, hi, bins + 1)
+        a = np.concatenate([rng.uniform(lo - 0.5, hi + 0.5, 40), edges])
+        x = torch.tensor(a, dtype=dtype)
+        t = torch.histc(x, bins=bins, min=lo, max=hi)
+        f = fg.histc(_fg(x), bins=bins, min=lo, max=hi)
+        assert f.numpy().tolist() == t.tolist()

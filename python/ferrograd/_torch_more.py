@@ -1444,7 +1444,17 @@ def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
         # the width overflows the dtype (a range spanning most of it): bin everything
         # halved, which puts each entry in the same bin
         a, lo, hi = a / 2, lo / 2, hi / 2
-    counts, _ = np.histogram(a, bins=bins, range=(lo, hi))
+    # PyTorch's bin of an entry: trunc((x - min) * bins / (max - min)) in the input's dtype
+    # (max itself in the last bin), which can differ from the edges' comparison by one bin
+    # for an entry on an edge
+    lo_, hi_ = np.asarray(lo, dtype=a.dtype), np.asarray(hi, dtype=a.dtype)
+    v = a[(a >= lo_) & (a <= hi_)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        pos = (v - lo_) * a.dtype.type(bins) / (hi_ - lo_)
+        # (near the dtype's ends the product overflows: scaled the other way round there)
+        pos = np.where(np.isfinite(pos), pos, (v - lo_) / (hi_ - lo_) * a.dtype.type(bins))
+    pos = np.clip(np.nan_to_num(np.trunc(pos), nan=0.0), 0, bins - 1).astype(np.int64)
+    counts = np.bincount(pos, minlength=bins)
     return tensor(counts.astype(x.numpy().dtype), device=x.device)
 
 
