@@ -308,3 +308,17 @@ def test_histc_entries_on_bin_edges(dtype):
         t = torch.histc(x, bins=bins, min=lo, max=hi)
         f = fg.histc(_fg(x), bins=bins, min=lo, max=hi)
         assert f.numpy().tolist() == t.tolist()
+
+
+# ----------------------------------------------------------------------- 9. gradient
+
+
+def test_gradient_spacing_none_is_unit_steps():
+    # spacing=None (PyTorch's default in its signature) raised TypeError
+    x = torch.tensor([[1.0, 4.0, 2.0, 7.0], [0.5, 3.0, 9.0, -1.0]], dtype=torch.float64)
+    for kw in ({"dim": None, "spacing": None}, {"spacing": None, "dim": 1, "edge_order": 2}):
+        t = torch.gradient(x, **kw)
+        f = fg.gradient(_fg(x), **kw)
+        assert len(f) == len(t)
+        for a, b in zip(t, f):
+            _close(a, b, rtol=0)
