@@ -322,3 +322,20 @@ def test_gradient_spacing_none_is_unit_steps():
         assert len(f) == len(t)
         for a, b in zip(t, f):
             _close(a, b, rtol=0)
+
+
+# --------------------------------------------------------------------------- 10. fill
+
+
+def test_fill_result_is_on_the_input_graph():
+    # fill's result did not depend on input: differentiating it in input raised; PyTorch's
+    # gives input a zero gradient (and the value tensor the sum)
+    x = torch.tensor([1.0, float("nan"), -3.0], dtype=torch.float64)
+    v = torch.tensor(2.0, dtype=torch.float64)
+    fgr, _ = _gradgrad(torch.fill, fg.fill, [x, v], rtol=0)
+    assert fgr[0].tolist() == [0.0, 0.0, 0.0]
+    _gradgrad(lambda a: torch.fill(a, 2.5), lambda a: fg.fill(a, 2.5), [x], rtol=0)
+    vf = _fg(v, True)
+    (g,) = fg.autograd.grad(fg.fill(_fg(x), vf).sum(), [vf])
+    (num,) = numeric_grad(lambda vv: fg.fill(_fg(x), fg.tensor(vv)).sum().item(), [v.numpy()])
+    np.testing.assert_allclose(g.numpy(), num, rtol=1e-8)
