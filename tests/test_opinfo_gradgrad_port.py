@@ -339,3 +339,33 @@ def test_fill_result_is_on_the_input_graph():
     (g,) = fg.autograd.grad(fg.fill(_fg(x), vf).sum(), [vf])
     (num,) = numeric_grad(lambda vv: fg.fill(_fg(x), fg.tensor(vv)).sum().item(), [v.numpy()])
     np.testing.assert_allclose(g.numpy(), num, rtol=1e-8)
+
+
+# ------------------------------------------------------------- 11. tricubic grid_sample
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample_bicubic_on_volumes(padding_mode, align_corners):
+    # bicubic on a 5-D input (tricubic: the cubic kernel over all three axes) raised
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.standard_normal((2, 2, 3, 4, 5)))
+    g = torch.from_numpy(rng.uniform(-1.3, 1.3, (2, 2, 3, 2, 3)))
+
+    def run(lib):
+        return lambda a, b: lib.nn.functional.grid_sample(
+            a, b, mode="bicubic", padding_mode=padding_mode, align_corners=align_corners
+        )
+
+    _gradgrad(run(torch), run(fg), [x, g], rtol=1e-10, atol=1e-12)
+    if padding_mode == "zeros":
+        w = fg.tensor(rng.standard_normal((2, 2, 2, 3, 2)))
+
+        def loss(a, b):
+            return (run(fg)(fg.tensor(a), fg.tensor(b)) * w).sum().item()
+
+        xf, gf = _fg(x, True), _fg(g, True)
+        grads = fg.autograd.grad((run(fg)(xf, gf) * w).sum(), [xf, gf])
+        nums = numeric_grad(loss, [x.numpy(), g.numpy()])
+        for a, b in zip(grads, nums):
+            np.testing.assert_allclose(a.numpy(), b, rtol=1e-6, atol=1e-8)
