@@ -369,3 +369,33 @@ def test_grid_sample_bicubic_on_volumes(padding_mode, align_corners):
         nums = numeric_grad(loss, [x.numpy(), g.numpy()])
         for a, b in zip(grads, nums):
             np.testing.assert_allclose(a.numpy(), b, rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------------- 12. logaddexp
+
+
+@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+def test_logaddexp_second_derivative_at_ties(name):
+    # max(a, b) + log1p(exp(-|a - b|)) gave second derivative 0 where a == b (1/4 there):
+    # max and abs are only piecewise smooth
+    a = torch.tensor([0.0, 0.0, 1.0, -3.5, 2.0, 0.25], dtype=torch.float64)
+    b = torch.tensor([0.0, -0.0, 1.0, -3.5, -1.0, 7.0], dtype=torch.float64)
+    tf, ff = getattr(torch, name), getattr(fg, name)
+    _gradgrad(tf, ff, [a, b], rtol=1e-12, atol=1e-15)
+    g, num = _grad_fd(
+        lambda x: fg.autograd.grad(ff(x, _fg(b)).sum(), x, create_graph=True)[0], a.numpy()
+    )
+    np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-9)
+
+
+def test_logaddexp_gradient_at_infinities():
+    # PyTorch's g / (1 + exp(b - a)): 1 and 0 against -inf, NaN for the same infinity twice
+    inf = float("inf")
+    a = torch.tensor([inf, inf, -inf, 1.0, -inf], dtype=torch.float64)
+    b = torch.tensor([inf, -inf, -inf, inf, 2.0], dtype=torch.float64)
+    t = [x.clone().requires_grad_() for x in (a, b)]
+    f = [_fg(x, True) for x in (a, b)]
+    to, fo = torch.logaddexp(*t), fg.logaddexp(*f)
+    _close(to, fo)
+    for x, y in zip(torch.autograd.grad(to.sum(), t), fg.autograd.grad(fo.sum(), f)):
+        _close(x, y)

@@ -26,6 +26,7 @@ from ._core import DTypeError, ShapeError, Tensor
 from ._ops import _check_tensor, _dim, _int, _values_indices, gather
 from ._tensor import _dtype_name, tensor
 from ._torch_compat import sort
+from .autodiff import Function as _Function
 
 __all__ = [
     "Size",
@@ -529,17 +530,35 @@ def rad2deg(input: Tensor) -> Tensor:
     return _float("rad2deg", input) * (180.0 / math.pi)
 
 
+class _LogAddExp(_Function):
+    """``logaddexp`` of two tensors of one shape: the value without overflow, and PyTorch's
+    gradient ``g / (1 + exp(b - a))`` for ``a`` (and the mirror for ``b``) written with
+    differentiable ops, so that every order is right. (Differentiating ``max(a, b) +
+    log1p(exp(-|a - b|))`` instead gives 0 for the second derivative where ``a == b``,
+    where it is 1/4: max and abs are only piecewise smooth.)"""
+
+    def forward(self, a: Tensor, b: Tensor) -> Tensor:
+        self.a, self.b = a, b
+        # an infinite argument: the correction is log1p(0) (exp(-|inf - inf|) would be NaN)
+        both_inf = (a == b) & a.isinf()
+        d = _core.where(both_inf, _core.zeros_like(a), a - b)
+        return _core.maximum(a, b) + (-d.abs()).exp().log1p()
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None, None
+        a, b = self.a, self.b
+        # +-inf differences give 0 and 1; both arguments the same infinity give NaN, as
+        # PyTorch's
+        return g / (1.0 + (b - a).exp()), g / (1.0 + (a - b).exp())
+
+
 def logaddexp(input: Tensor, other: Tensor) -> Tensor:
-    """``log(exp(input) + exp(other))`` without overflow."""
+    """``log(exp(input) + exp(other))`` without overflow, differentiable to any order."""
     a, b = _pair("logaddexp", input, other)
     shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
     a, b = a.broadcast_to(*shape), b.broadcast_to(*shape)
-    # max(a, b) + log1p(exp(-|a - b|)): at an infinite argument the correction is log1p(0)
-    # with gradient 0, so the larger side gets gradient 1 there (as PyTorch's
-    # 1 / (1 + exp(b - a))), where exp(a - logsumexp) would be exp(inf - inf) = NaN
-    both_inf = (a == b) & a.isinf()
-    d = _core.where(both_inf, _core.zeros_like(a), a - b)
-    return _core.maximum(a, b) + (-d.abs()).exp().log1p()
+    return _LogAddExp()(a, b)
 
 
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
