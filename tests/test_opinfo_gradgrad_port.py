@@ -399,3 +399,24 @@ def test_logaddexp_gradient_at_infinities():
     _close(to, fo)
     for x, y in zip(torch.autograd.grad(to.sum(), t), fg.autograd.grad(fo.sum(), f)):
         _close(x, y)
+
+
+# ------------------------------------------------------------- 13. complex with infinities
+
+
+def test_complex_numpy_keeps_infinite_parts():
+    # re + 1j * im made the real part NaN wherever im was infinite (1j * inf = nan + inf j)
+    inf, nan = float("inf"), float("nan")
+    re = torch.tensor([inf, -inf, 1.0, nan, 0.0], dtype=torch.float64)
+    im = torch.tensor([inf, inf, -inf, inf, -0.0], dtype=torch.float64)
+    t = torch.complex(re, im).numpy()
+    f = fg.complex(_fg(re), _fg(im)).numpy()
+    assert f.dtype == t.dtype
+    np.testing.assert_array_equal(f.real, t.real)
+    np.testing.assert_array_equal(f.imag, t.imag)
+    assert np.array_equal(np.signbit(f.imag), np.signbit(t.imag))
+    p = fg.polar(fg.tensor(np.array([inf, 2.0])), fg.tensor(np.array([0.0, 1.0]))).numpy()
+    q = torch.polar(
+        torch.tensor([inf, 2.0], dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64)
+    ).numpy()
+    np.testing.assert_array_equal(p, q)
