@@ -161,6 +161,27 @@ def test_nextafter_gradient_passes_to_input():
     assert g.tolist() == [[2.0, 2.0, 2.0]]
 
 
+def test_nextafter_gradient_is_zero_where_the_arguments_are_equal():
+    # PyTorch's result is other itself where input == other: no gradient to input there
+    # (NaN compares unequal, so it passes)
+    nan, inf = float("nan"), float("inf")
+    a = torch.tensor([nan, 1.0, inf, inf, 0.0, 0.0, 1.0], dtype=torch.float64)
+    b = torch.tensor([1.0, nan, inf, 1.0, -0.0, 0.0, 2.0], dtype=torch.float64)
+    t = [x.clone().requires_grad_() for x in (a, b)]
+    f = [_fg(x, True) for x in (a, b)]
+    tg = torch.autograd.grad(torch.nextafter(*t).sum(), t)
+    fgr = fg.autograd.grad(fg.nextafter(*f).sum(), f)
+    for x, y in zip(tg, fgr):
+        assert y.tolist() == x.tolist()
+    # broadcast: the ties of each row
+    a2 = torch.tensor([[1.0], [2.0]], dtype=torch.float64, requires_grad=True)
+    b2 = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    af = _fg(a2, True)
+    (tg,) = torch.autograd.grad(torch.nextafter(a2, b2).sum(), [a2])
+    (fgr,) = fg.autograd.grad(fg.nextafter(af, _fg(b2)).sum(), [af])
+    assert fgr.tolist() == tg.tolist() == [[2.0], [2.0]]
+
+
 # -------------------------------------------------------------- 5. Frobenius norm
 
 

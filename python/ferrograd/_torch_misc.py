@@ -148,16 +148,19 @@ def binomial(count: Tensor, prob: Tensor, generator: Any = None) -> Tensor:
 
 def nextafter(input: Tensor, other: Tensor) -> Tensor:
     """The next representable value after ``input`` towards ``other``. Its gradient is
-    PyTorch's: the output's gradient passes to ``input`` as it is (a step of one unit in
-    the last place is treated as the identity) and ``other`` gets zero."""
+    PyTorch's: the output's gradient passes to ``input`` as it is where the two differ (a
+    step of one unit in the last place is treated as the identity), zero where they are
+    equal (the result is ``other`` there); ``other`` gets zero."""
     from ._tensor import tensor
 
     a, b = input.detach().numpy(), other.detach().numpy()
-    out = tensor(np.nextafter(a, b.astype(a.dtype)), device=input.device)
+    b = b.astype(a.dtype)
+    out = tensor(np.nextafter(a, b), device=input.device)
     ins = [t for t in (input, other) if isinstance(t, Tensor) and t.dtype.kind == "f"]
     if any(t.requires_grad or _core._tracking_level([t]) is not None for t in ins):
         fn = _NextafterFn()
         fn.value = out
+        fn.moved = tensor(np.asarray(a != b, dtype=a.dtype), device=input.device)
         fn.firsts = [t is input for t in ins]
         return fn(*ins)
     return out
@@ -165,6 +168,7 @@ def nextafter(input: Tensor, other: Tensor) -> Tensor:
 
 class _NextafterFn(_EngineFunction):
     value: Tensor
+    moved: Tensor  # 1 where input differs from other (NaN included), else 0
     firsts: list[bool]
 
     def forward(self, *inputs: Tensor) -> Tensor:
@@ -175,7 +179,9 @@ class _NextafterFn(_EngineFunction):
         if g is None:
             return None
         grads = [
-            g.sum_to_size(shape) if first else _core.zeros(shape, dtype=g.dtype, device=g.device)
+            (g * self.moved).sum_to_size(shape)
+            if first
+            else _core.zeros(shape, dtype=g.dtype, device=g.device)
             for first, shape in zip(self.firsts, self.shapes)
         ]
         return grads[0] if len(grads) == 1 else tuple(grads)
