@@ -686,7 +686,13 @@ def copysign(input: Any, other: Any) -> Tensor:
     # the gradient is the sign factor out / input (+-1), 0 where the input is zero, as
     # PyTorch's; zeros and infinities take their value from `out` (-0.0 stays -0.0)
     ratio = _core.where((ad == 0) | (ad == math.inf) | (ad == -math.inf), 0.0, out / ad)
-    return _core.where(ratio != 0, a * ratio, out)
+    out = _core.where(ratio != 0, a * ratio, out)
+    if b.dtype.kind == "f" and (b.requires_grad or _core._tracking_level([b]) is not None):
+        # on other's graph with gradient 0, as PyTorch's (differentiating the result in
+        # other gives zeros instead of raising when input needs no gradient)
+        keep = _core.ones(tuple(out.shape), dtype="bool", device=out.device)
+        out = _core.where(keep, out, b.astype(out.dtype.name))
+    return out
 
 
 def float_power(input: Any, exponent: Any) -> Tensor:
