@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import _core
 from ._core import Tensor
 
@@ -219,7 +221,12 @@ class ComplexTensor:
         return ComplexTensor(self.real[key], self.imag[key])
 
     def numpy(self) -> Any:
-        return self.real.detach().numpy() + 1j * self.imag.detach().numpy()
+        re, im = self.real.detach().numpy(), self.imag.detach().numpy()
+        # the parts set directly: re + 1j * im would turn an infinite im into a NaN real
+        # part (1j * inf is nan + inf j)
+        out = np.empty(re.shape, dtype=np.complex128 if re.dtype == np.float64 else np.complex64)
+        out.real, out.imag = re, im
+        return out
 
 
 def _atan2(y: Tensor, x: Tensor) -> Tensor:

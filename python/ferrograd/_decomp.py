@@ -552,16 +552,38 @@ def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = Fal
 def matrix_rank(
     A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
 ) -> Tensor:
-    """The number of singular values above the tolerance (as ``pinv``), int64."""
+    """The number of singular values above the tolerance ``max(atol, rtol * largest)``
+    (as ``pinv``), int64. ``atol`` and ``rtol`` are numbers or tensors broadcast against
+    the batch shape; an unspecified ``rtol`` is 0 where ``atol`` is positive and
+    ``eps * max(m, n)`` elsewhere, as PyTorch's."""
     A = _float_input("matrix_rank", "A", A, square=False)
     S = svdvals(A).detach()
     m, n = A.shape[-2], A.shape[-1]
+    if not isinstance(atol, Tensor) and not isinstance(rtol, Tensor):
+        if rtol is None:
+            rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A.dtype).eps * max(m, n)
+        cut = (S.amax(-1, True) if S.shape[-1] else S) * float(rtol)
+        if atol is not None:
+            cut = cut.clamp(min=float(atol))
+        return (S > cut).sum(-1)
+
+    def as_tensor(v: Any) -> Tensor:
+        if isinstance(v, Tensor):
+            return v.detach().astype(A.dtype.name)
+        return _core.full((), float(v), dtype=A.dtype.name, device=A.device)
+
+    default = np.finfo(A.dtype).eps * max(m, n)
     if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A.dtype).eps * max(m, n)
-    cut = (S.amax(-1, True) if S.shape[-1] else S) * float(rtol)
+        rtol_t = as_tensor(default)
+        if atol is not None:
+            rtol_t = _core.where(as_tensor(atol) > 0, as_tensor(0.0), rtol_t)
+    else:
+        rtol_t = as_tensor(rtol)
+    largest = S.amax(-1) if S.shape[-1] else _core.zeros(tuple(S.shape[:-1]), dtype=A.dtype.name)
+    cut = largest * rtol_t
     if atol is not None:
-        cut = cut.clamp(min=float(atol))
-    return (S > cut).sum(-1)
+        cut = cut.maximum(as_tensor(atol))
+    return (S > cut.unsqueeze(-1)).sum(-1)
 
 
 def matrix_power(A: Tensor, n: int) -> Tensor:
@@ -800,12 +822,27 @@ class LstsqResult(NamedTuple):
     singular_values: Tensor
 
 
+class _DriverError(ValueError, RuntimeError):
+    """An unknown LAPACK driver name: a ValueError, and the RuntimeError PyTorch raises."""
+
+
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
 def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: Any = None) -> LstsqResult:
     """The least-squares solution of ``A @ X = B`` (minimum norm where ``A`` is
-    rank-deficient), through the pseudo-inverse. ``residuals`` (squared, per column of ``B``)
-    is filled when ``A`` has more rows than columns and full rank, as PyTorch does."""
+    rank-deficient), through the pseudo-inverse. The other fields follow PyTorch's
+    ``driver`` (``gelsy`` by default, ``gels`` on CUDA): ``residuals`` (squared, per column
+    of ``B``) except with ``gelsy``, when ``A`` has more rows than columns and full rank;
+    ``rank`` except with ``gels``; ``singular_values`` with ``gelsd`` and ``gelss``. The
+    fields a driver does not fill are empty; only the solution and residuals carry
+    gradients."""
     A = _float_input("lstsq", "A", A, square=False)
     B = _check_tensor("lstsq", "B", B)
+    if driver is None:
+        driver = "gels" if str(A.device).startswith("cuda") else "gelsy"
+    if driver not in _LSTSQ_DRIVERS:
+        raise _DriverError(f"linalg.lstsq: driver must be one of {_LSTSQ_DRIVERS}, got {driver!r}")
     vector = B.ndim == A.ndim - 1
     Bm = B.unsqueeze(-1) if vector else B
     if Bm.shape[-2] != A.shape[-2]:
@@ -818,9 +855,12 @@ def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: Any = None) -> Lst
     rank = matrix_rank(A, rtol=rcond)
     empty = _core.zeros((0,), dtype=A.dtype, device=A.device)
     residuals = empty
-    if m > n and bool((rank == n).all()):
+    if driver != "gelsy" and m > n and (driver == "gels" or bool((rank == n).all())):
         residuals = ((A @ X - Bm) ** 2).sum(-2)
-    return LstsqResult(X.squeeze(-1) if vector else X, residuals, rank, empty)
+    singular_values = svdvals(A).detach() if driver in ("gelsd", "gelss") else empty
+    if driver == "gels":
+        rank = _core.zeros((0,), dtype="int64", device=A.device)
+    return LstsqResult(X.squeeze(-1) if vector else X, residuals, rank, singular_values)
 
 
 # -- PyTorch's top-level names and Tensor methods ------------------------------------------

@@ -8,6 +8,7 @@ to any order. Batches are factorised one matrix at a time."""
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 from typing import Any
 
@@ -90,6 +91,13 @@ def _batched(A: Tensor, fn: Any) -> list:
     return [batch, outs]
 
 
+def _empty_on_graph(z: Tensor, A: Tensor) -> Tensor:
+    """The zeros ``z`` of an empty batch on the graph of the empty ``A`` (whose sum is an
+    exact 0), as PyTorch's factors are: differentiating them gives ``A`` an empty gradient
+    instead of raising that nothing requires grad."""
+    return z + A.sum()
+
+
 def lu(A: Any, *, pivot: bool = True, out: Any = None) -> LUResult:
     """``P, L, U`` with ``A = P @ L @ U`` (``torch.linalg.lu``): ``L`` unit lower triangular
     (m x k), ``U`` upper triangular (k x n), k = min(m, n); differentiable in ``A``."""
@@ -101,7 +109,7 @@ def lu(A: Any, *, pivot: bool = True, out: Any = None) -> LUResult:
         m, n = A.shape[-2:]
         k = min(m, n)
         z = lambda *s: _core.zeros((*batch, *s), dtype=A.dtype.name, device=A.device)
-        return LUResult(z(m, m), z(m, k), z(k, n))
+        return LUResult(z(m, m), _empty_on_graph(z(m, k), A), _empty_on_graph(z(k, n), A))
     P, L, U = (
         _core.stack([o[i] for o in outs], 0).reshape(*batch, *outs[0][i].shape) for i in range(3)
     )
@@ -155,8 +163,8 @@ def _lu_factor(A: Tensor, pivot: bool, check_errors: bool) -> LUFactorResult:
                 )
     if not outs:
         return LUFactorResult(
-            _core.zeros((*batch, m, n), dtype=A.dtype.name, device=A.device),
-            tensor(np.zeros((*batch, k), np.int32)),
+            _empty_on_graph(_core.zeros((*batch, m, n), dtype=A.dtype.name, device=A.device), A),
+            tensor(np.zeros((*batch, k), np.int32), device=A.device),
         )
     LU = _core.stack([o[0] for o in outs], 0).reshape(*batch, m, n)
     piv = tensor(np.stack([o[1] for o in outs]).reshape(*batch, k), device=A.device)
@@ -198,7 +206,12 @@ def lu_unpack(
         L = tril(LU[..., :, :k], -1) + eye
         U = triu(LU[..., :k, :])
     if unpack_pivots:
-        flat = piv.reshape(-1, piv.shape[-1]) if piv.ndim else piv.reshape(1, -1)
+        # (the row count spelled out: reshape(-1, 0) is ambiguous for an empty batch)
+        flat = (
+            piv.reshape(math.prod(piv.shape[:-1]), piv.shape[-1])
+            if piv.ndim
+            else piv.reshape(1, -1)
+        )
         mats = [np.eye(m)[:, _permutation(p, m)] for p in flat]
         stacked = np.stack(mats) if mats else np.zeros((0, m, m))  # (an empty batch)
         P = tensor(stacked.reshape(*LU.shape[:-2], m, m), dtype=LU.dtype.name, device=LU.device)

@@ -296,7 +296,20 @@ def arange(
 def linspace(
     start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None
 ) -> Tensor:
-    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (float32)."""
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (float32). A
+    0-d tensor bound counts as its value, in double precision whatever its dtype."""
+    bounds = []
+    for arg, v in (("start", start), ("end", end)):
+        if isinstance(v, Tensor):
+            if v.ndim != 0:
+                raise ShapeError(
+                    f"linspace: only 0-dimensional start and end tensors are supported, got "
+                    f"{arg} with {v.ndim} dimension(s)"
+                )
+            # as a number: spaced in its own (narrower) dtype the points would be rounded
+            v = v.item()
+        bounds.append(v)
+    start, end = bounds
     steps = _int("linspace", "steps", steps)
     if steps < 0:
         raise ShapeError(f"linspace: steps must be non-negative, got {steps}")

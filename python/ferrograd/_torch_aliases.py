@@ -233,8 +233,15 @@ def fill(input: Tensor, value: Any) -> Tensor:
                 f"fill: value must be a number or a tensor of one value, got shape "
                 f"{list(value.shape)}"
             )
-        return _core.zeros_like(input) + value.reshape(()).astype(input.dtype.name)
-    return full_like(input, value)
+        out = _core.zeros_like(input) + value.reshape(()).astype(input.dtype.name)
+    else:
+        out = full_like(input, value)
+    if input.requires_grad or _core._tracking_level([input]) is not None:
+        # on input's graph with gradient 0, as PyTorch's (differentiating the result in
+        # input gives zeros instead of raising that it does not depend on input)
+        keep = _core.ones(tuple(input.shape), dtype="bool", device=input.device)
+        out = _core.where(keep, out, input)
+    return out
 
 
 def split_with_sizes(input: Tensor, split_sizes: Any, dim: int = 0) -> Any:

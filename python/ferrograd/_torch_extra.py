@@ -356,11 +356,49 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:
 _SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
 
 
+class _InverseOp(_Function):
+    """``x = f^-1(y)`` for an increasing ``f`` whose slope at ``x`` is known in closed form:
+    the value comes from ``value(y)`` (untracked) and the gradient is ``g / f'(x)`` with ``x``
+    itself this op, so the gradient is differentiable again and every order is right (an
+    iteration's last step on a detached guess gets the first derivative only: its second
+    derivative would be that of the step, not of the inverse)."""
+
+    def __init__(self, value: Any, inv_slope: Any, out: Tensor | None = None) -> None:
+        self.value, self.inv_slope, self.out = value, inv_slope, out
+
+    def forward(self, y: Tensor) -> Tensor:
+        self.y = y
+        if self.out is None:
+            self.out = self.value(y)
+        return self.out
+
+    def backward(self, g: Tensor | None) -> Tensor | None:
+        if g is None:
+            return None
+        x = _InverseOp(self.value, self.inv_slope, self.out)(self.y)
+        return g * self.inv_slope(x)
+
+
+def _inverse(value: Any, inv_slope: Any, y: Tensor) -> Tensor:
+    """``value(y)``, the inverse of a function whose reciprocal slope at the result ``x`` is
+    ``inv_slope(x)``, differentiable to any order (see ``_InverseOp``)."""
+    return _InverseOp(value, inv_slope)(y)
+
+
+def _erfinv_inv_slope(x: Tensor) -> Tensor:
+    # 1 / erf'(x) = sqrt(pi)/2 exp(x^2): +inf at x = +-inf (y = +-1), NaN where x is
+    return (x * x).exp() * (1.0 / _SQRT_PI_2)
+
+
 def erfinv(input: Tensor) -> Tensor:
     """The inverse of ``erf`` on [-1, 1] (``+-inf`` at ``+-1``, NaN outside). A closed-form
-    first guess refined by Newton steps on ``erf`` (on ``log erfc`` in the tails); the last
-    step carries the gradient ``sqrt(pi)/2 exp(erfinv(x)^2)``."""
+    first guess refined by Newton steps on ``erf`` (on ``log erfc`` in the tails); the
+    gradient is ``sqrt(pi)/2 exp(erfinv(x)^2)``, differentiable again."""
     y = _float("erfinv", input)
+    return _inverse(_erfinv_value, _erfinv_inv_slope, y)
+
+
+def _erfinv_value(y: Tensor) -> Tensor:
     ay = y.abs()
     central = ay <= 0.5
     yc = _where(central, y, _const(0.0, y))

@@ -147,31 +147,44 @@ def binomial(count: Tensor, prob: Tensor, generator: Any = None) -> Tensor:
 
 
 def nextafter(input: Tensor, other: Tensor) -> Tensor:
-    """The next representable value after ``input`` towards ``other``. As PyTorch's, the
-    result is on the graph of inputs that require grad, but its derivative is not
-    implemented (differentiating through it raises)."""
+    """The next representable value after ``input`` towards ``other``. Its gradient is
+    PyTorch's: the output's gradient passes to ``input`` as it is where the two differ (a
+    step of one unit in the last place is treated as the identity), zero where they are
+    equal (the result is ``other`` there); ``other`` gets zero."""
     from ._tensor import tensor
 
     a, b = input.detach().numpy(), other.detach().numpy()
-    out = tensor(np.nextafter(a, b.astype(a.dtype)), device=input.device)
+    b = b.astype(a.dtype)
+    out = tensor(np.nextafter(a, b), device=input.device)
     ins = [t for t in (input, other) if isinstance(t, Tensor) and t.dtype.kind == "f"]
     if any(t.requires_grad or _core._tracking_level([t]) is not None for t in ins):
         fn = _NextafterFn()
         fn.value = out
+        fn.moved = tensor(np.asarray(a != b, dtype=a.dtype), device=input.device)
+        fn.firsts = [t is input for t in ins]
         return fn(*ins)
     return out
 
 
 class _NextafterFn(_EngineFunction):
     value: Tensor
+    moved: Tensor  # 1 where input differs from other (NaN included), else 0
+    firsts: list[bool]
 
     def forward(self, *inputs: Tensor) -> Tensor:
+        self.shapes = [tuple(t.shape) for t in inputs]
         return self.value
 
     def backward(self, g: Tensor | None) -> Any:
         if g is None:
             return None
-        raise NotImplementedError("the derivative for 'nextafter' is not implemented")
+        grads = [
+            (g * self.moved).sum_to_size(shape)
+            if first
+            else _core.zeros(shape, dtype=g.dtype, device=g.device)
+            for first, shape in zip(self.firsts, self.shapes)
+        ]
+        return grads[0] if len(grads) == 1 else tuple(grads)
 
 
 def as_strided(input: Tensor, size: Any, stride: Any, storage_offset: int | None = None) -> Tensor:

@@ -27,6 +27,7 @@ from ._core import DTypeError, ShapeError, Tensor
 from ._ops import _check_tensor, _dim, _int, _values_indices, gather
 from ._tensor import _dtype_name, tensor
 from ._torch_compat import sort
+from .autodiff import Function as _Function
 
 __all__ = [
     "Size",
@@ -530,17 +531,35 @@ def rad2deg(input: Tensor) -> Tensor:
     return _float("rad2deg", input) * (180.0 / math.pi)
 
 
+class _LogAddExp(_Function):
+    """``logaddexp`` of two tensors of one shape: the value without overflow, and PyTorch's
+    gradient ``g / (1 + exp(b - a))`` for ``a`` (and the mirror for ``b``) written with
+    differentiable ops, so that every order is right. (Differentiating ``max(a, b) +
+    log1p(exp(-|a - b|))`` instead gives 0 for the second derivative where ``a == b``,
+    where it is 1/4: max and abs are only piecewise smooth.)"""
+
+    def forward(self, a: Tensor, b: Tensor) -> Tensor:
+        self.a, self.b = a, b
+        # an infinite argument: the correction is log1p(0) (exp(-|inf - inf|) would be NaN)
+        both_inf = (a == b) & a.isinf()
+        d = _core.where(both_inf, _core.zeros_like(a), a - b)
+        return _core.maximum(a, b) + (-d.abs()).exp().log1p()
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None, None
+        a, b = self.a, self.b
+        # +-inf differences give 0 and 1; both arguments the same infinity give NaN, as
+        # PyTorch's
+        return g / (1.0 + (b - a).exp()), g / (1.0 + (a - b).exp())
+
+
 def logaddexp(input: Tensor, other: Tensor) -> Tensor:
-    """``log(exp(input) + exp(other))`` without overflow."""
+    """``log(exp(input) + exp(other))`` without overflow, differentiable to any order."""
     a, b = _pair("logaddexp", input, other)
     shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
     a, b = a.broadcast_to(*shape), b.broadcast_to(*shape)
-    # max(a, b) + log1p(exp(-|a - b|)): at an infinite argument the correction is log1p(0)
-    # with gradient 0, so the larger side gets gradient 1 there (as PyTorch's
-    # 1 / (1 + exp(b - a))), where exp(a - logsumexp) would be exp(inf - inf) = NaN
-    both_inf = (a == b) & a.isinf()
-    d = _core.where(both_inf, _core.zeros_like(a), a - b)
-    return _core.maximum(a, b) + (-d.abs()).exp().log1p()
+    return _LogAddExp()(a, b)
 
 
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
@@ -668,7 +687,13 @@ def copysign(input: Any, other: Any) -> Tensor:
     # the gradient is the sign factor out / input (+-1), 0 where the input is zero, as
     # PyTorch's; zeros and infinities take their value from `out` (-0.0 stays -0.0)
     ratio = _core.where((ad == 0) | (ad == math.inf) | (ad == -math.inf), 0.0, out / ad)
-    return _core.where(ratio != 0, a * ratio, out)
+    out = _core.where(ratio != 0, a * ratio, out)
+    if b.dtype.kind == "f" and (b.requires_grad or _core._tracking_level([b]) is not None):
+        # on other's graph with gradient 0, as PyTorch's (differentiating the result in
+        # other gives zeros instead of raising when input needs no gradient)
+        keep = _core.ones(tuple(out.shape), dtype="bool", device=out.device)
+        out = _core.where(keep, out, b.astype(out.dtype.name))
+    return out
 
 
 def float_power(input: Any, exponent: Any) -> Tensor:
@@ -894,12 +919,18 @@ def nanquantile(
     interpolation: str = "linear",
 ) -> Tensor:
     """:func:`quantile` ignoring NaN: each row's quantiles among its non-NaN entries (NaN
-    for a row of NaN only), as PyTorch's; differentiable in ``input``."""
+    for a row of NaN only), as PyTorch's; differentiable in ``input`` and, with linear
+    interpolation, in a tensor ``q``."""
     x, qs, d = _quantile_args("nanquantile", input, q, dim, interpolation)
     s = sort(x, d).values  # NaN sorts last
     valid = (~x.detach().isnan()).astype("int64").sum(d, keepdim=True).numpy()
+    q_flat = (
+        q.astype(x.dtype.name).reshape(-1)
+        if isinstance(q, Tensor) and interpolation == "linear" and q.dtype.kind == "f"
+        else None
+    )
     out = []
-    for qi in np.atleast_1d(qs).astype(np.float64):
+    for k, qi in enumerate(np.atleast_1d(qs).astype(np.float64)):
         pos = qi * (np.maximum(valid, 1) - 1)
         lo = np.floor(pos)
         hi = np.minimum(lo + 1, np.maximum(valid - 1, 0))
@@ -916,7 +947,12 @@ def nanquantile(
             frac_ = np.where((hi != lo) & (frac_ > 0), 0.5, 0.0)
         a = gather(s, d, tensor(lo.astype(np.int64), device=x.device))
         b = gather(s, d, tensor(hi.astype(np.int64), device=x.device))
-        w = tensor(frac_, dtype=x.dtype.name, device=x.device)
+        if q_flat is not None:
+            # the weight q * (n - 1) - floor(q * (n - 1)) as a function of q, per row's n
+            span = tensor(np.maximum(valid, 1) - 1, dtype=x.dtype.name, device=x.device)
+            w = q_flat[k] * span - tensor(lo, dtype=x.dtype.name, device=x.device)
+        else:
+            w = tensor(frac_, dtype=x.dtype.name, device=x.device)
         v = a + (b - a) * w
         if not (valid > 0).all():
             v = _core.where(tensor(valid == 0, device=x.device), math.nan, v)
@@ -1351,9 +1387,13 @@ def searchsorted(
                 f"searchsorted: the leading axes of values {list(v.shape)} must match those "
                 f"of sorted_sequence {list(s.shape)}"
             )
-        rows_s = s.reshape(-1, s.shape[-1])
-        rows_v = v.reshape(-1, v.shape[-1])
-        out = np.stack([np.searchsorted(a, b, side=how) for a, b in zip(rows_s, rows_v)])
+        # (the row count spelled out: reshape(-1, 0) is ambiguous for an empty batch)
+        n_rows = math.prod(s.shape[:-1])
+        rows_s = s.reshape(n_rows, s.shape[-1])
+        rows_v = v.reshape(n_rows, v.shape[-1])
+        out = np.zeros((n_rows, v.shape[-1]), dtype=np.int64)
+        for i, (a, b) in enumerate(zip(rows_s, rows_v)):
+            out[i] = np.searchsorted(a, b, side=how)
         out = out.reshape(v.shape)
     out = np.asarray(out, dtype=np.int32 if out_int32 else np.int64)
     if scalar and out.ndim == 0:
@@ -1430,7 +1470,17 @@ def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
         # the width overflows the dtype (a range spanning most of it): bin everything
         # halved, which puts each entry in the same bin
         a, lo, hi = a / 2, lo / 2, hi / 2
-    counts, _ = np.histogram(a, bins=bins, range=(lo, hi))
+    # PyTorch's bin of an entry: trunc((x - min) * bins / (max - min)) in the input's dtype
+    # (max itself in the last bin), which can differ from the edges' comparison by one bin
+    # for an entry on an edge
+    lo_, hi_ = np.asarray(lo, dtype=a.dtype), np.asarray(hi, dtype=a.dtype)
+    v = a[(a >= lo_) & (a <= hi_)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        pos = (v - lo_) * a.dtype.type(bins) / (hi_ - lo_)
+        # (near the dtype's ends the product overflows: scaled the other way round there)
+        pos = np.where(np.isfinite(pos), pos, (v - lo_) / (hi_ - lo_) * a.dtype.type(bins))
+    pos = np.clip(np.nan_to_num(np.trunc(pos), nan=0.0), 0, bins - 1).astype(np.int64)
+    counts = np.bincount(pos, minlength=bins)
     return tensor(counts.astype(x.numpy().dtype), device=x.device)
 
 

@@ -300,6 +300,8 @@ def gradient(input: Tensor, *, spacing: Any = 1, dim: Any = None, edge_order: in
         dims = [_dim("gradient", x, dim)]
     if len(set(dims)) != len(dims):
         raise ShapeError("torch.gradient: dim must not repeat")
+    if spacing is None:  # unspecified, as PyTorch's: unit steps
+        spacing = 1
     if isinstance(spacing, (list, tuple)):
         spacings = list(spacing)
         if len(spacings) != len(dims):

@@ -126,7 +126,8 @@ def matrix_norm(
         return matrix_norm(A.astype("float32"), ord, dim, keepdim).astype(A.dtype.name)
     r, c = _matrix_dims("matrix_norm", A, tuple(dim))
     if ord == "fro":
-        out = (A * A).sum(dim=(r, c), keepdim=True).sqrt()
+        # the vector 2-norm's rule: gradient 0 (a subgradient) at a zero matrix, not NaN
+        out = _norm(A, 2, (r, c), True)
     elif ord in (1, -1, math.inf, -math.inf):
         over, then = (r, c) if ord in (1, -1) else (c, r)
         sums = A.abs().sum(dim=over, keepdim=True)

@@ -12,8 +12,8 @@ from . import _core
 from ._core import Tensor
 from ._ops import _check_tensor
 from ._ops import logsumexp as _logsumexp
+from ._torch_extra import _inverse, i0e, i1, i1e
 from ._torch_extra import erfinv as _erfinv
-from ._torch_extra import i0e, i1, i1e
 from ._torch_more import _float, _pair, logit, sinc, xlogy
 
 __all__ = [
@@ -156,10 +156,19 @@ def ndtri(input: Tensor) -> Tensor:
     ``sqrt(2) erfinv(2p - 1)`` on ``[0.25, 0.75]`` and at the ends; in the tails, where
     ``2p - 1`` would lose ``p``'s digits, Newton steps on ``log_ndtr(z) = log(p)`` (``1 - p``
     and an odd reflection above 0.75, exact there) from Abramowitz and Stegun's 26.2.23; the
-    last step carries the gradient ``1 / phi(z)``."""
+    gradient is ``1 / phi(z)``, differentiable again."""
+    p = _float("ndtri", input)
+    return _inverse(_ndtri_value, _ndtri_inv_slope, p)
+
+
+def _ndtri_inv_slope(z: Tensor) -> Tensor:
+    # 1 / phi(z) = sqrt(2 pi) exp(z^2 / 2)
+    return (0.5 * z * z).exp() * math.sqrt(2.0 * math.pi)
+
+
+def _ndtri_value(p: Tensor) -> Tensor:
     from .autodiff import no_grad
 
-    p = _float("ndtri", input)
     upper = p > 0.5
     tail = ((p > 0.0) & (p < 0.25)) | ((p > 0.75) & (p < 1.0))
     # each branch sees only its own inputs (erfinv's infinite gradient at -1 would otherwise

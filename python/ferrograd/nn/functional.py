@@ -6,6 +6,7 @@ order (``create_graph``) and on every device. Argument names and defaults are Py
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -2691,7 +2692,7 @@ def grid_sample(
 ) -> Tensor:
     """Samples ``input`` ``(N, C, H, W)`` at ``grid`` ``(N, Ho, Wo, 2)`` (x, y in ``[-1,
     1]``), or ``(N, C, D, H, W)`` at ``(N, Do, Ho, Wo, 3)`` (x, y, z): bilinear (trilinear
-    on volumes), nearest or (4-D) bicubic, zeros, border or reflection padding, as
+    on volumes), nearest or bicubic (tricubic on volumes), zeros, border or reflection padding, as
     PyTorch's (``align_corners`` unset is False, with PyTorch's warning). Differentiable in
     the input and (bilinear, bicubic) in the grid."""
     x = _t("grid_sample", "input", input)
@@ -2723,8 +2724,6 @@ def grid_sample(
         )
     if x.dtype.kind != "f":
         raise UnsupportedDTypeError(f"grid_sample: input must be a float tensor, got {x.dtype}")
-    if mode == "bicubic" and k != 2:
-        raise ValueError("grid_sample: bicubic interpolation only supports 4D input")
     n, c = x.shape[0], x.shape[1]
     sizes = list(x.shape[2:])  # (H, W) or (D, H, W)
     out_sp = list(g.shape[1:-1])
@@ -2812,10 +2811,12 @@ def grid_sample(
             for lo, size in zip(lows, sizes)
         ]
         taps, weights = [], []
-        for i in range(4):
-            for j in range(4):
-                taps.append([idx[0][i], idx[1][j]])
-                weights.append(coeffs[0][i] * coeffs[1][j])
+        for corner in itertools.product(range(4), repeat=k):
+            taps.append([idx[j][i] for j, i in enumerate(corner)])
+            w = coeffs[0][corner[0]]
+            for j in range(1, k):
+                w = w * coeffs[j][corner[j]]
+            weights.append(w)
         return sample(taps, weights)
     fs = [bound(f, size) for f, size in zip(fs, sizes)]
     lows = [f.detach().floor() for f in fs]
