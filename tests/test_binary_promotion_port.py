@@ -4,6 +4,7 @@ that cannot be cast into the tensor, and the dtype of a number raised to a tenso
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import Any
 
@@ -414,3 +415,15 @@ def test_addcmul_value_tensor() -> None:
             y.addcmul(y, y, value=lib.tensor(2.0, requires_grad=True))
         with pytest.raises(TypeError):
             lib.addcdiv(y, y, y, value=lib.tensor([2.0]))
+
+
+@pytest.mark.parametrize("op", ["cat", "stack"])
+def test_cat_and_stack_promote_every_dtype_of_the_sequence(op):
+    # the running result was a 0-d stand-in, which ranks below the tensors as a scalar does:
+    # cat([float16, float64, float32]) gave float32, [float16, float32, float16] float16
+    torch = pytest.importorskip("torch")
+    names = ["float16", "bfloat16", "float32", "float64", "int64", "uint8", "bool"]
+    for combo in itertools.product(names, repeat=3):
+        got = getattr(fg, op)([fg.ones(2, dtype=getattr(fg, d)) for d in combo])
+        want = getattr(torch, op)([torch.ones(2, dtype=getattr(torch, d)) for d in combo])
+        assert got.dtype.name == str(want.dtype).removeprefix("torch."), combo

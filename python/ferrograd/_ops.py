@@ -739,12 +739,14 @@ def _promoted(tensors: Any) -> Any:
     ts = list(tensors) if isinstance(tensors, (list, tuple)) else tensors
     tensors_only = isinstance(ts, list) and _builtin_all(isinstance(t, Tensor) for t in ts)
     if tensors_only and len({t.dtype.name for t in ts}) > 1:
-        from ._torch_extra import result_type
+        from ._torch_extra import promote_types
 
-        target = ts[0]
+        # dtypes folded pairwise (a 0-d stand-in for the running result would rank below the
+        # tensors as a scalar does: float16 after float64 gave float16)
+        target = ts[0].dtype
         for t in ts[1:]:
-            target = _core.zeros((), dtype=_dtype_name(result_type(target, t)))
-        name = target.dtype.name
+            target = promote_types(target, t.dtype)
+        name = _dtype_name(target)
         ts = [t if t.dtype.name == name else t.astype(name) for t in ts]
     return ts
 
