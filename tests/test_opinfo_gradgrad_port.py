@@ -471,3 +471,31 @@ def test_copysign_result_is_on_the_graph_of_other():
     xf = fg.tensor(x0, requires_grad=True)
     (g,) = fg.autograd.grad((fg.copysign(xf, _fg(b)) * w).sum(), [xf])
     np.testing.assert_allclose(g.numpy(), num, rtol=1e-8)
+
+
+def test_xlog1py_is_zero_where_input_is_zero_below_minus_one_and_hinge_loss_keeps_inf():
+    # xlog1py(0, -2) gave NaN (log1p's NaN times 0), torch 0; an infinite input made
+    # hinge_embedding_loss NaN (x * 0 as its zero), torch inf
+    x = torch.tensor([0.0, 0.0, 0.0, 1.0, 0.0, 2.0], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor(
+        [-1.0, np.inf, np.nan, -1.0, -2.0, 0.5], dtype=torch.float64, requires_grad=True
+    )
+    fx, fy = _fg(x, True), _fg(y, True)
+    want = torch.special.xlog1py(x, y)
+    got = fg.special.xlog1py(fx, fy)
+    np.testing.assert_array_equal(got.numpy(), want.detach().numpy())
+    tw = torch.autograd.grad(want[[1, 4, 5]].sum(), [x])[0]
+    fw = fg.autograd.grad(got[[1, 4, 5]].sum(), [fx])[0]
+    np.testing.assert_allclose(fw.numpy()[[4, 5]], tw.numpy()[[4, 5]])
+    a = [np.inf, -np.inf, 1.0, np.nan, -np.inf, np.inf]
+    t = [1.0, 1.0, -1.0, 1.0, -1.0, -1.0]
+    for red in ("none", "sum"):
+        want = torch.nn.functional.hinge_embedding_loss(
+            torch.tensor(a, dtype=torch.float64),
+            torch.tensor(t, dtype=torch.float64),
+            reduction=red,
+        )
+        got = fg.nn.functional.hinge_embedding_loss(
+            fg.tensor(a, dtype=fg.float64), fg.tensor(t, dtype=fg.float64), reduction=red
+        )
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

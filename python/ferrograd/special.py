@@ -72,9 +72,10 @@ def round(input: Tensor, decimals: int = 0) -> Tensor:
 
 
 def xlog1py(input: Any, other: Any) -> Tensor:
-    """``input * log1p(other)``, 0 where ``input`` is 0 (also where ``other`` is -1)."""
+    """``input * log1p(other)``, 0 where ``input`` is 0 (also where ``other`` is -1 or
+    below, where ``log1p`` is -inf or NaN), unless ``other`` is NaN."""
     x, y = _pair("xlog1py", input, other)
-    blow_up = (x == 0) & ((y == -1) | y.isinf())
+    blow_up = (x == 0) & ((y <= -1) | y.isinf())
     safe = _core.where(blow_up, _core.zeros_like(y), y)
     return x * safe.log1p()
 

@@ -2121,7 +2121,8 @@ def hinge_embedding_loss(
     ``target != -1`` (so ``x`` where it is 1, the margin term where it is -1, and both for
     any other target)."""
     x = _float("hinge_embedding_loss", "input", input)
-    zero = x * 0.0
+    # (zeros, not x * 0: an infinite input is an infinite loss, not NaN)
+    zero = _core.zeros_like(x)
     pos = _core.where(target != -1, x, zero)
     neg = _core.where(target != 1, (margin - x).clamp(min=0.0), zero)
     return _reduce("hinge_embedding_loss", pos + neg, reduction)
