@@ -291,7 +291,8 @@ def test_checkpoint_recomputes_under_the_forward_autocast(lib):
             seen.append(z.dtype)
             return z
 
-        x, y, z = (lib.randn(3, 3, requires_grad=True) for _ in range(3))
+        # host tensors: the region autocasts the CPU (the suite may default to another device)
+        x, y, z = (lib.randn(3, 3, requires_grad=True, device="cpu") for _ in range(3))
         with lib.autocast(enabled=enabled, device_type="cpu", dtype=lib.bfloat16):
             loss = _ckpt(lib, foo, x, y, z, use_reentrant=False).sum()
         loss.backward()  # recomputed outside the region: still in bfloat16
