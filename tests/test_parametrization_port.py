@@ -949,7 +949,9 @@ def test_new_spectral_norm_forward(L):
 def test_new_spectral_norm_value(L):
     m = L.nn.Linear(2, 2)
     with L.no_grad():
-        x = L.diagonal(m.weight)
+        # a fixed diagonal: with the random one the power iteration converges as
+        # (x[1] / x[0]) ** 30, short of the tolerance when the two are close (in both libraries)
+        x = L.tensor([0.8, -0.3])
         m.weight = L.nn.Parameter(L.diag(x))
         _pzs(L).spectral_norm(m)
         _eq(m.weight, L.diag(x / x.abs().max()))

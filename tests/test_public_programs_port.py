@@ -15,6 +15,20 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(autouse=True)
+def _host_default_device():
+    # the programs run as published, next to torch on its default device, the CPU (performer
+    # moves a QR result `.to(None)`, which keeps it where it is: on the host)
+    prev = fg.get_default_device()
+    fg.set_default_device("cpu")
+    try:
+        yield
+    finally:
+        fg.set_default_device(prev)
+
+
 einops = pytest.importorskip("einops")
 
 RTOL, ATOL = 1e-8, 1e-10
@@ -834,7 +848,7 @@ def test_orthogonal_features_match_torch_from_the_same_draws() -> None:
     out = []
     for lib in (torch, fg):
         it = iter(draws)
-        randn = lambda shape, device=None, lib=lib, it=it: lib.tensor(next(it))
+        randn = lambda shape, device=None, lib=lib, it=it: lib.tensor(next(it), device=device)
         shim = type("Lib", (), {"randn": staticmethod(randn)})
         for name in ("linalg", "cat", "diag"):
             setattr(shim, name, getattr(lib, name))
