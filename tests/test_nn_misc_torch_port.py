@@ -57,7 +57,7 @@ def _assert_same(t: Any, g: Any, rtol: float, where: str = "") -> None:
         assert t == g, (where, t, g)
 
 
-# ---------------------------------------------------------------------- c1.py
+# ------------------- Bilinear, Identity, Upsample, shuffles, Fold, Flatten, activations
 def rnd(*shape, seed=0):
     return np.random.RandomState(seed).standard_normal(shape)
 
@@ -655,7 +655,7 @@ def celu_zero_alpha(lib):
     return lib.nn.functional.celu(lib.ones(3), alpha=0.0)
 
 
-# ---------------------------------------------------------------------- c2.py
+# ------------------------------------------ AdaptiveLogSoftmaxWithLoss, padding modules
 
 
 def asm_build(lib, head_bias=False, div_value=4.0):
@@ -843,7 +843,7 @@ def zeropad_repr(lib):
     ]
 
 
-# ---------------------------------------------------------------------- c3.py
+# ------------------- parameter vectors, gradient clipping, batch-norm fusion, skip_init
 U = lambda lib: lib.nn.utils
 
 
@@ -1250,7 +1250,7 @@ def convert_mf3d(lib):
     return [r is m, tuple(m.weight.shape)]
 
 
-# ---------------------------------------------------------------------- c4.py
+# ---------------------------------------------------------------------- functional_call
 def FC(lib):
     return lib.func.functional_call
 
@@ -1518,7 +1518,7 @@ def fc_vmap_grad(lib):
     return [g["weight"], g["bias"]]
 
 
-# ---------------------------------------------------------------------- c5.py
+# ---------------------------- Unflatten's argument checks, in-place and double backward
 for i, (dim, us) in enumerate(
     [
         (1, (2, 2, 2.0)),
@@ -1726,7 +1726,7 @@ def threshold_inplace_view(lib):
     return [x, v.grad, r is view]
 
 
-# ---------------------------------------------------------------------- fixes, extra cases
+# -------------------------------------------------------------------------- regressions
 @case
 def clipvalue_in_place(lib):
     ps = with_grads(lib)
@@ -1781,6 +1781,182 @@ def skip_init_instance(lib):
 @case
 def interpolate_float_size(lib):
     return lib.nn.functional.interpolate(lib.ones(1, 1, 2, 2), size=(3.0, 4))
+
+
+# --------------------------------------------------------- shuffles, shapes, more activations
+for i, g in enumerate([0, -1]):
+
+    def f(lib, g=g):
+        return lib.nn.ChannelShuffle(g)(lib.ones(1, 4, 2, 2))
+
+    f.__name__ = f"chshuf_bad_{i}"
+    case(f)
+
+    def f2(lib, g=g):
+        return lib.nn.functional.pixel_shuffle(lib.ones(1, 4, 2, 2), g)
+
+    f2.__name__ = f"pxshuf_bad_{i}"
+    case(f2)
+
+    def f3(lib, g=g):
+        return lib.nn.functional.pixel_unshuffle(lib.ones(1, 4, 2, 2), g)
+
+    f3.__name__ = f"pxunshuf_bad_{i}"
+    case(f3)
+
+
+@case
+def chshuf_functional(lib):
+    return [
+        lib.nn.functional.channel_shuffle(T(lib, rnd(1, 6, 2)), 2),
+        lib.native_channel_shuffle(T(lib, rnd(1, 6, 2)), 3),
+    ]
+
+
+@case
+def chshuf_2d_err(lib):
+    return lib.nn.ChannelShuffle(2)(lib.ones(2, 4))
+
+
+@case
+def pixel_shuffle_nhwc(lib):
+    x = T(lib, rnd(2, 8, 3, 4)).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    return [lib.nn.PixelShuffle(2)(x), lib.nn.PixelUnshuffle(1)(x)]
+
+
+@case
+def flatten_neg(lib):
+    x = T(lib, rnd(2, 3, 4))
+    return [lib.nn.Flatten(-2, -1)(x), lib.nn.Flatten(1, 1)(x)]
+
+
+@case
+def flatten_bad(lib):
+    return lib.nn.Flatten(2, 1)(lib.ones(2, 3, 4))
+
+
+@case
+def unflatten_neg_dim(lib):
+    return lib.nn.Unflatten(-2, (2, 2))(T(lib, rnd(3, 4, 5)))
+
+
+@case
+def unflatten_two_minus_one(lib):
+    return lib.nn.Unflatten(1, (-1, -1))(lib.ones(2, 4))
+
+
+@case
+def softmax2d_5d(lib):
+    return lib.nn.Softmax2d()(lib.ones(1, 2, 3, 4, 5))
+
+
+@case
+def asm_predict_cluster(lib):
+    m = lib.nn.AdaptiveLogSoftmaxWithLoss(16, 20, [4, 10, 15], div_value=2.0).double()
+    rng = np.random.RandomState(0)
+    with lib.no_grad():
+        for p in m.parameters():
+            p.copy_(lib.tensor(rng.standard_normal(tuple(p.shape))))
+    x = lib.tensor(rng.standard_normal((64, 16)))
+    return [m.predict(x), m.log_prob(x)]
+
+
+@case
+def asm_shape_info(lib):
+    m = lib.nn.AdaptiveLogSoftmaxWithLoss(16, 20, [4, 10, 15], div_value=2.0)
+    return [
+        m.shortlist_size,
+        m.n_clusters,
+        m.head_size,
+        m.cutoffs,
+        len(m.tail),
+        [tuple(p.shape) for p in m.tail.parameters()],
+    ]
+
+
+@case
+def identity_grad(lib):
+    x = T(lib, rnd(3), True)
+    lib.nn.Identity(1, 2, a=3)(x).sum().backward()
+    return x.grad
+
+
+@case
+def mish_inplace_leaf(lib):
+    return lib.nn.Mish(inplace=True)(T(lib, rnd(3), True))
+
+
+@case
+def hardswish_inplace_leaf(lib):
+    return lib.nn.Hardswish(inplace=True)(T(lib, rnd(3), True))
+
+
+@case
+def threshold_inplace_leaf(lib):
+    return lib.nn.Threshold(0.1, 2.0, inplace=True)(T(lib, rnd(3), True))
+
+
+@case
+def rrelu_eval_inplace_grad(lib):
+    a = T(lib, rnd(6), True)
+    x = a * 1.0
+    y = lib.nn.RReLU(0.1, 0.3, inplace=True).eval()(x)
+    (y * y).sum().backward()
+    return [y, a.grad]
+
+
+@case
+def glu_neg_dim(lib):
+    x = T(lib, rnd(2, 3, 4), True)
+    y = lib.nn.GLU(-1)(x)
+    y.sum().backward()
+    return [y, x.grad]
+
+
+@case
+def softmin_neg_dim_grad(lib):
+    x = T(lib, rnd(2, 3, 4), True)
+    y = lib.nn.Softmin(-2)(x)
+    (y * y).sum().backward()
+    return [y, x.grad]
+
+
+@case
+def logsigmoid_f32(lib):
+    x = lib.tensor([-100.0, -10.0, 0.0, 10.0, 100.0], dtype=lib.float32)
+    return lib.nn.LogSigmoid()(x)
+
+
+@case
+def cos_eps_tiny(lib):
+    a = lib.tensor([[1e-9, 0.0]], dtype=lib.float64)
+    b = lib.tensor([[1.0, 0.0]], dtype=lib.float64)
+    return lib.nn.CosineSimilarity(eps=1e-8)(a, b)
+
+
+@case
+def pdist_eps(lib):
+    a = T(lib, rnd(3, 4), True)
+    y = lib.nn.PairwiseDistance(eps=0.5)(a, a)
+    y.sum().backward()
+    return [y, a.grad]
+
+
+@case
+def pdist_shape_err(lib):
+    return lib.nn.PairwiseDistance()(lib.ones(3, 4), lib.ones(3, 5))
+
+
+@case
+def bilinear_int_input(lib):
+    return lib.nn.Bilinear(2, 2, 1)(
+        lib.ones(1, 2, dtype=lib.int64), lib.ones(1, 2, dtype=lib.int64)
+    )
+
+
+@case
+def bilinear_dtype_mismatch(lib):
+    return lib.nn.Bilinear(2, 2, 1)(lib.ones(1, 2, dtype=lib.float64), lib.ones(1, 2))
 
 
 @pytest.mark.parametrize("name", list(CASES))
