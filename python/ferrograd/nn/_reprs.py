@@ -176,6 +176,10 @@ def install() -> None:
         ),
         "PReLU": _fields("num_parameters"),
         "PixelShuffle": _fields("upscale_factor"),
+        "Hardshrink": lambda self: f"{self.lambd}",
+        "Softshrink": lambda self: f"{self.lambd}",
+        "CosineSimilarity": lambda self: "",
+        "PairwiseDistance": lambda self: "",
     }
     for name, fn in table.items():
         cls = getattr(nn, name, None)

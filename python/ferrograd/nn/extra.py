@@ -399,7 +399,9 @@ Dropout2d = _dropout_nd("Dropout2d")
 
 
 def _padding(name: str, n: int, mode: str, with_value: bool) -> type:
-    def __init__(self: Module, padding: Any, value: float = 0.0) -> None:
+    # only the ConstantPad classes take a fill value (a required one, as PyTorch's); the
+    # others take the padding alone, so a stray second argument is an error, not a fill
+    def setup(self: Module, padding: Any, value: float) -> None:
         Module.__init__(self)
         self.padding = (
             tuple(padding) if isinstance(padding, (list, tuple)) else (padding,) * (2 * n)
@@ -407,6 +409,22 @@ def _padding(name: str, n: int, mode: str, with_value: bool) -> type:
         if len(self.padding) != 2 * n:
             raise ValueError(f"{name}: padding must be an int or {2 * n} ints, got {padding!r}")
         self.value = value
+
+    if with_value:
+
+        def __init__(self: Module, padding: Any, value: float) -> None:
+            setup(self, padding, value)
+
+        def extra_repr(self: Module) -> str:
+            return f"padding={self.padding}, value={self.value}"
+
+    else:
+
+        def __init__(self: Module, padding: Any) -> None:  # type: ignore[misc]
+            setup(self, padding, 0.0)
+
+        def extra_repr(self: Module) -> str:
+            return f"{self.padding}"
 
     def forward(self: Module, x: Tensor) -> Tensor:
         if mode == "constant":
@@ -419,7 +437,7 @@ def _padding(name: str, n: int, mode: str, with_value: bool) -> type:
         {
             "__init__": __init__,
             "forward": forward,
-            "extra_repr": lambda self: f"padding={self.padding}",
+            "extra_repr": extra_repr,
             "__doc__": f"PyTorch's ``nn.{name}``.",
             "__module__": __name__,
         },
@@ -569,6 +587,12 @@ class Bilinear(Module):
 
     def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
         return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )
 
 
 class ChannelShuffle(Module):

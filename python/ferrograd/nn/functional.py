@@ -1507,7 +1507,17 @@ def _interpolate_args(
             f"interpolate: input must be a float tensor, got {x.dtype} (mode {mode!r})"
         )
     if size is not None:
-        sizes = [int(s) for s in (size if isinstance(size, (list, tuple)) else [size] * k)]
+        given = size if isinstance(size, (list, tuple)) else [size] * k
+        for s in given:
+            # a float or bool size is refused (int() would truncate 4.5 to 4 silently)
+            if isinstance(s, (bool, float, np.bool_, np.floating)) or (
+                isinstance(s, Tensor) and s.dtype.kind != "i" and s.dtype.kind != "u"
+            ):
+                raise TypeError(
+                    f"interpolate: size must be ints, got {size!r} (an element of type "
+                    f"{type(s).__name__})"
+                )
+        sizes = [int(s) for s in given]
         scales: list = [None] * k
     else:
         sf = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * k
@@ -1887,7 +1897,7 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``max(0, x) + min(0, alpha (exp(x / alpha) - 1))``."""
     x = _float("celu", "input", input)
     if alpha == 0:
-        raise ValueError("celu: alpha must not be 0")
+        raise ArgumentRuntimeError("celu: alpha must not be 0")
     # alpha elu(x / alpha) for x <= 0 (gradient 1 at 0, as PyTorch's), x itself above
     out = _core.where(x > 0, x, alpha * elu(x / alpha))
     return _write_into(x, out) if inplace else out
@@ -2841,8 +2851,15 @@ __all__ += ["affine_grid", "grid_sample"]
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    """``input`` where it is above ``threshold``, else ``value``."""
-    x = _float("threshold", "input", input)
+    """``input`` where it is above ``threshold``, else ``value``. An integer ``input`` keeps
+    its dtype: ``threshold`` and ``value`` are cast to it first (truncated toward 0), as
+    PyTorch's."""
+    x = _t("threshold", "input", input)
+    if x.dtype.kind in ("i", "u"):
+        t, v = int(threshold), int(value)
+        out = _core.where(x <= t, _core.zeros_like(x) + v, x)
+        return _write_into(x, out) if inplace else out
+    x = _float("threshold", "input", x)
     # PyTorch's test is ``x <= threshold``: NaN passes through (with its gradient), and the
     # replacement is a constant (``x * 0 + value`` would be NaN at +-inf)
     out = _core.where(x <= threshold, _core.zeros_like(x) + value, x)
@@ -2859,7 +2876,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``input`` moved toward 0 by ``lambd`` (0 within ``[-lambd, lambd]``)."""
     x = _float("softshrink", "input", input)
     if lambd < 0:
-        raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
+        raise ArgumentRuntimeError(f"softshrink: lambd must be non-negative, got {lambd}")
     return _core.where(x > lambd, x - lambd, _core.where(x < -lambd, x + lambd, x * 0.0))
 
 
@@ -3698,7 +3715,7 @@ def rrelu(
     x = _float("rrelu", "input", input)
     lower, upper = float(lower), float(upper)
     if not lower <= upper:
-        raise ValueError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
+        raise ArgumentRuntimeError(f"rrelu: lower ({lower}) must not exceed upper ({upper})")
     if training:
         u = _traced_draw(x.shape, x.device, x.dtype.name, False)
         slope = u * (upper - lower) + lower

@@ -15,7 +15,7 @@ from .. import _core
 from .._core import ShapeError, Tensor
 from .._tensor import _dtype_name, default_float
 from . import functional as F
-from ._errors import ArgumentAssertionError
+from ._errors import ArgumentAssertionError, ArgumentRuntimeError
 from .extra import (
     ConvTranspose1d,
     InstanceNorm1d,
@@ -182,7 +182,7 @@ class RReLU(Module):
     ) -> None:
         super().__init__()
         if not lower <= upper:
-            raise ValueError(f"RReLU: lower ({lower}) must not exceed upper ({upper})")
+            raise ArgumentRuntimeError(f"RReLU: lower ({lower}) must not exceed upper ({upper})")
         self.lower, self.upper, self.inplace = lower, upper, inplace
 
     def forward(self, x: Tensor) -> Tensor:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ... import _core
 from ..._core import Tensor
+from ..._torch_extra import promote_types
 from ...autodiff import no_grad
 from . import convert_parameters, fusion, parametrizations, parametrize, prune, rnn, stateless
 from ._norms import *
@@ -50,7 +51,8 @@ def get_total_norm(
     foreach: Any = None,
 ) -> Tensor:
     """The joint ``norm_type``-norm of ``tensors`` (typically gradients) as if they were one
-    vector, accumulated in float64; a 0-d tensor of the first one's dtype and device.
+    vector, accumulated in float64; a 0-d tensor on the first one's device, of the widest of
+    their dtypes.
 
     As torch (the ``norm_type``-norm of the per-tensor ``norm_type``-norms): ``inf`` gives
     the largest ``|g|``, ``-inf`` the smallest, ``0`` the number of tensors with a nonzero
@@ -99,7 +101,11 @@ def get_total_norm(
                     f"clip_grad_norm_: the total norm of order {norm_type} of the gradients "
                     f"is {value}; set error_if_nonfinite=False to clip anyway"
                 )
-    return total.astype(ts[0].dtype)
+    # the widest of the tensors' dtypes, as torch stacks their per-tensor norms
+    out_dtype = ts[0].dtype
+    for t in ts[1:]:
+        out_dtype = promote_types(out_dtype, t.dtype)
+    return total.astype(out_dtype)
 
 
 def clip_grads_with_norm_(
@@ -115,12 +121,18 @@ def clip_grads_with_norm_(
         # min(1, max_norm / (total + 1e-6)) as a tensor: no read of the norm (traceable)
         total = total_norm.astype("float64") if total_norm.dtype.name != "float64" else total_norm
         coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
-        # new gradient tensors (not writes into the old ones): a traced step may keep
-        # reading .grad through other handles
+        # eagerly in place, as torch (a handle on a gradient taken before clipping sees the
+        # clipped values); a traced step gets new gradient tensors, as its recorded program
+        # reads .grad through handles of its own
+        tracing = _core._tracing()
         for p in params:
             g = p.grad
             c = coef.to(g.device) if str(coef.device) != str(g.device) else coef
-            p.grad = g * (c.astype(g.dtype) if g.dtype != c.dtype else c)
+            c = c.astype(g.dtype) if g.dtype != c.dtype else c
+            if tracing:
+                p.grad = g * c
+            else:
+                g.mul_(c)
 
 
 def clip_grad_norm_(
@@ -149,8 +161,12 @@ def clip_grad_value_(
 
     c = float(clip_value)
     with no_grad():
+        tracing = _core._tracing()
         for p in _with_grads(parameters):
-            p.grad = p.grad.clamp(-c, c)
+            if tracing:
+                p.grad = p.grad.clamp(-c, c)
+            else:
+                p.grad.clamp_(-c, c)
 
 
 def convert_conv2d_weight_memory_format(module: Any, memory_format: Any) -> Any:

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import warnings
 from typing import Any
 
 from ... import _core
-from ..._core import AxisError, ShapeError, Tensor
+from ..._core import AxisError, Tensor
 from ..._tensor import tensor
 from ...autodiff import no_grad
 from ...random import _numpy_rng
+from .._errors import ArgumentAssertionError, ArgumentTypeRuntimeError, ShapeAssertionError
 
 __all__ = [
     "clip_grad_norm",
@@ -282,9 +284,9 @@ def fuse_conv_bn_eval(conv: Any, bn: Any, transpose: bool = False) -> Any:
     """A copy of ``conv`` with an eval-mode ``bn`` folded into its weight and bias; both
     modules must be in eval mode."""
     if conv.training or bn.training:
-        raise ValueError("fuse_conv_bn_eval: conv and bn must both be in eval mode")
+        raise ArgumentAssertionError("fuse_conv_bn_eval: conv and bn must both be in eval mode")
     if bn.running_mean is None:
-        raise ValueError("fuse_conv_bn_eval: bn must track running statistics")
+        raise ArgumentAssertionError("fuse_conv_bn_eval: bn must track running statistics")
     fused = copy.deepcopy(conv)
     fused.weight, fused.bias = fuse_conv_bn_weights(
         fused.weight,
@@ -329,11 +331,11 @@ def fuse_linear_bn_weights(
 def fuse_linear_bn_eval(linear: Any, bn: Any) -> Any:
     """A copy of ``linear`` with an eval-mode ``bn`` (over its outputs) folded in."""
     if linear.training or bn.training:
-        raise ValueError("fuse_linear_bn_eval: linear and bn must both be in eval mode")
+        raise ArgumentAssertionError("fuse_linear_bn_eval: linear and bn must both be in eval mode")
     if bn.running_mean is None:
-        raise ValueError("fuse_linear_bn_eval: bn must track running statistics")
+        raise ArgumentAssertionError("fuse_linear_bn_eval: bn must track running statistics")
     if linear.out_features != bn.num_features and bn.num_features != 1:
-        raise ShapeError(
+        raise ShapeAssertionError(
             f"fuse_linear_bn_eval: linear's out_features ({linear.out_features}) must equal "
             f"bn's num_features ({bn.num_features}) or bn's num_features must be 1"
         )
@@ -346,9 +348,21 @@ def fuse_linear_bn_eval(linear: Any, bn: Any) -> Any:
 
 def skip_init(module_cls: Any, *args: Any, **kwargs: Any) -> Any:
     """``module_cls(*args, **kwargs)``, whose parameters are to be overwritten: PyTorch skips
-    their initialisation; ferrograd runs it (the values are unspecified either way)."""
-    if not isinstance(module_cls, type):
-        raise TypeError(f"skip_init: module_cls must be a class, got {type(module_cls).__name__}")
+    their initialisation; ferrograd runs it (the values are unspecified either way).
+    ``module_cls`` must be a Module subclass taking a ``device`` argument (RuntimeError
+    otherwise, as PyTorch)."""
+    from ...module import Module
+
+    if not (isinstance(module_cls, type) and issubclass(module_cls, Module)):
+        raise ArgumentTypeRuntimeError(
+            f"skip_init: module_cls must be a Module subclass, got {module_cls!r}"
+        )
+    # PyTorch builds the module through its ``device`` argument (on the meta device) and
+    # refuses a class without one: refused here too, so code that runs here runs there
+    if "device" not in inspect.signature(module_cls).parameters:
+        raise RuntimeError(
+            f"skip_init: {module_cls.__name__} must take a 'device' argument in its constructor"
+        )
     return module_cls(*args, **kwargs)
 
 
