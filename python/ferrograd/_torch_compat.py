@@ -684,7 +684,10 @@ def nan_to_num(
     x = _check_tensor("nan_to_num", "input", input)
     if x.dtype.kind != "f":
         return x
-    info = np.finfo(np.dtype(x.dtype.name) if x.dtype.name != "bfloat16" else np.float32)
+    from ._torch_more import finfo
+
+    # (bfloat16's own limits: float32's would round to inf in it)
+    info = finfo(x.dtype.name)
     hi = info.max if posinf is None else posinf
     lo = info.min if neginf is None else neginf
     fill = _core.full((), 0.0, dtype=x.dtype.name, device=x.device)
@@ -859,7 +862,9 @@ def _core_norm(x: Tensor, p: float, dim: int) -> Tensor:
 
 
 def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
-    """``input + weight * (end - input)``."""
+    """``input + weight * (end - input)`` where ``|weight| < 0.5`` and ``end - (end - input)
+    * (1 - weight)`` elsewhere, PyTorch's two forms: a weight of 1 gives ``end`` exactly and
+    an infinite ``input`` or ``end`` gives the same inf/NaN as PyTorch's."""
     x = _check_tensor("lerp", "input", input)
     # PyTorch interpolates within one floating dtype: end and a weight tensor with
     # dimensions must have input's dtype (a 0-d weight may differ)
@@ -868,7 +873,11 @@ def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
     for name, t in (("end", end), ("weight", weight)):
         if isinstance(t, Tensor) and t.dtype != x.dtype and (name == "end" or t.ndim):
             raise DTypeError(f"lerp: expected dtype {x.dtype} for {name} but got dtype {t.dtype}")
-    return x + weight * (end - x)
+    if not isinstance(weight, Tensor):
+        if abs(weight) < 0.5:
+            return x + weight * (end - x)
+        return end - (end - x) * (1 - weight)
+    return _core.where(weight.abs() < 0.5, x + weight * (end - x), end - (end - x) * (1 - weight))
 
 
 def _number_value(op: str, value: Any) -> Any:
@@ -882,8 +891,12 @@ def _number_value(op: str, value: Any) -> Any:
 
 
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1) -> Tensor:
-    """``input + value * tensor1 * tensor2``."""
+    """``input + value * tensor1 * tensor2``; with integer tensors a float ``value`` is
+    truncated to an integer first, as PyTorch's (the result keeps the integer dtype)."""
     value = _number_value("addcmul", value)
+    ints = all(isinstance(t, Tensor) and t.dtype.kind in "iu" for t in (input, tensor1, tensor2))
+    if ints and isinstance(value, float):
+        value = int(value)
     prod = tensor1 * tensor2
     return input + (prod if value == 1 else value * prod)
 

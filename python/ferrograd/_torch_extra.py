@@ -1257,13 +1257,16 @@ def _shift(name: str, left: bool) -> Any:
         a, b = _integer_pair(name, input, other, "iu")
         an, bn = _host(a), _host(b)
         dt = np.result_type(an.dtype, bn.dtype)
-        # shifts by the width or more give 0 (left) or the sign (right), as PyTorch's
+        # shifts by the width or more, or by a negative count, give 0 (left) or the sign
+        # (right), as PyTorch's
         width = np.iinfo(dt).bits
         k = np.clip(bn.astype(np.int64), 0, width - 1)
         x = an.astype(dt)
         with np.errstate(over="ignore"):
             out = np.left_shift(x, k.astype(dt)) if left else np.right_shift(x, k.astype(dt))
-            big = bn.astype(np.int64) >= width
+            # (a negative shift counts as too wide, as in PyTorch's kernels)
+            shift = bn.astype(np.int64)
+            big = (shift >= width) | (shift < 0)
             if big.any():
                 out = np.where(big, 0 if left else np.where(x < 0, -1, 0), out)
         return tensor(np.asarray(out, dtype=dt), device=a.device)
