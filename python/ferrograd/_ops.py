@@ -870,6 +870,8 @@ def narrow(input: Tensor, dim: int, start: Any, length: Any) -> Tensor:
     """The ``length`` entries from ``start`` along ``dim`` (a view; ``start`` may be a 0-d
     integer tensor, as PyTorch's)."""
     x = _check_tensor("narrow", "input", input)
+    if x.ndim == 0:
+        raise ShapeError("narrow: cannot be applied to a 0-dim tensor")
     d = _dim("narrow", x, dim)
     n = x.shape[d]
     start = _int("narrow", "start", _int_of_0d("narrow", "start", start))
@@ -1008,7 +1010,7 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
     x = _check_tensor("roll", "input", input)
     if isinstance(shifts, (list, tuple)) and not shifts:
         raise ShapeError("roll: `shifts` required")
-    if dims is None:
+    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
         if isinstance(shifts, (list, tuple)):
             if len(shifts) != 1:
                 raise ShapeError(

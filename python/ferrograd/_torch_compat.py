@@ -56,6 +56,7 @@ __all__ = [  # noqa: RUF022 (device first)
     "movedim",
     "nan_to_num",
     "nonzero",
+    "nonzero_static",
     "numel",
     "outer",
     "sort",
@@ -621,6 +622,21 @@ def nonzero(input: Tensor, *, out: Any = None, as_tuple: bool = False) -> Any:
     return tensor(stacked.reshape(-1, x.ndim), dtype="int64", device=x.device)
 
 
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """:func:`nonzero` with a fixed row count ``size``: ``[size, ndim]`` int64, the first
+    ``size`` hits, padded with rows of ``fill_value`` when there are fewer (a shape known
+    in advance, for compiled programs)."""
+    x = _check_tensor("nonzero_static", "input", input)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ShapeError(f"nonzero_static: size must be a non-negative integer, got {size!r}")
+    hits = x.detach().numpy()
+    idx = np.stack(np.nonzero(hits), axis=1) if x.ndim else np.zeros((int(bool(hits)), 0))
+    out = np.full((size, x.ndim), fill_value, dtype=np.int64)
+    k = min(size, idx.shape[0])
+    out[:k] = idx[:k]
+    return tensor(out, dtype="int64", device=x.device)
+
+
 def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
     """How many elements are non-zero (over ``dim``)."""
     x = _check_tensor("count_nonzero", "input", input)
@@ -715,6 +731,8 @@ def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
     for name, dims in (("source", src), ("destination", dst)):
         if len(set(dims)) != len(dims):
             raise ShapeError(f"movedim: repeated dim in `{name}` ({dims})")
+    if n == 0:
+        return x.view(())  # a 0-d tensor's only axis (-1 or 0) stays where it is
     rest = [i for i in range(n) if i not in src]
     order = [-1] * n
     for s, d in zip(src, dst):
@@ -823,6 +841,11 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     a, b = _check_tensor("cross", "input", input), _check_tensor("cross", "other", other)
     if dim is None:
         dim = next((i for i, s in enumerate(a.shape) if s == 3), -1)
+    if a.ndim != b.ndim:
+        raise ShapeError(
+            f"cross: input and other must have the same number of dimensions, got shapes "
+            f"{list(a.shape)} and {list(b.shape)}"
+        )
     d = _dim("cross", dim, a.ndim)
     if a.shape[d] != 3 or b.shape[d] != 3:
         raise ShapeError(
@@ -1026,13 +1049,19 @@ def _type(self: Tensor, dtype: Any = None) -> Any:
     return self.astype(_dtype_name(dtype))
 
 
-def _repeat_interleave(self: Tensor, repeats: Any, dim: int | None = None) -> Tensor:
+def _repeat_interleave(
+    self: Tensor, repeats: Any, dim: int | None = None, *, output_size: Any = None
+) -> Tensor:
+    """Each entry (or slice along ``dim``) repeated ``repeats`` times (a number or 1-D
+    integer counts); ``output_size``, when given, must be the length that results."""
     x = self if dim is not None else self.reshape(-1)
     d = 0 if dim is None else _dim("repeat_interleave", dim, x.ndim)
     reps = repeats.detach().numpy() if isinstance(repeats, Tensor) else repeats
     arr = np.asarray(reps)
     if arr.ndim > 1:
         raise ShapeError("repeat_interleave: repeats must be 0-dim or 1-dim tensor")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise DTypeError(f"repeat_interleave: repeats must hold integers, got {arr.dtype}")
     if arr.ndim == 1 and arr.shape[0] not in (1, x.shape[d]):
         raise ShapeError(
             f"repeat_interleave: repeats must have the same size as input along dim, but got "
@@ -1041,6 +1070,11 @@ def _repeat_interleave(self: Tensor, repeats: Any, dim: int | None = None) -> Te
     if arr.size and arr.dtype.kind in "iu" and arr.min() < 0:
         raise ShapeError("repeat_interleave: repeats can not be negative")
     idx = np.repeat(np.arange(x.shape[d]), reps)
+    if output_size is not None and output_size != idx.size:
+        raise ShapeError(
+            f"repeat_interleave: output_size {output_size} does not match the {idx.size} "
+            f"entries the repeats give along dim {d}"
+        )
     return x.index_select(d, tensor(idx, dtype="int64", device=x.device))
 
 
@@ -1445,6 +1479,7 @@ def _install() -> None:
         "amax": amax,
         "amin": amin,
         "nonzero": nonzero,
+        "nonzero_static": nonzero_static,
         "unique": unique,
         "count_nonzero": count_nonzero,
         "isclose": isclose,

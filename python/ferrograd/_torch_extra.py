@@ -1136,8 +1136,13 @@ def repeat_interleave(
         counts = _host(x).astype(np.int64)
         if counts.size and counts.min() < 0:
             raise ShapeError("repeat_interleave: counts must be non-negative")
+        if output_size is not None and output_size != int(counts.sum()):
+            raise ShapeError(
+                f"repeat_interleave: output_size {output_size} does not match the "
+                f"{int(counts.sum())} entries the counts give"
+            )
         return _idx(np.repeat(np.arange(counts.size), counts), x.device)
-    return x.repeat_interleave(repeats, dim)
+    return x.repeat_interleave(repeats, dim, output_size=output_size)
 
 
 def isin(

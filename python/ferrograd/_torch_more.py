@@ -1090,11 +1090,13 @@ def diff(
         return x  # PyTorch's: the input itself (prepend / append unused)
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:
+        from ._ops import cat
+
         parts = [
             p if isinstance(p, Tensor) else tensor(p, dtype=_dtype_name(x.dtype), device=x.device)
             for p in parts
         ]
-        x = _core.concat(parts, d)
+        x = cat(parts, d)  # (promoting, as PyTorch's: an int prepend to a float input)
     for _ in range(n):
         m = x.shape[d]
         if m == 0:
@@ -2448,6 +2450,12 @@ class finfo:
         self.smallest_normal = self.tiny
         self.dtype = name
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, finfo) and other.dtype == self.dtype
+
+    def __hash__(self) -> int:
+        return hash(("finfo", self.dtype))
+
     def __repr__(self) -> str:
         return (
             f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, "
@@ -2470,6 +2478,12 @@ class iinfo:
             builtins.int(i.min),
             name,
         )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, iinfo) and other.dtype == self.dtype
+
+    def __hash__(self) -> int:
+        return hash(("iinfo", self.dtype))
 
     def __repr__(self) -> str:
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
