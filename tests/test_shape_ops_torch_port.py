@@ -256,6 +256,20 @@ def test_narrow_of_0d_tensor(torch):
             lib.tensor(1.0).narrow(0, 0, 1)
 
 
+def test_inf_norm_distances_give_ties_the_whole_gradient(torch):
+    # PyTorch's pdist/cdist kernels pass the gradient to every entry tied for the largest
+    # difference (norm's max shared it among them: half the gradient for a two-way tie)
+    src = (
+        "x = T.tensor([[1., 2], [2, 3], [0, 0]], dtype=T.float64, requires_grad=True); "
+        "b = T.tensor([[2., 3.]], dtype=T.float64, requires_grad=True); "
+        "y = T.pdist(x, float('inf')) @ T.tensor([1., 2, 3], dtype=T.float64) "
+        "+ (T.cdist(x, b, p=float('inf')) * T.tensor([[1.], [-2], [4]], dtype=T.float64)).sum(); "
+        "y.backward(); r = [y, x.grad, b.grad]"
+    )
+    t, f = _run(torch, src)
+    _same(t, f)
+
+
 # ------------------------------------------------------- ported bodies (parity)
 
 _X = "x = T.arange(24.).reshape(2, 3, 4); "

@@ -875,7 +875,20 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: Any = None) -> T
         raise DTypeError(f"cdist: x1 and x2 must have the same dtype, got {a.dtype} and {b.dtype}")
     diff = a.unsqueeze(-2) - b.unsqueeze(-3)
     # no features: every distance is 0 (the inf-norm's max over nothing included)
-    return _core_norm(diff, 1.0 if a.shape[-1] == 0 else p, -1)
+    return _pairwise_norm(diff, 1.0 if a.shape[-1] == 0 else p, -1)
+
+
+def _pairwise_norm(diff: Tensor, p: float, dim: int) -> Tensor:
+    """The ``p``-norm of ``diff`` along ``dim`` for cdist/pdist. With ``p = inf`` every
+    entry that ties for the largest magnitude gets the whole gradient (``sign`` of it), as
+    PyTorch's distance kernels give it, where ``norm``'s max shares it among the ties."""
+    if p != math.inf:
+        return _core_norm(diff, p, dim)
+    mag = diff.abs()
+    top = mag.detach().amax(dim, keepdim=True)
+    tied = (mag.detach() == top).astype(diff.dtype.name)
+    # the value is the max; the second term is zero but carries sign(diff) on the ties
+    return top.squeeze(dim) + ((mag - mag.detach()) * tied).sum(dim)
 
 
 def _core_norm(x: Tensor, p: float, dim: int) -> Tensor:
