@@ -270,6 +270,25 @@ def test_inf_norm_distances_give_ties_the_whole_gradient(torch):
     _same(t, f)
 
 
+@pytest.mark.parametrize(
+    "src",
+    [
+        "T.searchsorted(T.tensor([3., 1, 2]), T.tensor([2.]), sorter=T.tensor([0, 1]))",
+        "T.searchsorted(T.tensor([3., 1, 2]), T.tensor([2.]), sorter=T.tensor([0, 1, 5]))",
+        "T.searchsorted(T.tensor([3., 1, 2]), T.tensor([2.]), sorter=T.tensor([-1, 1, 2]))",
+        "T.searchsorted(T.tensor([3., 1, 2]), T.tensor([2.]), sorter=T.tensor([1., 2, 0]))",
+        "T.searchsorted(T.tensor(1.), T.tensor([1.]))",
+        "T.searchsorted(T.tensor([[1., 2]]), T.tensor(1.5))",
+    ],
+)
+def test_searchsorted_checks_its_arguments(torch, src):
+    # a sorter of the wrong length or with indices out of range was used as it came (the
+    # sequence silently cut short), and a 0-d sequence failed with an IndexError
+    for lib in (torch, fg):
+        with pytest.raises(RuntimeError):
+            exec(src, {"T": lib})  # noqa: S102
+
+
 # ------------------------------------------------------- ported bodies (parity)
 
 _X = "x = T.arange(24.).reshape(2, 3, 4); "

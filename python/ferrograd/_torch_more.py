@@ -1374,12 +1374,31 @@ def searchsorted(
         if right and side == "left":
             raise ShapeError("searchsorted: right=True contradicts side='left'")
         right = side == "right"
+    if seq.ndim == 0:
+        raise ShapeError("searchsorted: sorted_sequence must have at least one dimension")
     scalar = not isinstance(values, Tensor)
     v = values.numpy() if isinstance(values, Tensor) else np.asarray(values)
     s = seq.numpy()
+    if s.ndim > 1 and v.ndim == 0:
+        raise ShapeError(
+            f"searchsorted: a scalar value needs a 1-D sorted_sequence, got shape {list(s.shape)}"
+        )
     if sorter is not None:
+        # (checked: a short or out-of-range sorter would silently reorder a wrong sequence)
         order = sorter.numpy() if isinstance(sorter, Tensor) else np.asarray(sorter)
-        s = np.take_along_axis(s, order.astype(np.int64), -1)
+        if order.dtype != np.int64:
+            raise DTypeError(f"searchsorted: sorter must be an int64 tensor, got {order.dtype}")
+        if order.shape != s.shape:
+            raise ShapeError(
+                f"searchsorted: sorter must have the shape of sorted_sequence {list(s.shape)}, "
+                f"got {list(order.shape)}"
+            )
+        if order.size and (order.min() < 0 or order.max() >= s.shape[-1]):
+            raise ShapeError(
+                f"searchsorted: sorter index out of range [0, {s.shape[-1]}): "
+                f"{order.min()}..{order.max()}"
+            )
+        s = np.take_along_axis(s, order, -1)
     how = "right" if right else "left"
     if s.ndim == 1:
         out = np.searchsorted(s, v, side=how)
