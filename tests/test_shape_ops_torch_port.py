@@ -289,6 +289,65 @@ def test_searchsorted_checks_its_arguments(torch, src):
             exec(src, {"T": lib})  # noqa: S102
 
 
+@pytest.mark.parametrize(
+    ("dtype", "value"),
+    [
+        ("int8", 300),
+        ("int8", -129),
+        ("int8", 128.0),
+        ("int8", -128.5),
+        ("int64", float("nan")),
+        ("int32", float("inf")),
+        ("uint8", 256.0),
+        ("uint8", -1.0),
+        ("uint8", -256),
+        ("int64", 2**63),
+    ],
+)
+def test_masked_fill_refuses_a_value_the_integer_dtype_cannot_hold(torch, dtype, value):
+    # it was wrapped around (int8 300 gave 44) or, for NaN, became 0
+    for lib in (torch, fg):
+        x = lib.zeros(2, dtype=getattr(lib, dtype))
+        mask = lib.tensor([True, False])
+        with pytest.raises(RuntimeError):
+            x.masked_fill(mask, value)
+        with pytest.raises(RuntimeError):
+            x.masked_fill_(mask, value)
+
+
+def test_masked_fill_integer_values_it_can_hold(torch):
+    src = (
+        "m = T.tensor([True, False]); "
+        "r = [T.zeros(2, dtype=T.int8).masked_fill(m, v) for v in (127.99, -128.0, -128, 5.7)] "
+        "+ [T.zeros(2, dtype=T.uint8).masked_fill(m, v) for v in (-1, -255, 255.5)] "
+        "+ [T.zeros(2, dtype=T.int64).masked_fill(m, -(2 ** 63))]"
+    )
+    t, f = _run(torch, src)
+    _same(t, f)
+    with pytest.raises(OverflowError):
+        fg.zeros(2, dtype=fg.int64).masked_fill(fg.tensor([True, False]), 2**64)
+
+
+def test_diff_prepend_needs_the_input_rank(torch):
+    for lib in (torch, fg):
+        with pytest.raises(RuntimeError, match="dimension"):
+            lib.diff(lib.ones(2, 3), prepend=lib.ones(3))
+        with pytest.raises(RuntimeError):
+            lib.diff(lib.ones(2, 3), append=lib.ones(2, 3, 1))
+
+
+def test_cross_and_shifts_take_out(torch):
+    src = (
+        "o1 = T.empty(3); T.linalg.cross(T.tensor([1., 0, 0]), T.tensor([0., 1, 0]), out=o1); "
+        "o2 = T.empty(2, 3); T.cross(T.ones(2, 3), T.arange(6.).reshape(2, 3), dim=1, out=o2); "
+        "o3 = T.empty(2, dtype=T.long); T.bitwise_left_shift(T.tensor([1, 2]), 3, out=o3); "
+        "o4 = T.empty(0, dtype=T.long); T.bitwise_right_shift(T.tensor([64, -9]), "
+        "T.tensor([2, 1]), out=o4); r = [o1, o2, o3, o4]"
+    )
+    t, f = _run(torch, src)
+    _same(t, f)
+
+
 # ------------------------------------------------------- ported bodies (parity)
 
 _X = "x = T.arange(24.).reshape(2, 3, 4); "

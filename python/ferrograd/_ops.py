@@ -383,6 +383,30 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) 
         return _from_numpy(np.eye(n, m), name, _device(device))
 
 
+def _check_int_fill(op: str, dtype: str, value: Any) -> None:
+    """Refuses a Python number that an integer dtype cannot hold, as PyTorch does ("value
+    cannot be converted ... without overflow") instead of wrapping it around (int8 300 was
+    44) or turning NaN into 0. PyTorch's ranges: a float needs ``min <= v < max + 1`` (it
+    is truncated); an int ``min <= v <= max``, or ``-max <= v`` for an unsigned dtype (a
+    negative one wraps around)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        return
+    if dtype not in ("int8", "uint8", "int16", "int32", "int64", "uint16", "uint32", "uint64"):
+        return
+    if isinstance(value, (int, np.integer)) and not -(2**63) <= int(value) < 2**64:
+        raise OverflowError(f"{op}: value {value} is too big to convert to {dtype}")
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    if isinstance(value, (float, np.floating)):
+        ok = math.isfinite(value) and lo <= value < hi + 1
+    else:
+        ok = (-hi if lo == 0 else lo) <= int(value) <= hi
+    if not ok:
+        raise RuntimeError(f"{op}: value {value} cannot be converted to {dtype} without overflow")
+
+
 @_factory
 def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None, **kw: Any) -> Tensor:
     """A tensor of ``size`` filled with ``fill_value``: the dtype is inferred from the value
@@ -1377,6 +1401,7 @@ def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
         raise ShapeError(
             f"masked_fill: value must be a number or a 0-d tensor, got shape {list(value.shape)}"
         )
+    _check_int_fill("masked_fill", x.dtype.name, value)
     return _dtype_like(where(m, value, x), x)
 
 

@@ -836,8 +836,13 @@ def diag(input: Tensor, diagonal: int = 0, *, out: Any = None) -> Tensor:
     return diag_embed(x, k)
 
 
-def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
-    """The cross product of 3-vectors along ``dim`` (the first axis of size 3 by default)."""
+def cross(input: Tensor, other: Tensor, dim: int | None = None, *, out: Any = None) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (the first axis of size 3 by default);
+    ``out=`` as PyTorch's."""
+    if out is not None:
+        from ._ops import _write_out
+
+        return _write_out("cross", out, cross(input, other, dim))
     a, b = _check_tensor("cross", "input", input), _check_tensor("cross", "other", other)
     if dim is None:
         dim = next((i for i, s in enumerate(a.shape) if s == 3), -1)

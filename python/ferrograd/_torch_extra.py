@@ -1258,7 +1258,11 @@ bitwise_xor = _bitwise_top("bitwise_xor", lambda a, b: a ^ b)
 
 
 def _shift(name: str, left: bool) -> Any:
-    def op(input: Any, other: Any) -> Tensor:
+    def op(input: Any, other: Any, *, out: Any = None) -> Tensor:
+        if out is not None:
+            from ._ops import _write_out
+
+            return _write_out(name, out, op(input, other))
         a, b = _integer_pair(name, input, other, "iu")
         an, bn = _host(a), _host(b)
         dt = np.result_type(an.dtype, bn.dtype)

@@ -1088,6 +1088,12 @@ def diff(
         raise ShapeError(f"diff: n must be non-negative, got {n}")
     if n == 0:
         return x  # PyTorch's: the input itself (prepend / append unused)
+    for name, p in (("prepend", prepend), ("append", append)):
+        if isinstance(p, Tensor) and p.ndim != x.ndim:
+            raise ShapeError(
+                f"diff: {name} must have the input's number of dimensions ({x.ndim}), got "
+                f"shape {list(p.shape)}"
+            )
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:
         from ._ops import cat
