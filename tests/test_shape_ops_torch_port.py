@@ -230,6 +230,15 @@ def test_finfo_iinfo_compare_equal(torch):
     assert f == t
 
 
+def test_finfo_of_complex_dtypes(torch):
+    src = (
+        "r = [[T.finfo(d).bits, T.finfo(d).eps, T.finfo(d).max, T.finfo(d).tiny, "
+        "str(T.finfo(d).dtype)] for d in (T.complex64, T.complex128)]"
+    )
+    t, f = _run(torch, src)
+    assert f == t
+
+
 def test_gcd_lcm_in_place(torch):
     src = "x = T.tensor([3, 12, 0]); x.gcd_(T.tensor([6, 8, 5])); y = x.clone(); "
     src += "y.lcm_(T.tensor([4, 6, 3])); r = [x, y, T.gcd_(x.clone(), T.tensor([2]))]"

@@ -2459,7 +2459,12 @@ class finfo:
     def __init__(self, type: Any = None) -> None:
         from ._tensor import default_float
 
-        name = default_float() if type is None else _dtype_name(type)
+        # a complex dtype describes its parts' float dtype (as PyTorch's finfo)
+        parts = {"complex64": "float32", "complex128": "float64"}
+        if type is not None and str(getattr(type, "name", type)) in parts:
+            name = parts[str(getattr(type, "name", type))]
+        else:
+            name = default_float() if type is None else _dtype_name(type)
         if name == "bfloat16":
             self.bits, self.eps, self.resolution = 16, 2.0**-7, 0.01
             self.max = 3.3895313892515355e38
