@@ -357,6 +357,24 @@ def test_cross_and_shifts_take_out(torch):
     _same(t, f)
 
 
+def test_reversed_dim_order_map2(torch):
+    src = (
+        "x = T.arange(6.).reshape(3, 2); y = T.arange(3.); y.map2_(T.ones(3), T.tensor(2.), "
+        "lambda a, b, c: a + b * c); "
+        "r = [list(reversed(x)), reversed(T.tensor(5.)), T.zeros(2, 3, 4).dim_order(), "
+        "T.zeros(2, 3, 4).permute(2, 0, 1).dim_order(), T.zeros(2, 1, 3).dim_order(), "
+        "T.zeros(()).dim_order(), y]"
+    )
+    t, f = _run(torch, src)
+    _same(t, f)
+
+
+def test_sum_to_size_of_a_size_that_does_not_broadcast(torch):
+    for lib in (torch, fg):
+        with pytest.raises(RuntimeError, match="expandable"):
+            lib.ones(2, 3).sum_to_size(4)
+
+
 # ------------------------------------------------------- ported bodies (parity)
 
 _X = "x = T.arange(24.).reshape(2, 3, 4); "

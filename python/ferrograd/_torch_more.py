@@ -2019,7 +2019,11 @@ def sum_to_size(input: Tensor, *size: Any) -> Tensor:
     x = _check_tensor("sum_to_size", "input", input)
     shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else size
     shape = tuple(int(n) for n in shape)
-    if np.broadcast_shapes(shape, tuple(x.shape)) != tuple(x.shape):
+    try:
+        expandable = np.broadcast_shapes(shape, tuple(x.shape)) == tuple(x.shape)
+    except ValueError:
+        expandable = False
+    if not expandable:
         raise ShapeError(f"sum_to_size: size {list(shape)} is not expandable to {list(x.shape)}")
     lead = x.ndim - len(shape)
     axes = list(range(lead)) + [
