@@ -191,6 +191,17 @@ def test_lerp_uses_both_forms(torch):
     assert _np(f[0])[[0, 1, 4]].tolist() == [0.7, 0.9, 5.0]  # exactly end
 
 
+def test_foreach_lerp_uses_lerps_forms(torch):
+    src = (
+        "a = [T.tensor([0., float('inf'), 0.1], dtype=T.float64)]; "
+        "b = [T.tensor([float('inf'), 0., 0.7], dtype=T.float64)]; "
+        "r = [list(T._foreach_lerp(a, b, 0.5)), list(T._foreach_lerp(a, b, 1.0))]; "
+        "T._foreach_lerp_(a, b, 0.9); r.append(a)"
+    )
+    t, f = _run(torch, src)
+    _same(t, f)
+
+
 def test_lerp_gradients(torch):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((3, 4)), rng.standard_normal(4)

@@ -592,17 +592,22 @@ _foreach_exp, _foreach_exp_ = _make_foreach_unary("exp")
 
 
 def _foreach_lerp_(tensors: Any, ends: Any, weight: Any) -> None:
-    """``t += weight * (end - t)`` for each pair, in place (``torch._foreach_lerp_``)."""
+    """Each ``t`` moved to ``lerp(t, end, weight)`` in place (``torch._foreach_lerp_``,
+    with :func:`lerp`'s two forms)."""
+    from ._torch_compat import _lerp_forms
+
     ts, es = _foreach_args("_foreach_lerp_", tensors, ends)
     ws = list(weight) if isinstance(weight, (list, tuple)) else [weight] * len(ts)
     for t, e, w in zip(ts, es, ws):
-        t.copy_(t + (e - t) * w)
+        t.copy_(_lerp_forms(t, e, w))
 
 
 def _foreach_lerp(tensors: Any, ends: Any, weight: Any) -> list:
+    from ._torch_compat import _lerp_forms
+
     ts, es = _foreach_args("_foreach_lerp", tensors, ends)
     ws = list(weight) if isinstance(weight, (list, tuple)) else [weight] * len(ts)
-    return [t + (e - t) * w for t, e, w in zip(ts, es, ws)]
+    return [_lerp_forms(t, e, w) for t, e, w in zip(ts, es, ws)]
 
 
 def _foreach_addcmul_(tensors: Any, t1: Any, t2: Any, value: Any = 1) -> None:

@@ -914,6 +914,11 @@ def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
     for name, t in (("end", end), ("weight", weight)):
         if isinstance(t, Tensor) and t.dtype != x.dtype and (name == "end" or t.ndim):
             raise DTypeError(f"lerp: expected dtype {x.dtype} for {name} but got dtype {t.dtype}")
+    return _lerp_forms(x, end, weight)
+
+
+def _lerp_forms(x: Tensor, end: Any, weight: Any) -> Any:
+    """:func:`lerp`'s value without its argument checks (also the ``_foreach_lerp`` one)."""
     if not isinstance(weight, Tensor):
         if abs(weight) < 0.5:
             return x + weight * (end - x)
