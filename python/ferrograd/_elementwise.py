@@ -40,6 +40,25 @@ def _everywhere(x: Tensor) -> Tensor:
     return x.eq(x) | x.ne(x)
 
 
+def _int_bound(x: Tensor, name: str, bound: Any) -> Any:
+    """An integer number bound of an integer tensor checked against the dtype's range, as
+    PyTorch does: a bound that every value already satisfies is dropped (compared in the dtype
+    it would wrap around and clamp wrongly) and one that none can satisfy is an error."""
+    if isinstance(bound, bool) or not isinstance(bound, int):
+        return bound
+    import numpy as np
+
+    info = np.iinfo(x.dtype.name)
+    low, high = (bound, info.max) if name == "min" else (info.min, bound)
+    if low > info.max or high < info.min:
+        raise RuntimeError(
+            f"clamp: {name} value {bound} is outside the representable range of {x.dtype.name}"
+        )
+    if info.min <= bound <= info.max:
+        return bound
+    return None
+
+
 def clamp(input: Tensor, min: Any = None, max: Any = None, *, out: Any = None) -> Tensor:
     """Limits ``input`` to ``[min, max]`` (either may be None, a number or a tensor that
     broadcasts). Gradients as PyTorch's: with number bounds ``input`` gets it strictly inside
@@ -54,6 +73,11 @@ def clamp(input: Tensor, min: Any = None, max: Any = None, *, out: Any = None) -
     x = _tensor("clamp", "input", input)
     if min is None and max is None:
         raise ShapeError("clamp: at least one of min and max must be given")
+    if x.dtype.kind in "iu":
+        min = _int_bound(x, "min", min)
+        max = _int_bound(x, "max", max)
+        if min is None and max is None:
+            return x.clone()
     out = x
     if isinstance(min, Tensor):
         out = maximum(out, min)

@@ -383,6 +383,30 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) 
         return _from_numpy(np.eye(n, m), name, _device(device))
 
 
+def _check_int_fill(op: str, dtype: str, value: Any) -> None:
+    """Refuses a Python number that an integer dtype cannot hold, as PyTorch does ("value
+    cannot be converted ... without overflow") instead of wrapping it around (int8 300 was
+    44) or turning NaN into 0. PyTorch's ranges: a float needs ``min <= v < max + 1`` (it
+    is truncated); an int ``min <= v <= max``, or ``-max <= v`` for an unsigned dtype (a
+    negative one wraps around)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        return
+    if dtype not in ("int8", "uint8", "int16", "int32", "int64", "uint16", "uint32", "uint64"):
+        return
+    if isinstance(value, (int, np.integer)) and not -(2**63) <= int(value) < 2**64:
+        raise OverflowError(f"{op}: value {value} is too big to convert to {dtype}")
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    if isinstance(value, (float, np.floating)):
+        ok = math.isfinite(value) and lo <= value < hi + 1
+    else:
+        ok = (-hi if lo == 0 else lo) <= int(value) <= hi
+    if not ok:
+        raise RuntimeError(f"{op}: value {value} cannot be converted to {dtype} without overflow")
+
+
 @_factory
 def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None, **kw: Any) -> Tensor:
     """A tensor of ``size`` filled with ``fill_value``: the dtype is inferred from the value
@@ -870,6 +894,8 @@ def narrow(input: Tensor, dim: int, start: Any, length: Any) -> Tensor:
     """The ``length`` entries from ``start`` along ``dim`` (a view; ``start`` may be a 0-d
     integer tensor, as PyTorch's)."""
     x = _check_tensor("narrow", "input", input)
+    if x.ndim == 0:
+        raise ShapeError("narrow: cannot be applied to a 0-dim tensor")
     d = _dim("narrow", x, dim)
     n = x.shape[d]
     start = _int("narrow", "start", _int_of_0d("narrow", "start", start))
@@ -1008,7 +1034,7 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
     x = _check_tensor("roll", "input", input)
     if isinstance(shifts, (list, tuple)) and not shifts:
         raise ShapeError("roll: `shifts` required")
-    if dims is None:
+    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
         if isinstance(shifts, (list, tuple)):
             if len(shifts) != 1:
                 raise ShapeError(
@@ -1375,6 +1401,7 @@ def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
         raise ShapeError(
             f"masked_fill: value must be a number or a 0-d tensor, got shape {list(value.shape)}"
         )
+    _check_int_fill("masked_fill", x.dtype.name, value)
     return _dtype_like(where(m, value, x), x)
 
 

@@ -201,6 +201,36 @@ def _map_(self: Tensor, other: Tensor, callable: Callable[[Any, Any], Any]) -> T
     return self
 
 
+def _map2_(self: Tensor, x: Tensor, y: Tensor, callable: Callable[[Any, Any, Any], Any]) -> Tensor:
+    """``self[i] = callable(self[i], x[i], y[i])`` in place (``x`` and ``y`` broadcast to
+    ``self``; CPU tensors only), PyTorch's three-operand :meth:`map_`."""
+    if str(self.device) != "cpu":
+        raise TypeError("map2_: only CPU tensors (PyTorch's rule)")
+    a = self.detach().numpy()
+    b, c = (
+        np.broadcast_to(t.detach().numpy() if isinstance(t, Tensor) else np.asarray(t), a.shape)
+        for t in (x, y)
+    )
+    out = np.vectorize(callable, otypes=[a.dtype])(a, b, c) if a.size else a
+    from ._tensor import tensor
+
+    self.copy_(tensor(np.asarray(out, dtype=a.dtype), dtype=self.dtype.name))
+    return self
+
+
+def _reversed(self: Tensor) -> Tensor:
+    """``reversed(t)``: ``t`` flipped along its first axis (a 0-d tensor as it is), so that
+    iterating over it gives the rows last to first, as PyTorch's ``__reversed__``."""
+    return self if self.ndim == 0 else self.flip(0)
+
+
+def _dim_order(self: Tensor) -> tuple:
+    """The axes from outermost to innermost in memory: sorted by stride, largest first
+    (ties keep their order), as PyTorch's ``Tensor.dim_order()``."""
+    strides = self.stride()
+    return tuple(sorted(range(self.ndim), key=lambda i: -strides[i]))
+
+
 # ------------------------------------------------------------------ process settings
 
 inf = float("inf")
@@ -499,6 +529,9 @@ def _install() -> None:
     Tensor.__format__ = _format
     Tensor.apply_ = _apply_
     Tensor.map_ = _map_
+    Tensor.map2_ = _map2_
+    Tensor.__reversed__ = _reversed
+    Tensor.dim_order = _dim_order
     Tensor.is_cpu = property(lambda self: _rust_device.__get__(self) == "cpu")
 
 
@@ -559,17 +592,22 @@ _foreach_exp, _foreach_exp_ = _make_foreach_unary("exp")
 
 
 def _foreach_lerp_(tensors: Any, ends: Any, weight: Any) -> None:
-    """``t += weight * (end - t)`` for each pair, in place (``torch._foreach_lerp_``)."""
+    """Each ``t`` moved to ``lerp(t, end, weight)`` in place (``torch._foreach_lerp_``,
+    with :func:`lerp`'s two forms)."""
+    from ._torch_compat import _lerp_forms
+
     ts, es = _foreach_args("_foreach_lerp_", tensors, ends)
     ws = list(weight) if isinstance(weight, (list, tuple)) else [weight] * len(ts)
     for t, e, w in zip(ts, es, ws):
-        t.copy_(t + (e - t) * w)
+        t.copy_(_lerp_forms(t, e, w))
 
 
 def _foreach_lerp(tensors: Any, ends: Any, weight: Any) -> list:
+    from ._torch_compat import _lerp_forms
+
     ts, es = _foreach_args("_foreach_lerp", tensors, ends)
     ws = list(weight) if isinstance(weight, (list, tuple)) else [weight] * len(ts)
-    return [t + (e - t) * w for t, e, w in zip(ts, es, ws)]
+    return [_lerp_forms(t, e, w) for t, e, w in zip(ts, es, ws)]
 
 
 def _foreach_addcmul_(tensors: Any, t1: Any, t2: Any, value: Any = 1) -> None:

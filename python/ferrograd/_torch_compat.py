@@ -56,6 +56,7 @@ __all__ = [  # noqa: RUF022 (device first)
     "movedim",
     "nan_to_num",
     "nonzero",
+    "nonzero_static",
     "numel",
     "outer",
     "sort",
@@ -621,6 +622,21 @@ def nonzero(input: Tensor, *, out: Any = None, as_tuple: bool = False) -> Any:
     return tensor(stacked.reshape(-1, x.ndim), dtype="int64", device=x.device)
 
 
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """:func:`nonzero` with a fixed row count ``size``: ``[size, ndim]`` int64, the first
+    ``size`` hits, padded with rows of ``fill_value`` when there are fewer (a shape known
+    in advance, for compiled programs)."""
+    x = _check_tensor("nonzero_static", "input", input)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ShapeError(f"nonzero_static: size must be a non-negative integer, got {size!r}")
+    hits = x.detach().numpy()
+    idx = np.stack(np.nonzero(hits), axis=1) if x.ndim else np.zeros((int(bool(hits)), 0))
+    out = np.full((size, x.ndim), fill_value, dtype=np.int64)
+    k = min(size, idx.shape[0])
+    out[:k] = idx[:k]
+    return tensor(out, dtype="int64", device=x.device)
+
+
 def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
     """How many elements are non-zero (over ``dim``)."""
     x = _check_tensor("count_nonzero", "input", input)
@@ -684,7 +700,10 @@ def nan_to_num(
     x = _check_tensor("nan_to_num", "input", input)
     if x.dtype.kind != "f":
         return x
-    info = np.finfo(np.dtype(x.dtype.name) if x.dtype.name != "bfloat16" else np.float32)
+    from ._torch_more import finfo
+
+    # (bfloat16's own limits: float32's would round to inf in it)
+    info = finfo(x.dtype.name)
     hi = info.max if posinf is None else posinf
     lo = info.min if neginf is None else neginf
     fill = _core.full((), 0.0, dtype=x.dtype.name, device=x.device)
@@ -712,6 +731,8 @@ def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
     for name, dims in (("source", src), ("destination", dst)):
         if len(set(dims)) != len(dims):
             raise ShapeError(f"movedim: repeated dim in `{name}` ({dims})")
+    if n == 0:
+        return x.view(())  # a 0-d tensor's only axis (-1 or 0) stays where it is
     rest = [i for i in range(n) if i not in src]
     order = [-1] * n
     for s, d in zip(src, dst):
@@ -815,11 +836,21 @@ def diag(input: Tensor, diagonal: int = 0, *, out: Any = None) -> Tensor:
     return diag_embed(x, k)
 
 
-def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
-    """The cross product of 3-vectors along ``dim`` (the first axis of size 3 by default)."""
+def cross(input: Tensor, other: Tensor, dim: int | None = None, *, out: Any = None) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (the first axis of size 3 by default);
+    ``out=`` as PyTorch's."""
+    if out is not None:
+        from ._ops import _write_out
+
+        return _write_out("cross", out, cross(input, other, dim))
     a, b = _check_tensor("cross", "input", input), _check_tensor("cross", "other", other)
     if dim is None:
         dim = next((i for i, s in enumerate(a.shape) if s == 3), -1)
+    if a.ndim != b.ndim:
+        raise ShapeError(
+            f"cross: input and other must have the same number of dimensions, got shapes "
+            f"{list(a.shape)} and {list(b.shape)}"
+        )
     d = _dim("cross", dim, a.ndim)
     if a.shape[d] != 3 or b.shape[d] != 3:
         raise ShapeError(
@@ -849,7 +880,20 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: Any = None) -> T
         raise DTypeError(f"cdist: x1 and x2 must have the same dtype, got {a.dtype} and {b.dtype}")
     diff = a.unsqueeze(-2) - b.unsqueeze(-3)
     # no features: every distance is 0 (the inf-norm's max over nothing included)
-    return _core_norm(diff, 1.0 if a.shape[-1] == 0 else p, -1)
+    return _pairwise_norm(diff, 1.0 if a.shape[-1] == 0 else p, -1)
+
+
+def _pairwise_norm(diff: Tensor, p: float, dim: int) -> Tensor:
+    """The ``p``-norm of ``diff`` along ``dim`` for cdist/pdist. With ``p = inf`` every
+    entry that ties for the largest magnitude gets the whole gradient (``sign`` of it), as
+    PyTorch's distance kernels give it, where ``norm``'s max shares it among the ties."""
+    if p != math.inf:
+        return _core_norm(diff, p, dim)
+    mag = diff.abs()
+    top = mag.detach().amax(dim, keepdim=True)
+    tied = (mag.detach() == top).astype(diff.dtype.name)
+    # the value is the max; the second term is zero but carries sign(diff) on the ties
+    return top.squeeze(dim) + ((mag - mag.detach()) * tied).sum(dim)
 
 
 def _core_norm(x: Tensor, p: float, dim: int) -> Tensor:
@@ -859,7 +903,9 @@ def _core_norm(x: Tensor, p: float, dim: int) -> Tensor:
 
 
 def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
-    """``input + weight * (end - input)``."""
+    """``input + weight * (end - input)`` where ``|weight| < 0.5`` and ``end - (end - input)
+    * (1 - weight)`` elsewhere, PyTorch's two forms: a weight of 1 gives ``end`` exactly and
+    an infinite ``input`` or ``end`` gives the same inf/NaN as PyTorch's."""
     x = _check_tensor("lerp", "input", input)
     # PyTorch interpolates within one floating dtype: end and a weight tensor with
     # dimensions must have input's dtype (a 0-d weight may differ)
@@ -868,7 +914,16 @@ def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
     for name, t in (("end", end), ("weight", weight)):
         if isinstance(t, Tensor) and t.dtype != x.dtype and (name == "end" or t.ndim):
             raise DTypeError(f"lerp: expected dtype {x.dtype} for {name} but got dtype {t.dtype}")
-    return x + weight * (end - x)
+    return _lerp_forms(x, end, weight)
+
+
+def _lerp_forms(x: Tensor, end: Any, weight: Any) -> Any:
+    """:func:`lerp`'s value without its argument checks (also the ``_foreach_lerp`` one)."""
+    if not isinstance(weight, Tensor):
+        if abs(weight) < 0.5:
+            return x + weight * (end - x)
+        return end - (end - x) * (1 - weight)
+    return _core.where(weight.abs() < 0.5, x + weight * (end - x), end - (end - x) * (1 - weight))
 
 
 def _number_value(op: str, value: Any) -> Any:
@@ -882,8 +937,12 @@ def _number_value(op: str, value: Any) -> Any:
 
 
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: float = 1) -> Tensor:
-    """``input + value * tensor1 * tensor2``."""
+    """``input + value * tensor1 * tensor2``; with integer tensors a float ``value`` is
+    truncated to an integer first, as PyTorch's (the result keeps the integer dtype)."""
     value = _number_value("addcmul", value)
+    ints = all(isinstance(t, Tensor) and t.dtype.kind in "iu" for t in (input, tensor1, tensor2))
+    if ints and isinstance(value, float):
+        value = int(value)
     prod = tensor1 * tensor2
     return input + (prod if value == 1 else value * prod)
 
@@ -1013,13 +1072,19 @@ def _type(self: Tensor, dtype: Any = None) -> Any:
     return self.astype(_dtype_name(dtype))
 
 
-def _repeat_interleave(self: Tensor, repeats: Any, dim: int | None = None) -> Tensor:
+def _repeat_interleave(
+    self: Tensor, repeats: Any, dim: int | None = None, *, output_size: Any = None
+) -> Tensor:
+    """Each entry (or slice along ``dim``) repeated ``repeats`` times (a number or 1-D
+    integer counts); ``output_size``, when given, must be the length that results."""
     x = self if dim is not None else self.reshape(-1)
     d = 0 if dim is None else _dim("repeat_interleave", dim, x.ndim)
     reps = repeats.detach().numpy() if isinstance(repeats, Tensor) else repeats
     arr = np.asarray(reps)
     if arr.ndim > 1:
         raise ShapeError("repeat_interleave: repeats must be 0-dim or 1-dim tensor")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise DTypeError(f"repeat_interleave: repeats must hold integers, got {arr.dtype}")
     if arr.ndim == 1 and arr.shape[0] not in (1, x.shape[d]):
         raise ShapeError(
             f"repeat_interleave: repeats must have the same size as input along dim, but got "
@@ -1028,6 +1093,11 @@ def _repeat_interleave(self: Tensor, repeats: Any, dim: int | None = None) -> Te
     if arr.size and arr.dtype.kind in "iu" and arr.min() < 0:
         raise ShapeError("repeat_interleave: repeats can not be negative")
     idx = np.repeat(np.arange(x.shape[d]), reps)
+    if output_size is not None and output_size != idx.size:
+        raise ShapeError(
+            f"repeat_interleave: output_size {output_size} does not match the {idx.size} "
+            f"entries the repeats give along dim {d}"
+        )
     return x.index_select(d, tensor(idx, dtype="int64", device=x.device))
 
 
@@ -1432,6 +1502,7 @@ def _install() -> None:
         "amax": amax,
         "amin": amin,
         "nonzero": nonzero,
+        "nonzero_static": nonzero_static,
         "unique": unique,
         "count_nonzero": count_nonzero,
         "isclose": isclose,

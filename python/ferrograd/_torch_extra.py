@@ -1136,8 +1136,13 @@ def repeat_interleave(
         counts = _host(x).astype(np.int64)
         if counts.size and counts.min() < 0:
             raise ShapeError("repeat_interleave: counts must be non-negative")
+        if output_size is not None and output_size != int(counts.sum()):
+            raise ShapeError(
+                f"repeat_interleave: output_size {output_size} does not match the "
+                f"{int(counts.sum())} entries the counts give"
+            )
         return _idx(np.repeat(np.arange(counts.size), counts), x.device)
-    return x.repeat_interleave(repeats, dim)
+    return x.repeat_interleave(repeats, dim, output_size=output_size)
 
 
 def isin(
@@ -1253,17 +1258,24 @@ bitwise_xor = _bitwise_top("bitwise_xor", lambda a, b: a ^ b)
 
 
 def _shift(name: str, left: bool) -> Any:
-    def op(input: Any, other: Any) -> Tensor:
+    def op(input: Any, other: Any, *, out: Any = None) -> Tensor:
+        if out is not None:
+            from ._ops import _write_out
+
+            return _write_out(name, out, op(input, other))
         a, b = _integer_pair(name, input, other, "iu")
         an, bn = _host(a), _host(b)
         dt = np.result_type(an.dtype, bn.dtype)
-        # shifts by the width or more give 0 (left) or the sign (right), as PyTorch's
+        # shifts by the width or more, or by a negative count, give 0 (left) or the sign
+        # (right), as PyTorch's
         width = np.iinfo(dt).bits
         k = np.clip(bn.astype(np.int64), 0, width - 1)
         x = an.astype(dt)
         with np.errstate(over="ignore"):
             out = np.left_shift(x, k.astype(dt)) if left else np.right_shift(x, k.astype(dt))
-            big = bn.astype(np.int64) >= width
+            # (a negative shift counts as too wide, as in PyTorch's kernels)
+            shift = bn.astype(np.int64)
+            big = (shift >= width) | (shift < 0)
             if big.any():
                 out = np.where(big, 0 if left else np.where(x < 0, -1, 0), out)
         return tensor(np.asarray(out, dtype=dt), device=a.device)

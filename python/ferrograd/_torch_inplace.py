@@ -92,6 +92,8 @@ _WRITE_BACK = [
     "lgamma",
     "copysign",
     "heaviside",
+    "gcd",
+    "lcm",
     "float_power",
     "true_divide",
     "floor_divide",

@@ -1088,13 +1088,21 @@ def diff(
         raise ShapeError(f"diff: n must be non-negative, got {n}")
     if n == 0:
         return x  # PyTorch's: the input itself (prepend / append unused)
+    for name, p in (("prepend", prepend), ("append", append)):
+        if isinstance(p, Tensor) and p.ndim != x.ndim:
+            raise ShapeError(
+                f"diff: {name} must have the input's number of dimensions ({x.ndim}), got "
+                f"shape {list(p.shape)}"
+            )
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:
+        from ._ops import cat
+
         parts = [
             p if isinstance(p, Tensor) else tensor(p, dtype=_dtype_name(x.dtype), device=x.device)
             for p in parts
         ]
-        x = _core.concat(parts, d)
+        x = cat(parts, d)  # (promoting, as PyTorch's: an int prepend to a float input)
     for _ in range(n):
         m = x.shape[d]
         if m == 0:
@@ -1372,12 +1380,31 @@ def searchsorted(
         if right and side == "left":
             raise ShapeError("searchsorted: right=True contradicts side='left'")
         right = side == "right"
+    if seq.ndim == 0:
+        raise ShapeError("searchsorted: sorted_sequence must have at least one dimension")
     scalar = not isinstance(values, Tensor)
     v = values.numpy() if isinstance(values, Tensor) else np.asarray(values)
     s = seq.numpy()
+    if s.ndim > 1 and v.ndim == 0:
+        raise ShapeError(
+            f"searchsorted: a scalar value needs a 1-D sorted_sequence, got shape {list(s.shape)}"
+        )
     if sorter is not None:
+        # (checked: a short or out-of-range sorter would silently reorder a wrong sequence)
         order = sorter.numpy() if isinstance(sorter, Tensor) else np.asarray(sorter)
-        s = np.take_along_axis(s, order.astype(np.int64), -1)
+        if order.dtype != np.int64:
+            raise DTypeError(f"searchsorted: sorter must be an int64 tensor, got {order.dtype}")
+        if order.shape != s.shape:
+            raise ShapeError(
+                f"searchsorted: sorter must have the shape of sorted_sequence {list(s.shape)}, "
+                f"got {list(order.shape)}"
+            )
+        if order.size and (order.min() < 0 or order.max() >= s.shape[-1]):
+            raise ShapeError(
+                f"searchsorted: sorter index out of range [0, {s.shape[-1]}): "
+                f"{order.min()}..{order.max()}"
+            )
+        s = np.take_along_axis(s, order, -1)
     how = "right" if right else "left"
     if s.ndim == 1:
         out = np.searchsorted(s, v, side=how)
@@ -1992,7 +2019,11 @@ def sum_to_size(input: Tensor, *size: Any) -> Tensor:
     x = _check_tensor("sum_to_size", "input", input)
     shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else size
     shape = tuple(int(n) for n in shape)
-    if np.broadcast_shapes(shape, tuple(x.shape)) != tuple(x.shape):
+    try:
+        expandable = np.broadcast_shapes(shape, tuple(x.shape)) == tuple(x.shape)
+    except ValueError:
+        expandable = False
+    if not expandable:
         raise ShapeError(f"sum_to_size: size {list(shape)} is not expandable to {list(x.shape)}")
     lead = x.ndim - len(shape)
     axes = list(range(lead)) + [
@@ -2432,7 +2463,12 @@ class finfo:
     def __init__(self, type: Any = None) -> None:
         from ._tensor import default_float
 
-        name = default_float() if type is None else _dtype_name(type)
+        # a complex dtype describes its parts' float dtype (as PyTorch's finfo)
+        parts = {"complex64": "float32", "complex128": "float64"}
+        if type is not None and str(getattr(type, "name", type)) in parts:
+            name = parts[str(getattr(type, "name", type))]
+        else:
+            name = default_float() if type is None else _dtype_name(type)
         if name == "bfloat16":
             self.bits, self.eps, self.resolution = 16, 2.0**-7, 0.01
             self.max = 3.3895313892515355e38
@@ -2447,6 +2483,12 @@ class finfo:
         self.min = -self.max
         self.smallest_normal = self.tiny
         self.dtype = name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, finfo) and other.dtype == self.dtype
+
+    def __hash__(self) -> int:
+        return hash(("finfo", self.dtype))
 
     def __repr__(self) -> str:
         return (
@@ -2470,6 +2512,12 @@ class iinfo:
             builtins.int(i.min),
             name,
         )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, iinfo) and other.dtype == self.dtype
+
+    def __hash__(self) -> int:
+        return hash(("iinfo", self.dtype))
 
     def __repr__(self) -> str:
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

@@ -172,9 +172,10 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     return (x * y).sum(dim=dim)
 
 
-def cross(input: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
-    """The cross product of 3-vectors along ``dim`` (the last axis by default)."""
-    return _cross(input, other, dim)
+def cross(input: Tensor, other: Tensor, *, dim: int = -1, out: Any = None) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (the last axis by default); ``out=`` as
+    PyTorch's."""
+    return _cross(input, other, dim, out=out)
 
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:

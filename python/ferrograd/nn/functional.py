@@ -2953,9 +2953,9 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     # fewer than two rows: an empty gather of x, so the (empty) result is on x's graph
     a = _core.index_select(x, 0, tensor(i.astype(np.int64), device=x.device))
     b = _core.index_select(x, 0, tensor(j.astype(np.int64), device=x.device))
-    from .._ops import norm
+    from .._torch_compat import _pairwise_norm
 
-    return norm(a - b, p, 1)
+    return _pairwise_norm(a - b, p, 1)
 
 
 def upsample(
