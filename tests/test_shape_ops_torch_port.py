@@ -370,8 +370,9 @@ def test_cross_and_shifts_take_out(torch):
 
 def test_reversed_dim_order_map2(torch):
     src = (
-        "x = T.arange(6.).reshape(3, 2); y = T.arange(3.); y.map2_(T.ones(3), T.tensor(2.), "
-        "lambda a, b, c: a + b * c); "
+        "x = T.arange(6.).reshape(3, 2); y = T.arange(3., device='cpu'); "
+        "y.map2_(T.ones(3, device='cpu'), T.tensor(2., device='cpu'), "
+        "lambda a, b, c: a + b * c); "  # (map2_ is for host tensors in both libraries)
         "r = [list(reversed(x)), reversed(T.tensor(5.)), T.zeros(2, 3, 4).dim_order(), "
         "T.zeros(2, 3, 4).permute(2, 0, 1).dim_order(), T.zeros(2, 1, 3).dim_order(), "
         "T.zeros(()).dim_order(), y]"
