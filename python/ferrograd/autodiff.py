@@ -838,9 +838,13 @@ class _GradFnInfo:
 
 class AccumulateGrad(_GradFnInfo):
     """The node a leaf's gradient reaches ``.grad`` through (PyTorch's ``AccumulateGrad``):
-    ``variable`` is the leaf."""
+    ``variable`` is the leaf; ``name()`` is PyTorch's, ``"torch::autograd::AccumulateGrad"``."""
 
     __slots__ = ()
+
+    def __init__(self, op: str, node: Any = None) -> None:
+        super().__init__(op, node)
+        self.name = _GradFnName("torch::autograd::AccumulateGrad")
 
     @property
     def variable(self) -> Any:
