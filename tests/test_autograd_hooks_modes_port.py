@@ -85,6 +85,20 @@ def test_accumulate_grad_node_has_torchs_name(L):
     assert node.variable is x
 
 
+@pytest.mark.parametrize("L", LIBS)
+def test_setting_requires_grad_of_a_computed_tensor_raises(L):
+    a = L.ones(2, requires_grad=True)
+    b = a * 2
+    assert b.requires_grad_(True) is b  # the method's True is a no-op
+    for value in (True, False):
+        with pytest.raises(RuntimeError, match="leaf"):
+            b.requires_grad = value
+    b.sum().backward()
+    assert vals(a.grad) == [2.0, 2.0]
+    a.requires_grad = False  # a leaf's flag can change
+    assert not (a * 2).requires_grad
+
+
 # ------------------------------------------------------------------ grad-mode switches
 
 

@@ -1022,6 +1022,13 @@ def _requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
 
 
 def _set_requires_grad(self: Tensor, value: bool) -> None:
+    """``t.requires_grad = value``: only a leaf's flag can be set, even to what it already
+    is (PyTorch's; ``requires_grad_(True)`` on a computed tensor is the no-op)."""
+    if _autograd.tracks(self) and not _autograd.is_leaf_tensor(self):
+        raise RuntimeError(
+            "requires_grad: you can only change requires_grad flags of leaf tensors (use "
+            f"detach() for a computed one; this one has shape {list(self.shape)})"
+        )
     _requires_grad_(self, value)
 
 
