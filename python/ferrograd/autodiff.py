@@ -1221,10 +1221,12 @@ def _warn_unretained_grad(self: Tensor) -> None:
         return
     import warnings
 
+    # (the opening is PyTorch's, so that warning filters written for it match)
     warnings.warn(
-        "Reading .grad of a tensor that is not a leaf (it was computed by an op): backward() "
-        "does not fill it. Call .retain_grad() on it before backward() to keep its gradient, "
-        "or read .grad of the leaf tensor it was computed from.",
+        "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed: it "
+        "was computed by an op, and backward() does not fill it. Call .retain_grad() on it "
+        "before backward() to keep its gradient, or read .grad of the leaf tensor it was "
+        "computed from.",
         UserWarning,
         stacklevel=3,
     )
