@@ -317,21 +317,24 @@ def set_default_tensor_type(t: Any) -> None:
 
 def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:
     """Anomaly detection on or off (:class:`autograd.set_detect_anomaly`)."""
-    from .autodiff import _anomaly
+    from .autodiff import _set_anomaly
 
-    _anomaly["on"] = bool(enabled) and bool(check_nan)
+    _set_anomaly(enabled, check_nan)
 
 
 def is_anomaly_enabled() -> bool:
     """Whether anomaly detection is on."""
     from .autodiff import _anomaly
 
-    return bool(_anomaly["on"])
+    return bool(_anomaly["enabled"])
 
 
 def is_anomaly_check_nan_enabled() -> bool:
-    """Whether anomaly detection checks gradients for NaN (always, when it is on)."""
-    return True
+    """Whether anomaly detection checks gradients for NaN when it is on (the ``check_nan``
+    it was last turned on or off with; True by default)."""
+    from .autodiff import _anomaly
+
+    return bool(_anomaly["check_nan"])
 
 
 def _narrow_copy(self: Tensor, dim: int, start: int, length: int) -> Tensor:

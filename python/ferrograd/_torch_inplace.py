@@ -305,9 +305,17 @@ def install() -> None:
                 _warn_unretained_grad(self)
             return g
 
+        def _set_grad(self: Tensor, value: Any, _set: Any = getset.__set__) -> None:
+            # (its own gradient would alias the values: backward would add into both)
+            if value is self:
+                raise RuntimeError(
+                    f"grad: can't assign a tensor (of shape {list(self.shape)}) as its own grad"
+                )
+            _set(self, value)
+
         Tensor.grad = property(
             _get_grad,
-            getset.__set__,
+            _set_grad,
             lambda self: getset.__set__(self, None),
             getset.__doc__,
         )

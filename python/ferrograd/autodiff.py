@@ -838,9 +838,13 @@ class _GradFnInfo:
 
 class AccumulateGrad(_GradFnInfo):
     """The node a leaf's gradient reaches ``.grad`` through (PyTorch's ``AccumulateGrad``):
-    ``variable`` is the leaf."""
+    ``variable`` is the leaf; ``name()`` is PyTorch's, ``"torch::autograd::AccumulateGrad"``."""
 
     __slots__ = ()
+
+    def __init__(self, op: str, node: Any = None) -> None:
+        super().__init__(op, node)
+        self.name = _GradFnName("torch::autograd::AccumulateGrad")
 
     @property
     def variable(self) -> Any:
@@ -1018,6 +1022,13 @@ def _requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
 
 
 def _set_requires_grad(self: Tensor, value: bool) -> None:
+    """``t.requires_grad = value``: only a leaf's flag can be set, even to what it already
+    is (PyTorch's; ``requires_grad_(True)`` on a computed tensor is the no-op)."""
+    if _autograd.tracks(self) and not _autograd.is_leaf_tensor(self):
+        raise RuntimeError(
+            "requires_grad: you can only change requires_grad flags of leaf tensors (use "
+            f"detach() for a computed one; this one has shape {list(self.shape)})"
+        )
     _requires_grad_(self, value)
 
 
@@ -1036,13 +1047,20 @@ def _grad_fn(self: Tensor) -> Any:
 
 
 class RemovableHandle:
-    """What ``Tensor.register_hook`` returns: ``remove()`` stops the hook."""
+    """What ``Tensor.register_hook`` returns: ``remove()`` stops the hook (a second call
+    does nothing); as a context manager the hook is removed when the block ends."""
 
     def __init__(self, hook: _TensorHook) -> None:
         self._hook = hook
 
     def remove(self) -> None:
         self._hook.active = False
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
 
 
 class _TensorHook:
@@ -1203,10 +1221,12 @@ def _warn_unretained_grad(self: Tensor) -> None:
         return
     import warnings
 
+    # (the opening is PyTorch's, so that warning filters written for it match)
     warnings.warn(
-        "Reading .grad of a tensor that is not a leaf (it was computed by an op): backward() "
-        "does not fill it. Call .retain_grad() on it before backward() to keep its gradient, "
-        "or read .grad of the leaf tensor it was computed from.",
+        "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed: it "
+        "was computed by an op, and backward() does not fill it. Call .retain_grad() on it "
+        "before backward() to keep its gradient, or read .grad of the leaf tensor it was "
+        "computed from.",
         UserWarning,
         stacklevel=3,
     )
@@ -1268,7 +1288,9 @@ def _run_backward(
         retain = True  # (the recorded backward needs the forward's records)
     if inputs is not None:
         xs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-        if not xs or not all(isinstance(x, Tensor) for x in xs):
+        if not xs:
+            raise RuntimeError(f"{op}: the inputs argument cannot be empty")
+        if not all(isinstance(x, Tensor) for x in xs):
             raise TypeError(f"{op}: inputs must be a tensor or a non-empty sequence of tensors")
     if _core._tracing():
         _traced_backward(op, roots, gradients, xs if inputs is not None else None)
@@ -1326,15 +1348,17 @@ def _run_backward(
                     if _is_leaf(x):
                         GradKey._run_post_accumulate_grad_hooks(x)
         if _anomaly["on"]:
-            _check_anomaly(op, xs)
+            _check_anomaly(op, xs, found)
         return
+    before = _anomaly_snapshot(_autograd.live_leaves()) if _anomaly["on"] else None
     try:
         with _backward_mode(create_graph, retain):
             key.backward(roots, dys, retain_graph=retain, create_graph=create_graph)
     finally:
         consumed()
-    if _anomaly["on"]:
-        _check_anomaly(op, _autograd.live_leaves())
+    if before is not None:
+        leaves = _autograd.live_leaves()
+        _check_anomaly(op, leaves, [_added_grad(t, before.get(id(t))) for t in leaves])
     for listener in list(_after_backward):
         listener._after_backward()
 
@@ -1422,15 +1446,59 @@ def _current_backward_retains() -> bool:
 
 # anomaly detection (torch.autograd.set_detect_anomaly): after each backward, a NaN in a
 # gradient it produced raises instead of reaching the optimizer
-_anomaly = {"on": False}
+# "on": gradients are checked for NaN (anomaly mode with check_nan); "enabled" and
+# "check_nan" are the two settings torch.is_anomaly_enabled / is_anomaly_check_nan_enabled report
+_anomaly = {"on": False, "enabled": False, "check_nan": True}
 
 
-def _check_anomaly(op: str, leaves: list[Tensor]) -> None:
+def _set_anomaly(enabled: bool, check_nan: bool) -> None:
+    """Anomaly mode's settings (see ``autograd.set_detect_anomaly``)."""
+    _anomaly["enabled"] = bool(enabled)
+    _anomaly["check_nan"] = bool(check_nan)
+    _anomaly["on"] = bool(enabled) and bool(check_nan)
+
+
+def _nan_mask(g: Tensor) -> Any:
+    """Where a floating gradient is NaN (None for another dtype)."""
     import numpy as np
 
+    return np.isnan(g.detach().numpy()) if g.dtype.kind == "f" else None
+
+
+def _anomaly_snapshot(leaves: list[Tensor]) -> dict[int, tuple]:
+    """Per leaf with a ``.grad`` before a backward in anomaly mode: the gradient object, its
+    version and where it is already NaN, so that only what the backward adds is checked."""
+    out = {}
     for t in leaves:
         g = _stored_grad(t)
-        if g is not None and g.dtype.kind == "f" and bool(np.isnan(g.detach().numpy()).any()):
+        if g is not None:
+            mask = _nan_mask(g)
+            out[id(t)] = (g, g._version, mask if mask is not None and mask.any() else None)
+    return out
+
+
+def _added_grad(t: Tensor, before: tuple | None) -> Any:
+    """``t``'s gradient if the backward changed it (None if not), as a NaN mask with the
+    entries that were NaN before it cleared."""
+    g = _stored_grad(t)
+    if g is None:
+        return None
+    if before is not None and before[0] is g and before[1] == g._version:
+        return None
+    mask = _nan_mask(g)
+    old = None if before is None else before[2]
+    if mask is not None and old is not None and old.shape == mask.shape:
+        mask = mask & ~old
+    return mask
+
+
+def _check_anomaly(op: str, leaves: list[Tensor], grads: list[Any]) -> None:
+    """Anomaly mode: raises if a gradient this backward produced (a tensor, or a NaN mask
+    from :func:`_added_grad`) has a NaN; a NaN that was in ``.grad`` before is not its."""
+    for t, g in zip(leaves, grads):
+        if isinstance(g, Tensor):
+            g = _nan_mask(g)
+        if g is not None and bool(g.any()):
             raise RuntimeError(
                 f"{op}: anomaly detection found NaN in the gradient of a tensor of shape "
                 f"{list(t.shape)} ({t.dtype}); run the forward with finite inputs, or look for "
@@ -1439,7 +1507,13 @@ def _check_anomaly(op: str, leaves: list[Tensor]) -> None:
 
 
 def _detach_(self: Tensor) -> Tensor:
-    """Makes this tensor a leaf that does not require grad (in place, as PyTorch's)."""
+    """Makes this tensor a leaf that does not require grad (in place, as PyTorch's). A view
+    cannot be detached in place (it would cut its base's graph too): ``RuntimeError``."""
+    if self._is_view():
+        raise RuntimeError(
+            f"detach_: can't detach a view (of shape {list(self.shape)}) in place; use "
+            "detach() instead"
+        )
     if _autograd.is_leaf_tensor(self):
         _requires_grad_(self, False)
     elif _autograd.tracks(self):
@@ -1478,7 +1552,9 @@ class set_grad_enabled:
     def __init__(self, mode: bool) -> None:
         # PyTorch's: the mode is set now (a plain call keeps it); leaving a ``with`` block
         # restores the mode from before this call, whatever was set inside
-        self._mode = bool(mode)
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled: mode must be a bool, got {type(mode).__name__}")
+        self._mode = mode
         self._depth = _core._ceiling_depth()
         if self._mode != _core._grad_enabled():
             if self._mode:

@@ -80,13 +80,19 @@ def grad(
     ``create_graph=True`` the gradient computation is recorded, so the results require grad
     and can be differentiated again (gradient penalties, Hessian-vector products). An input
     that the outputs do not depend on is an error unless ``allow_unused=True`` (then its
-    gradient is None, or zeros with ``materialize_grads=True``)."""
-    if is_grads_batched:
-        raise NotImplementedError("autograd.grad: is_grads_batched=True is not supported")
+    gradient is None, or zeros with ``materialize_grads=True``). With
+    ``is_grads_batched=True`` the first dimension of every ``grad_outputs`` tensor is a batch
+    of seeds: each input's result stacks the gradients for the batch's seeds."""
     outs = _as_list("autograd.grad", _sequence(outputs))
     ins = _as_list("autograd.grad", _sequence(inputs))
-    if not outs or not ins:
-        raise ValueError("autograd.grad: outputs and inputs must not be empty")
+    if not ins:
+        raise RuntimeError("autograd.grad: the inputs argument cannot be empty")
+    if not outs:
+        raise ValueError("autograd.grad: outputs must not be empty")
+    if is_grads_batched:
+        return _batched_grad(
+            outs, ins, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads
+        )
     if materialize_grads and allow_unused is False:
         raise ValueError("autograd.grad: materialize_grads=True needs allow_unused to be True")
     allow_unused = bool(allow_unused) or materialize_grads
@@ -147,6 +153,68 @@ def grad(
     return tuple(result)
 
 
+def _batched_grad(
+    outs: list[Tensor],
+    ins: list[Tensor],
+    grad_outputs: Any,
+    retain_graph: bool | None,
+    create_graph: bool,
+    allow_unused: bool | None,
+    materialize_grads: bool,
+) -> tuple[Tensor | None, ...]:
+    """``grad(..., is_grads_batched=True)``: one backward per seed of the batch (the graph
+    kept until the last), each input's gradients stacked along a new first dimension."""
+    from ._ops import stack
+
+    seeds = _seeds("autograd.grad", outs, grad_outputs)
+    batch = None
+    for i, (o, g) in enumerate(zip(outs, seeds)):
+        if not isinstance(g, Tensor) or tuple(g.shape[1:]) != tuple(o.shape) or g.ndim < 1:
+            got = "None" if g is None else f"shape {list(getattr(g, 'shape', ()))}"
+            raise RuntimeError(
+                f"autograd.grad: with is_grads_batched=True, grad_outputs[{i}] must be a "
+                f"tensor whose shape is a batch size followed by output {i}'s shape "
+                f"{list(o.shape)}, got {got}"
+            )
+        if batch is None:
+            batch = g.shape[0]
+        elif g.shape[0] != batch:
+            raise RuntimeError(
+                f"autograd.grad: with is_grads_batched=True, every grad_outputs tensor needs "
+                f"the same batch size: grad_outputs[0] has {batch}, grad_outputs[{i}] "
+                f"{g.shape[0]}"
+            )
+    if not batch:
+        raise RuntimeError("autograd.grad: is_grads_batched=True needs a batch of at least 1")
+    keep = bool(create_graph) if retain_graph is None else bool(retain_graph)
+    found: list[list[Tensor | None]] = []
+    for b in range(batch):
+        found.append(
+            list(
+                grad(
+                    outs,
+                    ins,
+                    [g[b] for g in seeds],
+                    retain_graph=True if b < batch - 1 else keep,
+                    create_graph=create_graph,
+                    allow_unused=bool(allow_unused) or materialize_grads,
+                )
+            )
+        )
+    result: list[Tensor | None] = []
+    for j, x in enumerate(ins):
+        gs = [f[j] for f in found]
+        if any(g is None for g in gs):
+            if not materialize_grads:
+                result.append(None)
+                continue
+            with no_grad():
+                zeros = _core.zeros_like(x)
+            gs = [zeros if g is None else g for g in gs]
+        result.append(stack(gs))
+    return tuple(result)
+
+
 def backward(
     tensors: Tensor | Sequence[Tensor],
     grad_tensors: Any = None,
@@ -178,7 +246,7 @@ def Variable(data: Any, requires_grad: bool = False, volatile: bool = False) -> 
 def is_anomaly_enabled() -> bool:
     from .autodiff import _anomaly
 
-    return _anomaly["on"]
+    return _anomaly["enabled"]
 
 
 class set_detect_anomaly:
@@ -189,18 +257,18 @@ class set_detect_anomaly:
     results.)"""
 
     def __init__(self, mode: bool, check_nan: bool = True) -> None:
-        from .autodiff import _anomaly
+        from .autodiff import _anomaly, _set_anomaly
 
-        self._prev = _anomaly["on"]
-        _anomaly["on"] = bool(mode) and bool(check_nan)
+        self._prev = (_anomaly["enabled"], _anomaly["check_nan"])
+        _set_anomaly(mode, check_nan)
 
     def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from .autodiff import _anomaly
+        from .autodiff import _set_anomaly
 
-        _anomaly["on"] = self._prev
+        _set_anomaly(*self._prev)
 
 
 class detect_anomaly(set_detect_anomaly):

@@ -1059,10 +1059,14 @@ impl PyTensor {
     fn __bool__(&self, py: Python<'_>) -> PyResult<bool> {
         let t = self.t();
         if t.numel() != 1 {
-            return Err(PyValueError::new_err(format!(
-                "the truth value of a tensor of shape {:?} is ambiguous",
-                t.shape()
-            )));
+            // (ShapeError: a ValueError as numpy's, and the RuntimeError PyTorch raises)
+            return Err(shape_error(
+                "bool",
+                format!(
+                    "the truth value of a tensor of shape {:?} is ambiguous (use .any() or .all())",
+                    t.shape()
+                ),
+            ));
         }
         item_of(py, "bool", &t)?.is_truthy()
     }
