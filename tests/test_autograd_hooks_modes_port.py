@@ -11,11 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-LIBS = [pytest.param(torch, id="torch"), pytest.param(fg, id="ferrograd")]
-
-
-def vals(t):
-    return np.asarray(t.detach().numpy()).tolist()
+from test_autograd_torch_port import LIBS, vals
 
 
 @pytest.fixture(autouse=True)
