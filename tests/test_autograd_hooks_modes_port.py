@@ -281,3 +281,89 @@ def test_batched_seeds_for_several_outputs_and_unused_inputs(L):
     L.autograd.grad(z, x, L.eye(2), is_grads_batched=True)
     with pytest.raises(RuntimeError):
         L.autograd.grad(z, x, L.ones(2))
+
+
+# ------------------------------------------------------------------ overwriting a recorded tensor
+
+
+@pytest.mark.parametrize("L", LIBS)
+@pytest.mark.parametrize("write", ["copy", "zero", "fill", "view_copy", "transposed_fill"])
+def test_overwritten_recorded_tensor_still_requires_grad_and_gives_zeros(L, write):
+    # PyTorch keeps requires_grad through an in-place write of a constant: what the tensor
+    # held before gets a zero gradient, never none
+    x = L.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    w = L.tensor(np.linspace(1.0, 2.0, 6).reshape(2, 3))
+    h = x * 2
+    if write == "copy":
+        h.copy_(L.ones(2, 3, dtype=L.float64))
+    elif write == "zero":
+        h.zero_()
+    elif write == "fill":
+        h.fill_(5.0)
+    elif write == "view_copy":
+        h.view(-1)[1:4].copy_(L.ones(3, dtype=L.float64))
+    else:
+        h.t().fill_(5.0)
+    assert h.requires_grad and h.grad_fn is not None
+    (h * w).sum().backward()
+    assert x.grad is not None
+    expect = {"view_copy": [[2.0, 0.0, 0.0], [0.0, 3.6, 4.0]]}.get(write, [[0.0] * 3] * 2)
+    np.testing.assert_allclose(x.grad.numpy(), expect, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "L",
+    [
+        torch,
+        pytest.param(
+            fg,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="copying a tracked value over a recorded tensor leaves what it held "
+                "no gradient (None) where PyTorch's CopyBackwards gives zeros",
+            ),
+        ),
+    ],
+    ids=["torch", "ferrograd"],
+)
+def test_clone_then_copy_gives_the_source_zeros_and_the_copied_value_its_gradient(L):
+    x = L.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = L.tensor([4.0, 5.0, 6.0], requires_grad=True)
+    z = x.clone()
+    z.copy_(y * 2)
+    (z * z).sum().backward()
+    assert vals(x.grad) == [0.0, 0.0, 0.0]
+    assert vals(y.grad) == [32.0, 40.0, 48.0]
+
+
+def test_overwrite_in_a_trace_and_under_grad_manager_gives_zeros():
+    x = fg.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    w = fg.tensor(np.linspace(1.0, 2.0, 6).reshape(2, 3))
+
+    @fg.trace
+    def step(x):
+        h = x * 2
+        h.zero_()
+        h = h + x[0]
+        return fg.grad((h * w).sum(), [x])[0]
+
+    want = [[2.6, 3.0, 3.4], [0.0, 0.0, 0.0]]
+    for _ in range(2):
+        np.testing.assert_allclose(step(x).numpy(), want, rtol=1e-12)
+    gm = fg.GradManager()
+    p = fg.tensor(np.ones(3))
+    gm.attach(p)
+    with gm:
+        h = p * 3
+        h.copy_(fg.zeros(3, dtype=fg.float64))
+        gm.backward((h * 2).sum())
+    assert p.grad is not None and vals(p.grad) == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("L", LIBS)
+def test_write_under_no_grad_keeps_the_history(L):
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    with L.no_grad():
+        h.zero_()
+    assert h.requires_grad and h.grad_fn is not None

@@ -330,12 +330,20 @@ def test_fill_and_zero_cut_the_gradient_of_the_old_value():
     a = T([1.0, 2.0])
     gm = fg.GradManager().attach(a)
     with gm:
-        b = a.exp()
+        b = a * 2.0
         b.zero_()
         c = a * 3.0
         c.fill_(2.0)
+        assert b.requires_grad and c.requires_grad  # as PyTorch's: still on the tape
         gm.backward((b + c + a).sum())
     close(a.grad, [1.0, 1.0])
+    # an op that saved the overwritten value for its backward refuses it, as PyTorch's does
+    gm = fg.GradManager().attach(a)
+    with gm:
+        b = a.exp()
+        b.zero_()
+        with pytest.raises(fg.InplaceError, match="exp"):
+            gm.backward((b + a).sum())
 
 
 def test_inplace_on_attached_tensor_takes_gradient_wrt_snapshot():

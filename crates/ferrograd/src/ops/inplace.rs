@@ -223,6 +223,17 @@ impl Tensor {
         }
         self.check_write(op, result)?;
         self.refuse_leaf_write(op)?;
+        // a recorded tensor overwritten with a value the tape does not track (`h.zero_()`,
+        // `h.copy_(constant)`) still requires grad, as in PyTorch: what it held before gets a
+        // zero gradient (not none), through a select that takes every element from `result`
+        let linked;
+        let result = if self.is_recorded() && self.is_tracked() && !result.is_tracked() {
+            let all = Tensor::scalar_of(1.0, DType::Bool).to_device(self.device())?;
+            linked = crate::ops::elementwise::where_cond(&all, result, self)?;
+            &linked
+        } else {
+            result
+        };
         crate::graph::trace::on_update(op, self, result)?;
         let src = self.write_source(result)?;
         in_place!(op, self, &[&src], |b, dst, d| {
