@@ -367,3 +367,18 @@ def test_write_under_no_grad_keeps_the_history(L):
     with L.no_grad():
         h.zero_()
     assert h.requires_grad and h.grad_fn is not None
+
+
+@pytest.mark.parametrize("L", LIBS)
+def test_a_quotient_may_be_changed_in_place_before_backward(L):
+    # PyTorch's division saves its operands, not its result, so `y = a / b; y.add_(1)` is fine
+    a = L.tensor([1.0, 2.0], dtype=L.float64, requires_grad=True)
+    b = L.tensor([3.0, 4.0], dtype=L.float64, requires_grad=True)
+    y = a / b
+    y.add_(1.0)
+    (y * y).sum().backward()
+    q = np.array([1 / 3, 2 / 4]) + 1
+    np.testing.assert_allclose(a.grad.numpy(), 2 * q / np.array([3.0, 4.0]), rtol=1e-12)
+    np.testing.assert_allclose(
+        b.grad.numpy(), -2 * q * np.array([1.0, 2.0]) / np.array([9.0, 16.0]), rtol=1e-12
+    )

@@ -276,7 +276,10 @@ def test_bfloat16_values_and_numpy():
 def test_creation_with_narrow_dtypes():
     assert fg.zeros(2, 3, dtype="float16").numpy().dtype == np.float16
     np.testing.assert_array_equal(fg.full((3,), 7, dtype="int8").numpy(), np.int8([7, 7, 7]))
-    np.testing.assert_array_equal(fg.full((2,), 300, dtype="uint8").numpy(), np.uint8([44, 44]))
+    # a value the dtype cannot hold is refused, as by PyTorch (and numpy 2); -1 wraps
+    with pytest.raises(RuntimeError, match="full: value 300 .*uint8"):
+        fg.full((2,), 300, dtype="uint8")
+    np.testing.assert_array_equal(fg.full((2,), -1, dtype="uint8").numpy(), np.uint8([255, 255]))
     assert fg.ones(2, dtype="bfloat16").tolist() == [1.0, 1.0]
 
 
@@ -338,9 +341,9 @@ def test_int16_dtype_names_and_repr():
     assert "int16" in repr(t)
     assert t.element_size() == 2 and t.dtype.itemsize == 2
     assert fg.zeros(2, 3, dtype="int16").numpy().dtype == np.int16
-    np.testing.assert_array_equal(
-        fg.full((2,), 70000, dtype="int16").numpy(), np.array([70000, 70000]).astype(np.int16)
-    )
+    with pytest.raises(RuntimeError, match="int16 without overflow"):
+        fg.full((2,), 70000, dtype="int16")
+    np.testing.assert_array_equal(fg.full((2,), -32768, dtype="int16").numpy(), [-32768] * 2)
     assert fg.iinfo(fg.int16).bits == 16
     assert (fg.iinfo(fg.int16).min, fg.iinfo(fg.int16).max) == (-32768, 32767)
     assert fg.tensor([1]).type("torch.ShortTensor").dtype == fg.int16
@@ -559,3 +562,50 @@ def test_conversions_to_half_types_round_as_pytorch(half, src):
     np.testing.assert_array_equal(
         filled, torch.full((3,), float(x[0]), dtype=getattr(torch, half)).float().numpy()
     )
+
+
+@pytest.mark.parametrize(
+    "dtype,value",
+    [
+        ("uint8", -255),
+        ("uint8", -256),
+        ("uint8", 256),
+        ("int8", -128),
+        ("int8", -129),
+        ("int8", 127.9),
+        ("int8", 128.0),
+        ("int8", -128.5),
+        ("uint8", -1.5),
+        ("int16", 32768),
+        ("int32", 2**31 - 1),
+        ("int32", 2**31),
+        ("float16", 70000),
+        ("bfloat16", 1e39),
+        ("float32", 3.5e38),
+        ("float32", float("inf")),
+        ("bool", 7),
+    ],
+)
+def test_full_and_fill_refuse_values_the_dtype_cannot_hold_as_torch(dtype, value):
+    torch = pytest.importorskip("torch")
+    td = getattr(torch, dtype)
+    try:
+        want = torch.full((2,), value, dtype=td).tolist()
+    except RuntimeError:
+        want = None
+    for make in (
+        lambda: fg.full((2,), value, dtype=dtype),
+        lambda: fg.zeros(2, dtype=dtype).fill_(value),
+        lambda: fg.full_like(fg.zeros(2, dtype=dtype), value),
+    ):
+        if want is None:
+            with pytest.raises(RuntimeError, match="without overflow"):
+                make()
+        else:
+            assert make().tolist() == want
+    # the tensor is left as it was after a refused fill_
+    t = fg.ones(2, dtype=dtype)
+    if want is None:
+        with pytest.raises(RuntimeError):
+            t.fill_(value)
+        assert t.tolist() == fg.ones(2, dtype=dtype).tolist()

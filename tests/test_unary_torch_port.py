@@ -205,6 +205,10 @@ def test_gradient_conventions_at_special_points(name: str) -> None:
     if name == "logit":
         # PyTorch's gradient at -0.0 depends on the tensor's length (vectorised or not)
         x = x[~((x == 0) & np.signbit(x))]
+    if name == "logit_eps":
+        # and its gradient at NaN with eps is NaN or 0 depending on its vector path (0 on
+        # AVX2 machines, NaN with AVX-512 or on a short tensor); ferrograd's is NaN
+        x = x[~np.isnan(x)]
     y, ty, g, tg = _grads(_CONVENTIONS[name], x)
     _assert_close(y, ty, "float64", f"{name} value")
     _assert_close(g, tg, "float64", f"{name} gradient")

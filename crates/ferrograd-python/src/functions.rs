@@ -350,20 +350,64 @@ fn _argsort(
 
 /// What a factory fills with: a float (cast to the dtype) or an int kept exact for int64.
 #[derive(Clone, Copy)]
-enum Fill {
+pub(crate) enum Fill {
     Float(f64),
     Int(i64),
 }
 
+/// Refuses a fill value `d` cannot hold, as PyTorch's `full` and `fill_` do (its words): an
+/// integer outside the dtype's range (an unsigned dtype also takes `-max..=-1`, which wraps),
+/// a float below the lowest or above the largest integer, a finite float beyond the range of
+/// float32, float16 or bfloat16 (PyTorch rounds those to infinity only in a one-element
+/// tensor); bool takes any value, as there.
+pub(crate) fn check_fill_range(op: &str, name: &str, v: Fill, d: DType) -> PyResult<()> {
+    let (lo, hi): (f64, f64) = match d {
+        DType::I8 => (i8::MIN as f64, i8::MAX as f64),
+        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::U8 => (0.0, u8::MAX as f64),
+        DType::F32 => (-(f32::MAX as f64), f32::MAX as f64),
+        DType::F16 => (-65504.0, 65504.0),
+        DType::BF16 => (-3.3895313892515355e38, 3.3895313892515355e38),
+        _ => return Ok(()),
+    };
+    let bad = match v {
+        Fill::Int(i) if d == DType::U8 => !(-255..=255).contains(&i),
+        Fill::Int(i) => (i as f64) < lo || (i as f64) > hi,
+        Fill::Float(f) if d.is_float() => f.is_finite() && (f < lo || f > hi),
+        // a float into an integer dtype truncates toward zero: 127.9 fills an int8 with 127
+        Fill::Float(f) => f < lo || f >= hi + 1.0,
+    };
+    if bad {
+        let shown = match v {
+            Fill::Int(i) => i.to_string(),
+            Fill::Float(f) if f.abs() >= 1e16 => format!("{f:e}"),
+            Fill::Float(f) => f.to_string(),
+        };
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+            "{op}: {name} {shown} cannot be converted to type {d} without overflow"
+        )));
+    }
+    Ok(())
+}
+
 /// The fill value argument `name` of `op` for a tensor of dtype `d`.
-fn fill_value(op: &str, name: &str, obj: &Bound<'_, PyAny>, d: DType) -> PyResult<Fill> {
+pub(crate) fn fill_value(op: &str, name: &str, obj: &Bound<'_, PyAny>, d: DType) -> PyResult<Fill> {
+    let v = fill_value_unchecked(op, name, obj, d)?;
+    if !is_bool(obj) {
+        check_fill_range(op, name, v, d)?;
+    }
+    Ok(v)
+}
+
+fn fill_value_unchecked(op: &str, name: &str, obj: &Bound<'_, PyAny>, d: DType) -> PyResult<Fill> {
     if is_bool(obj) {
         return Ok(Fill::Float(if obj.is_truthy()? { 1.0 } else { 0.0 }));
     }
     if is_int(obj) {
         return match d {
             DType::I64 => crate::convert::int_arg(op, name, obj).map(Fill::Int),
-            // wrapping to the narrow type, as PyTorch's
+            // in range (checked by the caller); -1 wraps into an unsigned dtype, as PyTorch's
             DType::I32 | DType::I16 | DType::I8 | DType::U8 => {
                 crate::convert::int_arg(op, name, obj).map(Fill::Int)
             }

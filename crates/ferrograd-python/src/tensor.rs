@@ -1588,6 +1588,10 @@ impl PyTensor {
     fn fill_<'py>(slf: &Bound<'py, Self>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
         let this = slf.get();
         let x = this.t();
+        if (is_int(value) || value.is_instance_of::<PyFloat>()) && !is_bool(value) {
+            // a Python number the dtype cannot hold is refused, as by `full`
+            crate::functions::fill_value("fill_", "value", value, x.dtype())?;
+        }
         let v = arg("fill_", "value", value, Some(&x))?;
         if v.numel() != 1 {
             return Err(PyValueError::new_err(format!(

@@ -859,7 +859,7 @@ class Adam(Optimizer):
             vmax.copy_(maximum(vmax.copy() if is_grad_enabled() else vmax, v))
             v = vmax
         denom = v.sqrt() / bc2_sqrt + group["eps"]
-        p -= (lr / bc1) * (m / denom)
+        p -= (lr / bc1) * (_recorded(m) / denom)
 
 
 class AdamW(Adam):
@@ -1164,7 +1164,7 @@ class Adamax(_AdamFamily):
         m, u = state["exp_avg"], state["exp_inf"]
         _adam_moments(m, None, g, b1, b2)
         u.copy_(maximum(u * b2, g.abs() + group["eps"]))
-        p -= (lr / (1.0 - b1 ** _f64(step))) * (m / u)
+        p -= (lr / (1.0 - b1 ** _f64(step))) * (_recorded(m) / u)
 
 
 class NAdam(_AdamFamily):
@@ -1221,9 +1221,9 @@ class NAdam(_AdamFamily):
         prod = _f64(prod_t)
         m, v = state["exp_avg"], state["exp_avg_sq"]
         _adam_moments(m, v, g, b1, b2)
-        denom = (v / (1.0 - b2**t)).sqrt() + group["eps"]
+        denom = (_recorded(v) / (1.0 - b2**t)).sqrt() + group["eps"]
         p -= (lr * (1.0 - mu) / (1.0 - prod)) * (g / denom)
-        p -= (lr * mu_next / (1.0 - prod * mu_next)) * (m / denom)
+        p -= (lr * mu_next / (1.0 - prod * mu_next)) * (_recorded(m) / denom)
 
 
 class RAdam(_AdamFamily):
@@ -1278,7 +1278,7 @@ class RAdam(_AdamFamily):
             )
         ) ** 0.5
         adaptive = bc2**0.5 / (v.sqrt() + group["eps"])
-        corrected = (m / bc1) * lr
+        corrected = (_recorded(m) / bc1) * lr
         p -= _core.where(rectified, corrected * adaptive * rect, corrected)
 
 

@@ -35,7 +35,7 @@ macro_rules! binary_ops {
             Add      add      (|p, q| p + q)           (|p, q| p.wrapping_add(q))   (|dy| dy.clone())                     (|dy| dy.clone()),
             Sub      sub      (|p, q| p - q)           (|p, q| p.wrapping_sub(q))   (|dy| dy.clone())                     (|dy| dy.neg()?),
             Mul      mul      (|p, q| p * q)           (|p, q| p.wrapping_mul(q))   (|dy, b| dy.mul(&b)?)                 (|dy, a| dy.mul(&a)?),
-            Div      div      (|p, q| p / q)           ()                           (|dy, b| dy.div(&b)?)                 (|dy, b, out| dy.mul(&out)?.div(&b)?.neg()?),
+            Div      div      (|p, q| p / q)           ()                           (|dy, b| dy.div(&b)?)                 (|dy, a, b| dy.mul(&a.div(&b)?.div(&b)?)?.neg()?),
             Pow      pow      (|p, q| p.powf(q))       ()                           (|dy, a, b| pow_base_grad(dy, &a, &b)?)  (|dy, a, b, out| pow_exponent_grad(dy, &a, &b, &out)?),
             Maximum  maximum  (|p, q| p.maximum(q))    (|p, q| p.max(q))            (|dy, a, b| dy.mul(&share(BinaryOp::Maximum, &a, &b)?)?)  (|dy, a, b| dy.mul(&share(BinaryOp::Maximum, &b, &a)?)?),
             Minimum  minimum  (|p, q| p.minimum(q))    (|p, q| p.min(q))            (|dy, a, b| dy.mul(&share(BinaryOp::Minimum, &a, &b)?)?)  (|dy, a, b| dy.mul(&share(BinaryOp::Minimum, &b, &a)?)?),
