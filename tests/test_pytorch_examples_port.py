@@ -241,6 +241,104 @@ def test_word_language_model_rnn_trains_as_in_torch(rnn_type: str, tied: bool) -
         assert totals[1] == pytest.approx(totals[0], rel=1e-10)
 
 
+def _corpus_ids(lib: Any, lines: list[list[int]]) -> Any:
+    """word_language_model's Corpus.tokenize: one int64 tensor per line, concatenated."""
+    idss = []
+    for ids in lines:
+        idss.append(lib.tensor(ids).type(lib.int64))
+    return lib.cat(idss)
+
+
+def _safe_globals(lib: Any) -> list:
+    nn = lib.nn
+    return [
+        nn.functional.relu,
+        nn.modules.activation.MultiheadAttention,
+        nn.modules.container.ModuleList,
+        nn.modules.dropout.Dropout,
+        nn.modules.linear.Linear,
+        nn.modules.linear.NonDynamicallyQuantizableLinear,
+        nn.modules.normalization.LayerNorm,
+        nn.modules.sparse.Embedding,
+        nn.modules.rnn.GRU,
+        nn.modules.rnn.LSTM,
+        nn.modules.rnn.RNN,
+        nn.modules.transformer.TransformerEncoder,
+        nn.modules.transformer.TransformerEncoderLayer,
+    ]
+
+
+def test_word_language_model_safe_globals_name_the_same_classes() -> None:
+    # main.py and generate.py load whole-model checkpoints under
+    # ``torch.serialization.safe_globals([...])`` naming these classes by their module paths;
+    # ``nn.modules.linear.NonDynamicallyQuantizableLinear`` (MultiheadAttention's out_proj)
+    # was missing
+    names = [f"{c.__module__.split('.')[-1]}.{c.__name__}" for c in _safe_globals(fg)[1:]]
+    assert names[4] == "attention.NonDynamicallyQuantizableLinear"
+    for lib in (torch, fg):
+        attn = lib.nn.MultiheadAttention(4, 2)
+        assert type(attn.out_proj) is lib.nn.modules.linear.NonDynamicallyQuantizableLinear
+        assert isinstance(attn.out_proj, lib.nn.Linear)
+        assert (
+            repr(attn)
+            .splitlines()[1]
+            .strip()
+            .startswith("(out_proj): NonDynamicallyQuantizableLinear(in_features=4")
+        )
+        with lib.serialization.safe_globals(_safe_globals(lib)):
+            pass
+
+
+def test_word_language_model_checkpoint_and_generate_as_in_torch() -> None:
+    # main.py saves the best model's weights and reloads them; generate.py feeds each
+    # sampled word back (``input.fill_(word_idx)`` for the RNN, ``cat`` for the Transformer)
+    # under no_grad; the sampled word is the most likely one here (multinomial draws differ)
+    import io
+
+    ids = {lib: _corpus_ids(lib, [[1, 2, 3, 0], [4, 5, 0], [6, 2, 0]]) for lib in (torch, fg)}
+    assert ids[fg].dtype == fg.int64
+    _close("corpus ids", ids[torch], ids[fg])
+    torch.manual_seed(0)
+    models = {torch: (_rnn_model(torch, "LSTM", 0.5, True), _transformer_model(torch, 0.5))}
+    models[fg] = (_rnn_model(fg, "LSTM", 0.5, True), _transformer_model(fg, 0.5))
+    for tm, fm in zip(models[torch], models[fg], strict=True):
+        buf = io.BytesIO()
+        torch.save(tm.state_dict(), buf)
+        buf.seek(0)
+        fbuf = io.BytesIO()
+        fg.save({k: fg.tensor(v.numpy()) for k, v in torch.load(buf).items()}, fbuf)
+        fbuf.seek(0)
+        fm.load_state_dict(fg.load(fbuf))
+        _same_state("loaded", tm, fm, grads=False)
+    models[fg][0].rnn.flatten_parameters()
+    words = {}
+    for lib in (torch, fg):
+        rnn, transformer = models[lib]
+        for m in (rnn, transformer):
+            m.eval()
+        hidden = rnn.init_hidden(1)
+        inputs = [lib.tensor([[3]]), lib.tensor([[3]])]
+        got = []
+        with lib.no_grad():
+            for _ in range(4):
+                output, hidden = rnn(inputs[0], hidden)
+                word_weights = output.squeeze().div(0.7).exp().cpu()
+                assert 0 <= int(lib.multinomial(word_weights, 1)[0]) < 11
+                word_idx = word_weights.argmax()
+                inputs[0].fill_(word_idx)
+                output = transformer(inputs[1], False)
+                tword_weights = output[-1].squeeze().div(0.7).exp().cpu()
+                tword_idx = lib.multinomial(tword_weights, 1)[0] * 0 + tword_weights.argmax()
+                word_tensor = lib.Tensor([[tword_idx]]).long()
+                inputs[1] = lib.cat([inputs[1], word_tensor], 0)
+                got += [word_weights, int(word_idx), tword_weights]
+        assert not word_weights.requires_grad
+        got.append(inputs[1])
+        words[lib] = got
+    for j, (a, b) in enumerate(zip(words[torch], words[fg], strict=True)):
+        _close(f"generated {j}", a, b)
+
+
 def _transformer_model(lib: Any, dropout: float) -> Any:
     """word_language_model's TransformerModel: a subclass of nn.Transformer (whose decoder
     stack it replaces by a Linear), a float32 sinusoidal PositionalEncoding buffer built with
@@ -385,6 +483,7 @@ def _dcgan(lib: Any, nz: int = 4, ngf: int = 2, ndf: int = 2, nc: int = 1) -> tu
     class Generator(nn.Module):
         def __init__(self):
             super().__init__()
+            self.ngpu = 1
             self.main = nn.Sequential(
                 nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),
                 nn.BatchNorm2d(ngf * 8),
@@ -403,11 +502,14 @@ def _dcgan(lib: Any, nz: int = 4, ngf: int = 2, ndf: int = 2, nc: int = 1) -> tu
             )
 
         def forward(self, input):
+            if (input.is_cuda or input.is_xpu) and self.ngpu > 1:
+                raise AssertionError("one device here")
             return self.main(input)
 
     class Discriminator(nn.Module):
         def __init__(self):
             super().__init__()
+            self.ngpu = 1
             self.main = nn.Sequential(
                 nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
                 nn.LeakyReLU(0.2, inplace=True),
@@ -425,6 +527,8 @@ def _dcgan(lib: Any, nz: int = 4, ngf: int = 2, ndf: int = 2, nc: int = 1) -> tu
             )
 
         def forward(self, input):
+            if (input.is_cuda or input.is_xpu) and self.ngpu > 1:
+                raise AssertionError("one device here")
             output = self.main(input)
             return output.view(-1, 1).squeeze(1)
 
@@ -438,7 +542,7 @@ def _dcgan_step(lib, net_g, net_d, opt_d, opt_g, real_cpu, noise):
     criterion = lib.nn.BCELoss()
     net_d.zero_grad()
     batch_size = real_cpu.size(0)
-    label = lib.full((batch_size,), 1, dtype=real_cpu.dtype)
+    label = lib.full((batch_size,), 1, dtype=real_cpu.dtype, device=real_cpu.device)
     output = net_d(real_cpu)
     err_d_real = criterion(output, label)
     err_d_real.backward()
@@ -1286,3 +1390,157 @@ def test_mnist_forward_forward_trains_as_in_torch() -> None:
     assert len(got[fg]) == 3 + 3 + 8
     for j, (a, b) in enumerate(zip(got[torch], got[fg], strict=True)):
         _close(f"forward-forward value {j}", a, b)
+
+
+def test_vae_test_loop_as_in_torch() -> None:
+    # vae's test(): eval, no_grad, summed loss, a comparison grid of inputs and reconstructions
+    rng = np.random.default_rng(13)
+    data, eps = rng.uniform(0, 1, (4, 1, 28, 28)), rng.standard_normal((4, 20))
+    torch.manual_seed(0)
+    tm, fm = _vae(torch), _vae(fg)
+    _copy_weights(tm, fm)
+    got = {}
+    for lib, model in ((torch, tm), (fg, fm)):
+        model.eval()
+        test_loss = 0
+        with lib.no_grad():
+            x = lib.tensor(data)
+            recon_batch, mu, logvar = model(x, lib.tensor(eps))
+            test_loss += _vae_loss(lib, recon_batch, x, mu, logvar).item()
+            n = min(x.size(0), 8)
+            comparison = lib.cat([x[:n], recon_batch.view(4, 1, 28, 28)[:n]])
+        assert comparison.shape == (8, 1, 28, 28) and not comparison.requires_grad
+        got[lib] = comparison.cpu(), test_loss / len(data)
+    _close("comparison", got[torch][0], got[fg][0])
+    assert got[fg][1] == pytest.approx(got[torch][1], rel=1e-12)
+
+
+def test_fast_neural_style_stylize_from_a_checkpoint_as_in_torch() -> None:
+    # stylize(): load the saved state dict, drop the InstanceNorm running stats old
+    # checkpoints carry, eval().cpu() chained, then clamp(0, 255) for the image
+    import io
+    import re
+
+    rng = np.random.default_rng(14)
+    content = rng.uniform(0, 255, (1, 3, 16, 16))
+    torch.manual_seed(0)
+    tm = _style_nets(torch).transformer
+    sd = dict(tm.state_dict())
+    sd["in1.running_mean"], sd["in1.running_var"] = torch.zeros(4), torch.ones(4)
+    buf = io.BytesIO()
+    fg.save({k: fg.tensor(v.numpy()) for k, v in sd.items()}, buf)
+    got = {}
+    for lib in (torch, fg):
+        style_model = _style_nets(lib).transformer
+        if lib is fg:
+            buf.seek(0)
+            state_dict = fg.load(buf)
+        else:
+            state_dict = dict(sd)
+        for k in list(state_dict.keys()):
+            if re.search(r"in\d+\.running_(mean|var)$", k):
+                del state_dict[k]
+        style_model.load_state_dict(state_dict)
+        assert style_model.eval().cpu() is style_model
+        with lib.no_grad():
+            output = style_model(lib.tensor(content)).cpu()
+        img = output[0].clone().clamp(0, 255).numpy()
+        got[lib] = output, img.transpose(1, 2, 0).astype("uint8")
+    _close("stylized", got[torch][0], got[fg][0])
+    np.testing.assert_array_equal(got[fg][1], got[torch][1])
+
+
+class _AppMatcher:
+    """siamese_network's APP_MATCHER over a small stand-in for MNIST (uint8 images, int64
+    targets): pairs from one class when the index is even, from two classes when odd; the
+    choices Python's ``random`` makes are taken from a fixed list."""
+
+    def __init__(self, lib: Any, images: np.ndarray, targets: np.ndarray, picks: list) -> None:
+        self.lib, self.picks = lib, picks
+        self.data = lib.tensor(images).unsqueeze(1).clone()
+        np_arr = np.array(lib.tensor(targets).clone(), dtype=None, copy=None)
+        self.grouped_examples = {}
+        for i in range(3):
+            self.grouped_examples[i] = np.where(np_arr == i)[0]
+
+    def __len__(self) -> int:
+        return self.data.shape[0]
+
+    def __getitem__(self, index: int) -> tuple:
+        lib = self.lib
+        selected_class, other_class, i1, i2 = self.picks[index]
+        index_1 = self.grouped_examples[selected_class][i1]
+        image_1 = self.data[index_1].clone().float()
+        if index % 2 == 0:
+            index_2 = self.grouped_examples[selected_class][i2]
+            target = lib.tensor(1, dtype=lib.float)
+        else:
+            index_2 = self.grouped_examples[other_class][i2]
+            target = lib.tensor(0, dtype=lib.float)
+        image_2 = self.data[index_2].clone().float()
+        return image_1, image_2, target
+
+
+def test_siamese_network_data_and_test_loop_as_in_torch() -> None:
+    rng = np.random.default_rng(15)
+    images = rng.integers(0, 256, (9, 16, 16)).astype(np.uint8)
+    targets = np.array([0, 1, 2, 0, 1, 2, 0, 1, 2])
+    picks = [(int(c), int((c + 1) % 3), 0, 1 + int(c == 2)) for c in rng.integers(0, 3, 9)]
+    torch.manual_seed(0)
+    tm, fm = _siamese(torch), _siamese(fg)
+    _copy_weights(tm, fm)
+    got = {}
+    for lib, model in ((torch, tm), (fg, fm)):
+        for m in (tm, fm):
+            m.eval()
+        data = lib.utils.data
+        dataset = type("APP_MATCHER", (_AppMatcher, data.Dataset), {})(lib, images, targets, picks)
+        loader = data.DataLoader(dataset, batch_size=3, shuffle=False)
+        criterion = lib.nn.BCELoss()
+        test_loss, correct, outs = 0, 0, []
+        with lib.no_grad():
+            for images_1, images_2, batch_targets in loader:
+                assert images_1.dtype == lib.float32 and batch_targets.dtype == lib.float32
+                images_1, images_2 = images_1.double() / 255, images_2.double() / 255
+                batch_targets = batch_targets.double()
+                outputs = model(images_1, images_2).squeeze()
+                test_loss += criterion(outputs, batch_targets).sum().item()
+                pred = lib.where(outputs > 0.5, 1, 0)
+                correct += pred.eq(batch_targets.view_as(pred)).sum().item()
+                outs += [outputs, pred]
+        got[lib] = outs, test_loss, correct
+        # a last batch of one: ``squeeze()`` drops the batch dimension too
+        with pytest.raises(ValueError, match="size|shape"):
+            criterion(outputs[:1].squeeze(), batch_targets[:1])
+    for j, (a, b) in enumerate(zip(got[torch][0], got[fg][0], strict=True)):
+        _close(f"batch output {j}", a, b)
+        assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1]
+    assert got[fg][1] == pytest.approx(got[torch][1], rel=1e-12)
+    assert got[fg][2] == got[torch][2]
+
+
+def test_mnist_forward_forward_negative_labels_and_error_as_in_torch() -> None:
+    # get_y_neg draws a wrong label per sample with randint from a tensor of the allowed
+    # ones; the error is ``1.0 - predict(x).eq(y).float().mean().item()``
+    rng = np.random.default_rng(16)
+    xv, yv = rng.standard_normal((6, 30)), rng.integers(0, 10, 6)
+    errors = []
+    for lib in (torch, fg):
+        y = lib.tensor(yv)
+        y_neg = y.clone()
+        for idx, y_samp in enumerate(y):
+            allowed_indices = list(range(10))
+            allowed_indices.remove(y_samp.item())
+            y_neg[idx] = lib.tensor(allowed_indices)[
+                lib.randint(len(allowed_indices), size=(1,))
+            ].item()
+        assert y_neg.dtype == lib.int64 and bool((y_neg != y).all())
+        lib.manual_seed(0)
+        net = _forward_forward(lib, [30, 12, 8], 0.03, 1)
+        if lib is torch:
+            tnet = net
+        else:
+            for tl, fl in zip(tnet.layers, net.layers, strict=True):
+                _copy_weights(tl, fl)
+        errors.append(1.0 - net.predict(lib.tensor(xv)).eq(y).float().mean().item())
+    assert errors[1] == errors[0]
