@@ -122,7 +122,11 @@ def _rnn_model(lib: Any, rnn_type: str, dropout: float, tie_weights: bool) -> An
             self.ntoken = ntoken
             self.drop = nn.Dropout(dropout)
             self.encoder = nn.Embedding(ntoken, ninp)
-            self.rnn = getattr(nn, rnn_type)(ninp, nhid, nlayers, dropout=dropout)
+            if rnn_type in ["LSTM", "GRU"]:
+                self.rnn = getattr(nn, rnn_type)(ninp, nhid, nlayers, dropout=dropout)
+            else:
+                nonlinearity = {"RNN_TANH": "tanh", "RNN_RELU": "relu"}[rnn_type]
+                self.rnn = nn.RNN(ninp, nhid, nlayers, nonlinearity=nonlinearity, dropout=dropout)
             self.decoder = nn.Linear(nhid, ntoken)
             if tie_weights:
                 self.decoder.weight = self.encoder.weight
@@ -178,24 +182,40 @@ _CORPUS = np.random.default_rng(1).integers(0, 11, 2 * 10 + 1)
 
 
 def _lm_train_step(
-    lib: Any, model: Any, lr: float, data: Any, targets: Any, hidden: Any
+    lib: Any, model: Any, lr: Any, data: Any, targets: Any, hidden: Any
 ) -> tuple[Any, Any, Any]:
     """One batch of word_language_model's ``train()`` without an optimizer: detach the
     hidden state, forward, NLLLoss, backward, clip_grad_norm_, ``p.data.add_(p.grad, -lr)``."""
     criterion = lib.nn.NLLLoss()
-    model.zero_grad()
+    if isinstance(lr, float):
+        model.zero_grad()
+    else:
+        lr.zero_grad()
     hidden = _repackage_hidden(lib, hidden)
     output, hidden = model(data, hidden)
     loss = criterion(output, targets)
     loss.backward()
     norm = lib.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-    for p in model.parameters():
-        p.data.add_(p.grad, alpha=-lr)
+    if isinstance(lr, float):
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-lr)
+    else:  # --use_optimizer
+        lr.step()
     return output, loss, norm, hidden
 
 
-@pytest.mark.parametrize(("rnn_type", "tied"), [("LSTM", True), ("GRU", False), ("GRU", True)])
-def test_word_language_model_rnn_trains_as_in_torch(rnn_type: str, tied: bool) -> None:
+@pytest.mark.parametrize(
+    ("rnn_type", "tied", "adamw"),
+    [
+        ("LSTM", True, False),
+        ("GRU", False, False),
+        ("GRU", True, False),
+        ("RNN_TANH", True, False),
+        ("RNN_RELU", False, False),
+        ("LSTM", True, True),
+    ],
+)
+def test_word_language_model_rnn_trains_as_in_torch(rnn_type: str, tied: bool, adamw: bool) -> None:
     for mode, dropout in (("train", 0.0), ("eval", 0.5)):
         torch.manual_seed(0)
         tm = _rnn_model(torch, rnn_type, dropout, tied)
@@ -205,12 +225,18 @@ def test_word_language_model_rnn_trains_as_in_torch(rnn_type: str, tied: bool) -
             assert (m.decoder.weight is m.encoder.weight) == tied
         for m in (tm, fm, pm):
             getattr(m, mode)()
-        run = fg.trace(_bound(_lm_train_step, fg, pm, 20.0))
+        lrs = {
+            key: lib.optim.AdamW(m.parameters(), lr=1e-2) if adamw else 20.0
+            for key, lib, m in ((torch, torch, tm), (fg, fg, fm), ("p", fg, pm))
+        }
+        run = fg.trace(_bound(_lm_train_step, fg, pm, lrs["p"]))
         sources = {lib: _batchify(lib, lib.tensor(_CORPUS), 2) for lib in (torch, fg)}
         hidden = {torch: tm.init_hidden(2), fg: fm.init_hidden(2), "p": pm.init_hidden(2)}
         for batch, i in enumerate(range(0, sources[torch].size(0) - 1, 3)):
-            want = _lm_train_step(torch, tm, 20.0, *_get_batch(sources[torch], i), hidden[torch])
-            got = _lm_train_step(fg, fm, 20.0, *_get_batch(sources[fg], i), hidden[fg])
+            want = _lm_train_step(
+                torch, tm, lrs[torch], *_get_batch(sources[torch], i), hidden[torch]
+            )
+            got = _lm_train_step(fg, fm, lrs[fg], *_get_batch(sources[fg], i), hidden[fg])
             traced = run(*_get_batch(sources[fg], i), hidden["p"])
             hidden = {torch: want[-1], fg: got[-1], "p": traced[-1]}
             for other in (got, traced):
