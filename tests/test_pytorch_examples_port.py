@@ -1330,7 +1330,7 @@ def test_siamese_network_trains_as_in_torch() -> None:
 # -------------------------------------------------------------------- mnist_forward_forward
 
 
-def _forward_forward(lib: Any, dims: list[int], lr: float, epochs: int) -> Any:
+def _forward_forward(lib: Any, dims: list[int], lr: float, epochs: int, device: Any = "cpu") -> Any:
     """mnist_forward_forward's Net: Layers that subclass nn.Linear (built with positional
     device/dtype), own an Adam each and override ``train`` with their local goodness loss."""
     nn = lib.nn
@@ -1366,7 +1366,9 @@ def _forward_forward(lib: Any, dims: list[int], lr: float, epochs: int) -> Any:
             super().__init__()
             self.layers = []
             for d in range(len(dims) - 1):
-                self.layers = self.layers + [Layer(dims[d], dims[d + 1], True, None, lib.float64)]
+                # (the program's ``.to(device)``, here with the float64 of the comparison:
+                # each Layer built its Adam before the move)
+                self.layers = self.layers + [Layer(dims[d], dims[d + 1]).to(device, lib.float64)]
 
         def predict(self, x):
             goodness_per_label = []
@@ -1570,3 +1572,66 @@ def test_mnist_forward_forward_negative_labels_and_error_as_in_torch() -> None:
                 _copy_weights(tl, fl)
         errors.append(1.0 - net.predict(lib.tensor(xv)).eq(y).float().mean().item())
     assert errors[1] == errors[0]
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_forward_forward_layers_step_after_moving_to_their_device(device: str) -> None:
+    # each Layer builds its Adam in __init__ and is moved by ``.to(device)`` afterwards: the
+    # Adam state ferrograd made at construction stayed float32 (rounding every update of the
+    # float64 weights) or on the old device ("cannot write a tensor on cuda:0 into one on
+    # cpu"); PyTorch makes the state on the first step, from the moved parameter
+    if device == "cuda" and not fg.cuda.is_available():
+        pytest.skip("no CUDA device")
+    lay = _forward_forward(fg, [5, 3], 0.03, 1).layers[0]
+    assert lay.weight.dtype == fg.float64
+    assert lay.opt.param_groups[0]["params"][0] is lay.weight
+    rng = np.random.default_rng(17)
+    xv = rng.standard_normal((2, 6, 30))
+    nets = {}
+    for lib, dev in ((torch, "cpu"), (fg, device)):
+        torch.manual_seed(0)
+        nets[lib] = _forward_forward(lib, [30, 12], 0.03, 2, device=dev)
+    _copy_weights(nets[torch].layers[0], nets[fg].layers[0])
+    for lib, dev in ((torch, "cpu"), (fg, device)):
+        x = lib.tensor(xv, device=dev)
+        nets[lib].train(x[0], x[1])
+    tl, fl = nets[torch].layers[0], nets[fg].layers[0]
+    assert fl.weight.device.type == device
+    state = fl.opt.state[fl.weight]
+    assert state["exp_avg"].dtype == fg.float64 and state["exp_avg"].device == fl.weight.device
+    for k in ("weight", "bias"):
+        _close(k, getattr(tl, k), getattr(fl, k).cpu())
+        _close(
+            f"Adam exp_avg_sq of {k}",
+            tl.opt.state[getattr(tl, k)]["exp_avg_sq"],
+            fl.opt.state[getattr(fl, k)]["exp_avg_sq"].cpu(),
+        )
+    for a, b in zip(tl.losses, fl.losses, strict=True):
+        _close("loss", a, b.cpu())
+
+
+def test_optimizers_made_before_double_keep_float64_moments() -> None:
+    # the same for every optimizer with per-element state: build, then ``model.double()``
+    xv = np.random.default_rng(18).standard_normal((4, 3))
+    for name, kw in (
+        ("SGD", {"lr": 0.1, "momentum": 0.9}),
+        ("Adam", {"lr": 0.1}),
+        ("AdamW", {"lr": 0.1, "amsgrad": True}),
+        ("RMSprop", {"lr": 0.01, "momentum": 0.5, "centered": True}),
+        ("Adadelta", {"lr": 1.0}),
+        ("Adamax", {"lr": 0.1}),
+        ("NAdam", {"lr": 0.1}),
+        ("RAdam", {"lr": 0.1}),
+        ("Rprop", {"lr": 0.1}),
+    ):
+        got = {torch: torch.nn.Linear(3, 2)}
+        got[fg] = fg.nn.Linear(3, 2)
+        _copy_weights(got[torch], got[fg])
+        for lib, m in got.items():
+            opt = getattr(lib.optim, name)(m.parameters(), **kw)
+            m.double()
+            for _ in range(3):
+                opt.zero_grad()
+                m(lib.tensor(xv)).pow(2).sum().backward()
+                opt.step()
+        _same_state(name, got[torch], got[fg])

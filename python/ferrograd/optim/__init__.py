@@ -240,6 +240,16 @@ class Optimizer:
     def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
         return {}
 
+    def _moved_since_made(self, p: Tensor, group: dict, state: dict) -> bool:
+        """Whether the state made for ``p`` (at construction) holds tensors on another device
+        than ``p``, or per-element tensors (of ``p``'s shape) of another dtype."""
+        for v in state.values():
+            if isinstance(v, Tensor) and (
+                v.device != p.device or (v.shape == p.shape and v.dtype != p.dtype)
+            ):
+                return True
+        return False
+
     # ----------------------------------------------------------------- conveniences
 
     @property
@@ -294,14 +304,18 @@ class Optimizer:
                         continue
                     if group.get("maximize"):
                         g = -g
+                    first = id(p) not in self._stepped
                     self._stepped.add(id(p))
                     lr = group.__dict__.get("_grad_lr") if diff else None
                     if lr is None:
                         lr = group._lr_on(p.device)
                     state = self.state.get(p)
-                    if not state:
+                    if not state or (first and self._moved_since_made(p, group, state)):
                         # a state cleared or replaced by an empty one (``opt.state.clear()``,
-                        # ``opt.state = defaultdict(dict)``): a fresh start, as PyTorch's
+                        # ``opt.state = defaultdict(dict)``), or one made for the parameter
+                        # before the module moved it (``model.to(device)``, ``.double()``
+                        # after the optimizer was built): a fresh start, as PyTorch's, which
+                        # makes the state on the first step
                         state = self.state[p] = self._init_state(p, group)
                     self._update(p, g, group, state, lr)
         return loss if closure is not None else self
