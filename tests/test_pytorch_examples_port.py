@@ -1635,3 +1635,11 @@ def test_optimizers_made_before_double_keep_float64_moments() -> None:
                 m(lib.tensor(xv)).pow(2).sum().backward()
                 opt.step()
         _same_state(name, got[torch], got[fg])
+    # Adagrad makes its state at construction, in PyTorch too: it stays as made
+    for lib in (torch, fg):
+        m = lib.nn.Linear(3, 2)
+        opt = lib.optim.Adagrad(m.parameters(), lr=0.1)
+        m.double()
+        m(lib.tensor(xv)).sum().backward()
+        opt.step()
+        assert opt.state[m.weight]["sum"].dtype == lib.float32

@@ -304,7 +304,7 @@ class Optimizer:
                         continue
                     if group.get("maximize"):
                         g = -g
-                    first = id(p) not in self._stepped
+                    first = self._lazy_state and id(p) not in self._stepped
                     self._stepped.add(id(p))
                     lr = group.__dict__.get("_grad_lr") if diff else None
                     if lr is None:
