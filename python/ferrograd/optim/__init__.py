@@ -242,13 +242,21 @@ class Optimizer:
 
     def _moved_since_made(self, p: Tensor, group: dict, state: dict) -> bool:
         """Whether the state made for ``p`` (at construction) holds tensors on another device
-        than ``p``, or per-element tensors (of ``p``'s shape) of another dtype."""
-        for v in state.values():
-            if isinstance(v, Tensor) and (
-                v.device != p.device or (v.shape == p.shape and v.dtype != p.dtype)
-            ):
-                return True
-        return False
+        or of another dtype than a state made for it now would."""
+        if not any(
+            isinstance(v, Tensor)
+            and (v.device != p.device or (v.shape == p.shape and v.dtype != p.dtype))
+            for v in state.values()
+        ):
+            return False
+        # (a 0-d parameter's float64 step count has its shape: compare with a new state)
+        fresh = self._init_state(p, group)
+        return any(
+            isinstance(v, Tensor)
+            and isinstance(state.get(k), Tensor)
+            and (state[k].device != v.device or state[k].dtype != v.dtype)
+            for k, v in fresh.items()
+        )
 
     # ----------------------------------------------------------------- conveniences
 
