@@ -15,6 +15,7 @@ ports normalise them in float64."""
 from __future__ import annotations
 
 import math
+import warnings
 from collections import deque, namedtuple
 from typing import Any, Callable
 
@@ -1643,3 +1644,141 @@ def test_optimizers_made_before_double_keep_float64_moments() -> None:
         m(lib.tensor(xv)).sum().backward()
         opt.step()
         assert opt.state[m.weight]["sum"].dtype == lib.float32
+
+
+# ----------------------------------------------------------------------- mnist_rnn, regression
+
+
+def _mnist_rnn(lib: Any, mode: str = "train") -> Any:
+    """mnist_rnn's Net: a batch-first LSTM over the image's 28 rows (hidden 8 here), the last
+    step through BatchNorm1d, Dropout2d (0 in train mode here), two Linear layers and
+    log_softmax."""
+    nn, F = lib.nn, lib.nn.functional
+    p1, p2 = (0.0, 0.0) if mode == "train" else (0.25, 0.5)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(input_size=28, hidden_size=8, batch_first=True)
+            self.batchnorm = nn.BatchNorm1d(8)
+            self.dropout1 = nn.Dropout2d(p1)
+            self.dropout2 = nn.Dropout2d(p2)
+            self.fc1 = nn.Linear(8, 6)
+            self.fc2 = nn.Linear(6, 10)
+
+        def forward(self, input):
+            input = input.reshape(-1, 28, 28)
+            output, _hidden = self.rnn(input)
+            output = output[:, -1, :]
+            output = self.batchnorm(output)
+            output = self.dropout1(output)
+            output = self.fc1(output)
+            output = F.relu(output)
+            output = self.dropout2(output)
+            output = self.fc2(output)
+            return F.log_softmax(output, dim=1)
+
+    return Net().double()
+
+
+def test_mnist_rnn_trains_and_tests_as_in_torch() -> None:
+    rng = np.random.default_rng(19)
+    data, target = rng.uniform(0, 1, (3, 4, 1, 28, 28)), rng.integers(0, 10, (3, 4))
+
+    def make_opt(lib, m):
+        opt = lib.optim.Adadelta(m.parameters(), lr=0.1)
+        opt.scheduler = lib.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)
+        return opt
+
+    def step(lib, model, optimizer, data, target):
+        optimizer.zero_grad()
+        output = model(data)
+        loss = lib.nn.functional.nll_loss(output, target)
+        loss.backward()
+        optimizer.step()
+        return output, loss
+
+    def epoch(lib, model, optimizer, data, target):
+        out = step(lib, model, optimizer, data, target)
+        optimizer.scheduler.step()
+        return out
+
+    with pytest.warns(UserWarning, match="2-D input to dropout2d"):
+        _train_alike(
+            _mnist_rnn,
+            make_opt,
+            epoch,
+            lambda lib, i: (lib.tensor(data[i]), lib.tensor(target[i])),
+            traced=False,
+        )
+    with pytest.warns(UserWarning, match="2-D input to dropout2d"):
+        _train_alike(
+            _mnist_rnn,
+            lambda lib, m: lib.optim.Adadelta(m.parameters(), lr=0.1),
+            step,
+            lambda lib, i: (lib.tensor(data[i]), lib.tensor(target[i])),
+        )
+    # test(): summed nll_loss, argmax(keepdim) against target.view_as(pred)
+    torch.manual_seed(0)
+    tm, fm = _mnist_rnn(torch, "eval"), _mnist_rnn(fg, "eval")
+    _copy_weights(tm, fm)
+    got = []
+    for lib, model in ((torch, tm), (fg, fm)):
+        model.eval()
+        test_loss, correct = 0, 0
+        with lib.no_grad(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "dropout2d: Received a 2-D input")
+            for i in range(3):
+                output = model(lib.tensor(data[i]))
+                t = lib.tensor(target[i])
+                test_loss += lib.nn.functional.nll_loss(output, t, reduction="sum").item()
+                pred = output.argmax(dim=1, keepdim=True)
+                assert pred.shape == (4, 1)
+                correct += pred.eq(t.view_as(pred)).sum().item()
+        got.append((test_loss, correct))
+    assert got[1][0] == pytest.approx(got[0][0], rel=1e-12) and got[1][1] == got[0][1]
+
+
+def test_regression_fits_as_in_torch() -> None:
+    # regression: polynomial features by cat of powers, a target read with ``.item()``,
+    # smooth_l1_loss, ``param.data.add_(-0.1 * param.grad)``, and a printout formatting 0-d
+    # tensors with ``'{:+.2f}'.format(w)``
+    POLY_DEGREE = 4
+    rng = np.random.default_rng(20)
+    w_target, b_target = rng.standard_normal((POLY_DEGREE, 1)) * 5, rng.standard_normal(1) * 5
+    batches = rng.standard_normal((5, 32))
+
+    def run(lib, fc):
+        W_target, b = lib.tensor(w_target), lib.tensor(b_target)
+
+        def make_features(x):
+            x = x.unsqueeze(1)
+            return lib.cat([x**i for i in range(1, POLY_DEGREE + 1)], 1)
+
+        def poly_desc(W, b):
+            result = "y = "
+            for i, w in enumerate(W):
+                result += "{:+.2f} x^{} ".format(w, i + 1)  # noqa: UP032
+            result += "{:+.2f}".format(b[0])  # noqa: UP032
+            return result
+
+        losses = []
+        for batch in batches:
+            batch_x = make_features(lib.tensor(batch))
+            batch_y = batch_x.mm(W_target) + b.item()
+            fc.zero_grad()
+            output = lib.nn.functional.smooth_l1_loss(fc(batch_x), batch_y)
+            losses.append(output.item())
+            output.backward()
+            for param in fc.parameters():
+                param.data.add_(-0.1 * param.grad)
+        return losses, poly_desc(fc.weight.view(-1), fc.bias), fc
+
+    torch.manual_seed(0)
+    tfc = torch.nn.Linear(POLY_DEGREE, 1).double()
+    ffc = fg.nn.Linear(POLY_DEGREE, 1).double()
+    _copy_weights(tfc, ffc)
+    want, got = run(torch, tfc), run(fg, ffc)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-10)
+    assert got[1] == want[1]
+    _same_state("regression", want[2], got[2])
