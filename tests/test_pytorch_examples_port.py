@@ -15,6 +15,7 @@ ports normalise them in float64."""
 from __future__ import annotations
 
 import math
+import pickle
 import warnings
 from collections import deque, namedtuple
 from typing import Any, Callable
@@ -312,8 +313,31 @@ def test_word_language_model_safe_globals_name_the_same_classes() -> None:
             .strip()
             .startswith("(out_proj): NonDynamicallyQuantizableLinear(in_features=4")
         )
+    # a whole encoder saved and loaded back (weights_only) under those safe globals only
+    import io
+
+    x = np.random.default_rng(21).standard_normal((3, 2, 8))
+    outs, encs = [], {}
+    for lib in (torch, fg):
+        layer = lib.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+        encs[lib] = lib.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).double()
+    _copy_weights(encs[torch], encs[fg])
+    for lib, enc in encs.items():
+        buf = io.BytesIO()
+        lib.save(enc, buf)
+        buf.seek(0)
+        with pytest.raises(pickle.UnpicklingError):
+            lib.load(buf)
+        buf.seek(0)
         with lib.serialization.safe_globals(_safe_globals(lib)):
-            pass
+            loaded = lib.load(buf)
+        assert type(loaded.layers[1].self_attn.out_proj).__name__ == (
+            "NonDynamicallyQuantizableLinear"
+        )
+        outs.append((enc(lib.tensor(x)), loaded(lib.tensor(x))))
+    for a, b in zip(outs[0], outs[1], strict=True):
+        _close("encoder output", a, b)
+    _close("loaded encoder", outs[1][0], outs[1][1], rtol=0, atol=0)
 
 
 def test_word_language_model_checkpoint_and_generate_as_in_torch() -> None:
