@@ -80,11 +80,13 @@ def _train_alike(
     modes: tuple[str, ...] = ("train", "eval"),
     steps: int = 3,
     traced: bool = True,
+    after: Callable[[Any], None] | None = None,
     **tol: float,
 ) -> None:
     """``build(lib, mode)`` the model for torch, eager ferrograd and traced ferrograd from the
     same weights; ``steps`` of ``step(lib, model, opt, *inputs(lib, i))`` -> tensors must
-    agree, and so must every gradient and the parameters after them."""
+    agree, and so must every gradient and the parameters after them. ``after(opt)`` runs
+    after each step, outside the traced function (a scheduler's step)."""
     for mode in modes:
         torch.manual_seed(0)
         tm = build(torch, mode)
@@ -103,6 +105,9 @@ def _train_alike(
             if run is not None:
                 for j, (a, b) in enumerate(zip(want, run(*inputs(fg, i)), strict=True)):
                     _close(f"{mode} step {i}: traced output {j}", a, b, **tol)
+            if after is not None:
+                for opt in (topt, fopt, popt):
+                    after(opt)
             if i == 0:
                 _same_state(f"{mode} step 0", tm, fm, **tol)
         _same_state(f"{mode} after {steps} steps", tm, fm, **tol)
@@ -1332,23 +1337,12 @@ def test_siamese_network_trains_as_in_torch() -> None:
         opt.step()
         return outputs, loss
 
-    def run(lib, model, opt, *batch):
-        out = step(lib, model, opt, *batch)
-        opt.scheduler.step()
-        return out
-
     _train_alike(
         _siamese,
         make_opt,
-        run,
-        lambda lib, i: (lib.tensor(im1[i]), lib.tensor(im2[i]), lib.tensor(targets[i])),
-        traced=False,
-    )
-    _train_alike(
-        _siamese,
-        lambda lib, m: lib.optim.Adadelta(m.parameters(), lr=1.0),
         step,
         lambda lib, i: (lib.tensor(im1[i]), lib.tensor(im2[i]), lib.tensor(targets[i])),
+        after=lambda opt: opt.scheduler.step(),
     )
 
 
@@ -1443,6 +1437,32 @@ def test_mnist_forward_forward_trains_as_in_torch() -> None:
     assert len(got[fg]) == 3 + 3 + 8
     for j, (a, b) in enumerate(zip(got[torch], got[fg], strict=True)):
         _close(f"forward-forward value {j}", a, b)
+    # each Layer's train() (its epochs of Adam steps) under fg.trace, called twice
+    fg.manual_seed(0)
+    net = _forward_forward(fg, [30, 12, 8], 0.03, 3)
+    for tl, fl in zip(nets[torch].layers, net.layers, strict=True):
+        _copy_weights(tl, fl)
+    for lib, n in ((torch, nets[torch]), (fg, net)):
+        if lib is torch:
+            for layer in n.layers:
+                layer.opt.state.clear()
+            torch.manual_seed(0)
+            fresh = _forward_forward(torch, [30, 12, 8], 0.03, 3)
+            for src, dst in zip(n.layers, fresh.layers, strict=True):
+                dst.load_state_dict(src.state_dict())
+            n = nets[torch] = fresh
+        traced = [fg.trace(layer.train) if lib is fg else layer.train for layer in n.layers]
+        x = lib.tensor(xv)
+        h = _overlay_y_on_x(x, lib.tensor(yv)), _overlay_y_on_x(x, lib.tensor(y_negv))
+        outs = []
+        for _ in range(2):
+            h_pos, h_neg = h
+            for run in traced:
+                h_pos, h_neg = run(h_pos, h_neg)
+                outs += [h_pos, h_neg]
+        got[lib] = outs + [p for layer in n.layers for p in (layer.weight, layer.bias)]
+    for j, (a, b) in enumerate(zip(got[torch], got[fg], strict=True)):
+        _close(f"traced forward-forward value {j}", a, b)
 
 
 def test_vae_test_loop_as_in_torch() -> None:
@@ -1722,25 +1742,13 @@ def test_mnist_rnn_trains_and_tests_as_in_torch() -> None:
         optimizer.step()
         return output, loss
 
-    def epoch(lib, model, optimizer, data, target):
-        out = step(lib, model, optimizer, data, target)
-        optimizer.scheduler.step()
-        return out
-
     with pytest.warns(UserWarning, match="2-D input to dropout2d"):
         _train_alike(
             _mnist_rnn,
             make_opt,
-            epoch,
-            lambda lib, i: (lib.tensor(data[i]), lib.tensor(target[i])),
-            traced=False,
-        )
-    with pytest.warns(UserWarning, match="2-D input to dropout2d"):
-        _train_alike(
-            _mnist_rnn,
-            lambda lib, m: lib.optim.Adadelta(m.parameters(), lr=0.1),
             step,
             lambda lib, i: (lib.tensor(data[i]), lib.tensor(target[i])),
+            after=lambda opt: opt.scheduler.step(),
         )
     # test(): summed nll_loss, argmax(keepdim) against target.view_as(pred)
     torch.manual_seed(0)
@@ -1806,3 +1814,30 @@ def test_regression_fits_as_in_torch() -> None:
     np.testing.assert_allclose(got[0], want[0], rtol=1e-10)
     assert got[1] == want[1]
     _same_state("regression", want[2], got[2])
+
+
+def test_traced_steps_of_an_optimizer_built_before_double_carry_their_state() -> None:
+    # the first traced step remade the state of the moved parameters inside the trace, where
+    # it did not carry over: every later call started Adam from zero moments and step 0
+    xv = np.random.default_rng(22).standard_normal((5, 4))
+    models = {torch: torch.nn.Linear(4, 3), fg: fg.nn.Linear(4, 3)}
+    _copy_weights(models[torch], models[fg])
+    opts = {lib: lib.optim.Adam(m.parameters(), lr=0.1) for lib, m in models.items()}
+    for m in models.values():
+        m.double()
+
+    def train(lib, x):
+        m, opt = models[lib], opts[lib]
+        for _ in range(2):
+            loss = m(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return m(x).detach()
+
+    run = fg.trace(_bound(train, fg))
+    for i in range(3):
+        _close(f"call {i}", train(torch, torch.tensor(xv)), run(fg.tensor(xv)))
+    state = opts[fg].state[models[fg].weight]
+    assert state["exp_avg"].dtype == fg.float64 and int(state["step"]) == 6
+    _same_state("traced", models[torch], models[fg], grads=False)

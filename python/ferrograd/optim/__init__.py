@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any, Callable, ClassVar, Self
@@ -120,6 +121,18 @@ def _unit(opt: str, name: str, value: Any) -> None:
         raise ValueError(f"{opt}: {name} must lie in [0, 1), got {value}")
 
 
+# optimizers with parameters not stepped yet: a trace that starts remakes their states made
+# for a parameter before its module moved, so that the trace captures the new ones (a state
+# made inside the trace would not carry over to its later calls)
+_UNSTEPPED: weakref.WeakSet = weakref.WeakSet()
+
+
+def _remake_moved_states() -> None:
+    """Called before a trace starts: see ``Optimizer._remake_moved``."""
+    for opt in list(_UNSTEPPED):
+        opt._remake_moved()
+
+
 class Optimizer:
     """Base class: ``params`` is an iterable of tensors or of dicts (parameter groups, each
     with ``"params"`` and any hyperparameter overriding ``defaults``)."""
@@ -132,6 +145,7 @@ class Optimizer:
         # parameters a step updated (or a loaded state dict covered): PyTorch makes state on
         # a parameter's first step, so only these appear in `state_dict`
         self._stepped: set[int] = set()
+        _UNSTEPPED.add(self)
         if isinstance(params, set):
             warnings.warn(
                 f"{type(self).__name__}: optimizer parameters need to be organized in ordered "
@@ -240,6 +254,23 @@ class Optimizer:
     def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
         return {}
 
+    def _remake_moved(self) -> None:
+        """The states of parameters not stepped yet that were made before their module moved
+        them are made anew (as the first step does outside a trace)."""
+        stepped = self.__dict__.get("_stepped", set())
+        waiting = False
+        for group in self.param_groups:
+            for p in group["params"]:
+                if id(p) in stepped:
+                    continue
+                waiting = True
+                group._lr_on(p.device)
+                state = self.state.get(p)
+                if self._lazy_state and state and self._moved_since_made(p, group, state):
+                    self.state[p] = self._init_state(p, group)
+        if not waiting:
+            _UNSTEPPED.discard(self)
+
     def _moved_since_made(self, p: Tensor, group: dict, state: dict) -> bool:
         """Whether the state made for ``p`` (at construction) holds tensors on another device
         or of another dtype than a state made for it now would."""
@@ -312,7 +343,7 @@ class Optimizer:
                         continue
                     if group.get("maximize"):
                         g = -g
-                    first = self._lazy_state and id(p) not in self._stepped
+                    first = self._lazy_state and id(p) not in self._stepped and not _core._tracing()
                     self._stepped.add(id(p))
                     lr = group.__dict__.get("_grad_lr") if diff else None
                     if lr is None:
