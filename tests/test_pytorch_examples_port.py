@@ -1,9 +1,10 @@
 """Programs of the pytorch/examples repository (word_language_model, dcgan, vae,
 fast_neural_style, super_resolution, reinforcement_learning, time_sequence_prediction,
-siamese_network, mnist_forward_forward) ported by renaming ``torch`` to ``ferrograd``:
-compact float64 versions of their models and training loops, run on both libraries from the
-same weights and inputs (outputs, losses, every gradient, the parameters after a few optimizer
-steps, train and eval, eager and under ``fg.trace``), and the ferrograd bugs the ports ran into.
+siamese_network, mnist_forward_forward, mnist_rnn, regression) ported by renaming ``torch`` to
+``ferrograd``: compact float64 versions of their models and training loops, run on both
+libraries from the same weights and inputs (outputs, losses, every gradient, the parameters
+after a few optimizer steps, train and eval, eager and under ``fg.trace``), and the ferrograd
+bugs the ports ran into.
 
 Random draws the programs make (dropout in train mode, ``randn_like`` noise, ``Categorical``
 samples, the negative labels of forward-forward) are taken out of the comparison: train mode
