@@ -1842,3 +1842,32 @@ def test_traced_steps_of_an_optimizer_built_before_double_carry_their_state() ->
     state = opts[fg].state[models[fg].weight]
     assert state["exp_avg"].dtype == fg.float64 and int(state["step"]) == 6
     _same_state("traced", models[torch], models[fg], grads=False)
+
+
+@pytest.mark.parametrize("stepped_before", [False, True])
+def test_traced_steps_after_the_optimizer_state_is_cleared_carry_their_state(
+    stepped_before: bool,
+) -> None:
+    # ``opt.state.clear()`` starts afresh on the next step (PyTorch): under fg.trace that
+    # state was made inside the trace and did not carry over to its later calls
+    xv = np.random.default_rng(23).standard_normal((5, 4))
+    models = {torch: torch.nn.Linear(4, 3).double(), fg: fg.nn.Linear(4, 3).double()}
+    _copy_weights(models[torch], models[fg])
+    opts = {lib: lib.optim.Adam(m.parameters(), lr=0.1) for lib, m in models.items()}
+
+    def step(lib, x):
+        loss = models[lib](x).pow(2).mean()
+        opts[lib].zero_grad()
+        loss.backward()
+        opts[lib].step()
+        return loss.detach()
+
+    if stepped_before:
+        for lib in (torch, fg):
+            step(lib, lib.tensor(xv))
+    for opt in opts.values():
+        opt.state.clear()
+    run = fg.trace(_bound(step, fg))
+    for i in range(3):
+        _close(f"call {i}", step(torch, torch.tensor(xv)), run(fg.tensor(xv)))
+    _same_state("traced", models[torch], models[fg], grads=False)

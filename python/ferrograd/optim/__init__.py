@@ -121,15 +121,16 @@ def _unit(opt: str, name: str, value: Any) -> None:
         raise ValueError(f"{opt}: {name} must lie in [0, 1), got {value}")
 
 
-# optimizers with parameters not stepped yet: a trace that starts remakes their states made
-# for a parameter before its module moved, so that the trace captures the new ones (a state
-# made inside the trace would not carry over to its later calls)
-_UNSTEPPED: weakref.WeakSet = weakref.WeakSet()
+# the optimizers alive: a trace that starts makes the states their next step would make
+# (after ``opt.state.clear()``, or for a parameter its module moved since the state was made),
+# so that the trace captures them (a state made inside the trace would not carry over to its
+# later calls)
+_LIVE: weakref.WeakSet = weakref.WeakSet()
 
 
 def _remake_moved_states() -> None:
     """Called before a trace starts: see ``Optimizer._remake_moved``."""
-    for opt in list(_UNSTEPPED):
+    for opt in list(_LIVE):
         opt._remake_moved()
 
 
@@ -145,7 +146,7 @@ class Optimizer:
         # parameters a step updated (or a loaded state dict covered): PyTorch makes state on
         # a parameter's first step, so only these appear in `state_dict`
         self._stepped: set[int] = set()
-        _UNSTEPPED.add(self)
+        _LIVE.add(self)
         if isinstance(params, set):
             warnings.warn(
                 f"{type(self).__name__}: optimizer parameters need to be organized in ordered "
@@ -255,21 +256,17 @@ class Optimizer:
         return {}
 
     def _remake_moved(self) -> None:
-        """The states of parameters not stepped yet that were made before their module moved
-        them are made anew (as the first step does outside a trace)."""
+        """The states the next step would make (outside a trace) are made now: for a
+        parameter whose state was cleared, or made before its module moved it."""
+        if not self._lazy_state:
+            return
         stepped = self.__dict__.get("_stepped", set())
-        waiting = False
         for group in self.param_groups:
             for p in group["params"]:
-                if id(p) in stepped:
-                    continue
-                waiting = True
-                group._lr_on(p.device)
                 state = self.state.get(p)
-                if self._lazy_state and state and self._moved_since_made(p, group, state):
+                if not state or (id(p) not in stepped and self._moved_since_made(p, group, state)):
+                    group._lr_on(p.device)
                     self.state[p] = self._init_state(p, group)
-        if not waiting:
-            _UNSTEPPED.discard(self)
 
     def _moved_since_made(self, p: Tensor, group: dict, state: dict) -> bool:
         """Whether the state made for ``p`` (at construction) holds tensors on another device
