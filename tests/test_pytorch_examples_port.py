@@ -1214,7 +1214,7 @@ def test_time_sequence_prediction_lbfgs_trains_as_in_torch() -> None:
     arrays = (data[3:, :-1], data[3:, 1:], data[:3, :-1], data[:3, 1:])
     _train_alike(
         _sequence,
-        lambda lib, m: lib.optim.LBFGS(m.parameters(), lr=0.8, max_iter=6),
+        lambda lib, m: lib.optim.LBFGS(m.parameters(), lr=0.8, max_iter=4),
         _lbfgs_step,
         lambda lib, i: tuple(lib.from_numpy(a) for a in arrays),  # (strided views)
         modes=("train",),
