@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 from typing import Any
 
 import numpy as np
@@ -431,6 +432,16 @@ def _tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
         from ._ops import from_dlpack
 
         data = from_dlpack(data)
+    if (
+        isinstance(data, collections.abc.Sequence)
+        and not isinstance(data, (list, tuple, str, bytes, bytearray, memoryview, range, Tensor))
+        and not hasattr(data, "__array__")
+        and not hasattr(data, "__buffer__")
+        and type(data).__module__ != "array"
+    ):
+        # other Python sequences (a deque, a UserList) are read as lists, as PyTorch does:
+        # Python floats in them become float32, not numpy's float64
+        data = list(data)
     found: dict = {}
     if isinstance(data, (list, tuple)) and data:
         # numpy scalars and tensors in a list keep their dtypes (PyTorch's promotion)

@@ -438,9 +438,12 @@ class TracedFunction:
         # the traced random generator of each device the step may draw on exists before the
         # trace starts (it is captured, not made inside)
         from . import random as _random
+        from .optim import _remake_moved_states
 
         for name in {str(t.device) for t in tensors} | {str(_core.get_default_device())}:
             _random._ensure_counter(name)
+        # (so are the optimizer states of parameters moved since they were made)
+        _remake_moved_states()
         # with a memory budget the graph may turn out not to fit any plan: the trace keeps
         # what it changes in parameters, optimizer state, buffers and arguments (and their
         # `.grad`), and puts it back before refusing, so the failed call leaves them as they were

@@ -56,6 +56,7 @@ _PRIVATE = {
     "loss": {"_Loss": "modules._Loss", "_WeightedLoss": "modules._WeightedLoss"},
     "instancenorm": {"_InstanceNorm": "extra._InstanceNorm"},
     "lazy": {"LazyModuleMixin": "more.LazyModuleMixin"},
+    "linear": {"NonDynamicallyQuantizableLinear": "attention.NonDynamicallyQuantizableLinear"},
 }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any, Callable, ClassVar, Self
@@ -120,6 +121,19 @@ def _unit(opt: str, name: str, value: Any) -> None:
         raise ValueError(f"{opt}: {name} must lie in [0, 1), got {value}")
 
 
+# the optimizers alive: a trace that starts makes the states their next step would make
+# (after ``opt.state.clear()``, or for a parameter its module moved since the state was made),
+# so that the trace captures them (a state made inside the trace would not carry over to its
+# later calls)
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+def _remake_moved_states() -> None:
+    """Called before a trace starts: see ``Optimizer._remake_moved``."""
+    for opt in list(_LIVE):
+        opt._remake_moved()
+
+
 class Optimizer:
     """Base class: ``params`` is an iterable of tensors or of dicts (parameter groups, each
     with ``"params"`` and any hyperparameter overriding ``defaults``)."""
@@ -132,6 +146,7 @@ class Optimizer:
         # parameters a step updated (or a loaded state dict covered): PyTorch makes state on
         # a parameter's first step, so only these appear in `state_dict`
         self._stepped: set[int] = set()
+        _LIVE.add(self)
         if isinstance(params, set):
             warnings.warn(
                 f"{type(self).__name__}: optimizer parameters need to be organized in ordered "
@@ -240,6 +255,37 @@ class Optimizer:
     def _init_state(self, p: Tensor, group: dict) -> dict[str, Any]:
         return {}
 
+    def _remake_moved(self) -> None:
+        """The states the next step would make (outside a trace) are made now: for a
+        parameter whose state was cleared, or made before its module moved it."""
+        if not self._lazy_state:
+            return
+        stepped = self.__dict__.get("_stepped", set())
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state.get(p)
+                if not state or (id(p) not in stepped and self._moved_since_made(p, group, state)):
+                    group._lr_on(p.device)
+                    self.state[p] = self._init_state(p, group)
+
+    def _moved_since_made(self, p: Tensor, group: dict, state: dict) -> bool:
+        """Whether the state made for ``p`` (at construction) holds tensors on another device
+        or of another dtype than a state made for it now would."""
+        if not any(
+            isinstance(v, Tensor)
+            and (v.device != p.device or (v.shape == p.shape and v.dtype != p.dtype))
+            for v in state.values()
+        ):
+            return False
+        # (a 0-d parameter's float64 step count has its shape: compare with a new state)
+        fresh = self._init_state(p, group)
+        return any(
+            isinstance(v, Tensor)
+            and isinstance(state.get(k), Tensor)
+            and (state[k].device != v.device or state[k].dtype != v.dtype)
+            for k, v in fresh.items()
+        )
+
     # ----------------------------------------------------------------- conveniences
 
     @property
@@ -294,14 +340,18 @@ class Optimizer:
                         continue
                     if group.get("maximize"):
                         g = -g
+                    first = self._lazy_state and id(p) not in self._stepped and not _core._tracing()
                     self._stepped.add(id(p))
                     lr = group.__dict__.get("_grad_lr") if diff else None
                     if lr is None:
                         lr = group._lr_on(p.device)
                     state = self.state.get(p)
-                    if not state:
+                    if not state or (first and self._moved_since_made(p, group, state)):
                         # a state cleared or replaced by an empty one (``opt.state.clear()``,
-                        # ``opt.state = defaultdict(dict)``): a fresh start, as PyTorch's
+                        # ``opt.state = defaultdict(dict)``), or one made for the parameter
+                        # before the module moved it (``model.to(device)``, ``.double()``
+                        # after the optimizer was built): a fresh start, as PyTorch's, which
+                        # makes the state on the first step
                         state = self.state[p] = self._init_state(p, group)
                     self._update(p, g, group, state, lr)
         return loss if closure is not None else self

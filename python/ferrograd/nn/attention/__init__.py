@@ -22,6 +22,12 @@ from ..modules import Linear, Module, Parameter, _count, _filled_param, _uniform
 __all__ = ["MultiheadAttention", "SDPBackend", "sdpa_kernel"]
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """The Linear of MultiheadAttention's output projection, under PyTorch's name for it
+    (``nn.modules.linear.NonDynamicallyQuantizableLinear``, which programs list in
+    ``serialization.safe_globals``); a Linear in every other way."""
+
+
 class SDPBackend(enum.IntEnum):
     """PyTorch's names of the attention kernels (``torch.nn.attention.SDPBackend``).
     ferrograd has one attention path, so a choice among them changes nothing."""
@@ -159,7 +165,7 @@ class MultiheadAttention(Module):
             )
             self.in_proj_weight = None
         self.in_proj_bias = _filled_param(0.0, (3 * e,), dtype, device) if bias else None
-        self.out_proj = Linear(e, e, bias=bias, device=device, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(e, e, bias=bias, device=device, dtype=dtype)
         if bias:
             self.out_proj.bias = _filled_param(0.0, (e,), dtype, device)
         if add_bias_kv:
