@@ -27,7 +27,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-RTOL, ATOL = 1e-8, 1e-10
+from test_public_programs_port import _close, _copy_weights, _np
 
 
 @pytest.fixture(autouse=True)
@@ -38,20 +38,6 @@ def _host_default_device():
         yield
     finally:
         fg.set_default_device(prev)
-
-
-def _np(t: Any) -> np.ndarray:
-    return t.detach().numpy() if hasattr(t, "detach") else np.asarray(t)
-
-
-def _close(what: str, a: Any, b: Any, rtol: float = RTOL, atol: float = ATOL) -> None:
-    assert (a is None) == (b is None), what
-    if a is not None:
-        np.testing.assert_allclose(_np(b), _np(a), rtol=rtol, atol=atol, err_msg=what)
-
-
-def _copy_weights(src: Any, dst: Any) -> None:
-    dst.load_state_dict({k: fg.tensor(_np(v).copy()) for k, v in src.state_dict().items()})
 
 
 def _same_state(tag: str, tm: Any, fm: Any, grads: bool = True, **tol: float) -> None:
