@@ -250,8 +250,14 @@ class _Cholesky(Function):
             with np.errstate(all="ignore"):
                 L = np.linalg.cholesky(sym)
         except np.linalg.LinAlgError:
+            flat = sym.reshape(-1, *sym.shape[-2:])
+            infos = [_cholesky_info(m) for m in flat]
+            first = next(i for i, k in enumerate(infos) if k)
+            where = f" (batch element {first})" if sym.ndim > 2 else ""
             raise LinAlgError(
-                "linalg.cholesky: the input is not positive-definite (the factorisation failed)"
+                f"linalg.cholesky{where}: the factorization could not be completed because the "
+                f"input is not positive-definite (the leading minor of order {infos[first]} "
+                f"is not positive-definite)"
             ) from None
         return _back(L, A)
 
@@ -436,6 +442,23 @@ class _Qr(Function):
         return _mT(solve(R, _mT(lhs)))
 
 
+def _tol(v: Any) -> Any:
+    """A tolerance as a number or (a tensor's) array with a trailing axis for the singular
+    values."""
+    if isinstance(v, Tensor):
+        return np.asarray(v.detach().numpy(), dtype=np.float64)[..., None]
+    return float(v)
+
+
+def _pinv_cut(top: np.ndarray, atol: Any, rtol: Any) -> np.ndarray:
+    """``max(atol, rtol * largest)`` per matrix (PyTorch's rule; ``rtol`` None: 0 where
+    ``atol`` is positive, ``eps * max(m, n)`` elsewhere, resolved by :func:`pinv`)."""
+    cut = top * _tol(rtol)
+    if atol is not None:
+        cut = np.maximum(cut, _tol(atol))
+    return cut
+
+
 class _PinvHermitian(Function):
     """``pinv(A, hermitian=True)``, PyTorch's: the value through ``eigh`` of the lower
     triangle (eigenvalues of magnitude at or below ``max(atol, rtol * largest)`` dropped),
@@ -449,10 +472,7 @@ class _PinvHermitian(Function):
         w, V = _lapack("pinv", np.linalg.eigh, _host("pinv", A), "L")
         aw = np.abs(w)
         top = aw.max(-1, keepdims=True) if aw.shape[-1] else aw
-        cut = top * float(self.rtol)
-        if self.atol is not None:
-            cut = np.maximum(cut, float(self.atol))
-        keep = aw > cut
+        keep = aw > _pinv_cut(top, self.atol, self.rtol)
         winv = np.where(keep, 1.0 / np.where(keep, w, 1.0), 0.0)
         return _back((V * winv[..., None, :]) @ np.swapaxes(V, -1, -2), A)
 
@@ -498,10 +518,7 @@ class _Pinv(Function):
             return _back(np.zeros(a.shape[:-2] + (n, m)), A)
         U, s, Vh = _lapack("pinv", np.linalg.svd, a, False)
         top = s.max(-1, keepdims=True)
-        cut = top * float(self.rtol)
-        if self.atol is not None:
-            cut = np.maximum(cut, float(self.atol))
-        keep = s > cut
+        keep = s > _pinv_cut(top, self.atol, self.rtol)
         sinv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
         return _back(np.swapaxes(Vh, -1, -2) @ (sinv[..., :, None] * np.swapaxes(U, -1, -2)), A)
 
@@ -543,19 +560,33 @@ def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = Fal
     A = _float_input("pinv", "A", A, square=hermitian)
     m, n = A.shape[-2], A.shape[-1]
     if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A.dtype).eps * max(m, n)
+        default = np.finfo(A.dtype).eps * max(m, n)
+        if isinstance(atol, Tensor):
+            rtol = tensor(np.where(atol.detach().numpy() > 0, 0.0, default))
+        else:
+            rtol = 0.0 if atol is not None and atol > 0 else default
     fn = _PinvHermitian() if hermitian else _Pinv()
     fn.atol, fn.rtol = atol, rtol
     return fn(A)
 
 
 def matrix_rank(
-    A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
+    A: Tensor,
+    tol: Any = None,
+    hermitian: bool = False,
+    *,
+    atol: Any = None,
+    rtol: Any = None,
 ) -> Tensor:
     """The number of singular values above the tolerance ``max(atol, rtol * largest)``
     (as ``pinv``), int64. ``atol`` and ``rtol`` are numbers or tensors broadcast against
     the batch shape; an unspecified ``rtol`` is 0 where ``atol`` is positive and
-    ``eps * max(m, n)`` elsewhere, as PyTorch's."""
+    ``eps * max(m, n)`` elsewhere, as PyTorch's. ``tol`` (PyTorch's older keyword) is
+    ``atol`` with ``rtol=0``."""
+    if tol is not None:
+        if atol is not None or rtol is not None:
+            raise ShapeError("linalg.matrix_rank: tol cannot be given with atol or rtol")
+        atol, rtol = tol, 0.0
     A = _float_input("matrix_rank", "A", A, square=False)
     S = svdvals(A).detach()
     m, n = A.shape[-2], A.shape[-1]

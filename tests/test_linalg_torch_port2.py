@@ -1,0 +1,1140 @@
+"""A second port of PyTorch's ``test/test_linalg.py`` (real float32/float64 only): the
+decompositions and solves (det/slogdet/logdet, inv, solve, solve_triangular, cholesky, lu,
+qr, eigh, svd, pinv, matrix_rank), the norms and ``cond``, ``matrix_power``/``matrix_exp``,
+``multi_dot``, ``tensorinv``/``tensorsolve``, ``householder_product``, ``cross``, ``vander``,
+``vecdot``, ``diagonal`` and the BLAS-style ops (addmm, addmv, addr, baddbmm, addbmm,
+chain_matmul, matmul broadcasting). Each test names the PyTorch test it comes from; values
+and float64 gradients are compared with torch running the same code on the same inputs
+(batched and empty inputs included), and bad inputs must raise torch's exception type.
+``tests/test_sort_linalg_port.py`` holds the first port; what it covers is not repeated."""
+
+from __future__ import annotations
+
+import math
+
+import ferrograd as fg
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+INF = math.inf
+
+
+@pytest.fixture(autouse=True)
+def _on_the_host():
+    previous = fg.get_default_device()
+    fg.set_default_device("cpu")
+    try:
+        yield
+    finally:
+        fg.set_default_device(previous)
+
+
+def _np(t):
+    return t.detach().numpy() if hasattr(t, "detach") else np.asarray(t)
+
+
+def _flat(out):
+    if isinstance(out, (tuple, list)):
+        return [o for x in out for o in _flat(x)]
+    return [out]
+
+
+def _close(a, b, rtol=1e-9, atol=1e-11):
+    a, b = _np(a), _np(b)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _spd(*shape, seed=0):
+    a = _rand(*shape, seed=seed)
+    n = shape[-1]
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+
+
+def _fullrank(*shape, seed=0):
+    """Well conditioned square matrices (distinct singular values, as PyTorch's
+    ``make_fullrank_matrices_with_distinct_singular_values``)."""
+    rng = np.random.default_rng(seed)
+    n = shape[-1]
+    u, _ = np.linalg.qr(rng.standard_normal(shape))
+    v, _ = np.linalg.qr(rng.standard_normal(shape))
+    s = np.linspace(1.0, 2.0, n) * rng.choice([-1.0, 1.0], size=shape[:-1])
+    return (u * s[..., None, :]) @ v
+
+
+def _both(fn, *arrays, grad=True, rtol=1e-9, atol=1e-11, grad_rtol=1e-7, grad_atol=1e-9):
+    """Run ``fn(lib, *tensors)`` with ferrograd and torch on the same float64 inputs; compare
+    every output and (with ``grad``) the gradients of a fixed random weighting of them."""
+    res = {}
+    for lib in (fg, torch):
+        ts = [lib.tensor(np.asarray(a), dtype=lib.float64, requires_grad=grad) for a in arrays]
+        outs = [o for o in _flat(fn(lib, *ts)) if o.dtype == lib.float64]
+        grads = None
+        if grad:
+            loss = 0
+            for k, o in enumerate(outs):
+                w = np.random.default_rng(100 + k).standard_normal(tuple(o.shape))
+                loss = loss + (o * lib.tensor(w, dtype=lib.float64)).sum()
+            if getattr(loss, "requires_grad", False):
+                grads = lib.autograd.grad(loss, ts, allow_unused=True)
+            else:  # (empty outputs: nothing depends on the inputs)
+                grads = [None] * len(ts)
+        res[lib] = (outs, grads)
+    (fo, fgr), (to, tgr) = res[fg], res[torch]
+    assert len(fo) == len(to)
+    for a, b in zip(fo, to):
+        _close(a, b, rtol, atol)
+    if grad:
+        for a, b in zip(fgr, tgr):
+            if b is None:
+                assert a is None or not _np(a).any()
+                continue
+            assert a is not None, "ferrograd gave no gradient where torch gives one"
+            _close(a, b, grad_rtol, grad_atol)
+    return fo
+
+
+def _raises_like_torch(fn, *arrays, dtype="float64"):
+    """``fn(lib, *tensors)`` raises in torch; ferrograd must raise an exception of the same
+    type (or a subclass)."""
+    with pytest.raises(Exception) as t:
+        fn(torch, *[torch.tensor(np.asarray(a), dtype=getattr(torch, dtype)) for a in arrays])
+    with pytest.raises(_like(t.value)):
+        fn(fg, *[fg.tensor(np.asarray(a), dtype=dtype) for a in arrays])
+
+
+def _like(err):
+    """ferrograd's counterpart of the exception class torch raised: its LinAlgError for
+    torch's, else the first of IndexError, ValueError, TypeError, RuntimeError it derives from
+    (torch's NotImplementedError for integer inputs is a RuntimeError)."""
+    if isinstance(err, torch.linalg.LinAlgError):
+        return fg.linalg.LinAlgError
+    for cls in (IndexError, ValueError, TypeError, RuntimeError):
+        if isinstance(err, cls):
+            return cls
+    raise AssertionError(f"unexpected exception from torch: {err!r}")
+
+
+# ------------------------------------------------------------------ det / slogdet / logdet
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4), (2, 1, 3, 3), (0, 3, 3), (0, 0), (2, 0, 0)])
+def test_det_logdet_slogdet(shape):
+    # test_det / test_slogdet / test_logdet_batched
+    a = _fullrank(*shape) if 0 not in shape else np.zeros(shape)
+    _both(lambda L, x: L.linalg.det(x), a)
+    _both(lambda L, x: L.det(x), a)
+    _both(lambda L, x: tuple(L.linalg.slogdet(x)), a)
+    _both(lambda L, x: L.logdet(x @ x.mT), a)
+
+
+def test_det_of_singular_and_negative_matrices():
+    # test_det (singular), test_logdet (negative determinant: nan; zero: -inf)
+    a = np.array([[[1.0, 2.0], [2.0, 4.0]], [[0.0, 1.0], [1.0, 0.0]], [[2.0, 0.0], [0.0, 3.0]]])
+    _both(lambda L, x: L.linalg.det(x), a, grad=False)
+    for L in (fg, torch):
+        ld = L.logdet(L.tensor(a, dtype=L.float64))
+        s, la = L.linalg.slogdet(L.tensor(a, dtype=L.float64))
+        if L is fg:
+            ours = (_np(ld), _np(s), _np(la))
+        else:
+            for x, y in zip(ours, (_np(ld), _np(s), _np(la))):
+                np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize(
+    "shape, dtype", [((3,), "float64"), ((2, 3), "float64"), ((3, 3), "int64")]
+)
+def test_slogdet_errors_and_warnings(shape, dtype):
+    # test_slogdet_errors_and_warnings: 1-D, non-square, integer input
+    a = np.ones(shape)
+    for f in ("det", "slogdet", "logdet"):
+
+        def fn(L, x, f=f):
+            return getattr(L.linalg if f != "logdet" else L, f)(x)
+
+        _raises_like_torch(fn, a, dtype=dtype)
+
+
+# -------------------------------------------------------------------------- inv / inv_ex
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 2, 2), (2, 1, 3, 3), (0, 0), (3, 0, 0), (0, 2, 2)])
+def test_inverse(shape):
+    # test_inverse: batches, empty matrices and empty batches; torch.inverse and Tensor.inverse
+    a = _fullrank(*shape) if 0 not in shape else np.zeros(shape)
+    _both(lambda L, x: L.linalg.inv(x), a)
+    _both(lambda L, x: L.inverse(x), a)
+    _both(lambda L, x: x.inverse(), a)
+    _both(lambda L, x: L.linalg.inv_ex(x).inverse, a)
+
+
+def test_inverse_errors():
+    # test_inverse_errors / test_inv_ex_singular
+    _raises_like_torch(lambda L, x: L.linalg.inv(x), np.ones((2, 3)))
+    _raises_like_torch(lambda L, x: L.linalg.inv(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.inv(x), np.eye(3), dtype="int64")
+    sing = np.stack([np.eye(3), np.diag([1.0, 0.0, 1.0])])
+    with pytest.raises(RuntimeError, match="inv"):
+        fg.linalg.inv(fg.tensor(sing))
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.linalg.inv(torch.tensor(sing))
+    assert issubclass(fg.linalg.LinAlgError, RuntimeError)
+    with pytest.raises(fg.linalg.LinAlgError):
+        fg.linalg.inv(fg.tensor(sing))
+    # inv_ex on a single singular matrix: info is the 1-based index of the zero pivot
+    r = fg.linalg.inv_ex(fg.tensor(sing[1]))
+    t = torch.linalg.inv_ex(torch.tensor(sing[1]))
+    assert r.info.shape == () and int(r.info) == int(t.info)
+
+
+# --------------------------------------------------------------------- solve / solve_ex
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [
+        ((3, 3), (3,)),
+        ((3, 3), (3, 2)),
+        ((2, 3, 3), (2, 3, 4)),
+        ((2, 1, 3, 3), (4, 3, 1)),  # broadcast batches
+        ((3, 3), (2, 3, 2)),
+        ((2, 3, 3), (3,)),  # a vector broadcast to the batch
+        ((0, 3, 3), (0, 3, 2)),
+        ((0, 0), (0, 2)),
+    ],
+)
+@pytest.mark.parametrize("left", [True, False])
+def test_solve(a_shape, b_shape, left):
+    # test_solve / test_solve_batched_broadcasting
+    if not left and len(b_shape) == 1:
+        return
+    a = _fullrank(*a_shape) if 0 not in a_shape else np.zeros(a_shape)
+    if not left:
+        b_shape = b_shape[:-2] + (b_shape[-1], b_shape[-2])
+    b = _rand(*b_shape, seed=1)
+    _both(lambda L, x, y: L.linalg.solve(x, y, left=left), a, b)
+    _both(lambda L, x, y: L.linalg.solve_ex(x, y, left=left).result, a, b)
+
+
+def test_solve_errors():
+    # test_solve_errors_and_warnings
+    _raises_like_torch(lambda L, x, y: L.linalg.solve(x, y), np.ones((2, 3)), np.ones((2, 1)))
+    _raises_like_torch(lambda L, x, y: L.linalg.solve(x, y), np.eye(3), np.ones((2, 1)))
+    _raises_like_torch(lambda L, x, y: L.linalg.solve(x, y), np.eye(3), np.ones((4,)))
+    _raises_like_torch(lambda L, x, y: L.linalg.solve(x, y), np.ones((2, 3, 3)), np.ones((3, 3, 1)))
+    _raises_like_torch(lambda L, x, y: L.linalg.solve(x, y), np.zeros((3, 3)), np.ones((3, 1)))
+
+
+@pytest.mark.parametrize("upper", [True, False])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("unitriangular", [True, False])
+def test_solve_triangular(upper, left, unitriangular):
+    # test_linalg_solve_triangular (broadcast batches, left, unitriangular)
+    a = _fullrank(2, 1, 4, 4) + 3 * np.eye(4)
+    b = _rand(3, 4, 2, seed=1) if left else _rand(3, 2, 4, seed=1)
+
+    def f(L, x, y):
+        tri = x.triu() if upper else x.tril()
+        return L.linalg.solve_triangular(
+            tri, y, upper=upper, left=left, unitriangular=unitriangular
+        )
+
+    _both(f, a, b)
+
+
+def test_solve_triangular_errors_and_empty():
+    # test_linalg_solve_triangular_large / input checks
+    def f(L, x, y):
+        return L.linalg.solve_triangular(x, y, upper=True)
+
+    _raises_like_torch(f, np.ones((3, 2)), np.ones((3, 1)))
+    _raises_like_torch(f, np.eye(3), np.ones(3))  # B must be a matrix
+    _raises_like_torch(f, np.eye(3), np.ones((2, 1)))
+    _both(f, np.zeros((0, 3, 3)), np.zeros((0, 3, 1)))
+    _both(f, np.zeros((2, 0, 0)), np.zeros((2, 0, 3)))
+    for L in (fg, torch):
+        with pytest.raises(TypeError):
+            L.linalg.solve_triangular(L.eye(2), L.eye(2))  # upper is required
+
+
+# ------------------------------------------------------------------------------ cholesky
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 3), (2, 1, 2, 2), (0, 0), (2, 0, 0), (0, 3, 3)])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky(shape, upper):
+    # test_cholesky / test_cholesky_ex / test_old_cholesky_batched_upper
+    a = _spd(*shape) if 0 not in shape else np.zeros(shape)
+    _both(lambda L, x: L.linalg.cholesky((x + x.mT) / 2, upper=upper), a)
+    _both(lambda L, x: L.linalg.cholesky_ex((x + x.mT) / 2, upper=upper).L, a)
+
+
+def test_cholesky_errors_and_warnings():
+    # test_cholesky_errors_and_warnings
+    _raises_like_torch(lambda L, x: L.linalg.cholesky(x), np.ones((2, 3)))
+    _raises_like_torch(lambda L, x: L.linalg.cholesky(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.cholesky(x), np.eye(2), dtype="int64")
+    bad = np.eye(3)
+    bad[-1, -1] = -1
+    with pytest.raises(torch.linalg.LinAlgError, match="order 3"):
+        torch.linalg.cholesky(torch.tensor(bad))
+    with pytest.raises(fg.linalg.LinAlgError, match="3"):
+        fg.linalg.cholesky(fg.tensor(bad))
+    r = fg.linalg.cholesky_ex(fg.tensor(bad))
+    t = torch.linalg.cholesky_ex(torch.tensor(bad))
+    assert int(r.info) == int(t.info) == 3
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 3, 3), (2, 1, 2, 2), (0, 0), (0, 2, 2)])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_inverse(shape, upper):
+    # test_cholesky_inverse (batched since PyTorch 1.13)
+    a = _spd(*shape) if 0 not in shape else np.zeros(shape)
+
+    def f(L, x):
+        c = L.linalg.cholesky((x + x.mT) / 2, upper=upper)
+        return L.cholesky_inverse(c, upper=upper)
+
+    _both(f, a)
+    _raises_like_torch(lambda L, x: L.cholesky_inverse(x), np.ones((2, 3)))
+    _raises_like_torch(lambda L, x: L.cholesky_inverse(x), np.ones(3))
+
+
+# ------------------------------------------------------------------------------------ lu
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (5, 3), (2, 3, 3), (2, 1, 4, 2), (0, 3, 3)])
+def test_lu(shape):
+    # test_linalg_lu_family: P @ L @ U, lu_factor, lu_factor_ex, lu_unpack
+    a = _rand(*shape)
+    _both(lambda L, x: tuple(L.linalg.lu(x)), a)
+    _both(lambda L, x: L.linalg.lu_factor(x).LU, a)
+    _both(lambda L, x: L.linalg.lu_factor_ex(x).LU, a)
+    for L in (fg, torch):
+        r = L.linalg.lu_factor_ex(L.tensor(a))
+        piv = r.pivots.tolist()
+        if L is fg:
+            ours = (piv, r.info.tolist(), str(r.pivots.dtype).split(".")[-1])
+        else:
+            assert ours == (piv, r.info.tolist(), str(r.pivots.dtype).split(".")[-1])
+
+    def unpack(L, x):
+        LU, piv = L.linalg.lu_factor(x)
+        return tuple(L.lu_unpack(LU, piv))
+
+    _both(unpack, a)
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("adjoint", [True, False])
+@pytest.mark.parametrize("batches", [(), (2,), (0,)])
+def test_lu_solve(left, adjoint, batches):
+    # test_linalg_lu_solve
+    a = _fullrank(*batches, 3, 3)
+    b = _rand(*batches, 3, 2, seed=1) if left else _rand(*batches, 2, 3, seed=1)
+
+    def f(L, x, y):
+        LU, piv = L.linalg.lu_factor(x)
+        return L.linalg.lu_solve(LU, piv, y, left=left, adjoint=adjoint)
+
+    _both(f, a, b)
+
+
+def test_lu_errors():
+    _raises_like_torch(lambda L, x: L.linalg.lu_factor(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.lu(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.lu_factor(x), np.eye(3), dtype="int64")
+
+    def solve_bad(L, x, y):
+        LU, piv = L.linalg.lu_factor(x)
+        return L.linalg.lu_solve(LU, piv, y)
+
+    _raises_like_torch(solve_bad, np.eye(3), np.ones((2, 1)))
+
+
+# ------------------------------------------------------------------------------------ qr
+
+
+def _qr_signfree(L, x, mode):
+    Q, R = L.linalg.qr(x, mode=mode)
+    return (Q, R) if mode != "r" else R
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3), (2, 1, 3, 3), (0, 3, 2)])
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr(shape, mode):
+    # test_qr / test_qr_batched: the three modes and their shapes
+    a = _rand(*shape)
+    grad = mode == "reduced" or (mode == "complete" and shape[-2] <= shape[-1])
+    _both(lambda L, x: _qr_signfree(L, x, mode), a, grad=grad)
+    Q, R = fg.linalg.qr(fg.tensor(a), mode=mode)
+    q, r = torch.linalg.qr(torch.tensor(a), mode=mode)
+    assert tuple(Q.shape) == tuple(q.shape) and tuple(R.shape) == tuple(r.shape)
+
+
+def test_qr_error_cases():
+    # test_qr_error_cases
+    _raises_like_torch(lambda L, x: L.linalg.qr(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.qr(x, mode="hello"), np.ones((3, 3)))
+    for L in (fg, torch):
+        x = L.tensor(_rand(4, 3), requires_grad=True)
+        with pytest.raises(RuntimeError):
+            L.linalg.qr(x, mode="complete").Q.sum().backward()
+
+
+# --------------------------------------------------------------------------------- eigh
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 3), (2, 1, 2, 2), (0, 0), (0, 3, 3)])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh(shape, uplo):
+    # test_eigh / test_eigh_lower_uplo / test_eigvalsh: only one triangle is read
+    a = _rand(*shape)
+
+    def f(L, x):
+        w, V = L.linalg.eigh(x, UPLO=uplo)
+        return w, V * V  # sign free
+
+    _both(f, a)
+    _both(lambda L, x: L.linalg.eigvalsh(x, UPLO=uplo), a)
+
+
+def test_eigh_errors_and_warnings():
+    _raises_like_torch(lambda L, x: L.linalg.eigh(x), np.ones((2, 3)))
+    _raises_like_torch(lambda L, x: L.linalg.eigh(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.eigh(x, UPLO="X"), np.eye(3))
+    _raises_like_torch(lambda L, x: L.linalg.eigvalsh(x, UPLO="X"), np.eye(3))
+    _raises_like_torch(lambda L, x: L.linalg.eigvalsh(x), np.eye(3), dtype="int64")
+
+
+# ---------------------------------------------------------------------------------- svd
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3), (2, 1, 3, 4), (0, 3, 2)])
+@pytest.mark.parametrize("full_matrices", [True, False])
+def test_svd(shape, full_matrices):
+    # test_svd / test_linalg_svd_compute_uv: values, shapes, U S Vh = A
+    a = _rand(*shape)
+    U, S, Vh = fg.linalg.svd(fg.tensor(a), full_matrices=full_matrices)
+    u, s, vh = torch.linalg.svd(torch.tensor(a), full_matrices=full_matrices)
+    assert [tuple(t.shape) for t in (U, S, Vh)] == [tuple(t.shape) for t in (u, s, vh)]
+    _close(S, s)
+    k = min(shape[-2:])
+    rec = (U[..., :k] * S.unsqueeze(-2)) @ Vh[..., :k, :]
+    _close(rec, a, atol=1e-12)
+    eye_u = np.broadcast_to(np.eye(U.shape[-1]), U.shape[:-2] + (U.shape[-1],) * 2)
+    _close(U.mT @ U, eye_u, atol=1e-12)
+    _both(lambda L, x: L.linalg.svdvals(x), a)
+
+    def sign_free(L, x):
+        Ur, Sr, Vr = L.linalg.svd(x, full_matrices=False)
+        return Sr, Ur * Ur, Vr * Vr, (Ur * Sr.unsqueeze(-2)) @ Vr
+
+    _both(sign_free, a, grad_rtol=1e-6)
+
+
+def test_svd_errors():
+    _raises_like_torch(lambda L, x: L.linalg.svd(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.svdvals(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.svd(x), np.eye(3), dtype="int64")
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (2, 5, 3)])
+def test_svd_full_matrices_gradient(shape):
+    # PyTorch narrows the gradients of the complete U and Vh to their first min(m, n)
+    # columns / rows (the others are not unique and carry no gradient): so does ferrograd
+    k = min(shape[-2:])
+
+    def f(L, x):
+        U, S, Vh = L.linalg.svd(x, full_matrices=True)
+        return S, U[..., :, :k] ** 2, Vh[..., :k, :] ** 2
+
+    _both(f, _rand(*shape), grad_rtol=1e-6)
+
+
+def test_qr_mode_r_gradient():
+    # PyTorch raises on differentiating qr(mode='r') (its backward reads Q); ferrograd
+    # computes Q internally, so the gradient of R is the reduced mode's
+    a = _rand(2, 4, 3)
+    x = fg.tensor(a, requires_grad=True)
+    w = _rand(2, 3, 3, seed=5)
+    (fg.linalg.qr(x, mode="r").R * fg.tensor(w)).sum().backward()
+    xt = torch.tensor(a, requires_grad=True)
+    (torch.linalg.qr(xt, mode="reduced").R * torch.tensor(w)).sum().backward()
+    _close(x.grad, xt.grad, 1e-8, 1e-10)
+
+
+# --------------------------------------------------------------------------------- pinv
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3), (2, 1, 3, 3), (0, 3, 2)])
+def test_pinv(shape):
+    # test_pinv: the Moore-Penrose conditions hold, values as torch's
+    a = _rand(*shape)
+    p = fg.linalg.pinv(fg.tensor(a)).numpy()
+    np.testing.assert_allclose(a @ p @ a, a, atol=1e-10)
+    np.testing.assert_allclose(p @ a @ p, p, atol=1e-10)
+    _both(lambda L, x: L.linalg.pinv(x), a)
+    _both(lambda L, x: L.pinverse(x), a)
+    if shape[-1] == shape[-2]:
+        _both(lambda L, x: L.linalg.pinv(x @ x.mT, hermitian=True), a)
+
+
+def test_pinv_rtol_atol():
+    # test_pinv_rtol_atol (and the deprecated rcond of torch.pinverse)
+    a = np.diag([4.0, 1.0, 1e-3])[None].repeat(2, 0)
+    a[1] *= 2
+    for kw in (
+        {"rtol": 0.1},
+        {"atol": 0.5},
+        {"atol": 0.5, "rtol": 0.5},
+        {"rtol": 0.0},
+        {"atol": 2.5, "hermitian": True},
+    ):
+        _both(lambda L, x, kw=kw: L.linalg.pinv(x, **kw), a)
+    _both(lambda L, x, t: L.linalg.pinv(x, atol=t), a, np.array([0.5, 3.0]), grad=False)
+    _both(
+        lambda L, x, t: L.linalg.pinv(x, atol=t, rtol=t * 0 + 0.3),
+        a,
+        np.array([0.0, 3.0]),
+        grad=False,
+    )
+    _both(lambda L, x: L.pinverse(x, rcond=0.1), a)
+
+
+def test_pinv_errors():
+    _raises_like_torch(lambda L, x: L.linalg.pinv(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.pinv(x), np.eye(3), dtype="int64")
+
+
+# --------------------------------------------------------------------------- matrix_rank
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (2, 3, 5), (0, 3, 3), (3, 0, 0), (2, 0, 3)])
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_matrix_rank(shape, hermitian):
+    # test_matrix_rank / test_matrix_rank_atol_rtol / test_matrix_rank_empty
+    if hermitian and shape[-1] != shape[-2]:
+        return
+    a = _rand(*shape)
+    if min(shape[-2:]) > 1:
+        a[..., -1, :] = a[..., 0, :] * 2  # one rank fewer
+    if hermitian:
+        a = a @ np.swapaxes(a, -1, -2)
+    for kw in ({}, {"atol": 1.0}, {"rtol": 0.5}, {"atol": 0.1, "rtol": 0.2}, {"tol": 1.0}):
+        r = fg.linalg.matrix_rank(fg.tensor(a), hermitian=hermitian, **kw)
+        t = torch.linalg.matrix_rank(torch.tensor(a), hermitian=hermitian, **kw)
+        assert r.dtype == fg.int64 and r.tolist() == t.tolist() and r.shape == tuple(t.shape)
+    at = np.linspace(0.1, 3.0, int(np.prod(shape[:-2]))).reshape(shape[:-2])
+    r = fg.linalg.matrix_rank(fg.tensor(a), atol=fg.tensor(at), hermitian=hermitian)
+    t = torch.linalg.matrix_rank(torch.tensor(a), atol=torch.tensor(at), hermitian=hermitian)
+    assert r.tolist() == t.tolist()
+
+
+def test_matrix_rank_errors():
+    _raises_like_torch(lambda L, x: L.linalg.matrix_rank(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.matrix_rank(x), np.eye(3), dtype="int64")
+
+
+# -------------------------------------------------------------------------------- norms
+
+
+@pytest.mark.parametrize("ord", [2, 1, 0, 3.5, -1, -2, INF, -INF, 0.5])
+@pytest.mark.parametrize("dim, keepdim", [(None, False), (None, True), (1, False), ((0, 2), True)])
+def test_vector_norm(ord, dim, keepdim):
+    # test_vector_norm: ords, dims, keepdim (and dtype= below)
+    a = _rand(3, 4, 5)
+    a[0, 0, 0] = 0.0
+    grad = ord not in (0,) and not (isinstance(ord, float) and ord < 1 and ord != -INF)
+    _both(lambda L, x: L.linalg.vector_norm(x, ord, dim, keepdim), a, grad=grad)
+
+
+def test_vector_norm_dtype_and_errors():
+    # test_vector_norm: dtype= computes in that dtype; errors
+    a = _rand(3, 4).astype(np.float32)
+    r = fg.linalg.vector_norm(fg.tensor(a), 2, dtype=fg.float64)
+    t = torch.linalg.vector_norm(torch.tensor(a), 2, dtype=torch.float64)
+    assert r.dtype == fg.float64
+    _close(r, t, rtol=1e-12)
+    for L in (fg, torch):
+        with pytest.raises(RuntimeError):  # a lower precision than the input
+            L.linalg.vector_norm(L.tensor(_rand(3)), dtype=L.float32)
+        with pytest.raises(RuntimeError):  # integer input
+            L.linalg.vector_norm(L.tensor([1, 2, 3]))
+        with pytest.raises(RuntimeError):  # inf norm of an empty reduction has no identity
+            L.linalg.vector_norm(L.zeros(0, 3), INF, dim=0)
+        with pytest.raises(RuntimeError):
+            L.linalg.vector_norm(L.zeros(2, 0), -INF)
+    for L in (fg, torch):
+        out = L.linalg.vector_norm(L.zeros(0, 3, dtype=L.float64), 2, dim=0)
+        if L is fg:
+            ours = out.tolist()
+        else:
+            assert ours == out.tolist()
+        assert float(L.linalg.vector_norm(L.zeros(2, 0), INF, dim=0).sum()) == 0.0
+
+
+@pytest.mark.parametrize("ord", ["fro", "nuc", 1, -1, 2, -2, INF, -INF])
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 3), (2, 1, 4, 3)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_matrix_norm(ord, shape, keepdim):
+    # test_matrix_norm / test_norm_matrix
+    a = _rand(*shape)
+    _both(lambda L, x: L.linalg.matrix_norm(x, ord, keepdim=keepdim), a, grad_rtol=1e-6)
+    if len(shape) >= 3:
+        _both(lambda L, x: L.linalg.matrix_norm(x, ord, dim=(0, -1), keepdim=keepdim), a)
+    _both(lambda L, x: L.linalg.norm(x, ord, dim=(-1, -2), keepdim=keepdim), a)
+
+
+def test_matrix_norm_dtype_and_errors():
+    a = _rand(3, 4).astype(np.float32)
+    for ord in ("fro", "nuc", 1, 2):
+        r = fg.linalg.matrix_norm(fg.tensor(a), ord, dtype=fg.float64)
+        t = torch.linalg.matrix_norm(torch.tensor(a), ord, dtype=torch.float64)
+        assert r.dtype == fg.float64
+        _close(r, t, rtol=1e-12)
+    _raises_like_torch(lambda L, x: L.linalg.matrix_norm(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.matrix_norm(x, ord=3), np.ones((3, 3)))
+    _raises_like_torch(lambda L, x: L.linalg.matrix_norm(x, ord="bad"), np.ones((3, 3)))
+    _raises_like_torch(lambda L, x: L.linalg.matrix_norm(x, dim=(0, 0)), np.ones((3, 3)))
+    _raises_like_torch(lambda L, x: L.linalg.matrix_norm(x, dim=(0, 5)), np.ones((3, 3)))
+    _raises_like_torch(lambda L, x: L.linalg.matrix_norm(x), np.ones((3, 3)), dtype="int64")
+    _raises_like_torch(
+        lambda L, x: L.linalg.matrix_norm(x, dtype=L.float32), np.ones((3, 3))
+    )  # narrowing
+    # norms of empty matrices: the largest of no sums / singular values is 0, the smallest
+    # raises
+    for shape in ((3, 0), (0, 3), (2, 0, 0)):
+        for ord in ("fro", "nuc", 1, INF, 2):
+            _both(lambda L, x, ord=ord: L.linalg.matrix_norm(x, ord), np.ones(shape), grad=False)
+        for ord in (-1, -INF, -2):  # (a minimum over an empty axis raises)
+            try:
+                torch.linalg.matrix_norm(torch.ones(shape), ord)
+            except IndexError:
+                _raises_like_torch(
+                    lambda L, x, ord=ord: L.linalg.matrix_norm(x, ord), np.ones(shape)
+                )
+            else:
+                _both(
+                    lambda L, x, ord=ord: L.linalg.matrix_norm(x, ord), np.ones(shape), grad=False
+                )
+
+
+@pytest.mark.parametrize(
+    "ord, dim, shape",
+    [
+        (None, None, (3, 4, 5)),
+        (None, None, (3, 4)),
+        (None, 1, (3, 4, 5)),
+        (3, None, (5,)),
+        ("fro", None, (3, 4)),
+        ("nuc", None, (3, 4)),
+        (-INF, None, (3, 4)),
+        (2, (0, 1), (3, 4, 2)),
+        (INF, 0, (3, 4)),
+        (None, (1, 2), (2, 3, 4)),
+    ],
+)
+def test_linalg_norm(ord, dim, shape):
+    # test_norm_vector / test_norm_matrix / test_norm_fro_2_equivalence_old
+    a = _rand(*shape)
+    _both(lambda L, x: L.linalg.norm(x, ord, dim), a)
+    _both(lambda L, x: L.linalg.norm(x, ord, dim, keepdim=True), a)
+
+
+def test_linalg_norm_errors():
+    # test_norm_errors: ord given without dim needs a 1-D or 2-D input; string ords are matrix norms
+    _raises_like_torch(lambda L, x: L.linalg.norm(x, 2), np.ones((2, 3, 4)))
+    _raises_like_torch(lambda L, x: L.linalg.norm(x, "fro"), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.norm(x, "nuc", dim=0), np.ones((3, 3)))
+    _raises_like_torch(lambda L, x: L.linalg.norm(x, 2, dim=(0, 1, 2)), np.ones((2, 2, 2)))
+
+
+def test_torch_norm():
+    # test_norm_vector / test_norm_matrix (torch.norm, p= and dim=)
+    a = _rand(3, 4, 5)
+    for p, dim in (("fro", None), (2, 1), (1, (1, 2)), (INF, 2), ("fro", (0, 1)), (3, None)):
+        _both(lambda L, x, p=p, dim=dim: L.norm(x, p=p, dim=dim), a)
+        _both(lambda L, x, p=p, dim=dim: x.norm(p, dim, True), a)
+    _both(lambda L, x: L.norm(x, p="nuc"), a[0])
+
+
+# ---------------------------------------------------------------------------------- cond
+
+
+@pytest.mark.parametrize("p", [None, 2, -2, 1, -1, INF, -INF, "fro", "nuc"])
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4), (2, 1, 3, 3), (0, 3, 3)])
+def test_cond(p, shape):
+    # test_cond: values and gradients as torch's
+    a = _fullrank(*shape)
+    _both(lambda L, x: L.linalg.cond(x, p), a, grad=p in (None, 2, -2), grad_rtol=1e-6)
+    if p not in (None, 2, -2):
+        # (torch's own cond backward for these p fails: its inv_ex output is modified in
+        # place; the reference is the definition, norm(A) * norm(inv(A)))
+        got = fg.tensor(a, requires_grad=True)
+        ref = torch.tensor(a, requires_grad=True)
+        fg.linalg.cond(got, p).sum().backward()
+        n = torch.linalg.matrix_norm
+        (n(ref, p) * n(torch.linalg.inv(ref), p)).sum().backward()
+        _close(got.grad, ref.grad, 1e-7, 1e-9)
+    if p in (None, 2, -2):  # the 2-norm condition number of a non-square matrix
+        _both(lambda L, x: L.linalg.cond(x, p), _rand(*shape[:-1], shape[-1] + 1), grad_rtol=1e-6)
+
+
+def test_cond_errors_and_warnings():
+    # test_cond_errors_and_warnings
+    _raises_like_torch(lambda L, x: L.linalg.cond(x), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.cond(x, 1), np.ones((3, 2)))
+    _raises_like_torch(lambda L, x: L.linalg.cond(x, "fro"), np.ones((2, 3, 2)))
+    _raises_like_torch(lambda L, x: L.linalg.cond(x, 3), np.eye(3))
+    _raises_like_torch(lambda L, x: L.linalg.cond(x), np.eye(3), dtype="int64")
+    for p in (None, 2, 1, "fro", "nuc", -INF):
+        _both(lambda L, x, p=p: L.linalg.cond(x, p), np.zeros((2, 0, 0)), grad=False)
+    _both(lambda L, x: L.linalg.cond(x), np.zeros((3, 0)), grad=False)
+
+
+# ---------------------------------------------------------------- matrix_power / matrix_exp
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 6, -1, -2, -3])
+@pytest.mark.parametrize("shape", [(3, 3), (2, 3, 3), (2, 1, 2, 2), (0, 2, 2), (0, 0)])
+def test_matrix_power(n, shape):
+    # test_matrix_power_non_negative / test_matrix_power_negative
+    a = _fullrank(*shape) if 0 not in shape else np.zeros(shape)
+    _both(lambda L, x: L.linalg.matrix_power(x, n), a, grad_rtol=1e-6)
+    _both(lambda L, x: x.matrix_power(n), a, grad_rtol=1e-6)
+
+
+def test_matrix_power_errors():
+    _raises_like_torch(lambda L, x: L.linalg.matrix_power(x, 2), np.ones((2, 3)))
+    _raises_like_torch(lambda L, x: L.linalg.matrix_power(x, 2), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.matrix_power(x, -1), np.diag([1.0, 0.0]))  # singular
+    _raises_like_torch(lambda L, x: L.linalg.matrix_power(x, -1), np.eye(2), dtype="int64")
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 3), (2, 4, 4), (2, 1, 2, 2), (0, 3, 3), (0, 0)])
+@pytest.mark.parametrize("scale", [0.1, 3.0])
+def test_matrix_exp(shape, scale):
+    # test_matrix_exp_analytic / test_matrix_exp_batch / test_matrix_exp_compare_with_taylor
+    a = _rand(*shape) * scale
+    _both(lambda L, x: L.linalg.matrix_exp(x), a, rtol=1e-8, grad_rtol=1e-6)
+    _both(lambda L, x: L.matrix_exp(x), a, rtol=1e-8, grad=False)
+    _both(lambda L, x: x.matrix_exp(), a, rtol=1e-8, grad=False)
+
+
+def test_matrix_exp_analytic_and_errors():
+    # test_matrix_exp_analytic: exp of a rotation generator is a rotation
+    t = 0.7
+    r = fg.linalg.matrix_exp(fg.tensor([[0.0, -t], [t, 0.0]], dtype="float64")).numpy()
+    np.testing.assert_allclose(r, [[math.cos(t), -math.sin(t)], [math.sin(t), math.cos(t)]])
+    _raises_like_torch(lambda L, x: L.linalg.matrix_exp(x), np.ones((2, 3)))
+    _raises_like_torch(lambda L, x: L.linalg.matrix_exp(x), np.ones(3))
+
+
+# ----------------------------------------------------------------------------- multi_dot
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        [(3,), (3,)],
+        [(2, 3), (3,)],
+        [(3,), (3, 2)],
+        [(2, 3), (3, 4), (4, 5)],
+        [(3,), (3, 4), (4, 5), (5,)],
+        [(1, 3), (3, 4), (4, 2), (2, 6), (6, 1)],
+        [(0, 3), (3, 4), (4, 2)],
+        [(2, 0), (0, 4), (4, 2)],
+        [(3,), (3, 0), (0,)],
+    ],
+)
+def test_multi_dot(shapes):
+    # test_multi_dot
+    arrays = [_rand(*s, seed=i) for i, s in enumerate(shapes)]
+    _both(lambda L, *xs: L.linalg.multi_dot(list(xs)), *arrays)
+    _both(lambda L, *xs: L.linalg.multi_dot(tuple(xs)), *arrays, grad=False)
+
+
+def test_multi_dot_errors():
+    # test_multi_dot_errors
+    for L in (fg, torch):
+        with pytest.raises(RuntimeError):
+            L.linalg.multi_dot([])
+        with pytest.raises(RuntimeError):
+            L.linalg.multi_dot([L.ones(3, dtype=L.float64)])
+    f = lambda L, *xs: L.linalg.multi_dot(list(xs))
+    _raises_like_torch(f, np.ones((1, 1, 1)), np.ones((1, 1)))
+    _raises_like_torch(f, np.ones((1, 1)), np.ones((1, 1, 1)))
+    _raises_like_torch(f, np.ones((1, 1)), np.ones(1), np.ones((1, 1)))
+    _raises_like_torch(f, np.ones((2, 3)), np.ones((2, 3)))
+    _raises_like_torch(f, np.ones(3), np.ones(2))
+    with pytest.raises(RuntimeError):
+        torch.linalg.multi_dot([torch.ones(2), torch.ones(2, dtype=torch.float64)])
+    with pytest.raises(RuntimeError):
+        fg.linalg.multi_dot([fg.ones(2), fg.ones(2, dtype=fg.float64)])
+
+
+def test_chain_matmul():
+    # test_chain_matmul
+    arrays = [_rand(2, 3), _rand(3, 4, seed=1), _rand(4, 2, seed=2)]
+    _both(lambda L, *xs: L.chain_matmul(*xs), *arrays)
+    _both(lambda L, x: L.chain_matmul(x), arrays[0])
+    for L in (fg, torch):
+        with pytest.raises(RuntimeError):
+            L.chain_matmul()
+        with pytest.raises(RuntimeError):
+            L.chain_matmul(L.ones(2), L.ones(2))
+
+
+# ------------------------------------------------------------------ tensorinv / tensorsolve
+
+
+@pytest.mark.parametrize("shape, ind", [((12, 3, 4), 1), ((3, 8, 24), 2), ((4, 6, 8, 3), 2)])
+def test_tensorinv(shape, ind):
+    # test_tensorinv
+    n = int(np.prod(shape[:ind]))
+    a = _fullrank(n, n).reshape(shape)
+    _both(lambda L, x: L.linalg.tensorinv(x, ind=ind), a)
+    np.testing.assert_allclose(
+        fg.linalg.tensorinv(fg.tensor(a), ind=ind).numpy(), np.linalg.tensorinv(a, ind=ind)
+    )
+
+
+def test_tensorinv_errors_and_empty():
+    # test_tensorinv_empty / test_tensorinv_errors_and_warnings
+    _both(lambda L, x: L.linalg.tensorinv(x, ind=2), np.zeros((0, 3, 0, 3)), grad=False)
+    _raises_like_torch(lambda L, x: L.linalg.tensorinv(x, ind=1), np.ones((2, 3, 4)))
+    _raises_like_torch(lambda L, x: L.linalg.tensorinv(x, ind=0), np.ones((2, 2)))
+    _raises_like_torch(lambda L, x: L.linalg.tensorinv(x, ind=1), np.zeros((4, 2, 2)))
+
+
+@pytest.mark.parametrize(
+    "b_shape, rest, dims",
+    [((2, 3), (6,), None), ((6, 4), (4, 6), None), ((2, 3), (6,), (0,)), ((2, 3), (3, 2), (0, 2))],
+)
+def test_tensorsolve(b_shape, rest, dims):
+    # test_tensorsolve / test_tensorsolve_non_contiguous (dims moves axes of A to the end)
+    n = int(np.prod(b_shape))
+    a = _fullrank(n, n).reshape(b_shape + rest)
+    if dims is not None:
+        a = np.moveaxis(a, list(range(a.ndim - len(dims), a.ndim)), list(dims))
+    b = _rand(*b_shape, seed=1)
+    _both(lambda L, x, y: L.linalg.tensorsolve(x, y, dims=dims), a, b)
+    np.testing.assert_allclose(
+        fg.linalg.tensorsolve(fg.tensor(a), fg.tensor(b), dims=dims).numpy(),
+        np.linalg.tensorsolve(a, b, axes=dims),
+        rtol=1e-10,
+    )
+
+
+def test_tensorsolve_errors():
+    f = lambda L, x, y: L.linalg.tensorsolve(x, y)
+    _raises_like_torch(f, np.ones((2, 3, 5)), np.ones((2, 3)))
+    _raises_like_torch(f, np.ones((2, 3, 6)), np.ones((3, 2, 1)))
+
+
+# ------------------------------------------------------------------ householder_product
+
+
+@pytest.mark.parametrize(
+    "shape, k",
+    [
+        ((4, 4), 4),
+        ((5, 3), 3),
+        ((5, 3), 2),
+        ((2, 4, 3), 3),
+        ((2, 1, 3, 2), 1),
+        ((0, 3, 3), 2),
+        ((3, 3), 0),
+    ],
+)
+def test_householder_product(shape, k):
+    # test_householder_product: against torch, and Q of geqrf's reflectors is orthonormal
+    a = _rand(*shape)
+    tau = _rand(*shape[:-2], k, seed=1) * 0.5
+    _both(lambda L, x, t: L.linalg.householder_product(x, t), a, tau)
+
+
+def test_householder_product_errors():
+    f = lambda L, x, t: L.linalg.householder_product(x, t)
+    _raises_like_torch(f, np.ones(3), np.ones(1))  # A must be a matrix
+    _raises_like_torch(f, np.ones((3, 4)), np.ones(2))  # more columns than rows
+    _raises_like_torch(f, np.ones((4, 3)), np.ones(4))  # tau longer than the columns
+    _raises_like_torch(f, np.ones((2, 4, 3)), np.ones((3, 2)))  # batch mismatch
+
+
+# ---------------------------------------------------------------------------------- cross
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape, dim",
+    [
+        ((3,), (3,), -1),
+        ((4, 3), (4, 3), -1),
+        ((3, 5), (3, 5), 0),
+        ((2, 1, 3), (1, 4, 3), -1),
+        ((1, 3), (5, 3), 1),
+    ],
+)
+def test_linalg_cross(a_shape, b_shape, dim):
+    # test_linalg_cross / test_cross_with_and_without_dim
+    a, b = _rand(*a_shape), _rand(*b_shape, seed=1)
+    _both(lambda L, x, y: L.linalg.cross(x, y, dim=dim), a, b)
+    _both(lambda L, x, y: L.cross(x, y, dim=dim), a, b)
+    if a_shape == b_shape:
+        _both(lambda L, x, y: x.cross(y, dim), a, b, grad=False)
+
+
+def test_cross_errors():
+    # test_cross_errors / test_linalg_cross_errors
+    _raises_like_torch(lambda L, x, y: L.linalg.cross(x, y), np.ones((3, 2)), np.ones((3, 2)))
+    _raises_like_torch(lambda L, x, y: L.linalg.cross(x, y), np.ones((2, 3)), np.ones((3, 3)))
+    _raises_like_torch(lambda L, x, y: L.linalg.cross(x, y), np.ones((2, 1, 3)), np.ones((4, 3)))
+    _raises_like_torch(
+        lambda L, x, y: L.linalg.cross(x, y, dim=2), np.ones((3, 3)), np.ones((3, 3))
+    )
+    _raises_like_torch(lambda L, x, y: L.cross(x, y, dim=0), np.ones((2, 3)), np.ones((2, 3)))
+    _raises_like_torch(lambda L, x, y: L.cross(x, y, dim=2), np.ones((3, 3)), np.ones((3, 3)))
+    # torch.cross without dim picks the first axis of size 3 (deprecated but kept)
+    _both(lambda L, x, y: L.cross(x, y), _rand(3, 4), _rand(3, 4, seed=1))
+    out = fg.empty(0, dtype=fg.float64)
+    fg.linalg.cross(fg.tensor(_rand(3)), fg.tensor(_rand(3, seed=1)), out=out)
+    _close(out, torch.linalg.cross(torch.tensor(_rand(3)), torch.tensor(_rand(3, seed=1))))
+
+
+# --------------------------------------------------------------------------------- vander
+
+
+@pytest.mark.parametrize("shape", [(4,), (2, 3), (0, 3)])
+@pytest.mark.parametrize("N", [None, 2, 5])
+def test_linalg_vander(shape, N):
+    # test_linalg_vander / test_vander_types
+    x = _rand(*shape)
+    # (torch's own backward of linalg.vander and vander fails on 1-D inputs: its values are
+    # checked here and its gradient against the definition, the stacked powers)
+    _both(lambda L, t: L.linalg.vander(t, N=N), x, grad=len(shape) > 1)
+    if len(shape) == 1:
+        res = []
+        for L in (fg, torch):
+            t = L.tensor(x, requires_grad=True)
+            n = N or shape[-1]
+            v = L.linalg.vander(t, N=N) if L is fg else L.stack([t**k for k in range(n)], -1)
+            (v * L.tensor(_rand(*v.shape, seed=3))).sum().backward()
+            res.append(_np(t.grad))
+        _close(*res)
+    if len(shape) == 1:
+        for inc in (False, True):
+            _both(lambda L, t, inc=inc: L.vander(t, N, inc), x, grad=False)
+            _both(lambda L, t, inc=inc: L.vander(t, 0, inc), x, grad=False)
+    for L in (fg, torch):
+        got = L.linalg.vander(L.tensor([1, 2, 3]), N=3)
+        if L is fg:
+            ours = got.tolist(), str(got.dtype).split(".")[-1]
+        else:
+            assert ours == (got.tolist(), str(got.dtype).split(".")[-1])
+
+
+def test_linalg_vander_errors():
+    _raises_like_torch(lambda L, x: L.linalg.vander(x), np.array(2.0))
+    _raises_like_torch(lambda L, x: L.linalg.vander(x, N=-1), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.vander(x, N=1), np.ones(3))
+    _raises_like_torch(lambda L, x: L.linalg.vander(x), np.ones((2, 0)))
+    _raises_like_torch(lambda L, x: L.vander(x), np.ones((2, 2)))
+
+
+# ------------------------------------------------------------------- vecdot / diagonal
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape, dim",
+    [
+        ((3,), (3,), -1),
+        ((2, 4), (4,), -1),
+        ((4, 2), (4, 1), 0),
+        ((2, 1, 3), (5, 3), -1),
+        ((0, 3), (0, 3), -1),
+    ],
+)
+def test_vecdot(a_shape, b_shape, dim):
+    # test_vecdot
+    a, b = _rand(*a_shape), _rand(*b_shape, seed=1)
+    _both(lambda L, x, y: L.linalg.vecdot(x, y, dim=dim), a, b)
+
+
+def test_vecdot_errors():
+    _raises_like_torch(lambda L, x, y: L.linalg.vecdot(x, y), np.ones(3), np.ones(4))
+    with pytest.raises(RuntimeError):
+        torch.linalg.vecdot(torch.ones(3), torch.ones(3, dtype=torch.float64))
+    with pytest.raises(RuntimeError):
+        fg.linalg.vecdot(fg.ones(3), fg.ones(3, dtype=fg.float64))
+
+
+@pytest.mark.parametrize("offset", [0, 1, -2, 5])
+@pytest.mark.parametrize("dims", [(-2, -1), (0, 2), (2, 0)])
+def test_linalg_diagonal(offset, dims):
+    # linalg.diagonal is torch.diagonal with dim1=-2, dim2=-1 by default
+    a = _rand(3, 4, 5)
+    _both(lambda L, x: L.linalg.diagonal(x, offset=offset, dim1=dims[0], dim2=dims[1]), a)
+    _both(lambda L, x: L.diagonal(x, offset, *dims), a)
+    _raises_like_torch(lambda L, x: L.linalg.diagonal(x, dim1=1, dim2=1), a)
+    _raises_like_torch(lambda L, x: L.linalg.diagonal(x), np.ones(3))
+
+
+# ---------------------------------------------------------------- BLAS-style ops, matmul
+
+
+@pytest.mark.parametrize("beta, alpha", [(1, 1), (0.5, 2.0), (0, 1.5), (2, 0)])
+def test_addmm_addmv_addr_baddbmm_addbmm(beta, alpha):
+    # test_addmm / test_addmv / test_addr_* / test_baddbmm / test_addbmm: values, gradients,
+    # and broadcasting of the input
+    cases = {
+        "addmm": ((2, 3), (2, 4), (4, 3)),
+        "addmm_bcast": ((3,), (2, 4), (4, 3)),
+        "addmv": ((2,), (2, 4), (4,)),
+        "addmv_bcast": ((1,), (2, 4), (4,)),
+        "addr": ((3, 4), (3,), (4,)),
+        "addr_bcast": ((4,), (3,), (4,)),
+        "baddbmm": ((5, 2, 3), (5, 2, 4), (5, 4, 3)),
+        "baddbmm_bcast": ((2, 3), (5, 2, 4), (5, 4, 3)),
+        "addbmm": ((2, 3), (5, 2, 4), (5, 4, 3)),
+        "addbmm_bcast": ((1, 3), (5, 2, 4), (5, 4, 3)),
+    }
+    for name, shapes in cases.items():
+        op = name.split("_")[0]
+        arrays = [_rand(*s, seed=i) for i, s in enumerate(shapes)]
+        _both(lambda L, *xs, op=op: getattr(L, op)(*xs, beta=beta, alpha=alpha), *arrays)
+        _both(lambda L, x, *xs, op=op: getattr(x, op)(*xs, beta=beta, alpha=alpha), *arrays)
+
+
+@pytest.mark.parametrize("op", ["addmm", "addmv", "addr", "baddbmm", "addbmm"])
+def test_blas_inplace_and_out(op):
+    shapes = {
+        "addmm": ((2, 3), (2, 4), (4, 3)),
+        "addmv": ((2,), (2, 4), (4,)),
+        "addr": ((3, 4), (3,), (4,)),
+        "baddbmm": ((5, 2, 3), (5, 2, 4), (5, 4, 3)),
+        "addbmm": ((2, 3), (5, 2, 4), (5, 4, 3)),
+    }[op]
+    arrays = [_rand(*s, seed=i) for i, s in enumerate(shapes)]
+    res = []
+    for L in (fg, torch):
+        ts = [L.tensor(a) for a in arrays]
+        getattr(ts[0], op + "_")(*ts[1:], beta=0.5, alpha=2.0)
+        out = L.empty(0, dtype=L.float64)
+        getattr(L, op)(*[L.tensor(a) for a in arrays], alpha=3.0, out=out)
+        res.append((_np(ts[0]), _np(out)))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "op, shapes",
+    [
+        ("addmm", ((2, 3), (2, 4), (5, 3))),
+        ("addmm", ((2, 3), (2, 4, 1), (4, 3))),
+        ("addmm", ((4, 4), (2, 4), (4, 3))),
+        ("addmv", ((2,), (2, 4), (3,))),
+        ("addmv", ((3,), (2, 4), (4,))),
+        ("addmv", ((2,), (2, 4), (4, 1))),
+        ("addr", ((3, 4), (3, 1), (4,))),
+        ("addr", ((2, 4), (3,), (4,))),
+        ("baddbmm", ((5, 2, 3), (5, 2, 4), (4, 4, 3))),
+        ("baddbmm", ((5, 2, 3), (5, 2, 4), (5, 5, 3))),
+        ("addbmm", ((2, 3), (5, 2, 4), (4, 4, 3))),
+        ("addbmm", ((3, 3), (5, 2, 4), (5, 4, 3))),
+        ("mm", ((2, 3), (4, 2))),
+        ("mm", ((2, 3, 1), (1, 2))),
+        ("mv", ((2, 3), (2,))),
+        ("bmm", ((2, 2, 3), (3, 3, 2))),
+        ("bmm", ((2, 3), (3, 2))),
+        ("matmul", ((2, 3), (2, 3))),
+        ("matmul", ((3,), (4,))),
+        ("matmul", ((2, 2, 3), (3, 3, 2))),
+        ("matmul", ((), (3,))),
+    ],
+)
+def test_blas_error_inputs(op, shapes):
+    # the shape checks of test_addmm_errors / test_blas_alpha_beta_empty / test_matmul_*
+    arrays = [np.ones(s) for s in shapes]
+    _raises_like_torch(lambda L, *xs: getattr(L, op)(*xs), *arrays)
+
+
+def test_blas_dtype_mismatch_and_empty():
+    # mixed dtypes raise; empty products are zeros scaled by beta
+    for L in (fg, torch):
+        with pytest.raises(RuntimeError):
+            L.addmm(L.ones(2, 2), L.ones(2, 2, dtype=L.float64), L.ones(2, 2))
+        with pytest.raises(RuntimeError):
+            L.mm(L.ones(2, 2), L.ones(2, 2, dtype=L.float64))
+    cases = {
+        "addmm": ((2, 3), (2, 0), (0, 3)),
+        "addmv": ((2,), (2, 0), (0,)),
+        "baddbmm": ((0, 2, 3), (0, 2, 4), (0, 4, 3)),
+        "addbmm": ((2, 3), (0, 2, 4), (0, 4, 3)),
+        "addr": ((0, 3), (0,), (3,)),
+    }
+    for op, shapes in cases.items():
+        arrays = [_rand(*s, seed=i) for i, s in enumerate(shapes)]
+        _both(lambda L, *xs, op=op: getattr(L, op)(*xs, beta=2.0, alpha=3.0), *arrays)
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [
+        ((3,), (3,)),
+        ((2, 3), (3,)),
+        ((3,), (3, 2)),
+        ((4, 2, 3), (3,)),
+        ((3,), (4, 3, 2)),
+        ((4, 2, 3), (3, 5)),
+        ((2, 3), (4, 3, 5)),
+        ((2, 1, 2, 3), (4, 3, 5)),
+        ((5, 1, 2, 3), (1, 6, 3, 2)),
+        ((0, 2, 3), (3, 4)),
+        ((2, 0), (0, 3)),
+        ((1, 2, 3), (0, 3, 1)),
+    ],
+)
+def test_matmul_broadcasting(a_shape, b_shape):
+    # test_matmul_small_brute_force_*d_Nd / test_matmul_45724 / test_matmul_out
+    a, b = _rand(*a_shape), _rand(*b_shape, seed=1)
+    _both(lambda L, x, y: L.matmul(x, y), a, b)
+    _both(lambda L, x, y: L.linalg.matmul(x, y), a, b)
+    _both(lambda L, x, y: x @ y, a, b, grad=False)
+    out = fg.empty(0, dtype=fg.float64)
+    fg.matmul(fg.tensor(a), fg.tensor(b), out=out)
+    _close(out, a @ b if a.ndim > 1 or b.ndim > 1 else np.array(a @ b), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float32_decompositions_match_torch(dtype):
+    # the float32 instantiation of the decomposition tests: dtypes kept, values close
+    a = _fullrank(2, 4, 4).astype(dtype)
+    s = _spd(2, 4, 4).astype(dtype)
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    for name, arr in (
+        ("det", a),
+        ("inv", a),
+        ("cholesky", s),
+        ("eigvalsh", s),
+        ("svdvals", a),
+        ("pinv", a),
+        ("matrix_exp", a),
+        ("matrix_norm", a),
+        ("cond", a),
+    ):
+        r = getattr(fg.linalg, name)(fg.tensor(arr))
+        t = getattr(torch.linalg, name)(torch.tensor(arr))
+        assert r.dtype.name == dtype, name
+        np.testing.assert_allclose(r.numpy(), t.numpy(), rtol=tol, atol=tol)
+    for name in ("slogdet", "qr", "lu_factor"):
+        r = getattr(fg.linalg, name)(fg.tensor(a))
+        t = getattr(torch.linalg, name)(torch.tensor(a))
+        assert r[0].dtype.name == dtype and r[1].dtype.name == str(t[1].dtype).split(".")[-1]
