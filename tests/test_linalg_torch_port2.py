@@ -1138,3 +1138,181 @@ def test_float32_decompositions_match_torch(dtype):
         r = getattr(fg.linalg, name)(fg.tensor(a))
         t = getattr(torch.linalg, name)(torch.tensor(a))
         assert r[0].dtype.name == dtype and r[1].dtype.name == str(t[1].dtype).split(".")[-1]
+
+
+# ------------------------------------------------ edge inputs: values or torch's exception
+
+
+def _r(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+_X = np.array([[1.0, -2.0, INF], [math.nan, 1.0, 2.0]])
+EDGE = {
+    # test_norm_extreme_values / test_norm_vector_degenerate_shapes
+    **{
+        f"vector_norm_extreme_{o}": lambda L, o=o: L.linalg.vector_norm(L.tensor(_X), o, 1)
+        for o in (0, 1, 2, 3, INF, -INF, -1, 0.5)
+    },
+    **{
+        f"vector_norm_empty_{o}": lambda L, o=o: L.linalg.vector_norm(
+            L.zeros(2, 0, dtype=L.float64), o, 1, True
+        )
+        for o in (0, 1, 2, INF, -INF, -1, 0.5)
+    },
+    **{
+        f"vector_norm_empty_all_{o}": lambda L, o=o: L.linalg.vector_norm(
+            L.zeros(0, dtype=L.float64), o
+        )
+        for o in (0, 2, INF, -INF, -1)
+    },
+    "vector_norm_repeated_dim": lambda L: L.linalg.vector_norm(L.ones(2, 3), 2, dim=(0, 0)),
+    "vector_norm_dim_out_of_range": lambda L: L.linalg.vector_norm(L.ones(2, 3), 2, dim=2),
+    "vector_norm_scalar": lambda L: L.linalg.vector_norm(L.tensor(-3.0), 2, dim=0),
+    "vector_norm_float16_in_float32": lambda L: L.linalg.vector_norm(
+        L.ones(3, dtype=L.float16), dtype=L.float32
+    ),
+    "norm_dtype": lambda L: L.linalg.norm(L.ones(3, 3), dtype=L.float64),
+    "norm_nuc_dtype": lambda L: L.linalg.norm(L.ones(3, 3), "nuc", dtype=L.float64),
+    "torch_norm_nuc_dims": lambda L: L.norm(L.tensor(_r(2, 3, 4)), "nuc", dim=(0, 2)),
+    "torch_norm_p0": lambda L: L.norm(L.tensor([0.0, 1, 2]), 0),
+    "torch_norm_dtype": lambda L: L.norm(L.ones(3), dtype=L.float64),
+    "matrix_norm_keepdim_empty": lambda L: L.linalg.matrix_norm(
+        L.zeros(2, 0, 3, dtype=L.float64), keepdim=True
+    ),
+    "matrix_norm_nuc_swapped_dims": lambda L: L.linalg.matrix_norm(
+        L.tensor(_r(2, 3, 4)), "nuc", dim=(2, 0), keepdim=True
+    ),
+    "matrix_norm_-2_swapped_dims": lambda L: L.linalg.matrix_norm(
+        L.tensor(_r(2, 3, 4)), -2, dim=(2, 0)
+    ),
+    # test_linalg_matrix_exp_perverse_nan_values / boundary cases
+    "matrix_exp_nan": lambda L: L.linalg.matrix_exp(L.tensor([[math.nan, 1.0], [0.0, 1.0]])),
+    "matrix_exp_large": lambda L: L.linalg.matrix_exp(
+        L.tensor([[100.0, 1.0], [0.0, 1.0]], dtype=L.float64)
+    ),
+    "matrix_exp_int": lambda L: L.linalg.matrix_exp(L.eye(2, dtype=L.int64)),
+    # test_eigh_lower_uplo: UPLO is case-insensitive
+    "eigvalsh_uplo_lower_case_l": lambda L: L.linalg.eigvalsh(L.tensor(_r(3, 3)), UPLO="l"),
+    "eigvalsh_uplo_lower_case_u": lambda L: L.linalg.eigvalsh(L.tensor(_r(3, 3)), "u"),
+    # test_solve: vector right-hand sides and their shape checks
+    "solve_batched_vectors": lambda L: L.linalg.solve(L.tensor(_r(2, 3, 3)), L.tensor(_r(2, 3))),
+    "solve_vector_batch_mismatch": lambda L: L.linalg.solve(
+        L.tensor(_r(2, 3, 3)), L.tensor(_r(4, 3))
+    ),
+    "solve_left_false_vector": lambda L: L.linalg.solve(
+        L.tensor(_r(3, 3)), L.tensor(_r(3)), left=False
+    ),
+    "solve_mixed_dtypes": lambda L: L.linalg.solve(L.eye(3, dtype=L.float64), L.ones(3, 1)),
+    "solve_triangular_promotes": lambda L: L.linalg.solve_triangular(
+        L.eye(3, dtype=L.float64) * 2, L.ones(3, 1), upper=True
+    ),
+    "solve_triangular_left_false_vector": lambda L: L.linalg.solve_triangular(
+        L.eye(3, dtype=L.float64), L.ones(3, dtype=L.float64), upper=True, left=False
+    ),
+    # test_slogdet / test_det on singular and empty inputs
+    "slogdet_singular": lambda L: L.linalg.slogdet(L.zeros(2, 2, dtype=L.float64)),
+    "slogdet_empty": lambda L: L.linalg.slogdet(L.zeros(2, 0, 0, dtype=L.float64)),
+    "logdet_negative": lambda L: L.logdet(-L.eye(3, dtype=L.float64)),
+    # test_tensorinv_singular_input / test_tensorsolve_empty
+    "tensorinv_singular": lambda L: L.linalg.tensorinv(L.zeros(4, 2, 2, dtype=L.float64), ind=1),
+    "tensorinv_float_ind": lambda L: L.linalg.tensorinv(L.eye(4).reshape(4, 2, 2), ind=1.0),
+    "tensorsolve_empty": lambda L: L.linalg.tensorsolve(
+        L.zeros(0, 0, dtype=L.float64), L.zeros(0, dtype=L.float64)
+    ),
+    # test_lu_unpack_check_input / test_linalg_lu_solve broadcasting
+    "lu_unpack_no_data": lambda L: L.lu_unpack(
+        *L.linalg.lu_factor(L.tensor(_r(3, 3))), unpack_data=False
+    ),
+    "lu_unpack_no_pivots": lambda L: L.lu_unpack(
+        *L.linalg.lu_factor(L.tensor(_r(3, 3))), unpack_pivots=False
+    ),
+    "lu_unpack_pivot_out_of_range": lambda L: L.lu_unpack(
+        L.tensor(_r(3, 3)), L.tensor([1, 2, 5], dtype=L.int32)
+    ),
+    "lu_solve_broadcast_b": lambda L: L.linalg.lu_solve(
+        *L.linalg.lu_factor(L.tensor(_r(3, 3))), L.tensor(_r(2, 3, 1, seed=1))
+    ),
+    "lu_solve_broadcast_both": lambda L: L.linalg.lu_solve(
+        *L.linalg.lu_factor(L.tensor(_r(2, 1, 3, 3))), L.tensor(_r(4, 3, 1, seed=1))
+    ),
+    # test_addr_* / test_addmm_* dtype rules
+    "addr_bool": lambda L: L.addr(
+        L.tensor([[True, False]] * 2), L.tensor([True, False]), L.tensor([False, True])
+    ),
+    "addr_bool_alpha_beta": lambda L: L.addr(
+        L.ones(2, 2, dtype=L.bool), L.ones(2, dtype=L.bool), L.ones(2, dtype=L.bool), beta=False
+    ),
+    "addr_int_float_alpha": lambda L: L.addr(
+        L.ones(2, 2, dtype=L.int64), L.ones(2, dtype=L.int64), L.ones(2, dtype=L.int64), alpha=2.5
+    ),
+    "addmm_int": lambda L: L.addmm(
+        L.ones(2, 2, dtype=L.int64),
+        L.ones(2, 2, dtype=L.int64),
+        L.ones(2, 2, dtype=L.int64),
+        alpha=2,
+    ),
+    "addmv_empty": lambda L: L.addmv(L.ones(0), L.ones(0, 3), L.ones(3)),
+    # test_matmul_* / test_mv / test_dot / chain_matmul / multi_dot shape and dtype checks
+    "matmul_0d": lambda L: L.matmul(L.ones(()), L.ones(())),
+    "matmul_int": lambda L: L.matmul(L.ones(2, 3, dtype=L.int64), L.ones(3, dtype=L.int64)),
+    "matmul_mixed_dtypes": lambda L: L.matmul(L.ones(2, 3), L.ones(3, dtype=L.float64)),
+    "mv_3d": lambda L: L.mv(L.ones(2, 2, 3), L.ones(3)),
+    "dot_lengths": lambda L: L.dot(L.ones(3), L.ones(4)),
+    "chain_matmul_3d": lambda L: L.chain_matmul(L.ones(2, 2, 2), L.ones(2, 2)),
+    "multi_dot_mixed_dtypes": lambda L: L.linalg.multi_dot(
+        [L.ones(2, 2), L.ones(2, 2, dtype=L.float64)]
+    ),
+    "multi_dot_0d": lambda L: L.linalg.multi_dot([L.ones(()), L.ones(2)]),
+    # pinv / matrix_rank / matrix_power input checks
+    "pinv_hermitian_non_square": lambda L: L.linalg.pinv(
+        L.ones(2, 3, dtype=L.float64), hermitian=True
+    ),
+    "pinv_negative_atol": lambda L: L.linalg.pinv(L.tensor(np.diag([2.0, 1e-3])), atol=-1.0),
+    "matrix_rank_hermitian_non_square": lambda L: L.linalg.matrix_rank(
+        L.ones(2, 3, dtype=L.float64), hermitian=True
+    ),
+    "matrix_rank_tol_tensor": lambda L: L.linalg.matrix_rank(
+        L.tensor(np.diag([2.0, 1e-3])), tol=L.tensor(0.01, dtype=L.float64)
+    ),
+    "matrix_power_1d": lambda L: L.linalg.matrix_power(L.ones(3), 2),
+    "matrix_power_float_n": lambda L: L.linalg.matrix_power(L.eye(3), 2.0),
+    # cross / cholesky / inv / qr / svd / eigh on odd inputs
+    "cross_int": lambda L: L.linalg.cross(L.tensor([1, 2, 3]), L.tensor([4, 5, 7])),
+    "cross_mixed_dtypes": lambda L: L.linalg.cross(L.ones(3), L.ones(3, dtype=L.float64)),
+    "cholesky_inverse_singular_batch": lambda L: L.cholesky_inverse(L.zeros(2, 3, 3)),
+    "cholesky_ex_non_square": lambda L: L.linalg.cholesky_ex(L.ones(2, 3)),
+    "inv_ex_non_square": lambda L: L.linalg.inv_ex(L.ones(2, 3)),
+    "qr_int": lambda L: L.linalg.qr(L.eye(3, dtype=L.int64)),
+    "svd_empty_rows": lambda L: L.linalg.svd(L.zeros(0, 3, dtype=L.float64)),
+    "svd_empty_cols_reduced": lambda L: L.linalg.svd(
+        L.zeros(3, 0, dtype=L.float64), full_matrices=False
+    ),
+    "svdvals_empty": lambda L: L.linalg.svdvals(L.zeros(2, 3, 0, dtype=L.float64)),
+    "eigh_empty": lambda L: L.linalg.eigh(L.zeros(2, 0, 0, dtype=L.float64)),
+    "qr_complete_empty_cols": lambda L: L.linalg.qr(
+        L.zeros(3, 0, dtype=L.float64), mode="complete"
+    ),
+    "qr_empty_rows": lambda L: L.linalg.qr(L.zeros(0, 3, dtype=L.float64)),
+    "diagonal_offset_past_the_end": lambda L: L.linalg.diagonal(L.ones(2, 3), offset=-5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE))
+def test_edge_inputs_like_torch(name):
+    """The same values as torch (dtype and shape included), or an exception of torch's
+    kind."""
+    fn = EDGE[name]
+    try:
+        want = fn(torch)
+    except Exception as e:  # noqa: BLE001 - any exception torch raises is the reference
+        with pytest.raises(_like(e)):
+            fn(fg)
+        return
+    got = fn(fg)
+    want, got = _flat(want), _flat(got)
+    assert len(want) == len(got)
+    for w, g in zip(want, got):
+        assert str(g.dtype).split(".")[-1] == str(w.dtype).split(".")[-1], name
+        assert tuple(g.shape) == tuple(w.shape), name
+        np.testing.assert_allclose(_np(g), _np(w), rtol=1e-8, atol=1e-10, equal_nan=True)

@@ -150,6 +150,11 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     if B.dtype != A.dtype:
         raise _core.DTypeError(f"linalg.solve: A is {A.dtype} but B is {B.dtype}")
     if not left:
+        if B.ndim < 2:
+            raise ShapeError(
+                f"linalg.solve: with left=False B must be a matrix (X @ A = B), got shape "
+                f"{list(B.shape)}"
+            )
         return _mT(solve(_mT(A), _mT(B)))
     vector = _as_matrix_rhs("solve", A, B)
     Bm = B.unsqueeze(-1) if vector else B
@@ -316,8 +321,9 @@ def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
     """Eigenvalues (ascending) and orthonormal eigenvectors (columns) of a symmetric matrix,
     reading the ``UPLO`` triangle."""
     A = _float_input("eigh", "A", A)
-    if UPLO not in ("L", "U"):
+    if not isinstance(UPLO, str) or UPLO.upper() not in ("L", "U"):
         raise ShapeError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    UPLO = UPLO.upper()  # (lower case accepted, as PyTorch's)
     w, V = _Eigh(UPLO)(A)
     return EighResult(w, V)
 
@@ -587,7 +593,7 @@ def matrix_rank(
         if atol is not None or rtol is not None:
             raise ShapeError("linalg.matrix_rank: tol cannot be given with atol or rtol")
         atol, rtol = tol, 0.0
-    A = _float_input("matrix_rank", "A", A, square=False)
+    A = _float_input("matrix_rank", "A", A, square=hermitian)
     S = svdvals(A).detach()
     m, n = A.shape[-2], A.shape[-1]
     if not isinstance(atol, Tensor) and not isinstance(rtol, Tensor):
@@ -722,6 +728,11 @@ def solve_triangular(
             f"linalg.solve_triangular: B must be a matrix or a batch of them, got shape "
             f"{list(B.shape)}"
         )
+    if A.dtype != B.dtype:  # promoted, as PyTorch's
+        if B.dtype.kind != "f" and B.dtype.kind not in "iub":
+            raise _core.DTypeError(f"linalg.solve_triangular: B must be real, got {B.dtype}")
+        wide = "float64" if "float64" in (A.dtype.name, B.dtype.name) else A.dtype.name
+        A, B = A.astype(wide), B.astype(wide)
     n = A.shape[-1]
     T = A.triu() if upper else A.tril()
     if unitriangular:

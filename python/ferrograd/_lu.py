@@ -187,7 +187,7 @@ def _permutation(pivots: np.ndarray, m: int) -> np.ndarray:
     for j, p in enumerate(pivots):
         p = int(p) - 1
         if not 0 <= p < m:
-            raise ValueError(f"lu_unpack: pivot {p + 1} at {j} is out of range for {m} rows")
+            raise ShapeError(f"lu_unpack: pivot {p + 1} at {j} is out of range for {m} rows")
         perm[[j, p]] = perm[[p, j]]
     return perm
 

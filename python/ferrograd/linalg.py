@@ -219,7 +219,13 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
 def cross(input: Tensor, other: Tensor, *, dim: int = -1, out: Any = None) -> Tensor:
     """The cross product of 3-vectors along ``dim`` (the last axis by default); ``out=`` as
     PyTorch's."""
-    return _cross(input, other, dim, out=out)
+    a = _check_tensor("cross", "input", input)
+    b = _check_tensor("cross", "other", other)
+    if a.dtype != b.dtype:
+        raise _core.DTypeError(
+            f"linalg.cross: input and other must have the same dtype, got {a.dtype} and {b.dtype}"
+        )
+    return _cross(a, b, dim, out=out)
 
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:
@@ -268,6 +274,10 @@ def matrix_exp(A: Tensor) -> Tensor:
     from ._torch_extra import matrix_exp as _matrix_exp
 
     A = _check_tensor("matrix_exp", "A", A)
+    if A.dtype.kind != "f":
+        from .nn._errors import UnsupportedDTypeError
+
+        raise UnsupportedDTypeError(f"linalg.matrix_exp: expected a float input, got {A.dtype}")
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise ShapeError(
             f"linalg.matrix_exp: A must be batches of square matrices, got shape {list(A.shape)}"
@@ -334,7 +344,9 @@ def tensorinv(A: Tensor, ind: int = 2) -> Tensor:
     """The inverse of ``A`` seen as a linear map from its first ``ind`` axes to the rest:
     ``tensordot(tensorinv(A, ind), A, ind)`` is the identity."""
     A = _check_tensor("tensorinv", "A", A)
-    if isinstance(ind, bool) or not isinstance(ind, int) or ind <= 0:
+    if isinstance(ind, bool) or not isinstance(ind, int):
+        raise TypeError(f"linalg.tensorinv: ind must be an int, got {type(ind).__name__}")
+    if ind <= 0:
         raise ShapeError(f"linalg.tensorinv: ind must be a positive integer, got {ind!r}")
     rows, cols = math.prod(A.shape[:ind]), math.prod(A.shape[ind:])
     if rows != cols:
