@@ -1316,3 +1316,89 @@ def test_edge_inputs_like_torch(name):
         assert str(g.dtype).split(".")[-1] == str(w.dtype).split(".")[-1], name
         assert tuple(g.shape) == tuple(w.shape), name
         np.testing.assert_allclose(_np(g), _np(w), rtol=1e-8, atol=1e-10, equal_nan=True)
+
+
+# ----------------------------------------------------------------------------- out=
+
+_A = _fullrank(2, 3, 3)
+_S = _spd(2, 3, 3)
+_B = _rand(2, 3, 2, seed=1)
+OUT = {
+    "linalg.inv": lambda L, o: L.linalg.inv(L.tensor(_A), out=o),
+    "linalg.det": lambda L, o: L.linalg.det(L.tensor(_A), out=o),
+    "linalg.solve": lambda L, o: L.linalg.solve(L.tensor(_A), L.tensor(_B), out=o),
+    "linalg.cholesky": lambda L, o: L.linalg.cholesky(L.tensor(_S), out=o),
+    "linalg.matrix_power": lambda L, o: L.linalg.matrix_power(L.tensor(_A), -2, out=o),
+    "linalg.pinv": lambda L, o: L.linalg.pinv(L.tensor(_A), out=o),
+    "linalg.svdvals": lambda L, o: L.linalg.svdvals(L.tensor(_A), out=o),
+    "linalg.matrix_norm": lambda L, o: L.linalg.matrix_norm(L.tensor(_A), "nuc", out=o),
+    "linalg.vector_norm": lambda L, o: L.linalg.vector_norm(L.tensor(_A), 3, dim=1, out=o),
+    "linalg.norm": lambda L, o: L.linalg.norm(L.tensor(_A), out=o),
+    "linalg.cond": lambda L, o: L.linalg.cond(L.tensor(_A), 1, out=o),
+    "linalg.multi_dot": lambda L, o: L.linalg.multi_dot([L.tensor(_A[0]), L.tensor(_B[0])], out=o),
+    "linalg.solve_triangular": lambda L, o: L.linalg.solve_triangular(
+        L.tensor(_A), L.tensor(_B), upper=True, out=o
+    ),
+    "linalg.vecdot": lambda L, o: L.linalg.vecdot(L.tensor(_A), L.tensor(_A), out=o),
+    "linalg.tensorinv": lambda L, o: L.linalg.tensorinv(L.tensor(_A[0]), ind=1, out=o),
+    "linalg.tensorsolve": lambda L, o: L.linalg.tensorsolve(
+        L.tensor(_A[0]), L.tensor(_B[0, :, 0]), out=o
+    ),
+    "linalg.householder_product": lambda L, o: L.linalg.householder_product(
+        L.tensor(_A), L.tensor(_B[..., 0]), out=o
+    ),
+    "linalg.matrix_rank": lambda L, o: L.linalg.matrix_rank(L.tensor(_A), out=o),
+    "linalg.eigvalsh": lambda L, o: L.linalg.eigvalsh(L.tensor(_S), out=o),
+    "linalg.lu_solve": lambda L, o: L.linalg.lu_solve(
+        *L.linalg.lu_factor(L.tensor(_A)), L.tensor(_B), out=o
+    ),
+    "cholesky_inverse": lambda L, o: L.cholesky_inverse(L.tensor(np.linalg.cholesky(_S)), out=o),
+    "chain_matmul": lambda L, o: L.chain_matmul(L.tensor(_A[0]), L.tensor(_A[1]), out=o),
+    "addmm": lambda L, o: L.addmm(L.tensor(_A[0]), L.tensor(_A[1]), L.tensor(_A[0]), out=o),
+    "baddbmm": lambda L, o: L.baddbmm(L.tensor(_A), L.tensor(_A), L.tensor(_A), out=o),
+    "matmul": lambda L, o: L.matmul(L.tensor(_A), L.tensor(_B), out=o),
+    # the ops that return several tensors take a tuple
+    "linalg.slogdet": lambda L, o: L.linalg.slogdet(L.tensor(_A), out=o),
+    "linalg.eigh": lambda L, o: L.linalg.eigh(L.tensor(_S), out=o),
+    "linalg.qr": lambda L, o: L.linalg.qr(L.tensor(_A), out=o),
+    "linalg.svd": lambda L, o: L.linalg.svd(L.tensor(_A), out=o),
+    "linalg.inv_ex": lambda L, o: L.linalg.inv_ex(L.tensor(_A), out=o),
+    "linalg.cholesky_ex": lambda L, o: L.linalg.cholesky_ex(L.tensor(_S), out=o),
+    "linalg.solve_ex": lambda L, o: L.linalg.solve_ex(L.tensor(_A), L.tensor(_B), out=o),
+    "linalg.lu": lambda L, o: L.linalg.lu(L.tensor(_A), out=o),
+    "linalg.lu_factor": lambda L, o: L.linalg.lu_factor(L.tensor(_A), out=o),
+    "linalg.lu_factor_ex": lambda L, o: L.linalg.lu_factor_ex(L.tensor(_A), out=o),
+    "lu_unpack": lambda L, o: L.lu_unpack(*L.linalg.lu_factor(L.tensor(_A)), out=o),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT))
+def test_out_variants(name):
+    # the out= checks of test_linalg.py (test_inverse's out, test_det's out, ...): the result
+    # is written into the given tensors (resized from empty) and they are returned
+    fn = OUT[name]
+    for L in (fg, torch):
+        want = fn(L, None)
+        if isinstance(want, tuple):
+            out = tuple(L.empty(0, dtype=w.dtype) for w in want)
+        else:
+            out = L.empty(0, dtype=want.dtype)
+        got = fn(L, out)
+        for o, g, w in zip(_flat(out), _flat(got), _flat(want)):
+            assert g is o
+            np.testing.assert_array_equal(_np(o), _np(w))
+        if L is fg:
+            ours = [_np(o) for o in _flat(out)]
+        else:
+            for a, b in zip(ours, _flat(out)):
+                if name == "linalg.eigh":  # (eigenvectors are unique up to their signs)
+                    a, b = np.abs(a), np.abs(_np(b))
+                np.testing.assert_allclose(a, _np(b), rtol=1e-9, atol=1e-11)
+    # a wrong dtype is refused, as PyTorch's
+    first = _flat(want)[0]
+    if first.dtype == torch.float64:
+        bad = fg.empty(0, dtype=fg.float32)
+        if isinstance(want, tuple):
+            bad = (bad,) + tuple(fg.empty(0, dtype=str(w.dtype).split(".")[-1]) for w in want[1:])
+        with pytest.raises(RuntimeError):
+            fn(fg, bad)

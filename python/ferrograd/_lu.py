@@ -98,7 +98,7 @@ def _empty_on_graph(z: Tensor, A: Tensor) -> Tensor:
     return z + A.sum()
 
 
-def lu(A: Any, *, pivot: bool = True, out: Any = None) -> LUResult:
+def lu(A: Any, *, pivot: bool = True) -> LUResult:
     """``P, L, U`` with ``A = P @ L @ U`` (``torch.linalg.lu``): ``L`` unit lower triangular
     (m x k), ``U`` upper triangular (k x n), k = min(m, n); differentiable in ``A``."""
     A = _matrix("lu", A)
@@ -130,7 +130,7 @@ def _combine(L: Tensor, U: Tensor, m: int, n: int) -> Tensor:
     return lower + upper
 
 
-def lu_factor(A: Any, *, pivot: bool = True, out: Any = None) -> LUFactorResult:
+def lu_factor(A: Any, *, pivot: bool = True) -> LUFactorResult:
     """``LU, pivots`` (``torch.linalg.lu_factor``): ``L`` (without its unit diagonal) and
     ``U`` in one matrix, and LAPACK's 1-based row swaps (int32). A ``U`` with a zero on its
     diagonal (a rank-deficient ``A``) raises ``RuntimeError``, as PyTorch's:
@@ -171,7 +171,7 @@ def _lu_factor(A: Tensor, pivot: bool, check_errors: bool) -> LUFactorResult:
     return LUFactorResult(LU, piv)
 
 
-def lu_factor_ex(A: Any, *, pivot: bool = True, check_errors: bool = False, out: Any = None):
+def lu_factor_ex(A: Any, *, pivot: bool = True, check_errors: bool = False):
     """:func:`lu_factor` with ``info`` (0, or i for a zero pivot U[i-1, i-1], as LAPACK)."""
     LU, piv = _lu_factor(_matrix("lu_factor_ex", A), pivot, False)
     diag = np.diagonal(LU.detach().numpy(), axis1=-2, axis2=-1)
