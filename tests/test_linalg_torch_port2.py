@@ -10,6 +10,7 @@ and float64 gradients are compared with torch running the same code on the same 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import ferrograd as fg
@@ -1402,3 +1403,188 @@ def test_out_variants(name):
             bad = (bad,) + tuple(fg.empty(0, dtype=str(w.dtype).split(".")[-1]) for w in want[1:])
         with pytest.raises(RuntimeError):
             fn(fg, bad)
+
+
+# ------------------------------------------------ the norm tests, against numpy and torch
+
+_S10 = 10
+
+
+@pytest.mark.parametrize(
+    "shape, ords, dim, err",
+    [
+        ((_S10,), ["fro", "nuc"], None, RuntimeError),
+        ((_S10, _S10), [3.5, 0, "fail"], None, RuntimeError),
+        ((_S10, _S10), ["fro", "nuc"], 0, RuntimeError),
+        ((_S10, _S10), ["fro", "nuc", 2], (0, 0), RuntimeError),
+        ((_S10, _S10), ["fro", "nuc", 2], (-1, 1), RuntimeError),
+        ((_S10, _S10), ["fro", "nuc", 2], (0, 4), IndexError),
+        ((_S10,), [0], (4,), IndexError),
+        ((_S10,), [None], (0, 0), RuntimeError),
+        ((_S10, _S10, _S10), [1], (0, 1, 2), RuntimeError),
+        ((_S10, _S10, _S10), [1], None, RuntimeError),
+    ],
+)
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_norm_errors(shape, ords, dim, err, keepdim):
+    # test_norm_errors: torch.linalg.norm and numpy both refuse these
+    a = _rand(*shape)
+    for ord in ords:
+        with pytest.raises(err):
+            torch.linalg.norm(torch.tensor(a), ord, dim, keepdim)
+        with pytest.raises(err):
+            fg.linalg.norm(fg.tensor(a), ord, dim, keepdim)
+        with pytest.raises(Exception):  # noqa: B017 - numpy's own exception types
+            np.linalg.norm(a, ord, dim, keepdim)
+
+
+def test_matrix_norm_errors_and_default_dim():
+    # test_matrix_norm
+    A = _rand(2, 2, 2)
+    for L in (fg, torch):
+        with pytest.raises(RuntimeError):
+            L.linalg.matrix_norm(L.tensor(_rand(2)))
+        with pytest.raises(RuntimeError):
+            L.linalg.matrix_norm(L.tensor(A), dim=(0,))
+        for ord in (0, 3.0):
+            with pytest.raises(RuntimeError):
+                L.linalg.matrix_norm(L.tensor(A), ord=ord)
+    _close(fg.linalg.matrix_norm(fg.tensor(A)), fg.linalg.norm(fg.tensor(A), dim=(-2, -1)))
+    _close(fg.linalg.matrix_norm(fg.tensor(A)), torch.linalg.matrix_norm(torch.tensor(A)))
+
+
+_EXTREME_PAIRS = [list(p) for p in itertools.product([INF, -INF, 0.0, math.nan, 1.0], repeat=2)]
+
+
+@pytest.mark.parametrize("ord", [0, 1, 2, 3, INF, -1, -2, -3, -INF])
+def test_vector_norm_extreme_values(ord):
+    # test_vector_norm_extreme_values / test_norm_extreme_values (vectors): against numpy
+    for v in _EXTREME_PAIRS:
+        want = np.linalg.norm(np.array(v), ord=ord)
+        np.testing.assert_equal(
+            float(fg.linalg.vector_norm(fg.tensor(v, dtype="float64"), ord)), want
+        )
+        np.testing.assert_equal(float(fg.linalg.norm(fg.tensor(v, dtype="float64"), ord)), want)
+
+
+@pytest.mark.parametrize("ord", ["fro", 1, INF, -1, -INF])
+def test_matrix_norm_extreme_values(ord):
+    # test_norm_extreme_values (matrices; PyTorch skips nuc, 2, -2 there)
+    for v in _EXTREME_PAIRS:
+        for m in ([v], [[v[0]], [v[1]]]):
+            want = np.linalg.norm(np.array(m), ord=ord)
+            got = float(fg.linalg.norm(fg.tensor(m, dtype="float64"), ord))
+            np.testing.assert_equal(got, want)
+
+
+@pytest.mark.parametrize("shape, dim", [((6, 1), -1), ((3, 1, 2, 1), (1, 3)), ((1,), None)])
+@pytest.mark.parametrize("ord", [INF, -INF, 0, 1, -1, 2, -2])
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_vector_norm_reduce_over_1D_vector(shape, dim, ord, keepdim):
+    if isinstance(dim, tuple) and ord == 0:
+        return  # (numpy refuses the 0 norm of a matrix)
+    a = np.random.default_rng(0).uniform(-9, 9, shape)
+    got = fg.linalg.vector_norm(fg.tensor(a), ord, dim, keepdim)
+    want = np.linalg.norm(a, ord, dim, keepdim)
+    _close(got, np.asarray(want), rtol=1e-12)
+
+
+@pytest.mark.parametrize("ord", [0, 0.5, 1, 2, 3, INF, -0.5, -1, -2, -3, -INF])
+@pytest.mark.parametrize(
+    "shape, dim", [((0,), None), ((0, 10), 0), ((0, 10), 1), ((10, 0), 0), ((10, 0), 1)]
+)
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_norm_vector_degenerate_shapes(ord, shape, dim, keepdim):
+    # test_norm_vector_degenerate_shapes: numpy's values, or RuntimeError where the norm of
+    # no entries has no value (negative ords and inf)
+    a = _rand(*shape)
+    if (ord < 0 or ord == INF) and (dim is None or shape[dim] == 0):
+        for L in (fg, torch):
+            with pytest.raises(RuntimeError):
+                L.linalg.norm(L.tensor(a), ord, dim, keepdim)
+        return
+    want = np.linalg.norm(a, ord, dim, keepdim)
+    _close(fg.linalg.norm(fg.tensor(a), ord, dim, keepdim), np.asarray(want))
+    _close(fg.linalg.vector_norm(fg.tensor(a), ord, dim, keepdim), np.asarray(want))
+
+
+@pytest.mark.parametrize(
+    "shape, error_ords, dim",
+    [
+        ((0, 0), [1, 2, INF, -1, -2, -INF], None),
+        ((0, 10), [2, INF, -2, -INF], None),
+        ((10, 0), [1, 2, -1, -2], None),
+        ((10, 10, 0), [], (0, 1)),
+        ((1, 10, 0), [], (0, 1)),
+        ((0, 0, 10), [1, 2, INF, -1, -2, -INF], (0, 1)),
+        ((0, 0, 10), [1, 2, INF, -1, -2, -INF], (1, 0)),
+    ],
+)
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_norm_matrix_degenerate_shapes(shape, error_ords, dim, keepdim):
+    # test_norm_matrix_degenerate_shapes: numpy's values where numpy has them; PyTorch
+    # (and ferrograd) raise IndexError where numpy raises ... except that PyTorch gives 0 for
+    # the norms that are maxima of no values (checked against torch below)
+    a = _rand(*shape)
+    for ord in ["fro", "nuc", 1, 2, INF, -1, -2, -INF, None]:
+        ops = ["norm"] + (["matrix_norm"] if ord is not None and dim is not None else [])
+        for op in ops:
+            try:
+                want = getattr(torch.linalg, op)(torch.tensor(a), ord, dim, keepdim)
+            except IndexError:
+                with pytest.raises(IndexError):
+                    getattr(fg.linalg, op)(fg.tensor(a), ord, dim, keepdim)
+                continue
+            got = getattr(fg.linalg, op)(fg.tensor(a), ord, dim, keepdim)
+            _close(got, want)
+            if ord not in error_ords:
+                _close(got, np.asarray(np.linalg.norm(a, ord, dim, keepdim)))
+
+
+def test_norm_fastpaths():
+    # test_norm_fastpaths: the special ords agree with their definitions
+    x = _rand(3, 5)
+    t = fg.tensor(x)
+    _close(fg.linalg.norm(t, 4.5, 1), (np.abs(x) ** 4.5).sum(1) ** (1 / 4.5))
+    _close(fg.linalg.norm(t, 0, 1), (x != 0).sum(1).astype(float))
+    _close(fg.linalg.norm(t, 1, 1), np.abs(x).sum(1))
+    _close(fg.linalg.norm(t, 2, 1), np.sqrt((x**2).sum(1)))
+    _close(fg.linalg.norm(t, 3, 1), (np.abs(x) ** 3).sum(1) ** (1 / 3))
+
+
+@pytest.mark.parametrize("p", [1, -1, 2, -2, INF, -INF, "fro", "nuc", None])
+def test_cond_against_numpy(p):
+    # test_cond: numpy's values on batches, empty batches, non-square (2-norms) and singular
+    # inputs; 0 for 0x0 matrices (where numpy fails)
+    for shape in ((32, 32), (2, 3, 3, 3), (0, 3, 3), (0, 2, 5, 5)):
+        a = _rand(*shape)
+        want = np.linalg.cond(a, p) if a.size else np.zeros(shape[:-2])
+        _close(fg.linalg.cond(fg.tensor(a), p), np.asarray(want), rtol=1e-7)
+    if p in (2, -2, None):
+        for shape in ((16, 32), (32, 16), (2, 3, 5, 3), (2, 3, 3, 5)):
+            a = _rand(*shape)
+            _close(fg.linalg.cond(fg.tensor(a), p), np.linalg.cond(a, p), rtol=1e-7)
+    sing = np.eye(3)
+    sing[-1, -1] = 0
+    got = float(fg.linalg.cond(fg.tensor(sing), p))
+    want = float(torch.linalg.cond(torch.tensor(sing), p))
+    assert (
+        got == want or (math.isinf(want) and math.isinf(got)) or abs(got - want) < 1e-8 * abs(want)
+    )
+    if p in ("fro", 2):
+        for shape in ((0, 0), (2, 5, 0, 0)):
+            assert not fg.linalg.cond(fg.zeros(shape, dtype=fg.float64), p).numpy().any()
+            assert fg.linalg.cond(fg.zeros(shape, dtype=fg.float64), p).shape == shape[:-2]
+    # cond expects at least 2 dimensions; and square matrices for the non-2 norms
+    with pytest.raises(RuntimeError):
+        fg.linalg.cond(fg.ones(3, dtype=fg.float64), p)
+    if p not in (2, -2, None):
+        with pytest.raises(RuntimeError):
+            fg.linalg.cond(fg.ones(3, 2, dtype=fg.float64), p)
+    a = np.eye(3)[None].repeat(3, 0)
+    a[1, -1, -1] = 0
+    if p not in (2, -2, None):
+        assert math.isinf(float(fg.linalg.cond(fg.tensor(a), p)[1]))
+    for bad in ("wrong_norm", 5):
+        with pytest.raises(RuntimeError, match="invalid norm type"):
+            fg.linalg.cond(fg.ones(3, 3), bad)
