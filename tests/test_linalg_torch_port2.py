@@ -1588,3 +1588,189 @@ def test_cond_against_numpy(p):
     for bad in ("wrong_norm", 5):
         with pytest.raises(RuntimeError, match="invalid norm type"):
             fg.linalg.cond(fg.ones(3, 3), bad)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_norm_old(keepdim):
+    # test_norm_old: Tensor.norm / torch.norm against numpy
+    x = _rand(25)
+    for p in [0, 1, 2, 3, 4, INF, -INF, -1, -2, -3, 1.5]:
+        _close(
+            fg.tensor(x).norm(p, keepdim=keepdim),
+            np.asarray(np.linalg.norm(x, p, keepdims=keepdim)),
+        )
+    x = _rand(25, 25)
+    for p in [0, 1, 2, 3, 4, INF, -INF, -1, -2, -3]:
+        want = np.linalg.norm(x, p, 1, keepdims=keepdim)
+        _close(fg.tensor(x).norm(p, 1, keepdim=keepdim), want)
+    for p in ["fro", "nuc"]:
+        want = np.asarray(np.linalg.norm(x, p, keepdims=keepdim))
+        _close(fg.tensor(x).norm(p, keepdim=keepdim), want)
+    x = np.array(0.7)
+    _close(fg.tensor(x).norm(keepdim=keepdim), np.asarray(np.linalg.norm(x, keepdims=keepdim)))
+    big = fg.norm(fg.ones(10000), keepdim=keepdim) * 2
+    _close(big, fg.norm(fg.ones(40000), keepdim=keepdim))
+    x = _rand(5, 6, 7, 8)
+    for p in ["fro", "nuc"]:
+        for dim in itertools.permutations(range(4), 2):
+            got = fg.tensor(x).norm(p=p, dim=dim, keepdim=keepdim)
+            _close(got, np.linalg.norm(x, ord=p, axis=dim, keepdims=keepdim))
+
+
+def test_norm_old_nan_propagation():
+    for pair in itertools.product([0.0, math.nan, 1.0], repeat=2):
+        x = fg.tensor(list(pair), dtype="float64")
+        for ord in (INF, -INF):
+            np.testing.assert_equal(float(fg.norm(x, p=ord)), float(fg.linalg.norm(x, ord=ord)))
+            np.testing.assert_equal(
+                float(fg.norm(x, p=ord)), float(torch.norm(torch.tensor(list(pair)), p=ord))
+            )
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (0,),
+        (10,),
+        (0, 0),
+        (4, 30),
+        (0, 45),
+        (100, 0),
+        (45, 10, 23),
+        (0, 23, 59),
+        (23, 0, 37),
+        (34, 58, 0),
+        (0, 0, 348),
+        (0, 3434, 0),
+        (0, 0, 0),
+        (5, 3, 8, 1, 3, 5),
+    ],
+)
+def test_norm_fro_2_equivalence_old(shape):
+    # torch.norm with p='fro' and p=2 agree for every reduction they both take
+    a = fg.tensor(np.random.default_rng(0).uniform(-9, 9, shape))
+    n = a.ndim
+    dims = [None, *range(-n, n)]
+    dims += [(d0, d1) for d0, d1 in itertools.combinations(range(-n, n), 2) if d0 % n != d1 % n]
+    for dim in dims:
+        for keepdim in (True, False):
+            _close(
+                fg.norm(a, p=2, dim=dim, keepdim=keepdim),
+                fg.norm(a, p="fro", dim=dim, keepdim=keepdim),
+            )
+
+
+def test_nuclear_norm_axes_small_brute_force_old():
+    # torch.norm(x, 'nuc', dim=axes) on C, Fortran and strided layouts, with out=
+    rng = np.random.default_rng(0)
+
+    def check(x, axes):
+        a = x.numpy()
+        want = np.linalg.norm(a, "nuc", axis=axes)
+        got = fg.norm(x, "nuc", dim=axes)
+        _close(got, np.asarray(want), rtol=1e-10)
+        out = fg.zeros(want.shape, dtype=x.dtype)
+        assert fg.norm(x, "nuc", dim=axes, out=out) is out
+        _close(out, np.asarray(want), rtol=1e-10)
+
+    for n in range(1, 3):
+        for m in range(1, 3):
+            for axes in itertools.permutations([0, 1], 2):
+                check(fg.tensor(rng.standard_normal((n, m))), axes)
+                check(fg.tensor(rng.standard_normal((m, n))).mT, axes)
+                check(fg.tensor(rng.standard_normal((n, 2 * m)))[:, ::2], axes)
+                check(fg.tensor(rng.standard_normal((7 * n, 2 * m)))[::7, ::2], axes)
+            for o in range(1, 3):
+                for axes in itertools.permutations([0, 1, 2], 2):
+                    check(fg.tensor(rng.standard_normal((o, n, m))), axes)
+                    check(fg.tensor(rng.standard_normal((o, m, n))).mT, axes)
+                    check(fg.tensor(rng.standard_normal((o, n, 2 * m)))[:, :, ::2], axes)
+                    check(
+                        fg.tensor(rng.standard_normal((7 * o, 5 * n, 2 * m)))[::7, ::5, ::2], axes
+                    )
+
+
+def test_nuclear_norm_exceptions_old():
+    for lst in ([], [1], [1, 2]):
+        for L in (fg, torch):
+            x = L.tensor(lst, dtype=L.float64)
+            for axes in ((), (0,)):
+                with pytest.raises(RuntimeError):
+                    L.norm(x, "nuc", axes)
+            with pytest.raises(RuntimeError):
+                L.norm(x, "nuc", (0, 1))
+    for L in (fg, torch):
+        x = L.tensor([[0, 1, 2], [3, 4, 5]], dtype=L.float64)
+        with pytest.raises(RuntimeError, match="(?i)differ"):
+            L.norm(x, "nuc", (0, 0))
+        with pytest.raises(IndexError):
+            L.norm(x, "nuc", (0, 2))
+
+
+@pytest.mark.parametrize("batch", [(), (0,), (1,), (2,), (2, 1), (0, 2)])
+def test_svd_shapes_and_torch_svd(batch):
+    # test_svd: linalg.svd (reduced and full), linalg.svdvals and torch.svd (some,
+    # compute_uv) reconstruct A, for square, tall, wide and empty matrices
+    for m, n in itertools.product((12, 4, 2, 0), repeat=2):
+        shape, k = batch + (m, n), min(m, n)
+        A = _rand(*shape)
+        t = fg.tensor(A)
+        U, S, Vh = fg.linalg.svd(t, full_matrices=False)
+        _close((U * S.unsqueeze(-2)) @ Vh, A, atol=1e-12)
+        Uf, Sf, Vhf = fg.linalg.svd(t, full_matrices=True)
+        assert Uf.shape == batch + (m, m) and Vhf.shape == batch + (n, n)
+        _close(Sf, S)
+        _close((Uf[..., :k] * Sf.unsqueeze(-2)) @ Vhf[..., :k, :], A, atol=1e-12)
+        _close(fg.linalg.svdvals(t), S)
+        U2, S2, V2 = fg.svd(t, some=True)
+        _close((U2 * S2.unsqueeze(-2)) @ V2.mT, A, atol=1e-12)
+        U3, S3, V3 = fg.svd(t, some=False)
+        _close(S3, S)
+        _close((U3[..., :k] * S3.unsqueeze(-2)) @ V3[..., :k].mT, A, atol=1e-12)
+        _close(fg.svd(t, compute_uv=False).S, S)
+        _close(S, np.linalg.svd(A, compute_uv=False) if A.size else np.zeros(batch + (k,)))
+
+
+@pytest.mark.parametrize("upper", [True, False])
+@pytest.mark.parametrize(
+    "a_dims, b_dims",
+    [
+        ((2, 1, 3, 4, 4), (2, 1, 3, 4, 6)),
+        ((2, 1, 3, 4, 4), (4, 6)),
+        ((4, 4), (2, 1, 3, 4, 2)),
+        ((1, 3, 1, 4, 4), (2, 1, 3, 4, 5)),
+    ],
+)
+def test_cholesky_solve_batched_broadcasting(a_dims, b_dims, upper):
+    # test_cholesky_solve / _batched / _batched_broadcasting against numpy.linalg.solve,
+    # with out=; gradients as torch's
+    A = _spd(*a_dims)
+    b = _rand(*b_dims, seed=1)
+    bs = np.broadcast_shapes(A.shape[:-2], b.shape[:-2])
+    want = np.linalg.solve(
+        np.broadcast_to(A, bs + A.shape[-2:]), np.broadcast_to(b, bs + b.shape[-2:])
+    )
+    L = fg.linalg.cholesky(fg.tensor(A), upper=upper)
+    x = fg.cholesky_solve(fg.tensor(b), L, upper=upper)
+    _close(x, want, rtol=1e-8)
+    out = fg.empty(0, dtype=fg.float64)
+    assert fg.cholesky_solve(fg.tensor(b), L, upper=upper, out=out) is out
+    _close(out, want, rtol=1e-8)
+
+    def f(Lib, bb, aa):
+        c = Lib.linalg.cholesky((aa + aa.mT) / 2, upper=upper)
+        return Lib.cholesky_solve(bb, c, upper=upper)
+
+    _both(f, b, A)
+
+
+def test_cholesky_solve_errors():
+    # test_cholesky_solve_out_errors_and_warnings (the dtype check) and shape checks
+    for L in (fg, torch):
+        a, b = L.eye(2, dtype=L.float64), L.ones(2, 1, dtype=L.float64)
+        with pytest.raises(RuntimeError):
+            L.cholesky_solve(b, a, out=L.empty(0, dtype=L.int32))
+        with pytest.raises(RuntimeError):
+            L.cholesky_solve(L.ones(3, 1, dtype=L.float64), a)
+        with pytest.raises(RuntimeError):
+            L.cholesky_solve(b, L.ones(2, 3, dtype=L.float64))

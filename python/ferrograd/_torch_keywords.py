@@ -242,7 +242,8 @@ _OUT_STRICT = (
     "index_select", "gather", "masked_select", "take_along_dim", "norm", "logcumsumexp",
     "renorm", "histc", "bucketize", "searchsorted", "take", "index_add", "index_copy",
     "index_reduce", "scatter", "scatter_add", "scatter_reduce", "aminmax", "quantile",
-    "nanquantile", "histogram", "chain_matmul", "cholesky_inverse", "lu_unpack",
+    "nanquantile", "histogram", "chain_matmul", "cholesky_inverse", "cholesky_solve",
+    "lu_unpack",
 )  # fmt: skip
 # joins written into ``out=`` as ``cat``'s (cast where the kind is kept, else a DTypeError)
 _OUT_JOIN = ("hstack", "vstack", "dstack", "column_stack", "row_stack")
