@@ -1774,3 +1774,128 @@ def test_cholesky_solve_errors():
             L.cholesky_solve(L.ones(3, 1, dtype=L.float64), a)
         with pytest.raises(RuntimeError):
             L.cholesky_solve(b, L.ones(2, 3, dtype=L.float64))
+
+
+def _inv_ex_out(L):
+    def f(x, out=None):
+        if out is not None:
+            info = L.empty(0, dtype=L.int32)
+            return L.linalg.inv_ex(x, out=(out, info)).inverse
+        return L.linalg.inv_ex(x).inverse
+
+    return f
+
+
+@pytest.mark.parametrize("which", ["inverse", "linalg.inv", "inv_ex"])
+@pytest.mark.parametrize("batches, n", list(itertools.product([(), (0,), (2,), (2, 1)], [0, 5])))
+def test_inverse_layouts_and_out(which, batches, n):
+    # test_inverse: numpy's values, A @ inv(A) = I, out= into a transposed (column-major)
+    # tensor, per-matrix results equal the batched ones, for contiguous, transposed and
+    # strided inputs
+    inv = {"inverse": fg.inverse, "linalg.inv": fg.linalg.inv, "inv_ex": _inv_ex_out(fg)}[which]
+    big = fg.tensor(_fullrank(*batches, 2 * n, 2 * n) if n else np.zeros((*batches, 0, 0)))
+    inputs = [fg.tensor(_fullrank(*batches, n, n) if n else np.zeros((*batches, n, n)))]
+    inputs.append(inputs[0].mT)
+    if n:
+        inputs.append(big.reshape(-1, 2 * n, 2 * n)[:, ::2, ::2].reshape(*batches, n, n))
+    for A in inputs:
+        got = inv(A)
+        a = A.numpy()
+        _close(got, np.linalg.inv(a) if a.size else np.zeros(a.shape), rtol=1e-8, atol=1e-10)
+        eye = np.broadcast_to(np.eye(n), a.shape)
+        np.testing.assert_allclose(a @ got.numpy(), eye, atol=1e-10)
+        np.testing.assert_allclose(got.numpy() @ a, eye, atol=1e-10)
+        out = fg.empty(*batches, n, n, dtype=fg.float64).mT.contiguous().mT
+        ans = inv(A, out=out)
+        np.testing.assert_array_equal(out.numpy(), ans.numpy())
+        np.testing.assert_array_equal(out.numpy(), got.numpy())
+        if A.ndim > 2 and batches[0] != 0:
+            p = int(np.prod(batches))
+            each = fg.stack([inv(m) for m in A.reshape(p, n, n)]).reshape(*batches, n, n)
+            _close(got, each, rtol=1e-12)
+
+
+def test_inv_ex_singular_and_inverse_errors():
+    # test_inv_ex_singular / test_inverse_errors: the info values and the batch element
+    # named in the error
+    A = np.eye(3)
+    A[-1, -1] = 0
+    assert int(fg.linalg.inv_ex(fg.tensor(A)).info) == 3
+    with pytest.raises(fg.linalg.LinAlgError, match="diagonal element 3 is zero"):
+        fg.linalg.inv_ex(fg.tensor(A), check_errors=True)
+    A = np.eye(3)[None].repeat(5, 0)
+    A[3, -2, -2] = 0
+    info = fg.linalg.inv_ex(fg.tensor(A)).info
+    assert info.tolist() == [0, 0, 0, 2, 0] and info.dtype == fg.int32
+    with pytest.raises(
+        fg.linalg.LinAlgError, match=r"(?i)batch element 3.*diagonal element 2 is zero"
+    ):
+        fg.linalg.inv_ex(fg.tensor(A), check_errors=True)
+    with pytest.raises(RuntimeError):
+        fg.inverse(fg.tensor(_rand(2, 3, 4, 3)))
+    for batch, n in [(1, 0), (2, 0), (2, 1), (4, 0), (4, 2), (10, 2)]:
+        x = np.eye(3)[None].repeat(batch, 0)
+        x[n, -1, -1] = 0
+        for f in (fg.inverse, fg.linalg.inv):
+            with pytest.raises(
+                fg.linalg.LinAlgError, match=rf"(?i)batch element {n}\).*diagonal element 3 is zero"
+            ):
+                f(fg.tensor(x))
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        (5, 5),
+        (3, 5, 5),
+        (3, 2, 5, 5),
+        (3, 2),
+        (5, 3, 2),
+        (2, 5, 3, 2),
+        (2, 3),
+        (5, 2, 3),
+        (2, 5, 2, 3),
+        (0, 0),
+        (0, 2),
+        (2, 0),
+        (3, 0, 0),
+        (0, 3, 0),
+        (0, 0, 3),
+    ],
+)
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_pinv_numpy(sizes, hermitian):
+    # test_pinv: the Penrose conditions, out=, and numpy's values for a float rcond, a
+    # tensor rcond per matrix (of several dtypes) and one broadcast over the batch
+    if hermitian:
+        if sizes[-1] != sizes[-2]:
+            return
+        A = _spd(*sizes) if 0 not in sizes else np.zeros(sizes)
+    else:
+        A = _rand(*sizes)
+    t = fg.tensor(A)
+    P = fg.linalg.pinv(t, hermitian=hermitian)
+    p = P.numpy()
+    if A.size:
+        np.testing.assert_allclose(A @ p @ A, A, atol=1e-10)
+        np.testing.assert_allclose(p @ A @ p, p, atol=1e-10)
+        np.testing.assert_allclose(A @ p, np.swapaxes(A @ p, -1, -2), atol=1e-10)
+        np.testing.assert_allclose(p @ A, np.swapaxes(p @ A, -1, -2), atol=1e-10)
+    else:
+        assert A.shape == p.shape[:-2] + (p.shape[-1], p.shape[-2])
+    out = fg.empty_like(P)
+    assert fg.linalg.pinv(t, hermitian=hermitian, out=out) is out
+    np.testing.assert_array_equal(out.numpy(), p)
+    rng = np.random.default_rng(3)
+    rconds = [float(rng.uniform()), rng.uniform(size=A.shape[:-2])]
+    rconds += [rconds[1].astype(np.float32)]
+    if A.ndim > 2:
+        rconds.append(rng.uniform(size=A.shape[-3]))
+    for rcond in rconds:
+        r = rcond if isinstance(rcond, float) else fg.tensor(rcond)
+        got = fg.linalg.pinv(t, rcond=r, hermitian=hermitian)
+        _close(got, fg.linalg.pinv(t, rtol=r, hermitian=hermitian))
+        want = np.linalg.pinv(A, rcond=rcond, hermitian=hermitian)
+        _close(got, want, rtol=1e-7, atol=1e-9)
+    with pytest.raises(RuntimeError):
+        fg.linalg.pinv(fg.tensor(_rand(1)))

@@ -68,7 +68,25 @@ def _lapack(op: str, fn: Any, *args: Any) -> Any:
         with np.errstate(all="ignore"):
             return fn(*args)
     except np.linalg.LinAlgError as e:
+        if op in ("inv", "solve") and str(e) == "Singular matrix":
+            raise LinAlgError(_singular(op, args[0])) from None
         raise LinAlgError(f"linalg.{op}: {e}") from None
+
+
+def _singular(op: str, a: np.ndarray) -> str:
+    """PyTorch's message for a singular matrix: the first one of the batch and the position
+    of its zero pivot."""
+    flat = a.reshape(-1, *a.shape[-2:])
+    infos = [_lu_info(m) for m in flat]
+    first = next((i for i, k in enumerate(infos) if k), None)
+    if first is None:  # (singular to working precision only)
+        return f"linalg.{op}: the input matrix is singular"
+    where = f" (Batch element {first})" if a.ndim > 2 else ""
+    return (
+        f"linalg.{op}{where}: The diagonal element {infos[first]} is zero, the "
+        f"{'inversion' if op == 'inv' else 'solve'} could not be completed because the input "
+        f"matrix is singular."
+    )
 
 
 def _mT(x: Tensor) -> Tensor:
@@ -560,9 +578,21 @@ def qr(A: Tensor, mode: str = "reduced") -> QrResult:
     return QrResult(Q, R)
 
 
-def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> Tensor:
+def pinv(
+    A: Tensor,
+    rcond: Any = None,
+    hermitian: bool = False,
+    *,
+    atol: Any = None,
+    rtol: Any = None,
+) -> Tensor:
     """The Moore-Penrose pseudo-inverse through the SVD: singular values at or below
-    ``max(atol, rtol * largest)`` are dropped (``rtol`` defaults to ``eps * max(m, n)``)."""
+    ``max(atol, rtol * largest)`` are dropped (``rtol`` defaults to ``eps * max(m, n)``).
+    ``rcond`` (PyTorch's older name) is ``rtol``."""
+    if rcond is not None:
+        if atol is not None or rtol is not None:
+            raise ShapeError("linalg.pinv: rcond cannot be given with atol or rtol")
+        rtol = rcond
     A = _float_input("pinv", "A", A, square=hermitian)
     m, n = A.shape[-2], A.shape[-1]
     if rtol is None:
