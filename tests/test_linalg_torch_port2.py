@@ -1899,3 +1899,120 @@ def test_pinv_numpy(sizes, hermitian):
         _close(got, want, rtol=1e-7, atol=1e-9)
     with pytest.raises(RuntimeError):
         fg.linalg.pinv(fg.tensor(_rand(1)))
+
+
+@pytest.mark.parametrize("n", [0, 5, 32])
+@pytest.mark.parametrize("batch", [(), (0,), (3,), (2, 3)])
+@pytest.mark.parametrize("rhs", [(), (1,), (5,)])
+def test_solve_numpy(n, batch, rhs):
+    # test_solve: A x = b holds and x is numpy's
+    A = _fullrank(*batch, n, n) if n else np.zeros((*batch, 0, 0))
+    b = _rand(*batch, n, *rhs, seed=1)
+    x = fg.linalg.solve(fg.tensor(A), fg.tensor(b)).numpy()
+    Ax = (A @ x[..., None])[..., 0] if rhs == () else A @ x
+    np.testing.assert_allclose(Ax, b, atol=1e-10)
+    want = np.linalg.solve(A, b[..., None])[..., 0] if rhs == () else np.linalg.solve(A, b)
+    np.testing.assert_allclose(x, want, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "a_dims, b_dims",
+    [
+        ((5, 5), (2, 0, 5, 3)),
+        ((2, 0, 5, 5), (5, 3)),
+        ((2, 1, 3, 4, 4), (4, 6)),
+        ((4, 4), (2, 1, 3, 4, 2)),
+        ((1, 3, 1, 4, 4), (2, 1, 3, 4, 5)),
+    ],
+)
+def test_solve_batched_broadcasting_numpy(a_dims, b_dims):
+    A, B = _fullrank(*a_dims), _rand(*b_dims, seed=1)
+    _close(fg.linalg.solve(fg.tensor(A), fg.tensor(B)), np.linalg.solve(A, B), rtol=1e-8)
+
+
+def test_inv_errors_and_warnings():
+    for L in (fg, torch):
+        with pytest.raises(RuntimeError):
+            L.linalg.inv(L.tensor(_rand(2, 3, 4, 3)))
+        with pytest.raises(RuntimeError):
+            L.linalg.inv(L.tensor(_rand(2)))
+        with pytest.raises(RuntimeError):  # out of another dtype
+            L.linalg.inv(L.eye(2, dtype=L.float64), out=L.empty(0, dtype=L.int32))
+    for batch, n in [(1, 0), (2, 0), (2, 1), (4, 0), (4, 2), (10, 2)]:
+        a = np.eye(3)[None].repeat(batch, 0)
+        a[n, -1, -1] = 0
+        with pytest.raises(
+            fg.linalg.LinAlgError, match=rf"\(Batch element {n}\): The diagonal element 3"
+        ):
+            fg.linalg.inv(fg.tensor(a))
+    # a non-empty out of the wrong shape is resized with PyTorch's warning
+    out = fg.empty(1, dtype=fg.float64)
+    with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        fg.linalg.inv(fg.eye(2, dtype=fg.float64), out=out)
+    assert out.shape == (2, 2)
+
+
+@pytest.mark.parametrize("a_shape", [(2, 3, 6), (3, 4, 4, 3)])
+@pytest.mark.parametrize("dims", [None, (0, 2)])
+def test_tensorsolve_numpy(a_shape, dims):
+    # test_tensorsolve: numpy's values and out=
+    a, b = _rand(*a_shape), _rand(*a_shape[:2], seed=1)
+    got = fg.linalg.tensorsolve(fg.tensor(a), fg.tensor(b), dims=dims)
+    _close(got, np.linalg.tensorsolve(a, b, axes=dims), rtol=1e-7, atol=1e-9)
+    out = fg.empty_like(got)
+    assert fg.linalg.tensorsolve(fg.tensor(a), fg.tensor(b), dims=dims, out=out) is out
+    np.testing.assert_array_equal(out.numpy(), got.numpy())
+
+
+def test_tensorsolve_empty_and_errors():
+    a = fg.empty(0, 0, 1, 2, 3, 0, dtype=fg.float64)
+    b = fg.empty(0, 0, dtype=fg.float64)
+    x = fg.linalg.tensorsolve(a, b)
+    assert x.shape == (1, 2, 3, 0)
+    _close(fg.tensordot(a, x, dims=x.ndim), b.numpy())
+    a = fg.eye(24).reshape(6, 4, 2, 3, 4)
+    with pytest.raises(RuntimeError):
+        fg.linalg.tensorsolve(a, fg.tensor(_rand(8, 4)))
+    with pytest.raises(RuntimeError):
+        fg.linalg.tensorsolve(a, fg.tensor(_rand(6, 4)), out=fg.empty(0, dtype=fg.int32))
+
+
+@pytest.mark.parametrize(
+    "a_shape, ind",
+    [
+        ((12, 3, 4), 1),
+        ((3, 8, 24), 2),
+        ((18, 3, 3, 2), 1),
+        ((1, 4, 2, 2), 2),
+        ((2, 3, 5, 30), 3),
+        ((24, 2, 2, 3, 2), 1),
+        ((3, 4, 2, 3, 2), 2),
+        ((1, 2, 3, 2, 3), 3),
+        ((3, 2, 1, 2, 12), 4),
+    ],
+)
+def test_tensorinv_numpy(a_shape, ind):
+    a = _rand(*a_shape)
+    got = fg.linalg.tensorinv(fg.tensor(a), ind=ind)
+    _close(got, np.linalg.tensorinv(a, ind=ind), rtol=1e-7, atol=1e-9)
+    out = fg.empty_like(got)
+    assert fg.linalg.tensorinv(fg.tensor(a), ind=ind, out=out) is out
+    np.testing.assert_array_equal(out.numpy(), got.numpy())
+
+
+def test_tensorinv_empty_errors_and_singular_input():
+    for ind in range(1, 4):
+        a = fg.empty(0, 0, 1, 2, 3, 0, dtype=fg.float64)
+        assert fg.linalg.tensorinv(a, ind=ind).shape == a.shape[ind:] + a.shape[:ind]
+    for shape, ind in (((2, 3, 4), 1), ((1, 2, 3, 4), 3), ((12, 3, 4), -1), ((18, 3, 3, 2), 0)):
+        for L in (fg, torch):
+            with pytest.raises(RuntimeError):
+                L.linalg.tensorinv(L.tensor(_rand(*shape)), ind=ind)
+    with pytest.raises(RuntimeError):
+        fg.linalg.tensorinv(fg.tensor(_rand(12, 3, 4)), ind=1, out=fg.empty(0, dtype=fg.int32))
+    for shape, ind in (((12, 3, 4), 1), ((3, 6, 18), 2)):
+        n = int(np.prod(shape[ind:]))
+        a = np.eye(n)
+        a[-1, -1] = 0
+        with pytest.raises(fg.linalg.LinAlgError, match="The diagonal element"):
+            fg.linalg.tensorinv(fg.tensor(a.reshape(shape)), ind=ind)
