@@ -2016,3 +2016,191 @@ def test_tensorinv_empty_errors_and_singular_input():
         a[-1, -1] = 0
         with pytest.raises(fg.linalg.LinAlgError, match="The diagonal element"):
             fg.linalg.tensorinv(fg.tensor(a.reshape(shape)), ind=ind)
+
+
+@pytest.mark.parametrize("fn", ["dot", "vdot"])
+def test_dot_vdot_vs_numpy_and_invalid_args(fn):
+    # _test_dot_vdot_vs_numpy / _test_dot_vdot_invalid_args
+    f, ref = getattr(fg, fn), getattr(np, fn)
+    rng = np.random.default_rng(0)
+    x, y = 0.1 * rng.standard_normal(5000), 0.1 * rng.standard_normal(5000)
+    cases = [(np.zeros(0), np.zeros(0)), (x, y)]
+    for a, b in cases:
+        res = f(fg.tensor(a), fg.tensor(b))
+        _close(res, np.asarray(ref(a, b)), rtol=1e-12)
+        out = fg.empty_like(res)
+        f(fg.tensor(a), fg.tensor(b), out=out)
+        _close(out, res.numpy())
+    z = fg.tensor(rng.standard_normal(1)).expand(5000)  # 0-strided
+    _close(f(fg.tensor(x), z), np.asarray(ref(x, z.numpy())), rtol=1e-12)
+    _close(f(fg.tensor(x)[::2], z[::2]), np.asarray(ref(x[::2], z.numpy()[::2])), rtol=1e-12)
+    for L in (fg, torch):
+        a, b = L.ones(1), L.ones(3, dtype=L.float64)
+        g = getattr(L, fn)
+        with pytest.raises(RuntimeError):
+            g(a, b)  # dtypes differ
+        with pytest.raises(RuntimeError):
+            g(a.reshape(1, 1), b)  # 1D tensors expected
+        with pytest.raises(RuntimeError):
+            g(a.expand(9), b.to(a.dtype))  # sizes differ
+
+
+@pytest.mark.parametrize(
+    "shape0, shape1, batch", [(3, 13, ()), (3, 3, (0,)), (13, 13, (4,)), (13, 3, (3, 5))]
+)
+def test_matrix_rank_numpy(shape0, shape1, batch):
+    # test_matrix_rank / test_matrix_rank_atol: numpy's ranks with tol positional or as
+    # atol, per matrix or broadcast, of several dtypes; hermitian positional; out=
+    mr = fg.linalg.matrix_rank
+    a = _rand(*batch, shape0, shape1)
+    t = fg.tensor(a)
+    rank_a = mr(t)
+    assert rank_a.tolist() == mr(t.mT).tolist()
+    aaH, aHa = a @ np.swapaxes(a, -1, -2), np.swapaxes(a, -1, -2) @ a
+    assert mr(fg.tensor(aaH)).tolist() == mr(fg.tensor(aaH), hermitian=True).tolist()
+    assert mr(fg.tensor(aHa)).tolist() == mr(fg.tensor(aHa), hermitian=True).tolist()
+    np.testing.assert_array_equal(rank_a.numpy(), np.linalg.matrix_rank(a))
+    np.testing.assert_array_equal(mr(t, 0.01).numpy(), np.linalg.matrix_rank(a, 0.01))
+    np.testing.assert_array_equal(mr(fg.tensor(aaH)).numpy(), np.linalg.matrix_rank(aaH))
+    np.testing.assert_array_equal(
+        mr(fg.tensor(aaH), 0.01, True).numpy(), np.linalg.matrix_rank(aaH, 0.01, True)
+    )
+    out = fg.empty(a.shape[:-2], dtype=fg.int64)
+    assert mr(t, out=out) is out and out.tolist() == rank_a.tolist()
+    rng = np.random.default_rng(1)
+    tols = [float(rng.uniform())]
+    for dt in ("float64", "float32", "int64", "int32", "uint8"):
+        tols.append(rng.uniform(0, 9, a.shape[:-2]).astype(dt))
+    if a.ndim > 2:
+        tols.append(rng.uniform(0, 9, a.shape[-3]).astype(np.float32))
+    for tol in tols:
+        tt = tol if isinstance(tol, float) else fg.tensor(tol)
+        got = mr(t, atol=tt)
+        assert got.tolist() == mr(t, tol=tt).tolist()
+        np.testing.assert_array_equal(got.numpy(), np.linalg.matrix_rank(a, tol=tol))
+
+
+def test_matrix_rank_atol_rtol_empty_basic():
+    # test_matrix_rank_atol_rtol: singular values 1 + 1/2, 1 - 1/3, 1 + 1/4, ...
+    n = 9
+    s = np.array([1 + (-1) ** k / (k + 2) for k in range(n)])
+    u, _ = np.linalg.qr(_rand(n, n))
+    v, _ = np.linalg.qr(_rand(n, n, seed=1))
+    a = fg.tensor((u * s) @ v)
+    for tol in (0.81, fg.tensor(0.81, dtype=fg.float64)):
+        assert int(fg.linalg.matrix_rank(a, rtol=tol)) == 2
+        assert int(fg.linalg.matrix_rank(a, atol=tol)) == 7
+        assert int(fg.linalg.matrix_rank(a, atol=tol, rtol=tol)) == 2
+    # test_matrix_rank_empty
+    for batch in ((), (4,), (3, 5)):
+        for m, k in ((0, 0), (0, 3), (3, 0)):
+            t = fg.tensor(_rand(*batch, m, k))
+            zero = np.zeros(batch, dtype=np.int64)
+            for x in (t, t.mT, t @ t.mT, t.mT @ t):
+                np.testing.assert_array_equal(fg.linalg.matrix_rank(x).numpy(), zero)
+                np.testing.assert_array_equal(fg.linalg.matrix_rank(x, 0.01).numpy(), zero)
+            np.testing.assert_array_equal(fg.linalg.matrix_rank(t @ t.mT, 0.01, True).numpy(), zero)
+    # test_matrix_rank_out_errors_and_warnings
+    with pytest.raises(RuntimeError):
+        fg.linalg.matrix_rank(fg.eye(2), out=fg.empty(0, dtype=fg.bool))
+    # test_matrix_rank_basic
+    e = np.eye(10)
+    assert int(fg.linalg.matrix_rank(fg.tensor(e))) == 10
+    assert int(fg.linalg.matrix_rank(fg.tensor(e), hermitian=True)) == 10
+    e[5, 5] = 0
+    assert int(fg.linalg.matrix_rank(fg.tensor(e))) == 9
+    assert int(fg.linalg.matrix_rank(fg.tensor(e), hermitian=True)) == 9
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        [[0], [0]],
+        [[2], [2, 0]],
+        [[1, 0], [0]],
+        [[0, 2], [2, 1]],
+        [[2, 2], [2, 0]],
+        [[2, 0], [0, 3]],
+        [[0, 0], [0, 1]],
+        [[4, 2], [2, 0], [0, 3], [3, 2]],
+        [[2], [2]],
+        [[1, 2], [2]],
+        [[2], [2, 1]],
+        [[1, 2], [2, 1]],
+        [[3, 2], [2, 4]],
+        [[3], [3, 4], [4, 2], [2, 5], [5]],
+        [[1, 2], [2, 2], [2, 3], [3, 1]],
+        [[10, 100], [100, 5], [5, 50]],
+        [[10, 20], [20, 30], [30, 5]],
+    ],
+)
+def test_multi_dot_numpy(shapes):
+    arrays = [_rand(*s, seed=i) for i, s in enumerate(shapes)]
+    got = fg.linalg.multi_dot([fg.tensor(a) for a in arrays])
+    _close(got, np.asarray(np.linalg.multi_dot(arrays)), rtol=1e-10)
+
+
+def test_multi_dot_errors_like_pytorch():
+    a = fg.ones(2)
+    for tensors, out in (
+        ([], None),
+        ([a], None),
+        ([fg.tensor(1.0), a], None),
+        ([a, fg.tensor(1.0)], None),
+        ([a, a, a], None),
+        ([a, fg.ones(2, 2, 2), a], None),
+        ([a, fg.ones(2, dtype=fg.float64)], None),
+        ([a, a], fg.empty(0, dtype=fg.float64)),
+        ([a, fg.ones(3)], None),
+        ([a, fg.ones(3, 2), a], None),
+    ):
+        with pytest.raises(RuntimeError):
+            fg.linalg.multi_dot(tensors, out=out)
+
+
+def test_chain_matmul_like_pytorch():
+    t = fg.tensor(_rand(2, 2))
+    _close(fg.chain_matmul(t), t.numpy())
+    with pytest.raises(RuntimeError):
+        fg.chain_matmul()
+    with pytest.raises(RuntimeError):
+        fg.chain_matmul(fg.ones(1), fg.ones(1))
+
+
+@pytest.mark.parametrize(
+    "dims",
+    [
+        (0, 5),
+        (0, 0),
+        (5, 0),
+        (2, 1, 0, 5),
+        (2, 1, 0, 0),
+        (2, 1, 5, 0),
+        (2, 0, 5, 5),
+        (3, 5),
+        (5, 5),
+        (5, 3),
+        (7, 3, 5),
+        (7, 5, 5),
+        (7, 5, 3),
+        (7, 5, 3, 5),
+        (7, 5, 5, 5),
+        (7, 5, 5, 3),
+    ],
+)
+@pytest.mark.parametrize("some", [True, False])
+def test_torch_qr(dims, some):
+    # test_qr: torch.qr(A, some) shapes, A = QR, out=, orthonormal Q, triangular R
+    A = _rand(*dims)
+    Q, R = fg.qr(fg.tensor(A), some=some)
+    m, n = dims[-2:]
+    cols = m if (not some) and m > n else min(m, n)
+    assert Q.shape[-2] == m and R.shape[-1] == n and Q.shape[-1] == cols
+    np.testing.assert_allclose(Q.numpy() @ R.numpy(), A, atol=1e-12)
+    Qo, Ro = fg.full_like(Q, math.nan), fg.full_like(R, math.nan)
+    fg.qr(fg.tensor(A), some=some, out=(Qo, Ro))
+    np.testing.assert_array_equal(Qo.numpy(), Q.numpy())
+    np.testing.assert_array_equal(Ro.numpy(), R.numpy())
+    eye = np.broadcast_to(np.eye(cols), Q.shape[:-2] + (cols, cols))
+    np.testing.assert_allclose(np.swapaxes(Q.numpy(), -1, -2) @ Q.numpy(), eye, atol=1e-12)
+    np.testing.assert_array_equal(R.triu().numpy(), R.numpy())
