@@ -2204,3 +2204,34 @@ def test_torch_qr(dims, some):
     eye = np.broadcast_to(np.eye(cols), Q.shape[:-2] + (cols, cols))
     np.testing.assert_allclose(np.swapaxes(Q.numpy(), -1, -2) @ Q.numpy(), eye, atol=1e-12)
     np.testing.assert_array_equal(R.triu().numpy(), R.numpy())
+
+
+@pytest.mark.parametrize("size", [(7, 5), (5, 7), (5, 0), (0, 5), (3, 7, 5)])
+def test_qr_vs_numpy_and_batched(size):
+    # test_qr_vs_numpy / test_qr_batched (numpy's LAPACK, so the same signs)
+    t = _rand(*size)
+    flat = t.reshape(int(np.prod(size[:-2])), *size[-2:])
+    for mode in ("reduced", "complete"):
+        q, r = fg.linalg.qr(fg.tensor(t), mode=mode)
+        qs, rs = zip(*(np.linalg.qr(m, mode=mode) for m in flat))
+        _close(q, np.array(qs).reshape(*size[:-2], *qs[0].shape), rtol=1e-10, atol=1e-12)
+        _close(r, np.array(rs).reshape(*size[:-2], *rs[0].shape), rtol=1e-10, atol=1e-12)
+    q, r = fg.linalg.qr(fg.tensor(t), mode="r")
+    assert q.shape == (0,) and q.dtype == fg.float64
+    want = np.array([np.linalg.qr(m, mode="r") for m in flat])
+    _close(r, want.reshape(*size[:-2], *want.shape[-2:]), rtol=1e-10, atol=1e-12)
+
+
+def test_linalg_qr_autograd():
+    # test_linalg_qr_autograd: 'reduced' is differentiable, 'complete' for m <= n; PyTorch
+    # refuses 'r' (its backward reads Q), ferrograd differentiates it (see
+    # test_qr_mode_r_gradient)
+    for mode in ("complete", "reduced", "r"):
+        for m, n in ((5, 7), (7, 5)):
+            inp = fg.tensor(_rand(m, n), requires_grad=True)
+            if mode == "complete" and m > n:
+                with pytest.raises(RuntimeError, match="not differentiable"):
+                    fg.linalg.qr(inp, mode=mode).R.sum().backward()
+                continue
+            fg.linalg.qr(inp, mode=mode).R.sum().backward()
+            assert inp.grad is not None and np.isfinite(inp.grad.numpy()).all()
