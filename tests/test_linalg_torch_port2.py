@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import ferrograd as fg
 import numpy as np
@@ -2235,3 +2236,158 @@ def test_linalg_qr_autograd():
                 continue
             fg.linalg.qr(inp, mode=mode).R.sum().backward()
             assert inp.grad is not None and np.isfinite(inp.grad.numpy()).all()
+
+
+def _triangular_inputs(b, n, k):
+    """PyTorch's _gen_shape_inputs_linalg_triangular_solve (real dtypes): A and B
+    transposed, expanded over the batch (stride 0) or not, for left and right solves."""
+    rng = np.random.default_rng(0)
+    for left, uni, expand_a, tr_a, expand_b, tr_b in itertools.product((True, False), repeat=6):
+        if (expand_a or expand_b) and b == 1:
+            continue
+        size_a = (b, n, n) if left else (b, k, k)
+        size_b = (b, n, k) if not tr_b else (b, k, n)
+        if b == 1 or expand_a:
+            size_a = size_a[1:]
+        if b == 1 or expand_b:
+            size_b = size_b[1:]
+        m = size_a[-1]
+        full = _fullrank(*size_a) if m else np.zeros(size_a)
+        _, Lf, U = (x.numpy() for x in fg.linalg.lu(fg.tensor(full)))
+        A = np.swapaxes(Lf, -1, -2).copy() if uni else U.copy()
+        d = np.einsum("...ii->...i", A)
+        if uni:
+            d[...] = 1.0
+        else:
+            d[np.abs(d) < 1e-6] = 1.0
+        B = rng.standard_normal(size_b)
+        At, Bt = fg.tensor(A), fg.tensor(B)
+        if tr_a:
+            At = At.mT
+        if tr_b:
+            Bt = Bt.mT
+        if expand_a:
+            At = At.expand(b, *At.shape)
+        if expand_b:
+            Bt = Bt.expand(b, n, k)
+        yield At, Bt, left, not tr_a, uni
+
+
+@pytest.mark.parametrize("b, n, k", list(itertools.product((1, 2, 0), (5, 0), (3, 1, 0))))
+def test_linalg_solve_triangular_layouts(b, n, k):
+    # test_linalg_solve_triangular: A X = B (X A = B) for every layout, and out= (into B
+    # itself where B is not expanded)
+    for A, B, left, upper, uni in _triangular_inputs(b, n, k):
+        X = fg.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=uni)
+        T = (A.triu() if upper else A.tril()).numpy().copy()
+        if uni:
+            np.einsum("...ii->...i", T)[...] = 1.0
+        got = T @ X.numpy() if left else X.numpy() @ T
+        np.testing.assert_allclose(got, np.broadcast_to(B.numpy(), got.shape), atol=1e-8)
+        out = B if B.is_contiguous() or B.mT.is_contiguous() else B.clone()
+        fg.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=uni, out=out)
+        np.testing.assert_allclose(out.numpy(), X.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "size_a, size_b",
+    [
+        ((2, 1, 3, 4, 4), (2, 1, 3, 4, 6)),
+        ((2, 1, 3, 4, 4), (4, 6)),
+        ((4, 4), (2, 1, 3, 4, 2)),
+        ((1, 3, 1, 4, 4), (2, 1, 3, 4, 5)),
+    ],
+)
+def test_linalg_solve_triangular_broadcasting(size_a, size_b):
+    for left, upper, uni in itertools.product((True, False), repeat=3):
+        A = _rand(*size_a)
+        A = np.triu(A) if upper else np.tril(A)
+        d = np.einsum("...ii->...i", A)
+        if uni:
+            d[...] = 1.0
+        else:
+            d[np.abs(d) < 1e-6] = 1.0
+        B = _rand(*size_b, seed=1)
+        if not left:
+            B = np.swapaxes(B, -1, -2)
+        X = fg.linalg.solve_triangular(
+            fg.tensor(A), fg.tensor(B), upper=upper, left=left, unitriangular=uni
+        )
+        other = A @ X.numpy() if left else X.numpy() @ A
+        np.testing.assert_allclose(*np.broadcast_arrays(B, other), atol=1e-7)
+
+
+def _tri_helper(a_dims, b_dims, upper, uni, seed=0):
+    b = _rand(*b_dims, seed=seed + 1)
+    A = _rand(*a_dims, seed=seed)
+    A = A @ np.swapaxes(A, -1, -2)
+    A = np.triu(A) if upper else np.tril(A)
+    if uni:
+        np.einsum("...ii->...i", A)[...] = 1.0
+    return b, A
+
+
+@pytest.mark.parametrize("upper, uni, transpose", list(itertools.product((True, False), repeat=3)))
+def test_triangular_solve(upper, uni, transpose):
+    # test_triangular_solve / test_triangular_solve_batched (torch.triangular_solve, the
+    # older API, added to ferrograd on top of linalg.solve_triangular)
+    for k, n in itertools.product((0, 1, 3), (0, 5)):
+        b, A = _tri_helper((n, n), (n, k), upper, uni)
+        x = fg.triangular_solve(
+            fg.tensor(b), fg.tensor(A), upper=upper, unitriangular=uni, transpose=transpose
+        )[0]
+        np.testing.assert_allclose((A.T if transpose else A) @ x.numpy(), b, atol=1e-8)
+    for a_dims, b_dims in (
+        ((3, 5, 5), (3, 5, 10)),
+        ((3, 0, 0), (3, 0, 10)),
+        ((3, 0, 0), (3, 0, 0)),
+    ):
+        b, A = _tri_helper(a_dims, b_dims, upper, uni)
+        x = fg.triangular_solve(
+            fg.tensor(b), fg.tensor(A), upper=upper, unitriangular=uni, transpose=transpose
+        )[0]
+        each = [
+            fg.triangular_solve(fg.tensor(b[i]), fg.tensor(A[i]), upper, transpose, uni)[0].numpy()
+            for i in range(3)
+        ]
+        _close(x, np.stack(each), rtol=1e-12)
+        At = np.swapaxes(A, -1, -2) if transpose else A
+        np.testing.assert_allclose(At @ x.numpy(), b, atol=1e-8)
+    b, A = _tri_helper((0, 5, 5), (0, 5, 10), upper, uni)
+    assert (
+        fg.triangular_solve(fg.tensor(b), fg.tensor(A), upper, transpose, uni)[0].shape == b.shape
+    )
+    # against torch (values, the coefficient copy broadcast, gradients)
+    b, A = _tri_helper((2, 1, 4, 4), (3, 4, 2), upper, uni)
+    for L in (fg, torch):
+        r = L.triangular_solve(
+            L.tensor(b), L.tensor(A), upper=upper, transpose=transpose, unitriangular=uni
+        )
+        if L is fg:
+            ours = r
+        else:
+            _close(ours.solution, r.solution, rtol=1e-9)
+            _close(ours.cloned_coefficient, r.cloned_coefficient)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _both(
+            lambda L, x, y: L.triangular_solve(x, y, upper, transpose, uni).solution,
+            b,
+            A,
+            grad_rtol=1e-6,
+        )
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0), (3, 0), (0, 3), (2, 3, 0), (1, 0, 2)])
+def test_lu_family_of_empty_matrices(shape):
+    # matrices with no rows or no columns: empty factors, P the identity, empty pivots
+    for name in ("lu", "lu_factor", "lu_factor_ex"):
+        ours = getattr(fg.linalg, name)(fg.zeros(shape, dtype=fg.float64))
+        theirs = getattr(torch.linalg, name)(torch.zeros(shape, dtype=torch.float64))
+        for a, b in zip(ours, theirs):
+            assert a.dtype.name == str(b.dtype).split(".")[-1]
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    x = fg.zeros(shape, dtype=fg.float64, requires_grad=True)
+    _, L, U = fg.linalg.lu(x)
+    (L.sum() + U.sum()).backward()
+    assert x.grad.shape == shape

@@ -991,7 +991,32 @@ def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
     return _mT(Li) @ Li
 
 
+class _TriangularSolve(NamedTuple):
+    solution: Tensor
+    cloned_coefficient: Tensor
+
+
+def triangular_solve(
+    b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False, unitriangular: bool = False
+) -> _TriangularSolve:
+    """``torch.triangular_solve`` (``linalg.solve_triangular``'s older form): the solution
+    of ``A @ X = b`` (``A^T @ X = b`` with ``transpose``) reading one triangle of ``A``, and a
+    copy of ``A`` broadcast to the batch shape."""
+    A = _float_input("triangular_solve", "A", A)
+    b = _check_tensor("triangular_solve", "b", b)
+    if b.ndim < 2:
+        raise ShapeError(
+            f"triangular_solve: b must have at least 2 dimensions, got shape {list(b.shape)}"
+        )
+    T = A.triu() if upper else A.tril()
+    T = _mT(T) if transpose else T
+    X = solve_triangular(T, b, upper=upper != transpose, unitriangular=unitriangular)
+    batch = tuple(X.shape[:-2])
+    return _TriangularSolve(X, A.expand(*batch, *A.shape[-2:]).clone())
+
+
 TORCH_NAMES = {
+    "triangular_solve": triangular_solve,
     "inverse": inverse,
     "det": det,
     "logdet": logdet,

@@ -78,15 +78,20 @@ def _lu_one(A: Tensor) -> tuple[Tensor, Tensor, Tensor, np.ndarray]:
         l_cols.append(_core.concat([zeros(j), ones(1), below], 0))
         if j + 1 < k:
             rest = rest[1:, 1:] - below.reshape(-1, 1) * u[1:].reshape(1, -1)
-    U = _core.stack(u_rows, 0)
-    L = _core.stack(l_cols, 1)
+    if k == 0:  # (a matrix with no rows or no columns: empty factors, P the identity)
+        U = _empty_on_graph(_core.zeros((0, n), dtype=A.dtype.name, device=A.device), A)
+        L = _empty_on_graph(_core.zeros((m, 0), dtype=A.dtype.name, device=A.device), A)
+    else:
+        U = _core.stack(u_rows, 0)
+        L = _core.stack(l_cols, 1)
     P = tensor(np.eye(m)[:, perm], dtype=A.dtype.name, device=A.device)
     return P, L, U, pivots
 
 
 def _batched(A: Tensor, fn: Any) -> list:
     batch = tuple(A.shape[:-2])
-    flat = A.reshape(-1, *A.shape[-2:])
+    # (the batch size spelled out: reshape(-1, 0, 0) is ambiguous for an empty matrix)
+    flat = A.reshape(int(np.prod(batch)), *A.shape[-2:])
     outs = [fn(flat[i]) for i in range(flat.shape[0])]
     return [batch, outs]
 
@@ -176,7 +181,10 @@ def lu_factor_ex(A: Any, *, pivot: bool = True, check_errors: bool = False):
     LU, piv = _lu_factor(_matrix("lu_factor_ex", A), pivot, False)
     diag = np.diagonal(LU.detach().numpy(), axis1=-2, axis2=-1)
     zero = diag == 0
-    info = np.where(zero.any(-1), zero.argmax(-1) + 1, 0).astype(np.int32)
+    if zero.shape[-1] == 0:  # (no pivots: a matrix with no rows or no columns)
+        info = np.zeros(zero.shape[:-1], dtype=np.int32)
+    else:
+        info = np.where(zero.any(-1), zero.argmax(-1) + 1, 0).astype(np.int32)
     if check_errors and info.any():
         raise RuntimeError(f"lu_factor_ex: U is singular (info {info.max()})")
     return LUFactorExResult(LU, piv, tensor(info, device=LU.device))
