@@ -2391,3 +2391,73 @@ def test_lu_family_of_empty_matrices(shape):
     _, L, U = fg.linalg.lu(x)
     (L.sum() + U.sum()).backward()
     assert x.grad.shape == shape
+
+
+def test_triangular_solve_out_errors_and_warnings():
+    a, b = fg.eye(2, dtype=fg.float64), fg.tensor(_rand(2, 1))
+    with pytest.raises(RuntimeError, match="dtype"):
+        fg.triangular_solve(b, a, out=(fg.empty(2, 1, dtype=fg.int32), fg.empty_like(a)))
+    with pytest.raises(RuntimeError, match="dtype"):
+        fg.triangular_solve(b, a, out=(fg.empty_like(b), fg.empty(2, 2, dtype=fg.int32)))
+    out, clone_a = fg.empty(1, dtype=fg.float64), fg.empty(1, dtype=fg.float64)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        fg.triangular_solve(b, a, out=(out, clone_a))
+    resized = [x for x in w if "An output with one or more elements was resized" in str(x.message)]
+    assert len(resized) == 2
+    _close(out, b.numpy())
+    _close(clone_a, np.eye(2))
+
+
+def _gen_sizes_matmul(x_dim, y_dim=4, matrix_size=4, batch_size=3):
+    """PyTorch's gen_sizes_matmul: (size_x, size_y) pairs with len(size_x) == x_dim that
+    matmul takes."""
+    for y in range(1, y_dim + 1):
+        for batch, mn in itertools.product(
+            itertools.product(range(batch_size), repeat=max(x_dim - 2, y - 2, 0)),
+            itertools.product(range(matrix_size), repeat=min(y, 2)),
+        ):
+            if x_dim == 1:
+                yield mn[:1], batch + mn
+            else:
+                for k in range(matrix_size):
+                    size_x = (k,) + mn[:1]
+                    if x_dim > 2:
+                        size_x = batch[-(x_dim - 2) :] + size_x
+                    size_y = mn
+                    if y > 2:
+                        size_y = batch[-(y - 2) :] + size_y
+                    yield size_x, size_y
+
+
+def _make(shape, dtype, noncontiguous, rng):
+    """A tensor of ``shape`` (every other element of a wider one when ``noncontiguous``)."""
+    wide = (*shape[:-1], 2 * shape[-1]) if noncontiguous and shape else shape
+    vals = rng.integers(-9, 9, wide) if dtype == "int64" else rng.uniform(-9, 9, wide)
+    t = fg.tensor(vals, dtype=dtype)
+    return t[..., ::2] if noncontiguous and shape else t
+
+
+@pytest.mark.parametrize("x_dim", [1, 2, 3])
+@pytest.mark.parametrize("dtype", ["int64", "float64"])
+def test_matmul_small_brute_force(x_dim, dtype):
+    # test_matmul_small_brute_force_{1d,2d,3d}_Nd: numpy's products for every compatible
+    # shape, contiguous or not, and out=
+    rng = np.random.default_rng(0)
+    # (every layout pair for 1-D x; for the larger sets every fifth size, the layouts taken
+    # in turn, to keep the run short)
+    sizes = list(_gen_sizes_matmul(x_dim))
+    pairs = list(itertools.product((True, False), repeat=2))
+    if x_dim == 1:
+        cases = list(itertools.product(sizes, pairs))
+    else:
+        cases = [(sz, pairs[i % 4]) for i, sz in enumerate(sizes[::5])]
+    for (sx, sy), (nx, ny) in cases:
+        x, y = _make(sx, dtype, nx, rng), _make(sy, dtype, ny, rng)
+        want = np.matmul(x.numpy(), y.numpy())
+        ans = fg.matmul(x, y)
+        assert ans.is_contiguous() and ans.dtype.name == dtype
+        np.testing.assert_allclose(ans.numpy(), want, rtol=1e-12, atol=1e-12)
+        out = fg.empty_like(ans)
+        assert fg.matmul(x, y, out=out) is out
+        np.testing.assert_array_equal(out.numpy(), ans.numpy())

@@ -243,7 +243,7 @@ _OUT_STRICT = (
     "renorm", "histc", "bucketize", "searchsorted", "take", "index_add", "index_copy",
     "index_reduce", "scatter", "scatter_add", "scatter_reduce", "aminmax", "quantile",
     "nanquantile", "histogram", "chain_matmul", "cholesky_inverse", "cholesky_solve",
-    "lu_unpack", "inverse", "qr", "svd", "slogdet",
+    "lu_unpack", "inverse", "qr", "svd", "slogdet", "triangular_solve",
 )  # fmt: skip
 # joins written into ``out=`` as ``cat``'s (cast where the kind is kept, else a DTypeError)
 _OUT_JOIN = ("hstack", "vstack", "dstack", "column_stack", "row_stack")
