@@ -2461,3 +2461,76 @@ def test_matmul_small_brute_force(x_dim, dtype):
         out = fg.empty_like(ans)
         assert fg.matmul(x, y, out=out) is out
         np.testing.assert_array_equal(out.numpy(), ans.numpy())
+
+
+@pytest.mark.parametrize("n", [0, 3, 5])
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_cholesky_numpy(n, batch, contiguous):
+    # test_cholesky / test_cholesky_ex / test_old_cholesky_batched: numpy's factor, also of a
+    # transposed (non-contiguous) input; out= and upper=
+    A = fg.tensor(_spd(*batch, n, n) if n else np.zeros((*batch, 0, 0)))
+    if A.numel() and not contiguous:
+        A = A.mT
+        assert not A.is_contiguous()
+    want = np.linalg.cholesky(A.numpy()) if n else np.zeros(A.shape)
+    _close(fg.linalg.cholesky(A), want, rtol=1e-12)
+    L, info = fg.linalg.cholesky_ex(A)
+    _close(L, want, rtol=1e-12)
+    assert info.dtype == fg.int32 and not info.numpy().any() and info.shape == batch
+    _close(fg.cholesky(A, upper=True), np.swapaxes(want, -1, -2), rtol=1e-12)
+    if batch and n:
+        each = np.stack([fg.cholesky(m, upper=True).numpy() for m in A.reshape(-1, n, n)])
+        _close(fg.cholesky(A, upper=True), each.reshape(A.shape), rtol=1e-12)
+    out = fg.empty_like(A)
+    assert fg.linalg.cholesky(A, out=out) is out
+    np.testing.assert_array_equal(out.numpy(), fg.linalg.cholesky(A).numpy())
+    _close(fg.linalg.cholesky(A, upper=True), np.swapaxes(want, -1, -2), rtol=1e-12)
+
+
+def test_cholesky_errors_like_pytorch():
+    # test_cholesky_errors_and_warnings / test_cholesky_ex_non_pd / test_cholesky_ex_out_info_error
+    for shape in ((2, 3), (2, 2, 3), (2,)):
+        with pytest.raises(RuntimeError):
+            fg.linalg.cholesky(fg.tensor(_rand(*shape)))
+    A = np.eye(3)
+    A[-1, -1] = 0
+    with pytest.raises(fg.linalg.LinAlgError, match="minor of order 3 is not positive-definite"):
+        fg.linalg.cholesky(fg.tensor(A))
+    assert int(fg.linalg.cholesky_ex(fg.tensor(A)).info) == 3
+    with pytest.raises(fg.linalg.LinAlgError, match="minor of order 3 is not positive-definite"):
+        fg.linalg.cholesky_ex(fg.tensor(A), check_errors=True)
+    A = np.eye(3)[None].repeat(5, 0)
+    A[4, -1, -1] = 0
+    with pytest.raises(
+        RuntimeError, match=r"\(Batch element 4\): The factorization could not be completed"
+    ):
+        fg.linalg.cholesky(fg.tensor(A))
+    A = np.eye(3)[None].repeat(5, 0)
+    A[3, -2, -2] = 0
+    assert fg.linalg.cholesky_ex(fg.tensor(A)).info.tolist() == [0, 0, 0, 2, 0]
+    with pytest.raises(
+        RuntimeError, match=r"\(Batch element 3\): The factorization could not be completed"
+    ):
+        fg.linalg.cholesky_ex(fg.tensor(A), check_errors=True)
+    S = fg.tensor(_spd(3, 3))
+    with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        fg.linalg.cholesky(S, out=fg.empty(2, 3, dtype=fg.float64))
+    with pytest.raises(RuntimeError):
+        fg.linalg.cholesky(S, out=fg.empty(3, 3, dtype=fg.int32))
+    with pytest.raises(RuntimeError):
+        fg.linalg.cholesky_ex(
+            S, out=(fg.empty(3, 3, dtype=fg.float64), fg.empty((), dtype=fg.int64))
+        )
+
+
+def test_old_cholesky():
+    # test_old_cholesky / test_old_cholesky_empty (torch.cholesky)
+    A = _spd(10, 10)
+    C = fg.cholesky(fg.tensor(A)).numpy()
+    np.testing.assert_allclose(C @ C.T, A, atol=1e-12)
+    U = fg.cholesky(fg.tensor(A), True).numpy()
+    np.testing.assert_allclose(U.T @ U, A, atol=1e-12)
+    for upper in (True, False):
+        chol = fg.cholesky(fg.empty(0, 0, dtype=fg.float64), upper)
+        assert (chol @ chol.mT).shape == (0, 0)

@@ -276,9 +276,9 @@ class _Cholesky(Function):
             flat = sym.reshape(-1, *sym.shape[-2:])
             infos = [_cholesky_info(m) for m in flat]
             first = next(i for i, k in enumerate(infos) if k)
-            where = f" (batch element {first})" if sym.ndim > 2 else ""
+            where = f" (Batch element {first})" if sym.ndim > 2 else ""
             raise LinAlgError(
-                f"linalg.cholesky{where}: the factorization could not be completed because the "
+                f"linalg.cholesky{where}: The factorization could not be completed because the "
                 f"input is not positive-definite (the leading minor of order {infos[first]} "
                 f"is not positive-definite)"
             ) from None
@@ -839,7 +839,7 @@ def _per_matrix(
     bad = info != 0
     if check_errors and bad.any():
         first = int(np.flatnonzero(bad.reshape(-1))[0])
-        where = f" (batch element {first})" if info.ndim else ""
+        where = f" (Batch element {first})" if info.ndim else ""
         raise LinAlgError(f"linalg.{op}{where}: {why.format(int(info.reshape(-1)[first]))}")
     if not bad.any():
         return fn(A)
@@ -856,7 +856,10 @@ def inv_ex(A: Tensor, *, check_errors: bool = False) -> _InvEx:
     inverse is NaN and the others are computed as usual."""
     A = _float_input("inv_ex", "A", A)
     info = _batch_info("inv_ex", A, _lu_info)
-    why = "the diagonal element {} is zero: the matrix is singular"
+    why = (
+        "The diagonal element {} is zero, the inversion could not be completed because the "
+        "input matrix is singular."
+    )
     X = _per_matrix("inv_ex", A, info, inv, check_errors, why)
     return _InvEx(X, tensor(info, device=A.device))
 
@@ -868,7 +871,10 @@ def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = Fa
     A = _float_input("solve_ex", "A", A)
     B = _check_tensor("solve_ex", "B", B)
     info = _batch_info("solve_ex", A, _lu_info)
-    why = "the diagonal element {} is zero: the matrix is singular"
+    why = (
+        "The diagonal element {} is zero, the solve could not be completed because the input "
+        "matrix is singular."
+    )
     vector = _as_matrix_rhs("solve", A, B)
     solve_one = lambda M: solve(M, B, left=left)
     X = _per_matrix("solve_ex", A, info, solve_one, check_errors, why, 1 if vector else 2)
@@ -882,7 +888,10 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -
     matrix's factor is NaN and the others are computed as usual."""
     A = _float_input("cholesky_ex", "A", A)
     info = _batch_info("cholesky_ex", A, _cholesky_info)
-    why = "the input is not positive-definite (the leading minor of order {} is not)"
+    why = (
+        "The factorization could not be completed because the input is not positive-definite "
+        "(the leading minor of order {} is not positive-definite)."
+    )
     L = _per_matrix("cholesky_ex", A, info, lambda M: cholesky(M, upper=upper), check_errors, why)
     return _CholEx(L, tensor(info, device=A.device))
 
