@@ -2534,3 +2534,177 @@ def test_old_cholesky():
     for upper in (True, False):
         chol = fg.cholesky(fg.empty(0, 0, dtype=fg.float64), upper)
         assert (chol @ chol.mT).shape == (0, 0)
+
+
+def _addr_vs_numpy(dtype, beta=1, alpha=1):
+    """PyTorch's _test_addr_vs_numpy: addr against beta * m + alpha * outer(a, b) for plain,
+    transposed, 0-strided and scalar inputs, with out=; inf and NaN in m ignored at beta 0."""
+    rng = np.random.default_rng(0)
+
+    def make(*shape):
+        if dtype == "bool":
+            return fg.tensor(rng.integers(0, 2, shape).astype(bool))
+        if dtype.startswith(("int", "uint")):
+            lo = 0 if dtype == "uint8" else -2
+            return fg.tensor(rng.integers(lo, 2, shape), dtype=dtype)
+        return fg.tensor(rng.uniform(-2, 2, shape), dtype=dtype)
+
+    def check(m, a, b, beta, alpha):
+        mn, an, bn = m.numpy(), a.numpy(), b.numpy()
+        outer = np.outer(an, bn)
+        if dtype == "bool":
+            want = (bool(alpha) & outer) if not beta else (mn | (bool(alpha) & outer))
+        elif beta == 0:
+            want = alpha * outer
+        else:
+            want = beta * mn + alpha * outer
+        res = fg.addr(m, a, b, beta=beta, alpha=alpha)
+        np.testing.assert_allclose(
+            res.numpy(), np.broadcast_to(want, res.shape).astype(res.numpy().dtype), rtol=1e-12
+        )
+        out = fg.empty_like(res)
+        fg.addr(m, a, b, beta=beta, alpha=alpha, out=out)
+        np.testing.assert_array_equal(out.numpy(), res.numpy())
+
+    m, a, b = make(50, 50), make(50), make(50)
+    check(m, a, b, beta, alpha)
+    check(m.mT, a, b, beta, alpha)
+    check(m, make(1).expand(50), b, beta, alpha)
+    check(fg.tensor(1, dtype=dtype), a, b, beta, alpha)
+    if beta == 0 and dtype.startswith("float"):
+        mm = m.numpy().copy()
+        mm[0, 10] = mm[10, 10] = mm[20, 20] = INF
+        mm[1, 10] = mm[11, 10] = mm[21, 20] = math.nan
+        m = fg.tensor(mm)
+    check(m, a, b, 0, alpha)
+
+
+def test_addr_bool_integral_float():
+    # test_addr_bool / test_addr_integral / test_addr_float_and_complex
+    for beta, alpha in ((True, False), (False, True), (False, False), (True, True)):
+        _addr_vs_numpy("bool", beta, alpha)
+    for dtype in ("uint8", "int8", "int16", "int32", "int64"):
+        for beta, alpha in ((2.0, 1), (2, 1.0), (True, 1), (2, True)):
+            with pytest.raises(RuntimeError):
+                _addr_vs_numpy(dtype, beta, alpha)
+        _addr_vs_numpy(dtype, 0, 2)
+        _addr_vs_numpy(dtype, 2, 2)
+    for dtype in ("float32", "float64"):
+        for beta, alpha in ((True, 1), (2, True)):
+            with pytest.raises(RuntimeError):
+                _addr_vs_numpy(dtype, beta, alpha)
+        _addr_vs_numpy(dtype, 0.0, 2)
+        _addr_vs_numpy(dtype, 0.5, 2)
+
+
+_REAL = [
+    "bool",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+]
+
+
+def test_addr_and_outer_type_promotion():
+    # test_outer_type_promotion / test_addr_type_promotion (real dtypes)
+    for d0, d1 in itertools.product(_REAL, repeat=2):
+        a, b = fg.ones(5, dtype=d0), fg.ones(5, dtype=d1)
+        want = str(torch.promote_types(getattr(torch, d0), getattr(torch, d1))).split(".")[-1]
+        for op in (fg.outer, fg.Tensor.outer, fg.ger, fg.Tensor.ger):
+            assert op(a, b).dtype.name == want, (op, d0, d1)
+        for d2 in ("bool", "int32", "float32", "float64"):
+            m = fg.ones(5, 5, dtype=d2)
+            want3 = str(torch.promote_types(getattr(torch, want), getattr(torch, d2))).split(".")[
+                -1
+            ]
+            for op in (fg.addr, fg.Tensor.addr):
+                assert op(m, a, b).dtype.name == want3, (d0, d1, d2)
+
+
+def test_outer_ger_addr_legacy_tests():
+    for size in ((0, 0), (0, 5), (5, 0)):
+        a, b = fg.rand(size[0]), fg.rand(size[1])
+        assert fg.outer(a, b).shape == size and fg.ger(a, b).shape == size
+        assert fg.addr(fg.empty(size), a, b).shape == size
+    m, a, b = fg.randn(5, 6), fg.randn(5), fg.tensor(6.0)
+    for f in (
+        lambda: fg.outer(a, b),
+        lambda: fg.outer(b, a),
+        lambda: fg.ger(a, b),
+        lambda: fg.ger(b, a),
+        lambda: fg.addr(m, a, b),
+        lambda: fg.addr(m, b, a),
+    ):
+        with pytest.raises(RuntimeError):
+            f()
+
+
+def test_det_numpy():
+    # test_det: torch.det, Tensor.det and linalg.det against numpy
+    for shape in ((2, 2), (129, 129), (3, 52, 52), (4, 2, 26, 26)):
+        t = _rand(*shape)
+        want = np.linalg.det(t)
+        for op in (fg.det, fg.Tensor.det, fg.linalg.det):
+            _close(op(fg.tensor(t)), np.asarray(want), rtol=1e-9)
+    with pytest.raises(RuntimeError):
+        fg.det(fg.tensor(_rand(1)))
+
+
+@pytest.mark.parametrize("n", [0, 3, 5])
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
+@pytest.mark.parametrize("uplo", ["U", "L"])
+def test_eigh_eigvalsh_numpy(n, batch, uplo):
+    # test_eigh / test_eigvalsh: numpy's eigenvalues and (up to sign) eigenvectors, out=
+    a = _rand(*batch, n, n)
+    a = a + np.swapaxes(a, -1, -2)
+    w, v = np.linalg.eigh(a, UPLO=uplo)
+    aw, av = fg.linalg.eigh(fg.tensor(a), UPLO=uplo)
+    _close(aw, w, rtol=1e-10, atol=1e-12)
+    if a.size:
+        phase = v[..., 0, :] / av.numpy()[..., 0, :]
+        _close(av.numpy() * phase[..., None, :], v, rtol=1e-8, atol=1e-10)
+    ow, ov = fg.empty_like(aw), fg.empty_like(av)
+    rw, rv = fg.linalg.eigh(fg.tensor(a), UPLO=uplo, out=(ow, ov))
+    assert rw is ow and rv is ov
+    np.testing.assert_array_equal(ow.numpy(), aw.numpy())
+    _close(
+        fg.linalg.eigvalsh(fg.tensor(a), UPLO=uplo),
+        np.linalg.eigvalsh(a, UPLO=uplo),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+    out = fg.empty_like(aw)
+    assert fg.linalg.eigvalsh(fg.tensor(a), UPLO=uplo, out=out) is out
+    # test_eigh_lower_uplo: a non-symmetric input, lower-case UPLO reads that triangle
+    m = _rand(3, 3, 2, 2)
+    for lo in ("u", "l"):
+        w, v = np.linalg.eigh(m, UPLO=lo.upper())
+        aw, av = fg.linalg.eigh(fg.tensor(m), UPLO=lo)
+        _close(aw, w, rtol=1e-10, atol=1e-12)
+        _close(np.abs(av.numpy()), np.abs(v), rtol=1e-8, atol=1e-10)
+
+
+def test_eigh_eigvalsh_errors_and_warnings():
+    for f in (fg.linalg.eigh, fg.linalg.eigvalsh):
+        with pytest.raises(RuntimeError):
+            f(fg.tensor(_rand(2, 3)))
+        for uplo in ("a", "wrong"):
+            with pytest.raises(RuntimeError, match="'L' or 'U'"):
+                f(fg.tensor(_rand(3, 3)), UPLO=uplo)
+    a = fg.tensor(_spd(3, 3))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        fg.linalg.eigh(a, out=(fg.empty(7, 7, dtype=fg.float64), fg.empty(7, 7, dtype=fg.float64)))
+    assert sum("An output with one or more elements was resized" in str(x.message) for x in w) == 2
+    with pytest.raises(RuntimeError):
+        fg.linalg.eigh(a, out=(fg.empty(0, dtype=fg.float64), fg.empty(0, dtype=fg.int32)))
+    with pytest.raises(RuntimeError):
+        fg.linalg.eigh(a, out=(fg.empty(0, dtype=fg.int32), fg.empty(0, dtype=fg.float64)))
+    with pytest.raises(RuntimeError):
+        fg.linalg.eigvalsh(a, out=fg.empty(0, dtype=fg.int32))
