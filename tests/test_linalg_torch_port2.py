@@ -2708,3 +2708,147 @@ def test_eigh_eigvalsh_errors_and_warnings():
         fg.linalg.eigh(a, out=(fg.empty(0, dtype=fg.int32), fg.empty(0, dtype=fg.float64)))
     with pytest.raises(RuntimeError):
         fg.linalg.eigvalsh(a, out=fg.empty(0, dtype=fg.int32))
+
+
+def _same_as_torch(fn, rtol=1e-7, atol=1e-9):
+    """``fn(lib)`` gives torch's values (dtype and shape included) or raises torch's kind
+    of exception."""
+    try:
+        want = fn(torch)
+    except Exception as e:  # noqa: BLE001 - any exception torch raises is the reference
+        with pytest.raises(_like(e)):
+            fn(fg)
+        return
+    got = fn(fg)
+    for w, g in zip(_flat(want), _flat(got)):
+        assert str(g.dtype).split(".")[-1] == str(w.dtype).split(".")[-1]
+        assert tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_allclose(
+            _np(g.float() if g.dtype.name == "bfloat16" else g).astype(np.float64),
+            _np(w.float() if w.dtype == torch.bfloat16 else w).astype(np.float64),
+            rtol=rtol,
+            atol=atol,
+            equal_nan=True,
+        )
+
+
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_norm_dtype(keepdim):
+    # test_norm_dtype (real dtypes): the result keeps the input's dtype, dtype= computes in
+    # another, out= must have the result's dtype
+    cases = [((10,), [0, 0.1, -0.1, 1, -1, 2, -2, 3, -3, 4.5, -4.5, INF, -INF, None])]
+    cases.append(((10, 10), ["fro", "nuc", 1, -1, 2, -2, INF, -INF, None]))
+    x = {s: _rand(*s) for s, _ in cases}
+    for shape, ords in cases:
+        for ord in ords:
+            for d0, d1 in itertools.product(("float32", "float64"), repeat=2):
+
+                def f(L, ord=ord, d0=d0, d1=d1, shape=shape):
+                    inp = L.tensor(x[shape], dtype=getattr(L, d0))
+                    res = L.linalg.norm(inp, ord, keepdim=keepdim)
+                    with_dtype = L.linalg.norm(inp, ord, keepdim=keepdim, dtype=getattr(L, d1))
+                    out = L.empty(0, dtype=getattr(L, d1))
+                    L.linalg.norm(inp, ord, keepdim=keepdim, dtype=getattr(L, d1), out=out)
+                    return res, with_dtype, out
+
+                _same_as_torch(f, rtol=1e-5, atol=1e-6)
+            for d0, d1 in (("float32", "float64"), ("float64", "float32")):
+                for L in (fg, torch):
+                    with pytest.raises(RuntimeError):
+                        L.linalg.norm(
+                            L.tensor(x[shape], dtype=L.float32),
+                            ord,
+                            keepdim=keepdim,
+                            dtype=getattr(L, d0),
+                            out=L.empty(0, dtype=getattr(L, d1)),
+                        )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_vector_norm_against_torch(dtype):
+    # test_vector_norm: every ord, size, dim, keepdim and dtype= as torch (values, dtypes,
+    # the errors for empty inputs and for narrowing dtype=), with out=
+    rng = np.random.default_rng(0)
+    sizes = [(10,), (4, 5), (3, 4, 5), (0,), (0, 10), (0, 0), (10, 0, 10)]
+    tol = {"float16": 2e-3, "bfloat16": 2e-2}.get(dtype, 1e-5)
+    for size in sizes:
+        vals = rng.uniform(-9, 9, size)
+        for ord, keepdim, norm_dtype in itertools.product(
+            [0, 0.9, 1, 2, 3, INF, -0.5, -1, -2, -3, -INF],
+            (True, False),
+            (None, "float32", "float64", "float16", "bfloat16"),
+        ):
+            for dim in (None, len(size) - 1):
+
+                def f(L, ord=ord, keepdim=keepdim, nd=norm_dtype, dim=dim, vals=vals):
+                    inp = L.tensor(vals, dtype=getattr(L, dtype))
+                    kw = {} if nd is None else {"dtype": getattr(L, nd)}
+                    r = L.linalg.vector_norm(inp, ord, dim=dim, keepdim=keepdim, **kw)
+                    out = L.empty(0, dtype=r.dtype)
+                    L.linalg.vector_norm(inp, ord, dim=dim, keepdim=keepdim, out=out, **kw)
+                    return r, out
+
+                _same_as_torch(f, rtol=tol, atol=tol)
+
+
+def test_vector_norm_dim_tuple_arg():
+    for size, dim, err in [
+        ((4,), (0,), None),
+        ((4,), (1,), IndexError),
+        ((4,), (-2,), IndexError),
+        ((4, 3), (0, -1), None),
+        ((4, 3), (0, 0), RuntimeError),
+        ((4, 3), (0, -2), RuntimeError),
+        ((4, 3), (0, 1.0), TypeError),
+        ((4, 3), (None,), TypeError),
+    ]:
+        x = fg.randn(*size)
+        for d in (dim, list(dim)):
+            if err is None:
+                fg.linalg.vector_norm(x, dim=d)
+            else:
+                with pytest.raises(err):
+                    fg.linalg.vector_norm(x, dim=d)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_vector_norm_out_dtype_error(dtype):
+    x = fg.randn(10, dtype=dtype)
+    dts = [None, "float32", "float64", "float16", "bfloat16"]
+    for norm_dtype, out_dtype in itertools.product(dts, dts[1:]):
+        kw = {} if norm_dtype is None else {"dtype": norm_dtype}
+        expected = dtype if norm_dtype is None else norm_dtype
+        narrowing = (
+            norm_dtype is not None and norm_dtype != dtype and (_RANK[dtype] >= _RANK[norm_dtype])
+        )
+        if narrowing or out_dtype != expected:
+            with pytest.raises(RuntimeError):
+                fg.linalg.vector_norm(x, out=fg.empty(0, dtype=out_dtype), **kw)
+        else:
+            fg.linalg.vector_norm(x, out=fg.empty(0, dtype=out_dtype), **kw)
+
+
+_RANK = {"float16": 0, "bfloat16": 0, "float32": 1, "float64": 2}
+
+
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_norm_vector_numpy(keepdim):
+    # test_norm_vector: linalg.norm's vector norms against numpy, with out=
+    ords = [0, 1, -1, 2, -2, 3, -3, 4.5, -4.5, INF, -INF]
+    for size, dim in [
+        ((10,), None),
+        ((10,), 0),
+        ((10, 10, 10), 0),
+        ((10, 10, 10), 1),
+        ((10, 10, 10), 2),
+        ((10, 10, 10), -1),
+        ((10, 10, 10), -2),
+        ((100_000,), None),
+    ]:
+        x = _rand(*size)
+        for ord in ords:
+            r = fg.linalg.norm(fg.tensor(x), ord, dim, keepdim)
+            _close(r, np.asarray(np.linalg.norm(x, ord, dim, keepdim)), rtol=1e-10)
+            out = fg.empty_like(r)
+            fg.linalg.norm(fg.tensor(x), ord, dim, keepdim, out=out)
+            np.testing.assert_array_equal(out.numpy(), r.numpy())
