@@ -2852,3 +2852,50 @@ def test_norm_vector_numpy(keepdim):
             out = fg.empty_like(r)
             fg.linalg.norm(fg.tensor(x), ord, dim, keepdim, out=out)
             np.testing.assert_array_equal(out.numpy(), r.numpy())
+
+
+@pytest.mark.parametrize("keepdim", [True, False])
+def test_norm_matrix_numpy(keepdim):
+    # test_norm_matrix: linalg.norm and linalg.matrix_norm against numpy over every pair of
+    # dims, with out=; and test_cond's out=
+    ords = [1, -1, 2, -2, INF, -INF, "nuc", "fro"]
+    for size, dim in [
+        ((10, 10), None),
+        ((10, 10), (0, 1)),
+        ((10, 10), (1, 0)),
+        ((4, 5, 6, 7), (2, 0)),
+        ((4, 5, 6, 7), (-1, -2)),
+        ((4, 5, 6, 7), (-1, -3)),
+        ((4, 5, 6, 7), (-3, 2)),
+    ]:
+        x = _rand(*size)
+        for ord in ords:
+            want = np.asarray(np.linalg.norm(x, ord, dim, keepdim))
+            ops = [fg.linalg.norm] + ([fg.linalg.matrix_norm] if dim is not None else [])
+            for op in ops:
+                r = (
+                    op(fg.tensor(x), ord, dim, keepdim)
+                    if dim is not None
+                    else op(fg.tensor(x), ord, keepdim=keepdim)
+                )
+                _close(r, want, rtol=1e-10)
+                out = fg.empty_like(r)
+                if dim is not None:
+                    op(fg.tensor(x), ord, dim, keepdim, out=out)
+                else:
+                    op(fg.tensor(x), ord, keepdim=keepdim, out=out)
+                np.testing.assert_array_equal(out.numpy(), r.numpy())
+    a = fg.tensor(_rand(2, 3, 3, 3))
+    for p in [1, -1, 2, -2, INF, -INF, "fro", "nuc", None]:
+        r = fg.linalg.cond(a, p)
+        out = fg.empty_like(r)
+        assert fg.linalg.cond(a, p, out=out) is out
+        np.testing.assert_array_equal(out.numpy(), r.numpy())
+    with pytest.warns(UserWarning, match="resized"):
+        fg.linalg.cond(
+            fg.ones(2, 2, dtype=fg.float64) + fg.eye(2, dtype=fg.float64),
+            "fro",
+            out=fg.empty(2, 2, dtype=fg.float64),
+        )
+    with pytest.raises(RuntimeError):
+        fg.linalg.cond(fg.eye(2, dtype=fg.float64), 2, out=fg.empty(0, dtype=fg.int32))
