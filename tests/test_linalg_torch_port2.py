@@ -2899,3 +2899,154 @@ def test_norm_matrix_numpy(keepdim):
         )
     with pytest.raises(RuntimeError):
         fg.linalg.cond(fg.eye(2, dtype=fg.float64), 2, out=fg.empty(0, dtype=fg.int32))
+
+
+def _blas_fn(fn, *args, test_out=False, **kwargs):
+    rng = np.random.default_rng(0)
+    ts = [
+        fg.tensor(rng.standard_normal(a), dtype=fg.float32) if isinstance(a, tuple) else a
+        for a in args
+    ]
+    res = fn(*ts, **kwargs)
+    if not test_out:
+        return res
+    out = fg.full_like(res, math.nan)
+    fn(*ts, **kwargs, out=out)
+    return out
+
+
+def test_blas_empty():
+    # test_blas_empty: shapes and values of products with empty operands, with out=
+    f = _blas_fn
+    assert f(fg.mm, (0, 0), (0, 0)).shape == (0, 0)
+    assert f(fg.mm, (0, 0), (0, 5)).shape == (0, 5)
+    assert f(fg.mm, (5, 0), (0, 0)).shape == (5, 0)
+    assert f(fg.mm, (3, 2), (2, 0)).shape == (3, 0)
+    for out in (False, True):
+        np.testing.assert_array_equal(
+            f(fg.mm, (5, 0), (0, 6), test_out=out).numpy(), np.zeros((5, 6))
+        )
+    assert f(fg.addmm, (0, 0), (0, 0), (0, 0)).shape == (0, 0)
+    assert f(fg.addmm, (1,), (0, 17), (17, 1)).shape == (0, 1)
+    t = fg.randn(5, 6)
+    for out in (False, True):
+        np.testing.assert_array_equal(
+            f(fg.addmm, t, (5, 0), (0, 6), test_out=out).numpy(), t.numpy()
+        )
+    assert f(fg.mv, (0, 0), (0,)).shape == (0,)
+    assert f(fg.mv, (0, 2), (2,)).shape == (0,)
+    for out in (False, True):
+        np.testing.assert_array_equal(f(fg.mv, (3, 0), (0,), test_out=out).numpy(), np.zeros(3))
+    assert f(fg.addmv, (0,), (0, 0), (0,)).shape == (0,)
+    t = fg.randn(3)
+    for out in (False, True):
+        np.testing.assert_array_equal(f(fg.addmv, t, (3, 0), (0,), test_out=out).numpy(), t.numpy())
+    assert f(fg.bmm, (0, 0, 0), (0, 0, 0)).shape == (0, 0, 0)
+    assert f(fg.bmm, (3, 0, 0), (3, 0, 5)).shape == (3, 0, 5)
+    assert f(fg.bmm, (0, 5, 0), (0, 0, 6)).shape == (0, 5, 6)
+    for out in (False, True):
+        np.testing.assert_array_equal(
+            f(fg.bmm, (3, 5, 0), (3, 0, 6), test_out=out).numpy(), np.zeros((3, 5, 6))
+        )
+    assert f(fg.baddbmm, (0, 0, 0), (0, 0, 0), (0, 0, 0)).shape == (0, 0, 0)
+    assert f(fg.baddbmm, (3, 0, 5), (3, 0, 0), (3, 0, 5)).shape == (3, 0, 5)
+    assert f(fg.baddbmm, (0, 5, 6), (0, 5, 0), (0, 0, 6)).shape == (0, 5, 6)
+    assert f(fg.baddbmm, (3, 5, 6), (3, 5, 0), (3, 0, 6)).shape == (3, 5, 6)
+    c = fg.arange(30, dtype=fg.float32).reshape(3, 2, 5)
+    for out in (False, True):
+        got = f(fg.baddbmm, c, (3, 2, 0), (3, 0, 5), beta=-2, test_out=out)
+        np.testing.assert_array_equal(got.numpy(), -2 * c.numpy())
+    assert f(fg.addbmm, (0, 0), (0, 0, 0), (0, 0, 0)).shape == (0, 0)
+    assert f(fg.addbmm, (0, 5), (3, 0, 0), (3, 0, 5)).shape == (0, 5)
+    t = fg.randn(5, 6)
+    for out in (False, True):
+        np.testing.assert_array_equal(
+            f(fg.addbmm, t, (0, 5, 0), (0, 0, 6), test_out=out).numpy(), t.numpy()
+        )
+    for out in (False, True):
+        assert float(f(fg.matmul, (0,), (0,), test_out=out)) == 0.0
+        assert float(f(fg.dot, (0,), (0,), test_out=out)) == 0.0
+        np.testing.assert_array_equal(
+            f(fg.matmul, (5, 3, 0), (5, 0, 4), test_out=out).numpy(), np.zeros((5, 3, 4))
+        )
+    assert f(fg.matmul, (0, 0), (0, 0)).shape == (0, 0)
+    assert f(fg.matmul, (0, 0, 0), (0, 0, 0)).shape == (0, 0, 0)
+    assert f(fg.matmul, (5, 0, 0), (5, 0, 0)).shape == (5, 0, 0)
+    for shape, want in (
+        ((0, 5, 5), [(0, 5, 5), (0, 5)]),
+        ((0, 0, 0), [(0, 0, 0), (0, 0)]),
+        ((2, 0, 0), [(2, 0, 0), (2, 0)]),
+    ):
+        A_LU, pivots = f(fg.lu, shape)
+        assert [A_LU.shape, pivots.shape] == want
+
+
+@pytest.mark.parametrize(
+    "dtype", ["float32", "float64", "int64", "int32", "uint8", "int8", "int16"]
+)
+def test_blas_alpha_beta_empty(dtype):
+    # beta is applied to the input of an empty product (keywords as PyTorch's)
+    value, alpha, beta = 11, 6, 3
+    inp = fg.full((2,), value, dtype=dtype)
+    mat, vec = fg.ones(2, 0, dtype=dtype), fg.ones(0, dtype=dtype)
+    want = np.full(2, beta * value)
+    np.testing.assert_array_equal(
+        fg.addmv(input=inp, mat=mat, vec=vec, alpha=alpha, beta=beta).numpy(), want
+    )
+    out = fg.empty(2, dtype=dtype)
+    fg.addmv(input=inp, mat=mat, vec=vec, alpha=alpha, beta=beta, out=out)
+    np.testing.assert_array_equal(out.numpy(), want)
+    inp = fg.full((2, 3), value, dtype=dtype)
+    mat2 = fg.ones(0, 3, dtype=dtype)
+    want = np.full((2, 3), beta * value)
+    np.testing.assert_array_equal(
+        fg.addmm(input=inp, mat1=mat, mat2=mat2, alpha=alpha, beta=beta).numpy(), want
+    )
+    out = fg.empty(2, 3, dtype=dtype)
+    fg.addmm(input=inp, mat1=mat, mat2=mat2, alpha=alpha, beta=beta, out=out)
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
+def test_blas_nan_out():
+    # products written into NaN-filled outs of transposed / 0-strided operands
+    b, n, m, p = 3, 5, 7, 11
+    nm = fg.randn(m, n).t()
+    _m = fg.randn(()).expand(m)
+    out = fg.full((m,), math.nan)
+    np.testing.assert_allclose(fg.mv(nm, _m).numpy(), fg.mv(nm, _m, out=out).numpy())
+    assert not np.isnan(fg.mv(nm, _m).numpy()).any()
+    mp = fg.randn(p, m).t()
+    np.testing.assert_allclose(
+        fg.mm(nm, mp).numpy(), fg.mm(nm, mp, out=fg.full((n, p), math.nan)).numpy()
+    )
+    bnm, bmp = fg.randn(b, m, n).transpose(1, 2), fg.randn(b, p, m).transpose(1, 2)
+    np.testing.assert_allclose(
+        fg.bmm(bnm, bmp).numpy(), fg.bmm(bnm, bmp, out=fg.full((b, n, p), math.nan)).numpy()
+    )
+
+
+@pytest.mark.parametrize(
+    "shape", [(0, 0), (3, 0), (0, 3), (2, 0, 0), (0, 3, 3), (3, 3), (5, 3), (2, 5, 3), (2, 1, 4, 4)]
+)
+def test_householder_product_numpy_reflectors(shape):
+    # test_householder_product: geqrf's reflectors and tau (numpy's qr mode='raw') give qr's Q;
+    # an empty tau gives the identity's first columns
+    A = _rand(*shape)
+    m, n = shape[-2:]
+    if m < n:
+        return
+    flat = A.reshape(int(np.prod(shape[:-2])), m, n)
+    refl, tau = np.empty_like(flat), np.empty((flat.shape[0], n))
+    for i, a in enumerate(flat):
+        if a.size:
+            h, t = np.linalg.qr(a, mode="raw")
+            refl[i], tau[i] = h.T, t
+    refl, tau = refl.reshape(shape), tau.reshape(*shape[:-2], n)
+    got = fg.linalg.householder_product(fg.tensor(refl), fg.tensor(tau))
+    assert got.shape == shape
+    if A.size:
+        _close(got, fg.linalg.qr(fg.tensor(A)).Q.numpy(), rtol=1e-10, atol=1e-12)
+        ident = fg.linalg.householder_product(
+            fg.tensor(refl), fg.empty(*shape[:-2], 0, dtype=fg.float64)
+        )
+        _close(ident, np.broadcast_to(np.eye(m, n), shape))
