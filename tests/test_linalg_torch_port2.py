@@ -3050,3 +3050,92 @@ def test_householder_product_numpy_reflectors(shape):
             fg.tensor(refl), fg.empty(*shape[:-2], 0, dtype=fg.float64)
         )
         _close(ident, np.broadcast_to(np.eye(m, n), shape))
+
+
+def test_householder_product_errors_and_warnings():
+    for a_size, tau_size in (((10,), (2,)), ((10, 6), (20,)), ((6, 10), (5,))):
+        with pytest.raises(RuntimeError):
+            fg.linalg.householder_product(fg.rand(*a_size), fg.rand(*tau_size))
+    reflectors, tau = fg.randn(3, 3), fg.randn(3)
+    with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        fg.linalg.householder_product(reflectors, tau, out=fg.empty(2, 3))
+    with pytest.raises(RuntimeError):
+        fg.linalg.householder_product(reflectors, tau, out=fg.empty(3, 3, dtype=fg.int32))
+    with pytest.raises(RuntimeError):
+        fg.linalg.householder_product(reflectors, tau.to(fg.int32))
+
+
+def _random_matrix(m, n, *batch, singular, rng):
+    a = rng.standard_normal((*batch, m, n))
+    if singular and min(m, n) > 0:
+        u, s, vh = np.linalg.svd(a, full_matrices=False)
+        s[..., -1] = 0.0
+        a = (u * s[..., None, :]) @ vh
+    return a
+
+
+def test_linalg_lu_factor_and_lu():
+    # test_linalg_lu_factor_and_lu: torch.lu (get_infos), linalg.lu_factor and lu_factor_ex
+    # on singular and regular, empty and batched matrices: P @ L @ U = A
+    rng = np.random.default_rng(0)
+    fns = (lambda A: fg.lu(A, get_infos=True), fg.linalg.lu_factor, fg.linalg.lu_factor_ex)
+    sizes = ((3, 3), (5, 5), (4, 2), (3, 4), (0, 0), (0, 1), (1, 0))
+    batches = ((0,), (2,), (3,), (1, 0), (3, 5))
+    for (m, n), batch, singular, fn in itertools.product(sizes, batches, (True, False), fns):
+        A = fg.tensor(_random_matrix(m, n, *batch, singular=singular, rng=rng))
+        if A.numel() == 0 and not singular:
+            continue
+        for a in (A, fg.ones(*batch, m, n, dtype=fg.float64)) if singular else (A,):
+            if singular and fn is fg.linalg.lu_factor:
+                try:
+                    LU, pivots = fn(a)
+                except RuntimeError:
+                    continue
+            else:
+                LU, pivots = fn(a)[:2]
+            k = min(m, n)
+            assert LU.shape == a.shape and pivots.shape == (*batch, k)
+            P, L, U = fg.lu_unpack(LU, pivots)
+            np.testing.assert_allclose((P @ L @ U).numpy(), a.numpy(), atol=1e-12)
+    assert (fg.linalg.lu_factor_ex(fg.ones(5, 3, 3), pivot=True).info.numpy() >= 0).all()
+    with pytest.raises(RuntimeError):
+        fg.lu(fg.empty(1, 2, 2), pivot=False)
+    with pytest.raises(RuntimeError):
+        fg.linalg.lu_factor(fg.empty(1, 2, 2), pivot=False)
+
+
+def test_lu_unpack_shapes_and_check_input():
+    # test_lu_unpack / test_lu_unpack_check_input
+    rng = np.random.default_rng(0)
+    shapes = [
+        (3, 3),
+        (5, 3, 3),
+        (7, 3, 5, 5),
+        (7, 5, 3, 3, 3),
+        (3, 5),
+        (5, 3),
+        (3, 3, 5),
+        (3, 5, 3),
+        (7, 5, 3, 5, 3),
+        (7, 5, 3, 3, 5),
+        (0, 0),
+        (0, 0, 0),
+        (0, 3, 3),
+    ]
+    for shape in shapes:
+        a = rng.uniform(-0.1, 0.1, shape)
+        a_lu, p = fg.lu(fg.tensor(a), pivot=True)
+        P, L, U = fg.lu_unpack(a_lu, p)
+        np.testing.assert_allclose(P.matmul(L.matmul(U)).numpy(), a, atol=1e-14)
+    lu_data, lu_pivots = fg.lu(fg.rand(5, 5, 5, dtype=fg.float64), pivot=True)
+    for L in (fg, torch):
+        lu_d = L.tensor(lu_data.numpy())
+        piv = L.tensor(lu_pivots.numpy())
+        with pytest.raises(RuntimeError):
+            L.lu_unpack(lu_d, piv.long())
+        with pytest.raises(RuntimeError):
+            L.linalg.lu_solve(lu_d, piv.long(), L.ones(5, 5, 1, dtype=L.float64))
+    p, l, u = fg.lu_unpack(lu_data, lu_pivots, unpack_data=False)
+    assert l.shape == u.shape == (0,) and p.shape == (5, 5, 5)
+    p, l, u = fg.lu_unpack(lu_data, lu_pivots, unpack_pivots=False)
+    assert p.shape == (0,)

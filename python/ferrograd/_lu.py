@@ -200,6 +200,16 @@ def _permutation(pivots: np.ndarray, m: int) -> np.ndarray:
     return perm
 
 
+def _pivots(op: str, pivots: Any) -> Tensor:
+    """``pivots`` as :func:`lu_factor` gives them: int32, as PyTorch requires."""
+    pv = _check_tensor(op, "pivots", pivots)
+    if pv.dtype.name != "int32":
+        raise _core.DTypeError(
+            f"{op}: pivots must be an int32 tensor (as linalg.lu_factor gives), got {pv.dtype}"
+        )
+    return pv
+
+
 def lu_unpack(
     LU_data: Any, LU_pivots: Any, unpack_data: bool = True, unpack_pivots: bool = True
 ) -> LUResult:
@@ -207,7 +217,7 @@ def lu_unpack(
     LU = _matrix("lu_unpack", LU_data)
     m, n = LU.shape[-2:]
     k = min(m, n)
-    piv = np.asarray(_check_tensor("lu_unpack", "LU_pivots", LU_pivots).numpy())
+    piv = np.asarray(_pivots("lu_unpack", LU_pivots).numpy())
     L = U = P = None
     if unpack_data:
         eye = tensor(np.eye(m, k), dtype=LU.dtype.name, device=LU.device)
@@ -234,7 +244,7 @@ def lu_solve(LU: Any, pivots: Any, B: Any, *, left: bool = True, adjoint: bool =
     with ``adjoint``) from :func:`lu_factor`'s result (``torch.linalg.lu_solve``)."""
     from ._decomp import solve_triangular
 
-    P, L, U = lu_unpack(LU, pivots)
+    P, L, U = lu_unpack(LU, _pivots("linalg.lu_solve", pivots))
     B = _check_tensor("lu_solve", "B", B)
     if left and not adjoint:
         # A = P L U: X = U^-1 L^-1 P^T B
