@@ -3139,3 +3139,148 @@ def test_lu_unpack_shapes_and_check_input():
     assert l.shape == u.shape == (0,) and p.shape == (5, 5, 5)
     p, l, u = fg.lu_unpack(lu_data, lu_pivots, unpack_pivots=False)
     assert p.shape == (0,)
+
+
+def _addmm_addmv(f, t, m, v, *, alpha=1.2, beta=0.8, transpose_out=False):
+    """PyTorch's _test_addmm_addmv: f(t, m, v) == alpha * m @ v + beta * t (t ignored at
+    beta 0, NaN included), also written into a NaN-filled (transposed) out."""
+    res1 = f(t, m, v, alpha=alpha, beta=beta)
+    res2 = fg.full_like(res1, math.nan)
+    if transpose_out:
+        res2 = res2.t().contiguous().t()
+    f(t, m, v, alpha=alpha, beta=beta, out=res2)
+    res3 = alpha * (m.numpy().astype(np.float64) @ v.numpy().astype(np.float64))
+    if beta != 0:
+        res3 = res3 + beta * t.numpy().astype(np.float64)
+    tol = 1e-5 if t.dtype == fg.float32 else 1e-12
+    np.testing.assert_array_equal(res1.numpy(), res2.numpy())
+    np.testing.assert_allclose(res1.numpy(), np.broadcast_to(res3, res1.shape), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_addmv_addmm_layouts(dtype):
+    # test_addmv / test_addmv_rowmajor_colmajor_incx_incy_lda / test_addmm / test_addmm_sizes
+    r = lambda *s: fg.tensor(0.2 * _rand(*s, seed=len(s) + sum(s)), dtype=dtype)
+    ts = [r(50), r(1).expand(50)]
+    vs = [r(100), r(1).expand(100)]
+    ms = [
+        r(1, 100).expand(50, 100),
+        fg.tensor(0.2 * np.random.default_rng(0).integers(0, 3, (50, 1)), dtype=dtype).expand(
+            50, 100
+        ),
+        r(50, 100),
+        r(100, 50).t(),
+    ]
+    for m, v, t in itertools.product(ms, vs, ts):
+        _addmm_addmv(fg.addmv, t, m, v)
+    for m, v in itertools.product(ms, vs):
+        _addmm_addmv(fg.addmv, fg.full((50,), math.nan, dtype=dtype), m, v, beta=0)
+    o, s = 5, 3
+    a_data = fg.arange(1, o * s + 1, dtype=dtype).view(o, s)
+    x_data, y_data = fg.arange(1, s + 1, dtype=dtype), fg.ones(o, dtype=dtype)
+    for row_major, incx, incy, lda_tail in itertools.product((False, True), (1, 2), (1, 2), (0, 1)):
+        if row_major:
+            a_storage = fg.full((o, s + lda_tail), math.nan, dtype=dtype)
+        else:
+            a_storage = fg.full((s, o + lda_tail), math.nan, dtype=dtype).permute(1, 0)
+        a = a_storage[:o, :s]
+        a.copy_(a_data)
+        x = fg.full((s, incx), math.nan, dtype=dtype)[:, 0]
+        x.copy_(x_data)
+        y = fg.full((o, incy), math.nan, dtype=dtype)[:, 0]
+        y.copy_(y_data)
+        _addmm_addmv(fg.addmv, y, a, x)
+    _addmm_addmv(fg.addmm, r(10, 25), r(10, 50), r(50, 25))
+    _addmm_addmv(fg.addmm, r(10, 1).expand(10, 25), r(10, 1).expand(10, 50), r(50, 25))
+    _addmm_addmv(fg.addmm, fg.full((10, 25), math.nan, dtype=dtype), r(10, 50), r(50, 25), beta=0)
+    for t1, t2, t3, t4 in itertools.product((True, False), repeat=4):
+        mt = lambda c, x: x.t().contiguous().t() if c else x
+        _addmm_addmv(
+            fg.addmm, mt(t1, r(10, 25)), mt(t2, r(10, 50)), mt(t3, r(50, 25)), transpose_out=t4
+        )
+    for m, n, k in itertools.product((0, 1, 25), (0, 1, 10), (0, 1, 8)):
+        M = r(n, m) if n * m else fg.zeros(n, m, dtype=dtype)
+        m1 = r(n, k) if n * k else fg.zeros(n, k, dtype=dtype)
+        m2 = r(k, m) if k * m else fg.zeros(k, m, dtype=dtype)
+        _addmm_addmv(fg.addmm, M, m1, m2)
+        m1 = fg.zeros(n, k + 1, dtype=dtype)
+        with pytest.raises(RuntimeError, match=rf"{n}x{k + 1}.*{k}x{m}"):
+            fg.addmm(M, m1, m2)
+        with pytest.raises(RuntimeError, match=rf"{n}x{k + 1}.*{k}x{m}"):
+            fg.mm(m1, m2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_mm_layouts(dtype):
+    # test_mm: contiguous, transposed and 0-strided operands, and out=
+    rng = np.random.default_rng(0)
+
+    def genf(x, y):
+        if dtype.startswith("int"):
+            return fg.tensor(rng.integers(0, 100, (x, y)), dtype=dtype)
+        return fg.tensor(rng.standard_normal((x, y)), dtype=dtype)
+
+    tol = 1e-4 if dtype == "float32" else 1e-12
+    for n, m, p in ((20, 10, 15), (15, 20, 10), (25, 18, 10)):
+        for mat1, mat2 in (
+            (genf(n, m), genf(m, p)),
+            (genf(n, m), genf(p, m).t()),
+            (genf(m, n).t(), genf(m, p)),
+            (genf(m, n).t(), genf(p, m).t()),
+            (genf(n, m), genf(m, 1).expand(m, p)),
+        ):
+            want = mat1.numpy().astype(np.float64) @ mat2.numpy().astype(np.float64)
+            np.testing.assert_allclose(fg.mm(mat1, mat2).numpy(), want, rtol=tol, atol=tol)
+            res = genf(n, p)
+            fg.mm(mat1, mat2, out=res)
+            np.testing.assert_allclose(res.numpy(), want, rtol=tol, atol=tol)
+
+
+def test_strided_mm_bmm():
+    x = fg.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=fg.float64)
+    sx = fg.as_strided(x, (2, 2, 2), (3, 1, 1))
+    np.testing.assert_allclose(fg.bmm(sx, sx).numpy(), np.matmul(sx.numpy(), sx.numpy()))
+    np.testing.assert_allclose(fg.mm(sx[0], sx[0]).numpy(), np.matmul(sx.numpy()[0], sx.numpy()[0]))
+
+
+@pytest.mark.parametrize("num_batches", [1, 10])
+def test_bmm_layouts(num_batches):
+    # test_bmm: permuted (transposed in memory), broadcast (expanded) and zero-sized batches,
+    # written into NaN-filled outs of every memory order
+    M, N, O = 23, 15, 12
+    rng = np.random.default_rng(0)
+
+    def invert(p):
+        d = {x: i for i, x in enumerate(p)}
+        return (d[0], d[1], d[2])
+
+    def make(shape):
+        return fg.tensor(rng.uniform(-0.1, 0.1, shape))
+
+    inputs = []
+    for p1, p2 in itertools.product(itertools.permutations((0, 1, 2)), repeat=2):
+        b1 = make((num_batches, M, N)).permute(*p1).contiguous().permute(*invert(p1))
+        b2 = make((num_batches, N, O)).permute(*p2).contiguous().permute(*invert(p2))
+        inputs.append((b1, b2))
+    for f in itertools.product((True, False), repeat=6):
+        s1 = (num_batches if f[0] else 1, M if f[1] else 1, N if f[2] else 1)
+        s2 = (num_batches if f[3] else 1, N if f[4] else 1, O if f[5] else 1)
+        inputs.append((make(s1).expand(num_batches, M, N), make(s2).expand(num_batches, N, O)))
+    for z in itertools.product((True, False), repeat=4):
+        s1 = (num_batches if z[0] else 0, M if z[1] else 0, N if z[2] else 0)
+        s2 = (num_batches if z[0] else 0, N if z[2] else 0, O if z[3] else 0)
+        inputs.append((make(s1), make(s2)))
+    for i, (b1, b2) in enumerate(inputs):
+        p3 = list(itertools.permutations((0, 1, 2)))[i % 6]
+        res1 = fg.bmm(b1, b2)
+        shape = (b1.shape[0], b1.shape[1], b2.shape[2])
+        res2 = (
+            fg.full(shape, math.nan, dtype=fg.float64)
+            .permute(*p3)
+            .contiguous()
+            .permute(*invert(p3))
+        )
+        fg.bmm(b1, b2, out=res2)
+        want = b1.numpy() @ b2.numpy()
+        np.testing.assert_allclose(res1.numpy(), want, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(res2.numpy(), want, rtol=1e-12, atol=1e-15)

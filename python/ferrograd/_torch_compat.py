@@ -140,6 +140,11 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
     a, b = _check_tensor("mm", "input", input), _check_tensor("mm", "mat2", mat2)
     _rank("mm", "input", a, (2,))
     _rank("mm", "mat2", b, (2,))
+    if a.shape[1] != b.shape[0]:
+        raise ShapeError(
+            f"mm: mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+            f"{b.shape[0]}x{b.shape[1]})"
+        )
     return a @ b
 
 
