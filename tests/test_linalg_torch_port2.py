@@ -3284,3 +3284,120 @@ def test_bmm_layouts(num_batches):
         want = b1.numpy() @ b2.numpy()
         np.testing.assert_allclose(res1.numpy(), want, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(res2.numpy(), want, rtol=1e-12, atol=1e-15)
+
+
+def _addbmm_baddbmm(func, b1, b2, ref, out_tensor):
+    """PyTorch's _test_addbmm_baddbmm without its deprecated positional beta/alpha
+    overloads: the in-place method accumulates, beta/alpha scale, NaN inputs are ignored at
+    beta 0 (also into out=)."""
+    tol = {"rtol": 1e-10, "atol": 1e-12}
+    getattr(out_tensor, func + "_")(b1, b2)
+    np.testing.assert_allclose(out_tensor.numpy(), ref, **tol)
+    res3 = out_tensor.clone()
+    getattr(out_tensor, func + "_")(b1, b2, beta=1)
+    np.testing.assert_allclose(out_tensor.numpy(), 2 * ref, **tol)
+    getattr(res3, func + "_")(b1, b2, beta=1)
+    np.testing.assert_allclose(out_tensor.numpy(), res3.numpy(), **tol)
+    getattr(out_tensor, func + "_")(b1, b2, beta=1.0, alpha=0.5)
+    np.testing.assert_allclose(out_tensor.numpy(), 2.5 * ref, **tol)
+    res4 = getattr(fg, func)(out_tensor, b1, b2, beta=1, alpha=0.5)
+    np.testing.assert_allclose(res4.numpy(), 3 * ref, **tol)
+    nan = fg.full_like(out_tensor, math.nan)
+    np.testing.assert_allclose(getattr(fg, func)(nan, b1, b2, beta=0, alpha=1).numpy(), ref, **tol)
+    res6 = getattr(fg, func)(out_tensor, b1, b2, beta=0.1, alpha=0.5)
+    np.testing.assert_allclose(res6.numpy(), out_tensor.numpy() * 0.1 + 0.5 * ref, **tol)
+    res7 = fg.full_like(out_tensor, math.nan)
+    getattr(fg, func)(nan, b1, b2, beta=0, out=res7)
+    np.testing.assert_allclose(res7.numpy(), ref, **tol)
+
+
+def _batched_inputs(num_batches, M, N, O, rng, perm_out):
+    def invert(p):
+        d = {x: i for i, x in enumerate(p)}
+        return tuple(d[i] for i in range(len(p)))
+
+    def make(shape, scale=0.1):
+        return fg.tensor(rng.uniform(-1, 1, shape) * scale)
+
+    for k, (p1, p2) in enumerate(itertools.product(itertools.permutations((0, 1, 2)), repeat=2)):
+        b1 = make((num_batches, M, N)).permute(*p1).contiguous().permute(*invert(p1))
+        b2 = make((num_batches, N, O)).permute(*p2).contiguous().permute(*invert(p2))
+        yield b1, b2, perm_out[k % len(perm_out)]
+    for s in itertools.product((True, False), repeat=6):
+        sh1 = (num_batches if s[0] else 1, M if s[1] else 1, N if s[2] else 1)
+        sh2 = (num_batches if s[3] else 1, N if s[4] else 1, O if s[5] else 1)
+        yield make(sh1).expand(num_batches, M, N), make(sh2).expand(num_batches, N, O), None
+    for z in itertools.product((True, False), repeat=4):
+        sh1 = (num_batches if z[0] else 0, M if z[1] else 0, N if z[2] else 0)
+        sh2 = (num_batches if z[0] else 0, N if z[2] else 0, O if z[3] else 0)
+        yield make(sh1), make(sh2), None
+
+
+def test_addbmm_and_baddbmm():
+    # test_addbmm / test_baddbmm: transposed, broadcast and zero-sized batches, into
+    # zero-filled outputs of every memory order
+    rng = np.random.default_rng(0)
+    for b1, b2, perm in _batched_inputs(2, 16, 17, 18, rng, list(itertools.permutations((0, 1)))):
+        ref = (b1.numpy() @ b2.numpy()).sum(0)
+        out = fg.zeros(*ref.shape, dtype=fg.float64)
+        if perm is not None:
+            out = out.permute(*perm).contiguous().permute(*perm)
+        _addbmm_baddbmm("addbmm", b1, b2, ref, out)
+    for b1, b2, perm in _batched_inputs(3, 12, 8, 10, rng, list(itertools.permutations((0, 1, 2)))):
+        ref = b1.numpy() @ b2.numpy()
+        out = fg.zeros(*ref.shape, dtype=fg.float64)
+        if perm is not None:
+            inv = tuple(perm.index(i) for i in range(3))
+            out = out.permute(*perm).contiguous().permute(*inv)
+        _addbmm_baddbmm("baddbmm", b1, b2, ref, out)
+
+
+def test_pinverse_and_matrix_power_numpy():
+    # test_pinverse / test_matrix_power_non_negative / test_matrix_power_negative
+    for sizes in [
+        (5, 5),
+        (3, 5, 5),
+        (3, 7, 5, 5),
+        (3, 2),
+        (5, 3, 2),
+        (7, 5, 3, 2),
+        (2, 3),
+        (5, 2, 3),
+        (7, 5, 2, 3),
+        (0, 0),
+        (0, 2),
+        (2, 0),
+        (3, 0, 0),
+        (0, 3, 0),
+        (0, 0, 3),
+    ]:
+        M = _rand(*sizes)
+        P = fg.pinverse(fg.tensor(M)).numpy()
+        if M.size:
+            np.testing.assert_allclose(M @ P @ M, M, atol=1e-10)
+            np.testing.assert_allclose(P @ M @ P, P, atol=1e-10)
+        else:
+            assert M.shape == P.shape[:-2] + (P.shape[-1], P.shape[-2])
+    for sizes in [(5, 5), (3, 5, 5), (3, 7, 5, 5)]:
+        M = fg.tensor(_fullrank(*sizes))
+        np.testing.assert_allclose(
+            M.pinverse().matmul(M).numpy(), np.broadcast_to(np.eye(5), sizes), atol=1e-10
+        )
+    for size in [(0, 0), (1, 1), (5, 5), (0, 3, 3), (2, 3, 3)]:
+        t = _rand(*size)
+        for n in range(8):
+            _close(
+                fg.linalg.matrix_power(fg.tensor(t), n),
+                np.linalg.matrix_power(t, n),
+                rtol=1e-10,
+                atol=1e-12,
+            )
+    for size in [(0, 0), (5, 5), (2, 0, 0), (0, 3, 3), (2, 3, 3), (2, 3, 5, 5)]:
+        t = _fullrank(*size) if 0 not in size else np.zeros(size)
+        for n in range(-7, 0):
+            _close(
+                fg.linalg.matrix_power(fg.tensor(t), n),
+                np.linalg.matrix_power(t, n),
+                rtol=1e-8,
+                atol=1e-10,
+            )
