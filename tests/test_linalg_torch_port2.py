@@ -3401,3 +3401,165 @@ def test_pinverse_and_matrix_power_numpy():
                 rtol=1e-8,
                 atol=1e-10,
             )
+
+
+def test_linalg_matrix_exp_boundary_cases():
+    expm = fg.linalg.matrix_exp
+    with pytest.raises(RuntimeError):
+        expm(fg.randn(3, 3).to(fg.int32))
+    with pytest.raises(RuntimeError):
+        expm(fg.randn(3))
+    with pytest.raises(RuntimeError):
+        expm(fg.randn(3, 2, 1))
+    x = fg.randn(3, 3, 1, 1, dtype=fg.float64)
+    _close(expm(x), x.exp().numpy(), rtol=1e-14)
+
+
+def _good_cond(rng, *n):
+    """A diagonally dominant matrix with eigenvalues around 1 (PyTorch's
+    gen_good_cond_number_matrices)."""
+    eye = np.broadcast_to(np.eye(n[-2], n[-1]), n)
+    x = rng.uniform(size=n) / (n[-1] ** 2)
+    return (x - x * eye) + eye
+
+
+_THETAS = {
+    "float32": [
+        1.192092800768788e-07,
+        5.978858893805233e-04,
+        5.116619363445086e-02,
+        5.800524627688768e-01,
+        1.461661507209034e00,
+        3.010066362817634e00,
+    ],
+    "float64": [
+        2.220446049250313e-16,
+        2.580956802971767e-08,
+        3.397168839976962e-04,
+        4.991228871115323e-02,
+        2.996158913811580e-01,
+        1.090863719290036e00,
+    ],
+}
+
+
+def _sample_norms(dtype):
+    t = _THETAS[dtype]
+    return [t[0] / 2] + [0.5 * (t[i] + t[i + 1]) for i in range(len(t) - 1)] + [t[-1] * 2]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_linalg_matrix_exp_analytic_batch_and_taylor(dtype):
+    # test_linalg_matrix_exp_analytic / _batch / _compare_with_taylor (sizes trimmed):
+    # exp(Q D Q^-1) = Q exp(D) Q^-1 at norms around each Pade degree's threshold; batches
+    # equal the matrices one at a time; a scaled-and-squared Taylor series agrees
+    rng = np.random.default_rng(0)
+    expm = fg.linalg.matrix_exp
+    assert (expm(fg.zeros(20, 20, dtype=dtype)).numpy() == np.eye(20)).all()
+
+    def norm1(a):
+        return np.abs(a).sum(-2).max(-1)
+
+    for n in [(2, 2), (3, 3), (5, 5), (30, 30), (3, 2, 2), (3, 4, 4), (3, 3, 5, 5)]:
+        q = _good_cond(rng, *n)
+        qinv = np.linalg.inv(q)
+        d = rng.standard_normal(n[:-1])
+        x = q @ (d[..., :, None] * qinv)
+        want = q @ (np.exp(d)[..., :, None] * qinv)
+        np.testing.assert_allclose(
+            expm(fg.tensor(x, dtype=dtype)).numpy(), want, atol=1e-3 * max(1, np.abs(want).max())
+        )
+        for s in _sample_norms(dtype):
+            xs = x / norm1(x)[..., None, None] * s
+            want = q @ (np.exp(d / norm1(x)[..., None] * s)[..., :, None] * qinv)
+            np.testing.assert_allclose(expm(fg.tensor(xs, dtype=dtype)).numpy(), want, atol=1e-3)
+    for n in [(3, 2, 2), (3, 3, 3), (3, 4, 4), (3, 5, 5), (3, 3, 2, 2), (3, 3, 5, 5)]:
+        batch = rng.standard_normal(n)
+        flat = batch.reshape(-1, *n[-2:])
+        got = expm(fg.tensor(flat, dtype=dtype)).numpy()
+        for i, m in enumerate(flat):
+            np.testing.assert_allclose(
+                got[i],
+                expm(fg.tensor(m, dtype=dtype)).numpy(),
+                rtol=1e-5 if dtype == "float32" else 1e-12,
+            )
+
+    def taylor(a, deg):
+        res = term = np.broadcast_to(np.eye(a.shape[-1]), a.shape).copy()
+        for i in range(1, deg + 1):
+            term = a @ term / i
+            res = res + term
+        return res
+
+    def scale_square(a):
+        fro = np.sqrt((np.abs(a) ** 2).sum())
+        if fro < 1.0:
+            return taylor(a, 12)
+        s = int(np.ceil(np.log2(fro)))
+        b = taylor(a / 2**s, 18)
+        for _ in range(s):
+            b = b @ b
+        return b
+
+    for n in [(2, 2), (3, 3), (5, 5), (3, 2, 2), (3, 5, 5), (3, 3, 4, 4)]:
+        for s in _sample_norms(dtype):
+            x = _good_cond(rng, *n)
+            x = x / norm1(x)[..., None, None] * s
+            np.testing.assert_allclose(
+                expm(fg.tensor(x, dtype=dtype)).numpy(), scale_square(x), atol=1e-2
+            )
+
+
+def _sym(a):
+    return a + a.T
+
+
+def _gram(a):
+    return a @ a.T
+
+
+@pytest.mark.parametrize("matsize", [0, 3, 5])
+@pytest.mark.parametrize("batchdims", [(0,), (3,), (5, 3)])
+def test_slogdet_numpy(matsize, batchdims):
+    # test_slogdet: SPD, singular (all ones), regular and mixed batches against numpy, out=
+    rng = np.random.default_rng(0)
+    kinds = {
+        "pd": lambda: _spd(matsize, matsize, seed=int(rng.integers(1000))),
+        "singular": lambda: np.ones((matsize, matsize)),
+        "regular": lambda: _fullrank(matsize, matsize, seed=int(rng.integers(1000))),
+        "sym": lambda: _sym(rng.standard_normal((matsize, matsize))),
+        "psd": lambda: _gram(rng.standard_normal((matsize, 1))),
+    }
+    for chars in (["pd"], ["singular"], ["regular"], ["sym", "pd", "psd"], ["singular", "regular"]):
+        num = int(np.prod(batchdims))
+        if num:
+            mats = [kinds[chars[i % len(chars)]]() for i in range(num)]
+            full = np.stack(mats).reshape(*batchdims, matsize, matsize)
+        else:
+            full = rng.standard_normal((*batchdims, matsize, matsize))
+        sign, logabs = fg.linalg.slogdet(fg.tensor(full))
+        ws, wl = np.linalg.slogdet(full)
+        _close(sign, ws, atol=1e-8)
+        np.testing.assert_allclose(logabs.numpy(), wl, rtol=1e-8, atol=1e-8)
+        so, lo = fg.empty_like(sign), fg.empty_like(logabs)
+        ans = fg.linalg.slogdet(fg.tensor(full), out=(so, lo))
+        assert ans[0] is so and ans[1] is lo
+        np.testing.assert_array_equal(lo.numpy(), logabs.numpy())
+
+
+def test_slogdet_errors_and_warnings_out():
+    with pytest.raises(RuntimeError):
+        fg.linalg.slogdet(fg.randn(2, 3))
+    with pytest.raises(RuntimeError):
+        fg.linalg.slogdet(fg.randn(2))
+    with pytest.raises(RuntimeError):
+        fg.linalg.slogdet(fg.randn(2, 2, dtype=fg.bfloat16))
+    a = fg.randn(2, 3, 3, dtype=fg.float64)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        fg.linalg.slogdet(a, out=(fg.empty(1, dtype=fg.float64), fg.empty(1, dtype=fg.float64)))
+    assert any("An output with one or more elements was resized" in str(x.message) for x in w)
+    with pytest.raises(RuntimeError):
+        fg.linalg.slogdet(a, out=(fg.empty(0, dtype=fg.int32), fg.empty(0, dtype=fg.int32)))
+    with pytest.raises(RuntimeError):
+        fg.linalg.slogdet(a, out=(fg.empty(0, dtype=fg.float64), fg.empty(0, dtype=fg.int32)))
