@@ -3563,3 +3563,187 @@ def test_slogdet_errors_and_warnings_out():
         fg.linalg.slogdet(a, out=(fg.empty(0, dtype=fg.int32), fg.empty(0, dtype=fg.int32)))
     with pytest.raises(RuntimeError):
         fg.linalg.slogdet(a, out=(fg.empty(0, dtype=fg.float64), fg.empty(0, dtype=fg.int32)))
+
+
+@pytest.mark.parametrize("n", [0, 3, 5])
+@pytest.mark.parametrize("batch", [(), (0,), (3,), (2, 2)])
+@pytest.mark.parametrize("upper", [True, False])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_cholesky_inverse_numpy(n, batch, upper, contiguous):
+    # test_cholesky_inverse: inverse(A) from A's factor (also transposed in memory)
+    A = fg.tensor(_spd(*batch, n, n) if n and 0 not in batch else np.zeros((*batch, n, n)))
+    if A.numel() and not contiguous:
+        A = A.mT
+        assert not A.is_contiguous()
+    L = fg.linalg.cholesky(A)
+    L = L.mT if upper else L
+    want = np.linalg.inv(A.numpy()) if A.numel() else np.zeros(A.shape)
+    _close(fg.cholesky_inverse(L, upper), want, rtol=1e-10, atol=1e-12)
+
+
+def test_cholesky_inverse_reads_one_triangle_and_out():
+    # the other triangle of the factor is not read (values, errors), gradients as torch's
+    a = _rand(2, 4, 4) + 3 * np.eye(4)
+    for upper in (False, True):
+        _both(lambda L, x, up=upper: L.cholesky_inverse(x, upper=up), a)
+        _both(lambda L, x, up=upper: L.cholesky_solve(L.eye(4, dtype=L.float64), x, upper=up), a)
+    A = _spd(2, 3, 3)
+    L = fg.linalg.cholesky(fg.tensor(A))
+    out = fg.empty_like(L).mT.contiguous().mT  # column-major
+    assert fg.cholesky_inverse(L, out=out) is out
+    _close(out, np.linalg.inv(A), rtol=1e-10)
+    out = fg.empty_like(L)
+    fg.cholesky_inverse(L, out=out)
+    _close(out, np.linalg.inv(A), rtol=1e-10)
+
+
+def test_cholesky_inverse_errors_and_warnings():
+    with pytest.raises(RuntimeError):
+        fg.cholesky_inverse(fg.randn(2, dtype=fg.float64))
+    with pytest.raises(RuntimeError):
+        fg.cholesky_inverse(fg.randn(2, 3, dtype=fg.float64))
+    a = fg.tensor(_rand(3, 3) + 3 * np.eye(3))
+    with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        fg.cholesky_inverse(a, out=fg.empty(2, 3, dtype=fg.float64))
+    with pytest.raises(RuntimeError):
+        fg.cholesky_inverse(a, out=fg.empty(3, 3, dtype=fg.int32))
+    b = _rand(3, 3)
+    b[1, 1] = 0
+    for L in (fg, torch):
+        with pytest.raises(RuntimeError, match="cholesky_inverse: The diagonal element 2 is zero"):
+            L.cholesky_inverse(L.tensor(b))
+
+
+@pytest.mark.parametrize("matsize", [3, 5])
+@pytest.mark.parametrize("batchdims", [(3,), (5, 3)])
+def test_det_logdet_slogdet_batched(matsize, batchdims):
+    # test_det_logdet_slogdet_batched: the batched results equal the per-matrix ones
+    rng = np.random.default_rng(0)
+    scale = math.factorial(matsize - 1) ** (-1.0 / (2 * matsize))
+    kinds = {
+        "sym": lambda: _sym(rng.standard_normal((matsize, matsize))),
+        "sym_psd": lambda: _gram(rng.standard_normal((matsize, matsize - 1))),
+        "sym_pd": lambda: _spd(matsize, matsize, seed=int(rng.integers(1000))),
+        "sing": lambda: np.ones((matsize, matsize)),
+        "non_sing": lambda: _fullrank(matsize, matsize, seed=int(rng.integers(1000))),
+    }
+    for chars in (
+        ["sym_pd"],
+        ["sing"],
+        ["non_sing"],
+        ["sym", "sym_pd", "sym_psd"],
+        ["sing", "non_sing"],
+    ):
+        num = int(np.prod(batchdims))
+        full = (
+            np.stack([kinds[chars[i % len(chars)]]() for i in range(num)]).reshape(
+                *batchdims, matsize, matsize
+            )
+            * scale
+        )
+        t = fg.tensor(full)
+        for fn in (fg.det, fg.logdet, fg.slogdet, fg.linalg.slogdet):
+            got = fn(t)
+            each = [fn(fg.tensor(full[idx])) for idx in itertools.product(*map(range, batchdims))]
+            if fn in (fg.slogdet, fg.linalg.slogdet):
+                np.testing.assert_array_equal(
+                    got[0].numpy(), np.array([e[0].numpy() for e in each]).reshape(batchdims)
+                )
+                np.testing.assert_allclose(
+                    got[1].numpy(),
+                    np.array([e[1].numpy() for e in each]).reshape(batchdims),
+                    rtol=1e-12,
+                )
+            else:
+                np.testing.assert_allclose(
+                    got.numpy(),
+                    np.array([e.numpy() for e in each]).reshape(batchdims),
+                    rtol=1e-12,
+                    equal_nan=True,
+                )
+
+
+def _check_single_det(M, target, desc):
+    sdet_t, logabs_t = target
+    want = sdet_t * math.exp(logabs_t)
+    det, logdet = M.det(), M.logdet()
+    sdet, logabs = M.slogdet()
+    lsdet, llogabs = fg.linalg.slogdet(M)
+    assert abs(float(det) - want) <= 1e-7, desc
+    assert abs(float(sdet) * math.exp(float(logabs)) - want) <= 1e-7, desc
+    assert abs(float(lsdet) * math.exp(float(llogabs)) - want) <= 1e-7, desc
+    if float(sdet) < 0:
+        assert math.isnan(float(logdet)), desc
+    else:
+        assert abs(math.exp(float(logdet)) - math.exp(logabs_t)) <= 1e-7, desc
+
+
+def test_det_logdet_slogdet_special_matrices():
+    # test_det_logdet_slogdet (the sizes trimmed): identity, orthogonal, scaled, repeated and
+    # exchanged rows/columns, symmetric (psd), non-contiguous and singular matrices
+    rng = np.random.default_rng(0)
+    _check_single_det(fg.eye(5, dtype=fg.float64), (1.0, 0.0), "identity")
+    q, _ = np.linalg.qr(rng.standard_normal((50, 50)))
+    _check_single_det(fg.tensor(q), np.linalg.slogdet(q), "orthogonal")
+
+    def test(M):
+        s, la = np.linalg.slogdet(M)
+        t = fg.tensor(M)
+        _check_single_det(t, (s, la), "basic")
+        if math.exp(la) >= 1e-6:
+            Mi = np.linalg.inv(M)
+            _check_single_det(fg.tensor(Mi), np.linalg.slogdet(Mi), "inverse")
+        _check_single_det(t.mT, (s, la), "transpose")
+        for x in (0, 2, 4):
+            for scale in (-2, -0.1, 0, 10):
+                if scale > 0:
+                    target = (s, la + math.log(scale))
+                elif scale == 0:
+                    target = (0.0, -INF)
+                else:
+                    target = (-s, la + math.log(-scale))
+                for axis in (0, 1):
+                    Mc = M.copy()
+                    if axis == 0:
+                        Mc[:, x] *= scale
+                    else:
+                        Mc[x, :] *= scale
+                    _check_single_det(fg.tensor(Mc), target, "scale")
+        for x1, x2 in ((0, 3), (4, 1), (3, 2)):
+            for axis in (0, 1):
+                Mc = M.copy()
+                if axis == 0:
+                    Mc[:, x2] = Mc[:, x1]
+                else:
+                    Mc[x2, :] = Mc[x1, :]
+                _check_single_det(fg.tensor(Mc), (0.0, -INF), "repeated")
+            for s1, s2 in ((0.3, -1), (0, 2), (10, 0.1)):
+                ds = s1 * s2 * -1
+                target = (
+                    (s, la + math.log(ds))
+                    if ds > 0
+                    else (0.0, -INF)
+                    if ds == 0
+                    else (-s, la + math.log(-ds))
+                )
+                Mc = M.copy()
+                tmp = Mc[:, x1] * s1
+                Mc[:, x1] += Mc[:, x2] * s2
+                Mc[:, x2] = tmp
+                _check_single_det(fg.tensor(Mc), target, "exchanging")
+
+    for n in (5, 10, 25):
+        scale = math.factorial(n - 1) ** (-1.0 / (2 * n))
+        test(rng.standard_normal((n, n)) * scale)
+        r = rng.standard_normal((n, n)) * scale
+        test(r @ r.T)
+        r = rng.standard_normal((n, n)) * scale
+        test(r @ r.T + np.eye(n) * 1e-6)
+        test(_sym(rng.standard_normal((n, n)) * scale / 2))
+        test((rng.standard_normal((n, n, n + 1)) * scale)[:, 2, 1:])
+        u, sv, vh = np.linalg.svd(rng.standard_normal((n, n)) * scale)
+        sv[0] *= -1
+        sv[-1] = 0
+        test((u * sv) @ vh)
+    u, sv, vh = np.linalg.svd(rng.standard_normal((100, 100)))
+    test((u * np.full(100, 1.0 / (100 * 100))) @ vh)

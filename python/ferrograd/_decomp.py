@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _core
 from ._core import ShapeError, Tensor
-from ._ops import _check_tensor, eye, full_like, tril, triu
+from ._ops import _check_tensor, eye, full_like, tril
 from ._tensor import tensor
 from .autodiff import Function
 
@@ -982,22 +982,107 @@ def _torch_cholesky(input: Tensor, upper: bool = False) -> Tensor:
     return cholesky(input, upper=upper)
 
 
+class _CholeskySolve(Function):
+    """``cholesky_solve``: the value from the ``upper`` (or lower) triangle of ``L``, the
+    gradients PyTorch's ``cholesky_solve_backward`` (written with differentiable ops)."""
+
+    upper: bool
+
+    def forward(self, B: Tensor, L: Tensor) -> Tensor:
+        self.B, self.L = B, L
+        t = _host("cholesky_solve", L)
+        t = np.triu(t) if self.upper else np.tril(t)
+        low = np.swapaxes(t, -1, -2) if self.upper else t
+        a, b = _broadcast_solve_args(low @ np.swapaxes(low, -1, -2), _host("cholesky_solve", B))
+        return _back(_lapack("cholesky_solve", np.linalg.solve, a, b), B)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None, None
+        B, L = self.B, self.L
+        gB = cholesky_solve(g, L, self.upper)
+        X = cholesky_solve(B, L, self.upper)
+        common = gB @ _mT(X)
+        common = common + _mT(common)
+        gL = -(L @ common) if self.upper else -(common @ L)
+        return _sum_to(gB, B.shape), _sum_to(gL, L.shape)
+
+
 def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     """The solution of ``A @ X = B`` given the Cholesky factor ``L`` of ``A`` (``U`` with
-    ``upper=True``)."""
+    ``upper=True``); only that triangle of ``L`` is read, as PyTorch's, and the gradients
+    are PyTorch's (those of ``(L L^T)^-1 B`` for the whole of ``L``)."""
     L = _float_input("cholesky_solve", "L", L)
-    # only one triangle is read, but the gradient is that of (L L^T)^-1 B for the whole of
-    # L, as PyTorch's: the other triangle is taken out of the value and not of the graph
-    off = (triu(L, 1) if not upper else tril(L, -1)).detach()
-    Lo = _mT(L - off) if upper else L - off
-    return solve(_mT(Lo), solve(Lo, B))
+    B = _check_tensor("cholesky_solve", "B", B)
+    if B.dtype != L.dtype:
+        raise _core.DTypeError(
+            f"cholesky_solve: B and L must have one dtype, got {B.dtype} and {L.dtype}"
+        )
+    if B.ndim < 2:
+        raise ShapeError(
+            f"cholesky_solve: B must have at least 2 dimensions, got shape {list(B.shape)}"
+        )
+    if B.shape[-2] != L.shape[-1]:
+        raise ShapeError(
+            f"cholesky_solve: B of shape {list(B.shape)} does not match L of shape "
+            f"{list(L.shape)} (B needs {L.shape[-1]} rows)"
+        )
+    try:
+        np.broadcast_shapes(tuple(B.shape[:-2]), tuple(L.shape[:-2]))
+    except ValueError:
+        raise ShapeError(
+            f"cholesky_solve: the batch axes of B {list(B.shape)} and L {list(L.shape)} do not "
+            f"broadcast"
+        ) from None
+    fn = _CholeskySolve()
+    fn.upper = bool(upper)
+    return fn(B, L)
+
+
+class _CholeskyInverse(Function):
+    """``cholesky_inverse``: the value from the ``upper`` (or lower) triangle of ``L``, the
+    gradient PyTorch's ``cholesky_inverse_backward`` (written with differentiable ops)."""
+
+    upper: bool
+
+    def forward(self, L: Tensor) -> Tensor:
+        self.L = L
+        a = _host("cholesky_inverse", L)
+        t = np.triu(a) if self.upper else np.tril(a)
+        zero = np.diagonal(t, axis1=-2, axis2=-1) == 0
+        if zero.any():
+            flat = zero.reshape(-1, zero.shape[-1])
+            first = int(np.flatnonzero(flat.any(-1))[0])
+            where = f" (Batch element {first})" if zero.ndim > 1 else ""
+            k = int(np.argmax(flat[first])) + 1
+            raise LinAlgError(
+                f"cholesky_inverse{where}: The diagonal element {k} is zero, the inversion "
+                f"could not be completed because the input matrix is singular."
+            )
+        low = np.swapaxes(t, -1, -2) if self.upper else t
+        with np.errstate(all="ignore"):
+            li = np.linalg.inv(low)
+        return _back(np.swapaxes(li, -1, -2) @ li, L)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None
+        L = self.L
+        X = cholesky_inverse(L, self.upper)
+        common = X @ (g + _mT(g)) @ X
+        return -(L @ common) if self.upper else -(common @ L)
 
 
 def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
-    """The inverse of ``A`` from its Cholesky factor."""
+    """The inverse of ``A = L @ L.mT`` (``U.mT @ U`` with ``upper``) from its Cholesky factor;
+    only that triangle of ``L`` is read, as PyTorch's. Raises ``LinAlgError`` for a zero on
+    the diagonal."""
     L = _float_input("cholesky_inverse", "L", L)
-    Li = inv(_mT(L) if upper else L)
-    return _mT(Li) @ Li
+    if L.numel() == 0:
+        return L * 0  # (an empty inverse, on the graph)
+    fn = _CholeskyInverse()
+    fn.upper = bool(upper)
+    return fn(L)
 
 
 class _TriangularSolve(NamedTuple):
