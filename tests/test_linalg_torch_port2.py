@@ -3747,3 +3747,130 @@ def test_det_logdet_slogdet_special_matrices():
         test((u * sv) @ vh)
     u, sv, vh = np.linalg.svd(rng.standard_normal((100, 100)))
     test((u * np.full(100, 1.0 / (100 * 100))) @ vh)
+
+
+def _broadcastable_dims(rng, dims_full):
+    """PyTorch's _select_broadcastable_dims: a shape that broadcasts to ``dims_full``."""
+    ndims = len(dims_full)
+    smaller = int(rng.integers(1, ndims + 1))
+    small = []
+    for i in range(ndims - 1, -1, -1):
+        j = int(rng.integers(1, 4))
+        ds = 1 if j == 3 else dims_full[i]
+        if len(small) < smaller:
+            small = [ds] + small
+    return small
+
+
+def test_broadcast_fused_matmul():
+    # test_broadcast_fused_matmul: a broadcast input gives what its expanded form gives
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        for fn in ("baddbmm", "addbmm", "addmm", "addmv", "addr"):
+            b, n, m, p = (int(v) for v in rng.integers(1, 9, 4))
+            full, d1, d2 = {
+                "baddbmm": ([b, n, p], [b, n, m], [b, m, p]),
+                "addbmm": ([n, p], [b, n, m], [b, m, p]),
+                "addmm": ([n, p], [n, m], [m, p]),
+                "addmv": ([n], [n, m], [m]),
+                "addr": ([n, m], [n], [m]),
+            }[fn]
+            t0 = fg.tensor(rng.standard_normal(_broadcastable_dims(rng, full)))
+            t1, t2 = fg.tensor(rng.standard_normal(d1)), fg.tensor(rng.standard_normal(d2))
+            f = getattr(fg, fn)
+            np.testing.assert_allclose(
+                f(t0, t1, t2).numpy(), f(t0.expand(*full), t1, t2).numpy(), rtol=1e-12
+            )
+
+
+def test_broadcast_batched_matmul():
+    # test_broadcast_batched_matmul: matmul of broadcast batches (and of 1-D operands)
+    # equals that of their expanded forms, bmm of the flattened batch, and out=
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        n, m, p = (int(v) for v in rng.integers(1, 9, 3))
+        full_batch = [int(v) for v in rng.integers(1, 4, int(rng.integers(1, 4)))]
+        small_batch = _broadcastable_dims(rng, full_batch)
+        for full_lhs, one_dim in itertools.product((True, False), repeat=2):
+            if not one_dim:
+                lhs_dims, rhs_dims, res_dims = [n, m], [m, p], [n, p]
+            else:
+                lhs_dims = [n, m] if full_lhs else [m]
+                rhs_dims = [m, p] if not full_lhs else [m]
+                res_dims = [n] if full_lhs else [p]
+            lhs_mat = lhs_dims if len(lhs_dims) != 1 else [1, m]
+            rhs_mat = rhs_dims if len(rhs_dims) != 1 else [m, 1]
+            full_mat = lhs_mat if full_lhs else rhs_mat
+            dim0_dims = rhs_dims if full_lhs else lhs_dims
+            small = fg.tensor(rng.standard_normal(small_batch + (rhs_mat if full_lhs else lhs_mat)))
+            dim0 = fg.tensor(rng.standard_normal(dim0_dims))
+            full = fg.tensor(rng.standard_normal(full_batch + full_mat))
+            if not one_dim:
+                lhs_ts, rhs_ts = ((full,), (small, dim0)) if full_lhs else ((small, dim0), (full,))
+            else:
+                lhs_ts, rhs_ts = ((full,), (dim0,)) if full_lhs else ((dim0,), (full,))
+
+            def squeeze(l, r, res, lhs_dims=lhs_dims, rhs_dims=rhs_dims):
+                if len(lhs_dims) == 1 and l.ndim != 1:
+                    return res.squeeze(-2)
+                if len(rhs_dims) == 1 and r.ndim != 1:
+                    return res.squeeze(-1)
+                return res
+
+            for lhs in lhs_ts:
+                lhs_e = lhs.expand(*full_batch, *lhs_mat)
+                for rhs in rhs_ts:
+                    rhs_e = (rhs if len(rhs_dims) != 1 else rhs.unsqueeze(-1)).expand(
+                        *full_batch, *rhs_mat
+                    )
+                    truth = squeeze(lhs_e, rhs_e, lhs_e.matmul(rhs_e)).numpy()
+                    for l_, r_ in itertools.product((lhs, lhs_e), (rhs, rhs_e)):
+                        np.testing.assert_allclose(
+                            squeeze(l_, r_, l_.matmul(r_)).numpy(), truth, rtol=1e-12
+                        )
+                        res = squeeze(l_, r_, fg.matmul(l_, r_))
+                        np.testing.assert_allclose(res.numpy(), truth, rtol=1e-12)
+                        out = fg.zeros_like(fg.matmul(l_, r_))
+                        fg.matmul(l_, r_, out=out)
+                        np.testing.assert_allclose(squeeze(l_, r_, out).numpy(), truth, rtol=1e-12)
+                bmm = fg.bmm(
+                    lhs_e.contiguous().view(-1, *lhs_mat), rhs_e.contiguous().view(-1, *rhs_mat)
+                )
+                np.testing.assert_allclose(
+                    truth.reshape(-1, *res_dims), bmm.numpy().reshape(-1, *res_dims), rtol=1e-12
+                )
+
+
+def test_torch_lu_solve():
+    # test_lu_solve / _batched / _batched_broadcasting / _out_errors_and_warnings (the older
+    # torch.lu_solve(b, LU_data, LU_pivots) and Tensor.lu_solve)
+    for k, n in zip((2, 3, 5), (3, 5, 7)):
+        A, b = _fullrank(n, n), _rand(n, k, seed=1)
+        LU, piv, info = fg.lu(fg.tensor(A), get_infos=True, pivot=True)
+        assert not info.numpy().any()
+        np.testing.assert_allclose(A @ fg.lu_solve(fg.tensor(b), LU, piv).numpy(), b, atol=1e-10)
+    for bs in (1, 3, 4):
+        A, b = _fullrank(bs, 5, 5), _rand(bs, 5, 10, seed=1)
+        LU, piv = fg.lu(fg.tensor(A))
+        x = fg.lu_solve(fg.tensor(b), LU, piv)
+        each = np.stack([fg.lu_solve(fg.tensor(b[i]), LU[i], piv[i]).numpy() for i in range(bs)])
+        np.testing.assert_allclose(x.numpy(), each, rtol=1e-12)
+        np.testing.assert_allclose(A @ x.numpy(), b, atol=1e-10)
+    b = fg.randn(3, 0, 3, dtype=fg.float64)
+    LU, piv = fg.lu(fg.randn(3, 0, 0, dtype=fg.float64))
+    assert b.lu_solve(LU, piv).shape == (3, 0, 3)
+    for a_dims, b_dims in (
+        ((2, 1, 3, 4, 4), (2, 1, 3, 4, 6)),
+        ((2, 1, 3, 4, 4), (4, 6)),
+        ((4, 4), (2, 1, 3, 4, 2)),
+        ((1, 3, 1, 4, 4), (2, 1, 3, 4, 5)),
+    ):
+        A, b = _fullrank(*a_dims), _rand(*b_dims, seed=1)
+        LU, piv = fg.lu(fg.tensor(A), pivot=True)
+        _close(fg.lu_solve(fg.tensor(b), LU, piv), np.linalg.solve(A, b), rtol=1e-9, atol=1e-10)
+    LU, piv = fg.lu(fg.eye(2, dtype=fg.float64), pivot=True)
+    b = fg.randn(2, 1, dtype=fg.float64)
+    with pytest.raises(RuntimeError):
+        fg.lu_solve(b, LU, piv, out=fg.empty(0, dtype=fg.int32))
+    with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        fg.lu_solve(b, LU, piv, out=fg.empty(1, dtype=fg.float64))
