@@ -3874,3 +3874,91 @@ def test_torch_lu_solve():
         fg.lu_solve(b, LU, piv, out=fg.empty(0, dtype=fg.int32))
     with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
         fg.lu_solve(b, LU, piv, out=fg.empty(1, dtype=fg.float64))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_nuclear_norm_out(dtype):
+    # test_nuclear_norm_out (torch.nuclear_norm, added to ferrograd on top of matrix_norm)
+    for keepdim in (False, True):
+        for size, dim in (
+            ((25, 25), None),
+            ((25, 25), (0, 1)),
+            ((25, 25), (1, 0)),
+            ((25, 25, 25), (2, 0)),
+            ((25, 25, 25), (0, 1)),
+        ):
+            x = fg.tensor(_rand(*size), dtype=dtype)
+            out = fg.empty(0, dtype=dtype)
+            if dim is None:
+                r = fg.nuclear_norm(x, keepdim=keepdim)
+                fg.nuclear_norm(x, keepdim=keepdim, out=out)
+            else:
+                r = fg.nuclear_norm(x, keepdim=keepdim, dim=dim)
+                fg.nuclear_norm(x, keepdim=keepdim, dim=dim, out=out)
+            np.testing.assert_array_equal(r.numpy(), out.numpy())
+            want = np.linalg.norm(
+                x.numpy().astype(np.float64), "nuc", axis=dim or (0, 1), keepdims=keepdim
+            )
+            np.testing.assert_allclose(r.numpy(), want, rtol=1e-5 if dtype == "float32" else 1e-10)
+    with pytest.raises(RuntimeError):
+        fg.nuclear_norm(fg.ones(2, 2, 2))
+
+
+@pytest.mark.parametrize("batch", [(), (0,), (2,), (2, 1)])
+def test_geqrf(batch):
+    # test_geqrf (torch.geqrf, added to ferrograd: numpy's qr mode='raw'), with orgqr giving Q
+    for m, n in itertools.product((5, 2, 0), repeat=2):
+        A = _rand(*batch, m, n)
+        a, tau = fg.geqrf(fg.tensor(A))
+        flat = A.reshape(int(np.prod(batch)), m, n)
+        want_a = np.zeros_like(flat)
+        want_tau = np.zeros((flat.shape[0], min(m, n)))
+        for i, x in enumerate(flat):
+            if x.size:
+                h, t = np.linalg.qr(x, mode="raw")
+                want_a[i], want_tau[i] = h.T, t[: min(m, n)]
+        _close(a, want_a.reshape(A.shape), rtol=1e-12, atol=1e-14)
+        _close(tau, want_tau.reshape(*batch, min(m, n)), rtol=1e-12, atol=1e-14)
+        t = torch.geqrf(torch.tensor(A))
+        _close(a, t.a, rtol=1e-10, atol=1e-12)
+        if m >= n and A.size:
+            _close(fg.orgqr(a, tau), fg.linalg.qr(fg.tensor(A)).Q.numpy(), rtol=1e-10, atol=1e-12)
+    x = fg.tensor(_rand(3, 3), requires_grad=True)
+    with pytest.raises(RuntimeError):
+        fg.geqrf(x)
+
+
+def test_lapack_empty():
+    f = lambda fn, *shapes: fn(*(fg.randn(*s) for s in shapes))
+    assert f(fg.inverse, (0, 0)).shape == (0, 0)
+    assert f(fg.pinverse, (0, 5)).shape == (5, 0)
+    assert f(fg.pinverse, (5, 0)).shape == (0, 5)
+    assert f(fg.pinverse, (0, 0)).shape == (0, 0)
+    assert float(f(fg.det, (0, 0))) == 1.0
+    assert float(f(fg.logdet, (0, 0))) == 0.0
+    s, la = f(fg.slogdet, (0, 0))
+    assert (float(s), float(la)) == (1.0, 0.0)
+    q, r = fg.qr(fg.randn(3, 0), True)
+    assert [q.shape, r.shape] == [(3, 0), (0, 0)]
+    q, r = fg.qr(fg.randn(0, 3), True)
+    assert [q.shape, r.shape] == [(0, 0), (0, 3)]
+    q, r = fg.qr(fg.randn(3, 0), False)
+    assert [q.shape, r.shape] == [(3, 3), (3, 0)]
+
+
+def test_tensordot():
+    a = fg.arange(60.0).reshape(3, 4, 5)
+    b = fg.arange(24.0).reshape(4, 3, 2)
+    want = np.tensordot(a.numpy(), b.numpy(), axes=([1, 0], [0, 1]))
+    np.testing.assert_allclose(fg.tensordot(a, b, dims=([1, 0], [0, 1])).numpy(), want)
+    out = fg.zeros(5, 2)
+    fg.tensordot(a, b, dims=([1, 0], [0, 1]), out=out)
+    np.testing.assert_allclose(out.numpy(), want)
+    a, b = fg.randn(3, 4, 5, dtype=fg.float64), fg.randn(4, 5, 6, dtype=fg.float64)
+    np.testing.assert_allclose(
+        fg.tensordot(a, b, dims=2).numpy(), np.tensordot(a.numpy(), b.numpy(), axes=2), rtol=1e-12
+    )
+    a, b = fg.randn(4, 3, dtype=fg.float64), fg.randn(3, 4, dtype=fg.float64)
+    np.testing.assert_allclose(
+        fg.tensordot(a, b, dims=0).numpy(), np.tensordot(a.numpy(), b.numpy(), axes=0), rtol=1e-12
+    )

@@ -244,7 +244,7 @@ _OUT_STRICT = (
     "index_reduce", "scatter", "scatter_add", "scatter_reduce", "aminmax", "quantile",
     "nanquantile", "histogram", "chain_matmul", "cholesky_inverse", "cholesky_solve",
     "lu_unpack", "inverse", "qr", "svd", "slogdet", "triangular_solve",
-    "lu_solve",
+    "lu_solve", "nuclear_norm", "geqrf", "orgqr", "tensordot",
 )  # fmt: skip
 # joins written into ``out=`` as ``cat``'s (cast where the kind is kept, else a DTypeError)
 _OUT_JOIN = ("hstack", "vstack", "dstack", "column_stack", "row_stack")
