@@ -6,7 +6,18 @@ qr, eigh, svd, pinv, matrix_rank), the norms and ``cond``, ``matrix_power``/``ma
 chain_matmul, matmul broadcasting). Each test names the PyTorch test it comes from; values
 and float64 gradients are compared with torch running the same code on the same inputs
 (batched and empty inputs included), and bad inputs must raise torch's exception type.
-``tests/test_sort_linalg_port.py`` holds the first port; what it covers is not repeated."""
+``tests/test_sort_linalg_port.py`` holds the first port; what it covers is not repeated.
+
+Where PyTorch itself misbehaves the reference is the definition instead, not its accident:
+the backward of ``linalg.cond`` for p in 1, -1, inf, -inf, 'fro', 'nuc' fails (its inv_ex
+output is modified in place), so those gradients are compared with
+``matrix_norm(A) * matrix_norm(inv(A))``; the backward of ``linalg.vander`` / ``vander`` on 1-D
+inputs fails likewise, so it is compared with the stacked powers. ``linalg.vecdot`` with an
+out-of-range ``dim`` on 1-D inputs returns a value in PyTorch (not checked); ``baddbmm`` /
+``addbmm`` with 2-D batches raise IndexError in PyTorch (an indexing accident; ferrograd's
+shape error is a RuntimeError, not checked). ferrograd differentiates ``qr(mode='r')`` (the
+reduced mode's gradient of R) where PyTorch refuses. The deprecated positional beta/alpha
+overloads of ``addbmm_`` / ``baddbmm_`` are not ported."""
 
 from __future__ import annotations
 
