@@ -65,7 +65,7 @@ def test_batched_ex_ops_report_each_matrix():
         t = getattr(torch.linalg, name)(At)
         assert r[1].tolist() == t[1].tolist() and r[1].dtype == fg.int32
         np.testing.assert_allclose(r[0][0].numpy(), t[0][0].numpy())
-        with pytest.raises(RuntimeError, match="batch element"):
+        with pytest.raises(RuntimeError, match="Batch element"):
             getattr(fg.linalg, name)(A, check_errors=True)
     B = fg.ones(3, 3, 2, dtype="float64")
     r = fg.linalg.solve_ex(A, B)

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _core
 from ._core import ShapeError, Tensor
-from ._ops import _check_tensor, eye, full_like, tril, triu
+from ._ops import _check_tensor, eye, full_like, tril
 from ._tensor import tensor
 from .autodiff import Function
 
@@ -68,7 +68,25 @@ def _lapack(op: str, fn: Any, *args: Any) -> Any:
         with np.errstate(all="ignore"):
             return fn(*args)
     except np.linalg.LinAlgError as e:
+        if op in ("inv", "solve") and str(e) == "Singular matrix":
+            raise LinAlgError(_singular(op, args[0])) from None
         raise LinAlgError(f"linalg.{op}: {e}") from None
+
+
+def _singular(op: str, a: np.ndarray) -> str:
+    """PyTorch's message for a singular matrix: the first one of the batch and the position
+    of its zero pivot."""
+    flat = a.reshape(-1, *a.shape[-2:])
+    infos = [_lu_info(m) for m in flat]
+    first = next((i for i, k in enumerate(infos) if k), None)
+    if first is None:  # (singular to working precision only)
+        return f"linalg.{op}: the input matrix is singular"
+    where = f" (Batch element {first})" if a.ndim > 2 else ""
+    return (
+        f"linalg.{op}{where}: The diagonal element {infos[first]} is zero, the "
+        f"{'inversion' if op == 'inv' else 'solve'} could not be completed because the input "
+        f"matrix is singular."
+    )
 
 
 def _mT(x: Tensor) -> Tensor:
@@ -150,6 +168,11 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     if B.dtype != A.dtype:
         raise _core.DTypeError(f"linalg.solve: A is {A.dtype} but B is {B.dtype}")
     if not left:
+        if B.ndim < 2:
+            raise ShapeError(
+                f"linalg.solve: with left=False B must be a matrix (X @ A = B), got shape "
+                f"{list(B.shape)}"
+            )
         return _mT(solve(_mT(A), _mT(B)))
     vector = _as_matrix_rhs("solve", A, B)
     Bm = B.unsqueeze(-1) if vector else B
@@ -250,8 +273,14 @@ class _Cholesky(Function):
             with np.errstate(all="ignore"):
                 L = np.linalg.cholesky(sym)
         except np.linalg.LinAlgError:
+            flat = sym.reshape(-1, *sym.shape[-2:])
+            infos = [_cholesky_info(m) for m in flat]
+            first = next(i for i, k in enumerate(infos) if k)
+            where = f" (Batch element {first})" if sym.ndim > 2 else ""
             raise LinAlgError(
-                "linalg.cholesky: the input is not positive-definite (the factorisation failed)"
+                f"linalg.cholesky{where}: The factorization could not be completed because the "
+                f"input is not positive-definite (the leading minor of order {infos[first]} "
+                f"is not positive-definite)"
             ) from None
         return _back(L, A)
 
@@ -310,8 +339,9 @@ def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
     """Eigenvalues (ascending) and orthonormal eigenvectors (columns) of a symmetric matrix,
     reading the ``UPLO`` triangle."""
     A = _float_input("eigh", "A", A)
-    if UPLO not in ("L", "U"):
+    if not isinstance(UPLO, str) or UPLO.upper() not in ("L", "U"):
         raise ShapeError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    UPLO = UPLO.upper()  # (lower case accepted, as PyTorch's)
     w, V = _Eigh(UPLO)(A)
     return EighResult(w, V)
 
@@ -436,6 +466,23 @@ class _Qr(Function):
         return _mT(solve(R, _mT(lhs)))
 
 
+def _tol(v: Any) -> Any:
+    """A tolerance as a number or (a tensor's) array with a trailing axis for the singular
+    values."""
+    if isinstance(v, Tensor):
+        return np.asarray(v.detach().numpy(), dtype=np.float64)[..., None]
+    return float(v)
+
+
+def _pinv_cut(top: np.ndarray, atol: Any, rtol: Any) -> np.ndarray:
+    """``max(atol, rtol * largest)`` per matrix (PyTorch's rule; ``rtol`` None: 0 where
+    ``atol`` is positive, ``eps * max(m, n)`` elsewhere, resolved by :func:`pinv`)."""
+    cut = top * _tol(rtol)
+    if atol is not None:
+        cut = np.maximum(cut, _tol(atol))
+    return cut
+
+
 class _PinvHermitian(Function):
     """``pinv(A, hermitian=True)``, PyTorch's: the value through ``eigh`` of the lower
     triangle (eigenvalues of magnitude at or below ``max(atol, rtol * largest)`` dropped),
@@ -449,10 +496,7 @@ class _PinvHermitian(Function):
         w, V = _lapack("pinv", np.linalg.eigh, _host("pinv", A), "L")
         aw = np.abs(w)
         top = aw.max(-1, keepdims=True) if aw.shape[-1] else aw
-        cut = top * float(self.rtol)
-        if self.atol is not None:
-            cut = np.maximum(cut, float(self.atol))
-        keep = aw > cut
+        keep = aw > _pinv_cut(top, self.atol, self.rtol)
         winv = np.where(keep, 1.0 / np.where(keep, w, 1.0), 0.0)
         return _back((V * winv[..., None, :]) @ np.swapaxes(V, -1, -2), A)
 
@@ -498,10 +542,7 @@ class _Pinv(Function):
             return _back(np.zeros(a.shape[:-2] + (n, m)), A)
         U, s, Vh = _lapack("pinv", np.linalg.svd, a, False)
         top = s.max(-1, keepdims=True)
-        cut = top * float(self.rtol)
-        if self.atol is not None:
-            cut = np.maximum(cut, float(self.atol))
-        keep = s > cut
+        keep = s > _pinv_cut(top, self.atol, self.rtol)
         sinv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
         return _back(np.swapaxes(Vh, -1, -2) @ (sinv[..., :, None] * np.swapaxes(U, -1, -2)), A)
 
@@ -537,26 +578,52 @@ def qr(A: Tensor, mode: str = "reduced") -> QrResult:
     return QrResult(Q, R)
 
 
-def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> Tensor:
+def pinv(
+    A: Tensor,
+    rcond: Any = None,
+    hermitian: bool = False,
+    *,
+    atol: Any = None,
+    rtol: Any = None,
+) -> Tensor:
     """The Moore-Penrose pseudo-inverse through the SVD: singular values at or below
-    ``max(atol, rtol * largest)`` are dropped (``rtol`` defaults to ``eps * max(m, n)``)."""
+    ``max(atol, rtol * largest)`` are dropped (``rtol`` defaults to ``eps * max(m, n)``).
+    ``rcond`` (PyTorch's older name) is ``rtol``."""
+    if rcond is not None:
+        if atol is not None or rtol is not None:
+            raise ShapeError("linalg.pinv: rcond cannot be given with atol or rtol")
+        rtol = rcond
     A = _float_input("pinv", "A", A, square=hermitian)
     m, n = A.shape[-2], A.shape[-1]
     if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A.dtype).eps * max(m, n)
+        default = np.finfo(A.dtype).eps * max(m, n)
+        if isinstance(atol, Tensor):
+            rtol = tensor(np.where(atol.detach().numpy() > 0, 0.0, default))
+        else:
+            rtol = 0.0 if atol is not None and atol > 0 else default
     fn = _PinvHermitian() if hermitian else _Pinv()
     fn.atol, fn.rtol = atol, rtol
     return fn(A)
 
 
 def matrix_rank(
-    A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
+    A: Tensor,
+    tol: Any = None,
+    hermitian: bool = False,
+    *,
+    atol: Any = None,
+    rtol: Any = None,
 ) -> Tensor:
     """The number of singular values above the tolerance ``max(atol, rtol * largest)``
     (as ``pinv``), int64. ``atol`` and ``rtol`` are numbers or tensors broadcast against
     the batch shape; an unspecified ``rtol`` is 0 where ``atol`` is positive and
-    ``eps * max(m, n)`` elsewhere, as PyTorch's."""
-    A = _float_input("matrix_rank", "A", A, square=False)
+    ``eps * max(m, n)`` elsewhere, as PyTorch's. ``tol`` (PyTorch's older keyword) is
+    ``atol`` with ``rtol=0``."""
+    if tol is not None:
+        if atol is not None or rtol is not None:
+            raise ShapeError("linalg.matrix_rank: tol cannot be given with atol or rtol")
+        atol, rtol = tol, 0.0
+    A = _float_input("matrix_rank", "A", A, square=hermitian)
     S = svdvals(A).detach()
     m, n = A.shape[-2], A.shape[-1]
     if not isinstance(atol, Tensor) and not isinstance(rtol, Tensor):
@@ -691,6 +758,11 @@ def solve_triangular(
             f"linalg.solve_triangular: B must be a matrix or a batch of them, got shape "
             f"{list(B.shape)}"
         )
+    if A.dtype != B.dtype:  # promoted, as PyTorch's
+        if B.dtype.kind != "f" and B.dtype.kind not in "iub":
+            raise _core.DTypeError(f"linalg.solve_triangular: B must be real, got {B.dtype}")
+        wide = "float64" if "float64" in (A.dtype.name, B.dtype.name) else A.dtype.name
+        A, B = A.astype(wide), B.astype(wide)
     n = A.shape[-1]
     T = A.triu() if upper else A.tril()
     if unitriangular:
@@ -767,7 +839,7 @@ def _per_matrix(
     bad = info != 0
     if check_errors and bad.any():
         first = int(np.flatnonzero(bad.reshape(-1))[0])
-        where = f" (batch element {first})" if info.ndim else ""
+        where = f" (Batch element {first})" if info.ndim else ""
         raise LinAlgError(f"linalg.{op}{where}: {why.format(int(info.reshape(-1)[first]))}")
     if not bad.any():
         return fn(A)
@@ -784,7 +856,10 @@ def inv_ex(A: Tensor, *, check_errors: bool = False) -> _InvEx:
     inverse is NaN and the others are computed as usual."""
     A = _float_input("inv_ex", "A", A)
     info = _batch_info("inv_ex", A, _lu_info)
-    why = "the diagonal element {} is zero: the matrix is singular"
+    why = (
+        "The diagonal element {} is zero, the inversion could not be completed because the "
+        "input matrix is singular."
+    )
     X = _per_matrix("inv_ex", A, info, inv, check_errors, why)
     return _InvEx(X, tensor(info, device=A.device))
 
@@ -796,7 +871,10 @@ def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = Fa
     A = _float_input("solve_ex", "A", A)
     B = _check_tensor("solve_ex", "B", B)
     info = _batch_info("solve_ex", A, _lu_info)
-    why = "the diagonal element {} is zero: the matrix is singular"
+    why = (
+        "The diagonal element {} is zero, the solve could not be completed because the input "
+        "matrix is singular."
+    )
     vector = _as_matrix_rhs("solve", A, B)
     solve_one = lambda M: solve(M, B, left=left)
     X = _per_matrix("solve_ex", A, info, solve_one, check_errors, why, 1 if vector else 2)
@@ -810,7 +888,10 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -
     matrix's factor is NaN and the others are computed as usual."""
     A = _float_input("cholesky_ex", "A", A)
     info = _batch_info("cholesky_ex", A, _cholesky_info)
-    why = "the input is not positive-definite (the leading minor of order {} is not)"
+    why = (
+        "The factorization could not be completed because the input is not positive-definite "
+        "(the leading minor of order {} is not positive-definite)."
+    )
     L = _per_matrix("cholesky_ex", A, info, lambda M: cholesky(M, upper=upper), check_errors, why)
     return _CholEx(L, tensor(info, device=A.device))
 
@@ -901,25 +982,135 @@ def _torch_cholesky(input: Tensor, upper: bool = False) -> Tensor:
     return cholesky(input, upper=upper)
 
 
+class _CholeskySolve(Function):
+    """``cholesky_solve``: the value from the ``upper`` (or lower) triangle of ``L``, the
+    gradients PyTorch's ``cholesky_solve_backward`` (written with differentiable ops)."""
+
+    upper: bool
+
+    def forward(self, B: Tensor, L: Tensor) -> Tensor:
+        self.B, self.L = B, L
+        t = _host("cholesky_solve", L)
+        t = np.triu(t) if self.upper else np.tril(t)
+        low = np.swapaxes(t, -1, -2) if self.upper else t
+        a, b = _broadcast_solve_args(low @ np.swapaxes(low, -1, -2), _host("cholesky_solve", B))
+        return _back(_lapack("cholesky_solve", np.linalg.solve, a, b), B)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None, None
+        B, L = self.B, self.L
+        gB = cholesky_solve(g, L, self.upper)
+        X = cholesky_solve(B, L, self.upper)
+        common = gB @ _mT(X)
+        common = common + _mT(common)
+        gL = -(L @ common) if self.upper else -(common @ L)
+        return _sum_to(gB, B.shape), _sum_to(gL, L.shape)
+
+
 def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     """The solution of ``A @ X = B`` given the Cholesky factor ``L`` of ``A`` (``U`` with
-    ``upper=True``)."""
+    ``upper=True``); only that triangle of ``L`` is read, as PyTorch's, and the gradients
+    are PyTorch's (those of ``(L L^T)^-1 B`` for the whole of ``L``)."""
     L = _float_input("cholesky_solve", "L", L)
-    # only one triangle is read, but the gradient is that of (L L^T)^-1 B for the whole of
-    # L, as PyTorch's: the other triangle is taken out of the value and not of the graph
-    off = (triu(L, 1) if not upper else tril(L, -1)).detach()
-    Lo = _mT(L - off) if upper else L - off
-    return solve(_mT(Lo), solve(Lo, B))
+    B = _check_tensor("cholesky_solve", "B", B)
+    if B.dtype != L.dtype:
+        raise _core.DTypeError(
+            f"cholesky_solve: B and L must have one dtype, got {B.dtype} and {L.dtype}"
+        )
+    if B.ndim < 2:
+        raise ShapeError(
+            f"cholesky_solve: B must have at least 2 dimensions, got shape {list(B.shape)}"
+        )
+    if B.shape[-2] != L.shape[-1]:
+        raise ShapeError(
+            f"cholesky_solve: B of shape {list(B.shape)} does not match L of shape "
+            f"{list(L.shape)} (B needs {L.shape[-1]} rows)"
+        )
+    try:
+        np.broadcast_shapes(tuple(B.shape[:-2]), tuple(L.shape[:-2]))
+    except ValueError:
+        raise ShapeError(
+            f"cholesky_solve: the batch axes of B {list(B.shape)} and L {list(L.shape)} do not "
+            f"broadcast"
+        ) from None
+    fn = _CholeskySolve()
+    fn.upper = bool(upper)
+    return fn(B, L)
+
+
+class _CholeskyInverse(Function):
+    """``cholesky_inverse``: the value from the ``upper`` (or lower) triangle of ``L``, the
+    gradient PyTorch's ``cholesky_inverse_backward`` (written with differentiable ops)."""
+
+    upper: bool
+
+    def forward(self, L: Tensor) -> Tensor:
+        self.L = L
+        a = _host("cholesky_inverse", L)
+        t = np.triu(a) if self.upper else np.tril(a)
+        zero = np.diagonal(t, axis1=-2, axis2=-1) == 0
+        if zero.any():
+            flat = zero.reshape(-1, zero.shape[-1])
+            first = int(np.flatnonzero(flat.any(-1))[0])
+            where = f" (Batch element {first})" if zero.ndim > 1 else ""
+            k = int(np.argmax(flat[first])) + 1
+            raise LinAlgError(
+                f"cholesky_inverse{where}: The diagonal element {k} is zero, the inversion "
+                f"could not be completed because the input matrix is singular."
+            )
+        low = np.swapaxes(t, -1, -2) if self.upper else t
+        with np.errstate(all="ignore"):
+            li = np.linalg.inv(low)
+        return _back(np.swapaxes(li, -1, -2) @ li, L)
+
+    def backward(self, g: Tensor | None) -> Any:
+        if g is None:
+            return None
+        L = self.L
+        X = cholesky_inverse(L, self.upper)
+        common = X @ (g + _mT(g)) @ X
+        return -(L @ common) if self.upper else -(common @ L)
 
 
 def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
-    """The inverse of ``A`` from its Cholesky factor."""
+    """The inverse of ``A = L @ L.mT`` (``U.mT @ U`` with ``upper``) from its Cholesky factor;
+    only that triangle of ``L`` is read, as PyTorch's. Raises ``LinAlgError`` for a zero on
+    the diagonal."""
     L = _float_input("cholesky_inverse", "L", L)
-    Li = inv(_mT(L) if upper else L)
-    return _mT(Li) @ Li
+    if L.numel() == 0:
+        return L * 0  # (an empty inverse, on the graph)
+    fn = _CholeskyInverse()
+    fn.upper = bool(upper)
+    return fn(L)
+
+
+class _TriangularSolve(NamedTuple):
+    solution: Tensor
+    cloned_coefficient: Tensor
+
+
+def triangular_solve(
+    b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False, unitriangular: bool = False
+) -> _TriangularSolve:
+    """``torch.triangular_solve`` (``linalg.solve_triangular``'s older form): the solution
+    of ``A @ X = b`` (``A^T @ X = b`` with ``transpose``) reading one triangle of ``A``, and a
+    copy of ``A`` broadcast to the batch shape."""
+    A = _float_input("triangular_solve", "A", A)
+    b = _check_tensor("triangular_solve", "b", b)
+    if b.ndim < 2:
+        raise ShapeError(
+            f"triangular_solve: b must have at least 2 dimensions, got shape {list(b.shape)}"
+        )
+    T = A.triu() if upper else A.tril()
+    T = _mT(T) if transpose else T
+    X = solve_triangular(T, b, upper=upper != transpose, unitriangular=unitriangular)
+    batch = tuple(X.shape[:-2])
+    return _TriangularSolve(X, A.expand(*batch, *A.shape[-2:]).clone())
 
 
 TORCH_NAMES = {
+    "triangular_solve": triangular_solve,
     "inverse": inverse,
     "det": det,
     "logdet": logdet,

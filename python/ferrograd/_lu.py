@@ -78,15 +78,20 @@ def _lu_one(A: Tensor) -> tuple[Tensor, Tensor, Tensor, np.ndarray]:
         l_cols.append(_core.concat([zeros(j), ones(1), below], 0))
         if j + 1 < k:
             rest = rest[1:, 1:] - below.reshape(-1, 1) * u[1:].reshape(1, -1)
-    U = _core.stack(u_rows, 0)
-    L = _core.stack(l_cols, 1)
+    if k == 0:  # (a matrix with no rows or no columns: empty factors, P the identity)
+        U = _empty_on_graph(_core.zeros((0, n), dtype=A.dtype.name, device=A.device), A)
+        L = _empty_on_graph(_core.zeros((m, 0), dtype=A.dtype.name, device=A.device), A)
+    else:
+        U = _core.stack(u_rows, 0)
+        L = _core.stack(l_cols, 1)
     P = tensor(np.eye(m)[:, perm], dtype=A.dtype.name, device=A.device)
     return P, L, U, pivots
 
 
 def _batched(A: Tensor, fn: Any) -> list:
     batch = tuple(A.shape[:-2])
-    flat = A.reshape(-1, *A.shape[-2:])
+    # (the batch size spelled out: reshape(-1, 0, 0) is ambiguous for an empty matrix)
+    flat = A.reshape(int(np.prod(batch)), *A.shape[-2:])
     outs = [fn(flat[i]) for i in range(flat.shape[0])]
     return [batch, outs]
 
@@ -98,7 +103,7 @@ def _empty_on_graph(z: Tensor, A: Tensor) -> Tensor:
     return z + A.sum()
 
 
-def lu(A: Any, *, pivot: bool = True, out: Any = None) -> LUResult:
+def lu(A: Any, *, pivot: bool = True) -> LUResult:
     """``P, L, U`` with ``A = P @ L @ U`` (``torch.linalg.lu``): ``L`` unit lower triangular
     (m x k), ``U`` upper triangular (k x n), k = min(m, n); differentiable in ``A``."""
     A = _matrix("lu", A)
@@ -130,7 +135,7 @@ def _combine(L: Tensor, U: Tensor, m: int, n: int) -> Tensor:
     return lower + upper
 
 
-def lu_factor(A: Any, *, pivot: bool = True, out: Any = None) -> LUFactorResult:
+def lu_factor(A: Any, *, pivot: bool = True) -> LUFactorResult:
     """``LU, pivots`` (``torch.linalg.lu_factor``): ``L`` (without its unit diagonal) and
     ``U`` in one matrix, and LAPACK's 1-based row swaps (int32). A ``U`` with a zero on its
     diagonal (a rank-deficient ``A``) raises ``RuntimeError``, as PyTorch's:
@@ -171,12 +176,15 @@ def _lu_factor(A: Tensor, pivot: bool, check_errors: bool) -> LUFactorResult:
     return LUFactorResult(LU, piv)
 
 
-def lu_factor_ex(A: Any, *, pivot: bool = True, check_errors: bool = False, out: Any = None):
+def lu_factor_ex(A: Any, *, pivot: bool = True, check_errors: bool = False):
     """:func:`lu_factor` with ``info`` (0, or i for a zero pivot U[i-1, i-1], as LAPACK)."""
     LU, piv = _lu_factor(_matrix("lu_factor_ex", A), pivot, False)
     diag = np.diagonal(LU.detach().numpy(), axis1=-2, axis2=-1)
     zero = diag == 0
-    info = np.where(zero.any(-1), zero.argmax(-1) + 1, 0).astype(np.int32)
+    if zero.shape[-1] == 0:  # (no pivots: a matrix with no rows or no columns)
+        info = np.zeros(zero.shape[:-1], dtype=np.int32)
+    else:
+        info = np.where(zero.any(-1), zero.argmax(-1) + 1, 0).astype(np.int32)
     if check_errors and info.any():
         raise RuntimeError(f"lu_factor_ex: U is singular (info {info.max()})")
     return LUFactorExResult(LU, piv, tensor(info, device=LU.device))
@@ -187,9 +195,19 @@ def _permutation(pivots: np.ndarray, m: int) -> np.ndarray:
     for j, p in enumerate(pivots):
         p = int(p) - 1
         if not 0 <= p < m:
-            raise ValueError(f"lu_unpack: pivot {p + 1} at {j} is out of range for {m} rows")
+            raise ShapeError(f"lu_unpack: pivot {p + 1} at {j} is out of range for {m} rows")
         perm[[j, p]] = perm[[p, j]]
     return perm
+
+
+def _pivots(op: str, pivots: Any) -> Tensor:
+    """``pivots`` as :func:`lu_factor` gives them: int32, as PyTorch requires."""
+    pv = _check_tensor(op, "pivots", pivots)
+    if pv.dtype.name != "int32":
+        raise _core.DTypeError(
+            f"{op}: pivots must be an int32 tensor (as linalg.lu_factor gives), got {pv.dtype}"
+        )
+    return pv
 
 
 def lu_unpack(
@@ -199,7 +217,7 @@ def lu_unpack(
     LU = _matrix("lu_unpack", LU_data)
     m, n = LU.shape[-2:]
     k = min(m, n)
-    piv = np.asarray(_check_tensor("lu_unpack", "LU_pivots", LU_pivots).numpy())
+    piv = np.asarray(_pivots("lu_unpack", LU_pivots).numpy())
     L = U = P = None
     if unpack_data:
         eye = tensor(np.eye(m, k), dtype=LU.dtype.name, device=LU.device)
@@ -226,7 +244,7 @@ def lu_solve(LU: Any, pivots: Any, B: Any, *, left: bool = True, adjoint: bool =
     with ``adjoint``) from :func:`lu_factor`'s result (``torch.linalg.lu_solve``)."""
     from ._decomp import solve_triangular
 
-    P, L, U = lu_unpack(LU, pivots)
+    P, L, U = lu_unpack(LU, _pivots("linalg.lu_solve", pivots))
     B = _check_tensor("lu_solve", "B", B)
     if left and not adjoint:
         # A = P L U: X = U^-1 L^-1 P^T B

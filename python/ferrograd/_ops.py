@@ -854,14 +854,15 @@ def _write_out(op: str, out: Any, result: Tensor) -> Tensor:
         raise DTypeError(
             f"{op}: Expected out tensor to have dtype {result.dtype}, but got {out.dtype} instead"
         )
-    if _builtin_any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):
+    if out.numel() and _builtin_any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):
         raise RuntimeError(
             "unsupported operation: more than one element of the written-to tensor refers to "
             "a single memory location. Please clone() the tensor before performing the "
             "operation."
         )
     if tuple(out.shape) == tuple(result.shape):
-        out.copy_(result.detach())
+        if out.numel():  # (nothing to write into an empty out, broadcast or not)
+            out.copy_(result.detach())
         return out
     if out.numel():
         import warnings

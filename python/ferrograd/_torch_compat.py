@@ -140,6 +140,11 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
     a, b = _check_tensor("mm", "input", input), _check_tensor("mm", "mat2", mat2)
     _rank("mm", "input", a, (2,))
     _rank("mm", "mat2", b, (2,))
+    if a.shape[1] != b.shape[0]:
+        raise ShapeError(
+            f"mm: mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+            f"{b.shape[0]}x{b.shape[1]})"
+        )
     return a @ b
 
 
@@ -255,8 +260,13 @@ def _scaled_sum(
         out = _core.where(off, prod, _core.zeros((), dtype=prod.dtype.name, device=prod.device))
     else:
         out = prod if alpha == 1 else prod * alpha
-    if beta == 0:  # (input is ignored, NaN included, as PyTorch)
-        return out
+    if beta == 0:
+        # input is ignored, NaN included, as PyTorch's; it stays on the graph with a zero
+        # gradient (PyTorch's input.grad is zeros, not None)
+        if not _core._tracking_keys(input):
+            return out
+        off = _core.zeros(tuple(out.shape), dtype="bool", device=out.device)
+        return _core.where(off, input, out)
     return out + (input if beta == 1 else input * beta)
 
 
@@ -811,10 +821,13 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
     """The diagonal of the ``(dim1, dim2)`` planes, as the last axis."""
     x = _check_tensor("diagonal", "input", input)
     if x.ndim < 2:
-        raise ShapeError(f"diagonal: input needs at least 2 axes, got shape {list(x.shape)}")
+        from .nn._errors import IndexValueError
+
+        # (PyTorch's IndexError: its default dims are out of range)
+        raise IndexValueError(f"diagonal: input needs at least 2 axes, got shape {list(x.shape)}")
     d1, d2 = _dim("diagonal", dim1, x.ndim), _dim("diagonal", dim2, x.ndim)
     if d1 == d2:
-        raise ValueError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2}")
+        raise ShapeError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2}")
     # a view, as PyTorch's: writes through it reach ``input``
     return x._diagonal_view(_int("diagonal", "offset", offset), d1, d2)
 

@@ -15,7 +15,7 @@ import itertools
 import math
 from collections import namedtuple
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,6 +48,7 @@ __all__ = [
     "erfinv",
     "frexp",
     "gcd",
+    "geqrf",
     "hsplit",
     "i0",
     "index_put",
@@ -62,6 +63,8 @@ __all__ = [
     "mode",
     "mvlgamma",
     "nanmedian",
+    "nuclear_norm",
+    "orgqr",
     "polygamma",
     "promote_types",
     "randint_like",
@@ -2133,3 +2136,61 @@ def _install_bitwise() -> None:
 
 
 _install()
+
+
+def nuclear_norm(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """``torch.nuclear_norm``: the sum of the singular values of a matrix (``dim=None``: the
+    input must be 2-D) or of the matrices in the two axes ``dim``."""
+    from .linalg import matrix_norm
+
+    x = _check_tensor("nuclear_norm", "input", input)
+    if dim is None:
+        if x.ndim != 2:
+            raise ShapeError(
+                f"nuclear_norm: expected a 2-D tensor when dim is not given, got shape "
+                f"{list(x.shape)}"
+            )
+        dim = (0, 1)
+    return matrix_norm(x, "nuc", tuple(dim), keepdim)
+
+
+class _GeqrfResult(NamedTuple):
+    a: Tensor
+    tau: Tensor
+
+
+def geqrf(input: Tensor) -> _GeqrfResult:
+    """``torch.geqrf``: LAPACK's ``geqrf`` QR factorisation, the Householder reflectors below
+    the diagonal of ``a`` (``R`` on and above it) and their scales ``tau`` (batched; not
+    differentiable, as PyTorch's). ``linalg.householder_product(a, tau)`` gives ``Q``."""
+    x = _check_tensor("geqrf", "input", input)
+    if x.ndim < 2:
+        raise ShapeError(f"geqrf: input must have at least 2 dimensions, got shape {list(x.shape)}")
+    if x.dtype.name not in ("float32", "float64"):
+        raise DTypeError(f"geqrf: input must be float32 or float64, got {x.dtype}")
+    if _core._tracking_keys(x):
+        from .autodiff import is_grad_enabled
+
+        if is_grad_enabled():
+            raise RuntimeError("geqrf: the derivative of geqrf is not implemented (as PyTorch's)")
+    a = _host(x)
+    m, n = a.shape[-2:]
+    flat = a.reshape(int(np.prod(a.shape[:-2])), m, n)
+    h = np.zeros_like(flat)
+    tau = np.zeros((flat.shape[0], min(m, n)), dtype=a.dtype)
+    for i, mat in enumerate(flat):
+        if mat.size:
+            hi, ti = np.linalg.qr(mat.astype(np.float64), mode="raw")
+            h[i], tau[i] = hi.T, ti[: min(m, n)]
+    name = _dtype_name(x.dtype)
+    return _GeqrfResult(
+        tensor(h.reshape(a.shape), dtype=name, device=x.device),
+        tensor(tau.reshape(*a.shape[:-2], min(m, n)), dtype=name, device=x.device),
+    )
+
+
+def orgqr(input: Tensor, tau: Tensor) -> Tensor:
+    """``torch.orgqr``: ``linalg.householder_product``."""
+    from .linalg import householder_product
+
+    return householder_product(input, tau)

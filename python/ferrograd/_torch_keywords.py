@@ -242,12 +242,20 @@ _OUT_STRICT = (
     "index_select", "gather", "masked_select", "take_along_dim", "norm", "logcumsumexp",
     "renorm", "histc", "bucketize", "searchsorted", "take", "index_add", "index_copy",
     "index_reduce", "scatter", "scatter_add", "scatter_reduce", "aminmax", "quantile",
-    "nanquantile", "histogram",
+    "nanquantile", "histogram", "chain_matmul", "cholesky_inverse", "cholesky_solve",
+    "lu_unpack", "inverse", "qr", "svd", "slogdet", "triangular_solve",
+    "lu_solve", "nuclear_norm", "geqrf", "orgqr", "tensordot",
 )  # fmt: skip
 # joins written into ``out=`` as ``cat``'s (cast where the kind is kept, else a DTypeError)
 _OUT_JOIN = ("hstack", "vstack", "dstack", "column_stack", "row_stack")
 # ``fg.linalg`` functions given ``out=`` (the result's dtype, as _OUT_STRICT)
-_LINALG_OUT = ("inv", "solve", "det", "cholesky", "matrix_power", "pinv", "svdvals")
+_LINALG_OUT = (
+    "inv", "solve", "det", "cholesky", "matrix_power", "pinv", "svdvals", "matrix_norm",
+    "vector_norm", "norm", "cond", "multi_dot", "solve_triangular", "vecdot",
+    "tensorinv", "tensorsolve", "householder_product", "matrix_rank", "slogdet", "eigh",
+    "eigvalsh", "qr", "svd", "inv_ex", "cholesky_ex", "solve_ex", "lu", "lu_factor",
+    "lu_factor_ex", "lu_solve",
+)  # fmt: skip
 
 
 def _with_out(fn: Callable[..., Any], name: str) -> Any:

@@ -1290,8 +1290,11 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     free_a = [i for i in range(a.ndim) if i not in ax_a]
     free_b = [j for j in range(b.ndim) if j not in ax_b]
     k = int(np.prod([a.shape[i] for i in ax_a])) if ax_a else 1
-    am = a.permute(*free_a, *ax_a).reshape(-1, k)
-    bm = b.permute(*ax_b, *free_b).reshape(k, -1)
+    # (the free sizes spelled out: reshape(-1, 0) is ambiguous for an empty contraction)
+    ma = int(np.prod([a.shape[i] for i in free_a])) if free_a else 1
+    nb = int(np.prod([b.shape[j] for j in free_b])) if free_b else 1
+    am = a.permute(*free_a, *ax_a).reshape(ma, k)
+    bm = b.permute(*ax_b, *free_b).reshape(k, nb)
     out_shape = [a.shape[i] for i in free_a] + [b.shape[j] for j in free_b]
     return (am @ bm).reshape(*out_shape)
 
