@@ -93,6 +93,20 @@ def _run_alike(
         _same_state(f"{mode} after {steps} traced steps", tm, pm, grads=False)
 
 
+@contextmanager
+def _default_double():
+    # the diffusion programs run in float32 (the time embedding comes from an int64 ``t``
+    # times a default-dtype ``arange``): run them with float64 as the default dtype
+    prev = torch.get_default_dtype(), fg.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    fg.set_default_dtype(fg.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(prev[0])
+        fg.set_default_dtype(prev[1])
+
+
 # -------------------------------------------------------------------------------- nanoGPT
 
 
@@ -408,6 +422,45 @@ def test_nanogpt_crop_block_size_then_train_and_generate_as_torch(flash: bool) -
     for i, (a, b) in enumerate(zip(out[torch], out[fg], strict=True)):
         _close(f"result {i}", a, b)
     _same_state("after cropping and training", tm, fm)
+
+
+def test_nanogpt_resumes_a_checkpoint_saved_by_torch(tmp_path: Any) -> None:
+    # train.py's checkpoint (a compiled model's '_orig_mod.' keys, AdamW state, model_args,
+    # a tensor best_val_loss) written by torch.save resumes in ferrograd as in torch
+    rng = np.random.default_rng(15)
+    x, y = rng.integers(0, 16, (2, 8)), rng.integers(0, 16, (2, 8))
+    torch.manual_seed(0)
+    tm = _gpt(torch, flash=False)
+    topt = tm.configure_optimizers(0.1, 6e-3, (0.9, 0.95), "cpu")
+    _nanogpt_step(torch, tm, topt, torch.tensor(x), torch.tensor(y))
+    checkpoint = {
+        "model": {"_orig_mod." + k: v for k, v in tm.state_dict().items()},
+        "optimizer": topt.state_dict(),
+        "model_args": {"n_layer": 2, "n_head": 2, "n_embd": 8, "block_size": 8},
+        "iter_num": 1,
+        "best_val_loss": torch.tensor(2.5),
+    }
+    torch.save(checkpoint, tmp_path / "ckpt.pt")
+    checkpoint = fg.load(tmp_path / "ckpt.pt", map_location="cpu")
+    fm = _gpt(fg, flash=False, **checkpoint["model_args"])
+    state_dict = checkpoint["model"]
+    unwanted_prefix = "_orig_mod."
+    for k in list(state_dict):
+        if k.startswith(unwanted_prefix):
+            state_dict[k[len(unwanted_prefix) :]] = state_dict.pop(k)
+    fm.load_state_dict(state_dict)
+    assert fm.transformer.wte.weight is fm.lm_head.weight
+    fopt = fm.configure_optimizers(0.1, 6e-3, (0.9, 0.95), "cpu")
+    fopt.load_state_dict(checkpoint["optimizer"])
+    assert float(checkpoint["best_val_loss"]) == 2.5 and checkpoint["iter_num"] == 1
+    for i in range(1, 3):
+        for lib, m, o in ((torch, tm, topt), (fg, fm, fopt)):
+            _nanogpt_schedule(o, i)
+            _nanogpt_step(lib, m, o, lib.tensor(x), lib.tensor(y))
+    _same_state("resumed", tm, fm)
+    _close(
+        "step count", topt.state_dict()["state"][0]["step"], fopt.state_dict()["state"][0]["step"]
+    )
 
 
 def test_nanogpt_top_k_sampling_never_draws_a_cut_token() -> None:
@@ -727,6 +780,86 @@ def _cait(lib: Any, dropout: float = 0.0) -> Any:
         image_size=8, patch_size=4, num_classes=5, dim=8, depth=2, cls_depth=1, heads=3,
         mlp_dim=16, dim_head=4, dropout=dropout, emb_dropout=dropout,
     ).double()  # fmt: skip
+
+
+def _mae(lib: Any) -> Any:
+    """vit-pytorch's MAE around a pool='mean' ViT (the variant whose 2-d positions MAE
+    indexes as published): argsort'ed uniform draws pick the masked patches (the draws are
+    passed in), advanced-index gathers, index_put of the decoder tokens into a zeros tensor,
+    ``repeat(mask_token, 'd -> b n d')``, a Transformer decoder, MSE on the masked pixels."""
+    nn, F = lib.nn, lib.nn.functional
+    _, _, Transformer = _vit_parts(lib)
+
+    class MAE(nn.Module):
+        def __init__(self, *, encoder, decoder_dim, masking_ratio=0.75, decoder_depth=1,
+                     decoder_heads=8, decoder_dim_head=64):  # fmt: skip
+            super().__init__()
+            self.masking_ratio = masking_ratio
+            self.encoder = encoder
+            num_patches, encoder_dim = encoder.pos_embedding.shape[-2:]
+            self.to_patch = encoder.to_patch_embedding[0]
+            self.patch_to_emb = nn.Sequential(*encoder.to_patch_embedding[1:])
+            pixel_values_per_patch = encoder.to_patch_embedding[2].weight.shape[-1]
+            self.decoder_dim = decoder_dim
+            self.enc_to_dec = (
+                nn.Linear(encoder_dim, decoder_dim) if encoder_dim != decoder_dim else nn.Identity()
+            )
+            self.mask_token = nn.Parameter(lib.randn(decoder_dim))
+            self.decoder = Transformer(
+                dim=decoder_dim, depth=decoder_depth, heads=decoder_heads,
+                dim_head=decoder_dim_head, mlp_dim=decoder_dim * 4,
+            )  # fmt: skip
+            self.decoder_pos_emb = nn.Embedding(num_patches, decoder_dim)
+            self.to_pixels = nn.Linear(decoder_dim, pixel_values_per_patch)
+
+        def forward(self, img, rand):
+            device = img.device
+            patches = self.to_patch(img)
+            batch, num_patches, *_ = patches.shape
+            tokens = self.patch_to_emb(patches)
+            tokens += self.encoder.pos_embedding.to(device, dtype=tokens.dtype)
+            num_masked = int(self.masking_ratio * num_patches)
+            rand_indices = rand.argsort(dim=-1)
+            masked_indices, unmasked_indices = (
+                rand_indices[:, :num_masked],
+                rand_indices[:, num_masked:],
+            )
+            batch_range = lib.arange(batch, device=device)[:, None]
+            tokens = tokens[batch_range, unmasked_indices]
+            masked_patches = patches[batch_range, masked_indices]
+            encoded_tokens = self.encoder.transformer(tokens)
+            decoder_tokens = self.enc_to_dec(encoded_tokens)
+            unmasked_decoder_tokens = decoder_tokens + self.decoder_pos_emb(unmasked_indices)
+            mask_tokens = einops.repeat(self.mask_token, "d -> b n d", b=batch, n=num_masked)
+            mask_tokens = mask_tokens + self.decoder_pos_emb(masked_indices)
+            decoder_tokens = lib.zeros(batch, num_patches, self.decoder_dim, device=device)
+            decoder_tokens[batch_range, unmasked_indices] = unmasked_decoder_tokens
+            decoder_tokens[batch_range, masked_indices] = mask_tokens
+            decoded_tokens = self.decoder(decoder_tokens)
+            mask_tokens = decoded_tokens[batch_range, masked_indices]
+            pred_pixel_values = self.to_pixels(mask_tokens)
+            return F.mse_loss(pred_pixel_values, masked_patches)
+
+    encoder = _vit(lib, pool="mean")
+    return MAE(
+        encoder=encoder, decoder_dim=6, masking_ratio=0.5, decoder_heads=2, decoder_dim_head=3
+    ).double()
+
+
+def test_mae_trains_as_in_torch() -> None:
+    # (float64 as the default dtype: MAE scatters its tokens into a default-dtype zeros)
+    rng = np.random.default_rng(13)
+    img, rand = rng.standard_normal((3, 3, 8, 8)), rng.random((3, 4))
+
+    def step(lib: Any, m: Any, opt: Any, img: Any, rand: Any) -> tuple[Any, Any]:
+        loss = m(img, rand)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss, loss
+
+    with _default_double():
+        _run_alike(_mae, lambda lib, m: lib.optim.AdamW(m.parameters(), lr=3e-3), step, (img, rand))
 
 
 def _classify_step(lib: Any, m: Any, opt: Any, img: Any, label: Any) -> tuple[Any, Any]:
@@ -1214,20 +1347,6 @@ def _ddpm(lib: Any, objective: str = "pred_v", schedule: str = "cosine", flash: 
     ).double()  # fmt: skip
 
 
-@contextmanager
-def _default_double():
-    # the diffusion programs run in float32 (the time embedding comes from an int64 ``t``
-    # times a default-dtype ``arange``): run them with float64 as the default dtype
-    prev = torch.get_default_dtype(), fg.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    fg.set_default_dtype(fg.float64)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(prev[0])
-        fg.set_default_dtype(prev[1])
-
-
 def _diffusion_step(lib: Any, m: Any, opt: Any, img: Any, t: Any, noise: Any) -> tuple[Any, Any]:
     # the Trainer's step: loss.backward(), clip_grad_norm_ 1.0, opt.step(), opt.zero_grad()
     loss = m(img, t, noise)
@@ -1572,3 +1691,94 @@ def test_mlp_mixer_trains_as_in_torch(dropout: float) -> None:
         (img, label),
         modes=("train", "eval") if dropout == 0 else ("eval",),
     )
+
+
+def _permutator(lib: Any) -> Any:
+    """mlp-mixer-pytorch's Permutator (Vision Permutator): height / width / channel mixing
+    through Rearrange'd Linear layers summed by ParallelSum (``sum(map(...))``)."""
+    nn = lib.nn
+    Rearrange, Reduce = _layers(lib).Rearrange, _layers(lib).Reduce
+
+    class PreNormResidual(nn.Module):
+        def __init__(self, dim, fn):
+            super().__init__()
+            self.fn, self.norm = fn, nn.LayerNorm(dim)
+
+        def forward(self, x):
+            return self.fn(self.norm(x)) + x
+
+    class ParallelSum(nn.Module):
+        def __init__(self, *fns):
+            super().__init__()
+            self.fns = nn.ModuleList(fns)
+
+        def forward(self, x):
+            return sum(map(lambda fn: fn(x), self.fns))  # noqa: C417
+
+    image_size, patch_size, dim, depth, num_classes, s, e = 8, 4, 8, 2, 5, 2, 2
+    height = width = image_size // patch_size
+    return nn.Sequential(
+        Rearrange("b c (h p1) (w p2) -> b h w (p1 p2 c)", p1=patch_size, p2=patch_size),
+        nn.Linear((patch_size**2) * 3, dim),
+        *[
+            nn.Sequential(
+                PreNormResidual(dim, nn.Sequential(
+                    ParallelSum(
+                        nn.Sequential(
+                            Rearrange("b h w (c s) -> b w c (h s)", s=s),
+                            nn.Linear(height * s, height * s),
+                            Rearrange("b w c (h s) -> b h w (c s)", s=s),
+                        ),
+                        nn.Sequential(
+                            Rearrange("b h w (c s) -> b h c (w s)", s=s),
+                            nn.Linear(width * s, width * s),
+                            Rearrange("b h c (w s) -> b h w (c s)", s=s),
+                        ),
+                        nn.Linear(dim, dim),
+                    ),
+                    nn.Linear(dim, dim),
+                )),
+                PreNormResidual(dim, nn.Sequential(
+                    nn.Linear(dim, dim * e), nn.GELU(), nn.Dropout(0.0),
+                    nn.Linear(dim * e, dim), nn.Dropout(0.0),
+                )),
+            )
+            for _ in range(depth)
+        ],
+        nn.LayerNorm(dim),
+        Reduce("b h w c -> b c", "mean"),
+        nn.Linear(dim, num_classes),
+    ).double()  # fmt: skip
+
+
+def test_permutator_trains_as_in_torch() -> None:
+    rng = np.random.default_rng(14)
+    img, label = rng.standard_normal((3, 3, 8, 8)), rng.integers(0, 5, 3)
+    _run_alike(
+        _permutator,
+        lambda lib, m: lib.optim.Adam(m.parameters(), lr=3e-3),
+        _classify_step,
+        (img, label),
+        modes=("train",),
+    )
+
+
+def test_traced_models_follow_the_batch_size_and_image_size() -> None:
+    # one fg.trace'd forward per program, called with changing shapes, agrees with eager
+    rng = np.random.default_rng(16)
+    cases = [(_vit, (8, 8)), (_cait, (8, 8)), (_mlp_mixer, (8, 12)), (_convnext, (32, 32))]
+    for build, hw in cases:
+        fg.manual_seed(0)
+        m = build(fg).eval()
+        traced = fg.trace(lambda x, m=m: m(x))
+        for bs in (3, 1, 2, 3):
+            x = fg.tensor(rng.standard_normal((bs, 3, *hw)))
+            _close(f"{build.__name__} batch {bs}", m(x), traced(x), rtol=1e-13, atol=1e-13)
+    with _default_double():
+        fg.manual_seed(0)
+        m = _ddpm(fg)
+        traced = fg.trace(lambda x, t, n: m(x, t, n))
+        for bs, hw in ((2, 8), (3, 8), (2, 4)):
+            x, n = rng.random((bs, 3, hw, hw)), rng.standard_normal((bs, 3, hw, hw))
+            args = (fg.tensor(x), fg.tensor(rng.integers(0, 20, bs)), fg.tensor(n))
+            _close(f"diffusion {bs}x{hw}", m(*args), traced(*args), rtol=1e-13, atol=1e-13)
