@@ -1620,6 +1620,38 @@ def test_convnext_init_and_drop_path_draws_behave_as_torch() -> None:
     assert drop_path(x, 0.25, training=False) is x
 
 
+_INITS = {
+    "trunc_normal_": lambda lib, t: lib.nn.init.trunc_normal_(t, std=0.02),
+    "normal_": lambda lib, t: lib.nn.init.normal_(t, std=0.02),
+    "uniform_": lambda lib, t: lib.nn.init.uniform_(t),
+    "xavier_uniform_": lambda lib, t: lib.nn.init.xavier_uniform_(t),
+    "kaiming_normal_": lambda lib, t: lib.nn.init.kaiming_normal_(t),
+    "orthogonal_": lambda lib, t: lib.nn.init.orthogonal_(t),
+    "sparse_": lambda lib, t: lib.nn.init.sparse_(t, 0.5),
+    "Tensor.normal_": lambda lib, t: t.normal_(),
+    "Tensor.uniform_": lambda lib, t: t.uniform_(),
+    "Tensor.log_normal_": lambda lib, t: t.log_normal_(),
+    "Tensor.exponential_": lambda lib, t: t.exponential_(),
+    "Tensor.cauchy_": lambda lib, t: t.cauchy_(),
+}
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+@pytest.mark.parametrize("init", sorted(_INITS))
+def test_continuous_random_fills_of_integer_tensors_raise_as_torch(init: str, dtype: str) -> None:
+    # ConvNeXt's _init_weights runs trunc_normal_ on whatever module.weight is: PyTorch
+    # refuses an integer or bool tensor; ferrograd wrote the samples truncated to integers
+    # (0, -1, ...) without a word
+    for lib in (torch, fg):
+        t = lib.ones(3, 4, dtype=getattr(lib, dtype))
+        with pytest.raises((NotImplementedError, RuntimeError)) as info:
+            _INITS[init](lib, t)
+        assert t.tolist() == [[1 if dtype != "bool" else True] * 4] * 3
+    assert init.split(".")[-1] in str(info.value) and dtype in str(info.value)
+    t = fg.ones(3, 4, dtype=fg.float64)
+    assert _INITS[init](fg, t) is t and not (t.numpy() == 1).all()
+
+
 # ----------------------------------------------------------------------------- MLP-Mixer
 
 
