@@ -107,6 +107,77 @@ def _default_double():
         fg.set_default_dtype(prev[1])
 
 
+# ------------------------------------------------------------- EMA updates of the programs
+
+_EMA_UPDATES = {
+    # (what ema_pytorch / timm's ModelEma / the diffusion Trainer do to a frozen copy, here
+    # outside no_grad, so the writes are recorded)
+    "lerp_": lambda lib, e, m: e.lerp_(m, 0.25),
+    "mul_": lambda lib, e, m: e.mul_(m),
+    "add_": lambda lib, e, m: e.add_(m, alpha=0.5),
+    "copy_": lambda lib, e, m: e.copy_(m * 2),
+    "copy_ a leaf": lambda lib, e, m: e.copy_(m, non_blocking=True),
+    "_foreach_lerp_": lambda lib, e, m: lib._foreach_lerp_([e], [m], 0.25),
+    "_foreach_mul_": lambda lib, e, m: lib._foreach_mul_([e], [m]),
+    "_foreach_add_": lambda lib, e, m: lib._foreach_add_([e], [m], alpha=0.5),
+    "_foreach_sub_": lambda lib, e, m: lib._foreach_sub_([e], [m]),
+    "_foreach_div_": lambda lib, e, m: lib._foreach_div_([e], [m]),
+    "_foreach_abs_": lambda lib, e, m: (e.copy_(m), lib._foreach_abs_([e])),
+    "_foreach_sqrt_": lambda lib, e, m: (e.copy_(m * m), lib._foreach_sqrt_([e])),
+    "_foreach_exp_": lambda lib, e, m: (e.copy_(m), lib._foreach_exp_([e])),
+}
+
+
+_TWICE = pytest.mark.xfail(
+    strict=True,
+    reason="a second in-place write into a tensor whose requires_grad was switched off after "
+    "being on raises 'a leaf tensor that requires grad ... in-place' (the gradient key still "
+    "holds it as a leaf); PyTorch records both writes",
+)
+
+
+@pytest.mark.parametrize(
+    ("update", "frozen"),
+    [
+        pytest.param(u, f, marks=_TWICE)
+        if f == "requires_grad_false" and u in ("_foreach_abs_", "_foreach_exp_", "_foreach_sqrt_")
+        else (u, f)
+        for u in sorted(_EMA_UPDATES)
+        for f in ("parameter", "requires_grad_false", "tensor")
+    ],
+)
+def test_recorded_writes_into_a_frozen_tensor_pass_gradients_as_torch(update, frozen) -> None:
+    # a Parameter made with requires_grad=False (or switched off) that an in-place op writes
+    # a tracked value into: PyTorch makes it a non-leaf that requires grad; ferrograd kept
+    # reporting requires_grad False (the gradient still flowed). _foreach_mul_ /
+    # _foreach_abs_ overwrote an input their gradient needs: backward raised InplaceError.
+    # copy_ of a leaf made the tensor a second handle on that leaf (is_leaf, no grad_fn, and
+    # a later in-place op on it raised); copy_ took no non_blocking
+    got = {}
+    for lib in (torch, fg):
+        ev = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64)
+        if frozen == "parameter":
+            e = lib.nn.Parameter(ev, requires_grad=False)
+        elif frozen == "requires_grad_false":
+            e = lib.nn.Parameter(ev).requires_grad_(False)
+        else:
+            e = ev
+        m = lib.nn.Parameter(lib.tensor([4.0, 5.0, -6.0], dtype=lib.float64))
+        assert not e.requires_grad
+        _EMA_UPDATES[update](lib, e, m)
+        assert e.requires_grad and not e.is_leaf and e.grad_fn is not None
+        (e * e).sum().backward()
+        assert e.requires_grad
+        got[lib] = e, m.grad
+    for a, b in zip(got[torch], got[fg], strict=True):
+        _close(update, a, b, rtol=1e-14, atol=1e-14)
+    for lib in (torch, fg):
+        e = lib.nn.Parameter(lib.ones(3, dtype=lib.float64), requires_grad=False)
+        with lib.no_grad():
+            _EMA_UPDATES[update](lib, e, lib.nn.Parameter(lib.ones(3, dtype=lib.float64)))
+        assert not e.requires_grad and e.is_leaf
+
+
 # -------------------------------------------------------------------------------- nanoGPT
 
 
