@@ -131,8 +131,9 @@ _EMA_UPDATES = {
 _TWICE = pytest.mark.xfail(
     strict=True,
     reason="a second in-place write into a tensor whose requires_grad was switched off after "
-    "being on raises 'a leaf tensor that requires grad ... in-place' (the gradient key still "
-    "holds it as a leaf); PyTorch records both writes",
+    "being on raises 'a leaf tensor that requires grad ... in-place': requires_grad_(False) "
+    "stops the key delivering to it but leaves its storage marked as that key's leaf; "
+    "PyTorch records both writes",
 )
 
 

@@ -990,12 +990,14 @@ def _requires_grad(self: Tensor) -> bool:
     if _autograd.is_leaf_tensor(self):
         return True
     flag = getattr(self, "__dict__", {}).get("_requires_grad")
+    if flag:
+        return True
     # computed from tracked tensors: by backward()'s key or a recording GradManager's (also
     # a leaf made not to require grad that an in-place op then wrote a tracked value into,
     # as PyTorch's: it has a grad_fn and passes gradients on)
     computed = _autograd.tracks(self) or _core._any_recorded([self])
-    if flag is not None and not (flag is False and computed and not _is_leaf(self)):
-        return bool(flag)
+    if flag is False and computed:
+        return not _is_leaf(self)
     return computed
 
 
