@@ -672,6 +672,9 @@ def multinomial(
 
 def _uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:
     """Fills ``self`` in place with uniform samples in ``[a, b)``."""
+    from .nn._errors import require_float_fill
+
+    require_float_fill("uniform_", self)
     u = _rng_for("uniform_", generator, self.device).uniform(a, b, self.shape)
     self.copy_(_from_numpy(u, self.dtype.name, self.device))
     return self
@@ -679,6 +682,9 @@ def _uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = 
 
 def _normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
     """Fills ``self`` in place with normal samples."""
+    from .nn._errors import require_float_fill
+
+    require_float_fill("normal_", self)
     z = _rng_for("normal_", generator, self.device).normal(mean, std, self.shape)
     self.copy_(_from_numpy(z, self.dtype.name, self.device))
     return self

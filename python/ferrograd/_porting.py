@@ -560,7 +560,9 @@ def _make_foreach_binary(name: str, fn: Callable[[Any, Any], Any]) -> tuple:
     def in_place(tensors: Any, other: Any, *, alpha: Any = 1) -> None:
         ts, os_ = _foreach_args(f"_foreach_{name}_", tensors, other)
         for t, o in zip(ts, os_):
-            t.copy_(fn(t, o if alpha == 1 else o * alpha))
+            # the tensor's own in-place op, which keeps what its gradient needs (a copy_ of
+            # fn's result left ``mul`` a saved input overwritten: backward then raised)
+            getattr(t, f"{name}_")(o if alpha == 1 else o * alpha)
 
     out_of_place.__name__, in_place.__name__ = f"_foreach_{name}", f"_foreach_{name}_"
     doc = f"PyTorch's ``torch._foreach_{name}``: ``{name}`` of each tensor of a list"
@@ -575,7 +577,7 @@ def _make_foreach_unary(name: str) -> tuple:
 
     def in_place(tensors: Any) -> None:
         for t in tensors:
-            t.copy_(getattr(t, name)())
+            getattr(t, f"{name}_")()
 
     out_of_place.__name__, in_place.__name__ = f"_foreach_{name}", f"_foreach_{name}_"
     return out_of_place, in_place

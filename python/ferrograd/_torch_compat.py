@@ -1448,10 +1448,14 @@ def _index_fill_traced(x: Tensor, d: int, index: Tensor, value: Any) -> Tensor:
     return _core.where(hit.reshape(*shape), fill, x)
 
 
-def _random_fill(draw: Any) -> Any:
+def _random_fill(draw: Any, name: str | None = None) -> Any:
     def method(self: Tensor, *args: Any, generator: Any = None, **kwargs: Any) -> Tensor:
         from .random import _rng_for
 
+        if name is not None:  # a continuous distribution
+            from .nn._errors import require_float_fill
+
+            require_float_fill(name, self)
         rng = _rng_for(getattr(draw, "__name__", "fill"), generator, self.device)
         values = draw(rng, tuple(self.shape), *args, **kwargs)
         self.copy_(tensor(np.asarray(values), dtype=self.dtype.name, device=self.device))
@@ -1502,10 +1506,14 @@ def _install() -> None:
         "index_add_": _inplace(index_add),
         "index_fill": index_fill,
         "index_fill_": _inplace(index_fill),
-        "exponential_": _random_fill(lambda g, s, lambd=1.0: g.exponential(1.0 / lambd, s)),
-        "log_normal_": _random_fill(lambda g, s, mean=1.0, std=2.0: g.lognormal(mean, std, s)),
+        "exponential_": _random_fill(
+            lambda g, s, lambd=1.0: g.exponential(1.0 / lambd, s), "exponential_"
+        ),
+        "log_normal_": _random_fill(
+            lambda g, s, mean=1.0, std=2.0: g.lognormal(mean, std, s), "log_normal_"
+        ),
         "cauchy_": _random_fill(
-            lambda g, s, median=0.0, sigma=1.0: median + sigma * g.standard_cauchy(s)
+            lambda g, s, median=0.0, sigma=1.0: median + sigma * g.standard_cauchy(s), "cauchy_"
         ),
         "geometric_": _random_fill(lambda g, s, p: g.geometric(p, s)),
         "random_": _random_,

@@ -990,10 +990,15 @@ def _requires_grad(self: Tensor) -> bool:
     if _autograd.is_leaf_tensor(self):
         return True
     flag = getattr(self, "__dict__", {}).get("_requires_grad")
-    if flag is not None:
-        return bool(flag)
-    # computed from tracked tensors: by backward()'s key or a recording GradManager's
-    return _autograd.tracks(self) or _core._any_recorded([self])
+    if flag:
+        return True
+    # computed from tracked tensors: by backward()'s key or a recording GradManager's (also
+    # a leaf made not to require grad that an in-place op then wrote a tracked value into,
+    # as PyTorch's: it has a grad_fn and passes gradients on)
+    computed = _autograd.tracks(self) or _core._any_recorded([self])
+    if flag is False and computed:
+        return not _is_leaf(self)
+    return computed
 
 
 def _requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
@@ -1623,7 +1628,27 @@ class inference_mode:
         return _wrap_in(lambda: inference_mode(mode), fn)
 
 
+_rust_copy_ = Tensor.copy_
+
+
+def _copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
+    """Copies ``src`` (broadcast, cast to this dtype) into this tensor, in place; returns
+    self. ``non_blocking`` is accepted as PyTorch's (copies here complete at once). A leaf
+    that requires grad copied in is recorded through a clone, so this tensor becomes a
+    computed one (PyTorch's CopyBackwards), not a second handle on that leaf."""
+    if (
+        _autograd.leaves
+        and isinstance(src, Tensor)
+        and src is not self
+        and _autograd.is_leaf_tensor(src)
+        and _core._grad_enabled()
+    ):
+        src = src.clone()
+    return _rust_copy_(self, src)
+
+
 def _install_torch_autograd() -> None:
+    Tensor.copy_ = _copy_
     Tensor.requires_grad = property(_requires_grad, _set_requires_grad)
     Tensor.requires_grad_ = _requires_grad_
     Tensor.is_leaf = property(_is_leaf)

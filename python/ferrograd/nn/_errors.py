@@ -66,3 +66,15 @@ class ShapeNotImplementedError(ShapeError, NotImplementedError):  # type: ignore
     """A rank an op has no kernel for (``interpolate``'s ``bilinear`` on a 3-D input, ...),
     where PyTorch raises ``NotImplementedError``; ferrograd's older ``ShapeError`` still
     catches it."""
+
+
+def require_float_fill(op: str, t: object) -> None:
+    """A continuous random fill (``normal_``, ``uniform_``, the initialisers built on them)
+    of an integer or bool tensor raises, as PyTorch's does, instead of writing truncated
+    samples."""
+    dt = t.dtype  # type: ignore[attr-defined]
+    if not (dt.is_floating_point or dt.is_complex):
+        raise UnsupportedDTypeError(
+            f"{op}: fills with samples of a continuous distribution, which need a floating "
+            f"point tensor, got {dt}"
+        )

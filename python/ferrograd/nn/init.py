@@ -11,6 +11,7 @@ import numpy as np
 
 from .._core import Tensor
 from .._tensor import tensor
+from ._errors import require_float_fill
 
 __all__ = [
     "calculate_gain",
@@ -42,9 +43,10 @@ def _write(t: Tensor, values: np.ndarray) -> Tensor:
     return t
 
 
-def _rng(t: Tensor, generator: Any = None) -> np.random.Generator:
+def _rng(t: Tensor, generator: Any = None, op: str = "nn.init") -> np.random.Generator:
     from ..random import _rng_for
 
+    require_float_fill(op, t)
     return _rng_for("nn.init", generator, t.device)
 
 
@@ -124,11 +126,11 @@ def _no_grad_trunc_normal_(
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
-    return _write(tensor, _rng(tensor, generator).uniform(a, b, tensor.shape))
+    return _write(tensor, _rng(tensor, generator, "uniform_").uniform(a, b, tensor.shape))
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
-    return _write(tensor, _rng(tensor, generator).normal(mean, std, tensor.shape))
+    return _write(tensor, _rng(tensor, generator, "normal_").normal(mean, std, tensor.shape))
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
@@ -162,12 +164,14 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
 
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
+    require_float_fill("xavier_uniform_", tensor)
     fan_in, fan_out = _fans(tensor)
     a = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(tensor, -a, a, generator)
 
 
 def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
+    require_float_fill("xavier_normal_", tensor)
     fan_in, fan_out = _fans(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
@@ -191,6 +195,7 @@ def kaiming_uniform_(
     if 0 in tuple(tensor.shape):
         warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
         return tensor
+    require_float_fill("kaiming_uniform_", tensor)
     bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
     return uniform_(tensor, -bound, bound, generator)
 
@@ -205,6 +210,7 @@ def kaiming_normal_(
     if 0 in tuple(tensor.shape):
         warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
         return tensor
+    require_float_fill("kaiming_normal_", tensor)
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 
@@ -219,7 +225,7 @@ def trunc_normal_(
     """Normal samples redrawn until they fall in ``[a, b]``."""
     if a >= b:
         raise ValueError(f"trunc_normal_: a ({a}) must be less than b ({b})")
-    g = _rng(tensor, generator)
+    g = _rng(tensor, generator, "trunc_normal_")
     n = int(np.prod(tensor.shape))
     out = np.empty(0)
     while out.size < n:
@@ -234,7 +240,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Ten
         raise ValueError(f"orthogonal_: needs at least 2 axes, got shape {list(tensor.shape)}")
     rows = tensor.shape[0]
     cols = int(np.prod(tensor.shape[1:]))
-    flat = _rng(tensor, generator).normal(0.0, 1.0, (rows, cols))
+    flat = _rng(tensor, generator, "orthogonal_").normal(0.0, 1.0, (rows, cols))
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
@@ -251,7 +257,7 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator: Any =
         raise ValueError("sparse_: Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     num_zeros = math.ceil(sparsity * rows)
-    g = _rng(tensor, generator)
+    g = _rng(tensor, generator, "sparse_")
     values = g.normal(0.0, std, (rows, cols))
     for c in range(cols):
         values[g.permutation(rows)[:num_zeros], c] = 0.0

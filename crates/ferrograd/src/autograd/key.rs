@@ -655,6 +655,11 @@ impl GradKey {
                 a.callbacks.clear();
             }
         }
+        // no longer a leaf that requires grad here: in-place writes into it are recorded
+        // (not refused as writes into a leaf)
+        if tensor.storage().leaf_key() == self.0.id {
+            tensor.storage().set_leaf_key(0);
+        }
     }
 
     /// Whether this key tracks `tensor` (attached, or computed from attached tensors).
