@@ -70,3 +70,23 @@ def test_both_backends_agree():
     assert out["gemm"][1] == "False"
     if out["openblas"][1] == "True":  # numpy bundles OpenBLAS on this platform
         assert out["openblas"][0] == pytest.approx(out["gemm"][0], rel=1e-12)
+
+
+def test_transposed_weight_product_large_enough_for_blas():
+    # a Linear layer's x @ W.T with W's columns 4 KiB apart, large enough (2^28
+    # multiply-adds) to go to the loaded BLAS, which reads the transposed operand in place
+    code = (
+        "import ferrograd as fg, numpy as np; r = np.random.default_rng(5); "
+        "x = r.normal(size=(256, 1024)).astype(np.float32); "
+        "w = r.normal(size=(1024, 1024)).astype(np.float32); "
+        "got = (fg.tensor(x, device='cpu') @ fg.tensor(w, device='cpu').T).numpy(); "
+        "want = x.astype(np.float64) @ w.T.astype(np.float64); "
+        "print(repr(float(np.abs(got - want).max() / np.abs(want).max())))"
+    )
+    for choice in ("gemm", "openblas"):
+        env = dict(os.environ, FERROGRAD_BLAS=choice, FERROGRAD_TEST_DEVICE="cpu")
+        r = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+        )
+        assert r.returncode == 0, r.stderr
+        assert float(r.stdout) < 1e-5, (choice, r.stdout)

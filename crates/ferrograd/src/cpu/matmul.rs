@@ -41,7 +41,9 @@ pub(crate) fn matmul(a: &CpuData, la: &Layout, b: &CpuData, lb: &Layout) -> Resu
 /// multiple of 4 KiB apart (1024 floats), `gemm`'s reads fall in one cache set: the 256 x 1024
 /// x 1024 product of an MLP's backward ran at half the rate of the same product with `b` in
 /// rows (AMD Zen 4), so `b` is first copied to rows (a tiled copy, about a tenth of the
-/// product). Other strides pack at full rate, and there a copy would only cost.
+/// product), unless the product goes to the loaded BLAS, which reads `b` transposed where it
+/// lies (twice the rate of the copy and `gemm` on an AMD Zen 3). Other strides pack at full
+/// rate, and there a copy would only cost.
 fn float_products<T>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Result<Vec<T>>
 where
     T: Float + Send + Sync + 'static,
@@ -67,10 +69,13 @@ where
         return dot_products(a, la, b, lb);
     }
     let batch_broadcast = lb.strides()[..nd - 2].contains(&0);
+    // (a product the loaded BLAS takes reads a transposed operand as it lies: no copy)
+    let to_blas = crate::cpu::threads() > 1 && m * n * k >= 1 << 26 && super::blas::in_use();
     if column_major
         && (bcs.unsigned_abs() * std::mem::size_of::<T>()) % 4096 == 0
         && m > 1
         && !batch_broadcast
+        && !to_blas
     {
         let rows = super::map1(b, lb, |v| v)?;
         let lr = Layout::contiguous(lb.shape());
